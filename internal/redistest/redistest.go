@@ -1,0 +1,250 @@
+// Package redistest starts throwaway redis-server processes for tests.
+//
+// Every test that needs Redis calls Start, which runs a real redis-server on a
+// free loopback port with its own temporary directory and no persistence, and
+// stops it in t.Cleanup. When no redis-server is on PATH and the test runs as
+// root on a Debian-like machine, Start installs it with apt-get once (all test
+// binaries share a lock); otherwise the test fails with the one line that says
+// how to get it. Tests never skip for a missing Redis.
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// HowToInstall is the one line a test prints when it cannot find redis-server.
+const HowToInstall = "redis-server not found on PATH: install it (Debian/Ubuntu: sudo apt-get install -y redis-server; macOS: brew install redis)"
+
+// Server is one running redis-server.
+type Server struct {
+	Addr string // host:port on loopback
+	Dir  string // its working directory
+
+	t       testing.TB
+	cmd     *exec.Cmd
+	persist  bool
+	password string
+	port    int
+	exited  chan struct{}
+}
+
+// Options tune Start.
+type Options struct {
+	// Persist makes the server write an append-only file in Dir, so that a
+	// Restart keeps its data. Defaults to false: a restart loses everything.
+	Persist bool
+	// Password, when set, is required from clients (requirepass).
+	Password string
+}
+
+var installOnce sync.Once
+
+// Binary returns the path of redis-server, installing it where it can.
+func Binary(t testing.TB) string {
+	t.Helper()
+	if p, err := exec.LookPath("redis-server"); err == nil {
+		return p
+	}
+	installOnce.Do(tryInstall)
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal(HowToInstall)
+	}
+	return p
+}
+
+// tryInstall runs apt-get as root on Debian-like machines, under a file lock
+// so that test binaries running in parallel do not race each other.
+func tryInstall() {
+	if os.Geteuid() != 0 {
+		return
+	}
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		return
+	}
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "tickd-redistest-install.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
+	if _, err := exec.LookPath("redis-server"); err == nil {
+		return
+	}
+	fmt.Fprintln(os.Stderr, "redistest: redis-server missing; running apt-get install -y redis-server")
+	for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", "redis-server"}} {
+		cmd := exec.Command("apt-get", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "redistest: apt-get %s: %v\n", args[0], err)
+			return
+		}
+	}
+}
+
+// Start runs a redis-server for the test and stops it when the test ends.
+func Start(t testing.TB, opts ...Options) *Server {
+	t.Helper()
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	s := &Server{t: t, Dir: t.TempDir(), persist: o.Persist, port: FreePort(t)}
+	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+	s.password = o.Password
+	s.start()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// URL is a redis:// URL for the server, with the password if one is set.
+func (s *Server) URL() string {
+	if s.password != "" {
+		return "redis://:" + s.password + "@" + s.Addr + "/0"
+	}
+	return "redis://" + s.Addr + "/0"
+}
+
+func (s *Server) start() {
+	t := s.t
+	t.Helper()
+	args := []string{
+		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--dir", s.Dir, "--save", "", "--daemonize", "no",
+		"--protected-mode", "no", "--loglevel", "warning",
+	}
+	if s.persist {
+		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+	} else {
+		args = append(args, "--appendonly", "no")
+	}
+	if s.password != "" {
+		args = append(args, "--requirepass", s.password)
+	}
+	cmd := exec.Command(Binary(t), args...)
+	logf, err := os.Create(filepath.Join(s.Dir, "redis.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	s.cmd = cmd
+	s.exited = make(chan struct{})
+	go func() { cmd.Wait(); logf.Close(); close(s.exited) }() //nolint:errcheck
+	if err := s.waitReady(10 * time.Second); err != nil {
+		s.Stop()
+		b, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+		t.Fatalf("redis-server on %s not ready: %v\n%s", s.Addr, err, b)
+	}
+}
+
+// waitReady polls PING until the server answers PONG (or NOAUTH, which also
+// means it is up) or the deadline passes.
+func (s *Server) waitReady(d time.Duration) error {
+	deadline := time.Now().Add(d)
+	var last error
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.exited:
+			return fmt.Errorf("redis-server exited")
+		default:
+		}
+		last = ping(s.Addr)
+		if last == nil {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+	}
+	return last
+}
+
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second)) //nolint:errcheck
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if strings.HasPrefix(line, "+PONG") || strings.HasPrefix(line, "-NOAUTH") {
+		return nil
+	}
+	if strings.HasPrefix(line, "-LOADING") {
+		return fmt.Errorf("loading")
+	}
+	return fmt.Errorf("unexpected reply %q", line)
+}
+
+// Stop kills the server (SIGKILL: like a crash, nothing is flushed beyond
+// what appendfsync already wrote) and waits for it to exit.
+func (s *Server) Stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	s.cmd.Process.Kill() //nolint:errcheck
+	<-s.exited
+	s.cmd = nil
+}
+
+// Restart stops the server and starts it again on the same port. Without
+// Options.Persist it comes back empty, as after a crash without persistence.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	s.start()
+}
+
+// Running reports whether the server process is up.
+func (s *Server) Running() bool { return s.cmd != nil }
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// WaitFor polls cond every few milliseconds until it is true or d passes, and
+// fails the test with msg when the deadline passes.
+func WaitFor(t testing.TB, d time.Duration, msg string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out after %v waiting for %s", d, msg)
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package lease
+
+import (
+	"fmt"
+	"strings"
+)
+
+// escape maps any string to a key-safe, collision-free form: bytes in
+// [A-Za-z0-9._-] stay as they are, every other byte becomes %XX. The result
+// never holds ':', '{', '}', glob characters, spaces or control bytes, and
+// escape is injective, so two ids never share a key.
+func escape(s string) string {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if !plain(s[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 2*n)
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if plain(c) {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
+}
+
+func plain(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+}
+
+// unescape reverses escape.
+func unescape(s string) (string, error) {
+	if !strings.Contains(s, "%") {
+		return s, nil
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b = append(b, s[i])
+			continue
+		}
+		if i+2 >= len(s) {
+			return "", fmt.Errorf("lease: bad escape in %q", s)
+		}
+		hi, ok1 := unhex(s[i+1])
+		lo, ok2 := unhex(s[i+2])
+		if !ok1 || !ok2 {
+			return "", fmt.Errorf("lease: bad escape in %q", s)
+		}
+		b = append(b, hi<<4|lo)
+		i += 2
+	}
+	return string(b), nil
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// member names one (task, entity) in the due set and inside hash tags.
+func member(task, entity string) string { return escape(task) + ":" + escape(entity) }
+
+// splitMember reverses member.
+func splitMember(m string) (task, entity string, err error) {
+	i := strings.IndexByte(m, ':')
+	if i < 0 {
+		return "", "", fmt.Errorf("lease: bad member %q", m)
+	}
+	if task, err = unescape(m[:i]); err != nil {
+		return "", "", err
+	}
+	entity, err = unescape(m[i+1:])
+	return task, entity, err
+}
+
+// keys holds the key layout under one prefix. All keys of one (task, entity)
+// carry the hash tag {task:entity}, so they share a Redis Cluster slot.
+type keys struct{ prefix string }
+
+func (k keys) lease(m string) string { return k.prefix + ":{" + m + "}:lease" }
+func (k keys) state(m string) string { return k.prefix + ":{" + m + "}:state" }
+func (k keys) epoch() string         { return k.prefix + ":epoch" }
+func (k keys) due() string           { return k.prefix + ":due" }
+func (k keys) dueInfo() string       { return k.prefix + ":dueinfo" }
+func (k keys) paused() string        { return k.prefix + ":paused" }
+
+// leasePattern matches the lease keys of one task ("" for all tasks) in SCAN.
+// Escaped names hold no glob characters.
+func (k keys) leasePattern(task string) string { return k.scanPattern(task) + ":lease" }
+func (k keys) statePattern(task string) string { return k.scanPattern(task) + ":state" }
+
+func (k keys) scanPattern(task string) string {
+	if task == "" {
+		return k.prefix + ":{*}"
+	}
+	return k.prefix + ":{" + escape(task) + ":*}"
+}
+
+// memberOf extracts the member from a lease or state key.
+func (k keys) memberOf(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, k.prefix+":{")
+	if !ok {
+		return "", false
+	}
+	i := strings.LastIndexByte(rest, '}')
+	if i < 0 {
+		return "", false
+	}
+	return rest[:i], true
+}
+
+// ValidPrefix reports whether p can be used as a key prefix: letters, digits
+// and . _ - : only, so that it cannot break the key layout or hash tags.
+func ValidPrefix(p string) bool {
+	if p == "" {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if !plain(p[i]) && p[i] != ':' {
+			return false
+		}
+	}
+	return true
+}

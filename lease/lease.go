@@ -1,0 +1,198 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Reason says why a run happens.
+type Reason string
+
+// The reasons of a run.
+const (
+	ReasonTick       Reason = "tick"
+	ReasonReschedule Reason = "reschedule"
+	ReasonRetry      Reason = "retry"
+	ReasonTrigger    Reason = "trigger"
+	ReasonQueued     Reason = "queued"
+)
+
+// Errors returned by the store. Compare with errors.Is.
+var (
+	ErrBusy       = errors.New("lease: busy")
+	ErrAlreadyRan = errors.New("lease: tick already ran")
+	ErrQuarantine = errors.New("lease: redis lost its data; granting nothing until old leases have expired")
+	ErrNotHeld    = errors.New("lease: not held")
+	// Causes of a lease context's cancellation (context.Cause).
+	ErrLost      = errors.New("lease: lost (released by force, expired or taken over)")
+	ErrUntrusted = errors.New("lease: not renewed within its trust window")
+	ErrReleased  = errors.New("lease: released")
+	ErrClosed    = errors.New("lease: store closed")
+)
+
+// BusyError says who holds a lease that could not be acquired.
+type BusyError struct {
+	Holder string    // replica id of the holder
+	Since  time.Time // when the holder acquired it
+	Fence  int64     // the holder's fencing token
+	Queued bool      // a follow-up was requested for after the holder ends
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("lease: busy (held by %s since %s, fence %d)", e.Holder, e.Since.UTC().Format(time.RFC3339), e.Fence)
+}
+
+// Is makes errors.Is(err, ErrBusy) true.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
+
+// AlreadyRanError says which tick already started a run.
+type AlreadyRanError struct{ LastTick time.Time }
+
+func (e *AlreadyRanError) Error() string {
+	return "lease: tick already ran (last tick run " + e.LastTick.UTC().Format(time.RFC3339Nano) + ")"
+}
+
+// Is makes errors.Is(err, ErrAlreadyRan) true.
+func (e *AlreadyRanError) Is(target error) bool { return target == ErrAlreadyRan }
+
+// Request asks for the lease of one (task, entity).
+type Request struct {
+	Task   string
+	Entity string
+	TTL    time.Duration // lease time to live; renewed every TTL/3
+	Reason Reason
+	// Tick is the scheduled instant of a ReasonTick run. The acquire fails
+	// with ErrAlreadyRan when a tick run for a tick >= Tick already started.
+	Tick time.Time
+	// Queue, when the entity is busy, leaves a follow-up request that the
+	// holder's release turns into one run after it.
+	Queue bool
+	// From is the due entry this run carries out; its claim is acked at
+	// release, and dropped at once when the lease is busy.
+	From *Due
+}
+
+// Result is one answer of AcquireBatch: a Lease or an error.
+type Result struct {
+	Lease *Lease
+	Err   error
+}
+
+// Lease is a held lease. Its Context is cancelled, with a cause, the moment
+// the lease is lost or can no longer be trusted.
+type Lease struct {
+	Task     string
+	Entity   string
+	Reason   Reason
+	Tick     time.Time // zero unless the run is for a tick
+	Fence    int64     // fencing token: increases with every grant for this (task, entity)
+	Acquired time.Time // local clock, before the request was sent
+	Attempt  int       // from the due entry, if any
+
+	token  string
+	member string
+	claim  string
+	ttl    time.Duration
+	store  *Store
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu        sync.Mutex
+	trusted   time.Time // the holder may trust the lease until then
+	renewAt   time.Time
+	failures  int
+	timer     *time.Timer
+	released  bool
+	noRenewal bool // tests only: the keeper leaves this lease alone
+}
+
+// Context is cancelled when the lease is lost, untrusted, released or the
+// store closed; context.Cause says which.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// TrustedUntil is the instant until which the holder may trust the lease:
+// the send time of the last successful acquire or renewal, plus TTL, minus
+// the safety margin.
+func (l *Lease) TrustedUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.trusted
+}
+
+// TTL is the lease's time to live.
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// Margin is the part of a TTL the holder does not trust: clock drift between
+// the holder and Redis, plus the time to stop a run. A holder trusts its
+// lease until sent + ttl - Margin(ttl).
+func Margin(ttl time.Duration) time.Duration { return ttl / 5 }
+
+// Outcome is what a run did, recorded at release for status.
+type Outcome struct {
+	Result  string // done, reschedule, failed, timeout, lease_lost, canceled…
+	Started time.Time
+	Ended   time.Time
+}
+
+// Next asks, atomically with the release, for another run of the same
+// (task, entity) after Delay. It is durable: any replica carries it out.
+type Next struct {
+	Reason  Reason
+	Delay   time.Duration
+	Attempt int
+}
+
+// Released is what a release hands back.
+type Released struct {
+	// FollowUp is true when a busy acquire asked for a follow-up while the
+	// lease was held; the release enqueued one queued run (unless Next was
+	// given, which already covers it).
+	FollowUp bool
+}
+
+// Release gives the lease back and records the outcome. With next, it also
+// enqueues another run in the same atomic step. A holder whose lease was
+// taken over gets ErrNotHeld and touches nothing.
+func (l *Lease) Release(ctx context.Context, o Outcome, next *Next) (Released, error) {
+	return l.store.release(ctx, l, o, next)
+}
+
+// Due is a pending request for a run: a reschedule, retry, trigger or
+// queued follow-up.
+type Due struct {
+	Task    string
+	Entity  string
+	Reason  Reason
+	Attempt int       // consecutive reschedules or retries so far
+	Tick    time.Time // the tick the chain started from, if any
+	At      time.Time // when it is due
+	claim   string
+}
+
+// Held describes a lease someone holds, for status.
+type Held struct {
+	Task   string
+	Entity string
+	Holder string
+	Since  time.Time
+	Fence  int64
+	Reason Reason
+	TTL    time.Duration // time left
+}
+
+// LastRun describes the last finished run of a (task, entity), for status.
+type LastRun struct {
+	Task     string
+	Entity   string
+	Outcome  string
+	Reason   Reason
+	Replica  string
+	Fence    int64
+	Started  time.Time
+	Ended    time.Time
+	LastTick time.Time
+}

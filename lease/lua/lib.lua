@@ -1,0 +1,59 @@
+-- Shared helpers, prepended to every tickd script. Times are the Redis
+-- server's clock (TIME), so replicas with skewed clocks agree.
+
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local function num(x)
+  return string.format('%.0f', x)
+end
+
+-- The epoch key exists from the first acquire on. When it is missing, Redis
+-- lost its data (or is new): nothing is granted for one maximum lease TTL, so
+-- no old holder can still trust a lease that Redis has forgotten.
+local function quarantine(epoch_key, now_ms, max_ttl_ms)
+  local q = redis.call('GET', epoch_key)
+  if not q then
+    redis.call('SET', epoch_key, num(now_ms + max_ttl_ms))
+    return max_ttl_ms
+  end
+  q = tonumber(q)
+  if now_ms < q then
+    return q - now_ms
+  end
+  return 0
+end
+
+-- A due entry's info is "reason|attempt|tick_ms|claim".
+local function due_claim(info_key, member)
+  local v = redis.call('HGET', info_key, member)
+  if not v then return nil end
+  local r, a, t, c = string.match(v, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+  return c
+end
+
+-- ack removes a due entry if it is still the one this claim took.
+local function ack(due_key, info_key, member, claim)
+  if member == '' or claim == '' then return 0 end
+  if due_claim(info_key, member) == claim then
+    redis.call('ZREM', due_key, member)
+    redis.call('HDEL', info_key, member)
+    return 1
+  end
+  return 0
+end
+
+-- add_due stores one pending request per (task, entity). An earlier unclaimed
+-- request already covers a later one; a claimed (in-flight) one is replaced, so
+-- the request made now is carried out after the in-flight run.
+local function add_due(due_key, info_key, member, reason, due_ms, attempt, tick_ms)
+  local cur = redis.call('ZSCORE', due_key, member)
+  if cur and tonumber(cur) <= due_ms and due_claim(info_key, member) == '' then
+    return 0
+  end
+  redis.call('ZADD', due_key, num(due_ms), member)
+  redis.call('HSET', info_key, member, reason .. '|' .. attempt .. '|' .. tick_ms .. '|')
+  return 1
+end

@@ -1,0 +1,338 @@
+package lease
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// NewMemory returns a Store whose leases live in this process: the embedded
+// default for one replica without Redis. Its semantics are those of the
+// Redis store (the same conformance suite runs against both), except that
+// there is no data loss to detect and nothing is shared between processes.
+func NewMemory(opts Options) *Store {
+	b := &memBackend{
+		held: map[string]*memLease{}, states: map[string]*memState{},
+		due: map[string]*memDue{}, pausedSet: map[string]bool{},
+	}
+	s := newStore(b, opts)
+	b.opts = &s.opts
+	return s
+}
+
+type memBackend struct {
+	opts *Options
+
+	mu        sync.Mutex
+	held      map[string]*memLease // by member
+	states    map[string]*memState
+	due       map[string]*memDue
+	pausedSet map[string]bool
+}
+
+type memLease struct {
+	token, holder string
+	since, expire time.Time
+	fence         int64
+	reason        Reason
+}
+
+type memState struct {
+	tick     time.Time
+	fence    int64
+	followup bool
+	last     LastRun
+	expire   time.Time
+}
+
+type memDue struct {
+	d Due // At is the score; claim is the current claim
+}
+
+func (b *memBackend) now() time.Time { return b.opts.Clock.Now() }
+
+// gc drops what has expired for one member.
+func (b *memBackend) gc(m string, now time.Time) {
+	if l, ok := b.held[m]; ok && !now.Before(l.expire) {
+		delete(b.held, m)
+	}
+	if s, ok := b.states[m]; ok && !now.Before(s.expire) {
+		delete(b.states, m)
+	}
+}
+
+func (b *memBackend) state(m string, now time.Time) *memState {
+	s, ok := b.states[m]
+	if !ok {
+		s = &memState{}
+		b.states[m] = s
+	}
+	s.expire = now.Add(b.opts.StateTTL)
+	return s
+}
+
+func (b *memBackend) acquire(_ context.Context, holder string, reqs []acquireArg) ([]acquireReply, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	out := make([]acquireReply, len(reqs))
+	for i, a := range reqs {
+		if a.token == "" {
+			continue
+		}
+		m := a.member
+		b.gc(m, now)
+		st := b.states[m]
+		if a.req.Reason == ReasonTick && st != nil && !st.tick.IsZero() && !st.tick.Before(a.req.Tick) {
+			out[i] = acquireReply{status: "ran", at: st.tick}
+			continue
+		}
+		if cur, ok := b.held[m]; ok {
+			if a.req.Queue {
+				b.state(m, now).followup = true
+			}
+			if a.req.From != nil {
+				b.ackLocked(m, a.req.From.claim)
+			}
+			out[i] = acquireReply{status: "busy", holder: cur.holder, at: cur.since, fence: cur.fence}
+			continue
+		}
+		s := b.state(m, now)
+		fence := max(s.fence+1, now.UnixMicro())
+		s.fence = fence
+		if a.req.Reason == ReasonTick {
+			s.tick = a.req.Tick
+		}
+		b.held[m] = &memLease{token: a.token, holder: holder, since: now, expire: now.Add(a.req.TTL), fence: fence, reason: a.req.Reason}
+		out[i] = acquireReply{status: "ok", fence: fence, at: now}
+	}
+	return out, nil
+}
+
+func (b *memBackend) renew(_ context.Context, ls []*Lease) ([]bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	ok := make([]bool, len(ls))
+	for i, l := range ls {
+		b.gc(l.member, now)
+		if cur, found := b.held[l.member]; found && cur.token == l.token {
+			cur.expire = now.Add(l.ttl)
+			ok[i] = true
+		}
+	}
+	return ok, nil
+}
+
+func (b *memBackend) release(_ context.Context, l *Lease, o Outcome, next *Next) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	m := l.member
+	b.gc(m, now)
+	cur, ok := b.held[m]
+	if !ok || cur.token != l.token {
+		return false, ErrNotHeld
+	}
+	delete(b.held, m)
+	s := b.state(m, now)
+	s.last = LastRun{Outcome: o.Result, Reason: cur.reason, Replica: b.opts.Replica, Fence: cur.fence, Started: o.Started, Ended: o.Ended}
+	fu := s.followup
+	s.followup = false
+	b.ackLocked(m, l.claim)
+	if next != nil {
+		b.addDueLocked(m, Due{Task: l.Task, Entity: l.Entity, Reason: next.Reason, Attempt: next.Attempt, Tick: l.Tick}, now.Add(next.Delay))
+	} else if fu {
+		b.addDueLocked(m, Due{Task: l.Task, Entity: l.Entity, Reason: ReasonQueued, Tick: l.Tick}, now)
+	}
+	return fu, nil
+}
+
+func (b *memBackend) releaseBatch(ctx context.Context, ls []*Lease, o Outcome) ([]error, error) {
+	errs := make([]error, len(ls))
+	for i, l := range ls {
+		_, errs[i] = b.release(ctx, l, o, nil)
+	}
+	return errs, nil
+}
+
+func (b *memBackend) ackLocked(m, claim string) {
+	if claim == "" {
+		return
+	}
+	if e, ok := b.due[m]; ok && e.d.claim == claim {
+		delete(b.due, m)
+	}
+}
+
+// addDueLocked mirrors add_due in lib.lua.
+func (b *memBackend) addDueLocked(m string, d Due, at time.Time) {
+	if e, ok := b.due[m]; ok && !e.d.At.After(at) && e.d.claim == "" {
+		return
+	}
+	d.At, d.claim = at, ""
+	b.due[m] = &memDue{d: d}
+}
+
+func (b *memBackend) enqueue(_ context.Context, d Due, delay time.Duration) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.addDueLocked(member(d.Task, d.Entity), d, b.now().Add(delay))
+	return nil
+}
+
+func (b *memBackend) take(_ context.Context, limit int, vis time.Duration, prefix string) ([]Due, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	var ready []*memDue
+	for _, e := range b.due {
+		if !e.d.At.After(now) {
+			ready = append(ready, e)
+		}
+	}
+	sort.Slice(ready, func(i, j int) bool { return ready[i].d.At.Before(ready[j].d.At) })
+	if len(ready) > limit {
+		ready = ready[:limit]
+	}
+	out := make([]Due, len(ready))
+	for i, e := range ready {
+		out[i] = e.d
+		e.d.claim = prefix + ":" + itoa(i+1)
+		e.d.At = now.Add(vis)
+		out[i].claim = e.d.claim
+	}
+	return out, nil
+}
+
+func itoa(i int) string {
+	var b [20]byte
+	n := len(b)
+	for {
+		n--
+		b[n] = byte('0' + i%10)
+		i /= 10
+		if i == 0 {
+			return string(b[n:])
+		}
+	}
+}
+
+func (b *memBackend) ack(_ context.Context, d Due) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ackLocked(member(d.Task, d.Entity), d.claim)
+	return nil
+}
+
+func (b *memBackend) unlock(_ context.Context, task, entity, by string) (Held, bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m := member(task, entity)
+	now := b.now()
+	b.gc(m, now)
+	cur, ok := b.held[m]
+	if !ok {
+		return Held{}, false, nil
+	}
+	delete(b.held, m)
+	b.state(m, now)
+	return Held{Task: task, Entity: entity, Holder: cur.holder, Since: cur.since, Fence: cur.fence}, true, nil
+}
+
+// sortedMembers lists the members of one task ("" for all) in a stable order.
+func sortedMembers[V any](mp map[string]V, task string) []string {
+	var ms []string
+	for m := range mp {
+		if task == "" || strings.HasPrefix(m, escape(task)+":") {
+			ms = append(ms, m)
+		}
+	}
+	sort.Strings(ms)
+	return ms
+}
+
+func (b *memBackend) leases(_ context.Context, task string, fn func(Held) error) error {
+	b.mu.Lock()
+	now := b.now()
+	var hs []Held
+	for _, m := range sortedMembers(b.held, task) {
+		b.gc(m, now)
+		l, ok := b.held[m]
+		if !ok {
+			continue
+		}
+		t, e, _ := splitMember(m)
+		hs = append(hs, Held{Task: t, Entity: e, Holder: l.holder, Since: l.since, Fence: l.fence, Reason: l.reason, TTL: l.expire.Sub(now)})
+	}
+	b.mu.Unlock()
+	for _, h := range hs {
+		if err := fn(h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *memBackend) lastRuns(_ context.Context, task string, fn func(LastRun) error) error {
+	b.mu.Lock()
+	var rs []LastRun
+	for _, m := range sortedMembers(b.states, task) {
+		s := b.states[m]
+		if s.last.Outcome == "" {
+			continue
+		}
+		r := s.last
+		r.Task, r.Entity, _ = splitMember(m)
+		r.LastTick = s.tick
+		rs = append(rs, r)
+	}
+	b.mu.Unlock()
+	for _, r := range rs {
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *memBackend) dueEntries(_ context.Context, fn func(Due) error) error {
+	b.mu.Lock()
+	ds := make([]Due, 0, len(b.due))
+	for _, e := range b.due {
+		ds = append(ds, e.d)
+	}
+	b.mu.Unlock()
+	sort.Slice(ds, func(i, j int) bool { return ds[i].At.Before(ds[j].At) })
+	for _, d := range ds {
+		if err := fn(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *memBackend) setPaused(_ context.Context, task string, paused bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if paused {
+		b.pausedSet[task] = true
+	} else {
+		delete(b.pausedSet, task)
+	}
+	return nil
+}
+
+func (b *memBackend) paused(context.Context) (map[string]bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m := make(map[string]bool, len(b.pausedSet))
+	for k := range b.pausedSet {
+		m[k] = true
+	}
+	return m, nil
+}
+
+func (b *memBackend) ping(context.Context) error { return nil }

@@ -1,0 +1,451 @@
+package lease
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed lua/lib.lua
+var luaLib string
+
+//go:embed lua/acquire.lua
+var luaAcquire string
+
+//go:embed lua/renew.lua
+var luaRenew string
+
+//go:embed lua/release.lua
+var luaRelease string
+
+//go:embed lua/enqueue.lua
+var luaEnqueue string
+
+//go:embed lua/take.lua
+var luaTake string
+
+//go:embed lua/ack.lua
+var luaAck string
+
+//go:embed lua/unlock.lua
+var luaUnlock string
+
+// Every script is the shared library followed by its own body.
+var (
+	scriptAcquire = redis.NewScript(luaLib + luaAcquire)
+	scriptRenew   = redis.NewScript(luaRenew)
+	scriptRelease = redis.NewScript(luaLib + luaRelease)
+	scriptEnqueue = redis.NewScript(luaLib + luaEnqueue)
+	scriptTake    = redis.NewScript(luaLib + luaTake)
+	scriptAck     = redis.NewScript(luaLib + luaAck)
+	scriptUnlock  = redis.NewScript(luaLib + luaUnlock)
+)
+
+// RedisClient is what the store needs of a go-redis client.
+type RedisClient interface {
+	redis.Scripter
+	redis.Cmdable
+}
+
+type redisBackend struct {
+	c    RedisClient
+	k    keys
+	opts *Options
+}
+
+// NewRedis returns a Store whose leases live in Redis under prefix. Replicas
+// that share the Redis and the prefix coordinate. Close the Store when done;
+// the client is the caller's.
+func NewRedis(c RedisClient, prefix string, opts Options) (*Store, error) {
+	if !ValidPrefix(prefix) {
+		return nil, fmt.Errorf("lease: key prefix %q: use letters, digits and . _ - : only", prefix)
+	}
+	b := &redisBackend{c: c, k: keys{prefix: prefix}}
+	s := newStore(b, opts)
+	b.opts = &s.opts
+	return s, nil
+}
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+func fromMS(s string) time.Time {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
+func tickMS(t time.Time) string {
+	if t.IsZero() {
+		return "0"
+	}
+	return strconv.FormatInt(t.UnixMilli(), 10)
+}
+
+func (b *redisBackend) acquire(ctx context.Context, holder string, reqs []acquireArg) ([]acquireReply, error) {
+	ks := make([]string, 0, 3+2*len(reqs))
+	ks = append(ks, b.k.epoch(), b.k.due(), b.k.dueInfo())
+	argv := make([]any, 0, 3+7*len(reqs))
+	argv = append(argv, ms(b.opts.MaxTTL), ms(b.opts.StateTTL), holder)
+	var skipped []int
+	for i, a := range reqs {
+		if a.token == "" { // rejected before sending
+			skipped = append(skipped, i)
+			continue
+		}
+		ks = append(ks, b.k.lease(a.member), b.k.state(a.member))
+		tick := "0"
+		if a.req.Reason == ReasonTick {
+			tick = tickMS(a.req.Tick)
+		}
+		queue, m, claim := "0", a.member, ""
+		if a.req.Queue {
+			queue = "1"
+		}
+		if a.req.From != nil {
+			claim = a.req.From.claim
+		}
+		argv = append(argv, a.token, ms(a.req.TTL), string(a.req.Reason), tick, queue, m, claim)
+	}
+	out := make([]acquireReply, len(reqs))
+	if len(ks) == 3 {
+		return out, nil
+	}
+	res, err := scriptAcquire.Run(ctx, b.c, ks, argv...).Slice()
+	if err != nil {
+		return nil, err
+	}
+	j := 0
+	for i := range reqs {
+		if len(skipped) > 0 && skipped[0] == i {
+			skipped = skipped[1:]
+			continue
+		}
+		if 4*j+3 >= len(res) {
+			return nil, fmt.Errorf("lease: short acquire reply")
+		}
+		g := res[4*j : 4*j+4]
+		j++
+		r := acquireReply{status: str(g[0])}
+		switch r.status {
+		case "ok":
+			r.fence, _ = strconv.ParseInt(str(g[1]), 10, 64)
+			r.at = fromMS(str(g[2]))
+		case "busy":
+			r.holder = str(g[1])
+			r.at = fromMS(str(g[2]))
+			r.fence, _ = strconv.ParseInt(str(g[3]), 10, 64)
+		case "ran":
+			r.at = fromMS(str(g[1]))
+		case "quarantine":
+			n, _ := strconv.ParseInt(str(g[1]), 10, 64)
+			r.left = time.Duration(n) * time.Millisecond
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+// str turns a script reply element (string or integer) into a string.
+func str(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case nil:
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]bool, error) {
+	pipe := b.c.Pipeline()
+	cmds := make([]*redis.Cmd, len(ls))
+	for i, l := range ls {
+		cmds[i] = scriptRenew.EvalSha(ctx, pipe, []string{b.k.lease(l.member)}, l.token, ms(l.ttl))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return nil, err
+	}
+	// A restarted Redis forgot the script: load it and run the round again.
+	if redis.HasErrorPrefix(cmds[0].Err(), "NOSCRIPT") {
+		if err := scriptRenew.Load(ctx, b.c).Err(); err != nil {
+			return nil, err
+		}
+		return b.renew(ctx, ls)
+	}
+	ok := make([]bool, len(ls))
+	for i, c := range cmds {
+		n, err := c.Int()
+		if err != nil {
+			return nil, err
+		}
+		ok[i] = n == 1
+	}
+	return ok, nil
+}
+
+func (b *redisBackend) releaseArgs(l *Lease, o Outcome, next *Next) ([]string, []any) {
+	nr, nd, na := "", "0", "0"
+	if next != nil {
+		nr, nd, na = string(next.Reason), ms(next.Delay), strconv.Itoa(next.Attempt)
+	}
+	return []string{b.k.lease(l.member), b.k.state(l.member), b.k.due(), b.k.dueInfo()},
+		[]any{l.token, ms(b.opts.StateTTL), o.Result, tickMS(o.Started), tickMS(o.Ended), b.opts.Replica,
+			l.member, l.claim, nr, nd, na, tickMS(l.Tick)}
+}
+
+func releaseReply(res []any) (bool, error) {
+	if len(res) < 2 {
+		return false, fmt.Errorf("lease: short release reply")
+	}
+	if str(res[0]) == "notheld" {
+		return false, ErrNotHeld
+	}
+	return str(res[1]) == "1", nil
+}
+
+func (b *redisBackend) release(ctx context.Context, l *Lease, o Outcome, next *Next) (bool, error) {
+	ks, argv := b.releaseArgs(l, o, next)
+	res, err := scriptRelease.Run(ctx, b.c, ks, argv...).Slice()
+	if err != nil {
+		return false, err
+	}
+	return releaseReply(res)
+}
+
+func (b *redisBackend) releaseBatch(ctx context.Context, ls []*Lease, o Outcome) ([]error, error) {
+	if len(ls) == 0 {
+		return nil, nil
+	}
+	if err := scriptRelease.Load(ctx, b.c).Err(); err != nil {
+		return nil, err
+	}
+	pipe := b.c.Pipeline()
+	cmds := make([]*redis.Cmd, len(ls))
+	for i, l := range ls {
+		ks, argv := b.releaseArgs(l, o, nil)
+		cmds[i] = scriptRelease.EvalSha(ctx, pipe, ks, argv...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) && cmds[0].Err() == nil {
+		return nil, err
+	}
+	errs := make([]error, len(ls))
+	for i, c := range cmds {
+		res, err := c.Slice()
+		if err == nil {
+			_, err = releaseReply(res)
+		}
+		errs[i] = err
+	}
+	return errs, nil
+}
+
+func (b *redisBackend) enqueue(ctx context.Context, d Due, delay time.Duration) error {
+	return scriptEnqueue.Run(ctx, b.c, []string{b.k.due(), b.k.dueInfo()},
+		member(d.Task, d.Entity), string(d.Reason), ms(delay), strconv.Itoa(d.Attempt), tickMS(d.Tick)).Err()
+}
+
+func (b *redisBackend) take(ctx context.Context, limit int, vis time.Duration, prefix string) ([]Due, error) {
+	res, err := scriptTake.Run(ctx, b.c, []string{b.k.due(), b.k.dueInfo()}, limit, ms(vis), prefix).Slice()
+	if err != nil {
+		return nil, err
+	}
+	var out []Due
+	for i := 0; i+2 < len(res); i += 3 {
+		d, err := parseDue(str(res[i]), str(res[i+1]), str(res[i+2]))
+		if err != nil {
+			continue // not ours to understand; it stays and expires by visibility
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// parseDue decodes a due member and its "reason|attempt|tick_ms|claim" info.
+func parseDue(m, info, score string) (Due, error) {
+	task, entity, err := splitMember(m)
+	if err != nil {
+		return Due{}, err
+	}
+	f := strings.SplitN(info, "|", 4)
+	if len(f) != 4 {
+		return Due{}, fmt.Errorf("lease: bad due info %q", info)
+	}
+	att, _ := strconv.Atoi(f[1])
+	sc, _ := strconv.ParseFloat(score, 64)
+	return Due{Task: task, Entity: entity, Reason: Reason(f[0]), Attempt: att, Tick: fromMS(f[2]),
+		At: time.UnixMilli(int64(sc)), claim: f[3]}, nil
+}
+
+func (b *redisBackend) ack(ctx context.Context, d Due) error {
+	return scriptAck.Run(ctx, b.c, []string{b.k.due(), b.k.dueInfo()}, member(d.Task, d.Entity), d.claim).Err()
+}
+
+func (b *redisBackend) unlock(ctx context.Context, task, entity, by string) (Held, bool, error) {
+	m := member(task, entity)
+	res, err := scriptUnlock.Run(ctx, b.c, []string{b.k.lease(m), b.k.state(m)}, by, ms(b.opts.StateTTL)).Slice()
+	if err != nil || len(res) < 3 {
+		return Held{}, false, err
+	}
+	f, _ := strconv.ParseInt(str(res[2]), 10, 64)
+	return Held{Task: task, Entity: entity, Holder: str(res[0]), Since: fromMS(str(res[1])), Fence: f}, true, nil
+}
+
+// scan walks the keys matching pattern a page at a time.
+func (b *redisBackend) scan(ctx context.Context, pattern string, fn func(keys []string) error) error {
+	var cursor uint64
+	for {
+		ks, next, err := b.c.Scan(ctx, cursor, pattern, 1000).Result()
+		if err != nil {
+			return fmt.Errorf("scan %s: %w", pattern, err)
+		}
+		if len(ks) > 0 {
+			if err := fn(ks); err != nil {
+				return err
+			}
+		}
+		if next == 0 {
+			return nil
+		}
+		cursor = next
+	}
+}
+
+func (b *redisBackend) leases(ctx context.Context, task string, fn func(Held) error) error {
+	return b.scan(ctx, b.k.leasePattern(task), func(ks []string) error {
+		pipe := b.c.Pipeline()
+		gets := make([]*redis.SliceCmd, len(ks))
+		ttls := make([]*redis.DurationCmd, len(ks))
+		for i, k := range ks {
+			gets[i] = pipe.HMGet(ctx, k, "holder", "since", "fence", "reason")
+			ttls[i] = pipe.PTTL(ctx, k)
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		for i, k := range ks {
+			m, ok := b.k.memberOf(k)
+			v := gets[i].Val()
+			if !ok || len(v) < 4 || v[0] == nil {
+				continue // expired between SCAN and HMGET
+			}
+			t, e, err := splitMember(m)
+			if err != nil {
+				continue
+			}
+			f, _ := strconv.ParseInt(str(v[2]), 10, 64)
+			h := Held{Task: t, Entity: e, Holder: str(v[0]), Since: fromMS(str(v[1])), Fence: f,
+				Reason: Reason(str(v[3])), TTL: ttls[i].Val()}
+			if err := fn(h); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (b *redisBackend) lastRuns(ctx context.Context, task string, fn func(LastRun) error) error {
+	return b.scan(ctx, b.k.statePattern(task), func(ks []string) error {
+		pipe := b.c.Pipeline()
+		gets := make([]*redis.SliceCmd, len(ks))
+		for i, k := range ks {
+			gets[i] = pipe.HMGet(ctx, k, "last_outcome", "last_reason", "last_replica", "last_fence", "last_start", "last_end", "tick")
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		for i, k := range ks {
+			m, ok := b.k.memberOf(k)
+			v := gets[i].Val()
+			if !ok || len(v) < 7 || v[0] == nil {
+				continue
+			}
+			t, e, err := splitMember(m)
+			if err != nil {
+				continue
+			}
+			f, _ := strconv.ParseInt(str(v[3]), 10, 64)
+			r := LastRun{Task: t, Entity: e, Outcome: str(v[0]), Reason: Reason(str(v[1])), Replica: str(v[2]),
+				Fence: f, Started: fromMS(str(v[4])), Ended: fromMS(str(v[5])), LastTick: fromMS(str(v[6]))}
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (b *redisBackend) dueEntries(ctx context.Context, fn func(Due) error) error {
+	const page = 1000
+	for off := int64(0); ; off += page {
+		zs, err := b.c.ZRangeWithScores(ctx, b.k.due(), off, off+page-1).Result()
+		if err != nil {
+			return err
+		}
+		if len(zs) == 0 {
+			return nil
+		}
+		ms := make([]string, len(zs))
+		for i, z := range zs {
+			ms[i] = z.Member.(string)
+		}
+		infos, err := b.c.HMGet(ctx, b.k.dueInfo(), ms...).Result()
+		if err != nil {
+			return err
+		}
+		for i, z := range zs {
+			d, err := parseDue(ms[i], str(infos[i]), strconv.FormatFloat(z.Score, 'f', 0, 64))
+			if err != nil {
+				continue
+			}
+			if err := fn(d); err != nil {
+				return err
+			}
+		}
+		if len(zs) < page {
+			return nil
+		}
+	}
+}
+
+func (b *redisBackend) setPaused(ctx context.Context, task string, paused bool) error {
+	if paused {
+		return b.c.SAdd(ctx, b.k.paused(), task).Err()
+	}
+	return b.c.SRem(ctx, b.k.paused(), task).Err()
+}
+
+func (b *redisBackend) paused(ctx context.Context) (map[string]bool, error) {
+	ts, err := b.c.SMembers(ctx, b.k.paused()).Result()
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]bool, len(ts))
+	for _, t := range ts {
+		m[t] = true
+	}
+	return m, nil
+}
+
+func (b *redisBackend) ping(ctx context.Context) error { return b.c.Ping(ctx).Err() }
+
+// InitEpoch declares that this Redis holds no lease any process could still
+// trust, so the data-loss quarantine does not apply to it. Use it only on a
+// Redis that is new to tickd (tests, a fresh deployment); after a real data
+// loss, let the quarantine run its course.
+func (s *Store) InitEpoch(ctx context.Context) error {
+	b, ok := s.b.(*redisBackend)
+	if !ok {
+		return nil
+	}
+	return b.c.SetNX(ctx, b.k.epoch(), "0", 0).Err()
+}

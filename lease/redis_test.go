@@ -1,0 +1,217 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tickd/tickd/internal/faultproxy"
+	"github.com/tickd/tickd/internal/redistest"
+)
+
+func newClient(t testing.TB, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1,
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func newRedisStore(t testing.TB, c *redis.Client, opts Options) *Store {
+	s, err := NewRedis(c, "f", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// cancelTimes records when each lease's context is cancelled.
+func cancelTimes(ls []*Lease) (wait func(t *testing.T, d time.Duration) []time.Time) {
+	times := make([]time.Time, len(ls))
+	var wg sync.WaitGroup
+	for i, l := range ls {
+		wg.Add(1)
+		context.AfterFunc(l.Context(), func() { times[i] = time.Now(); wg.Done() })
+	}
+	return func(t *testing.T, d time.Duration) []time.Time {
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(d):
+			t.Fatalf("not every lease cancelled within %v", d)
+		}
+		return times
+	}
+}
+
+// checkStoppedInTime asserts each lease was cancelled before it could have
+// expired in Redis: trusted-until plus the margin is the last renewal's send
+// time plus the TTL.
+func checkStoppedInTime(t *testing.T, ls []*Lease, at []time.Time, want error) {
+	t.Helper()
+	for i, l := range ls {
+		if c := context.Cause(l.Context()); !errors.Is(c, want) {
+			t.Errorf("lease %s: cause %v, want %v", l.Entity, c, want)
+		}
+		expiry := l.TrustedUntil().Add(Margin(l.ttl))
+		if !at[i].Before(expiry) {
+			t.Errorf("lease %s cancelled %v after it could have expired", l.Entity, at[i].Sub(expiry))
+		}
+	}
+}
+
+func TestRedisStoppedHoldersStopInTime(t *testing.T) {
+	srv := redistest.Start(t)
+	const ttl = 600 * time.Millisecond
+	s := newRedisStore(t, newClient(t, srv.Addr), Options{MaxTTL: ttl})
+	s.InitEpoch(bg) //nolint:errcheck
+	var ls []*Lease
+	for i := range 20 {
+		ls = append(ls, mustAcquire(t, s, req(fmt.Sprint(i), ttl)))
+	}
+	// Let a few renewals happen first.
+	redistest.WaitFor(t, 5*time.Second, "renewals", func() bool { return ls[19].TrustedUntil().After(ls[19].Acquired.Add(ttl)) })
+	wait := cancelTimes(ls)
+	srv.Stop()
+	at := wait(t, 5*time.Second)
+	checkStoppedInTime(t, ls, at, ErrUntrusted)
+
+	// Redis comes back empty: nothing is granted for MaxTTL, then fences
+	// still increase although every key is gone.
+	srv.Restart()
+	var maxFence int64
+	for _, l := range ls {
+		maxFence = max(maxFence, l.Fence)
+	}
+	_, err := s.Acquire(bg, req("0", ttl))
+	if !errors.Is(err, ErrQuarantine) {
+		t.Fatalf("first acquire on an empty Redis: %v, want quarantine", err)
+	}
+	start := time.Now()
+	var l *Lease
+	redistest.WaitFor(t, 10*time.Second, "quarantine end", func() bool {
+		l, err = s.Acquire(bg, req("0", ttl))
+		return err == nil
+	})
+	if waited := time.Since(start); waited < ttl-100*time.Millisecond {
+		t.Fatalf("granted %v after the loss was seen, quarantine is %v", waited, ttl)
+	}
+	if l.Fence <= maxFence {
+		t.Fatalf("fence %d after data loss, not above %d", l.Fence, maxFence)
+	}
+	mustRelease(t, l)
+}
+
+func TestRedisRestartedEmptyNoSecondHolder(t *testing.T) {
+	srv := redistest.Start(t)
+	const ttl = 900 * time.Millisecond
+	a := newRedisStore(t, newClient(t, srv.Addr), Options{Replica: "A", MaxTTL: ttl})
+	b := newRedisStore(t, newClient(t, srv.Addr), Options{Replica: "B", MaxTTL: ttl})
+	a.InitEpoch(bg) //nolint:errcheck
+	held := mustAcquire(t, a, req("e", ttl))
+	wait := cancelTimes([]*Lease{held})
+	srv.Restart()
+	var got *Lease
+	redistest.WaitFor(t, 10*time.Second, "a grant after the quarantine", func() bool {
+		l, err := b.Acquire(bg, req("e", ttl))
+		if err != nil && !errors.Is(err, ErrQuarantine) && !strings.Contains(err.Error(), "connect") {
+			t.Logf("acquire: %v", err)
+		}
+		got = l
+		return err == nil
+	})
+	granted := time.Now()
+	at := wait(t, 5*time.Second)
+	// The old holder learned of the loss (ErrLost) or failed to renew
+	// (ErrUntrusted); either way it stopped before the new grant.
+	if c := context.Cause(held.Context()); !errors.Is(c, ErrLost) && !errors.Is(c, ErrUntrusted) {
+		t.Fatalf("old holder's cause %v", c)
+	}
+	if !at[0].Before(granted) {
+		t.Fatalf("old holder stopped %v after the new grant", at[0].Sub(granted))
+	}
+	if !held.TrustedUntil().Before(granted) {
+		t.Fatalf("new holder granted while the old one could still trust its lease")
+	}
+	if got.Fence <= held.Fence {
+		t.Fatalf("fence %d after restart, old %d", got.Fence, held.Fence)
+	}
+	mustRelease(t, got)
+}
+
+func TestRedisStalledConnection(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := faultproxy.Start(t, srv.Addr)
+	const ttl = 600 * time.Millisecond
+	a := newRedisStore(t, newClient(t, proxy.Addr), Options{Replica: "A", MaxTTL: ttl})
+	b := newRedisStore(t, newClient(t, srv.Addr), Options{Replica: "B", MaxTTL: ttl})
+	a.InitEpoch(bg) //nolint:errcheck
+	var ls []*Lease
+	for i := range 5 {
+		ls = append(ls, mustAcquire(t, a, req(fmt.Sprint(i), ttl)))
+	}
+	wait := cancelTimes(ls)
+	proxy.Stall()
+	at := wait(t, 5*time.Second)
+	checkStoppedInTime(t, ls, at, ErrUntrusted)
+	for i, l := range ls {
+		var got *Lease
+		redistest.WaitFor(t, 5*time.Second, "takeover", func() bool {
+			var err error
+			got, err = b.Acquire(bg, req(l.Entity, ttl))
+			return err == nil
+		})
+		if !at[i].Before(time.Now()) || got.Fence <= l.Fence {
+			t.Fatalf("takeover of %s: fence %d after %d", l.Entity, got.Fence, l.Fence)
+		}
+		mustRelease(t, got)
+	}
+	proxy.Resume()
+	// Once traffic flows again, A works again.
+	redistest.WaitFor(t, 5*time.Second, "A recovers", func() bool {
+		l, err := a.Acquire(bg, req("again", ttl))
+		if err == nil {
+			mustRelease(t, l)
+		}
+		return err == nil
+	})
+}
+
+func TestRedisBadPrefix(t *testing.T) {
+	for _, p := range []string{"", "a{b", "a b", "x}", "*"} {
+		if _, err := NewRedis(nil, p, Options{}); err == nil {
+			t.Errorf("prefix %q accepted", p)
+		}
+	}
+}
+
+func FuzzKeyEncoding(f *testing.F) {
+	for _, id := range hostileIDs {
+		f.Add("task", id)
+	}
+	f.Add("a:b", "c")
+	f.Add("a", "b:c")
+	f.Fuzz(func(t *testing.T, task, entity string) {
+		m := member(task, entity)
+		k := keys{prefix: "tickd"}.lease(m)
+		// One hash tag, no glob or control characters, no whitespace.
+		if strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 || strings.ContainsAny(k, "*?[]\\ \n\r\t\x00") {
+			t.Fatalf("unsafe key %q", k)
+		}
+		gt, ge, err := splitMember(m)
+		if err != nil || gt != task || ge != entity {
+			t.Fatalf("member %q decodes to %q %q %v", m, gt, ge, err)
+		}
+		// Injective: a decoding that round-trips proves no other pair maps here.
+		if got, _ := (keys{prefix: "tickd"}).memberOf(k); got != m {
+			t.Fatalf("memberOf(%q) = %q", k, got)
+		}
+	})
+}

@@ -1,0 +1,475 @@
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Clock reads the wall clock. Tests inject offsets through it.
+type Clock interface{ Now() time.Time }
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+// Options configure a Store. The zero value is usable.
+type Options struct {
+	// Replica is this process's id, recorded as the holder. Defaults to
+	// "local".
+	Replica string
+	// MaxTTL is the longest lease TTL in use: after Redis lost its data,
+	// nothing is granted for this long. Defaults to 1m.
+	MaxTTL time.Duration
+	// StateTTL bounds how long per-entity state (last tick, last run,
+	// follow-up flag) is kept after its last write. It must cover catch_up
+	// and clock skew. Defaults to 7 days.
+	StateTTL time.Duration
+	// Clock defaults to the system clock.
+	Clock Clock
+	// OnRenewError, if set, is called with each failed renewal round.
+	OnRenewError func(error)
+}
+
+func (o *Options) fill() {
+	if o.Replica == "" {
+		o.Replica = "local"
+	}
+	if o.MaxTTL <= 0 {
+		o.MaxTTL = time.Minute
+	}
+	if o.StateTTL <= 0 {
+		o.StateTTL = 7 * 24 * time.Hour
+	}
+	if o.Clock == nil {
+		o.Clock = realClock{}
+	}
+}
+
+// backend is what differs between Redis and the in-process store. Every
+// method is one round trip.
+type backend interface {
+	acquire(ctx context.Context, holder string, reqs []acquireArg) ([]acquireReply, error)
+	renew(ctx context.Context, ls []*Lease) ([]bool, error)
+	release(ctx context.Context, l *Lease, o Outcome, next *Next) (bool, error)
+	releaseBatch(ctx context.Context, ls []*Lease, o Outcome) ([]error, error)
+	enqueue(ctx context.Context, d Due, delay time.Duration) error
+	take(ctx context.Context, limit int, visibility time.Duration, claimPrefix string) ([]Due, error)
+	ack(ctx context.Context, d Due) error
+	unlock(ctx context.Context, task, entity, by string) (Held, bool, error)
+	leases(ctx context.Context, task string, fn func(Held) error) error
+	lastRuns(ctx context.Context, task string, fn func(LastRun) error) error
+	dueEntries(ctx context.Context, fn func(Due) error) error
+	setPaused(ctx context.Context, task string, paused bool) error
+	paused(ctx context.Context) (map[string]bool, error)
+	ping(ctx context.Context) error
+}
+
+type acquireArg struct {
+	req    Request
+	token  string
+	member string
+}
+
+type acquireReply struct {
+	status string // ok, busy, ran, quarantine
+	fence  int64
+	at     time.Time // grant time (ok) or holder's since (busy)
+	holder string
+	left   time.Duration // quarantine left
+}
+
+// Store hands out leases and keeps them alive. One Store per process: its
+// keeper renews every lease it holds in one round every TTL/3.
+type Store struct {
+	b     backend
+	opts  Options
+	clock Clock
+	nonce string
+	seq   atomic.Uint64
+
+	mu     sync.Mutex
+	held   map[*Lease]struct{}
+	wake   chan struct{}
+	closed bool
+	done   chan struct{}
+	stop   context.CancelFunc
+}
+
+func newStore(b backend, opts Options) *Store {
+	opts.fill()
+	var n [8]byte
+	rand.Read(n[:]) //nolint:errcheck // crypto/rand never fails on Linux
+	ctx, stop := context.WithCancel(context.Background())
+	s := &Store{
+		b: b, opts: opts, clock: opts.Clock, nonce: hex.EncodeToString(n[:]),
+		held: map[*Lease]struct{}{}, wake: make(chan struct{}, 1),
+		done: make(chan struct{}), stop: stop,
+	}
+	go s.keep(ctx)
+	return s
+}
+
+// Replica is the holder id this store records.
+func (s *Store) Replica() string { return s.opts.Replica }
+
+// Close stops the keeper and cancels the context of every lease still held
+// (cause ErrClosed). It does not release them: callers release first.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	ls := make([]*Lease, 0, len(s.held))
+	for l := range s.held {
+		ls = append(ls, l)
+	}
+	s.mu.Unlock()
+	s.stop()
+	<-s.done
+	for _, l := range ls {
+		s.drop(l, ErrClosed)
+	}
+	return nil
+}
+
+func (s *Store) token() string {
+	return s.nonce + "-" + strconv.FormatUint(s.seq.Add(1), 36)
+}
+
+// Acquire asks for one lease. It fails with a *BusyError, an
+// *AlreadyRanError, ErrQuarantine, or an I/O error.
+func (s *Store) Acquire(ctx context.Context, req Request) (*Lease, error) {
+	r := s.AcquireBatch(ctx, []Request{req})
+	return r[0].Lease, r[0].Err
+}
+
+// batchSize bounds the entities one acquire round trip carries.
+const batchSize = 256
+
+// AcquireBatch asks for many leases in as few round trips as it can (one per
+// 256 requests). Results are in the order of reqs.
+func (s *Store) AcquireBatch(ctx context.Context, reqs []Request) []Result {
+	out := make([]Result, len(reqs))
+	for lo := 0; lo < len(reqs); lo += batchSize {
+		hi := min(lo+batchSize, len(reqs))
+		s.acquireChunk(ctx, reqs[lo:hi], out[lo:hi])
+	}
+	return out
+}
+
+func (s *Store) acquireChunk(ctx context.Context, reqs []Request, out []Result) {
+	args := make([]acquireArg, len(reqs))
+	for i, r := range reqs {
+		if r.TTL <= 0 {
+			out[i].Err = fmt.Errorf("lease: acquire %s/%s: ttl must be positive", r.Task, r.Entity)
+			continue
+		}
+		args[i] = acquireArg{req: r, token: s.token(), member: member(r.Task, r.Entity)}
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		for i := range out {
+			out[i].Err = ErrClosed
+		}
+		return
+	}
+	sent := s.clock.Now()
+	replies, err := s.b.acquire(ctx, s.opts.Replica, args)
+	if err != nil {
+		for i := range out {
+			if out[i].Err == nil {
+				out[i].Err = fmt.Errorf("acquire lease: %w", err)
+			}
+		}
+		return
+	}
+	for i, rep := range replies {
+		if out[i].Err != nil {
+			continue
+		}
+		a := args[i]
+		switch rep.status {
+		case "ok":
+			out[i].Lease = s.hold(a, rep.fence, sent)
+		case "busy":
+			out[i].Err = &BusyError{Holder: rep.holder, Since: rep.at, Fence: rep.fence, Queued: a.req.Queue}
+		case "ran":
+			out[i].Err = &AlreadyRanError{LastTick: rep.at}
+		case "quarantine":
+			out[i].Err = fmt.Errorf("%w (%v left)", ErrQuarantine, rep.left.Round(time.Millisecond))
+		default:
+			out[i].Err = fmt.Errorf("lease: unexpected acquire reply %q", rep.status)
+		}
+	}
+}
+
+// hold registers a granted lease with the keeper and arms its trust timer.
+func (s *Store) hold(a acquireArg, fence int64, sent time.Time) *Lease {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	l := &Lease{
+		Task: a.req.Task, Entity: a.req.Entity, Reason: a.req.Reason, Fence: fence,
+		Acquired: sent, token: a.token, member: a.member, ttl: a.req.TTL, store: s,
+		ctx: ctx, cancel: cancel,
+	}
+	if a.req.Reason == ReasonTick {
+		l.Tick = a.req.Tick
+	}
+	if d := a.req.From; d != nil {
+		l.claim = d.claim
+		l.Attempt = d.Attempt
+		if l.Tick.IsZero() {
+			l.Tick = d.Tick
+		}
+	}
+	l.trusted = sent.Add(l.ttl - Margin(l.ttl))
+	l.renewAt = sent.Add(l.ttl / 3)
+	l.timer = time.AfterFunc(l.trusted.Sub(s.clock.Now()), func() { s.untrusted(l) })
+	s.mu.Lock()
+	s.held[l] = struct{}{}
+	s.mu.Unlock()
+	s.poke()
+	return l
+}
+
+// untrusted fires when a lease's trust window ends without a renewal.
+func (s *Store) untrusted(l *Lease) {
+	l.mu.Lock()
+	expired := !l.released && !s.clock.Now().Before(l.trusted)
+	l.mu.Unlock()
+	if expired {
+		s.drop(l, ErrUntrusted)
+	} else if !l.isReleased() {
+		// A renewal moved the window while the timer fired: re-arm.
+		l.mu.Lock()
+		l.timer.Reset(l.trusted.Sub(s.clock.Now()))
+		l.mu.Unlock()
+	}
+}
+
+func (l *Lease) isReleased() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.released
+}
+
+// drop forgets a lease and cancels its context with cause.
+func (s *Store) drop(l *Lease, cause error) {
+	l.mu.Lock()
+	l.released = true
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.mu.Unlock()
+	s.mu.Lock()
+	delete(s.held, l)
+	s.mu.Unlock()
+	l.cancel(cause)
+}
+
+func (s *Store) release(ctx context.Context, l *Lease, o Outcome, next *Next) (Released, error) {
+	if errors.Is(context.Cause(l.ctx), ErrReleased) {
+		return Released{}, ErrNotHeld
+	}
+	fu, err := s.b.release(ctx, l, o, next)
+	if err == nil || errors.Is(err, ErrNotHeld) {
+		s.drop(l, ErrReleased)
+	}
+	if err != nil {
+		return Released{}, fmt.Errorf("release lease %s/%s: %w", l.Task, l.Entity, err)
+	}
+	return Released{FollowUp: fu}, nil
+}
+
+// ReleaseBatch releases many leases with one outcome in one round trip (a
+// pipeline), as at shutdown. The errors are in the order of ls; a lease
+// taken over gets ErrNotHeld. Follow-up requests are enqueued as by Release.
+func (s *Store) ReleaseBatch(ctx context.Context, ls []*Lease, o Outcome) ([]error, error) {
+	errs, err := s.b.releaseBatch(ctx, ls, o)
+	if err != nil {
+		return nil, fmt.Errorf("release %d leases: %w", len(ls), err)
+	}
+	for i, l := range ls {
+		if errs[i] == nil || errors.Is(errs[i], ErrNotHeld) {
+			s.drop(l, ErrReleased)
+		}
+	}
+	return errs, nil
+}
+
+func (s *Store) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// keep is the keeper: it renews, in one pipelined round, every held lease
+// whose renewal is due (or nearly due, so that rounds are shared).
+func (s *Store) keep(ctx context.Context) {
+	defer close(s.done)
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		now := s.clock.Now()
+		var due []*Lease
+		next := now.Add(time.Hour)
+		s.mu.Lock()
+		for l := range s.held {
+			l.mu.Lock()
+			at, skip := l.renewAt, l.noRenewal
+			ttl := l.ttl
+			l.mu.Unlock()
+			if skip {
+				continue
+			}
+			if !at.After(now.Add(ttl / 6)) {
+				due = append(due, l)
+			} else if at.Before(next) {
+				next = at
+			}
+		}
+		s.mu.Unlock()
+		if len(due) > 0 {
+			s.renewRound(ctx, due)
+			continue
+		}
+		t.Reset(next.Sub(now))
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
+	shortest := ls[0].ttl
+	for _, l := range ls {
+		shortest = min(shortest, l.ttl)
+	}
+	rctx, cancel := context.WithTimeout(ctx, max(shortest/3, 50*time.Millisecond))
+	defer cancel()
+	sent := s.clock.Now()
+	ok, err := s.b.renew(rctx, ls)
+	if err != nil {
+		if s.opts.OnRenewError != nil && ctx.Err() == nil {
+			s.opts.OnRenewError(err)
+		}
+		for _, l := range ls {
+			l.mu.Lock()
+			l.failures++
+			// Retry soon, but never spin: a tenth of the TTL.
+			l.renewAt = s.clock.Now().Add(max(l.ttl/10, 10*time.Millisecond))
+			l.mu.Unlock()
+		}
+		if ctx.Err() == nil {
+			select { // pace failing rounds
+			case <-ctx.Done():
+			case <-time.After(max(shortest/10, 10*time.Millisecond)):
+			}
+		}
+		return
+	}
+	for i, l := range ls {
+		if !ok[i] {
+			s.drop(l, ErrLost)
+			continue
+		}
+		l.mu.Lock()
+		l.failures = 0
+		if !l.released {
+			l.trusted = sent.Add(l.ttl - Margin(l.ttl))
+			l.renewAt = sent.Add(l.ttl / 3)
+			l.timer.Reset(l.trusted.Sub(s.clock.Now()))
+		}
+		l.mu.Unlock()
+	}
+}
+
+// Enqueue stores a durable request for a run of (task, entity) after delay.
+// One request per (task, entity) is kept: an earlier pending one covers it.
+func (s *Store) Enqueue(ctx context.Context, d Due, delay time.Duration) error {
+	if err := s.b.enqueue(ctx, d, delay); err != nil {
+		return fmt.Errorf("enqueue %s/%s: %w", d.Task, d.Entity, err)
+	}
+	return nil
+}
+
+// TakeDue takes up to limit due requests. Each is hidden from other takers
+// for visibility; pass it as Request.From so the release acks it, or Ack it.
+// A request whose taker dies comes back after visibility.
+func (s *Store) TakeDue(ctx context.Context, limit int, visibility time.Duration) ([]Due, error) {
+	ds, err := s.b.take(ctx, limit, visibility, s.token())
+	if err != nil {
+		return nil, fmt.Errorf("take due entries: %w", err)
+	}
+	return ds, nil
+}
+
+// Ack removes a taken due request, if it is still the one taken.
+func (s *Store) Ack(ctx context.Context, d Due) error {
+	if err := s.b.ack(ctx, d); err != nil {
+		return fmt.Errorf("ack %s/%s: %w", d.Task, d.Entity, err)
+	}
+	return nil
+}
+
+// Unlock force-releases the lease of (task, entity), whoever holds it, and
+// records who did it. It returns the lease removed, or ErrNotHeld.
+func (s *Store) Unlock(ctx context.Context, task, entity, by string) (Held, error) {
+	h, ok, err := s.b.unlock(ctx, task, entity, by)
+	if err != nil {
+		return Held{}, fmt.Errorf("unlock %s/%s: %w", task, entity, err)
+	}
+	if !ok {
+		return Held{}, ErrNotHeld
+	}
+	return h, nil
+}
+
+// Leases calls fn for each held lease of task ("" for all tasks). Redis is
+// read with SCAN, a page at a time.
+func (s *Store) Leases(ctx context.Context, task string, fn func(Held) error) error {
+	return s.b.leases(ctx, task, fn)
+}
+
+// LastRuns calls fn for the last finished run of each entity of task ("" for
+// all), as long as its state is retained.
+func (s *Store) LastRuns(ctx context.Context, task string, fn func(LastRun) error) error {
+	return s.b.lastRuns(ctx, task, fn)
+}
+
+// DueEntries calls fn for each pending request, earliest first.
+func (s *Store) DueEntries(ctx context.Context, fn func(Due) error) error {
+	return s.b.dueEntries(ctx, fn)
+}
+
+// SetPaused pauses or resumes the ticks of task on every replica.
+func (s *Store) SetPaused(ctx context.Context, task string, paused bool) error {
+	return s.b.setPaused(ctx, task, paused)
+}
+
+// Paused returns the set of paused tasks.
+func (s *Store) Paused(ctx context.Context) (map[string]bool, error) { return s.b.paused(ctx) }
+
+// Ping checks that the backend answers.
+func (s *Store) Ping(ctx context.Context) error { return s.b.ping(ctx) }
+
+// stopRenewing makes the keeper leave l alone, so that it expires: tests only.
+func (l *Lease) stopRenewing() {
+	l.mu.Lock()
+	l.noRenewal = true
+	l.mu.Unlock()
+}
