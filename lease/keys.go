@@ -94,17 +94,20 @@ func splitMember(m string) (task, entity string, err error) {
 // carry the hash tag {task:entity}, so they share a Redis Cluster slot.
 type keys struct{ prefix string }
 
-func (k keys) lease(m string) string { return k.prefix + ":{" + m + "}:lease" }
-func (k keys) state(m string) string { return k.prefix + ":{" + m + "}:state" }
-func (k keys) epoch() string         { return k.prefix + ":epoch" }
-func (k keys) due() string           { return k.prefix + ":due" }
-func (k keys) dueInfo() string       { return k.prefix + ":dueinfo" }
-func (k keys) paused() string        { return k.prefix + ":paused" }
+func (k keys) lease(m string) string    { return k.prefix + ":{" + m + "}:lease" }
+func (k keys) state(m string) string    { return k.prefix + ":{" + m + "}:state" }
+func (k keys) last(m string) string     { return k.prefix + ":{" + m + "}:last" }
+func (k keys) followUp(m string) string { return k.prefix + ":{" + m + "}:followup" }
+func (k keys) unlocked(m string) string { return k.prefix + ":{" + m + "}:unlocked" }
+func (k keys) epoch() string            { return k.prefix + ":epoch" }
+func (k keys) due() string              { return k.prefix + ":due" }
+func (k keys) dueInfo() string          { return k.prefix + ":dueinfo" }
+func (k keys) paused() string           { return k.prefix + ":paused" }
 
 // leasePattern matches the lease keys of one task ("" for all tasks) in SCAN.
 // Escaped names hold no glob characters.
 func (k keys) leasePattern(task string) string { return k.scanPattern(task) + ":lease" }
-func (k keys) statePattern(task string) string { return k.scanPattern(task) + ":state" }
+func (k keys) lastPattern(task string) string  { return k.scanPattern(task) + ":last" }
 
 func (k keys) scanPattern(task string) string {
 	if task == "" {

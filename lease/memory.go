@@ -126,9 +126,17 @@ func (b *memBackend) renew(_ context.Context, ls []*Lease) ([]bool, error) {
 	return ok, nil
 }
 
-func (b *memBackend) release(_ context.Context, l *Lease, o Outcome, next *Next) (bool, error) {
+func (b *memBackend) release(_ context.Context, rs []releaseArg) ([]releaseReply, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	out := make([]releaseReply, len(rs))
+	for i, r := range rs {
+		out[i].followUp, out[i].err = b.releaseOne(r.l, r.o, r.next)
+	}
+	return out, nil
+}
+
+func (b *memBackend) releaseOne(l *Lease, o Outcome, next *Next) (bool, error) {
 	now := b.now()
 	m := l.member
 	b.gc(m, now)
@@ -148,14 +156,6 @@ func (b *memBackend) release(_ context.Context, l *Lease, o Outcome, next *Next)
 		b.addDueLocked(m, Due{Task: l.Task, Entity: l.Entity, Reason: ReasonQueued, Tick: l.Tick}, now)
 	}
 	return fu, nil
-}
-
-func (b *memBackend) releaseBatch(ctx context.Context, ls []*Lease, o Outcome) ([]error, error) {
-	errs := make([]error, len(ls))
-	for i, l := range ls {
-		_, errs[i] = b.release(ctx, l, o, nil)
-	}
-	return errs, nil
 }
 
 func (b *memBackend) ackLocked(m, claim string) {

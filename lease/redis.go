@@ -90,7 +90,7 @@ func tickMS(t time.Time) string {
 }
 
 func (b *redisBackend) acquire(ctx context.Context, holder string, reqs []acquireArg) ([]acquireReply, error) {
-	ks := make([]string, 0, 3+2*len(reqs))
+	ks := make([]string, 0, 3+3*len(reqs))
 	ks = append(ks, b.k.epoch(), b.k.due(), b.k.dueInfo())
 	argv := make([]any, 0, 3+7*len(reqs))
 	argv = append(argv, ms(b.opts.MaxTTL), ms(b.opts.StateTTL), holder)
@@ -100,7 +100,7 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, reqs []acquir
 			skipped = append(skipped, i)
 			continue
 		}
-		ks = append(ks, b.k.lease(a.member), b.k.state(a.member))
+		ks = append(ks, b.k.lease(a.member), b.k.state(a.member), b.k.followUp(a.member))
 		tick := "0"
 		if a.req.Reason == ReasonTick {
 			tick = tickMS(a.req.Tick)
@@ -193,60 +193,37 @@ func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]bool, error) {
 	return ok, nil
 }
 
-func (b *redisBackend) releaseArgs(l *Lease, o Outcome, next *Next) ([]string, []any) {
-	nr, nd, na := "", "0", "0"
-	if next != nil {
-		nr, nd, na = string(next.Reason), ms(next.Delay), strconv.Itoa(next.Attempt)
+func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseReply, error) {
+	ks := make([]string, 0, 2+3*len(rs))
+	ks = append(ks, b.k.due(), b.k.dueInfo())
+	argv := make([]any, 0, 2+10*len(rs))
+	argv = append(argv, ms(b.opts.StateTTL), b.opts.Replica)
+	for _, r := range rs {
+		l := r.l
+		nr, nd, na := "", "0", "0"
+		if r.next != nil {
+			nr, nd, na = string(r.next.Reason), ms(r.next.Delay), strconv.Itoa(r.next.Attempt)
+		}
+		ks = append(ks, b.k.lease(l.member), b.k.last(l.member), b.k.followUp(l.member))
+		argv = append(argv, l.token, r.o.Result, tickMS(r.o.Started), tickMS(r.o.Ended), l.member, l.claim, nr, nd, na, tickMS(l.Tick))
 	}
-	return []string{b.k.lease(l.member), b.k.state(l.member), b.k.due(), b.k.dueInfo()},
-		[]any{l.token, ms(b.opts.StateTTL), o.Result, tickMS(o.Started), tickMS(o.Ended), b.opts.Replica,
-			l.member, l.claim, nr, nd, na, tickMS(l.Tick)}
-}
-
-func releaseReply(res []any) (bool, error) {
-	if len(res) < 2 {
-		return false, fmt.Errorf("lease: short release reply")
-	}
-	if str(res[0]) == "notheld" {
-		return false, ErrNotHeld
-	}
-	return str(res[1]) == "1", nil
-}
-
-func (b *redisBackend) release(ctx context.Context, l *Lease, o Outcome, next *Next) (bool, error) {
-	ks, argv := b.releaseArgs(l, o, next)
 	res, err := scriptRelease.Run(ctx, b.c, ks, argv...).Slice()
 	if err != nil {
-		return false, err
-	}
-	return releaseReply(res)
-}
-
-func (b *redisBackend) releaseBatch(ctx context.Context, ls []*Lease, o Outcome) ([]error, error) {
-	if len(ls) == 0 {
-		return nil, nil
-	}
-	if err := scriptRelease.Load(ctx, b.c).Err(); err != nil {
 		return nil, err
 	}
-	pipe := b.c.Pipeline()
-	cmds := make([]*redis.Cmd, len(ls))
-	for i, l := range ls {
-		ks, argv := b.releaseArgs(l, o, nil)
-		cmds[i] = scriptRelease.EvalSha(ctx, pipe, ks, argv...)
+	if len(res) != len(rs) {
+		return nil, fmt.Errorf("lease: release reply has %d entries for %d leases", len(res), len(rs))
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) && cmds[0].Err() == nil {
-		return nil, err
-	}
-	errs := make([]error, len(ls))
-	for i, c := range cmds {
-		res, err := c.Slice()
-		if err == nil {
-			_, err = releaseReply(res)
+	out := make([]releaseReply, len(rs))
+	for i, v := range res {
+		switch str(v) {
+		case "notheld":
+			out[i].err = ErrNotHeld
+		case "fu":
+			out[i].followUp = true
 		}
-		errs[i] = err
 	}
-	return errs, nil
+	return out, nil
 }
 
 func (b *redisBackend) enqueue(ctx context.Context, d Due, delay time.Duration) error {
@@ -292,7 +269,7 @@ func (b *redisBackend) ack(ctx context.Context, d Due) error {
 
 func (b *redisBackend) unlock(ctx context.Context, task, entity, by string) (Held, bool, error) {
 	m := member(task, entity)
-	res, err := scriptUnlock.Run(ctx, b.c, []string{b.k.lease(m), b.k.state(m)}, by, ms(b.opts.StateTTL)).Slice()
+	res, err := scriptUnlock.Run(ctx, b.c, []string{b.k.lease(m), b.k.unlocked(m)}, by, ms(b.opts.StateTTL)).Slice()
 	if err != nil || len(res) < 3 {
 		return Held{}, false, err
 	}
@@ -320,13 +297,19 @@ func (b *redisBackend) scan(ctx context.Context, pattern string, fn func(keys []
 	}
 }
 
+// splitN splits a packed value into n fields; the last one keeps any '|'.
+func splitN(v string, n int) ([]string, bool) {
+	f := strings.SplitN(v, "|", n)
+	return f, len(f) == n
+}
+
 func (b *redisBackend) leases(ctx context.Context, task string, fn func(Held) error) error {
 	return b.scan(ctx, b.k.leasePattern(task), func(ks []string) error {
 		pipe := b.c.Pipeline()
-		gets := make([]*redis.SliceCmd, len(ks))
+		gets := make([]*redis.StringCmd, len(ks))
 		ttls := make([]*redis.DurationCmd, len(ks))
 		for i, k := range ks {
-			gets[i] = pipe.HMGet(ctx, k, "holder", "since", "fence", "reason")
+			gets[i] = pipe.Get(ctx, k)
 			ttls[i] = pipe.PTTL(ctx, k)
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -334,17 +317,18 @@ func (b *redisBackend) leases(ctx context.Context, task string, fn func(Held) er
 		}
 		for i, k := range ks {
 			m, ok := b.k.memberOf(k)
-			v := gets[i].Val()
-			if !ok || len(v) < 4 || v[0] == nil {
-				continue // expired between SCAN and HMGET
+			// token|since|fence|reason|tick|holder
+			f, ok2 := splitN(gets[i].Val(), 6)
+			if !ok || !ok2 {
+				continue // expired between SCAN and GET
 			}
 			t, e, err := splitMember(m)
 			if err != nil {
 				continue
 			}
-			f, _ := strconv.ParseInt(str(v[2]), 10, 64)
-			h := Held{Task: t, Entity: e, Holder: str(v[0]), Since: fromMS(str(v[1])), Fence: f,
-				Reason: Reason(str(v[3])), TTL: ttls[i].Val()}
+			fence, _ := strconv.ParseInt(f[2], 10, 64)
+			h := Held{Task: t, Entity: e, Holder: f[5], Since: fromMS(f[1]), Fence: fence,
+				Reason: Reason(f[3]), TTL: ttls[i].Val()}
 			if err := fn(h); err != nil {
 				return err
 			}
@@ -354,28 +338,35 @@ func (b *redisBackend) leases(ctx context.Context, task string, fn func(Held) er
 }
 
 func (b *redisBackend) lastRuns(ctx context.Context, task string, fn func(LastRun) error) error {
-	return b.scan(ctx, b.k.statePattern(task), func(ks []string) error {
+	return b.scan(ctx, b.k.lastPattern(task), func(ks []string) error {
 		pipe := b.c.Pipeline()
-		gets := make([]*redis.SliceCmd, len(ks))
+		gets := make([]*redis.StringCmd, len(ks))
+		states := make([]*redis.StringCmd, len(ks))
+		ms := make([]string, len(ks))
 		for i, k := range ks {
-			gets[i] = pipe.HMGet(ctx, k, "last_outcome", "last_reason", "last_replica", "last_fence", "last_start", "last_end", "tick")
+			ms[i], _ = b.k.memberOf(k)
+			gets[i] = pipe.Get(ctx, k)
+			states[i] = pipe.Get(ctx, b.k.state(ms[i]))
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return err
 		}
-		for i, k := range ks {
-			m, ok := b.k.memberOf(k)
-			v := gets[i].Val()
-			if !ok || len(v) < 7 || v[0] == nil {
+		for i := range ks {
+			// outcome|start|end|fence|reason|replica
+			f, ok := splitN(gets[i].Val(), 6)
+			if !ok {
 				continue
 			}
-			t, e, err := splitMember(m)
+			t, e, err := splitMember(ms[i])
 			if err != nil {
 				continue
 			}
-			f, _ := strconv.ParseInt(str(v[3]), 10, 64)
-			r := LastRun{Task: t, Entity: e, Outcome: str(v[0]), Reason: Reason(str(v[1])), Replica: str(v[2]),
-				Fence: f, Started: fromMS(str(v[4])), Ended: fromMS(str(v[5])), LastTick: fromMS(str(v[6]))}
+			fence, _ := strconv.ParseInt(f[3], 10, 64)
+			r := LastRun{Task: t, Entity: e, Outcome: f[0], Started: fromMS(f[1]), Ended: fromMS(f[2]),
+				Fence: fence, Reason: Reason(f[4]), Replica: f[5]}
+			if st, ok := splitN(states[i].Val(), 2); ok {
+				r.LastTick = fromMS(st[0])
+			}
 			if err := fn(r); err != nil {
 				return err
 			}

@@ -57,8 +57,9 @@ func (o *Options) fill() {
 type backend interface {
 	acquire(ctx context.Context, holder string, reqs []acquireArg) ([]acquireReply, error)
 	renew(ctx context.Context, ls []*Lease) ([]bool, error)
-	release(ctx context.Context, l *Lease, o Outcome, next *Next) (bool, error)
-	releaseBatch(ctx context.Context, ls []*Lease, o Outcome) ([]error, error)
+	// release returns, per lease, whether a follow-up had been requested,
+	// or ErrNotHeld.
+	release(ctx context.Context, rs []releaseArg) ([]releaseReply, error)
 	enqueue(ctx context.Context, d Due, delay time.Duration) error
 	take(ctx context.Context, limit int, visibility time.Duration, claimPrefix string) ([]Due, error)
 	ack(ctx context.Context, d Due) error
@@ -75,6 +76,17 @@ type acquireArg struct {
 	req    Request
 	token  string
 	member string
+}
+
+type releaseArg struct {
+	l    *Lease
+	o    Outcome
+	next *Next
+}
+
+type releaseReply struct {
+	followUp bool
+	err      error
 }
 
 type acquireReply struct {
@@ -281,27 +293,35 @@ func (s *Store) release(ctx context.Context, l *Lease, o Outcome, next *Next) (R
 	if errors.Is(context.Cause(l.ctx), ErrReleased) {
 		return Released{}, ErrNotHeld
 	}
-	fu, err := s.b.release(ctx, l, o, next)
-	if err == nil || errors.Is(err, ErrNotHeld) {
+	reps, err := s.b.release(ctx, []releaseArg{{l: l, o: o, next: next}})
+	if err == nil {
+		err = reps[0].err
 		s.drop(l, ErrReleased)
 	}
 	if err != nil {
 		return Released{}, fmt.Errorf("release lease %s/%s: %w", l.Task, l.Entity, err)
 	}
-	return Released{FollowUp: fu}, nil
+	return Released{FollowUp: reps[0].followUp}, nil
 }
 
-// ReleaseBatch releases many leases with one outcome in one round trip (a
-// pipeline), as at shutdown. The errors are in the order of ls; a lease
+// ReleaseBatch releases many leases with one outcome in one round trip per
+// 256 leases, as at shutdown. The errors are in the order of ls; a lease
 // taken over gets ErrNotHeld. Follow-up requests are enqueued as by Release.
 func (s *Store) ReleaseBatch(ctx context.Context, ls []*Lease, o Outcome) ([]error, error) {
-	errs, err := s.b.releaseBatch(ctx, ls, o)
-	if err != nil {
-		return nil, fmt.Errorf("release %d leases: %w", len(ls), err)
-	}
-	for i, l := range ls {
-		if errs[i] == nil || errors.Is(errs[i], ErrNotHeld) {
-			s.drop(l, ErrReleased)
+	errs := make([]error, len(ls))
+	for lo := 0; lo < len(ls); lo += batchSize {
+		hi := min(lo+batchSize, len(ls))
+		args := make([]releaseArg, hi-lo)
+		for i, l := range ls[lo:hi] {
+			args[i] = releaseArg{l: l, o: o}
+		}
+		reps, err := s.b.release(ctx, args)
+		if err != nil {
+			return nil, fmt.Errorf("release %d leases: %w", len(ls), err)
+		}
+		for i, r := range reps {
+			errs[lo+i] = r.err
+			s.drop(ls[lo+i], ErrReleased)
 		}
 	}
 	return errs, nil

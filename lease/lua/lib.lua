@@ -26,6 +26,16 @@ local function quarantine(epoch_key, now_ms, max_ttl_ms)
   return 0
 end
 
+-- A lease value is "token|since_ms|fence|reason|tick_ms|holder" (the holder
+-- last: a replica id may hold '|'). Returns since, fence, reason, tick, holder.
+local function parse_lease(v)
+  return string.match(v, '^[^|]*|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+end
+
+local function holds(v, token)
+  return v and string.sub(v, 1, #token + 1) == token .. '|'
+end
+
 -- A due entry's info is "reason|attempt|tick_ms|claim".
 local function due_claim(info_key, member)
   local v = redis.call('HGET', info_key, member)

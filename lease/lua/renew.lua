@@ -1,6 +1,7 @@
 -- KEYS: lease. ARGV: token, ttl_ms. Returns 1 when renewed, 0 when the lease
 -- is gone or held under another token.
-if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '|' then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end

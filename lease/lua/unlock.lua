@@ -1,10 +1,9 @@
--- KEYS: lease, state. ARGV: by, state_ttl_ms.
--- Force-releases the lease whatever its token; returns {holder, since, fence}
--- of the lease removed, or an empty list when none was held.
-local l = redis.call('HMGET', KEYS[1], 'holder', 'since', 'fence')
-if not l[1] then return {} end
+-- KEYS: lease, unlocked. ARGV: by, state_ttl_ms.
+-- Force-releases the lease whatever its token and records "at_ms|by";
+-- returns {holder, since, fence} of the lease removed, or {} when none.
+local v = redis.call('GET', KEYS[1])
+if not v then return {} end
+local since, fence, _, _, holder = parse_lease(v)
 redis.call('DEL', KEYS[1])
-local now_ms = math.floor(now_us() / 1000)
-redis.call('HSET', KEYS[2], 'unlocked_by', ARGV[1], 'unlocked_at', num(now_ms))
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-return {l[1], l[2], l[3]}
+redis.call('SET', KEYS[2], num(math.floor(now_us() / 1000)) .. '|' .. ARGV[1], 'PX', ARGV[2])
+return {holder, since, fence}

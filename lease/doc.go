@@ -1,0 +1,74 @@
+// Package lease gives each run of a (task, entity) the exclusive right to work
+// on it, in Redis (NewRedis) or in this process (NewMemory, the embedded
+// default for one replica). Both keep the same promises; one conformance
+// suite runs against both.
+//
+// # The lease state machine
+//
+// A (task, entity) is, at any instant, in one of these states:
+//
+//	free ──Acquire──▶ held(token, fence) ──Release(token)──▶ free
+//	                     │   ▲                                  ▲
+//	                     │   └── renewal (keeper, every TTL/3) ─┘
+//	                     ├── TTL passes without renewal ───────▶ free (expired)
+//	                     └── Unlock (operator) ────────────────▶ free
+//
+// Acquire is one Lua script (one round trip; AcquireBatch carries up to 256
+// entities in one). It answers, in this order:
+//
+//   - quarantine: Redis lost its data (the epoch key is missing). Nothing is
+//     granted for Options.MaxTTL, so no old holder can still trust a lease
+//     Redis forgot.
+//   - already ran: a tick run asked for tick T and a tick run for a tick >= T
+//     already started on some replica (the per-entity state records the last
+//     tick; it outlives the lease for Options.StateTTL). Other reasons skip
+//     this check.
+//   - busy: someone holds the lease; BusyError says who, since when, with
+//     which fence. With Request.Queue a follow-up flag is left, and the
+//     holder's release turns it into exactly one queued run after it.
+//   - granted: a new lease with a random token and a fencing token
+//     max(last fence + 1, Redis server time in µs). Fences increase for ever:
+//     after the lease expired, after the state expired, and after Redis lost
+//     every key.
+//
+// # Trust
+//
+// A holder trusts its lease until sent + TTL - Margin(TTL), where sent is
+// taken before the acquire or renewal request was sent. The Store's keeper
+// renews every held lease in one pipelined round every TTL/3 (token-checked:
+// a lease that is gone or under another token is lost). The lease's Context
+// is cancelled, with a cause, the moment the lease is lost (ErrLost) or its
+// trust window ends without a successful renewal (ErrUntrusted, e.g. Redis
+// unreachable or the process frozen past the window). Margin(TTL) is TTL/5:
+// a run stopped at the end of the trust window has that long to exit before
+// Redis could hand the lease to someone else.
+//
+// # Release and the due set
+//
+// Release is token-checked: a holder whose lease was taken over gets
+// ErrNotHeld and touches nothing. In the same script it records the run's
+// outcome (for status), acks the due entry the run came from, and enqueues
+// Next (reschedule, retry, hand-over) or a requested follow-up.
+//
+// Due entries (reschedules, retries, triggers, follow-ups) live in a sorted
+// set, one per (task, entity): an earlier pending one covers a later one.
+// TakeDue hides each taken entry for a visibility timeout under a new claim;
+// the release of the run acks it, and an entry whose taker died comes back.
+// An entry whose lease turns out busy becomes a follow-up (or is dropped
+// without Request.Queue), so it runs after the holder, never during it.
+//
+// # Keys
+//
+// All keys live under one prefix. The keys of one (task, entity) share the
+// hash tag {task:entity}, escaped so that any id (spaces, colons, braces,
+// newlines, NUL, 10 KB) maps to one safe, collision-free key:
+//
+//	prefix:{task:entity}:lease     token|since|fence|reason|tick|holder, PX ttl
+//	prefix:{task:entity}:state     last_tick|fence, PX StateTTL
+//	prefix:{task:entity}:last      outcome|start|end|fence|reason|replica
+//	prefix:{task:entity}:followup  follow-up requested while held
+//	prefix:epoch, prefix:due, prefix:dueinfo, prefix:paused
+//
+// The epoch and due keys are global, so the scripts that touch them need a
+// single Redis (or a primary with replicas); Redis Cluster is not supported.
+package lease
