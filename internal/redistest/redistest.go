@@ -32,12 +32,12 @@ type Server struct {
 	Addr string // host:port on loopback
 	Dir  string // its working directory
 
-	t       testing.TB
-	cmd     *exec.Cmd
+	t        testing.TB
+	cmd      *exec.Cmd
 	persist  bool
 	password string
-	port    int
-	exited  chan struct{}
+	port     int
+	exited   chan struct{}
 }
 
 // Options tune Start.
