@@ -47,13 +47,14 @@
 //
 // Release is token-checked: a holder whose lease was taken over gets
 // ErrNotHeld and touches nothing. In the same script it records the run's
-// outcome (for status), acks the due entry the run came from, and enqueues
-// Next (reschedule, retry, hand-over) or a requested follow-up.
+// outcome (for status) and enqueues Next (reschedule, retry, hand-over) or a
+// requested follow-up, so a request is durable the moment the lease is free.
 //
 // Due entries (reschedules, retries, triggers, follow-ups) live in a sorted
 // set, one per (task, entity): an earlier pending one covers a later one.
 // TakeDue hides each taken entry for a visibility timeout under a new claim;
-// the release of the run acks it, and an entry whose taker died comes back.
+// the acquire that grants its lease acks it, and an entry whose taker died
+// before that comes back.
 // An entry whose lease turns out busy becomes a follow-up (or is dropped
 // without Request.Queue), so it runs after the holder, never during it.
 //

@@ -70,8 +70,8 @@ type Request struct {
 	// Queue, when the entity is busy, leaves a follow-up request that the
 	// holder's release turns into one run after it.
 	Queue bool
-	// From is the due entry this run carries out; its claim is acked at
-	// release, and dropped at once when the lease is busy.
+	// From is the due entry this run carries out. It is acked when the lease
+	// is granted, and when it is busy (becoming a follow-up with Queue).
 	From *Due
 }
 

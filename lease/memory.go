@@ -105,6 +105,9 @@ func (b *memBackend) acquire(_ context.Context, holder string, reqs []acquireArg
 		if a.req.Reason == ReasonTick {
 			s.tick = a.req.Tick
 		}
+		if a.req.From != nil {
+			b.ackLocked(m, a.req.From.claim)
+		}
 		b.held[m] = &memLease{token: a.token, holder: holder, since: now, expire: now.Add(a.req.TTL), fence: fence, reason: a.req.Reason}
 		out[i] = acquireReply{status: "ok", fence: fence, at: now}
 	}

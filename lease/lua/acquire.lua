@@ -37,6 +37,7 @@ for i = 0, n - 1 do
     if redis.call('SET', lk, v, 'NX', 'PX', ttl) then
       if tick > last_tick then last_tick = tick end
       redis.call('SET', sk, num(last_tick) .. '|' .. fence, 'PX', state_ttl)
+      ack(KEYS[2], KEYS[3], member, claim)
       out[#out + 1] = 'ok'; out[#out + 1] = fence; out[#out + 1] = now_ms_s; out[#out + 1] = ''
     else
       if queue == '1' then

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/lmittmann/tint"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
+	"github.com/tickd/tickd/tasks"
+)
+
+// offsetClock adds TICKD_TEST_CLOCK_OFFSET to every wall-clock reading: a
+// seam for tests that need a replica with a skewed clock (faketime cannot
+// shift a Go binary's clock). For testing only.
+type offsetClock struct{ d time.Duration }
+
+func (c offsetClock) Now() time.Time { return time.Now().Add(c.d) }
+
+func newClock() offsetClock {
+	d, _ := time.ParseDuration(os.Getenv("TICKD_TEST_CLOCK_OFFSET"))
+	return offsetClock{d}
+}
+
+// newLogger builds the daemon's logger: tint on a terminal, JSON otherwise.
+func newLogger(d scheduler.Daemon, w io.Writer, level *slog.LevelVar) *slog.Logger {
+	level.Set(parseLevel(d.LogLevel))
+	format := d.LogFormat
+	if format == "auto" {
+		format = "json"
+		if f, ok := w.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				format = "tint"
+			}
+		}
+	}
+	switch format {
+	case "tint":
+		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
+	case "text":
+		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+func parseLevel(s string) slog.Level {
+	var l slog.Level
+	l.UnmarshalText([]byte(s)) //nolint:errcheck // validated with the config
+	return l
+}
+
+// replicaID is the configured id, or hostname-pid.
+func replicaID(d scheduler.Daemon) string {
+	if d.ReplicaID != "" {
+		return d.ReplicaID
+	}
+	h, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", h, os.Getpid())
+}
+
+// redactURL drops any password from a Redis URL, for logs.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable url)"
+	}
+	return u.Redacted()
+}
+
+// openStore returns the lease store the config asks for, and a closer for
+// what it opened.
+func openStore(cfg *scheduler.Config, replica string, clock lease.Clock, log *slog.Logger) (*lease.Store, func(), error) {
+	opts := lease.Options{Replica: replica, MaxTTL: cfg.MaxLeaseTTL(), Clock: clock}
+	if cfg.Redis == nil {
+		log.Warn("no [redis] table: leases are in-process; replicas would not be coordinated")
+		s := lease.NewMemory(opts)
+		return s, func() { s.Close() }, nil
+	}
+	ro, err := redis.ParseURL(cfg.Redis.URL)
+	if err != nil {
+		// The error text may quote the URL: never print it.
+		return nil, nil, fmt.Errorf("%s: redis.url: cannot parse the URL", cfg.Path)
+	}
+	ro.ContextTimeoutEnabled = true
+	ro.MaxRetries = -1 // tickd retries itself; a blind retry of a script could double-apply
+	ro.DialTimeout = 2 * time.Second
+	ro.ReadTimeout = 2 * time.Second
+	ro.WriteTimeout = 2 * time.Second
+	c := redis.NewClient(ro)
+	limit := time.Time{}
+	opts.OnRenewError = func(err error) {
+		if time.Since(limit) > 10*time.Second {
+			limit = time.Now()
+			log.Error("lease renewal failed", "error", err)
+		}
+	}
+	s, err := lease.NewRedis(c, cfg.Redis.KeyPrefix, opts)
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	log.Info("leases in redis", "redis", redactURL(cfg.Redis.URL), "key_prefix", cfg.Redis.KeyPrefix)
+	return s, func() { s.Close(); c.Close() }, nil
+}
+
+// Registry is where a binary embedding tickd's main registers Go handlers;
+// the stock binary has one demo handler.
+var Registry = &tasks.Registry{}
+
+func init() {
+	Registry.Register("demo-hello", func(ctx context.Context, r tasks.Run) (tasks.Result, error) { //nolint:errcheck
+		r.Logger.Info("hello from a Go handler", "entity", r.Entity)
+		return tasks.Done, nil
+	})
+}
+
+func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
+	fs, path := flags("run", stderr)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := scheduler.LoadConfig(*path)
+	if err != nil {
+		return err
+	}
+	var level slog.LevelVar
+	log := newLogger(cfg.Daemon, stderr, &level)
+	clock := newClock()
+	if clock.d != 0 {
+		log.Warn("TICKD_TEST_CLOCK_OFFSET is set: the wall clock is shifted (testing only)", "offset", clock.d)
+	}
+	replica := replicaID(cfg.Daemon)
+	store, closeStore, err := openStore(cfg, replica, clock, log)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	sch, err := scheduler.New(cfg, scheduler.Options{Store: store, Logger: log, Registry: Registry, Clock: clock})
+	if err != nil {
+		return err
+	}
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	sch.Start()
+	log.Info("tickd started", "config", cfg.Path, "tasks", len(cfg.Tasks), scheduler.KeyReplica, replica)
+	go notifyReady(ctx, store, log)
+	stopWatchdog := watchdog()
+	defer stopWatchdog()
+
+	for {
+		select {
+		case <-ctx.Done():
+			return shutdown(sch, cfg, log, nil)
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				daemon.SdNotify(false, daemon.SdNotifyReloading) //nolint:errcheck
+				reload(sch, *path, &level, log)
+				daemon.SdNotify(false, daemon.SdNotifyReady) //nolint:errcheck
+				continue
+			}
+			log.Info("signal received: stopping", "signal", sig.String())
+			return shutdown(sch, sch.Config(), log, sigs)
+		}
+	}
+}
+
+// reload re-reads the config; a bad one is reported and the old one kept.
+func reload(sch *scheduler.Scheduler, path string, level *slog.LevelVar, log *slog.Logger) {
+	cfg, err := scheduler.LoadConfig(path)
+	if err == nil {
+		err = sch.Reload(cfg)
+	}
+	if err != nil {
+		log.Error("reload failed: the old config keeps running", "error", strings.ReplaceAll(err.Error(), "\n", "; "))
+		return
+	}
+	level.Set(parseLevel(cfg.Daemon.LogLevel))
+}
+
+// shutdown stops the scheduler gracefully; a second signal exits at once.
+func shutdown(sch *scheduler.Scheduler, cfg *scheduler.Config, log *slog.Logger, sigs <-chan os.Signal) error {
+	daemon.SdNotify(false, daemon.SdNotifyStopping) //nolint:errcheck
+	if sigs != nil {
+		go func() {
+			for sig := range sigs {
+				if sig != syscall.SIGHUP {
+					log.Warn("second signal: exiting at once", "signal", sig.String())
+					os.Exit(1)
+				}
+			}
+		}()
+	}
+	sch.Shutdown(cfg.Daemon.ShutdownTimeout.Duration)
+	log.Info("tickd stopped")
+	return nil
+}
+
+// notifyReady tells systemd READY=1 once the lease store answers.
+func notifyReady(ctx context.Context, store *lease.Store, log *slog.Logger) {
+	for i := 0; ; i++ {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := store.Ping(pctx)
+		cancel()
+		if err == nil {
+			daemon.SdNotify(false, daemon.SdNotifyReady) //nolint:errcheck
+			if i > 0 {
+				log.Info("redis reachable")
+			}
+			return
+		}
+		if i%10 == 0 {
+			log.Error("redis unreachable; no run starts until it answers", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// watchdog sends WATCHDOG=1 at half the interval systemd asks for.
+func watchdog() func() {
+	iv, err := daemon.SdWatchdogEnabled(false)
+	if err != nil || iv == 0 {
+		return func() {}
+	}
+	t := time.NewTicker(iv / 2)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				daemon.SdNotify(false, daemon.SdNotifyWatchdog) //nolint:errcheck
+			}
+		}
+	}()
+	return func() { t.Stop(); close(done) }
+}
+

@@ -1,0 +1,67 @@
+package scheduler
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Log attribute keys: every line about a run carries the first six.
+const (
+	KeyTask     = "task"
+	KeyEntity   = "entity"
+	KeyTick     = "tick"
+	KeyFence    = "fence"
+	KeyReplica  = "replica"
+	KeyReason   = "reason"
+	KeyOutcome  = "outcome"
+	KeyDuration = "duration"
+	KeyError    = "error"
+)
+
+// limiter lets one line per key through every interval and counts the rest,
+// so that a Redis outage is logged, not once per entity per second.
+type limiter struct {
+	every time.Duration
+
+	mu   sync.Mutex
+	last map[string]time.Time
+	hush map[string]int
+}
+
+func newLimiter(every time.Duration) *limiter {
+	return &limiter{every: every, last: map[string]time.Time{}, hush: map[string]int{}}
+}
+
+// allow reports whether a line for key may be logged now, and how many were
+// suppressed since the last one.
+func (l *limiter) allow(key string) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	if t, ok := l.last[key]; ok && now.Sub(t) < l.every {
+		l.hush[key]++
+		return false, 0
+	}
+	n := l.hush[key]
+	l.last[key], l.hush[key] = now, 0
+	return true, n
+}
+
+func (s *Scheduler) logLimited(key, msg string, args ...any) {
+	ok, n := s.limit.allow(key)
+	if !ok {
+		return
+	}
+	if n > 0 {
+		args = append(args, "suppressed", n)
+	}
+	s.log.Error(msg, args...)
+}
+
+func tickAttr(t time.Time) slog.Attr {
+	if t.IsZero() {
+		return slog.String(KeyTick, "")
+	}
+	return slog.String(KeyTick, t.UTC().Format(time.RFC3339))
+}

@@ -1,0 +1,68 @@
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// RescheduleHeader is the response header by which an HTTP action asks to be
+// rescheduled: a 2xx response with "Tickd-Result: reschedule".
+const RescheduleHeader = "Tickd-Result"
+
+// HTTP posts a JSON body {task, entity, tick, fence, reason, attempt} to URL.
+// A 2xx response is Done (Reschedule with the RescheduleHeader); anything
+// else fails.
+type HTTP struct {
+	URL    string
+	Client *http.Client // defaults to http.DefaultClient
+}
+
+// ErrStatus is wrapped by the error of a non-2xx response.
+var ErrStatus = errors.New("tasks: http status")
+
+// Body is the JSON an HTTP action receives.
+type Body struct {
+	Task    string `json:"task"`
+	Entity  string `json:"entity"`
+	Tick    string `json:"tick"`
+	Fence   int64  `json:"fence"`
+	Reason  string `json:"reason"`
+	Attempt int    `json:"attempt"`
+}
+
+// Do sends the request; ctx bounds it.
+func (h HTTP) Do(ctx context.Context, run Run) (Result, error) {
+	b := Body{Task: run.Task, Entity: run.Entity, Fence: run.Fence, Reason: run.Reason, Attempt: run.Attempt}
+	if !run.Tick.IsZero() {
+		b.Tick = run.Tick.UTC().Format(time.RFC3339)
+	}
+	data, _ := json.Marshal(b) // plain struct: never fails
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(data))
+	if err != nil {
+		return Done, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	c := h.Client
+	if c == nil {
+		c = http.DefaultClient
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return Done, fmt.Errorf("post %s: %w", h.URL, err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) //nolint:errcheck
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return Done, fmt.Errorf("%w %d from %s", ErrStatus, resp.StatusCode, h.URL)
+	}
+	if resp.Header.Get(RescheduleHeader) == "reschedule" {
+		return Reschedule, nil
+	}
+	return Done, nil
+}

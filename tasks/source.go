@@ -1,0 +1,197 @@
+package tasks
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+)
+
+// Source yields a task's entity ids, one at a time, so that a source of a
+// million ids never sits in memory whole. fn returning an error stops it.
+type Source interface {
+	Each(ctx context.Context, fn func(id string) error) error
+}
+
+// Static is a fixed list of ids.
+type Static []string
+
+// Each yields the ids in order.
+func (s Static) Each(ctx context.Context, fn func(string) error) error {
+	for _, id := range s {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// File reads ids from a file, one a line.
+type File struct {
+	Path string
+	Log  *slog.Logger
+}
+
+// Each streams the file's ids.
+func (f File) Each(ctx context.Context, fn func(string) error) error {
+	fh, err := os.Open(f.Path)
+	if err != nil {
+		return fmt.Errorf("entities_file: %w", err)
+	}
+	defer fh.Close()
+	return scanIDs(ctx, fh, f.Path, f.Log, fn)
+}
+
+// Command runs argv (no shell) and reads ids from its stdout, one a line.
+// The command is killed after Timeout; a non-zero exit is an error reported
+// after the ids it printed were used.
+type Command struct {
+	Argv    []string
+	Timeout time.Duration
+	Log     *slog.Logger
+}
+
+// Each streams the command's ids.
+func (c Command) Each(ctx context.Context, fn func(string) error) error {
+	if c.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, c.Timeout, fmt.Errorf("entities_command timed out after %v", c.Timeout))
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	var stderr strings.Builder
+	cmd.Stderr = &limitWriter{w: &stderr, n: 4096}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("entities_command: %w", err)
+	}
+	scanErr := scanIDs(ctx, out, c.Argv[0], c.Log, fn)
+	if scanErr != nil {
+		// Stop the command: its remaining output is not wanted.
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck
+		io.Copy(io.Discard, out)                        //nolint:errcheck
+	}
+	waitErr := cmd.Wait()
+	if scanErr != nil {
+		return scanErr
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("entities_command: %w", context.Cause(ctx))
+	}
+	if waitErr != nil {
+		return fmt.Errorf("entities_command %s: %w: %s", c.Argv[0], waitErr, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+type limitWriter struct {
+	w io.Writer
+	n int
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if l.n > 0 {
+		q := p
+		if len(q) > l.n {
+			q = q[:l.n]
+		}
+		l.n -= len(q)
+		l.w.Write(q) //nolint:errcheck
+	}
+	return len(p), nil
+}
+
+// MaxIDLen bounds an entity id read from a file or command.
+const MaxIDLen = 64 * 1024
+
+// ErrBadID describes an id line that was skipped.
+var ErrBadID = errors.New("bad entity id")
+
+// CheckID says why an id cannot be used, or nil: ids must be valid UTF-8,
+// hold no NUL (argv cannot carry it) and be at most MaxIDLen bytes.
+func CheckID(id string) error {
+	switch {
+	case len(id) > MaxIDLen:
+		return fmt.Errorf("%w: longer than %d bytes", ErrBadID, MaxIDLen)
+	case strings.IndexByte(id, 0) >= 0:
+		return fmt.Errorf("%w: holds a NUL byte", ErrBadID)
+	case !utf8.ValidString(id):
+		return fmt.Errorf("%w: not valid UTF-8", ErrBadID)
+	}
+	return nil
+}
+
+// scanIDs reads one id a line: trailing \r is dropped, blank lines are
+// ignored, bad lines are skipped and reported (the first few, then a count).
+func scanIDs(ctx context.Context, r io.Reader, name string, log *slog.Logger, fn func(string) error) error {
+	br := bufio.NewReaderSize(r, 64*1024)
+	line, bad := 0, 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
+		s, err := readLine(br)
+		if s == "" && err != nil {
+			if bad > 0 && log != nil {
+				log.Warn("entity source had bad lines", "source", name, "bad_lines", bad)
+			}
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		line++
+		s = strings.TrimRight(s, "\r")
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		if cerr := CheckID(s); cerr != nil {
+			bad++
+			if bad <= 3 && log != nil {
+				log.Warn("skipping entity id", "source", name, "line", line, "error", cerr)
+			}
+			continue
+		}
+		if err := fn(s); err != nil {
+			return err
+		}
+	}
+}
+
+// readLine reads a line of any length (without its newline); a line longer
+// than MaxIDLen is returned truncated past the limit so CheckID rejects it.
+func readLine(br *bufio.Reader) (string, error) {
+	var b []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(b) <= MaxIDLen {
+			b = append(b, chunk...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if len(b) > 0 && b[len(b)-1] == '\n' {
+			b = b[:len(b)-1]
+		}
+		if err != nil && len(b) > 0 {
+			return string(b), nil // last line without a newline
+		}
+		return string(b), err
+	}
+}

@@ -1,0 +1,117 @@
+// Package tasks is what a run executes — an exec command, an HTTP POST or a
+// registered Go handler — and where a task's entities come from.
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Run is what a run sees.
+type Run struct {
+	Task    string
+	Entity  string
+	Tick    time.Time // the tick the run belongs to (UTC)
+	Fence   int64     // fencing token of the run's lease
+	Reason  string    // tick, reschedule, retry, trigger or queued
+	Attempt int       // consecutive reschedules or retries before this run
+	// Logger carries the run's attributes (task, entity, tick, fence,
+	// reason, replica).
+	Logger *slog.Logger
+}
+
+// Result is what a successful run asks for next.
+type Result int
+
+const (
+	// Done: nothing left; wait for the next tick.
+	Done Result = iota
+	// Reschedule: more work left; run again soon, after the lease is free.
+	Reschedule
+)
+
+func (r Result) String() string {
+	if r == Reschedule {
+		return "reschedule"
+	}
+	return "done"
+}
+
+// Handler is a Go task. ctx is cancelled when the run must stop (timeout,
+// lease lost or untrusted, shutdown); context.Cause says why. An error means
+// the run failed.
+type Handler func(ctx context.Context, run Run) (Result, error)
+
+// Action runs one run of a task.
+type Action interface {
+	Do(ctx context.Context, run Run) (Result, error)
+}
+
+// HandlerFunc adapts a Handler to an Action, recovering panics as failures.
+type HandlerFunc Handler
+
+// Do calls the handler.
+func (h HandlerFunc) Do(ctx context.Context, run Run) (res Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v\n%s", ErrPanic, p, debug.Stack())
+		}
+	}()
+	return h(ctx, run)
+}
+
+// ErrPanic wraps a panic recovered from a Go handler.
+var ErrPanic = errors.New("tasks: handler panicked")
+
+// Registry maps handler names (the config's `handler` key) to Go handlers.
+// The zero value is ready to use.
+type Registry struct {
+	mu sync.RWMutex
+	m  map[string]Handler
+}
+
+// Register adds a handler under name; it fails if the name is taken.
+func (r *Registry) Register(name string, h Handler) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]Handler{}
+	}
+	if _, ok := r.m[name]; ok {
+		return fmt.Errorf("tasks: handler %q registered twice", name)
+	}
+	r.m[name] = h
+	return nil
+}
+
+// Lookup returns the handler registered under name.
+func (r *Registry) Lookup(name string) (Handler, bool) {
+	if r == nil {
+		return nil, false
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	h, ok := r.m[name]
+	return h, ok
+}
+
+// Names lists the registered handlers, sorted.
+func (r *Registry) Names() []string {
+	if r == nil {
+		return nil
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	ns := make([]string, 0, len(r.m))
+	for n := range r.m {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	return ns
+}
