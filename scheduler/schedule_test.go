@@ -1,0 +1,153 @@
+package scheduler
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func mustLoc(t *testing.T, name string) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc
+}
+
+func utc(s string) time.Time {
+	v, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// Each case lists the ticks after From, in UTC, worked out by hand from the
+// zone's rules.
+func TestScheduleTable(t *testing.T) {
+	cases := []struct {
+		name  string
+		zone  string
+		every time.Duration
+		cron  string
+		from  string
+		want  []string
+	}{
+		{name: "every 15m aligned to the quarter hour", zone: "UTC", every: 15 * time.Minute,
+			from: "2026-11-22T10:07:13Z", want: []string{"2026-11-22T10:15:00Z", "2026-11-22T10:30:00Z", "2026-11-22T10:45:00Z"}},
+		{name: "every 1h aligned to the local hour in a +05:30 zone", zone: "Asia/Kolkata", every: time.Hour,
+			from: "2026-11-22T10:07:00Z", want: []string{"2026-11-22T10:30:00Z", "2026-11-22T11:30:00Z"}},
+		{name: "every 24h is local midnight", zone: "Europe/Berlin", every: 24 * time.Hour,
+			from: "2026-11-22T10:00:00Z", want: []string{"2026-11-22T23:00:00Z", "2026-11-23T23:00:00Z"}},
+		{name: "from a tick, the next one", zone: "UTC", every: 15 * time.Minute,
+			from: "2026-11-22T10:15:00Z", want: []string{"2026-11-22T10:30:00Z"}},
+
+		// Europe/Berlin: 2026-03-29 02:00 CET -> 03:00 CEST; 2026-10-25 03:00 CEST -> 02:00 CET.
+		{name: "Berlin spring-forward: daily 02:30 runs at the first instant after the gap", zone: "Europe/Berlin", cron: "30 2 * * *",
+			from: "2026-03-28T12:00:00Z", want: []string{"2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"}},
+		{name: "Berlin spring-forward: every 15m, the gap's ticks collapse into one", zone: "Europe/Berlin", every: 15 * time.Minute,
+			from: "2026-03-29T00:40:00Z", want: []string{"2026-03-29T00:45:00Z", "2026-03-29T01:00:00Z", "2026-03-29T01:15:00Z"}},
+		{name: "Berlin fall-back: every 30m, the repeated hour does not tick twice", zone: "Europe/Berlin", every: 30 * time.Minute,
+			from: "2026-10-24T23:50:00Z", want: []string{"2026-10-25T00:00:00Z", "2026-10-25T00:30:00Z", "2026-10-25T02:00:00Z"}},
+		{name: "Berlin fall-back: daily 02:30 runs once", zone: "Europe/Berlin", cron: "30 2 * * *",
+			from: "2026-10-24T12:00:00Z", want: []string{"2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"}},
+		{name: "Berlin fall-back: started inside the repeated hour", zone: "Europe/Berlin", every: 15 * time.Minute,
+			from: "2026-10-25T01:10:00Z", want: []string{"2026-10-25T02:00:00Z"}},
+
+		// America/New_York: 2026-03-08 02:00 EST -> 03:00 EDT; 2026-11-01 02:00 EDT -> 01:00 EST.
+		{name: "New York spring-forward: daily 02:00", zone: "America/New_York", cron: "0 2 * * *",
+			from: "2026-03-07T12:00:00Z", want: []string{"2026-03-08T07:00:00Z", "2026-03-09T06:00:00Z"}},
+		{name: "New York fall-back: hourly skips the repeated 01:00", zone: "America/New_York", cron: "0 * * * *",
+			from: "2026-11-01T04:30:00Z", want: []string{"2026-11-01T05:00:00Z", "2026-11-01T07:00:00Z", "2026-11-01T08:00:00Z"}},
+
+		// Australia/Lord_Howe shifts by 30 minutes: 2026-10-04 02:00 +10:30 -> 02:30 +11;
+		// 2026-04-05 02:00 +11 -> 01:30 +10:30.
+		{name: "Lord Howe spring-forward (30 min)", zone: "Australia/Lord_Howe", every: 15 * time.Minute,
+			from: "2026-10-03T15:20:00Z", want: []string{"2026-10-03T15:30:00Z", "2026-10-03T15:45:00Z"}},
+		{name: "Lord Howe fall-back (30 min)", zone: "Australia/Lord_Howe", every: 15 * time.Minute,
+			from: "2026-04-04T14:10:00Z", want: []string{"2026-04-04T14:15:00Z", "2026-04-04T14:30:00Z", "2026-04-04T14:45:00Z", "2026-04-04T15:30:00Z"}},
+
+		{name: "cron with seconds", zone: "UTC", cron: "*/10 * * * * *",
+			from: "2026-11-22T10:00:03Z", want: []string{"2026-11-22T10:00:10Z", "2026-11-22T10:00:20Z"}},
+		{name: "cron descriptor", zone: "Europe/Berlin", cron: "@daily",
+			from: "2026-11-22T10:00:00Z", want: []string{"2026-11-22T23:00:00Z"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			loc := mustLoc(t, c.zone)
+			var s Schedule = Every{Interval: c.every, Location: loc}
+			if c.cron != "" {
+				cs, err := ParseCron(c.cron, loc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s = cs
+			}
+			at := utc(c.from)
+			for i, w := range c.want {
+				at = s.Next(at)
+				if !at.Equal(utc(w)) {
+					t.Fatalf("tick %d: got %s (%s local), want %s", i, at.UTC().Format(time.RFC3339), at.In(loc).Format(time.RFC3339), w)
+				}
+			}
+		})
+	}
+}
+
+func TestScheduleSameOnEveryReplica(t *testing.T) {
+	// Replicas whose timers fire at different moments compute the same ticks.
+	s := Every{Interval: 15 * time.Minute, Location: time.UTC}
+	a := s.Next(utc("2026-11-22T10:00:00Z").Add(-3 * time.Second))
+	b := s.Next(utc("2026-11-22T09:59:59Z"))
+	if !a.Equal(b) || !a.Equal(utc("2026-11-22T10:00:00Z")) {
+		t.Fatalf("%v %v", a, b)
+	}
+}
+
+func TestParseCronErrors(t *testing.T) {
+	for spec, want := range map[string]string{
+		"@every 5m":             "@every counts from process start",
+		"CRON_TZ=UTC * * * * *": "set the zone with timezone",
+		"* * * * * * *":         "has 7 fields",
+		"* * * *":               "has 4 fields",
+		"61 * * * *":            "bad cron expression",
+		"@sometimes":            "bad cron expression",
+	} {
+		_, err := ParseCron(spec, time.UTC)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want %q", spec, err, want)
+		}
+	}
+}
+
+func TestPrev(t *testing.T) {
+	s := Every{Interval: 15 * time.Minute, Location: time.UTC}
+	now := utc("2026-11-22T10:07:00Z")
+	if got := Prev(s, now, 15*time.Minute); !got.Equal(utc("2026-11-22T10:00:00Z")) {
+		t.Fatalf("prev %v", got)
+	}
+	if got := Prev(s, now, 5*time.Minute); !got.IsZero() {
+		t.Fatalf("prev beyond the window: %v", got)
+	}
+}
+
+func TestSpreadOffset(t *testing.T) {
+	seen := map[time.Duration]bool{}
+	for _, e := range []string{"a", "b", "c", "d", "e", "f"} {
+		off := SpreadOffset("task", e, 2*time.Minute)
+		if off < 0 || off >= 2*time.Minute {
+			t.Fatalf("offset %v", off)
+		}
+		if off != SpreadOffset("task", e, 2*time.Minute) {
+			t.Fatal("not deterministic")
+		}
+		seen[off] = true
+	}
+	if len(seen) < 5 {
+		t.Fatalf("offsets not spread: %v", seen)
+	}
+	if SpreadOffset("t", "a", 0) != 0 {
+		t.Fatal("no spread, no offset")
+	}
+}

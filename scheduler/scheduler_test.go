@@ -1,0 +1,685 @@
+package scheduler
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/tasks"
+)
+
+// recorder is a Go handler that records every run and detects overlaps of
+// one entity's runs, across all schedulers of a test.
+type recorder struct {
+	mu       sync.Mutex
+	runs     []runRec
+	active   map[string]int
+	overlaps int
+	// body, if set, is what a run does (after being recorded as started).
+	body func(ctx context.Context, r tasks.Run) (tasks.Result, error)
+}
+
+type runRec struct {
+	tasks.Run
+	start, end time.Time
+	err        error
+	cause      error
+}
+
+func newRecorder() *recorder { return &recorder{active: map[string]int{}} }
+
+func (rc *recorder) handler(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+	rc.mu.Lock()
+	rc.active[r.Entity]++
+	if rc.active[r.Entity] > 1 {
+		rc.overlaps++
+	}
+	i := len(rc.runs)
+	rc.runs = append(rc.runs, runRec{Run: r, start: time.Now()})
+	body := rc.body
+	rc.mu.Unlock()
+	res, err := tasks.Done, error(nil)
+	if body != nil {
+		res, err = body(ctx, r)
+	}
+	rc.mu.Lock()
+	rc.active[r.Entity]--
+	rc.runs[i].end, rc.runs[i].err, rc.runs[i].cause = time.Now(), err, context.Cause(ctx)
+	rc.mu.Unlock()
+	return res, err
+}
+
+func (rc *recorder) snapshot() []runRec {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]runRec(nil), rc.runs...)
+}
+
+func (rc *recorder) count(pred func(runRec) bool) int {
+	n := 0
+	for _, r := range rc.snapshot() {
+		if pred(r) {
+			n++
+		}
+	}
+	return n
+}
+
+// logBuf collects JSON log lines.
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type env struct {
+	t     *testing.T
+	srv   *redistest.Server // nil for the in-process store
+	mem   *lease.Store
+	logs  *logBuf
+	reg   *tasks.Registry
+	rec   *recorder
+	count int
+}
+
+func newEnv(t *testing.T, withRedis bool) *env {
+	e := &env{t: t, logs: &logBuf{}, reg: &tasks.Registry{}, rec: newRecorder()}
+	if withRedis {
+		e.srv = redistest.Start(t)
+	}
+	if err := e.reg.Register("rec", e.rec.handler); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// store returns a new store: a new Redis client (another replica), or the
+// one in-process store.
+func (e *env) store(replica string) *lease.Store {
+	t := e.t
+	if e.srv == nil {
+		if e.mem == nil {
+			e.mem = lease.NewMemory(lease.Options{Replica: replica})
+			t.Cleanup(func() { e.mem.Close() })
+		}
+		return e.mem
+	}
+	c := redis.NewClient(&redis.Options{Addr: e.srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	s, err := lease.NewRedis(c, "tickd", lease.Options{Replica: replica, MaxTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.InitEpoch(context.Background()) //nolint:errcheck
+	t.Cleanup(func() { s.Close(); c.Close() })
+	return s
+}
+
+func (e *env) config(toml string) *Config {
+	e.t.Helper()
+	cfg, err := ParseConfig("test.toml", []byte(toml))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return cfg
+}
+
+// start runs a scheduler (a replica) for cfg until the test ends.
+func (e *env) start(toml string) (*Scheduler, *lease.Store) {
+	e.t.Helper()
+	e.count++
+	replica := fmt.Sprintf("r%d", e.count)
+	st := e.store(replica)
+	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s, err := New(e.config(toml), Options{Store: st, Logger: log, Registry: e.reg, DuePoll: 20 * time.Millisecond, PausePoll: 100 * time.Millisecond})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	s.Start()
+	e.t.Cleanup(func() { s.Shutdown(5 * time.Second) })
+	return s, st
+}
+
+func entities(n int) string {
+	var b strings.Builder
+	b.WriteString("[")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%q", fmt.Sprint("e", i))
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+func bothStores(t *testing.T, fn func(t *testing.T, withRedis bool)) {
+	for _, withRedis := range []bool{true, false} {
+		name := "memory"
+		if withRedis {
+			name = "redis"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, withRedis)
+		})
+	}
+}
+
+func TestTickRunsEachEntityOnce(t *testing.T) {
+	bothStores(t, func(t *testing.T, withRedis bool) {
+		e := newEnv(t, withRedis)
+		e.start(`
+[[tasks]]
+name = "fan"
+every = "1s"
+handler = "rec"
+concurrency = 7
+lease_ttl = "3s"
+entities = ` + entities(40))
+		// Wait for two complete ticks.
+		redistest.WaitFor(t, 10*time.Second, "two full ticks", func() bool {
+			ticks := map[time.Time]int{}
+			for _, r := range e.rec.snapshot() {
+				ticks[r.Tick]++
+			}
+			full := 0
+			for _, n := range ticks {
+				if n == 40 {
+					full++
+				}
+			}
+			return full >= 2
+		})
+		seen := map[string]int{}
+		for _, r := range e.rec.snapshot() {
+			if r.Reason != "tick" || r.Tick.Nanosecond() != 0 {
+				t.Fatalf("unexpected run %+v", r.Run)
+			}
+			seen[r.Entity+"@"+r.Tick.String()]++
+		}
+		for k, n := range seen {
+			if n != 1 {
+				t.Fatalf("%s ran %d times", k, n)
+			}
+		}
+		if e.rec.overlaps != 0 {
+			t.Fatalf("%d overlaps", e.rec.overlaps)
+		}
+		if !strings.Contains(e.logs.String(), `"msg":"tick"`) || !strings.Contains(e.logs.String(), `"entities":40`) {
+			t.Fatalf("no per-tick summary line in logs")
+		}
+	})
+}
+
+func TestBusyEntitySkippedByNextTickAndOtherReplica(t *testing.T) {
+	e := newEnv(t, true)
+	release := make(chan struct{})
+	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+		if r.Entity == "slow" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return tasks.Done, nil
+	}
+	cfg := `
+[[tasks]]
+name = "busy"
+every = "1s"
+handler = "rec"
+lease_ttl = "3s"
+entities = ["slow", "fast"]
+`
+	e.start(cfg)
+	e.start(cfg)
+	// While "slow" holds its lease, "fast" keeps running every tick.
+	redistest.WaitFor(t, 10*time.Second, "three ticks of fast", func() bool {
+		return e.rec.count(func(r runRec) bool { return r.Entity == "fast" }) >= 3
+	})
+	if n := e.rec.count(func(r runRec) bool { return r.Entity == "slow" }); n != 1 {
+		t.Fatalf("slow started %d times while busy", n)
+	}
+	close(release)
+	redistest.WaitFor(t, 10*time.Second, "slow runs again once free", func() bool {
+		return e.rec.count(func(r runRec) bool { return r.Entity == "slow" }) >= 2
+	})
+	if e.rec.overlaps != 0 {
+		t.Fatalf("%d overlaps", e.rec.overlaps)
+	}
+	if !strings.Contains(e.logs.String(), `"msg":"entity busy: skipped"`) {
+		t.Fatal("busy skips not logged")
+	}
+}
+
+func TestTwoReplicasShareTheWork(t *testing.T) {
+	e := newEnv(t, true)
+	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+		time.Sleep(time.Duration(len(r.Entity)*7%40) * time.Millisecond) // the work itself
+		return tasks.Done, nil
+	}
+	cfg := `
+[[tasks]]
+name = "shared"
+every = "1s"
+handler = "rec"
+concurrency = 5
+lease_ttl = "3s"
+entities = ` + entities(60)
+	e.start(cfg)
+	e.start(cfg)
+	redistest.WaitFor(t, 15*time.Second, "three full ticks", func() bool {
+		ticks := map[time.Time]int{}
+		for _, r := range e.rec.snapshot() {
+			ticks[r.Tick]++
+		}
+		full := 0
+		for _, n := range ticks {
+			if n >= 60 {
+				full++
+			}
+		}
+		return full >= 3
+	})
+	seen := map[string]int{}
+	byReplica := map[int64]bool{}
+	for _, r := range e.rec.snapshot() {
+		seen[r.Entity+"@"+r.Tick.String()]++
+		byReplica[r.Fence] = true
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("%s ran %d times across two replicas", k, n)
+		}
+	}
+	if e.rec.overlaps != 0 {
+		t.Fatalf("%d overlaps", e.rec.overlaps)
+	}
+	logs := e.logs.String()
+	if !strings.Contains(logs, `"replica":"r1"`) || !strings.Contains(logs, `"replica":"r2"`) || !strings.Contains(logs, `"msg":"run started","replica":"r2"`) {
+		t.Fatal("one replica did all the work")
+	}
+}
+
+func TestRescheduleChainDrainsWithinTheTick(t *testing.T) {
+	bothStores(t, func(t *testing.T, withRedis bool) {
+		e := newEnv(t, withRedis)
+		var mu sync.Mutex
+		work := map[string]int{"a": 5, "b": 3, "c": 0}
+		e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if work[r.Entity] > 0 {
+				work[r.Entity]--
+				if work[r.Entity] > 0 {
+					return tasks.Reschedule, nil
+				}
+			}
+			return tasks.Done, nil
+		}
+		// An hourly task caught up at start: the chain must drain long before
+		// the next tick.
+		e.start(`
+[[tasks]]
+name = "drain"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+lease_ttl = "3s"
+entities = ["a", "b", "c"]
+`)
+		redistest.WaitFor(t, 10*time.Second, "work drained", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return work["a"] == 0 && work["b"] == 0 && e.rec.count(func(r runRec) bool { return r.Entity == "a" && !r.end.IsZero() }) == 5
+		})
+		runs := e.rec.snapshot()
+		tick := runs[0].Tick
+		for _, r := range runs {
+			if !r.Tick.Equal(tick) {
+				t.Fatalf("run %+v belongs to another tick than %v", r.Run, tick)
+			}
+		}
+		if n := e.rec.count(func(r runRec) bool { return r.Entity == "a" && r.Reason == "reschedule" }); n != 4 {
+			t.Fatalf("a: %d reschedule runs, want 4", n)
+		}
+		if n := e.rec.count(func(r runRec) bool { return r.Entity == "c" }); n != 1 {
+			t.Fatalf("c ran %d times", n)
+		}
+	})
+}
+
+func TestMaxReschedules(t *testing.T) {
+	e := newEnv(t, false)
+	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) { return tasks.Reschedule, nil }
+	e.start(`
+[[tasks]]
+name = "greedy"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+max_reschedules = 3
+`)
+	redistest.WaitFor(t, 10*time.Second, "limit logged", func() bool {
+		return strings.Contains(e.logs.String(), "max_reschedules reached")
+	})
+	if n := e.rec.count(func(runRec) bool { return true }); n != 4 {
+		t.Fatalf("%d runs, want 1 tick run + 3 reschedules", n)
+	}
+}
+
+func TestQueuedFollowUpRunsAfterNotDuring(t *testing.T) {
+	bothStores(t, func(t *testing.T, withRedis bool) {
+		e := newEnv(t, withRedis)
+		release := make(chan struct{})
+		e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+			if r.Reason == "tick" {
+				<-release
+			}
+			return tasks.Done, nil
+		}
+		_, st := e.start(`
+[[tasks]]
+name = "q"
+every = "1h"
+catch_up = "1h"
+on_busy = "queue"
+handler = "rec"
+lease_ttl = "3s"
+`)
+		redistest.WaitFor(t, 10*time.Second, "first run", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
+		// Data changed: ask for a run while the first one is going (three times).
+		for range 3 {
+			if err := st.Enqueue(context.Background(), lease.Due{Task: "q", Entity: "q", Reason: lease.ReasonTrigger}, 0); err != nil {
+				t.Fatal(err)
+			}
+			redistest.WaitFor(t, 5*time.Second, "trigger taken", func() bool {
+				n := 0
+				st.DueEntries(context.Background(), func(lease.Due) error { n++; return nil }) //nolint:errcheck
+				return n == 0
+			})
+		}
+		if n := e.rec.count(func(runRec) bool { return true }); n != 1 {
+			t.Fatalf("%d runs while the first holds the lease", n)
+		}
+		close(release)
+		redistest.WaitFor(t, 10*time.Second, "follow-up", func() bool { return e.rec.count(func(runRec) bool { return true }) == 2 })
+		runs := e.rec.snapshot()
+		if runs[1].Reason != "queued" || runs[1].start.Before(runs[0].end) {
+			t.Fatalf("follow-up %+v started %v, first ended %v", runs[1].Run, runs[1].start, runs[0].end)
+		}
+		// Exactly one follow-up.
+		deadline := time.Now().Add(500 * time.Millisecond)
+		redistest.WaitFor(t, 5*time.Second, "quiet period", func() bool { return time.Now().After(deadline) })
+		if n := e.rec.count(func(runRec) bool { return true }); n != 2 {
+			t.Fatalf("%d runs, want 2", n)
+		}
+	})
+}
+
+func TestExecSeesEnvAndLiteralEntity(t *testing.T) {
+	dir := t.TempDir()
+	hostile := "a b;$(touch " + filepath.Join(dir, "pwned") + ")`touch " + filepath.Join(dir, "pwned2") + "` \"q\" 'q'"
+	e := newEnv(t, true)
+	out := filepath.Join(dir, "out")
+	script := filepath.Join(dir, "show.sh")
+	os.WriteFile(script, []byte("#!/bin/sh\nprintf '%s\\n' \"$1\" > \""+out+".$TICKD_FENCE\"\n"+
+		"echo \"env $TICKD_TASK|$TICKD_ENTITY|$TICKD_TICK|$TICKD_FENCE|$TICKD_REASON\"\necho oops >&2\n"), 0o755) //nolint:errcheck
+	e.start(fmt.Sprintf(`
+[[tasks]]
+name = "execd"
+every = "1h"
+catch_up = "1h"
+lease_ttl = "3s"
+command = [%q, "{entity}"]
+entities = [%q]
+`, script, hostile))
+	redistest.WaitFor(t, 10*time.Second, "run ended", func() bool { return strings.Contains(e.logs.String(), `"msg":"run ended"`) })
+	matches, _ := filepath.Glob(out + ".*")
+	if len(matches) != 1 {
+		t.Fatalf("outputs %v", matches)
+	}
+	got, _ := os.ReadFile(matches[0])
+	if string(got) != hostile+"\n" {
+		t.Fatalf("argv[1] = %q, want the literal %q", got, hostile)
+	}
+	for _, f := range []string{"pwned", "pwned2"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			t.Fatalf("the entity id ran a command (%s exists)", f)
+		}
+	}
+	logs := e.logs.String()
+	fence := strings.TrimPrefix(filepath.Ext(matches[0]), ".")
+	for _, want := range []string{
+		`"msg":"env execd|` + strings.ReplaceAll(hostile, `"`, `\"`) + `|20`,
+		`|` + fence + `|tick"`,
+		`"stream":"stdout"`, `"msg":"oops"`, `"stream":"stderr"`,
+		`"outcome":"done"`, `"fence":` + fence,
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs lack %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(logs)
+	}
+}
+
+func TestRunStoppedWhenLeaseLost(t *testing.T) {
+	e := newEnv(t, true)
+	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+		<-ctx.Done()
+		return tasks.Done, context.Cause(ctx)
+	}
+	_, st := e.start(`
+[[tasks]]
+name = "lost"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+lease_ttl = "1500ms"
+`)
+	redistest.WaitFor(t, 10*time.Second, "run started", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
+	if _, err := st.Unlock(context.Background(), "lost", "lost", "test"); err != nil {
+		t.Fatal(err)
+	}
+	redistest.WaitFor(t, 5*time.Second, "run stopped", func() bool {
+		return e.rec.count(func(r runRec) bool { return !r.end.IsZero() }) == 1
+	})
+	r := e.rec.snapshot()[0]
+	if !errors.Is(r.cause, lease.ErrLost) {
+		t.Fatalf("cause %v", r.cause)
+	}
+	redistest.WaitFor(t, 5*time.Second, "outcome logged", func() bool { return strings.Contains(e.logs.String(), `"outcome":"lease_lost"`) })
+}
+
+func TestTimeoutWarnAndRetries(t *testing.T) {
+	e := newEnv(t, false)
+	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+		if r.Reason == "tick" {
+			<-ctx.Done() // runs into the timeout
+			return tasks.Done, ctx.Err()
+		}
+		panic("boom") // the retry panics: a failure, not a crash
+	}
+	e.start(`
+[[tasks]]
+name = "slowpoke"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+timeout = "300ms"
+warn_after = "100ms"
+retries = 1
+`)
+	redistest.WaitFor(t, 10*time.Second, "retry ran", func() bool {
+		return strings.Contains(e.logs.String(), `"outcome":"failed"`)
+	})
+	logs := e.logs.String()
+	for _, want := range []string{`"msg":"run still going"`, `"outcome":"timeout"`, `"next":"retry"`, `"reason":"retry"`, "handler panicked"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs lack %s", want)
+		}
+	}
+	if n := e.rec.count(func(runRec) bool { return true }); n != 2 {
+		t.Fatalf("%d runs, want a run and one retry", n)
+	}
+	if c := e.rec.snapshot()[0].cause; !errors.Is(c, ErrTimeout) {
+		t.Fatalf("cause %v", c)
+	}
+}
+
+func TestShutdownHandsOverAndReleases(t *testing.T) {
+	e := newEnv(t, true)
+	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+		<-ctx.Done()
+		return tasks.Done, context.Cause(ctx)
+	}
+	cfg := `
+[[tasks]]
+name = "long"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+lease_ttl = "3s"
+entities = ["x", "y"]
+`
+	s, st := e.start(cfg)
+	redistest.WaitFor(t, 10*time.Second, "runs started", func() bool { return e.rec.count(func(runRec) bool { return true }) == 2 })
+	s.Shutdown(200 * time.Millisecond)
+	var held []lease.Held
+	st.Leases(context.Background(), "", func(h lease.Held) error { held = append(held, h); return nil }) //nolint:errcheck
+	if len(held) != 0 {
+		t.Fatalf("leases left after shutdown: %+v", held)
+	}
+	var due []lease.Due
+	st.DueEntries(context.Background(), func(d lease.Due) error { due = append(due, d); return nil }) //nolint:errcheck
+	if len(due) != 2 || due[0].Reason != lease.ReasonRetry {
+		t.Fatalf("hand-over entries %+v", due)
+	}
+	// Another replica carries them out.
+	e.rec.body = nil
+	e.start(strings.Replace(cfg, `catch_up = "1h"`, "", 1))
+	redistest.WaitFor(t, 10*time.Second, "handed-over runs", func() bool {
+		return e.rec.count(func(r runRec) bool { return r.Reason == "retry" && !r.end.IsZero() }) == 2
+	})
+	if !strings.Contains(e.logs.String(), `"outcome":"canceled"`) {
+		t.Fatal("interrupted runs not logged as canceled")
+	}
+}
+
+func TestReloadAddsAndRemovesTasks(t *testing.T) {
+	e := newEnv(t, false)
+	s, _ := e.start(`
+[[tasks]]
+name = "old"
+every = "1s"
+handler = "rec"
+`)
+	redistest.WaitFor(t, 10*time.Second, "old runs", func() bool { return e.rec.count(func(r runRec) bool { return r.Task == "old" }) >= 1 })
+	if err := s.Reload(e.config(`
+[[tasks]]
+name = "new"
+every = "1s"
+handler = "rec"
+`)); err != nil {
+		t.Fatal(err)
+	}
+	reloaded := time.Now()
+	redistest.WaitFor(t, 10*time.Second, "new runs", func() bool { return e.rec.count(func(r runRec) bool { return r.Task == "new" }) >= 2 })
+	if n := e.rec.count(func(r runRec) bool { return r.Task == "old" && r.start.After(reloaded.Add(100*time.Millisecond)) }); n != 0 {
+		t.Fatalf("removed task ran %d times after the reload", n)
+	}
+	// A config naming an unregistered handler is refused; the old one stays.
+	if err := s.Reload(e.config("[[tasks]]\nname = \"x\"\nevery = \"1s\"\nhandler = \"nope\"\n")); err == nil {
+		t.Fatal("reload with an unknown handler accepted")
+	}
+	if s.Config().Tasks[0].Name != "new" {
+		t.Fatal("config replaced by a bad one")
+	}
+}
+
+func TestRedisDownNoRunThenRecovers(t *testing.T) {
+	e := newEnv(t, true)
+	e.start(`
+[[tasks]]
+name = "down"
+every = "1s"
+handler = "rec"
+lease_ttl = "1500ms"
+entities = ["a", "b"]
+`)
+	redistest.WaitFor(t, 10*time.Second, "runs", func() bool { return e.rec.count(func(runRec) bool { return true }) >= 2 })
+	e.srv.Stop()
+	stopped := time.Now()
+	// Two ticks pass while Redis is down: no run may start.
+	redistest.WaitFor(t, 10*time.Second, "errors logged", func() bool {
+		return strings.Contains(e.logs.String(), "cannot acquire leases") && time.Since(stopped) > 2500*time.Millisecond
+	})
+	if n := e.rec.count(func(r runRec) bool { return r.start.After(stopped) }); n != 0 {
+		t.Fatalf("%d runs started without Redis", n)
+	}
+	if n := strings.Count(e.logs.String(), "cannot acquire leases"); n > 3 {
+		t.Fatalf("acquire errors logged %d times: not rate-limited", n)
+	}
+	e.srv.Restart() // empty: quarantine of MaxTTL (2s), then runs resume
+	back := time.Now()
+	redistest.WaitFor(t, 15*time.Second, "runs resume", func() bool {
+		return e.rec.count(func(r runRec) bool { return r.start.After(back) }) >= 2
+	})
+}
+
+// Example_embedded shows a program embedding tickd's scheduler with its own
+// Go handler and the in-process lease store.
+func Example_embedded() {
+	reg := &tasks.Registry{}
+	done := make(chan string, 1)
+	reg.Register("greet", func(ctx context.Context, r tasks.Run) (tasks.Result, error) { //nolint:errcheck
+		done <- "hello, " + r.Entity
+		return tasks.Done, nil
+	})
+	cfg, err := ParseConfig("embedded.toml", []byte(`
+[[tasks]]
+name = "greeter"
+every = "1h"
+catch_up = "1h"
+handler = "greet"
+entities = ["world"]
+`))
+	if err != nil {
+		panic(err)
+	}
+	store := lease.NewMemory(lease.Options{Replica: "example"})
+	defer store.Close()
+	s, err := New(cfg, Options{Store: store, Registry: reg})
+	if err != nil {
+		panic(err)
+	}
+	s.Start()
+	fmt.Println(<-done)
+	s.Shutdown(time.Second)
+	// Output: hello, world
+}
