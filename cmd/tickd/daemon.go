@@ -253,4 +253,3 @@ func watchdog() func() {
 	}()
 	return func() { t.Stop(); close(done) }
 }
-

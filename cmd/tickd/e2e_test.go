@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/internal/tickdtest"
+)
+
+func entityList(n int) string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%q", fmt.Sprint("u", i))
+	}
+	return "[" + strings.Join(ids, ", ") + "]"
+}
+
+func TestCheckCommand(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.toml")
+	tickdtest.WriteFile(t, good, "[[tasks]]\nname = \"a\"\nevery = \"15m\"\ncommand = [\"true\"]\n")
+	var out, errb strings.Builder
+	if code := run(context.Background(), []string{"check", "-config", good}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if lines := strings.Count(out.String(), ":00Z") + strings.Count(out.String(), ":15:00Z") + strings.Count(out.String(), ":30:00Z") + strings.Count(out.String(), ":45:00Z"); lines < 5 {
+		t.Fatalf("want 5 fire times:\n%s", out.String())
+	}
+	bad := filepath.Join(dir, "bad.toml")
+	tickdtest.WriteFile(t, bad, "[[tasks]]\nname = \"a\"\nevery = \"0s\"\ncommand = [\"true\"]\nretires = 2\n")
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), []string{"check", "-config", bad}, &out, &errb); code != 1 {
+		t.Fatalf("exit %d for a bad config", code)
+	}
+	for _, want := range []string{bad + ":3: tasks[0].every: must be more than 0s", bad + ":5: tasks[0].retires: unknown key"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+	if code := run(context.Background(), []string{"nosuch"}, &out, &errb); code != 2 {
+		t.Fatalf("unknown command: exit %d", code)
+	}
+}
+
+// replicaConfig is a config for the end-to-end tests: the test worker as the
+// exec action, on a shared Redis.
+func replicaConfig(redisURL, workerBin, extra string) string {
+	return fmt.Sprintf(`
+[daemon]
+shutdown_timeout = "300ms"
+log_format = "json"
+log_level = "debug"
+
+[redis]
+url = %q
+key_prefix = "e2e"
+
+[[tasks]]
+name = "work"
+every = "1s"
+command = [%q]
+lease_ttl = "2s"
+concurrency = 6
+%s
+`, redisURL, workerBin, extra)
+}
+
+func TestTwoProcessesNeverOverlap(t *testing.T) {
+	srv := redistest.Start(t)
+	_, worker := tickdtest.Binaries(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tickd.toml")
+	tickdtest.WriteFile(t, cfg, replicaConfig(srv.URL(), worker, "entities = "+entityList(30)))
+	logPath := filepath.Join(dir, "runs.log")
+	env := []string{"TESTWORKER_LOG=" + logPath, "TESTWORKER_MAX_SLEEP=1500ms"}
+	a := tickdtest.Start(t, "A", append(env, "X=a"), "run", "-config", cfg)
+	b := tickdtest.Start(t, "B", env, "-config", cfg)
+	// Fresh Redis: the data-loss quarantine (one lease_ttl) passes first.
+	deadline := time.Now().Add(30 * time.Second)
+	var runs []tickdtest.Run
+	for {
+		runs = tickdtest.ReadRuns(t, logPath)
+		pids := map[int]bool{}
+		for _, r := range runs {
+			pids[r.Start.Pid] = true
+		}
+		if len(runs) >= 150 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
+	}
+	a.Signal(syscall.SIGTERM)
+	b.Signal(syscall.SIGTERM)
+	if ca, cb := a.Wait(20*time.Second), b.Wait(20*time.Second); ca != 0 || cb != 0 {
+		t.Fatalf("exit codes %d %d", ca, cb)
+	}
+	runs = tickdtest.ReadRuns(t, logPath)
+	f := tickdtest.Check(runs, time.Now().UnixNano())
+	t.Logf("figures: %s", f)
+	if f.Runs < 150 {
+		t.Fatalf("only %d runs", f.Runs)
+	}
+	if f.Overlaps != 0 || f.DuplicateTickRuns != 0 || f.FenceViolations != 0 {
+		t.Fatalf("%s\n%s", f, strings.Join(f.Examples, "\n"))
+	}
+	if !strings.Contains(a.Log(), `"msg":"run started"`) || !strings.Contains(b.Log(), `"msg":"run started"`) {
+		t.Fatal("one replica ran nothing")
+	}
+	// The worker's stdout reached the log with the run's attributes.
+	if !strings.Contains(a.Log()+b.Log(), `"msg":"working on u`) {
+		t.Fatal("exec output not logged")
+	}
+	// Graceful stops left no lease behind.
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c.Close()
+	keys, _ := c.Keys(context.Background(), "e2e:*:lease").Result()
+	if len(keys) != 0 {
+		t.Fatalf("stray leases: %v", keys)
+	}
+}
+
+func TestSIGTERMReleasesAndHandsOver(t *testing.T) {
+	srv := redistest.Start(t)
+	_, worker := tickdtest.Binaries(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tickd.toml")
+	tickdtest.WriteFile(t, cfg, replicaConfig(srv.URL(), worker, `entities = ["x", "y"]`+"\ncatch_up = \"1m\""))
+	logPath := filepath.Join(dir, "runs.log")
+	env := []string{"TESTWORKER_LOG=" + logPath, "TESTWORKER_MAX_SLEEP=1h"}
+	a := tickdtest.Start(t, "A", env, "-config", cfg)
+	a.WaitLog(30*time.Second, `"msg":"run started"`)
+	redistest.WaitFor(t, 10*time.Second, "both runs", func() bool { return len(tickdtest.ReadRuns(t, logPath)) >= 2 })
+	a.Signal(syscall.SIGTERM)
+	if code := a.Wait(20 * time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	// The children were stopped (SIGTERM reached them) and recorded an end.
+	for _, r := range tickdtest.ReadRuns(t, logPath) {
+		if r.End.Signal != "terminated" {
+			t.Fatalf("run %+v was not stopped by SIGTERM", r)
+		}
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c.Close()
+	ctx := context.Background()
+	if keys, _ := c.Keys(ctx, "e2e:*:lease").Result(); len(keys) != 0 {
+		t.Fatalf("leases left: %v", keys)
+	}
+	if n, _ := c.ZCard(ctx, "e2e:due").Result(); n != 2 {
+		t.Fatalf("%d hand-over entries, want 2", n)
+	}
+	if !strings.Contains(a.Log(), `"outcome":"canceled"`) || !strings.Contains(a.Log(), `"msg":"tickd stopped"`) {
+		t.Fatal("shutdown not logged")
+	}
+	// Another replica carries the handed-over runs out.
+	b := tickdtest.Start(t, "B", []string{"TESTWORKER_LOG=" + logPath}, "-config", cfg)
+	b.WaitLog(30*time.Second, `"reason":"retry"`)
+}
+
+func TestSIGHUPReload(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tickd.toml")
+	task := func(name string) string {
+		return fmt.Sprintf("[daemon]\nlog_format = \"json\"\n[[tasks]]\nname = %q\nevery = \"1s\"\ncommand = [\"echo\", \"ran-%s\"]\n", name, name)
+	}
+	tickdtest.WriteFile(t, cfg, task("first"))
+	p := tickdtest.Start(t, "A", nil, "-config", cfg)
+	p.WaitLog(10*time.Second, `"msg":"ran-first"`)
+	tickdtest.WriteFile(t, cfg, task("second"))
+	p.Signal(syscall.SIGHUP)
+	p.WaitLog(10*time.Second, `"msg":"config reloaded"`)
+	p.WaitLog(10*time.Second, `"msg":"ran-second"`)
+	// A bad file is reported; the old config keeps running.
+	tickdtest.WriteFile(t, cfg, "[[tasks]]\nname = \"x\"\nevery = \"nope\"\n")
+	p.Signal(syscall.SIGHUP)
+	p.WaitLog(10*time.Second, `"msg":"reload failed: the old config keeps running"`)
+	n := strings.Count(p.Log(), `"msg":"ran-second"`)
+	redistest.WaitFor(t, 10*time.Second, "second keeps running", func() bool { return strings.Count(p.Log(), `"msg":"ran-second"`) > n+1 })
+	log := p.Log()
+	after := log[strings.Index(log, `"msg":"config reloaded"`):]
+	if strings.Contains(after, `"msg":"ran-first"`) && strings.Count(after, `"msg":"ran-first"`) > 1 {
+		t.Fatalf("removed task still runs after the reload")
+	}
+	if !strings.Contains(log, `tickd.toml:3: tasks.every: bad duration`) {
+		t.Fatalf("reload error does not name file and line")
+	}
+	p.Signal(syscall.SIGINT)
+	if code := p.Wait(10 * time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
+
+func TestExampleConfigRuns(t *testing.T) {
+	// The README's first command: the example config shows output within seconds.
+	p := tickdtest.Start(t, "example", nil, "-config", filepath.Join("..", "..", "config.example.toml"))
+	p.WaitLog(10*time.Second, "syncing alice for tick")
+	p.WaitLog(10*time.Second, `"reason":"reschedule"`)
+	p.Signal(syscall.SIGTERM)
+	if code := p.Wait(10 * time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
+
+func TestPasswordNeverLogged(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{Password: "s3cret-pw"})
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tickd.toml")
+	wrong := strings.Replace(srv.URL(), "s3cret-pw", "wr0ng-pw", 1)
+	tickdtest.WriteFile(t, cfg, replicaConfig(wrong, "true", ""))
+	p := tickdtest.Start(t, "A", nil, "-config", cfg)
+	p.WaitLog(15*time.Second, "redis unreachable")
+	p.Signal(syscall.SIGTERM)
+	p.Wait(10 * time.Second)
+	if strings.Contains(p.Log(), "wr0ng-pw") {
+		t.Fatalf("password in logs:\n%s", p.Log())
+	}
+	if !strings.Contains(p.Log(), "WRONGPASS") && !strings.Contains(p.Log(), "invalid") {
+		t.Fatalf("wrong password not reported:\n%s", p.Log())
+	}
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(m.Run())
+}

@@ -1,0 +1,70 @@
+// Command testworker is the exec action of tickd's end-to-end and fault
+// tests. It appends a "start" and an "end" record (JSON lines, one write
+// each) to the file named by TESTWORKER_LOG, with the TICKD_* environment,
+// its pid and timestamps; sleeps a random time up to TESTWORKER_MAX_SLEEP;
+// and, if TESTWORKER_WORK_DIR holds a counter file named after the entity,
+// decrements it and exits with the reschedule code (75) while work is left.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tickd/tickd/internal/workerlog"
+)
+
+func main() {
+	logPath := os.Getenv("TESTWORKER_LOG")
+	f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testworker:", err)
+		os.Exit(2)
+	}
+	fence, _ := strconv.ParseInt(os.Getenv("TICKD_FENCE"), 10, 64)
+	rec := workerlog.Record{Task: os.Getenv("TICKD_TASK"), Entity: os.Getenv("TICKD_ENTITY"), Tick: os.Getenv("TICKD_TICK"),
+		Fence: fence, Reason: os.Getenv("TICKD_REASON"), Pid: os.Getpid()}
+	write := func(event string, exit int, sig string) {
+		r := rec
+		r.Event, r.At, r.Exit, r.Signal = event, time.Now().UnixNano(), exit, sig
+		b, _ := json.Marshal(r)
+		f.Write(append(b, '\n')) //nolint:errcheck // O_APPEND: one write, one line
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM)
+	write("start", 0, "")
+	fmt.Printf("working on %s\n", rec.Entity)
+
+	maxSleep, _ := time.ParseDuration(os.Getenv("TESTWORKER_MAX_SLEEP"))
+	if maxSleep > 0 {
+		select {
+		case <-time.After(time.Duration(rand.Int64N(int64(maxSleep)))):
+		case s := <-sigs:
+			write("end", 143, s.String())
+			os.Exit(143)
+		}
+	}
+	exit := 0
+	if dir := os.Getenv("TESTWORKER_WORK_DIR"); dir != "" {
+		p := filepath.Join(dir, rec.Entity)
+		if b, err := os.ReadFile(p); err == nil {
+			n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			if n > 0 {
+				n--
+				os.WriteFile(p, []byte(strconv.Itoa(n)), 0o644) //nolint:errcheck
+				if n > 0 {
+					exit = 75
+				}
+			}
+		}
+	}
+	write("end", exit, "")
+	os.Exit(exit)
+}

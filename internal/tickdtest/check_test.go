@@ -1,0 +1,22 @@
+package tickdtest
+
+import "testing"
+
+func TestCheckFindsViolations(t *testing.T) {
+	rec := func(ev, entity, tick, reason string, fence int64, pid int, at int64) Record {
+		return Record{Event: ev, Task: "t", Entity: entity, Tick: tick, Reason: reason, Fence: fence, Pid: pid, At: at}
+	}
+	runs := []Run{
+		{rec("start", "a", "T1", "tick", 10, 1, 100), rec("end", "a", "T1", "tick", 10, 1, 200)},
+		{rec("start", "a", "T1", "tick", 11, 2, 150), rec("end", "a", "T1", "tick", 11, 2, 300)}, // overlap + duplicate
+		{rec("start", "a", "T2", "tick", 5, 3, 400), rec("end", "a", "T2", "tick", 5, 3, 500)},   // fence goes back
+		{rec("start", "b", "T1", "tick", 1, 4, 100), Record{}},                                   // killed: open until 1000
+		{rec("start", "b", "T1", "reschedule", 2, 5, 900), rec("end", "b", "T1", "reschedule", 2, 5, 950)},
+		{rec("start", "c", "T1", "tick", 1, 6, 100), rec("end", "c", "T1", "tick", 1, 6, 200)},
+		{rec("start", "c", "T2", "tick", 2, 7, 200), rec("end", "c", "T2", "tick", 2, 7, 300)}, // touching: no overlap
+	}
+	f := Check(runs, 1000)
+	if f.Overlaps != 2 || f.DuplicateTickRuns != 1 || f.FenceViolations != 1 || f.Runs != 7 || f.Reschedules != 1 {
+		t.Fatalf("%s\n%v", f, f.Examples)
+	}
+}

@@ -1,0 +1,277 @@
+// Package tickdtest builds the tickd binary and the test worker, runs real
+// tickd replica processes, and checks the records the worker leaves: the
+// shared harness of the end-to-end and fault tests.
+package tickdtest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/internal/workerlog"
+)
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// repoRoot is the module root, found from this file's location.
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Binaries builds tickd and testworker once per test binary and returns
+// their paths.
+func Binaries(t testing.TB) (tickd, worker string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "tickdtest-bin")
+		if buildErr != nil {
+			return
+		}
+		for _, pkg := range []string{"./cmd/tickd", "./internal/testworker"} {
+			cmd := exec.Command("go", "build", "-o", buildDir, pkg)
+			cmd.Dir = repoRoot()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(buildDir, "tickd"), filepath.Join(buildDir, "testworker")
+}
+
+// Proc is one running tickd process.
+type Proc struct {
+	Name string
+	cmd  *exec.Cmd
+	t    testing.TB
+
+	mu     sync.Mutex
+	log    bytes.Buffer
+	exited chan struct{}
+	err    error
+}
+
+// Start runs `tickd args...` with extra environment; its stderr (the log)
+// is collected. It is killed when the test ends if still running.
+func Start(t testing.TB, name string, env []string, args ...string) *Proc {
+	t.Helper()
+	bin, _ := Binaries(t)
+	p := &Proc{Name: name, t: t, exited: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = append(os.Environ(), env...)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = pw, pw
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.log.Write(sc.Bytes())
+			p.log.WriteByte('\n')
+			p.mu.Unlock()
+		}
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		if !p.Exited() {
+			p.cmd.Process.Kill() //nolint:errcheck
+			<-p.exited
+		}
+		if t.Failed() {
+			t.Logf("log of %s:\n%s", name, p.Log())
+		}
+	})
+	return p
+}
+
+// Log returns what the process logged so far.
+func (p *Proc) Log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+// Pid is the process id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Signal sends sig.
+func (p *Proc) Signal(sig syscall.Signal) {
+	p.cmd.Process.Signal(sig) //nolint:errcheck
+}
+
+// Exited reports whether the process has ended.
+func (p *Proc) Exited() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Wait waits up to d for the process to exit and returns its exit code.
+func (p *Proc) Wait(d time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(d):
+		p.t.Fatalf("%s did not exit within %v", p.Name, d)
+	}
+	if p.err == nil {
+		return 0
+	}
+	if ee, ok := p.err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+// WaitLog waits until the log contains s.
+func (p *Proc) WaitLog(d time.Duration, s string) {
+	p.t.Helper()
+	deadline := time.Now().Add(d)
+	for !strings.Contains(p.Log(), s) {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s did not log %q within %v", p.Name, s, d)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+	}
+}
+
+// Record is one line the test worker writes.
+type Record = workerlog.Record
+
+// Run is a start record paired with its end record (End is zero when the
+// run never ended: its process was killed).
+type Run struct {
+	Start, End Record
+}
+
+// ReadRuns reads the worker's log and pairs starts with ends by pid.
+func ReadRuns(t testing.TB, path string) []Run {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	byPid := map[int]int{}
+	var runs []Run
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var r Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("bad record %q: %v", line, err)
+		}
+		switch r.Event {
+		case "start":
+			byPid[r.Pid] = len(runs)
+			runs = append(runs, Run{Start: r})
+		case "end":
+			if i, ok := byPid[r.Pid]; ok {
+				runs[i].End = r
+			}
+		}
+	}
+	return runs
+}
+
+// Figures are what the checker computes over a set of runs.
+type Figures struct {
+	Runs, TickRuns, Reschedules int
+	Overlaps                    int // pairs of runs of one (task, entity) whose intervals intersect
+	DuplicateTickRuns           int // (task, entity, tick) with more than one tick run
+	FenceViolations             int // fences not strictly increasing in start order
+	Examples                    []string
+}
+
+func (f Figures) String() string {
+	return fmt.Sprintf("runs=%d tick_runs=%d reschedules=%d overlaps=%d duplicate_tick_runs=%d fence_violations=%d",
+		f.Runs, f.TickRuns, f.Reschedules, f.Overlaps, f.DuplicateTickRuns, f.FenceViolations)
+}
+
+// Check computes the figures. A run without an end (killed with its
+// replica) is taken to last until openEnd.
+func Check(runs []Run, openEnd int64) Figures {
+	var f Figures
+	by := map[string][]Run{}
+	ticks := map[string]int{}
+	for _, r := range runs {
+		k := r.Start.Task + "\x00" + r.Start.Entity
+		by[k] = append(by[k], r)
+		f.Runs++
+		switch r.Start.Reason {
+		case "tick":
+			f.TickRuns++
+			ticks[k+"\x00"+r.Start.Tick]++
+		case "reschedule":
+			f.Reschedules++
+		}
+	}
+	for k, n := range ticks {
+		if n > 1 {
+			f.DuplicateTickRuns += n - 1
+			f.Examples = append(f.Examples, fmt.Sprintf("duplicate tick run %q x%d", k, n))
+		}
+	}
+	for _, rs := range by {
+		sort.Slice(rs, func(i, j int) bool { return rs[i].Start.At < rs[j].Start.At })
+		end := func(r Run) int64 {
+			if r.End.At == 0 {
+				return openEnd
+			}
+			return r.End.At
+		}
+		for i := range rs {
+			if i > 0 && rs[i].Start.Fence <= rs[i-1].Start.Fence {
+				f.FenceViolations++
+				f.Examples = append(f.Examples, fmt.Sprintf("fence %d after %d for %s", rs[i].Start.Fence, rs[i-1].Start.Fence, rs[i].Start.Entity))
+			}
+			for j := i + 1; j < len(rs) && rs[j].Start.At < end(rs[i]); j++ {
+				f.Overlaps++
+				f.Examples = append(f.Examples, fmt.Sprintf("overlap on %s: pid %d [%d,%d] and pid %d from %d",
+					rs[i].Start.Entity, rs[i].Start.Pid, rs[i].Start.At, end(rs[i]), rs[j].Start.Pid, rs[j].Start.At))
+			}
+		}
+	}
+	if len(f.Examples) > 10 {
+		f.Examples = f.Examples[:10]
+	}
+	return f
+}
+
+// WriteFile writes a file for the test.
+func WriteFile(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

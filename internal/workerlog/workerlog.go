@@ -1,0 +1,17 @@
+// Package workerlog is the record format the test worker writes and the
+// test harness reads.
+package workerlog
+
+// Record is one line of the worker's log: a run's start or end.
+type Record struct {
+	Event  string `json:"event"` // start | end
+	Task   string `json:"task"`
+	Entity string `json:"entity"`
+	Tick   string `json:"tick"`
+	Fence  int64  `json:"fence"`
+	Reason string `json:"reason"`
+	Pid    int    `json:"pid"`
+	At     int64  `json:"at"` // unix nanoseconds
+	Exit   int    `json:"exit,omitempty"`
+	Signal string `json:"signal,omitempty"`
+}

@@ -1,0 +1,199 @@
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+type buf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *buf) Write(p []byte) (int, error) { b.mu.Lock(); defer b.mu.Unlock(); return b.b.Write(p) }
+func (b *buf) String() string              { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
+
+func logger() (*slog.Logger, *buf) {
+	b := &buf{}
+	return slog.New(slog.NewJSONHandler(b, nil)), b
+}
+
+func collect(t *testing.T, s Source) ([]string, error) {
+	t.Helper()
+	var ids []string
+	err := s.Each(context.Background(), func(id string) error { ids = append(ids, id); return nil })
+	return ids, err
+}
+
+func TestFileSourceSkipsBlankAndBadLines(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ids")
+	long := strings.Repeat("x", MaxIDLen+1)
+	os.WriteFile(p, []byte("a\r\n\n  \nb c\nnul\x00id\n\xff\xfe\n"+long+"\nlast"), 0o644) //nolint:errcheck
+	log, out := logger()
+	ids, err := collect(t, File{Path: p, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ids) != "[a b c last]" || len(ids) != 3 {
+		t.Fatalf("ids %q", ids)
+	}
+	if n := strings.Count(out.String(), "skipping entity id"); n != 3 {
+		t.Fatalf("%d bad lines reported:\n%s", n, out.String())
+	}
+	if !strings.Contains(out.String(), `"bad_lines":3`) {
+		t.Fatal("no count of bad lines")
+	}
+	if _, err := collect(t, File{Path: filepath.Join(t.TempDir(), "missing")}); err == nil {
+		t.Fatal("missing file accepted")
+	}
+}
+
+func TestCommandSourceStreamsAMillionLines(t *testing.T) {
+	n := 0
+	err := Command{Argv: []string{"seq", "1000000"}, Timeout: time.Minute}.Each(context.Background(), func(string) error { n++; return nil })
+	if err != nil || n != 1000000 {
+		t.Fatalf("%d ids, %v", n, err)
+	}
+}
+
+func TestCommandSourceFailures(t *testing.T) {
+	_, err := collect(t, Command{Argv: []string{"sh", "-c", "echo a; echo boom >&2; exit 3"}, Timeout: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), "exit status 3") || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("failing command: %v", err)
+	}
+	start := time.Now()
+	_, err = collect(t, Command{Argv: []string{"sh", "-c", "echo a; sleep 60"}, Timeout: 300 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "timed out") || time.Since(start) > 10*time.Second {
+		t.Fatalf("hanging command: %v after %v", err, time.Since(start))
+	}
+	log, out := logger()
+	ids, err := collect(t, Command{Argv: []string{"sh", "-c", "head -c 20000 /dev/urandom; echo; echo ok"}, Timeout: time.Minute, Log: log})
+	if err != nil || ids[len(ids)-1] != "ok" {
+		t.Fatalf("binary garbage: %v %q", err, ids[len(ids)-1:])
+	}
+	_ = out
+	if _, err := collect(t, Command{Argv: []string{"/no/such/cmd"}}); err == nil {
+		t.Fatal("missing command accepted")
+	}
+}
+
+func TestExecStopsTheProcessGroup(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "child.pid")
+	// The command ignores SIGTERM and has a child that does too: both must
+	// be gone after the grace, killed with the group.
+	script := fmt.Sprintf(`trap '' TERM; sh -c 'trap "" TERM; echo $$ > %s; sleep 60' & sleep 60`, pidFile)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	log, _ := logger()
+	done := make(chan error, 1)
+	go func() {
+		_, err := Exec{Argv: []string{"sh", "-c", script}, Grace: 200 * time.Millisecond}.Do(ctx, Run{Logger: log})
+		done <- err
+	}()
+	var childPid int
+	deadline := time.Now().Add(10 * time.Second)
+	for childPid == 0 && time.Now().Before(deadline) {
+		b, _ := os.ReadFile(pidFile)
+		fmt.Sscan(string(b), &childPid)   //nolint:errcheck
+		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+	}
+	if childPid == 0 {
+		t.Fatal("child never started")
+	}
+	stopped := time.Now()
+	cause := errors.New("lease lost (test)")
+	cancel(cause)
+	select {
+	case err := <-done:
+		if !errors.Is(err, cause) {
+			t.Fatalf("error %v does not carry the cause", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run not stopped")
+	}
+	if d := time.Since(stopped); d > 5*time.Second {
+		t.Fatalf("stop took %v", d)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for syscall.Kill(childPid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("grandchild %d survived the run", childPid)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+	}
+}
+
+func TestExecResults(t *testing.T) {
+	log, out := logger()
+	run := Run{Task: "t", Entity: "e 1", Tick: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Fence: 42, Reason: "tick", Logger: log}
+	res, err := Exec{Argv: []string{"sh", "-c", `echo "$TICKD_TASK/$TICKD_ENTITY/$TICKD_TICK/$TICKD_FENCE/$TICKD_REASON/$1"; exit 75`, "sh", "{entity}"}, RescheduleCode: 75}.Do(context.Background(), run)
+	if err != nil || res != Reschedule {
+		t.Fatalf("%v %v", res, err)
+	}
+	if !strings.Contains(out.String(), `"msg":"t/e 1/2026-01-02T03:04:05Z/42/tick/e 1"`) {
+		t.Fatalf("log %s", out.String())
+	}
+	if _, err := (Exec{Argv: []string{"false"}}).Do(context.Background(), run); !errors.Is(err, ErrExit) {
+		t.Fatalf("false: %v", err)
+	}
+	if res, err := (Exec{Argv: []string{"true"}}).Do(context.Background(), run); err != nil || res != Done {
+		t.Fatalf("true: %v %v", res, err)
+	}
+}
+
+func TestHTTPAction(t *testing.T) {
+	var got Body
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewDecoder(r.Body).Decode(&got) //nolint:errcheck
+		switch got.Entity {
+		case "more":
+			w.Header().Set(RescheduleHeader, "reschedule")
+		case "bad":
+			w.WriteHeader(500)
+		}
+	}))
+	defer srv.Close()
+	run := Run{Task: "t", Entity: "e", Tick: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Fence: 7, Reason: "trigger"}
+	h := HTTP{URL: srv.URL}
+	if res, err := h.Do(context.Background(), run); err != nil || res != Done {
+		t.Fatalf("%v %v", res, err)
+	}
+	if got != (Body{Task: "t", Entity: "e", Tick: "2026-01-02T03:04:05Z", Fence: 7, Reason: "trigger"}) {
+		t.Fatalf("body %+v", got)
+	}
+	run.Entity = "more"
+	if res, err := h.Do(context.Background(), run); err != nil || res != Reschedule {
+		t.Fatalf("%v %v", res, err)
+	}
+	run.Entity = "bad"
+	if _, err := h.Do(context.Background(), run); !errors.Is(err, ErrStatus) {
+		t.Fatalf("500: %v", err)
+	}
+}
+
+func TestHandlerPanicIsAFailure(t *testing.T) {
+	h := HandlerFunc(func(context.Context, Run) (Result, error) { panic("boom") })
+	if _, err := h.Do(context.Background(), Run{}); !errors.Is(err, ErrPanic) {
+		t.Fatalf("%v", err)
+	}
+	var r Registry
+	if err := r.Register("x", func(context.Context, Run) (Result, error) { return Done, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Register("x", nil); err == nil {
+		t.Fatal("registered twice")
+	}
+}
