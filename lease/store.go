@@ -246,10 +246,15 @@ func (s *Store) hold(a acquireArg, fence int64, sent time.Time) *Lease {
 	}
 	l.trusted = sent.Add(l.ttl - Margin(l.ttl))
 	l.renewAt = sent.Add(l.ttl / 3)
-	l.timer = time.AfterFunc(l.trusted.Sub(s.clock.Now()), func() { s.untrusted(l) })
+	// Register with the keeper first, then arm the trust timer under l.mu:
+	// when the reply came after the trust window already ended, the timer
+	// fires at once, and its drop must find the lease registered.
 	s.mu.Lock()
 	s.held[l] = struct{}{}
 	s.mu.Unlock()
+	l.mu.Lock()
+	l.timer = time.AfterFunc(l.trusted.Sub(s.clock.Now()), func() { s.untrusted(l) })
+	l.mu.Unlock()
 	s.poke()
 	return l
 }
@@ -412,7 +417,9 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 		if !l.released {
 			l.trusted = sent.Add(l.ttl - Margin(l.ttl))
 			l.renewAt = sent.Add(l.ttl / 3)
-			l.timer.Reset(l.trusted.Sub(s.clock.Now()))
+			if l.timer != nil {
+				l.timer.Reset(l.trusted.Sub(s.clock.Now()))
+			}
 		}
 		l.mu.Unlock()
 	}
