@@ -2,6 +2,7 @@ package lease
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,4 +60,45 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "leases/s")
 	})
+}
+
+// BenchmarkAcquireReleaseParallel is the batched path with several batches in
+// flight, so that client and server work overlap as they do in the daemon
+// (fan-out acquiring while finished runs release).
+func BenchmarkAcquireReleaseParallel(b *testing.B) {
+	srv := redistest.Start(b)
+	s := newRedisStore(b, newClient(b, srv.Addr), Options{})
+	s.InitEpoch(bg) //nolint:errcheck
+	var worker atomic.Int64
+	b.SetParallelism(2)
+	b.RunParallel(func(pb *testing.PB) {
+		w := worker.Add(1)
+		reqs := make([]Request, 0, batchSize)
+		n := 0
+		flush := func() {
+			ls := make([]*Lease, len(reqs))
+			for j, r := range s.AcquireBatch(bg, reqs) {
+				if r.Err != nil {
+					b.Error(r.Err)
+					return
+				}
+				ls[j] = r.Lease
+			}
+			if _, err := s.ReleaseBatch(bg, ls, Outcome{Result: "done"}); err != nil {
+				b.Error(err)
+			}
+			reqs = reqs[:0]
+		}
+		for pb.Next() {
+			reqs = append(reqs, req(fmt.Sprint("p", w, "-", n), time.Minute))
+			n++
+			if len(reqs) == batchSize {
+				flush()
+			}
+		}
+		if len(reqs) > 0 {
+			flush()
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "leases/s")
 }

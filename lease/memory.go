@@ -317,6 +317,33 @@ func (b *memBackend) dueEntries(_ context.Context, fn func(Due) error) error {
 	return nil
 }
 
+func (b *memBackend) one(_ context.Context, task, entity string) (Held, bool, LastRun, bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m := member(task, entity)
+	now := b.now()
+	b.gc(m, now)
+	var h Held
+	var r LastRun
+	l, held := b.held[m]
+	if held {
+		h = Held{Task: task, Entity: entity, Holder: l.holder, Since: l.since, Fence: l.fence, Reason: l.reason, TTL: l.expire.Sub(now)}
+	}
+	s, ok := b.states[m]
+	ran := ok && s.last.Outcome != ""
+	if ran {
+		r = s.last
+		r.Task, r.Entity, r.LastTick = task, entity, s.tick
+	}
+	return h, held, r, ran, nil
+}
+
+func (b *memBackend) dueCount(context.Context) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.due), nil
+}
+
 func (b *memBackend) setPaused(_ context.Context, task string, paused bool) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -408,6 +408,36 @@ func (b *redisBackend) dueEntries(ctx context.Context, fn func(Due) error) error
 	}
 }
 
+func (b *redisBackend) one(ctx context.Context, task, entity string) (Held, bool, LastRun, bool, error) {
+	m := member(task, entity)
+	pipe := b.c.Pipeline()
+	lg, lt, rg, sg := pipe.Get(ctx, b.k.lease(m)), pipe.PTTL(ctx, b.k.lease(m)), pipe.Get(ctx, b.k.last(m)), pipe.Get(ctx, b.k.state(m))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return Held{}, false, LastRun{}, false, err
+	}
+	var h Held
+	var r LastRun
+	f, held := splitN(lg.Val(), 6)
+	if held {
+		fence, _ := strconv.ParseInt(f[2], 10, 64)
+		h = Held{Task: task, Entity: entity, Holder: f[5], Since: fromMS(f[1]), Fence: fence, Reason: Reason(f[3]), TTL: lt.Val()}
+	}
+	g, ran := splitN(rg.Val(), 6)
+	if ran {
+		fence, _ := strconv.ParseInt(g[3], 10, 64)
+		r = LastRun{Task: task, Entity: entity, Outcome: g[0], Started: fromMS(g[1]), Ended: fromMS(g[2]), Fence: fence, Reason: Reason(g[4]), Replica: g[5]}
+		if st, ok := splitN(sg.Val(), 2); ok {
+			r.LastTick = fromMS(st[0])
+		}
+	}
+	return h, held, r, ran, nil
+}
+
+func (b *redisBackend) dueCount(ctx context.Context) (int, error) {
+	n, err := b.c.ZCard(ctx, b.k.due()).Result()
+	return int(n), err
+}
+
 func (b *redisBackend) setPaused(ctx context.Context, task string, paused bool) error {
 	if paused {
 		return b.c.SAdd(ctx, b.k.paused(), task).Err()

@@ -35,6 +35,8 @@ type Options struct {
 	Clock Clock
 	// OnRenewError, if set, is called with each failed renewal round.
 	OnRenewError func(error)
+	// OnRenew, if set, is called after each successful renewal round.
+	OnRenew func()
 }
 
 func (o *Options) fill() {
@@ -67,6 +69,9 @@ type backend interface {
 	leases(ctx context.Context, task string, fn func(Held) error) error
 	lastRuns(ctx context.Context, task string, fn func(LastRun) error) error
 	dueEntries(ctx context.Context, fn func(Due) error) error
+	dueCount(ctx context.Context) (int, error)
+	// one returns the held lease (ok) and last run (ok) of one entity.
+	one(ctx context.Context, task, entity string) (Held, bool, LastRun, bool, error)
 	setPaused(ctx context.Context, task string, paused bool) error
 	paused(ctx context.Context) (map[string]bool, error)
 	ping(ctx context.Context) error
@@ -407,6 +412,9 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 		}
 		return
 	}
+	if s.opts.OnRenew != nil {
+		s.opts.OnRenew()
+	}
 	for i, l := range ls {
 		if !ok[i] {
 			s.drop(l, ErrLost)
@@ -482,6 +490,15 @@ func (s *Store) LastRuns(ctx context.Context, task string, fn func(LastRun) erro
 func (s *Store) DueEntries(ctx context.Context, fn func(Due) error) error {
 	return s.b.dueEntries(ctx, fn)
 }
+
+// Entity returns the lease held on (task, entity), if any, and its last
+// finished run, if retained: one round trip.
+func (s *Store) Entity(ctx context.Context, task, entity string) (h Held, held bool, last LastRun, ran bool, err error) {
+	return s.b.one(ctx, task, entity)
+}
+
+// DueCount is the number of pending requests.
+func (s *Store) DueCount(ctx context.Context) (int, error) { return s.b.dueCount(ctx) }
 
 // SetPaused pauses or resumes the ticks of task on every replica.
 func (s *Store) SetPaused(ctx context.Context, task string, paused bool) error {

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"regexp"
 	"strings"
@@ -37,6 +38,9 @@ type Daemon struct {
 	// LogFormat is auto (coloured text on a terminal, JSON otherwise), text
 	// or json. Defaults to auto.
 	LogFormat string `toml:"log_format"`
+	// MetricsAddr, when set, serves /metrics (Prometheus), /healthz and
+	// /readyz on this host:port. Defaults to "" (off).
+	MetricsAddr string `toml:"metrics_addr"`
 }
 
 // Redis is the [redis] table.
@@ -241,6 +245,11 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 	case "auto", "text", "json":
 	default:
 		bad("daemon.log_format", "%q: use auto, text or json", cfg.Daemon.LogFormat)
+	}
+	if a := cfg.Daemon.MetricsAddr; a != "" {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			bad("daemon.metrics_addr", "%q: want host:port, e.g. \"127.0.0.1:9464\"", a)
+		}
 	}
 	if r := cfg.Redis; r != nil {
 		if r.URL == "" {

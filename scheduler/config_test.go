@@ -119,7 +119,7 @@ func TestExampleConfigIsValid(t *testing.T) {
 	}
 	// Every key of TaskSpec is documented in the example.
 	data, _ := os.ReadFile(filepath.Join("..", "config.example.toml"))
-	for _, key := range []string{"replica_id", "shutdown_timeout", "log_level", "log_format", "url", "key_prefix",
+	for _, key := range []string{"replica_id", "shutdown_timeout", "log_level", "log_format", "metrics_addr", "url", "key_prefix",
 		"every", "cron", "timezone", "spread", "entities", "entities_file", "entities_command", "entities_timeout",
 		"command", "handler", "concurrency", "timeout", "warn_after", "lease_ttl", "on_busy", "reschedule_exit_code",
 		"reschedule_delay", "max_reschedules", "retries", "catch_up"} {

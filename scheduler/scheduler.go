@@ -36,6 +36,8 @@ type Options struct {
 	DuePoll time.Duration
 	// PausePoll is how often paused tasks are read. Defaults to 500ms.
 	PausePoll time.Duration
+	// Metrics, if set, receives the scheduler's measurements.
+	Metrics *Metrics
 }
 
 type sysClock struct{}
@@ -52,6 +54,7 @@ type Scheduler struct {
 	duePoll  time.Duration
 	pollP    time.Duration
 	limit    *limiter
+	metrics  *Metrics
 
 	mu     sync.Mutex
 	cfg    *Config
@@ -98,7 +101,7 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 	s := &Scheduler{
 		store: opts.Store, log: opts.Logger.With(KeyReplica, opts.Store.Replica()), registry: opts.Registry, clock: opts.Clock,
 		replica: opts.Store.Replica(), duePoll: opts.DuePoll, pollP: opts.PausePoll,
-		limit: newLimiter(10 * time.Second), tasks: map[string]*taskState{},
+		limit: newLimiter(10 * time.Second), tasks: map[string]*taskState{}, metrics: opts.Metrics,
 	}
 	s.loops, s.stopLo = context.WithCancel(context.Background())
 	s.kill, s.killRuns = context.WithCancelCause(context.Background())
@@ -302,6 +305,7 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 			if !ts.paused.Load() {
 				s.goFanOut(ctx, ts, next)
 			} else {
+				s.metrics.skip(t.Name, "paused", 1)
 				s.log.Debug("task paused: tick skipped", KeyTask, t.Name, tickAttr(next))
 			}
 		} else {
@@ -388,6 +392,9 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	if err != nil && ctx.Err() == nil {
 		s.log.Error("entity source failed", KeyTask, t.Name, tickAttr(T), KeyError, err)
 	}
+	s.metrics.tick(t.Name, total)
+	s.metrics.skip(t.Name, "busy", busy)
+	s.metrics.skip(t.Name, "already_ran", ran)
 	lvl := slog.LevelInfo
 	if failed > 0 {
 		lvl = slog.LevelWarn
@@ -438,6 +445,7 @@ func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.T
 		for _, r := range res {
 			if r.Err != nil && !errors.Is(r.Err, lease.ErrBusy) && !errors.Is(r.Err, lease.ErrAlreadyRan) {
 				retry = true
+				s.metrics.RedisError()
 				s.logLimited("acquire:"+ts.t.Name, "cannot acquire leases; retrying", KeyTask, ts.t.Name, tickAttr(T), KeyError, r.Err)
 				break
 			}
@@ -474,6 +482,11 @@ func (s *Scheduler) pauseLoop(ctx context.Context) {
 	t := time.NewTicker(s.pollP)
 	defer t.Stop()
 	for {
+		if s.metrics != nil {
+			if n, err := s.store.DueCount(ctx); err == nil {
+				s.metrics.due(n)
+			}
+		}
 		paused, err := s.store.Paused(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -565,7 +578,11 @@ func (s *Scheduler) takeDue(ctx context.Context) {
 			case errors.Is(err, lease.ErrBusy):
 				s.log.Debug("due run found the entity busy", KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason, "follow_up", queue)
 			default:
-				s.logLimited("acquire-due", "cannot acquire lease for a due run", KeyTask, d.Task, KeyError, err)
+				// Redis trouble or quarantine: give the entry back to be taken
+				// again soon, rather than waiting out its visibility timeout.
+				s.metrics.RedisError()
+				s.logLimited("acquire-due", "cannot acquire lease for a due run; retrying", KeyTask, d.Task, KeyError, err)
+				s.store.Enqueue(ctx, d, time.Second) //nolint:errcheck // if this fails too, visibility brings it back
 			}
 			continue
 		}
@@ -580,10 +597,10 @@ func (s *Scheduler) takeDue(ctx context.Context) {
 // which the run gives back.
 func (s *Scheduler) start(ts *taskState, l *lease.Lease) {
 	s.runs.Add(1)
-	s.active.Add(1)
+	s.metrics.active(s.active.Add(1))
 	go func() {
 		defer s.runs.Done()
-		defer s.active.Add(-1)
+		defer func() { s.metrics.active(s.active.Add(-1)) }()
 		defer func() { <-ts.slots }()
 		s.execute(ts, l)
 	}()
@@ -616,6 +633,9 @@ func (s *Scheduler) execute(ts *taskState, l *lease.Lease) {
 		defer w.Stop()
 	}
 	started := s.clock.Now()
+	if l.Reason == lease.ReasonTick {
+		s.metrics.lag(t.Name, started.Sub(l.Tick))
+	}
 	log.Info("run started", "attempt", l.Attempt)
 	res, err := ts.action.Do(ctx, tasks.Run{Task: t.Name, Entity: l.Entity, Tick: l.Tick, Fence: l.Fence,
 		Reason: string(l.Reason), Attempt: l.Attempt, Logger: log})
@@ -635,6 +655,10 @@ func (s *Scheduler) execute(ts *taskState, l *lease.Lease) {
 		outcome = OutcomeFailed
 	}
 	next := s.nextFor(t, l, outcome)
+	s.metrics.run(t.Name, string(l.Reason), outcome, ended.Sub(started))
+	if next != nil && next.Reason == lease.ReasonRetry && outcome != OutcomeCanceled {
+		s.metrics.retry(t.Name)
+	}
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer rcancel()
 	_, rerr := l.Release(rctx, lease.Outcome{Result: outcome, Started: started, Ended: ended}, next)

@@ -85,23 +85,30 @@ func (e Exec) Do(ctx context.Context, run Run) (Result, error) {
 // waits. When ctx is cancelled the process group gets SIGTERM, then SIGKILL
 // after grace. It returns the exit status, or an error if the command could
 // not start or was stopped (wrapping context.Cause(ctx)).
+//
+// With a nil log, the command's output goes wherever cmd says.
 func Start(ctx context.Context, cmd *exec.Cmd, grace time.Duration, log *slog.Logger) (int, error) {
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return -1, err
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return -1, err
+	var readers []io.Reader
+	if log != nil {
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return -1, err
+		}
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			return -1, err
+		}
+		readers = []io.Reader{stdout, stderr}
 	}
 	if err := cmd.Start(); err != nil {
 		return -1, fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
 	pgid := cmd.Process.Pid
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); logLines(stdout, log, "stdout") }()
-	go func() { defer wg.Done(); logLines(stderr, log, "stderr") }()
+	for i, r := range readers {
+		wg.Add(1)
+		go func() { defer wg.Done(); logLines(r, log, []string{"stdout", "stderr"}[i]) }()
+	}
 
 	exited := make(chan struct{})
 	stopped := make(chan struct{})
@@ -122,7 +129,7 @@ func Start(ctx context.Context, cmd *exec.Cmd, grace time.Duration, log *slog.Lo
 		}
 	}()
 	wg.Wait() // all output read: the pipes are closed
-	err = cmd.Wait()
+	err := cmd.Wait()
 	close(exited)
 	select {
 	case <-stopped:

@@ -14,6 +14,12 @@ const usage = `tickd — recurring singleton tasks under Redis leases
 Usage:
   tickd [run] -config FILE          run the daemon (the default command)
   tickd check -config FILE          validate; print each task's next 5 ticks
+  tickd status -config FILE [TASK]  held leases, last runs, pending requests (-json)
+  tickd trigger -config FILE TASK [ENTITY…]   ask for a run now (-wait)
+  tickd pause|resume -config FILE TASK        stop/start ticking on every replica
+  tickd unlock -config FILE TASK ENTITY       force-release a stuck lease
+  tickd lock -config FILE [-ttl 1m] [-busy-exit N] KEY -- CMD ARGS…
+                                    run CMD under a lease, or exit at once if held
 
 Run "tickd COMMAND -h" for a command's flags.
 `
@@ -33,6 +39,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runDaemon(ctx, args, stderr)
 	case "check":
 		err = runCheck(args, stdout, stderr)
+	case "status":
+		err = runStatus(ctx, args, stdout, stderr)
+	case "trigger":
+		err = runTrigger(ctx, args, stdout, stderr)
+	case "pause", "resume":
+		err = runPause(ctx, args, stdout, stderr, cmd == "pause")
+	case "unlock":
+		err = runUnlock(ctx, args, stdout, stderr)
+	case "lock":
+		err = runLock(ctx, args, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -40,9 +56,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tickd: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
+	var ee exitError
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.Is(err, errTriggerSkipped):
+		return 3
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):

@@ -14,6 +14,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/lmittmann/tint"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/lease"
@@ -78,28 +79,35 @@ func redactURL(raw string) string {
 	return u.Redacted()
 }
 
+// redisClient builds the client for the config's [redis] table.
+func redisClient(cfg *scheduler.Config) (*redis.Client, error) {
+	ro, err := redis.ParseURL(cfg.Redis.URL)
+	if err != nil {
+		// The error text may quote the URL: never print it.
+		return nil, fmt.Errorf("%s: redis.url: cannot parse the URL", cfg.Path)
+	}
+	ro.ContextTimeoutEnabled = true
+	ro.MaxRetries = -1 // tickd retries itself; a blind retry of a script could double-apply
+	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = 2*time.Second, 2*time.Second, 2*time.Second
+	return redis.NewClient(ro), nil
+}
+
 // openStore returns the lease store the config asks for, and a closer for
 // what it opened.
-func openStore(cfg *scheduler.Config, replica string, clock lease.Clock, log *slog.Logger) (*lease.Store, func(), error) {
-	opts := lease.Options{Replica: replica, MaxTTL: cfg.MaxLeaseTTL(), Clock: clock}
+func openStore(cfg *scheduler.Config, replica string, clock lease.Clock, log *slog.Logger, m *scheduler.Metrics) (*lease.Store, func(), error) {
+	opts := lease.Options{Replica: replica, MaxTTL: cfg.MaxLeaseTTL(), Clock: clock, OnRenew: m.Renewed}
 	if cfg.Redis == nil {
 		log.Warn("no [redis] table: leases are in-process; replicas would not be coordinated")
 		s := lease.NewMemory(opts)
 		return s, func() { s.Close() }, nil
 	}
-	ro, err := redis.ParseURL(cfg.Redis.URL)
+	c, err := redisClient(cfg)
 	if err != nil {
-		// The error text may quote the URL: never print it.
-		return nil, nil, fmt.Errorf("%s: redis.url: cannot parse the URL", cfg.Path)
+		return nil, nil, err
 	}
-	ro.ContextTimeoutEnabled = true
-	ro.MaxRetries = -1 // tickd retries itself; a blind retry of a script could double-apply
-	ro.DialTimeout = 2 * time.Second
-	ro.ReadTimeout = 2 * time.Second
-	ro.WriteTimeout = 2 * time.Second
-	c := redis.NewClient(ro)
 	limit := time.Time{}
 	opts.OnRenewError = func(err error) {
+		m.RedisError()
 		if time.Since(limit) > 10*time.Second {
 			limit = time.Now()
 			log.Error("lease renewal failed", "error", err)
@@ -141,14 +149,23 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 		log.Warn("TICKD_TEST_CLOCK_OFFSET is set: the wall clock is shifted (testing only)", "offset", clock.d)
 	}
 	replica := replicaID(cfg.Daemon)
-	store, closeStore, err := openStore(cfg, replica, clock, log)
+	reg := prometheus.NewRegistry()
+	metrics := scheduler.NewMetrics(reg)
+	store, closeStore, err := openStore(cfg, replica, clock, log, metrics)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	sch, err := scheduler.New(cfg, scheduler.Options{Store: store, Logger: log, Registry: Registry, Clock: clock})
+	sch, err := scheduler.New(cfg, scheduler.Options{Store: store, Logger: log, Registry: Registry, Clock: clock, Metrics: metrics})
 	if err != nil {
 		return err
+	}
+	if cfg.Daemon.MetricsAddr != "" {
+		stop, err := serveMetrics(cfg.Daemon.MetricsAddr, reg, store, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 
 	sigs := make(chan os.Signal, 4)

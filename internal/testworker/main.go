@@ -42,10 +42,17 @@ func main() {
 	write("start", 0, "")
 	fmt.Printf("working on %s\n", rec.Entity)
 
-	maxSleep, _ := time.ParseDuration(os.Getenv("TESTWORKER_MAX_SLEEP"))
-	if maxSleep > 0 {
+	// A fixed sleep as the first argument, else a random one up to
+	// TESTWORKER_MAX_SLEEP.
+	var sleep time.Duration
+	if len(os.Args) > 1 {
+		sleep, _ = time.ParseDuration(os.Args[1])
+	} else if maxSleep, _ := time.ParseDuration(os.Getenv("TESTWORKER_MAX_SLEEP")); maxSleep > 0 {
+		sleep = time.Duration(rand.Int64N(int64(maxSleep)))
+	}
+	if sleep > 0 {
 		select {
-		case <-time.After(time.Duration(rand.Int64N(int64(maxSleep)))):
+		case <-time.After(sleep):
 		case s := <-sigs:
 			write("end", 143, s.String())
 			os.Exit(143)

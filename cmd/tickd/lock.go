@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
+	"github.com/tickd/tickd/tasks"
+)
+
+// lockTask is the task name under which `tickd lock` keys live; config task
+// names cannot start with '@', so they never collide.
+const lockTask = "@lock"
+
+// exitError carries an exit status through run.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func runLock(ctx context.Context, args []string, stderr io.Writer) error {
+	fs, path := flags("lock", stderr)
+	ttl := fs.Duration("ttl", time.Minute, "lease TTL; renewed every ttl/3 while CMD runs")
+	busyExit := fs.Int("busy-exit", 0, "exit status when another holder has the key")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	rest := fs.Args()
+	if len(rest) < 3 || rest[1] != "--" {
+		return fmt.Errorf("%w: tickd lock -config FILE [-ttl 1m] [-busy-exit N] KEY -- CMD ARGS…", errUsage)
+	}
+	key, argv := rest[0], rest[2:]
+	if *ttl < 3*time.Second/2 {
+		return fmt.Errorf("%w: -ttl %v is too short to renew; use at least 1.5s", errUsage, *ttl)
+	}
+	cfg, err := scheduler.LoadConfig(*path)
+	if err != nil {
+		return err
+	}
+	if cfg.Redis != nil && cfg.MaxLeaseTTL() < *ttl {
+		// The quarantine after a Redis data loss must cover this lease too.
+		for i := range cfg.Tasks {
+			cfg.Tasks[i].LeaseTTL = max(cfg.Tasks[i].LeaseTTL, *ttl)
+		}
+	}
+	store, done, err := cliStore(cfg, "lock")
+	if err != nil {
+		return err
+	}
+	defer done()
+	log := slog.New(slog.NewTextHandler(stderr, nil)).With("key", key)
+
+	var l *lease.Lease
+	for {
+		l, err = store.Acquire(ctx, lease.Request{Task: lockTask, Entity: key, TTL: *ttl, Reason: lease.ReasonTrigger})
+		if !errors.Is(err, lease.ErrQuarantine) {
+			break
+		}
+		log.Warn("waiting: Redis lost its data or is new to tickd; no lease is granted until old ones have expired", "error", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	var busy *lease.BusyError
+	if errors.As(err, &busy) {
+		log.Info("held by another holder: not running the command", "holder", busy.Holder, "since", busy.Since.UTC().Format(time.RFC3339), "fence", busy.Fence)
+		return exitError{*busyExit}
+	}
+	if err != nil {
+		return err
+	}
+
+	runCtx, cancel := context.WithCancelCause(l.Context())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		if s, ok := <-sigs; ok {
+			cancel(fmt.Errorf("tickd lock received %v", s))
+		}
+	}()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), "TICKD_LOCK_KEY="+key, fmt.Sprintf("TICKD_FENCE=%d", l.Fence))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	code, runErr := tasks.Start(runCtx, cmd, scheduler.Grace(*ttl), nil)
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer rcancel()
+	outcome := "done"
+	if runErr != nil || code != 0 {
+		outcome = "failed"
+	}
+	if _, err := l.Release(rctx, lease.Outcome{Result: outcome, Started: l.Acquired, Ended: time.Now()}, nil); err != nil && !errors.Is(err, lease.ErrNotHeld) {
+		log.Warn("release failed; the lease expires by itself", "error", err)
+	}
+	if runErr != nil {
+		var ee *exec.Error
+		if errors.As(runErr, &ee) {
+			return runErr
+		}
+		log.Error("command stopped", "error", runErr)
+		return exitError{1}
+	}
+	return exitError{code}
+}

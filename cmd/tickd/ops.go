@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/user"
+	"time"
+
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
+)
+
+// operator is who runs an operator command: user@host, for the records.
+func operator() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	h, _ := os.Hostname()
+	return name + "@" + h
+}
+
+// cliStore opens the config's Redis for an operator command. The in-process
+// store lives inside the daemon, so these commands need a [redis] table.
+func cliStore(cfg *scheduler.Config, cmd string) (*lease.Store, func(), error) {
+	if cfg.Redis == nil {
+		return nil, nil, fmt.Errorf("%s needs a [redis] table in %s: without one, leases live inside the daemon's process", cmd, cfg.Path)
+	}
+	c, err := redisClient(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := lease.NewRedis(c, cfg.Redis.KeyPrefix, lease.Options{Replica: "cli:" + operator(), MaxTTL: cfg.MaxLeaseTTL(), Clock: newClock()})
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return s, func() { s.Close(); c.Close() }, nil
+}
+
+// loadTask loads the config and finds task in it.
+func loadTask(path, task string) (*scheduler.Config, *scheduler.Task, error) {
+	cfg, err := scheduler.LoadConfig(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, ok := cfg.Task(task)
+	if !ok {
+		return nil, nil, fmt.Errorf("no task %q in %s", task, path)
+	}
+	return cfg, t, nil
+}
+
+func runPause(ctx context.Context, args []string, stdout, stderr io.Writer, paused bool) error {
+	name := map[bool]string{true: "pause", false: "resume"}[paused]
+	fs, path := flags(name, stderr)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("%w: tickd %s -config FILE TASK", errUsage, name)
+	}
+	cfg, t, err := loadTask(*path, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	store, done, err := cliStore(cfg, name)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := store.SetPaused(ctx, t.Name, paused); err != nil {
+		return fmt.Errorf("%s %s: %w", name, t.Name, err)
+	}
+	if paused {
+		fmt.Fprintf(stdout, "paused %s: every replica stops ticking it within a second; running runs finish\n", t.Name)
+	} else {
+		fmt.Fprintf(stdout, "resumed %s\n", t.Name)
+	}
+	return nil
+}
+
+func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, path := flags("unlock", stderr)
+	by := fs.String("by", operator(), "who forces the release, for the record")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 {
+		return fmt.Errorf("%w: tickd unlock -config FILE TASK ENTITY", errUsage)
+	}
+	cfg, t, err := loadTask(*path, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	store, done, err := cliStore(cfg, "unlock")
+	if err != nil {
+		return err
+	}
+	defer done()
+	h, err := store.Unlock(ctx, t.Name, fs.Arg(1), *by)
+	if err != nil {
+		return fmt.Errorf("unlock %s %q: %w", t.Name, fs.Arg(1), err)
+	}
+	slog.New(slog.NewTextHandler(stderr, nil)).Warn("lease force-released", "task", t.Name, "entity", h.Entity,
+		"holder", h.Holder, "fence", h.Fence, "held_for", time.Since(h.Since).Round(time.Millisecond).String(), "by", *by)
+	fmt.Fprintf(stdout, "released %s/%s (holder %s, fence %d); the holder stops its run at its next renewal\n", t.Name, h.Entity, h.Holder, h.Fence)
+	return nil
+}

@@ -1,0 +1,333 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/internal/tickdtest"
+)
+
+// cli runs a tickd command in-process and returns exit code and output.
+func cli(args ...string) (int, string, string) {
+	var out, errb strings.Builder
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+type opsEnv struct {
+	t       *testing.T
+	srv     *redistest.Server
+	dir     string
+	cfg     string
+	runs    string
+	worker  string
+	metrics string
+}
+
+// newOpsEnv writes a config with tasks (WORKER stands for the test worker)
+// on a fresh Redis; with metrics, the daemon serves them on a free port.
+func newOpsEnv(t *testing.T, metrics bool, tasks string) *opsEnv {
+	e := &opsEnv{t: t, srv: redistest.Start(t), dir: t.TempDir()}
+	_, e.worker = tickdtest.Binaries(t)
+	e.cfg = filepath.Join(e.dir, "tickd.toml")
+	e.runs = filepath.Join(e.dir, "runs.log")
+	daemon := ""
+	if metrics {
+		e.metrics = fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+		daemon = fmt.Sprintf("metrics_addr = %q", e.metrics)
+	}
+	tickdtest.WriteFile(t, e.cfg, fmt.Sprintf(`
+[daemon]
+log_format = "json"
+shutdown_timeout = "300ms"
+%s
+[redis]
+url = %q
+[defaults]
+lease_ttl = "1500ms"
+`, daemon, e.srv.URL())+strings.ReplaceAll(tasks, "WORKER", e.worker))
+	return e
+}
+
+func (e *opsEnv) daemon(name string, sleep string) *tickdtest.Proc {
+	p := tickdtest.Start(e.t, name, []string{"TESTWORKER_LOG=" + e.runs, "TESTWORKER_MAX_SLEEP=" + sleep}, "-config", e.cfg)
+	p.WaitLog(20*time.Second, `"msg":"tickd started"`)
+	return p
+}
+
+func (e *opsEnv) status(task string) taskStatus {
+	e.t.Helper()
+	code, out, errs := cli("status", "-config", e.cfg, "-json", task)
+	if code != 0 {
+		e.t.Fatalf("status: %d %s", code, errs)
+	}
+	var st struct{ Tasks []taskStatus }
+	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Tasks) != 1 {
+		e.t.Fatalf("status json %v: %s", err, out)
+	}
+	return st.Tasks[0]
+}
+
+func TestStatusShowsLeasesAndLastRuns(t *testing.T) {
+	e := newOpsEnv(t, false, `
+[[tasks]]
+name = "hold"
+every = "1h"
+catch_up = "1h"
+entities = ["a b", "c"]
+command = ["WORKER"]
+[[tasks]]
+name = "quick"
+every = "1s"
+command = ["true"]
+`)
+	e.daemon("A", "1h")
+	redistest.WaitFor(t, 20*time.Second, "leases and a last run", func() bool {
+		return e.status("hold").LeaseCount == 2 && e.status("quick").RunCount == 1
+	})
+	h := e.status("hold")
+	if h.Leases[0].Holder == "" || h.Leases[0].Fence == 0 || h.Leases[0].TTL <= 0 {
+		t.Fatalf("lease %+v", h.Leases[0])
+	}
+	q := e.status("quick")
+	if r := q.LastRuns[0]; r.Outcome != "done" || r.Reason != "tick" || r.Ended.IsZero() || r.Replica == "" {
+		t.Fatalf("last run %+v", r)
+	}
+	code, out, _ := cli("status", "-config", e.cfg)
+	if code != 0 || !strings.Contains(out, `"a b"`) || !strings.Contains(out, "leases held: 2") || !strings.Contains(out, "OUTCOME") {
+		t.Fatalf("human status:\n%s", out)
+	}
+	if code, out, _ := cli("status", "-config", e.cfg, "-json", "-outcome", "failed", "quick"); code != 0 || strings.Contains(out, `"outcome": "done"`) {
+		t.Fatalf("outcome filter: %s", out)
+	}
+}
+
+func TestTriggerRunsAndBusyGetsFollowUp(t *testing.T) {
+	e := newOpsEnv(t, false, `
+[[tasks]]
+name = "trig"
+every = "1h"
+entities = ["x", "y"]
+command = ["WORKER"]
+[[tasks]]
+name = "queued"
+every = "1h"
+catch_up = "1h"
+on_busy = "queue"
+command = ["WORKER", "6s"]
+[[tasks]]
+name = "skipped"
+every = "1h"
+catch_up = "1h"
+command = ["WORKER", "6s"]
+`)
+	e.daemon("A", "0s")
+	if code, out, errs := cli("trigger", "-config", e.cfg, "-wait", "trig", "x"); code != 0 || !strings.Contains(out, `trig "x": done`) {
+		t.Fatalf("trigger: %d %s %s", code, out, errs)
+	}
+	// Busy entities: "queued" gets a follow-up after the holder; "skipped"
+	// (on_busy = skip) is reported as skipped.
+	redistest.WaitFor(t, 20*time.Second, "catch-up runs holding the leases", func() bool {
+		return e.status("queued").LeaseCount == 1 && e.status("skipped").LeaseCount == 1
+	})
+	var wg sync.WaitGroup
+	var qcode, scode int
+	var qout, sout string
+	wg.Add(2)
+	go func() { defer wg.Done(); qcode, qout, _ = cli("trigger", "-config", e.cfg, "-wait", "queued") }()
+	go func() { defer wg.Done(); scode, sout, _ = cli("trigger", "-config", e.cfg, "-wait", "skipped") }()
+	wg.Wait()
+	if qcode != 0 || !strings.Contains(qout, `queued "queued": done`) {
+		t.Fatalf("queued trigger: %d %s", qcode, qout)
+	}
+	if scode != 3 || !strings.Contains(sout, "skipped (busy)") {
+		t.Fatalf("skipped trigger: %d %s", scode, sout)
+	}
+	runs := tickdtest.ReadRuns(t, e.runs)
+	var tick, follow *tickdtest.Run
+	for i, r := range runs {
+		if r.Start.Task == "queued" {
+			switch r.Start.Reason {
+			case "tick":
+				tick = &runs[i]
+			case "queued":
+				follow = &runs[i]
+			}
+		}
+	}
+	if tick == nil || follow == nil || follow.Start.At < tick.End.At {
+		t.Fatalf("follow-up not after the holder: %+v %+v", tick, follow)
+	}
+	if code, _, _ := cli("trigger", "-config", e.cfg, "nosuch"); code != 1 {
+		t.Fatal("unknown task accepted")
+	}
+}
+
+func TestPauseStopsTicksOnEveryReplica(t *testing.T) {
+	e := newOpsEnv(t, false, `
+[[tasks]]
+name = "p"
+every = "1s"
+entities = ["a", "b", "c"]
+command = ["WORKER"]
+`)
+	e.daemon("A", "0s")
+	e.daemon("B", "0s")
+	redistest.WaitFor(t, 20*time.Second, "runs", func() bool { return len(tickdtest.ReadRuns(t, e.runs)) >= 6 })
+	if code, _, errs := cli("pause", "-config", e.cfg, "p"); code != 0 {
+		t.Fatal(errs)
+	}
+	paused := time.Now()
+	if !e.status("p").Paused {
+		t.Fatal("status does not show the pause")
+	}
+	// Within a second every replica stops; then two more ticks pass.
+	redistest.WaitFor(t, 10*time.Second, "3s after pause", func() bool { return time.Since(paused) > 3*time.Second })
+	for _, r := range tickdtest.ReadRuns(t, e.runs) {
+		if r.Start.At > paused.Add(1100*time.Millisecond).UnixNano() {
+			t.Fatalf("run started %v after pause", time.Duration(r.Start.At-paused.UnixNano()))
+		}
+	}
+	if code, _, _ := cli("resume", "-config", e.cfg, "p"); code != 0 {
+		t.Fatal("resume")
+	}
+	resumed := time.Now().UnixNano()
+	redistest.WaitFor(t, 10*time.Second, "runs after resume", func() bool {
+		for _, r := range tickdtest.ReadRuns(t, e.runs) {
+			if r.Start.At > resumed {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func TestUnlockStopsTheHolder(t *testing.T) {
+	e := newOpsEnv(t, false, `
+[[tasks]]
+name = "stuck"
+every = "1h"
+catch_up = "1h"
+command = ["WORKER"]
+`)
+	e.daemon("A", "1h")
+	redistest.WaitFor(t, 20*time.Second, "run", func() bool { return len(tickdtest.ReadRuns(t, e.runs)) == 1 })
+	code, out, errs := cli("unlock", "-config", e.cfg, "-by", "alice", "stuck", "stuck")
+	if code != 0 || !strings.Contains(out, "released stuck/stuck") || !strings.Contains(errs, "by=alice") {
+		t.Fatalf("unlock: %d %s %s", code, out, errs)
+	}
+	unlocked := time.Now()
+	redistest.WaitFor(t, 10*time.Second, "holder stopped", func() bool {
+		r := tickdtest.ReadRuns(t, e.runs)
+		return len(r) == 1 && r[0].End.Signal == "terminated"
+	})
+	if d := time.Since(unlocked); d > 3*time.Second {
+		t.Fatalf("holder stopped %v after unlock", d)
+	}
+	if code, _, _ := cli("unlock", "-config", e.cfg, "stuck", "stuck"); code != 1 {
+		t.Fatal("second unlock should fail: not held")
+	}
+}
+
+func TestLockRunsOnceAcrossProcesses(t *testing.T) {
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tickd.toml")
+	tickdtest.WriteFile(t, cfg, fmt.Sprintf("[redis]\nurl = %q\n[defaults]\nlease_ttl = \"2s\"\n[[tasks]]\nname = \"x\"\nevery = \"1h\"\ncommand = [\"true\"]\n", srv.URL()))
+	out := filepath.Join(dir, "out")
+	started := filepath.Join(dir, "started")
+	a := tickdtest.Start(t, "lockA", nil, "lock", "-config", cfg, "-ttl", "2s", "job", "--",
+		"sh", "-c", "echo A >> "+out+"; touch "+started+"; sleep 3; echo $TICKD_FENCE > "+out+".fence")
+	redistest.WaitFor(t, 20*time.Second, "A holds the lock", func() bool { _, err := os.Stat(started); return err == nil })
+	b := tickdtest.Start(t, "lockB", nil, "lock", "-config", cfg, "-busy-exit", "9", "job", "--", "sh", "-c", "echo B >> "+out)
+	if code := b.Wait(10 * time.Second); code != 9 {
+		t.Fatalf("busy lock exit %d, want 9:\n%s", code, b.Log())
+	}
+	if !strings.Contains(b.Log(), "held by another holder") {
+		t.Fatalf("busy lock did not say why:\n%s", b.Log())
+	}
+	if code := a.Wait(20 * time.Second); code != 0 {
+		t.Fatalf("lock A exit %d", code)
+	}
+	data, _ := os.ReadFile(out)
+	if string(data) != "A\n" {
+		t.Fatalf("command ran as %q", data)
+	}
+	// The exit status passes through; the key is free again.
+	c := tickdtest.Start(t, "lockC", nil, "lock", "-config", cfg, "job", "--", "sh", "-c", "exit 7")
+	if code := c.Wait(10 * time.Second); code != 7 {
+		t.Fatalf("exit status not passed through: %d", code)
+	}
+	// SIGTERM to tickd lock stops the command and releases.
+	d := tickdtest.Start(t, "lockD", nil, "lock", "-config", cfg, "job", "--", "sh", "-c", "touch "+out+".d; sleep 60")
+	redistest.WaitFor(t, 10*time.Second, "D runs", func() bool { _, err := os.Stat(out + ".d"); return err == nil })
+	d.Signal(syscall.SIGTERM)
+	d.Wait(10 * time.Second)
+	e := tickdtest.Start(t, "lockE", nil, "lock", "-config", cfg, "job", "--", "true")
+	if code := e.Wait(10 * time.Second); code != 0 || strings.Contains(e.Log(), "held by") {
+		t.Fatalf("key not released after SIGTERM: %d %s", code, e.Log())
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestMetricsAndReadiness(t *testing.T) {
+	e := newOpsEnv(t, true, `
+[[tasks]]
+name = "m"
+every = "1s"
+entities = ["a", "b"]
+command = ["WORKER"]
+`)
+	e.daemon("A", "0s")
+	base := "http://" + e.metrics
+	if code, _ := get(t, base+"/healthz"); code != 200 {
+		t.Fatalf("healthz %d", code)
+	}
+	value := func() string {
+		_, body := get(t, base+"/metrics")
+		for _, line := range strings.Split(body, "\n") {
+			if strings.HasPrefix(line, `tickd_runs_total{outcome="done",reason="tick",task="m"}`) {
+				return strings.Fields(line)[1]
+			}
+		}
+		return ""
+	}
+	redistest.WaitFor(t, 20*time.Second, "runs counted", func() bool { v := value(); return v != "" && v != "0" })
+	first := value()
+	redistest.WaitFor(t, 10*time.Second, "counter moves", func() bool { return value() != first })
+	_, body := get(t, base+"/metrics")
+	for _, want := range []string{"tickd_run_duration_seconds_bucket", "tickd_tick_lag_seconds_bucket", `tickd_entities_per_tick{task="m"} 2`, "tickd_lease_renewal_rounds_total", "tickd_due_entries"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(body, `entity="`) {
+		t.Error("a metric is labelled per entity")
+	}
+	redistest.WaitFor(t, 10*time.Second, "ready", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
+	e.srv.Stop()
+	redistest.WaitFor(t, 10*time.Second, "not ready without Redis", func() bool { code, _ := get(t, base+"/readyz"); return code == 503 })
+	e.srv.Restart()
+	redistest.WaitFor(t, 10*time.Second, "ready again", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
+}

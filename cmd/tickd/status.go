@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
+)
+
+type taskStatus struct {
+	Name       string          `json:"name"`
+	Schedule   string          `json:"schedule"`
+	NextTick   time.Time       `json:"next_tick"`
+	Paused     bool            `json:"paused"`
+	Leases     []lease.Held    `json:"leases"`
+	LeaseCount int             `json:"lease_count"`
+	LastRuns   []lease.LastRun `json:"last_runs"`
+	RunCount   int             `json:"last_run_count"`
+	Due        []lease.Due     `json:"due"`
+	DueCount   int             `json:"due_count"`
+}
+
+var errEnough = errors.New("enough")
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, path := flags("status", stderr)
+	asJSON := fs.Bool("json", false, "print JSON for scripts")
+	limit := fs.Int("limit", 20, "at most this many leases, last runs and due entries per task")
+	outcome := fs.String("outcome", "", "only last runs with this outcome (done, failed, timeout…)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := scheduler.LoadConfig(*path)
+	if err != nil {
+		return err
+	}
+	var only string
+	if fs.NArg() > 0 {
+		only = fs.Arg(0)
+		if _, ok := cfg.Task(only); !ok {
+			return fmt.Errorf("no task %q in %s", only, *path)
+		}
+	}
+	store, done, err := cliStore(cfg, "status")
+	if err != nil {
+		return err
+	}
+	defer done()
+	paused, err := store.Paused(ctx)
+	if err != nil {
+		return fmt.Errorf("read paused tasks: %w", err)
+	}
+	now := newClock().Now()
+	var out []taskStatus
+	for _, t := range cfg.Tasks {
+		if only != "" && t.Name != only {
+			continue
+		}
+		st, err := statusOf(ctx, store, t, paused[t.Name], now, *limit, *outcome)
+		if err != nil {
+			return err
+		}
+		out = append(out, st)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"tasks": out})
+	}
+	printStatus(stdout, out, now)
+	return nil
+}
+
+// statusOf reads one task's state with bounded memory: SCAN pages, the
+// first limit leases and due entries, and the limit most recent last runs.
+func statusOf(ctx context.Context, store *lease.Store, t scheduler.Task, paused bool, now time.Time, limit int, outcome string) (taskStatus, error) {
+	st := taskStatus{Name: t.Name, Paused: paused, NextTick: t.Schedule.Next(now), Schedule: "every " + t.Every.String()}
+	if t.Cron != "" {
+		st.Schedule = "cron " + t.Cron
+	}
+	st.Schedule += " in " + t.Location.String()
+	err := store.Leases(ctx, t.Name, func(h lease.Held) error {
+		st.LeaseCount++
+		if len(st.Leases) < limit {
+			st.Leases = append(st.Leases, h)
+		}
+		return nil
+	})
+	if err != nil {
+		return st, fmt.Errorf("list leases: %w", err)
+	}
+	err = store.LastRuns(ctx, t.Name, func(r lease.LastRun) error {
+		if outcome != "" && r.Outcome != outcome {
+			return nil
+		}
+		st.RunCount++
+		if len(st.LastRuns) < limit {
+			st.LastRuns = append(st.LastRuns, r)
+			return nil
+		}
+		oldest := 0
+		for i, x := range st.LastRuns {
+			if x.Ended.Before(st.LastRuns[oldest].Ended) {
+				oldest = i
+			}
+		}
+		if r.Ended.After(st.LastRuns[oldest].Ended) {
+			st.LastRuns[oldest] = r
+		}
+		return nil
+	})
+	if err != nil {
+		return st, fmt.Errorf("list last runs: %w", err)
+	}
+	sortRuns(st.LastRuns)
+	err = store.DueEntries(ctx, func(d lease.Due) error {
+		if d.Task != t.Name {
+			return nil
+		}
+		st.DueCount++
+		if len(st.Due) < limit {
+			st.Due = append(st.Due, d)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errEnough) {
+		return st, fmt.Errorf("list due entries: %w", err)
+	}
+	return st, nil
+}
+
+func sortRuns(rs []lease.LastRun) {
+	for i := 1; i < len(rs); i++ {
+		for j := i; j > 0 && rs[j].Ended.After(rs[j-1].Ended); j-- {
+			rs[j], rs[j-1] = rs[j-1], rs[j]
+		}
+	}
+}
+
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return now.Sub(t).Round(time.Second).String() + " ago"
+}
+
+func printStatus(w io.Writer, ts []taskStatus, now time.Time) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, t := range ts {
+		state := ""
+		if t.Paused {
+			state = "  PAUSED"
+		}
+		fmt.Fprintf(tw, "%s: %s, next tick %s%s\n", t.Name, t.Schedule, t.NextTick.UTC().Format(time.RFC3339), state)
+		fmt.Fprintf(tw, "  leases held: %d\n", t.LeaseCount)
+		if len(t.Leases) > 0 {
+			fmt.Fprintf(tw, "    ENTITY\tHOLDER\tAGE\tFENCE\tTTL LEFT\tREASON\n")
+			for _, h := range t.Leases {
+				fmt.Fprintf(tw, "    %q\t%s\t%s\t%d\t%s\t%s\n", h.Entity, h.Holder, ago(now, h.Since), h.Fence, h.TTL.Round(time.Millisecond), h.Reason)
+			}
+		}
+		fmt.Fprintf(tw, "  last runs: %d\n", t.RunCount)
+		if len(t.LastRuns) > 0 {
+			fmt.Fprintf(tw, "    ENTITY\tENDED\tREASON\tOUTCOME\tDURATION\tREPLICA\tFENCE\n")
+			for _, r := range t.LastRuns {
+				fmt.Fprintf(tw, "    %q\t%s\t%s\t%s\t%s\t%s\t%d\n", r.Entity, ago(now, r.Ended), r.Reason, r.Outcome, r.Ended.Sub(r.Started), r.Replica, r.Fence)
+			}
+		}
+		fmt.Fprintf(tw, "  pending: %d\n", t.DueCount)
+		if len(t.Due) > 0 {
+			fmt.Fprintf(tw, "    ENTITY\tREASON\tATTEMPT\tDUE\n")
+			for _, d := range t.Due {
+				fmt.Fprintf(tw, "    %q\t%s\t%d\t%s\n", d.Entity, d.Reason, d.Attempt, d.At.UTC().Format(time.RFC3339))
+			}
+		}
+	}
+	tw.Flush()
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
+	"github.com/tickd/tickd/tasks"
+)
+
+// errTriggerSkipped: a triggered entity was busy and on_busy is skip.
+var errTriggerSkipped = errors.New("skipped")
+
+func runTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, path := flags("trigger", stderr)
+	wait := fs.Bool("wait", false, "wait for the runs and exit non-zero if one failed (3 if one was skipped as busy)")
+	timeout := fs.Duration("timeout", 10*time.Minute, "with -wait, how long to wait")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() < 1 {
+		return fmt.Errorf("%w: tickd trigger -config FILE TASK [ENTITY…]", errUsage)
+	}
+	cfg, t, err := loadTask(*path, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	ids := fs.Args()[1:]
+	if len(ids) == 0 {
+		if ids, err = allEntities(ctx, *t); err != nil {
+			return err
+		}
+	}
+	for _, id := range ids {
+		if err := tasks.CheckID(id); err != nil || id == "" {
+			return fmt.Errorf("entity %q: %v", id, err)
+		}
+	}
+	store, done, err := cliStore(cfg, "trigger")
+	if err != nil {
+		return err
+	}
+	defer done()
+	base := map[string]int64{}
+	for _, id := range ids {
+		if *wait {
+			_, _, last, _, err := store.Entity(ctx, t.Name, id)
+			if err != nil {
+				return err
+			}
+			base[id] = last.Fence
+		}
+		if err := store.Enqueue(ctx, lease.Due{Task: t.Name, Entity: id, Reason: lease.ReasonTrigger}, 0); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "triggered %d run(s) of %s\n", len(ids), t.Name)
+	if !*wait {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	var failed, skipped int
+	for _, id := range ids {
+		outcome, err := waitRun(wctx, store, *t, id, base[id])
+		if err != nil {
+			return fmt.Errorf("waiting for %s %q: %w", t.Name, id, err)
+		}
+		fmt.Fprintf(stdout, "%s %q: %s\n", t.Name, id, outcome)
+		switch outcome {
+		case scheduler.OutcomeDone, scheduler.OutcomeReschedule:
+		case "skipped (busy)":
+			skipped++
+		default:
+			failed++
+		}
+	}
+	switch {
+	case failed > 0:
+		return fmt.Errorf("%d of %d runs did not succeed", failed, len(ids))
+	case skipped > 0:
+		return errTriggerSkipped
+	}
+	return nil
+}
+
+// allEntities reads a task's entity source (a singleton's one entity is its
+// name).
+func allEntities(ctx context.Context, t scheduler.Task) ([]string, error) {
+	var src tasks.Source
+	switch {
+	case t.Entities != nil:
+		src = tasks.Static(t.Entities)
+	case t.EntitiesFile != "":
+		src = tasks.File{Path: t.EntitiesFile}
+	case t.EntitiesCommand != nil:
+		src = tasks.Command{Argv: t.EntitiesCommand, Timeout: t.EntitiesTimeout}
+	default:
+		return []string{t.Name}, nil
+	}
+	var ids []string
+	err := src.Each(ctx, func(id string) error { ids = append(ids, id); return nil })
+	return ids, err
+}
+
+// waitRun waits until a run of (task, id) newer than fence base has ended,
+// and returns its outcome; or "skipped (busy)" when the trigger was taken
+// while another run held the lease and on_busy is skip.
+func waitRun(ctx context.Context, store *lease.Store, t scheduler.Task, id string, base int64) (string, error) {
+	var goneSince time.Time
+	for {
+		h, held, last, ran, err := store.Entity(ctx, t.Name, id)
+		if err != nil {
+			return "", err
+		}
+		if ran && last.Fence > base && (last.Reason == lease.ReasonTrigger || last.Reason == lease.ReasonQueued) {
+			return last.Outcome, nil
+		}
+		pending := false
+		store.DueEntries(ctx, func(d lease.Due) error { //nolint:errcheck
+			if d.Task == t.Name && d.Entity == id {
+				pending = true
+				return errEnough
+			}
+			return nil
+		})
+		switch {
+		case pending || (held && h.Fence > base) || t.OnBusy == "queue":
+			goneSince = time.Time{}
+		case goneSince.IsZero():
+			goneSince = time.Now()
+		case time.Since(goneSince) > 2*time.Second:
+			// Taken, not run, nothing pending: the entity was busy.
+			return "skipped (busy)", nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
