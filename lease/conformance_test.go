@@ -83,6 +83,7 @@ var conformance = []struct {
 	{"DueVisibilityTimeout", testVisibility},
 	{"BusyDueEntryBecomesFollowUp", testBusyDue},
 	{"Batch", testBatch},
+	{"EarlyTickRefused", testEarly},
 	{"HostileIDs", testHostileIDs},
 	{"Status", testStatus},
 }
@@ -313,7 +314,7 @@ func testFences(t *testing.T, k kit) {
 func testOncePerTick(t *testing.T, k kit) {
 	a := k.client(Options{Replica: "A"})
 	b := k.client(Options{Replica: "B"})
-	T := time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC)
+	T := time.Date(2026, 1, 22, 10, 15, 0, 0, time.UTC)
 	tick := func(s *Store, e string, at time.Time) (*Lease, error) {
 		return s.Acquire(bg, Request{Task: "t", Entity: e, TTL: time.Minute, Reason: ReasonTick, Tick: at})
 	}
@@ -546,7 +547,7 @@ func testBatch(t *testing.T, k kit) {
 	a := k.client(Options{Replica: "A"})
 	b := k.client(Options{Replica: "B"})
 	const n = 700 // more than one round trip's worth
-	T := time.Now().Truncate(time.Second)
+	T := time.Now().Truncate(time.Second).Add(-5 * time.Second)
 	reqs := make([]Request, n)
 	for i := range reqs {
 		reqs[i] = Request{Task: "t", Entity: fmt.Sprint("e", i), TTL: time.Minute, Reason: ReasonTick, Tick: T}
@@ -597,6 +598,33 @@ func testBatch(t *testing.T, k kit) {
 			mustRelease(t, r.Lease)
 		}
 	}
+}
+
+func testEarly(t *testing.T, k kit) {
+	s := k.client(Options{})
+	tick := func(at time.Time) error {
+		l, err := s.Acquire(bg, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonTick, Tick: at})
+		if err == nil {
+			mustRelease(t, l)
+		}
+		return err
+	}
+	// A replica whose clock runs 5s ahead asks for a tick 5s early.
+	err := tick(time.Now().Add(5 * time.Second))
+	var ee *EarlyError
+	if !errors.As(err, &ee) || !errors.Is(err, ErrEarly) || ee.Wait < 4*time.Second || ee.Wait > 6*time.Second {
+		t.Fatalf("early tick: %v", err)
+	}
+	// Nothing was recorded: the tick now is not refused as already ran.
+	if err := tick(time.Now()); err != nil {
+		t.Fatalf("tick due now: %v", err)
+	}
+	// Within the tolerance is fine.
+	if err := tick(time.Now().Add(EarlyTolerance / 2)); err != nil {
+		t.Fatalf("tick within tolerance: %v", err)
+	}
+	// Other reasons carry no tick to check.
+	mustRelease(t, mustAcquire(t, s, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonRetry, Tick: time.Now().Add(time.Hour)}))
 }
 
 var hostileIDs = []string{

@@ -19,6 +19,10 @@
 //   - quarantine: Redis lost its data (the epoch key is missing). Nothing is
 //     granted for Options.MaxTTL, so no old holder can still trust a lease
 //     Redis forgot.
+//   - early: a tick run asked for a tick more than EarlyTolerance (500ms)
+//     ahead of Redis's clock. A replica whose clock runs ahead waits, so it
+//     cannot start tick T+1 before the others start tick T (which "already
+//     ran" would then refuse).
 //   - already ran: a tick run asked for tick T and a tick run for a tick >= T
 //     already started on some replica (the per-entity state records the last
 //     tick; it outlives the lease for Options.StateTTL). Other reasons skip

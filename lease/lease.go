@@ -48,6 +48,24 @@ func (e *BusyError) Error() string {
 // Is makes errors.Is(err, ErrBusy) true.
 func (e *BusyError) Is(target error) bool { return target == ErrBusy }
 
+// EarlyTolerance is how far ahead of the store's clock (Redis's TIME) a
+// tick may be started. A replica whose clock runs ahead gets an
+// *EarlyError instead, so that it cannot start ticks before the others.
+const EarlyTolerance = 500 * time.Millisecond
+
+// ErrEarly is matched by an *EarlyError.
+var ErrEarly = errors.New("lease: tick not yet due by the store's clock")
+
+// EarlyError says how long until the store's clock reaches the tick.
+type EarlyError struct{ Wait time.Duration }
+
+func (e *EarlyError) Error() string {
+	return fmt.Sprintf("%v (due in %v: is this replica's clock ahead?)", ErrEarly, e.Wait.Round(time.Millisecond))
+}
+
+// Is makes errors.Is(err, ErrEarly) true.
+func (e *EarlyError) Is(target error) bool { return target == ErrEarly }
+
 // AlreadyRanError says which tick already started a run.
 type AlreadyRanError struct{ LastTick time.Time }
 

@@ -85,6 +85,10 @@ func (b *memBackend) acquire(_ context.Context, holder string, reqs []acquireArg
 		m := a.member
 		b.gc(m, now)
 		st := b.states[m]
+		if a.req.Reason == ReasonTick && a.req.Tick.Sub(now) > EarlyTolerance {
+			out[i] = acquireReply{status: "early", left: a.req.Tick.Sub(now)}
+			continue
+		}
 		if a.req.Reason == ReasonTick && st != nil && !st.tick.IsZero() && !st.tick.Before(a.req.Tick) {
 			out[i] = acquireReply{status: "ran", at: st.tick}
 			continue

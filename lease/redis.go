@@ -144,7 +144,7 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, reqs []acquir
 			r.fence, _ = strconv.ParseInt(str(g[3]), 10, 64)
 		case "ran":
 			r.at = fromMS(str(g[1]))
-		case "quarantine":
+		case "quarantine", "early":
 			n, _ := strconv.ParseInt(str(g[1]), 10, 64)
 			r.left = time.Duration(n) * time.Millisecond
 		}

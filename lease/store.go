@@ -225,6 +225,8 @@ func (s *Store) acquireChunk(ctx context.Context, reqs []Request, out []Result) 
 			out[i].Err = &AlreadyRanError{LastTick: rep.at}
 		case "quarantine":
 			out[i].Err = fmt.Errorf("%w (%v left)", ErrQuarantine, rep.left.Round(time.Millisecond))
+		case "early":
+			out[i].Err = &EarlyError{Wait: rep.left}
 		default:
 			out[i].Err = fmt.Errorf("lease: unexpected acquire reply %q", rep.status)
 		}

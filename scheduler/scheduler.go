@@ -443,6 +443,14 @@ func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.T
 		res := s.store.AcquireBatch(ctx, reqs)
 		var retry bool
 		for _, r := range res {
+			var early *lease.EarlyError
+			if errors.As(r.Err, &early) {
+				// This clock runs ahead of Redis's: wait for the tick.
+				retry = true
+				backoff = max(backoff, min(early.Wait, 2*time.Second))
+				s.logLimited("early:"+ts.t.Name, "tick not yet due by Redis's clock: is this host's clock ahead?", KeyTask, ts.t.Name, tickAttr(T), KeyError, r.Err)
+				break
+			}
 			if r.Err != nil && !errors.Is(r.Err, lease.ErrBusy) && !errors.Is(r.Err, lease.ErrAlreadyRan) {
 				retry = true
 				s.metrics.RedisError()

@@ -63,7 +63,10 @@ func (e Exec) Do(ctx context.Context, run Run) (Result, error) {
 	argv := Expand(e.Argv, run.Entity)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), Env(run)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Own process group, so a stop reaches the command's children too; and
+	// killed with the daemon, so a kill -9 of tickd never leaves a run going
+	// on without a lease (Linux: the kernel sends SIGKILL when tickd dies).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	log := run.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -1,7 +1,9 @@
 // Command testworker is the exec action of tickd's end-to-end and fault
 // tests. It appends a "start" and an "end" record (JSON lines, one write
 // each) to the file named by TESTWORKER_LOG, with the TICKD_* environment,
-// its pid and timestamps; sleeps a random time up to TESTWORKER_MAX_SLEEP;
+// its pid and timestamps; sleeps (its first argument, or TESTWORKER_SLOW_SLEEP
+// for the entities listed in TESTWORKER_SLOW, or a random time up to
+// TESTWORKER_MAX_SLEEP);
 // and, if TESTWORKER_WORK_DIR holds a counter file named after the entity,
 // decrements it and exits with the reschedule code (75) while work is left.
 package main
@@ -30,7 +32,7 @@ func main() {
 	}
 	fence, _ := strconv.ParseInt(os.Getenv("TICKD_FENCE"), 10, 64)
 	rec := workerlog.Record{Task: os.Getenv("TICKD_TASK"), Entity: os.Getenv("TICKD_ENTITY"), Tick: os.Getenv("TICKD_TICK"),
-		Fence: fence, Reason: os.Getenv("TICKD_REASON"), Pid: os.Getpid()}
+		Fence: fence, Reason: os.Getenv("TICKD_REASON"), Pid: os.Getpid(), Ppid: os.Getppid()}
 	write := func(event string, exit int, sig string) {
 		r := rec
 		r.Event, r.At, r.Exit, r.Signal = event, time.Now().UnixNano(), exit, sig
@@ -47,6 +49,8 @@ func main() {
 	var sleep time.Duration
 	if len(os.Args) > 1 {
 		sleep, _ = time.ParseDuration(os.Args[1])
+	} else if slow := os.Getenv("TESTWORKER_SLOW"); slow != "" && strings.Contains(","+slow+",", ","+rec.Entity+",") {
+		sleep, _ = time.ParseDuration(os.Getenv("TESTWORKER_SLOW_SLEEP"))
 	} else if maxSleep, _ := time.ParseDuration(os.Getenv("TESTWORKER_MAX_SLEEP")); maxSleep > 0 {
 		sleep = time.Duration(rand.Int64N(int64(maxSleep)))
 	}

@@ -15,7 +15,7 @@ func TestCheckFindsViolations(t *testing.T) {
 		{rec("start", "c", "T1", "tick", 1, 6, 100), rec("end", "c", "T1", "tick", 1, 6, 200)},
 		{rec("start", "c", "T2", "tick", 2, 7, 200), rec("end", "c", "T2", "tick", 2, 7, 300)}, // touching: no overlap
 	}
-	f := Check(runs, 1000)
+	f := Check(runs, func(Run) int64 { return 1000 })
 	if f.Overlaps != 2 || f.DuplicateTickRuns != 1 || f.FenceViolations != 1 || f.Runs != 7 || f.Reschedules != 1 {
 		t.Fatalf("%s\n%v", f, f.Examples)
 	}

@@ -218,9 +218,9 @@ func (f Figures) String() string {
 		f.Runs, f.TickRuns, f.Reschedules, f.Overlaps, f.DuplicateTickRuns, f.FenceViolations)
 }
 
-// Check computes the figures. A run without an end (killed with its
-// replica) is taken to last until openEnd.
-func Check(runs []Run, openEnd int64) Figures {
+// Check computes the figures. A run without an end record (killed with its
+// replica) is taken to last until openEnd(run).
+func Check(runs []Run, openEnd func(Run) int64) Figures {
 	var f Figures
 	by := map[string][]Run{}
 	ticks := map[string]int{}
@@ -246,7 +246,7 @@ func Check(runs []Run, openEnd int64) Figures {
 		sort.Slice(rs, func(i, j int) bool { return rs[i].Start.At < rs[j].Start.At })
 		end := func(r Run) int64 {
 			if r.End.At == 0 {
-				return openEnd
+				return openEnd(r)
 			}
 			return r.End.At
 		}

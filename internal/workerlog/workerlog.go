@@ -11,6 +11,7 @@ type Record struct {
 	Fence  int64  `json:"fence"`
 	Reason string `json:"reason"`
 	Pid    int    `json:"pid"`
+	Ppid   int    `json:"ppid"` // the tickd process that started it
 	At     int64  `json:"at"` // unix nanoseconds
 	Exit   int    `json:"exit,omitempty"`
 	Signal string `json:"signal,omitempty"`

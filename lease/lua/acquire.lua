@@ -7,10 +7,12 @@
 --   'busy', holder, since_ms, fence_of_holder (follow-up flag set when asked)
 --   'ran', last_tick_ms, '', ''    a run for a tick >= this one already started
 --   'quarantine', ms_left, '', ''
+--   'early', ms_until_tick, '', ''  the tick is still in Redis's future
 local now = now_us()
 local now_ms = math.floor(now / 1000)
 local now_ms_s = num(now_ms)
 local max_ttl, state_ttl, holder = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local early_ms = 500
 local q = quarantine(KEYS[1], now_ms, max_ttl)
 local out = {}
 local n = (#KEYS - 3) / 3
@@ -27,6 +29,10 @@ for i = 0, n - 1 do
   end
   if q > 0 then
     out[#out + 1] = 'quarantine'; out[#out + 1] = q; out[#out + 1] = ''; out[#out + 1] = ''
+  elseif tick > now_ms + early_ms then
+    -- A replica whose clock runs ahead must not start a tick before the
+    -- others could: Redis's clock decides when a tick has come.
+    out[#out + 1] = 'early'; out[#out + 1] = num(tick - now_ms); out[#out + 1] = ''; out[#out + 1] = ''
   elseif tick > 0 and last_tick >= tick then
     out[#out + 1] = 'ran'; out[#out + 1] = num(last_tick); out[#out + 1] = ''; out[#out + 1] = ''
   else

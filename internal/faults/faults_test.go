@@ -1,0 +1,535 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tickd/tickd/internal/faultproxy"
+	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/internal/tickdtest"
+)
+
+// The cluster under test: 3 replicas, 200 entities, a tick every 2s, runs
+// that sleep up to 2.5s (so they often cross a tick), every 10th entity with
+// 3 units of work that it drains by asking to be rescheduled.
+const (
+	replicas  = 3
+	nEntities = 200
+	every     = 2 * time.Second
+	leaseTTL  = 2 * time.Second
+	maxSleep  = "2500ms"
+	faultTime = 16 * time.Second
+	workUnits = 3
+)
+
+// interval is a span of wall-clock time.
+type interval struct{ from, to time.Time }
+
+func (i interval) overlaps(from, to time.Time) bool { return i.from.Before(to) && from.Before(i.to) }
+
+type replica struct {
+	name string
+	env  []string
+	cfg  string
+	proc *tickdtest.Proc
+}
+
+type cluster struct {
+	t       *testing.T
+	srv     *redistest.Server
+	dir     string
+	runsLog string
+	workDir string
+	reps    []*replica
+
+	mu        sync.Mutex
+	faults    int
+	blackouts []interval       // Redis unusable: liveness is not expected (see check)
+	redisDown []interval       // no run may start in these
+	killedAt  map[int]int64    // tickd pid -> kill -9 time (unix ns)
+	linger    map[int]interval // tickd pid -> a fault during which its leases could not be released
+}
+
+func (c *cluster) blackout(from, to time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.blackouts = append(c.blackouts, interval{from, to})
+}
+
+func (c *cluster) fault() { c.mu.Lock(); c.faults++; c.mu.Unlock() }
+
+func config(redisURL, worker string) string {
+	ids := make([]string, nEntities)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%q", fmt.Sprint("e", i))
+	}
+	return fmt.Sprintf(`
+[daemon]
+shutdown_timeout = "1s"
+log_format = "json"
+
+[redis]
+url = %q
+key_prefix = "faults"
+
+[[tasks]]
+name = "sync"
+every = %q
+catch_up = "10s"
+lease_ttl = %q
+concurrency = 80
+command = [%q]
+entities = [%s]
+`, redisURL, every.String(), leaseTTL.String(), worker, strings.Join(ids, ", "))
+}
+
+func newCluster(t *testing.T, persist bool) *cluster {
+	_, worker := tickdtest.Binaries(t)
+	c := &cluster{t: t, srv: redistest.Start(t, redistest.Options{Persist: persist}), dir: t.TempDir(),
+		killedAt: map[int]int64{}, linger: map[int]interval{}}
+	c.runsLog = filepath.Join(c.dir, "runs.log")
+	c.workDir = filepath.Join(c.dir, "work")
+	os.Mkdir(c.workDir, 0o755) //nolint:errcheck
+	for i := 0; i < nEntities; i += 10 {
+		tickdtest.WriteFile(t, filepath.Join(c.workDir, fmt.Sprint("e", i)), strconv.Itoa(workUnits))
+	}
+	cfg := filepath.Join(c.dir, "tickd.toml")
+	tickdtest.WriteFile(t, cfg, config(c.srv.URL(), worker))
+	for i := range replicas {
+		c.reps = append(c.reps, &replica{name: fmt.Sprint("r", i), cfg: cfg,
+			env: []string{"TESTWORKER_LOG=" + c.runsLog, "TESTWORKER_WORK_DIR=" + c.workDir, "TESTWORKER_MAX_SLEEP=" + maxSleep}})
+	}
+	return c
+}
+
+func (c *cluster) start(r *replica) {
+	r.proc = tickdtest.Start(c.t, r.name, r.env, "-config", r.cfg)
+}
+
+// run starts the replicas, waits for runs, injects the fault for faultTime,
+// lets the cluster settle, stops every replica gracefully and checks.
+func (c *cluster) run(fault func(c *cluster, until time.Time)) result {
+	t := c.t
+	for _, r := range c.reps {
+		c.start(r)
+	}
+	// A fresh Redis is quarantined for one lease TTL; wait for the first tick
+	// that runs everything.
+	redistest.WaitFor(t, 30*time.Second, "first full tick", func() bool { return len(tickdtest.ReadRuns(t, c.runsLog)) >= nEntities })
+	begin := time.Now()
+	fault(c, begin.Add(faultTime))
+	faultEnd := time.Now()
+	// Settle: every fault is undone; two more ticks drain the work.
+	redistest.WaitFor(t, 60*time.Second, "work drained", func() bool { return c.workLeft() == 0 && time.Since(faultEnd) > 2*every })
+	end := time.Now()
+	for _, r := range c.reps {
+		r.proc.Signal(syscall.SIGTERM)
+	}
+	for _, r := range c.reps {
+		if code := r.proc.Wait(30 * time.Second); code != 0 {
+			t.Errorf("%s exited %d on SIGTERM", r.name, code)
+		}
+	}
+	res := c.check(begin, end)
+	if dir := os.Getenv("FAULTS_KEEP"); dir != "" { // debugging: keep the records
+		b, _ := os.ReadFile(c.runsLog)
+		os.WriteFile(filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".runs"), b, 0o644) //nolint:errcheck
+		var logs []string
+		for _, r := range c.reps {
+			logs = append(logs, r.proc.Log())
+		}
+		os.WriteFile(filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".log"), []byte(strings.Join(logs, "")), 0o644) //nolint:errcheck
+		c.mu.Lock()
+		os.WriteFile(filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".kills"), []byte(fmt.Sprint(c.killedAt)), 0o644) //nolint:errcheck
+		c.mu.Unlock()
+	}
+	res.strays = c.strayLeases()
+	res.workLeft = c.workLeft()
+	return res
+}
+
+func (c *cluster) workLeft() int {
+	left := 0
+	for i := 0; i < nEntities; i += 10 {
+		b, _ := os.ReadFile(filepath.Join(c.workDir, fmt.Sprint("e", i)))
+		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		left += n
+	}
+	return left
+}
+
+func (c *cluster) strayLeases() int {
+	cl := redis.NewClient(&redis.Options{Addr: c.srv.Addr})
+	defer cl.Close()
+	keys, err := cl.Keys(context.Background(), "faults:*:lease").Result()
+	if err != nil {
+		c.t.Errorf("read leases: %v", err)
+	}
+	return len(keys)
+}
+
+type result struct {
+	tickdtest.Figures
+	liveEligible, liveRan int
+	runsWithoutRedis      int
+	strays, workLeft      int
+	faults                int
+	extra                 string
+	missed                []string // eligible pairs that did not run (the first 20)
+}
+
+func (r result) liveness() float64 {
+	if r.liveEligible == 0 {
+		return 0
+	}
+	return float64(r.liveRan) / float64(r.liveEligible)
+}
+
+// check computes the figures over every run since the cluster started.
+//
+// Liveness, exactly: consider each tick T (a multiple of every) with
+// begin+every <= T <= end-2*every whose window [T-leaseTTL, T+every] meets no
+// blackout (Redis stopped or quarantined after a data loss). An (entity, T)
+// pair of such a tick is eligible unless the entity was busy: some run of it
+// other than a tick run for T started before T+every/2 and its lease was
+// still held at T. A lease is held until the run's end, except for a replica
+// hit by a fault (killed, stalled, frozen) whose run was going on during the
+// fault: its lease is held until it expires, max(end, fault start) +
+// leaseTTL. The figure is the share of eligible pairs with a tick run for T.
+func (c *cluster) check(begin, end time.Time) result {
+	runs := tickdtest.ReadRuns(c.t, c.runsLog)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	openEnd := func(r tickdtest.Run) int64 {
+		if at, ok := c.killedAt[r.Start.Ppid]; ok && at > r.Start.At {
+			return at // killed with its replica (Pdeathsig)
+		}
+		return end.UnixNano()
+	}
+	res := result{Figures: tickdtest.Check(runs, openEnd), faults: c.faults}
+	heldUntil := func(r tickdtest.Run) int64 {
+		e := r.End.At
+		if e == 0 {
+			e = openEnd(r)
+		}
+		if f, ok := c.linger[r.Start.Ppid]; ok && r.Start.At < f.to.UnixNano() && e >= f.from.UnixNano() {
+			e = max(e, f.from.UnixNano()) + leaseTTL.Nanoseconds()
+		}
+		return e
+	}
+	for _, r := range runs {
+		for _, d := range c.redisDown {
+			// Granted just before the stop is fine; 100ms covers the reply.
+			if r.Start.At > d.from.Add(100*time.Millisecond).UnixNano() && r.Start.At < d.to.UnixNano() {
+				res.runsWithoutRedis++
+			}
+		}
+	}
+	byEntity := map[string][]tickdtest.Run{}
+	tickRan := map[string]bool{}
+	for _, r := range runs {
+		byEntity[r.Start.Entity] = append(byEntity[r.Start.Entity], r)
+		if r.Start.Reason == "tick" {
+			tickRan[r.Start.Entity+"@"+r.Start.Tick] = true
+		}
+	}
+	for T := begin.Truncate(every).Add(every); !T.After(end.Add(-2 * every)); T = T.Add(every) {
+		blocked := false
+		for _, b := range c.blackouts {
+			if b.overlaps(T.Add(-leaseTTL), T.Add(every)) {
+				blocked = true
+			}
+		}
+		if blocked {
+			continue
+		}
+		label := T.UTC().Format(time.RFC3339)
+		for i := range nEntities {
+			e := fmt.Sprint("e", i)
+			busy := false
+			for _, r := range byEntity[e] {
+				if r.Start.Reason == "tick" && r.Start.Tick == label {
+					continue
+				}
+				if r.Start.At < T.Add(every/2).UnixNano() && heldUntil(r) > T.UnixNano() {
+					busy = true
+					break
+				}
+			}
+			if busy {
+				continue
+			}
+			res.liveEligible++
+			if tickRan[e+"@"+label] {
+				res.liveRan++
+			} else if len(res.missed) < 20 {
+				res.missed = append(res.missed, e+"@"+label)
+			}
+		}
+	}
+	return res
+}
+
+var (
+	tableMu sync.Mutex
+	table   []string
+)
+
+func report(t *testing.T, name string, r result) {
+	t.Helper()
+	row := fmt.Sprintf("%-22s faults=%-3d runs=%-5d tick_runs=%-5d reschedules=%-4d overlaps=%d dup_tick_runs=%d fence_violations=%d liveness=%.4f (%d/%d) runs_without_redis=%d work_left=%d stray_leases=%d %s",
+		name, r.faults, r.Runs, r.TickRuns, r.Reschedules, r.Overlaps, r.DuplicateTickRuns, r.FenceViolations,
+		r.liveness(), r.liveRan, r.liveEligible, r.runsWithoutRedis, r.workLeft, r.strays, r.extra)
+	t.Log(row)
+	tableMu.Lock()
+	table = append(table, row)
+	tableMu.Unlock()
+}
+
+// expect fails the test on any broken guarantee; overlaps are allowed only
+// where the scenario says (SIGSTOP: the frozen replica's orphaned children).
+func expect(t *testing.T, r result, allowOverlaps bool) {
+	t.Helper()
+	if r.Overlaps != 0 && !allowOverlaps {
+		t.Errorf("overlaps: %d\n%s", r.Overlaps, strings.Join(r.Examples, "\n"))
+	}
+	if r.DuplicateTickRuns != 0 || r.FenceViolations != 0 {
+		t.Errorf("duplicate tick runs %d, fence violations %d\n%s", r.DuplicateTickRuns, r.FenceViolations, strings.Join(r.Examples, "\n"))
+	}
+	if r.liveEligible == 0 || r.liveness() < 0.99 {
+		t.Errorf("liveness %.4f over %d eligible (entity, tick) pairs, want >= 0.99; missed e.g. %v", r.liveness(), r.liveEligible, r.missed)
+	}
+	if r.runsWithoutRedis != 0 {
+		t.Errorf("%d runs started while Redis was down", r.runsWithoutRedis)
+	}
+	if r.workLeft != 0 {
+		t.Errorf("%d units of work left", r.workLeft)
+	}
+	if r.strays != 0 {
+		t.Errorf("%d leases left in Redis after every replica stopped", r.strays)
+	}
+}
+
+func sleepUntil(d time.Time) {
+	time.Sleep(time.Until(d)) // the fault schedule itself, not a wait for a condition
+}
+
+func TestKill9(t *testing.T) {
+	c := newCluster(t, false)
+	r := c.run(func(c *cluster, until time.Time) {
+		for time.Now().Before(until) {
+			sleepUntil(time.Now().Add(3 * time.Second))
+			rep := c.reps[rand.IntN(len(c.reps))]
+			pid := rep.proc.Pid()
+			rep.proc.Signal(syscall.SIGKILL)
+			rep.proc.Wait(10 * time.Second)
+			// Reaped: it died, and its children with it (Pdeathsig), before now.
+			at := time.Now()
+			c.mu.Lock()
+			c.killedAt[pid] = at.UnixNano()
+			c.linger[pid] = interval{at, at} // its leases stay held until they expire
+			c.mu.Unlock()
+			c.fault()
+			sleepUntil(at.Add(500 * time.Millisecond))
+			c.start(rep)
+		}
+	})
+	report(t, "kill -9", r)
+	expect(t, r, false)
+}
+
+func TestRollingRestarts(t *testing.T) {
+	c := newCluster(t, false)
+	r := c.run(func(c *cluster, until time.Time) {
+		for time.Now().Before(until) {
+			for _, rep := range c.reps {
+				at := time.Now()
+				rep.proc.Signal(syscall.SIGTERM)
+				if code := rep.proc.Wait(20 * time.Second); code != 0 {
+					t.Errorf("%s exited %d on SIGTERM", rep.name, code)
+				}
+				c.fault()
+				c.start(rep)
+				rep.proc.WaitLog(20*time.Second, `"msg":"tickd started"`)
+				_ = at // a graceful stop releases and hands over: no blackout
+				sleepUntil(time.Now().Add(2 * time.Second))
+			}
+		}
+	})
+	report(t, "rolling SIGTERM", r)
+	expect(t, r, false)
+}
+
+func TestRedisStopped(t *testing.T) {
+	c := newCluster(t, true) // stopped, not emptied: the data survives
+	r := c.run(func(c *cluster, until time.Time) {
+		sleepUntil(time.Now().Add(4 * time.Second))
+		down := time.Now()
+		c.srv.Stop()
+		c.fault()
+		sleepUntil(down.Add(leaseTTL + 2*time.Second))
+		up := time.Now()
+		c.srv.Restart()
+		c.mu.Lock()
+		c.redisDown = append(c.redisDown, interval{down, up})
+		c.mu.Unlock()
+		c.blackout(down, time.Now().Add(leaseTTL+time.Second))
+		sleepUntil(until)
+	})
+	r.extra = ""
+	report(t, "redis stopped", r)
+	expect(t, r, false)
+}
+
+func TestRedisRestartedEmpty(t *testing.T) {
+	c := newCluster(t, false)
+	r := c.run(func(c *cluster, until time.Time) {
+		sleepUntil(time.Now().Add(4 * time.Second))
+		at := time.Now()
+		c.srv.Restart() // every key gone while runs hold leases
+		c.fault()
+		// Quarantine: nothing is granted for one lease TTL after the loss is seen.
+		c.blackout(at, time.Now().Add(leaseTTL+time.Second))
+		sleepUntil(until)
+	})
+	report(t, "redis restarted empty", r)
+	expect(t, r, false)
+}
+
+func TestStalledConnection(t *testing.T) {
+	c := newCluster(t, false)
+	proxy := faultproxy.Start(t, c.srv.Addr)
+	_, worker := tickdtest.Binaries(t)
+	stalledCfg := filepath.Join(c.dir, "stalled.toml")
+	tickdtest.WriteFile(t, stalledCfg, config("redis://"+proxy.Addr+"/0", worker))
+	c.reps[0].cfg = stalledCfg
+	var stalledAt time.Time
+	r := c.run(func(c *cluster, until time.Time) {
+		sleepUntil(time.Now().Add(4 * time.Second))
+		stalledAt = time.Now()
+		proxy.Stall()
+		c.fault()
+		sleepUntil(stalledAt.Add(2*leaseTTL + time.Second))
+		proxy.Resume()
+		c.mu.Lock()
+		c.linger[c.reps[0].proc.Pid()] = interval{stalledAt, time.Now()}
+		c.mu.Unlock()
+		sleepUntil(until)
+	})
+	// The stalled replica's runs stopped before their leases could expire:
+	// by the last renewal's send time (at most the stall) plus the TTL.
+	late := 0
+	for _, run := range tickdtest.ReadRuns(t, c.runsLog) {
+		if run.Start.At < stalledAt.UnixNano() && (run.End.At == 0 || run.End.At > stalledAt.UnixNano()) && strings.Contains(c.reps[0].proc.Log(), fmt.Sprintf(`"fence":%d`, run.Start.Fence)) {
+			if run.End.At == 0 || run.End.At > stalledAt.Add(leaseTTL).UnixNano() {
+				late++
+			}
+		}
+	}
+	r.extra = fmt.Sprintf("stalled_runs_stopped_late=%d", late)
+	report(t, "stalled connection", r)
+	expect(t, r, false)
+	if late != 0 {
+		t.Errorf("%d runs of the stalled replica outlived their lease", late)
+	}
+}
+
+func TestClockSkew(t *testing.T) {
+	c := newCluster(t, false)
+	c.reps[0].env = append(c.reps[0].env, "TICKD_TEST_CLOCK_OFFSET=5s")
+	c.reps[1].env = append(c.reps[1].env, "TICKD_TEST_CLOCK_OFFSET=-3s")
+	r := c.run(func(c *cluster, until time.Time) {
+		c.fault()
+		c.fault()
+		sleepUntil(until)
+	})
+	report(t, "clock skew +5s/-3s", r)
+	expect(t, r, false)
+}
+
+func TestSIGSTOP(t *testing.T) {
+	c := newCluster(t, false)
+	// Some entities run long, so that runs are going on when the replica
+	// freezes and still going when it wakes.
+	slow := []string{"e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8"}
+	for _, r := range c.reps {
+		r.env = append(r.env, "TESTWORKER_SLOW="+strings.Join(slow, ","), "TESTWORKER_SLOW_SLEEP=12s")
+	}
+	var frozenPid int
+	var cont time.Time
+	r := c.run(func(c *cluster, until time.Time) {
+		sleepUntil(time.Now().Add(4 * time.Second))
+		// Freeze the replica that holds the most slow runs right now.
+		counts := map[int]int{}
+		for _, run := range tickdtest.ReadRuns(t, c.runsLog) {
+			if run.End.At == 0 {
+				counts[run.Start.Ppid]++
+			}
+		}
+		rep := c.reps[0]
+		for _, x := range c.reps {
+			if counts[x.proc.Pid()] > counts[rep.proc.Pid()] {
+				rep = x
+			}
+		}
+		frozenPid = rep.proc.Pid()
+		stop := time.Now()
+		rep.proc.Signal(syscall.SIGSTOP)
+		c.fault()
+		sleepUntil(stop.Add(leaseTTL + 2*time.Second))
+		cont = time.Now()
+		rep.proc.Signal(syscall.SIGCONT)
+		c.mu.Lock()
+		c.linger[frozenPid] = interval{stop, cont}
+		c.mu.Unlock()
+		sleepUntil(until)
+	})
+	// On waking, the frozen replica stops its stale runs at once.
+	stale, slowStop := 0, time.Duration(0)
+	for _, run := range tickdtest.ReadRuns(t, c.runsLog) {
+		if run.Start.Ppid != frozenPid || run.Start.At > cont.UnixNano() || (run.End.At != 0 && run.End.At < cont.UnixNano()) {
+			continue
+		}
+		stale++
+		if run.End.At == 0 {
+			t.Errorf("stale run %+v never ended", run.Start)
+			continue
+		}
+		slowStop = max(slowStop, time.Duration(run.End.At-cont.UnixNano()))
+	}
+	r.extra = fmt.Sprintf("stale_runs=%d slowest_stop_after_wake=%v", stale, slowStop.Round(time.Millisecond))
+	report(t, "SIGSTOP > lease_ttl", r)
+	// Overlaps are expected here (the frozen replica's children kept running);
+	// fencing orders them: the newer run always has the higher fence.
+	expect(t, r, true)
+	if stale == 0 {
+		t.Error("no run was going on when the replica woke: the scenario measured nothing")
+	}
+	if slowStop > time.Second {
+		t.Errorf("a stale run went on %v after the replica woke, want < 1s", slowStop)
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if len(table) > 0 {
+		sort.Strings(table)
+		fmt.Println("\nfault-injection summary:")
+		for _, row := range table {
+			fmt.Println("  " + row)
+		}
+	}
+	os.Exit(code)
+}
