@@ -12,7 +12,7 @@ type Record struct {
 	Reason string `json:"reason"`
 	Pid    int    `json:"pid"`
 	Ppid   int    `json:"ppid"` // the tickd process that started it
-	At     int64  `json:"at"` // unix nanoseconds
+	At     int64  `json:"at"`   // unix nanoseconds
 	Exit   int    `json:"exit,omitempty"`
 	Signal string `json:"signal,omitempty"`
 }
