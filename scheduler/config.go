@@ -12,6 +12,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/tasks"
 )
 
 // Config is a whole tickd config file.
@@ -385,6 +386,8 @@ func resolveTask(i int, def, spec TaskSpec) (*Task, []keyErr) {
 	for j, id := range t.Entities {
 		if id == "" {
 			bad("entities", "entity %d is empty", j)
+		} else if err := tasks.CheckID(id); err != nil {
+			bad("entities", "entity %d: %v", j, err)
 		}
 	}
 	if t.Concurrency < 1 {

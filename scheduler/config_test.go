@@ -49,6 +49,7 @@ func TestConfigErrors(t *testing.T) {
 		{"no tasks", "[daemon]\n", "cfg.toml: tasks: no [[tasks]]"},
 		{"defaults name", "[defaults]\nname = \"x\"\n" + goodTask, "cfg.toml:2: defaults.name"},
 		{"bad default applies to tasks", "[defaults]\nlease_ttl = \"100ms\"\n" + goodTask, "tasks[0].lease_ttl: 100ms: too short"},
+		{"NUL in an entity id", goodTask + "entities = [\"ok\", \"a\\u0000b\"]\n", "cfg.toml:6: tasks[0].entities: entity 1: bad entity id: holds a NUL byte"},
 		{"negative duration", goodTask + "timeout = \"-1s\"\n", `negative duration "-1s"`},
 	}
 	for _, c := range cases {
