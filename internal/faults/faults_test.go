@@ -60,6 +60,36 @@ type cluster struct {
 	redisDown []interval       // no run may start in these
 	killedAt  map[int]int64    // tickd pid -> kill -9 time (unix ns)
 	linger    map[int]interval // tickd pid -> a fault during which its leases could not be released
+	// orphaned: entities whose lease a killed replica held (granted, perhaps
+	// before any run record was written), busy until the lease expires.
+	orphaned []orphans
+}
+
+type orphans struct {
+	entities map[string]bool
+	at       time.Time // the kill
+}
+
+// heldBy lists the entities whose lease names tickd pid as holder.
+func (c *cluster) heldBy(pid int) map[string]bool {
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("%s-%d", host, pid)
+	cl := redis.NewClient(&redis.Options{Addr: c.srv.Addr})
+	defer cl.Close()
+	ctx := context.Background()
+	out := map[string]bool{}
+	keys, _ := cl.Keys(ctx, "faults:*:lease").Result()
+	for _, k := range keys {
+		v, err := cl.Get(ctx, k).Result()
+		if err != nil || !strings.HasSuffix(v, "|"+holder) {
+			continue
+		}
+		// faults:{sync:e12}:lease
+		if i, j := strings.Index(k, ":{sync:"), strings.Index(k, "}:lease"); i >= 0 && j > i {
+			out[k[i+len(":{sync:"):j]] = true
+		}
+	}
+	return out
 }
 
 func (c *cluster) blackout(from, to time.Time) {
@@ -207,7 +237,9 @@ func (r result) liveness() float64 {
 // still held at T. A lease is held until the run's end, except for a replica
 // hit by a fault (killed, stalled, frozen) whose run was going on during the
 // fault: its lease is held until it expires, max(end, fault start) +
-// leaseTTL. The figure is the share of eligible pairs with a tick run for T.
+// leaseTTL; so is a lease a killed replica held, read from Redis right after
+// the kill (it may have been granted before any run record was written). The
+// figure is the share of eligible pairs with a tick run for T.
 func (c *cluster) check(begin, end time.Time) result {
 	runs := tickdtest.ReadRuns(c.t, c.runsLog)
 	c.mu.Lock()
@@ -259,6 +291,12 @@ func (c *cluster) check(begin, end time.Time) result {
 		for i := range nEntities {
 			e := fmt.Sprint("e", i)
 			busy := false
+			for _, o := range c.orphaned {
+				// Granted at a tick no later than the kill, expiring by kill + TTL.
+				if o.entities[e] && !T.Before(o.at.Add(-every)) && T.Before(o.at.Add(leaseTTL)) {
+					busy = true
+				}
+			}
 			for _, r := range byEntity[e] {
 				if r.Start.Reason == "tick" && r.Start.Tick == label {
 					continue
@@ -337,7 +375,9 @@ func TestKill9(t *testing.T) {
 			rep.proc.Wait(10 * time.Second)
 			// Reaped: it died, and its children with it (Pdeathsig), before now.
 			at := time.Now()
+			held := c.heldBy(pid)
 			c.mu.Lock()
+			c.orphaned = append(c.orphaned, orphans{held, at})
 			c.killedAt[pid] = at.UnixNano()
 			c.linger[pid] = interval{at, at} // its leases stay held until they expire
 			c.mu.Unlock()
