@@ -683,3 +683,42 @@ entities = ["world"]
 	s.Shutdown(time.Second)
 	// Output: hello, world
 }
+
+func TestReloadDoesNotDisturbRunningRuns(t *testing.T) {
+	e := newEnv(t, false)
+	release := make(chan struct{})
+	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+		select {
+		case <-release:
+			return tasks.Done, nil
+		case <-ctx.Done():
+			return tasks.Done, context.Cause(ctx)
+		}
+	}
+	cfg := `
+[[tasks]]
+name = "steady"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+concurrency = %d
+`
+	s, _ := e.start(fmt.Sprintf(cfg, 1))
+	redistest.WaitFor(t, 10*time.Second, "run started", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
+	// Change the running task, then remove it: the run goes on untouched.
+	if err := s.Reload(e.config(fmt.Sprintf(cfg, 3))); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reload(e.config("[[tasks]]\nname = \"other\"\nevery = \"1h\"\nhandler = \"rec\"\n")); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	redistest.WaitFor(t, 10*time.Second, "run ended", func() bool { return strings.Contains(e.logs.String(), `"msg":"run ended"`) })
+	r := e.rec.snapshot()[0]
+	if r.err != nil || r.cause != nil {
+		t.Fatalf("the reload disturbed the run: err %v, cause %v", r.err, r.cause)
+	}
+	if !strings.Contains(e.logs.String(), `"outcome":"done"`) {
+		t.Fatal("run did not end as done")
+	}
+}

@@ -233,3 +233,30 @@ func TestPasswordNeverLogged(t *testing.T) {
 func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
+
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	_, worker := tickdtest.Binaries(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tickd.toml")
+	logPath := filepath.Join(dir, "runs.log")
+	tickdtest.WriteFile(t, cfg, fmt.Sprintf("[daemon]\nshutdown_timeout = \"1m\"\nlog_format = \"json\"\n[[tasks]]\nname = \"long\"\nevery = \"1h\"\ncatch_up = \"1h\"\ncommand = [%q, \"1h\"]\n", worker))
+	p := tickdtest.Start(t, "A", []string{"TESTWORKER_LOG=" + logPath}, "-config", cfg)
+	p.WaitLog(10*time.Second, `"msg":"run started"`)
+	redistest.WaitFor(t, 10*time.Second, "worker running", func() bool { return len(tickdtest.ReadRuns(t, logPath)) == 1 })
+	p.Signal(syscall.SIGTERM)
+	p.WaitLog(10*time.Second, `"msg":"signal received: stopping"`)
+	start := time.Now()
+	p.Signal(syscall.SIGTERM)
+	if code := p.Wait(5 * time.Second); code != 1 {
+		t.Fatalf("exit %d after a second signal, want 1", code)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("took %v to exit", d)
+	}
+	if !strings.Contains(p.Log(), "second signal: exiting at once") {
+		t.Fatal("second signal not logged")
+	}
+	// The run's process died with tickd (Pdeathsig).
+	pid := tickdtest.ReadRuns(t, logPath)[0].Start.Pid
+	redistest.WaitFor(t, 5*time.Second, "worker gone", func() bool { return syscall.Kill(pid, 0) != nil })
+}

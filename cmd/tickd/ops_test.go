@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/internal/tickdtest"
 )
@@ -330,4 +332,48 @@ command = ["WORKER"]
 	redistest.WaitFor(t, 10*time.Second, "not ready without Redis", func() bool { code, _ := get(t, base+"/readyz"); return code == 503 })
 	e.srv.Restart()
 	redistest.WaitFor(t, 10*time.Second, "ready again", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
+}
+
+func TestStatusWithManyEntities(t *testing.T) {
+	e := newOpsEnv(t, false, "[[tasks]]\nname = \"big\"\nevery = \"1h\"\ncommand = [\"true\"]\n")
+	// 200,000 entities' last runs and 300 held leases, written in the
+	// documented key layout (lease/doc.go), as a big deployment leaves them.
+	const n, held = 200000, 300
+	c := redis.NewClient(&redis.Options{Addr: e.srv.Addr})
+	defer c.Close()
+	ctx := context.Background()
+	now := time.Now().UnixMilli()
+	for lo := 0; lo < n; lo += 10000 {
+		pipe := c.Pipeline()
+		for i := lo; i < lo+10000; i++ {
+			pipe.Set(ctx, fmt.Sprintf("tickd:{big:u%d}:last", i), fmt.Sprintf("done|%d|%d|%d|tick|r1", now-1000, now-int64(i), i+1), time.Hour)
+			if i < held {
+				pipe.Set(ctx, fmt.Sprintf("tickd:{big:u%d}:lease", i), fmt.Sprintf("tok|%d|%d|tick|0|r2", now, i+1), time.Hour)
+			}
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	code, out, errs := cli("status", "-config", e.cfg, "-json", "-limit", "5", "big")
+	took := time.Since(start)
+	if code != 0 {
+		t.Fatalf("status: %s", errs)
+	}
+	var st struct{ Tasks []taskStatus }
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatal(err)
+	}
+	s := st.Tasks[0]
+	if s.RunCount != n || len(s.LastRuns) != 5 || s.LeaseCount != held || len(s.Leases) != 5 {
+		t.Fatalf("counts: runs %d (%d shown), leases %d (%d shown)", s.RunCount, len(s.LastRuns), s.LeaseCount, len(s.Leases))
+	}
+	// The most recent runs are shown: u0..u4 ended last.
+	for i, r := range s.LastRuns {
+		if r.Entity != fmt.Sprint("u", i) {
+			t.Fatalf("row %d is %s, want the most recent runs first", i, r.Entity)
+		}
+	}
+	t.Logf("status over %d entities took %v", n, took)
 }
