@@ -722,3 +722,64 @@ concurrency = %d
 		t.Fatal("run did not end as done")
 	}
 }
+
+func TestSpreadStartsEntitiesAtTheirOffsets(t *testing.T) {
+	e := newEnv(t, false)
+	e.start(`
+[[tasks]]
+name = "spready"
+every = "2s"
+spread = "1500ms"
+handler = "rec"
+entities = ["a", "b", "c", "d", "e", "f"]
+`)
+	redistest.WaitFor(t, 10*time.Second, "one full tick", func() bool { return e.rec.count(func(runRec) bool { return true }) >= 6 })
+	runs := e.rec.snapshot()[:6]
+	var offs []time.Duration
+	for _, r := range runs {
+		off := SpreadOffset("spready", r.Entity, 1500*time.Millisecond)
+		got := r.start.Sub(r.Tick)
+		// Never before its offset; not much after it.
+		if got < off || got > off+300*time.Millisecond {
+			t.Errorf("%s started %v after the tick, its offset is %v", r.Entity, got, off)
+		}
+		offs = append(offs, off)
+	}
+	if offs[0] == offs[len(offs)-1] {
+		t.Fatal("offsets not spread")
+	}
+}
+
+func TestEntityCommandAndFileSources(t *testing.T) {
+	e := newEnv(t, false)
+	file := filepath.Join(t.TempDir(), "ids")
+	os.WriteFile(file, []byte("f1\n\nf2\r\nbad\x00id\nf3"), 0o644) //nolint:errcheck
+	e.start(fmt.Sprintf(`
+[[tasks]]
+name = "fromcmd"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+entities_command = ["seq", "1", "5"]
+
+[[tasks]]
+name = "fromfile"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+entities_file = %q
+`, file))
+	redistest.WaitFor(t, 10*time.Second, "all entities", func() bool { return e.rec.count(func(runRec) bool { return true }) == 8 })
+	got := map[string]bool{}
+	for _, r := range e.rec.snapshot() {
+		got[r.Task+"/"+r.Entity] = true
+	}
+	for _, want := range []string{"fromcmd/1", "fromcmd/5", "fromfile/f1", "fromfile/f2", "fromfile/f3"} {
+		if !got[want] {
+			t.Errorf("%s did not run (ran: %v)", want, got)
+		}
+	}
+	if !strings.Contains(e.logs.String(), "skipping entity id") {
+		t.Error("the bad line was not reported")
+	}
+}
