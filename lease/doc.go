@@ -18,7 +18,8 @@
 //
 //   - quarantine: Redis lost its data (the epoch key is missing). Nothing is
 //     granted for Options.MaxTTL, so no old holder can still trust a lease
-//     Redis forgot.
+//     Redis forgot. Afterwards, tick runs for ticks before the loss are
+//     refused as already ran: they may have run, and their records are gone.
 //   - early: a tick run asked for a tick more than EarlyTolerance (500ms)
 //     ahead of Redis's clock. A replica whose clock runs ahead waits, so it
 //     cannot start tick T+1 before the others start tick T (which "already

@@ -468,5 +468,5 @@ func (s *Store) InitEpoch(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	return b.c.SetNX(ctx, b.k.epoch(), "0", 0).Err()
+	return b.c.SetNX(ctx, b.k.epoch(), "0|0", 0).Err()
 }

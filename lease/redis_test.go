@@ -107,6 +107,16 @@ func TestRedisStoppedHoldersStopInTime(t *testing.T) {
 		t.Fatalf("fence %d after data loss, not above %d", l.Fence, maxFence)
 	}
 	mustRelease(t, l)
+	// A tick from before the loss may have run already: it is not run again.
+	_, err = s.Acquire(bg, Request{Task: "t", Entity: "0", TTL: ttl, Reason: ReasonTick, Tick: start.Add(-time.Second)})
+	if !errors.Is(err, ErrAlreadyRan) {
+		t.Fatalf("tick from before the data loss: %v, want already ran", err)
+	}
+	l, err = s.Acquire(bg, Request{Task: "t", Entity: "0", TTL: ttl, Reason: ReasonTick, Tick: time.Now()})
+	if err != nil {
+		t.Fatalf("tick after the loss: %v", err)
+	}
+	mustRelease(t, l)
 }
 
 func TestRedisRestartedEmptyNoSecondHolder(t *testing.T) {

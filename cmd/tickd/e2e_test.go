@@ -132,6 +132,7 @@ func TestTwoProcessesNeverOverlap(t *testing.T) {
 
 func TestSIGTERMReleasesAndHandsOver(t *testing.T) {
 	srv := redistest.Start(t)
+	tickdtest.InitEpoch(t, srv.Addr, "e2e")
 	_, worker := tickdtest.Binaries(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "tickd.toml")

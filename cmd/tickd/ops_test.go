@@ -41,6 +41,7 @@ type opsEnv struct {
 // on a fresh Redis; with metrics, the daemon serves them on a free port.
 func newOpsEnv(t *testing.T, metrics bool, tasks string) *opsEnv {
 	e := &opsEnv{t: t, srv: redistest.Start(t), dir: t.TempDir()}
+	tickdtest.InitEpoch(t, e.srv.Addr, "tickd")
 	_, e.worker = tickdtest.Binaries(t)
 	e.cfg = filepath.Join(e.dir, "tickd.toml")
 	e.runs = filepath.Join(e.dir, "runs.log")

@@ -261,10 +261,14 @@ func (c *cluster) check(begin, end time.Time) result {
 		}
 		return e
 	}
+	// A run may start during an outage only under a lease granted before it
+	// and still trusted: the fence is Redis's TIME (µs) at the grant.
+	trust := (leaseTTL - leaseTTL/5).Nanoseconds()
 	for _, r := range runs {
+		granted := r.Start.Fence * 1000
 		for _, d := range c.redisDown {
-			// Granted just before the stop is fine; 100ms covers the reply.
-			if r.Start.At > d.from.Add(100*time.Millisecond).UnixNano() && r.Start.At < d.to.UnixNano() {
+			during := r.Start.At > d.from.UnixNano() && r.Start.At < d.to.UnixNano()
+			if during && (granted > d.from.UnixNano() || r.Start.At > granted+trust) {
 				res.runsWithoutRedis++
 			}
 		}

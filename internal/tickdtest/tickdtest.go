@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -273,5 +274,23 @@ func WriteFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// InitEpoch declares the Redis at addr new to tickd under prefix, as
+// lease.Store.InitEpoch does: no data-loss quarantine on the first start, and
+// catch-up ticks from before it may run. Tests only.
+func InitEpoch(t testing.TB, addr, prefix string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	key := prefix + ":epoch"
+	fmt.Fprintf(c, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$3\r\n0|0\r\n", len(key), key)
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "+OK") {
+		t.Fatalf("init epoch: %q %v", line, err)
 	}
 }

@@ -13,7 +13,7 @@ local now_ms = math.floor(now / 1000)
 local now_ms_s = num(now_ms)
 local max_ttl, state_ttl, holder = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local early_ms = 500
-local q = quarantine(KEYS[1], now_ms, max_ttl)
+local q, lost_at = quarantine(KEYS[1], now_ms, max_ttl)
 local out = {}
 local n = (#KEYS - 3) / 3
 for i = 0, n - 1 do
@@ -33,6 +33,9 @@ for i = 0, n - 1 do
     -- A replica whose clock runs ahead must not start a tick before the
     -- others could: Redis's clock decides when a tick has come.
     out[#out + 1] = 'early'; out[#out + 1] = num(tick - now_ms); out[#out + 1] = ''; out[#out + 1] = ''
+  elseif tick > 0 and tick < lost_at then
+    -- The tick may have run before Redis lost its records: never twice.
+    out[#out + 1] = 'ran'; out[#out + 1] = num(lost_at); out[#out + 1] = ''; out[#out + 1] = ''
   elseif tick > 0 and last_tick >= tick then
     out[#out + 1] = 'ran'; out[#out + 1] = num(last_tick); out[#out + 1] = ''; out[#out + 1] = ''
   else

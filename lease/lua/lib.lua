@@ -10,20 +10,24 @@ local function num(x)
   return string.format('%.0f', x)
 end
 
--- The epoch key exists from the first acquire on. When it is missing, Redis
--- lost its data (or is new): nothing is granted for one maximum lease TTL, so
--- no old holder can still trust a lease that Redis has forgotten.
+-- The epoch key ("quarantine_until_ms|lost_at_ms") exists from the first
+-- acquire on. When it is missing, Redis lost its data (or is new): nothing is
+-- granted for one maximum lease TTL, so no old holder can still trust a lease
+-- that Redis has forgotten; and no tick before the loss is run again, since
+-- the records of the ticks that did run are gone too.
+-- Returns the quarantine left (ms) and the loss time (ms).
 local function quarantine(epoch_key, now_ms, max_ttl_ms)
-  local q = redis.call('GET', epoch_key)
-  if not q then
-    redis.call('SET', epoch_key, num(now_ms + max_ttl_ms))
-    return max_ttl_ms
+  local v = redis.call('GET', epoch_key)
+  if not v then
+    redis.call('SET', epoch_key, num(now_ms + max_ttl_ms) .. '|' .. num(now_ms))
+    return max_ttl_ms, now_ms
   end
-  q = tonumber(q)
+  local q, lost = string.match(v, '^(%d+)|?(%d*)$')
+  q, lost = tonumber(q) or 0, tonumber(lost) or 0
   if now_ms < q then
-    return q - now_ms
+    return q - now_ms, lost
   end
-  return 0
+  return 0, lost
 end
 
 -- A lease value is "token|since_ms|fence|reason|tick_ms|holder" (the holder
