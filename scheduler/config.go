@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"regexp"
@@ -114,6 +115,20 @@ type Task struct {
 // implicit entity, its own name.
 func (t *Task) Singleton() bool {
 	return t.Entities == nil && t.EntitiesFile == "" && t.EntitiesCommand == nil
+}
+
+// Source is where the task's entities come from; a singleton's one entity
+// is its name. log (may be nil) hears about skipped bad lines.
+func (t *Task) Source(log *slog.Logger) tasks.Source {
+	switch {
+	case t.Entities != nil:
+		return tasks.Static(t.Entities)
+	case t.EntitiesFile != "":
+		return tasks.File{Path: t.EntitiesFile, Log: log}
+	case t.EntitiesCommand != nil:
+		return tasks.Command{Argv: t.EntitiesCommand, Timeout: t.EntitiesTimeout, Log: log}
+	}
+	return tasks.Static{t.Name}
 }
 
 // Duration is a time.Duration written as a Go duration string ("90s", "15m").

@@ -165,18 +165,7 @@ func (s *Scheduler) buildTask(t Task) (tasks.Action, tasks.Source) {
 		h, _ := s.registry.Lookup(t.Handler)
 		a = tasks.HandlerFunc(h)
 	}
-	var src tasks.Source
-	switch {
-	case t.Entities != nil:
-		src = tasks.Static(t.Entities)
-	case t.EntitiesFile != "":
-		src = tasks.File{Path: t.EntitiesFile, Log: s.log.With(KeyTask, t.Name)}
-	case t.EntitiesCommand != nil:
-		src = tasks.Command{Argv: t.EntitiesCommand, Timeout: t.EntitiesTimeout, Log: s.log.With(KeyTask, t.Name)}
-	default:
-		src = tasks.Static{t.Name}
-	}
-	return a, src
+	return a, t.Source(s.log.With(KeyTask, t.Name))
 }
 
 // Grace is how long a stopped exec run has between SIGTERM and SIGKILL:

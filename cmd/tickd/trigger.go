@@ -91,19 +91,8 @@ func runTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // allEntities reads a task's entity source (a singleton's one entity is its
 // name).
 func allEntities(ctx context.Context, t scheduler.Task) ([]string, error) {
-	var src tasks.Source
-	switch {
-	case t.Entities != nil:
-		src = tasks.Static(t.Entities)
-	case t.EntitiesFile != "":
-		src = tasks.File{Path: t.EntitiesFile}
-	case t.EntitiesCommand != nil:
-		src = tasks.Command{Argv: t.EntitiesCommand, Timeout: t.EntitiesTimeout}
-	default:
-		return []string{t.Name}, nil
-	}
 	var ids []string
-	err := src.Each(ctx, func(id string) error { ids = append(ids, id); return nil })
+	err := t.Source(nil).Each(ctx, func(id string) error { ids = append(ids, id); return nil })
 	return ids, err
 }
 
