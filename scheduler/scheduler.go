@@ -427,49 +427,50 @@ func (s *Scheduler) spreadOut(ctx context.Context, ts *taskState, T time.Time, e
 // backoff as long as the tick may still run (the catch-up window, at least
 // 10s). Requests still failing are returned with their errors.
 func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.Time, reqs []lease.Request) []lease.Result {
+	res := s.store.AcquireBatch(ctx, reqs)
 	backoff := 100 * time.Millisecond
 	for {
-		res := s.store.AcquireBatch(ctx, reqs)
-		var retry bool
-		for _, r := range res {
-			var early *lease.EarlyError
-			if errors.As(r.Err, &early) {
-				// This clock runs ahead of Redis's: wait for the tick.
-				retry = true
-				backoff = max(backoff, min(early.Wait, 2*time.Second))
-				s.logLimited("early:"+ts.t.Name, "tick not yet due by Redis's clock: is this host's clock ahead?", KeyTask, ts.t.Name, tickAttr(T), KeyError, r.Err)
-				break
-			}
-			if r.Err != nil && !errors.Is(r.Err, lease.ErrBusy) && !errors.Is(r.Err, lease.ErrAlreadyRan) {
-				retry = true
-				s.metrics.RedisError()
-				s.logLimited("acquire:"+ts.t.Name, "cannot acquire leases; retrying", KeyTask, ts.t.Name, tickAttr(T), KeyError, r.Err)
-				break
-			}
-		}
-		if !retry || s.clock.Now().Sub(T) > max(ts.t.CatchUp, 10*time.Second) {
-			return res
-		}
-		// Keep what was granted; retry the rest.
-		var rest []lease.Request
-		var restIdx []int
+		// Busy and already-ran are answers; anything else is retried.
+		var pending []int
+		var early, failed error
+		wait := backoff
 		for i, r := range res {
-			if r.Err != nil && !errors.Is(r.Err, lease.ErrBusy) && !errors.Is(r.Err, lease.ErrAlreadyRan) {
-				rest = append(rest, reqs[i])
-				restIdx = append(restIdx, i)
+			var ee *lease.EarlyError
+			switch {
+			case r.Err == nil, errors.Is(r.Err, lease.ErrBusy), errors.Is(r.Err, lease.ErrAlreadyRan):
+				continue
+			case errors.As(r.Err, &ee):
+				// This clock runs ahead of Redis's: wait for the tick.
+				early = r.Err
+				wait = max(wait, min(ee.Wait, 2*time.Second))
+			default:
+				failed = r.Err
 			}
+			pending = append(pending, i)
+		}
+		if early != nil {
+			s.logLimited("early:"+ts.t.Name, "tick not yet due by Redis's clock: is this host's clock ahead?", KeyTask, ts.t.Name, tickAttr(T), KeyError, early)
+		}
+		if failed != nil {
+			s.metrics.RedisError()
+			s.logLimited("acquire:"+ts.t.Name, "cannot acquire leases; retrying", KeyTask, ts.t.Name, tickAttr(T), KeyError, failed)
+		}
+		if len(pending) == 0 || s.clock.Now().Sub(T) > max(ts.t.CatchUp, 10*time.Second) {
+			return res
 		}
 		select {
 		case <-ctx.Done():
 			return res
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
 		backoff = min(2*backoff, 2*time.Second)
-		sub := s.acquireRetrying(ctx, ts, T, rest)
-		for j, i := range restIdx {
-			res[i] = sub[j]
+		retry := make([]lease.Request, len(pending))
+		for j, i := range pending {
+			retry[j] = reqs[i]
 		}
-		return res
+		for j, r := range s.store.AcquireBatch(ctx, retry) {
+			res[pending[j]] = r
+		}
 	}
 }
 
