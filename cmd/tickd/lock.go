@@ -45,13 +45,7 @@ func runLock(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Redis != nil && cfg.MaxLeaseTTL() < *ttl {
-		// The quarantine after a Redis data loss must cover this lease too.
-		for i := range cfg.Tasks {
-			cfg.Tasks[i].LeaseTTL = max(cfg.Tasks[i].LeaseTTL, *ttl)
-		}
-	}
-	store, done, err := cliStore(cfg, "lock")
+	store, done, err := cliStore(cfg, "lock", *ttl)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,9 @@ func operator() string {
 
 // cliStore opens the config's Redis for an operator command. The in-process
 // store lives inside the daemon, so these commands need a [redis] table.
-func cliStore(cfg *scheduler.Config, cmd string) (*lease.Store, func(), error) {
+// The data-loss quarantine covers the config's longest lease_ttl, or ttl if
+// the command holds a longer lease itself.
+func cliStore(cfg *scheduler.Config, cmd string, ttl time.Duration) (*lease.Store, func(), error) {
 	if cfg.Redis == nil {
 		return nil, nil, fmt.Errorf("%s needs a [redis] table in %s: without one, leases live inside the daemon's process", cmd, cfg.Path)
 	}
@@ -33,7 +35,7 @@ func cliStore(cfg *scheduler.Config, cmd string) (*lease.Store, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := lease.NewRedis(c, cfg.Redis.KeyPrefix, lease.Options{Replica: "cli:" + operator(), MaxTTL: cfg.MaxLeaseTTL(), Clock: newClock()})
+	s, err := lease.NewRedis(c, cfg.Redis.KeyPrefix, lease.Options{Replica: "cli:" + operator(), MaxTTL: max(cfg.MaxLeaseTTL(), ttl), Clock: newClock()})
 	if err != nil {
 		c.Close()
 		return nil, nil, err
@@ -67,7 +69,7 @@ func runPause(ctx context.Context, args []string, stdout, stderr io.Writer, paus
 	if err != nil {
 		return err
 	}
-	store, done, err := cliStore(cfg, name)
+	store, done, err := cliStore(cfg, name, 0)
 	if err != nil {
 		return err
 	}
@@ -96,7 +98,7 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	store, done, err := cliStore(cfg, "unlock")
+	store, done, err := cliStore(cfg, "unlock", 0)
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return fmt.Errorf("no task %q in %s", only, *path)
 		}
 	}
-	store, done, err := cliStore(cfg, "status")
+	store, done, err := cliStore(cfg, "status", 0)
 	if err != nil {
 		return err
 	}

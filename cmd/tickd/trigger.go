@@ -40,7 +40,7 @@ func runTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return fmt.Errorf("entity %q: %v", id, err)
 		}
 	}
-	store, done, err := cliStore(cfg, "trigger")
+	store, done, err := cliStore(cfg, "trigger", 0)
 	if err != nil {
 		return err
 	}
