@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -207,24 +208,11 @@ func (b *memBackend) take(_ context.Context, limit int, vis time.Duration, prefi
 	out := make([]Due, len(ready))
 	for i, e := range ready {
 		out[i] = e.d
-		e.d.claim = prefix + ":" + itoa(i+1)
+		e.d.claim = prefix + ":" + strconv.Itoa(i+1)
 		e.d.At = now.Add(vis)
 		out[i].claim = e.d.claim
 	}
 	return out, nil
-}
-
-func itoa(i int) string {
-	var b [20]byte
-	n := len(b)
-	for {
-		n--
-		b[n] = byte('0' + i%10)
-		i /= 10
-		if i == 0 {
-			return string(b[n:])
-		}
-	}
 }
 
 func (b *memBackend) ack(_ context.Context, d Due) error {

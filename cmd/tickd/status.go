@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -26,6 +27,7 @@ type taskStatus struct {
 	DueCount   int             `json:"due_count"`
 }
 
+// errEnough stops a listing early.
 var errEnough = errors.New("enough")
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -129,18 +131,15 @@ func statusOf(ctx context.Context, store *lease.Store, t scheduler.Task, paused 
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, errEnough) {
+	if err != nil {
 		return st, fmt.Errorf("list due entries: %w", err)
 	}
 	return st, nil
 }
 
+// sortRuns puts the most recent runs first.
 func sortRuns(rs []lease.LastRun) {
-	for i := 1; i < len(rs); i++ {
-		for j := i; j > 0 && rs[j].Ended.After(rs[j-1].Ended); j-- {
-			rs[j], rs[j-1] = rs[j-1], rs[j]
-		}
-	}
+	slices.SortStableFunc(rs, func(a, b lease.LastRun) int { return b.Ended.Compare(a.Ended) })
 }
 
 func ago(now, t time.Time) string {

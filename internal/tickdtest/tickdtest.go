@@ -6,9 +6,9 @@ package tickdtest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/internal/workerlog"
 )
 
@@ -157,13 +160,7 @@ func (p *Proc) Wait(d time.Duration) int {
 // WaitLog waits until the log contains s.
 func (p *Proc) WaitLog(d time.Duration, s string) {
 	p.t.Helper()
-	deadline := time.Now().Add(d)
-	for !strings.Contains(p.Log(), s) {
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s did not log %q within %v", p.Name, s, d)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
-	}
+	redistest.WaitFor(p.t, d, fmt.Sprintf("%s to log %q", p.Name, s), func() bool { return strings.Contains(p.Log(), s) })
 }
 
 // Record is one line the test worker writes.
@@ -282,15 +279,9 @@ func WriteFile(t testing.TB, path, content string) {
 // catch-up ticks from before it may run. Tests only.
 func InitEpoch(t testing.TB, addr, prefix string) {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	key := prefix + ":epoch"
-	fmt.Fprintf(c, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$3\r\n0|0\r\n", len(key), key)
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "+OK") {
-		t.Fatalf("init epoch: %q %v", line, err)
+	if err := c.Set(context.Background(), prefix+":epoch", "0|0", 0).Err(); err != nil {
+		t.Fatalf("init epoch: %v", err)
 	}
 }
