@@ -86,6 +86,7 @@ var conformance = []struct {
 	{"EarlyTickRefused", testEarly},
 	{"HostileIDs", testHostileIDs},
 	{"Status", testStatus},
+	{"EntityState", testEntityState},
 }
 
 var bg = context.Background()
@@ -656,6 +657,28 @@ func testHostileIDs(t *testing.T, k kit) {
 	}
 	for _, l := range ls {
 		mustRelease(t, l)
+	}
+}
+
+func testEntityState(t *testing.T, k kit) {
+	s := k.client(Options{Replica: "A"})
+	st, err := s.Entity(bg, "t", "e")
+	if err != nil || st.Held != nil || st.Last != nil || st.Pending != nil {
+		t.Fatalf("unknown entity: %+v %v", st, err)
+	}
+	l := mustAcquire(t, s, req("e", time.Minute))
+	if st, _ = s.Entity(bg, "t", "e"); st.Held == nil || st.Held.Fence != l.Fence || st.Held.Holder != "A" {
+		t.Fatalf("held: %+v", st.Held)
+	}
+	if _, err := l.Release(bg, Outcome{Result: "done"}, &Next{Reason: ReasonReschedule, Delay: time.Hour, Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = s.Entity(bg, "t", "e")
+	if st.Held != nil || st.Last == nil || st.Last.Outcome != "done" || st.Last.Fence != l.Fence {
+		t.Fatalf("after release: held %+v last %+v", st.Held, st.Last)
+	}
+	if st.Pending == nil || st.Pending.Reason != ReasonReschedule || st.Pending.Attempt != 1 {
+		t.Fatalf("pending: %+v", st.Pending)
 	}
 }
 

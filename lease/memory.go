@@ -309,25 +309,26 @@ func (b *memBackend) dueEntries(_ context.Context, fn func(Due) error) error {
 	return nil
 }
 
-func (b *memBackend) one(_ context.Context, task, entity string) (Held, bool, LastRun, bool, error) {
+func (b *memBackend) one(_ context.Context, task, entity string) (EntityState, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	m := member(task, entity)
 	now := b.now()
 	b.gc(m, now)
-	var h Held
-	var r LastRun
-	l, held := b.held[m]
-	if held {
-		h = Held{Task: task, Entity: entity, Holder: l.holder, Since: l.since, Fence: l.fence, Reason: l.reason, TTL: l.expire.Sub(now)}
+	var st EntityState
+	if l, ok := b.held[m]; ok {
+		st.Held = &Held{Task: task, Entity: entity, Holder: l.holder, Since: l.since, Fence: l.fence, Reason: l.reason, TTL: l.expire.Sub(now)}
 	}
-	s, ok := b.states[m]
-	ran := ok && s.last.Outcome != ""
-	if ran {
-		r = s.last
+	if s, ok := b.states[m]; ok && s.last.Outcome != "" {
+		r := s.last
 		r.Task, r.Entity, r.LastTick = task, entity, s.tick
+		st.Last = &r
 	}
-	return h, held, r, ran, nil
+	if e, ok := b.due[m]; ok {
+		d := e.d
+		st.Pending = &d
+	}
+	return st, nil
 }
 
 func (b *memBackend) dueCount(context.Context) (int, error) {

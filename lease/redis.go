@@ -408,29 +408,32 @@ func (b *redisBackend) dueEntries(ctx context.Context, fn func(Due) error) error
 	}
 }
 
-func (b *redisBackend) one(ctx context.Context, task, entity string) (Held, bool, LastRun, bool, error) {
+func (b *redisBackend) one(ctx context.Context, task, entity string) (EntityState, error) {
 	m := member(task, entity)
 	pipe := b.c.Pipeline()
 	lg, lt, rg, sg := pipe.Get(ctx, b.k.lease(m)), pipe.PTTL(ctx, b.k.lease(m)), pipe.Get(ctx, b.k.last(m)), pipe.Get(ctx, b.k.state(m))
+	ds, di := pipe.ZScore(ctx, b.k.due(), m), pipe.HGet(ctx, b.k.dueInfo(), m)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return Held{}, false, LastRun{}, false, err
+		return EntityState{}, err
 	}
-	var h Held
-	var r LastRun
-	f, held := splitN(lg.Val(), 6)
-	if held {
+	var st EntityState
+	if f, ok := splitN(lg.Val(), 6); ok {
 		fence, _ := strconv.ParseInt(f[2], 10, 64)
-		h = Held{Task: task, Entity: entity, Holder: f[5], Since: fromMS(f[1]), Fence: fence, Reason: Reason(f[3]), TTL: lt.Val()}
+		st.Held = &Held{Task: task, Entity: entity, Holder: f[5], Since: fromMS(f[1]), Fence: fence, Reason: Reason(f[3]), TTL: lt.Val()}
 	}
-	g, ran := splitN(rg.Val(), 6)
-	if ran {
+	if g, ok := splitN(rg.Val(), 6); ok {
 		fence, _ := strconv.ParseInt(g[3], 10, 64)
-		r = LastRun{Task: task, Entity: entity, Outcome: g[0], Started: fromMS(g[1]), Ended: fromMS(g[2]), Fence: fence, Reason: Reason(g[4]), Replica: g[5]}
-		if st, ok := splitN(sg.Val(), 2); ok {
-			r.LastTick = fromMS(st[0])
+		st.Last = &LastRun{Task: task, Entity: entity, Outcome: g[0], Started: fromMS(g[1]), Ended: fromMS(g[2]), Fence: fence, Reason: Reason(g[4]), Replica: g[5]}
+		if s, ok := splitN(sg.Val(), 2); ok {
+			st.Last.LastTick = fromMS(s[0])
 		}
 	}
-	return h, held, r, ran, nil
+	if ds.Err() == nil {
+		if d, err := parseDue(m, di.Val(), strconv.FormatFloat(ds.Val(), 'f', 0, 64)); err == nil {
+			st.Pending = &d
+		}
+	}
+	return st, nil
 }
 
 func (b *redisBackend) dueCount(ctx context.Context) (int, error) {

@@ -70,8 +70,8 @@ type backend interface {
 	lastRuns(ctx context.Context, task string, fn func(LastRun) error) error
 	dueEntries(ctx context.Context, fn func(Due) error) error
 	dueCount(ctx context.Context) (int, error)
-	// one returns the held lease (ok) and last run (ok) of one entity.
-	one(ctx context.Context, task, entity string) (Held, bool, LastRun, bool, error)
+	// one reads the state of one entity.
+	one(ctx context.Context, task, entity string) (EntityState, error)
 	setPaused(ctx context.Context, task string, paused bool) error
 	paused(ctx context.Context) (map[string]bool, error)
 	ping(ctx context.Context) error
@@ -493,9 +493,15 @@ func (s *Store) DueEntries(ctx context.Context, fn func(Due) error) error {
 	return s.b.dueEntries(ctx, fn)
 }
 
-// Entity returns the lease held on (task, entity), if any, and its last
-// finished run, if retained: one round trip.
-func (s *Store) Entity(ctx context.Context, task, entity string) (h Held, held bool, last LastRun, ran bool, err error) {
+// EntityState is what the store knows of one (task, entity).
+type EntityState struct {
+	Held    *Held    // the lease, if someone holds it
+	Last    *LastRun // the last finished run, if retained
+	Pending *Due     // the pending request, if any
+}
+
+// Entity reads the state of one (task, entity) in one round trip.
+func (s *Store) Entity(ctx context.Context, task, entity string) (EntityState, error) {
 	return s.b.one(ctx, task, entity)
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -26,9 +25,6 @@ type taskStatus struct {
 	Due        []lease.Due     `json:"due"`
 	DueCount   int             `json:"due_count"`
 }
-
-// errEnough stops a listing early.
-var errEnough = errors.New("enough")
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, path := flags("status", stderr)

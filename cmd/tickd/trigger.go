@@ -48,11 +48,13 @@ func runTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	base := map[string]int64{}
 	for _, id := range ids {
 		if *wait {
-			_, _, last, _, err := store.Entity(ctx, t.Name, id)
+			st, err := store.Entity(ctx, t.Name, id)
 			if err != nil {
 				return err
 			}
-			base[id] = last.Fence
+			if st.Last != nil {
+				base[id] = st.Last.Fence
+			}
 		}
 		if err := store.Enqueue(ctx, lease.Due{Task: t.Name, Entity: id, Reason: lease.ReasonTrigger}, 0); err != nil {
 			return err
@@ -102,23 +104,15 @@ func allEntities(ctx context.Context, t scheduler.Task) ([]string, error) {
 func waitRun(ctx context.Context, store *lease.Store, t scheduler.Task, id string, base int64) (string, error) {
 	var goneSince time.Time
 	for {
-		h, held, last, ran, err := store.Entity(ctx, t.Name, id)
+		st, err := store.Entity(ctx, t.Name, id)
 		if err != nil {
 			return "", err
 		}
-		if ran && last.Fence > base && (last.Reason == lease.ReasonTrigger || last.Reason == lease.ReasonQueued) {
-			return last.Outcome, nil
+		if l := st.Last; l != nil && l.Fence > base && (l.Reason == lease.ReasonTrigger || l.Reason == lease.ReasonQueued) {
+			return l.Outcome, nil
 		}
-		pending := false
-		store.DueEntries(ctx, func(d lease.Due) error { //nolint:errcheck
-			if d.Task == t.Name && d.Entity == id {
-				pending = true
-				return errEnough
-			}
-			return nil
-		})
 		switch {
-		case pending || (held && h.Fence > base) || t.OnBusy == "queue":
+		case st.Pending != nil || (st.Held != nil && st.Held.Fence > base) || t.OnBusy == "queue":
 			goneSince = time.Time{}
 		case goneSince.IsZero():
 			goneSince = time.Now()
