@@ -269,22 +269,18 @@ func (s *Store) hold(a acquireArg, fence int64, sent time.Time) *Lease {
 // untrusted fires when a lease's trust window ends without a renewal.
 func (s *Store) untrusted(l *Lease) {
 	l.mu.Lock()
-	expired := !l.released && !s.clock.Now().Before(l.trusted)
-	l.mu.Unlock()
-	if expired {
-		s.drop(l, ErrUntrusted)
-	} else if !l.isReleased() {
-		// A renewal moved the window while the timer fired: re-arm.
-		l.mu.Lock()
-		l.timer.Reset(l.trusted.Sub(s.clock.Now()))
+	if l.released {
 		l.mu.Unlock()
+		return
 	}
-}
-
-func (l *Lease) isReleased() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.released
+	if left := l.trusted.Sub(s.clock.Now()); left > 0 {
+		// A renewal moved the window while the timer fired: re-arm.
+		l.timer.Reset(left)
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	s.drop(l, ErrUntrusted)
 }
 
 // drop forgets a lease and cancels its context with cause.
