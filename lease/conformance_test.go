@@ -73,6 +73,7 @@ var conformance = []struct {
 	{"BusySaysWho", testBusy},
 	{"TakenOverHolderCannotRelease", testTakenOver},
 	{"ExpiryAndTrustWindow", testExpiry},
+	{"CheckDoesNotWaitForTheTimer", testCheck},
 	{"RenewalKeepsLease", testRenewal},
 	{"ForceUnlockCancelsHolder", testUnlock},
 	{"FencesIncrease", testFences},
@@ -231,6 +232,37 @@ func testExpiry(t *testing.T, k kit) {
 		}
 		return err == nil
 	})
+}
+
+// jumpClock is the system clock plus an offset a test can move, as a process
+// frozen with SIGSTOP sees time jump when it wakes.
+type jumpClock struct{ offset atomic.Int64 }
+
+func (c *jumpClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+func testCheck(t *testing.T, k kit) {
+	clock := &jumpClock{}
+	s := k.client(Options{Clock: clock})
+	l := mustAcquire(t, s, req("e", time.Minute))
+	if err := l.Check(); err != nil {
+		t.Fatalf("fresh lease: %v", err)
+	}
+	// The process wakes up two minutes later: its trust timer has not fired
+	// yet (it runs on the real clock), but Check must refuse there and then,
+	// and cancel the context with it.
+	clock.offset.Store(int64(2 * time.Minute))
+	if err := l.Check(); !errors.Is(err, ErrUntrusted) {
+		t.Fatalf("Check past the trust window: %v, want ErrUntrusted", err)
+	}
+	if err := context.Cause(l.Context()); !errors.Is(err, ErrUntrusted) {
+		t.Fatalf("context after Check: %v, want cancelled with ErrUntrusted", err)
+	}
+	clock.offset.Store(0)
+	l2 := mustAcquire(t, s, req("f", time.Minute))
+	mustRelease(t, l2)
+	if err := l2.Check(); !errors.Is(err, ErrReleased) {
+		t.Fatalf("Check after release: %v, want ErrReleased", err)
+	}
 }
 
 func testRenewal(t *testing.T, k kit) {

@@ -141,6 +141,27 @@ func (l *Lease) TrustedUntil() time.Time {
 	return l.trusted
 }
 
+// Check says, without waiting, whether the holder may still act on the
+// lease: nil while it is held and trusted, otherwise the cause. The
+// Context's cancellation arrives asynchronously, from a timer; a process
+// frozen (SIGSTOP, a long GC pause) between the grant and the start of its
+// run wakes up with that timer not yet fired. Call Check right before work
+// that cannot be taken back, such as starting a process: past the trust
+// window it drops the lease and cancels its Context there and then.
+func (l *Lease) Check() error {
+	if err := context.Cause(l.ctx); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	expired := !l.store.clock.Now().Before(l.trusted)
+	l.mu.Unlock()
+	if expired {
+		l.store.drop(l, ErrUntrusted)
+		return context.Cause(l.ctx)
+	}
+	return nil
+}
+
 // TTL is the lease's time to live.
 func (l *Lease) TTL() time.Duration { return l.ttl }
 

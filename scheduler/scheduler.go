@@ -636,7 +636,7 @@ func (s *Scheduler) execute(ts *taskState, l *lease.Lease) {
 	}
 	log.Info("run started", "attempt", l.Attempt)
 	res, err := ts.action.Do(ctx, tasks.Run{Task: t.Name, Entity: l.Entity, Tick: l.Tick, Fence: l.Fence,
-		Reason: string(l.Reason), Attempt: l.Attempt, Logger: log})
+		Reason: string(l.Reason), Attempt: l.Attempt, Logger: log, Check: l.Check})
 	ended := s.clock.Now()
 	outcome := OutcomeDone
 	switch cause := context.Cause(ctx); {

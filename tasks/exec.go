@@ -71,7 +71,7 @@ func (e Exec) Do(ctx context.Context, run Run) (Result, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	code, err := Start(ctx, cmd, e.Grace, log)
+	code, err := Start(ctx, cmd, e.Grace, run.check, log)
 	if err != nil {
 		return Done, err
 	}
@@ -89,8 +89,15 @@ func (e Exec) Do(ctx context.Context, run Run) (Result, error) {
 // after grace. It returns the exit status, or an error if the command could
 // not start or was stopped (wrapping context.Cause(ctx)).
 //
+// check, when not nil, is called right before the process starts; on an
+// error nothing starts and Start returns it (see Run.Check).
 // With a nil log, the command's output goes wherever cmd says.
-func Start(ctx context.Context, cmd *exec.Cmd, grace time.Duration, log *slog.Logger) (int, error) {
+func Start(ctx context.Context, cmd *exec.Cmd, grace time.Duration, check func() error, log *slog.Logger) (int, error) {
+	if check != nil {
+		if err := check(); err != nil {
+			return -1, fmt.Errorf("not started: %w", err)
+		}
+	}
 	var readers []io.Reader
 	if log != nil {
 		stdout, err := cmd.StdoutPipe()

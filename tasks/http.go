@@ -52,6 +52,9 @@ func (h HTTP) Do(ctx context.Context, run Run) (Result, error) {
 	if c == nil {
 		c = http.DefaultClient
 	}
+	if err := run.check(); err != nil {
+		return Done, fmt.Errorf("not sent: %w", err)
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return Done, fmt.Errorf("post %s: %w", h.URL, err)

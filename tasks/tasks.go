@@ -24,6 +24,22 @@ type Run struct {
 	// Logger carries the run's attributes (task, entity, tick, fence,
 	// reason, replica).
 	Logger *slog.Logger
+	// Check, when set, says without waiting whether the run may still
+	// begin (the scheduler gives its lease's Check). ctx's cancellation
+	// arrives asynchronously, so a daemon frozen between taking the lease
+	// and starting the run would wake up and start it on a lease it can no
+	// longer trust; actions call Check right before their first step that
+	// cannot be taken back (exec: the process start; HTTP: the request)
+	// and return its error instead of starting.
+	Check func() error
+}
+
+// check calls run.Check if it is set.
+func (run Run) check() error {
+	if run.Check == nil {
+		return nil
+	}
+	return run.Check()
 }
 
 // Result is what a successful run asks for next.
@@ -54,6 +70,7 @@ type Action interface {
 }
 
 // HandlerFunc adapts a Handler to an Action, recovering panics as failures.
+// It calls Run.Check before the handler, and not the handler on an error.
 type HandlerFunc Handler
 
 // Do calls the handler.
@@ -63,6 +80,9 @@ func (h HandlerFunc) Do(ctx context.Context, run Run) (res Result, err error) {
 			err = fmt.Errorf("%w: %v\n%s", ErrPanic, p, debug.Stack())
 		}
 	}()
+	if err := run.check(); err != nil {
+		return Done, fmt.Errorf("not called: %w", err)
+	}
 	return h(ctx, run)
 }
 

@@ -197,3 +197,47 @@ func TestHandlerPanicIsAFailure(t *testing.T) {
 		t.Fatal("registered twice")
 	}
 }
+
+// A run whose Check fails must not begin, whatever the action: a daemon that
+// wakes from a freeze with an untrusted lease must not start the command,
+// send the request or call the handler.
+func TestActionsDoNotBeginWhenCheckFails(t *testing.T) {
+	untrusted := errors.New("lease untrusted (test)")
+	run := Run{Task: "t", Entity: "e", Check: func() error { return untrusted }}
+
+	marker := filepath.Join(t.TempDir(), "started")
+	log, _ := logger()
+	run.Logger = log
+	if _, err := (Exec{Argv: []string{"touch", marker}}).Do(context.Background(), run); !errors.Is(err, untrusted) {
+		t.Fatalf("exec: %v, want the check's error", err)
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("exec started the command anyway: %v", err)
+	}
+
+	requests := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { requests++ }))
+	defer srv.Close()
+	if _, err := (HTTP{URL: srv.URL}).Do(context.Background(), run); !errors.Is(err, untrusted) {
+		t.Fatalf("http: %v, want the check's error", err)
+	}
+	srv.Close() // waits for any request in flight
+	if requests != 0 {
+		t.Fatalf("http sent %d requests anyway", requests)
+	}
+
+	called := false
+	h := HandlerFunc(func(context.Context, Run) (Result, error) { called = true; return Done, nil })
+	if _, err := h.Do(context.Background(), run); !errors.Is(err, untrusted) || called {
+		t.Fatalf("handler: %v, called %v", err, called)
+	}
+
+	// A passing check lets every action begin.
+	run.Check = func() error { return nil }
+	if _, err := (Exec{Argv: []string{"touch", marker}}).Do(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("exec with a passing check: %v", err)
+	}
+}

@@ -88,7 +88,7 @@ func runLock(ctx context.Context, args []string, stderr io.Writer) error {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), "TICKD_LOCK_KEY="+key, fmt.Sprintf("TICKD_FENCE=%d", l.Fence))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	code, runErr := tasks.Start(runCtx, cmd, scheduler.Grace(*ttl), nil)
+	code, runErr := tasks.Start(runCtx, cmd, scheduler.Grace(*ttl), l.Check, nil)
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer rcancel()
 	outcome := "done"
