@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -514,6 +515,52 @@ lease_ttl = "1500ms"
 		t.Fatalf("cause %v", r.cause)
 	}
 	redistest.WaitFor(t, 5*time.Second, "outcome logged", func() bool { return strings.Contains(e.logs.String(), `"outcome":"lease_lost"`) })
+}
+
+// leapClock moves 10s forward at every reading: a process frozen between any
+// two of its steps, in particular between sending an acquire and reading the
+// grant.
+type leapClock struct{ n atomic.Int64 }
+
+func (c *leapClock) Now() time.Time {
+	return time.Now().Add(time.Duration(c.n.Add(1)) * 10 * time.Second)
+}
+
+// A grant that arrives after its trust window ended (the replica was frozen
+// while Redis answered) must not start the run: another replica may already
+// hold the lease with a higher fence. The trust timer fires asynchronously,
+// so only the synchronous check before the action prevents the start.
+func TestRunNotStartedOnALeaseUntrustedOnArrival(t *testing.T) {
+	e := newEnv(t, true)
+	c := redis.NewClient(&redis.Options{Addr: e.srv.Addr})
+	st, err := lease.NewRedis(c, "tickd", lease.Options{Replica: "frozen", Clock: &leapClock{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.InitEpoch(context.Background()) //nolint:errcheck
+	t.Cleanup(func() { st.Close(); c.Close() })
+	s, err := New(e.config(`
+[[tasks]]
+name = "late"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+lease_ttl = "3s"
+`), Options{Store: st, Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), Registry: e.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() { s.Shutdown(5 * time.Second) })
+	redistest.WaitFor(t, 10*time.Second, "the run to end as lease_lost", func() bool {
+		return strings.Contains(e.logs.String(), `"outcome":"lease_lost"`)
+	})
+	if n := e.rec.count(func(runRec) bool { return true }); n != 0 {
+		t.Fatalf("the handler was called %d times on an untrusted lease", n)
+	}
+	if !strings.Contains(e.logs.String(), "not called: "+lease.ErrUntrusted.Error()) {
+		t.Fatalf("the run's end does not say why:\n%s", e.logs.String())
+	}
 }
 
 func TestTimeoutWarnAndRetries(t *testing.T) {
