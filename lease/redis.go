@@ -118,9 +118,12 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, reqs []acquir
 	if len(ks) == 3 {
 		return out, nil
 	}
-	res, err := scriptAcquire.Run(ctx, b.c, ks, argv...).Slice()
+	res, err := scriptAcquire.Run(ctx, b.c, ks, argv...).StringSlice()
 	if err != nil {
 		return nil, err
+	}
+	if len(res) != len(reqs)-len(skipped) {
+		return nil, fmt.Errorf("lease: acquire reply has %d entries for %d requests", len(res), len(reqs)-len(skipped))
 	}
 	j := 0
 	for i := range reqs {
@@ -128,29 +131,34 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, reqs []acquir
 			skipped = skipped[1:]
 			continue
 		}
-		if 4*j+3 >= len(res) {
-			return nil, fmt.Errorf("lease: short acquire reply")
-		}
-		g := res[4*j : 4*j+4]
+		out[i] = parseAcquireReply(res[j])
 		j++
-		r := acquireReply{status: str(g[0])}
-		switch r.status {
-		case "ok":
-			r.fence, _ = strconv.ParseInt(str(g[1]), 10, 64)
-			r.at = fromMS(str(g[2]))
-		case "busy":
-			r.holder = str(g[1])
-			r.at = fromMS(str(g[2]))
-			r.fence, _ = strconv.ParseInt(str(g[3]), 10, 64)
-		case "ran":
-			r.at = fromMS(str(g[1]))
-		case "quarantine", "early":
-			n, _ := strconv.ParseInt(str(g[1]), 10, 64)
-			r.left = time.Duration(n) * time.Millisecond
-		}
-		out[i] = r
 	}
 	return out, nil
+}
+
+// parseAcquireReply decodes one entity's answer of acquire.lua: a fence
+// (granted), or "status|fields…".
+func parseAcquireReply(v string) acquireReply {
+	status, rest, _ := strings.Cut(v, "|")
+	if fence, err := strconv.ParseInt(status, 10, 64); err == nil {
+		return acquireReply{status: "ok", fence: fence}
+	}
+	r := acquireReply{status: status}
+	switch status {
+	case "busy": // since|fence|holder (the holder last: it may hold '|')
+		if f, ok := splitN(rest, 3); ok {
+			r.at = fromMS(f[0])
+			r.fence, _ = strconv.ParseInt(f[1], 10, 64)
+			r.holder = f[2]
+		}
+	case "ran":
+		r.at = fromMS(rest)
+	case "quarantine", "early":
+		n, _ := strconv.ParseInt(rest, 10, 64)
+		r.left = time.Duration(n) * time.Millisecond
+	}
+	return r
 }
 
 // str turns a script reply element (string or integer) into a string.
@@ -196,18 +204,21 @@ func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]bool, error) {
 func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseReply, error) {
 	ks := make([]string, 0, 2+3*len(rs))
 	ks = append(ks, b.k.due(), b.k.dueInfo())
-	argv := make([]any, 0, 2+10*len(rs))
-	argv = append(argv, ms(b.opts.StateTTL), b.opts.Replica)
+	argv := make([]any, 0, 1+6*len(rs))
+	argv = append(argv, ms(b.opts.StateTTL))
 	for _, r := range rs {
 		l := r.l
-		nr, nd, na := "", "0", "0"
+		next := ""
 		if r.next != nil {
-			nr, nd, na = string(r.next.Reason), ms(r.next.Delay), strconv.Itoa(r.next.Attempt)
+			next = string(r.next.Reason) + "|" + ms(r.next.Delay) + "|" + strconv.Itoa(r.next.Attempt)
 		}
+		// outcome|start|end|fence|reason|replica: the last run, for status.
+		last := r.o.Result + "|" + tickMS(r.o.Started) + "|" + tickMS(r.o.Ended) + "|" +
+			strconv.FormatInt(l.Fence, 10) + "|" + string(l.Reason) + "|" + b.opts.Replica
 		ks = append(ks, b.k.lease(l.member), b.k.last(l.member), b.k.followUp(l.member))
-		argv = append(argv, l.token, r.o.Result, tickMS(r.o.Started), tickMS(r.o.Ended), l.member, l.claim, nr, nd, na, tickMS(l.Tick))
+		argv = append(argv, l.token, last, l.member, l.claim, tickMS(l.Tick), next)
 	}
-	res, err := scriptRelease.Run(ctx, b.c, ks, argv...).Slice()
+	res, err := scriptRelease.Run(ctx, b.c, ks, argv...).StringSlice()
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +227,7 @@ func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseR
 	}
 	out := make([]releaseReply, len(rs))
 	for i, v := range res {
-		switch str(v) {
+		switch v {
 		case "notheld":
 			out[i].err = ErrNotHeld
 		case "fu":
