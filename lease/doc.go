@@ -48,6 +48,15 @@
 // a run stopped at the end of the trust window has that long to exit before
 // Redis could hand the lease to someone else.
 //
+// The cancellation comes from a timer, so it is asynchronous: a process
+// frozen (SIGSTOP, a long GC pause) while Redis answered its acquire wakes
+// up holding a grant whose window has already ended, and could start the run
+// before the timer goroutine cancels it — after another replica's newer
+// lease, with an older fence. Lease.Check reads the clock there and then;
+// the scheduler calls it right before the irreversible step of a run (the
+// process start, the HTTP request, the Go handler call), so no run begins
+// outside its trust window.
+//
 // # Release and the due set
 //
 // Release is token-checked: a holder whose lease was taken over gets

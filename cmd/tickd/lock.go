@@ -87,7 +87,9 @@ func runLock(ctx context.Context, args []string, stderr io.Writer) error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), "TICKD_LOCK_KEY="+key, fmt.Sprintf("TICKD_FENCE=%d", l.Fence))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// As in the daemon: killed with tickd lock, so a kill -9 never leaves CMD
+	// going on without a renewed lease.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	code, runErr := tasks.Start(runCtx, cmd, scheduler.Grace(*ttl), l.Check, nil)
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer rcancel()

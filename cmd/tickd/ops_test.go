@@ -281,6 +281,31 @@ func TestLockRunsOnceAcrossProcesses(t *testing.T) {
 	if code := e.Wait(10 * time.Second); code != 0 || strings.Contains(e.Log(), "held by") {
 		t.Fatalf("key not released after SIGTERM: %d %s", code, e.Log())
 	}
+	// kill -9 of tickd lock takes CMD with it: nothing goes on without a
+	// renewed lease.
+	pidFile := filepath.Join(dir, "f.pid")
+	f := tickdtest.Start(t, "lockF", nil, "lock", "-config", cfg, "job", "--", "sh", "-c", "echo $$ > "+pidFile+"; exec sleep 60")
+	var pid int
+	redistest.WaitFor(t, 10*time.Second, "F's command runs", func() bool {
+		b, _ := os.ReadFile(pidFile)
+		_, err := fmt.Sscan(string(b), &pid)
+		return err == nil && pid > 0
+	})
+	f.Signal(syscall.SIGKILL)
+	redistest.WaitFor(t, 5*time.Second, "F's command to die with it", func() bool { return !alive(pid) })
+}
+
+// alive says whether pid is a running process (a zombie waiting to be reaped
+// by whoever adopted it is not).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state …: comm may hold spaces and parentheses.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 func get(t *testing.T, url string) (int, string) {
