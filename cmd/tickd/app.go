@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -79,6 +80,16 @@ func flags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
 	fs.SetOutput(stderr)
 	cfg := fs.String("config", "/etc/tickd/config.toml", "config file")
 	return fs, cfg
+}
+
+// jsonFlag adds -json to an operator command.
+func jsonFlag(fs *flag.FlagSet) *bool { return fs.Bool("json", false, "print JSON for scripts") }
+
+// printJSON writes an operator command's result as JSON, for scripts.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 func parse(fs *flag.FlagSet, args []string) error {

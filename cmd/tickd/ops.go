@@ -59,6 +59,7 @@ func loadTask(path, task string) (*scheduler.Config, *scheduler.Task, error) {
 func runPause(ctx context.Context, args []string, stdout, stderr io.Writer, paused bool) error {
 	name := map[bool]string{true: "pause", false: "resume"}[paused]
 	fs, path := flags(name, stderr)
+	asJSON := jsonFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -77,9 +78,12 @@ func runPause(ctx context.Context, args []string, stdout, stderr io.Writer, paus
 	if err := store.SetPaused(ctx, t.Name, paused); err != nil {
 		return fmt.Errorf("%s %s: %w", name, t.Name, err)
 	}
-	if paused {
+	switch {
+	case *asJSON:
+		return printJSON(stdout, map[string]any{"task": t.Name, "paused": paused})
+	case paused:
 		fmt.Fprintf(stdout, "paused %s: every replica stops ticking it within a second; running runs finish\n", t.Name)
-	} else {
+	default:
 		fmt.Fprintf(stdout, "resumed %s\n", t.Name)
 	}
 	return nil
@@ -88,6 +92,7 @@ func runPause(ctx context.Context, args []string, stdout, stderr io.Writer, paus
 func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, path := flags("unlock", stderr)
 	by := fs.String("by", operator(), "who forces the release, for the record")
+	asJSON := jsonFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -109,6 +114,10 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	slog.New(slog.NewTextHandler(stderr, nil)).Warn("lease force-released", "task", t.Name, "entity", h.Entity,
 		"holder", h.Holder, "fence", h.Fence, "held_for", time.Since(h.Since).Round(time.Millisecond).String(), "by", *by)
+	if *asJSON {
+		return printJSON(stdout, map[string]any{"task": t.Name, "entity": h.Entity, "holder": h.Holder,
+			"fence": h.Fence, "since": h.Since.UTC(), "by": *by})
+	}
 	fmt.Fprintf(stdout, "released %s/%s (holder %s, fence %d); the holder stops its run at its next renewal\n", t.Name, h.Entity, h.Holder, h.Fence)
 	return nil
 }

@@ -27,6 +27,16 @@ func cli(args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
+// decodeJSON decodes an operator command's -json output.
+func decodeJSON(t *testing.T, out string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	return m
+}
+
 type opsEnv struct {
 	t       *testing.T
 	srv     *redistest.Server
@@ -139,6 +149,10 @@ command = ["WORKER", "6s"]
 	if code, out, errs := cli("trigger", "-config", e.cfg, "-wait", "trig", "x"); code != 0 || !strings.Contains(out, `trig "x": done`) {
 		t.Fatalf("trigger: %d %s %s", code, out, errs)
 	}
+	code, out, errs := cli("trigger", "-config", e.cfg, "-wait", "-json", "trig", "y")
+	if got := decodeJSON(t, out); code != 0 || fmt.Sprint(got) != "map[runs:[map[entity:y outcome:done]] task:trig triggered:1]" {
+		t.Fatalf("trigger -json: %d %s %s", code, out, errs)
+	}
 	// Busy entities: "queued" gets a follow-up after the holder; "skipped"
 	// (on_busy = skip) is reported as skipped.
 	redistest.WaitFor(t, 20*time.Second, "catch-up runs holding the leases", func() bool {
@@ -188,8 +202,8 @@ command = ["WORKER"]
 	e.daemon("A", "0s")
 	e.daemon("B", "0s")
 	redistest.WaitFor(t, 20*time.Second, "runs", func() bool { return len(tickdtest.ReadRuns(t, e.runs)) >= 6 })
-	if code, _, errs := cli("pause", "-config", e.cfg, "p"); code != 0 {
-		t.Fatal(errs)
+	if code, out, errs := cli("pause", "-config", e.cfg, "-json", "p"); code != 0 || fmt.Sprint(decodeJSON(t, out)) != "map[paused:true task:p]" {
+		t.Fatal(out, errs)
 	}
 	paused := time.Now()
 	if !e.status("p").Paused {
@@ -226,8 +240,9 @@ command = ["WORKER"]
 `)
 	e.daemon("A", "1h")
 	redistest.WaitFor(t, 20*time.Second, "run", func() bool { return len(tickdtest.ReadRuns(t, e.runs)) == 1 })
-	code, out, errs := cli("unlock", "-config", e.cfg, "-by", "alice", "stuck", "stuck")
-	if code != 0 || !strings.Contains(out, "released stuck/stuck") || !strings.Contains(errs, "by=alice") {
+	code, out, errs := cli("unlock", "-config", e.cfg, "-by", "alice", "-json", "stuck", "stuck")
+	got := decodeJSON(t, out)
+	if code != 0 || got["entity"] != "stuck" || got["holder"] == nil || got["holder"] == "" || got["by"] != "alice" || got["fence"] == nil || !strings.Contains(errs, "by=alice") {
 		t.Fatalf("unlock: %d %s %s", code, out, errs)
 	}
 	unlocked := time.Now()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -28,7 +27,7 @@ type taskStatus struct {
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, path := flags("status", stderr)
-	asJSON := fs.Bool("json", false, "print JSON for scripts")
+	asJSON := jsonFlag(fs)
 	limit := fs.Int("limit", 20, "at most this many leases, last runs and due entries per task")
 	outcome := fs.String("outcome", "", "only last runs with this outcome (done, failed, timeout…)")
 	if err := parse(fs, args); err != nil {
@@ -67,9 +66,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		out = append(out, st)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"tasks": out})
+		return printJSON(stdout, map[string]any{"tasks": out})
 	}
 	printStatus(stdout, out, now)
 	return nil

@@ -19,6 +19,7 @@ func runTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs, path := flags("trigger", stderr)
 	wait := fs.Bool("wait", false, "wait for the runs and exit non-zero if one failed (3 if one was skipped as busy)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "with -wait, how long to wait")
+	asJSON := jsonFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -60,8 +61,23 @@ func runTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "triggered %d run(s) of %s\n", len(ids), t.Name)
+	// For -json: what was triggered and, with -wait, each outcome.
+	type runOutcome struct {
+		Entity  string `json:"entity"`
+		Outcome string `json:"outcome"`
+	}
+	result := struct {
+		Task      string       `json:"task"`
+		Triggered int          `json:"triggered"`
+		Runs      []runOutcome `json:"runs,omitempty"`
+	}{Task: t.Name, Triggered: len(ids)}
+	if !*asJSON {
+		fmt.Fprintf(stdout, "triggered %d run(s) of %s\n", len(ids), t.Name)
+	}
 	if !*wait {
+		if *asJSON {
+			return printJSON(stdout, result)
+		}
 		return nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, *timeout)
@@ -72,13 +88,22 @@ func runTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return fmt.Errorf("waiting for %s %q: %w", t.Name, id, err)
 		}
-		fmt.Fprintf(stdout, "%s %q: %s\n", t.Name, id, outcome)
+		if *asJSON {
+			result.Runs = append(result.Runs, runOutcome{id, outcome})
+		} else {
+			fmt.Fprintf(stdout, "%s %q: %s\n", t.Name, id, outcome)
+		}
 		switch outcome {
 		case scheduler.OutcomeDone, scheduler.OutcomeReschedule:
 		case "skipped (busy)":
 			skipped++
 		default:
 			failed++
+		}
+	}
+	if *asJSON {
+		if err := printJSON(stdout, result); err != nil {
+			return err
 		}
 	}
 	switch {
