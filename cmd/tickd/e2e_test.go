@@ -232,7 +232,7 @@ func TestPasswordNeverLogged(t *testing.T) {
 }
 
 func TestMain(m *testing.M) {
-	os.Exit(m.Run())
+	os.Exit(tickdtest.Main(m))
 }
 
 func TestSecondSignalExitsAtOnce(t *testing.T) {

@@ -584,7 +584,7 @@ func TestSIGSTOP(t *testing.T) {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := tickdtest.Main(m)
 	if len(table) > 0 {
 		sort.Strings(table)
 		fmt.Println("\nfault-injection summary:")

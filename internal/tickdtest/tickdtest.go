@@ -38,8 +38,18 @@ func repoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
+// Main runs a package's tests (call it from TestMain) and then removes the
+// binaries Binaries built, so a test run leaves nothing in the temp dir.
+func Main(m *testing.M) int {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir) //nolint:errcheck // best effort, in the temp dir
+	}
+	return code
+}
+
 // Binaries builds tickd and testworker once per test binary and returns
-// their paths.
+// their paths. Packages that call it run their tests with Main.
 func Binaries(t testing.TB) (tickd, worker string) {
 	t.Helper()
 	buildOnce.Do(func() {
