@@ -76,6 +76,8 @@ var conformance = []struct {
 	{"CheckDoesNotWaitForTheTimer", testCheck},
 	{"RenewalKeepsLease", testRenewal},
 	{"ForceUnlockCancelsHolder", testUnlock},
+	{"DuplicateInOneBatch", testDuplicateInBatch},
+	{"Retention", testRetention},
 	{"FencesIncrease", testFences},
 	{"OncePerTick", testOncePerTick},
 	{"FollowUp", testFollowUp},
@@ -307,6 +309,53 @@ func testUnlock(t *testing.T, k kit) {
 	if _, err := op.Unlock(bg, "t", "e", "alice"); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("second unlock: %v", err)
 	}
+	// The unlock is on record, with who did it; the stale holder's release
+	// does not overwrite it.
+	if _, err := l.Release(bg, Outcome{Result: "done"}, nil); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("stale holder's release: %v", err)
+	}
+	st, err := op.Entity(bg, "t", "e")
+	if err != nil || st.Last == nil || st.Last.Outcome != "unlocked" || st.Last.Replica != "alice" || st.Last.Fence != l.Fence {
+		t.Fatalf("record of the unlock: %+v %v", st.Last, err)
+	}
+}
+
+// An entity asked for twice in one batch (a source that lists an id twice)
+// is granted once.
+func testDuplicateInBatch(t *testing.T, k kit) {
+	s := k.client(Options{})
+	res := s.AcquireBatch(bg, []Request{req("d", time.Minute), req("x", time.Minute), req("d", time.Minute)})
+	if res[0].Err != nil || res[1].Err != nil || !errors.Is(res[2].Err, ErrBusy) {
+		t.Fatalf("batch with a duplicate: %v %v %v", res[0].Err, res[1].Err, res[2].Err)
+	}
+	if res[2].Err.(*BusyError).Fence != res[0].Lease.Fence {
+		t.Fatalf("duplicate busy with %+v, want the first grant's fence %d", res[2].Err, res[0].Lease.Fence)
+	}
+	mustRelease(t, res[0].Lease)
+	mustRelease(t, res[1].Lease)
+}
+
+// What the store keeps about an entity is forgotten StateTTL after it was
+// last granted or released, by the store itself; a held lease never is.
+func testRetention(t *testing.T, k kit) {
+	const stateTTL = 300 * time.Millisecond
+	s := k.client(Options{StateTTL: stateTTL})
+	mustRelease(t, mustAcquire(t, s, req("old", time.Minute)))
+	held := mustAcquire(t, s, req("held", 3*time.Second))
+	if st, err := s.Entity(bg, "t", "old"); err != nil || st.Last == nil {
+		t.Fatalf("fresh record missing: %+v %v", st, err)
+	}
+	redistest.WaitFor(t, 10*time.Second, "the old record to be swept", func() bool {
+		st, err := s.Entity(bg, "t", "old")
+		return err == nil && st.Last == nil
+	})
+	if held.Context().Err() != nil {
+		t.Fatalf("held lease lost: %v", context.Cause(held.Context()))
+	}
+	if _, err := s.Acquire(bg, req("held", time.Minute)); !errors.Is(err, ErrBusy) {
+		t.Fatalf("held lease swept: acquire gave %v", err)
+	}
+	mustRelease(t, held)
 }
 
 func testFences(t *testing.T, k kit) {

@@ -90,43 +90,35 @@ func splitMember(m string) (task, entity string, err error) {
 	return task, entity, err
 }
 
-// keys holds the key layout under one prefix. All keys of one (task, entity)
-// carry the hash tag {task:entity}, so they share a Redis Cluster slot.
+// keys holds the key layout under one prefix. Everything tickd keeps about
+// the entities of one task is one hash, prefix:{task}:entities, one field per
+// entity (its escaped id), so a batch of one task's entities is read and
+// written with one HMGET and one HSET, and all of it shares one Redis
+// Cluster slot.
 type keys struct{ prefix string }
 
-func (k keys) lease(m string) string    { return k.prefix + ":{" + m + "}:lease" }
-func (k keys) state(m string) string    { return k.prefix + ":{" + m + "}:state" }
-func (k keys) last(m string) string     { return k.prefix + ":{" + m + "}:last" }
-func (k keys) followUp(m string) string { return k.prefix + ":{" + m + "}:followup" }
-func (k keys) unlocked(m string) string { return k.prefix + ":{" + m + "}:unlocked" }
-func (k keys) epoch() string            { return k.prefix + ":epoch" }
-func (k keys) due() string              { return k.prefix + ":due" }
-func (k keys) dueInfo() string          { return k.prefix + ":dueinfo" }
-func (k keys) paused() string           { return k.prefix + ":paused" }
+func (k keys) entities(task string) string { return k.prefix + ":{" + escape(task) + "}:entities" }
+func (k keys) epoch() string               { return k.prefix + ":epoch" }
+func (k keys) due() string                 { return k.prefix + ":due" }
+func (k keys) dueInfo() string             { return k.prefix + ":dueinfo" }
+func (k keys) paused() string              { return k.prefix + ":paused" }
 
-// leasePattern matches the lease keys of one task ("" for all tasks) in SCAN.
-// Escaped names hold no glob characters.
-func (k keys) leasePattern(task string) string { return k.scanPattern(task) + ":lease" }
-func (k keys) lastPattern(task string) string  { return k.scanPattern(task) + ":last" }
+// entitiesPattern matches every task's hash in SCAN. Escaped names hold no
+// glob characters.
+func (k keys) entitiesPattern() string { return k.prefix + ":{*}:entities" }
 
-func (k keys) scanPattern(task string) string {
-	if task == "" {
-		return k.prefix + ":{*}"
-	}
-	return k.prefix + ":{" + escape(task) + ":*}"
-}
-
-// memberOf extracts the member from a lease or state key.
-func (k keys) memberOf(key string) (string, bool) {
+// taskOf extracts the task from the key of its hash.
+func (k keys) taskOf(key string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, k.prefix+":{")
 	if !ok {
 		return "", false
 	}
-	i := strings.LastIndexByte(rest, '}')
-	if i < 0 {
+	esc, ok := strings.CutSuffix(rest, "}:entities")
+	if !ok {
 		return "", false
 	}
-	return rest[:i], true
+	task, err := unescape(esc)
+	return task, err == nil
 }
 
 // ValidPrefix reports whether p can be used as a key prefix: letters, digits

@@ -233,8 +233,22 @@ func (b *memBackend) unlock(_ context.Context, task, entity, by string) (Held, b
 		return Held{}, false, nil
 	}
 	delete(b.held, m)
-	b.state(m, now)
+	st := b.state(m, now)
+	st.last = LastRun{Outcome: "unlocked", Started: cur.since, Ended: now, Fence: cur.fence, Reason: cur.reason, Replica: by}
 	return Held{Task: task, Entity: entity, Holder: cur.holder, Since: cur.since, Fence: cur.fence}, true, nil
+}
+
+func (b *memBackend) sweep(context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	for m := range b.states {
+		b.gc(m, now)
+	}
+	for m := range b.held {
+		b.gc(m, now)
+	}
+	return nil
 }
 
 // sortedMembers lists the members of one task ("" for all) in a stable order.

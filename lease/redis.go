@@ -36,15 +36,19 @@ var luaAck string
 //go:embed lua/unlock.lua
 var luaUnlock string
 
+//go:embed lua/sweep.lua
+var luaSweep string
+
 // Every script is the shared library followed by its own body.
 var (
 	scriptAcquire = redis.NewScript(luaLib + luaAcquire)
-	scriptRenew   = redis.NewScript(luaRenew)
+	scriptRenew   = redis.NewScript(luaLib + luaRenew)
 	scriptRelease = redis.NewScript(luaLib + luaRelease)
 	scriptEnqueue = redis.NewScript(luaLib + luaEnqueue)
 	scriptTake    = redis.NewScript(luaLib + luaTake)
 	scriptAck     = redis.NewScript(luaLib + luaAck)
 	scriptUnlock  = redis.NewScript(luaLib + luaUnlock)
+	scriptSweep   = redis.NewScript(luaLib + luaSweep)
 )
 
 // RedisClient is what the store needs of a go-redis client.
@@ -89,50 +93,112 @@ func tickMS(t time.Time) string {
 	return strconv.FormatInt(t.UnixMilli(), 10)
 }
 
-func (b *redisBackend) acquire(ctx context.Context, holder string, reqs []acquireArg) ([]acquireReply, error) {
-	ks := make([]string, 0, 3+3*len(reqs))
-	ks = append(ks, b.k.epoch(), b.k.due(), b.k.dueInfo())
-	argv := make([]any, 0, 3+7*len(reqs))
-	argv = append(argv, ms(b.opts.MaxTTL), ms(b.opts.StateTTL), holder)
-	var skipped []int
-	for i, a := range reqs {
-		if a.token == "" { // rejected before sending
-			skipped = append(skipped, i)
-			continue
+// group is the positions in a batch of the requests of one task, in order.
+type group struct {
+	task string
+	idx  []int
+}
+
+// byTask splits a batch by task, in first-seen order: each task's entities
+// live in one hash, read and written by one script call.
+func byTask(n int, task func(i int) string) []group {
+	var gs []group
+	at := map[string]int{}
+	for i := range n {
+		t := task(i)
+		j, ok := at[t]
+		if !ok {
+			j = len(gs)
+			at[t] = j
+			gs = append(gs, group{task: t})
 		}
-		ks = append(ks, b.k.lease(a.member), b.k.state(a.member), b.k.followUp(a.member))
-		tick := "0"
-		if a.req.Reason == ReasonTick {
-			tick = tickMS(a.req.Tick)
-		}
-		queue, m, claim := "0", a.member, ""
-		if a.req.Queue {
-			queue = "1"
-		}
-		if a.req.From != nil {
-			claim = a.req.From.claim
-		}
-		argv = append(argv, a.token, ms(a.req.TTL), string(a.req.Reason), tick, queue, m, claim)
+		gs[j].idx = append(gs[j].idx, i)
 	}
+	return gs
+}
+
+// scriptCall is one call of a script.
+type scriptCall struct {
+	keys []string
+	args []any
+}
+
+// runEach runs one call of sc per group in one round trip (a pipeline) and
+// returns each call's string replies. A Redis that restarted has forgotten
+// the script: it is loaded and the round run again.
+func (b *redisBackend) runEach(ctx context.Context, sc *redis.Script, calls []scriptCall) ([][]string, error) {
+	if len(calls) == 1 { // Run loads the script itself when needed
+		r, err := sc.Run(ctx, b.c, calls[0].keys, calls[0].args...).StringSlice()
+		return [][]string{r}, err
+	}
+	pipe := b.c.Pipeline()
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, c := range calls {
+		cmds[i] = sc.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		if !redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return nil, err
+		}
+		if err := sc.Load(ctx, b.c).Err(); err != nil {
+			return nil, err
+		}
+		return b.runEach(ctx, sc, calls)
+	}
+	out := make([][]string, len(calls))
+	for i, c := range cmds {
+		r, err := c.StringSlice()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+func (b *redisBackend) acquire(ctx context.Context, holder string, reqs []acquireArg) ([]acquireReply, error) {
 	out := make([]acquireReply, len(reqs))
-	if len(ks) == 3 {
+	var live []int // requests to send: the others were rejected before
+	for i, a := range reqs {
+		if a.token != "" {
+			live = append(live, i)
+		}
+	}
+	gs := byTask(len(live), func(i int) string { return reqs[live[i]].req.Task })
+	calls := make([]scriptCall, len(gs))
+	for g, gr := range gs {
+		args := make([]any, 0, 3+7*len(gr.idx))
+		args = append(args, ms(b.opts.MaxTTL), escape(holder), escape(gr.task)+":")
+		for _, j := range gr.idx {
+			a := reqs[live[j]]
+			tick, queue, claim := "0", "0", ""
+			if a.req.Reason == ReasonTick {
+				tick = tickMS(a.req.Tick)
+			}
+			if a.req.Queue {
+				queue = "1"
+			}
+			if a.req.From != nil {
+				claim = a.req.From.claim
+			}
+			args = append(args, escape(a.req.Entity), a.token, ms(a.req.TTL), string(a.req.Reason), tick, queue, claim)
+		}
+		calls[g] = scriptCall{keys: []string{b.k.epoch(), b.k.due(), b.k.dueInfo(), b.k.entities(gr.task)}, args: args}
+	}
+	if len(calls) == 0 {
 		return out, nil
 	}
-	res, err := scriptAcquire.Run(ctx, b.c, ks, argv...).StringSlice()
+	res, err := b.runEach(ctx, scriptAcquire, calls)
 	if err != nil {
 		return nil, err
 	}
-	if len(res) != len(reqs)-len(skipped) {
-		return nil, fmt.Errorf("lease: acquire reply has %d entries for %d requests", len(res), len(reqs)-len(skipped))
-	}
-	j := 0
-	for i := range reqs {
-		if len(skipped) > 0 && skipped[0] == i {
-			skipped = skipped[1:]
-			continue
+	for g, gr := range gs {
+		if len(res[g]) != len(gr.idx) {
+			return nil, fmt.Errorf("lease: acquire reply has %d entries for %d requests", len(res[g]), len(gr.idx))
 		}
-		out[i] = parseAcquireReply(res[j])
-		j++
+		for k, j := range gr.idx {
+			out[live[j]] = parseAcquireReply(res[g][k])
+		}
 	}
 	return out, nil
 }
@@ -146,11 +212,11 @@ func parseAcquireReply(v string) acquireReply {
 	}
 	r := acquireReply{status: status}
 	switch status {
-	case "busy": // since|fence|holder (the holder last: it may hold '|')
+	case "busy": // since|fence|holder (escaped)
 		if f, ok := splitN(rest, 3); ok {
 			r.at = fromMS(f[0])
 			r.fence, _ = strconv.ParseInt(f[1], 10, 64)
-			r.holder = f[2]
+			r.holder, _ = unescape(f[2])
 		}
 	case "ran":
 		r.at = fromMS(rest)
@@ -161,77 +227,74 @@ func parseAcquireReply(v string) acquireReply {
 	return r
 }
 
-// str turns a script reply element (string or integer) into a string.
-func str(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case int64:
-		return strconv.FormatInt(x, 10)
-	case nil:
-		return ""
-	}
-	return fmt.Sprint(v)
-}
-
 func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]bool, error) {
-	pipe := b.c.Pipeline()
-	cmds := make([]*redis.Cmd, len(ls))
-	for i, l := range ls {
-		cmds[i] = scriptRenew.EvalSha(ctx, pipe, []string{b.k.lease(l.member)}, l.token, ms(l.ttl))
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !redis.HasErrorPrefix(err, "NOSCRIPT") {
-		return nil, err
-	}
-	// A restarted Redis forgot the script: load it and run the round again.
-	if redis.HasErrorPrefix(cmds[0].Err(), "NOSCRIPT") {
-		if err := scriptRenew.Load(ctx, b.c).Err(); err != nil {
-			return nil, err
+	gs := byTask(len(ls), func(i int) string { return ls[i].Task })
+	calls := make([]scriptCall, len(gs))
+	for g, gr := range gs {
+		args := make([]any, 0, 3*len(gr.idx))
+		for _, j := range gr.idx {
+			args = append(args, escape(ls[j].Entity), ls[j].token, ms(ls[j].ttl))
 		}
-		return b.renew(ctx, ls)
+		calls[g] = scriptCall{keys: []string{b.k.entities(gr.task)}, args: args}
 	}
 	ok := make([]bool, len(ls))
-	for i, c := range cmds {
-		n, err := c.Int()
-		if err != nil {
-			return nil, err
+	if len(calls) == 0 {
+		return ok, nil
+	}
+	res, err := b.runEach(ctx, scriptRenew, calls)
+	if err != nil {
+		return nil, err
+	}
+	for g, gr := range gs {
+		if len(res[g]) != len(gr.idx) {
+			return nil, fmt.Errorf("lease: renew reply has %d entries for %d leases", len(res[g]), len(gr.idx))
 		}
-		ok[i] = n == 1
+		for k, j := range gr.idx {
+			ok[j] = res[g][k] == "1"
+		}
 	}
 	return ok, nil
 }
 
 func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseReply, error) {
-	ks := make([]string, 0, 2+3*len(rs))
-	ks = append(ks, b.k.due(), b.k.dueInfo())
-	argv := make([]any, 0, 1+6*len(rs))
-	argv = append(argv, ms(b.opts.StateTTL))
-	for _, r := range rs {
-		l := r.l
-		next := ""
-		if r.next != nil {
-			next = string(r.next.Reason) + "|" + ms(r.next.Delay) + "|" + strconv.Itoa(r.next.Attempt)
+	gs := byTask(len(rs), func(i int) string { return rs[i].l.Task })
+	calls := make([]scriptCall, len(gs))
+	for g, gr := range gs {
+		args := make([]any, 0, 1+6*len(gr.idx))
+		args = append(args, escape(gr.task)+":")
+		for _, j := range gr.idx {
+			r := rs[j]
+			l := r.l
+			next := ""
+			if r.next != nil {
+				next = string(r.next.Reason) + "|" + ms(r.next.Delay) + "|" + strconv.Itoa(r.next.Attempt)
+			}
+			// outcome|start|end|fence|reason|replica: the last run, for status.
+			last := r.o.Result + "|" + tickMS(r.o.Started) + "|" + tickMS(r.o.Ended) + "|" +
+				strconv.FormatInt(l.Fence, 10) + "|" + string(l.Reason) + "|" + escape(b.opts.Replica)
+			args = append(args, escape(l.Entity), l.token, last, l.claim, tickMS(l.Tick), next)
 		}
-		// outcome|start|end|fence|reason|replica: the last run, for status.
-		last := r.o.Result + "|" + tickMS(r.o.Started) + "|" + tickMS(r.o.Ended) + "|" +
-			strconv.FormatInt(l.Fence, 10) + "|" + string(l.Reason) + "|" + b.opts.Replica
-		ks = append(ks, b.k.lease(l.member), b.k.last(l.member), b.k.followUp(l.member))
-		argv = append(argv, l.token, last, l.member, l.claim, tickMS(l.Tick), next)
+		calls[g] = scriptCall{keys: []string{b.k.due(), b.k.dueInfo(), b.k.entities(gr.task)}, args: args}
 	}
-	res, err := scriptRelease.Run(ctx, b.c, ks, argv...).StringSlice()
+	out := make([]releaseReply, len(rs))
+	if len(calls) == 0 {
+		return out, nil
+	}
+	res, err := b.runEach(ctx, scriptRelease, calls)
 	if err != nil {
 		return nil, err
 	}
-	if len(res) != len(rs) {
-		return nil, fmt.Errorf("lease: release reply has %d entries for %d leases", len(res), len(rs))
-	}
-	out := make([]releaseReply, len(rs))
-	for i, v := range res {
-		switch v {
-		case "notheld":
-			out[i].err = ErrNotHeld
-		case "fu":
-			out[i].followUp = true
+	for g, gr := range gs {
+		if len(res[g]) != len(gr.idx) {
+			return nil, fmt.Errorf("lease: release reply has %d entries for %d leases", len(res[g]), len(gr.idx))
+		}
+		for k, j := range gr.idx {
+			switch res[g][k] {
+			case "notheld":
+				out[j].err = ErrNotHeld
+			case "fu":
+				out[j].followUp = true
+			}
 		}
 	}
 	return out, nil
@@ -279,26 +342,84 @@ func (b *redisBackend) ack(ctx context.Context, d Due) error {
 }
 
 func (b *redisBackend) unlock(ctx context.Context, task, entity, by string) (Held, bool, error) {
-	m := member(task, entity)
-	res, err := scriptUnlock.Run(ctx, b.c, []string{b.k.lease(m), b.k.unlocked(m)}, by, ms(b.opts.StateTTL)).Slice()
+	res, err := scriptUnlock.Run(ctx, b.c, []string{b.k.entities(task)}, escape(entity), escape(by)).StringSlice()
 	if err != nil || len(res) < 3 {
 		return Held{}, false, err
 	}
-	f, _ := strconv.ParseInt(str(res[2]), 10, 64)
-	return Held{Task: task, Entity: entity, Holder: str(res[0]), Since: fromMS(str(res[1])), Fence: f}, true, nil
+	f, _ := strconv.ParseInt(res[2], 10, 64)
+	holder, _ := unescape(res[0])
+	return Held{Task: task, Entity: entity, Holder: holder, Since: fromMS(res[1]), Fence: f}, true, nil
 }
 
-// scan walks the keys matching pattern a page at a time.
-func (b *redisBackend) scan(ctx context.Context, pattern string, fn func(keys []string) error) error {
+// entityValue is one entity's field of its task's hash, decoded (see
+// lua/lib.lua for the format).
+type entityValue struct {
+	lastTick, exp, since int64 // ms
+	fence                int64
+	token                string
+	reason               Reason
+	holder               string
+	last                 []string // outcome|start|end|fence|reason|replica, or nil
+}
+
+func parseEntity(v string) (entityValue, bool) {
+	lease, last, ok := strings.Cut(v, "#")
+	f := strings.Split(lease, "|")
+	if !ok || len(f) != 9 {
+		return entityValue{}, false
+	}
+	num := func(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
+	e := entityValue{lastTick: num(f[0]), fence: num(f[1]), token: f[2], exp: num(f[3]), since: num(f[5]), reason: Reason(f[6])}
+	e.holder, _ = unescape(f[8])
+	if l := strings.Split(last, "|"); len(l) == 6 {
+		l[5], _ = unescape(l[5])
+		e.last = l
+	}
+	return e, true
+}
+
+// held returns the lease an entity's value holds at Redis time now, if any.
+func (e entityValue) held(task, entity string, now int64) (Held, bool) {
+	if e.token == "" || e.exp <= now {
+		return Held{}, false
+	}
+	return Held{Task: task, Entity: entity, Holder: e.holder, Since: time.UnixMilli(e.since), Fence: e.fence,
+		Reason: e.reason, TTL: time.Duration(e.exp-now) * time.Millisecond}, true
+}
+
+// lastRun returns an entity's last finished run, if any.
+func (e entityValue) lastRun(task, entity string) (LastRun, bool) {
+	if e.last == nil {
+		return LastRun{}, false
+	}
+	l := e.last
+	fence, _ := strconv.ParseInt(l[3], 10, 64)
+	return LastRun{Task: task, Entity: entity, Outcome: l[0], Started: fromMS(l[1]), Ended: fromMS(l[2]),
+		Fence: fence, Reason: Reason(l[4]), Replica: l[5], LastTick: fromMS(strconv.FormatInt(e.lastTick, 10))}, true
+}
+
+// serverMS reads Redis's clock, against which leases expire.
+func (b *redisBackend) serverMS(ctx context.Context) (int64, error) {
+	t, err := b.c.Time(ctx).Result()
+	return t.UnixMilli(), err
+}
+
+// tasks walks the tasks that have a hash: task, or every one for "".
+func (b *redisBackend) tasks(ctx context.Context, task string, fn func(task string) error) error {
+	if task != "" {
+		return fn(task)
+	}
 	var cursor uint64
 	for {
-		ks, next, err := b.c.Scan(ctx, cursor, pattern, 1000).Result()
+		ks, next, err := b.c.Scan(ctx, cursor, b.k.entitiesPattern(), 1000).Result()
 		if err != nil {
-			return fmt.Errorf("scan %s: %w", pattern, err)
+			return fmt.Errorf("scan %s: %w", b.k.entitiesPattern(), err)
 		}
-		if len(ks) > 0 {
-			if err := fn(ks); err != nil {
-				return err
+		for _, k := range ks {
+			if t, ok := b.k.taskOf(k); ok {
+				if err := fn(t); err != nil {
+					return err
+				}
 			}
 		}
 		if next == 0 {
@@ -308,6 +429,38 @@ func (b *redisBackend) scan(ctx context.Context, pattern string, fn func(keys []
 	}
 }
 
+// entities walks the entities of task ("" for every task) a page at a time
+// (HSCAN), with Redis's clock read once per page.
+func (b *redisBackend) entities(ctx context.Context, task string, fn func(task, entity string, e entityValue, now int64) error) error {
+	return b.tasks(ctx, task, func(task string) error {
+		var cursor uint64
+		for {
+			kv, next, err := b.c.HScan(ctx, b.k.entities(task), cursor, "", 1000).Result()
+			if err != nil {
+				return fmt.Errorf("hscan %s: %w", b.k.entities(task), err)
+			}
+			now, err := b.serverMS(ctx)
+			if err != nil {
+				return err
+			}
+			for i := 0; i+1 < len(kv); i += 2 {
+				entity, err := unescape(kv[i])
+				e, ok := parseEntity(kv[i+1])
+				if err != nil || !ok {
+					continue // not ours to understand
+				}
+				if err := fn(task, entity, e, now); err != nil {
+					return err
+				}
+			}
+			if next == 0 {
+				return nil
+			}
+			cursor = next
+		}
+	})
+}
+
 // splitN splits a packed value into n fields; the last one keeps any '|'.
 func splitN(v string, n int) ([]string, bool) {
 	f := strings.SplitN(v, "|", n)
@@ -315,75 +468,51 @@ func splitN(v string, n int) ([]string, bool) {
 }
 
 func (b *redisBackend) leases(ctx context.Context, task string, fn func(Held) error) error {
-	return b.scan(ctx, b.k.leasePattern(task), func(ks []string) error {
-		pipe := b.c.Pipeline()
-		gets := make([]*redis.StringCmd, len(ks))
-		ttls := make([]*redis.DurationCmd, len(ks))
-		for i, k := range ks {
-			gets[i] = pipe.Get(ctx, k)
-			ttls[i] = pipe.PTTL(ctx, k)
-		}
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return err
-		}
-		for i, k := range ks {
-			m, ok := b.k.memberOf(k)
-			// token|since|fence|reason|tick|holder
-			f, ok2 := splitN(gets[i].Val(), 6)
-			if !ok || !ok2 {
-				continue // expired between SCAN and GET
-			}
-			t, e, err := splitMember(m)
-			if err != nil {
-				continue
-			}
-			fence, _ := strconv.ParseInt(f[2], 10, 64)
-			h := Held{Task: t, Entity: e, Holder: f[5], Since: fromMS(f[1]), Fence: fence,
-				Reason: Reason(f[3]), TTL: ttls[i].Val()}
-			if err := fn(h); err != nil {
-				return err
-			}
+	return b.entities(ctx, task, func(task, entity string, e entityValue, now int64) error {
+		if h, ok := e.held(task, entity, now); ok {
+			return fn(h)
 		}
 		return nil
 	})
 }
 
 func (b *redisBackend) lastRuns(ctx context.Context, task string, fn func(LastRun) error) error {
-	return b.scan(ctx, b.k.lastPattern(task), func(ks []string) error {
-		pipe := b.c.Pipeline()
-		gets := make([]*redis.StringCmd, len(ks))
-		states := make([]*redis.StringCmd, len(ks))
-		ms := make([]string, len(ks))
-		for i, k := range ks {
-			ms[i], _ = b.k.memberOf(k)
-			gets[i] = pipe.Get(ctx, k)
-			states[i] = pipe.Get(ctx, b.k.state(ms[i]))
-		}
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return err
-		}
-		for i := range ks {
-			// outcome|start|end|fence|reason|replica
-			f, ok := splitN(gets[i].Val(), 6)
-			if !ok {
-				continue
-			}
-			t, e, err := splitMember(ms[i])
-			if err != nil {
-				continue
-			}
-			fence, _ := strconv.ParseInt(f[3], 10, 64)
-			r := LastRun{Task: t, Entity: e, Outcome: f[0], Started: fromMS(f[1]), Ended: fromMS(f[2]),
-				Fence: fence, Reason: Reason(f[4]), Replica: f[5]}
-			if st, ok := splitN(states[i].Val(), 2); ok {
-				r.LastTick = fromMS(st[0])
-			}
-			if err := fn(r); err != nil {
-				return err
-			}
+	return b.entities(ctx, task, func(task, entity string, e entityValue, _ int64) error {
+		if r, ok := e.lastRun(task, entity); ok {
+			return fn(r)
 		}
 		return nil
 	})
+}
+
+// sweep deletes, a page at a time, the entities neither held nor touched
+// within StateTTL (Redis 7.0 has no expiry for hash fields).
+func (b *redisBackend) sweep(ctx context.Context) error {
+	return b.tasks(ctx, "", func(task string) error {
+		cursor := "0"
+		for {
+			res, err := scriptSweep.Run(ctx, b.c, []string{b.k.entities(task)}, cursor, 1000, ms(b.opts.StateTTL)).Slice()
+			if err != nil || len(res) != 2 {
+				return fmt.Errorf("sweep %s: %v", task, err)
+			}
+			if cursor = str(res[0]); cursor == "0" {
+				return nil
+			}
+		}
+	})
+}
+
+// str turns a script reply element (string or integer) into a string.
+func str(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case nil:
+		return ""
+	}
+	return fmt.Sprint(v)
 }
 
 func (b *redisBackend) dueEntries(ctx context.Context, fn func(Due) error) error {
@@ -422,21 +551,18 @@ func (b *redisBackend) dueEntries(ctx context.Context, fn func(Due) error) error
 func (b *redisBackend) one(ctx context.Context, task, entity string) (EntityState, error) {
 	m := member(task, entity)
 	pipe := b.c.Pipeline()
-	lg, lt, rg, sg := pipe.Get(ctx, b.k.lease(m)), pipe.PTTL(ctx, b.k.lease(m)), pipe.Get(ctx, b.k.last(m)), pipe.Get(ctx, b.k.state(m))
+	eg, tm := pipe.HGet(ctx, b.k.entities(task), escape(entity)), pipe.Time(ctx)
 	ds, di := pipe.ZScore(ctx, b.k.due(), m), pipe.HGet(ctx, b.k.dueInfo(), m)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return EntityState{}, err
 	}
 	var st EntityState
-	if f, ok := splitN(lg.Val(), 6); ok {
-		fence, _ := strconv.ParseInt(f[2], 10, 64)
-		st.Held = &Held{Task: task, Entity: entity, Holder: f[5], Since: fromMS(f[1]), Fence: fence, Reason: Reason(f[3]), TTL: lt.Val()}
-	}
-	if g, ok := splitN(rg.Val(), 6); ok {
-		fence, _ := strconv.ParseInt(g[3], 10, 64)
-		st.Last = &LastRun{Task: task, Entity: entity, Outcome: g[0], Started: fromMS(g[1]), Ended: fromMS(g[2]), Fence: fence, Reason: Reason(g[4]), Replica: g[5]}
-		if s, ok := splitN(sg.Val(), 2); ok {
-			st.Last.LastTick = fromMS(s[0])
+	if e, ok := parseEntity(eg.Val()); ok {
+		if h, ok := e.held(task, entity, tm.Val().UnixMilli()); ok {
+			st.Held = &h
+		}
+		if r, ok := e.lastRun(task, entity); ok {
+			st.Last = &r
 		}
 	}
 	if ds.Err() == nil {

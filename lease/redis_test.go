@@ -209,19 +209,28 @@ func FuzzKeyEncoding(f *testing.F) {
 	f.Add("a:b", "c")
 	f.Add("a", "b:c")
 	f.Fuzz(func(t *testing.T, task, entity string) {
-		m := member(task, entity)
-		k := keys{prefix: "tickd"}.lease(m)
+		k := keys{prefix: "tickd"}.entities(task)
 		// One hash tag, no glob or control characters, no whitespace.
 		if strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 || strings.ContainsAny(k, "*?[]\\ \n\r\t\x00") {
 			t.Fatalf("unsafe key %q", k)
 		}
+		// Injective: a decoding that round-trips proves no other task maps here.
+		if got, ok := (keys{prefix: "tickd"}).taskOf(k); !ok || got != task {
+			t.Fatalf("taskOf(%q) = %q", k, got)
+		}
+		// An entity's hash field holds none of the separators of the values
+		// stored beside it, and decodes back.
+		field := escape(entity)
+		if strings.ContainsAny(field, "|#:{}*?[]\\ \n\r\t\x00") {
+			t.Fatalf("unsafe field %q", field)
+		}
+		if got, err := unescape(field); err != nil || got != entity {
+			t.Fatalf("field %q decodes to %q %v", field, got, err)
+		}
+		m := member(task, entity)
 		gt, ge, err := splitMember(m)
 		if err != nil || gt != task || ge != entity {
 			t.Fatalf("member %q decodes to %q %q %v", m, gt, ge, err)
-		}
-		// Injective: a decoding that round-trips proves no other pair maps here.
-		if got, _ := (keys{prefix: "tickd"}).memberOf(k); got != m {
-			t.Fatalf("memberOf(%q) = %q", k, got)
 		}
 	})
 }

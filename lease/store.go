@@ -75,6 +75,8 @@ type backend interface {
 	setPaused(ctx context.Context, task string, paused bool) error
 	paused(ctx context.Context) (map[string]bool, error)
 	ping(ctx context.Context) error
+	// sweep forgets the entities neither held nor touched within StateTTL.
+	sweep(ctx context.Context) error
 }
 
 type acquireArg struct {
@@ -110,6 +112,8 @@ type Store struct {
 	clock Clock
 	nonce string
 	seq   atomic.Uint64
+	// sweeping is true while a sweep runs.
+	sweeping atomic.Bool
 
 	mu     sync.Mutex
 	held   map[*Lease]struct{}
@@ -348,10 +352,16 @@ func (s *Store) keep(ctx context.Context) {
 	defer close(s.done)
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
+	sweepEvery := min(s.opts.StateTTL/10, time.Hour)
+	nextSweep := s.clock.Now().Add(sweepEvery)
 	for {
 		now := s.clock.Now()
+		if !now.Before(nextSweep) {
+			nextSweep = now.Add(sweepEvery)
+			s.sweepAsync(ctx)
+		}
 		var due []*Lease
-		next := now.Add(time.Hour)
+		next := nextSweep
 		s.mu.Lock()
 		for l := range s.held {
 			l.mu.Lock()
@@ -381,6 +391,25 @@ func (s *Store) keep(ctx context.Context) {
 		}
 	}
 }
+
+// sweepAsync bounds what the store keeps (Options.StateTTL), off the
+// renewal path; a sweep still going skips the next one.
+func (s *Store) sweepAsync(ctx context.Context) {
+	if !s.sweeping.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer s.sweeping.Store(false)
+		sctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		s.b.sweep(sctx) //nolint:errcheck // retried at the next interval
+	}()
+}
+
+// Sweep forgets at once the entities neither held nor touched within
+// Options.StateTTL; the store also does it by itself every StateTTL/10 (at
+// most every hour).
+func (s *Store) Sweep(ctx context.Context) error { return s.b.sweep(ctx) }
 
 func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 	shortest := ls[0].ttl

@@ -122,11 +122,8 @@ func TestTwoProcessesNeverOverlap(t *testing.T) {
 		t.Fatal("exec output not logged")
 	}
 	// Graceful stops left no lease behind.
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	defer c.Close()
-	keys, _ := c.Keys(context.Background(), "e2e:*:lease").Result()
-	if len(keys) != 0 {
-		t.Fatalf("stray leases: %v", keys)
+	if hs := tickdtest.HeldLeases(t, srv.Addr, "e2e"); len(hs) != 0 {
+		t.Fatalf("stray leases: %+v", hs)
 	}
 }
 
@@ -155,8 +152,8 @@ func TestSIGTERMReleasesAndHandsOver(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer c.Close()
 	ctx := context.Background()
-	if keys, _ := c.Keys(ctx, "e2e:*:lease").Result(); len(keys) != 0 {
-		t.Fatalf("leases left: %v", keys)
+	if hs := tickdtest.HeldLeases(t, srv.Addr, "e2e"); len(hs) != 0 {
+		t.Fatalf("leases left: %+v", hs)
 	}
 	if n, _ := c.ZCard(ctx, "e2e:due").Result(); n != 2 {
 		t.Fatalf("%d hand-over entries, want 2", n)

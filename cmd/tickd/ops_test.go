@@ -385,14 +385,17 @@ func TestStatusWithManyEntities(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().UnixMilli()
 	for lo := 0; lo < n; lo += 10000 {
-		pipe := c.Pipeline()
+		var fv []any
 		for i := lo; i < lo+10000; i++ {
-			pipe.Set(ctx, fmt.Sprintf("tickd:{big:u%d}:last", i), fmt.Sprintf("done|%d|%d|%d|tick|r1", now-1000, now-int64(i), i+1), time.Hour)
+			// last_tick|fence|token|exp|fu|touched|reason|tick|holder#last
+			tok, exp, holder := "", int64(0), ""
 			if i < held {
-				pipe.Set(ctx, fmt.Sprintf("tickd:{big:u%d}:lease", i), fmt.Sprintf("tok|%d|%d|tick|0|r2", now, i+1), time.Hour)
+				tok, exp, holder = "tok", now+time.Hour.Milliseconds(), "r2"
 			}
+			fv = append(fv, fmt.Sprint("u", i), fmt.Sprintf("0|%d|%s|%d|0|%d|tick|0|%s#done|%d|%d|%d|tick|r1",
+				i+1, tok, exp, now, holder, now-1000, now-int64(i), i+1))
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
+		if err := c.HSet(ctx, "tickd:{big}:entities", fv...).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,8 +12,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/faultproxy"
 	"github.com/tickd/tickd/internal/redistest"
@@ -74,19 +71,10 @@ type orphans struct {
 func (c *cluster) heldBy(pid int) map[string]bool {
 	host, _ := os.Hostname()
 	holder := fmt.Sprintf("%s-%d", host, pid)
-	cl := redis.NewClient(&redis.Options{Addr: c.srv.Addr})
-	defer cl.Close()
-	ctx := context.Background()
 	out := map[string]bool{}
-	keys, _ := cl.Keys(ctx, "faults:*:lease").Result()
-	for _, k := range keys {
-		v, err := cl.Get(ctx, k).Result()
-		if err != nil || !strings.HasSuffix(v, "|"+holder) {
-			continue
-		}
-		// faults:{sync:e12}:lease
-		if i, j := strings.Index(k, ":{sync:"), strings.Index(k, "}:lease"); i >= 0 && j > i {
-			out[k[i+len(":{sync:"):j]] = true
+	for _, h := range tickdtest.HeldLeases(c.t, c.srv.Addr, "faults") {
+		if h.Task == "sync" && h.Holder == holder {
+			out[h.Entity] = true
 		}
 	}
 	return out
@@ -201,13 +189,7 @@ func (c *cluster) workLeft() int {
 }
 
 func (c *cluster) strayLeases() int {
-	cl := redis.NewClient(&redis.Options{Addr: c.srv.Addr})
-	defer cl.Close()
-	keys, err := cl.Keys(context.Background(), "faults:*:lease").Result()
-	if err != nil {
-		c.t.Errorf("read leases: %v", err)
-	}
-	return len(keys)
+	return len(tickdtest.HeldLeases(c.t, c.srv.Addr, "faults"))
 }
 
 type result struct {

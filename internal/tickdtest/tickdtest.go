@@ -24,6 +24,7 @@ import (
 
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/internal/workerlog"
+	"github.com/tickd/tickd/lease"
 )
 
 var (
@@ -282,6 +283,24 @@ func WriteFile(t testing.TB, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// HeldLeases lists the leases held in the Redis at addr under prefix, read
+// as tickd status reads them.
+func HeldLeases(t testing.TB, addr, prefix string) []lease.Held {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	s, err := lease.NewRedis(c, prefix, lease.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var hs []lease.Held
+	if err := s.Leases(context.Background(), "", func(h lease.Held) error { hs = append(hs, h); return nil }); err != nil {
+		t.Errorf("read leases: %v", err)
+	}
+	return hs
 }
 
 // InitEpoch declares the Redis at addr new to tickd under prefix, as

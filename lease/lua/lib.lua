@@ -30,14 +30,45 @@ local function quarantine(epoch_key, now_ms, max_ttl_ms)
   return 0, lost
 end
 
--- A lease value is "token|since_ms|fence|reason|tick_ms|holder" (the holder
--- last: a replica id may hold '|'). Returns since, fence, reason, tick, holder.
-local function parse_lease(v)
-  return string.match(v, '^[^|]*|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+-- Everything about one entity of a task is one field of the task's hash:
+--   "last_tick|fence|token|exp|fu|touched|reason|tick|holder#last"
+-- last_tick: the latest tick that started a run; fence: the latest fence
+-- granted; token: the holder's ('' when free); exp: when the lease expires
+-- (Redis ms; held means token ~= '' and exp > now); fu: '1' when a follow-up
+-- was requested while held; touched: the last grant or release (the sweep's
+-- clock); reason, tick, holder: the current grant's (holder escaped);
+-- last: the last run, "outcome|start|end|fence|reason|replica", or ''.
+-- head returns the fields every script reads, as strings.
+local function head(v)
+  if v then
+    local lt, f, tok, exp, fu = string.match(v, '^(%d*)|(%d*)|([^|]*)|(%d*)|(%d?)|')
+    if lt then return lt, f, tok, exp, fu end
+  end
+  return '0', '0', '', '0', '0'
 end
 
-local function holds(v, token)
-  return v and string.sub(v, 1, #token + 1) == token .. '|'
+-- tail returns the last-run part of a value, '#' included.
+local function tail(v)
+  local p = v and string.find(v, '#', 1, true)
+  if p then return string.sub(v, p) end
+  return '#'
+end
+
+-- grant returns since, reason and holder of the current grant.
+local function grant(v)
+  return string.match(v, '^[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]*)|([^|]*)|[^|]*|([^#]*)#')
+end
+
+local function is_held(tok, exp, now_ms)
+  return tok ~= '' and tonumber(exp) > now_ms
+end
+
+-- fields collects every stride-th ARGV from first on: the hash fields of a
+-- batch, for one HMGET.
+local function fields(first, stride)
+  local fs = {}
+  for i = first, #ARGV, stride do fs[#fs + 1] = ARGV[i] end
+  return fs
 end
 
 -- A due entry's info is "reason|attempt|tick_ms|claim".

@@ -1,38 +1,46 @@
--- KEYS: due, dueinfo, then lease_i, last_i, followup_i per lease.
--- ARGV: state_ttl_ms, then for each lease:
---   token, last, member, claim, tick_ms, next
+-- KEYS: due, dueinfo, entities (the task's hash).
+-- ARGV: member_prefix (escaped task .. ':'), then for each lease:
+--   field, token, last, claim, tick_ms, next
 -- last is the run record "outcome|start|end|fence|reason|replica", packed by
 -- the holder (its token proves the fence and reason are this lease's); next
 -- is '' or "reason|delay_ms|attempt".
 -- A lease whose token does not hold it is left alone (a taken-over holder
 -- must not release the new holder's lease): 'notheld'. Otherwise the lease is
--- deleted, the run recorded, the due claim acked, and next or a requested
+-- freed, the run recorded, the due claim acked, and next or a requested
 -- follow-up enqueued: 'ok' or 'fu'.
-local state_ttl = ARGV[1]
-local now_ms
+local ARGV = ARGV
+local now_ms = math.floor(now_us() / 1000)
+local now_ms_s = num(now_ms)
+local mprefix = ARGV[1]
 local out = {}
-local n = (#KEYS - 2) / 3
-for i = 0, n - 1 do
-  local lk = KEYS[3 + 3 * i]
-  local b = 2 + 6 * i
-  if not holds(redis.call('GET', lk), ARGV[b]) then
-    out[i + 1] = 'notheld'
+local n = (#ARGV - 1) / 6
+local vals = redis.call('HMGET', KEYS[3], unpack(fields(2, 6)))
+local cur, writes = {}, {}
+for i = 1, n do
+  local b = 2 + 6 * (i - 1)
+  local field = ARGV[b]
+  local v = cur[field] or vals[i]
+  local lt_s, f_s, tok, exp, fu = head(v)
+  if tok ~= ARGV[b + 1] or not is_held(tok, exp, now_ms) then
+    out[i] = 'notheld'
   else
-    redis.call('DEL', lk)
-    redis.call('SET', KEYS[4 + 3 * i], ARGV[b + 1], 'PX', state_ttl)
-    local fu = redis.call('DEL', KEYS[5 + 3 * i])
-    local member, claim, nxt = ARGV[b + 2], ARGV[b + 3], ARGV[b + 5]
-    if claim ~= '' then ack(KEYS[1], KEYS[2], member, claim) end
-    if nxt ~= '' or fu == 1 then
-      now_ms = now_ms or math.floor(now_us() / 1000)
+    local nv = lt_s .. '|' .. f_s .. '||0|0|' .. now_ms_s .. '|||#' .. ARGV[b + 2]
+    cur[field] = nv
+    writes[#writes + 1] = field
+    writes[#writes + 1] = nv
+    local claim, nxt = ARGV[b + 3], ARGV[b + 5]
+    if claim ~= '' or nxt ~= '' or fu == '1' then
+      local member = mprefix .. field
+      if claim ~= '' then ack(KEYS[1], KEYS[2], member, claim) end
       if nxt ~= '' then
         local r, d, a = string.match(nxt, '^([^|]*)|(%d+)|(%d+)$')
         add_due(KEYS[1], KEYS[2], member, r, now_ms + tonumber(d), a, ARGV[b + 4])
-      else
+      elseif fu == '1' then
         add_due(KEYS[1], KEYS[2], member, 'queued', now_ms, '0', ARGV[b + 4])
       end
     end
-    if fu == 1 then out[i + 1] = 'fu' else out[i + 1] = 'ok' end
+    if fu == '1' then out[i] = 'fu' else out[i] = 'ok' end
   end
 end
+if #writes > 0 then redis.call('HSET', KEYS[3], unpack(writes)) end
 return out
