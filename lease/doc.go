@@ -74,15 +74,31 @@
 //
 // # Keys
 //
-// All keys live under one prefix. The keys of one (task, entity) share the
-// hash tag {task:entity}, escaped so that any id (spaces, colons, braces,
-// newlines, NUL, 10 KB) maps to one safe, collision-free key:
+// All keys live under one prefix. Everything about the entities of one task
+// is one hash, one field per entity:
 //
-//	prefix:{task:entity}:lease     token|since|fence|reason|tick|holder, PX ttl
-//	prefix:{task:entity}:state     last_tick|fence, PX StateTTL
-//	prefix:{task:entity}:last      outcome|start|end|fence|reason|replica
-//	prefix:{task:entity}:followup  follow-up requested while held
+//	prefix:{task}:entities   field: entity id (escaped)
+//	  value: last_tick|fence|token|exp|fu|touched|reason|tick|holder#last
 //	prefix:epoch, prefix:due, prefix:dueinfo, prefix:paused
+//
+// The value holds the lease (token, exp in Redis ms: held means a token and
+// exp > now; reason, tick and holder of the grant), what outlives it (the last
+// tick that started a run, the last fence granted, the follow-up flag, when
+// the entity was last granted or released) and the last run for status,
+// "outcome|start|end|fence|reason|replica" after the '#'. An acquire, release
+// or renewal of a batch of one task is one script doing one HMGET and one
+// HSET, which is what makes a batch cheap for Redis (README, "Speed"); a batch
+// that asks for one entity twice grants it once.
+//
+// Ids are escaped (every byte outside [A-Za-z0-9._-] as %XX), so any task
+// or entity id (spaces, colons, braces, '|', '#', newlines, NUL, 10 KB) maps
+// to one safe, collision-free key and field. Replica ids in values are
+// escaped the same way.
+//
+// Hash fields cannot expire in Redis 7.0, so retention is a sweep: every
+// Options.StateTTL/10 (at most every hour) the keeper's store deletes, a
+// HSCAN page at a time, the entities neither held nor touched within
+// StateTTL. Status reads with SCAN and HSCAN, a page at a time.
 //
 // The epoch and due keys are global, so the scripts that touch them need a
 // single Redis (or a primary with replicas); Redis Cluster is not supported.
