@@ -93,24 +93,24 @@ func tickMS(t time.Time) string {
 	return strconv.FormatInt(t.UnixMilli(), 10)
 }
 
-// group is the positions in a batch of the requests of one task, in order.
-type group struct {
-	task string
-	idx  []int
+// group is the positions in a batch of the requests that share key, in order.
+type group[K comparable] struct {
+	key K
+	idx []int
 }
 
-// byTask splits a batch by task, in first-seen order: each task's entities
-// live in one hash, read and written by one script call.
-func byTask(n int, task func(i int) string) []group {
-	var gs []group
-	at := map[string]int{}
+// groupBy splits a batch by key, in first-seen order. Each task's entities
+// live in one hash, read and written by one script call per group.
+func groupBy[K comparable](n int, key func(i int) K) []group[K] {
+	var gs []group[K]
+	at := map[K]int{}
 	for i := range n {
-		t := task(i)
-		j, ok := at[t]
+		k := key(i)
+		j, ok := at[k]
 		if !ok {
 			j = len(gs)
-			at[t] = j
-			gs = append(gs, group{task: t})
+			at[k] = j
+			gs = append(gs, group[K]{key: k})
 		}
 		gs[j].idx = append(gs[j].idx, i)
 	}
@@ -164,26 +164,40 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, reqs []acquir
 			live = append(live, i)
 		}
 	}
-	gs := byTask(len(live), func(i int) string { return reqs[live[i]].req.Task })
+	// What a fan-out batch shares is sent once: task, TTL, reason, tick and
+	// queue; per entity only its field, token and due claim.
+	type shared struct {
+		task, reason, tick string
+		ttl                time.Duration
+		queue              bool
+	}
+	gs := groupBy(len(live), func(i int) shared {
+		r := reqs[live[i]].req
+		tick := "0"
+		if r.Reason == ReasonTick {
+			tick = tickMS(r.Tick)
+		}
+		return shared{task: r.Task, reason: string(r.Reason), tick: tick, ttl: r.TTL, queue: r.Queue}
+	})
+	holderArg := escape(holder)
 	calls := make([]scriptCall, len(gs))
 	for g, gr := range gs {
-		args := make([]any, 0, 3+7*len(gr.idx))
-		args = append(args, ms(b.opts.MaxTTL), escape(holder), escape(gr.task)+":")
+		k := gr.key
+		queue := "0"
+		if k.queue {
+			queue = "1"
+		}
+		args := make([]any, 0, 7+3*len(gr.idx))
+		args = append(args, ms(b.opts.MaxTTL), holderArg, escape(k.task)+":", ms(k.ttl), k.reason, k.tick, queue)
 		for _, j := range gr.idx {
 			a := reqs[live[j]]
-			tick, queue, claim := "0", "0", ""
-			if a.req.Reason == ReasonTick {
-				tick = tickMS(a.req.Tick)
-			}
-			if a.req.Queue {
-				queue = "1"
-			}
+			claim := ""
 			if a.req.From != nil {
 				claim = a.req.From.claim
 			}
-			args = append(args, escape(a.req.Entity), a.token, ms(a.req.TTL), string(a.req.Reason), tick, queue, claim)
+			args = append(args, escape(a.req.Entity), a.token, claim)
 		}
-		calls[g] = scriptCall{keys: []string{b.k.epoch(), b.k.due(), b.k.dueInfo(), b.k.entities(gr.task)}, args: args}
+		calls[g] = scriptCall{keys: []string{b.k.epoch(), b.k.due(), b.k.dueInfo(), b.k.entities(k.task)}, args: args}
 	}
 	if len(calls) == 0 {
 		return out, nil
@@ -228,14 +242,14 @@ func parseAcquireReply(v string) acquireReply {
 }
 
 func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]bool, error) {
-	gs := byTask(len(ls), func(i int) string { return ls[i].Task })
+	gs := groupBy(len(ls), func(i int) string { return ls[i].Task })
 	calls := make([]scriptCall, len(gs))
 	for g, gr := range gs {
 		args := make([]any, 0, 3*len(gr.idx))
 		for _, j := range gr.idx {
 			args = append(args, escape(ls[j].Entity), ls[j].token, ms(ls[j].ttl))
 		}
-		calls[g] = scriptCall{keys: []string{b.k.entities(gr.task)}, args: args}
+		calls[g] = scriptCall{keys: []string{b.k.entities(gr.key)}, args: args}
 	}
 	ok := make([]bool, len(ls))
 	if len(calls) == 0 {
@@ -256,12 +270,30 @@ func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]bool, error) {
 	return ok, nil
 }
 
+// runRecord packs the last run for status: outcome|start|end|fence|reason|replica.
+func runRecord(r releaseArg, replica string) string {
+	ms := func(t time.Time) int64 {
+		if t.IsZero() {
+			return 0
+		}
+		return t.UnixMilli()
+	}
+	buf := make([]byte, 0, 64+len(replica))
+	buf = append(append(buf, r.o.Result...), '|')
+	buf = append(strconv.AppendInt(buf, ms(r.o.Started), 10), '|')
+	buf = append(strconv.AppendInt(buf, ms(r.o.Ended), 10), '|')
+	buf = append(strconv.AppendInt(buf, r.l.Fence, 10), '|')
+	buf = append(append(buf, r.l.Reason...), '|')
+	return string(append(buf, replica...))
+}
+
 func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseReply, error) {
-	gs := byTask(len(rs), func(i int) string { return rs[i].l.Task })
+	replica := escape(b.opts.Replica)
+	gs := groupBy(len(rs), func(i int) string { return rs[i].l.Task })
 	calls := make([]scriptCall, len(gs))
 	for g, gr := range gs {
 		args := make([]any, 0, 1+6*len(gr.idx))
-		args = append(args, escape(gr.task)+":")
+		args = append(args, escape(gr.key)+":")
 		for _, j := range gr.idx {
 			r := rs[j]
 			l := r.l
@@ -269,12 +301,9 @@ func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseR
 			if r.next != nil {
 				next = string(r.next.Reason) + "|" + ms(r.next.Delay) + "|" + strconv.Itoa(r.next.Attempt)
 			}
-			// outcome|start|end|fence|reason|replica: the last run, for status.
-			last := r.o.Result + "|" + tickMS(r.o.Started) + "|" + tickMS(r.o.Ended) + "|" +
-				strconv.FormatInt(l.Fence, 10) + "|" + string(l.Reason) + "|" + escape(b.opts.Replica)
-			args = append(args, escape(l.Entity), l.token, last, l.claim, tickMS(l.Tick), next)
+			args = append(args, escape(l.Entity), l.token, runRecord(r, replica), l.claim, tickMS(l.Tick), next)
 		}
-		calls[g] = scriptCall{keys: []string{b.k.due(), b.k.dueInfo(), b.k.entities(gr.task)}, args: args}
+		calls[g] = scriptCall{keys: []string{b.k.due(), b.k.dueInfo(), b.k.entities(gr.key)}, args: args}
 	}
 	out := make([]releaseReply, len(rs))
 	if len(calls) == 0 {

@@ -1,7 +1,7 @@
 -- KEYS: epoch, due, dueinfo, entities (the task's hash).
 -- ARGV: max_ttl_ms, holder (escaped), member_prefix (escaped task .. ':'),
---   then for each entity: field, token, ttl_ms, reason, tick_ms (0: not a
---   tick run), queue (0|1), claim
+--   ttl_ms, reason, tick_ms (0: not a tick run), queue (0|1) -- shared by
+--   the batch -- then for each entity: field, token, claim
 -- Returns one element per entity:
 --   fence                          granted (digits only)
 --   'busy|since_ms|fence|holder'   held (the follow-up flag set when asked)
@@ -20,62 +20,62 @@ local max_ttl, holder, mprefix = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local early_ms = 500
 local q, lost_at = quarantine(KEYS[1], now_ms, max_ttl)
 local out = {}
-local n = (#ARGV - 3) / 7
+local n = (#ARGV - 7) / 3
 if q > 0 then
   for i = 1, n do out[i] = 'quarantine|' .. num(q) end
   return out
 end
-local vals = redis.call('HMGET', KEYS[4], unpack(fields(4, 7)))
-local cur, writes, exps = {}, {}, {}
+local ttl, reason, tick_s, queue = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
+local tick = tonumber(tick_s)
+local exp_s = num(now_ms + ttl)
+local early, lost
+if tick > now_ms + early_ms then
+  -- A replica whose clock runs ahead must not start a tick before the
+  -- others could: Redis's clock decides when a tick has come.
+  early = 'early|' .. num(tick - now_ms)
+elseif tick > 0 and tick < lost_at then
+  -- The tick may have run before Redis lost its records: never twice.
+  lost = 'ran|' .. num(lost_at)
+end
+if early or lost then
+  for i = 1, n do out[i] = early or lost end
+  return out
+end
+local vals = redis.call('HMGET', KEYS[4], unpack(fields(8, 3)))
+local cur, writes = {}, {}
 for i = 1, n do
-  local b = 4 + 7 * (i - 1)
-  local field, tick_s, claim = ARGV[b], ARGV[b + 4], ARGV[b + 6]
-  local tick = tonumber(tick_s)
-  if tick > now_ms + early_ms then
-    -- A replica whose clock runs ahead must not start a tick before the
-    -- others could: Redis's clock decides when a tick has come.
-    out[i] = 'early|' .. num(tick - now_ms)
-  elseif tick > 0 and tick < lost_at then
-    -- The tick may have run before Redis lost its records: never twice.
-    out[i] = 'ran|' .. num(lost_at)
+  local b = 8 + 3 * (i - 1)
+  local field, claim = ARGV[b], ARGV[b + 2]
+  local v = cur[field] or vals[i]
+  local lt_s, f_s, tok, exp, fu = head(v)
+  local lt = tonumber(lt_s)
+  local nv
+  if tick > 0 and lt >= tick then
+    out[i] = 'ran|' .. lt_s
+  elseif is_held(tok, exp, now_ms) then
+    local since, _, h = grant(v)
+    if queue == '1' and fu ~= '1' then
+      local p = #lt_s + #f_s + #tok + #exp + 5
+      nv = string.sub(v, 1, p - 1) .. '1' .. string.sub(v, p + #fu)
+    end
+    out[i] = 'busy|' .. since .. '|' .. f_s .. '|' .. h
   else
-    local v = cur[field] or vals[i]
-    local lt_s, f_s, tok, exp, fu = head(v)
-    local lt = tonumber(lt_s)
-    local nv
-    if tick > 0 and lt >= tick then
-      out[i] = 'ran|' .. lt_s
-    elseif is_held(tok, exp, now_ms) then
-      local since, _, h = grant(v)
-      if ARGV[b + 5] == '1' and fu ~= '1' then
-        local p = #lt_s + #f_s + #tok + #exp + 5
-        nv = string.sub(v, 1, p - 1) .. '1' .. string.sub(v, p + #fu)
-      end
-      out[i] = 'busy|' .. since .. '|' .. f_s .. '|' .. h
-    else
-      -- Fences outlive every key: the server clock in microseconds keeps
-      -- them increasing after a sweep or after Redis lost its data.
-      local fence = now_s
-      if tonumber(f_s) >= now then fence = num(tonumber(f_s) + 1) end
-      if tick > lt then lt_s = tick_s end
-      local ttl = ARGV[b + 2]
-      local exp_s = exps[ttl]
-      if not exp_s then
-        exp_s = num(now_ms + tonumber(ttl))
-        exps[ttl] = exp_s
-      end
-      nv = lt_s .. '|' .. fence .. '|' .. ARGV[b + 1] .. '|' .. exp_s .. '|' ..
-        fu .. '|' .. now_ms_s .. '|' .. ARGV[b + 3] .. '|' .. tick_s .. '|' .. holder .. tail(v)
-      out[i] = fence
-    end
-    if nv then
-      cur[field] = nv
-      writes[#writes + 1] = field
-      writes[#writes + 1] = nv
-    end
-    -- A due entry is done with once granted, or once it became a follow-up.
-    if claim ~= '' and not string.find(out[i], '^ran') then ack(KEYS[2], KEYS[3], mprefix .. field, claim) end
+    -- Fences outlive every key: the server clock in microseconds keeps
+    -- them increasing after a sweep or after Redis lost its data.
+    local fence = now_s
+    if tonumber(f_s) >= now then fence = num(tonumber(f_s) + 1) end
+    if tick > lt then lt_s = tick_s end
+    nv = lt_s .. '|' .. fence .. '|' .. ARGV[b + 1] .. '|' .. exp_s .. '|' .. fu .. '|' .. now_ms_s .. '|' ..
+      reason .. '|' .. tick_s .. '|' .. holder .. tail(v)
+    out[i] = fence
   end
+  if nv then
+    cur[field] = nv
+    writes[#writes + 1] = field
+    writes[#writes + 1] = nv
+  end
+  -- A due entry is done with once granted, or once it became a follow-up.
+  if claim ~= '' and not string.find(out[i], '^ran') then ack(KEYS[2], KEYS[3], mprefix .. field, claim) end
 end
 if #writes > 0 then redis.call('HSET', KEYS[4], unpack(writes)) end
 return out
