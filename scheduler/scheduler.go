@@ -653,8 +653,16 @@ func (s *Scheduler) execute(ts *taskState, l *lease.Lease) {
 		outcome = OutcomeFailed
 	}
 	next := s.nextFor(t, l, outcome)
+	// A run that never began (its lease was no longer trusted when it was to
+	// start: the replica was frozen or slowed past the trust window) is
+	// handed over whole, like one interrupted by shutdown: its tick is
+	// recorded as started, so only a hand-over gets it done.
+	handOver := outcome == OutcomeCanceled || errors.Is(err, tasks.ErrNotStarted)
+	if handOver {
+		next = &lease.Next{Reason: lease.ReasonRetry, Attempt: l.Attempt}
+	}
 	s.metrics.run(t.Name, string(l.Reason), outcome, ended.Sub(started))
-	if next != nil && next.Reason == lease.ReasonRetry && outcome != OutcomeCanceled {
+	if next != nil && next.Reason == lease.ReasonRetry && !handOver {
 		s.metrics.retry(t.Name)
 	}
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -675,9 +683,9 @@ func (s *Scheduler) execute(ts *taskState, l *lease.Lease) {
 	}
 	if rerr != nil && outcome != OutcomeLeaseLost {
 		log.Warn("release failed", KeyError, rerr)
-		if next != nil { // keep the request: another replica must carry it out
-			s.enqueueRetrying(t, l, *next)
-		}
+	}
+	if rerr != nil && next != nil { // keep the request: another replica must carry it out
+		s.enqueueRetrying(t, l, *next)
 	}
 }
 
@@ -703,9 +711,6 @@ func (s *Scheduler) nextFor(t Task, l *lease.Lease, outcome string) *lease.Next 
 			return nil
 		}
 		return &lease.Next{Reason: lease.ReasonRetry, Delay: Backoff(n), Attempt: n}
-	case OutcomeCanceled:
-		// Interrupted by shutdown: hand over at once, same attempt.
-		return &lease.Next{Reason: lease.ReasonRetry, Attempt: l.Attempt}
 	}
 	return nil
 }

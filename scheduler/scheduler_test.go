@@ -558,8 +558,24 @@ lease_ttl = "3s"
 	if n := e.rec.count(func(runRec) bool { return true }); n != 0 {
 		t.Fatalf("the handler was called %d times on an untrusted lease", n)
 	}
-	if !strings.Contains(e.logs.String(), "not called: "+lease.ErrUntrusted.Error()) {
+	if !strings.Contains(e.logs.String(), tasks.ErrNotStarted.Error()+": "+lease.ErrUntrusted.Error()) {
 		t.Fatalf("the run's end does not say why:\n%s", e.logs.String())
+	}
+	// The run is handed over, not dropped: a healthy replica carries out the
+	// tick's run (its tick is recorded as started, so as a retry of it).
+	e.start(`
+[[tasks]]
+name = "late"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+lease_ttl = "3s"
+`)
+	redistest.WaitFor(t, 20*time.Second, "the handed-over run", func() bool {
+		return e.rec.count(func(r runRec) bool { return r.Reason == "retry" && !r.Tick.IsZero() }) >= 1
+	})
+	if n := e.rec.count(func(r runRec) bool { return r.Reason == "tick" }); n != 0 {
+		t.Fatalf("%d tick runs: the tick ran twice", n)
 	}
 }
 

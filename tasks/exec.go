@@ -71,7 +71,7 @@ func (e Exec) Do(ctx context.Context, run Run) (Result, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	code, err := Start(ctx, cmd, e.Grace, run.check, log)
+	code, err := Start(ctx, cmd, e.Grace, run.Check, log)
 	if err != nil {
 		return Done, err
 	}
@@ -90,12 +90,12 @@ func (e Exec) Do(ctx context.Context, run Run) (Result, error) {
 // not start or was stopped (wrapping context.Cause(ctx)).
 //
 // check, when not nil, is called right before the process starts; on an
-// error nothing starts and Start returns it (see Run.Check).
+// error nothing starts and Start returns it, wrapping ErrNotStarted.
 // With a nil log, the command's output goes wherever cmd says.
 func Start(ctx context.Context, cmd *exec.Cmd, grace time.Duration, check func() error, log *slog.Logger) (int, error) {
 	if check != nil {
 		if err := check(); err != nil {
-			return -1, fmt.Errorf("not started: %w", err)
+			return -1, fmt.Errorf("%w: %w", ErrNotStarted, err)
 		}
 	}
 	var readers []io.Reader

@@ -53,7 +53,7 @@ func (h HTTP) Do(ctx context.Context, run Run) (Result, error) {
 		c = http.DefaultClient
 	}
 	if err := run.check(); err != nil {
-		return Done, fmt.Errorf("not sent: %w", err)
+		return Done, err
 	}
 	resp, err := c.Do(req)
 	if err != nil {

@@ -34,12 +34,19 @@ type Run struct {
 	Check func() error
 }
 
-// check calls run.Check if it is set.
+// ErrNotStarted is wrapped by the error of a run whose Check failed: the
+// action did not begin, so the run can be handed over whole.
+var ErrNotStarted = errors.New("tasks: run not started")
+
+// check calls run.Check if it is set; its error wraps ErrNotStarted.
 func (run Run) check() error {
 	if run.Check == nil {
 		return nil
 	}
-	return run.Check()
+	if err := run.Check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotStarted, err)
+	}
+	return nil
 }
 
 // Result is what a successful run asks for next.
@@ -81,7 +88,7 @@ func (h HandlerFunc) Do(ctx context.Context, run Run) (res Result, err error) {
 		}
 	}()
 	if err := run.check(); err != nil {
-		return Done, fmt.Errorf("not called: %w", err)
+		return Done, err
 	}
 	return h(ctx, run)
 }

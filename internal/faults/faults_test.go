@@ -221,7 +221,10 @@ func (r result) liveness() float64 {
 // fault: its lease is held until it expires, max(end, fault start) +
 // leaseTTL; so is a lease a killed replica held, read from Redis right after
 // the kill (it may have been granted before any run record was written). The
-// figure is the share of eligible pairs with a tick run for T.
+// figure is the share of eligible pairs whose run for T happened: a tick run
+// for T, or its hand-over (a retry run carrying tick T), which is what a
+// replica does with a run it could not start because it was frozen past the
+// lease's trust window, or had to stop at shutdown.
 func (c *cluster) check(begin, end time.Time) result {
 	runs := tickdtest.ReadRuns(c.t, c.runsLog)
 	c.mu.Lock()
@@ -259,7 +262,7 @@ func (c *cluster) check(begin, end time.Time) result {
 	tickRan := map[string]bool{}
 	for _, r := range runs {
 		byEntity[r.Start.Entity] = append(byEntity[r.Start.Entity], r)
-		if r.Start.Reason == "tick" {
+		if r.Start.Reason == "tick" || r.Start.Reason == "retry" {
 			tickRan[r.Start.Entity+"@"+r.Start.Tick] = true
 		}
 	}
@@ -284,8 +287,8 @@ func (c *cluster) check(begin, end time.Time) result {
 				}
 			}
 			for _, r := range byEntity[e] {
-				if r.Start.Reason == "tick" && r.Start.Tick == label {
-					continue
+				if (r.Start.Reason == "tick" || r.Start.Reason == "retry") && r.Start.Tick == label {
+					continue // the run for T itself
 				}
 				if r.Start.At < T.Add(every/2).UnixNano() && heldUntil(r) > T.UnixNano() {
 					busy = true
