@@ -67,7 +67,8 @@ type orphans struct {
 	at       time.Time // the kill
 }
 
-// heldBy lists the entities whose lease names tickd pid as holder.
+// heldBy lists the entities whose lease names tickd pid as holder, at Redis's
+// time now.
 func (c *cluster) heldBy(pid int) map[string]bool {
 	host, _ := os.Hostname()
 	holder := fmt.Sprintf("%s-%d", host, pid)
@@ -219,8 +220,9 @@ func (r result) liveness() float64 {
 // still held at T. A lease is held until the run's end, except for a replica
 // hit by a fault (killed, stalled, frozen) whose run was going on during the
 // fault: its lease is held until it expires, max(end, fault start) +
-// leaseTTL; so is a lease a killed replica held, read from Redis right after
-// the kill (it may have been granted before any run record was written). The
+// leaseTTL; so is a lease a killed or frozen replica held, read from Redis
+// right after the kill or the SIGSTOP (it may have been granted before any
+// run record was written). The
 // figure is the share of eligible pairs whose run for T happened: a tick run
 // for T, or its hand-over (a retry run carrying tick T), which is what a
 // replica does with a run it could not start because it was frozen past the
@@ -520,6 +522,13 @@ func TestSIGSTOP(t *testing.T) {
 		frozenPid = rep.proc.Pid()
 		stop = time.Now()
 		rep.proc.Signal(syscall.SIGSTOP)
+		// Leases it was granted but had not started a run for yet (no run
+		// record) are held too, unrenewed, until they expire: as after a
+		// kill -9, read them from Redis now.
+		held := c.heldBy(frozenPid)
+		c.mu.Lock()
+		c.orphaned = append(c.orphaned, orphans{held, stop})
+		c.mu.Unlock()
 		c.fault()
 		sleepUntil(stop.Add(leaseTTL + 2*time.Second))
 		cont = time.Now()
