@@ -530,6 +530,15 @@ func (c *leapClock) Now() time.Time {
 // while Redis answered) must not start the run: another replica may already
 // hold the lease with a higher fence. The trust timer fires asynchronously,
 // so only the synchronous check before the action prevents the start.
+const lateTask = `
+[[tasks]]
+name = "late"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+lease_ttl = "3s"
+`
+
 func TestRunNotStartedOnALeaseUntrustedOnArrival(t *testing.T) {
 	e := newEnv(t, true)
 	c := redis.NewClient(&redis.Options{Addr: e.srv.Addr})
@@ -539,14 +548,7 @@ func TestRunNotStartedOnALeaseUntrustedOnArrival(t *testing.T) {
 	}
 	st.InitEpoch(context.Background()) //nolint:errcheck
 	t.Cleanup(func() { st.Close(); c.Close() })
-	s, err := New(e.config(`
-[[tasks]]
-name = "late"
-every = "1h"
-catch_up = "1h"
-handler = "rec"
-lease_ttl = "3s"
-`), Options{Store: st, Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), Registry: e.reg})
+	s, err := New(e.config(lateTask), Options{Store: st, Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), Registry: e.reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -563,14 +565,7 @@ lease_ttl = "3s"
 	}
 	// The run is handed over, not dropped: a healthy replica carries out the
 	// tick's run (its tick is recorded as started, so as a retry of it).
-	e.start(`
-[[tasks]]
-name = "late"
-every = "1h"
-catch_up = "1h"
-handler = "rec"
-lease_ttl = "3s"
-`)
+	e.start(lateTask)
 	redistest.WaitFor(t, 20*time.Second, "the handed-over run", func() bool {
 		return e.rec.count(func(r runRec) bool { return r.Reason == "retry" && !r.Tick.IsZero() }) >= 1
 	})
