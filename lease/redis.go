@@ -78,20 +78,28 @@ func NewRedis(c RedisClient, prefix string, opts Options) (*Store, error) {
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
-func fromMS(s string) time.Time {
-	n, _ := strconv.ParseInt(s, 10, 64)
+// unixMS and msTime convert between times and the Unix milliseconds stored
+// in Redis, where 0 stands for the zero time.
+func unixMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func msTime(n int64) time.Time {
 	if n == 0 {
 		return time.Time{}
 	}
 	return time.UnixMilli(n)
 }
 
-func tickMS(t time.Time) string {
-	if t.IsZero() {
-		return "0"
-	}
-	return strconv.FormatInt(t.UnixMilli(), 10)
+func fromMS(s string) time.Time {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return msTime(n)
 }
+
+func tickMS(t time.Time) string { return strconv.FormatInt(unixMS(t), 10) }
 
 // group is the positions in a batch of the requests that share key, in order.
 type group[K comparable] struct {
@@ -121,6 +129,29 @@ func groupBy[K comparable](n int, key func(i int) K) []group[K] {
 type scriptCall struct {
 	keys []string
 	args []any
+}
+
+// runGroups runs one call per group (calls[g] for gs[g]) in one round trip
+// and returns the replies in batch order: reply i answers the request at
+// position i, out of n. Each call must answer one element per request.
+func runGroups[K comparable](ctx context.Context, b *redisBackend, sc *redis.Script, gs []group[K], calls []scriptCall, n int) ([]string, error) {
+	out := make([]string, n)
+	if len(calls) == 0 {
+		return out, nil
+	}
+	res, err := b.runEach(ctx, sc, calls)
+	if err != nil {
+		return nil, err
+	}
+	for g, gr := range gs {
+		if len(res[g]) != len(gr.idx) {
+			return nil, fmt.Errorf("lease: script reply has %d entries for %d requests", len(res[g]), len(gr.idx))
+		}
+		for k, i := range gr.idx {
+			out[i] = res[g][k]
+		}
+	}
+	return out, nil
 }
 
 // runEach runs one call of sc per group in one round trip (a pipeline) and
@@ -199,20 +230,12 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, reqs []acquir
 		}
 		calls[g] = scriptCall{keys: []string{b.k.epoch(), b.k.due(), b.k.dueInfo(), b.k.entities(k.task)}, args: args}
 	}
-	if len(calls) == 0 {
-		return out, nil
-	}
-	res, err := b.runEach(ctx, scriptAcquire, calls)
+	res, err := runGroups(ctx, b, scriptAcquire, gs, calls, len(live))
 	if err != nil {
 		return nil, err
 	}
-	for g, gr := range gs {
-		if len(res[g]) != len(gr.idx) {
-			return nil, fmt.Errorf("lease: acquire reply has %d entries for %d requests", len(res[g]), len(gr.idx))
-		}
-		for k, j := range gr.idx {
-			out[live[j]] = parseAcquireReply(res[g][k])
-		}
+	for j, v := range res {
+		out[live[j]] = parseAcquireReply(v)
 	}
 	return out, nil
 }
@@ -251,37 +274,23 @@ func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]bool, error) {
 		}
 		calls[g] = scriptCall{keys: []string{b.k.entities(gr.key)}, args: args}
 	}
-	ok := make([]bool, len(ls))
-	if len(calls) == 0 {
-		return ok, nil
-	}
-	res, err := b.runEach(ctx, scriptRenew, calls)
+	res, err := runGroups(ctx, b, scriptRenew, gs, calls, len(ls))
 	if err != nil {
 		return nil, err
 	}
-	for g, gr := range gs {
-		if len(res[g]) != len(gr.idx) {
-			return nil, fmt.Errorf("lease: renew reply has %d entries for %d leases", len(res[g]), len(gr.idx))
-		}
-		for k, j := range gr.idx {
-			ok[j] = res[g][k] == "1"
-		}
+	ok := make([]bool, len(ls))
+	for i, v := range res {
+		ok[i] = v == "1"
 	}
 	return ok, nil
 }
 
 // runRecord packs the last run for status: outcome|start|end|fence|reason|replica.
 func runRecord(r releaseArg, replica string) string {
-	ms := func(t time.Time) int64 {
-		if t.IsZero() {
-			return 0
-		}
-		return t.UnixMilli()
-	}
 	buf := make([]byte, 0, 64+len(replica))
 	buf = append(append(buf, r.o.Result...), '|')
-	buf = append(strconv.AppendInt(buf, ms(r.o.Started), 10), '|')
-	buf = append(strconv.AppendInt(buf, ms(r.o.Ended), 10), '|')
+	buf = append(strconv.AppendInt(buf, unixMS(r.o.Started), 10), '|')
+	buf = append(strconv.AppendInt(buf, unixMS(r.o.Ended), 10), '|')
 	buf = append(strconv.AppendInt(buf, r.l.Fence, 10), '|')
 	buf = append(append(buf, r.l.Reason...), '|')
 	return string(append(buf, replica...))
@@ -305,25 +314,17 @@ func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseR
 		}
 		calls[g] = scriptCall{keys: []string{b.k.due(), b.k.dueInfo(), b.k.entities(gr.key)}, args: args}
 	}
-	out := make([]releaseReply, len(rs))
-	if len(calls) == 0 {
-		return out, nil
-	}
-	res, err := b.runEach(ctx, scriptRelease, calls)
+	res, err := runGroups(ctx, b, scriptRelease, gs, calls, len(rs))
 	if err != nil {
 		return nil, err
 	}
-	for g, gr := range gs {
-		if len(res[g]) != len(gr.idx) {
-			return nil, fmt.Errorf("lease: release reply has %d entries for %d leases", len(res[g]), len(gr.idx))
-		}
-		for k, j := range gr.idx {
-			switch res[g][k] {
-			case "notheld":
-				out[j].err = ErrNotHeld
-			case "fu":
-				out[j].followUp = true
-			}
+	out := make([]releaseReply, len(rs))
+	for i, v := range res {
+		switch v {
+		case "notheld":
+			out[i].err = ErrNotHeld
+		case "fu":
+			out[i].followUp = true
 		}
 	}
 	return out, nil
@@ -424,7 +425,7 @@ func (e entityValue) lastRun(task, entity string) (LastRun, bool) {
 	l := e.last
 	fence, _ := strconv.ParseInt(l[3], 10, 64)
 	return LastRun{Task: task, Entity: entity, Outcome: l[0], Started: fromMS(l[1]), Ended: fromMS(l[2]),
-		Fence: fence, Reason: Reason(l[4]), Replica: l[5], LastTick: fromMS(strconv.FormatInt(e.lastTick, 10))}, true
+		Fence: fence, Reason: Reason(l[4]), Replica: l[5], LastTick: msTime(e.lastTick)}, true
 }
 
 // serverMS reads Redis's clock, against which leases expire.
@@ -521,8 +522,11 @@ func (b *redisBackend) sweep(ctx context.Context) error {
 		cursor := "0"
 		for {
 			res, err := scriptSweep.Run(ctx, b.c, []string{b.k.entities(task)}, cursor, 1000, ms(b.opts.StateTTL)).Slice()
-			if err != nil || len(res) != 2 {
-				return fmt.Errorf("sweep %s: %v", task, err)
+			if err != nil {
+				return fmt.Errorf("sweep %s: %w", task, err)
+			}
+			if len(res) != 2 {
+				return fmt.Errorf("sweep %s: reply has %d entries, want 2", task, len(res))
 			}
 			if cursor = str(res[0]); cursor == "0" {
 				return nil
