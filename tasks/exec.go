@@ -93,10 +93,8 @@ func (e Exec) Do(ctx context.Context, run Run) (Result, error) {
 // error nothing starts and Start returns it, wrapping ErrNotStarted.
 // With a nil log, the command's output goes wherever cmd says.
 func Start(ctx context.Context, cmd *exec.Cmd, grace time.Duration, check func() error, log *slog.Logger) (int, error) {
-	if check != nil {
-		if err := check(); err != nil {
-			return -1, fmt.Errorf("%w: %w", ErrNotStarted, err)
-		}
+	if err := checkStart(check); err != nil {
+		return -1, err
 	}
 	var readers []io.Reader
 	if log != nil {

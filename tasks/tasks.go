@@ -39,11 +39,14 @@ type Run struct {
 var ErrNotStarted = errors.New("tasks: run not started")
 
 // check calls run.Check if it is set; its error wraps ErrNotStarted.
-func (run Run) check() error {
-	if run.Check == nil {
+func (run Run) check() error { return checkStart(run.Check) }
+
+// checkStart calls check if it is set; its error wraps ErrNotStarted.
+func checkStart(check func() error) error {
+	if check == nil {
 		return nil
 	}
-	if err := run.Check(); err != nil {
+	if err := check(); err != nil {
 		return fmt.Errorf("%w: %w", ErrNotStarted, err)
 	}
 	return nil
