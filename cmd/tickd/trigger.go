@@ -74,31 +74,26 @@ func runTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if !*asJSON {
 		fmt.Fprintf(stdout, "triggered %d run(s) of %s\n", len(ids), t.Name)
 	}
-	if !*wait {
-		if *asJSON {
-			return printJSON(stdout, result)
-		}
-		return nil
-	}
-	wctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
 	var failed, skipped int
-	for _, id := range ids {
-		outcome, err := waitRun(wctx, store, *t, id, base[id])
-		if err != nil {
-			return fmt.Errorf("waiting for %s %q: %w", t.Name, id, err)
-		}
-		if *asJSON {
+	if *wait {
+		wctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		for _, id := range ids {
+			outcome, err := waitRun(wctx, store, *t, id, base[id])
+			if err != nil {
+				return fmt.Errorf("waiting for %s %q: %w", t.Name, id, err)
+			}
 			result.Runs = append(result.Runs, runOutcome{id, outcome})
-		} else {
-			fmt.Fprintf(stdout, "%s %q: %s\n", t.Name, id, outcome)
-		}
-		switch outcome {
-		case scheduler.OutcomeDone, scheduler.OutcomeReschedule:
-		case "skipped (busy)":
-			skipped++
-		default:
-			failed++
+			if !*asJSON {
+				fmt.Fprintf(stdout, "%s %q: %s\n", t.Name, id, outcome)
+			}
+			switch outcome {
+			case scheduler.OutcomeDone, scheduler.OutcomeReschedule:
+			case "skipped (busy)":
+				skipped++
+			default:
+				failed++
+			}
 		}
 	}
 	if *asJSON {
