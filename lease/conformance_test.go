@@ -82,6 +82,7 @@ var conformance = []struct {
 	{"OncePerTick", testOncePerTick},
 	{"FollowUp", testFollowUp},
 	{"ReleaseWithNext", testReleaseNext},
+	{"ChainKeepsItsTick", testChainTick},
 	{"DueTakenOnce", testDueTakenOnce},
 	{"DueVisibilityTimeout", testVisibility},
 	{"BusyDueEntryBecomesFollowUp", testBusyDue},
@@ -514,6 +515,40 @@ func testReleaseNext(t *testing.T, k kit) {
 	}
 	if ds := dues(t, s); len(ds) != 0 {
 		t.Fatalf("left %+v", ds)
+	}
+}
+
+// A run that carries out a due entry runs for the entry's tick: what it
+// enqueues at release (Next, or a follow-up) carries that tick on.
+func testChainTick(t *testing.T, k kit) {
+	s := k.client(Options{})
+	T := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	take := func() Due {
+		t.Helper()
+		got, err := s.TakeDue(bg, 10, time.Minute)
+		if err != nil || len(got) != 1 || !got[0].Tick.Equal(T) {
+			t.Fatalf("taken %+v, %v: want one entry for tick %v", got, err, T)
+		}
+		return got[0]
+	}
+	if err := s.Enqueue(bg, Due{Task: "t", Entity: "e", Reason: ReasonRetry, Attempt: 1, Tick: T}, 0); err != nil {
+		t.Fatal(err)
+	}
+	d := take()
+	l := mustAcquire(t, s, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: d.Reason, From: &d})
+	if _, err := l.Release(bg, Outcome{Result: "failed"}, &Next{Reason: ReasonRetry, Attempt: 2}); err != nil {
+		t.Fatal(err)
+	}
+	d = take()
+	l = mustAcquire(t, s, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: d.Reason, From: &d})
+	if _, err := s.Acquire(bg, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonTrigger, Queue: true}); !errors.Is(err, ErrBusy) {
+		t.Fatalf("acquire while held: %v", err)
+	}
+	if r := mustRelease(t, l); !r.FollowUp {
+		t.Fatal("no follow-up")
+	}
+	if d = take(); d.Reason != ReasonQueued {
+		t.Fatalf("follow-up %+v", d)
 	}
 }
 

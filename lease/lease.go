@@ -112,7 +112,6 @@ type Lease struct {
 
 	token  string
 	member string
-	claim  string
 	ttl    time.Duration
 	store  *Store
 

@@ -157,7 +157,6 @@ func (b *memBackend) releaseOne(l *Lease, o Outcome, next *Next) (bool, error) {
 	s.last = LastRun{Outcome: o.Result, Reason: cur.reason, Replica: b.opts.Replica, Fence: cur.fence, Started: o.Started, Ended: o.Ended}
 	fu := s.followup
 	s.followup = false
-	b.ackLocked(m, l.claim)
 	if next != nil {
 		b.addDueLocked(m, Due{Task: l.Task, Entity: l.Entity, Reason: next.Reason, Attempt: next.Attempt, Tick: l.Tick}, now.Add(next.Delay))
 	} else if fu {

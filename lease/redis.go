@@ -155,12 +155,13 @@ func runGroups[K comparable](ctx context.Context, b *redisBackend, sc *redis.Scr
 }
 
 // runEach runs one call of sc per group in one round trip (a pipeline) and
-// returns each call's string replies. A Redis that restarted has forgotten
-// the script: it is loaded and the round run again.
+// returns each call's answers: the scripts join them with spaces (lib.lua's
+// reply). A Redis that restarted has forgotten the script: it is loaded and
+// the round run again.
 func (b *redisBackend) runEach(ctx context.Context, sc *redis.Script, calls []scriptCall) ([][]string, error) {
 	if len(calls) == 1 { // Run loads the script itself when needed
-		r, err := sc.Run(ctx, b.c, calls[0].keys, calls[0].args...).StringSlice()
-		return [][]string{r}, err
+		r, err := sc.Run(ctx, b.c, calls[0].keys, calls[0].args...).Text()
+		return [][]string{strings.Split(r, " ")}, err
 	}
 	pipe := b.c.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
@@ -178,11 +179,11 @@ func (b *redisBackend) runEach(ctx context.Context, sc *redis.Script, calls []sc
 	}
 	out := make([][]string, len(calls))
 	for i, c := range cmds {
-		r, err := c.StringSlice()
+		r, err := c.Text()
 		if err != nil {
 			return nil, err
 		}
-		out[i] = r
+		out[i] = strings.Split(r, " ")
 	}
 	return out, nil
 }
@@ -196,7 +197,7 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, reqs []acquir
 		}
 	}
 	// What a fan-out batch shares is sent once: task, TTL, reason, tick and
-	// queue; per entity only its field, token and due claim.
+	// queue; per entity only its field, token and due entry.
 	type shared struct {
 		task, reason, tick string
 		ttl                time.Duration
@@ -222,11 +223,11 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, reqs []acquir
 		args = append(args, ms(b.opts.MaxTTL), holderArg, escape(k.task)+":", ms(k.ttl), k.reason, k.tick, queue)
 		for _, j := range gr.idx {
 			a := reqs[live[j]]
-			claim := ""
-			if a.req.From != nil {
-				claim = a.req.From.claim
+			from := ""
+			if d := a.req.From; d != nil {
+				from = d.claim + "|" + tickMS(d.Tick)
 			}
-			args = append(args, escape(a.req.Entity), a.token, claim)
+			args = append(args, escape(a.req.Entity), a.token, from)
 		}
 		calls[g] = scriptCall{keys: []string{b.k.epoch(), b.k.due(), b.k.dueInfo(), b.k.entities(k.task)}, args: args}
 	}
@@ -301,7 +302,7 @@ func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseR
 	gs := groupBy(len(rs), func(i int) string { return rs[i].l.Task })
 	calls := make([]scriptCall, len(gs))
 	for g, gr := range gs {
-		args := make([]any, 0, 1+6*len(gr.idx))
+		args := make([]any, 0, 1+4*len(gr.idx))
 		args = append(args, escape(gr.key)+":")
 		for _, j := range gr.idx {
 			r := rs[j]
@@ -310,7 +311,7 @@ func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseR
 			if r.next != nil {
 				next = string(r.next.Reason) + "|" + ms(r.next.Delay) + "|" + strconv.Itoa(r.next.Attempt)
 			}
-			args = append(args, escape(l.Entity), l.token, runRecord(r, replica), l.claim, tickMS(l.Tick), next)
+			args = append(args, escape(l.Entity), l.token, runRecord(r, replica), next)
 		}
 		calls[g] = scriptCall{keys: []string{b.k.due(), b.k.dueInfo(), b.k.entities(gr.key)}, args: args}
 	}

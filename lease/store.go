@@ -249,7 +249,6 @@ func (s *Store) hold(a acquireArg, fence int64, sent time.Time) *Lease {
 		l.Tick = a.req.Tick
 	}
 	if d := a.req.From; d != nil {
-		l.claim = d.claim
 		l.Attempt = d.Attempt
 		if l.Tick.IsZero() {
 			l.Tick = d.Tick

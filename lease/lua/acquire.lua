@@ -1,7 +1,8 @@
 -- KEYS: epoch, due, dueinfo, entities (the task's hash).
 -- ARGV: max_ttl_ms, holder (escaped), member_prefix (escaped task .. ':'),
 --   ttl_ms, reason, tick_ms (0: not a tick run), queue (0|1) -- shared by
---   the batch -- then for each entity: field, token, claim
+--   the batch -- then for each entity: field, token, from ('' or
+--   "claim|tick_ms" of the due entry the run carries out)
 -- Returns one element per entity:
 --   fence                          granted (digits only)
 --   'busy|since_ms|fence|holder'   held (the follow-up flag set when asked)
@@ -23,7 +24,7 @@ local out = {}
 local n = (#ARGV - 7) / 3
 if q > 0 then
   for i = 1, n do out[i] = 'quarantine|' .. num(q) end
-  return out
+  return reply(out)
 end
 local ttl, reason, tick_s, queue = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
 local tick = tonumber(tick_s)
@@ -39,13 +40,18 @@ elseif tick > 0 and tick < lost_at then
 end
 if early or lost then
   for i = 1, n do out[i] = early or lost end
-  return out
+  return reply(out)
 end
 local vals = redis.call('HMGET', KEYS[4], unpack(fields(8, 3)))
 local cur, writes = {}, {}
 for i = 1, n do
   local b = 8 + 3 * (i - 1)
-  local field, claim = ARGV[b], ARGV[b + 2]
+  local field, claim, run_tick = ARGV[b], '', tick_s
+  if ARGV[b + 2] ~= '' then
+    local c, t = string.match(ARGV[b + 2], '^([^|]*)|(%d+)$')
+    claim = c
+    if tick == 0 then run_tick = t end
+  end
   local v = cur[field] or vals[i]
   local lt_s, f_s, tok, exp, fu = head(v)
   local lt = tonumber(lt_s)
@@ -66,7 +72,7 @@ for i = 1, n do
     if tonumber(f_s) >= now then fence = num(tonumber(f_s) + 1) end
     if tick > lt then lt_s = tick_s end
     nv = lt_s .. '|' .. fence .. '|' .. ARGV[b + 1] .. '|' .. exp_s .. '|' .. fu .. '|' .. now_ms_s .. '|' ..
-      reason .. '|' .. tick_s .. '|' .. holder .. tail(v)
+      reason .. '|' .. run_tick .. '|' .. holder .. tail(v)
     out[i] = fence
   end
   if nv then
@@ -78,4 +84,4 @@ for i = 1, n do
   if claim ~= '' and not string.find(out[i], '^ran') then ack(KEYS[2], KEYS[3], mprefix .. field, claim) end
 end
 if #writes > 0 then redis.call('HSET', KEYS[4], unpack(writes)) end
-return out
+return reply(out)

@@ -36,7 +36,8 @@ end
 -- granted; token: the holder's ('' when free); exp: when the lease expires
 -- (Redis ms; held means token ~= '' and exp > now); fu: '1' when a follow-up
 -- was requested while held; touched: the last grant or release (the sweep's
--- clock); reason, tick, holder: the current grant's (holder escaped);
+-- clock); reason, tick, holder: the current grant's (holder escaped; tick
+-- is the run's: the tick it runs for, or the one its due entry carries);
 -- last: the last run, "outcome|start|end|fence|reason|replica", or ''.
 -- head returns the fields every script reads, as strings.
 local function head(v)
@@ -59,8 +60,20 @@ local function grant(v)
   return string.match(v, '^[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]*)|([^|]*)|[^|]*|([^#]*)#')
 end
 
+-- run_tick returns the tick of the current grant's run.
+local function run_tick(v)
+  return string.match(v, '^[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|(%d*)|') or '0'
+end
+
 local function is_held(tok, exp, now_ms)
   return tok ~= '' and tonumber(exp) > now_ms
+end
+
+-- reply joins a batch's answers, one per entity, with spaces (none holds
+-- one: holders are escaped): one bulk string is cheaper to send and to read
+-- than an array of hundreds.
+local function reply(out)
+  return table.concat(out, ' ')
 end
 
 -- fields collects every stride-th ARGV from first on: the hash fields of a

@@ -1,23 +1,24 @@
 -- KEYS: due, dueinfo, entities (the task's hash).
 -- ARGV: member_prefix (escaped task .. ':'), then for each lease:
---   field, token, last, claim, tick_ms, next
+--   field, token, last, next
 -- last is the run record "outcome|start|end|fence|reason|replica", packed by
 -- the holder (its token proves the fence and reason are this lease's); next
--- is '' or "reason|delay_ms|attempt".
+-- is '' or "reason|delay_ms|attempt". A next or follow-up carries the run's
+-- tick, which the grant stored.
 -- A lease whose token does not hold it is left alone (a taken-over holder
 -- must not release the new holder's lease): 'notheld'. Otherwise the lease is
--- freed, the run recorded, the due claim acked, and next or a requested
--- follow-up enqueued: 'ok' or 'fu'.
+-- freed, the run recorded, and next or a requested follow-up enqueued: 'ok'
+-- or 'fu'.
 local ARGV = ARGV
 local now_ms = math.floor(now_us() / 1000)
 local now_ms_s = num(now_ms)
 local mprefix = ARGV[1]
 local out = {}
-local n = (#ARGV - 1) / 6
-local vals = redis.call('HMGET', KEYS[3], unpack(fields(2, 6)))
+local n = (#ARGV - 1) / 4
+local vals = redis.call('HMGET', KEYS[3], unpack(fields(2, 4)))
 local cur, writes = {}, {}
 for i = 1, n do
-  local b = 2 + 6 * (i - 1)
+  local b = 2 + 4 * (i - 1)
   local field = ARGV[b]
   local v = cur[field] or vals[i]
   local lt_s, f_s, tok, exp, fu = head(v)
@@ -28,19 +29,18 @@ for i = 1, n do
     cur[field] = nv
     writes[#writes + 1] = field
     writes[#writes + 1] = nv
-    local claim, nxt = ARGV[b + 3], ARGV[b + 5]
-    if claim ~= '' or nxt ~= '' or fu == '1' then
-      local member = mprefix .. field
-      if claim ~= '' then ack(KEYS[1], KEYS[2], member, claim) end
+    local nxt = ARGV[b + 3]
+    if nxt ~= '' or fu == '1' then
+      local member, run_tick = mprefix .. field, run_tick(v)
       if nxt ~= '' then
         local r, d, a = string.match(nxt, '^([^|]*)|(%d+)|(%d+)$')
-        add_due(KEYS[1], KEYS[2], member, r, now_ms + tonumber(d), a, ARGV[b + 4])
-      elseif fu == '1' then
-        add_due(KEYS[1], KEYS[2], member, 'queued', now_ms, '0', ARGV[b + 4])
+        add_due(KEYS[1], KEYS[2], member, r, now_ms + tonumber(d), a, run_tick)
+      else
+        add_due(KEYS[1], KEYS[2], member, 'queued', now_ms, '0', run_tick)
       end
     end
     if fu == '1' then out[i] = 'fu' else out[i] = 'ok' end
   end
 end
 if #writes > 0 then redis.call('HSET', KEYS[3], unpack(writes)) end
-return out
+return reply(out)

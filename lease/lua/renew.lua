@@ -19,4 +19,4 @@ for i = 1, #ARGV / 3 do
   end
 end
 if #writes > 0 then redis.call('HSET', KEYS[1], unpack(writes)) end
-return out
+return reply(out)
