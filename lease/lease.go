@@ -110,10 +110,10 @@ type Lease struct {
 	Acquired time.Time // local clock, before the request was sent
 	Attempt  int       // from the due entry, if any
 
-	token  string
-	member string
-	ttl    time.Duration
-	store  *Store
+	token string
+	field string // the escaped entity id
+	ttl   time.Duration
+	store *Store
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc

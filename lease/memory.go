@@ -83,7 +83,7 @@ func (b *memBackend) acquire(_ context.Context, holder string, reqs []acquireArg
 		if a.token == "" {
 			continue
 		}
-		m := a.member
+		m := member(a.req.Task, a.req.Entity)
 		b.gc(m, now)
 		st := b.states[m]
 		if a.req.Reason == ReasonTick && a.req.Tick.Sub(now) > EarlyTolerance {
@@ -125,8 +125,9 @@ func (b *memBackend) renew(_ context.Context, ls []*Lease) ([]bool, error) {
 	now := b.now()
 	ok := make([]bool, len(ls))
 	for i, l := range ls {
-		b.gc(l.member, now)
-		if cur, found := b.held[l.member]; found && cur.token == l.token {
+		m := member(l.Task, l.Entity)
+		b.gc(m, now)
+		if cur, found := b.held[m]; found && cur.token == l.token {
 			cur.expire = now.Add(l.ttl)
 			ok[i] = true
 		}
@@ -146,7 +147,7 @@ func (b *memBackend) release(_ context.Context, rs []releaseArg) ([]releaseReply
 
 func (b *memBackend) releaseOne(l *Lease, o Outcome, next *Next) (bool, error) {
 	now := b.now()
-	m := l.member
+	m := member(l.Task, l.Entity)
 	b.gc(m, now)
 	cur, ok := b.held[m]
 	if !ok || cur.token != l.token {

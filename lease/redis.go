@@ -222,12 +222,12 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, reqs []acquir
 		args := make([]any, 0, 7+3*len(gr.idx))
 		args = append(args, ms(b.opts.MaxTTL), holderArg, escape(k.task)+":", ms(k.ttl), k.reason, k.tick, queue)
 		for _, j := range gr.idx {
-			a := reqs[live[j]]
-			from := ""
+			a := &reqs[live[j]] // pointers: go-redis boxes a string with an allocation
+			var from any = ""
 			if d := a.req.From; d != nil {
 				from = d.claim + "|" + tickMS(d.Tick)
 			}
-			args = append(args, escape(a.req.Entity), a.token, from)
+			args = append(args, &a.field, &a.token, from)
 		}
 		calls[g] = scriptCall{keys: []string{b.k.epoch(), b.k.due(), b.k.dueInfo(), b.k.entities(k.task)}, args: args}
 	}
@@ -271,7 +271,7 @@ func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]bool, error) {
 	for g, gr := range gs {
 		args := make([]any, 0, 3*len(gr.idx))
 		for _, j := range gr.idx {
-			args = append(args, escape(ls[j].Entity), ls[j].token, ms(ls[j].ttl))
+			args = append(args, &ls[j].field, &ls[j].token, ms(ls[j].ttl))
 		}
 		calls[g] = scriptCall{keys: []string{b.k.entities(gr.key)}, args: args}
 	}
@@ -286,15 +286,22 @@ func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]bool, error) {
 	return ok, nil
 }
 
-// runRecord packs the last run for status: outcome|start|end|fence|reason|replica.
-func runRecord(r releaseArg, replica string) string {
-	buf := make([]byte, 0, 64+len(replica))
-	buf = append(append(buf, r.o.Result...), '|')
-	buf = append(strconv.AppendInt(buf, unixMS(r.o.Started), 10), '|')
-	buf = append(strconv.AppendInt(buf, unixMS(r.o.Ended), 10), '|')
-	buf = append(strconv.AppendInt(buf, r.l.Fence, 10), '|')
-	buf = append(append(buf, r.l.Reason...), '|')
-	return string(append(buf, replica...))
+// runRecords packs the last run of each lease for status,
+// "outcome|start|end|fence|reason|replica", cut from one allocation.
+func runRecords(rs []releaseArg, idx []int, replica string) []string {
+	buf := make([]byte, 0, len(idx)*(72+len(replica)))
+	ends := make([]int, len(idx))
+	for k, i := range idx {
+		r := rs[i]
+		buf = append(append(buf, r.o.Result...), '|')
+		buf = append(strconv.AppendInt(buf, unixMS(r.o.Started), 10), '|')
+		buf = append(strconv.AppendInt(buf, unixMS(r.o.Ended), 10), '|')
+		buf = append(strconv.AppendInt(buf, r.l.Fence, 10), '|')
+		buf = append(append(buf, r.l.Reason...), '|')
+		buf = append(buf, replica...)
+		ends[k] = len(buf)
+	}
+	return cut(buf, ends)
 }
 
 func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseReply, error) {
@@ -304,14 +311,15 @@ func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseR
 	for g, gr := range gs {
 		args := make([]any, 0, 1+4*len(gr.idx))
 		args = append(args, escape(gr.key)+":")
-		for _, j := range gr.idx {
+		recs := runRecords(rs, gr.idx, replica)
+		for k, j := range gr.idx {
 			r := rs[j]
-			l := r.l
-			next := ""
+			var next any = ""
 			if r.next != nil {
 				next = string(r.next.Reason) + "|" + ms(r.next.Delay) + "|" + strconv.Itoa(r.next.Attempt)
 			}
-			args = append(args, escape(l.Entity), l.token, runRecord(r, replica), next)
+			// pointers: go-redis boxes a string with an allocation
+			args = append(args, &r.l.field, &r.l.token, &recs[k], next)
 		}
 		calls[g] = scriptCall{keys: []string{b.k.due(), b.k.dueInfo(), b.k.entities(gr.key)}, args: args}
 	}

@@ -80,9 +80,9 @@ type backend interface {
 }
 
 type acquireArg struct {
-	req    Request
-	token  string
-	member string
+	req   Request
+	token string
+	field string // the escaped entity id
 }
 
 type releaseArg struct {
@@ -166,6 +166,30 @@ func (s *Store) token() string {
 	return s.nonce + "-" + strconv.FormatUint(s.seq.Add(1), 36)
 }
 
+// tokens returns n new tokens, cut from one allocation.
+func (s *Store) tokens(n int) []string {
+	last := s.seq.Add(uint64(n))
+	buf := make([]byte, 0, n*(len(s.nonce)+8))
+	ends := make([]int, n)
+	for i := range n {
+		buf = append(append(buf, s.nonce...), '-')
+		buf = strconv.AppendUint(buf, last-uint64(n-1-i), 36)
+		ends[i] = len(buf)
+	}
+	return cut(buf, ends)
+}
+
+// cut converts buf to one string and returns its pieces ending at ends: many
+// short strings for the price of one allocation.
+func cut(buf []byte, ends []int) []string {
+	all, out := string(buf), make([]string, len(ends))
+	start := 0
+	for i, end := range ends {
+		out[i], start = all[start:end], end
+	}
+	return out
+}
+
 // Acquire asks for one lease. It fails with a *BusyError, an
 // *AlreadyRanError, ErrQuarantine, or an I/O error.
 func (s *Store) Acquire(ctx context.Context, req Request) (*Lease, error) {
@@ -189,12 +213,13 @@ func (s *Store) AcquireBatch(ctx context.Context, reqs []Request) []Result {
 
 func (s *Store) acquireChunk(ctx context.Context, reqs []Request, out []Result) {
 	args := make([]acquireArg, len(reqs))
+	tokens := s.tokens(len(reqs))
 	for i, r := range reqs {
 		if r.TTL <= 0 {
 			out[i].Err = fmt.Errorf("lease: acquire %s/%s: ttl must be positive", r.Task, r.Entity)
 			continue
 		}
-		args[i] = acquireArg{req: r, token: s.token(), member: member(r.Task, r.Entity)}
+		args[i] = acquireArg{req: r, token: tokens[i], field: escape(r.Entity)}
 	}
 	s.mu.Lock()
 	closed := s.closed
@@ -242,7 +267,7 @@ func (s *Store) hold(a acquireArg, fence int64, sent time.Time) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Lease{
 		Task: a.req.Task, Entity: a.req.Entity, Reason: a.req.Reason, Fence: fence,
-		Acquired: sent, token: a.token, member: a.member, ttl: a.req.TTL, store: s,
+		Acquired: sent, token: a.token, field: a.field, ttl: a.req.TTL, store: s,
 		ctx: ctx, cancel: cancel,
 	}
 	if a.req.Reason == ReasonTick {
