@@ -48,6 +48,10 @@
 // a run stopped at the end of the trust window has that long to exit before
 // Redis could hand the lease to someone else.
 //
+// Leases whose windows end at the same instant (one TTL, granted by one
+// acquire round trip or renewed by one renewal round) share one timer; a
+// renewal moves a lease to its round's timer.
+//
 // The cancellation comes from a timer, so it is asynchronous: a process
 // frozen (SIGSTOP, a long GC pause) while Redis answered its acquire wakes
 // up holding a grant whose window has already ended, and could start the run

@@ -122,7 +122,8 @@ type Lease struct {
 	trusted   time.Time // the holder may trust the lease until then
 	renewAt   time.Time
 	failures  int
-	timer     *time.Timer
+	group     *trustGroup // Store.mu guards group and slot
+	slot      int
 	released  bool
 	noRenewal bool // tests only: the keeper leaves this lease alone
 }

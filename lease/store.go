@@ -118,6 +118,7 @@ type Store struct {
 	mu     sync.Mutex
 	held   map[*Lease]struct{}
 	wake   chan struct{}
+	wakeAt time.Time // when the keeper plans to wake; zero while it works
 	closed bool
 	done   chan struct{}
 	stop   context.CancelFunc
@@ -240,6 +241,7 @@ func (s *Store) acquireChunk(ctx context.Context, reqs []Request, out []Result) 
 		}
 		return
 	}
+	var granted []*Lease
 	for i, rep := range replies {
 		if out[i].Err != nil {
 			continue
@@ -247,7 +249,8 @@ func (s *Store) acquireChunk(ctx context.Context, reqs []Request, out []Result) 
 		a := args[i]
 		switch rep.status {
 		case "ok":
-			out[i].Lease = s.hold(a, rep.fence, sent)
+			out[i].Lease = s.newLease(a, rep.fence, sent)
+			granted = append(granted, out[i].Lease)
 		case "busy":
 			out[i].Err = &BusyError{Holder: rep.holder, Since: rep.at, Fence: rep.fence, Queued: a.req.Queue}
 		case "ran":
@@ -260,10 +263,12 @@ func (s *Store) acquireChunk(ctx context.Context, reqs []Request, out []Result) 
 			out[i].Err = fmt.Errorf("lease: unexpected acquire reply %q", rep.status)
 		}
 	}
+	if len(granted) > 0 {
+		s.hold(granted, sent)
+	}
 }
 
-// hold registers a granted lease with the keeper and arms its trust timer.
-func (s *Store) hold(a acquireArg, fence int64, sent time.Time) *Lease {
+func (s *Store) newLease(a acquireArg, fence int64, sent time.Time) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Lease{
 		Task: a.req.Task, Entity: a.req.Entity, Reason: a.req.Reason, Fence: fence,
@@ -281,46 +286,34 @@ func (s *Store) hold(a acquireArg, fence int64, sent time.Time) *Lease {
 	}
 	l.trusted = sent.Add(l.ttl - Margin(l.ttl))
 	l.renewAt = sent.Add(l.ttl / 3)
-	// Register with the keeper first, then arm the trust timer under l.mu:
-	// when the reply came after the trust window already ended, the timer
-	// fires at once, and its drop must find the lease registered.
-	s.mu.Lock()
-	s.held[l] = struct{}{}
-	s.mu.Unlock()
-	l.mu.Lock()
-	l.timer = time.AfterFunc(l.trusted.Sub(s.clock.Now()), func() { s.untrusted(l) })
-	l.mu.Unlock()
-	s.poke()
 	return l
 }
 
-// untrusted fires when a lease's trust window ends without a renewal.
-func (s *Store) untrusted(l *Lease) {
-	l.mu.Lock()
-	if l.released {
-		l.mu.Unlock()
-		return
+// hold registers leases granted by one request, sent at sent, with the
+// keeper and watches their trust windows. The keeper is woken only when one
+// is due for renewal before it planned to wake.
+func (s *Store) hold(ls []*Lease, sent time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	wake := false
+	for _, l := range ls {
+		s.held[l] = struct{}{}
+		wake = wake || s.wakeAt.IsZero() || l.renewAt.Before(s.wakeAt)
 	}
-	if left := l.trusted.Sub(s.clock.Now()); left > 0 {
-		// A renewal moved the window while the timer fired: re-arm.
-		l.timer.Reset(left)
-		l.mu.Unlock()
-		return
+	s.watchAllLocked(sent, ls)
+	if wake {
+		s.poke()
 	}
-	l.mu.Unlock()
-	s.drop(l, ErrUntrusted)
 }
 
 // drop forgets a lease and cancels its context with cause.
 func (s *Store) drop(l *Lease, cause error) {
 	l.mu.Lock()
 	l.released = true
-	if l.timer != nil {
-		l.timer.Stop()
-	}
 	l.mu.Unlock()
 	s.mu.Lock()
 	delete(s.held, l)
+	s.leaveLocked(l)
 	s.mu.Unlock()
 	l.cancel(cause)
 }
@@ -401,6 +394,10 @@ func (s *Store) keep(ctx context.Context) {
 				next = at
 			}
 		}
+		s.wakeAt = next
+		if len(due) > 0 {
+			s.wakeAt = time.Time{}
+		}
 		s.mu.Unlock()
 		if len(due) > 0 {
 			s.renewRound(ctx, due)
@@ -466,6 +463,7 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 	if s.opts.OnRenew != nil {
 		s.opts.OnRenew()
 	}
+	renewed := make([]*Lease, 0, len(ls))
 	for i, l := range ls {
 		if !ok[i] {
 			s.drop(l, ErrLost)
@@ -476,11 +474,21 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 		if !l.released {
 			l.trusted = sent.Add(l.ttl - Margin(l.ttl))
 			l.renewAt = sent.Add(l.ttl / 3)
-			if l.timer != nil {
-				l.timer.Reset(l.trusted.Sub(s.clock.Now()))
-			}
+			renewed = append(renewed, l)
 		}
 		l.mu.Unlock()
+	}
+	// Move the renewed leases still held to the round's trust groups.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	still := renewed[:0]
+	for _, l := range renewed {
+		if _, ok := s.held[l]; ok {
+			still = append(still, l)
+		}
+	}
+	if len(still) > 0 {
+		s.watchAllLocked(sent, still)
 	}
 }
 

@@ -1,0 +1,83 @@
+package lease
+
+import "time"
+
+// trustGroup is leases whose trust windows end at the same instant, watched
+// by one timer: the leases of one TTL granted by one acquire round trip, or
+// renewed by one renewal round. A lease is in one group at a time: a renewal
+// moves it to the round's group, a drop takes it out, and the timer of a
+// group left empty is stopped. Store.mu guards groups and Lease.group/slot.
+type trustGroup struct {
+	at    time.Time
+	timer *time.Timer
+	ls    []*Lease // nil where a lease left
+	live  int
+}
+
+// watchLocked puts ls, held leases whose trust windows all end at at, in a
+// new group and arms its timer. Call with s.mu held.
+func (s *Store) watchLocked(at time.Time, ls []*Lease) {
+	g := &trustGroup{at: at, ls: ls, live: len(ls)}
+	for i, l := range ls {
+		s.leaveLocked(l)
+		l.group, l.slot = g, i
+	}
+	// A window that already ended fires at once; expire waits for s.mu.
+	g.timer = time.AfterFunc(at.Sub(s.clock.Now()), func() { s.expire(g) })
+}
+
+// watchAllLocked watches held leases that were granted or renewed by one
+// request sent at sent, one group per TTL. Call with s.mu held.
+func (s *Store) watchAllLocked(sent time.Time, ls []*Lease) {
+	for _, g := range groupBy(len(ls), func(i int) time.Duration { return ls[i].ttl }) {
+		sub := ls
+		if len(g.idx) < len(ls) {
+			sub = make([]*Lease, len(g.idx))
+			for k, i := range g.idx {
+				sub[k] = ls[i]
+			}
+		}
+		s.watchLocked(sent.Add(g.key-Margin(g.key)), sub)
+	}
+}
+
+// leaveLocked takes l out of its group; the last one out stops the group's
+// timer. Call with s.mu held.
+func (s *Store) leaveLocked(l *Lease) {
+	g := l.group
+	if g == nil {
+		return
+	}
+	g.ls[l.slot], l.group = nil, nil
+	if g.live--; g.live == 0 {
+		g.timer.Stop()
+	}
+}
+
+// expire runs when a group's trust windows end: its leases, not renewed in
+// time, are dropped as untrusted.
+func (s *Store) expire(g *trustGroup) {
+	s.mu.Lock()
+	now := s.clock.Now()
+	if left := g.at.Sub(now); left > 0 && g.live > 0 {
+		// The store's clock (tests inject one) is behind the timer's.
+		g.timer.Reset(left)
+		s.mu.Unlock()
+		return
+	}
+	var ls []*Lease
+	for _, l := range g.ls {
+		if l != nil {
+			ls = append(ls, l)
+		}
+	}
+	s.mu.Unlock()
+	for _, l := range ls {
+		l.mu.Lock()
+		renewed := now.Before(l.trusted) // by a round that ended just now
+		l.mu.Unlock()
+		if !renewed {
+			s.drop(l, ErrUntrusted)
+		}
+	}
+}
