@@ -75,6 +75,7 @@ var conformance = []struct {
 	{"ExpiryAndTrustWindow", testExpiry},
 	{"CheckDoesNotWaitForTheTimer", testCheck},
 	{"RenewalKeepsLease", testRenewal},
+	{"BatchLeasesLiveApart", testBatchTrust},
 	{"ForceUnlockCancelsHolder", testUnlock},
 	{"DuplicateInOneBatch", testDuplicateInBatch},
 	{"Retention", testRetention},
@@ -267,6 +268,39 @@ func testCheck(t *testing.T, k kit) {
 	if err := l2.Check(); !errors.Is(err, ErrReleased) {
 		t.Fatalf("Check after release: %v, want ErrReleased", err)
 	}
+}
+
+// The leases of one batch share a trust timer, yet each lives on its own: one
+// not renewed is dropped in time, one released leaves, and one renewed
+// outlives the batch's first window.
+func testBatchTrust(t *testing.T, k kit) {
+	s := k.client(Options{})
+	const ttl = 300 * time.Millisecond
+	res := s.AcquireBatch(bg, []Request{req("stale", ttl), req("released", ttl), req("renewed", ttl)})
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	stale, released, renewed := res[0].Lease, res[1].Lease, res[2].Lease
+	stale.stopRenewing()
+	mustRelease(t, released)
+	if err := waitCause(t, stale, 5*time.Second); !errors.Is(err, ErrUntrusted) {
+		t.Fatalf("cause %v, want ErrUntrusted", err)
+	}
+	if now := time.Now(); now.After(stale.Acquired.Add(ttl)) {
+		t.Fatalf("context cancelled %v after the lease could have expired", now.Sub(stale.Acquired.Add(ttl)))
+	}
+	redistest.WaitFor(t, 10*time.Second, "renewals", func() bool {
+		return renewed.TrustedUntil().After(renewed.Acquired.Add(3 * ttl))
+	})
+	if err := context.Cause(renewed.Context()); err != nil {
+		t.Fatalf("renewed lease cancelled: %v", err)
+	}
+	if err := context.Cause(released.Context()); !errors.Is(err, ErrReleased) {
+		t.Fatalf("released lease: cause %v", err)
+	}
+	mustRelease(t, renewed)
 }
 
 func testRenewal(t *testing.T, k kit) {
