@@ -1,7 +1,7 @@
 package lease
 
 import (
-	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,7 +20,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	b.Run("one", func(b *testing.B) {
 		i := 0
 		for b.Loop() {
-			l, err := s.Acquire(bg, req(fmt.Sprint("one", i), time.Minute))
+			l, err := s.Acquire(bg, req("one"+strconv.Itoa(i), time.Minute))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -39,7 +39,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		for n < b.N {
 			k := min(batchSize, b.N-n)
 			for j := range k {
-				reqs[j] = req(fmt.Sprint("batch", n+j), time.Minute)
+				reqs[j] = req("batch"+strconv.Itoa(n+j), time.Minute)
 			}
 			for j, r := range s.AcquireBatch(bg, reqs[:k]) {
 				if r.Err != nil {
@@ -90,7 +90,7 @@ func BenchmarkAcquireReleaseParallel(b *testing.B) {
 			reqs = reqs[:0]
 		}
 		for pb.Next() {
-			reqs = append(reqs, req(fmt.Sprint("p", w, "-", n), time.Minute))
+			reqs = append(reqs, req("p"+strconv.FormatInt(w, 10)+"-"+strconv.Itoa(n), time.Minute))
 			n++
 			if len(reqs) == batchSize {
 				flush()

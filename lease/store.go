@@ -80,14 +80,14 @@ type backend interface {
 }
 
 type acquireArg struct {
-	req   Request
+	req   *Request // the caller's
 	token string
 	field string // the escaped entity id
 }
 
 type releaseArg struct {
 	l    *Lease
-	o    Outcome
+	o    *Outcome
 	next *Next
 }
 
@@ -215,7 +215,8 @@ func (s *Store) AcquireBatch(ctx context.Context, reqs []Request) []Result {
 func (s *Store) acquireChunk(ctx context.Context, reqs []Request, out []Result) {
 	args := make([]acquireArg, len(reqs))
 	tokens := s.tokens(len(reqs))
-	for i, r := range reqs {
+	for i := range reqs {
+		r := &reqs[i]
 		if r.TTL <= 0 {
 			out[i].Err = fmt.Errorf("lease: acquire %s/%s: ttl must be positive", r.Task, r.Entity)
 			continue
@@ -322,7 +323,7 @@ func (s *Store) release(ctx context.Context, l *Lease, o Outcome, next *Next) (R
 	if errors.Is(context.Cause(l.ctx), ErrReleased) {
 		return Released{}, ErrNotHeld
 	}
-	reps, err := s.b.release(ctx, []releaseArg{{l: l, o: o, next: next}})
+	reps, err := s.b.release(ctx, []releaseArg{{l: l, o: &o, next: next}})
 	if err == nil {
 		err = reps[0].err
 		s.drop(l, ErrReleased)
@@ -342,7 +343,7 @@ func (s *Store) ReleaseBatch(ctx context.Context, ls []*Lease, o Outcome) ([]err
 		hi := min(lo+batchSize, len(ls))
 		args := make([]releaseArg, hi-lo)
 		for i, l := range ls[lo:hi] {
-			args[i] = releaseArg{l: l, o: o}
+			args[i] = releaseArg{l: l, o: &o}
 		}
 		reps, err := s.b.release(ctx, args)
 		if err != nil {

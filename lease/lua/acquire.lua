@@ -43,7 +43,7 @@ if early or lost then
   return reply(out)
 end
 local vals = redis.call('HMGET', KEYS[4], unpack(fields(8, 3)))
-local cur, writes = {}, {}
+local cur, writes, nw = {}, {}, 0
 for i = 1, n do
   local b = 8 + 3 * (i - 1)
   local field, claim, run_tick = ARGV[b], '', tick_s
@@ -54,7 +54,8 @@ for i = 1, n do
   end
   local v = cur[field] or vals[i]
   local lt_s, f_s, tok, exp, fu = head(v)
-  local lt = tonumber(lt_s)
+  local lt = 0
+  if tick > 0 then lt = tonumber(lt_s) end
   local nv
   if tick > 0 and lt >= tick then
     out[i] = 'ran|' .. lt_s
@@ -69,7 +70,7 @@ for i = 1, n do
     -- Fences outlive every key: the server clock in microseconds keeps
     -- them increasing after a sweep or after Redis lost its data.
     local fence = now_s
-    if tonumber(f_s) >= now then fence = num(tonumber(f_s) + 1) end
+    if f_s ~= '0' and tonumber(f_s) >= now then fence = num(tonumber(f_s) + 1) end
     if tick > lt then lt_s = tick_s end
     nv = lt_s .. '|' .. fence .. '|' .. ARGV[b + 1] .. '|' .. exp_s .. '|' .. fu .. '|' .. now_ms_s .. '|' ..
       reason .. '|' .. run_tick .. '|' .. holder .. tail(v)
@@ -77,11 +78,10 @@ for i = 1, n do
   end
   if nv then
     cur[field] = nv
-    writes[#writes + 1] = field
-    writes[#writes + 1] = nv
+    writes[nw + 1], writes[nw + 2], nw = field, nv, nw + 2
   end
   -- A due entry is done with once granted, or once it became a follow-up.
   if claim ~= '' and not string.find(out[i], '^ran') then ack(KEYS[2], KEYS[3], mprefix .. field, claim) end
 end
-if #writes > 0 then redis.call('HSET', KEYS[4], unpack(writes)) end
+if nw > 0 then redis.call('HSET', KEYS[4], unpack(writes)) end
 return reply(out)

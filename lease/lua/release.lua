@@ -16,19 +16,20 @@ local mprefix = ARGV[1]
 local out = {}
 local n = (#ARGV - 1) / 4
 local vals = redis.call('HMGET', KEYS[3], unpack(fields(2, 4)))
-local cur, writes = {}, {}
+local cur, writes, nw = {}, {}, 0
 for i = 1, n do
   local b = 2 + 4 * (i - 1)
   local field = ARGV[b]
   local v = cur[field] or vals[i]
-  local lt_s, f_s, tok, exp, fu = head(v)
-  if tok ~= ARGV[b + 1] or not is_held(tok, exp, now_ms) then
+  -- pre is "last_tick|fence|", kept; the rest is the lease, freed.
+  local pre, tok, exp, fu
+  if v then pre, tok, exp, fu = string.match(v, '^(%d*|%d*|)([^|]*)|(%d*)|(%d?)|') end
+  if not pre or tok ~= ARGV[b + 1] or not is_held(tok, exp, now_ms) then
     out[i] = 'notheld'
   else
-    local nv = lt_s .. '|' .. f_s .. '||0|0|' .. now_ms_s .. '|||#' .. ARGV[b + 2]
+    local nv = pre .. '|0|0|' .. now_ms_s .. '|||#' .. ARGV[b + 2]
     cur[field] = nv
-    writes[#writes + 1] = field
-    writes[#writes + 1] = nv
+    writes[nw + 1], writes[nw + 2], nw = field, nv, nw + 2
     local nxt = ARGV[b + 3]
     if nxt ~= '' or fu == '1' then
       local member, run_tick = mprefix .. field, run_tick(v)
@@ -42,5 +43,5 @@ for i = 1, n do
     if fu == '1' then out[i] = 'fu' else out[i] = 'ok' end
   end
 end
-if #writes > 0 then redis.call('HSET', KEYS[3], unpack(writes)) end
+if nw > 0 then redis.call('HSET', KEYS[3], unpack(writes)) end
 return reply(out)
