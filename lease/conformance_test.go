@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -76,6 +77,7 @@ var conformance = []struct {
 	{"CheckDoesNotWaitForTheTimer", testCheck},
 	{"RenewalKeepsLease", testRenewal},
 	{"BatchLeasesLiveApart", testBatchTrust},
+	{"GrantedWhileClosing", testGrantedWhileClosing},
 	{"ForceUnlockCancelsHolder", testUnlock},
 	{"DuplicateInOneBatch", testDuplicateInBatch},
 	{"Retention", testRetention},
@@ -301,6 +303,49 @@ func testBatchTrust(t *testing.T, k kit) {
 		t.Fatalf("released lease: cause %v", err)
 	}
 	mustRelease(t, renewed)
+}
+
+// closingClock closes its store, once armed, from inside the acquire that
+// reads it: the grant arrives after Close has dropped every lease.
+type closingClock struct {
+	s     *Store
+	armed atomic.Bool
+}
+
+func (c *closingClock) Now() time.Time {
+	if c.armed.CompareAndSwap(true, false) {
+		go c.s.Close()
+		for {
+			c.s.mu.Lock()
+			closed := c.s.closed
+			c.s.mu.Unlock()
+			if closed {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	return time.Now()
+}
+
+func testGrantedWhileClosing(t *testing.T, k kit) {
+	clock := &closingClock{}
+	s := k.client(Options{Clock: clock})
+	clock.s = s
+	// The keeper reads the clock too: arm it once the keeper sleeps.
+	redistest.WaitFor(t, 5*time.Second, "keeper asleep", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return !s.wakeAt.IsZero()
+	})
+	clock.armed.Store(true)
+	l, err := s.Acquire(bg, req("e", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := context.Cause(l.Context()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("lease granted while closing: cause %v, want ErrClosed", err)
+	}
 }
 
 func testRenewal(t *testing.T, k kit) {

@@ -292,9 +292,17 @@ func (s *Store) newLease(a acquireArg, fence int64, sent time.Time) *Lease {
 
 // hold registers leases granted by one request, sent at sent, with the
 // keeper and watches their trust windows. The keeper is woken only when one
-// is due for renewal before it planned to wake.
+// is due for renewal before it planned to wake. Leases granted while the
+// store was being closed are dropped at once, as Close drops the others.
 func (s *Store) hold(ls []*Lease, sent time.Time) {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		for _, l := range ls {
+			s.drop(l, ErrClosed)
+		}
+		return
+	}
 	defer s.mu.Unlock()
 	wake := false
 	for _, l := range ls {
