@@ -32,34 +32,67 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "leases/s")
 	})
 	b.Run("batched", func(b *testing.B) {
-		reqs := make([]Request, batchSize)
-		ls := make([]*Lease, batchSize)
-		n := 0
-		b.ResetTimer()
-		for n < b.N {
-			k := min(batchSize, b.N-n)
-			for j := range k {
-				reqs[j] = req("batch"+strconv.Itoa(n+j), time.Minute)
-			}
-			for j, r := range s.AcquireBatch(bg, reqs[:k]) {
-				if r.Err != nil {
-					b.Fatal(r.Err)
-				}
-				ls[j] = r.Lease
-			}
-			errs, err := s.ReleaseBatch(bg, ls[:k], Outcome{Result: "done"})
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, e := range errs {
-				if e != nil {
-					b.Fatal(e)
-				}
-			}
-			n += k
-		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "leases/s")
+		batches(b, s, func(i int) Request { return req("batch"+strconv.Itoa(i), time.Minute) })
 	})
+	// A tick over the same 65,536 entities again and again, as the daemon's
+	// fan-out does: every value already holds a last tick and a last run.
+	b.Run("ticks", func(b *testing.B) {
+		const pool = 1 << 16
+		T := time.Now()
+		tick := func(i int) Request {
+			r := req("tick"+strconv.Itoa(i%pool), time.Minute)
+			r.Reason, r.Tick = ReasonTick, T.Add(time.Duration(i/pool)*time.Millisecond)
+			return r
+		}
+		for lo := 0; lo < pool; lo += 256 { // every entity has run once
+			reqs := make([]Request, 256)
+			for j := range reqs {
+				reqs[j] = tick(lo + j)
+			}
+			release(b, s, acquire(b, s, reqs))
+		}
+		T = T.Add(time.Millisecond)
+		b.ResetTimer()
+		batches(b, s, tick)
+	})
+}
+
+// batches acquires and releases b.N leases, 256 at a time, the i-th for
+// mk(i), and reports leases/s.
+func batches(b *testing.B, s *Store, mk func(i int) Request) {
+	reqs := make([]Request, 256)
+	for n := 0; n < b.N; {
+		k := min(256, b.N-n)
+		for j := range k {
+			reqs[j] = mk(n + j)
+		}
+		release(b, s, acquire(b, s, reqs[:k]))
+		n += k
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "leases/s")
+}
+
+func acquire(b *testing.B, s *Store, reqs []Request) []*Lease {
+	ls := make([]*Lease, len(reqs))
+	for j, r := range s.AcquireBatch(bg, reqs) {
+		if r.Err != nil {
+			b.Fatal(r.Err)
+		}
+		ls[j] = r.Lease
+	}
+	return ls
+}
+
+func release(b *testing.B, s *Store, ls []*Lease) {
+	errs, err := s.ReleaseBatch(bg, ls, Outcome{Result: "done", Started: time.Now(), Ended: time.Now()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, e := range errs {
+		if e != nil {
+			b.Fatal(e)
+		}
+	}
 }
 
 // BenchmarkAcquireReleaseParallel is the batched path with several batches in
