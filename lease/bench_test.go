@@ -2,7 +2,9 @@ package lease
 
 import (
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,8 +61,10 @@ func BenchmarkAcquireRelease(b *testing.B) {
 }
 
 // batches acquires and releases b.N leases, 256 at a time, the i-th for
-// mk(i), and reports leases/s.
+// mk(i), and reports leases/s and where the time went: CPU µs per lease of
+// Redis's main thread and of this process (keeper and GC included).
 func batches(b *testing.B, s *Store, mk func(i int) Request) {
+	redis0, self0 := redisCPU(b, s), selfCPU()
 	reqs := make([]Request, 256)
 	for n := 0; n < b.N; {
 		k := min(256, b.N-n)
@@ -71,6 +75,35 @@ func batches(b *testing.B, s *Store, mk func(i int) Request) {
 		n += k
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "leases/s")
+	b.ReportMetric((redisCPU(b, s)-redis0)/float64(b.N), "redis-µs/lease")
+	b.ReportMetric((selfCPU()-self0)/float64(b.N), "client-µs/lease")
+}
+
+// redisCPU is the CPU time, in µs, Redis's main thread has used (INFO cpu).
+func redisCPU(b *testing.B, s *Store) float64 {
+	info, err := s.b.(*redisBackend).c.Info(bg, "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_sys_main_thread" || k == "used_cpu_user_main_thread" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("INFO cpu: %q: %v", line, err)
+			}
+			sum += f
+		}
+	}
+	return sum * 1e6
+}
+
+// selfCPU is the CPU time, in µs, this process has used.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru) //nolint:errcheck // cannot fail for RUSAGE_SELF
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e3
 }
 
 func acquire(b *testing.B, s *Store, reqs []Request) []*Lease {
