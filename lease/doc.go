@@ -83,7 +83,7 @@
 //
 //	prefix:{task}:entities   field: entity id (escaped)
 //	  value: last_tick|fence|token|exp|fu|touched|reason|tick|holder#last
-//	prefix:epoch, prefix:due, prefix:dueinfo, prefix:paused
+//	prefix:epoch, prefix:due, prefix:dueinfo, prefix:paused, prefix:sweep
 //
 // The value holds the lease (token, exp in Redis ms: held means a token and
 // exp > now; reason, tick and holder of the grant), what outlives it (the last
@@ -100,9 +100,11 @@
 // escaped the same way.
 //
 // Hash fields cannot expire in Redis 7.0, so retention is a sweep: every
-// Options.StateTTL/10 (at most every hour) the keeper's store deletes, a
-// HSCAN page at a time, the entities neither held nor touched within
-// StateTTL. Status reads with SCAN and HSCAN, a page at a time.
+// Options.StateTTL/10 (at most every hour) one replica deletes, a HSCAN page
+// at a time, the entities neither held nor touched within StateTTL. The
+// replicas' keepers all ask; the first to set prefix:sweep (SET NX, expiring
+// after the interval) sweeps. Status reads with SCAN and HSCAN, a page at a
+// time.
 //
 // The epoch and due keys are global, so the scripts that touch them need a
 // single Redis (or a primary with replicas); Redis Cluster is not supported.

@@ -238,6 +238,9 @@ func (b *memBackend) unlock(_ context.Context, task, entity, by string) (Held, b
 	return Held{Task: task, Entity: entity, Holder: cur.holder, Since: cur.since, Fence: cur.fence}, true, nil
 }
 
+// claimSweep: the in-process store has one replica.
+func (b *memBackend) claimSweep(context.Context, time.Duration) (bool, error) { return true, nil }
+
 func (b *memBackend) sweep(context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -234,3 +234,31 @@ func FuzzKeyEncoding(f *testing.F) {
 		}
 	})
 }
+
+// Replicas sharing a Redis sweep once per interval between them: however
+// many keepers ask, the sweep key lets one through per interval.
+func TestRedisOneSweepPerInterval(t *testing.T) {
+	srv := redistest.Start(t)
+	const stateTTL = 2 * time.Second // a sweep every 200ms
+	every := stateTTL / 10
+	start := time.Now()
+	var stores []*Store
+	for _, r := range []string{"A", "B", "C"} {
+		stores = append(stores, newRedisStore(t, newClient(t, srv.Addr), Options{Replica: r, StateTTL: stateTTL}))
+	}
+	total := func() int64 {
+		var n int64
+		for _, s := range stores {
+			n += s.swept.Load()
+		}
+		return n
+	}
+	redistest.WaitFor(t, 10*time.Second, "ten sweeps", func() bool { return total() >= 10 })
+	n, elapsed := total(), time.Since(start)
+	// Claims are at least one interval apart (the key's PX): at most one per
+	// interval elapsed, plus the first. Three keepers each sweeping would
+	// make about three per interval.
+	if limit := int64(elapsed/every) + 1; n > limit {
+		t.Fatalf("%d sweeps in %v: more than one per %v (at most %d)", n, elapsed.Round(time.Millisecond), every, limit)
+	}
+}

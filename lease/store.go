@@ -77,6 +77,9 @@ type backend interface {
 	ping(ctx context.Context) error
 	// sweep forgets the entities neither held nor touched within StateTTL.
 	sweep(ctx context.Context) error
+	// claimSweep says whether this replica is the one to sweep now: one
+	// replica per interval, whichever asks first.
+	claimSweep(ctx context.Context, every time.Duration) (bool, error)
 }
 
 type acquireArg struct {
@@ -112,8 +115,10 @@ type Store struct {
 	clock Clock
 	nonce string
 	seq   atomic.Uint64
-	// sweeping is true while a sweep runs.
+	// sweeping is true while a sweep runs; swept counts the periodic sweeps
+	// this store ran (tests).
 	sweeping atomic.Bool
+	swept    atomic.Int64
 
 	mu     sync.Mutex
 	held   map[*Lease]struct{}
@@ -384,7 +389,7 @@ func (s *Store) keep(ctx context.Context) {
 		now := s.clock.Now()
 		if !now.Before(nextSweep) {
 			nextSweep = now.Add(sweepEvery)
-			s.sweepAsync(ctx)
+			s.sweepAsync(ctx, sweepEvery)
 		}
 		var due []*Lease
 		next := nextSweep
@@ -423,8 +428,9 @@ func (s *Store) keep(ctx context.Context) {
 }
 
 // sweepAsync bounds what the store keeps (Options.StateTTL), off the
-// renewal path; a sweep still going skips the next one.
-func (s *Store) sweepAsync(ctx context.Context) {
+// renewal path: once per interval, by the first replica to claim it; a
+// sweep still going skips the next one.
+func (s *Store) sweepAsync(ctx context.Context, every time.Duration) {
 	if !s.sweeping.CompareAndSwap(false, true) {
 		return
 	}
@@ -432,6 +438,10 @@ func (s *Store) sweepAsync(ctx context.Context) {
 		defer s.sweeping.Store(false)
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
+		if mine, err := s.b.claimSweep(sctx, every); err != nil || !mine {
+			return // another replica sweeps; or Redis fails, and the next interval retries
+		}
+		s.swept.Add(1)
 		s.b.sweep(sctx) //nolint:errcheck // retried at the next interval
 	}()
 }
