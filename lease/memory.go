@@ -18,9 +18,7 @@ func NewMemory(opts Options) *Store {
 		held: map[string]*memLease{}, states: map[string]*memState{},
 		due: map[string]*memDue{}, pausedSet: map[string]bool{},
 	}
-	s := newStore(b, opts)
-	b.opts = &s.opts
-	return s
+	return newStore(b, opts, func(o *Options) { b.opts = o })
 }
 
 type memBackend struct {

@@ -71,9 +71,7 @@ func NewRedis(c RedisClient, prefix string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("lease: key prefix %q: use letters, digits and . _ - : only", prefix)
 	}
 	b := &redisBackend{c: c, k: keys{prefix: prefix}}
-	s := newStore(b, opts)
-	b.opts = &s.opts
-	return s, nil
+	return newStore(b, opts, func(o *Options) { b.opts = o }), nil
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }

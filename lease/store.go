@@ -129,7 +129,9 @@ type Store struct {
 	stop   context.CancelFunc
 }
 
-func newStore(b backend, opts Options) *Store {
+// newStore returns a Store over b. bind hands b the store's options before
+// the keeper starts: the keeper's sweeps read them.
+func newStore(b backend, opts Options, bind func(*Options)) *Store {
 	opts.fill()
 	var n [8]byte
 	rand.Read(n[:]) //nolint:errcheck // crypto/rand never fails on Linux
@@ -139,6 +141,7 @@ func newStore(b backend, opts Options) *Store {
 		held: map[*Lease]struct{}{}, wake: make(chan struct{}, 1),
 		done: make(chan struct{}), stop: stop,
 	}
+	bind(&s.opts)
 	go s.keep(ctx)
 	return s
 }
