@@ -1,6 +1,10 @@
 package tickdtest
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 func TestCheckFindsViolations(t *testing.T) {
 	rec := func(ev, entity, tick, reason string, fence int64, pid int, at int64) Record {
@@ -18,5 +22,19 @@ func TestCheckFindsViolations(t *testing.T) {
 	f := Check(runs, func(Run) int64 { return 1000 })
 	if f.Overlaps != 2 || f.DuplicateTickRuns != 1 || f.FenceViolations != 1 || f.Runs != 7 || f.Reschedules != 1 {
 		t.Fatalf("%s\n%v", f, f.Examples)
+	}
+}
+
+// A record still being written (its line without the newline yet) is left
+// for the next read, not a failure.
+func TestReadRunsLeavesAPartialLastLine(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "runs.log")
+	full := `{"event":"start","task":"t","entity":"a","pid":1,"at":100}` + "\n" + `{"event":"end","task":"t","entity":"a","pid":1,"at":200}` + "\n"
+	if err := os.WriteFile(p, []byte(full+`{"event":"start","task":"t","entity":`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runs := ReadRuns(t, p)
+	if len(runs) != 1 || runs[0].End.At != 200 {
+		t.Fatalf("runs %+v", runs)
 	}
 }
