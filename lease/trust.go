@@ -15,7 +15,7 @@ type trustGroup struct {
 }
 
 // watchLocked puts ls, held leases whose trust windows all end at at, in a
-// new group and arms its timer. Call with s.mu held.
+// new group, which keeps ls, and arms its timer. Call with s.mu held.
 func (s *Store) watchLocked(at time.Time, ls []*Lease) {
 	g := &trustGroup{at: at, ls: ls, live: len(ls)}
 	for i, l := range ls {
