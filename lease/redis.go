@@ -522,14 +522,14 @@ func (b *redisBackend) lastRuns(ctx context.Context, task string, fn func(LastRu
 	})
 }
 
-// sweep deletes, a page at a time, the entities neither held nor touched
-// within StateTTL (Redis 7.0 has no expiry for hash fields).
 // claimSweep takes the sweep key for one interval: the replicas sharing a
 // Redis sweep once per interval between them, not once each.
 func (b *redisBackend) claimSweep(ctx context.Context, every time.Duration) (bool, error) {
 	return b.c.SetNX(ctx, b.k.sweep(), b.opts.Replica, every).Result()
 }
 
+// sweep deletes, a page at a time, the entities neither held nor touched
+// within StateTTL (Redis 7.0 has no expiry for hash fields).
 func (b *redisBackend) sweep(ctx context.Context) error {
 	return b.tasks(ctx, "", func(task string) error {
 		cursor := "0"
