@@ -171,11 +171,9 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func (s *Store) token() string {
-	return s.nonce + "-" + strconv.FormatUint(s.seq.Add(1), 36)
-}
+func (s *Store) token() string { return s.tokens(1)[0] }
 
-// tokens returns n new tokens, cut from one allocation.
+// tokens returns n new tokens, "nonce-seq", cut from one allocation.
 func (s *Store) tokens(n int) []string {
 	last := s.seq.Add(uint64(n))
 	buf := make([]byte, 0, n*(len(s.nonce)+8))
