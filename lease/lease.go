@@ -170,6 +170,10 @@ func (l *Lease) TTL() time.Duration { return l.ttl }
 // lease until sent + ttl - Margin(ttl).
 func Margin(ttl time.Duration) time.Duration { return ttl / 5 }
 
+// trustEnd is the end of the trust window of a lease of ttl granted or
+// renewed by a request sent at sent.
+func trustEnd(sent time.Time, ttl time.Duration) time.Time { return sent.Add(ttl - Margin(ttl)) }
+
 // Outcome is what a run did, recorded at release for status.
 type Outcome struct {
 	Result  string // done, reschedule, failed, timeout, lease_lost, canceled…

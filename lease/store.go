@@ -291,7 +291,7 @@ func (s *Store) newLease(a acquireArg, fence int64, sent time.Time) *Lease {
 			l.Tick = d.Tick
 		}
 	}
-	l.trusted = sent.Add(l.ttl - Margin(l.ttl))
+	l.trusted = trustEnd(sent, l.ttl)
 	l.renewAt = sent.Add(l.ttl / 3)
 	return l
 }
@@ -492,7 +492,7 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 		l.mu.Lock()
 		l.failures = 0
 		if !l.released {
-			l.trusted = sent.Add(l.ttl - Margin(l.ttl))
+			l.trusted = trustEnd(sent, l.ttl)
 			l.renewAt = sent.Add(l.ttl / 3)
 			renewed = append(renewed, l)
 		}

@@ -37,7 +37,7 @@ func (s *Store) watchAllLocked(sent time.Time, ls []*Lease) {
 				sub[k] = ls[i]
 			}
 		}
-		s.watchLocked(sent.Add(g.key-Margin(g.key)), sub)
+		s.watchLocked(trustEnd(sent, g.key), sub)
 	}
 }
 
