@@ -152,14 +152,8 @@ func (l *Lease) Check() error {
 	if err := context.Cause(l.ctx); err != nil {
 		return err
 	}
-	l.mu.Lock()
-	expired := !l.store.clock.Now().Before(l.trusted)
-	l.mu.Unlock()
-	if expired {
-		l.store.drop(l, ErrUntrusted)
-		return context.Cause(l.ctx)
-	}
-	return nil
+	l.store.dropIfUntrusted(l, l.store.clock.Now())
+	return context.Cause(l.ctx)
 }
 
 // TTL is the lease's time to live.

@@ -73,11 +73,17 @@ func (s *Store) expire(g *trustGroup) {
 	}
 	s.mu.Unlock()
 	for _, l := range ls {
-		l.mu.Lock()
-		renewed := now.Before(l.trusted) // by a round that ended just now
-		l.mu.Unlock()
-		if !renewed {
-			s.drop(l, ErrUntrusted)
-		}
+		s.dropIfUntrusted(l, now) // a round that ended just now may have renewed it
+	}
+}
+
+// dropIfUntrusted drops l, cause ErrUntrusted, when its trust window has
+// ended by now.
+func (s *Store) dropIfUntrusted(l *Lease, now time.Time) {
+	l.mu.Lock()
+	ended := !now.Before(l.trusted)
+	l.mu.Unlock()
+	if ended {
+		s.drop(l, ErrUntrusted)
 	}
 }
