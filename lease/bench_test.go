@@ -140,7 +140,7 @@ func BenchmarkAcquireReleaseParallel(b *testing.B) {
 	b.SetParallelism(2)
 	b.RunParallel(func(pb *testing.PB) {
 		w := worker.Add(1)
-		reqs := make([]Request, 0, batchSize)
+		reqs := make([]Request, 0, BatchSize)
 		n := 0
 		flush := func() {
 			ls := make([]*Lease, len(reqs))
@@ -159,7 +159,7 @@ func BenchmarkAcquireReleaseParallel(b *testing.B) {
 		for pb.Next() {
 			reqs = append(reqs, req("p"+strconv.FormatInt(w, 10)+"-"+strconv.Itoa(n), time.Minute))
 			n++
-			if len(reqs) == batchSize {
+			if len(reqs) == BatchSize {
 				flush()
 			}
 		}

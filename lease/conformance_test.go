@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -78,6 +79,7 @@ var conformance = []struct {
 	{"RenewalKeepsLease", testRenewal},
 	{"BatchLeasesLiveApart", testBatchTrust},
 	{"GrantedWhileClosing", testGrantedWhileClosing},
+	{"CloseReportsLeasesStillHeld", testCloseReportsHeld},
 	{"ForceUnlockCancelsHolder", testUnlock},
 	{"DuplicateInOneBatch", testDuplicateInBatch},
 	{"Retention", testRetention},
@@ -901,4 +903,23 @@ func testStatus(t *testing.T, k kit) {
 		t.Fatalf("all leases: %+v", all)
 	}
 	mustRelease(t, l)
+}
+
+func testCloseReportsHeld(t *testing.T, k kit) {
+	s := k.client(Options{})
+	mustRelease(t, mustAcquire(t, s, req("released", time.Minute)))
+	held := mustAcquire(t, s, req("held", time.Minute))
+	err := s.Close()
+	if !errors.Is(err, ErrStillHeld) {
+		t.Fatalf("Close with a lease not released: %v, want ErrStillHeld", err)
+	}
+	if want := "1 leases"; !strings.Contains(err.Error(), want) {
+		t.Errorf("Close's error %q does not say %q", err, want)
+	}
+	if cause := context.Cause(held.Context()); !errors.Is(cause, ErrClosed) {
+		t.Errorf("lease held at Close: cause %v, want ErrClosed", cause)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v, want nil", err)
+	}
 }

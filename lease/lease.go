@@ -31,6 +31,9 @@ var (
 	ErrUntrusted = errors.New("lease: not renewed within its trust window")
 	ErrReleased  = errors.New("lease: released")
 	ErrClosed    = errors.New("lease: store closed")
+	// ErrStillHeld is Close's report of leases it dropped unreleased: they
+	// stay in the backend until their TTL passes.
+	ErrStillHeld = errors.New("lease: store closed with leases not released")
 )
 
 // BusyError says who holds a lease that could not be acquired.
@@ -158,6 +161,10 @@ func (l *Lease) Check() error {
 
 // TTL is the lease's time to live.
 func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// MinTTL is the shortest lease TTL a holder can keep: renewed every TTL/3,
+// a shorter one leaves too little time for a renewal round to arrive.
+const MinTTL = 1500 * time.Millisecond
 
 // Margin is the part of a TTL the holder does not trust: clock drift between
 // the holder and Redis, plus the time to stop a run. A holder trusts its

@@ -74,6 +74,11 @@ func NewRedis(c RedisClient, prefix string, opts Options) (*Store, error) {
 	return newStore(b, opts, func(o *Options) { b.opts = o }), nil
 }
 
+// pageSize is how many keys, fields or due entries one SCAN, HSCAN, sweep
+// or ZRANGE page reads (status and the sweep walk everything a page at a
+// time).
+const pageSize = 1000
+
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
 // unixMS and msTime convert between times and the Unix milliseconds stored
@@ -448,7 +453,7 @@ func (b *redisBackend) tasks(ctx context.Context, task string, fn func(task stri
 	}
 	var cursor uint64
 	for {
-		ks, next, err := b.c.Scan(ctx, cursor, b.k.entitiesPattern(), 1000).Result()
+		ks, next, err := b.c.Scan(ctx, cursor, b.k.entitiesPattern(), pageSize).Result()
 		if err != nil {
 			return fmt.Errorf("scan %s: %w", b.k.entitiesPattern(), err)
 		}
@@ -472,7 +477,7 @@ func (b *redisBackend) entities(ctx context.Context, task string, fn func(task, 
 	return b.tasks(ctx, task, func(task string) error {
 		var cursor uint64
 		for {
-			kv, next, err := b.c.HScan(ctx, b.k.entities(task), cursor, "", 1000).Result()
+			kv, next, err := b.c.HScan(ctx, b.k.entities(task), cursor, "", pageSize).Result()
 			if err != nil {
 				return fmt.Errorf("hscan %s: %w", b.k.entities(task), err)
 			}
@@ -534,7 +539,7 @@ func (b *redisBackend) sweep(ctx context.Context) error {
 	return b.tasks(ctx, "", func(task string) error {
 		cursor := "0"
 		for {
-			res, err := scriptSweep.Run(ctx, b.c, []string{b.k.entities(task)}, cursor, 1000, ms(b.opts.StateTTL)).Slice()
+			res, err := scriptSweep.Run(ctx, b.c, []string{b.k.entities(task)}, cursor, pageSize, ms(b.opts.StateTTL)).Slice()
 			if err != nil {
 				return fmt.Errorf("sweep %s: %w", task, err)
 			}
@@ -562,9 +567,8 @@ func str(v any) string {
 }
 
 func (b *redisBackend) dueEntries(ctx context.Context, fn func(Due) error) error {
-	const page = 1000
-	for off := int64(0); ; off += page {
-		zs, err := b.c.ZRangeWithScores(ctx, b.k.due(), off, off+page-1).Result()
+	for off := int64(0); ; off += pageSize {
+		zs, err := b.c.ZRangeWithScores(ctx, b.k.due(), off, off+pageSize-1).Result()
 		if err != nil {
 			return err
 		}
@@ -588,7 +592,7 @@ func (b *redisBackend) dueEntries(ctx context.Context, fn func(Due) error) error
 				return err
 			}
 		}
-		if len(zs) < page {
+		if len(zs) < pageSize {
 			return nil
 		}
 	}

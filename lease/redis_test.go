@@ -262,3 +262,11 @@ func TestRedisOneSweepPerInterval(t *testing.T) {
 		t.Fatalf("%d sweeps in %v: more than one per %v (at most %d)", n, elapsed.Round(time.Millisecond), every, limit)
 	}
 }
+
+func TestCloseAfterEveryReleaseIsClean(t *testing.T) {
+	s := NewMemory(Options{})
+	mustRelease(t, mustAcquire(t, s, req("e", time.Minute)))
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close with every lease released: %v, want nil", err)
+	}
+}

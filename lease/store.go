@@ -150,7 +150,9 @@ func newStore(b backend, opts Options, bind func(*Options)) *Store {
 func (s *Store) Replica() string { return s.opts.Replica }
 
 // Close stops the keeper and cancels the context of every lease still held
-// (cause ErrClosed). It does not release them: callers release first.
+// (cause ErrClosed). It does not release them: callers release first. A
+// lease still held stays in the backend until its TTL passes; Close reports
+// how many there were with ErrStillHeld.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -167,6 +169,9 @@ func (s *Store) Close() error {
 	<-s.done
 	for _, l := range ls {
 		s.drop(l, ErrClosed)
+	}
+	if len(ls) > 0 {
+		return fmt.Errorf("%w: %d leases", ErrStillHeld, len(ls))
 	}
 	return nil
 }
@@ -204,15 +209,16 @@ func (s *Store) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	return r[0].Lease, r[0].Err
 }
 
-// batchSize bounds the entities one acquire round trip carries.
-const batchSize = 256
+// BatchSize bounds the entities one acquire or release round trip carries;
+// callers that gather requests (the scheduler's fan-out) batch by it.
+const BatchSize = 256
 
 // AcquireBatch asks for many leases in as few round trips as it can (one per
-// 256 requests). Results are in the order of reqs.
+// BatchSize requests). Results are in the order of reqs.
 func (s *Store) AcquireBatch(ctx context.Context, reqs []Request) []Result {
 	out := make([]Result, len(reqs))
-	for lo := 0; lo < len(reqs); lo += batchSize {
-		hi := min(lo+batchSize, len(reqs))
+	for lo := 0; lo < len(reqs); lo += BatchSize {
+		hi := min(lo+BatchSize, len(reqs))
 		s.acquireChunk(ctx, reqs[lo:hi], out[lo:hi])
 	}
 	return out
@@ -349,12 +355,12 @@ func (s *Store) release(ctx context.Context, l *Lease, o Outcome, next *Next) (R
 }
 
 // ReleaseBatch releases many leases with one outcome in one round trip per
-// 256 leases, as at shutdown. The errors are in the order of ls; a lease
+// BatchSize leases, as at shutdown. The errors are in the order of ls; a lease
 // taken over gets ErrNotHeld. Follow-up requests are enqueued as by Release.
 func (s *Store) ReleaseBatch(ctx context.Context, ls []*Lease, o Outcome) ([]error, error) {
 	errs := make([]error, len(ls))
-	for lo := 0; lo < len(ls); lo += batchSize {
-		hi := min(lo+batchSize, len(ls))
+	for lo := 0; lo < len(ls); lo += BatchSize {
+		hi := min(lo+BatchSize, len(ls))
 		args := make([]releaseArg, hi-lo)
 		for i, l := range ls[lo:hi] {
 			args[i] = releaseArg{l: l, o: &o}

@@ -408,8 +408,8 @@ func resolveTask(i int, def, spec TaskSpec) (*Task, []keyErr) {
 	if t.Concurrency < 1 {
 		bad("concurrency", "%d: must be at least 1", t.Concurrency)
 	}
-	if t.LeaseTTL < 3*time.Second/2 {
-		bad("lease_ttl", "%v: too short to renew (every lease_ttl/3) before it expires; use at least 1.5s", t.LeaseTTL)
+	if t.LeaseTTL < lease.MinTTL {
+		bad("lease_ttl", "%v: too short to renew (every lease_ttl/3) before it expires; use at least %v", t.LeaseTTL, lease.MinTTL)
 	}
 	if t.Timeout <= 0 {
 		bad("timeout", "must be more than 0s")

@@ -366,7 +366,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 			return context.Cause(ctx)
 		}
 		batch = append(batch, id)
-		if len(batch) >= 256 {
+		if len(batch) >= lease.BatchSize {
 			flush()
 		}
 		return nil

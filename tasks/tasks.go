@@ -96,6 +96,14 @@ func (h HandlerFunc) Do(ctx context.Context, run Run) (res Result, err error) {
 	return h(ctx, run)
 }
 
+// Hello is a Go handler that logs one line and is done: the stock binary
+// registers it as "demo-hello". It shows the shape of a handler; register
+// your own in a Registry and pass it to scheduler.New.
+func Hello(_ context.Context, run Run) (Result, error) {
+	run.Logger.Info("hello from a Go handler", "entity", run.Entity)
+	return Done, nil
+}
+
 // ErrPanic wraps a panic recovered from a Go handler.
 var ErrPanic = errors.New("tasks: handler panicked")
 

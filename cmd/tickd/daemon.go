@@ -48,7 +48,7 @@ func newLogger(d scheduler.Daemon, w io.Writer, level *slog.LevelVar) *slog.Logg
 	}
 	switch format {
 	case "tint":
-		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
+		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
 	case "text":
 		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 	}
@@ -96,10 +96,15 @@ func redisClient(cfg *scheduler.Config) (*redis.Client, error) {
 // what it opened.
 func openStore(cfg *scheduler.Config, replica string, clock lease.Clock, log *slog.Logger, m *scheduler.Metrics) (*lease.Store, func(), error) {
 	opts := lease.Options{Replica: replica, MaxTTL: cfg.MaxLeaseTTL(), Clock: clock, OnRenew: m.Renewed}
+	closeStore := func(s *lease.Store) {
+		if err := s.Close(); err != nil {
+			log.Warn("lease store closed", "error", err)
+		}
+	}
 	if cfg.Redis == nil {
 		log.Warn("no [redis] table: leases are in-process; replicas would not be coordinated")
 		s := lease.NewMemory(opts)
-		return s, func() { s.Close() }, nil
+		return s, func() { closeStore(s) }, nil
 	}
 	c, err := redisClient(cfg)
 	if err != nil {
@@ -119,18 +124,16 @@ func openStore(cfg *scheduler.Config, replica string, clock lease.Clock, log *sl
 		return nil, nil, err
 	}
 	log.Info("leases in redis", "redis", redactURL(cfg.Redis.URL), "key_prefix", cfg.Redis.KeyPrefix)
-	return s, func() { s.Close(); c.Close() }, nil
+	return s, func() { closeStore(s); c.Close() }, nil
 }
 
-// Registry is where a binary embedding tickd's main registers Go handlers;
-// the stock binary has one demo handler.
-var Registry = &tasks.Registry{}
-
-func init() {
-	Registry.Register("demo-hello", func(ctx context.Context, r tasks.Run) (tasks.Result, error) { //nolint:errcheck
-		r.Logger.Info("hello from a Go handler", "entity", r.Entity)
-		return tasks.Done, nil
-	})
+// stockHandlers are the Go handlers of the stock binary: the demo one. A Go
+// program that embeds tickd registers its own handlers in a tasks.Registry
+// and passes it to scheduler.New (scheduler's Example_embedded).
+func stockHandlers() *tasks.Registry {
+	r := &tasks.Registry{}
+	r.Register("demo-hello", tasks.Hello) //nolint:errcheck // the only name registered
+	return r
 }
 
 func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
@@ -156,7 +159,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer closeStore()
-	sch, err := scheduler.New(cfg, scheduler.Options{Store: store, Logger: log, Registry: Registry, Clock: clock, Metrics: metrics})
+	sch, err := scheduler.New(cfg, scheduler.Options{Store: store, Logger: log, Registry: stockHandlers(), Clock: clock, Metrics: metrics})
 	if err != nil {
 		return err
 	}

@@ -38,8 +38,8 @@ func runLock(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("%w: tickd lock -config FILE [-ttl 1m] [-busy-exit N] KEY -- CMD ARGS…", errUsage)
 	}
 	key, argv := rest[0], rest[2:]
-	if *ttl < 3*time.Second/2 {
-		return fmt.Errorf("%w: -ttl %v is too short to renew; use at least 1.5s", errUsage, *ttl)
+	if *ttl < lease.MinTTL {
+		return fmt.Errorf("%w: -ttl %v is too short to renew; use at least %v", errUsage, *ttl, lease.MinTTL)
 	}
 	cfg, err := scheduler.LoadConfig(*path)
 	if err != nil {

@@ -40,6 +40,8 @@ func cliStore(cfg *scheduler.Config, cmd string, ttl time.Duration) (*lease.Stor
 		c.Close()
 		return nil, nil, err
 	}
+	// A command releases what it holds before this; Close's report of a
+	// lease left held (a failed release, already reported) adds nothing.
 	return s, func() { s.Close(); c.Close() }, nil
 }
 

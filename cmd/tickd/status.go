@@ -80,54 +80,67 @@ func statusOf(ctx context.Context, store *lease.Store, t scheduler.Task, paused 
 		st.Schedule = "cron " + t.Cron
 	}
 	st.Schedule += " in " + t.Location.String()
-	err := store.Leases(ctx, t.Name, func(h lease.Held) error {
-		st.LeaseCount++
-		if len(st.Leases) < limit {
-			st.Leases = append(st.Leases, h)
-		}
-		return nil
-	})
-	if err != nil {
+	leases, runs, due := firstN[lease.Held](limit), firstN[lease.LastRun](limit), firstN[lease.Due](limit)
+	if err := store.Leases(ctx, t.Name, leases.add); err != nil {
 		return st, fmt.Errorf("list leases: %w", err)
 	}
-	err = store.LastRuns(ctx, t.Name, func(r lease.LastRun) error {
-		if outcome != "" && r.Outcome != outcome {
-			return nil
-		}
-		st.RunCount++
-		if len(st.LastRuns) < limit {
-			st.LastRuns = append(st.LastRuns, r)
-			return nil
-		}
+	// The limit most recent last runs: a new run replaces the oldest kept.
+	runs.full = func(r lease.LastRun) {
 		oldest := 0
-		for i, x := range st.LastRuns {
-			if x.Ended.Before(st.LastRuns[oldest].Ended) {
+		for i, x := range runs.items {
+			if x.Ended.Before(runs.items[oldest].Ended) {
 				oldest = i
 			}
 		}
-		if r.Ended.After(st.LastRuns[oldest].Ended) {
-			st.LastRuns[oldest] = r
+		if r.Ended.After(runs.items[oldest].Ended) {
+			runs.items[oldest] = r
 		}
-		return nil
+	}
+	err := store.LastRuns(ctx, t.Name, func(r lease.LastRun) error {
+		if outcome != "" && r.Outcome != outcome {
+			return nil
+		}
+		return runs.add(r)
 	})
 	if err != nil {
 		return st, fmt.Errorf("list last runs: %w", err)
 	}
-	sortRuns(st.LastRuns)
 	err = store.DueEntries(ctx, func(d lease.Due) error {
 		if d.Task != t.Name {
 			return nil
 		}
-		st.DueCount++
-		if len(st.Due) < limit {
-			st.Due = append(st.Due, d)
-		}
-		return nil
+		return due.add(d)
 	})
 	if err != nil {
 		return st, fmt.Errorf("list due entries: %w", err)
 	}
+	sortRuns(runs.items)
+	st.Leases, st.LeaseCount = leases.items, leases.count
+	st.LastRuns, st.RunCount = runs.items, runs.count
+	st.Due, st.DueCount = due.items, due.count
 	return st, nil
+}
+
+// bounded counts what it is given and keeps the first limit items; full,
+// if set, sees each item that comes once limit are kept.
+type bounded[T any] struct {
+	limit int
+	count int
+	items []T
+	full  func(T)
+}
+
+func firstN[T any](limit int) *bounded[T] { return &bounded[T]{limit: limit, items: []T{}} }
+
+func (b *bounded[T]) add(x T) error {
+	b.count++
+	switch {
+	case len(b.items) < b.limit:
+		b.items = append(b.items, x)
+	case b.full != nil:
+		b.full(x)
+	}
+	return nil
 }
 
 // sortRuns puts the most recent runs first.
