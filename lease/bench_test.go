@@ -27,7 +27,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := l.Release(bg, Outcome{Result: "done"}, nil); err != nil {
+			if _, err := l.Release(bg, Finished{Outcome: OutcomeDone}, nil); err != nil {
 				b.Fatal(err)
 			}
 			i++
@@ -118,7 +118,7 @@ func acquire(b *testing.B, s *Store, reqs []Request) []*Lease {
 }
 
 func release(b *testing.B, s *Store, ls []*Lease) {
-	errs, err := s.ReleaseBatch(bg, ls, Outcome{Result: "done", Started: time.Now(), Ended: time.Now()})
+	errs, err := s.ReleaseBatch(bg, ls, Finished{Outcome: OutcomeDone, Started: time.Now(), Ended: time.Now()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func BenchmarkAcquireReleaseParallel(b *testing.B) {
 				}
 				ls[j] = r.Lease
 			}
-			if _, err := s.ReleaseBatch(bg, ls, Outcome{Result: "done"}); err != nil {
+			if _, err := s.ReleaseBatch(bg, ls, Finished{Outcome: OutcomeDone}); err != nil {
 				b.Error(err)
 			}
 			reqs = reqs[:0]

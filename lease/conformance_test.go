@@ -115,7 +115,7 @@ func mustAcquire(t *testing.T, s *Store, r Request) *Lease {
 
 func mustRelease(t *testing.T, l *Lease) Released {
 	t.Helper()
-	r, err := l.Release(bg, Outcome{Result: "done", Started: l.Acquired, Ended: time.Now()}, nil)
+	r, err := l.Release(bg, Finished{Outcome: OutcomeDone, Started: l.Acquired, Ended: time.Now()}, nil)
 	if err != nil {
 		t.Fatalf("release %s: %v", l.Entity, err)
 	}
@@ -159,7 +159,7 @@ func testExclusion(t *testing.T, k kit) {
 					overlaps.Add(1)
 				}
 				inUse[e].Add(-1)
-				if _, err := l.Release(bg, Outcome{Result: "done"}, nil); err != nil {
+				if _, err := l.Release(bg, Finished{Outcome: OutcomeDone}, nil); err != nil {
 					t.Error(err)
 					return
 				}
@@ -205,7 +205,7 @@ func testTakenOver(t *testing.T, k kit) {
 		cur = l
 		return err == nil
 	})
-	if _, err := old.Release(bg, Outcome{Result: "done"}, nil); !errors.Is(err, ErrNotHeld) {
+	if _, err := old.Release(bg, Finished{Outcome: OutcomeDone}, nil); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("release by taken-over holder: %v, want ErrNotHeld", err)
 	}
 	if _, err := s.Acquire(bg, req("e", time.Minute)); !errors.Is(err, ErrBusy) {
@@ -215,7 +215,7 @@ func testTakenOver(t *testing.T, k kit) {
 		t.Fatalf("fence %d after %d", cur.Fence, old.Fence)
 	}
 	mustRelease(t, cur)
-	if _, err := cur.Release(bg, Outcome{}, nil); !errors.Is(err, ErrNotHeld) {
+	if _, err := cur.Release(bg, Finished{}, nil); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("double release: %v", err)
 	}
 }
@@ -393,7 +393,7 @@ func testUnlock(t *testing.T, k kit) {
 	}
 	// The unlock is on record, with who did it; the stale holder's release
 	// does not overwrite it.
-	if _, err := l.Release(bg, Outcome{Result: "done"}, nil); !errors.Is(err, ErrNotHeld) {
+	if _, err := l.Release(bg, Finished{Outcome: OutcomeDone}, nil); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("stale holder's release: %v", err)
 	}
 	st, err := op.Entity(bg, "t", "e")
@@ -570,7 +570,7 @@ func testReleaseNext(t *testing.T, k kit) {
 	s := k.client(Options{})
 	T := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	l := mustAcquire(t, s, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonTick, Tick: T})
-	if _, err := l.Release(bg, Outcome{Result: "reschedule"}, &Next{Reason: ReasonReschedule, Delay: time.Hour, Attempt: 1}); err != nil {
+	if _, err := l.Release(bg, Finished{Outcome: "reschedule"}, &Next{Reason: ReasonReschedule, Delay: time.Hour, Attempt: 1}); err != nil {
 		t.Fatal(err)
 	}
 	ds := dues(t, s)
@@ -617,7 +617,7 @@ func testChainTick(t *testing.T, k kit) {
 	}
 	d := take()
 	l := mustAcquire(t, s, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: d.Reason, From: &d})
-	if _, err := l.Release(bg, Outcome{Result: "failed"}, &Next{Reason: ReasonRetry, Attempt: 2}); err != nil {
+	if _, err := l.Release(bg, Finished{Outcome: "failed"}, &Next{Reason: ReasonRetry, Attempt: 2}); err != nil {
 		t.Fatal(err)
 	}
 	d = take()
@@ -868,7 +868,7 @@ func testEntityState(t *testing.T, k kit) {
 	if st, _ = s.Entity(bg, "t", "e"); st.Held == nil || st.Held.Fence != l.Fence || st.Held.Holder != "A" {
 		t.Fatalf("held: %+v", st.Held)
 	}
-	if _, err := l.Release(bg, Outcome{Result: "done"}, &Next{Reason: ReasonReschedule, Delay: time.Hour, Attempt: 1}); err != nil {
+	if _, err := l.Release(bg, Finished{Outcome: OutcomeDone}, &Next{Reason: ReasonReschedule, Delay: time.Hour, Attempt: 1}); err != nil {
 		t.Fatal(err)
 	}
 	st, _ = s.Entity(bg, "t", "e")
@@ -884,7 +884,7 @@ func testStatus(t *testing.T, k kit) {
 	s := k.client(Options{Replica: "A"})
 	l := mustAcquire(t, s, req("held", time.Minute))
 	done := mustAcquire(t, s, Request{Task: "other", Entity: "x", TTL: time.Minute, Reason: ReasonTrigger})
-	if _, err := done.Release(bg, Outcome{Result: "failed", Started: time.UnixMilli(1000), Ended: time.UnixMilli(3000)}, nil); err != nil {
+	if _, err := done.Release(bg, Finished{Outcome: "failed", Started: time.UnixMilli(1000), Ended: time.UnixMilli(3000)}, nil); err != nil {
 		t.Fatal(err)
 	}
 	var hs []Held

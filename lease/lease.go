@@ -175,12 +175,31 @@ func Margin(ttl time.Duration) time.Duration { return ttl / 5 }
 // renewed by a request sent at sent.
 func trustEnd(sent time.Time, ttl time.Duration) time.Time { return sent.Add(ttl - Margin(ttl)) }
 
-// Outcome is what a run did, recorded at release for status.
-type Outcome struct {
-	Result  string // done, reschedule, failed, timeout, lease_lost, canceled…
+// Outcome says how a run ended, as recorded for status.
+type Outcome string
+
+// The outcomes of a run.
+const (
+	OutcomeDone       Outcome = "done"
+	OutcomeReschedule Outcome = "reschedule" // done for now, asked to run again
+	OutcomeFailed     Outcome = "failed"
+	OutcomeTimeout    Outcome = "timeout"
+	OutcomeLeaseLost  Outcome = "lease_lost"
+	OutcomeCanceled   Outcome = "canceled" // stopped by shutdown, or never begun: handed over
+	// OutcomeUnlocked records an operator's Unlock of a held lease.
+	OutcomeUnlocked Outcome = "unlocked"
+)
+
+// Finished is what a run did, recorded at release for status.
+type Finished struct {
+	Outcome Outcome
 	Started time.Time
 	Ended   time.Time
 }
+
+// ReleaseTimeout bounds a release made after the run's own context ended
+// (context.WithoutCancel): shutdown and a lost run still clean up, briefly.
+const ReleaseTimeout = 5 * time.Second
 
 // Next asks, atomically with the release, for another run of the same
 // (task, entity) after Delay. It is durable: any replica carries it out.
@@ -201,7 +220,7 @@ type Released struct {
 // Release gives the lease back and records the outcome. With next, it also
 // enqueues another run in the same atomic step. A holder whose lease was
 // taken over gets ErrNotHeld and touches nothing.
-func (l *Lease) Release(ctx context.Context, o Outcome, next *Next) (Released, error) {
+func (l *Lease) Release(ctx context.Context, o Finished, next *Next) (Released, error) {
 	return l.store.release(ctx, l, o, next)
 }
 
@@ -232,7 +251,7 @@ type Held struct {
 type LastRun struct {
 	Task     string
 	Entity   string
-	Outcome  string
+	Outcome  Outcome
 	Reason   Reason
 	Replica  string
 	Fence    int64

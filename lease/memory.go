@@ -85,11 +85,11 @@ func (b *memBackend) acquire(_ context.Context, holder string, reqs []acquireArg
 		b.gc(m, now)
 		st := b.states[m]
 		if a.req.Reason == ReasonTick && a.req.Tick.Sub(now) > EarlyTolerance {
-			out[i] = acquireReply{status: "early", left: a.req.Tick.Sub(now)}
+			out[i] = acquireReply{status: grantEarly, left: a.req.Tick.Sub(now)}
 			continue
 		}
 		if a.req.Reason == ReasonTick && st != nil && !st.tick.IsZero() && !st.tick.Before(a.req.Tick) {
-			out[i] = acquireReply{status: "ran", at: st.tick}
+			out[i] = acquireReply{status: grantRan, at: st.tick}
 			continue
 		}
 		if cur, ok := b.held[m]; ok {
@@ -99,7 +99,7 @@ func (b *memBackend) acquire(_ context.Context, holder string, reqs []acquireArg
 			if a.req.From != nil {
 				b.ackLocked(m, a.req.From.claim)
 			}
-			out[i] = acquireReply{status: "busy", holder: cur.holder, at: cur.since, fence: cur.fence}
+			out[i] = acquireReply{status: grantBusy, holder: cur.holder, at: cur.since, fence: cur.fence}
 			continue
 		}
 		s := b.state(m, now)
@@ -112,7 +112,7 @@ func (b *memBackend) acquire(_ context.Context, holder string, reqs []acquireArg
 			b.ackLocked(m, a.req.From.claim)
 		}
 		b.held[m] = &memLease{token: a.token, holder: holder, since: now, expire: now.Add(a.req.TTL), fence: fence, reason: a.req.Reason}
-		out[i] = acquireReply{status: "ok", fence: fence, at: now}
+		out[i] = acquireReply{status: grantOK, fence: fence, at: now}
 	}
 	return out, nil
 }
@@ -143,7 +143,7 @@ func (b *memBackend) release(_ context.Context, rs []releaseArg) ([]releaseReply
 	return out, nil
 }
 
-func (b *memBackend) releaseOne(l *Lease, o Outcome, next *Next) (bool, error) {
+func (b *memBackend) releaseOne(l *Lease, o Finished, next *Next) (bool, error) {
 	now := b.now()
 	m := member(l.Task, l.Entity)
 	b.gc(m, now)
@@ -153,7 +153,7 @@ func (b *memBackend) releaseOne(l *Lease, o Outcome, next *Next) (bool, error) {
 	}
 	delete(b.held, m)
 	s := b.state(m, now)
-	s.last = LastRun{Outcome: o.Result, Reason: cur.reason, Replica: b.opts.Replica, Fence: cur.fence, Started: o.Started, Ended: o.Ended}
+	s.last = LastRun{Outcome: o.Outcome, Reason: cur.reason, Replica: b.opts.Replica, Fence: cur.fence, Started: o.Started, Ended: o.Ended}
 	fu := s.followup
 	s.followup = false
 	if next != nil {
@@ -173,7 +173,8 @@ func (b *memBackend) ackLocked(m, claim string) {
 	}
 }
 
-// addDueLocked mirrors add_due in lib.lua.
+// addDueLocked keeps one request per member as add_due in lib.lua does;
+// the conformance suite holds the two stores to the same behaviour.
 func (b *memBackend) addDueLocked(m string, d Due, at time.Time) {
 	if e, ok := b.due[m]; ok && !e.d.At.After(at) && e.d.claim == "" {
 		return
@@ -232,7 +233,7 @@ func (b *memBackend) unlock(_ context.Context, task, entity, by string) (Held, b
 	}
 	delete(b.held, m)
 	st := b.state(m, now)
-	st.last = LastRun{Outcome: "unlocked", Started: cur.since, Ended: now, Fence: cur.fence, Reason: cur.reason, Replica: by}
+	st.last = LastRun{Outcome: OutcomeUnlocked, Started: cur.since, Ended: now, Fence: cur.fence, Reason: cur.reason, Replica: by}
 	return Held{Task: task, Entity: entity, Holder: cur.holder, Since: cur.since, Fence: cur.fence}, true, nil
 }
 

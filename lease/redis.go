@@ -39,17 +39,20 @@ var luaUnlock string
 //go:embed lua/sweep.lua
 var luaSweep string
 
-// Every script is the shared library followed by its own body.
+// Every script is the constants Go shares with Lua, the shared library, then
+// its own body.
 var (
-	scriptAcquire = redis.NewScript(luaLib + luaAcquire)
-	scriptRenew   = redis.NewScript(luaLib + luaRenew)
-	scriptRelease = redis.NewScript(luaLib + luaRelease)
-	scriptEnqueue = redis.NewScript(luaLib + luaEnqueue)
-	scriptTake    = redis.NewScript(luaLib + luaTake)
-	scriptAck     = redis.NewScript(luaLib + luaAck)
-	scriptUnlock  = redis.NewScript(luaLib + luaUnlock)
-	scriptSweep   = redis.NewScript(luaLib + luaSweep)
+	scriptAcquire = newScript(luaAcquire)
+	scriptRenew   = newScript(luaRenew)
+	scriptRelease = newScript(luaRelease)
+	scriptEnqueue = newScript(luaEnqueue)
+	scriptTake    = newScript(luaTake)
+	scriptAck     = newScript(luaAck)
+	scriptUnlock  = newScript(luaUnlock)
+	scriptSweep   = newScript(luaSweep)
 )
+
+func newScript(body string) *redis.Script { return redis.NewScript(luaConstants() + luaLib + body) }
 
 // RedisClient is what the store needs of a go-redis client.
 type RedisClient interface {
@@ -228,7 +231,7 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, reqs []acquir
 			a := &reqs[live[j]] // pointers: go-redis boxes a string with an allocation
 			var from any = ""
 			if d := a.req.From; d != nil {
-				from = d.claim + "|" + tickMS(d.Tick)
+				from = dueFrom{Claim: d.claim, Tick: unixMS(d.Tick)}.encode()
 			}
 			args = append(args, &a.field, &a.token, from)
 		}
@@ -239,33 +242,11 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, reqs []acquir
 		return nil, err
 	}
 	for j, v := range res {
-		out[live[j]] = parseAcquireReply(v)
+		if out[live[j]], err = decodeAcquireReply(v); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
-}
-
-// parseAcquireReply decodes one entity's answer of acquire.lua: a fence
-// (granted), or "status|fields…".
-func parseAcquireReply(v string) acquireReply {
-	status, rest, _ := strings.Cut(v, "|")
-	if fence, err := strconv.ParseInt(status, 10, 64); err == nil {
-		return acquireReply{status: "ok", fence: fence}
-	}
-	r := acquireReply{status: status}
-	switch status {
-	case "busy": // since|fence|holder (escaped)
-		if f, ok := splitN(rest, 3); ok {
-			r.at = fromMS(f[0])
-			r.fence, _ = strconv.ParseInt(f[1], 10, 64)
-			r.holder, _ = unescape(f[2])
-		}
-	case "ran":
-		r.at = fromMS(rest)
-	case "quarantine", "early":
-		n, _ := strconv.ParseInt(rest, 10, 64)
-		r.left = time.Duration(n) * time.Millisecond
-	}
-	return r
 }
 
 func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]bool, error) {
@@ -284,31 +265,27 @@ func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]bool, error) {
 	}
 	ok := make([]bool, len(ls))
 	for i, v := range res {
-		ok[i] = v == "1"
+		ok[i] = v == renewedOK
 	}
 	return ok, nil
 }
 
-// runRecords packs the last run of each lease for status,
-// "outcome|start|end|fence|reason|replica", cut from one allocation.
+// runRecords encodes the run record of each lease at idx, cut from one
+// allocation.
 func runRecords(rs []releaseArg, idx []int, replica string) []string {
 	buf := make([]byte, 0, len(idx)*(72+len(replica)))
 	ends := make([]int, len(idx))
 	for k, i := range idx {
 		r := rs[i]
-		buf = append(append(buf, r.o.Result...), '|')
-		buf = append(strconv.AppendInt(buf, unixMS(r.o.Started), 10), '|')
-		buf = append(strconv.AppendInt(buf, unixMS(r.o.Ended), 10), '|')
-		buf = append(strconv.AppendInt(buf, r.l.Fence, 10), '|')
-		buf = append(append(buf, r.l.Reason...), '|')
-		buf = append(buf, replica...)
+		buf = runRecord{Outcome: r.o.Outcome, Start: unixMS(r.o.Started), End: unixMS(r.o.Ended), Fence: r.l.Fence,
+			Reason: r.l.Reason, Replica: replica}.appendTo(buf)
 		ends[k] = len(buf)
 	}
 	return cut(buf, ends)
 }
 
 func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseReply, error) {
-	replica := escape(b.opts.Replica)
+	replica := b.opts.Replica
 	gs := groupBy(len(rs), func(i int) string { return rs[i].l.Task })
 	calls := make([]scriptCall, len(gs))
 	for g, gr := range gs {
@@ -318,8 +295,8 @@ func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseR
 		for k, j := range gr.idx {
 			r := rs[j]
 			var next any = ""
-			if r.next != nil {
-				next = string(r.next.Reason) + "|" + ms(r.next.Delay) + "|" + strconv.Itoa(r.next.Attempt)
+			if n := r.next; n != nil {
+				next = nextRun{Reason: n.Reason, DelayMS: n.Delay.Milliseconds(), Attempt: int64(n.Attempt)}.encode()
 			}
 			// pointers: go-redis boxes a string with an allocation
 			args = append(args, &r.l.field, &r.l.token, &recs[k], next)
@@ -333,10 +310,13 @@ func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseR
 	out := make([]releaseReply, len(rs))
 	for i, v := range res {
 		switch v {
-		case "notheld":
+		case releasedNotHeld:
 			out[i].err = ErrNotHeld
-		case "fu":
+		case releasedFollowUp:
 			out[i].followUp = true
+		case releasedOK:
+		default:
+			return nil, fmt.Errorf("%w: release reply %q", errFormat, v)
 		}
 	}
 	return out, nil
@@ -363,20 +343,19 @@ func (b *redisBackend) take(ctx context.Context, limit int, vis time.Duration, p
 	return out, nil
 }
 
-// parseDue decodes a due member and its "reason|attempt|tick_ms|claim" info.
+// parseDue decodes a due member, its info (dueInfo) and its score.
 func parseDue(m, info, score string) (Due, error) {
 	task, entity, err := splitMember(m)
 	if err != nil {
 		return Due{}, err
 	}
-	f := strings.SplitN(info, "|", 4)
-	if len(f) != 4 {
-		return Due{}, fmt.Errorf("lease: bad due info %q", info)
+	d, err := decodeDueInfo(info)
+	if err != nil {
+		return Due{}, err
 	}
-	att, _ := strconv.Atoi(f[1])
 	sc, _ := strconv.ParseFloat(score, 64)
-	return Due{Task: task, Entity: entity, Reason: Reason(f[0]), Attempt: att, Tick: fromMS(f[2]),
-		At: time.UnixMilli(int64(sc)), claim: f[3]}, nil
+	return Due{Task: task, Entity: entity, Reason: d.Reason, Attempt: int(d.Attempt), Tick: msTime(d.Tick),
+		At: time.UnixMilli(int64(sc)), claim: d.Claim}, nil
 }
 
 func (b *redisBackend) ack(ctx context.Context, d Due) error {
@@ -391,53 +370,6 @@ func (b *redisBackend) unlock(ctx context.Context, task, entity, by string) (Hel
 	f, _ := strconv.ParseInt(res[2], 10, 64)
 	holder, _ := unescape(res[0])
 	return Held{Task: task, Entity: entity, Holder: holder, Since: fromMS(res[1]), Fence: f}, true, nil
-}
-
-// entityValue is one entity's field of its task's hash, decoded (see
-// lua/lib.lua for the format).
-type entityValue struct {
-	lastTick, exp, since int64 // ms
-	fence                int64
-	token                string
-	reason               Reason
-	holder               string
-	last                 []string // outcome|start|end|fence|reason|replica, or nil
-}
-
-func parseEntity(v string) (entityValue, bool) {
-	lease, last, ok := strings.Cut(v, "#")
-	f := strings.Split(lease, "|")
-	if !ok || len(f) != 9 {
-		return entityValue{}, false
-	}
-	num := func(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
-	e := entityValue{lastTick: num(f[0]), fence: num(f[1]), token: f[2], exp: num(f[3]), since: num(f[5]), reason: Reason(f[6])}
-	e.holder, _ = unescape(f[8])
-	if l := strings.Split(last, "|"); len(l) == 6 {
-		l[5], _ = unescape(l[5])
-		e.last = l
-	}
-	return e, true
-}
-
-// held returns the lease an entity's value holds at Redis time now, if any.
-func (e entityValue) held(task, entity string, now int64) (Held, bool) {
-	if e.token == "" || e.exp <= now {
-		return Held{}, false
-	}
-	return Held{Task: task, Entity: entity, Holder: e.holder, Since: time.UnixMilli(e.since), Fence: e.fence,
-		Reason: e.reason, TTL: time.Duration(e.exp-now) * time.Millisecond}, true
-}
-
-// lastRun returns an entity's last finished run, if any.
-func (e entityValue) lastRun(task, entity string) (LastRun, bool) {
-	if e.last == nil {
-		return LastRun{}, false
-	}
-	l := e.last
-	fence, _ := strconv.ParseInt(l[3], 10, 64)
-	return LastRun{Task: task, Entity: entity, Outcome: l[0], Started: fromMS(l[1]), Ended: fromMS(l[2]),
-		Fence: fence, Reason: Reason(l[4]), Replica: l[5], LastTick: msTime(e.lastTick)}, true
 }
 
 // serverMS reads Redis's clock, against which leases expire.
@@ -487,8 +419,8 @@ func (b *redisBackend) entities(ctx context.Context, task string, fn func(task, 
 			}
 			for i := 0; i+1 < len(kv); i += 2 {
 				entity, err := unescape(kv[i])
-				e, ok := parseEntity(kv[i+1])
-				if err != nil || !ok {
+				e, derr := decodeEntity(kv[i+1])
+				if err != nil || derr != nil {
 					continue // not ours to understand
 				}
 				if err := fn(task, entity, e, now); err != nil {
@@ -501,12 +433,6 @@ func (b *redisBackend) entities(ctx context.Context, task string, fn func(task, 
 			cursor = next
 		}
 	})
-}
-
-// splitN splits a packed value into n fields; the last one keeps any '|'.
-func splitN(v string, n int) ([]string, bool) {
-	f := strings.SplitN(v, "|", n)
-	return f, len(f) == n
 }
 
 func (b *redisBackend) leases(ctx context.Context, task string, fn func(Held) error) error {
@@ -607,7 +533,7 @@ func (b *redisBackend) one(ctx context.Context, task, entity string) (EntityStat
 		return EntityState{}, err
 	}
 	var st EntityState
-	if e, ok := parseEntity(eg.Val()); ok {
+	if e, err := decodeEntity(eg.Val()); err == nil {
 		if h, ok := e.held(task, entity, tm.Val().UnixMilli()); ok {
 			st.Held = &h
 		}
@@ -658,5 +584,5 @@ func (s *Store) InitEpoch(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	return b.c.SetNX(ctx, b.k.epoch(), "0|0", 0).Err()
+	return b.c.SetNX(ctx, b.k.epoch(), epochValue{}.encode(), 0).Err()
 }

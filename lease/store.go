@@ -90,21 +90,13 @@ type acquireArg struct {
 
 type releaseArg struct {
 	l    *Lease
-	o    *Outcome
+	o    *Finished
 	next *Next
 }
 
 type releaseReply struct {
 	followUp bool
 	err      error
-}
-
-type acquireReply struct {
-	status string // ok, busy, ran, quarantine
-	fence  int64
-	at     time.Time // grant time (ok) or holder's since (busy)
-	holder string
-	left   time.Duration // quarantine left
 }
 
 // Store hands out leases and keeps them alive. One Store per process: its
@@ -261,16 +253,16 @@ func (s *Store) acquireChunk(ctx context.Context, reqs []Request, out []Result) 
 		}
 		a := args[i]
 		switch rep.status {
-		case "ok":
+		case grantOK:
 			out[i].Lease = s.newLease(a, rep.fence, sent)
 			granted = append(granted, out[i].Lease)
-		case "busy":
+		case grantBusy:
 			out[i].Err = &BusyError{Holder: rep.holder, Since: rep.at, Fence: rep.fence, Queued: a.req.Queue}
-		case "ran":
+		case grantRan:
 			out[i].Err = &AlreadyRanError{LastTick: rep.at}
-		case "quarantine":
+		case grantQuarantine:
 			out[i].Err = fmt.Errorf("%w (%v left)", ErrQuarantine, rep.left.Round(time.Millisecond))
-		case "early":
+		case grantEarly:
 			out[i].Err = &EarlyError{Wait: rep.left}
 		default:
 			out[i].Err = fmt.Errorf("lease: unexpected acquire reply %q", rep.status)
@@ -339,7 +331,7 @@ func (s *Store) drop(l *Lease, cause error) {
 	l.cancel(cause)
 }
 
-func (s *Store) release(ctx context.Context, l *Lease, o Outcome, next *Next) (Released, error) {
+func (s *Store) release(ctx context.Context, l *Lease, o Finished, next *Next) (Released, error) {
 	if errors.Is(context.Cause(l.ctx), ErrReleased) {
 		return Released{}, ErrNotHeld
 	}
@@ -357,7 +349,7 @@ func (s *Store) release(ctx context.Context, l *Lease, o Outcome, next *Next) (R
 // ReleaseBatch releases many leases with one outcome in one round trip per
 // BatchSize leases, as at shutdown. The errors are in the order of ls; a lease
 // taken over gets ErrNotHeld. Follow-up requests are enqueued as by Release.
-func (s *Store) ReleaseBatch(ctx context.Context, ls []*Lease, o Outcome) ([]error, error) {
+func (s *Store) ReleaseBatch(ctx context.Context, ls []*Lease, o Finished) ([]error, error) {
 	errs := make([]error, len(ls))
 	for lo := 0; lo < len(ls); lo += BatchSize {
 		hi := min(lo+BatchSize, len(ls))

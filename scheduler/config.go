@@ -18,23 +18,27 @@ import (
 
 // Config is a whole tickd config file.
 type Config struct {
-	Daemon   Daemon
-	Redis    *Redis // nil: in-process leases, one replica
-	Defaults TaskSpec
+	Daemon Daemon
+	Redis  *Redis // nil: in-process leases, one replica
+	// Defaults is [defaults] over the built-in defaults: what a task that
+	// gives none of its own keys gets.
+	Defaults Task
 	Tasks    []Task
 
 	// Path is the file it was read from.
 	Path string
 }
 
-// Daemon is the [daemon] table.
+// Daemon is the [daemon] table. Each key is declared once, here: its toml
+// tag names it, DefaultDaemon gives its default, and config.example.toml
+// documents it (TestExampleConfigDocumentsEveryKey).
 type Daemon struct {
 	// ReplicaID names this process in leases and logs. Defaults to
 	// hostname-pid.
 	ReplicaID string `toml:"replica_id"`
 	// ShutdownTimeout is how long SIGTERM waits for running runs. Defaults
 	// to 30s.
-	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	ShutdownTimeout time.Duration `toml:"shutdown_timeout"`
 	// LogLevel is debug, info, warn or error. Defaults to info.
 	LogLevel string `toml:"log_level"`
 	// LogFormat is auto (coloured text on a terminal, JSON otherwise), text
@@ -45,7 +49,12 @@ type Daemon struct {
 	MetricsAddr string `toml:"metrics_addr"`
 }
 
-// Redis is the [redis] table.
+// DefaultDaemon is [daemon] when nothing is given.
+func DefaultDaemon() Daemon {
+	return Daemon{ShutdownTimeout: 30 * time.Second, LogLevel: "info", LogFormat: "auto"}
+}
+
+// Redis is the [redis] table; leave it out for in-process leases.
 type Redis struct {
 	// URL is redis:// or rediss:// (TLS), with user:password@ for ACLs.
 	// Defaults to redis://127.0.0.1:6379/0.
@@ -54,62 +63,101 @@ type Redis struct {
 	KeyPrefix string `toml:"key_prefix"`
 }
 
-// TaskSpec is one [[tasks]] entry, or [defaults], as written: nil means
-// "not given here".
-type TaskSpec struct {
-	Name            *string   `toml:"name"`
-	Every           *Duration `toml:"every"`
-	Cron            *string   `toml:"cron"`
-	Timezone        *string   `toml:"timezone"`
-	Spread          *Duration `toml:"spread"`
-	Entities        *[]string `toml:"entities"`
-	EntitiesFile    *string   `toml:"entities_file"`
-	EntitiesCommand *[]string `toml:"entities_command"`
-	EntitiesTimeout *Duration `toml:"entities_timeout"`
-	Command         *[]string `toml:"command"`
-	URL             *string   `toml:"url"`
-	Handler         *string   `toml:"handler"`
+// DefaultRedis is [redis] when the table is given with no keys.
+func DefaultRedis() Redis { return Redis{URL: "redis://127.0.0.1:6379/0", KeyPrefix: "tickd"} }
 
-	Concurrency        *int      `toml:"concurrency"`
-	Timeout            *Duration `toml:"timeout"`
-	WarnAfter          *Duration `toml:"warn_after"`
-	LeaseTTL           *Duration `toml:"lease_ttl"`
-	OnBusy             *string   `toml:"on_busy"`
-	RescheduleExitCode *int      `toml:"reschedule_exit_code"`
-	RescheduleDelay    *Duration `toml:"reschedule_delay"`
-	MaxReschedules     *int      `toml:"max_reschedules"`
-	Retries            *int      `toml:"retries"`
-	CatchUp            *Duration `toml:"catch_up"`
-}
+// OnBusy says what a tick does for an entity whose lease is held.
+type OnBusy string
 
-// Task is a task with every default applied and validated.
+// The values of on_busy.
+const (
+	OnBusySkip  OnBusy = "skip"  // skip the entity this tick
+	OnBusyQueue OnBusy = "queue" // run once more right after the holder ends
+)
+
+// Task is one [[tasks]] entry with [defaults] and the built-in defaults
+// applied, validated. Each key is declared once, here: its toml tag names it,
+// DefaultTask gives its default, [defaults] and then the task's own table
+// are decoded over that, and config.example.toml documents it.
 type Task struct {
-	Name     string
-	Every    time.Duration // 0 when Cron is used
-	Cron     string
-	Location *time.Location
-	Spread   time.Duration
-	Schedule Schedule
+	// Name identifies the task in keys, logs and commands: letters, digits
+	// and . _ - (at most 200). Required; it has no default.
+	Name string `toml:"name"`
+	// Every ticks at wall-clock multiples of the interval in Timezone,
+	// whole seconds. One of Every and Cron is required.
+	Every time.Duration `toml:"every"`
+	// Cron is a cron expression: 5 fields, 6 with seconds first, @hourly…
+	Cron string `toml:"cron"`
+	// Timezone is an IANA zone name. Defaults to UTC.
+	Timezone string `toml:"timezone"`
+	// Spread spreads entity start times over this window, by a hash of the
+	// entity. Defaults to 0s (off).
+	Spread time.Duration `toml:"spread"`
 
-	Entities        []string
-	EntitiesFile    string
-	EntitiesCommand []string
-	EntitiesTimeout time.Duration
-	Command         []string
-	URL             string
-	Handler         string
+	// At most one entity source; none makes a singleton task.
+	Entities        []string `toml:"entities"`
+	EntitiesFile    string   `toml:"entities_file"`
+	EntitiesCommand []string `toml:"entities_command"`
+	// EntitiesTimeout stops an entities_command. Defaults to 1m.
+	EntitiesTimeout time.Duration `toml:"entities_timeout"`
 
-	Concurrency        int
-	Timeout            time.Duration
-	WarnAfter          time.Duration
-	LeaseTTL           time.Duration
-	OnBusy             string // skip | queue
-	RescheduleExitCode int
-	RescheduleDelay    time.Duration
-	MaxReschedules     int
-	Retries            int
-	CatchUp            time.Duration
+	// Exactly one action.
+	Command []string `toml:"command"`
+	URL     string   `toml:"url"`
+	Handler string   `toml:"handler"`
+
+	// Concurrency is how many runs of this task go on at once on this
+	// replica. Defaults to 4.
+	Concurrency int `toml:"concurrency"`
+	// Timeout stops a run that goes on longer. Defaults to 1h.
+	Timeout time.Duration `toml:"timeout"`
+	// WarnAfter logs one warning when a run is still going. Defaults to 0s
+	// (off).
+	WarnAfter time.Duration `toml:"warn_after"`
+	// LeaseTTL is renewed every LeaseTTL/3 while a run goes on. Defaults to
+	// 1m; at least lease.MinTTL.
+	LeaseTTL time.Duration `toml:"lease_ttl"`
+	// OnBusy defaults to skip.
+	OnBusy OnBusy `toml:"on_busy"`
+	// RescheduleExitCode is the exec exit status that means "more work
+	// left, run me again". Defaults to 75 (EX_TEMPFAIL).
+	RescheduleExitCode int `toml:"reschedule_exit_code"`
+	// RescheduleDelay is how soon a rescheduled run may start. Defaults to
+	// 0s.
+	RescheduleDelay time.Duration `toml:"reschedule_delay"`
+	// MaxReschedules is how many consecutive reschedules run before the
+	// next tick is waited for. Defaults to 100.
+	MaxReschedules int `toml:"max_reschedules"`
+	// Retries is how many times a failed run is retried, with backoff.
+	// Defaults to 0.
+	Retries int `toml:"retries"`
+	// CatchUp runs the latest missed tick once, at start or after an
+	// outage, if it is at most this old. Defaults to 0s (off).
+	CatchUp time.Duration `toml:"catch_up"`
+
+	// Derived by validation.
+	Location *time.Location `toml:"-"`
+	Schedule Schedule       `toml:"-"`
 }
+
+// DefaultTask is every per-task key's built-in default. [defaults]
+// overrides it, and a task's own keys override [defaults].
+func DefaultTask() Task {
+	return Task{
+		Timezone:           "UTC",
+		EntitiesTimeout:    time.Minute,
+		Concurrency:        4,
+		Timeout:            time.Hour,
+		LeaseTTL:           time.Minute,
+		OnBusy:             OnBusySkip,
+		RescheduleExitCode: 75,
+		MaxReschedules:     100,
+	}
+}
+
+// LateLimit is how late a tick may still start its runs: the catch-up
+// window, and at least 10s (a timer woken late, a Redis that answered late).
+func (t *Task) LateLimit() time.Duration { return max(t.CatchUp, 10*time.Second) }
 
 // Singleton reports whether the task has no entity source: it runs for one
 // implicit entity, its own name.
@@ -129,43 +177,6 @@ func (t *Task) Source(log *slog.Logger) tasks.Source {
 		return tasks.Command{Argv: t.EntitiesCommand, Timeout: t.EntitiesTimeout, Log: log}
 	}
 	return tasks.Static{t.Name}
-}
-
-// Duration is a time.Duration written as a Go duration string ("90s", "15m").
-type Duration struct{ time.Duration }
-
-// UnmarshalText parses a duration; negative ones are refused.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return fmt.Errorf("bad duration %q (use e.g. \"90s\", \"15m\", \"2h\")", b)
-	}
-	if v < 0 {
-		return fmt.Errorf("negative duration %q", b)
-	}
-	d.Duration = v
-	return nil
-}
-
-// MarshalText writes the duration back.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
-
-// Built-in defaults of every per-task key. [defaults] overrides them, and a
-// task's own keys override [defaults].
-var builtin = Task{
-	Location:           time.UTC,
-	EntitiesTimeout:    time.Minute,
-	Concurrency:        4,
-	Timeout:            time.Hour,
-	LeaseTTL:           time.Minute,
-	OnBusy:             "skip",
-	RescheduleExitCode: 75,
-	MaxReschedules:     100,
-}
-
-// DefaultDaemon is [daemon] when nothing is given.
-func DefaultDaemon() Daemon {
-	return Daemon{ShutdownTimeout: Duration{30 * time.Second}, LogLevel: "info", LogFormat: "auto"}
 }
 
 // ConfigError is one problem in a config file, at a line where known.
@@ -197,155 +208,149 @@ func LoadConfig(path string) (*Config, error) {
 	return ParseConfig(path, data)
 }
 
-type rawConfig struct {
-	Daemon   *Daemon    `toml:"daemon"`
-	Redis    *Redis     `toml:"redis"`
-	Defaults TaskSpec   `toml:"defaults"`
-	Tasks    []TaskSpec `toml:"tasks"`
-}
-
-var lineRE = regexp.MustCompile(`^toml: line (\d+)`)
-
 // ParseConfig decodes and validates a config; path names it in errors.
+// Every mistake of the file is reported together (errors.Join of
+// *ConfigError, in line order), those found while decoding too.
 func ParseConfig(path string, data []byte) (*Config, error) {
-	raw := rawConfig{}
-	md, err := toml.Decode(string(data), &raw)
-	if err != nil {
+	var raw map[string]any
+	if _, err := toml.Decode(string(data), &raw); err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
 			return nil, &ConfigError{File: path, Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}
 		}
-		// Type errors carry "toml: line N (last key "k"): msg".
-		msg := err.Error()
-		ce := &ConfigError{File: path, Msg: msg}
-		if m := lineRE.FindStringSubmatch(msg); m != nil {
-			fmt.Sscan(m[1], &ce.Line) //nolint:errcheck
-			if i := strings.Index(msg, "): "); i >= 0 {
-				ce.Msg = msg[i+3:]
+		return nil, &ConfigError{File: path, Msg: err.Error()}
+	}
+	d := newDecoder(path, data)
+	cfg := &Config{Path: path, Daemon: DefaultDaemon(), Defaults: DefaultTask()}
+	var defaultsGiven keySet
+	var tasksRaw []map[string]any
+	for _, k := range sortedKeys(raw) {
+		switch k {
+		case "daemon":
+			d.table(k, raw[k], &cfg.Daemon)
+		case "redis":
+			r := DefaultRedis()
+			d.table(k, raw[k], &r)
+			cfg.Redis = &r
+		case "defaults":
+			defaultsGiven = d.table(k, raw[k], &cfg.Defaults)
+		case "tasks":
+			ts, ok := raw[k].([]map[string]any)
+			if !ok {
+				d.bad(k, "want [[tasks]] tables, got %s", describe(raw[k]))
+				d.failed[k] = true
+				continue
 			}
-			if i, j := strings.Index(msg, `key "`), strings.Index(msg, `"):`); i >= 0 && j > i {
-				ce.Key = msg[i+5 : j]
-			}
-		}
-		return nil, ce
-	}
-	pos := indexPositions(data)
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, &ConfigError{File: path, Line: pos.line(key), Key: key, Msg: fmt.Sprintf(format, args...)})
-	}
-	for _, k := range md.Undecoded() {
-		key := pos.indexed(k)
-		bad(key, "unknown key")
-	}
-	cfg := &Config{Path: path, Daemon: DefaultDaemon(), Redis: raw.Redis, Defaults: raw.Defaults}
-	if raw.Daemon != nil {
-		d := raw.Daemon
-		if d.ShutdownTimeout.Duration == 0 && !md.IsDefined("daemon", "shutdown_timeout") {
-			d.ShutdownTimeout = cfg.Daemon.ShutdownTimeout
-		}
-		if d.LogLevel == "" {
-			d.LogLevel = "info"
-		}
-		if d.LogFormat == "" {
-			d.LogFormat = "auto"
-		}
-		cfg.Daemon = *d
-	}
-	switch cfg.Daemon.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		bad("daemon.log_level", "%q: use debug, info, warn or error", cfg.Daemon.LogLevel)
-	}
-	switch cfg.Daemon.LogFormat {
-	case "auto", "text", "json":
-	default:
-		bad("daemon.log_format", "%q: use auto, text or json", cfg.Daemon.LogFormat)
-	}
-	if a := cfg.Daemon.MetricsAddr; a != "" {
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			bad("daemon.metrics_addr", "%q: want host:port, e.g. \"127.0.0.1:9464\"", a)
+			tasksRaw = ts
+		default:
+			d.unknown(k, raw[k], topLevel)
 		}
 	}
-	if r := cfg.Redis; r != nil {
-		if r.URL == "" {
-			r.URL = "redis://127.0.0.1:6379/0"
-		}
-		if r.KeyPrefix == "" {
-			r.KeyPrefix = "tickd"
-		}
-		if !strings.HasPrefix(r.URL, "redis://") && !strings.HasPrefix(r.URL, "rediss://") && !strings.HasPrefix(r.URL, "unix://") {
-			bad("redis.url", "must start with redis://, rediss:// or unix://")
-		}
-		if !lease.ValidPrefix(r.KeyPrefix) {
-			bad("redis.key_prefix", "%q: use letters, digits and . _ - : only", r.KeyPrefix)
-		}
+	validateDaemon(d, cfg.Daemon)
+	if cfg.Redis != nil {
+		validateRedis(d, *cfg.Redis)
 	}
-	if raw.Defaults.Name != nil {
-		bad("defaults.name", "a name is per task; it cannot have a default")
+	if defaultsGiven["name"] {
+		d.bad("defaults.name", "a name is per task; it cannot have a default")
 	}
-	if len(raw.Tasks) == 0 {
-		bad("tasks", "no [[tasks]]: nothing to schedule")
+	if len(tasksRaw) == 0 {
+		d.bad("tasks", "no [[tasks]]: nothing to schedule")
 	}
 	seen := map[string]int{}
-	for i, spec := range raw.Tasks {
-		t, terrs := resolveTask(i, raw.Defaults, spec)
-		for _, e := range terrs {
-			bad(e.key, "%s", e.msg)
+	for i, tr := range tasksRaw {
+		key := fmt.Sprintf("tasks[%d]", i)
+		t := cfg.Defaults
+		given := d.table(key, tr, &t)
+		for k := range defaultsGiven {
+			if !given[k] {
+				given[k] = true
+				if d.failed["defaults."+k] {
+					d.failed[key+"."+k] = true // reported at [defaults]
+				}
+			}
 		}
-		if t == nil {
+		if !validateTask(d, key, &t, given) {
 			continue
 		}
 		if j, dup := seen[t.Name]; dup {
-			bad(fmt.Sprintf("tasks[%d].name", i), "duplicate task name %q (also tasks[%d])", t.Name, j)
+			d.bad(key+".name", "duplicate task name %q (also tasks[%d])", t.Name, j)
 			continue
 		}
 		seen[t.Name] = i
-		cfg.Tasks = append(cfg.Tasks, *t)
+		cfg.Tasks = append(cfg.Tasks, t)
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	if err := d.err(); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }
 
-type keyErr struct{ key, msg string }
+// topLevel names the tables of a config file, for "did you mean".
+var topLevel = []string{"daemon", "redis", "defaults", "tasks"}
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
-// resolveTask applies builtin ← defaults ← spec and validates the result.
-func resolveTask(i int, def, spec TaskSpec) (*Task, []keyErr) {
-	var errs []keyErr
-	k := func(name string) string { return fmt.Sprintf("tasks[%d].%s", i, name) }
-	bad := func(name, format string, args ...any) {
-		errs = append(errs, keyErr{k(name), fmt.Sprintf(format, args...)})
+func validateDaemon(d *decoder, dm Daemon) {
+	switch dm.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		d.bad("daemon.log_level", "%q: use debug, info, warn or error", dm.LogLevel)
 	}
-	t := builtin
-	for _, s := range []TaskSpec{def, spec} {
-		apply(&t, s)
+	switch dm.LogFormat {
+	case "auto", "text", "json":
+	default:
+		d.bad("daemon.log_format", "%q: use auto, text or json", dm.LogFormat)
 	}
-	if spec.Name == nil || *spec.Name == "" {
+	if a := dm.MetricsAddr; a != "" {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			d.bad("daemon.metrics_addr", "%q: want host:port, e.g. \"127.0.0.1:9464\"", a)
+		}
+	}
+}
+
+func validateRedis(d *decoder, r Redis) {
+	if !strings.HasPrefix(r.URL, "redis://") && !strings.HasPrefix(r.URL, "rediss://") && !strings.HasPrefix(r.URL, "unix://") {
+		d.bad("redis.url", "must start with redis://, rediss:// or unix://")
+	}
+	if !lease.ValidPrefix(r.KeyPrefix) {
+		d.bad("redis.key_prefix", "%q: use letters, digits and . _ - : only", r.KeyPrefix)
+	}
+}
+
+// validateTask checks one task (key is "tasks[i]"; given, the keys written
+// in its table or in [defaults]) and derives its Location and Schedule. It
+// reports whether the task is valid.
+func validateTask(d *decoder, key string, t *Task, given keySet) bool {
+	before := len(d.errs)
+	bad := func(k, format string, args ...any) { d.bad(key+"."+k, format, args...) }
+	validateName(t, bad)
+	validateSchedule(t, given, bad)
+	validateAction(t, bad)
+	validateSource(t, bad)
+	validateLimits(t, bad)
+	return len(d.errs) == before && !d.failedUnder(key)
+}
+
+type badFunc func(key, format string, args ...any)
+
+func validateName(t *Task, bad badFunc) {
+	switch {
+	case t.Name == "":
 		bad("name", "missing: every task needs a name")
-	} else {
-		t.Name = *spec.Name
-		if !nameRE.MatchString(t.Name) || len(t.Name) > 200 {
-			bad("name", "%q: use letters, digits and . _ - (at most 200)", t.Name)
-		}
+	case !nameRE.MatchString(t.Name) || len(t.Name) > 200:
+		bad("name", "%q: use letters, digits and . _ - (at most 200)", t.Name)
 	}
-	tz := "UTC"
-	for _, s := range []TaskSpec{def, spec} {
-		if s.Timezone != nil {
-			tz = *s.Timezone
-		}
-	}
-	loc, err := time.LoadLocation(tz)
-	if err != nil || tz == "" || tz == "Local" {
-		bad("timezone", "unknown timezone %q (use an IANA name such as \"Europe/Berlin\")", tz)
+}
+
+// validateSchedule checks the schedule keys: exactly one of every and cron,
+// from the task or [defaults], in a known timezone.
+func validateSchedule(t *Task, given keySet, bad badFunc) {
+	loc, err := time.LoadLocation(t.Timezone)
+	if err != nil || t.Timezone == "" || t.Timezone == "Local" {
+		bad("timezone", "unknown timezone %q (use an IANA name such as \"Europe/Berlin\")", t.Timezone)
 		loc = time.UTC
 	}
 	t.Location = loc
-
-	// Schedule: exactly one of every and cron, from the task or [defaults].
 	switch {
 	case t.Every > 0 && t.Cron != "":
 		bad("every", "both every and cron given: choose one")
@@ -360,24 +365,23 @@ func resolveTask(i int, def, spec TaskSpec) (*Task, []keyErr) {
 			bad("every", "%v: must be a whole number of seconds, at least 1s", t.Every)
 		}
 		t.Schedule = Every{Interval: t.Every, Location: loc}
+	case given["every"]:
+		bad("every", "must be more than 0s")
 	default:
-		if spec.Every != nil || def.Every != nil {
-			bad("every", "must be more than 0s")
-		} else {
-			bad("every", "missing: give every or cron")
-		}
+		bad("every", "missing: give every or cron")
 	}
+	if t.Spread > 0 && t.Every > 0 && t.Spread >= t.Every {
+		bad("spread", "%v: must be shorter than every (%v)", t.Spread, t.Every)
+	}
+}
 
-	actions := 0
-	for _, a := range []bool{t.Command != nil, t.URL != "", t.Handler != ""} {
-		if a {
-			actions++
-		}
-	}
-	switch {
-	case actions == 0:
+// validateAction checks that exactly one action is given, and well.
+func validateAction(t *Task, bad badFunc) {
+	switch count(t.Command != nil, t.URL != "", t.Handler != "") {
+	case 0:
 		bad("command", "no action: give one of command, url, handler")
-	case actions > 1:
+	case 1:
+	default:
 		bad("command", "give only one of command, url, handler")
 	}
 	if t.Command != nil && (len(t.Command) == 0 || t.Command[0] == "") {
@@ -386,13 +390,14 @@ func resolveTask(i int, def, spec TaskSpec) (*Task, []keyErr) {
 	if t.URL != "" && !strings.HasPrefix(t.URL, "http://") && !strings.HasPrefix(t.URL, "https://") {
 		bad("url", "%q: must be http:// or https://", t.URL)
 	}
-	sources := 0
-	for _, s := range []bool{t.Entities != nil, t.EntitiesFile != "", t.EntitiesCommand != nil} {
-		if s {
-			sources++
-		}
+	if t.RescheduleExitCode == 0 && t.Command != nil {
+		bad("reschedule_exit_code", "0 means success; use another status (0 is not allowed)")
 	}
-	if sources > 1 {
+}
+
+// validateSource checks the entity source: at most one, and its ids.
+func validateSource(t *Task, bad badFunc) {
+	if count(t.Entities != nil, t.EntitiesFile != "", t.EntitiesCommand != nil) > 1 {
 		bad("entities", "give only one of entities, entities_file, entities_command")
 	}
 	if t.EntitiesCommand != nil && (len(t.EntitiesCommand) == 0 || t.EntitiesCommand[0] == "") {
@@ -405,6 +410,10 @@ func resolveTask(i int, def, spec TaskSpec) (*Task, []keyErr) {
 			bad("entities", "entity %d: %v", j, err)
 		}
 	}
+}
+
+// validateLimits checks the keys that bound runs.
+func validateLimits(t *Task, bad badFunc) {
 	if t.Concurrency < 1 {
 		bad("concurrency", "%d: must be at least 1", t.Concurrency)
 	}
@@ -414,75 +423,28 @@ func resolveTask(i int, def, spec TaskSpec) (*Task, []keyErr) {
 	if t.Timeout <= 0 {
 		bad("timeout", "must be more than 0s")
 	}
-	if t.WarnAfter < 0 {
-		bad("warn_after", "must not be negative")
-	}
-	if t.OnBusy != "skip" && t.OnBusy != "queue" {
-		bad("on_busy", "%q: use skip or queue", t.OnBusy)
+	if t.OnBusy != OnBusySkip && t.OnBusy != OnBusyQueue {
+		bad("on_busy", "%q: use %s or %s", t.OnBusy, OnBusySkip, OnBusyQueue)
 	}
 	if t.RescheduleExitCode < 0 || t.RescheduleExitCode > 255 {
 		bad("reschedule_exit_code", "%d: an exit status is 0..255", t.RescheduleExitCode)
 	}
-	if t.RescheduleExitCode == 0 && t.Command != nil {
-		bad("reschedule_exit_code", "0 means success; use another status (0 is not allowed)")
+	for k, n := range map[string]int{"max_reschedules": t.MaxReschedules, "retries": t.Retries} {
+		if n < 0 {
+			bad(k, "must not be negative")
+		}
 	}
-	if t.MaxReschedules < 0 {
-		bad("max_reschedules", "must not be negative")
-	}
-	if t.Retries < 0 {
-		bad("retries", "must not be negative")
-	}
-	if t.Spread > 0 && t.Every > 0 && t.Spread >= t.Every {
-		bad("spread", "%v: must be shorter than every (%v)", t.Spread, t.Every)
-	}
-	if len(errs) > 0 {
-		return nil, errs
-	}
-	return &t, nil
 }
 
-// apply copies the keys given in s onto t.
-func apply(t *Task, s TaskSpec) {
-	dur := func(dst *time.Duration, src *Duration) {
-		if src != nil {
-			*dst = src.Duration
+// count is how many of bs are true.
+func count(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
 		}
 	}
-	str := func(dst *string, src *string) {
-		if src != nil {
-			*dst = *src
-		}
-	}
-	num := func(dst *int, src *int) {
-		if src != nil {
-			*dst = *src
-		}
-	}
-	list := func(dst *[]string, src *[]string) {
-		if src != nil {
-			*dst = append([]string{}, *src...)
-		}
-	}
-	dur(&t.Every, s.Every)
-	str(&t.Cron, s.Cron)
-	dur(&t.Spread, s.Spread)
-	list(&t.Entities, s.Entities)
-	str(&t.EntitiesFile, s.EntitiesFile)
-	list(&t.EntitiesCommand, s.EntitiesCommand)
-	dur(&t.EntitiesTimeout, s.EntitiesTimeout)
-	list(&t.Command, s.Command)
-	str(&t.URL, s.URL)
-	str(&t.Handler, s.Handler)
-	num(&t.Concurrency, s.Concurrency)
-	dur(&t.Timeout, s.Timeout)
-	dur(&t.WarnAfter, s.WarnAfter)
-	dur(&t.LeaseTTL, s.LeaseTTL)
-	str(&t.OnBusy, s.OnBusy)
-	num(&t.RescheduleExitCode, s.RescheduleExitCode)
-	dur(&t.RescheduleDelay, s.RescheduleDelay)
-	num(&t.MaxReschedules, s.MaxReschedules)
-	num(&t.Retries, s.Retries)
-	dur(&t.CatchUp, s.CatchUp)
+	return n
 }
 
 // MaxLeaseTTL is the longest lease_ttl of the config's tasks.

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +25,14 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown key", "[daemon]\nlog_levle = \"info\"\n" + goodTask, "cfg.toml:2: daemon.log_levle: unknown key"},
 		{"unknown task key", goodTask + "comand = [\"x\"]\n", "cfg.toml:6: tasks[0].comand: unknown key"},
 		{"unknown table", "[redis_]\nurl = \"x\"\n" + goodTask, "cfg.toml:2: redis_.url: unknown key"},
-		{"wrong type", goodTask + "concurrency = \"8\"\n", "cfg.toml:6"},
-		{"bad duration", "[[tasks]]\nname = \"a\"\nevery = \"15 minutes\"\ncommand = [\"true\"]\n", `cfg.toml:3: tasks.every: bad duration "15 minutes"`},
+		{"wrong type", goodTask + "concurrency = \"8\"\n", `cfg.toml:6: tasks[0].concurrency: want an integer, got the string "8"`},
+		{"wrong list type", goodTask + "entities = [\"a\", 2]\n", `cfg.toml:6: tasks[0].entities: want a list of strings, element 1 is the integer 2`},
+		{"duration as a number", goodTask + "lease_ttl = 60\n", `cfg.toml:6: tasks[0].lease_ttl: want a duration such as "90s" or "15m", got the integer 60`},
+		{"hint for a typo", goodTask + "evry = \"1m\"\n", `cfg.toml:6: tasks[0].evry: unknown key (did you mean "every"?)`},
+		{"hint for a task key in [daemon]", "[daemon]\nlease_ttl = \"1m\"\n" + goodTask, `cfg.toml:2: daemon.lease_ttl: unknown key (a task key: give it in [defaults] or a [[tasks]] entry)`},
+		{"hint for a table", "[redis_]\nurl = \"x\"\n" + goodTask, `cfg.toml:2: redis_.url: unknown key: no table [redis_] (did you mean "redis"?)`},
+		{"tasks as a table", "[tasks]\nname = \"a\"\n", `cfg.toml:1: tasks: want [[tasks]] tables, got a table`},
+		{"bad duration", "[[tasks]]\nname = \"a\"\nevery = \"15 minutes\"\ncommand = [\"true\"]\n", `cfg.toml:3: tasks[0].every: bad duration "15 minutes"`},
 		{"zero every", "[[tasks]]\nname = \"a\"\nevery = \"0s\"\ncommand = [\"true\"]\n", "cfg.toml:3: tasks[0].every: must be more than 0s"},
 		{"sub-second every", "[[tasks]]\nname = \"a\"\nevery = \"1500ms\"\ncommand = [\"true\"]\n", "tasks[0].every: 1.5s: must be a whole number of seconds"},
 		{"cron with 7 fields", "[[tasks]]\nname = \"a\"\ncron = \"* * * * * * *\"\ncommand = [\"true\"]\n", "cfg.toml:3: tasks[0].cron: \"* * * * * * *\" has 7 fields"},
@@ -65,11 +73,54 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-func TestConfigEveryErrorReported(t *testing.T) {
-	// Several problems are reported together, not only the first.
-	_, err := ParseConfig("cfg.toml", []byte("[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"true\"]\non_busy = \"x\"\nconcurrency = 0\n"))
-	if err == nil || !strings.Contains(err.Error(), "on_busy") || !strings.Contains(err.Error(), "concurrency") {
-		t.Fatalf("%v", err)
+// TestConfigEveryMistakeAtOnce: a file with mistakes of every kind (an
+// unknown key, a wrong type, a bad duration, an invalid value, in two
+// tasks and [defaults]) reports them all in one error, in line order, with
+// indexed key paths; a value that could not be decoded is not reported a
+// second time by validation.
+func TestConfigEveryMistakeAtOnce(t *testing.T) {
+	data := `[defaults]
+retries = "2"
+
+[[tasks]]
+name = "a"
+every = "15 minutes"
+command = ["true"]
+on_busy = "wait"
+
+[[tasks]]
+name = "b"
+every = "1m"
+comand = ["true"]
+concurrency = 1.5
+`
+	_, err := ParseConfig("cfg.toml", []byte(data))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	want := []string{
+		`cfg.toml:2: defaults.retries: want an integer, got the string "2"`,
+		`cfg.toml:6: tasks[0].every: bad duration "15 minutes"`,
+		`cfg.toml:8: tasks[0].on_busy: "wait": use skip or queue`,
+		`cfg.toml:13: tasks[1].comand: unknown key (did you mean "command"?)`,
+		`cfg.toml:14: tasks[1].concurrency: want an integer, got the float 1.5`,
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != len(want) {
+		t.Errorf("%d errors, want %d:\n%v", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if i >= len(lines) {
+			break
+		}
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("error %d:\n  %s\nwant it to begin\n  %s", i, lines[i], w)
+		}
+	}
+	for _, wrong := range []string{"missing: give every or cron", "tasks[1].command: no action"} {
+		if strings.Contains(err.Error(), wrong) {
+			t.Errorf("a value that did not decode is reported again by validation: %q in\n%v", wrong, err)
+		}
 	}
 }
 
@@ -96,14 +147,25 @@ timezone = "UTC"
 		t.Fatal(err)
 	}
 	a, b := cfg.Tasks[0], cfg.Tasks[1]
-	if a.LeaseTTL != 30*time.Second || a.Retries != 2 || a.Location.String() != "Europe/Berlin" || a.Concurrency != 4 || a.OnBusy != "skip" {
-		t.Fatalf("a: %+v", a)
-	}
-	if b.Retries != 0 || b.Location != time.UTC || b.LeaseTTL != 30*time.Second {
-		t.Fatalf("b: %+v", b)
-	}
-	if cfg.Redis != nil || cfg.Daemon.ShutdownTimeout.Duration != 30*time.Second || cfg.Daemon.LogLevel != "info" {
-		t.Fatalf("daemon %+v redis %+v", cfg.Daemon, cfg.Redis)
+	for _, c := range []struct {
+		what      string
+		got, want any
+	}{
+		{"a.lease_ttl from [defaults]", a.LeaseTTL, 30 * time.Second},
+		{"a.retries from [defaults]", a.Retries, 2},
+		{"a.timezone from [defaults]", a.Location.String(), "Europe/Berlin"},
+		{"a.concurrency built in", a.Concurrency, 4},
+		{"a.on_busy built in", a.OnBusy, OnBusySkip},
+		{"b.retries its own", b.Retries, 0},
+		{"b.timezone its own", b.Location.String(), "UTC"},
+		{"b.lease_ttl from [defaults]", b.LeaseTTL, 30 * time.Second},
+		{"no [redis]", cfg.Redis == nil, true},
+		{"daemon.shutdown_timeout built in", cfg.Daemon.ShutdownTimeout, 30 * time.Second},
+		{"daemon.log_level built in", cfg.Daemon.LogLevel, "info"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)
+		}
 	}
 	if !a.Singleton() {
 		t.Fatal("a has no entity source: singleton")
@@ -118,13 +180,14 @@ func TestExampleConfigIsValid(t *testing.T) {
 	if cfg.Redis != nil {
 		t.Fatal("the example must run without Redis")
 	}
-	// Every key of TaskSpec is documented in the example.
+	// Every key the config structs declare is documented in the example.
 	data, _ := os.ReadFile(filepath.Join("..", "config.example.toml"))
-	for _, key := range []string{"replica_id", "shutdown_timeout", "log_level", "log_format", "metrics_addr", "url", "key_prefix",
-		"every", "cron", "timezone", "spread", "entities", "entities_file", "entities_command", "entities_timeout",
-		"command", "handler", "concurrency", "timeout", "warn_after", "lease_ttl", "on_busy", "reschedule_exit_code",
-		"reschedule_delay", "max_reschedules", "retries", "catch_up"} {
-		if !strings.Contains(string(data), key+" ") {
+	keys := slices.Concat(Keys[Daemon](), Keys[Redis](), Keys[Task]())
+	if len(keys) < 25 {
+		t.Fatalf("only %d keys declared: %v", len(keys), keys)
+	}
+	for _, key := range keys {
+		if !regexp.MustCompile(`(?m)^#? ?` + key + ` +=`).Match(data) {
 			t.Errorf("config.example.toml does not document %s", key)
 		}
 	}

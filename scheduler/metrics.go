@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tickd/tickd/lease"
 )
 
 // Metrics are the scheduler's Prometheus collectors. Labels are per task,
@@ -57,16 +59,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) run(task, reason, outcome string, d time.Duration) {
+func (m *Metrics) run(task string, reason lease.Reason, outcome lease.Outcome, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.Runs.WithLabelValues(task, reason, outcome).Inc()
+	m.Runs.WithLabelValues(task, string(reason), string(outcome)).Inc()
 	m.RunDuration.WithLabelValues(task).Observe(d.Seconds())
 	switch outcome {
-	case OutcomeReschedule:
+	case lease.OutcomeReschedule:
 		m.Reschedules.WithLabelValues(task).Inc()
-	case OutcomeLeaseLost:
+	case lease.OutcomeLeaseLost:
 		m.LeaseLosses.WithLabelValues(task).Inc()
 	}
 }

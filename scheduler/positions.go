@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-
-	"github.com/BurntSushi/toml"
 )
 
 // positions maps dotted keys ("daemon.log_level", "tasks[2].every") to the
@@ -83,19 +81,4 @@ func (p positions) line(key string) int {
 		return p.tables[key[:i]]
 	}
 	return p.tables[key]
-}
-
-// indexed turns a key from toml.MetaData (which drops array indexes) into
-// our dotted form, guessing the array index from where the key is written.
-func (p positions) indexed(k toml.Key) string {
-	if len(k) >= 2 && k[0] == "tasks" {
-		rest := strings.Join(k[1:], ".")
-		for i := 0; i < p.counts["tasks"]; i++ {
-			cand := fmt.Sprintf("tasks[%d].%s", i, rest)
-			if _, ok := p.lines[cand]; ok {
-				return cand
-			}
-		}
-	}
-	return k.String()
 }

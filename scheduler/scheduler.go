@@ -290,7 +290,7 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 		if skipped > 0 {
 			s.log.Warn("ticks missed while the process was late", KeyTask, t.Name, "skipped", skipped, tickAttr(next))
 		}
-		if late := now.Sub(next); late <= max(t.CatchUp, 10*time.Second) {
+		if late := now.Sub(next); late <= t.LateLimit() {
 			if !ts.paused.Load() {
 				s.goFanOut(ctx, ts, next)
 			} else {
@@ -324,7 +324,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 		}
 		reqs := make([]lease.Request, len(batch))
 		for i, id := range batch {
-			reqs[i] = lease.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: lease.ReasonTick, Tick: T, Queue: t.OnBusy == "queue"}
+			reqs[i] = lease.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: lease.ReasonTick, Tick: T, Queue: t.OnBusy == OnBusyQueue}
 		}
 		res := s.acquireRetrying(ctx, ts, T, reqs)
 		for i, r := range res {
@@ -455,7 +455,7 @@ func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.T
 			s.metrics.RedisError()
 			s.logLimited("acquire:"+ts.t.Name, "cannot acquire leases; retrying", KeyTask, ts.t.Name, tickAttr(T), KeyError, failed)
 		}
-		if len(pending) == 0 || s.clock.Now().Sub(T) > max(ts.t.CatchUp, 10*time.Second) {
+		if len(pending) == 0 || s.clock.Now().Sub(T) > ts.t.LateLimit() {
 			return res
 		}
 		select {
@@ -568,7 +568,7 @@ func (s *Scheduler) takeDue(ctx context.Context) {
 			}
 			continue
 		}
-		queue := d.Reason != lease.ReasonTrigger || ts.t.OnBusy == "queue"
+		queue := d.Reason != lease.ReasonTrigger || ts.t.OnBusy == OnBusyQueue
 		l, err := s.store.Acquire(ctx, lease.Request{Task: d.Task, Entity: d.Entity, TTL: ts.t.LeaseTTL, Reason: d.Reason, Queue: queue, From: &d})
 		if err != nil {
 			<-ts.slots
@@ -604,16 +604,6 @@ func (s *Scheduler) start(ts *taskState, l *lease.Lease) {
 	}()
 }
 
-// Outcomes of a run.
-const (
-	OutcomeDone       = "done"
-	OutcomeReschedule = "reschedule"
-	OutcomeFailed     = "failed"
-	OutcomeTimeout    = "timeout"
-	OutcomeLeaseLost  = "lease_lost"
-	OutcomeCanceled   = "canceled"
-)
-
 func (s *Scheduler) execute(ts *taskState, l *lease.Lease) {
 	t := ts.t
 	log := s.log.With(KeyTask, t.Name, KeyEntity, l.Entity, tickAttr(l.Tick), KeyFence, l.Fence,
@@ -638,36 +628,36 @@ func (s *Scheduler) execute(ts *taskState, l *lease.Lease) {
 	res, err := ts.action.Do(ctx, tasks.Run{Task: t.Name, Entity: l.Entity, Tick: l.Tick, Fence: l.Fence,
 		Reason: string(l.Reason), Attempt: l.Attempt, Logger: log, Check: l.Check})
 	ended := s.clock.Now()
-	outcome := OutcomeDone
+	outcome := lease.OutcomeDone
 	switch cause := context.Cause(ctx); {
 	case err == nil && res == tasks.Reschedule:
-		outcome = OutcomeReschedule
+		outcome = lease.OutcomeReschedule
 	case err == nil:
 	case errors.Is(cause, ErrTimeout):
-		outcome = OutcomeTimeout
+		outcome = lease.OutcomeTimeout
 	case errors.Is(cause, lease.ErrLost), errors.Is(cause, lease.ErrUntrusted):
-		outcome = OutcomeLeaseLost
+		outcome = lease.OutcomeLeaseLost
 	case errors.Is(cause, ErrShutdown):
-		outcome = OutcomeCanceled
+		outcome = lease.OutcomeCanceled
 	default:
-		outcome = OutcomeFailed
+		outcome = lease.OutcomeFailed
 	}
 	next := s.nextFor(t, l, outcome)
 	// A run that never began (its lease was no longer trusted when it was to
 	// start: the replica was frozen or slowed past the trust window) is
 	// handed over whole, like one interrupted by shutdown: its tick is
 	// recorded as started, so only a hand-over gets it done.
-	handOver := outcome == OutcomeCanceled || errors.Is(err, tasks.ErrNotStarted)
+	handOver := outcome == lease.OutcomeCanceled || errors.Is(err, tasks.ErrNotStarted)
 	if handOver {
 		next = &lease.Next{Reason: lease.ReasonRetry, Attempt: l.Attempt}
 	}
-	s.metrics.run(t.Name, string(l.Reason), outcome, ended.Sub(started))
+	s.metrics.run(t.Name, l.Reason, outcome, ended.Sub(started))
 	if next != nil && next.Reason == lease.ReasonRetry && !handOver {
 		s.metrics.retry(t.Name)
 	}
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
 	defer rcancel()
-	_, rerr := l.Release(rctx, lease.Outcome{Result: outcome, Started: started, Ended: ended}, next)
+	_, rerr := l.Release(rctx, lease.Finished{Outcome: outcome, Started: started, Ended: ended}, next)
 	attrs := []any{KeyOutcome, outcome, KeyDuration, ended.Sub(started).Round(time.Millisecond).String()}
 	if err != nil {
 		attrs = append(attrs, KeyError, err.Error())
@@ -676,12 +666,12 @@ func (s *Scheduler) execute(ts *taskState, l *lease.Lease) {
 		attrs = append(attrs, "next", string(next.Reason), "next_in", next.Delay.String())
 	}
 	switch outcome {
-	case OutcomeDone, OutcomeReschedule:
+	case lease.OutcomeDone, lease.OutcomeReschedule:
 		log.Info("run ended", attrs...)
 	default:
 		log.Warn("run ended", attrs...)
 	}
-	if rerr != nil && outcome != OutcomeLeaseLost {
+	if rerr != nil && outcome != lease.OutcomeLeaseLost {
 		log.Warn("release failed", KeyError, rerr)
 	}
 	if rerr != nil && next != nil { // keep the request: another replica must carry it out
@@ -690,9 +680,9 @@ func (s *Scheduler) execute(ts *taskState, l *lease.Lease) {
 }
 
 // nextFor decides what comes after a run.
-func (s *Scheduler) nextFor(t Task, l *lease.Lease, outcome string) *lease.Next {
+func (s *Scheduler) nextFor(t Task, l *lease.Lease, outcome lease.Outcome) *lease.Next {
 	switch outcome {
-	case OutcomeReschedule:
+	case lease.OutcomeReschedule:
 		n := 1
 		if l.Reason == lease.ReasonReschedule {
 			n = l.Attempt + 1
@@ -702,7 +692,7 @@ func (s *Scheduler) nextFor(t Task, l *lease.Lease, outcome string) *lease.Next 
 			return nil
 		}
 		return &lease.Next{Reason: lease.ReasonReschedule, Delay: t.RescheduleDelay, Attempt: n}
-	case OutcomeFailed, OutcomeTimeout:
+	case lease.OutcomeFailed, lease.OutcomeTimeout:
 		n := 1
 		if l.Reason == lease.ReasonRetry {
 			n = l.Attempt + 1

@@ -224,7 +224,7 @@ func shutdown(sch *scheduler.Scheduler, cfg *scheduler.Config, log *slog.Logger,
 			}
 		}()
 	}
-	sch.Shutdown(cfg.Daemon.ShutdownTimeout.Duration)
+	sch.Shutdown(cfg.Daemon.ShutdownTimeout)
 	log.Info("tickd stopped")
 	return nil
 }

@@ -190,7 +190,7 @@ func TestSIGHUPReload(t *testing.T) {
 	if strings.Contains(after, `"msg":"ran-first"`) && strings.Count(after, `"msg":"ran-first"`) > 1 {
 		t.Fatalf("removed task still runs after the reload")
 	}
-	if !strings.Contains(log, `tickd.toml:3: tasks.every: bad duration`) {
+	if !strings.Contains(log, `tickd.toml:3: tasks[0].every: bad duration`) {
 		t.Fatalf("reload error does not name file and line")
 	}
 	p.Signal(syscall.SIGINT)

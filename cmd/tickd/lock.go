@@ -91,13 +91,13 @@ func runLock(ctx context.Context, args []string, stderr io.Writer) error {
 	// going on without a renewed lease.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	code, runErr := tasks.Start(runCtx, cmd, scheduler.Grace(*ttl), l.Check, nil)
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
 	defer rcancel()
-	outcome := "done"
+	outcome := lease.OutcomeDone
 	if runErr != nil || code != 0 {
-		outcome = "failed"
+		outcome = lease.OutcomeFailed
 	}
-	if _, err := l.Release(rctx, lease.Outcome{Result: outcome, Started: l.Acquired, Ended: time.Now()}, nil); err != nil && !errors.Is(err, lease.ErrNotHeld) {
+	if _, err := l.Release(rctx, lease.Finished{Outcome: outcome, Started: l.Acquired, Ended: time.Now()}, nil); err != nil && !errors.Is(err, lease.ErrNotHeld) {
 		log.Warn("release failed; the lease expires by itself", "error", err)
 	}
 	if runErr != nil {

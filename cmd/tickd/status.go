@@ -97,7 +97,7 @@ func statusOf(ctx context.Context, store *lease.Store, t scheduler.Task, paused 
 		}
 	}
 	err := store.LastRuns(ctx, t.Name, func(r lease.LastRun) error {
-		if outcome != "" && r.Outcome != outcome {
+		if outcome != "" && r.Outcome != lease.Outcome(outcome) {
 			return nil
 		}
 		return runs.add(r)

@@ -88,7 +88,7 @@ func runTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				fmt.Fprintf(stdout, "%s %q: %s\n", t.Name, id, outcome)
 			}
 			switch outcome {
-			case scheduler.OutcomeDone, scheduler.OutcomeReschedule:
+			case string(lease.OutcomeDone), string(lease.OutcomeReschedule):
 			case "skipped (busy)":
 				skipped++
 			default:
@@ -129,10 +129,10 @@ func waitRun(ctx context.Context, store *lease.Store, t scheduler.Task, id strin
 			return "", err
 		}
 		if l := st.Last; l != nil && l.Fence > base && (l.Reason == lease.ReasonTrigger || l.Reason == lease.ReasonQueued) {
-			return l.Outcome, nil
+			return string(l.Outcome), nil
 		}
 		switch {
-		case st.Pending != nil || (st.Held != nil && st.Held.Fence > base) || t.OnBusy == "queue":
+		case st.Pending != nil || (st.Held != nil && st.Held.Fence > base) || t.OnBusy == scheduler.OnBusyQueue:
 			goneSince = time.Time{}
 		case goneSince.IsZero():
 			goneSince = time.Now()

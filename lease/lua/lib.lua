@@ -1,5 +1,11 @@
--- Shared helpers, prepended to every tickd script. Times are the Redis
--- server's clock (TIME), so replicas with skewed clocks agree.
+-- Shared helpers, prepended to every tickd script after the constants Go
+-- hands over (format.go's luaConstants: EARLY_MS, REASON_*, GRANT_*, …).
+-- Times are the Redis server's clock (TIME) in ms, so replicas with skewed
+-- clocks agree.
+--
+-- Every stored or passed format has one decode and one encode here, with the
+-- field names of its Go twin in format.go; TestCodecsAgree holds the two
+-- together. Fields stay strings: scripts convert what they compare.
 
 local function now_us()
   local t = redis.call('TIME')
@@ -10,63 +16,137 @@ local function num(x)
   return string.format('%.0f', x)
 end
 
--- The epoch key ("quarantine_until_ms|lost_at_ms") exists from the first
--- acquire on. When it is missing, Redis lost its data (or is new): nothing is
--- granted for one maximum lease TTL, so no old holder can still trust a lease
--- that Redis has forgotten; and no tick before the loss is run again, since
--- the records of the ticks that did run are gone too.
--- Returns the quarantine left (ms) and the loss time (ms).
+local match, sub = string.match, string.sub
+
+-- Entity value (Go: entityValue), one field of a task's hash:
+--   last_tick|fence|token|exp|fu|touched|reason|tick|holder#last
+-- decode_entity fills e (a new table when nil) with v's fields and returns
+-- it, or returns nil when v is not in this format. A batch's scripts pass
+-- one scratch table for every entity: this is the fan-out's hot path. last,
+-- the run record, is long and only ever kept or replaced, so decode leaves
+-- it in v (e.src from e.last_at) and e.last is nil until a script sets it;
+-- last_of(e) reads it.
+local ENTITY = '^(%d*)|(%d*)|([^|]*)|(%d*)|(%d?)|(%d*)|([^|]*)|(%d*)|([^#]*)#()'
+
+local function decode_entity(v, e)
+  e = e or {}
+  local at
+  e.last_tick, e.fence, e.token, e.exp, e.fu, e.touched, e.reason, e.tick, e.holder, at = match(v, ENTITY)
+  if not at then return nil end
+  e.src, e.last_at, e.last = v, at, nil
+  return e
+end
+
+-- new_entity fills e (a new table when nil) as an entity tickd has never seen.
+local function new_entity(e)
+  e = e or {}
+  e.last_tick, e.fence, e.token, e.exp, e.fu, e.touched, e.reason, e.tick, e.holder = '0', '0', '', '0', '0', '0', '', '0', ''
+  e.src, e.last_at, e.last = '#', 2, nil
+  return e
+end
+
+local function last_of(e)
+  return e.last or sub(e.src, e.last_at)
+end
+
+local function encode_entity(e)
+  return e.last_tick .. '|' .. e.fence .. '|' .. e.token .. '|' .. e.exp .. '|' .. e.fu .. '|' ..
+    e.touched .. '|' .. e.reason .. '|' .. e.tick .. '|' .. e.holder .. '#' .. (e.last or sub(e.src, e.last_at))
+end
+
+-- entity reads a value of the hash into e (or a new table), or a new
+-- entity for none (or for a value in a format this code does not know,
+-- which it then replaces).
+local function entity(v, e)
+  return (v and decode_entity(v, e)) or new_entity(e)
+end
+
+local function is_held(e, now_ms)
+  return e.token ~= '' and tonumber(e.exp) > now_ms
+end
+
+-- free ends the current grant, keeping what outlives it (last tick, fence,
+-- follow-up flag); touched is now.
+local function free(e, now_ms_s)
+  e.token, e.exp, e.touched, e.reason, e.tick, e.holder = '', '0', now_ms_s, '', '0', ''
+end
+
+-- Run record (Go: runRecord), an entity's last run after the '#':
+--   outcome|start|end|fence|reason|replica
+-- Go writes it at release; unlock writes one here.
+local function encode_run(r)
+  return r.outcome .. '|' .. r.start .. '|' .. r['end'] .. '|' .. r.fence .. '|' .. r.reason .. '|' .. r.replica
+end
+
+local function decode_run(v)
+  local o, s, e, f, r, rep = match(v, '^([^|]*)|(%d*)|(%d*)|(%d*)|([^|]*)|([^|]*)$')
+  if not o then return nil end
+  return {outcome = o, start = s, ['end'] = e, fence = f, reason = r, replica = rep}
+end
+
+-- Due info (Go: dueInfo), a pending request's details in the due-info hash:
+--   reason|attempt|tick|claim
+local function decode_due(v)
+  local r, a, t, c = match(v, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+  if not r then return nil end
+  return {reason = r, attempt = a, tick = t, claim = c}
+end
+
+local function encode_due(d)
+  return d.reason .. '|' .. d.attempt .. '|' .. d.tick .. '|' .. d.claim
+end
+
+-- Due entry a run carries out (Go: dueFrom), an acquire argument:
+--   claim|tick
+local function decode_from(v)
+  local c, t = match(v, '^([^|]*)|(%d+)$')
+  if not c then return nil end
+  return {claim = c, tick = t}
+end
+
+-- Next run asked for at release (Go: nextRun), a release argument:
+--   reason|delay_ms|attempt
+local function decode_next(v)
+  local r, d, a = match(v, '^([^|]*)|(%d+)|(%d+)$')
+  if not r then return nil end
+  return {reason = r, delay_ms = d, attempt = a}
+end
+
+-- Epoch (Go: epochValue): quarantine_until|lost_at
+local function decode_epoch(v)
+  local q, lost = match(v, '^(%d+)|(%d+)$')
+  if not q then return nil end
+  return {quarantine_until = q, lost_at = lost}
+end
+
+local function encode_epoch(e)
+  return e.quarantine_until .. '|' .. e.lost_at
+end
+
+-- Acquire's answers, one per entity (Go: decodeAcquireReply): a granted
+-- fence alone, or status|fields.
+local function reply_busy(e) return GRANT_BUSY .. '|' .. e.touched .. '|' .. e.fence .. '|' .. e.holder end
+local function reply_ran(last_tick) return GRANT_RAN .. '|' .. last_tick end
+local function reply_quarantine(ms_left) return GRANT_QUARANTINE .. '|' .. ms_left end
+local function reply_early(ms_left) return GRANT_EARLY .. '|' .. ms_left end
+
+-- The epoch key exists from the first acquire on. When it is missing, Redis
+-- lost its data (or is new): nothing is granted for one maximum lease TTL,
+-- so no old holder can still trust a lease that Redis has forgotten; and no
+-- tick before the loss is run again, since the records of the ticks that did
+-- run are gone too. Returns the quarantine left (ms) and the loss time (ms).
 local function quarantine(epoch_key, now_ms, max_ttl_ms)
   local v = redis.call('GET', epoch_key)
-  if not v then
-    redis.call('SET', epoch_key, num(now_ms + max_ttl_ms) .. '|' .. num(now_ms))
+  local ep = v and decode_epoch(v)
+  if not ep then
+    redis.call('SET', epoch_key, encode_epoch({quarantine_until = num(now_ms + max_ttl_ms), lost_at = num(now_ms)}))
     return max_ttl_ms, now_ms
   end
-  local q, lost = string.match(v, '^(%d+)|?(%d*)$')
-  q, lost = tonumber(q) or 0, tonumber(lost) or 0
+  local q = tonumber(ep.quarantine_until)
   if now_ms < q then
-    return q - now_ms, lost
+    return q - now_ms, tonumber(ep.lost_at)
   end
-  return 0, lost
-end
-
--- Everything about one entity of a task is one field of the task's hash:
---   "last_tick|fence|token|exp|fu|touched|reason|tick|holder#last"
--- last_tick: the latest tick that started a run; fence: the latest fence
--- granted; token: the holder's ('' when free); exp: when the lease expires
--- (Redis ms; held means token ~= '' and exp > now); fu: '1' when a follow-up
--- was requested while held; touched: the last grant or release (the sweep's
--- clock); reason, tick, holder: the current grant's (holder escaped; tick
--- is the run's: the tick it runs for, or the one its due entry carries);
--- last: the last run, "outcome|start|end|fence|reason|replica", or ''.
--- head returns the fields every script reads, as strings.
-local function head(v)
-  if v then
-    local lt, f, tok, exp, fu = string.match(v, '^(%d*)|(%d*)|([^|]*)|(%d*)|(%d?)|')
-    if lt then return lt, f, tok, exp, fu end
-  end
-  return '0', '0', '', '0', '0'
-end
-
--- tail returns the last-run part of a value, '#' included.
-local function tail(v)
-  local p = v and string.find(v, '#', 1, true)
-  if p then return string.sub(v, p) end
-  return '#'
-end
-
--- grant returns since, reason and holder of the current grant.
-local function grant(v)
-  return string.match(v, '^[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]*)|([^|]*)|[^|]*|([^#]*)#')
-end
-
--- run_tick returns the tick of the current grant's run.
-local function run_tick(v)
-  return string.match(v, '^[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|(%d*)|') or '0'
-end
-
-local function is_held(tok, exp, now_ms)
-  return tok ~= '' and tonumber(exp) > now_ms
+  return 0, tonumber(ep.lost_at)
 end
 
 -- reply joins a batch's answers, one per entity, with spaces (none holds
@@ -79,17 +159,20 @@ end
 -- fields collects every stride-th ARGV from first on: the hash fields of a
 -- batch, for one HMGET.
 local function fields(first, stride)
-  local fs = {}
-  for i = first, #ARGV, stride do fs[#fs + 1] = ARGV[i] end
+  local fs, n = {}, 0
+  for i = first, #ARGV, stride do
+    n = n + 1
+    fs[n] = ARGV[i]
+  end
   return fs
 end
 
--- A due entry's info is "reason|attempt|tick_ms|claim".
+-- due_claim returns the claim of member's due entry: nil for no entry, ''
+-- for one not taken.
 local function due_claim(info_key, member)
   local v = redis.call('HGET', info_key, member)
-  if not v then return nil end
-  local r, a, t, c = string.match(v, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
-  return c
+  local d = v and decode_due(v)
+  return d and d.claim
 end
 
 -- ack removes a due entry if it is still the one this claim took.
@@ -106,12 +189,12 @@ end
 -- add_due stores one pending request per (task, entity). An earlier unclaimed
 -- request already covers a later one; a claimed (in-flight) one is replaced, so
 -- the request made now is carried out after the in-flight run.
-local function add_due(due_key, info_key, member, reason, due_ms, attempt, tick_ms)
+local function add_due(due_key, info_key, member, reason, due_ms, attempt, tick)
   local cur = redis.call('ZSCORE', due_key, member)
   if cur and tonumber(cur) <= due_ms and due_claim(info_key, member) == '' then
     return 0
   end
   redis.call('ZADD', due_key, num(due_ms), member)
-  redis.call('HSET', info_key, member, reason .. '|' .. attempt .. '|' .. tick_ms .. '|')
+  redis.call('HSET', info_key, member, encode_due({reason = reason, attempt = attempt, tick = tick, claim = ''}))
   return 1
 end

@@ -1,13 +1,14 @@
 -- KEYS: entities (the task's hash). ARGV: field, by (escaped).
 -- Force-releases the lease whatever its token and records it as the last
--- run, "unlocked|since|now|fence|reason|by"; returns {holder, since, fence}
--- of the lease removed, or {} when none was held.
+-- run, outcome OUTCOME_UNLOCKED, ended now, by whom; returns {holder, since,
+-- fence} of the lease removed, or {} when none was held.
 local now_ms = math.floor(now_us() / 1000)
 local now_ms_s = num(now_ms)
-local v = redis.call('HGET', KEYS[1], ARGV[1])
-local lt_s, f_s, tok, exp, fu = head(v)
-if not is_held(tok, exp, now_ms) then return {} end
-local since, reason, holder = grant(v)
-redis.call('HSET', KEYS[1], ARGV[1], lt_s .. '|' .. f_s .. '||0|' .. fu .. '|' .. now_ms_s .. '|||#unlocked|' ..
-  since .. '|' .. now_ms_s .. '|' .. f_s .. '|' .. reason .. '|' .. ARGV[2])
-return {holder, since, f_s}
+local e = entity(redis.call('HGET', KEYS[1], ARGV[1]))
+if not is_held(e, now_ms) then return {} end
+local holder, since = e.holder, e.touched
+e.last = encode_run({outcome = OUTCOME_UNLOCKED, start = since, ['end'] = now_ms_s, fence = e.fence,
+  reason = e.reason, replica = ARGV[2]})
+free(e, now_ms_s)
+redis.call('HSET', KEYS[1], ARGV[1], encode_entity(e))
+return {holder, since, e.fence}

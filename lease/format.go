@@ -1,0 +1,335 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The formats stored in Redis and passed to and from the Lua scripts. Each
+// one is defined here for Go and once in lua/lib.lua (decode_* and encode_*
+// with the same field names); TestCodecsAgree holds the two against each
+// other on a real Redis. Fields are separated by '|'; ids in them are
+// escaped (keys.go), so no field holds '|', '#' or ' '. Times are Unix
+// milliseconds of Redis's clock, 0 for none.
+
+// errFormat is wrapped by every decode error: a value this code does not
+// understand (another version's, or damaged) is skipped, never misread.
+var errFormat = errors.New("lease: stored value in an unknown format")
+
+// entityValue is everything tickd keeps about one entity of a task: one
+// field of the task's hash (keys.entities), the entity's escaped id, holding
+//
+//	last_tick|fence|token|exp|fu|touched|reason|tick|holder#last
+type entityValue struct {
+	LastTick int64  // the latest tick that started a run
+	Fence    int64  // the latest fence granted
+	Token    string // the holder's; "" when free
+	Exp      int64  // when the lease expires: held means Token != "" and Exp > now
+	FollowUp bool   // a follow-up was asked for while held ("1"; "0")
+	Touched  int64  // the last grant or release: the sweep's clock, the grant's since
+	Reason   Reason // the current grant's
+	Tick     int64  // the current grant's run tick: its own, or its due entry's
+	Holder   string // the current grant's replica (stored escaped)
+	Last     *runRecord
+}
+
+// encode writes the value as the scripts store it.
+func (e entityValue) encode() string {
+	var b strings.Builder
+	b.Grow(96 + len(e.Token) + len(e.Holder))
+	for i, n := range []int64{e.LastTick, e.Fence} {
+		if i > 0 {
+			b.WriteByte('|')
+		}
+		b.WriteString(strconv.FormatInt(n, 10))
+	}
+	b.WriteString("|" + e.Token + "|" + strconv.FormatInt(e.Exp, 10) + "|" + flag(e.FollowUp) + "|" +
+		strconv.FormatInt(e.Touched, 10) + "|" + string(e.Reason) + "|" + strconv.FormatInt(e.Tick, 10) + "|" +
+		escape(e.Holder) + "#")
+	if e.Last != nil {
+		b.WriteString(e.Last.encode())
+	}
+	return b.String()
+}
+
+// decodeEntity reads a value of the task's hash.
+func decodeEntity(v string) (entityValue, error) {
+	lease, last, ok := strings.Cut(v, "#")
+	f := strings.Split(lease, "|")
+	if !ok || len(f) != 9 {
+		return entityValue{}, fmt.Errorf("%w: entity %q", errFormat, v)
+	}
+	var e entityValue
+	var err error
+	for _, n := range []struct {
+		dst *int64
+		s   string
+	}{{&e.LastTick, f[0]}, {&e.Fence, f[1]}, {&e.Exp, f[3]}, {&e.Touched, f[5]}, {&e.Tick, f[7]}} {
+		if *n.dst, err = number(n.s); err != nil {
+			return entityValue{}, fmt.Errorf("%w: entity %q", errFormat, v)
+		}
+	}
+	e.Token, e.FollowUp, e.Reason = f[2], f[4] == "1", Reason(f[6])
+	if e.Holder, err = unescape(f[8]); err != nil {
+		return entityValue{}, fmt.Errorf("%w: entity %q", errFormat, v)
+	}
+	if last != "" {
+		r, err := decodeRun(last)
+		if err != nil {
+			return entityValue{}, err
+		}
+		e.Last = &r
+	}
+	return e, nil
+}
+
+// held returns the lease an entity's value holds at Redis time now, if any.
+func (e entityValue) held(task, entity string, now int64) (Held, bool) {
+	if e.Token == "" || e.Exp <= now {
+		return Held{}, false
+	}
+	return Held{Task: task, Entity: entity, Holder: e.Holder, Since: msTime(e.Touched), Fence: e.Fence,
+		Reason: e.Reason, TTL: time.Duration(e.Exp-now) * time.Millisecond}, true
+}
+
+// lastRun returns an entity's last finished run, if any.
+func (e entityValue) lastRun(task, entity string) (LastRun, bool) {
+	if e.Last == nil {
+		return LastRun{}, false
+	}
+	r := e.Last
+	return LastRun{Task: task, Entity: entity, Outcome: r.Outcome, Started: msTime(r.Start), Ended: msTime(r.End),
+		Fence: r.Fence, Reason: r.Reason, Replica: r.Replica, LastTick: msTime(e.LastTick)}, true
+}
+
+// runRecord is an entity's last finished run, kept for status after the
+// '#' of its value:
+//
+//	outcome|start|end|fence|reason|replica
+//
+// The holder writes it at release (its token proves the fence and reason
+// are its lease's); unlock.lua writes one for a lease it removes.
+type runRecord struct {
+	Outcome    Outcome
+	Start, End int64
+	Fence      int64
+	Reason     Reason
+	Replica    string // stored escaped
+}
+
+func (r runRecord) encode() string {
+	return string(r.appendTo(nil))
+}
+
+// appendTo appends the encoded record to buf: a batch's records are cut from
+// one allocation (runRecords).
+func (r runRecord) appendTo(buf []byte) []byte {
+	buf = append(append(buf, r.Outcome...), '|')
+	buf = append(strconv.AppendInt(buf, r.Start, 10), '|')
+	buf = append(strconv.AppendInt(buf, r.End, 10), '|')
+	buf = append(strconv.AppendInt(buf, r.Fence, 10), '|')
+	buf = append(append(buf, r.Reason...), '|')
+	return append(buf, escape(r.Replica)...)
+}
+
+func decodeRun(v string) (runRecord, error) {
+	f := strings.Split(v, "|")
+	if len(f) != 6 {
+		return runRecord{}, fmt.Errorf("%w: run %q", errFormat, v)
+	}
+	r := runRecord{Outcome: Outcome(f[0]), Reason: Reason(f[4])}
+	var err [4]error
+	r.Start, err[0] = number(f[1])
+	r.End, err[1] = number(f[2])
+	r.Fence, err[2] = number(f[3])
+	r.Replica, err[3] = unescape(f[5])
+	if errors.Join(err[:]...) != nil {
+		return runRecord{}, fmt.Errorf("%w: run %q", errFormat, v)
+	}
+	return r, nil
+}
+
+// dueInfo is a pending request's details, the value of its member in the
+// due-info hash (keys.dueInfo); the due set holds when it is due:
+//
+//	reason|attempt|tick|claim
+//
+// claim is "" until TakeDue takes the entry, then the taker's claim.
+type dueInfo struct {
+	Reason  Reason
+	Attempt int64
+	Tick    int64
+	Claim   string
+}
+
+func (d dueInfo) encode() string {
+	return string(d.Reason) + "|" + strconv.FormatInt(d.Attempt, 10) + "|" + strconv.FormatInt(d.Tick, 10) + "|" + d.Claim
+}
+
+func decodeDueInfo(v string) (dueInfo, error) {
+	f := strings.SplitN(v, "|", 4)
+	if len(f) != 4 {
+		return dueInfo{}, fmt.Errorf("%w: due info %q", errFormat, v)
+	}
+	d := dueInfo{Reason: Reason(f[0]), Claim: f[3]}
+	var e1, e2 error
+	d.Attempt, e1 = number(f[1])
+	d.Tick, e2 = number(f[2])
+	if e1 != nil || e2 != nil {
+		return dueInfo{}, fmt.Errorf("%w: due info %q", errFormat, v)
+	}
+	return d, nil
+}
+
+// dueFrom is acquire.lua's per-entity argument naming the due entry a run
+// carries out, "claim|tick", or "" for none.
+type dueFrom struct {
+	Claim string
+	Tick  int64
+}
+
+func (f dueFrom) encode() string { return f.Claim + "|" + strconv.FormatInt(f.Tick, 10) }
+
+// nextRun is release.lua's per-lease argument asking for another run,
+// "reason|delay_ms|attempt", or "" for none.
+type nextRun struct {
+	Reason  Reason
+	DelayMS int64
+	Attempt int64
+}
+
+func (n nextRun) encode() string {
+	return string(n.Reason) + "|" + strconv.FormatInt(n.DelayMS, 10) + "|" + strconv.FormatInt(n.Attempt, 10)
+}
+
+// epochValue is the epoch key (keys.epoch), "quarantine_until|lost_at":
+// nothing is granted before quarantine_until, and tick runs for ticks before
+// lost_at are refused. It is written when acquire finds it missing (Redis
+// lost its data, or is new); InitEpoch writes the zero value.
+type epochValue struct {
+	QuarantineUntil int64
+	LostAt          int64
+}
+
+func (e epochValue) encode() string {
+	return strconv.FormatInt(e.QuarantineUntil, 10) + "|" + strconv.FormatInt(e.LostAt, 10)
+}
+
+// grantStatus is how acquire.lua answers for one entity.
+type grantStatus string
+
+const (
+	grantOK         grantStatus = "ok"         // granted: the reply is the fence alone
+	grantBusy       grantStatus = "busy"       // busy|since|fence|holder
+	grantRan        grantStatus = "ran"        // ran|last_tick: a run for a tick >= this one started
+	grantQuarantine grantStatus = "quarantine" // quarantine|ms_left
+	grantEarly      grantStatus = "early"      // early|ms_until_tick: the tick is in Redis's future
+)
+
+// acquireReply is one entity's answer of acquire.lua, decoded.
+type acquireReply struct {
+	status grantStatus
+	fence  int64
+	at     time.Time // busy: the holder's since; ran: the last tick run
+	holder string
+	left   time.Duration // quarantine or early: time left
+}
+
+// decodeAcquireReply decodes one entity's answer: digits alone are a
+// granted fence; otherwise "status|fields…".
+func decodeAcquireReply(v string) (acquireReply, error) {
+	status, rest, _ := strings.Cut(v, "|")
+	if fence, err := strconv.ParseInt(status, 10, 64); err == nil {
+		return acquireReply{status: grantOK, fence: fence}, nil
+	}
+	r := acquireReply{status: grantStatus(status)}
+	bad := fmt.Errorf("%w: acquire reply %q", errFormat, v)
+	switch r.status {
+	case grantBusy:
+		f := strings.SplitN(rest, "|", 3)
+		if len(f) != 3 {
+			return r, bad
+		}
+		since, e1 := number(f[0])
+		fence, e2 := number(f[1])
+		holder, e3 := unescape(f[2])
+		if errors.Join(e1, e2, e3) != nil {
+			return r, bad
+		}
+		r.at, r.fence, r.holder = msTime(since), fence, holder
+	case grantRan:
+		n, err := number(rest)
+		if err != nil {
+			return r, bad
+		}
+		r.at = msTime(n)
+	case grantQuarantine, grantEarly:
+		n, err := number(rest)
+		if err != nil {
+			return r, bad
+		}
+		r.left = time.Duration(n) * time.Millisecond
+	default:
+		return r, bad
+	}
+	return r, nil
+}
+
+// Per-lease answers of release.lua and renew.lua.
+const (
+	releasedOK       = "ok"      // released
+	releasedFollowUp = "fu"      // released; a follow-up had been asked for
+	releasedNotHeld  = "notheld" // the token no longer holds the lease: nothing touched
+	renewedOK        = "1"
+	renewedLost      = "0"
+)
+
+// luaConstants hands the scripts what Go and Lua share, defined once here:
+// every script begins with these lines, then lib.lua.
+func luaConstants() string {
+	var b strings.Builder
+	for _, c := range []struct {
+		name string
+		v    any
+	}{
+		{"EARLY_MS", EarlyTolerance.Milliseconds()},
+		{"REASON_RETRY", ReasonRetry},
+		{"REASON_QUEUED", ReasonQueued},
+		{"OUTCOME_UNLOCKED", OutcomeUnlocked},
+		{"GRANT_BUSY", grantBusy},
+		{"GRANT_RAN", grantRan},
+		{"GRANT_QUARANTINE", grantQuarantine},
+		{"GRANT_EARLY", grantEarly},
+		{"RELEASED_OK", releasedOK},
+		{"RELEASED_FOLLOW_UP", releasedFollowUp},
+		{"RELEASED_NOT_HELD", releasedNotHeld},
+		{"RENEWED_OK", renewedOK},
+		{"RENEWED_LOST", renewedLost},
+	} {
+		switch v := c.v.(type) {
+		case int64:
+			fmt.Fprintf(&b, "local %s = %d\n", c.name, v)
+		default:
+			fmt.Fprintf(&b, "local %s = '%s'\n", c.name, v)
+		}
+	}
+	return b.String()
+}
+
+// number parses a stored integer; "" (a field left empty) is 0.
+func number(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

@@ -1,0 +1,197 @@
+package lease
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tickd/tickd/internal/redistest"
+)
+
+// codecScript runs lib.lua's codecs: ARGV format, "decode" or "encode", and
+// the value (encoded, or the fields as a JSON object). decode answers the
+// fields as a JSON object, or nil when the value is not understood.
+var codecScript = newScript(`
+local codecs = {
+  entity = {decode_entity, encode_entity}, run = {decode_run, encode_run},
+  due = {decode_due, encode_due}, epoch = {decode_epoch, encode_epoch},
+  from = {decode_from}, next = {decode_next},
+  busy = {nil, reply_busy},
+}
+local c = codecs[ARGV[1]]
+if ARGV[2] == 'decode' then
+  local t = c[1](ARGV[3])
+  if not t then return nil end
+  if ARGV[1] == 'entity' then t.last, t.src, t.last_at = last_of(t), nil, nil end
+  return cjson.encode(t)
+end
+return c[2](cjson.decode(ARGV[3]))
+`)
+
+// luaCodec calls codecScript.
+type luaCodec struct {
+	t *testing.T
+	c *redis.Client
+}
+
+func (l luaCodec) decode(format, v string) (map[string]string, bool) {
+	l.t.Helper()
+	res, err := codecScript.Run(bg, l.c, nil, format, "decode", v).Text()
+	if errors.Is(err, redis.Nil) {
+		return nil, false
+	}
+	if err != nil {
+		l.t.Fatalf("lua decode_%s(%q): %v", format, v, err)
+	}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(res), &m); err != nil {
+		l.t.Fatalf("lua decode_%s(%q) answered %q: %v", format, v, res, err)
+	}
+	return m, true
+}
+
+func (l luaCodec) encode(format string, fields map[string]string) string {
+	l.t.Helper()
+	js, _ := json.Marshal(fields)
+	res, err := codecScript.Run(bg, l.c, nil, format, "encode", string(js)).Text()
+	if err != nil {
+		l.t.Fatalf("lua encode_%s(%s): %v", format, js, err)
+	}
+	return res
+}
+
+// itoa is how a number is stored.
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// The fields of each Go value as Lua's table names them: this is the check
+// that both sides agree on names, order and the form of each field.
+
+func entityFields(e entityValue) map[string]string {
+	last := ""
+	if e.Last != nil {
+		last = e.Last.encode()
+	}
+	return map[string]string{"last_tick": itoa(e.LastTick), "fence": itoa(e.Fence), "token": e.Token,
+		"exp": itoa(e.Exp), "fu": flag(e.FollowUp), "touched": itoa(e.Touched), "reason": string(e.Reason),
+		"tick": itoa(e.Tick), "holder": escape(e.Holder), "last": last}
+}
+
+func runFields(r runRecord) map[string]string {
+	return map[string]string{"outcome": string(r.Outcome), "start": itoa(r.Start), "end": itoa(r.End),
+		"fence": itoa(r.Fence), "reason": string(r.Reason), "replica": escape(r.Replica)}
+}
+
+func dueFields(d dueInfo) map[string]string {
+	return map[string]string{"reason": string(d.Reason), "attempt": itoa(d.Attempt), "tick": itoa(d.Tick), "claim": d.Claim}
+}
+
+const hostile = "a|b#c d%\x00{}:*\n\"'\\é"
+
+var (
+	maxMS  = int64(math.MaxInt64)
+	fullRR = runRecord{Outcome: OutcomeLeaseLost, Start: maxMS, End: maxMS, Fence: maxMS, Reason: ReasonReschedule, Replica: hostile}
+)
+
+// TestCodecsAgree puts the same values through format.go's codecs and
+// lib.lua's, on a real Redis: Lua decodes what Go encodes into the same
+// named fields, and encodes those fields into the same string. The values
+// include empty fields, hostile ids and the largest numbers.
+func TestCodecsAgree(t *testing.T) {
+	srv := redistest.Start(t)
+	lua := luaCodec{t, newClient(t, srv.Addr)}
+
+	entities := []entityValue{
+		{},
+		{LastTick: 1_700_000_000_000, Fence: 1_700_000_000_000_123, Token: "0123abcd-1z", Exp: 1_700_000_060_000,
+			FollowUp: true, Touched: 1_700_000_000_001, Reason: ReasonTick, Tick: 1_700_000_000_000, Holder: "host-42",
+			Last: &runRecord{Outcome: OutcomeDone, Start: 1, End: 2, Fence: 3, Reason: ReasonTrigger, Replica: "r"}},
+		{LastTick: maxMS, Fence: maxMS, Token: "t", Exp: maxMS, Touched: maxMS, Reason: ReasonQueued, Tick: maxMS,
+			Holder: hostile, Last: &fullRR},
+		{Last: &runRecord{}},
+	}
+	for _, e := range entities {
+		checkCodec(t, lua, "entity", e, e.encode(), entityFields(e), decodeEntity)
+	}
+	for _, r := range []runRecord{{}, fullRR, {Outcome: OutcomeUnlocked, Start: 5, End: 6, Fence: 7, Reason: ReasonTick, Replica: "cli:ops@host"}} {
+		checkCodec(t, lua, "run", r, r.encode(), runFields(r), decodeRun)
+	}
+	for _, d := range []dueInfo{{}, {Reason: ReasonRetry, Attempt: 3, Tick: maxMS, Claim: "nonce-12:7"}, {Reason: ReasonTrigger, Claim: "a|b"}} {
+		checkCodec(t, lua, "due", d, d.encode(), dueFields(d), decodeDueInfo)
+	}
+	for _, ep := range []epochValue{{}, {QuarantineUntil: maxMS, LostAt: 1_700_000_000_000}} {
+		fields := map[string]string{"quarantine_until": itoa(ep.QuarantineUntil), "lost_at": itoa(ep.LostAt)}
+		checkCodec(t, lua, "epoch", ep, ep.encode(), fields, nil)
+	}
+
+	for _, f := range []dueFrom{{Claim: "nonce-1:2", Tick: 0}, {Claim: "c", Tick: maxMS}} {
+		want := map[string]string{"claim": f.Claim, "tick": itoa(f.Tick)}
+		if got, ok := lua.decode("from", f.encode()); !ok || !reflect.DeepEqual(got, want) {
+			t.Errorf("from %q: lua decodes %v (%v), want %v", f.encode(), got, ok, want)
+		}
+	}
+	for _, n := range []nextRun{{Reason: ReasonRetry, DelayMS: 0, Attempt: 0}, {Reason: ReasonReschedule, DelayMS: maxMS, Attempt: 100}} {
+		want := map[string]string{"reason": string(n.Reason), "delay_ms": itoa(n.DelayMS), "attempt": itoa(n.Attempt)}
+		if got, ok := lua.decode("next", n.encode()); !ok || !reflect.DeepEqual(got, want) {
+			t.Errorf("next %q: lua decodes %v (%v), want %v", n.encode(), got, ok, want)
+		}
+	}
+
+	// Acquire's busy answer, written by Lua, read by Go.
+	busy := entityValue{Touched: 1_700_000_000_001, Fence: maxMS, Holder: hostile}
+	rep, err := decodeAcquireReply(lua.encode("busy", entityFields(busy)))
+	if err != nil || rep.status != grantBusy || rep.fence != busy.Fence || rep.holder != hostile || !rep.at.Equal(msTime(busy.Touched)) {
+		t.Errorf("busy reply: go decodes %+v, %v; want fence %d, holder %q, since %d", rep, err, busy.Fence, hostile, busy.Touched)
+	}
+
+	// What neither side understands is refused by both, not misread.
+	for format, v := range map[string]string{"entity": "1|2|3", "run": "done|1|2", "due": "retry|1", "epoch": "12", "from": "c|x", "next": "retry|1|x"} {
+		if got, ok := lua.decode(format, v); ok {
+			t.Errorf("lua decodes a bad %s %q as %v", format, v, got)
+		}
+	}
+	for _, v := range []string{"1|2|3", "x|2||4|0|6|tick|8|h#", "1|2||4|0|6|tick|8|h#done|1"} {
+		if _, err := decodeEntity(v); !errors.Is(err, errFormat) {
+			t.Errorf("go decodes a bad entity %q: %v", v, err)
+		}
+	}
+}
+
+// checkCodec holds one value's Go encoding (enc) against lib.lua: Lua
+// decodes enc into fields and encodes fields into enc; Go decodes enc back
+// into v (when decode is given).
+func checkCodec[T any](t *testing.T, lua luaCodec, format string, v T, enc string, fields map[string]string, decode func(string) (T, error)) {
+	t.Helper()
+	if got, ok := lua.decode(format, enc); !ok || !reflect.DeepEqual(got, fields) {
+		t.Errorf("%s %q:\n lua decodes %v (understood: %v)\n  go fields %v", format, enc, got, ok, fields)
+	}
+	if le := lua.encode(format, fields); le != enc {
+		t.Errorf("%s: lua encodes %q, go %q", format, le, enc)
+	}
+	if decode == nil {
+		return
+	}
+	if back, err := decode(enc); err != nil || !reflect.DeepEqual(back, v) {
+		t.Errorf("%s %q: go decodes %+v, %v; want %+v", format, enc, back, err, v)
+	}
+}
+
+// TestLuaConstantsArePlain: the constants handed to the scripts are quoted
+// without escaping, so they must need none.
+func TestLuaConstantsArePlain(t *testing.T) {
+	line := regexp.MustCompile(`^local [A-Z_]+ = ('[a-z_0-9]*'|\d+)$`)
+	for _, l := range strings.Split(luaConstants(), "\n") {
+		if l != "" && !line.MatchString(l) {
+			t.Errorf("constant line %q", l)
+		}
+	}
+	if want := "local EARLY_MS = " + itoa(EarlyTolerance.Milliseconds()) + "\n"; !strings.Contains(luaConstants(), want) {
+		t.Errorf("EARLY_MS is not EarlyTolerance (%v)", EarlyTolerance)
+	}
+}
