@@ -1,0 +1,198 @@
+package faults
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/internal/tickdtest"
+)
+
+// The checker judges every fault scenario, so it has tests of its own: runs
+// written as the worker writes them, for three ticks of every entity, with
+// one thing changed per case, and the figures that change asserted.
+
+var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC) // a multiple of every
+
+// tickAt is the n-th tick after t0.
+func tickAt(n int) time.Time { return t0.Add(time.Duration(n) * every) }
+
+// synthRun is one run as the worker records it: started at from, ended at
+// to (zero: never ended), under a lease granted at granted (its fence).
+type synthRun struct {
+	entity, reason string
+	tick           time.Time
+	granted        time.Time
+	from, to       time.Time
+	pid, ppid      int
+}
+
+// steady is a tick run of every entity at each of ticks 1..3, 10ms after
+// the tick, 90ms long.
+func steady() []synthRun {
+	var rs []synthRun
+	pid := 1000
+	for n := 1; n <= 3; n++ {
+		T := tickAt(n)
+		for i := range nEntities {
+			pid++
+			rs = append(rs, synthRun{entity: fmt.Sprint("e", i), reason: "tick", tick: T, granted: T.Add(5 * time.Millisecond),
+				from: T.Add(10 * time.Millisecond), to: T.Add(100 * time.Millisecond), pid: pid, ppid: 1 + pid%3})
+		}
+	}
+	return rs
+}
+
+// without drops the run of entity for tick n.
+func without(rs []synthRun, entity string, n int) []synthRun {
+	return slices.DeleteFunc(rs, func(r synthRun) bool { return r.entity == entity && r.tick.Equal(tickAt(n)) })
+}
+
+// checkOf runs the checker over rs for ticks 1..3; setup adds the faults.
+func checkOf(t *testing.T, rs []synthRun, setup func(c *cluster)) result {
+	t.Helper()
+	c := &cluster{t: t, runsLog: filepath.Join(t.TempDir(), "runs.log"), killedAt: map[int]int64{}, linger: map[int]interval{}}
+	var lines []byte
+	for _, r := range rs {
+		rec := tickdtest.Record{Event: "start", Task: "sync", Entity: r.entity, Tick: r.tick.UTC().Format(time.RFC3339),
+			Reason: r.reason, Fence: r.granted.UnixMicro(), Pid: r.pid, Ppid: r.ppid, At: r.from.UnixNano()}
+		for _, ev := range []string{"start", "end"} {
+			if ev == "end" {
+				if r.to.IsZero() {
+					break
+				}
+				rec.Event, rec.At = "end", r.to.UnixNano()
+			}
+			b, _ := json.Marshal(rec)
+			lines = append(append(lines, b...), '\n')
+		}
+	}
+	if err := os.WriteFile(c.runsLog, lines, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(c)
+	}
+	// Ticks 1..3 are judged: begin+every <= T <= end-2*every.
+	return c.check(t0, tickAt(5))
+}
+
+func TestChecker(t *testing.T) {
+	e5 := func(n int) string { return "e5@" + tickAt(n).UTC().Format(time.RFC3339) }
+	all := 3 * nEntities
+	cases := []struct {
+		name  string
+		runs  []synthRun
+		setup func(c *cluster)
+		// the figures that matter in this case
+		eligible, ran, withoutRedis, overlaps int
+		missed                                []string
+	}{
+		{name: "every entity ran every tick", runs: steady(), eligible: all, ran: all},
+		{name: "a missed tick", runs: without(steady(), "e5", 2), eligible: all, ran: all - 1, missed: []string{e5(2)}},
+		{
+			name: "busy: a run of another reason holds the lease across the tick",
+			runs: append(without(steady(), "e5", 2), synthRun{entity: "e5", reason: "reschedule", tick: tickAt(1),
+				granted: tickAt(2).Add(-300 * time.Millisecond), from: tickAt(2).Add(-290 * time.Millisecond), to: tickAt(2).Add(500 * time.Millisecond), pid: 1, ppid: 1}),
+			eligible: all - 1, ran: all - 1,
+		},
+		{
+			name: "a hand-over (a retry carrying the tick) is the tick's run",
+			runs: append(without(steady(), "e5", 2), synthRun{entity: "e5", reason: "retry", tick: tickAt(2),
+				granted: tickAt(2).Add(time.Second), from: tickAt(2).Add(time.Second), to: tickAt(2).Add(1100 * time.Millisecond), pid: 1, ppid: 1}),
+			eligible: all, ran: all,
+		},
+		{
+			// A tick's window is [T-leaseTTL, T+every]: this blackout meets
+			// tick 1's alone.
+			name: "a blackout excuses the ticks whose window it meets",
+			runs: without(steady(), "e5", 1),
+			setup: func(c *cluster) {
+				c.blackouts = []interval{{t0.Add(500 * time.Millisecond), t0.Add(time.Second)}}
+			},
+			eligible: all - nEntities, ran: all - nEntities,
+		},
+		{
+			name: "… and only those",
+			runs: without(steady(), "e5", 2),
+			setup: func(c *cluster) {
+				c.blackouts = []interval{{t0.Add(500 * time.Millisecond), t0.Add(time.Second)}}
+			},
+			eligible: all - nEntities, ran: all - nEntities - 1, missed: []string{e5(2)},
+		},
+		{
+			name: "runs granted while Redis was down",
+			runs: steady(),
+			setup: func(c *cluster) {
+				c.redisDown = []interval{{tickAt(2).Add(-100 * time.Millisecond), tickAt(2).Add(time.Second)}}
+			},
+			eligible: all, ran: all, withoutRedis: nEntities,
+		},
+		{
+			name: "a run started during an outage on a lease granted before it, still trusted",
+			runs: append(without(steady(), "e5", 2), synthRun{entity: "e5", reason: "tick", tick: tickAt(2),
+				granted: tickAt(2).Add(-50 * time.Millisecond), from: tickAt(2).Add(200 * time.Millisecond), to: tickAt(2).Add(300 * time.Millisecond), pid: 1, ppid: 1}),
+			setup: func(c *cluster) {
+				c.redisDown = []interval{{tickAt(2).Add(100 * time.Millisecond), tickAt(2).Add(time.Second)}}
+			},
+			eligible: all, ran: all,
+		},
+		{
+			name: "… and past its trust window",
+			runs: append(without(steady(), "e5", 2), synthRun{entity: "e5", reason: "tick", tick: tickAt(2),
+				granted: tickAt(2).Add(-50 * time.Millisecond), from: tickAt(2).Add(1700 * time.Millisecond), to: tickAt(2).Add(1800 * time.Millisecond), pid: 1, ppid: 1}),
+			setup: func(c *cluster) {
+				c.redisDown = []interval{{tickAt(2).Add(100 * time.Millisecond), tickAt(2).Add(1900 * time.Millisecond)}}
+			},
+			eligible: all, ran: all, withoutRedis: 1,
+		},
+		{
+			name: "a killed replica's run is open until the kill, and busy until then",
+			runs: append(without(without(steady(), "e5", 2), "e5", 1), synthRun{entity: "e5", reason: "tick", tick: tickAt(1),
+				granted: tickAt(1), from: tickAt(1).Add(10 * time.Millisecond), pid: 1, ppid: 7}),
+			setup:    func(c *cluster) { c.killedAt[7] = tickAt(2).Add(300 * time.Millisecond).UnixNano() },
+			eligible: all - 1, ran: all - 1,
+		},
+		{
+			name: "a lease a killed replica held is busy until it expires",
+			runs: without(without(steady(), "e5", 2), "e5", 3),
+			setup: func(c *cluster) {
+				c.orphaned = []orphans{{entities: map[string]bool{"e5": true}, at: tickAt(2).Add(100 * time.Millisecond)}}
+			},
+			eligible: all - 2, ran: all - 2,
+		},
+		{
+			// The trigger run also makes e5 busy in tick 2's first half, so
+			// that pair is not judged for liveness.
+			name: "overlapping runs are counted",
+			runs: append(steady(), synthRun{entity: "e5", reason: "trigger", tick: tickAt(2),
+				granted: tickAt(2).Add(20 * time.Millisecond), from: tickAt(2).Add(50 * time.Millisecond), to: tickAt(2).Add(60 * time.Millisecond), pid: 1, ppid: 1}),
+			eligible: all - 1, ran: all - 1, overlaps: 1,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := checkOf(t, c.runs, c.setup)
+			for _, fig := range []struct {
+				name      string
+				got, want int
+			}{
+				{"eligible (entity, tick) pairs", r.liveEligible, c.eligible},
+				{"pairs that ran", r.liveRan, c.ran},
+				{"runs without Redis", r.runsWithoutRedis, c.withoutRedis},
+				{"overlaps", r.Overlaps, c.overlaps},
+			} {
+				if fig.got != fig.want {
+					t.Errorf("%s: %d, want %d", fig.name, fig.got, fig.want)
+				}
+			}
+			if !slices.Equal(r.missed, c.missed) {
+				t.Errorf("missed %v, want %v", r.missed, c.missed)
+			}
+		})
+	}
+}
