@@ -467,10 +467,15 @@ func testFences(t *testing.T, k kit) {
 		}
 		return err == nil
 	})
-	// After the state expired (StateTTL 200ms): wait until a fresh grant
-	// no longer sees it, which we cannot observe directly; wait past it.
-	deadline := time.Now().Add(400 * time.Millisecond)
-	redistest.WaitFor(t, 5*time.Second, "state expiry", func() bool { return time.Now().After(deadline) })
+	// After the state expired (StateTTL 200ms) and was swept: the entity's
+	// last run is forgotten, and a fresh grant still gets a higher fence.
+	redistest.WaitFor(t, 5*time.Second, "state swept", func() bool {
+		if err := s.Sweep(bg); err != nil {
+			t.Fatal(err)
+		}
+		st, err := s.Entity(bg, "t", "e")
+		return err == nil && st.Last == nil
+	})
 	l = mustAcquire(t, s, req("e", time.Minute))
 	check(l)
 	mustRelease(t, l)

@@ -19,6 +19,10 @@ const (
 	KeyError    = "error"
 )
 
+// LogEvery is how often a failure that repeats (Redis unreachable, a clock
+// ahead) is logged: once, then with a count of the lines suppressed.
+const LogEvery = 10 * time.Second
+
 // limiter lets one line per key through every interval and counts the rest,
 // so that a Redis outage is logged, not once per entity per second.
 type limiter struct {
@@ -49,7 +53,7 @@ func (l *limiter) allow(key string) (bool, int) {
 }
 
 func (s *Scheduler) logLimited(key, msg string, args ...any) {
-	ok, n := s.limit.allow(key)
+	ok, n := s.logLimit.allow(key)
 	if !ok {
 		return
 	}
@@ -57,6 +61,23 @@ func (s *Scheduler) logLimited(key, msg string, args ...any) {
 		args = append(args, "suppressed", n)
 	}
 	s.log.Error(msg, args...)
+}
+
+// storeFailed reports a failure of the lease store: counted, observed, and
+// logged at most once per LogEvery for key. about says which task and tick
+// it concerns, where one does.
+func (s *Scheduler) storeFailed(key, msg string, about Event, err error) {
+	s.metrics.RedisError()
+	about.Kind, about.Err = EventStoreError, err
+	s.observe(about)
+	var attrs []any
+	if about.Task != "" {
+		attrs = append(attrs, KeyTask, about.Task)
+	}
+	if !about.Tick.IsZero() {
+		attrs = append(attrs, tickAttr(about.Tick))
+	}
+	s.logLimited(key, msg, append(attrs, KeyError, err)...)
 }
 
 func tickAttr(t time.Time) slog.Attr {

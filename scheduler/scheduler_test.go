@@ -1,13 +1,14 @@
 package scheduler
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,36 +79,124 @@ func (rc *recorder) count(pred func(runRec) bool) int {
 	return n
 }
 
-// logBuf collects JSON log lines.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+// events collects what the schedulers of a test report (Options.Observer):
+// tests wait on these, not on log text.
+type events struct {
+	mu   sync.Mutex
+	list []Event
 }
 
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
+func (ev *events) add(e Event) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	ev.list = append(ev.list, e)
 }
 
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+func (ev *events) count(pred func(Event) bool) int {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	n := 0
+	for _, e := range ev.list {
+		if pred(e) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitFor waits until an event matches pred.
+func (ev *events) waitFor(t *testing.T, d time.Duration, what string, pred func(Event) bool) {
+	t.Helper()
+	redistest.WaitFor(t, d, what, func() bool { return ev.count(pred) > 0 })
+}
+
+func kind(k EventKind) func(Event) bool { return func(e Event) bool { return e.Kind == k } }
+
+func ended(outcome lease.Outcome) func(Event) bool {
+	return func(e Event) bool { return e.Kind == EventRunEnded && e.Outcome == outcome }
+}
+
+// logRecords is a slog.Handler that keeps each record's message and
+// attributes (the logger's own included), for tests of what the logs say:
+// the log lines are an interface (README, "Logs").
+type logRecords struct {
+	mu    *sync.Mutex
+	recs  *[]logRec
+	attrs []slog.Attr
+}
+
+type logRec struct {
+	level slog.Level
+	msg   string
+	attrs map[string]string
+}
+
+func newLogRecords() *logRecords { return &logRecords{mu: &sync.Mutex{}, recs: &[]logRec{}} }
+
+func (h *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
+	rec := logRec{level: r.Level, msg: r.Message, attrs: map[string]string{}}
+	for _, a := range h.attrs {
+		rec.attrs[a.Key] = a.Value.String()
+	}
+	r.Attrs(func(a slog.Attr) bool { rec.attrs[a.Key] = a.Value.String(); return true })
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	*h.recs = append(*h.recs, rec)
+	return nil
+}
+
+func (h *logRecords) WithAttrs(as []slog.Attr) slog.Handler {
+	return &logRecords{mu: h.mu, recs: h.recs, attrs: append(slices.Clone(h.attrs), as...)}
+}
+
+func (h *logRecords) WithGroup(string) slog.Handler { return h }
+
+// count is the number of records with message msg (any message for "")
+// whose attributes include want.
+func (h *logRecords) count(msg string, want map[string]string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+next:
+	for _, r := range *h.recs {
+		if msg != "" && r.msg != msg {
+			continue
+		}
+		for k, v := range want {
+			if r.attrs[k] != v {
+				continue next
+			}
+		}
+		n++
+	}
+	return n
+}
+
+func (h *logRecords) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var b strings.Builder
+	for _, r := range *h.recs {
+		fmt.Fprintf(&b, "%v %q %v\n", r.level, r.msg, r.attrs)
+	}
+	return b.String()
 }
 
 type env struct {
 	t     *testing.T
 	srv   *redistest.Server // nil for the in-process store
 	mem   *lease.Store
-	logs  *logBuf
+	logs  *logRecords
+	ev    *events
 	reg   *tasks.Registry
 	rec   *recorder
 	count int
 }
 
 func newEnv(t *testing.T, withRedis bool) *env {
-	e := &env{t: t, logs: &logBuf{}, reg: &tasks.Registry{}, rec: newRecorder()}
+	e := &env{t: t, logs: newLogRecords(), ev: &events{}, reg: &tasks.Registry{}, rec: newRecorder()}
 	if withRedis {
 		e.srv = redistest.Start(t)
 	}
@@ -153,8 +242,8 @@ func (e *env) start(toml string) (*Scheduler, *lease.Store) {
 	e.count++
 	replica := fmt.Sprintf("r%d", e.count)
 	st := e.store(replica)
-	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s, err := New(e.config(toml), Options{Store: st, Logger: log, Registry: e.reg, DuePoll: 20 * time.Millisecond, PausePoll: 100 * time.Millisecond})
+	s, err := New(e.config(toml), Options{Store: st, Logger: slog.New(e.logs), Registry: e.reg, Observer: e.ev.add,
+		DuePoll: 20 * time.Millisecond, PausePoll: 100 * time.Millisecond})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -229,8 +318,11 @@ entities = ` + entities(40))
 		if e.rec.overlaps != 0 {
 			t.Fatalf("%d overlaps", e.rec.overlaps)
 		}
-		if !strings.Contains(e.logs.String(), `"msg":"tick"`) || !strings.Contains(e.logs.String(), `"entities":40`) {
-			t.Fatalf("no per-tick summary line in logs")
+		if n := e.ev.count(func(ev Event) bool { return ev.Kind == EventTick && ev.Counts.Entities == 40 }); n < 2 {
+			t.Errorf("%d tick events counting 40 entities, want one a tick", n)
+		}
+		if e.logs.count("tick", map[string]string{KeyTask: "fan", "entities": "40"}) < 2 {
+			t.Errorf("no per-tick summary line in the logs:\n%s", e.logs)
 		}
 	})
 }
@@ -271,8 +363,11 @@ entities = ["slow", "fast"]
 	if e.rec.overlaps != 0 {
 		t.Fatalf("%d overlaps", e.rec.overlaps)
 	}
-	if !strings.Contains(e.logs.String(), `"msg":"entity busy: skipped"`) {
-		t.Fatal("busy skips not logged")
+	if e.ev.count(func(ev Event) bool { return ev.Kind == EventTick && ev.Counts.Busy > 0 }) == 0 {
+		t.Error("no tick counted a busy skip")
+	}
+	if e.logs.count("entity busy: skipped", map[string]string{KeyEntity: "slow"}) == 0 {
+		t.Error("busy skips not logged")
 	}
 }
 
@@ -319,9 +414,10 @@ entities = ` + entities(60)
 	if e.rec.overlaps != 0 {
 		t.Fatalf("%d overlaps", e.rec.overlaps)
 	}
-	logs := e.logs.String()
-	if !strings.Contains(logs, `"replica":"r1"`) || !strings.Contains(logs, `"replica":"r2"`) || !strings.Contains(logs, `"msg":"run started","replica":"r2"`) {
-		t.Fatal("one replica did all the work")
+	for _, r := range []string{"r1", "r2"} {
+		if n := e.ev.count(func(ev Event) bool { return ev.Kind == EventRunStarted && ev.Replica == r }); n == 0 {
+			t.Errorf("replica %s started no run: the other did all the work", r)
+		}
 	}
 }
 
@@ -384,9 +480,7 @@ catch_up = "1h"
 handler = "rec"
 max_reschedules = 3
 `)
-	redistest.WaitFor(t, 10*time.Second, "limit logged", func() bool {
-		return strings.Contains(e.logs.String(), "max_reschedules reached")
-	})
+	e.ev.waitFor(t, 10*time.Second, "max_reschedules reached", kind(EventRescheduleLimit))
 	if n := e.rec.count(func(runRec) bool { return true }); n != 4 {
 		t.Fatalf("%d runs, want 1 tick run + 3 reschedules", n)
 	}
@@ -432,11 +526,19 @@ lease_ttl = "3s"
 		if runs[1].Reason != "queued" || runs[1].start.Before(runs[0].end) {
 			t.Fatalf("follow-up %+v started %v, first ended %v", runs[1].Run, runs[1].start, runs[0].end)
 		}
-		// Exactly one follow-up.
-		deadline := time.Now().Add(500 * time.Millisecond)
-		redistest.WaitFor(t, 5*time.Second, "quiet period", func() bool { return time.Now().After(deadline) })
+		// Exactly one follow-up: once it has ended and released, nothing is
+		// pending (a second follow-up would have been enqueued by that
+		// release, atomically with it).
+		e.ev.waitFor(t, 5*time.Second, "the follow-up's end", func(ev Event) bool { return ev.Kind == EventRunEnded && ev.Reason == lease.ReasonQueued })
+		state, err := st.Entity(context.Background(), "q", "q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state.Pending != nil || state.Held != nil {
+			t.Errorf("after the follow-up: pending %+v, held %+v; want neither", state.Pending, state.Held)
+		}
 		if n := e.rec.count(func(runRec) bool { return true }); n != 2 {
-			t.Fatalf("%d runs, want 2", n)
+			t.Errorf("%d runs, want 2", n)
 		}
 	})
 }
@@ -458,7 +560,7 @@ lease_ttl = "3s"
 command = [%q, "{entity}"]
 entities = [%q]
 `, script, hostile))
-	redistest.WaitFor(t, 10*time.Second, "run ended", func() bool { return strings.Contains(e.logs.String(), `"msg":"run ended"`) })
+	e.ev.waitFor(t, 10*time.Second, "run ended", kind(EventRunEnded))
 	matches, _ := filepath.Glob(out + ".*")
 	if len(matches) != 1 {
 		t.Fatalf("outputs %v", matches)
@@ -472,20 +574,26 @@ entities = [%q]
 			t.Fatalf("the entity id ran a command (%s exists)", f)
 		}
 	}
-	logs := e.logs.String()
 	fence := strings.TrimPrefix(filepath.Ext(matches[0]), ".")
-	for _, want := range []string{
-		`"msg":"env execd|` + strings.ReplaceAll(hostile, `"`, `\"`) + `|20`,
-		`|` + fence + `|tick"`,
-		`"stream":"stdout"`, `"msg":"oops"`, `"stream":"stderr"`,
-		`"outcome":"done"`, `"fence":` + fence,
+	var tick time.Time
+	e.ev.count(func(ev Event) bool { tick = ev.Tick; return true })
+	// The run's output lines are logged with the run's attributes.
+	run := map[string]string{KeyTask: "execd", KeyEntity: hostile, KeyFence: fence, KeyTick: tick.UTC().Format(time.RFC3339)}
+	for _, want := range []struct {
+		msg   string
+		attrs map[string]string
+	}{
+		{"env execd|" + hostile + "|" + tick.UTC().Format(time.RFC3339) + "|" + fence + "|tick", map[string]string{"stream": "stdout"}},
+		{"oops", map[string]string{"stream": "stderr"}},
+		{"run ended", map[string]string{KeyOutcome: "done"}},
 	} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("logs lack %s", want)
+		maps.Copy(want.attrs, run)
+		if e.logs.count(want.msg, want.attrs) != 1 {
+			t.Errorf("no log line %q with %v", want.msg, want.attrs)
 		}
 	}
 	if t.Failed() {
-		t.Log(logs)
+		t.Log(e.logs)
 	}
 }
 
@@ -514,7 +622,7 @@ lease_ttl = "1500ms"
 	if !errors.Is(r.cause, lease.ErrLost) {
 		t.Fatalf("cause %v", r.cause)
 	}
-	redistest.WaitFor(t, 5*time.Second, "outcome logged", func() bool { return strings.Contains(e.logs.String(), `"outcome":"lease_lost"`) })
+	e.ev.waitFor(t, 5*time.Second, "the run to end as lease_lost", ended(lease.OutcomeLeaseLost))
 }
 
 // leapClock moves 10s forward at every reading: a process frozen between any
@@ -548,20 +656,23 @@ func TestRunNotStartedOnALeaseUntrustedOnArrival(t *testing.T) {
 	}
 	st.InitEpoch(context.Background()) //nolint:errcheck
 	t.Cleanup(func() { st.Close(); c.Close() })
-	s, err := New(e.config(lateTask), Options{Store: st, Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), Registry: e.reg})
+	s, err := New(e.config(lateTask), Options{Store: st, Logger: slog.New(e.logs), Registry: e.reg, Observer: e.ev.add})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Start()
 	t.Cleanup(func() { s.Shutdown(5 * time.Second) })
-	redistest.WaitFor(t, 10*time.Second, "the run to end as lease_lost", func() bool {
-		return strings.Contains(e.logs.String(), `"outcome":"lease_lost"`)
-	})
+	e.ev.waitFor(t, 10*time.Second, "the run to end as lease_lost", ended(lease.OutcomeLeaseLost))
 	if n := e.rec.count(func(runRec) bool { return true }); n != 0 {
 		t.Fatalf("the handler was called %d times on an untrusted lease", n)
 	}
-	if !strings.Contains(e.logs.String(), tasks.ErrNotStarted.Error()+": "+lease.ErrUntrusted.Error()) {
-		t.Fatalf("the run's end does not say why:\n%s", e.logs.String())
+	if n := e.ev.count(func(ev Event) bool {
+		return ev.Kind == EventRunEnded && errors.Is(ev.Err, tasks.ErrNotStarted) && errors.Is(ev.Err, lease.ErrUntrusted)
+	}); n == 0 {
+		t.Error("the run's end does not say it never began on an untrusted lease")
+	}
+	if e.logs.count("run ended", map[string]string{KeyError: tasks.ErrNotStarted.Error() + ": " + lease.ErrUntrusted.Error()}) == 0 {
+		t.Errorf("the run's end line does not say why:\n%s", e.logs)
 	}
 	// The run is handed over, not dropped: a healthy replica carries out the
 	// tick's run (its tick is recorded as started, so as a retry of it).
@@ -593,13 +704,22 @@ timeout = "300ms"
 warn_after = "100ms"
 retries = 1
 `)
-	redistest.WaitFor(t, 10*time.Second, "retry ran", func() bool {
-		return strings.Contains(e.logs.String(), `"outcome":"failed"`)
-	})
-	logs := e.logs.String()
-	for _, want := range []string{`"msg":"run still going"`, `"outcome":"timeout"`, `"next":"retry"`, `"reason":"retry"`, "handler panicked"} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("logs lack %s", want)
+	e.ev.waitFor(t, 10*time.Second, "the retry to fail", ended(lease.OutcomeFailed))
+	if n := e.ev.count(func(ev Event) bool {
+		return ev.Kind == EventRunEnded && ev.Reason == lease.ReasonRetry && errors.Is(ev.Err, tasks.ErrPanic)
+	}); n != 1 {
+		t.Errorf("%d retries ended with the handler's panic, want 1", n)
+	}
+	for _, want := range []struct {
+		msg   string
+		attrs map[string]string
+	}{
+		{"run still going", map[string]string{KeyReason: "tick"}},
+		{"run ended", map[string]string{KeyOutcome: "timeout", "next": "retry"}},
+		{"run ended", map[string]string{KeyOutcome: "failed", KeyReason: "retry"}},
+	} {
+		if e.logs.count(want.msg, want.attrs) != 1 {
+			t.Errorf("no log line %q with %v", want.msg, want.attrs)
 		}
 	}
 	if n := e.rec.count(func(runRec) bool { return true }); n != 2 {
@@ -644,8 +764,8 @@ entities = ["x", "y"]
 	redistest.WaitFor(t, 10*time.Second, "handed-over runs", func() bool {
 		return e.rec.count(func(r runRec) bool { return r.Reason == "retry" && !r.end.IsZero() }) == 2
 	})
-	if !strings.Contains(e.logs.String(), `"outcome":"canceled"`) {
-		t.Fatal("interrupted runs not logged as canceled")
+	if n := e.ev.count(ended(lease.OutcomeCanceled)); n != 2 {
+		t.Errorf("%d interrupted runs ended as canceled, want 2", n)
 	}
 }
 
@@ -694,14 +814,22 @@ entities = ["a", "b"]
 	e.srv.Stop()
 	stopped := time.Now()
 	// Two ticks pass while Redis is down: no run may start.
-	redistest.WaitFor(t, 10*time.Second, "errors logged", func() bool {
-		return strings.Contains(e.logs.String(), "cannot acquire leases") && time.Since(stopped) > 2500*time.Millisecond
+	redistest.WaitFor(t, 10*time.Second, "two ticks without Redis", func() bool {
+		ticks := map[time.Time]bool{}
+		e.ev.count(func(ev Event) bool {
+			if ev.Kind == EventStoreError && ev.Tick.After(stopped) {
+				ticks[ev.Tick] = true
+			}
+			return false
+		})
+		return len(ticks) >= 2
 	})
 	if n := e.rec.count(func(r runRec) bool { return r.start.After(stopped) }); n != 0 {
 		t.Fatalf("%d runs started without Redis", n)
 	}
-	if n := strings.Count(e.logs.String(), "cannot acquire leases"); n > 3 {
-		t.Fatalf("acquire errors logged %d times: not rate-limited", n)
+	failures := e.ev.count(kind(EventStoreError))
+	if n := e.logs.count("cannot acquire leases; retrying", nil); n == 0 || n > 3 || n >= failures {
+		t.Fatalf("acquire errors logged %d times for %d failures: want them logged, rate-limited", n, failures)
 	}
 	e.srv.Restart() // empty: quarantine of MaxTTL (2s), then runs resume
 	back := time.Now()
@@ -771,13 +899,13 @@ concurrency = %d
 		t.Fatal(err)
 	}
 	close(release)
-	redistest.WaitFor(t, 10*time.Second, "run ended", func() bool { return strings.Contains(e.logs.String(), `"msg":"run ended"`) })
+	e.ev.waitFor(t, 10*time.Second, "run ended", kind(EventRunEnded))
 	r := e.rec.snapshot()[0]
 	if r.err != nil || r.cause != nil {
 		t.Fatalf("the reload disturbed the run: err %v, cause %v", r.err, r.cause)
 	}
-	if !strings.Contains(e.logs.String(), `"outcome":"done"`) {
-		t.Fatal("run did not end as done")
+	if n := e.ev.count(ended(lease.OutcomeDone)); n != 1 {
+		t.Fatalf("%d runs ended as done, want 1", n)
 	}
 }
 
@@ -837,7 +965,7 @@ entities_file = %q
 			t.Errorf("%s did not run (ran: %v)", want, got)
 		}
 	}
-	if !strings.Contains(e.logs.String(), "skipping entity id") {
-		t.Error("the bad line was not reported")
+	if e.logs.count("skipping entity id", map[string]string{KeyTask: "fromfile", "line": "4"}) != 1 {
+		t.Errorf("the bad line was not reported:\n%s", e.logs)
 	}
 }

@@ -53,7 +53,7 @@ func Env(run Run) []string {
 		"TICKD_ENTITY=" + run.Entity,
 		"TICKD_TICK=" + tick,
 		"TICKD_FENCE=" + strconv.FormatInt(run.Fence, 10),
-		"TICKD_REASON=" + run.Reason,
+		"TICKD_REASON=" + string(run.Reason),
 		"TICKD_ATTEMPT=" + strconv.Itoa(run.Attempt),
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/tickd/tickd/lease"
 )
 
 // RescheduleHeader is the response header by which an HTTP action asks to be
@@ -28,12 +30,12 @@ var ErrStatus = errors.New("tasks: http status")
 
 // Body is the JSON an HTTP action receives.
 type Body struct {
-	Task    string `json:"task"`
-	Entity  string `json:"entity"`
-	Tick    string `json:"tick"`
-	Fence   int64  `json:"fence"`
-	Reason  string `json:"reason"`
-	Attempt int    `json:"attempt"`
+	Task    string       `json:"task"`
+	Entity  string       `json:"entity"`
+	Tick    string       `json:"tick"`
+	Fence   int64        `json:"fence"`
+	Reason  lease.Reason `json:"reason"`
+	Attempt int          `json:"attempt"`
 }
 
 // Do sends the request; ctx bounds it.

@@ -113,7 +113,7 @@ func openStore(cfg *scheduler.Config, replica string, clock lease.Clock, log *sl
 	limit := time.Time{}
 	opts.OnRenewError = func(err error) {
 		m.RedisError()
-		if time.Since(limit) > 10*time.Second {
+		if time.Since(limit) > scheduler.LogEvery {
 			limit = time.Now()
 			log.Error("lease renewal failed", "error", err)
 		}

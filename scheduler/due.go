@@ -1,0 +1,88 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/tickd/tickd/lease"
+)
+
+// publishDueDepth publishes how many requests are pending (the due set's
+// size); the metrics loop calls it every PausePoll.
+func (s *Scheduler) publishDueDepth(ctx context.Context) {
+	if n, err := s.store.DueCount(ctx); err == nil {
+		s.metrics.due(n)
+	}
+}
+
+// dueVisibility is how long a taken due entry stays hidden before it comes
+// back: it only has to cover the moment between taking it and acquiring.
+const dueVisibility = 30 * time.Second
+
+// takeDue carries out durable requests: reschedules, retries, triggers and
+// follow-ups, from this replica or any other; the due loop calls it every
+// DuePoll, for as many as there are free run slots.
+func (s *Scheduler) takeDue(ctx context.Context) {
+	s.mu.Lock()
+	free := 0
+	for _, ts := range s.tasks {
+		if !ts.paused.Load() {
+			free += cap(ts.slots) - len(ts.slots)
+		}
+	}
+	s.mu.Unlock()
+	if free == 0 {
+		return
+	}
+	ds, err := s.store.TakeDue(ctx, min(free, 64), dueVisibility)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.storeFailed("take", "cannot read due runs", Event{}, err)
+		}
+		return
+	}
+	for _, d := range ds {
+		s.mu.Lock()
+		ts := s.tasks[d.Task]
+		s.mu.Unlock()
+		if ts == nil {
+			s.log.Warn("due run for a task not in the config: dropped", KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason)
+			s.store.Ack(ctx, d) //nolint:errcheck // it comes back if this fails
+			continue
+		}
+		ok := !ts.paused.Load()
+		if ok {
+			select {
+			case ts.slots <- struct{}{}:
+			default:
+				ok = false
+			}
+		}
+		if !ok { // no slot (or paused): give it back to be taken again soon
+			if err := s.store.Enqueue(ctx, d, time.Second); err != nil {
+				s.storeFailed("enqueue", "cannot give back a due run", Event{Task: d.Task}, err)
+			}
+			continue
+		}
+		queue := d.Reason != lease.ReasonTrigger || ts.t.OnBusy == OnBusyQueue
+		l, err := s.store.Acquire(ctx, lease.Request{Task: d.Task, Entity: d.Entity, TTL: ts.t.LeaseTTL, Reason: d.Reason, Queue: queue, From: &d})
+		if err != nil {
+			<-ts.slots
+			switch {
+			case errors.Is(err, lease.ErrBusy):
+				s.log.Debug("due run found the entity busy", KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason, "follow_up", queue)
+			default:
+				// Redis trouble or quarantine: give the entry back to be taken
+				// again soon, rather than waiting out its visibility timeout.
+				s.storeFailed("acquire-due", "cannot acquire lease for a due run; retrying", Event{Task: d.Task}, err)
+				s.store.Enqueue(ctx, d, time.Second) //nolint:errcheck // if this fails too, visibility brings it back
+			}
+			continue
+		}
+		if l.Tick.IsZero() {
+			l.Tick = d.At
+		}
+		s.start(ts, l)
+	}
+}

@@ -1,0 +1,203 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/tickd/tickd/lease"
+)
+
+// TickCounts says what one tick of a task did with its entities.
+type TickCounts struct {
+	Entities   int // read from the source
+	Started    int // runs started on this replica
+	Busy       int // skipped: the lease was held
+	AlreadyRan int // skipped: another replica ran this tick
+	Errors     int // no lease: the store failed, or the tick became too late
+}
+
+// fanOut is one tick T of one task being fanned out: entities are read from
+// the source, gathered into batches only as large as the free run slots (so
+// a busy replica leaves entities to idle ones), and each batch's leases are
+// tried in one round trip.
+type fanOut struct {
+	s     *Scheduler
+	ts    *taskState
+	T     time.Time
+	ctx   context.Context
+	batch []string
+	n     TickCounts
+}
+
+// fanOut runs tick T of ts.
+func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
+	f := &fanOut{s: s, ts: ts, T: T, ctx: ctx}
+	var err error
+	if ts.t.Spread > 0 {
+		err = f.spreadOut()
+	} else {
+		err = ts.source.Each(ctx, f.add)
+	}
+	f.flush()
+	t := ts.t
+	if err != nil && ctx.Err() == nil {
+		s.log.Error("entity source failed", KeyTask, t.Name, tickAttr(T), KeyError, err)
+	}
+	n := f.n
+	s.metrics.tick(t.Name, n.Entities)
+	s.metrics.skip(t.Name, "busy", n.Busy)
+	s.metrics.skip(t.Name, "already_ran", n.AlreadyRan)
+	lvl := slog.LevelInfo
+	if n.Errors > 0 {
+		lvl = slog.LevelWarn
+	}
+	s.log.Log(context.Background(), lvl, "tick", KeyTask, t.Name, tickAttr(T),
+		"entities", n.Entities, "started", n.Started, "busy", n.Busy, "already_ran", n.AlreadyRan, "errors", n.Errors)
+	s.observe(Event{Kind: EventTick, Task: t.Name, Tick: T, Counts: n})
+}
+
+// add takes one entity into the batch once a run slot is free for it.
+func (f *fanOut) add(id string) error {
+	f.n.Entities++
+	if !f.reserve() {
+		return context.Cause(f.ctx)
+	}
+	f.batch = append(f.batch, id)
+	if len(f.batch) >= lease.BatchSize {
+		f.flush()
+	}
+	return nil
+}
+
+// reserve takes a run slot, flushing the batch before it waits for one: the
+// batch's answers may free slots.
+func (f *fanOut) reserve() bool {
+	select {
+	case f.ts.slots <- struct{}{}:
+		return true
+	default:
+	}
+	f.flush()
+	select {
+	case f.ts.slots <- struct{}{}:
+		return true
+	case <-f.ctx.Done():
+		return false
+	}
+}
+
+// flush tries the batch's leases and starts a run for each one granted; the
+// slots of the others are given back.
+func (f *fanOut) flush() {
+	if len(f.batch) == 0 {
+		return
+	}
+	s, ts, t := f.s, f.ts, f.ts.t
+	reqs := make([]lease.Request, len(f.batch))
+	for i, id := range f.batch {
+		reqs[i] = lease.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: lease.ReasonTick, Tick: f.T, Queue: t.OnBusy == OnBusyQueue}
+	}
+	for i, r := range s.acquireRetrying(f.ctx, ts, f.T, reqs) {
+		switch {
+		case r.Err == nil:
+			f.n.Started++
+			s.start(ts, r.Lease)
+			continue
+		case errors.Is(r.Err, lease.ErrBusy):
+			f.n.Busy++
+			s.log.Debug("entity busy: skipped", KeyTask, t.Name, KeyEntity, f.batch[i], tickAttr(f.T), KeyError, r.Err)
+		case errors.Is(r.Err, lease.ErrAlreadyRan):
+			f.n.AlreadyRan++
+			s.log.Debug("tick already ran for entity", KeyTask, t.Name, KeyEntity, f.batch[i], tickAttr(f.T))
+		default:
+			f.n.Errors++
+		}
+		<-ts.slots
+	}
+	f.batch = f.batch[:0]
+}
+
+// spreadOut adds entities in the order of their spread offsets, each at
+// T + offset. It reads the whole source first.
+func (f *fanOut) spreadOut() error {
+	ctx, ts := f.ctx, f.ts
+	type item struct {
+		id  string
+		off time.Duration
+	}
+	var items []item
+	if err := ts.source.Each(ctx, func(id string) error {
+		items = append(items, item{id, SpreadOffset(ts.t.Name, id, ts.t.Spread)})
+		return nil
+	}); err != nil {
+		return err
+	}
+	sort.SliceStable(items, func(i, j int) bool { return items[i].off < items[j].off })
+	for _, it := range items {
+		if d := f.T.Add(it.off).Sub(f.s.clock.Now()); d > 0 {
+			f.flush()
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-time.After(d):
+			}
+		}
+		if err := f.add(it.id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// acquireRetrying acquires a batch; while Redis fails, it retries with
+// backoff as long as the tick may still run (the catch-up window, at least
+// 10s). Requests still failing are returned with their errors.
+func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.Time, reqs []lease.Request) []lease.Result {
+	res := s.store.AcquireBatch(ctx, reqs)
+	backoff := 100 * time.Millisecond
+	for {
+		// Busy and already-ran are answers; anything else is retried.
+		var pending []int
+		var early, failed error
+		wait := backoff
+		for i, r := range res {
+			var ee *lease.EarlyError
+			switch {
+			case r.Err == nil, errors.Is(r.Err, lease.ErrBusy), errors.Is(r.Err, lease.ErrAlreadyRan):
+				continue
+			case errors.As(r.Err, &ee):
+				// This clock runs ahead of Redis's: wait for the tick.
+				early = r.Err
+				wait = max(wait, min(ee.Wait, 2*time.Second))
+			default:
+				failed = r.Err
+			}
+			pending = append(pending, i)
+		}
+		if early != nil {
+			s.logLimited("early:"+ts.t.Name, "tick not yet due by Redis's clock: is this host's clock ahead?", KeyTask, ts.t.Name, tickAttr(T), KeyError, early)
+		}
+		if failed != nil {
+			s.storeFailed("acquire:"+ts.t.Name, "cannot acquire leases; retrying", Event{Task: ts.t.Name, Tick: T}, failed)
+		}
+		if len(pending) == 0 || s.clock.Now().Sub(T) > ts.t.LateLimit() {
+			return res
+		}
+		select {
+		case <-ctx.Done():
+			return res
+		case <-time.After(wait):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+		retry := make([]lease.Request, len(pending))
+		for j, i := range pending {
+			retry[j] = reqs[i]
+		}
+		for j, r := range s.store.AcquireBatch(ctx, retry) {
+			res[pending[j]] = r
+		}
+	}
+}

@@ -1,0 +1,193 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/tasks"
+)
+
+// Grace is how long a stopped exec run has between SIGTERM and SIGKILL:
+// half the lease's safety margin (at most 10s), so that a run stopped at the
+// end of its trust window is dead before the lease can expire.
+func Grace(ttl time.Duration) time.Duration { return min(10*time.Second, lease.Margin(ttl)/2) }
+
+// start runs l's run in its own goroutine; the caller holds a slot of ts,
+// which the run gives back.
+func (s *Scheduler) start(ts *taskState, l *lease.Lease) {
+	s.runs.Add(1)
+	s.metrics.active(s.active.Add(1))
+	go func() {
+		defer s.runs.Done()
+		defer func() { s.metrics.active(s.active.Add(-1)) }()
+		defer func() { <-ts.slots }()
+		s.execute(ts, l)
+	}()
+}
+
+// execute is one run's life: the task's action under l, stopped by the
+// lease, the task's timeout or the shutdown; then the release that records
+// the outcome and, in the same step, asks for what comes next.
+func (s *Scheduler) execute(ts *taskState, l *lease.Lease) {
+	t := ts.t
+	log := s.log.With(KeyTask, t.Name, KeyEntity, l.Entity, tickAttr(l.Tick), KeyFence, l.Fence,
+		KeyReason, string(l.Reason))
+	ctx, stop := s.runContext(t, l, log)
+	defer stop()
+	started := s.clock.Now()
+	if l.Reason == lease.ReasonTick {
+		s.metrics.lag(t.Name, started.Sub(l.Tick))
+	}
+	log.Info("run started", "attempt", l.Attempt)
+	ev := Event{Task: t.Name, Entity: l.Entity, Tick: l.Tick, Reason: l.Reason, Fence: l.Fence}
+	s.observe(withKind(ev, EventRunStarted))
+	res, err := ts.action.Do(ctx, tasks.Run{Task: t.Name, Entity: l.Entity, Tick: l.Tick, Fence: l.Fence,
+		Reason: l.Reason, Attempt: l.Attempt, Logger: log, Check: l.Check})
+	ended := s.clock.Now()
+	outcome := outcomeOf(res, err, context.Cause(ctx))
+	next := s.nextFor(t, l, outcome)
+	// A run that never began (its lease was no longer trusted when it was to
+	// start: the replica was frozen or slowed past the trust window) is
+	// handed over whole, like one interrupted by shutdown: its tick is
+	// recorded as started, so only a hand-over gets it done.
+	handOver := outcome == lease.OutcomeCanceled || errors.Is(err, tasks.ErrNotStarted)
+	if handOver {
+		next = &lease.Next{Reason: lease.ReasonRetry, Attempt: l.Attempt}
+	}
+	s.metrics.run(t.Name, l.Reason, outcome, ended.Sub(started))
+	if next != nil && next.Reason == lease.ReasonRetry && !handOver {
+		s.metrics.retry(t.Name)
+	}
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
+	defer rcancel()
+	_, rerr := l.Release(rctx, lease.Finished{Outcome: outcome, Started: started, Ended: ended}, next)
+	logEnd(log, outcome, ended.Sub(started), err, next)
+	if rerr != nil && outcome != lease.OutcomeLeaseLost {
+		log.Warn("release failed", KeyError, rerr)
+	}
+	if rerr != nil && next != nil { // keep the request: another replica must carry it out
+		s.enqueueRetrying(t, l, *next)
+	}
+	ev.Outcome, ev.Err = outcome, errors.Join(err, rerr)
+	s.observe(withKind(ev, EventRunEnded))
+}
+
+func withKind(e Event, k EventKind) Event {
+	e.Kind = k
+	return e
+}
+
+// runContext is the context of l's run: cancelled when the lease is lost or
+// untrusted, when the task's timeout passes (ErrTimeout) and when the
+// shutdown stops runs (ErrShutdown). It also warns once after warn_after.
+func (s *Scheduler) runContext(t Task, l *lease.Lease, log *slog.Logger) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(l.Context())
+	stopAbort := context.AfterFunc(s.abort, func() { cancel(context.Cause(s.abort)) })
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, t.Timeout, ErrTimeout)
+	warn := func() bool { return true }
+	if t.WarnAfter > 0 {
+		w := time.AfterFunc(t.WarnAfter, func() {
+			log.Warn("run still going", "running_for", t.WarnAfter, "timeout", t.Timeout)
+		})
+		warn = w.Stop
+	}
+	return ctx, func() {
+		warn()
+		cancelTimeout()
+		stopAbort()
+		cancel(nil)
+	}
+}
+
+// outcomeOf says how a run ended, from its action's answer and the cause of
+// its context's cancellation.
+func outcomeOf(res tasks.Result, err, cause error) lease.Outcome {
+	switch {
+	case err == nil && res == tasks.Reschedule:
+		return lease.OutcomeReschedule
+	case err == nil:
+		return lease.OutcomeDone
+	case errors.Is(cause, ErrTimeout):
+		return lease.OutcomeTimeout
+	case errors.Is(cause, lease.ErrLost), errors.Is(cause, lease.ErrUntrusted):
+		return lease.OutcomeLeaseLost
+	case errors.Is(cause, ErrShutdown):
+		return lease.OutcomeCanceled
+	}
+	return lease.OutcomeFailed
+}
+
+// logEnd logs a run's end: at info when it did its work, warn otherwise.
+func logEnd(log *slog.Logger, outcome lease.Outcome, d time.Duration, err error, next *lease.Next) {
+	attrs := []any{KeyOutcome, outcome, KeyDuration, d.Round(time.Millisecond).String()}
+	if err != nil {
+		attrs = append(attrs, KeyError, err.Error())
+	}
+	if next != nil {
+		attrs = append(attrs, "next", string(next.Reason), "next_in", next.Delay.String())
+	}
+	lvl := slog.LevelWarn
+	if outcome == lease.OutcomeDone || outcome == lease.OutcomeReschedule {
+		lvl = slog.LevelInfo
+	}
+	log.Log(context.Background(), lvl, "run ended", attrs...)
+}
+
+// nextFor decides what comes after a run.
+func (s *Scheduler) nextFor(t Task, l *lease.Lease, outcome lease.Outcome) *lease.Next {
+	switch outcome {
+	case lease.OutcomeReschedule:
+		n := 1
+		if l.Reason == lease.ReasonReschedule {
+			n = l.Attempt + 1
+		}
+		if n > t.MaxReschedules {
+			s.log.Warn("max_reschedules reached: waiting for the next tick", KeyTask, t.Name, KeyEntity, l.Entity, "max_reschedules", t.MaxReschedules)
+			s.observe(Event{Kind: EventRescheduleLimit, Task: t.Name, Entity: l.Entity, Tick: l.Tick, Reason: l.Reason, Fence: l.Fence})
+			return nil
+		}
+		return &lease.Next{Reason: lease.ReasonReschedule, Delay: t.RescheduleDelay, Attempt: n}
+	case lease.OutcomeFailed, lease.OutcomeTimeout:
+		n := 1
+		if l.Reason == lease.ReasonRetry {
+			n = l.Attempt + 1
+		}
+		if n > t.Retries {
+			return nil
+		}
+		return &lease.Next{Reason: lease.ReasonRetry, Delay: Backoff(n), Attempt: n}
+	}
+	return nil
+}
+
+// Backoff is the delay before retry n (1, 2, …): exponential from 1s,
+// capped at 5m, with ±20% jitter.
+func Backoff(n int) time.Duration {
+	d := time.Second << min(n-1, 9)
+	d = min(d, 5*time.Minute)
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// enqueueRetrying stores a request whose release failed (Redis down),
+// retrying until Redis answers or the process stops.
+func (s *Scheduler) enqueueRetrying(t Task, l *lease.Lease, n lease.Next) {
+	d := lease.Due{Task: t.Name, Entity: l.Entity, Reason: n.Reason, Attempt: n.Attempt, Tick: l.Tick}
+	backoff := 200 * time.Millisecond
+	deadline := time.Now().Add(max(t.LeaseTTL, 30*time.Second))
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := s.store.Enqueue(ctx, d, n.Delay)
+		cancel()
+		if err == nil {
+			return
+		}
+		s.storeFailed("enqueue", "cannot store a follow-up request; retrying", Event{Task: t.Name, Tick: l.Tick}, err)
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	s.log.Error("follow-up request lost: Redis unreachable", KeyTask, t.Name, KeyEntity, l.Entity, KeyReason, string(n.Reason))
+}

@@ -1,0 +1,62 @@
+package scheduler
+
+import (
+	"context"
+	"time"
+)
+
+// tickLoop waits for each tick of a task and fans it out. Ticks are computed
+// from the previous planned tick, never from now.
+func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
+	t := ts.t
+	now := s.clock.Now()
+	if t.CatchUp > 0 {
+		if prev := Prev(t.Schedule, now, t.CatchUp); !prev.IsZero() {
+			s.log.Info("catching up the latest missed tick", KeyTask, t.Name, tickAttr(prev))
+			s.goFanOut(ctx, ts, prev)
+		}
+	}
+	next := t.Schedule.Next(now)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for !next.IsZero() {
+		timer.Reset(next.Sub(s.clock.Now()))
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		now = s.clock.Now()
+		if now.Before(next) { // the timer fired early against an offset clock
+			continue
+		}
+		// Woken late (a pause, a frozen process): run the latest tick due, not
+		// a flood of old ones, and only if it is young enough.
+		skipped := 0
+		for n := t.Schedule.Next(next); !n.IsZero() && !n.After(now); n = t.Schedule.Next(n) {
+			next = n
+			skipped++
+		}
+		if skipped > 0 {
+			s.log.Warn("ticks missed while the process was late", KeyTask, t.Name, "skipped", skipped, tickAttr(next))
+		}
+		if late := now.Sub(next); late <= t.LateLimit() {
+			if !ts.paused.Load() {
+				s.goFanOut(ctx, ts, next)
+			} else {
+				s.metrics.skip(t.Name, "paused", 1)
+				s.log.Debug("task paused: tick skipped", KeyTask, t.Name, tickAttr(next))
+			}
+		} else {
+			s.log.Warn("tick too late to run", KeyTask, t.Name, tickAttr(next), "late", late)
+		}
+		next = t.Schedule.Next(next)
+	}
+}
+
+// goFanOut fans out in the background; Shutdown waits for it (the tick
+// loop that calls it is itself counted, so the count never touches zero).
+func (s *Scheduler) goFanOut(ctx context.Context, ts *taskState, T time.Time) {
+	s.loopWG.Add(1)
+	go func() { defer s.loopWG.Done(); s.fanOut(ctx, ts, T) }()
+}
