@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/redistest"
 )
 
@@ -397,9 +398,13 @@ func testUnlock(t *testing.T, k kit) {
 		t.Fatalf("stale holder's release: %v", err)
 	}
 	st, err := op.Entity(bg, "t", "e")
-	if err != nil || st.Last == nil || st.Last.Outcome != "unlocked" || st.Last.Replica != "alice" || st.Last.Fence != l.Fence {
-		t.Fatalf("record of the unlock: %+v %v", st.Last, err)
+	if err != nil {
+		t.Fatal(err)
 	}
+	expect.NotNil(t, "record of the unlock", st.Last)
+	expect.Equal(t, "unlock record's outcome", st.Last.Outcome, OutcomeUnlocked)
+	expect.Equal(t, "unlock record's replica (who unlocked)", st.Last.Replica, "alice")
+	expect.Equal(t, "unlock record's fence", st.Last.Fence, l.Fence)
 }
 
 // An entity asked for twice in one batch (a source that lists an id twice)
@@ -407,8 +412,10 @@ func testUnlock(t *testing.T, k kit) {
 func testDuplicateInBatch(t *testing.T, k kit) {
 	s := k.client(Options{})
 	res := s.AcquireBatch(bg, []Request{req("d", time.Minute), req("x", time.Minute), req("d", time.Minute)})
-	if res[0].Err != nil || res[1].Err != nil || !errors.Is(res[2].Err, ErrBusy) {
-		t.Fatalf("batch with a duplicate: %v %v %v", res[0].Err, res[1].Err, res[2].Err)
+	expect.Equal(t, "first ask for d", res[0].Err, nil)
+	expect.Equal(t, "ask for x", res[1].Err, nil)
+	if !errors.Is(res[2].Err, ErrBusy) {
+		t.Fatalf("second ask for d in the batch: %v, want busy", res[2].Err)
 	}
 	if res[2].Err.(*BusyError).Fence != res[0].Lease.Fence {
 		t.Fatalf("duplicate busy with %+v, want the first grant's fence %d", res[2].Err, res[0].Lease.Fence)
@@ -579,9 +586,12 @@ func testReleaseNext(t *testing.T, k kit) {
 		t.Fatal(err)
 	}
 	ds := dues(t, s)
-	if len(ds) != 1 || ds[0].Reason != ReasonReschedule || ds[0].Attempt != 1 || !ds[0].Tick.Equal(T) {
-		t.Fatalf("due %+v", ds)
+	if len(ds) != 1 {
+		t.Fatalf("%d due entries, want 1: %+v", len(ds), ds)
 	}
+	expect.Equal(t, "due reason", ds[0].Reason, ReasonReschedule)
+	expect.Equal(t, "due attempt", ds[0].Attempt, 1)
+	expect.True(t, "the due entry keeps the run's tick", ds[0].Tick.Equal(T))
 	if d := time.Until(ds[0].At); d < 59*time.Minute || d > 61*time.Minute {
 		t.Fatalf("due in %v, want 1h", d)
 	}
@@ -816,9 +826,10 @@ func testEarly(t *testing.T, k kit) {
 	// A replica whose clock runs 5s ahead asks for a tick 5s early.
 	err := tick(time.Now().Add(5 * time.Second))
 	var ee *EarlyError
-	if !errors.As(err, &ee) || !errors.Is(err, ErrEarly) || ee.Wait < 4*time.Second || ee.Wait > 6*time.Second {
-		t.Fatalf("early tick: %v", err)
+	if !errors.As(err, &ee) || !errors.Is(err, ErrEarly) {
+		t.Fatalf("early tick: %v, want an *EarlyError", err)
 	}
+	expect.True(t, "the wait is about the 5s the clock is ahead", ee.Wait > 4*time.Second && ee.Wait < 6*time.Second)
 	// Nothing was recorded: the tick now is not refused as already ran.
 	if err := tick(time.Now()); err != nil {
 		t.Fatalf("tick due now: %v", err)
@@ -866,23 +877,28 @@ func testHostileIDs(t *testing.T, k kit) {
 func testEntityState(t *testing.T, k kit) {
 	s := k.client(Options{Replica: "A"})
 	st, err := s.Entity(bg, "t", "e")
-	if err != nil || st.Held != nil || st.Last != nil || st.Pending != nil {
-		t.Fatalf("unknown entity: %+v %v", st, err)
+	if err != nil {
+		t.Fatal(err)
 	}
+	expect.Equal(t, "unknown entity: held", st.Held, nil)
+	expect.Equal(t, "unknown entity: last run", st.Last, nil)
+	expect.Equal(t, "unknown entity: pending", st.Pending, nil)
 	l := mustAcquire(t, s, req("e", time.Minute))
-	if st, _ = s.Entity(bg, "t", "e"); st.Held == nil || st.Held.Fence != l.Fence || st.Held.Holder != "A" {
-		t.Fatalf("held: %+v", st.Held)
-	}
+	st, _ = s.Entity(bg, "t", "e")
+	expect.NotNil(t, "held lease", st.Held)
+	expect.Equal(t, "held lease's fence", st.Held.Fence, l.Fence)
+	expect.Equal(t, "held lease's holder", st.Held.Holder, "A")
 	if _, err := l.Release(bg, Finished{Outcome: OutcomeDone}, &Next{Reason: ReasonReschedule, Delay: time.Hour, Attempt: 1}); err != nil {
 		t.Fatal(err)
 	}
 	st, _ = s.Entity(bg, "t", "e")
-	if st.Held != nil || st.Last == nil || st.Last.Outcome != "done" || st.Last.Fence != l.Fence {
-		t.Fatalf("after release: held %+v last %+v", st.Held, st.Last)
-	}
-	if st.Pending == nil || st.Pending.Reason != ReasonReschedule || st.Pending.Attempt != 1 {
-		t.Fatalf("pending: %+v", st.Pending)
-	}
+	expect.Equal(t, "held after release", st.Held, nil)
+	expect.NotNil(t, "last run after release", st.Last)
+	expect.Equal(t, "last run's outcome", st.Last.Outcome, OutcomeDone)
+	expect.Equal(t, "last run's fence", st.Last.Fence, l.Fence)
+	expect.NotNil(t, "pending after a release with Next", st.Pending)
+	expect.Equal(t, "pending reason", st.Pending.Reason, ReasonReschedule)
+	expect.Equal(t, "pending attempt", st.Pending.Attempt, 1)
 }
 
 func testStatus(t *testing.T, k kit) {

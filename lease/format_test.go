@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/redistest"
 )
 
@@ -146,9 +147,13 @@ func TestCodecsAgree(t *testing.T) {
 	// Acquire's busy answer, written by Lua, read by Go.
 	busy := entityValue{Touched: 1_700_000_000_001, Fence: maxMS, Holder: hostile}
 	rep, err := decodeAcquireReply(lua.encode("busy", entityFields(busy)))
-	if err != nil || rep.status != grantBusy || rep.fence != busy.Fence || rep.holder != hostile || !rep.at.Equal(msTime(busy.Touched)) {
-		t.Errorf("busy reply: go decodes %+v, %v; want fence %d, holder %q, since %d", rep, err, busy.Fence, hostile, busy.Touched)
+	if err != nil {
+		t.Fatalf("busy reply: %v", err)
 	}
+	expect.Equal(t, "busy reply's status", rep.status, grantBusy)
+	expect.Equal(t, "busy reply's fence", rep.fence, busy.Fence)
+	expect.Equal(t, "busy reply's holder", rep.holder, hostile)
+	expect.True(t, "busy reply's since is the grant's", rep.at.Equal(msTime(busy.Touched)))
 
 	// What neither side understands is refused by both, not misread.
 	for format, v := range map[string]string{"entity": "1|2|3", "run": "done|1|2", "due": "retry|1", "epoch": "12", "from": "c|x", "next": "retry|1|x"} {

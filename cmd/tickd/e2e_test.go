@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/internal/tickdtest"
 )
@@ -111,8 +112,11 @@ func TestTwoProcessesNeverOverlap(t *testing.T) {
 	if f.Runs < 150 {
 		t.Fatalf("only %d runs", f.Runs)
 	}
-	if f.Overlaps != 0 || f.DuplicateTickRuns != 0 || f.FenceViolations != 0 {
-		t.Fatalf("%s\n%s", f, strings.Join(f.Examples, "\n"))
+	expect.Equal(t, "overlaps", f.Overlaps, 0)
+	expect.Equal(t, "duplicate tick runs", f.DuplicateTickRuns, 0)
+	expect.Equal(t, "fence violations", f.FenceViolations, 0)
+	if t.Failed() {
+		t.Fatal(strings.Join(f.Examples, "\n"))
 	}
 	if !strings.Contains(a.Log(), `"msg":"run started"`) || !strings.Contains(b.Log(), `"msg":"run started"`) {
 		t.Fatal("one replica ran nothing")

@@ -16,8 +16,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/internal/tickdtest"
+	"github.com/tickd/tickd/lease"
 )
 
 // cli runs a tickd command in-process and returns exit code and output.
@@ -110,15 +112,21 @@ command = ["true"]
 		return e.status("hold").LeaseCount == 2 && e.status("quick").RunCount == 1
 	})
 	h := e.status("hold")
-	if h.Leases[0].Holder == "" || h.Leases[0].Fence == 0 || h.Leases[0].TTL <= 0 {
-		t.Fatalf("lease %+v", h.Leases[0])
-	}
-	q := e.status("quick")
-	if r := q.LastRuns[0]; r.Outcome != "done" || r.Reason != "tick" || r.Ended.IsZero() || r.Replica == "" {
-		t.Fatalf("last run %+v", r)
-	}
+	l := h.Leases[0]
+	expect.True(t, "a held lease names its holder", l.Holder != "")
+	expect.True(t, "a held lease has a fence", l.Fence != 0)
+	expect.True(t, "a held lease has time left", l.TTL > 0)
+	r := e.status("quick").LastRuns[0]
+	expect.Equal(t, "last run's outcome", r.Outcome, lease.OutcomeDone)
+	expect.Equal(t, "last run's reason", r.Reason, lease.ReasonTick)
+	expect.True(t, "last run has ended", !r.Ended.IsZero())
+	expect.True(t, "last run names its replica", r.Replica != "")
 	code, out, _ := cli("status", "-config", e.cfg)
-	if code != 0 || !strings.Contains(out, `"a b"`) || !strings.Contains(out, "leases held: 2") || !strings.Contains(out, "OUTCOME") {
+	expect.Equal(t, "status exit code", code, 0)
+	for _, want := range []string{`"a b"`, "leases held: 2", "OUTCOME"} {
+		expect.True(t, "human status shows "+want, strings.Contains(out, want))
+	}
+	if t.Failed() {
 		t.Fatalf("human status:\n%s", out)
 	}
 	if code, out, _ := cli("status", "-config", e.cfg, "-json", "-outcome", "failed", "quick"); code != 0 || strings.Contains(out, `"outcome": "done"`) {
@@ -242,7 +250,13 @@ command = ["WORKER"]
 	redistest.WaitFor(t, 20*time.Second, "run", func() bool { return len(tickdtest.ReadRuns(t, e.runs)) == 1 })
 	code, out, errs := cli("unlock", "-config", e.cfg, "-by", "alice", "-json", "stuck", "stuck")
 	got := decodeJSON(t, out)
-	if code != 0 || got["entity"] != "stuck" || got["holder"] == nil || got["holder"] == "" || got["by"] != "alice" || got["fence"] == nil || !strings.Contains(errs, "by=alice") {
+	expect.Equal(t, "unlock exit code", code, 0)
+	expect.Equal[any](t, "unlocked entity", got["entity"], "stuck")
+	expect.True(t, "unlock names the holder", got["holder"] != nil && got["holder"] != "")
+	expect.Equal[any](t, "unlocked by", got["by"], "alice")
+	expect.True(t, "unlock gives the fence", got["fence"] != nil)
+	expect.True(t, "the unlock is logged with who did it", strings.Contains(errs, "by=alice"))
+	if t.Failed() {
 		t.Fatalf("unlock: %d %s %s", code, out, errs)
 	}
 	unlocked := time.Now()
@@ -410,8 +424,11 @@ func TestStatusWithManyEntities(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := st.Tasks[0]
-	if s.RunCount != n || len(s.LastRuns) != 5 || s.LeaseCount != held || len(s.Leases) != 5 {
-		t.Fatalf("counts: runs %d (%d shown), leases %d (%d shown)", s.RunCount, len(s.LastRuns), s.LeaseCount, len(s.Leases))
+	expect.Equal(t, "last runs counted", s.RunCount, n)
+	expect.Equal(t, "last runs shown", len(s.LastRuns), 5)
+	expect.Equal(t, "leases counted", s.LeaseCount, held)
+	if !expect.Equal(t, "leases shown", len(s.Leases), 5) || len(s.LastRuns) != 5 {
+		t.FailNow()
 	}
 	// The most recent runs are shown: u0..u4 ended last.
 	for i, r := range s.LastRuns {
