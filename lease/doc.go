@@ -76,23 +76,46 @@
 // An entry whose lease turns out busy becomes a follow-up (or is dropped
 // without Request.Queue), so it runs after the holder, never during it.
 //
-// # Keys
+// # Keys and stored formats
 //
 // All keys live under one prefix. Everything about the entities of one task
 // is one hash, one field per entity:
 //
-//	prefix:{task}:entities   field: entity id (escaped)
-//	  value: last_tick|fence|token|exp|fu|touched|reason|tick|holder#last
-//	prefix:epoch, prefix:due, prefix:dueinfo, prefix:paused, prefix:sweep
+//	prefix:{task}:entities   field: entity id (escaped), value: entityValue
+//	prefix:due               sorted set: member task:entity (escaped), score: when due
+//	prefix:dueinfo           hash: member → dueInfo
+//	prefix:epoch             epochValue
+//	prefix:paused, prefix:sweep
 //
-// The value holds the lease (token, exp in Redis ms: held means a token and
-// exp > now; reason, tick and holder of the grant), what outlives it (the last
-// tick that started a run, the last fence granted, the follow-up flag, when
-// the entity was last granted or released) and the last run for status,
-// "outcome|start|end|fence|reason|replica" after the '#'. An acquire, release
-// or renewal of a batch of one task is one script doing one HMGET and one
-// HSET, which is what makes a batch cheap for Redis (README, "Speed"); a batch
-// that asks for one entity twice grants it once.
+// Each stored or passed format is defined once per language, with the same
+// field names: a type with encode and decode in format.go, and decode_* and
+// encode_* in lua/lib.lua; TestCodecsAgree puts the same values (empty
+// fields, hostile ids, the largest numbers) through both on a real Redis.
+// The formats, fields separated by '|':
+//
+//	entityValue  last_tick|fence|token|exp|fu|touched|reason|tick|holder#last
+//	runRecord    outcome|start|end|fence|reason|replica   (the last after '#')
+//	dueInfo      reason|attempt|tick|claim
+//	epochValue   quarantine_until|lost_at
+//	dueFrom      claim|tick              (acquire's argument: the due entry a run carries out)
+//	nextRun      reason|delay_ms|attempt (release's argument: the run asked for next)
+//
+// The entity value holds the lease (token, exp in Redis ms: held means a
+// token and exp > now; touched, reason, tick and holder of the grant), what
+// outlives it (the last tick that started a run, the last fence granted, the
+// follow-up flag; touched is also when the entity was last released) and the
+// last run for status. Acquire answers each entity with the fence alone when
+// granted, or busy|since|fence|holder, ran|last_tick, quarantine|ms_left,
+// early|ms_until_tick (grantStatus). The words and numbers Go and the
+// scripts share (EarlyTolerance, reasons, outcomes, reply words) are handed
+// to every script as constants by format.go's luaConstants, never written
+// twice.
+//
+// An acquire, release or renewal of a batch of one task is one script doing
+// one HMGET and one HSET, which is what makes a batch cheap for Redis
+// (README, "Speed"); a batch that asks for one entity twice grants it once.
+// A value a script does not understand is replaced by acquire (as a new
+// entity), left alone by the sweep and skipped by status.
 //
 // Ids are escaped (every byte outside [A-Za-z0-9._-] as %XX), so any task
 // or entity id (spaces, colons, braces, '|', '#', newlines, NUL, 10 KB) maps
