@@ -222,6 +222,27 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 	}
 	d := newDecoder(path, data)
 	cfg := &Config{Path: path, Daemon: DefaultDaemon(), Defaults: DefaultTask()}
+	defaultsGiven, tasksRaw := decodeTables(d, raw, cfg)
+	validateDaemon(d, cfg.Daemon)
+	if cfg.Redis != nil {
+		validateRedis(d, *cfg.Redis)
+	}
+	if defaultsGiven["name"] {
+		d.bad("defaults.name", "a name is per task; it cannot have a default")
+	}
+	if len(tasksRaw) == 0 {
+		d.bad("tasks", "no [[tasks]]: nothing to schedule")
+	}
+	cfg.Tasks = decodeTasks(d, tasksRaw, cfg.Defaults, defaultsGiven)
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// decodeTables decodes [daemon], [redis] and [defaults] into cfg, and
+// returns the keys [defaults] gives and the [[tasks]] tables, still raw.
+func decodeTables(d *decoder, raw map[string]any, cfg *Config) (keySet, []map[string]any) {
 	var defaultsGiven keySet
 	var tasksRaw []map[string]any
 	for _, k := range sortedKeys(raw) {
@@ -246,20 +267,17 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 			d.unknown(k, raw[k], topLevel)
 		}
 	}
-	validateDaemon(d, cfg.Daemon)
-	if cfg.Redis != nil {
-		validateRedis(d, *cfg.Redis)
-	}
-	if defaultsGiven["name"] {
-		d.bad("defaults.name", "a name is per task; it cannot have a default")
-	}
-	if len(tasksRaw) == 0 {
-		d.bad("tasks", "no [[tasks]]: nothing to schedule")
-	}
+	return defaultsGiven, tasksRaw
+}
+
+// decodeTasks decodes each [[tasks]] table over the defaults and returns
+// the valid tasks; the others are reported.
+func decodeTasks(d *decoder, tasksRaw []map[string]any, defaults Task, defaultsGiven keySet) []Task {
+	var out []Task
 	seen := map[string]int{}
 	for i, tr := range tasksRaw {
 		key := fmt.Sprintf("tasks[%d]", i)
-		t := cfg.Defaults
+		t := defaults
 		given := d.table(key, tr, &t)
 		for k := range defaultsGiven {
 			if !given[k] {
@@ -277,12 +295,9 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 			continue
 		}
 		seen[t.Name] = i
-		cfg.Tasks = append(cfg.Tasks, t)
+		out = append(out, t)
 	}
-	if err := d.err(); err != nil {
-		return nil, err
-	}
-	return cfg, nil
+	return out
 }
 
 // topLevel names the tables of a config file, for "did you mean".
