@@ -137,6 +137,12 @@ func stockHandlers() *tasks.Registry {
 }
 
 func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
+	// Signals are ours before anything else: a SIGTERM during start-up (a
+	// rolling restart) must stop tickd cleanly, not kill it with the
+	// signal's default action.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	fs, path := flags("run", stderr)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -171,10 +177,10 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 		defer stop()
 	}
 
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-
+	if sig, ok := stopRequested(sigs); ok {
+		log.Info("signal received during start-up: stopping before any run", "signal", sig.String())
+		return nil
+	}
 	sch.Start()
 	log.Info("tickd started", "config", cfg.Path, "tasks", len(cfg.Tasks), scheduler.KeyReplica, replica)
 	go notifyReady(ctx, store, log)
@@ -194,6 +200,21 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 			}
 			log.Info("signal received: stopping", "signal", sig.String())
 			return shutdown(sch, sch.Config(), log, sigs)
+		}
+	}
+}
+
+// stopRequested says whether a stopping signal arrived while tickd was
+// starting; a SIGHUP then is moot (the config was just read).
+func stopRequested(sigs <-chan os.Signal) (os.Signal, bool) {
+	for {
+		select {
+		case sig := <-sigs:
+			if sig != syscall.SIGHUP {
+				return sig, true
+			}
+		default:
+			return nil, false
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -261,4 +262,46 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	// The run's process died with tickd (Pdeathsig).
 	pid := tickdtest.ReadRuns(t, logPath)[0].Start.Pid
 	redistest.WaitFor(t, 5*time.Second, "worker gone", func() bool { return syscall.Kill(pid, 0) != nil })
+}
+
+// TestSIGTERMDuringStartUp: a SIGTERM that arrives while tickd is still
+// starting (here: reading a config of 3,000 tasks) stops it cleanly, exit 0,
+// without a run, instead of killing it with the signal's default action.
+// The signal is sent as soon as the Go runtime catches SIGTERM (SigCgt in
+// /proc/PID/status), which is before tickd's own start-up code runs.
+func TestSIGTERMDuringStartUp(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tickd.toml")
+	var b strings.Builder
+	b.WriteString("[daemon]\nlog_format = \"json\"\n")
+	for i := range 3000 {
+		fmt.Fprintf(&b, "[[tasks]]\nname = \"t%d\"\nevery = \"1h\"\ncatch_up = \"1h\"\ncommand = [\"true\"]\n", i)
+	}
+	tickdtest.WriteFile(t, cfg, b.String())
+	for round := range 3 {
+		p := tickdtest.Start(t, fmt.Sprint("A", round), nil, "-config", cfg)
+		redistest.WaitFor(t, 10*time.Second, "the runtime to catch SIGTERM", func() bool { return catches(p.Pid(), syscall.SIGTERM) })
+		p.Signal(syscall.SIGTERM)
+		if code := p.Wait(20 * time.Second); code != 0 {
+			t.Fatalf("round %d: exit %d (-1: killed by the signal), want 0", round, code)
+		}
+		if strings.Contains(p.Log(), `"msg":"run started"`) {
+			t.Fatalf("round %d: a run started after the SIGTERM", round)
+		}
+	}
+}
+
+// catches reports whether process pid has a handler for sig (SigCgt).
+func catches(pid int, sig syscall.Signal) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if mask, ok := strings.CutPrefix(line, "SigCgt:\t"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64)
+			return err == nil && m&(1<<(sig-1)) != 0
+		}
+	}
+	return false
 }
