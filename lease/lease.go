@@ -190,6 +190,9 @@ const (
 	OutcomeUnlocked Outcome = "unlocked"
 )
 
+// Outcomes lists every Outcome.
+var Outcomes = []Outcome{OutcomeDone, OutcomeReschedule, OutcomeFailed, OutcomeTimeout, OutcomeLeaseLost, OutcomeCanceled, OutcomeUnlocked}
+
 // Finished is what a run did, recorded at release for status.
 type Finished struct {
 	Outcome Outcome

@@ -23,9 +23,9 @@ const (
 // ahead) is logged: once, then with a count of the lines suppressed.
 const LogEvery = 10 * time.Second
 
-// limiter lets one line per key through every interval and counts the rest,
-// so that a Redis outage is logged, not once per entity per second.
-type limiter struct {
+// LogLimiter lets one line per key through every interval and counts the
+// rest, so that a Redis outage is logged, not once per entity per second.
+type LogLimiter struct {
 	every time.Duration
 
 	mu   sync.Mutex
@@ -33,13 +33,14 @@ type limiter struct {
 	hush map[string]int
 }
 
-func newLimiter(every time.Duration) *limiter {
-	return &limiter{every: every, last: map[string]time.Time{}, hush: map[string]int{}}
+// NewLogLimiter lets one line per key through every interval.
+func NewLogLimiter(every time.Duration) *LogLimiter {
+	return &LogLimiter{every: every, last: map[string]time.Time{}, hush: map[string]int{}}
 }
 
-// allow reports whether a line for key may be logged now, and how many were
+// Allow reports whether a line for key may be logged now, and how many were
 // suppressed since the last one.
-func (l *limiter) allow(key string) (bool, int) {
+func (l *LogLimiter) Allow(key string) (bool, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
@@ -53,7 +54,7 @@ func (l *limiter) allow(key string) (bool, int) {
 }
 
 func (s *Scheduler) logLimited(key, msg string, args ...any) {
-	ok, n := s.logLimit.allow(key)
+	ok, n := s.logLimit.Allow(key)
 	if !ok {
 		return
 	}

@@ -55,7 +55,7 @@ type Scheduler struct {
 	replica   string
 	duePoll   time.Duration
 	pausePoll time.Duration
-	logLimit  *limiter // rate-limits lines about failures that repeat
+	logLimit  *LogLimiter // rate-limits lines about failures that repeat
 	metrics   *Metrics
 	observer  func(Event)
 
@@ -107,7 +107,7 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 	s := &Scheduler{
 		store: opts.Store, log: opts.Logger.With(KeyReplica, opts.Store.Replica()), registry: opts.Registry, clock: opts.Clock,
 		replica: opts.Store.Replica(), duePoll: opts.DuePoll, pausePoll: opts.PausePoll,
-		logLimit: newLimiter(LogEvery), tasks: map[string]*taskState{}, metrics: opts.Metrics, observer: opts.Observer,
+		logLimit: NewLogLimiter(LogEvery), tasks: map[string]*taskState{}, metrics: opts.Metrics, observer: opts.Observer,
 	}
 	s.loopCtx, s.stopLoops = context.WithCancel(context.Background())
 	s.abort, s.abortRuns = context.WithCancelCause(context.Background())

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"strings"
 )
 
@@ -22,13 +23,14 @@ Usage:
   tickd lock -config FILE [-ttl 1m] [-busy-exit N] KEY -- CMD ARGS…
                                     run CMD under a lease, or exit at once if held
 
-Run "tickd COMMAND -h" for a command's flags.
+  tickd version                     the version and build of this binary
+
+Flags may come before or after the arguments; arguments that begin with
+'-' go after "--". Run "tickd COMMAND -h" for a command's flags.
 `
 
-// errUsage marks a command-line mistake: exit status 2.
-var errUsage = errors.New("usage")
-
-// run dispatches a subcommand and turns its error into an exit status.
+// run dispatches a subcommand and turns its error into an exit status: a
+// command-line mistake prints what was wrong and the command's usage, exit 2.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := "run"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -37,19 +39,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch cmd {
 	case "run":
+		if len(args) == 1 && isHelp(args[0]) { // tickd -h: the overview, not run's flags
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
 		err = runDaemon(ctx, args, stderr)
 	case "check":
-		err = runCheck(args, stdout, stderr)
+		err = runCheck(args, stdout)
 	case "status":
-		err = runStatus(ctx, args, stdout, stderr)
+		err = runStatus(ctx, args, stdout)
 	case "trigger":
-		err = runTrigger(ctx, args, stdout, stderr)
+		err = runTrigger(ctx, args, stdout)
 	case "pause", "resume":
-		err = runPause(ctx, args, stdout, stderr, cmd == "pause")
+		err = runPause(ctx, args, stdout, cmd == "pause")
 	case "unlock":
 		err = runUnlock(ctx, args, stdout, stderr)
 	case "lock":
 		err = runLock(ctx, args, stderr)
+	case "version":
+		fmt.Fprintln(stdout, version())
+		return 0
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -58,6 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var ee exitError
+	var ue *usageError
 	switch {
 	case err == nil:
 		return 0
@@ -67,37 +77,55 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 3
 	case errors.Is(err, flag.ErrHelp):
 		return 0
-	case errors.Is(err, errUsage):
-		return 2
 	}
-	fmt.Fprintf(stderr, "tickd %s: %v\n", cmd, err)
-	return 1
+	code := 1
+	if errors.As(err, &ue) {
+		code = 2
+		fmt.Fprintf(stderr, "tickd %s: %s\n\n", cmd, ue.msg)
+		ue.c.printUsage(stderr)
+	} else {
+		fmt.Fprintf(stderr, "tickd %s: %v\n", cmd, err)
+	}
+	if wantsJSON(args) { // BRIEF.md, "Output for scripts": errors too
+		printJSON(stdout, map[string]string{"error": err.Error()}) //nolint:errcheck // stdout is gone
+	}
+	return code
 }
 
-// flags makes a FlagSet with -config.
-func flags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfg := fs.String("config", "/etc/tickd/config.toml", "config file")
-	return fs, cfg
+// wantsJSON says whether the command line asks for -json output.
+func wantsJSON(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-json", "--json", "-json=true", "--json=true":
+			return true
+		}
+	}
+	return false
 }
 
-// jsonFlag adds -json to an operator command.
-func jsonFlag(fs *flag.FlagSet) *bool { return fs.Bool("json", false, "print JSON for scripts") }
+func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
+
+// version is the module version and VCS revision the binary was built from.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "tickd (no build information)"
+	}
+	v := "tickd " + bi.Main.Version
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision", "vcs.time", "vcs.modified":
+			v += " " + s.Key + "=" + s.Value
+		}
+	}
+	return v + " " + bi.GoVersion
+}
 
 // printJSON writes an operator command's result as JSON, for scripts.
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
-	}
-	return nil
 }

@@ -8,15 +8,12 @@ import (
 	"github.com/tickd/tickd/scheduler"
 )
 
-func runCheck(args []string, stdout, stderr io.Writer) error {
-	fs, path := flags("check", stderr)
-	if err := parse(fs, args); err != nil {
+func runCheck(args []string, stdout io.Writer) error {
+	c := newCmdline("check", "")
+	if _, err := c.args(args, 0, 0); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
-	}
-	cfg, err := scheduler.LoadConfig(*path)
+	cfg, err := scheduler.LoadConfig(*c.config)
 	if err != nil {
 		return err
 	}

@@ -79,6 +79,27 @@ func redactURL(raw string) string {
 	return u.Redacted()
 }
 
+// redisLog routes go-redis's own log lines (a pool that cannot dial, …)
+// into tickd's log, rate-limited like tickd's own lines about Redis: left
+// to itself, go-redis prints "redis: 2026/…" lines to stderr several times
+// a second, breaking the JSON stream.
+type redisLog struct {
+	log   *slog.Logger
+	limit *scheduler.LogLimiter
+}
+
+func (r redisLog) Printf(_ context.Context, format string, v ...any) {
+	if ok, n := r.limit.Allow("go-redis"); ok {
+		r.log.Warn("redis client: "+strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "), "suppressed", n)
+	}
+}
+
+// routeRedisLogs sends go-redis's log lines to log (go-redis has one logger
+// per process).
+func routeRedisLogs(log *slog.Logger) {
+	redis.SetLogger(redisLog{log: log, limit: scheduler.NewLogLimiter(scheduler.LogEvery)})
+}
+
 // redisClient builds the client for the config's [redis] table.
 func redisClient(cfg *scheduler.Config) (*redis.Client, error) {
 	ro, err := redis.ParseURL(cfg.Redis.URL)
@@ -110,12 +131,11 @@ func openStore(cfg *scheduler.Config, replica string, clock lease.Clock, log *sl
 	if err != nil {
 		return nil, nil, err
 	}
-	limit := time.Time{}
+	limit := scheduler.NewLogLimiter(scheduler.LogEvery)
 	opts.OnRenewError = func(err error) {
 		m.RedisError()
-		if time.Since(limit) > scheduler.LogEvery {
-			limit = time.Now()
-			log.Error("lease renewal failed", "error", err)
+		if ok, n := limit.Allow("renew"); ok {
+			log.Error("lease renewal failed", "error", err, "suppressed", n)
 		}
 	}
 	s, err := lease.NewRedis(c, cfg.Redis.KeyPrefix, opts)
@@ -143,16 +163,18 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	fs, path := flags("run", stderr)
-	if err := parse(fs, args); err != nil {
+	c := newCmdline("run", "")
+	if _, err := c.args(args, 0, 0); err != nil {
 		return err
 	}
+	path := c.config
 	cfg, err := scheduler.LoadConfig(*path)
 	if err != nil {
 		return err
 	}
 	var level slog.LevelVar
 	log := newLogger(cfg.Daemon, stderr, &level)
+	routeRedisLogs(log)
 	clock := newClock()
 	if clock.d != 0 {
 		log.Warn("TICKD_TEST_CLOCK_OFFSET is set: the wall clock is shifted (testing only)", "offset", clock.d)

@@ -27,21 +27,24 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func runLock(ctx context.Context, args []string, stderr io.Writer) error {
-	fs, path := flags("lock", stderr)
-	ttl := fs.Duration("ttl", time.Minute, "lease TTL; renewed every ttl/3 while CMD runs")
-	busyExit := fs.Int("busy-exit", 0, "exit status when another holder has the key")
-	if err := parse(fs, args); err != nil {
+	c := newCmdline("lock", "KEY -- CMD [ARGS…]")
+	ttl := c.fs.Duration("ttl", time.Minute, "lease TTL; renewed every ttl/3 while CMD runs")
+	busyExit := c.fs.Int("busy-exit", 0, "exit status when another holder has the key")
+	pos, argv, err := c.parse(args)
+	switch {
+	case err != nil:
 		return err
+	case len(pos) == 0:
+		return c.usage("missing KEY")
+	case len(pos) > 1:
+		return c.usage("unexpected argument %q before -- (give CMD after --)", pos[1])
+	case len(argv) == 0:
+		return c.usage("missing -- CMD: the command to run under the lease")
+	case *ttl < lease.MinTTL:
+		return c.usage("-ttl %v is too short to renew; use at least %v", *ttl, lease.MinTTL)
 	}
-	rest := fs.Args()
-	if len(rest) < 3 || rest[1] != "--" {
-		return fmt.Errorf("%w: tickd lock -config FILE [-ttl 1m] [-busy-exit N] KEY -- CMD ARGS…", errUsage)
-	}
-	key, argv := rest[0], rest[2:]
-	if *ttl < lease.MinTTL {
-		return fmt.Errorf("%w: -ttl %v is too short to renew; use at least %v", errUsage, *ttl, lease.MinTTL)
-	}
-	cfg, err := scheduler.LoadConfig(*path)
+	key := pos[0]
+	cfg, err := scheduler.LoadConfig(*c.config)
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ func cliStore(cfg *scheduler.Config, cmd string, ttl time.Duration) (*lease.Stor
 	if cfg.Redis == nil {
 		return nil, nil, fmt.Errorf("%s needs a [redis] table in %s: without one, leases live inside the daemon's process", cmd, cfg.Path)
 	}
+	routeRedisLogs(slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	c, err := redisClient(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -58,17 +59,15 @@ func loadTask(path, task string) (*scheduler.Config, *scheduler.Task, error) {
 	return cfg, t, nil
 }
 
-func runPause(ctx context.Context, args []string, stdout, stderr io.Writer, paused bool) error {
+func runPause(ctx context.Context, args []string, stdout io.Writer, paused bool) error {
 	name := map[bool]string{true: "pause", false: "resume"}[paused]
-	fs, path := flags(name, stderr)
-	asJSON := jsonFlag(fs)
-	if err := parse(fs, args); err != nil {
+	c := newCmdline(name, "TASK")
+	asJSON := c.jsonFlag()
+	pos, err := c.args(args, 1, 1, "TASK")
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: tickd %s -config FILE TASK", errUsage, name)
-	}
-	cfg, t, err := loadTask(*path, fs.Arg(0))
+	cfg, t, err := loadTask(*c.config, pos[0])
 	if err != nil {
 		return err
 	}
@@ -92,16 +91,14 @@ func runPause(ctx context.Context, args []string, stdout, stderr io.Writer, paus
 }
 
 func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, path := flags("unlock", stderr)
-	by := fs.String("by", operator(), "who forces the release, for the record")
-	asJSON := jsonFlag(fs)
-	if err := parse(fs, args); err != nil {
+	c := newCmdline("unlock", "TASK ENTITY")
+	by := c.fs.String("by", operator(), "who forces the release, for the record")
+	asJSON := c.jsonFlag()
+	pos, err := c.args(args, 2, 2, "TASK", "ENTITY")
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 2 {
-		return fmt.Errorf("%w: tickd unlock -config FILE TASK ENTITY", errUsage)
-	}
-	cfg, t, err := loadTask(*path, fs.Arg(0))
+	cfg, t, err := loadTask(*c.config, pos[0])
 	if err != nil {
 		return err
 	}
@@ -110,9 +107,9 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer done()
-	h, err := store.Unlock(ctx, t.Name, fs.Arg(1), *by)
+	h, err := store.Unlock(ctx, t.Name, pos[1], *by)
 	if err != nil {
-		return fmt.Errorf("unlock %s %q: %w", t.Name, fs.Arg(1), err)
+		return fmt.Errorf("unlock %s %q: %w", t.Name, pos[1], err)
 	}
 	slog.New(slog.NewTextHandler(stderr, nil)).Warn("lease force-released", "task", t.Name, "entity", h.Entity,
 		"holder", h.Holder, "fence", h.Fence, "held_for", time.Since(h.Since).Round(time.Millisecond).String(), "by", *by)

@@ -25,23 +25,31 @@ type taskStatus struct {
 	DueCount   int             `json:"due_count"`
 }
 
-func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, path := flags("status", stderr)
-	asJSON := jsonFlag(fs)
+func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
+	c := newCmdline("status", "[TASK]")
+	fs := c.fs
+	asJSON := c.jsonFlag()
 	limit := fs.Int("limit", 20, "at most this many leases, last runs and due entries per task")
 	outcome := fs.String("outcome", "", "only last runs with this outcome (done, failed, timeout…)")
-	if err := parse(fs, args); err != nil {
+	pos, err := c.args(args, 0, 1)
+	if err != nil {
 		return err
 	}
-	cfg, err := scheduler.LoadConfig(*path)
+	if *limit < 1 {
+		return c.usage("-limit %d: show at least 1 row", *limit)
+	}
+	if o := lease.Outcome(*outcome); o != "" && !slices.Contains(lease.Outcomes, o) {
+		return c.usage("-outcome %q: use one of %v", *outcome, lease.Outcomes)
+	}
+	cfg, err := scheduler.LoadConfig(*c.config)
 	if err != nil {
 		return err
 	}
 	var only string
-	if fs.NArg() > 0 {
-		only = fs.Arg(0)
+	if len(pos) > 0 {
+		only = pos[0]
 		if _, ok := cfg.Task(only); !ok {
-			return fmt.Errorf("no task %q in %s", only, *path)
+			return fmt.Errorf("no task %q in %s", only, *c.config)
 		}
 	}
 	store, done, err := cliStore(cfg, "status", 0)

@@ -15,22 +15,21 @@ import (
 // errTriggerSkipped: a triggered entity was busy and on_busy is skip.
 var errTriggerSkipped = errors.New("skipped")
 
-func runTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, path := flags("trigger", stderr)
+func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
+	c := newCmdline("trigger", "TASK [ENTITY…]")
+	fs := c.fs
 	wait := fs.Bool("wait", false, "wait for the runs and exit non-zero if one failed (3 if one was skipped as busy)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "with -wait, how long to wait")
-	asJSON := jsonFlag(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() < 1 {
-		return fmt.Errorf("%w: tickd trigger -config FILE TASK [ENTITY…]", errUsage)
-	}
-	cfg, t, err := loadTask(*path, fs.Arg(0))
+	asJSON := c.jsonFlag()
+	pos, err := c.args(args, 1, -1, "TASK")
 	if err != nil {
 		return err
 	}
-	ids := fs.Args()[1:]
+	cfg, t, err := loadTask(*c.config, pos[0])
+	if err != nil {
+		return err
+	}
+	ids := pos[1:]
 	if len(ids) == 0 {
 		if ids, err = allEntities(ctx, *t); err != nil {
 			return err
