@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -81,7 +82,7 @@ func runPause(ctx context.Context, args []string, stdout io.Writer, paused bool)
 	}
 	switch {
 	case *asJSON:
-		return printJSON(stdout, map[string]any{"task": t.Name, "paused": paused})
+		return printJSON(stdout, pauseDoc{Task: t.Name, Paused: paused})
 	case paused:
 		fmt.Fprintf(stdout, "paused %s: every replica stops ticking it within a second; running runs finish\n", t.Name)
 	default:
@@ -108,14 +109,17 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer done()
 	h, err := store.Unlock(ctx, t.Name, pos[1], *by)
+	if errors.Is(err, lease.ErrNotHeld) {
+		return fmt.Errorf("no lease held on %s %q: nothing to release", t.Name, pos[1])
+	}
 	if err != nil {
 		return fmt.Errorf("unlock %s %q: %w", t.Name, pos[1], err)
 	}
 	slog.New(slog.NewTextHandler(stderr, nil)).Warn("lease force-released", "task", t.Name, "entity", h.Entity,
 		"holder", h.Holder, "fence", h.Fence, "held_for", time.Since(h.Since).Round(time.Millisecond).String(), "by", *by)
 	if *asJSON {
-		return printJSON(stdout, map[string]any{"task": t.Name, "entity": h.Entity, "holder": h.Holder,
-			"fence": h.Fence, "since": h.Since.UTC(), "by": *by})
+		return printJSON(stdout, unlockDoc{Task: t.Name, Entity: h.Entity, Holder: h.Holder, Fence: h.Fence,
+			Since: instant(h.Since), By: *by})
 	}
 	fmt.Fprintf(stdout, "released %s/%s (holder %s, fence %d); the holder stops its run at its next renewal\n", t.Name, h.Entity, h.Holder, h.Fence)
 	return nil

@@ -32,6 +32,7 @@ func cli(args ...string) (int, string, string) {
 // decodeJSON decodes an operator command's -json output.
 func decodeJSON(t *testing.T, out string) map[string]any {
 	t.Helper()
+	checkSchema(t, out)
 	var m map[string]any
 	if err := json.Unmarshal([]byte(out), &m); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
@@ -81,13 +82,14 @@ func (e *opsEnv) daemon(name string, sleep string) *tickdtest.Proc {
 	return p
 }
 
-func (e *opsEnv) status(task string) taskStatus {
+func (e *opsEnv) status(task string) taskDoc {
 	e.t.Helper()
 	code, out, errs := cli("status", "-config", e.cfg, "-json", task)
 	if code != 0 {
 		e.t.Fatalf("status: %d %s", code, errs)
 	}
-	var st struct{ Tasks []taskStatus }
+	checkSchema(e.t, out)
+	var st statusDoc
 	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Tasks) != 1 {
 		e.t.Fatalf("status json %v: %s", err, out)
 	}
@@ -109,17 +111,18 @@ command = ["true"]
 `)
 	e.daemon("A", "1h")
 	redistest.WaitFor(t, 20*time.Second, "leases and a last run", func() bool {
-		return e.status("hold").LeaseCount == 2 && e.status("quick").RunCount == 1
+		return e.status("hold").LeaseCount == 2 && e.status("quick").LastRunCount == 1
 	})
 	h := e.status("hold")
 	l := h.Leases[0]
 	expect.True(t, "a held lease names its holder", l.Holder != "")
 	expect.True(t, "a held lease has a fence", l.Fence != 0)
-	expect.True(t, "a held lease has time left", l.TTL > 0)
+	expect.True(t, "a held lease has time left", l.TTLLeftS > 0)
 	r := e.status("quick").LastRuns[0]
-	expect.Equal(t, "last run's outcome", r.Outcome, lease.OutcomeDone)
-	expect.Equal(t, "last run's reason", r.Reason, lease.ReasonTick)
-	expect.True(t, "last run has ended", !r.Ended.IsZero())
+	expect.Equal(t, "last run's outcome", r.Outcome, string(lease.OutcomeDone))
+	expect.Equal(t, "last run's reason", r.Reason, string(lease.ReasonTick))
+	expect.True(t, "last run has ended", !r.Ended.Time().IsZero())
+	expect.True(t, "last run has a duration", r.DurationS > 0)
 	expect.True(t, "last run names its replica", r.Replica != "")
 	code, out, _ := cli("status", "-config", e.cfg)
 	expect.Equal(t, "status exit code", code, 0)
@@ -158,7 +161,7 @@ command = ["WORKER", "6s"]
 		t.Fatalf("trigger: %d %s %s", code, out, errs)
 	}
 	code, out, errs := cli("trigger", "-config", e.cfg, "-wait", "-json", "trig", "y")
-	if got := decodeJSON(t, out); code != 0 || fmt.Sprint(got) != "map[runs:[map[entity:y outcome:done]] task:trig triggered:1]" {
+	if got := decodeJSON(t, out); code != 0 || fmt.Sprint(got) != "map[paused:false runs:[map[entity:y outcome:done]] task:trig triggered:1]" {
 		t.Fatalf("trigger -json: %d %s %s", code, out, errs)
 	}
 	// Busy entities: "queued" gets a follow-up after the holder; "skipped"
@@ -217,6 +220,9 @@ command = ["WORKER"]
 	if !e.status("p").Paused {
 		t.Fatal("status does not show the pause")
 	}
+	code, out, _ := cli("trigger", "-config", e.cfg, "p", "a")
+	expect.Equal(t, "trigger of a paused task: exit status", code, 0)
+	expect.True(t, "trigger of a paused task warns: "+out, strings.Contains(out, "note: p is paused"))
 	// Within a second every replica stops; then two more ticks pass.
 	redistest.WaitFor(t, 10*time.Second, "3s after pause", func() bool { return time.Since(paused) > 3*time.Second })
 	for _, r := range tickdtest.ReadRuns(t, e.runs) {
@@ -267,9 +273,12 @@ command = ["WORKER"]
 	if d := time.Since(unlocked); d > 3*time.Second {
 		t.Fatalf("holder stopped %v after unlock", d)
 	}
-	if code, _, _ := cli("unlock", "-config", e.cfg, "stuck", "stuck"); code != 1 {
-		t.Fatal("second unlock should fail: not held")
-	}
+	code, out, errs = cli("unlock", "-config", e.cfg, "stuck", "stuck")
+	expect.Equal(t, "second unlock: exit status", code, 1)
+	expect.Equal(t, "second unlock says nothing was held", errs, "tickd unlock: no lease held on stuck \"stuck\": nothing to release\n")
+	code, out, _ = cli("unlock", "-config", e.cfg, "-json", "stuck", "stuck")
+	expect.Equal(t, "second unlock -json: exit status", code, 1)
+	expect.Equal[any](t, "second unlock -json: the error object", decodeJSON(t, out)["error"], "no lease held on stuck \"stuck\": nothing to release")
 }
 
 func TestLockRunsOnceAcrossProcesses(t *testing.T) {
@@ -391,25 +400,41 @@ command = ["WORKER"]
 
 func TestStatusWithManyEntities(t *testing.T) {
 	e := newOpsEnv(t, false, "[[tasks]]\nname = \"big\"\nevery = \"1h\"\ncommand = [\"true\"]\n")
-	// 200,000 entities' last runs and 300 held leases, written in the
-	// documented key layout (lease/doc.go), as a big deployment leaves them.
+	// 200,000 entities, 300 of them held and the others with a last run,
+	// written through a lease store (the one definition of the stored
+	// format), as a big deployment leaves them: u300 ended last, then u301…
 	const n, held = 200000, 300
 	c := redis.NewClient(&redis.Options{Addr: e.srv.Addr})
 	defer c.Close()
 	ctx := context.Background()
-	now := time.Now().UnixMilli()
-	for lo := 0; lo < n; lo += 10000 {
-		var fv []any
-		for i := lo; i < lo+10000; i++ {
-			// last_tick|fence|token|exp|fu|touched|reason|tick|holder#last
-			tok, exp, holder := "", int64(0), ""
-			if i < held {
-				tok, exp, holder = "tok", now+time.Hour.Milliseconds(), "r2"
-			}
-			fv = append(fv, fmt.Sprint("u", i), fmt.Sprintf("0|%d|%s|%d|0|%d|tick|0|%s#done|%d|%d|%d|tick|r1",
-				i+1, tok, exp, now, holder, now-1000, now-int64(i), i+1))
+	store, err := lease.NewRedis(c, "tickd", lease.Options{Replica: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.InitEpoch(ctx) //nolint:errcheck
+	defer store.Close()
+	now := time.Now()
+	for lo := 0; lo < n; lo += lease.BatchSize {
+		reqs := make([]lease.Request, min(lease.BatchSize, n-lo))
+		for j := range reqs {
+			reqs[j] = lease.Request{Task: "big", Entity: fmt.Sprint("u", lo+j), TTL: time.Hour, Reason: lease.ReasonTick, Tick: now.Add(-time.Minute)}
 		}
-		if err := c.HSet(ctx, "tickd:{big}:entities", fv...).Err(); err != nil {
+		var older []*lease.Lease
+		for j, r := range store.AcquireBatch(ctx, reqs) {
+			switch i := lo + j; {
+			case r.Err != nil:
+				t.Fatal(r.Err)
+			case i < held: // stays held
+			case i < held+10: // the most recent runs, in order
+				end := now.Add(-time.Duration(i-held) * time.Millisecond)
+				if _, err := r.Lease.Release(ctx, lease.Finished{Outcome: lease.OutcomeDone, Started: end.Add(-time.Second), Ended: end}, nil); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				older = append(older, r.Lease)
+			}
+		}
+		if _, err := store.ReleaseBatch(ctx, older, lease.Finished{Outcome: lease.OutcomeDone, Started: now.Add(-2 * time.Hour), Ended: now.Add(-time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -419,20 +444,20 @@ func TestStatusWithManyEntities(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status: %s", errs)
 	}
-	var st struct{ Tasks []taskStatus }
+	var st statusDoc
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatal(err)
 	}
 	s := st.Tasks[0]
-	expect.Equal(t, "last runs counted", s.RunCount, n)
+	expect.Equal(t, "last runs counted", s.LastRunCount, n-held)
 	expect.Equal(t, "last runs shown", len(s.LastRuns), 5)
 	expect.Equal(t, "leases counted", s.LeaseCount, held)
 	if !expect.Equal(t, "leases shown", len(s.Leases), 5) || len(s.LastRuns) != 5 {
 		t.FailNow()
 	}
-	// The most recent runs are shown: u0..u4 ended last.
+	// The most recent runs are shown: u300..u304 ended last.
 	for i, r := range s.LastRuns {
-		if r.Entity != fmt.Sprint("u", i) {
+		if r.Entity != fmt.Sprint("u", held+i) {
 			t.Fatalf("row %d is %s, want the most recent runs first", i, r.Entity)
 		}
 	}

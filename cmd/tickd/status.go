@@ -12,17 +12,20 @@ import (
 	"github.com/tickd/tickd/scheduler"
 )
 
+// taskStatus is what status reads of one task: the first -limit rows of
+// each section, and complete counts.
 type taskStatus struct {
-	Name       string          `json:"name"`
-	Schedule   string          `json:"schedule"`
-	NextTick   time.Time       `json:"next_tick"`
-	Paused     bool            `json:"paused"`
-	Leases     []lease.Held    `json:"leases"`
-	LeaseCount int             `json:"lease_count"`
-	LastRuns   []lease.LastRun `json:"last_runs"`
-	RunCount   int             `json:"last_run_count"`
-	Due        []lease.Due     `json:"due"`
-	DueCount   int             `json:"due_count"`
+	Name       string
+	Schedule   string
+	Timezone   string
+	NextTick   time.Time
+	Paused     bool
+	Leases     []lease.Held
+	LeaseCount int
+	LastRuns   []lease.LastRun
+	RunCount   int
+	Due        []lease.Due
+	DueCount   int
 }
 
 func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
@@ -74,7 +77,11 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		out = append(out, st)
 	}
 	if *asJSON {
-		return printJSON(stdout, map[string]any{"tasks": out})
+		doc := statusDoc{Tasks: []taskDoc{}}
+		for _, st := range out {
+			doc.Tasks = append(doc.Tasks, st.doc(now))
+		}
+		return printJSON(stdout, doc)
 	}
 	printStatus(stdout, out, now)
 	return nil
@@ -83,11 +90,11 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 // statusOf reads one task's state with bounded memory: SCAN pages, the
 // first limit leases and due entries, and the limit most recent last runs.
 func statusOf(ctx context.Context, store *lease.Store, t scheduler.Task, paused bool, now time.Time, limit int, outcome string) (taskStatus, error) {
-	st := taskStatus{Name: t.Name, Paused: paused, NextTick: t.Schedule.Next(now), Schedule: "every " + t.Every.String()}
+	st := taskStatus{Name: t.Name, Paused: paused, NextTick: t.Schedule.Next(now), Schedule: "every " + t.Every.String(),
+		Timezone: t.Location.String()}
 	if t.Cron != "" {
 		st.Schedule = "cron " + t.Cron
 	}
-	st.Schedule += " in " + t.Location.String()
 	leases, runs, due := firstN[lease.Held](limit), firstN[lease.LastRun](limit), firstN[lease.Due](limit)
 	if err := store.Leases(ctx, t.Name, leases.add); err != nil {
 		return st, fmt.Errorf("list leases: %w", err)
@@ -156,6 +163,14 @@ func sortRuns(rs []lease.LastRun) {
 	slices.SortStableFunc(rs, func(a, b lease.LastRun) int { return b.Ended.Compare(a.Ended) })
 }
 
+// shown says how many rows of a section are shown, when -limit cut it.
+func shown(rows, total int) string {
+	if rows < total {
+		return fmt.Sprintf(" (the first %d shown: raise -limit for more)", rows)
+	}
+	return ""
+}
+
 func ago(now, t time.Time) string {
 	if t.IsZero() {
 		return "-"
@@ -170,22 +185,26 @@ func printStatus(w io.Writer, ts []taskStatus, now time.Time) {
 		if t.Paused {
 			state = "  PAUSED"
 		}
-		fmt.Fprintf(tw, "%s: %s, next tick %s%s\n", t.Name, t.Schedule, t.NextTick.UTC().Format(time.RFC3339), state)
-		fmt.Fprintf(tw, "  leases held: %d\n", t.LeaseCount)
+		loc, err := time.LoadLocation(t.Timezone)
+		if err != nil {
+			loc = time.UTC
+		}
+		fmt.Fprintf(tw, "%s: %s in %s, next tick %s%s\n", t.Name, t.Schedule, t.Timezone, t.NextTick.In(loc).Format(time.RFC3339), state)
+		fmt.Fprintf(tw, "  leases held: %d%s\n", t.LeaseCount, shown(len(t.Leases), t.LeaseCount))
 		if len(t.Leases) > 0 {
 			fmt.Fprintf(tw, "    ENTITY\tHOLDER\tAGE\tFENCE\tTTL LEFT\tREASON\n")
 			for _, h := range t.Leases {
 				fmt.Fprintf(tw, "    %q\t%s\t%s\t%d\t%s\t%s\n", h.Entity, h.Holder, ago(now, h.Since), h.Fence, h.TTL.Round(time.Millisecond), h.Reason)
 			}
 		}
-		fmt.Fprintf(tw, "  last runs: %d\n", t.RunCount)
+		fmt.Fprintf(tw, "  last runs: %d%s\n", t.RunCount, shown(len(t.LastRuns), t.RunCount))
 		if len(t.LastRuns) > 0 {
 			fmt.Fprintf(tw, "    ENTITY\tENDED\tREASON\tOUTCOME\tDURATION\tREPLICA\tFENCE\n")
 			for _, r := range t.LastRuns {
 				fmt.Fprintf(tw, "    %q\t%s\t%s\t%s\t%s\t%s\t%d\n", r.Entity, ago(now, r.Ended), r.Reason, r.Outcome, r.Ended.Sub(r.Started), r.Replica, r.Fence)
 			}
 		}
-		fmt.Fprintf(tw, "  pending: %d\n", t.DueCount)
+		fmt.Fprintf(tw, "  pending: %d%s\n", t.DueCount, shown(len(t.Due), t.DueCount))
 		if len(t.Due) > 0 {
 			fmt.Fprintf(tw, "    ENTITY\tREASON\tATTEMPT\tDUE\n")
 			for _, d := range t.Due {

@@ -60,18 +60,16 @@ func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	// For -json: what was triggered and, with -wait, each outcome.
-	type runOutcome struct {
-		Entity  string `json:"entity"`
-		Outcome string `json:"outcome"`
+	paused, err := store.Paused(ctx)
+	if err != nil {
+		return fmt.Errorf("read paused tasks: %w", err)
 	}
-	result := struct {
-		Task      string       `json:"task"`
-		Triggered int          `json:"triggered"`
-		Runs      []runOutcome `json:"runs,omitempty"`
-	}{Task: t.Name, Triggered: len(ids)}
+	result := triggerDoc{Task: t.Name, Triggered: len(ids), Paused: paused[t.Name], Runs: []triggerRunDoc{}}
 	if !*asJSON {
 		fmt.Fprintf(stdout, "triggered %d run(s) of %s\n", len(ids), t.Name)
+		if result.Paused {
+			fmt.Fprintf(stdout, "note: %s is paused: the runs wait until it is resumed (tickd resume)\n", t.Name)
+		}
 	}
 	var failed, skipped int
 	if *wait {
@@ -82,7 +80,7 @@ func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
 			if err != nil {
 				return fmt.Errorf("waiting for %s %q: %w", t.Name, id, err)
 			}
-			result.Runs = append(result.Runs, runOutcome{id, outcome})
+			result.Runs = append(result.Runs, triggerRunDoc{id, outcome})
 			if !*asJSON {
 				fmt.Fprintf(stdout, "%s %q: %s\n", t.Name, id, outcome)
 			}

@@ -314,7 +314,12 @@ func InitEpoch(t testing.TB, addr, prefix string) {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	if err := c.Set(context.Background(), prefix+":epoch", "0|0", 0).Err(); err != nil {
+	s, err := lease.NewRedis(c, prefix, lease.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.InitEpoch(context.Background()); err != nil {
 		t.Fatalf("init epoch: %v", err)
 	}
 }

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/tickd/tickd/lease"
+)
+
+// The -json documents follow BRIEF.md's "Output for scripts": snake_case
+// keys at every level, durations as seconds in keys ending in _s, instants
+// as RFC 3339 UTC strings or null (never a zero time), empty lists as [].
+// A field is never renamed once released. TestJSONSchema checks every
+// command's document against these rules.
+
+// instant is a time written as RFC 3339 UTC, or null for the zero time.
+type instant time.Time
+
+func (t instant) MarshalJSON() ([]byte, error) {
+	if time.Time(t).IsZero() {
+		return []byte("null"), nil
+	}
+	return json.Marshal(time.Time(t).UTC().Format(time.RFC3339Nano))
+}
+
+func (t *instant) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*t = instant{}
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.Parse(time.RFC3339Nano, s)
+	*t = instant(v)
+	return err
+}
+
+// Time is the instant as a time.Time.
+func (t instant) Time() time.Time { return time.Time(t) }
+
+// seconds is a duration in seconds, for a key ending in _s.
+func seconds(d time.Duration) float64 { return d.Seconds() }
+
+// statusDoc is `tickd status -json`.
+type statusDoc struct {
+	Tasks []taskDoc `json:"tasks"`
+}
+
+type taskDoc struct {
+	Name         string     `json:"name"`
+	Schedule     string     `json:"schedule"`
+	Timezone     string     `json:"timezone"`
+	NextTick     instant    `json:"next_tick"`
+	Paused       bool       `json:"paused"`
+	Leases       []leaseDoc `json:"leases"`
+	LeaseCount   int        `json:"lease_count"`
+	LastRuns     []runDoc   `json:"last_runs"`
+	LastRunCount int        `json:"last_run_count"`
+	Due          []dueDoc   `json:"due"`
+	DueCount     int        `json:"due_count"`
+}
+
+type leaseDoc struct {
+	Entity   string  `json:"entity"`
+	Holder   string  `json:"holder"`
+	Since    instant `json:"since"`
+	AgeS     float64 `json:"age_s"`
+	Fence    int64   `json:"fence"`
+	TTLLeftS float64 `json:"ttl_left_s"`
+	Reason   string  `json:"reason"`
+}
+
+type runDoc struct {
+	Entity    string  `json:"entity"`
+	Outcome   string  `json:"outcome"`
+	Reason    string  `json:"reason"`
+	Replica   string  `json:"replica"` // the replica that ran it; "" for an unlock
+	By        string  `json:"by"`      // who unlocked it; "" for a run
+	Fence     int64   `json:"fence"`
+	Started   instant `json:"started"`
+	Ended     instant `json:"ended"`
+	DurationS float64 `json:"duration_s"`
+	LastTick  instant `json:"last_tick"`
+}
+
+type dueDoc struct {
+	Entity  string  `json:"entity"`
+	Reason  string  `json:"reason"`
+	Attempt int     `json:"attempt"`
+	Tick    instant `json:"tick"`
+	DueAt   instant `json:"due_at"`
+}
+
+// doc is a task's status as statusDoc writes it.
+func (st taskStatus) doc(now time.Time) taskDoc {
+	d := taskDoc{Name: st.Name, Schedule: st.Schedule, Timezone: st.Timezone, NextTick: instant(st.NextTick),
+		Paused: st.Paused, LeaseCount: st.LeaseCount, LastRunCount: st.RunCount, DueCount: st.DueCount,
+		Leases: []leaseDoc{}, LastRuns: []runDoc{}, Due: []dueDoc{}}
+	for _, h := range st.Leases {
+		d.Leases = append(d.Leases, leaseDoc{Entity: h.Entity, Holder: h.Holder, Since: instant(h.Since),
+			AgeS: seconds(now.Sub(h.Since)), Fence: h.Fence, TTLLeftS: seconds(h.TTL), Reason: string(h.Reason)})
+	}
+	for _, r := range st.LastRuns {
+		rd := runDoc{Entity: r.Entity, Outcome: string(r.Outcome), Reason: string(r.Reason), Replica: r.Replica,
+			Fence: r.Fence, Started: instant(r.Started), Ended: instant(r.Ended), LastTick: instant(r.LastTick)}
+		if r.Outcome == lease.OutcomeUnlocked {
+			rd.Replica, rd.By = "", r.Replica
+		}
+		if !r.Started.IsZero() && !r.Ended.IsZero() {
+			rd.DurationS = seconds(r.Ended.Sub(r.Started))
+		}
+		d.LastRuns = append(d.LastRuns, rd)
+	}
+	for _, e := range st.Due {
+		d.Due = append(d.Due, dueDoc{Entity: e.Entity, Reason: string(e.Reason), Attempt: e.Attempt,
+			Tick: instant(e.Tick), DueAt: instant(e.At)})
+	}
+	return d
+}
+
+// unlockDoc is `tickd unlock -json`.
+type unlockDoc struct {
+	Task   string  `json:"task"`
+	Entity string  `json:"entity"`
+	Holder string  `json:"holder"`
+	Fence  int64   `json:"fence"`
+	Since  instant `json:"since"`
+	By     string  `json:"by"`
+}
+
+// pauseDoc is `tickd pause -json` and `tickd resume -json`.
+type pauseDoc struct {
+	Task   string `json:"task"`
+	Paused bool   `json:"paused"`
+}
+
+// triggerDoc is `tickd trigger -json`: what was triggered and, with -wait,
+// each outcome (runs is [] without -wait).
+type triggerDoc struct {
+	Task      string          `json:"task"`
+	Triggered int             `json:"triggered"`
+	Paused    bool            `json:"paused"` // the runs wait until the task is resumed
+	Runs      []triggerRunDoc `json:"runs"`
+}
+
+type triggerRunDoc struct {
+	Entity  string `json:"entity"`
+	Outcome string `json:"outcome"`
+}

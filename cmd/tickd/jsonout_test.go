@@ -1,0 +1,115 @@
+package main
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/lease"
+)
+
+// instantKeys are the keys whose values are instants.
+var instantKeys = map[string]bool{"next_tick": true, "since": true, "started": true, "ended": true, "last_tick": true, "tick": true, "due_at": true}
+
+var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+
+// schemaErrors lists where a -json document breaks BRIEF.md's "Output for
+// scripts": a key not in snake_case, a _s key that is not a number of
+// seconds, an instant that is not RFC 3339 UTC or null, a zero time, a list
+// that is null.
+func schemaErrors(doc string) []string {
+	var v any
+	if err := json.Unmarshal([]byte(doc), &v); err != nil {
+		return []string{"not one JSON document: " + err.Error()}
+	}
+	var errs []string
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				p := path + "." + k
+				if !snakeCase.MatchString(k) {
+					errs = append(errs, p+": key not in snake_case")
+				}
+				if strings.HasSuffix(k, "_s") {
+					if _, ok := e.(float64); !ok {
+						errs = append(errs, p+": a _s key holds a number of seconds")
+					}
+				}
+				if instantKeys[k] && e != nil {
+					s, _ := e.(string)
+					if t, err := time.Parse(time.RFC3339Nano, s); err != nil || !strings.HasSuffix(s, "Z") || t.IsZero() {
+						errs = append(errs, p+": an instant is RFC 3339 UTC or null, not "+s)
+					}
+				}
+				if e == nil && !instantKeys[k] {
+					errs = append(errs, p+": null (an empty list is [], a missing instant is the only null)")
+				}
+				walk(p, e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(path+"[]", e)
+			}
+		case string:
+			if strings.HasPrefix(x, "0001-01-01") {
+				errs = append(errs, path+": a zero time")
+			}
+		}
+	}
+	walk("", v)
+	return errs
+}
+
+// checkSchema fails the test when doc breaks the -json contract.
+func checkSchema(t testing.TB, doc string) {
+	t.Helper()
+	for _, e := range schemaErrors(doc) {
+		t.Errorf("-json output: %s\n%s", e, doc)
+	}
+}
+
+// TestJSONSchema: status's document of a task with every kind of row, and
+// of one with none, keeps the contract; the checker itself catches each
+// rule broken (status used to print Go field names, TTL in nanoseconds,
+// null lists and "0001-01-01T00:00:00Z").
+func TestJSONSchema(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	full := taskStatus{Name: "t", Schedule: "every 15m0s", Timezone: "Europe/Berlin", NextTick: now.Add(time.Minute),
+		Leases:     []lease.Held{{Task: "t", Entity: "a", Holder: "r1", Since: now.Add(-time.Second), Fence: 7, TTL: 40 * time.Second, Reason: lease.ReasonTick}},
+		LastRuns:   []lease.LastRun{{Task: "t", Entity: "b", Outcome: lease.OutcomeUnlocked, Replica: "alice", Started: now.Add(-time.Minute), Ended: now}},
+		Due:        []lease.Due{{Task: "t", Entity: "c", Reason: lease.ReasonTrigger, At: now}}, // no tick: null
+		LeaseCount: 1, RunCount: 1, DueCount: 1}
+	for name, st := range map[string]taskStatus{"full": full, "empty": {Name: "e", Schedule: "every 1h0m0s", Timezone: "UTC"}} {
+		b, err := json.Marshal(statusDoc{Tasks: []taskDoc{st.doc(now)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSchema(t, string(b))
+		if name == "full" {
+			var back statusDoc
+			json.Unmarshal(b, &back) //nolint:errcheck // checked by checkSchema
+			r := back.Tasks[0].LastRuns[0]
+			if r.By != "alice" || r.Replica != "" || r.DurationS != 60 {
+				t.Errorf("an unlock's record: by %q, replica %q, duration %v s; want by alice, no replica, 60 s", r.By, r.Replica, r.DurationS)
+			}
+			if l := back.Tasks[0].Leases[0]; l.TTLLeftS != 40 || l.AgeS != 1 {
+				t.Errorf("lease: ttl_left_s %v, age_s %v; want 40 and 1", l.TTLLeftS, l.AgeS)
+			}
+		}
+	}
+	for doc, want := range map[string]string{
+		`{"Entity": "a"}`:                       "not in snake_case",
+		`{"ttl_s": "40s"}`:                      "number of seconds",
+		`{"since": "0001-01-01T00:00:00Z"}`:     "RFC 3339 UTC or null",
+		`{"tick": "2026-11-22T13:00:00+01:00"}`: "RFC 3339 UTC or null",
+		`{"leases": null}`:                      "an empty list is []",
+	} {
+		if errs := schemaErrors(doc); len(errs) == 0 || !strings.Contains(strings.Join(errs, ";"), want) {
+			t.Errorf("the checker passes %s (errors %v, want one saying %q)", doc, errs, want)
+		}
+	}
+}
