@@ -51,6 +51,18 @@ func (e *BusyError) Error() string {
 // Is makes errors.Is(err, ErrBusy) true.
 func (e *BusyError) Is(target error) bool { return target == ErrBusy }
 
+// QuarantineError says how long nothing will be granted: Redis holds no
+// tickd state (a first start, or a data loss), so no lease is granted until
+// any lease it may have forgotten has expired (Options.MaxTTL).
+type QuarantineError struct{ Left time.Duration }
+
+func (e *QuarantineError) Error() string {
+	return fmt.Sprintf("%v (%v left)", ErrQuarantine, e.Left.Round(time.Millisecond))
+}
+
+// Is makes errors.Is(err, ErrQuarantine) true.
+func (e *QuarantineError) Is(target error) bool { return target == ErrQuarantine }
+
 // EarlyTolerance is how far ahead of the store's clock (Redis's TIME) a
 // tick may be started. A replica whose clock runs ahead gets an
 // *EarlyError instead, so that it cannot start ticks before the others.

@@ -195,7 +195,7 @@ func cut(buf []byte, ends []int) []string {
 }
 
 // Acquire asks for one lease. It fails with a *BusyError, an
-// *AlreadyRanError, ErrQuarantine, or an I/O error.
+// *AlreadyRanError, a *QuarantineError, or an I/O error.
 func (s *Store) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	r := s.AcquireBatch(ctx, []Request{req})
 	return r[0].Lease, r[0].Err
@@ -261,7 +261,7 @@ func (s *Store) acquireChunk(ctx context.Context, reqs []Request, out []Result) 
 		case grantRan:
 			out[i].Err = &AlreadyRanError{LastTick: rep.at}
 		case grantQuarantine:
-			out[i].Err = fmt.Errorf("%w (%v left)", ErrQuarantine, rep.left.Round(time.Millisecond))
+			out[i].Err = &QuarantineError{Left: rep.left}
 		case grantEarly:
 			out[i].Err = &EarlyError{Wait: rep.left}
 		default:

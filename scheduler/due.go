@@ -75,7 +75,12 @@ func (s *Scheduler) takeDue(ctx context.Context) {
 			default:
 				// Redis trouble or quarantine: give the entry back to be taken
 				// again soon, rather than waiting out its visibility timeout.
-				s.storeFailed("acquire-due", "cannot acquire lease for a due run; retrying", Event{Task: d.Task}, err)
+				var qe *lease.QuarantineError
+				if errors.As(err, &qe) {
+					s.quarantined(qe.Left)
+				} else {
+					s.storeFailed("acquire-due", "cannot acquire lease for a due run; retrying", Event{Task: d.Task}, err)
+				}
 				s.store.Enqueue(ctx, d, time.Second) //nolint:errcheck // if this fails too, visibility brings it back
 			}
 			continue

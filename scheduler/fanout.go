@@ -16,7 +16,10 @@ type TickCounts struct {
 	Started    int // runs started on this replica
 	Busy       int // skipped: the lease was held
 	AlreadyRan int // skipped: another replica ran this tick
-	Errors     int // no lease: the store failed, or the tick became too late
+	// Quarantined: no lease while Redis holds no tickd state (a first
+	// start, or a data loss) until the tick became too late to start.
+	Quarantined int
+	Errors      int // no lease: the store failed, and the tick became too late
 }
 
 // fanOut is one tick T of one task being fanned out: entities are read from
@@ -55,7 +58,8 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 		lvl = slog.LevelWarn
 	}
 	s.log.Log(context.Background(), lvl, "tick", KeyTask, t.Name, tickAttr(T),
-		"entities", n.Entities, "started", n.Started, "busy", n.Busy, "already_ran", n.AlreadyRan, "errors", n.Errors)
+		"entities", n.Entities, "started", n.Started, "busy", n.Busy, "already_ran", n.AlreadyRan,
+		"quarantined", n.Quarantined, "errors", n.Errors)
 	s.observe(Event{Kind: EventTick, Task: t.Name, Tick: T, Counts: n})
 }
 
@@ -112,6 +116,8 @@ func (f *fanOut) flush() {
 		case errors.Is(r.Err, lease.ErrAlreadyRan):
 			f.n.AlreadyRan++
 			s.log.Debug("tick already ran for entity", KeyTask, t.Name, KeyEntity, f.batch[i], tickAttr(f.T))
+		case errors.Is(r.Err, lease.ErrQuarantine):
+			f.n.Quarantined++
 		default:
 			f.n.Errors++
 		}
@@ -165,6 +171,7 @@ func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.T
 		wait := backoff
 		for i, r := range res {
 			var ee *lease.EarlyError
+			var qe *lease.QuarantineError
 			switch {
 			case r.Err == nil, errors.Is(r.Err, lease.ErrBusy), errors.Is(r.Err, lease.ErrAlreadyRan):
 				continue
@@ -172,6 +179,10 @@ func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.T
 				// This clock runs ahead of Redis's: wait for the tick.
 				early = r.Err
 				wait = max(wait, min(ee.Wait, 2*time.Second))
+			case errors.As(r.Err, &qe):
+				// Not a Redis error: a first start, or a data loss.
+				s.quarantined(qe.Left)
+				wait = max(wait, min(qe.Left, 2*time.Second))
 			default:
 				failed = r.Err
 			}

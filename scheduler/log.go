@@ -81,6 +81,25 @@ func (s *Scheduler) storeFailed(key, msg string, about Event, err error) {
 	s.logLimited(key, msg, append(attrs, KeyError, err)...)
 }
 
+// quarantined says, once per quarantine, that Redis holds no tickd state
+// and for how long nothing is granted: on a first start this is expected,
+// after a data loss it is what keeps a forgotten lease from being granted
+// twice. It is not a Redis error.
+func (s *Scheduler) quarantined(left time.Duration) {
+	now := s.clock.Now()
+	for {
+		end := s.quarantineEnd.Load()
+		if now.UnixNano() < end {
+			return // said already
+		}
+		if s.quarantineEnd.CompareAndSwap(end, now.Add(left).UnixNano()) {
+			break
+		}
+	}
+	s.log.Info("no tickd state in this Redis: a first start, or a data loss; nothing is granted for "+
+		left.Round(time.Second).String()+", so that no lease it may have forgotten is granted twice", "quarantine_left", left.Round(time.Millisecond).String())
+}
+
 func tickAttr(t time.Time) slog.Attr {
 	if t.IsZero() {
 		return slog.String(KeyTick, "")

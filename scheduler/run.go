@@ -67,7 +67,7 @@ func (s *Scheduler) execute(ts *taskState, l *lease.Lease) {
 	_, rerr := l.Release(rctx, lease.Finished{Outcome: outcome, Started: started, Ended: ended}, next)
 	logEnd(log, outcome, ended.Sub(started), err, next)
 	if rerr != nil && outcome != lease.OutcomeLeaseLost {
-		log.Warn("release failed", KeyError, rerr)
+		s.logReleaseFailed(log, l, rerr)
 	}
 	if rerr != nil && next != nil { // keep the request: another replica must carry it out
 		s.enqueueRetrying(t, l, *next)
@@ -135,6 +135,26 @@ func logEnd(log *slog.Logger, outcome lease.Outcome, d time.Duration, err error,
 		lvl = slog.LevelInfo
 	}
 	log.Log(context.Background(), lvl, "run ended", attrs...)
+}
+
+// logReleaseFailed says why a release failed. A lease no longer held was
+// taken away while the run went on, before a renewal could notice: by an
+// operator's unlock (recorded as the entity's last run, with who did it),
+// or by its expiry.
+func (s *Scheduler) logReleaseFailed(log *slog.Logger, l *lease.Lease, err error) {
+	if !errors.Is(err, lease.ErrNotHeld) {
+		log.Warn("release failed", KeyError, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
+	defer cancel()
+	st, serr := s.store.Entity(ctx, l.Task, l.Entity)
+	if serr == nil && st.Last != nil && st.Last.Outcome == lease.OutcomeUnlocked && st.Last.Fence == l.Fence {
+		log.Warn("the lease was force-released during the run (tickd unlock); the run's outcome is not recorded",
+			"unlocked_by", st.Last.Replica, "unlocked_at", st.Last.Ended.UTC().Format(time.RFC3339))
+		return
+	}
+	log.Warn("the lease expired during the run (not renewed in time); the run's outcome is not recorded", KeyError, err)
 }
 
 // nextFor decides what comes after a run.

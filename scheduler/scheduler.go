@@ -74,6 +74,9 @@ type Scheduler struct {
 	runs      sync.WaitGroup
 	started   bool
 	active    atomic.Int64
+	// quarantineEnd is when the data-loss quarantine last seen ends (Unix
+	// ns): it is logged once.
+	quarantineEnd atomic.Int64
 }
 
 // taskState is one task's running state; a reload that changes the task

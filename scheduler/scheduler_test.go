@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
@@ -968,4 +969,67 @@ entities_file = %q
 	if e.logs.count("skipping entity id", map[string]string{KeyTask: "fromfile", "line": "4"}) != 1 {
 		t.Errorf("the bad line was not reported:\n%s", e.logs)
 	}
+}
+
+// TestFirstStartIsNotARedisError: on a Redis new to tickd nothing is
+// granted for one MaxTTL (the data-loss quarantine cannot tell a new Redis
+// from an emptied one). That is said once, at info, with how long; it is
+// not a store error, and the tick waits it out.
+func TestFirstStartIsNotARedisError(t *testing.T) {
+	e := newEnv(t, true)
+	c := redis.NewClient(&redis.Options{Addr: e.srv.Addr})
+	st, err := lease.NewRedis(c, "fresh", lease.Options{Replica: "r1", MaxTTL: 2 * time.Second}) // no InitEpoch
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(); c.Close() })
+	s, err := New(e.config(`
+[[tasks]]
+name = "first"
+every = "1s"
+handler = "rec"
+lease_ttl = "2s"
+entities = ["a", "b", "c"]
+`), Options{Store: st, Logger: slog.New(e.logs), Registry: e.reg, Observer: e.ev.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() { s.Shutdown(5 * time.Second) })
+	redistest.WaitFor(t, 15*time.Second, "runs once the quarantine is over", func() bool { return e.rec.count(func(runRec) bool { return true }) >= 3 })
+	said := e.logs.count("no tickd state in this Redis: a first start, or a data loss; nothing is granted for 2s, so that no lease it may have forgotten is granted twice", nil)
+	expect.Equal(t, "times the quarantine is logged", said, 1)
+	expect.Equal(t, "store errors", e.ev.count(kind(EventStoreError)), 0)
+	expect.Equal(t, "'cannot acquire' lines", e.logs.count("cannot acquire leases; retrying", nil), 0)
+	expect.Equal(t, "ticks with errors", e.ev.count(func(ev Event) bool { return ev.Kind == EventTick && ev.Counts.Errors > 0 }), 0)
+}
+
+// TestUnlockDuringARunIsSaid: a run that ends before its holder noticed an
+// operator's unlock cannot release (the lease is not its any more); its
+// line says the lease was force-released and by whom, not "release
+// failed".
+func TestUnlockDuringARunIsSaid(t *testing.T) {
+	e := newEnv(t, true)
+	finish := make(chan struct{})
+	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+		<-finish
+		return tasks.Done, nil
+	}
+	_, st := e.start(`
+[[tasks]]
+name = "stuck"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+lease_ttl = "30s"
+`)
+	redistest.WaitFor(t, 10*time.Second, "the run", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
+	if _, err := st.Unlock(context.Background(), "stuck", "stuck", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	close(finish) // long before the next renewal (every 10s) could notice
+	e.ev.waitFor(t, 10*time.Second, "the run's end", kind(EventRunEnded))
+	expect.Equal(t, "lines saying who force-released the lease",
+		e.logs.count("the lease was force-released during the run (tickd unlock); the run's outcome is not recorded", map[string]string{"unlocked_by": "alice"}), 1)
+	expect.Equal(t, "bare 'release failed' lines", e.logs.count("release failed", nil), 0)
 }

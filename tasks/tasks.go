@@ -126,6 +126,9 @@ func (r *Registry) Register(name string, h Handler) error {
 	if _, ok := r.m[name]; ok {
 		return fmt.Errorf("tasks: handler %q registered twice", name)
 	}
+	if h == nil || name == "" {
+		return fmt.Errorf("tasks: handler %q: a name and a function are needed", name)
+	}
 	r.m[name] = h
 	return nil
 }

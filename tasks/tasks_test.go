@@ -247,3 +247,16 @@ func TestActionsDoNotBeginWhenCheckFails(t *testing.T) {
 		t.Fatalf("exec with a passing check: %v", err)
 	}
 }
+
+func TestRegisterRefusesNilAndNameless(t *testing.T) {
+	var r Registry
+	if err := r.Register("x", nil); err == nil {
+		t.Error("a nil handler was registered")
+	}
+	if err := r.Register("", Hello); err == nil {
+		t.Error("a handler without a name was registered")
+	}
+	if got := r.Names(); len(got) != 0 {
+		t.Errorf("registered %v", got)
+	}
+}
