@@ -273,7 +273,7 @@ command = ["WORKER"]
 	if d := time.Since(unlocked); d > 3*time.Second {
 		t.Fatalf("holder stopped %v after unlock", d)
 	}
-	code, out, errs = cli("unlock", "-config", e.cfg, "stuck", "stuck")
+	code, _, errs = cli("unlock", "-config", e.cfg, "stuck", "stuck")
 	expect.Equal(t, "second unlock: exit status", code, 1)
 	expect.Equal(t, "second unlock says nothing was held", errs, "tickd unlock: no lease held on stuck \"stuck\": nothing to release\n")
 	code, out, _ = cli("unlock", "-config", e.cfg, "-json", "stuck", "stuck")
