@@ -72,7 +72,7 @@ func (b *memBackend) state(m string, now time.Time) *memState {
 	return s
 }
 
-func (b *memBackend) acquire(_ context.Context, holder string, reqs []acquireArg) ([]acquireReply, error) {
+func (b *memBackend) acquire(_ context.Context, holder string, _ time.Duration, reqs []acquireArg) ([]acquireReply, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()

@@ -194,7 +194,7 @@ func (b *redisBackend) runEach(ctx context.Context, sc *redis.Script, calls []sc
 	return out, nil
 }
 
-func (b *redisBackend) acquire(ctx context.Context, holder string, reqs []acquireArg) ([]acquireReply, error) {
+func (b *redisBackend) acquire(ctx context.Context, holder string, maxTTL time.Duration, reqs []acquireArg) ([]acquireReply, error) {
 	out := make([]acquireReply, len(reqs))
 	var live []int // requests to send: the others were rejected before
 	for i, a := range reqs {
@@ -226,7 +226,7 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, reqs []acquir
 			queue = "1"
 		}
 		args := make([]any, 0, 7+3*len(gr.idx))
-		args = append(args, ms(b.opts.MaxTTL), holderArg, escape(k.task)+":", ms(k.ttl), k.reason, k.tick, queue)
+		args = append(args, ms(maxTTL), holderArg, escape(k.task)+":", ms(k.ttl), k.reason, k.tick, queue)
 		for _, j := range gr.idx {
 			a := &reqs[live[j]] // pointers: go-redis boxes a string with an allocation
 			var from any = ""

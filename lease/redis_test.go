@@ -270,3 +270,24 @@ func TestCloseAfterEveryReleaseIsClean(t *testing.T) {
 		t.Fatalf("Close with every lease released: %v, want nil", err)
 	}
 }
+
+// TestCoverTTLLengthensTheQuarantine: after CoverTTL, a Redis without tickd
+// state grants nothing for the longer TTL, so a lease of that TTL that Redis
+// forgot cannot be granted again while its holder still trusts it.
+func TestCoverTTLLengthensTheQuarantine(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newRedisStore(t, newClient(t, srv.Addr), Options{MaxTTL: time.Second})
+	s.CoverTTL(500 * time.Millisecond) // shorter: no change
+	s.CoverTTL(5 * time.Second)
+	if got := s.MaxTTL(); got != 5*time.Second {
+		t.Fatalf("MaxTTL %v after CoverTTL(5s), want 5s", got)
+	}
+	_, err := s.Acquire(bg, req("e", time.Second)) // no InitEpoch: a new Redis
+	var qe *QuarantineError
+	if !errors.As(err, &qe) {
+		t.Fatalf("acquire on a Redis without tickd state: %v, want a *QuarantineError", err)
+	}
+	if qe.Left < 4*time.Second || qe.Left > 5*time.Second {
+		t.Fatalf("quarantine of %v, want the 5s covered", qe.Left)
+	}
+}

@@ -57,7 +57,8 @@ func (o *Options) fill() {
 // backend is what differs between Redis and the in-process store. Every
 // method is one round trip.
 type backend interface {
-	acquire(ctx context.Context, holder string, reqs []acquireArg) ([]acquireReply, error)
+	// acquire asks for leases; maxTTL is the quarantine after a data loss.
+	acquire(ctx context.Context, holder string, maxTTL time.Duration, reqs []acquireArg) ([]acquireReply, error)
 	renew(ctx context.Context, ls []*Lease) ([]bool, error)
 	// release returns, per lease, whether a follow-up had been requested,
 	// or ErrNotHeld.
@@ -113,6 +114,7 @@ type Store struct {
 	swept    atomic.Int64
 
 	mu     sync.Mutex
+	maxTTL time.Duration // Options.MaxTTL, raised by CoverTTL
 	held   map[*Lease]struct{}
 	wake   chan struct{}
 	wakeAt time.Time // when the keeper plans to wake; zero while it works
@@ -130,7 +132,7 @@ func newStore(b backend, opts Options, bind func(*Options)) *Store {
 	ctx, stop := context.WithCancel(context.Background())
 	s := &Store{
 		b: b, opts: opts, clock: opts.Clock, nonce: hex.EncodeToString(n[:]),
-		held: map[*Lease]struct{}{}, wake: make(chan struct{}, 1),
+		maxTTL: opts.MaxTTL, held: map[*Lease]struct{}{}, wake: make(chan struct{}, 1),
 		done: make(chan struct{}), stop: stop,
 	}
 	bind(&s.opts)
@@ -140,6 +142,24 @@ func newStore(b backend, opts Options, bind func(*Options)) *Store {
 
 // Replica is the holder id this store records.
 func (s *Store) Replica() string { return s.opts.Replica }
+
+// MaxTTL is the longest lease TTL the store's data-loss quarantine covers:
+// Options.MaxTTL, or more since CoverTTL.
+func (s *Store) MaxTTL() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxTTL
+}
+
+// CoverTTL makes the data-loss quarantine cover leases of ttl: after Redis
+// lost its data, nothing is granted for the longest TTL in use, so no
+// holder can still trust a lease Redis forgot. The scheduler calls it with
+// its config's longest lease_ttl, at start and at each reload.
+func (s *Store) CoverTTL(ttl time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.maxTTL = max(s.maxTTL, ttl)
+}
 
 // Close stops the keeper and cancels the context of every lease still held
 // (cause ErrClosed). It does not release them: callers release first. A
@@ -237,7 +257,7 @@ func (s *Store) acquireChunk(ctx context.Context, reqs []Request, out []Result) 
 		return
 	}
 	sent := s.clock.Now()
-	replies, err := s.b.acquire(ctx, s.opts.Replica, args)
+	replies, err := s.b.acquire(ctx, s.opts.Replica, s.MaxTTL(), args)
 	if err != nil {
 		for i := range out {
 			if out[i].Err == nil {

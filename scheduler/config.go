@@ -287,17 +287,52 @@ func decodeTasks(d *decoder, tasksRaw []map[string]any, defaults Task, defaultsG
 				}
 			}
 		}
-		if !validateTask(d, key, &t, given) {
-			continue
+		if t, ok := validTask(d, seen, i, t, given); ok {
+			out = append(out, t)
 		}
-		if j, dup := seen[t.Name]; dup {
-			d.bad(key+".name", "duplicate task name %q (also tasks[%d])", t.Name, j)
-			continue
-		}
-		seen[t.Name] = i
-		out = append(out, t)
 	}
 	return out
+}
+
+// validTask validates tasks[i] and checks that its name is new (seen maps
+// the names so far to their index).
+func validTask(d *decoder, seen map[string]int, i int, t Task, given keySet) (Task, bool) {
+	key := fmt.Sprintf("tasks[%d]", i)
+	if !validateTask(d, key, &t, given) {
+		return t, false
+	}
+	if j, dup := seen[t.Name]; dup {
+		d.bad(key+".name", "duplicate task name %q (also tasks[%d])", t.Name, j)
+		return t, false
+	}
+	seen[t.Name] = i
+	return t, true
+}
+
+// NewConfig builds a config in code, for a program that embeds tickd: each
+// task is DefaultTask() with the keys the program sets, validated as a
+// file's tasks are (its Location and Schedule derived). r nil means
+// in-process leases. Errors name the key as tasks[i].key of "(code)".
+func NewConfig(daemon Daemon, r *Redis, tasks ...Task) (*Config, error) {
+	d := newDecoder("(code)", nil)
+	cfg := &Config{Path: "(code)", Daemon: daemon, Redis: r, Defaults: DefaultTask()}
+	validateDaemon(d, daemon)
+	if r != nil {
+		validateRedis(d, *r)
+	}
+	if len(tasks) == 0 {
+		d.bad("tasks", "no tasks: nothing to schedule")
+	}
+	seen := map[string]int{}
+	for i, t := range tasks {
+		if t, ok := validTask(d, seen, i, t, keySet{"every": t.Every != 0}); ok {
+			cfg.Tasks = append(cfg.Tasks, t)
+		}
+	}
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // topLevel names the tables of a config file, for "did you mean".

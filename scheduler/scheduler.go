@@ -117,6 +117,8 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 	if err := s.checkHandlers(cfg); err != nil {
 		return nil, err
 	}
+	// The data-loss quarantine must cover the longest lease in use.
+	s.store.CoverTTL(cfg.MaxLeaseTTL())
 	s.cfg = cfg
 	return s, nil
 }
@@ -194,6 +196,7 @@ func (s *Scheduler) Reload(cfg *Config) error {
 	if err := s.checkHandlers(cfg); err != nil {
 		return err
 	}
+	s.store.CoverTTL(cfg.MaxLeaseTTL())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.loopCtx.Err() != nil {

@@ -839,38 +839,6 @@ entities = ["a", "b"]
 	})
 }
 
-// Example_embedded shows a program embedding tickd's scheduler with its own
-// Go handler and the in-process lease store.
-func Example_embedded() {
-	reg := &tasks.Registry{}
-	done := make(chan string, 1)
-	reg.Register("greet", func(ctx context.Context, r tasks.Run) (tasks.Result, error) { //nolint:errcheck
-		done <- "hello, " + r.Entity
-		return tasks.Done, nil
-	})
-	cfg, err := ParseConfig("embedded.toml", []byte(`
-[[tasks]]
-name = "greeter"
-every = "1h"
-catch_up = "1h"
-handler = "greet"
-entities = ["world"]
-`))
-	if err != nil {
-		panic(err)
-	}
-	store := lease.NewMemory(lease.Options{Replica: "example"})
-	defer store.Close()
-	s, err := New(cfg, Options{Store: store, Registry: reg})
-	if err != nil {
-		panic(err)
-	}
-	s.Start()
-	fmt.Println(<-done)
-	s.Shutdown(time.Second)
-	// Output: hello, world
-}
-
 func TestReloadDoesNotDisturbRunningRuns(t *testing.T) {
 	e := newEnv(t, false)
 	release := make(chan struct{})
@@ -1032,4 +1000,23 @@ lease_ttl = "30s"
 	expect.Equal(t, "lines saying who force-released the lease",
 		e.logs.count("the lease was force-released during the run (tickd unlock); the run's outcome is not recorded", map[string]string{"unlocked_by": "alice"}), 1)
 	expect.Equal(t, "bare 'release failed' lines", e.logs.count("release failed", nil), 0)
+}
+
+// TestStoreCoversTheLongestLease: a lease store made with a MaxTTL shorter
+// than a task's lease_ttl has its data-loss quarantine lengthened by New and
+// by Reload, instead of quietly covering too little.
+func TestStoreCoversTheLongestLease(t *testing.T) {
+	e := newEnv(t, false)
+	st := lease.NewMemory(lease.Options{MaxTTL: time.Second})
+	t.Cleanup(func() { st.Close() })
+	task := "[[tasks]]\nname = \"long\"\nevery = \"1h\"\nhandler = \"rec\"\nlease_ttl = \"%s\"\n"
+	s, err := New(e.config(fmt.Sprintf(task, "5m")), Options{Store: st, Registry: e.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "MaxTTL after New", st.MaxTTL(), 5*time.Minute)
+	if err := s.Reload(e.config(fmt.Sprintf(task, "10m"))); err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "MaxTTL after a reload with a longer lease", st.MaxTTL(), 10*time.Minute)
 }

@@ -73,7 +73,9 @@ func (r Result) String() string {
 
 // Handler is a Go task. ctx is cancelled when the run must stop (timeout,
 // lease lost or untrusted, shutdown); context.Cause says why. An error means
-// the run failed.
+// the run failed. A handler is called concurrently, up to the task's
+// concurrency on each replica, for different entities: it must be safe for
+// that (never twice at once for one entity: that is what the lease is for).
 type Handler func(ctx context.Context, run Run) (Result, error)
 
 // Action runs one run of a task.

@@ -1,0 +1,65 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
+	"github.com/tickd/tickd/tasks"
+)
+
+// A program embedding tickd's scheduler with its own Go handler and the
+// in-process lease store, its config read from TOML.
+func Example() {
+	reg := &tasks.Registry{}
+	done := make(chan string, 1)
+	reg.Register("greet", func(ctx context.Context, r tasks.Run) (tasks.Result, error) { //nolint:errcheck
+		done <- "hello, " + r.Entity
+		return tasks.Done, nil
+	})
+	cfg, err := scheduler.ParseConfig("embedded.toml", []byte(`
+[[tasks]]
+name = "greeter"
+every = "1h"
+catch_up = "1h"
+handler = "greet"
+entities = ["world"]
+`))
+	if err != nil {
+		panic(err)
+	}
+	store := lease.NewMemory(lease.Options{Replica: "example"})
+	defer store.Close()
+	s, err := scheduler.New(cfg, scheduler.Options{Store: store, Registry: reg})
+	if err != nil {
+		panic(err)
+	}
+	s.Start()
+	fmt.Println(<-done)
+	s.Shutdown(time.Second)
+	// Output: hello, world
+}
+
+// A config built in code: each task starts from DefaultTask and is
+// validated as a file's would be.
+func ExampleNewConfig() {
+	t := scheduler.DefaultTask()
+	t.Name, t.Every, t.Handler = "sync-users", 15*time.Minute, "sync-user"
+	t.Entities = []string{"1", "2", "3"}
+	cfg, err := scheduler.NewConfig(scheduler.DefaultDaemon(), nil, t)
+	if err != nil {
+		panic(err)
+	}
+	next := cfg.Tasks[0].Schedule.Next(time.Date(2026, 11, 22, 12, 7, 0, 0, time.UTC))
+	fmt.Println(next.Format(time.RFC3339))
+
+	bad := scheduler.DefaultTask()
+	bad.Name, bad.Every, bad.Command = "oops", 90*time.Millisecond, []string{"true"}
+	_, err = scheduler.NewConfig(scheduler.DefaultDaemon(), nil, bad)
+	fmt.Println(err)
+	// Output:
+	// 2026-11-22T12:15:00Z
+	// (code): tasks[0].every: 90ms: must be a whole number of seconds, at least 1s
+}
