@@ -38,7 +38,7 @@ func (s *Scheduler) takeDue(ctx context.Context) {
 	ds, err := s.store.TakeDue(ctx, min(free, 64), dueVisibility)
 	if err != nil {
 		if ctx.Err() == nil {
-			s.storeFailed("take", "cannot read due runs", Event{}, err)
+			s.storeFailed("take", "take", "cannot read due runs", Event{}, err)
 		}
 		return
 	}
@@ -61,7 +61,7 @@ func (s *Scheduler) takeDue(ctx context.Context) {
 		}
 		if !ok { // no slot (or paused): give it back to be taken again soon
 			if err := s.store.Enqueue(ctx, d, time.Second); err != nil {
-				s.storeFailed("enqueue", "cannot give back a due run", Event{Task: d.Task}, err)
+				s.storeFailed("enqueue", "enqueue", "cannot give back a due run", Event{Task: d.Task}, err)
 			}
 			continue
 		}
@@ -79,7 +79,7 @@ func (s *Scheduler) takeDue(ctx context.Context) {
 				if errors.As(err, &qe) {
 					s.quarantined(qe.Left)
 				} else {
-					s.storeFailed("acquire-due", "cannot acquire lease for a due run; retrying", Event{Task: d.Task}, err)
+					s.storeFailed("acquire", "acquire-due", "cannot acquire lease for a due run; retrying", Event{Task: d.Task}, err)
 				}
 				s.store.Enqueue(ctx, d, time.Second) //nolint:errcheck // if this fails too, visibility brings it back
 			}

@@ -20,6 +20,9 @@ type TickCounts struct {
 	// start, or a data loss) until the tick became too late to start.
 	Quarantined int
 	Errors      int // no lease: the store failed, and the tick became too late
+	// SourceFailed: the entity source failed (the entities read before the
+	// failure were run).
+	SourceFailed bool
 }
 
 // fanOut is one tick T of one task being fanned out: entities are read from
@@ -46,20 +49,22 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	}
 	f.flush()
 	t := ts.t
-	if err != nil && ctx.Err() == nil {
+	if ctx.Err() != nil {
+		err = nil // stopped by shutdown or reload: not the source's failure
+	}
+	if err != nil {
 		s.log.Error("entity source failed", KeyTask, t.Name, tickAttr(T), KeyError, err)
+		f.n.SourceFailed = true
 	}
 	n := f.n
-	s.metrics.tick(t.Name, n.Entities)
-	s.metrics.skip(t.Name, "busy", n.Busy)
-	s.metrics.skip(t.Name, "already_ran", n.AlreadyRan)
+	s.metrics.ticked(t.Name, T, n, err)
 	lvl := slog.LevelInfo
-	if n.Errors > 0 {
+	if n.Errors > 0 || n.SourceFailed {
 		lvl = slog.LevelWarn
 	}
 	s.log.Log(context.Background(), lvl, "tick", KeyTask, t.Name, tickAttr(T),
 		"entities", n.Entities, "started", n.Started, "busy", n.Busy, "already_ran", n.AlreadyRan,
-		"quarantined", n.Quarantined, "errors", n.Errors)
+		"quarantined", n.Quarantined, "errors", n.Errors, "source_failed", n.SourceFailed)
 	s.observe(Event{Kind: EventTick, Task: t.Name, Tick: T, Counts: n})
 }
 
@@ -192,7 +197,7 @@ func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.T
 			s.logLimited("early:"+ts.t.Name, "tick not yet due by Redis's clock: is this host's clock ahead?", KeyTask, ts.t.Name, tickAttr(T), KeyError, early)
 		}
 		if failed != nil {
-			s.storeFailed("acquire:"+ts.t.Name, "cannot acquire leases; retrying", Event{Task: ts.t.Name, Tick: T}, failed)
+			s.storeFailed("acquire", "acquire:"+ts.t.Name, "cannot acquire leases; retrying", Event{Task: ts.t.Name, Tick: T}, failed)
 		}
 		if len(pending) == 0 || s.clock.Now().Sub(T) > ts.t.LateLimit() {
 			return res

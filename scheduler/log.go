@@ -64,11 +64,11 @@ func (s *Scheduler) logLimited(key, msg string, args ...any) {
 	s.log.Error(msg, args...)
 }
 
-// storeFailed reports a failure of the lease store: counted, observed, and
-// logged at most once per LogEvery for key. about says which task and tick
+// storeFailed reports a failure of the lease store's op (redisOps): counted,
+// observed, and logged at most once per LogEvery for key. about says which task and tick
 // it concerns, where one does.
-func (s *Scheduler) storeFailed(key, msg string, about Event, err error) {
-	s.metrics.RedisError()
+func (s *Scheduler) storeFailed(op, key, msg string, about Event, err error) {
+	s.metrics.RedisError(op)
 	about.Kind, about.Err = EventStoreError, err
 	s.observe(about)
 	var attrs []any

@@ -19,12 +19,22 @@ type Metrics struct {
 	Retries       *prometheus.CounterVec   // task
 	TickLag       *prometheus.HistogramVec // task: run start minus tick
 	EntitiesTick  *prometheus.GaugeVec     // task: entities in the last tick
-	RedisErrors   prometheus.Counter
+	RedisErrors   *prometheus.CounterVec   // op: acquire, renew, take, enqueue, paused
 	LeaseRenewals prometheus.Counter
 	LeaseLosses   *prometheus.CounterVec // task
 	DueDepth      prometheus.Gauge
 	ActiveRuns    prometheus.Gauge
+	// SourceFailures counts ticks whose entity source failed (a missing
+	// entities_file, an entities_command that failed).
+	SourceFailures *prometheus.CounterVec // task
+	Paused         *prometheus.GaugeVec   // task: 1 while paused
+	// LastGoodTick is when the task's last tick fanned out without a store
+	// or source error (Unix seconds of the tick): alert on its age.
+	LastGoodTick *prometheus.GaugeVec // task
 }
+
+// redisOps are the values of RedisErrors' op label.
+var redisOps = []string{"acquire", "renew", "take", "enqueue", "paused"}
 
 // NewMetrics creates the collectors and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -32,7 +42,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tickd_runs_total",
 			Help: "Finished runs by task, reason and outcome."}, []string{"task", "reason", "outcome"}),
 		RunDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tickd_run_duration_seconds",
-			Help: "Run durations.", Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)}, []string{"task"}),
+			Help: "Run durations.", Buckets: prometheus.ExponentialBuckets(0.01, 4, 12)}, []string{"task"}), // to 11.6h
 		Skips: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tickd_skips_total",
 			Help: "Entities not run at a tick, by cause (busy, already_ran, paused)."}, []string{"task", "cause"}),
 		Reschedules: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tickd_reschedules_total",
@@ -43,20 +53,69 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Start of a tick run minus its tick.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"task"}),
 		EntitiesTick: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_entities_per_tick",
 			Help: "Entities read at the task's last tick."}, []string{"task"}),
-		RedisErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tickd_redis_errors_total",
-			Help: "Failed Redis operations (acquire, renew, release, due set)."}),
+		RedisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tickd_redis_errors_total",
+			Help: "Failed Redis operations, by op: acquire, renew, take (due set), enqueue, paused."}, []string{"op"}),
 		LeaseRenewals: prometheus.NewCounter(prometheus.CounterOpts{Name: "tickd_lease_renewal_rounds_total",
 			Help: "Successful lease renewal rounds (one pipelined round renews every due lease)."}),
 		LeaseLosses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tickd_lease_losses_total",
 			Help: "Runs stopped because their lease was lost or untrusted."}, []string{"task"}),
 		DueDepth: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tickd_due_entries",
-			Help: "Pending reschedules, retries, triggers and follow-ups (all tasks)."}),
+			Help: "Pending reschedules, retries, triggers and follow-ups of all tasks, read from the shared Redis: every replica exports the same number, so aggregate with max, not sum."}),
 		ActiveRuns: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tickd_active_runs",
 			Help: "Runs going on in this process."}),
+		SourceFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tickd_source_failures_total",
+			Help: "Ticks whose entity source failed."}, []string{"task"}),
+		Paused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_task_paused",
+			Help: "1 while the task is paused (tickd pause)."}, []string{"task"}),
+		LastGoodTick: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_last_good_tick_timestamp_seconds",
+			Help: "The last tick that fanned out without a store or source error."}, []string{"task"}),
 	}
 	reg.MustRegister(m.Runs, m.RunDuration, m.Skips, m.Reschedules, m.Retries, m.TickLag, m.EntitiesTick,
-		m.RedisErrors, m.LeaseRenewals, m.LeaseLosses, m.DueDepth, m.ActiveRuns)
+		m.RedisErrors, m.LeaseRenewals, m.LeaseLosses, m.DueDepth, m.ActiveRuns, m.SourceFailures, m.Paused, m.LastGoodTick)
+	for _, op := range redisOps {
+		m.RedisErrors.WithLabelValues(op)
+	}
 	return m
+}
+
+// task creates a task's series at zero, so that a counter exists before
+// its first increment (a rate or an alert on it works from the start).
+func (m *Metrics) task(name string) {
+	if m == nil {
+		return
+	}
+	for _, c := range []*prometheus.CounterVec{m.Reschedules, m.Retries, m.LeaseLosses, m.SourceFailures} {
+		c.WithLabelValues(name)
+	}
+	for _, cause := range []string{"busy", "already_ran", "paused"} {
+		m.Skips.WithLabelValues(name, cause)
+	}
+	m.Paused.WithLabelValues(name)
+}
+
+func (m *Metrics) paused(task string, paused bool) {
+	if m != nil {
+		v := 0.0
+		if paused {
+			v = 1
+		}
+		m.Paused.WithLabelValues(task).Set(v)
+	}
+}
+
+// ticked records a tick's end: its source's failure, or a good tick.
+func (m *Metrics) ticked(task string, T time.Time, n TickCounts, sourceErr error) {
+	if m == nil {
+		return
+	}
+	m.EntitiesTick.WithLabelValues(task).Set(float64(n.Entities))
+	m.skip(task, "busy", n.Busy)
+	m.skip(task, "already_ran", n.AlreadyRan)
+	if sourceErr != nil {
+		m.SourceFailures.WithLabelValues(task).Inc()
+	} else if n.Errors == 0 {
+		m.LastGoodTick.WithLabelValues(task).Set(float64(T.Unix()))
+	}
 }
 
 func (m *Metrics) run(task string, reason lease.Reason, outcome lease.Outcome, d time.Duration) {
@@ -79,12 +138,6 @@ func (m *Metrics) skip(task, cause string, n int) {
 	}
 }
 
-func (m *Metrics) tick(task string, entities int) {
-	if m != nil {
-		m.EntitiesTick.WithLabelValues(task).Set(float64(entities))
-	}
-}
-
 func (m *Metrics) lag(task string, d time.Duration) {
 	if m != nil {
 		m.TickLag.WithLabelValues(task).Observe(max(d, 0).Seconds())
@@ -97,10 +150,10 @@ func (m *Metrics) retry(task string) {
 	}
 }
 
-// RedisError counts one failed Redis operation.
-func (m *Metrics) RedisError() {
+// RedisError counts one failed Redis operation of kind op (redisOps).
+func (m *Metrics) RedisError(op string) {
 	if m != nil {
-		m.RedisErrors.Inc()
+		m.RedisErrors.WithLabelValues(op).Inc()
 	}
 }
 

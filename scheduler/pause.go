@@ -12,13 +12,14 @@ func (s *Scheduler) readPaused(ctx context.Context) {
 	paused, err := s.store.Paused(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			s.storeFailed("paused", "cannot read paused tasks", Event{}, err)
+			s.storeFailed("paused", "paused", "cannot read paused tasks", Event{}, err)
 		}
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for name, ts := range s.tasks {
+		s.metrics.paused(name, paused[name])
 		if was := ts.paused.Swap(paused[name]); was != paused[name] {
 			s.log.Info(map[bool]string{true: "task paused", false: "task resumed"}[paused[name]], KeyTask, name)
 		}

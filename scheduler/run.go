@@ -205,7 +205,7 @@ func (s *Scheduler) enqueueRetrying(t Task, l *lease.Lease, n lease.Next) {
 		if err == nil {
 			return
 		}
-		s.storeFailed("enqueue", "cannot store a follow-up request; retrying", Event{Task: t.Name, Tick: l.Tick}, err)
+		s.storeFailed("enqueue", "enqueue", "cannot store a follow-up request; retrying", Event{Task: t.Name, Tick: l.Tick}, err)
 		time.Sleep(backoff)
 		backoff = min(2*backoff, 5*time.Second)
 	}

@@ -166,6 +166,7 @@ func (s *Scheduler) Start() {
 
 // startTask starts one task's tick loop; s.mu is held.
 func (s *Scheduler) startTask(t Task) {
+	s.metrics.task(t.Name)
 	ts := &taskState{t: t, slots: make(chan struct{}, t.Concurrency)}
 	ts.action, ts.source = s.buildTask(t)
 	ctx, cancel := context.WithCancel(s.loopCtx)

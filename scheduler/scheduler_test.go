@@ -1020,3 +1020,20 @@ func TestStoreCoversTheLongestLease(t *testing.T) {
 	}
 	expect.Equal(t, "MaxTTL after a reload with a longer lease", st.MaxTTL(), 10*time.Minute)
 }
+
+// TestSourceFailureIsCounted: a tick whose entity source fails says so on
+// its tick line and event (it used to show as entities=0 errors=0).
+func TestSourceFailureIsCounted(t *testing.T) {
+	e := newEnv(t, false)
+	e.start(`
+[[tasks]]
+name = "nofile"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+entities_file = "/nonexistent/ids"
+`)
+	e.ev.waitFor(t, 10*time.Second, "the tick", kind(EventTick))
+	expect.Equal(t, "ticks whose source failed", e.ev.count(func(ev Event) bool { return ev.Kind == EventTick && ev.Counts.SourceFailed }), 1)
+	expect.Equal(t, "tick lines saying so", e.logs.count("tick", map[string]string{KeyTask: "nofile", "source_failed": "true"}), 1)
+}

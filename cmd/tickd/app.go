@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"runtime"
 	"runtime/debug"
 	"strings"
 )
@@ -15,7 +16,7 @@ const usage = `tickd — recurring singleton tasks under Redis leases
 
 Usage:
   tickd [run] -config FILE          run the daemon (the default command)
-  tickd check -config FILE          validate; print each task's next 5 ticks
+  tickd check -config FILE [-redis] validate; print each task's next 5 ticks
   tickd status -config FILE [TASK]  held leases, last runs, pending requests (-json)
   tickd trigger -config FILE TASK [ENTITY…]   ask for a run now (-wait)
   tickd pause|resume -config FILE TASK        stop/start ticking on every replica
@@ -45,7 +46,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		err = runDaemon(ctx, args, stderr)
 	case "check":
-		err = runCheck(args, stdout)
+		err = runCheck(ctx, args, stdout, stderr)
 	case "status":
 		err = runStatus(ctx, args, stdout)
 	case "trigger":
@@ -107,20 +108,34 @@ func wantsJSON(args []string) bool {
 
 func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
 
-// version is the module version and VCS revision the binary was built from.
-func version() string {
+// build is what the binary was built from.
+type build struct{ version, revision, goVersion string }
+
+func readBuild() build {
+	b := build{version: "(unknown)", goVersion: runtime.Version()}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "tickd (no build information)"
+		return b
 	}
-	v := "tickd " + bi.Main.Version
+	b.version = bi.Main.Version
 	for _, s := range bi.Settings {
 		switch s.Key {
-		case "vcs.revision", "vcs.time", "vcs.modified":
-			v += " " + s.Key + "=" + s.Value
+		case "vcs.revision":
+			b.revision = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				b.revision += "+modified"
+			}
 		}
 	}
-	return v + " " + bi.GoVersion
+	return b
+}
+
+// version is the module version, VCS revision and Go version the binary
+// was built from.
+func version() string {
+	b := readBuild()
+	return strings.Join(strings.Fields("tickd "+b.version+" "+b.revision+" "+b.goVersion), " ")
 }
 
 // printJSON writes an operator command's result as JSON, for scripts.

@@ -1,15 +1,22 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sort"
 	"time"
 
 	"github.com/tickd/tickd/scheduler"
 )
 
-func runCheck(args []string, stdout io.Writer) error {
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newCmdline("check", "")
+	tryRedis := c.fs.Bool("redis", false, "also connect to the config's Redis")
 	if _, err := c.args(args, 0, 0); err != nil {
 		return err
 	}
@@ -35,6 +42,60 @@ func runCheck(args []string, stdout io.Writer) error {
 	} else {
 		fmt.Fprintf(stdout, "leases: redis %s, key prefix %q\n", redactURL(cfg.Redis.URL), cfg.Redis.KeyPrefix)
 	}
+	// What would fail only at run time, on this host: warned about, since
+	// the file or the program may be put in place before tickd runs.
+	for _, w := range runWarnings(cfg) {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	if *tryRedis {
+		return pingRedis(ctx, cfg, stdout)
+	}
+	return nil
+}
+
+// runWarnings lists what the config names that is not there on this host:
+// an entities_file that cannot be read, a command or entities_command not
+// on PATH.
+func runWarnings(cfg *scheduler.Config) []string {
+	var ws []string
+	for i, t := range cfg.Tasks {
+		at := fmt.Sprintf("%s: tasks[%d] (%s)", cfg.Path, i, t.Name)
+		if t.EntitiesFile != "" {
+			if f, err := os.Open(t.EntitiesFile); err != nil {
+				ws = append(ws, fmt.Sprintf("%s: entities_file: %v", at, err))
+			} else {
+				f.Close()
+			}
+		}
+		for key, argv := range map[string][]string{"command": t.Command, "entities_command": t.EntitiesCommand} {
+			if len(argv) > 0 {
+				if _, err := exec.LookPath(argv[0]); err != nil {
+					ws = append(ws, fmt.Sprintf("%s: %s: %v", at, key, err))
+				}
+			}
+		}
+	}
+	sort.Strings(ws)
+	return ws
+}
+
+// pingRedis connects to the config's Redis, as the daemon would.
+func pingRedis(ctx context.Context, cfg *scheduler.Config, stdout io.Writer) error {
+	if cfg.Redis == nil {
+		return errors.New("-redis: the config has no [redis] table")
+	}
+	routeRedisLogs(slog.New(slog.DiscardHandler)) // the one error below says it all
+	c, err := redisClient(cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.Ping(pctx).Err(); err != nil {
+		return fmt.Errorf("redis %s: %w", redactURL(cfg.Redis.URL), err)
+	}
+	fmt.Fprintf(stdout, "redis: %s answers\n", redactURL(cfg.Redis.URL))
 	return nil
 }
 

@@ -133,7 +133,7 @@ func openStore(cfg *scheduler.Config, replica string, clock lease.Clock, log *sl
 	}
 	limit := scheduler.NewLogLimiter(scheduler.LogEvery)
 	opts.OnRenewError = func(err error) {
-		m.RedisError()
+		m.RedisError("renew")
 		if ok, n := limit.Allow("renew"); ok {
 			log.Error("lease renewal failed", "error", err, "suppressed", n)
 		}
@@ -182,6 +182,11 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	replica := replicaID(cfg.Daemon)
 	reg := prometheus.NewRegistry()
 	metrics := scheduler.NewMetrics(reg)
+	b := readBuild()
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_build_info",
+		Help: "1, labelled with the build of this binary."}, []string{"version", "revision", "go_version"})
+	buildInfo.WithLabelValues(b.version, b.revision, b.goVersion).Set(1)
+	reg.MustRegister(buildInfo)
 	store, closeStore, err := openStore(cfg, replica, clock, log, metrics)
 	if err != nil {
 		return err

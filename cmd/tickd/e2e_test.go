@@ -54,6 +54,28 @@ func TestCheckCommand(t *testing.T) {
 	if code := run(context.Background(), []string{"nosuch"}, &out, &errb); code != 2 {
 		t.Fatalf("unknown command: exit %d", code)
 	}
+
+	// What would fail at run time on this host is warned about; the
+	// config itself is valid, so check passes.
+	missing := filepath.Join(dir, "missing.toml")
+	tickdtest.WriteFile(t, missing, "[[tasks]]\nname = \"a\"\nevery = \"1m\"\nentities_file = \"/nonexistent/ids\"\ncommand = [\"no-such-program-x\"]\n")
+	code, _, errs := cli("check", "-config", missing)
+	expect.Equal(t, "check with a missing file and program: exit status", code, 0)
+	expect.True(t, "warns about the entities_file: "+errs, strings.Contains(errs, "warning: "+missing+": tasks[0] (a): entities_file: open /nonexistent/ids: no such file or directory"))
+	expect.True(t, "warns about the command: "+errs, strings.Contains(errs, `warning: `+missing+`: tasks[0] (a): command: exec: "no-such-program-x": executable file not found in $PATH`))
+
+	// -redis also connects: a Redis that answers passes, one that does not
+	// fails with one line.
+	srv := redistest.Start(t)
+	withRedis := filepath.Join(dir, "redis.toml")
+	tickdtest.WriteFile(t, withRedis, "[redis]\nurl = \""+srv.URL()+"\"\n[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"true\"]\n")
+	code, stdout, errs := cli("check", "-config", withRedis, "-redis")
+	expect.Equal(t, "check -redis with Redis up: exit status", code, 0)
+	expect.True(t, "check -redis says Redis answers: "+stdout+errs, strings.Contains(stdout, "answers"))
+	srv.Stop()
+	code, _, errs = cli("check", "-config", withRedis, "-redis")
+	expect.Equal(t, "check -redis with Redis down: exit status", code, 1)
+	expect.Equal(t, "check -redis with Redis down: lines on stderr", strings.Count(errs, "\n"), 1)
 }
 
 // replicaConfig is a config for the end-to-end tests: the test worker as the

@@ -383,7 +383,11 @@ command = ["WORKER"]
 	first := value()
 	redistest.WaitFor(t, 10*time.Second, "counter moves", func() bool { return value() != first })
 	_, body := get(t, base+"/metrics")
-	for _, want := range []string{"tickd_run_duration_seconds_bucket", "tickd_tick_lag_seconds_bucket", `tickd_entities_per_tick{task="m"} 2`, "tickd_lease_renewal_rounds_total", "tickd_due_entries"} {
+	for _, want := range []string{"tickd_run_duration_seconds_bucket", "tickd_tick_lag_seconds_bucket", `tickd_entities_per_tick{task="m"} 2`, "tickd_lease_renewal_rounds_total", "tickd_due_entries",
+		// series that exist before their first event, and the build
+		`tickd_lease_losses_total{task="m"} 0`, `tickd_source_failures_total{task="m"} 0`, `tickd_redis_errors_total{op="acquire"} 0`,
+		`tickd_task_paused{task="m"} 0`, `tickd_last_good_tick_timestamp_seconds{task="m"}`, `tickd_build_info{go_version="go1.`,
+		`tickd_run_duration_seconds_bucket{task="m",le="41943.04"}`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
 		}
