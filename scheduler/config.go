@@ -61,6 +61,11 @@ type Redis struct {
 	URL string `toml:"url"`
 	// KeyPrefix namespaces every key. Defaults to "tickd".
 	KeyPrefix string `toml:"key_prefix"`
+	// URLFile, instead of URL, names a file holding the URL, so that a
+	// password stays out of the config (which the service user must be able
+	// to read): a systemd credential (LoadCredential=), or a file of mode
+	// 0600. Read when the config is loaded. Defaults to "" (use URL).
+	URLFile string `toml:"url_file"`
 }
 
 // DefaultRedis is [redis] when the table is given with no keys.
@@ -222,10 +227,10 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 	}
 	d := newDecoder(path, data)
 	cfg := &Config{Path: path, Daemon: DefaultDaemon(), Defaults: DefaultTask()}
-	defaultsGiven, tasksRaw := decodeTables(d, raw, cfg)
+	defaultsGiven, tasksRaw, redisGiven := decodeTables(d, raw, cfg)
 	validateDaemon(d, cfg.Daemon)
 	if cfg.Redis != nil {
-		validateRedis(d, *cfg.Redis)
+		validateRedis(d, cfg.Redis, redisGiven["url"])
 	}
 	if defaultsGiven["name"] {
 		d.bad("defaults.name", "a name is per task; it cannot have a default")
@@ -241,17 +246,16 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 }
 
 // decodeTables decodes [daemon], [redis] and [defaults] into cfg, and
-// returns the keys [defaults] gives and the [[tasks]] tables, still raw.
-func decodeTables(d *decoder, raw map[string]any, cfg *Config) (keySet, []map[string]any) {
-	var defaultsGiven keySet
-	var tasksRaw []map[string]any
+// returns the keys [defaults] gives, the [[tasks]] tables, still raw, and
+// the keys [redis] gives.
+func decodeTables(d *decoder, raw map[string]any, cfg *Config) (defaultsGiven keySet, tasksRaw []map[string]any, redisGiven keySet) {
 	for _, k := range sortedKeys(raw) {
 		switch k {
 		case "daemon":
 			d.table(k, raw[k], &cfg.Daemon)
 		case "redis":
 			r := DefaultRedis()
-			d.table(k, raw[k], &r)
+			redisGiven = d.table(k, raw[k], &r)
 			cfg.Redis = &r
 		case "defaults":
 			defaultsGiven = d.table(k, raw[k], &cfg.Defaults)
@@ -267,7 +271,7 @@ func decodeTables(d *decoder, raw map[string]any, cfg *Config) (keySet, []map[st
 			d.unknown(k, raw[k], topLevel)
 		}
 	}
-	return defaultsGiven, tasksRaw
+	return defaultsGiven, tasksRaw, redisGiven
 }
 
 // decodeTasks decodes each [[tasks]] table over the defaults and returns
@@ -318,7 +322,7 @@ func NewConfig(daemon Daemon, r *Redis, tasks ...Task) (*Config, error) {
 	cfg := &Config{Path: "(code)", Daemon: daemon, Redis: r, Defaults: DefaultTask()}
 	validateDaemon(d, daemon)
 	if r != nil {
-		validateRedis(d, *r)
+		validateRedis(d, r, r.URLFile == "" || r.URL != DefaultRedis().URL)
 	}
 	if len(tasks) == 0 {
 		d.bad("tasks", "no tasks: nothing to schedule")
@@ -358,7 +362,18 @@ func validateDaemon(d *decoder, dm Daemon) {
 	}
 }
 
-func validateRedis(d *decoder, r Redis) {
+func validateRedis(d *decoder, r *Redis, urlGiven bool) {
+	if r.URLFile != "" {
+		if urlGiven {
+			d.bad("redis.url_file", "give url or url_file, not both")
+		}
+		b, err := os.ReadFile(r.URLFile)
+		if err != nil {
+			d.bad("redis.url_file", "%v", err)
+			return
+		}
+		r.URL = strings.TrimSpace(string(b))
+	}
 	if !strings.HasPrefix(r.URL, "redis://") && !strings.HasPrefix(r.URL, "rediss://") && !strings.HasPrefix(r.URL, "unix://") {
 		d.bad("redis.url", "must start with redis://, rediss:// or unix://")
 	}

@@ -54,6 +54,8 @@ func TestConfigErrors(t *testing.T) {
 		{"log level", "[daemon]\nlog_level = \"loud\"\n" + goodTask, `cfg.toml:2: daemon.log_level: "loud"`},
 		{"redis url", "[redis]\nurl = \"http://x\"\n" + goodTask, "cfg.toml:2: redis.url: must start with redis://"},
 		{"key prefix", "[redis]\nkey_prefix = \"a{b}\"\n" + goodTask, `cfg.toml:2: redis.key_prefix: "a{b}"`},
+		{"url_file missing", "[redis]\nurl_file = \"/nonexistent/redis-url\"\n" + goodTask, `cfg.toml:2: redis.url_file: open /nonexistent/redis-url: no such file or directory`},
+		{"url and url_file", "[redis]\nurl = \"redis://x\"\nurl_file = \"/dev/null\"\n" + goodTask, `cfg.toml:3: redis.url_file: give url or url_file, not both`},
 		{"no tasks", "[daemon]\n", "cfg.toml: tasks: no [[tasks]]"},
 		{"defaults name", "[defaults]\nname = \"x\"\n" + goodTask, "cfg.toml:2: defaults.name"},
 		{"bad default applies to tasks", "[defaults]\nlease_ttl = \"100ms\"\n" + goodTask, "tasks[0].lease_ttl: 100ms: too short"},
@@ -212,4 +214,20 @@ func FuzzParseConfig(f *testing.F) {
 			task.Schedule.Next(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		}
 	})
+}
+
+// TestConfigURLFile: the Redis URL can come from a file (a systemd
+// credential), so the config holds no password.
+func TestConfigURLFile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "redis-url")
+	if err := os.WriteFile(f, []byte("redis://:s3cret@127.0.0.1:6379/2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig("cfg.toml", []byte("[redis]\nurl_file = \""+f+"\"\n"+goodTask))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Redis.URL != "redis://:s3cret@127.0.0.1:6379/2" {
+		t.Errorf("url %q, want the file's content without its newline", cfg.Redis.URL)
+	}
 }

@@ -210,7 +210,11 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	sch.Start()
 	log.Info("tickd started", "config", cfg.Path, "tasks", len(cfg.Tasks), scheduler.KeyReplica, replica)
-	go notifyReady(ctx, store, log)
+	// READY=1 as soon as tickd runs: it waits for Redis by itself (and
+	// /readyz says whether Redis answers), so a wrong password or a Redis
+	// down at boot must not hold systemctl start for ever.
+	daemon.SdNotify(false, daemon.SdNotifyReady) //nolint:errcheck
+	go watchRedis(ctx, store, log)
 	stopWatchdog := watchdog()
 	defer stopWatchdog()
 
@@ -277,14 +281,14 @@ func shutdown(sch *scheduler.Scheduler, cfg *scheduler.Config, log *slog.Logger,
 	return nil
 }
 
-// notifyReady tells systemd READY=1 once the lease store answers.
-func notifyReady(ctx context.Context, store *lease.Store, log *slog.Logger) {
+// watchRedis says, at start, whether the lease store answers: an error
+// every 10s until it does, then once that it does.
+func watchRedis(ctx context.Context, store *lease.Store, log *slog.Logger) {
 	for i := 0; ; i++ {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := store.Ping(pctx)
 		cancel()
 		if err == nil {
-			daemon.SdNotify(false, daemon.SdNotifyReady) //nolint:errcheck
 			if i > 0 {
 				log.Info("redis reachable")
 			}

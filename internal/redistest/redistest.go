@@ -49,25 +49,35 @@ type Options struct {
 	Password string
 }
 
-var installOnce sync.Once
-
 // Binary returns the path of redis-server, installing it where it can.
 func Binary(t testing.TB) string {
 	t.Helper()
-	if p, err := exec.LookPath("redis-server"); err == nil {
+	return Tool(t, "redis-server", "redis-server", HowToInstall)
+}
+
+var installs sync.Map // Debian package → *sync.Once
+
+// Tool returns the path of the program bin, installing Debian's package pkg
+// where it can (as root, with apt-get: on CI and fresh machines); otherwise
+// the test fails with howTo, the one line that says how to get it. Tests
+// never skip for a missing program.
+func Tool(t testing.TB, bin, pkg, howTo string) string {
+	t.Helper()
+	if p, err := exec.LookPath(bin); err == nil {
 		return p
 	}
-	installOnce.Do(tryInstall)
-	p, err := exec.LookPath("redis-server")
+	once, _ := installs.LoadOrStore(pkg, &sync.Once{})
+	once.(*sync.Once).Do(func() { tryInstall(bin, pkg) })
+	p, err := exec.LookPath(bin)
 	if err != nil {
-		t.Fatal(HowToInstall)
+		t.Fatal(howTo)
 	}
 	return p
 }
 
 // tryInstall runs apt-get as root on Debian-like machines, under a file lock
 // so that test binaries running in parallel do not race each other.
-func tryInstall() {
+func tryInstall(bin, pkg string) {
 	if os.Geteuid() != 0 {
 		return
 	}
@@ -83,11 +93,11 @@ func tryInstall() {
 		return
 	}
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
-	if _, err := exec.LookPath("redis-server"); err == nil {
+	if _, err := exec.LookPath(bin); err == nil {
 		return
 	}
-	fmt.Fprintln(os.Stderr, "redistest: redis-server missing; running apt-get install -y redis-server")
-	for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", "redis-server"}} {
+	fmt.Fprintf(os.Stderr, "redistest: %s missing; running apt-get install -y %s\n", bin, pkg)
+	for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", pkg}} {
 		cmd := exec.Command("apt-get", args...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
