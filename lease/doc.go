@@ -85,6 +85,7 @@
 //	prefix:due               sorted set: member task:entity (escaped), score: when due
 //	prefix:dueinfo           hash: member → dueInfo
 //	prefix:epoch             epochValue
+//	prefix:replicas          hash: replica (escaped) → announceValue
 //	prefix:paused, prefix:sweep
 //
 // Each stored or passed format is defined once per language, with the same
@@ -99,6 +100,7 @@
 //	epochValue   quarantine_until|lost_at
 //	dueFrom      claim|tick              (acquire's argument: the due entry a run carries out)
 //	nextRun      reason|delay_ms|attempt (release's argument: the run asked for next)
+//	announceValue until|tasks            (the tasks a replica runs, until when)
 //
 // The entity value holds the lease (token, exp in Redis ms: held means a
 // token and exp > now; touched, reason, tick and holder of the grant), what

@@ -218,6 +218,23 @@ func (e epochValue) encode() string {
 	return strconv.FormatInt(e.QuarantineUntil, 10) + "|" + strconv.FormatInt(e.LostAt, 10)
 }
 
+// announceValue is a replica's field of the replicas hash (keys.replicas):
+// the tasks it runs, until when (Redis's clock), written by announce.lua
+//
+//	until|tasks   (tasks escaped, space-joined)
+type announceValue struct {
+	Until int64
+	Tasks []string
+}
+
+func (a announceValue) encode() string {
+	esc := make([]string, len(a.Tasks))
+	for i, t := range a.Tasks {
+		esc[i] = escape(t)
+	}
+	return strconv.FormatInt(a.Until, 10) + "|" + strings.Join(esc, " ")
+}
+
 // grantStatus is how acquire.lua answers for one entity.
 type grantStatus string
 

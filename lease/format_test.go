@@ -23,7 +23,7 @@ var codecScript = newScript(`
 local codecs = {
   entity = {decode_entity, encode_entity}, run = {decode_run, encode_run},
   due = {decode_due, encode_due}, epoch = {decode_epoch, encode_epoch},
-  from = {decode_from}, next = {decode_next},
+  from = {decode_from}, next = {decode_next}, announce = {decode_announce, encode_announce},
   busy = {nil, reply_busy},
 }
 local c = codecs[ARGV[1]]
@@ -129,6 +129,12 @@ func TestCodecsAgree(t *testing.T) {
 	for _, ep := range []epochValue{{}, {QuarantineUntil: maxMS, LostAt: 1_700_000_000_000}} {
 		fields := map[string]string{"quarantine_until": itoa(ep.QuarantineUntil), "lost_at": itoa(ep.LostAt)}
 		checkCodec(t, lua, "epoch", ep, ep.encode(), fields, nil)
+	}
+
+	for _, a := range []announceValue{{Until: 1, Tasks: nil}, {Until: maxMS, Tasks: []string{"sync-users", hostile}}} {
+		enc := a.encode()
+		_, list, _ := strings.Cut(enc, "|")
+		checkCodec(t, lua, "announce", a, enc, map[string]string{"until_ms": itoa(a.Until), "tasks": list}, nil)
 	}
 
 	for _, f := range []dueFrom{{Claim: "nonce-1:2", Tick: 0}, {Claim: "c", Tick: maxMS}} {

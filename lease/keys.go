@@ -102,6 +102,7 @@ func (k keys) epoch() string               { return k.prefix + ":epoch" }
 func (k keys) due() string                 { return k.prefix + ":due" }
 func (k keys) dueInfo() string             { return k.prefix + ":dueinfo" }
 func (k keys) paused() string              { return k.prefix + ":paused" }
+func (k keys) replicas() string            { return k.prefix + ":replicas" }
 func (k keys) sweep() string               { return k.prefix + ":sweep" }
 
 // entitiesPattern matches every task's hash in SCAN. Escaped names hold no

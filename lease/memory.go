@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,6 +30,7 @@ type memBackend struct {
 	states    map[string]*memState
 	due       map[string]*memDue
 	pausedSet map[string]bool
+	announced []string
 }
 
 type memLease struct {
@@ -375,3 +377,18 @@ func (b *memBackend) paused(context.Context) (map[string]bool, error) {
 }
 
 func (b *memBackend) ping(context.Context) error { return nil }
+
+// announce and known: the in-process store has one replica, whose tasks are
+// the ones it announced last.
+func (b *memBackend) announce(_ context.Context, tasks []string, _ time.Duration) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.announced = append([]string(nil), tasks...)
+	return nil
+}
+
+func (b *memBackend) known(_ context.Context, task string) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Contains(b.announced, task), nil
+}

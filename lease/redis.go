@@ -39,17 +39,25 @@ var luaUnlock string
 //go:embed lua/sweep.lua
 var luaSweep string
 
+//go:embed lua/announce.lua
+var luaAnnounce string
+
+//go:embed lua/known.lua
+var luaKnown string
+
 // Every script is the constants Go shares with Lua, the shared library, then
 // its own body.
 var (
-	scriptAcquire = newScript(luaAcquire)
-	scriptRenew   = newScript(luaRenew)
-	scriptRelease = newScript(luaRelease)
-	scriptEnqueue = newScript(luaEnqueue)
-	scriptTake    = newScript(luaTake)
-	scriptAck     = newScript(luaAck)
-	scriptUnlock  = newScript(luaUnlock)
-	scriptSweep   = newScript(luaSweep)
+	scriptAcquire  = newScript(luaAcquire)
+	scriptRenew    = newScript(luaRenew)
+	scriptRelease  = newScript(luaRelease)
+	scriptEnqueue  = newScript(luaEnqueue)
+	scriptTake     = newScript(luaTake)
+	scriptAck      = newScript(luaAck)
+	scriptUnlock   = newScript(luaUnlock)
+	scriptSweep    = newScript(luaSweep)
+	scriptAnnounce = newScript(luaAnnounce)
+	scriptKnown    = newScript(luaKnown)
 )
 
 func newScript(body string) *redis.Script { return redis.NewScript(luaConstants() + luaLib + body) }
@@ -574,6 +582,17 @@ func (b *redisBackend) paused(ctx context.Context) (map[string]bool, error) {
 }
 
 func (b *redisBackend) ping(ctx context.Context) error { return b.c.Ping(ctx).Err() }
+
+func (b *redisBackend) announce(ctx context.Context, tasks []string, ttl time.Duration) error {
+	v := announceValue{Tasks: tasks}.encode()
+	_, list, _ := strings.Cut(v, "|") // the script sets until by Redis's clock
+	return scriptAnnounce.Run(ctx, b.c, []string{b.k.replicas()}, escape(b.opts.Replica), ms(ttl), list).Err()
+}
+
+func (b *redisBackend) known(ctx context.Context, task string) (bool, error) {
+	n, err := scriptKnown.Run(ctx, b.c, []string{b.k.replicas()}, escape(task)).Int()
+	return n == 1, err
+}
 
 // InitEpoch declares that this Redis holds no lease any process could still
 // trust, so the data-loss quarantine does not apply to it. Use it only on a

@@ -75,6 +75,10 @@ type backend interface {
 	one(ctx context.Context, task, entity string) (EntityState, error)
 	setPaused(ctx context.Context, task string, paused bool) error
 	paused(ctx context.Context) (map[string]bool, error)
+	// announce records the tasks this replica runs, for ttl.
+	announce(ctx context.Context, tasks []string, ttl time.Duration) error
+	// known says whether a replica whose announcement is current runs task.
+	known(ctx context.Context, task string) (bool, error)
 	ping(ctx context.Context) error
 	// sweep forgets the entities neither held nor touched within StateTTL.
 	sweep(ctx context.Context) error
@@ -610,6 +614,26 @@ func (s *Store) SetPaused(ctx context.Context, task string, paused bool) error {
 
 // Paused returns the set of paused tasks.
 func (s *Store) Paused(ctx context.Context) (map[string]bool, error) { return s.b.paused(ctx) }
+
+// Announce records, for ttl, the tasks this replica runs: a replica that
+// takes a due run for a task it does not know (during a config rollout)
+// leaves it for one that does (Known).
+func (s *Store) Announce(ctx context.Context, tasks []string, ttl time.Duration) error {
+	if err := s.b.announce(ctx, tasks, ttl); err != nil {
+		return fmt.Errorf("announce tasks: %w", err)
+	}
+	return nil
+}
+
+// Known says whether a replica whose announcement has not run out runs
+// task.
+func (s *Store) Known(ctx context.Context, task string) (bool, error) {
+	ok, err := s.b.known(ctx, task)
+	if err != nil {
+		return false, fmt.Errorf("read announced tasks: %w", err)
+	}
+	return ok, nil
+}
 
 // Ping checks that the backend answers.
 func (s *Store) Ping(ctx context.Context) error { return s.b.ping(ctx) }

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"sort"
 	"time"
 
 	"github.com/tickd/tickd/lease"
@@ -19,6 +20,43 @@ func (s *Scheduler) publishDueDepth(ctx context.Context) {
 // dueVisibility is how long a taken due entry stays hidden before it comes
 // back: it only has to cover the moment between taking it and acquiring.
 const dueVisibility = 30 * time.Second
+
+// unknownTask deals with a due run for a task this replica's config does
+// not have. During a config rollout another replica may have it: the entry
+// is left for that one. Only when no replica announces the task is the
+// entry dropped.
+func (s *Scheduler) unknownTask(ctx context.Context, d lease.Due) {
+	ev := Event{Task: d.Task, Entity: d.Entity, Reason: d.Reason, Tick: d.Tick}
+	known, err := s.store.Known(ctx, d.Task)
+	if err != nil || known {
+		if err != nil {
+			s.storeFailed("announce", "announce", "cannot read which replicas run which tasks", Event{Task: d.Task}, err)
+		}
+		s.logLimited("unknown:"+d.Task, "due run for a task not in this replica's config: left for a replica that has it",
+			KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason)
+		s.store.Enqueue(ctx, d, time.Second) //nolint:errcheck // if this fails, visibility brings it back
+		s.observe(withKind(ev, EventDueDeferred))
+		return
+	}
+	s.log.Warn("due run for a task no replica runs: dropped", KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason)
+	s.store.Ack(ctx, d) //nolint:errcheck // it comes back if this fails
+	s.observe(withKind(ev, EventDueDropped))
+}
+
+// announce tells the other replicas which tasks this one runs; the
+// announce loop repeats it every PausePoll, valid for a few of those.
+func (s *Scheduler) announce(ctx context.Context) {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.tasks))
+	for name := range s.tasks {
+		names = append(names, name)
+	}
+	s.mu.Unlock()
+	sort.Strings(names)
+	if err := s.store.Announce(ctx, names, max(10*time.Second, 5*s.pausePoll)); err != nil && ctx.Err() == nil {
+		s.storeFailed("announce", "announce", "cannot announce this replica's tasks", Event{}, err)
+	}
+}
 
 // takeDue carries out durable requests: reschedules, retries, triggers and
 // follow-ups, from this replica or any other; the due loop calls it every
@@ -47,8 +85,7 @@ func (s *Scheduler) takeDue(ctx context.Context) {
 		ts := s.tasks[d.Task]
 		s.mu.Unlock()
 		if ts == nil {
-			s.log.Warn("due run for a task not in the config: dropped", KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason)
-			s.store.Ack(ctx, d) //nolint:errcheck // it comes back if this fails
+			s.unknownTask(ctx, d)
 			continue
 		}
 		ok := !ts.paused.Load()

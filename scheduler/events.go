@@ -24,11 +24,17 @@ const (
 	// EventStoreError: the lease store failed (Err); what failed is
 	// retried.
 	EventStoreError
+	// EventDueDeferred: a due run for a task this replica does not know
+	// was left for a replica that does (a config rollout).
+	EventDueDeferred
+	// EventDueDropped: a due run for a task no replica knows was dropped.
+	EventDueDropped
 )
 
 var eventNames = map[EventKind]string{
 	EventTick: "tick", EventRunStarted: "run_started", EventRunEnded: "run_ended",
 	EventRescheduleLimit: "reschedule_limit", EventStoreError: "store_error",
+	EventDueDeferred: "due_deferred", EventDueDropped: "due_dropped",
 }
 
 func (k EventKind) String() string { return eventNames[k] }

@@ -34,7 +34,7 @@ type Metrics struct {
 }
 
 // redisOps are the values of RedisErrors' op label.
-var redisOps = []string{"acquire", "renew", "take", "enqueue", "paused"}
+var redisOps = []string{"acquire", "renew", "take", "enqueue", "paused", "announce"}
 
 // NewMetrics creates the collectors and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {

@@ -154,7 +154,7 @@ func (s *Scheduler) Start() {
 		every time.Duration
 		fn    func(context.Context)
 	}
-	loops := []loop{{s.duePoll, s.takeDue}, {s.pausePoll, s.readPaused}}
+	loops := []loop{{s.duePoll, s.takeDue}, {s.pausePoll, s.readPaused}, {s.pausePoll, s.announce}}
 	if s.metrics != nil {
 		loops = append(loops, loop{s.pausePoll, s.publishDueDepth})
 	}

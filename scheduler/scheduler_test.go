@@ -1037,3 +1037,48 @@ entities_file = "/nonexistent/ids"
 	expect.Equal(t, "ticks whose source failed", e.ev.count(func(ev Event) bool { return ev.Kind == EventTick && ev.Counts.SourceFailed }), 1)
 	expect.Equal(t, "tick lines saying so", e.logs.count("tick", map[string]string{KeyTask: "nofile", "source_failed": "true"}), 1)
 }
+
+// TestDueRunDuringARolloutWaits: a trigger taken by a replica whose config
+// does not yet have the task (a rollout) is left for a replica that has it,
+// not dropped (it used to be dropped at once); only a task no replica runs
+// is dropped.
+func TestDueRunDuringARolloutWaits(t *testing.T) {
+	e := newEnv(t, true)
+	oldCfg := "[[tasks]]\nname = \"old\"\nevery = \"1h\"\nhandler = \"rec\"\n"
+	newCfg := oldCfg + "[[tasks]]\nname = \"new\"\nevery = \"1h\"\nhandler = \"rec\"\n"
+	_, st := e.start(oldCfg) // r1: takes due runs every 20ms, does not know "new"
+	// r2 has "new" but takes no due run for now: it only announces its tasks.
+	r2, err := New(e.config(newCfg), Options{Store: e.store("r2"), Registry: e.reg, Observer: e.ev.add,
+		DuePoll: time.Hour, PausePoll: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.Start()
+	t.Cleanup(func() { r2.Shutdown(5 * time.Second) })
+	redistest.WaitFor(t, 5*time.Second, "r2's tasks announced", func() bool { ok, _ := st.Known(context.Background(), "new"); return ok })
+	if err := st.Enqueue(context.Background(), lease.Due{Task: "new", Entity: "x", Reason: lease.ReasonTrigger}, 0); err != nil {
+		t.Fatal(err)
+	}
+	deferredByR1 := func(ev Event) bool { return ev.Kind == EventDueDeferred && ev.Replica == "r1" && ev.Task == "new" }
+	redistest.WaitFor(t, 10*time.Second, "r1 to leave the run twice", func() bool { return e.ev.count(deferredByR1) >= 2 })
+	expect.Equal(t, "runs dropped", e.ev.count(kind(EventDueDropped)), 0)
+	state, err := st.Entity(context.Background(), "new", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.True(t, "the trigger is still pending", state.Pending != nil)
+
+	// A replica that has the task carries it out.
+	e.start(newCfg)
+	redistest.WaitFor(t, 10*time.Second, "the trigger's run", func() bool {
+		return e.rec.count(func(r runRec) bool { return r.Task == "new" && r.Entity == "x" }) == 1
+	})
+
+	// A task no replica runs is dropped.
+	if err := st.Enqueue(context.Background(), lease.Due{Task: "ghost", Entity: "y", Reason: lease.ReasonTrigger}, 0); err != nil {
+		t.Fatal(err)
+	}
+	e.ev.waitFor(t, 10*time.Second, "the ghost's run dropped", func(ev Event) bool { return ev.Kind == EventDueDropped && ev.Task == "ghost" })
+	state, _ = st.Entity(context.Background(), "ghost", "y")
+	expect.True(t, "the ghost's run is gone", state.Pending == nil)
+}

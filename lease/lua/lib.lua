@@ -123,6 +123,18 @@ local function encode_epoch(e)
   return e.quarantine_until .. '|' .. e.lost_at
 end
 
+-- Announcement (Go: announceValue), a replica's field of the replicas hash:
+--   until_ms|tasks   (tasks escaped, space-joined)
+local function decode_announce(v)
+  local u, t = match(v, '^(%d+)|(.*)$')
+  if not u then return nil end
+  return {until_ms = u, tasks = t}
+end
+
+local function encode_announce(a)
+  return a.until_ms .. '|' .. a.tasks
+end
+
 -- Acquire's answers, one per entity (Go: decodeAcquireReply): a granted
 -- fence alone, or status|fields.
 local function reply_busy(e) return GRANT_BUSY .. '|' .. e.touched .. '|' .. e.fence .. '|' .. e.holder end
