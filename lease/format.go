@@ -38,21 +38,13 @@ type entityValue struct {
 
 // encode writes the value as the scripts store it.
 func (e entityValue) encode() string {
-	var b strings.Builder
-	b.Grow(96 + len(e.Token) + len(e.Holder))
-	for i, n := range []int64{e.LastTick, e.Fence} {
-		if i > 0 {
-			b.WriteByte('|')
-		}
-		b.WriteString(strconv.FormatInt(n, 10))
-	}
-	b.WriteString("|" + e.Token + "|" + strconv.FormatInt(e.Exp, 10) + "|" + flag(e.FollowUp) + "|" +
-		strconv.FormatInt(e.Touched, 10) + "|" + string(e.Reason) + "|" + strconv.FormatInt(e.Tick, 10) + "|" +
-		escape(e.Holder) + "#")
+	last := ""
 	if e.Last != nil {
-		b.WriteString(e.Last.encode())
+		last = e.Last.encode()
 	}
-	return b.String()
+	return strconv.FormatInt(e.LastTick, 10) + "|" + strconv.FormatInt(e.Fence, 10) + "|" + e.Token + "|" +
+		strconv.FormatInt(e.Exp, 10) + "|" + flag(e.FollowUp) + "|" + strconv.FormatInt(e.Touched, 10) + "|" +
+		string(e.Reason) + "|" + strconv.FormatInt(e.Tick, 10) + "|" + escape(e.Holder) + "#" + last
 }
 
 // decodeEntity reads a value of the task's hash.
@@ -228,11 +220,17 @@ type announceValue struct {
 }
 
 func (a announceValue) encode() string {
+	return strconv.FormatInt(a.Until, 10) + "|" + a.tasksField()
+}
+
+// tasksField is the tasks part: announce.lua adds the until part itself,
+// from Redis's clock.
+func (a announceValue) tasksField() string {
 	esc := make([]string, len(a.Tasks))
 	for i, t := range a.Tasks {
 		esc[i] = escape(t)
 	}
-	return strconv.FormatInt(a.Until, 10) + "|" + strings.Join(esc, " ")
+	return strings.Join(esc, " ")
 }
 
 // grantStatus is how acquire.lua answers for one entity.

@@ -60,7 +60,10 @@ var (
 	scriptKnown    = newScript(luaKnown)
 )
 
-func newScript(body string) *redis.Script { return redis.NewScript(luaConstants() + luaLib + body) }
+// luaPrelude begins every script: the shared constants, then lib.lua.
+var luaPrelude = luaConstants() + luaLib
+
+func newScript(body string) *redis.Script { return redis.NewScript(luaPrelude + body) }
 
 // RedisClient is what the store needs of a go-redis client.
 type RedisClient interface {
@@ -584,9 +587,8 @@ func (b *redisBackend) paused(ctx context.Context) (map[string]bool, error) {
 func (b *redisBackend) ping(ctx context.Context) error { return b.c.Ping(ctx).Err() }
 
 func (b *redisBackend) announce(ctx context.Context, tasks []string, ttl time.Duration) error {
-	v := announceValue{Tasks: tasks}.encode()
-	_, list, _ := strings.Cut(v, "|") // the script sets until by Redis's clock
-	return scriptAnnounce.Run(ctx, b.c, []string{b.k.replicas()}, escape(b.opts.Replica), ms(ttl), list).Err()
+	return scriptAnnounce.Run(ctx, b.c, []string{b.k.replicas()}, escape(b.opts.Replica), ms(ttl),
+		announceValue{Tasks: tasks}.tasksField()).Err()
 }
 
 func (b *redisBackend) known(ctx context.Context, task string) (bool, error) {

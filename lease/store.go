@@ -252,7 +252,7 @@ func (s *Store) acquireChunk(ctx context.Context, reqs []Request, out []Result) 
 		args[i] = acquireArg{req: r, token: tokens[i], field: escape(r.Entity)}
 	}
 	s.mu.Lock()
-	closed := s.closed
+	closed, maxTTL := s.closed, s.maxTTL
 	s.mu.Unlock()
 	if closed {
 		for i := range out {
@@ -261,7 +261,7 @@ func (s *Store) acquireChunk(ctx context.Context, reqs []Request, out []Result) 
 		return
 	}
 	sent := s.clock.Now()
-	replies, err := s.b.acquire(ctx, s.opts.Replica, s.MaxTTL(), args)
+	replies, err := s.b.acquire(ctx, s.opts.Replica, maxTTL, args)
 	if err != nil {
 		for i := range out {
 			if out[i].Err == nil {

@@ -30,7 +30,7 @@ func (s *Scheduler) unknownTask(ctx context.Context, d lease.Due) {
 	known, err := s.store.Known(ctx, d.Task)
 	if err != nil || known {
 		if err != nil {
-			s.storeFailed("announce", "announce", "cannot read which replicas run which tasks", Event{Task: d.Task}, err)
+			s.storeFailed("announce", "known", "cannot read which replicas run which tasks", Event{Task: d.Task}, err)
 		}
 		s.logLimited("unknown:"+d.Task, "due run for a task not in this replica's config: left for a replica that has it",
 			KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason)
