@@ -218,13 +218,20 @@ func (e *env) store(replica string) *lease.Store {
 		}
 		return e.mem
 	}
-	c := redis.NewClient(&redis.Options{Addr: e.srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-	s, err := lease.NewRedis(c, "tickd", lease.Options{Replica: replica, MaxTTL: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := e.redisStore("tickd", lease.Options{Replica: replica, MaxTTL: 2 * time.Second})
 	s.InitEpoch(context.Background()) //nolint:errcheck
-	t.Cleanup(func() { s.Close(); c.Close() })
+	return s
+}
+
+// redisStore returns a store on the test's Redis under prefix, closed when
+// the test ends. Its epoch is not initialised: a Redis new to tickd.
+func (e *env) redisStore(prefix string, opts lease.Options) *lease.Store {
+	c := redis.NewClient(&redis.Options{Addr: e.srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	s, err := lease.NewRedis(c, prefix, opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { s.Close(); c.Close() })
 	return s
 }
 
@@ -243,14 +250,21 @@ func (e *env) start(toml string) (*Scheduler, *lease.Store) {
 	e.count++
 	replica := fmt.Sprintf("r%d", e.count)
 	st := e.store(replica)
-	s, err := New(e.config(toml), Options{Store: st, Logger: slog.New(e.logs), Registry: e.reg, Observer: e.ev.add,
-		DuePoll: 20 * time.Millisecond, PausePoll: 100 * time.Millisecond})
+	return e.run(toml, Options{Store: st, DuePoll: 20 * time.Millisecond, PausePoll: 100 * time.Millisecond}), st
+}
+
+// run starts a scheduler for toml with opts, logging to the test's records
+// and reporting to its events, until the test ends.
+func (e *env) run(toml string, opts Options) *Scheduler {
+	e.t.Helper()
+	opts.Logger, opts.Registry, opts.Observer = slog.New(e.logs), e.reg, e.ev.add
+	s, err := New(e.config(toml), opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	s.Start()
 	e.t.Cleanup(func() { s.Shutdown(5 * time.Second) })
-	return s, st
+	return s
 }
 
 func entities(n int) string {
@@ -650,19 +664,9 @@ lease_ttl = "3s"
 
 func TestRunNotStartedOnALeaseUntrustedOnArrival(t *testing.T) {
 	e := newEnv(t, true)
-	c := redis.NewClient(&redis.Options{Addr: e.srv.Addr})
-	st, err := lease.NewRedis(c, "tickd", lease.Options{Replica: "frozen", Clock: &leapClock{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := e.redisStore("tickd", lease.Options{Replica: "frozen", Clock: &leapClock{}})
 	st.InitEpoch(context.Background()) //nolint:errcheck
-	t.Cleanup(func() { st.Close(); c.Close() })
-	s, err := New(e.config(lateTask), Options{Store: st, Logger: slog.New(e.logs), Registry: e.reg, Observer: e.ev.add})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(func() { s.Shutdown(5 * time.Second) })
+	e.run(lateTask, Options{Store: st})
 	e.ev.waitFor(t, 10*time.Second, "the run to end as lease_lost", ended(lease.OutcomeLeaseLost))
 	if n := e.rec.count(func(runRec) bool { return true }); n != 0 {
 		t.Fatalf("the handler was called %d times on an untrusted lease", n)
@@ -945,25 +949,15 @@ entities_file = %q
 // not a store error, and the tick waits it out.
 func TestFirstStartIsNotARedisError(t *testing.T) {
 	e := newEnv(t, true)
-	c := redis.NewClient(&redis.Options{Addr: e.srv.Addr})
-	st, err := lease.NewRedis(c, "fresh", lease.Options{Replica: "r1", MaxTTL: 2 * time.Second}) // no InitEpoch
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(); c.Close() })
-	s, err := New(e.config(`
+	st := e.redisStore("fresh", lease.Options{Replica: "r1", MaxTTL: 2 * time.Second}) // no InitEpoch
+	e.run(`
 [[tasks]]
 name = "first"
 every = "1s"
 handler = "rec"
 lease_ttl = "2s"
 entities = ["a", "b", "c"]
-`), Options{Store: st, Logger: slog.New(e.logs), Registry: e.reg, Observer: e.ev.add})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(func() { s.Shutdown(5 * time.Second) })
+`, Options{Store: st})
 	redistest.WaitFor(t, 15*time.Second, "runs once the quarantine is over", func() bool { return e.rec.count(func(runRec) bool { return true }) >= 3 })
 	said := e.logs.count("no tickd state in this Redis: a first start, or a data loss; nothing is granted for 2s, so that no lease it may have forgotten is granted twice", nil)
 	expect.Equal(t, "times the quarantine is logged", said, 1)
@@ -1048,13 +1042,7 @@ func TestDueRunDuringARolloutWaits(t *testing.T) {
 	newCfg := oldCfg + "[[tasks]]\nname = \"new\"\nevery = \"1h\"\nhandler = \"rec\"\n"
 	_, st := e.start(oldCfg) // r1: takes due runs every 20ms, does not know "new"
 	// r2 has "new" but takes no due run for now: it only announces its tasks.
-	r2, err := New(e.config(newCfg), Options{Store: e.store("r2"), Registry: e.reg, Observer: e.ev.add,
-		DuePoll: time.Hour, PausePoll: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2.Start()
-	t.Cleanup(func() { r2.Shutdown(5 * time.Second) })
+	e.run(newCfg, Options{Store: e.store("r2"), DuePoll: time.Hour, PausePoll: 50 * time.Millisecond})
 	redistest.WaitFor(t, 5*time.Second, "r2's tasks announced", func() bool { ok, _ := st.Known(context.Background(), "new"); return ok })
 	if err := st.Enqueue(context.Background(), lease.Due{Task: "new", Entity: "x", Reason: lease.ReasonTrigger}, 0); err != nil {
 		t.Fatal(err)
