@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"time"
@@ -38,9 +39,9 @@ func NewLogLimiter(every time.Duration) *LogLimiter {
 	return &LogLimiter{every: every, last: map[string]time.Time{}, hush: map[string]int{}}
 }
 
-// Allow reports whether a line for key may be logged now, and how many were
+// allow reports whether a line for key may be logged now, and how many were
 // suppressed since the last one.
-func (l *LogLimiter) Allow(key string) (bool, int) {
+func (l *LogLimiter) allow(key string) (bool, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
@@ -53,15 +54,21 @@ func (l *LogLimiter) Allow(key string) (bool, int) {
 	return true, n
 }
 
-func (s *Scheduler) logLimited(key, msg string, args ...any) {
-	ok, n := s.logLimit.Allow(key)
+// Log logs msg at lvl if a line for key may be logged now (allow), with
+// the count of lines suppressed since the last one when there were any.
+func (l *LogLimiter) Log(log *slog.Logger, lvl slog.Level, key, msg string, args ...any) {
+	ok, n := l.allow(key)
 	if !ok {
 		return
 	}
 	if n > 0 {
 		args = append(args, "suppressed", n)
 	}
-	s.log.Error(msg, args...)
+	log.Log(context.Background(), lvl, msg, args...)
+}
+
+func (s *Scheduler) logLimited(key, msg string, args ...any) {
+	s.logLimit.Log(s.log, slog.LevelError, key, msg, args...)
 }
 
 // storeFailed reports a failure of the lease store's op (redisOps): counted,

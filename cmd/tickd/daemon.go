@@ -89,9 +89,7 @@ type redisLog struct {
 }
 
 func (r redisLog) Printf(_ context.Context, format string, v ...any) {
-	if ok, n := r.limit.Allow("go-redis"); ok {
-		r.log.Warn("redis client: "+strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "), "suppressed", n)
-	}
+	r.limit.Log(r.log, slog.LevelWarn, "go-redis", "redis client: "+strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "))
 }
 
 // routeRedisLogs sends go-redis's log lines to log (go-redis has one logger
@@ -134,9 +132,7 @@ func openStore(cfg *scheduler.Config, replica string, clock lease.Clock, log *sl
 	limit := scheduler.NewLogLimiter(scheduler.LogEvery)
 	opts.OnRenewError = func(err error) {
 		m.RedisError("renew")
-		if ok, n := limit.Allow("renew"); ok {
-			log.Error("lease renewal failed", "error", err, "suppressed", n)
-		}
+		limit.Log(log, slog.LevelError, "renew", "lease renewal failed", "error", err)
 	}
 	s, err := lease.NewRedis(c, cfg.Redis.KeyPrefix, opts)
 	if err != nil {
@@ -149,7 +145,7 @@ func openStore(cfg *scheduler.Config, replica string, clock lease.Clock, log *sl
 
 // stockHandlers are the Go handlers of the stock binary: the demo one. A Go
 // program that embeds tickd registers its own handlers in a tasks.Registry
-// and passes it to scheduler.New (scheduler's Example_embedded).
+// and passes it to scheduler.New (the scheduler package's Example).
 func stockHandlers() *tasks.Registry {
 	r := &tasks.Registry{}
 	r.Register("demo-hello", tasks.Hello) //nolint:errcheck // the only name registered
