@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"runtime"
@@ -33,14 +32,14 @@ Flags may come before or after the arguments; arguments that begin with
 // run dispatches a subcommand and turns its error into an exit status: a
 // command-line mistake prints what was wrong and the command's usage, exit 2.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cmd := "run"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	cmd, explicit := "run", len(args) > 0 && !strings.HasPrefix(args[0], "-")
+	if explicit {
 		cmd, args = args[0], args[1:]
 	}
 	var err error
 	switch cmd {
 	case "run":
-		if len(args) == 1 && isHelp(args[0]) { // tickd -h: the overview, not run's flags
+		if len(args) == 1 && isHelp(args[0]) && !explicit { // tickd -h: the overview, not run's flags
 			fmt.Fprint(stdout, usage)
 			return 0
 		}
@@ -69,6 +68,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var ee exitError
 	var ue *usageError
+	var help helpRequest
 	switch {
 	case err == nil:
 		return 0
@@ -76,7 +76,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ee.code
 	case errors.Is(err, errTriggerSkipped):
 		return 3
-	case errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &help):
+		help.c.printUsage(stdout)
 		return 0
 	}
 	code := 1

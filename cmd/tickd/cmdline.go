@@ -43,7 +43,7 @@ func (c *cmdline) parse(args []string) (pos, rest []string, err error) {
 	for {
 		if err := c.fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, nil, err
+				return nil, nil, helpRequest{c}
 			}
 			return nil, nil, c.usage("%v", err)
 		}
@@ -56,7 +56,7 @@ func (c *cmdline) parse(args []string) (pos, rest []string, err error) {
 }
 
 // args parses a command that takes between min and max arguments (max < 0:
-// any number) and nothing after "--".
+// any number); those after "--" count as arguments too.
 func (c *cmdline) args(args []string, min, max int, names ...string) ([]string, error) {
 	pos, rest, err := c.parse(args)
 	if err != nil {
@@ -84,6 +84,11 @@ type usageError struct {
 }
 
 func (e *usageError) Error() string { return e.msg }
+
+// helpRequest is -h: run prints the command's usage on stdout, exit 0.
+type helpRequest struct{ c *cmdline }
+
+func (helpRequest) Error() string { return flag.ErrHelp.Error() }
 
 func (c *cmdline) usage(format string, args ...any) error {
 	return &usageError{c: c, msg: fmt.Sprintf(format, args...)}

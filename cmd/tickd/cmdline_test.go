@@ -77,6 +77,11 @@ func TestHelpAndVersion(t *testing.T) {
 		expect.Equal(t, h+": exit status", code, 0)
 		expect.True(t, h+" shows every command", strings.Contains(out, "tickd lock -config FILE") && strings.Contains(out, "tickd version"))
 	}
+	for _, cmd := range []string{"status", "trigger", "lock", "run"} {
+		code, out, _ := cli(cmd, "-h")
+		expect.Equal(t, cmd+" -h: exit status", code, 0)
+		expect.True(t, cmd+" -h shows its usage and flags: "+out, strings.Contains(out, "Usage: tickd "+cmd) && strings.Contains(out, "-config"))
+	}
 	code, out, _ := cli("version")
 	expect.Equal(t, "version: exit status", code, 0)
 	expect.True(t, "version names the binary and Go: "+out, strings.HasPrefix(out, "tickd ") && strings.Contains(out, "go1."))
