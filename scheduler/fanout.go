@@ -173,6 +173,7 @@ func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.T
 		// Busy and already-ran are answers; anything else is retried.
 		var pending []int
 		var early, failed error
+		var quarantine *lease.QuarantineError
 		wait := backoff
 		for i, r := range res {
 			var ee *lease.EarlyError
@@ -186,12 +187,15 @@ func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.T
 				wait = max(wait, min(ee.Wait, 2*time.Second))
 			case errors.As(r.Err, &qe):
 				// Not a Redis error: a first start, or a data loss.
-				s.quarantined(qe.Left)
+				quarantine = qe
 				wait = max(wait, min(qe.Left, 2*time.Second))
 			default:
 				failed = r.Err
 			}
 			pending = append(pending, i)
+		}
+		if quarantine != nil {
+			s.quarantined(quarantine.Left)
 		}
 		if early != nil {
 			s.logLimited("early:"+ts.t.Name, "tick not yet due by Redis's clock: is this host's clock ahead?", KeyTask, ts.t.Name, tickAttr(T), KeyError, early)
