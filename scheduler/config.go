@@ -322,7 +322,7 @@ func NewConfig(daemon Daemon, r *Redis, tasks ...Task) (*Config, error) {
 	cfg := &Config{Path: "(code)", Daemon: daemon, Redis: r, Defaults: DefaultTask()}
 	validateDaemon(d, daemon)
 	if r != nil {
-		validateRedis(d, r, r.URLFile == "" || r.URL != DefaultRedis().URL)
+		validateRedis(d, r, r.URL != "" && r.URL != DefaultRedis().URL) // a URL of its own beside url_file
 	}
 	if len(tasks) == 0 {
 		d.bad("tasks", "no tasks: nothing to schedule")

@@ -231,3 +231,23 @@ func TestConfigURLFile(t *testing.T) {
 		t.Errorf("url %q, want the file's content without its newline", cfg.Redis.URL)
 	}
 }
+
+// TestNewConfigURLFile: a config built in code may give url_file alone.
+func TestNewConfigURLFile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "redis-url")
+	if err := os.WriteFile(f, []byte("redis://127.0.0.1:6379/3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	task := DefaultTask()
+	task.Name, task.Every, task.Command = "t", time.Minute, []string{"true"}
+	cfg, err := NewConfig(DefaultDaemon(), &Redis{URLFile: f, KeyPrefix: "tickd"}, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Redis.URL != "redis://127.0.0.1:6379/3" {
+		t.Errorf("url %q, want the file's", cfg.Redis.URL)
+	}
+	if _, err := NewConfig(DefaultDaemon(), &Redis{URL: "redis://x:1/0", URLFile: f, KeyPrefix: "tickd"}, task); err == nil {
+		t.Error("url and url_file both accepted")
+	}
+}
