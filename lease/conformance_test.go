@@ -25,12 +25,22 @@ type kit struct {
 	client func(opts Options) *Store
 }
 
-func redisKit(t *testing.T) kit {
-	srv := redistest.Start(t)
+func redisKit(t *testing.T) kit { return redisKitOn(t, redistest.Start(t).Addr) }
+
+// replicatedKit runs the suite against a primary with a replica, every
+// grant and renewal acknowledged by it (AcksAuto). One pair serves every
+// case: each kit has its own key prefix.
+func replicatedKit(pair *redistest.Replicated) func(t *testing.T) kit {
+	return func(t *testing.T) kit { return redisKitOn(t, pair.Primary.Addr) }
+}
+
+// redisKitOn builds stores on the Redis at addr with the default
+// acknowledgement (AcksAuto).
+func redisKitOn(t *testing.T, addr string) kit {
 	prefix := "t" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	first := true
 	return kit{client: func(opts Options) *Store {
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+		c := redis.NewClient(&redis.Options{Addr: addr})
 		t.Cleanup(func() { c.Close() })
 		s, err := NewRedis(c, prefix, opts)
 		if err != nil {
@@ -59,7 +69,8 @@ func memoryKit(t *testing.T) kit {
 }
 
 func TestConformance(t *testing.T) {
-	for name, mk := range map[string]func(*testing.T) kit{"redis": redisKit, "memory": memoryKit} {
+	pair := redistest.StartReplicated(t, redistest.ReplicatedOptions{})
+	for name, mk := range map[string]func(*testing.T) kit{"redis": redisKit, "memory": memoryKit, "redis-replicated": replicatedKit(pair)} {
 		t.Run(name, func(t *testing.T) {
 			for _, c := range conformance {
 				t.Run(c.name, func(t *testing.T) { c.fn(t, mk(t)) })

@@ -75,6 +75,7 @@ type redisBackend struct {
 	c    RedisClient
 	k    keys
 	opts *Options
+	acks *acker // nil: never wait for replicas
 }
 
 // NewRedis returns a Store whose leases live in Redis under prefix. Replicas
@@ -85,6 +86,9 @@ func NewRedis(c RedisClient, prefix string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("lease: key prefix %q: use letters, digits and . _ - : only", prefix)
 	}
 	b := &redisBackend{c: c, k: keys{prefix: prefix}}
+	if opts.ReplicaAcks != AcksNever {
+		b.acks = &acker{mode: opts.ReplicaAcks}
+	}
 	return newStore(b, opts, func(o *Options) { b.opts = o }), nil
 }
 
@@ -150,14 +154,16 @@ type scriptCall struct {
 
 // runGroups runs one call per group (calls[g] for gs[g]) in one round trip
 // and returns the replies in batch order: reply i answers the request at
-// position i, out of n. Each call must answer one element per request.
-func runGroups[K comparable](ctx context.Context, b *redisBackend, sc *redis.Script, gs []group[K], calls []scriptCall, n int) ([]string, error) {
+// position i, out of n. Each call must answer one element per request. With
+// ackWithin > 0, the round trip also waits that long for the replicas; a
+// shortfall returns the replies with an *AckError.
+func runGroups[K comparable](ctx context.Context, b *redisBackend, sc *redis.Script, gs []group[K], calls []scriptCall, n int, ackWithin time.Duration) ([]string, error) {
 	out := make([]string, n)
 	if len(calls) == 0 {
 		return out, nil
 	}
-	res, err := b.runEach(ctx, sc, calls)
-	if err != nil {
+	res, err := b.runEach(ctx, sc, calls, ackWithin)
+	if res == nil {
 		return nil, err
 	}
 	for g, gr := range gs {
@@ -168,22 +174,55 @@ func runGroups[K comparable](ctx context.Context, b *redisBackend, sc *redis.Scr
 			out[i] = res[g][k]
 		}
 	}
-	return out, nil
+	return out, err
 }
 
-// runEach runs one call of sc per group in one round trip (a pipeline) and
-// returns each call's answers: the scripts join them with spaces (lib.lua's
-// reply). A Redis that restarted has forgotten the script: it is loaded and
-// the round run again.
-func (b *redisBackend) runEach(ctx context.Context, sc *redis.Script, calls []scriptCall) ([][]string, error) {
-	if len(calls) == 1 { // Run loads the script itself when needed
+// runEach runs one call of sc per group in one round trip and returns each
+// call's answers: the scripts join them with spaces (lib.lua's reply).
+func (b *redisBackend) runEach(ctx context.Context, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([][]string, error) {
+	if len(calls) == 1 && (ackWithin <= 0 || b.acks == nil) { // Run loads the script itself when needed
 		r, err := sc.Run(ctx, b.c, calls[0].keys, calls[0].args...).Text()
-		return [][]string{strings.Split(r, " ")}, err
+		if err != nil {
+			return nil, err
+		}
+		return [][]string{strings.Split(r, " ")}, nil
+	}
+	cmds, err := b.eval(ctx, sc, calls, ackWithin)
+	if cmds == nil {
+		return nil, err
+	}
+	out := make([][]string, len(calls))
+	for i, c := range cmds {
+		r, cerr := c.Text()
+		if cerr != nil {
+			return nil, cerr
+		}
+		out[i] = strings.Split(r, " ")
+	}
+	return out, err
+}
+
+// eval runs the calls of sc in one pipeline. A Redis that restarted, or a
+// primary new after a failover, has not got the script: it is loaded and
+// the pipeline sent again.
+//
+// With ackWithin > 0 (and acknowledgement on) the pipeline ends with a WAIT
+// on the same connection (acker.queue): one per batch, not per lease. If
+// the replicas fall short, the commands come back with an *AckError: the
+// writes happened on the primary but must not be trusted.
+func (b *redisBackend) eval(ctx context.Context, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
+	acks := b.acks
+	if ackWithin <= 0 {
+		acks = nil
 	}
 	pipe := b.c.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {
 		cmds[i] = sc.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	round, err := acks.queue(ctx, b.c, pipe, ackWithin)
+	if err != nil {
+		return nil, err
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		if !redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -192,18 +231,14 @@ func (b *redisBackend) runEach(ctx context.Context, sc *redis.Script, calls []sc
 		if err := sc.Load(ctx, b.c).Err(); err != nil {
 			return nil, err
 		}
-		return b.runEach(ctx, sc, calls)
+		return b.eval(ctx, sc, calls, ackWithin)
 	}
-	out := make([][]string, len(calls))
-	for i, c := range cmds {
-		r, err := c.Text()
-		if err != nil {
-			return nil, err
-		}
-		out[i] = strings.Split(r, " ")
-	}
-	return out, nil
+	return cmds, round.check(ctx, b.c)
 }
+
+// enqueueWait bounds how long a due entry written outside a lease (a
+// trigger, a given-back entry) waits for the replicas.
+const enqueueWait = ackWaitMax
 
 func (b *redisBackend) acquire(ctx context.Context, holder string, maxTTL time.Duration, reqs []acquireArg) ([]acquireReply, error) {
 	out := make([]acquireReply, len(reqs))
@@ -248,16 +283,23 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, maxTTL time.D
 		}
 		calls[g] = scriptCall{keys: []string{b.k.epoch(), b.k.due(), b.k.dueInfo(), b.k.entities(k.task)}, args: args}
 	}
-	res, err := runGroups(ctx, b, scriptAcquire, gs, calls, len(live))
-	if err != nil {
+	var shortest time.Duration
+	for _, g := range gs {
+		if shortest == 0 || g.key.ttl < shortest {
+			shortest = g.key.ttl
+		}
+	}
+	res, err := runGroups(ctx, b, scriptAcquire, gs, calls, len(live), ackWait(shortest))
+	if res == nil {
 		return nil, err
 	}
 	for j, v := range res {
-		if out[live[j]], err = decodeAcquireReply(v); err != nil {
-			return nil, err
+		var derr error
+		if out[live[j]], derr = decodeAcquireReply(v); derr != nil {
+			return nil, derr
 		}
 	}
-	return out, nil
+	return out, err // an *AckError: the grants stand on the primary, untrusted
 }
 
 func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]bool, error) {
@@ -270,7 +312,13 @@ func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]bool, error) {
 		}
 		calls[g] = scriptCall{keys: []string{b.k.entities(gr.key)}, args: args}
 	}
-	res, err := runGroups(ctx, b, scriptRenew, gs, calls, len(ls))
+	shortest := ls[0].ttl
+	for _, l := range ls {
+		shortest = min(shortest, l.ttl)
+	}
+	// A renewal the replicas lack does not move the trust window: the
+	// round fails as if Redis had not answered.
+	res, err := runGroups(ctx, b, scriptRenew, gs, calls, len(ls), ackWait(shortest))
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +362,9 @@ func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseR
 		}
 		calls[g] = scriptCall{keys: []string{b.k.due(), b.k.dueInfo(), b.k.entities(gr.key)}, args: args}
 	}
-	res, err := runGroups(ctx, b, scriptRelease, gs, calls, len(rs))
+	// A release is not waited for: a failover that loses it leaves the
+	// lease held on the promoted replica until its TTL passes.
+	res, err := runGroups(ctx, b, scriptRelease, gs, calls, len(rs), 0)
 	if err != nil {
 		return nil, err
 	}
@@ -334,8 +384,10 @@ func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseR
 }
 
 func (b *redisBackend) enqueue(ctx context.Context, d Due, delay time.Duration) error {
-	return scriptEnqueue.Run(ctx, b.c, []string{b.k.due(), b.k.dueInfo()},
-		member(d.Task, d.Entity), string(d.Reason), ms(delay), strconv.Itoa(d.Attempt), tickMS(d.Tick)).Err()
+	// Acknowledged, so that a trigger said to be stored survives a failover.
+	_, err := b.eval(ctx, scriptEnqueue, []scriptCall{{keys: []string{b.k.due(), b.k.dueInfo()},
+		args: []any{member(d.Task, d.Entity), string(d.Reason), ms(delay), strconv.Itoa(d.Attempt), tickMS(d.Tick)}}}, enqueueWait)
+	return err
 }
 
 func (b *redisBackend) take(ctx context.Context, limit int, vis time.Duration, prefix string) ([]Due, error) {

@@ -37,6 +37,13 @@ type Options struct {
 	OnRenewError func(error)
 	// OnRenew, if set, is called after each successful renewal round.
 	OnRenew func()
+	// ReplicaAcks (Redis only) is how many replicas must have a grant or a
+	// renewal before it is trusted. The zero value, AcksAuto, waits for
+	// every replica the primary reports online.
+	ReplicaAcks ReplicaAcks
+	// OnAcks, if set, is called when lease writes stop being acknowledged
+	// by the replicas (with the *AckError) and when they are again (nil).
+	OnAcks func(err error)
 }
 
 func (o *Options) fill() {
@@ -114,11 +121,13 @@ type Store struct {
 	seq   atomic.Uint64
 	// sweeping is true while a sweep runs; swept counts the periodic sweeps
 	// this store ran (tests).
-	sweeping atomic.Bool
-	swept    atomic.Int64
+	sweeping    atomic.Bool
+	swept       atomic.Int64
+	ackFailures atomic.Int64
 
 	mu     sync.Mutex
 	maxTTL time.Duration // Options.MaxTTL, raised by CoverTTL
+	ackErr *AckError     // while lease writes are not acknowledged
 	held   map[*Lease]struct{}
 	wake   chan struct{}
 	wakeAt time.Time // when the keeper plans to wake; zero while it works
@@ -262,6 +271,12 @@ func (s *Store) acquireChunk(ctx context.Context, reqs []Request, out []Result) 
 	}
 	sent := s.clock.Now()
 	replies, err := s.b.acquire(ctx, s.opts.Replica, maxTTL, args)
+	s.noteAcks(err)
+	var ackErr *AckError
+	if errors.As(err, &ackErr) && replies != nil {
+		s.handBack(ctx, args, replies, out, ackErr, sent)
+		return
+	}
 	if err != nil {
 		for i := range out {
 			if out[i].Err == nil {
@@ -280,21 +295,110 @@ func (s *Store) acquireChunk(ctx context.Context, reqs []Request, out []Result) 
 		case grantOK:
 			out[i].Lease = s.newLease(a, rep.fence, sent)
 			granted = append(granted, out[i].Lease)
-		case grantBusy:
-			out[i].Err = &BusyError{Holder: rep.holder, Since: rep.at, Fence: rep.fence, Queued: a.req.Queue}
-		case grantRan:
-			out[i].Err = &AlreadyRanError{LastTick: rep.at}
-		case grantQuarantine:
-			out[i].Err = &QuarantineError{Left: rep.left}
-		case grantEarly:
-			out[i].Err = &EarlyError{Wait: rep.left}
 		default:
-			out[i].Err = fmt.Errorf("lease: unexpected acquire reply %q", rep.status)
+			out[i].Err = s.refusal(a, rep)
 		}
 	}
 	if len(granted) > 0 {
 		s.hold(granted, sent)
 	}
+}
+
+// refusal is the error of an acquire reply that granted nothing.
+func (s *Store) refusal(a acquireArg, rep acquireReply) error {
+	switch rep.status {
+	case grantBusy:
+		return &BusyError{Holder: rep.holder, Since: rep.at, Fence: rep.fence, Queued: a.req.Queue}
+	case grantRan:
+		return &AlreadyRanError{LastTick: rep.at}
+	case grantQuarantine:
+		return &QuarantineError{Left: rep.left}
+	case grantEarly:
+		return &EarlyError{Wait: rep.left}
+	}
+	return fmt.Errorf("lease: unexpected acquire reply %q", rep.status)
+}
+
+// handBack answers a batch whose grants the replicas did not acknowledge:
+// nothing may start under them. Each grant is released at once, its run
+// recorded as canceled and handed over (a due entry, after a second, with
+// the request's reason and tick) so that it happens once the replicas
+// acknowledge again; the other answers stand.
+func (s *Store) handBack(ctx context.Context, args []acquireArg, replies []acquireReply, out []Result, ackErr *AckError, sent time.Time) {
+	var rs []releaseArg
+	for i, rep := range replies {
+		if out[i].Err != nil {
+			continue
+		}
+		if rep.status != grantOK {
+			out[i].Err = s.refusal(args[i], rep)
+			continue
+		}
+		out[i].Err = fmt.Errorf("lease %s/%s: %w", args[i].req.Task, args[i].req.Entity, ackErr)
+		l := s.newLease(args[i], rep.fence, sent)
+		next := &Next{Reason: ReasonRetry, Delay: handBackDelay, Attempt: l.Attempt}
+		if d := args[i].req.From; d != nil {
+			next.Reason = d.Reason
+		}
+		rs = append(rs, releaseArg{l: l, o: &Finished{Outcome: OutcomeCanceled, Started: sent, Ended: s.clock.Now()}, next: next})
+	}
+	if len(rs) == 0 {
+		return
+	}
+	// Best effort: a grant not released expires after its TTL, and a due
+	// entry not handed back returns after its visibility timeout.
+	s.b.release(ctx, rs) //nolint:errcheck
+	for _, r := range rs {
+		r.l.cancel(ackErr)
+	}
+}
+
+// handBackDelay is how soon a grant the replicas did not acknowledge is
+// tried again.
+const handBackDelay = time.Second
+
+// noteAcks follows whether the replicas acknowledge lease writes: err is a
+// backend answer to a write that waited for them. OnAcks hears of each
+// change, and AckFailures counts the writes refused.
+func (s *Store) noteAcks(err error) {
+	var ae *AckError
+	failing := errors.As(err, &ae)
+	if !failing && err != nil {
+		return // no answer: nothing learnt about the replicas
+	}
+	if failing {
+		s.ackFailures.Add(1)
+	}
+	s.mu.Lock()
+	changed := (s.ackErr != nil) != failing
+	if failing {
+		s.ackErr = ae
+	} else {
+		s.ackErr = nil
+	}
+	s.mu.Unlock()
+	if changed && s.opts.OnAcks != nil {
+		if failing {
+			s.opts.OnAcks(ae)
+		} else {
+			s.opts.OnAcks(nil)
+		}
+	}
+}
+
+// AckFailures counts the lease writes (a batch's grants, a renewal round, a
+// due entry) that the replicas did not acknowledge in time.
+func (s *Store) AckFailures() int64 { return s.ackFailures.Load() }
+
+// AckErr is the last acknowledgement failure while lease writes are not
+// acknowledged, or nil.
+func (s *Store) AckErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ackErr == nil {
+		return nil
+	}
+	return s.ackErr
 }
 
 func (s *Store) newLease(a acquireArg, fence int64, sent time.Time) *Lease {
@@ -483,6 +587,7 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 	defer cancel()
 	sent := s.clock.Now()
 	ok, err := s.b.renew(rctx, ls)
+	s.noteAcks(err)
 	if err != nil {
 		if s.opts.OnRenewError != nil && ctx.Err() == nil {
 			s.opts.OnRenewError(err)
@@ -537,7 +642,9 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 // Enqueue stores a durable request for a run of (task, entity) after delay.
 // One request per (task, entity) is kept: an earlier pending one covers it.
 func (s *Store) Enqueue(ctx context.Context, d Due, delay time.Duration) error {
-	if err := s.b.enqueue(ctx, d, delay); err != nil {
+	err := s.b.enqueue(ctx, d, delay)
+	s.noteAcks(err)
+	if err != nil {
 		return fmt.Errorf("enqueue %s/%s: %w", d.Task, d.Entity, err)
 	}
 	return nil

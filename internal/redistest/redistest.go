@@ -38,6 +38,8 @@ type Server struct {
 	password string
 	port     int
 	exited   chan struct{}
+	extra    []string // more redis-server arguments (replicaof)
+	sentinel string   // the config file of a sentinel; "" for a server
 }
 
 // Options tune Start.
@@ -47,6 +49,9 @@ type Options struct {
 	Persist bool
 	// Password, when set, is required from clients (requirepass).
 	Password string
+	// ReplicaOf, when set, is the host:port of the primary this server
+	// replicates.
+	ReplicaOf string
 }
 
 // Binary returns the path of redis-server, installing it where it can.
@@ -118,6 +123,10 @@ func Start(t testing.TB, opts ...Options) *Server {
 	s := &Server{t: t, Dir: t.TempDir(), persist: o.Persist, port: FreePort(t)}
 	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
 	s.password = o.Password
+	if o.ReplicaOf != "" {
+		host, port, _ := net.SplitHostPort(o.ReplicaOf)
+		s.extra = []string{"--replicaof", host, port}
+	}
 	s.start()
 	t.Cleanup(s.Stop)
 	return s
@@ -138,6 +147,7 @@ func (s *Server) start() {
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--dir", s.Dir, "--save", "", "--daemonize", "no",
 		"--protected-mode", "no", "--loglevel", "warning",
+		"--repl-diskless-sync-delay", "0", // a replica syncs at once
 	}
 	if s.persist {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
@@ -146,6 +156,10 @@ func (s *Server) start() {
 	}
 	if s.password != "" {
 		args = append(args, "--requirepass", s.password)
+	}
+	args = append(args, s.extra...)
+	if s.sentinel != "" {
+		args = []string{s.sentinel, "--sentinel"}
 	}
 	cmd := exec.Command(Binary(t), args...)
 	logf, err := os.Create(filepath.Join(s.Dir, "redis.log"))

@@ -1,0 +1,195 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ReplicaAcks is how many of the primary's replicas must have a lease write
+// (a grant or a renewal) before the store trusts it: after a failover to a
+// replica that lacked the write, a second holder could be granted while
+// the first still runs. The zero value is AcksAuto.
+type ReplicaAcks int
+
+const (
+	// AcksAuto waits for every replica the primary reports online, read
+	// from INFO replication at most a second ago; a primary with none does
+	// not wait.
+	AcksAuto ReplicaAcks = 0
+	// AcksNever never waits: a failover may then lose grants that runs
+	// were started under.
+	AcksNever ReplicaAcks = -1
+)
+
+func (a ReplicaAcks) String() string {
+	switch {
+	case a == AcksAuto:
+		return "auto"
+	case a < 0:
+		return "0"
+	}
+	return strconv.Itoa(int(a))
+}
+
+// ErrNotAcknowledged is matched by an *AckError.
+var ErrNotAcknowledged = errors.New("lease: replicas did not acknowledge the write")
+
+// AckError says that fewer replicas than required acknowledged a lease
+// write in time: a grant so refused was not trusted (nothing started under
+// it), a renewal so refused did not move the trust window.
+type AckError struct {
+	Want, Got int
+	Within    time.Duration
+}
+
+func (e *AckError) Error() string {
+	return fmt.Sprintf("%v: %d of %d replicas within %v (a replica is down or lagging)", ErrNotAcknowledged, e.Got, e.Want, e.Within)
+}
+
+// Is makes errors.Is(err, ErrNotAcknowledged) true.
+func (e *AckError) Is(target error) bool { return target == ErrNotAcknowledged }
+
+// ackWaitMax bounds one WAIT: a write the replicas lack after this long is
+// refused rather than delaying the batch further.
+const ackWaitMax = time.Second
+
+// ackWait is how long a batch of leases of the shortest ttl waits for
+// acknowledgement: a tenth of the TTL eats little of the trust window.
+func ackWait(ttl time.Duration) time.Duration {
+	return min(max(ttl/10, 10*time.Millisecond), ackWaitMax)
+}
+
+// onlineFresh is how long AcksAuto trusts its count of online replicas.
+const onlineFresh = time.Second
+
+// acker asks the primary for acknowledgement of a batch's writes: one WAIT
+// in the batch's pipeline, on the batch's connection.
+type acker struct {
+	mode ReplicaAcks
+
+	mu     sync.Mutex
+	online int // AcksAuto: replicas the primary reported online
+	readAt time.Time
+}
+
+// want is the count the next batch waits for, and whether the batch should
+// refresh the online count (AcksAuto only).
+func (a *acker) want() (n int, refresh bool) {
+	if a.mode < 0 {
+		return 0, false
+	}
+	if a.mode > 0 {
+		return int(a.mode), false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.online, a.readAt.IsZero() || time.Since(a.readAt) > onlineFresh
+}
+
+func (a *acker) setOnline(n int) {
+	a.mu.Lock()
+	a.online, a.readAt = n, time.Now()
+	a.mu.Unlock()
+}
+
+// onlineReplicas counts the replicas an INFO replication text reports
+// online (a replica still in its first sync acknowledges nothing).
+func onlineReplicas(info string) int {
+	n := 0
+	for _, line := range strings.Split(info, "\n") {
+		if strings.HasPrefix(line, "slave") && strings.Contains(line, "state=online") {
+			n++
+		}
+	}
+	return n
+}
+
+// ackRound is the acknowledgement part of one pipeline.
+type ackRound struct {
+	a       *acker
+	want    int
+	within  time.Duration
+	wait    *redis.Cmd
+	info    *redis.StringCmd
+	refresh bool
+}
+
+// queue adds, after the batch's scripts, a WAIT for the replicas (and, for
+// AcksAuto, an INFO replication when the count is stale). A first batch
+// under AcksAuto reads the count before it can know what to wait for.
+func (a *acker) queue(ctx context.Context, c redis.Cmdable, pipe redis.Pipeliner, within time.Duration) (*ackRound, error) {
+	if a == nil || a.mode < 0 {
+		return nil, nil
+	}
+	want, refresh := a.want()
+	if a.mode == AcksAuto && a.readAtZero() {
+		if err := a.refresh(ctx, c); err != nil {
+			return nil, err
+		}
+		want, refresh = a.want()
+	}
+	r := &ackRound{a: a, want: want, within: within, refresh: refresh}
+	if refresh {
+		r.info = pipe.Info(ctx, "replication")
+	}
+	if want > 0 {
+		r.wait = pipe.Do(ctx, "wait", want, within.Milliseconds())
+	}
+	return r, nil
+}
+
+func (a *acker) readAtZero() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.readAt.IsZero()
+}
+
+func (a *acker) refresh(ctx context.Context, c redis.Cmdable) error {
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return err
+	}
+	a.setOnline(onlineReplicas(info))
+	return nil
+}
+
+// check says whether the round's writes were acknowledged as required. A
+// shortfall under AcksAuto is measured again against the primary's current
+// count: a replica that went away is no longer waited for.
+func (r *ackRound) check(ctx context.Context, c redis.Cmdable) error {
+	if r == nil {
+		return nil
+	}
+	if r.info != nil && r.info.Err() == nil {
+		r.a.setOnline(onlineReplicas(r.info.Val()))
+	}
+	if r.wait == nil {
+		return nil
+	}
+	got, err := r.wait.Int64()
+	if err != nil {
+		return err
+	}
+	if int(got) >= r.want {
+		return nil
+	}
+	want := r.want
+	if r.a.mode == AcksAuto {
+		if r.info == nil {
+			if err := r.a.refresh(ctx, c); err != nil {
+				return err
+			}
+		}
+		if want, _ = r.a.want(); int(got) >= want {
+			return nil
+		}
+	}
+	return &AckError{Want: want, Got: int(got), Within: r.within}
+}
