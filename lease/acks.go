@@ -193,3 +193,60 @@ func (r *ackRound) check(ctx context.Context, c redis.Cmdable) error {
 	}
 	return &AckError{Want: want, Got: int(got), Within: r.within}
 }
+
+// Replication is what the primary says of its replicas, and whether a write
+// made now is acknowledged as ReplicaAcks requires.
+type Replication struct {
+	Role   string      // "master", or "slave" when the store reaches a replica
+	Online int         // replicas the primary reports online
+	Mode   ReplicaAcks // the store's setting
+	Want   int         // replicas a write waits for now (0: none)
+	Got    int         // replicas that acknowledged a probe write
+	Err    error       // the probe's *AckError, or nil when acknowledged
+}
+
+// Replication probes the replicas: one small write (a key that expires in a
+// minute) and one WAIT, as a lease write does. The in-process store has no
+// replicas.
+func (s *Store) Replication(ctx context.Context) (Replication, error) {
+	b, ok := s.b.(*redisBackend)
+	if !ok {
+		return Replication{Role: "in-process", Mode: AcksNever}, nil
+	}
+	info, err := b.c.Info(ctx, "replication").Result()
+	if err != nil {
+		return Replication{}, err
+	}
+	r := Replication{Mode: s.opts.ReplicaAcks, Online: onlineReplicas(info)}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "role:"); ok {
+			r.Role = v
+		}
+	}
+	if b.acks == nil {
+		return r, nil
+	}
+	b.acks.setOnline(r.Online)
+	r.Want, _ = b.acks.want()
+	pipe := b.c.Pipeline()
+	pipe.Set(ctx, b.k.probe(), s.opts.Replica, time.Minute)
+	round, err := b.acks.queue(ctx, b.c, pipe, ackWaitMax)
+	if err != nil {
+		return r, err
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return r, err
+	}
+	if round != nil && round.wait != nil {
+		got, _ := round.wait.Int64()
+		r.Got = int(got)
+	}
+	if err := round.check(ctx, b.c); err != nil {
+		var ae *AckError
+		if !errors.As(err, &ae) {
+			return r, err
+		}
+		r.Got, r.Err = ae.Got, ae
+	}
+	return r, nil
+}

@@ -105,6 +105,9 @@ func (k keys) paused() string              { return k.prefix + ":paused" }
 func (k keys) replicas() string            { return k.prefix + ":replicas" }
 func (k keys) sweep() string               { return k.prefix + ":sweep" }
 
+// probe is the key Store.Replication writes to see the replicas acknowledge.
+func (k keys) probe() string { return k.prefix + ":ackprobe" }
+
 // entitiesPattern matches every task's hash in SCAN. Escaped names hold no
 // glob characters.
 func (k keys) entitiesPattern() string { return k.prefix + ":{*}:entities" }

@@ -66,6 +66,20 @@ type Redis struct {
 	// to read): a systemd credential (LoadCredential=), or a file of mode
 	// 0600. Read when the config is loaded. Defaults to "" (use URL).
 	URLFile string `toml:"url_file"`
+	// SentinelMaster, with SentinelAddrs, connects through Redis Sentinel to
+	// the primary of that name, and follows it across failovers. URL then
+	// gives only the credentials, TLS and the db; its host is not used.
+	SentinelMaster string `toml:"sentinel_master"`
+	// SentinelAddrs are the sentinels' host:port addresses.
+	SentinelAddrs []string `toml:"sentinel_addrs"`
+	// SentinelUsername and SentinelPassword authenticate to the sentinels,
+	// where they require it.
+	SentinelUsername string `toml:"sentinel_username"`
+	SentinelPassword string `toml:"sentinel_password"`
+	// ReplicaAcks is how many replicas must have a lease grant or renewal
+	// before it is trusted: "auto" (default; every replica the primary
+	// reports online, none if it has none), a number, or 0 (never wait).
+	ReplicaAcks lease.ReplicaAcks `toml:"replica_acks"`
 }
 
 // DefaultRedis is [redis] when the table is given with no keys.
@@ -379,6 +393,20 @@ func validateRedis(d *decoder, r *Redis, urlGiven bool) {
 	}
 	if !lease.ValidPrefix(r.KeyPrefix) {
 		d.bad("redis.key_prefix", "%q: use letters, digits and . _ - : only", r.KeyPrefix)
+	}
+	switch {
+	case r.SentinelMaster != "" && len(r.SentinelAddrs) == 0:
+		d.bad("redis.sentinel_addrs", "sentinel_master needs the sentinels' addresses, e.g. [\"10.0.0.1:26379\", \"10.0.0.2:26379\"]")
+	case r.SentinelMaster == "" && len(r.SentinelAddrs) > 0:
+		d.bad("redis.sentinel_master", "sentinel_addrs needs the name of the master the sentinels monitor")
+	}
+	for i, a := range r.SentinelAddrs {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			d.bad("redis.sentinel_addrs", "element %d, %q: want host:port, e.g. \"10.0.0.1:26379\"", i, a)
+		}
+	}
+	if (r.SentinelUsername != "" || r.SentinelPassword != "") && r.SentinelMaster == "" {
+		d.bad("redis.sentinel_password", "sentinel credentials without sentinel_master")
 	}
 }
 

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tickd/tickd/internal/expect"
+	"github.com/tickd/tickd/lease"
 )
 
 const goodTask = `
@@ -56,6 +59,12 @@ func TestConfigErrors(t *testing.T) {
 		{"key prefix", "[redis]\nkey_prefix = \"a{b}\"\n" + goodTask, `cfg.toml:2: redis.key_prefix: "a{b}"`},
 		{"url_file missing", "[redis]\nurl_file = \"/nonexistent/redis-url\"\n" + goodTask, `cfg.toml:2: redis.url_file: open /nonexistent/redis-url: no such file or directory`},
 		{"url and url_file", "[redis]\nurl = \"redis://x\"\nurl_file = \"/dev/null\"\n" + goodTask, `cfg.toml:3: redis.url_file: give url or url_file, not both`},
+		{"replica_acks word", "[redis]\nreplica_acks = \"all\"\n" + goodTask, `cfg.toml:2: redis.replica_acks: want "auto" or a number of replicas (0: never wait), got the string "all"`},
+		{"replica_acks negative", "[redis]\nreplica_acks = -1\n" + goodTask, `cfg.toml:2: redis.replica_acks: want "auto" or a number of replicas`},
+		{"sentinel_master alone", "[redis]\nsentinel_master = \"m\"\n" + goodTask, `cfg.toml:1: redis.sentinel_addrs: sentinel_master needs the sentinels' addresses`},
+		{"sentinel_addrs alone", "[redis]\nsentinel_addrs = [\"h:1\"]\n" + goodTask, `redis.sentinel_master: sentinel_addrs needs the name of the master`},
+		{"sentinel address", "[redis]\nsentinel_master = \"m\"\nsentinel_addrs = [\"h:1\", \"h\"]\n" + goodTask, `cfg.toml:3: redis.sentinel_addrs: element 1, "h": want host:port`},
+		{"sentinel password alone", "[redis]\nsentinel_password = \"p\"\n" + goodTask, `cfg.toml:2: redis.sentinel_password: sentinel credentials without sentinel_master`},
 		{"no tasks", "[daemon]\n", "cfg.toml: tasks: no [[tasks]]"},
 		{"defaults name", "[defaults]\nname = \"x\"\n" + goodTask, "cfg.toml:2: defaults.name"},
 		{"bad default applies to tasks", "[defaults]\nlease_ttl = \"100ms\"\n" + goodTask, "tasks[0].lease_ttl: 100ms: too short"},
@@ -249,5 +258,23 @@ func TestNewConfigURLFile(t *testing.T) {
 	}
 	if _, err := NewConfig(DefaultDaemon(), &Redis{URL: "redis://x:1/0", URLFile: f, KeyPrefix: "tickd"}, task); err == nil {
 		t.Error("url and url_file both accepted")
+	}
+}
+
+// replica_acks reads "auto", 0 (never) and N; the default is auto. With
+// sentinels, url is optional.
+func TestConfigReplicaAcksAndSentinel(t *testing.T) {
+	for val, want := range map[string]lease.ReplicaAcks{"": lease.AcksAuto, `"auto"`: lease.AcksAuto, "0": lease.AcksNever, "2": 2} {
+		src := "[redis]\nsentinel_master = \"m\"\nsentinel_addrs = [\"127.0.0.1:26379\"]\n"
+		if val != "" {
+			src += "replica_acks = " + val + "\n"
+		}
+		cfg, err := ParseConfig("cfg.toml", []byte(src+goodTask))
+		if err != nil {
+			t.Fatalf("replica_acks = %s: %v", val, err)
+		}
+		expect.Equal(t, "replica_acks = "+val, cfg.Redis.ReplicaAcks, want)
+		expect.Equal(t, "sentinel master", cfg.Redis.SentinelMaster, "m")
+		expect.Equal(t, "where", cfg.Redis.Where(), `sentinel master "m" via [127.0.0.1:26379]`)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tickd/tickd/lease"
 )
 
 // decoder fills config structs from decoded TOML tables key by key, so that
@@ -140,13 +142,41 @@ func fieldsOf(t reflect.Type) fields {
 // their toml tags declare them.
 func Keys[T any]() []string { return slices.Clone(fieldsOf(reflect.TypeFor[T]()).names) }
 
-var durationType = reflect.TypeFor[time.Duration]()
+var (
+	durationType = reflect.TypeFor[time.Duration]()
+	acksType     = reflect.TypeFor[lease.ReplicaAcks]()
+)
+
+// replicaAcks decodes replica_acks: "auto", or a number of replicas (0:
+// never wait).
+func replicaAcks(val any) (lease.ReplicaAcks, error) {
+	switch v := val.(type) {
+	case string:
+		if v == "auto" {
+			return lease.AcksAuto, nil
+		}
+	case int64:
+		switch {
+		case v == 0:
+			return lease.AcksNever, nil
+		case v > 0:
+			return lease.ReplicaAcks(v), nil
+		}
+	}
+	return 0, fmt.Errorf("want \"auto\" or a number of replicas (0: never wait), got %s", describe(val))
+}
 
 // set stores a decoded TOML value into a field of one of the kinds config
 // structs use: a duration (written as "90s"), a string, an integer, a list
 // of strings.
 func set(f reflect.Value, val any) error {
 	switch {
+	case f.Type() == acksType:
+		n, err := replicaAcks(val)
+		if err != nil {
+			return err
+		}
+		f.SetInt(int64(n))
 	case f.Type() == durationType:
 		s, ok := val.(string)
 		if !ok {

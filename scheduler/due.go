@@ -109,6 +109,8 @@ func (s *Scheduler) takeDue(ctx context.Context) {
 			switch {
 			case errors.Is(err, lease.ErrBusy):
 				s.log.Debug("due run found the entity busy", KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason, "follow_up", queue)
+			case errors.Is(err, lease.ErrNotAcknowledged):
+				// The store handed the entry back; OnAcks logs why.
 			default:
 				// Redis trouble or quarantine: give the entry back to be taken
 				// again soon, rather than waiting out its visibility timeout.

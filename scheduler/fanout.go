@@ -19,7 +19,11 @@ type TickCounts struct {
 	// Quarantined: no lease while Redis holds no tickd state (a first
 	// start, or a data loss) until the tick became too late to start.
 	Quarantined int
-	Errors      int // no lease: the store failed, and the tick became too late
+	// Unacknowledged: granted, but the Redis replicas did not acknowledge
+	// the grant (replica_acks), so nothing started; each was handed over
+	// as a due run for when they do.
+	Unacknowledged int
+	Errors         int // no lease: the store failed, and the tick became too late
 	// SourceFailed: the entity source failed (the entities read before the
 	// failure were run).
 	SourceFailed bool
@@ -64,7 +68,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	}
 	s.log.Log(context.Background(), lvl, "tick", KeyTask, t.Name, tickAttr(T),
 		"entities", n.Entities, "started", n.Started, "busy", n.Busy, "already_ran", n.AlreadyRan,
-		"quarantined", n.Quarantined, "errors", n.Errors, "source_failed", n.SourceFailed)
+		"quarantined", n.Quarantined, "unacknowledged", n.Unacknowledged, "errors", n.Errors, "source_failed", n.SourceFailed)
 	s.observe(Event{Kind: EventTick, Task: t.Name, Tick: T, Counts: n})
 }
 
@@ -123,6 +127,8 @@ func (f *fanOut) flush() {
 			s.log.Debug("tick already ran for entity", KeyTask, t.Name, KeyEntity, f.batch[i], tickAttr(f.T))
 		case errors.Is(r.Err, lease.ErrQuarantine):
 			f.n.Quarantined++
+		case errors.Is(r.Err, lease.ErrNotAcknowledged):
+			f.n.Unacknowledged++
 		default:
 			f.n.Errors++
 		}
@@ -181,6 +187,8 @@ func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.T
 			switch {
 			case r.Err == nil, errors.Is(r.Err, lease.ErrBusy), errors.Is(r.Err, lease.ErrAlreadyRan):
 				continue
+			case errors.Is(r.Err, lease.ErrNotAcknowledged):
+				continue // an answer: the store handed the run over (OnAcks logs it)
 			case errors.As(r.Err, &ee):
 				// This clock runs ahead of Redis's: wait for the tick.
 				early = r.Err

@@ -40,7 +40,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if cfg.Redis == nil {
 		fmt.Fprintln(stdout, "leases: in-process (no [redis] table): one replica only")
 	} else {
-		fmt.Fprintf(stdout, "leases: redis %s, key prefix %q\n", redactURL(cfg.Redis.URL), cfg.Redis.KeyPrefix)
+		fmt.Fprintf(stdout, "leases: redis %s, key prefix %q\n", cfg.Redis.Where(), cfg.Redis.KeyPrefix)
 	}
 	// What would fail only at run time, on this host: warned about, since
 	// the file or the program may be put in place before tickd runs.
@@ -93,9 +93,9 @@ func pingRedis(ctx context.Context, cfg *scheduler.Config, stdout io.Writer) err
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := c.Ping(pctx).Err(); err != nil {
-		return fmt.Errorf("redis %s: %w", redactURL(cfg.Redis.URL), err)
+		return fmt.Errorf("redis %s: %w", cfg.Redis.Where(), err)
 	}
-	fmt.Fprintf(stdout, "redis: %s answers\n", redactURL(cfg.Redis.URL))
+	fmt.Fprintf(stdout, "redis: %s answers\n", cfg.Redis.Where())
 	return nil
 }
 

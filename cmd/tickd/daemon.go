@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -70,15 +70,6 @@ func replicaID(d scheduler.Daemon) string {
 	return fmt.Sprintf("%s-%d", h, os.Getpid())
 }
 
-// redactURL drops any password from a Redis URL, for logs.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable url)"
-	}
-	return u.Redacted()
-}
-
 // redisLog routes go-redis's own log lines (a pool that cannot dial, …)
 // into tickd's log, rate-limited like tickd's own lines about Redis: left
 // to itself, go-redis prints "redis: 2026/…" lines to stderr several times
@@ -99,22 +90,21 @@ func routeRedisLogs(log *slog.Logger) {
 }
 
 // redisClient builds the client for the config's [redis] table.
-func redisClient(cfg *scheduler.Config) (*redis.Client, error) {
-	ro, err := redis.ParseURL(cfg.Redis.URL)
+func redisClient(cfg *scheduler.Config) (redis.UniversalClient, error) {
+	c, err := cfg.Redis.Client()
 	if err != nil {
-		// The error text may quote the URL: never print it.
-		return nil, fmt.Errorf("%s: redis.url: cannot parse the URL", cfg.Path)
+		return nil, fmt.Errorf("%s: %w", cfg.Path, err)
 	}
-	ro.ContextTimeoutEnabled = true
-	ro.MaxRetries = -1 // tickd retries itself; a blind retry of a script could double-apply
-	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = 2*time.Second, 2*time.Second, 2*time.Second
-	return redis.NewClient(ro), nil
+	return c, nil
 }
 
 // openStore returns the lease store the config asks for, and a closer for
 // what it opened.
 func openStore(cfg *scheduler.Config, replica string, clock lease.Clock, log *slog.Logger, m *scheduler.Metrics) (*lease.Store, func(), error) {
 	opts := lease.Options{Replica: replica, MaxTTL: cfg.MaxLeaseTTL(), Clock: clock, OnRenew: m.Renewed}
+	if cfg.Redis != nil {
+		opts.ReplicaAcks = cfg.Redis.ReplicaAcks
+	}
 	closeStore := func(s *lease.Store) {
 		if err := s.Close(); err != nil {
 			log.Warn("lease store closed", "error", err)
@@ -131,15 +121,26 @@ func openStore(cfg *scheduler.Config, replica string, clock lease.Clock, log *sl
 	}
 	limit := scheduler.NewLogLimiter(scheduler.LogEvery)
 	opts.OnRenewError = func(err error) {
+		if errors.Is(err, lease.ErrNotAcknowledged) {
+			return // OnAcks says it once
+		}
 		m.RedisError("renew")
 		limit.Log(log, slog.LevelError, "renew", "lease renewal failed", "error", err)
+	}
+	opts.OnAcks = func(err error) {
+		if err != nil {
+			log.Error("redis replicas do not acknowledge lease writes: nothing new starts, and runs stop when their leases can no longer be trusted, until they do (replica_acks in README)",
+				"replica_acks", cfg.Redis.ReplicaAcks.String(), "error", err)
+			return
+		}
+		log.Info("redis replicas acknowledge lease writes again", "replica_acks", cfg.Redis.ReplicaAcks.String())
 	}
 	s, err := lease.NewRedis(c, cfg.Redis.KeyPrefix, opts)
 	if err != nil {
 		c.Close()
 		return nil, nil, err
 	}
-	log.Info("leases in redis", "redis", redactURL(cfg.Redis.URL), "key_prefix", cfg.Redis.KeyPrefix)
+	log.Info("leases in redis", "redis", cfg.Redis.Where(), "key_prefix", cfg.Redis.KeyPrefix, "replica_acks", cfg.Redis.ReplicaAcks.String())
 	return s, func() { closeStore(s); c.Close() }, nil
 }
 

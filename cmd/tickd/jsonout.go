@@ -45,7 +45,24 @@ func seconds(d time.Duration) float64 { return d.Seconds() }
 
 // statusDoc is `tickd status -json`.
 type statusDoc struct {
-	Tasks []taskDoc `json:"tasks"`
+	Replication replicationDoc `json:"replication"`
+	Tasks       []taskDoc      `json:"tasks"`
+}
+
+// replicationDoc is status's view of the Redis replicas: what the primary
+// reports, and whether a lease write made now is acknowledged.
+type replicationDoc struct {
+	Role           string `json:"role"`
+	ReplicasOnline int    `json:"replicas_online"`
+	ReplicaAcks    string `json:"replica_acks"`
+	AcksWanted     int    `json:"acks_wanted"`
+	AcksNow        int    `json:"acks_now"`
+	Acknowledged   bool   `json:"acknowledged"`
+}
+
+func replicationDocOf(r lease.Replication) replicationDoc {
+	return replicationDoc{Role: r.Role, ReplicasOnline: r.Online, ReplicaAcks: r.Mode.String(), AcksWanted: r.Want,
+		AcksNow: r.Got, Acknowledged: r.Err == nil}
 }
 
 type taskDoc struct {

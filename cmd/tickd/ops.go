@@ -37,7 +37,8 @@ func cliStore(cfg *scheduler.Config, cmd string, ttl time.Duration) (*lease.Stor
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := lease.NewRedis(c, cfg.Redis.KeyPrefix, lease.Options{Replica: "cli:" + operator(), MaxTTL: max(cfg.MaxLeaseTTL(), ttl), Clock: newClock()})
+	s, err := lease.NewRedis(c, cfg.Redis.KeyPrefix, lease.Options{Replica: "cli:" + operator(), MaxTTL: max(cfg.MaxLeaseTTL(), ttl), Clock: newClock(),
+		ReplicaAcks: cfg.Redis.ReplicaAcks})
 	if err != nil {
 		c.Close()
 		return nil, nil, err

@@ -17,10 +17,14 @@ import (
 )
 
 // serveMetrics serves /metrics, /healthz (the process is alive) and /readyz
-// (the config is loaded and the lease store answers) on addr, until the
+// (the config is loaded, the lease store answers, and its replicas
+// acknowledge lease writes) on addr, until the
 // returned stop is called.
 func serveMetrics(addr string, reg *prometheus.Registry, store *lease.Store, log *slog.Logger) (stop func(), err error) {
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tickd_replica_ack_failures_total",
+			Help: "Lease writes (a batch's grants, a renewal round, a due entry) that the Redis replicas did not acknowledge in time (replica_acks): nothing started under them."},
+			func() float64 { return float64(store.AckFailures()) }))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -31,6 +35,10 @@ func serveMetrics(addr string, reg *prometheus.Registry, store *lease.Store, log
 		defer cancel()
 		if err := store.Ping(ctx); err != nil {
 			http.Error(w, "lease store unreachable: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		if err := store.AckErr(); err != nil {
+			http.Error(w, "nothing new starts: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")

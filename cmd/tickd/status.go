@@ -64,6 +64,10 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("read paused tasks: %w", err)
 	}
+	repl, err := store.Replication(ctx)
+	if err != nil {
+		return fmt.Errorf("read replication: %w", err)
+	}
 	now := newClock().Now()
 	var out []taskStatus
 	for _, t := range cfg.Tasks {
@@ -77,14 +81,28 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		out = append(out, st)
 	}
 	if *asJSON {
-		doc := statusDoc{Tasks: []taskDoc{}}
+		doc := statusDoc{Replication: replicationDocOf(repl), Tasks: []taskDoc{}}
 		for _, st := range out {
 			doc.Tasks = append(doc.Tasks, st.doc(now))
 		}
 		return printJSON(stdout, doc)
 	}
+	fmt.Fprintln(stdout, replicationLine(cfg.Redis.Where(), repl))
 	printStatus(stdout, out, now)
 	return nil
+}
+
+// replicationLine says what the primary reports of its replicas, and
+// whether a lease write made now would be trusted.
+func replicationLine(where string, r lease.Replication) string {
+	line := fmt.Sprintf("redis: %s, role %s, %d replicas online; replica_acks %s", where, r.Role, r.Online, r.Mode)
+	switch {
+	case r.Err != nil:
+		return line + fmt.Sprintf(": NOT ACKNOWLEDGED, nothing new starts (%v)", r.Err)
+	case r.Want == 0:
+		return line + ": no wait"
+	}
+	return line + fmt.Sprintf(": a write now is acknowledged by %d of %d", r.Got, r.Want)
 }
 
 // statusOf reads one task's state with bounded memory: SCAN pages, the

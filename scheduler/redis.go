@@ -1,0 +1,64 @@
+package scheduler
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client builds the go-redis client for the [redis] table: through Redis
+// Sentinel when SentinelMaster is set (go-redis's failover client, which
+// follows the primary across failovers), else to URL. The caller closes it.
+//
+// The client does not retry by itself (tickd retries a failed round with
+// backoff: a blind retry of a script could apply it twice), and gives up on
+// a connection after 2s.
+func (r *Redis) Client() (redis.UniversalClient, error) {
+	ro, err := redis.ParseURL(r.URL)
+	if err != nil {
+		// The error text may quote the URL: never print it.
+		return nil, fmt.Errorf("redis.url: cannot parse the URL")
+	}
+	const timeout = 2 * time.Second
+	if r.SentinelMaster == "" {
+		ro.ContextTimeoutEnabled = true
+		ro.MaxRetries = -1
+		ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = timeout, timeout, timeout
+		return redis.NewClient(ro), nil
+	}
+	return redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:            r.SentinelMaster,
+		SentinelAddrs:         r.SentinelAddrs,
+		SentinelUsername:      r.SentinelUsername,
+		SentinelPassword:      r.SentinelPassword,
+		Username:              ro.Username,
+		Password:              ro.Password,
+		DB:                    ro.DB,
+		TLSConfig:             ro.TLSConfig,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+		DialTimeout:           timeout,
+		ReadTimeout:           timeout,
+		WriteTimeout:          timeout,
+	}), nil
+}
+
+// Where says which Redis the table names, for logs: the URL without its
+// password, or the sentinels and the master's name.
+func (r *Redis) Where() string {
+	if r.SentinelMaster != "" {
+		return fmt.Sprintf("sentinel master %q via %v", r.SentinelMaster, r.SentinelAddrs)
+	}
+	return redactURL(r.URL)
+}
+
+// redactURL drops any password from a Redis URL, for logs.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable url)"
+	}
+	return u.Redacted()
+}
