@@ -291,3 +291,32 @@ func TestCoverTTLLengthensTheQuarantine(t *testing.T) {
 		t.Fatalf("quarantine of %v, want the 5s covered", qe.Left)
 	}
 }
+
+// A release that fails (the connection broke, a failover) leaves the lease
+// to expire: it is renewed no more, so another holder gets it after the
+// TTL. (It used to stay held, renewed for the life of the process.)
+func TestFailedReleaseLetsTheLeaseExpire(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := faultproxy.Start(t, srv.Addr)
+	const ttl = 1500 * time.Millisecond
+	a := newRedisStore(t, newClient(t, proxy.Addr), Options{Replica: "A", MaxTTL: ttl})
+	b := newRedisStore(t, newClient(t, srv.Addr), Options{Replica: "B", MaxTTL: ttl})
+	a.InitEpoch(bg) //nolint:errcheck
+	l := mustAcquire(t, a, req("x", ttl))
+	proxy.Stall()
+	ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
+	_, err := l.Release(ctx, Finished{Outcome: OutcomeDone}, nil)
+	cancel()
+	if err == nil {
+		t.Fatal("release through a stalled connection succeeded")
+	}
+	proxy.Cut()
+	proxy.Resume() // A's keeper could renew again, if it still held the lease
+	redistest.WaitFor(t, 3*ttl, "another holder after the TTL", func() bool {
+		got, err := b.Acquire(bg, req("x", ttl))
+		if err == nil {
+			mustRelease(t, got)
+		}
+		return err == nil
+	})
+}

@@ -464,9 +464,11 @@ func (s *Store) release(ctx context.Context, l *Lease, o Finished, next *Next) (
 		return Released{}, ErrNotHeld
 	}
 	reps, err := s.b.release(ctx, []releaseArg{{l: l, o: &o, next: next}})
+	// Released or not, the lease is renewed no more: a release that failed
+	// leaves it in Redis until its TTL passes, never held for good.
+	s.drop(l, ErrReleased)
 	if err == nil {
 		err = reps[0].err
-		s.drop(l, ErrReleased)
 	}
 	if err != nil {
 		return Released{}, fmt.Errorf("release lease %s/%s: %w", l.Task, l.Entity, err)
@@ -487,6 +489,9 @@ func (s *Store) ReleaseBatch(ctx context.Context, ls []*Lease, o Finished) ([]er
 		}
 		reps, err := s.b.release(ctx, args)
 		if err != nil {
+			for _, l := range ls[lo:] { // renewed no more: they expire
+				s.drop(l, ErrReleased)
+			}
 			return nil, fmt.Errorf("release %d leases: %w", len(ls), err)
 		}
 		for i, r := range reps {
