@@ -1,6 +1,6 @@
 // Package faultproxy is a TCP proxy on loopback that a test controls: it can
 // stall traffic (bytes stop flowing both ways, connections stay open, as in a
-// network partition) and cut every connection.
+// network partition), cut every connection, and move to another target.
 package faultproxy
 
 import (
@@ -49,7 +49,10 @@ func (p *Proxy) accept() {
 }
 
 func (p *Proxy) serve(c net.Conn) {
-	u, err := net.Dial("tcp", p.target)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	u, err := net.Dial("tcp", target)
 	if err != nil {
 		c.Close()
 		return
@@ -111,6 +114,15 @@ func (p *Proxy) Resume() {
 		p.stalled = false
 		close(p.resume)
 	}
+}
+
+// Retarget sends new connections to target, as a managed service's
+// endpoint moves to a promoted replica; open ones stay where they are
+// (Cut them).
+func (p *Proxy) Retarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
 }
 
 // Cut closes every open connection (new ones are still accepted).

@@ -44,12 +44,16 @@ type replica struct {
 }
 
 type cluster struct {
-	t       *testing.T
-	srv     *redistest.Server
-	dir     string
-	runsLog string
-	workDir string
-	reps    []*replica
+	t   *testing.T
+	srv *redistest.Server // the Redis, or the first primary of a replicated one
+	ttl time.Duration     // the tasks' lease_ttl
+	// redisAddr is where the current primary is: srv's, or, after a
+	// failover, the promoted replica's.
+	redisAddr string
+	dir       string
+	runsLog   string
+	workDir   string
+	reps      []*replica
 
 	mu        sync.Mutex
 	faults    int
@@ -73,12 +77,24 @@ func (c *cluster) heldBy(pid int) map[string]bool {
 	host, _ := os.Hostname()
 	holder := fmt.Sprintf("%s-%d", host, pid)
 	out := map[string]bool{}
-	for _, h := range tickdtest.HeldLeases(c.t, c.srv.Addr, "faults") {
+	for _, h := range tickdtest.HeldLeases(c.t, c.primary(), "faults") {
 		if h.Task == "sync" && h.Holder == holder {
 			out[h.Entity] = true
 		}
 	}
 	return out
+}
+
+func (c *cluster) primary() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.redisAddr
+}
+
+func (c *cluster) failedOver(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.redisAddr = addr
 }
 
 func (c *cluster) blackout(from, to time.Time) {
@@ -90,6 +106,12 @@ func (c *cluster) blackout(from, to time.Time) {
 func (c *cluster) fault() { c.mu.Lock(); c.faults++; c.mu.Unlock() }
 
 func config(redisURL, worker string) string {
+	return configWith(fmt.Sprintf("url = %q", redisURL), leaseTTL, worker)
+}
+
+// configWith is the cluster's config with redis, the keys of its [redis]
+// table beside key_prefix, and a lease_ttl of ttl.
+func configWith(redis string, ttl time.Duration, worker string) string {
 	ids := make([]string, nEntities)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%q", fmt.Sprint("e", i))
@@ -100,7 +122,7 @@ shutdown_timeout = "1s"
 log_format = "json"
 
 [redis]
-url = %q
+%s
 key_prefix = "faults"
 
 [[tasks]]
@@ -111,12 +133,19 @@ lease_ttl = %q
 concurrency = 80
 command = [%q]
 entities = [%s]
-`, redisURL, every.String(), leaseTTL.String(), worker, strings.Join(ids, ", "))
+`, redis, every.String(), ttl.String(), worker, strings.Join(ids, ", "))
 }
 
 func newCluster(t *testing.T, persist bool) *cluster {
+	srv := redistest.Start(t, redistest.Options{Persist: persist})
+	return newClusterOn(t, srv, fmt.Sprintf("url = %q", srv.URL()), leaseTTL)
+}
+
+// newClusterOn builds the cluster on srv, the Redis (or the first primary),
+// reached as the [redis] keys redis say, with a lease_ttl of ttl.
+func newClusterOn(t *testing.T, srv *redistest.Server, redis string, ttl time.Duration) *cluster {
 	_, worker := tickdtest.Binaries(t)
-	c := &cluster{t: t, srv: redistest.Start(t, redistest.Options{Persist: persist}), dir: t.TempDir(),
+	c := &cluster{t: t, srv: srv, redisAddr: srv.Addr, ttl: ttl, dir: t.TempDir(),
 		killedAt: map[int]int64{}, linger: map[int]interval{}}
 	c.runsLog = filepath.Join(c.dir, "runs.log")
 	c.workDir = filepath.Join(c.dir, "work")
@@ -125,7 +154,7 @@ func newCluster(t *testing.T, persist bool) *cluster {
 		tickdtest.WriteFile(t, filepath.Join(c.workDir, fmt.Sprint("e", i)), strconv.Itoa(workUnits))
 	}
 	cfg := filepath.Join(c.dir, "tickd.toml")
-	tickdtest.WriteFile(t, cfg, config(c.srv.URL(), worker))
+	tickdtest.WriteFile(t, cfg, configWith(redis, ttl, worker))
 	for i := range replicas {
 		c.reps = append(c.reps, &replica{name: fmt.Sprint("r", i), cfg: cfg,
 			env: []string{"TESTWORKER_LOG=" + c.runsLog, "TESTWORKER_WORK_DIR=" + c.workDir, "TESTWORKER_MAX_SLEEP=" + maxSleep}})
@@ -190,7 +219,7 @@ func (c *cluster) workLeft() int {
 }
 
 func (c *cluster) strayLeases() int {
-	return len(tickdtest.HeldLeases(c.t, c.srv.Addr, "faults"))
+	return len(tickdtest.HeldLeases(c.t, c.primary(), "faults"))
 }
 
 type result struct {
@@ -244,13 +273,13 @@ func (c *cluster) check(begin, end time.Time) result {
 			e = openEnd(r)
 		}
 		if f, ok := c.linger[r.Start.Ppid]; ok && r.Start.At < f.to.UnixNano() && e >= f.from.UnixNano() {
-			e = max(e, f.from.UnixNano()) + leaseTTL.Nanoseconds()
+			e = max(e, f.from.UnixNano()) + c.ttl.Nanoseconds()
 		}
 		return e
 	}
 	// A run may start during an outage only under a lease granted before it
 	// and still trusted: the fence is Redis's TIME (µs) at the grant.
-	trust := (leaseTTL - leaseTTL/5).Nanoseconds()
+	trust := (c.ttl - c.ttl/5).Nanoseconds()
 	for _, r := range runs {
 		granted := r.Start.Fence * 1000
 		for _, d := range c.redisDown {
@@ -271,7 +300,7 @@ func (c *cluster) check(begin, end time.Time) result {
 	for T := begin.Truncate(every).Add(every); !T.After(end.Add(-2 * every)); T = T.Add(every) {
 		blocked := false
 		for _, b := range c.blackouts {
-			if b.overlaps(T.Add(-leaseTTL), T.Add(every)) {
+			if b.overlaps(T.Add(-c.ttl), T.Add(every)) {
 				blocked = true
 			}
 		}
@@ -284,7 +313,7 @@ func (c *cluster) check(begin, end time.Time) result {
 			busy := false
 			for _, o := range c.orphaned {
 				// Granted at a tick no later than the kill, expiring by kill + TTL.
-				if o.entities[e] && !T.Before(o.at.Add(-every)) && T.Before(o.at.Add(leaseTTL)) {
+				if o.entities[e] && !T.Before(o.at.Add(-every)) && T.Before(o.at.Add(c.ttl)) {
 					busy = true
 				}
 			}
