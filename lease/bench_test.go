@@ -169,3 +169,19 @@ func BenchmarkAcquireReleaseParallel(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "leases/s")
 }
+
+// BenchmarkAcquireReleaseReplicated measures batched acquire+release on a
+// primary with one replica, with acknowledgement (AcksAuto: one WAIT per
+// batch) and without (AcksNever), in the same run: the bound is
+// acks <= 1.5x the time of no acks.
+func BenchmarkAcquireReleaseReplicated(b *testing.B) {
+	pair := redistest.StartReplicated(b, redistest.ReplicatedOptions{})
+	for _, acks := range []ReplicaAcks{AcksNever, AcksAuto} {
+		b.Run("acks="+acks.String(), func(b *testing.B) {
+			s := newRedisStore(b, newClient(b, pair.Primary.Addr), Options{ReplicaAcks: acks})
+			s.InitEpoch(bg) //nolint:errcheck
+			prefix := "r" + acks.String() + strconv.Itoa(b.N) + "-"
+			batches(b, s, func(i int) Request { return req(prefix+strconv.Itoa(i), time.Minute) })
+		})
+	}
+}
