@@ -61,6 +61,32 @@
 // process start, the HTTP request, the Go handler call), so no run begins
 // outside its trust window.
 //
+// # Replicas and failover
+//
+// Redis replicates asynchronously, so a grant written to a primary that then
+// dies can be missing on the replica promoted in its place, which would grant
+// the entity again while the first holder runs. With Options.ReplicaAcks
+// (AcksAuto by default: every replica the primary reports online) a write
+// that moves a trust window is trusted only once the replicas have it:
+//
+//	acquire batch ─▶ [EVALSHA …, WAIT n t] ─▶ n acked: granted, trusted from sent
+//	                                       └▶ fewer:   *AckError; each grant is
+//	                                                   released and handed over
+//	                                                   (a due run, its tick kept)
+//	renewal round ─▶ [EVALSHA …, WAIT n t] ─▶ n acked: trust window moves
+//	                                       └▶ fewer:   a failed round; the window
+//	                                                   ends where it was
+//
+// WAIT covers every earlier write of its connection, and a trusted window
+// begins before the request was sent, so a promoted replica that has the
+// write holds the lease at least as long as its holder trusts it (Redis nodes'
+// clocks agreeing, as Redis's own key expiry requires). A replica that lacked
+// a write had it refused: no run started under it. Fences come from the
+// promoted node's clock or the last fence it holds plus one; the last fence
+// any run saw was acknowledged, so they keep increasing. t is a tenth of the
+// shortest TTL (at most 1s); releases are not waited for (a lost one leaves
+// the lease to expire); Enqueue waits, so a stored trigger survives.
+//
 // # Release and the due set
 //
 // Release is token-checked: a holder whose lease was taken over gets

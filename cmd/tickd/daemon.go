@@ -80,7 +80,16 @@ type redisLog struct {
 }
 
 func (r redisLog) Printf(_ context.Context, format string, v ...any) {
-	r.limit.Log(r.log, slog.LevelWarn, "go-redis", "redis client: "+strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "))
+	msg := strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: ")
+	switch {
+	case strings.HasPrefix(msg, "sentinel: selected addr"), strings.HasPrefix(msg, "sentinel: discovered new sentinel"),
+		strings.HasPrefix(msg, "sentinel: ignore addr"):
+		r.log.Debug("redis client: " + msg) // Sentinel discovery at work, not a problem
+	case strings.HasPrefix(msg, "sentinel: new master"):
+		r.log.Info("redis client: " + msg) // a failover, followed
+	default:
+		r.limit.Log(r.log, slog.LevelWarn, "go-redis", "redis client: "+msg)
+	}
 }
 
 // routeRedisLogs sends go-redis's log lines to log (go-redis has one logger

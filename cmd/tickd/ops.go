@@ -32,7 +32,7 @@ func cliStore(cfg *scheduler.Config, cmd string, ttl time.Duration) (*lease.Stor
 	if cfg.Redis == nil {
 		return nil, nil, fmt.Errorf("%s needs a [redis] table in %s: without one, leases live inside the daemon's process", cmd, cfg.Path)
 	}
-	routeRedisLogs(slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	routeRedisLogs(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	c, err := redisClient(cfg)
 	if err != nil {
 		return nil, nil, err
