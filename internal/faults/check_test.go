@@ -55,7 +55,7 @@ func without(rs []synthRun, entity string, n int) []synthRun {
 // checkOf runs the checker over rs for ticks 1..3; setup adds the faults.
 func checkOf(t *testing.T, rs []synthRun, setup func(c *cluster)) result {
 	t.Helper()
-	c := &cluster{t: t, runsLog: filepath.Join(t.TempDir(), "runs.log"), killedAt: map[int]int64{}, linger: map[int]interval{}}
+	c := &cluster{t: t, ttl: leaseTTL, runsLog: filepath.Join(t.TempDir(), "runs.log"), killedAt: map[int]int64{}, linger: map[int]interval{}}
 	var lines []byte
 	for _, r := range rs {
 		rec := tickdtest.Record{Event: "start", Task: "sync", Entity: r.entity, Tick: r.tick.UTC().Format(time.RFC3339),
