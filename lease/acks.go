@@ -113,12 +113,11 @@ func onlineReplicas(info string) int {
 
 // ackRound is the acknowledgement part of one pipeline.
 type ackRound struct {
-	a       *acker
-	want    int
-	within  time.Duration
-	wait    *redis.Cmd
-	info    *redis.StringCmd
-	refresh bool
+	a      *acker
+	want   int
+	within time.Duration
+	wait   *redis.Cmd
+	info   *redis.StringCmd
 }
 
 // queue adds, after the batch's scripts, a WAIT for the replicas (and, for
@@ -128,14 +127,13 @@ func (a *acker) queue(ctx context.Context, c redis.Cmdable, pipe redis.Pipeliner
 	if a == nil || a.mode < 0 {
 		return nil, nil
 	}
-	want, refresh := a.want()
 	if a.mode == AcksAuto && a.readAtZero() {
 		if err := a.refresh(ctx, c); err != nil {
 			return nil, err
 		}
-		want, refresh = a.want()
 	}
-	r := &ackRound{a: a, want: want, within: within, refresh: refresh}
+	want, refresh := a.want()
+	r := &ackRound{a: a, want: want, within: within}
 	if refresh {
 		r.info = pipe.Info(ctx, "replication")
 	}
@@ -237,16 +235,16 @@ func (s *Store) Replication(ctx context.Context) (Replication, error) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		return r, err
 	}
-	if round != nil && round.wait != nil {
-		got, _ := round.wait.Int64()
-		r.Got = int(got)
-	}
-	if err := round.check(ctx, b.c); err != nil {
-		var ae *AckError
-		if !errors.As(err, &ae) {
-			return r, err
-		}
+	err = round.check(ctx, b.c)
+	var ae *AckError
+	switch {
+	case errors.As(err, &ae):
 		r.Got, r.Err = ae.Got, ae
+	case err != nil:
+		return r, err
+	case round != nil && round.wait != nil:
+		got, _ := round.wait.Int64() // check read it without error
+		r.Got = int(got)
 	}
 	return r, nil
 }

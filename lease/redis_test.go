@@ -156,13 +156,20 @@ func TestRedisRestartedEmptyNoSecondHolder(t *testing.T) {
 	mustRelease(t, got)
 }
 
-func TestRedisStalledConnection(t *testing.T) {
+// proxiedPair is two stores on one Redis with leases of ttl: a reaches it
+// through a proxy the test can stall, b directly.
+func proxiedPair(t *testing.T, ttl time.Duration) (proxy *faultproxy.Proxy, a, b *Store) {
 	srv := redistest.Start(t)
-	proxy := faultproxy.Start(t, srv.Addr)
-	const ttl = 600 * time.Millisecond
-	a := newRedisStore(t, newClient(t, proxy.Addr), Options{Replica: "A", MaxTTL: ttl})
-	b := newRedisStore(t, newClient(t, srv.Addr), Options{Replica: "B", MaxTTL: ttl})
+	proxy = faultproxy.Start(t, srv.Addr)
+	a = newRedisStore(t, newClient(t, proxy.Addr), Options{Replica: "A", MaxTTL: ttl})
+	b = newRedisStore(t, newClient(t, srv.Addr), Options{Replica: "B", MaxTTL: ttl})
 	a.InitEpoch(bg) //nolint:errcheck
+	return proxy, a, b
+}
+
+func TestRedisStalledConnection(t *testing.T) {
+	const ttl = 600 * time.Millisecond
+	proxy, a, b := proxiedPair(t, ttl)
 	var ls []*Lease
 	for i := range 5 {
 		ls = append(ls, mustAcquire(t, a, req(fmt.Sprint(i), ttl)))
@@ -296,12 +303,8 @@ func TestCoverTTLLengthensTheQuarantine(t *testing.T) {
 // to expire: it is renewed no more, so another holder gets it after the
 // TTL. (It used to stay held, renewed for the life of the process.)
 func TestFailedReleaseLetsTheLeaseExpire(t *testing.T) {
-	srv := redistest.Start(t)
-	proxy := faultproxy.Start(t, srv.Addr)
 	const ttl = 1500 * time.Millisecond
-	a := newRedisStore(t, newClient(t, proxy.Addr), Options{Replica: "A", MaxTTL: ttl})
-	b := newRedisStore(t, newClient(t, srv.Addr), Options{Replica: "B", MaxTTL: ttl})
-	a.InitEpoch(bg) //nolint:errcheck
+	proxy, a, b := proxiedPair(t, ttl)
 	l := mustAcquire(t, a, req("x", ttl))
 	proxy.Stall()
 	ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)

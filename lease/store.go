@@ -33,7 +33,8 @@ type Options struct {
 	StateTTL time.Duration
 	// Clock defaults to the system clock.
 	Clock Clock
-	// OnRenewError, if set, is called with each failed renewal round.
+	// OnRenewError, if set, is called with each failed renewal round (but
+	// not for a round the replicas did not acknowledge: see OnAcks).
 	OnRenewError func(error)
 	// OnRenew, if set, is called after each successful renewal round.
 	OnRenew func()
@@ -594,8 +595,8 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 	ok, err := s.b.renew(rctx, ls)
 	s.noteAcks(err)
 	if err != nil {
-		if s.opts.OnRenewError != nil && ctx.Err() == nil {
-			s.opts.OnRenewError(err)
+		if s.opts.OnRenewError != nil && ctx.Err() == nil && !errors.Is(err, ErrNotAcknowledged) {
+			s.opts.OnRenewError(err) // a shortfall of acknowledgements is OnAcks's to report
 		}
 		for _, l := range ls {
 			l.mu.Lock()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -130,9 +129,6 @@ func openStore(cfg *scheduler.Config, replica string, clock lease.Clock, log *sl
 	}
 	limit := scheduler.NewLogLimiter(scheduler.LogEvery)
 	opts.OnRenewError = func(err error) {
-		if errors.Is(err, lease.ErrNotAcknowledged) {
-			return // OnAcks says it once
-		}
 		m.RedisError("renew")
 		limit.Log(log, slog.LevelError, "renew", "lease renewal failed", "error", err)
 	}

@@ -19,22 +19,17 @@ import (
 func TestOperatorCommandsThroughSentinel(t *testing.T) {
 	pair := redistest.StartReplicated(t, redistest.ReplicatedOptions{Sentinels: true})
 	tickdtest.InitEpoch(t, pair.Primary.Addr, "tickd")
-	addrs := make([]string, len(pair.Sentinels))
-	for i, a := range pair.SentinelAddrs() {
-		addrs[i] = fmt.Sprintf("%q", a)
-	}
 	cfg := filepath.Join(t.TempDir(), "tickd.toml")
 	tickdtest.WriteFile(t, cfg, fmt.Sprintf(`
 [redis]
-sentinel_master = %q
-sentinel_addrs = [%s]
+%s
 
 [[tasks]]
 name = "sync"
 every = "1h"
 command = ["true"]
 entities = ["1"]
-`, redistest.MasterName, strings.Join(addrs, ", ")))
+`, pair.SentinelTOML()))
 
 	code, out, errs := cli("trigger", "-config", cfg, "-json", "sync", "1")
 	expect.Equal(t, "trigger exit status ("+errs+")", code, 0)

@@ -81,8 +81,7 @@ func (f *failover) extra(c *cluster) string {
 // trusted, so nothing runs twice; the replicas follow the new primary.
 func TestSentinelFailoverToALaggingReplica(t *testing.T) {
 	pair := redistest.StartReplicated(t, redistest.ReplicatedOptions{Sentinels: true})
-	redis := fmt.Sprintf("sentinel_master = %q\nsentinel_addrs = [%s]", redistest.MasterName, quoted(pair.SentinelAddrs()))
-	c := newClusterOn(t, pair.Primary, redis, haTTL)
+	c := newClusterOn(t, pair.Primary, pair.SentinelTOML(), haTTL)
 	var f *failover
 	r := c.run(func(c *cluster, until time.Time) {
 		f = c.failOverLagging(pair, func() string {
@@ -200,12 +199,4 @@ func TestReplicaGoneForGood(t *testing.T) {
 		}
 		t.Logf("replica gone, acks 1: runs started after the trust window: %d; replicas that logged the reason: %d of %d", late, logged, len(c.reps))
 	})
-}
-
-func quoted(xs []string) string {
-	q := make([]string, len(xs))
-	for i, x := range xs {
-		q[i] = fmt.Sprintf("%q", x)
-	}
-	return strings.Join(q, ", ")
 }

@@ -83,6 +83,16 @@ func (r *Replicated) WaitInSync(t testing.TB) {
 	})
 }
 
+// SentinelTOML is the [redis] keys that reach the primary through the
+// sentinels: sentinel_master and sentinel_addrs.
+func (r *Replicated) SentinelTOML() string {
+	q := make([]string, len(r.Sentinels))
+	for i, a := range r.SentinelAddrs() {
+		q[i] = strconv.Quote(a)
+	}
+	return fmt.Sprintf("sentinel_master = %q\nsentinel_addrs = [%s]", MasterName, strings.Join(q, ", "))
+}
+
 // SentinelAddrs lists the sentinels' addresses.
 func (r *Replicated) SentinelAddrs() []string {
 	out := make([]string, len(r.Sentinels))
