@@ -102,12 +102,28 @@
 // An entry whose lease turns out busy becomes a follow-up (or is dropped
 // without Request.Queue), so it runs after the holder, never during it.
 //
+// # Requests (tickd trigger -wait)
+//
+// A due entry carries the ids of the requests it answers (Due.Requests, at
+// most 32, the newest kept). Enqueue into a pending entry adds its ids to
+// it; into a taken one, it starts a new entry with its own ids, since the
+// taker answers the ids it took. The grant hands them to the Lease; a busy
+// entry passes them to the follow-up (prefix:{task}:followups, read by the
+// holder's release) or, without Queue, answers them AnswerSkipped; Ack
+// answers AnswerDropped. The release answers them with the run's outcome,
+// in the same script, or, for a run handed over (Next.HandOver), passes
+// them to the next run. Answers live in prefix:{task}:request:<id>, a hash
+// entity → outcome, for an hour after the last; the scripts find that key
+// among their KEYS by the id.
+//
 // # Keys and stored formats
 //
 // All keys live under one prefix. Everything about the entities of one task
 // is one hash, one field per entity:
 //
 //	prefix:{task}:entities   field: entity id (escaped), value: entityValue
+//	prefix:{task}:followups  hash: entity → request ids a queued follow-up answers
+//	prefix:{task}:request:<id>  hash: entity → outcome (a request's answers)
 //	prefix:due               sorted set: member task:entity (escaped), score: when due
 //	prefix:dueinfo           hash: member → dueInfo
 //	prefix:epoch             epochValue
@@ -122,10 +138,10 @@
 //
 //	entityValue  last_tick|fence|token|exp|fu|touched|reason|tick|holder#last
 //	runRecord    outcome|start|end|fence|reason|replica   (the last after '#')
-//	dueInfo      reason|attempt|tick|claim
+//	dueInfo      reason|attempt|tick|reqs|claim   (reqs: request ids, comma-joined)
 //	epochValue   quarantine_until|lost_at
-//	dueFrom      claim|tick              (acquire's argument: the due entry a run carries out)
-//	nextRun      reason|delay_ms|attempt (release's argument: the run asked for next)
+//	dueFrom      claim|tick|reqs         (acquire's argument: the due entry a run carries out)
+//	nextRun      reason|delay_ms|attempt|carry (release's argument: the run asked for next)
 //	announceValue until|tasks            (the tasks a replica runs, until when)
 //
 // The entity value holds the lease (token, exp in Redis ms: held means a

@@ -147,26 +147,30 @@ func decodeRun(v string) (runRecord, error) {
 // dueInfo is a pending request's details, the value of its member in the
 // due-info hash (keys.dueInfo); the due set holds when it is due:
 //
-//	reason|attempt|tick|claim
+//	reason|attempt|tick|reqs|claim
 //
-// claim is "" until TakeDue takes the entry, then the taker's claim.
+// reqs are the request ids (tickd trigger -wait) the run answers,
+// comma-joined; claim is "" until TakeDue takes the entry, then the taker's
+// claim.
 type dueInfo struct {
 	Reason  Reason
 	Attempt int64
 	Tick    int64
+	Reqs    []string
 	Claim   string
 }
 
 func (d dueInfo) encode() string {
-	return string(d.Reason) + "|" + strconv.FormatInt(d.Attempt, 10) + "|" + strconv.FormatInt(d.Tick, 10) + "|" + d.Claim
+	return string(d.Reason) + "|" + strconv.FormatInt(d.Attempt, 10) + "|" + strconv.FormatInt(d.Tick, 10) + "|" +
+		strings.Join(d.Reqs, ",") + "|" + d.Claim
 }
 
 func decodeDueInfo(v string) (dueInfo, error) {
-	f := strings.SplitN(v, "|", 4)
-	if len(f) != 4 {
+	f := strings.SplitN(v, "|", 5)
+	if len(f) != 5 {
 		return dueInfo{}, fmt.Errorf("%w: due info %q", errFormat, v)
 	}
-	d := dueInfo{Reason: Reason(f[0]), Claim: f[3]}
+	d := dueInfo{Reason: Reason(f[0]), Reqs: splitReqs(f[3]), Claim: f[4]}
 	var e1, e2 error
 	d.Attempt, e1 = number(f[1])
 	d.Tick, e2 = number(f[2])
@@ -176,25 +180,38 @@ func decodeDueInfo(v string) (dueInfo, error) {
 	return d, nil
 }
 
+// splitReqs reads a comma-joined list of request ids.
+func splitReqs(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
 // dueFrom is acquire.lua's per-entity argument naming the due entry a run
-// carries out, "claim|tick", or "" for none.
+// carries out, "claim|tick|reqs", or "" for none.
 type dueFrom struct {
 	Claim string
 	Tick  int64
+	Reqs  []string
 }
 
-func (f dueFrom) encode() string { return f.Claim + "|" + strconv.FormatInt(f.Tick, 10) }
+func (f dueFrom) encode() string {
+	return f.Claim + "|" + strconv.FormatInt(f.Tick, 10) + "|" + strings.Join(f.Reqs, ",")
+}
 
 // nextRun is release.lua's per-lease argument asking for another run,
-// "reason|delay_ms|attempt", or "" for none.
+// "reason|delay_ms|attempt|carry", or "" for none. carry ("1") hands the
+// run's request ids on to the next run: the run did not do its work.
 type nextRun struct {
 	Reason  Reason
 	DelayMS int64
 	Attempt int64
+	Carry   bool
 }
 
 func (n nextRun) encode() string {
-	return string(n.Reason) + "|" + strconv.FormatInt(n.DelayMS, 10) + "|" + strconv.FormatInt(n.Attempt, 10)
+	return string(n.Reason) + "|" + strconv.FormatInt(n.DelayMS, 10) + "|" + strconv.FormatInt(n.Attempt, 10) + "|" + flag(n.Carry)
 }
 
 // epochValue is the epoch key (keys.epoch), "quarantine_until|lost_at":
@@ -311,6 +328,10 @@ func luaConstants() string {
 		v    any
 	}{
 		{"EARLY_MS", EarlyTolerance.Milliseconds()},
+		{"MAX_REQS", int64(maxRequests)},
+		{"REQUEST_TTL_MS", requestTTL.Milliseconds()},
+		{"ANSWER_SKIPPED", AnswerSkipped},
+		{"ANSWER_DROPPED", AnswerDropped},
 		{"REASON_RETRY", ReasonRetry},
 		{"REASON_QUEUED", ReasonQueued},
 		{"OUTCOME_UNLOCKED", OutcomeUnlocked},

@@ -90,7 +90,8 @@ func runFields(r runRecord) map[string]string {
 }
 
 func dueFields(d dueInfo) map[string]string {
-	return map[string]string{"reason": string(d.Reason), "attempt": itoa(d.Attempt), "tick": itoa(d.Tick), "claim": d.Claim}
+	return map[string]string{"reason": string(d.Reason), "attempt": itoa(d.Attempt), "tick": itoa(d.Tick),
+		"reqs": strings.Join(d.Reqs, ","), "claim": d.Claim}
 }
 
 const hostile = "a|b#c d%\x00{}:*\n\"'\\é"
@@ -123,7 +124,7 @@ func TestCodecsAgree(t *testing.T) {
 	for _, r := range []runRecord{{}, fullRR, {Outcome: OutcomeUnlocked, Start: 5, End: 6, Fence: 7, Reason: ReasonTick, Replica: "cli:ops@host"}} {
 		checkCodec(t, lua, "run", r, r.encode(), runFields(r), decodeRun)
 	}
-	for _, d := range []dueInfo{{}, {Reason: ReasonRetry, Attempt: 3, Tick: maxMS, Claim: "nonce-12:7"}, {Reason: ReasonTrigger, Claim: "a|b"}} {
+	for _, d := range []dueInfo{{}, {Reason: ReasonRetry, Attempt: 3, Tick: maxMS, Claim: "nonce-12:7"}, {Reason: ReasonTrigger, Reqs: []string{"0a1b", "c-2"}, Claim: "a|b"}} {
 		checkCodec(t, lua, "due", d, d.encode(), dueFields(d), decodeDueInfo)
 	}
 	for _, ep := range []epochValue{{}, {QuarantineUntil: maxMS, LostAt: 1_700_000_000_000}} {
@@ -135,14 +136,14 @@ func TestCodecsAgree(t *testing.T) {
 		checkCodec(t, lua, "announce", a, a.encode(), map[string]string{"until_ms": itoa(a.Until), "tasks": a.tasksField()}, nil)
 	}
 
-	for _, f := range []dueFrom{{Claim: "nonce-1:2", Tick: 0}, {Claim: "c", Tick: maxMS}} {
-		want := map[string]string{"claim": f.Claim, "tick": itoa(f.Tick)}
+	for _, f := range []dueFrom{{Claim: "nonce-1:2", Tick: 0}, {Claim: "c", Tick: maxMS, Reqs: []string{"r1", "r2"}}} {
+		want := map[string]string{"claim": f.Claim, "tick": itoa(f.Tick), "reqs": strings.Join(f.Reqs, ",")}
 		if got, ok := lua.decode("from", f.encode()); !ok || !reflect.DeepEqual(got, want) {
 			t.Errorf("from %q: lua decodes %v (%v), want %v", f.encode(), got, ok, want)
 		}
 	}
-	for _, n := range []nextRun{{Reason: ReasonRetry, DelayMS: 0, Attempt: 0}, {Reason: ReasonReschedule, DelayMS: maxMS, Attempt: 100}} {
-		want := map[string]string{"reason": string(n.Reason), "delay_ms": itoa(n.DelayMS), "attempt": itoa(n.Attempt)}
+	for _, n := range []nextRun{{Reason: ReasonRetry, DelayMS: 0, Attempt: 0}, {Reason: ReasonReschedule, DelayMS: maxMS, Attempt: 100, Carry: true}} {
+		want := map[string]string{"reason": string(n.Reason), "delay_ms": itoa(n.DelayMS), "attempt": itoa(n.Attempt), "carry": flag(n.Carry)}
 		if got, ok := lua.decode("next", n.encode()); !ok || !reflect.DeepEqual(got, want) {
 			t.Errorf("next %q: lua decodes %v (%v), want %v", n.encode(), got, ok, want)
 		}
@@ -160,7 +161,7 @@ func TestCodecsAgree(t *testing.T) {
 	expect.True(t, "busy reply's since is the grant's", rep.at.Equal(msTime(busy.Touched)))
 
 	// What neither side understands is refused by both, not misread.
-	for format, v := range map[string]string{"entity": "1|2|3", "run": "done|1|2", "due": "retry|1", "epoch": "12", "from": "c|x", "next": "retry|1|x"} {
+	for format, v := range map[string]string{"entity": "1|2|3", "run": "done|1|2", "due": "retry|1", "epoch": "12", "from": "c|x", "next": "retry|1|2|x"} {
 		if got, ok := lua.decode(format, v); ok {
 			t.Errorf("lua decodes a bad %s %q as %v", format, v, got)
 		}

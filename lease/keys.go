@@ -98,12 +98,19 @@ func splitMember(m string) (task, entity string, err error) {
 type keys struct{ prefix string }
 
 func (k keys) entities(task string) string { return k.prefix + ":{" + escape(task) + "}:entities" }
-func (k keys) epoch() string               { return k.prefix + ":epoch" }
-func (k keys) due() string                 { return k.prefix + ":due" }
-func (k keys) dueInfo() string             { return k.prefix + ":dueinfo" }
-func (k keys) paused() string              { return k.prefix + ":paused" }
-func (k keys) replicas() string            { return k.prefix + ":replicas" }
-func (k keys) sweep() string               { return k.prefix + ":sweep" }
+
+// followups holds, per entity of a task, the request ids a queued follow-up
+// will answer; request(task, id) holds one request's answers by entity.
+func (k keys) followups(task string) string { return k.prefix + ":{" + escape(task) + "}:followups" }
+func (k keys) request(task, id string) string {
+	return k.prefix + ":{" + escape(task) + "}:request:" + id
+}
+func (k keys) epoch() string    { return k.prefix + ":epoch" }
+func (k keys) due() string      { return k.prefix + ":due" }
+func (k keys) dueInfo() string  { return k.prefix + ":dueinfo" }
+func (k keys) paused() string   { return k.prefix + ":paused" }
+func (k keys) replicas() string { return k.prefix + ":replicas" }
+func (k keys) sweep() string    { return k.prefix + ":sweep" }
 
 // probe is the key Store.Replication writes to see the replicas acknowledge.
 func (k keys) probe() string { return k.prefix + ":ackprobe" }

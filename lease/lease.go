@@ -124,6 +124,9 @@ type Lease struct {
 	Fence    int64     // fencing token: increases with every grant for this (task, entity)
 	Acquired time.Time // local clock, before the request was sent
 	Attempt  int       // from the due entry, if any
+	// Requests are the ids of the requests (tickd trigger -wait) this run
+	// answers with its outcome at release.
+	Requests []string
 
 	token string
 	field string // the escaped entity id
@@ -222,6 +225,9 @@ type Next struct {
 	Reason  Reason
 	Delay   time.Duration
 	Attempt int
+	// HandOver says the run did not do its work (stopped by shutdown, or
+	// never begun): the next run answers its Requests in its stead.
+	HandOver bool
 }
 
 // Released is what a release hands back.
@@ -248,7 +254,10 @@ type Due struct {
 	Attempt int       // consecutive reschedules or retries so far
 	Tick    time.Time // the tick the chain started from, if any
 	At      time.Time // when it is due
-	claim   string
+	// Requests are the ids of the requests the run answers (see
+	// NewRequestID). Enqueue merges them into a pending entry it joins.
+	Requests []string
+	claim    string
 }
 
 // Held describes a lease someone holds, for status.

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -18,6 +19,7 @@ func NewMemory(opts Options) *Store {
 	b := &memBackend{
 		held: map[string]*memLease{}, states: map[string]*memState{},
 		due: map[string]*memDue{}, pausedSet: map[string]bool{},
+		followups: map[string][]string{}, answered: map[string]map[string]Outcome{},
 	}
 	return newStore(b, opts, func(o *Options) { b.opts = o })
 }
@@ -31,6 +33,8 @@ type memBackend struct {
 	due       map[string]*memDue
 	pausedSet map[string]bool
 	announced []string
+	followups map[string][]string           // by member: the requests a follow-up answers
+	answered  map[string]map[string]Outcome // by task and request id: answers by entity
 }
 
 type memLease struct {
@@ -98,6 +102,11 @@ func (b *memBackend) acquire(_ context.Context, holder string, _ time.Duration, 
 			if a.req.Queue {
 				b.state(m, now).followup = true
 			}
+			if d := a.req.From; d != nil && a.req.Queue {
+				b.followups[m] = joinRequests(b.followups[m], d.Requests)
+			} else if d != nil {
+				b.answerLocked(a.req.Task, a.req.Entity, d.Requests, AnswerSkipped)
+			}
 			if a.req.From != nil {
 				b.ackLocked(m, a.req.From.claim)
 			}
@@ -151,6 +160,7 @@ func (b *memBackend) releaseOne(l *Lease, o Finished, next *Next) (bool, error) 
 	b.gc(m, now)
 	cur, ok := b.held[m]
 	if !ok || cur.token != l.token {
+		b.answerLocked(l.Task, l.Entity, l.Requests, o.Outcome)
 		return false, ErrNotHeld
 	}
 	delete(b.held, m)
@@ -158,28 +168,69 @@ func (b *memBackend) releaseOne(l *Lease, o Finished, next *Next) (bool, error) 
 	s.last = LastRun{Outcome: o.Outcome, Reason: cur.reason, Replica: b.opts.Replica, Fence: cur.fence, Started: o.Started, Ended: o.Ended}
 	fu := s.followup
 	s.followup = false
+	var fuReqs []string
+	if fu {
+		fuReqs = b.followups[m]
+		delete(b.followups, m)
+	}
+	reqs := l.Requests
+	if next == nil || !next.HandOver {
+		b.answerLocked(l.Task, l.Entity, reqs, o.Outcome)
+		reqs = nil
+	}
 	if next != nil {
-		b.addDueLocked(m, Due{Task: l.Task, Entity: l.Entity, Reason: next.Reason, Attempt: next.Attempt, Tick: l.Tick}, now.Add(next.Delay))
+		b.addDueLocked(m, Due{Task: l.Task, Entity: l.Entity, Reason: next.Reason, Attempt: next.Attempt, Tick: l.Tick,
+			Requests: joinRequests(reqs, fuReqs)}, now.Add(next.Delay))
 	} else if fu {
-		b.addDueLocked(m, Due{Task: l.Task, Entity: l.Entity, Reason: ReasonQueued, Tick: l.Tick}, now)
+		b.addDueLocked(m, Due{Task: l.Task, Entity: l.Entity, Reason: ReasonQueued, Tick: l.Tick, Requests: fuReqs}, now)
 	}
 	return fu, nil
 }
 
-func (b *memBackend) ackLocked(m, claim string) {
+// answerLocked records outcome as the answer of each request to entity.
+func (b *memBackend) answerLocked(task, entity string, ids []string, outcome Outcome) {
+	for _, id := range ids {
+		k := member(task, id)
+		if b.answered[k] == nil {
+			b.answered[k] = map[string]Outcome{}
+		}
+		b.answered[k][entity] = outcome
+	}
+}
+
+// joinRequests adds ids b to a, keeping the newest maxRequests, as
+// join_reqs in lib.lua does.
+func joinRequests(a, b []string) []string {
+	all := append(slices.Clip(a), b...)
+	if len(all) > maxRequests {
+		all = all[len(all)-maxRequests:]
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	return all
+}
+
+func (b *memBackend) ackLocked(m, claim string) bool {
 	if claim == "" {
-		return
+		return false
 	}
 	if e, ok := b.due[m]; ok && e.d.claim == claim {
 		delete(b.due, m)
+		return true
 	}
+	return false
 }
 
 // addDueLocked keeps one request per member as add_due in lib.lua does;
 // the conformance suite holds the two stores to the same behaviour.
 func (b *memBackend) addDueLocked(m string, d Due, at time.Time) {
-	if e, ok := b.due[m]; ok && !e.d.At.After(at) && e.d.claim == "" {
-		return
+	if e, ok := b.due[m]; ok && e.d.claim == "" {
+		d.Requests = joinRequests(e.d.Requests, d.Requests)
+		if !e.d.At.After(at) {
+			e.d.Requests = d.Requests
+			return
+		}
 	}
 	d.At, d.claim = at, ""
 	b.due[m] = &memDue{d: d}
@@ -219,7 +270,22 @@ func (b *memBackend) take(_ context.Context, limit int, vis time.Duration, prefi
 func (b *memBackend) ack(_ context.Context, d Due) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.ackLocked(member(d.Task, d.Entity), d.claim)
+	if b.ackLocked(member(d.Task, d.Entity), d.claim) {
+		b.answerLocked(d.Task, d.Entity, d.Requests, AnswerDropped)
+	}
+	return nil
+}
+
+func (b *memBackend) answers(_ context.Context, task, id string) (map[string]Outcome, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(b.answered[member(task, id)]), nil
+}
+
+func (b *memBackend) forget(_ context.Context, task, id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.answered, member(task, id))
 	return nil
 }
 

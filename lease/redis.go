@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -273,15 +274,17 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, maxTTL time.D
 		}
 		args := make([]any, 0, 7+3*len(gr.idx))
 		args = append(args, ms(maxTTL), holderArg, escape(k.task)+":", ms(k.ttl), k.reason, k.tick, queue)
+		ks := []string{b.k.epoch(), b.k.due(), b.k.dueInfo(), b.k.entities(k.task), b.k.followups(k.task)}
 		for _, j := range gr.idx {
 			a := &reqs[live[j]] // pointers: go-redis boxes a string with an allocation
 			var from any = ""
 			if d := a.req.From; d != nil {
-				from = dueFrom{Claim: d.claim, Tick: unixMS(d.Tick)}.encode()
+				from = dueFrom{Claim: d.claim, Tick: unixMS(d.Tick), Reqs: d.Requests}.encode()
+				ks = b.requestKeys(ks, k.task, d.Requests)
 			}
 			args = append(args, &a.field, &a.token, from)
 		}
-		calls[g] = scriptCall{keys: []string{b.k.epoch(), b.k.due(), b.k.dueInfo(), b.k.entities(k.task)}, args: args}
+		calls[g] = scriptCall{keys: ks, args: args}
 	}
 	var shortest time.Duration
 	for _, g := range gs {
@@ -348,19 +351,25 @@ func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseR
 	gs := groupBy(len(rs), func(i int) string { return rs[i].l.Task })
 	calls := make([]scriptCall, len(gs))
 	for g, gr := range gs {
-		args := make([]any, 0, 1+4*len(gr.idx))
+		args := make([]any, 0, 1+5*len(gr.idx))
 		args = append(args, escape(gr.key)+":")
+		ks := []string{b.k.due(), b.k.dueInfo(), b.k.entities(gr.key), b.k.followups(gr.key)}
 		recs := runRecords(rs, gr.idx, replica)
 		for k, j := range gr.idx {
 			r := rs[j]
 			var next any = ""
 			if n := r.next; n != nil {
-				next = nextRun{Reason: n.Reason, DelayMS: n.Delay.Milliseconds(), Attempt: int64(n.Attempt)}.encode()
+				next = nextRun{Reason: n.Reason, DelayMS: n.Delay.Milliseconds(), Attempt: int64(n.Attempt), Carry: n.HandOver}.encode()
+			}
+			var reqs any = ""
+			if len(r.l.Requests) > 0 {
+				reqs = strings.Join(r.l.Requests, ",")
+				ks = b.requestKeys(ks, gr.key, r.l.Requests)
 			}
 			// pointers: go-redis boxes a string with an allocation
-			args = append(args, &r.l.field, &r.l.token, &recs[k], next)
+			args = append(args, &r.l.field, &r.l.token, &recs[k], next, reqs)
 		}
-		calls[g] = scriptCall{keys: []string{b.k.due(), b.k.dueInfo(), b.k.entities(gr.key)}, args: args}
+		calls[g] = scriptCall{keys: ks, args: args}
 	}
 	// A release is not waited for: a failover that loses it leaves the
 	// lease held on the promoted replica until its TTL passes.
@@ -386,8 +395,20 @@ func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseR
 func (b *redisBackend) enqueue(ctx context.Context, d Due, delay time.Duration) error {
 	// Acknowledged, so that a trigger said to be stored survives a failover.
 	_, err := b.eval(ctx, scriptEnqueue, []scriptCall{{keys: []string{b.k.due(), b.k.dueInfo()},
-		args: []any{member(d.Task, d.Entity), string(d.Reason), ms(delay), strconv.Itoa(d.Attempt), tickMS(d.Tick)}}}, enqueueWait)
+		args: []any{member(d.Task, d.Entity), string(d.Reason), ms(delay), strconv.Itoa(d.Attempt), tickMS(d.Tick),
+			strings.Join(d.Requests, ",")}}}, enqueueWait)
 	return err
+}
+
+// requestKeys adds to ks the answer hashes of task's requests ids that it
+// does not hold yet: a script finds each among its KEYS by the id.
+func (b *redisBackend) requestKeys(ks []string, task string, ids []string) []string {
+	for _, id := range ids {
+		if k := b.k.request(task, id); !slices.Contains(ks, k) {
+			ks = append(ks, k)
+		}
+	}
+	return ks
 }
 
 func (b *redisBackend) take(ctx context.Context, limit int, vis time.Duration, prefix string) ([]Due, error) {
@@ -418,11 +439,30 @@ func parseDue(m, info, score string) (Due, error) {
 	}
 	sc, _ := strconv.ParseFloat(score, 64)
 	return Due{Task: task, Entity: entity, Reason: d.Reason, Attempt: int(d.Attempt), Tick: msTime(d.Tick),
-		At: time.UnixMilli(int64(sc)), claim: d.Claim}, nil
+		At: time.UnixMilli(int64(sc)), Requests: d.Reqs, claim: d.Claim}, nil
 }
 
 func (b *redisBackend) ack(ctx context.Context, d Due) error {
-	return scriptAck.Run(ctx, b.c, []string{b.k.due(), b.k.dueInfo()}, member(d.Task, d.Entity), d.claim).Err()
+	ks := b.requestKeys([]string{b.k.due(), b.k.dueInfo()}, d.Task, d.Requests)
+	return scriptAck.Run(ctx, b.c, ks, member(d.Task, d.Entity), d.claim, escape(d.Entity), strings.Join(d.Requests, ",")).Err()
+}
+
+func (b *redisBackend) answers(ctx context.Context, task, id string) (map[string]Outcome, error) {
+	m, err := b.c.HGetAll(ctx, b.k.request(task, id)).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Outcome, len(m))
+	for f, v := range m {
+		if e, err := unescape(f); err == nil {
+			out[e] = Outcome(v)
+		}
+	}
+	return out, nil
+}
+
+func (b *redisBackend) forget(ctx context.Context, task, id string) error {
+	return b.c.Del(ctx, b.k.request(task, id)).Err()
 }
 
 func (b *redisBackend) unlock(ctx context.Context, task, entity, by string) (Held, bool, error) {

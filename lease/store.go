@@ -73,7 +73,11 @@ type backend interface {
 	release(ctx context.Context, rs []releaseArg) ([]releaseReply, error)
 	enqueue(ctx context.Context, d Due, delay time.Duration) error
 	take(ctx context.Context, limit int, visibility time.Duration, claimPrefix string) ([]Due, error)
+	// ack removes a taken due entry and answers its requests AnswerDropped.
 	ack(ctx context.Context, d Due) error
+	// answers reads a request's answers by entity; forget deletes them.
+	answers(ctx context.Context, task, id string) (map[string]Outcome, error)
+	forget(ctx context.Context, task, id string) error
 	unlock(ctx context.Context, task, entity, by string) (Held, bool, error)
 	leases(ctx context.Context, task string, fn func(Held) error) error
 	lastRuns(ctx context.Context, task string, fn func(LastRun) error) error
@@ -337,7 +341,7 @@ func (s *Store) handBack(ctx context.Context, args []acquireArg, replies []acqui
 		}
 		out[i].Err = fmt.Errorf("lease %s/%s: %w", args[i].req.Task, args[i].req.Entity, ackErr)
 		l := s.newLease(args[i], rep.fence, sent)
-		next := &Next{Reason: ReasonRetry, Delay: handBackDelay, Attempt: l.Attempt}
+		next := &Next{Reason: ReasonRetry, Delay: handBackDelay, Attempt: l.Attempt, HandOver: true}
 		if d := args[i].req.From; d != nil {
 			next.Reason = d.Reason
 		}
@@ -413,7 +417,7 @@ func (s *Store) newLease(a acquireArg, fence int64, sent time.Time) *Lease {
 		l.Tick = a.req.Tick
 	}
 	if d := a.req.From; d != nil {
-		l.Attempt = d.Attempt
+		l.Attempt, l.Requests = d.Attempt, d.Requests
 		if l.Tick.IsZero() {
 			l.Tick = d.Tick
 		}
@@ -648,6 +652,9 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 // Enqueue stores a durable request for a run of (task, entity) after delay.
 // One request per (task, entity) is kept: an earlier pending one covers it.
 func (s *Store) Enqueue(ctx context.Context, d Due, delay time.Duration) error {
+	if err := checkRequestIDs(d.Requests); err != nil {
+		return err
+	}
 	err := s.b.enqueue(ctx, d, delay)
 	s.noteAcks(err)
 	if err != nil {
@@ -667,7 +674,8 @@ func (s *Store) TakeDue(ctx context.Context, limit int, visibility time.Duration
 	return ds, nil
 }
 
-// Ack removes a taken due request, if it is still the one taken.
+// Ack removes a taken due request, if it is still the one taken, without a
+// run: its requests are answered AnswerDropped.
 func (s *Store) Ack(ctx context.Context, d Due) error {
 	if err := s.b.ack(ctx, d); err != nil {
 		return fmt.Errorf("ack %s/%s: %w", d.Task, d.Entity, err)

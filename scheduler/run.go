@@ -56,7 +56,7 @@ func (s *Scheduler) execute(ts *taskState, l *lease.Lease) {
 	// recorded as started, so only a hand-over gets it done.
 	handOver := outcome == lease.OutcomeCanceled || errors.Is(err, tasks.ErrNotStarted)
 	if handOver {
-		next = &lease.Next{Reason: lease.ReasonRetry, Attempt: l.Attempt}
+		next = &lease.Next{Reason: lease.ReasonRetry, Attempt: l.Attempt, HandOver: true}
 	}
 	s.metrics.run(t.Name, l.Reason, outcome, ended.Sub(started))
 	if next != nil && next.Reason == lease.ReasonRetry && !handOver {
@@ -196,6 +196,9 @@ func Backoff(n int) time.Duration {
 // retrying until Redis answers or the process stops.
 func (s *Scheduler) enqueueRetrying(t Task, l *lease.Lease, n lease.Next) {
 	d := lease.Due{Task: t.Name, Entity: l.Entity, Reason: n.Reason, Attempt: n.Attempt, Tick: l.Tick}
+	if n.HandOver {
+		d.Requests = l.Requests
+	}
 	backoff := 200 * time.Millisecond
 	deadline := time.Now().Add(max(t.LeaseTTL, 30*time.Second))
 	for time.Now().Before(deadline) {

@@ -69,11 +69,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var ee exitError
 	var ue *usageError
 	var help helpRequest
+	var pe printedError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &ee):
 		return ee.code
+	case errors.As(err, &pe): // its -json document is out: the message goes to stderr only
+		fmt.Fprintf(stderr, "tickd %s: %v\n", cmd, pe.err)
+		return 1
 	case errors.Is(err, errTriggerSkipped):
 		return 3
 	case errors.As(err, &help):
@@ -93,6 +97,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	return code
 }
+
+// printedError is a failure whose -json document (which says what failed)
+// is already on stdout: one document per command, so no {"error"} follows.
+type printedError struct{ err error }
+
+func (e printedError) Error() string { return e.err.Error() }
 
 // wantsJSON says whether the command line asks for -json output.
 func wantsJSON(args []string) bool {

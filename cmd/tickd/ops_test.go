@@ -202,6 +202,113 @@ command = ["WORKER", "6s"]
 	}
 }
 
+// TestTriggerWaitAnswersItsOwnRuns: -wait reports the runs its trigger
+// caused, for every entity at once: a busy entity's follow-up (not the
+// holder's run, which ends differently), a skip, a drop, and what had no
+// answer when -timeout passed.
+func TestTriggerWaitAnswersItsOwnRuns(t *testing.T) {
+	// Follow-up runs fail, every other run is done: the holder's outcome
+	// cannot pass for the follow-up's.
+	const sh = `command = ["sh", "-c", "test \"$TICKD_REASON\" != queued"]`
+	tasks := `
+[[tasks]]
+name = "w"
+every = "1h"
+on_busy = "queue"
+entities = ` + entityList(60) + `
+` + sh + `
+[[tasks]]
+name = "s"
+every = "1h"
+entities = ["x", "y"]
+` + sh + "\n"
+	e := newOpsEnv(t, true, tasks)
+	e.daemon("A", "0s")
+
+	c := redis.NewClient(&redis.Options{Addr: e.srv.Addr})
+	t.Cleanup(func() { c.Close() })
+	holder, err := lease.NewRedis(c, "tickd", lease.Options{Replica: "test-holder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Close() })
+	hold := func(task, entity string) *lease.Lease {
+		l, err := holder.Acquire(context.Background(), lease.Request{Task: task, Entity: entity, TTL: 30 * time.Second, Reason: lease.ReasonTick, Tick: time.Now()})
+		if err != nil {
+			t.Fatalf("hold %s/%s: %v", task, entity, err)
+		}
+		return l
+	}
+
+	// 60 entities, one of them busy: its trigger becomes a follow-up, run
+	// (and failed) once the holder's run ended done.
+	busy := hold("w", "u7")
+	var wcode int
+	var wout string
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		wcode, wout, _ = cli("trigger", "-config", e.cfg, "-wait", "-json", "-timeout", "60s", "w")
+	}()
+	redistest.WaitFor(t, 30*time.Second, "the other 59 triggered runs", func() bool {
+		n := 0
+		e.status("w")                                                            // the schema holds while runs go on
+		holder.LastRuns(context.Background(), "w", func(r lease.LastRun) error { //nolint:errcheck // polled
+			if r.Reason == lease.ReasonTrigger {
+				n++
+			}
+			return nil
+		})
+		return n == 59
+	})
+	if _, err := busy.Release(context.Background(), lease.Finished{Outcome: lease.OutcomeDone, Started: time.Now(), Ended: time.Now()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-waited
+	doc := decodeJSON(t, wout)
+	answers := map[string]any{}
+	for _, r := range doc["runs"].([]any) {
+		m := r.(map[string]any)
+		answers[m["entity"].(string)] = m["outcome"]
+	}
+	expect.Equal(t, "-wait's exit status (a run failed)", wcode, 1)
+	expect.Equal(t, "answers", len(answers), 60)
+	for id, a := range answers {
+		want := "done"
+		if id == "u7" {
+			want = "failed" // the follow-up's, not the holder's "done"
+		}
+		expect.Equal(t, "answer for "+id, a, any(want))
+	}
+
+	// on_busy = skip.
+	held := hold("s", "x")
+	code, out, _ := cli("trigger", "-config", e.cfg, "-wait", "s", "x", "y", "x")
+	expect.Equal(t, "skip: exit status", code, 3)
+	expect.True(t, "skip: x skipped, y done:\n"+out, strings.Contains(out, `s "x": skipped (busy)`) && strings.Contains(out, `s "y": done`))
+	expect.Equal(t, "skip: one line per entity", strings.Count(out, `s "x"`), 1)
+
+	// A task no replica runs: dropped. Nothing answers a paused task's
+	// trigger within -timeout: pending.
+	other := filepath.Join(e.dir, "other.toml")
+	cfg, _ := os.ReadFile(e.cfg)
+	tickdtest.WriteFile(t, other, string(cfg)+"[[tasks]]\nname = \"gone\"\nevery = \"1h\"\n"+sh+"\n")
+	code, out, _ = cli("trigger", "-config", other, "-wait", "-json", "gone")
+	expect.Equal(t, "dropped: exit status", code, 1)
+	expect.Equal(t, "dropped", fmt.Sprint(decodeJSON(t, out)["runs"]), "[map[entity:gone outcome:dropped]]")
+	if code, _, errs := cli("pause", "-config", e.cfg, "s"); code != 0 {
+		t.Fatal(errs)
+	}
+	redistest.WaitFor(t, 10*time.Second, "the daemon sees the pause", func() bool {
+		_, m := get(t, "http://"+e.metrics+"/metrics")
+		return strings.Contains(m, `tickd_task_paused{task="s"} 1`)
+	})
+	code, out, errs := cli("trigger", "-config", e.cfg, "-wait", "-timeout", "1s", "s", "y")
+	expect.Equal(t, "paused: exit status", code, 1)
+	expect.True(t, "paused: pending:\n"+out+errs, strings.Contains(out, `s "y": pending`) && strings.Contains(errs, "not answered within -timeout"))
+	held.Release(context.Background(), lease.Finished{Outcome: lease.OutcomeDone}, nil) //nolint:errcheck
+}
+
 func TestPauseStopsTicksOnEveryReplica(t *testing.T) {
 	e := newOpsEnv(t, false, `
 [[tasks]]

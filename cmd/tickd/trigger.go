@@ -35,6 +35,7 @@ func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
+	ids = unique(ids)
 	for _, id := range ids {
 		if err := tasks.CheckID(id); err != nil || id == "" {
 			return fmt.Errorf("entity %q: %v", id, err)
@@ -45,18 +46,15 @@ func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer done()
-	base := map[string]int64{}
+	// With -wait, every run the trigger causes answers this request id with
+	// its outcome, whatever that run's reason (a follow-up, a pending
+	// reschedule the trigger joined, a hand-over).
+	var reqs []string
+	if *wait {
+		reqs = []string{lease.NewRequestID()}
+	}
 	for _, id := range ids {
-		if *wait {
-			st, err := store.Entity(ctx, t.Name, id)
-			if err != nil {
-				return err
-			}
-			if st.Last != nil {
-				base[id] = st.Last.Fence
-			}
-		}
-		if err := store.Enqueue(ctx, lease.Due{Task: t.Name, Entity: id, Reason: lease.ReasonTrigger}, 0); err != nil {
+		if err := store.Enqueue(ctx, lease.Due{Task: t.Name, Entity: id, Reason: lease.ReasonTrigger, Requests: reqs}, 0); err != nil {
 			return err
 		}
 	}
@@ -71,25 +69,28 @@ func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
 			fmt.Fprintf(stdout, "note: %s is paused: the runs wait until it is resumed (tickd resume)\n", t.Name)
 		}
 	}
-	var failed, skipped int
+	var failed, skipped, pending int
 	if *wait {
-		wctx, cancel := context.WithTimeout(ctx, *timeout)
-		defer cancel()
+		answers, err := waitAnswers(ctx, store, t.Name, reqs[0], ids, *timeout)
+		if err != nil {
+			return err
+		}
 		for _, id := range ids {
-			outcome, err := waitRun(wctx, store, *t, id, base[id])
-			if err != nil {
-				return fmt.Errorf("waiting for %s %q: %w", t.Name, id, err)
-			}
-			result.Runs = append(result.Runs, triggerRunDoc{id, outcome})
-			if !*asJSON {
-				fmt.Fprintf(stdout, "%s %q: %s\n", t.Name, id, outcome)
-			}
-			switch outcome {
-			case string(lease.OutcomeDone), string(lease.OutcomeReschedule):
-			case "skipped (busy)":
+			a, ok := answers[id]
+			outcome := string(a)
+			switch {
+			case !ok:
+				outcome = answerPending
+				pending++
+			case a == lease.OutcomeDone || a == lease.OutcomeReschedule:
+			case a == lease.AnswerSkipped:
 				skipped++
 			default:
 				failed++
+			}
+			result.Runs = append(result.Runs, triggerRunDoc{id, outcome})
+			if !*asJSON {
+				fmt.Fprintf(stdout, "%s %q: %s\n", t.Name, id, answerText(outcome))
 			}
 		}
 	}
@@ -98,13 +99,21 @@ func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
+	var err2 error
 	switch {
+	case failed > 0 && pending > 0:
+		err2 = fmt.Errorf("%d of %d runs did not succeed, %d not answered within -timeout %v", failed, len(ids), pending, *timeout)
 	case failed > 0:
-		return fmt.Errorf("%d of %d runs did not succeed", failed, len(ids))
+		err2 = fmt.Errorf("%d of %d runs did not succeed", failed, len(ids))
+	case pending > 0:
+		err2 = fmt.Errorf("%d of %d runs not answered within -timeout %v", pending, len(ids), *timeout)
 	case skipped > 0:
 		return errTriggerSkipped
 	}
-	return nil
+	if err2 != nil && *asJSON {
+		return printedError{err2}
+	}
+	return err2
 }
 
 // allEntities reads a task's entity source (a singleton's one entity is its
@@ -115,32 +124,59 @@ func allEntities(ctx context.Context, t scheduler.Task) ([]string, error) {
 	return ids, err
 }
 
-// waitRun waits until a run of (task, id) newer than fence base has ended,
-// and returns its outcome; or "skipped (busy)" when the trigger was taken
-// while another run held the lease and on_busy is skip.
-func waitRun(ctx context.Context, store *lease.Store, t scheduler.Task, id string, base int64) (string, error) {
-	var goneSince time.Time
-	for {
-		st, err := store.Entity(ctx, t.Name, id)
+// answerPending is -wait's answer for an entity whose run had not ended
+// when -timeout passed.
+const answerPending = "pending"
+
+// answerText is how an answer reads for people.
+func answerText(a string) string {
+	switch lease.Outcome(a) {
+	case lease.AnswerSkipped:
+		return "skipped (busy)"
+	case lease.AnswerDropped:
+		return "dropped (no replica runs the task)"
+	case answerPending:
+		return "pending (no answer within -timeout)"
+	}
+	return a
+}
+
+// waitAnswers waits until request id has an answer for every entity of ids,
+// or until timeout, and returns the answers it has: one read of every answer
+// at once per poll, polls from 50ms apart to 1s. The answers are deleted
+// once read in full.
+func waitAnswers(ctx context.Context, store *lease.Store, task, id string, ids []string, timeout time.Duration) (map[string]lease.Outcome, error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	var got map[string]lease.Outcome
+	for poll := 50 * time.Millisecond; ; poll = min(2*poll, time.Second) {
+		answers, err := store.Answers(ctx, task, id)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
-		if l := st.Last; l != nil && l.Fence > base && (l.Reason == lease.ReasonTrigger || l.Reason == lease.ReasonQueued) {
-			return string(l.Outcome), nil
-		}
-		switch {
-		case st.Pending != nil || (st.Held != nil && st.Held.Fence > base) || t.OnBusy == scheduler.OnBusyQueue:
-			goneSince = time.Time{}
-		case goneSince.IsZero():
-			goneSince = time.Now()
-		case time.Since(goneSince) > 2*time.Second:
-			// Taken, not run, nothing pending: the entity was busy.
-			return "skipped (busy)", nil
+		if got = answers; len(got) >= len(ids) {
+			store.Forget(ctx, task, id) //nolint:errcheck // they expire anyway
+			return got, nil
 		}
 		select {
 		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+			return nil, ctx.Err()
+		case <-deadline.C:
+			return got, nil
+		case <-time.After(poll):
 		}
 	}
+}
+
+// unique drops repeated ids, keeping the first of each.
+func unique(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := ids[:0:0]
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
 }

@@ -1,8 +1,11 @@
--- KEYS: epoch, due, dueinfo, entities (the task's hash).
+-- KEYS: epoch, due, dueinfo, entities (the task's hash), followups (the
+--   task's), then the hashes of the requests the batch's due entries answer.
 -- ARGV: max_ttl_ms, holder (escaped), member_prefix (escaped task .. ':'),
 --   ttl_ms, reason, tick_ms (0: not a tick run), queue (0|1) -- shared by
 --   the batch -- then for each entity: field, token, from ('' or the due
 --   entry the run carries out, encoded as decode_from reads it)
+-- A due entry found busy hands its request ids to the follow-up (queue) or
+-- answers them ANSWER_SKIPPED.
 -- Returns one answer per entity (lib.lua's reply_*): the fence when granted,
 -- or busy, ran, quarantine or early with their fields.
 --
@@ -41,10 +44,10 @@ local vals = redis.call('HMGET', KEYS[4], unpack(fields(8, 3)))
 local cur, writes, nw, e = {}, {}, 0, {}
 for i = 1, n do
   local b = 8 + 3 * (i - 1)
-  local field, claim, run_tick = ARGV[b], '', tick_s
+  local field, claim, run_tick, reqs = ARGV[b], '', tick_s, ''
   if ARGV[b + 2] ~= '' then
     local from = decode_from(ARGV[b + 2])
-    claim = from.claim
+    claim, reqs = from.claim, from.reqs
     if tick == 0 then run_tick = from.tick end
   end
   entity(cur[field] or vals[i], e)
@@ -56,6 +59,11 @@ for i = 1, n do
   elseif is_held(e, now_ms) then
     if queue == '1' and e.fu ~= '1' then
       e.fu, changed = '1', true
+    end
+    if reqs ~= '' and queue == '1' then
+      redis.call('HSET', KEYS[5], field, join_reqs(redis.call('HGET', KEYS[5], field) or '', reqs))
+    elseif reqs ~= '' then
+      answer(6, reqs, field, ANSWER_SKIPPED)
     end
     out[i] = reply_busy(e)
   else

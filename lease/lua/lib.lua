@@ -85,31 +85,65 @@ local function decode_run(v)
 end
 
 -- Due info (Go: dueInfo), a pending request's details in the due-info hash:
---   reason|attempt|tick|claim
+--   reason|attempt|tick|reqs|claim
+-- reqs: the ids of the requests (tickd trigger -wait) the run answers,
+-- comma-joined.
 local function decode_due(v)
-  local r, a, t, c = match(v, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+  local r, a, t, q, c = match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
   if not r then return nil end
-  return {reason = r, attempt = a, tick = t, claim = c}
+  return {reason = r, attempt = a, tick = t, reqs = q, claim = c}
 end
 
 local function encode_due(d)
-  return d.reason .. '|' .. d.attempt .. '|' .. d.tick .. '|' .. d.claim
+  return d.reason .. '|' .. d.attempt .. '|' .. d.tick .. '|' .. d.reqs .. '|' .. d.claim
 end
 
 -- Due entry a run carries out (Go: dueFrom), an acquire argument:
---   claim|tick
+--   claim|tick|reqs
 local function decode_from(v)
-  local c, t = match(v, '^([^|]*)|(%d+)$')
+  local c, t, q = match(v, '^([^|]*)|(%d+)|([^|]*)$')
   if not c then return nil end
-  return {claim = c, tick = t}
+  return {claim = c, tick = t, reqs = q}
 end
 
 -- Next run asked for at release (Go: nextRun), a release argument:
---   reason|delay_ms|attempt
+--   reason|delay_ms|attempt|carry
+-- carry is '1' when the run did not do its work (handed over): the next run
+-- answers its requests.
 local function decode_next(v)
-  local r, d, a = match(v, '^([^|]*)|(%d+)|(%d+)$')
+  local r, d, a, c = match(v, '^([^|]*)|(%d+)|(%d+)|([01])$')
   if not r then return nil end
-  return {reason = r, delay_ms = d, attempt = a}
+  return {reason = r, delay_ms = d, attempt = a, carry = c}
+end
+
+-- join_reqs adds request ids b to a (both comma-joined), keeping the newest
+-- MAX_REQS: an entry triggered again and again answers its latest waiters.
+local function join_reqs(a, b)
+  if b == '' then return a end
+  if a == '' then return b end
+  local all, n = {}, 0
+  for id in string.gmatch(a .. ',' .. b, '[^,]+') do
+    n = n + 1
+    all[n] = id
+  end
+  if n <= MAX_REQS then return a .. ',' .. b end
+  return table.concat(all, ',', n - MAX_REQS + 1, n)
+end
+
+-- answer records outcome for entity field in each request of reqs: the
+-- request's hash (Go: keys.request) is found among KEYS from first on by
+-- its id, and lives for REQUEST_TTL_MS after its last answer.
+local function answer(first, reqs, field, outcome)
+  if reqs == '' then return end
+  for id in string.gmatch(reqs, '[^,]+') do
+    for k = first, #KEYS do
+      if sub(KEYS[k], -#id - 9) == ':request:' .. id then
+        redis.call('HSET', KEYS[k], field, outcome)
+        redis.call('PEXPIRE', KEYS[k], REQUEST_TTL_MS)
+        break
+      end
+    end
+  end
 end
 
 -- Epoch (Go: epochValue): quarantine_until|lost_at
@@ -199,14 +233,23 @@ local function ack(due_key, info_key, member, claim)
 end
 
 -- add_due stores one pending request per (task, entity). An earlier unclaimed
--- request already covers a later one; a claimed (in-flight) one is replaced, so
--- the request made now is carried out after the in-flight run.
-local function add_due(due_key, info_key, member, reason, due_ms, attempt, tick)
+-- request already covers a later one, and takes on its request ids; a claimed
+-- (in-flight) one is replaced, so the request made now is carried out after
+-- the in-flight run (whose taker answers the ids it took).
+local function add_due(due_key, info_key, member, reason, due_ms, attempt, tick, reqs)
   local cur = redis.call('ZSCORE', due_key, member)
-  if cur and tonumber(cur) <= due_ms and due_claim(info_key, member) == '' then
-    return 0
+  local d = cur and decode_due(redis.call('HGET', info_key, member) or '')
+  if d and d.claim == '' then
+    reqs = join_reqs(d.reqs, reqs)
+    if tonumber(cur) <= due_ms then
+      if reqs ~= d.reqs then
+        d.reqs = reqs
+        redis.call('HSET', info_key, member, encode_due(d))
+      end
+      return 0
+    end
   end
   redis.call('ZADD', due_key, num(due_ms), member)
-  redis.call('HSET', info_key, member, encode_due({reason = reason, attempt = attempt, tick = tick, claim = ''}))
+  redis.call('HSET', info_key, member, encode_due({reason = reason, attempt = attempt, tick = tick, reqs = reqs, claim = ''}))
   return 1
 end

@@ -1,10 +1,14 @@
--- KEYS: due, dueinfo, entities (the task's hash).
+-- KEYS: due, dueinfo, entities (the task's hash), followups (the task's),
+--   then the hashes of the requests the batch's runs answer.
 -- ARGV: member_prefix (escaped task .. ':'), then for each lease:
---   field, token, last, next
+--   field, token, last, next, reqs
 -- last is the run record (encode_run's format), written by the holder (its
 -- token proves the fence and reason are this lease's); next is '' or the next
 -- run asked for (decode_next). A next or follow-up carries the run's tick,
--- which the grant stored.
+-- which the grant stored. reqs are the ids of the requests the run answers
+-- with its outcome; a run handed over (next's carry) passes them on to the
+-- next run instead, as a follow-up takes the ids of the triggers it stands
+-- for.
 -- A lease whose token does not hold it is left alone (a taken-over holder
 -- must not release the new holder's lease): RELEASED_NOT_HELD. Otherwise the
 -- lease is freed, the run recorded, and next or a requested follow-up
@@ -14,14 +18,15 @@ local now_ms = math.floor(now_us() / 1000)
 local now_ms_s = num(now_ms)
 local mprefix = ARGV[1]
 local out = {}
-local n = (#ARGV - 1) / 4
-local vals = redis.call('HMGET', KEYS[3], unpack(fields(2, 4)))
+local n = (#ARGV - 1) / 5
+local vals = redis.call('HMGET', KEYS[3], unpack(fields(2, 5)))
 local cur, writes, nw, e = {}, {}, 0, {}
 for i = 1, n do
-  local b = 2 + 4 * (i - 1)
-  local field = ARGV[b]
+  local b = 2 + 5 * (i - 1)
+  local field, reqs = ARGV[b], ARGV[b + 4]
   entity(cur[field] or vals[i], e)
   if e.token ~= ARGV[b + 1] or not is_held(e, now_ms) then
+    if reqs ~= '' then answer(5, reqs, field, decode_run(ARGV[b + 2]).outcome) end
     out[i] = RELEASED_NOT_HELD
   else
     local fu, run_tick = e.fu, e.tick
@@ -30,12 +35,21 @@ for i = 1, n do
     local v = encode_entity(e)
     cur[field] = v
     writes[nw + 1], writes[nw + 2], nw = field, v, nw + 2
-    local nxt = ARGV[b + 3]
-    if nxt ~= '' then
-      local x = decode_next(nxt)
-      add_due(KEYS[1], KEYS[2], mprefix .. field, x.reason, now_ms + tonumber(x.delay_ms), x.attempt, run_tick)
+    local nxt, fu_reqs = ARGV[b + 3], ''
+    if fu == '1' then
+      fu_reqs = redis.call('HGET', KEYS[4], field)
+      if fu_reqs then redis.call('HDEL', KEYS[4], field) else fu_reqs = '' end
+    end
+    local x = nxt ~= '' and decode_next(nxt)
+    if reqs ~= '' and not (x and x.carry == '1') then
+      answer(5, reqs, field, decode_run(ARGV[b + 2]).outcome)
+      reqs = ''
+    end
+    if x then
+      add_due(KEYS[1], KEYS[2], mprefix .. field, x.reason, now_ms + tonumber(x.delay_ms), x.attempt, run_tick,
+        join_reqs(reqs, fu_reqs))
     elseif fu == '1' then
-      add_due(KEYS[1], KEYS[2], mprefix .. field, REASON_QUEUED, now_ms, '0', run_tick)
+      add_due(KEYS[1], KEYS[2], mprefix .. field, REASON_QUEUED, now_ms, '0', run_tick, fu_reqs)
     end
     if fu == '1' then out[i] = RELEASED_FOLLOW_UP else out[i] = RELEASED_OK end
   end

@@ -8,7 +8,7 @@ local out = {}
 for i = 1, #ms, 2 do
   local m, score = ms[i], ms[i + 1]
   local v = redis.call('HGET', KEYS[2], m)
-  local d = (v and decode_due(v)) or {reason = REASON_RETRY, attempt = '0', tick = '0'}
+  local d = (v and decode_due(v)) or {reason = REASON_RETRY, attempt = '0', tick = '0', reqs = ''}
   d.claim = ARGV[3] .. ':' .. ((i + 1) / 2)
   local info = encode_due(d)
   redis.call('ZADD', KEYS[1], num(now_ms + tonumber(ARGV[2])), m)
