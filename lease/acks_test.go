@@ -161,7 +161,7 @@ func TestAcksAcknowledgedSurvivesAFailover(t *testing.T) {
 			_, err = b.Acquire(bg, req("held", ttl))
 			expect.True(t, "an acknowledged lease is still held after the failover", errors.Is(err, ErrBusy))
 			var ds []string
-			b.DueEntries(bg, func(d Due) error { ds = append(ds, d.Entity); return nil }) //nolint:errcheck
+			b.DueEntries(bg, "", func(d Due) error { ds = append(ds, d.Entity); return nil }) //nolint:errcheck
 			expect.True(t, "an acknowledged due entry survives", strings.Contains(strings.Join(ds, ","), "queued"))
 			l2, err := b.Acquire(bg, req("late", ttl))
 			if acks == AcksNever {

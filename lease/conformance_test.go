@@ -34,14 +34,27 @@ func replicatedKit(pair *redistest.Replicated) func(t *testing.T) kit {
 	return func(t *testing.T) kit { return redisKitOn(t, pair.Primary.Addr) }
 }
 
+// clusterKit runs the suite against a Redis Cluster (three masters with a
+// replica each), every grant and renewal acknowledged per shard.
+func clusterKit(cl *redistest.Cluster) func(t *testing.T) kit {
+	return func(t *testing.T) kit {
+		return redisKitWith(t, func() RedisClient { return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()}) })
+	}
+}
+
 // redisKitOn builds stores on the Redis at addr with the default
 // acknowledgement (AcksAuto).
 func redisKitOn(t *testing.T, addr string) kit {
+	return redisKitWith(t, func() RedisClient { return redis.NewClient(&redis.Options{Addr: addr}) })
+}
+
+// redisKitWith builds stores on the clients newClient makes, one each.
+func redisKitWith(t *testing.T, newClient func() RedisClient) kit {
 	prefix := "t" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	first := true
 	return kit{client: func(opts Options) *Store {
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		t.Cleanup(func() { c.Close() })
+		c := newClient()
+		t.Cleanup(func() { c.(interface{ Close() error }).Close() })
 		s, err := NewRedis(c, prefix, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -70,7 +83,10 @@ func memoryKit(t *testing.T) kit {
 
 func TestConformance(t *testing.T) {
 	pair := redistest.StartReplicated(t, redistest.ReplicatedOptions{})
-	for name, mk := range map[string]func(*testing.T) kit{"redis": redisKit, "memory": memoryKit, "redis-replicated": replicatedKit(pair)} {
+	cluster := redistest.StartCluster(t)
+	kits := map[string]func(*testing.T) kit{"redis": redisKit, "memory": memoryKit, "redis-replicated": replicatedKit(pair),
+		"redis-cluster": clusterKit(cluster)}
+	for name, mk := range kits {
 		t.Run(name, func(t *testing.T) {
 			for _, c := range conformance {
 				t.Run(c.name, func(t *testing.T) { c.fn(t, mk(t)) })
@@ -549,7 +565,7 @@ func testOncePerTick(t *testing.T, k kit) {
 func dues(t *testing.T, s *Store) []Due {
 	t.Helper()
 	var ds []Due
-	if err := s.DueEntries(bg, func(d Due) error { ds = append(ds, d); return nil }); err != nil {
+	if err := s.DueEntries(bg, "", func(d Due) error { ds = append(ds, d); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return ds

@@ -118,17 +118,38 @@
 //
 // # Keys and stored formats
 //
-// All keys live under one prefix. Everything about the entities of one task
-// is one hash, one field per entity:
+// All keys live under one prefix, in layout 2 (LayoutVersion). Each task
+// belongs to one of 64 buckets (CRC-32 of its name, modulo 64), and every
+// key a script touches for a task carries its bucket's hash tag, {NN}: one
+// script, one Redis Cluster slot, on a single Redis, behind Sentinel and on
+// a Cluster alike.
 //
-//	prefix:{task}:entities   field: entity id (escaped), value: entityValue
-//	prefix:{task}:followups  hash: entity → request ids a queued follow-up answers
-//	prefix:{task}:request:<id>  hash: entity → outcome (a request's answers)
-//	prefix:due               sorted set: member task:entity (escaped), score: when due
-//	prefix:dueinfo           hash: member → dueInfo
-//	prefix:epoch             epochValue
-//	prefix:replicas          hash: replica (escaped) → announceValue
-//	prefix:paused, prefix:sweep
+//	prefix:{NN}:epoch              the bucket's epochValue
+//	prefix:{NN}:due                sorted set: member task:entity (escaped), score: when due
+//	prefix:{NN}:dueinfo            hash: member → dueInfo
+//	prefix:{NN}:TASK:entities      field: entity id (escaped), value: entityValue
+//	prefix:{NN}:TASK:followups     hash: entity → request ids a queued follow-up answers
+//	prefix:{NN}:TASK:request:ID    hash: entity → outcome (a request's answers)
+//	prefix:paused                  set of paused tasks (no script reads it)
+//	prefix:replicas                hash: replica (escaped) → announceValue
+//	prefix:sweep, prefix:ackprobe, prefix:layout
+//
+// Why buckets and not one tag per task: the epoch detects a data loss (a
+// master that came back empty) by its absence, and a task new to the Redis
+// would have no epoch either, so a per-task epoch would quarantine every
+// new task, and refuse its first tick as run before the loss. A store gives
+// all 64 bucket epochs a value before its first grant (a bucket found
+// without one is quarantined), so a new task finds its bucket's epoch, and
+// a shard that loses its data quarantines only the tasks of its buckets.
+// Buckets also bound the polls: the due loop reads the first entry of 64
+// due sets in one pipelined round trip (then takes from the buckets where
+// one is due), whatever the number of tasks.
+//
+// A store grants, enqueues, takes and announces nothing while the prefix
+// holds keys of layout 1 (prefix:epoch, prefix:due: an older tickd runs
+// beside it) or prefix:layout names a newer layout; it looks again every
+// 5s. Store.Migrate (tickd migrate) moves layout 1's keys over once every
+// older tickd is stopped.
 //
 // Each stored or passed format is defined once per language, with the same
 // field names: a type with encode and decode in format.go, and decode_* and
@@ -138,7 +159,7 @@
 //
 //	entityValue  last_tick|fence|token|exp|fu|touched|reason|tick|holder#last
 //	runRecord    outcome|start|end|fence|reason|replica   (the last after '#')
-//	dueInfo      reason|attempt|tick|reqs|claim   (reqs: request ids, comma-joined)
+//	dueInfo      reason|attempt|tick|reqs|claim   (reqs: request ids, comma-joined; layout 1 had no reqs)
 //	epochValue   quarantine_until|lost_at
 //	dueFrom      claim|tick|reqs         (acquire's argument: the due entry a run carries out)
 //	nextRun      reason|delay_ms|attempt|carry (release's argument: the run asked for next)
@@ -172,7 +193,4 @@
 // replicas' keepers all ask; the first to set prefix:sweep (SET NX, expiring
 // after the interval) sweeps. Status reads with SCAN and HSCAN, a page at a
 // time.
-//
-// The epoch and due keys are global, so the scripts that touch them need a
-// single Redis (or a primary with replicas); Redis Cluster is not supported.
 package lease

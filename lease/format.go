@@ -240,6 +240,23 @@ func (a announceValue) encode() string {
 	return strconv.FormatInt(a.Until, 10) + "|" + a.tasksField()
 }
 
+func decodeAnnounce(v string) (announceValue, error) {
+	u, ts, ok := strings.Cut(v, "|")
+	n, err := number(u)
+	if !ok || err != nil || u == "" {
+		return announceValue{}, fmt.Errorf("%w: announcement %q", errFormat, v)
+	}
+	a := announceValue{Until: n}
+	for _, t := range strings.Fields(ts) {
+		task, err := unescape(t)
+		if err != nil {
+			return announceValue{}, fmt.Errorf("%w: announcement %q", errFormat, v)
+		}
+		a.Tasks = append(a.Tasks, task)
+	}
+	return a, nil
+}
+
 // tasksField is the tasks part: announce.lua adds the until part itself,
 // from Redis's clock.
 func (a announceValue) tasksField() string {

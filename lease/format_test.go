@@ -133,7 +133,7 @@ func TestCodecsAgree(t *testing.T) {
 	}
 
 	for _, a := range []announceValue{{Until: 1, Tasks: nil}, {Until: maxMS, Tasks: []string{"sync-users", hostile}}} {
-		checkCodec(t, lua, "announce", a, a.encode(), map[string]string{"until_ms": itoa(a.Until), "tasks": a.tasksField()}, nil)
+		checkCodec(t, lua, "announce", a, a.encode(), map[string]string{"until_ms": itoa(a.Until), "tasks": a.tasksField()}, decodeAnnounce)
 	}
 
 	for _, f := range []dueFrom{{Claim: "nonce-1:2", Tick: 0}, {Claim: "c", Tick: maxMS, Reqs: []string{"r1", "r2"}}} {

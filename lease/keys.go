@@ -2,6 +2,7 @@ package lease
 
 import (
 	"fmt"
+	"hash/crc32"
 	"strings"
 )
 
@@ -90,47 +91,71 @@ func splitMember(m string) (task, entity string, err error) {
 	return task, entity, err
 }
 
-// keys holds the key layout under one prefix. Everything tickd keeps about
-// the entities of one task is one hash, prefix:{task}:entities, one field per
-// entity (its escaped id), so a batch of one task's entities is read and
-// written with one HMGET and one HSET, and all of it shares one Redis
-// Cluster slot.
+// buckets is how many hash slots tickd's keys use: each task belongs to one
+// bucket (bucketOf), and everything a script touches for a task shares the
+// bucket's hash tag, so every script runs on one Redis Cluster shard. The
+// number is part of the key layout (LayoutVersion): changing it moves keys.
+const buckets = 64
+
+// LayoutVersion names this key layout; prefix:layout holds it. Layout 1
+// (tickd before it) kept the epoch and the due set in global keys.
+const LayoutVersion = "2"
+
+// bucketOf is task's bucket: CRC-32 (IEEE) of its name, modulo buckets.
+func bucketOf(task string) int { return int(crc32.ChecksumIEEE([]byte(task)) % buckets) }
+
+// keys holds the key layout under one prefix. A bucket's keys begin with
+// prefix:{NN} (NN its two-digit number, the hash tag):
+//
+//	prefix:{NN}:epoch                 the bucket's epoch (data-loss detection)
+//	prefix:{NN}:due, prefix:{NN}:dueinfo  its tasks' pending requests
+//	prefix:{NN}:TASK:entities         everything about TASK's entities, one field each
+//	prefix:{NN}:TASK:followups        request ids queued follow-ups answer
+//	prefix:{NN}:TASK:request:ID       a request's answers
+//
+// A batch of one task's entities is read and written with one HMGET and one
+// HSET. The keys no script touches with others are global: prefix:paused,
+// prefix:replicas, prefix:sweep, prefix:ackprobe, prefix:layout.
 type keys struct{ prefix string }
 
-func (k keys) entities(task string) string { return k.prefix + ":{" + escape(task) + "}:entities" }
-
-// followups holds, per entity of a task, the request ids a queued follow-up
-// will answer; request(task, id) holds one request's answers by entity.
-func (k keys) followups(task string) string { return k.prefix + ":{" + escape(task) + "}:followups" }
-func (k keys) request(task, id string) string {
-	return k.prefix + ":{" + escape(task) + "}:request:" + id
+func (k keys) bucket(b int) string {
+	return k.prefix + ":{" + string(rune('0'+b/10)) + string(rune('0'+b%10)) + "}"
 }
-func (k keys) epoch() string    { return k.prefix + ":epoch" }
-func (k keys) due() string      { return k.prefix + ":due" }
-func (k keys) dueInfo() string  { return k.prefix + ":dueinfo" }
-func (k keys) paused() string   { return k.prefix + ":paused" }
-func (k keys) replicas() string { return k.prefix + ":replicas" }
-func (k keys) sweep() string    { return k.prefix + ":sweep" }
+func (k keys) task(task string) string        { return k.bucket(bucketOf(task)) + ":" + escape(task) }
+func (k keys) entities(task string) string    { return k.task(task) + ":entities" }
+func (k keys) followups(task string) string   { return k.task(task) + ":followups" }
+func (k keys) request(task, id string) string { return k.task(task) + ":request:" + id }
+func (k keys) epoch(b int) string             { return k.bucket(b) + ":epoch" }
+func (k keys) due(b int) string               { return k.bucket(b) + ":due" }
+func (k keys) dueInfo(b int) string           { return k.bucket(b) + ":dueinfo" }
+func (k keys) paused() string                 { return k.prefix + ":paused" }
+func (k keys) replicas() string               { return k.prefix + ":replicas" }
+func (k keys) sweep() string                  { return k.prefix + ":sweep" }
+func (k keys) layout() string                 { return k.prefix + ":layout" }
+
+// oldLayout lists keys only layout 1 has: an older tickd on the same prefix
+// writes the first on every acquire.
+func (k keys) oldLayout() []string { return []string{k.prefix + ":epoch", k.prefix + ":due"} }
 
 // probe is the key Store.Replication writes to see the replicas acknowledge.
 func (k keys) probe() string { return k.prefix + ":ackprobe" }
 
 // entitiesPattern matches every task's hash in SCAN. Escaped names hold no
 // glob characters.
-func (k keys) entitiesPattern() string { return k.prefix + ":{*}:entities" }
+func (k keys) entitiesPattern() string { return k.prefix + ":{[0-9][0-9]}:*:entities" }
 
 // taskOf extracts the task from the key of its hash.
 func (k keys) taskOf(key string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, k.prefix+":{")
-	if !ok {
+	if !ok || len(rest) < 4 || rest[2:4] != "}:" {
 		return "", false
 	}
-	esc, ok := strings.CutSuffix(rest, "}:entities")
+	esc, ok := strings.CutSuffix(rest[4:], ":entities")
 	if !ok {
 		return "", false
 	}
 	task, err := unescape(esc)
-	return task, err == nil
+	return task, err == nil && k.entities(task) == key
 }
 
 // ValidPrefix reports whether p can be used as a key prefix: letters, digits

@@ -377,11 +377,13 @@ func (b *memBackend) lastRuns(_ context.Context, task string, fn func(LastRun) e
 	return nil
 }
 
-func (b *memBackend) dueEntries(_ context.Context, fn func(Due) error) error {
+func (b *memBackend) dueEntries(_ context.Context, task string, fn func(Due) error) error {
 	b.mu.Lock()
 	ds := make([]Due, 0, len(b.due))
 	for _, e := range b.due {
-		ds = append(ds, e.d)
+		if task == "" || e.d.Task == task {
+			ds = append(ds, e.d)
+		}
 	}
 	b.mu.Unlock()
 	sort.Slice(ds, func(i, j int) bool { return ds[i].At.Before(ds[j].At) })

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,6 +48,9 @@ var luaAnnounce string
 //go:embed lua/known.lua
 var luaKnown string
 
+//go:embed lua/epoch.lua
+var luaEpoch string
+
 // Every script is the constants Go shares with Lua, the shared library, then
 // its own body.
 var (
@@ -59,6 +64,7 @@ var (
 	scriptSweep    = newScript(luaSweep)
 	scriptAnnounce = newScript(luaAnnounce)
 	scriptKnown    = newScript(luaKnown)
+	scriptEpoch    = newScript(luaEpoch)
 )
 
 // luaPrelude begins every script: the shared constants, then lib.lua.
@@ -77,6 +83,12 @@ type redisBackend struct {
 	k    keys
 	opts *Options
 	acks *acker // nil: never wait for replicas
+	gate layoutGate
+	// shardAcks holds an acker per Cluster master, by address.
+	shardAcks sync.Map
+	// maxTTL is the store's MaxTTL (raised by CoverTTL): the quarantine of a
+	// bucket found without an epoch.
+	maxTTL func() time.Duration
 }
 
 // NewRedis returns a Store whose leases live in Redis under prefix. Replicas
@@ -90,7 +102,9 @@ func NewRedis(c RedisClient, prefix string, opts Options) (*Store, error) {
 	if opts.ReplicaAcks != AcksNever {
 		b.acks = &acker{mode: opts.ReplicaAcks}
 	}
-	return newStore(b, opts, func(o *Options) { b.opts = o }), nil
+	s := newStore(b, opts, func(o *Options) { b.opts = o })
+	b.maxTTL = s.MaxTTL
+	return s, nil
 }
 
 // pageSize is how many keys, fields or due entries one SCAN, HSCAN, sweep
@@ -212,16 +226,27 @@ func (b *redisBackend) runEach(ctx context.Context, sc *redis.Script, calls []sc
 // the replicas fall short, the commands come back with an *AckError: the
 // writes happened on the primary but must not be trusted.
 func (b *redisBackend) eval(ctx context.Context, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
-	acks := b.acks
-	if ackWithin <= 0 {
-		acks = nil
+	cc, cluster := b.c.(*redis.ClusterClient)
+	if !cluster || ackWithin <= 0 || b.acks == nil {
+		acks := b.acks
+		if ackWithin <= 0 || cluster {
+			acks = nil // a Cluster pipeline spans shards: no WAIT in it
+		}
+		return evalOn(ctx, b.c, acks, sc, calls, ackWithin)
 	}
-	pipe := b.c.Pipeline()
+	return b.evalShards(ctx, cc, sc, calls, ackWithin)
+}
+
+// evalOn runs calls in one pipeline on c, ending with acks' WAIT when acks
+// is given (c is then one node: the WAIT must run on the connection of the
+// writes).
+func evalOn(ctx context.Context, c RedisClient, acks *acker, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
+	pipe := c.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
-	for i, c := range calls {
-		cmds[i] = sc.EvalSha(ctx, pipe, c.keys, c.args...)
+	for i, call := range calls {
+		cmds[i] = sc.EvalSha(ctx, pipe, call.keys, call.args...)
 	}
-	round, err := acks.queue(ctx, b.c, pipe, ackWithin)
+	round, err := acks.queue(ctx, c, pipe, ackWithin)
 	if err != nil {
 		return nil, err
 	}
@@ -229,12 +254,87 @@ func (b *redisBackend) eval(ctx context.Context, sc *redis.Script, calls []scrip
 		if !redis.HasErrorPrefix(err, "NOSCRIPT") {
 			return nil, err
 		}
-		if err := sc.Load(ctx, b.c).Err(); err != nil {
+		if err := sc.Load(ctx, c).Err(); err != nil {
 			return nil, err
 		}
-		return b.eval(ctx, sc, calls, ackWithin)
+		return evalOn(ctx, c, acks, sc, calls, ackWithin)
 	}
-	return cmds, round.check(ctx, b.c)
+	return cmds, round.check(ctx, c)
+}
+
+// evalShards runs calls on a Redis Cluster with acknowledgement per shard:
+// the calls of each master in one pipeline on that master, with its own
+// WAIT (and, under AcksAuto, its own count of replicas), the masters in
+// parallel. A shard that falls short fails the whole batch with its
+// *AckError (the grants of the others are handed back too: safe, and
+// rare). A call routed to a master that no longer serves its slot (a
+// failover, a resharding) makes the client reload the slot map, and the
+// batch is sent once more.
+func (b *redisBackend) evalShards(ctx context.Context, cc *redis.ClusterClient, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
+	for attempt := 0; ; attempt++ {
+		cmds, err := b.evalShardsOnce(ctx, cc, sc, calls, ackWithin)
+		if err == nil || attempt > 0 || !(redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "CLUSTERDOWN")) {
+			return cmds, err
+		}
+		cc.ReloadState(ctx)
+	}
+}
+
+func (b *redisBackend) evalShardsOnce(ctx context.Context, cc *redis.ClusterClient, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
+	byNode := map[*redis.Client][]int{}
+	for i, call := range calls {
+		node, err := cc.MasterForKey(ctx, call.keys[0])
+		if err != nil {
+			return nil, err
+		}
+		byNode[node] = append(byNode[node], i)
+	}
+	cmds := make([]*redis.Cmd, len(calls))
+	errs := make([]error, 0, len(byNode))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for node, idx := range byNode {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sub := make([]scriptCall, len(idx))
+			for k, i := range idx {
+				sub[k] = calls[i]
+			}
+			got, err := evalOn(ctx, node, b.ackerFor(node.Options().Addr), sc, sub, ackWithin)
+			mu.Lock()
+			defer mu.Unlock()
+			for k, i := range idx {
+				if got != nil {
+					cmds[i] = got[k]
+				}
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}()
+	}
+	wg.Wait()
+	var ackErr *AckError
+	for _, err := range errs {
+		if !errors.As(err, &ackErr) {
+			return nil, err // no answer from a shard: the batch has none
+		}
+	}
+	if ackErr != nil {
+		return cmds, ackErr
+	}
+	return cmds, nil
+}
+
+// ackerFor is the acker of one Cluster master: each counts its own
+// replicas.
+func (b *redisBackend) ackerFor(addr string) *acker {
+	if a, ok := b.shardAcks.Load(addr); ok {
+		return a.(*acker)
+	}
+	a, _ := b.shardAcks.LoadOrStore(addr, &acker{mode: b.acks.mode})
+	return a.(*acker)
 }
 
 // enqueueWait bounds how long a due entry written outside a lease (a
@@ -242,6 +342,9 @@ func (b *redisBackend) eval(ctx context.Context, sc *redis.Script, calls []scrip
 const enqueueWait = ackWaitMax
 
 func (b *redisBackend) acquire(ctx context.Context, holder string, maxTTL time.Duration, reqs []acquireArg) ([]acquireReply, error) {
+	if err := b.ready(ctx); err != nil {
+		return nil, err
+	}
 	out := make([]acquireReply, len(reqs))
 	var live []int // requests to send: the others were rejected before
 	for i, a := range reqs {
@@ -274,7 +377,8 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, maxTTL time.D
 		}
 		args := make([]any, 0, 7+3*len(gr.idx))
 		args = append(args, ms(maxTTL), holderArg, escape(k.task)+":", ms(k.ttl), k.reason, k.tick, queue)
-		ks := []string{b.k.epoch(), b.k.due(), b.k.dueInfo(), b.k.entities(k.task), b.k.followups(k.task)}
+		bk := bucketOf(k.task)
+		ks := []string{b.k.epoch(bk), b.k.due(bk), b.k.dueInfo(bk), b.k.entities(k.task), b.k.followups(k.task)}
 		for _, j := range gr.idx {
 			a := &reqs[live[j]] // pointers: go-redis boxes a string with an allocation
 			var from any = ""
@@ -353,7 +457,8 @@ func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseR
 	for g, gr := range gs {
 		args := make([]any, 0, 1+5*len(gr.idx))
 		args = append(args, escape(gr.key)+":")
-		ks := []string{b.k.due(), b.k.dueInfo(), b.k.entities(gr.key), b.k.followups(gr.key)}
+		bk := bucketOf(gr.key)
+		ks := []string{b.k.due(bk), b.k.dueInfo(bk), b.k.entities(gr.key), b.k.followups(gr.key)}
 		recs := runRecords(rs, gr.idx, replica)
 		for k, j := range gr.idx {
 			r := rs[j]
@@ -393,8 +498,12 @@ func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseR
 }
 
 func (b *redisBackend) enqueue(ctx context.Context, d Due, delay time.Duration) error {
+	if err := b.ready(ctx); err != nil {
+		return err
+	}
 	// Acknowledged, so that a trigger said to be stored survives a failover.
-	_, err := b.eval(ctx, scriptEnqueue, []scriptCall{{keys: []string{b.k.due(), b.k.dueInfo()},
+	bk := bucketOf(d.Task)
+	_, err := b.eval(ctx, scriptEnqueue, []scriptCall{{keys: []string{b.k.due(bk), b.k.dueInfo(bk)},
 		args: []any{member(d.Task, d.Entity), string(d.Reason), ms(delay), strconv.Itoa(d.Attempt), tickMS(d.Tick),
 			strings.Join(d.Requests, ",")}}}, enqueueWait)
 	return err
@@ -411,18 +520,69 @@ func (b *redisBackend) requestKeys(ks []string, task string, ids []string) []str
 	return ks
 }
 
+// take looks, in one round trip, at the earliest entry of every bucket's due
+// set, then takes from the buckets where one is due, one script call each
+// in a second round trip: a poll with nothing due costs one cheap read per
+// bucket, however many tasks there are.
 func (b *redisBackend) take(ctx context.Context, limit int, vis time.Duration, prefix string) ([]Due, error) {
-	res, err := scriptTake.Run(ctx, b.c, []string{b.k.due(), b.k.dueInfo()}, limit, ms(vis), prefix).Slice()
+	if err := b.ready(ctx); err != nil {
+		return nil, err
+	}
+	pipe := b.c.Pipeline()
+	firsts := make([]*redis.ZSliceCmd, buckets)
+	for bk := range firsts {
+		firsts[bk] = pipe.ZRangeWithScores(ctx, b.k.due(bk), 0, 0)
+	}
+	tm := pipe.Time(ctx)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	// A shard's clock may run a little ahead of the one read: an entry due
+	// by it is taken at the next poll.
+	now := float64(tm.Val().UnixMilli())
+	type ready struct {
+		bk    int
+		first float64
+	}
+	var rs []ready
+	for bk, f := range firsts {
+		if zs := f.Val(); len(zs) == 1 && zs[0].Score <= now {
+			rs = append(rs, ready{bk, zs[0].Score})
+		}
+	}
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	// Never take more than limit in all (what is taken is hidden until its
+	// visibility passes): the limit is shared out, earliest buckets first.
+	sort.Slice(rs, func(i, j int) bool { return rs[i].first < rs[j].first })
+	rs = rs[:min(len(rs), limit)]
+	calls := make([]scriptCall, len(rs))
+	for i, r := range rs {
+		n := limit / len(rs)
+		if i < limit%len(rs) {
+			n++
+		}
+		calls[i] = scriptCall{keys: []string{b.k.due(r.bk), b.k.dueInfo(r.bk)},
+			args: []any{n, ms(vis), prefix + "." + strconv.Itoa(r.bk)}}
+	}
+	cmds, err := b.eval(ctx, scriptTake, calls, 0)
 	if err != nil {
 		return nil, err
 	}
 	var out []Due
-	for i := 0; i+2 < len(res); i += 3 {
-		d, err := parseDue(str(res[i]), str(res[i+1]), str(res[i+2]))
+	for _, c := range cmds {
+		res, err := c.Slice()
 		if err != nil {
-			continue // not ours to understand; it stays and expires by visibility
+			return nil, err
 		}
-		out = append(out, d)
+		for i := 0; i+2 < len(res); i += 3 {
+			d, err := parseDue(str(res[i]), str(res[i+1]), str(res[i+2]))
+			if err != nil {
+				continue // not ours to understand; it stays and expires by visibility
+			}
+			out = append(out, d)
+		}
 	}
 	return out, nil
 }
@@ -443,7 +603,8 @@ func parseDue(m, info, score string) (Due, error) {
 }
 
 func (b *redisBackend) ack(ctx context.Context, d Due) error {
-	ks := b.requestKeys([]string{b.k.due(), b.k.dueInfo()}, d.Task, d.Requests)
+	bk := bucketOf(d.Task)
+	ks := b.requestKeys([]string{b.k.due(bk), b.k.dueInfo(bk)}, d.Task, d.Requests)
 	return scriptAck.Run(ctx, b.c, ks, member(d.Task, d.Entity), d.claim, escape(d.Entity), strings.Join(d.Requests, ",")).Err()
 }
 
@@ -486,24 +647,44 @@ func (b *redisBackend) tasks(ctx context.Context, task string, fn func(task stri
 	if task != "" {
 		return fn(task)
 	}
-	var cursor uint64
-	for {
-		ks, next, err := b.c.Scan(ctx, cursor, b.k.entitiesPattern(), pageSize).Result()
-		if err != nil {
-			return fmt.Errorf("scan %s: %w", b.k.entitiesPattern(), err)
+	return b.scan(ctx, b.k.entitiesPattern(), func(k string) error {
+		if t, ok := b.k.taskOf(k); ok {
+			return fn(t)
 		}
-		for _, k := range ks {
-			if t, ok := b.k.taskOf(k); ok {
-				if err := fn(t); err != nil {
+		return nil
+	})
+}
+
+// scan walks the keys that match pattern, a SCAN page at a time: on every
+// master of a Cluster, one after the other.
+func (b *redisBackend) scan(ctx context.Context, pattern string, fn func(key string) error) error {
+	one := func(ctx context.Context, c redis.Cmdable) error {
+		var cursor uint64
+		for {
+			ks, next, err := c.Scan(ctx, cursor, pattern, pageSize).Result()
+			if err != nil {
+				return fmt.Errorf("scan %s: %w", pattern, err)
+			}
+			for _, k := range ks {
+				if err := fn(k); err != nil {
 					return err
 				}
 			}
+			if cursor = next; cursor == 0 {
+				return nil
+			}
 		}
-		if next == 0 {
-			return nil
-		}
-		cursor = next
 	}
+	cc, ok := b.c.(*redis.ClusterClient)
+	if !ok {
+		return one(ctx, b.c)
+	}
+	var mu sync.Mutex // fn is called from one master at a time
+	return cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return one(ctx, node)
+	})
 }
 
 // entities walks the entities of task ("" for every task) a page at a time
@@ -595,9 +776,23 @@ func str(v any) string {
 	return fmt.Sprint(v)
 }
 
-func (b *redisBackend) dueEntries(ctx context.Context, fn func(Due) error) error {
+// dueEntries walks the due entries of task's bucket (every bucket for ""),
+// a page at a time, earliest first within a bucket.
+func (b *redisBackend) dueEntries(ctx context.Context, task string, fn func(Due) error) error {
+	for bk := range buckets {
+		if task != "" && bk != bucketOf(task) {
+			continue
+		}
+		if err := b.bucketDue(ctx, bk, task, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *redisBackend) bucketDue(ctx context.Context, bk int, task string, fn func(Due) error) error {
 	for off := int64(0); ; off += pageSize {
-		zs, err := b.c.ZRangeWithScores(ctx, b.k.due(), off, off+pageSize-1).Result()
+		zs, err := b.c.ZRangeWithScores(ctx, b.k.due(bk), off, off+pageSize-1).Result()
 		if err != nil {
 			return err
 		}
@@ -608,13 +803,13 @@ func (b *redisBackend) dueEntries(ctx context.Context, fn func(Due) error) error
 		for i, z := range zs {
 			ms[i] = z.Member.(string)
 		}
-		infos, err := b.c.HMGet(ctx, b.k.dueInfo(), ms...).Result()
+		infos, err := b.c.HMGet(ctx, b.k.dueInfo(bk), ms...).Result()
 		if err != nil {
 			return err
 		}
 		for i, z := range zs {
 			d, err := parseDue(ms[i], str(infos[i]), strconv.FormatFloat(z.Score, 'f', 0, 64))
-			if err != nil {
+			if err != nil || (task != "" && d.Task != task) {
 				continue
 			}
 			if err := fn(d); err != nil {
@@ -631,7 +826,8 @@ func (b *redisBackend) one(ctx context.Context, task, entity string) (EntityStat
 	m := member(task, entity)
 	pipe := b.c.Pipeline()
 	eg, tm := pipe.HGet(ctx, b.k.entities(task), escape(entity)), pipe.Time(ctx)
-	ds, di := pipe.ZScore(ctx, b.k.due(), m), pipe.HGet(ctx, b.k.dueInfo(), m)
+	bk := bucketOf(task)
+	ds, di := pipe.ZScore(ctx, b.k.due(bk), m), pipe.HGet(ctx, b.k.dueInfo(bk), m)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return EntityState{}, err
 	}
@@ -653,8 +849,19 @@ func (b *redisBackend) one(ctx context.Context, task, entity string) (EntityStat
 }
 
 func (b *redisBackend) dueCount(ctx context.Context) (int, error) {
-	n, err := b.c.ZCard(ctx, b.k.due()).Result()
-	return int(n), err
+	pipe := b.c.Pipeline()
+	cards := make([]*redis.IntCmd, buckets)
+	for bk := range cards {
+		cards[bk] = pipe.ZCard(ctx, b.k.due(bk))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, c := range cards {
+		n += int(c.Val())
+	}
+	return n, nil
 }
 
 func (b *redisBackend) setPaused(ctx context.Context, task string, paused bool) error {
@@ -679,6 +886,9 @@ func (b *redisBackend) paused(ctx context.Context) (map[string]bool, error) {
 func (b *redisBackend) ping(ctx context.Context) error { return b.c.Ping(ctx).Err() }
 
 func (b *redisBackend) announce(ctx context.Context, tasks []string, ttl time.Duration) error {
+	if err := b.ready(ctx); err != nil { // a replica that refuses the layout is not running
+		return err
+	}
 	return scriptAnnounce.Run(ctx, b.c, []string{b.k.replicas()}, escape(b.opts.Replica), ms(ttl),
 		announceValue{Tasks: tasks}.tasksField()).Err()
 }
@@ -697,5 +907,10 @@ func (s *Store) InitEpoch(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	return b.c.SetNX(ctx, b.k.epoch(), epochValue{}.encode(), 0).Err()
+	pipe := b.c.Pipeline()
+	for bk := range buckets {
+		pipe.SetNX(ctx, b.k.epoch(bk), epochValue{}.encode(), 0)
+	}
+	_, err := pipe.Exec(ctx)
+	return err
 }

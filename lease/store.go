@@ -81,7 +81,7 @@ type backend interface {
 	unlock(ctx context.Context, task, entity, by string) (Held, bool, error)
 	leases(ctx context.Context, task string, fn func(Held) error) error
 	lastRuns(ctx context.Context, task string, fn func(LastRun) error) error
-	dueEntries(ctx context.Context, fn func(Due) error) error
+	dueEntries(ctx context.Context, task string, fn func(Due) error) error
 	dueCount(ctx context.Context) (int, error)
 	// one reads the state of one entity.
 	one(ctx context.Context, task, entity string) (EntityState, error)
@@ -708,9 +708,10 @@ func (s *Store) LastRuns(ctx context.Context, task string, fn func(LastRun) erro
 	return s.b.lastRuns(ctx, task, fn)
 }
 
-// DueEntries calls fn for each pending request, earliest first.
-func (s *Store) DueEntries(ctx context.Context, fn func(Due) error) error {
-	return s.b.dueEntries(ctx, fn)
+// DueEntries calls fn for each pending request of task ("" for all tasks):
+// earliest first for one task.
+func (s *Store) DueEntries(ctx context.Context, task string, fn func(Due) error) error {
+	return s.b.dueEntries(ctx, task, fn)
 }
 
 // EntityState is what the store knows of one (task, entity).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
@@ -76,6 +77,11 @@ type Redis struct {
 	// where they require it.
 	SentinelUsername string `toml:"sentinel_username"`
 	SentinelPassword string `toml:"sentinel_password"`
+	// ClusterAddrs, when set, are seed nodes (host:port) of a Redis Cluster:
+	// go-redis's cluster client finds every shard from them and follows
+	// failovers. URL then gives only the credentials and TLS; the db must
+	// be 0 (a cluster has no other).
+	ClusterAddrs []string `toml:"cluster_addrs"`
 	// ReplicaAcks is how many replicas must have a lease grant or renewal
 	// before it is trusted: "auto" (default; every replica the primary
 	// reports online, none if it has none), a number, or 0 (never wait).
@@ -407,6 +413,24 @@ func validateRedis(d *decoder, r *Redis, urlGiven bool) {
 	}
 	if (r.SentinelUsername != "" || r.SentinelPassword != "") && r.SentinelMaster == "" {
 		d.bad("redis.sentinel_password", "sentinel credentials without sentinel_master")
+	}
+	validateCluster(d, r)
+}
+
+func validateCluster(d *decoder, r *Redis) {
+	if len(r.ClusterAddrs) == 0 {
+		return
+	}
+	if r.SentinelMaster != "" {
+		d.bad("redis.cluster_addrs", "give cluster_addrs or sentinel_master, not both")
+	}
+	for i, a := range r.ClusterAddrs {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			d.bad("redis.cluster_addrs", "element %d, %q: want host:port, e.g. \"10.0.0.1:6379\"", i, a)
+		}
+	}
+	if ro, err := redis.ParseURL(r.URL); err == nil && ro.DB != 0 {
+		d.bad("redis.url", "db %d: a Redis Cluster has db 0 only (end the url with /0 or nothing)", ro.DB)
 	}
 }
 

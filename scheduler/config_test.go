@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/lease"
 )
@@ -64,6 +66,9 @@ func TestConfigErrors(t *testing.T) {
 		{"sentinel_master alone", "[redis]\nsentinel_master = \"m\"\n" + goodTask, `cfg.toml:1: redis.sentinel_addrs: sentinel_master needs the sentinels' addresses`},
 		{"sentinel_addrs alone", "[redis]\nsentinel_addrs = [\"h:1\"]\n" + goodTask, `redis.sentinel_master: sentinel_addrs needs the name of the master`},
 		{"sentinel address", "[redis]\nsentinel_master = \"m\"\nsentinel_addrs = [\"h:1\", \"h\"]\n" + goodTask, `cfg.toml:3: redis.sentinel_addrs: element 1, "h": want host:port`},
+		{"cluster address", "[redis]\ncluster_addrs = [\"h:1\", \"h\"]\n" + goodTask, `cfg.toml:2: redis.cluster_addrs: element 1, "h": want host:port`},
+		{"cluster and sentinel", "[redis]\ncluster_addrs = [\"h:1\"]\nsentinel_master = \"m\"\nsentinel_addrs = [\"h:1\"]\n" + goodTask, `redis.cluster_addrs: give cluster_addrs or sentinel_master, not both`},
+		{"cluster db", "[redis]\nurl = \"redis://h:1/3\"\ncluster_addrs = [\"h:1\"]\n" + goodTask, `cfg.toml:2: redis.url: db 3: a Redis Cluster has db 0 only`},
 		{"sentinel password alone", "[redis]\nsentinel_password = \"p\"\n" + goodTask, `cfg.toml:2: redis.sentinel_password: sentinel credentials without sentinel_master`},
 		{"no tasks", "[daemon]\n", "cfg.toml: tasks: no [[tasks]]"},
 		{"defaults name", "[defaults]\nname = \"x\"\n" + goodTask, "cfg.toml:2: defaults.name"},
@@ -276,5 +281,22 @@ func TestConfigReplicaAcksAndSentinel(t *testing.T) {
 		expect.Equal(t, "replica_acks = "+val, cfg.Redis.ReplicaAcks, want)
 		expect.Equal(t, "sentinel master", cfg.Redis.SentinelMaster, "m")
 		expect.Equal(t, "where", cfg.Redis.Where(), `sentinel master "m" via [127.0.0.1:26379]`)
+	}
+}
+
+// cluster_addrs gives the seed nodes; url then only credentials.
+func TestConfigCluster(t *testing.T) {
+	cfg, err := ParseConfig("cfg.toml", []byte("[redis]\nurl = \"redis://:pw@x:1/0\"\ncluster_addrs = [\"127.0.0.1:7000\", \"127.0.0.1:7001\"]\n"+goodTask))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "where", cfg.Redis.Where(), "cluster via [127.0.0.1:7000 127.0.0.1:7001]")
+	c, err := cfg.Redis.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, ok := c.(*redis.ClusterClient); !ok {
+		t.Fatalf("client %T, want a cluster client", c)
 	}
 }

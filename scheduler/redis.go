@@ -8,9 +8,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Client builds the go-redis client for the [redis] table: through Redis
-// Sentinel when SentinelMaster is set (go-redis's failover client, which
-// follows the primary across failovers), else to URL. The caller closes it.
+// Client builds the go-redis client for the [redis] table: go-redis's
+// cluster client when ClusterAddrs is set; through Redis Sentinel when
+// SentinelMaster is set (go-redis's failover client, which follows the
+// primary across failovers); else to URL. The caller closes it.
 //
 // The client does not retry by itself (tickd retries a failed round with
 // backoff: a blind retry of a script could apply it twice), and gives up on
@@ -22,17 +23,7 @@ func (r *Redis) Client() (redis.UniversalClient, error) {
 		return nil, fmt.Errorf("redis.url: cannot parse the URL")
 	}
 	const timeout = 2 * time.Second
-	if r.SentinelMaster == "" {
-		ro.ContextTimeoutEnabled = true
-		ro.MaxRetries = -1
-		ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = timeout, timeout, timeout
-		return redis.NewClient(ro), nil
-	}
-	return redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:            r.SentinelMaster,
-		SentinelAddrs:         r.SentinelAddrs,
-		SentinelUsername:      r.SentinelUsername,
-		SentinelPassword:      r.SentinelPassword,
+	o := &redis.UniversalOptions{
 		Username:              ro.Username,
 		Password:              ro.Password,
 		DB:                    ro.DB,
@@ -42,12 +33,28 @@ func (r *Redis) Client() (redis.UniversalClient, error) {
 		DialTimeout:           timeout,
 		ReadTimeout:           timeout,
 		WriteTimeout:          timeout,
-	}), nil
+	}
+	switch {
+	case len(r.ClusterAddrs) > 0:
+		o.Addrs, o.IsClusterMode = r.ClusterAddrs, true
+		return redis.NewClusterClient(o.Cluster()), nil
+	case r.SentinelMaster != "":
+		o.MasterName, o.Addrs = r.SentinelMaster, r.SentinelAddrs
+		o.SentinelUsername, o.SentinelPassword = r.SentinelUsername, r.SentinelPassword
+		return redis.NewFailoverClient(o.Failover()), nil
+	}
+	ro.ContextTimeoutEnabled = true
+	ro.MaxRetries = -1
+	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = timeout, timeout, timeout
+	return redis.NewClient(ro), nil
 }
 
 // Where says which Redis the table names, for logs: the URL without its
 // password, or the sentinels and the master's name.
 func (r *Redis) Where() string {
+	if len(r.ClusterAddrs) > 0 {
+		return fmt.Sprintf("cluster via %v", r.ClusterAddrs)
+	}
 	if r.SentinelMaster != "" {
 		return fmt.Sprintf("sentinel master %q via %v", r.SentinelMaster, r.SentinelAddrs)
 	}

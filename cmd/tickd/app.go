@@ -22,6 +22,7 @@ Usage:
   tickd unlock -config FILE TASK ENTITY       force-release a stuck lease
   tickd lock -config FILE [-ttl 1m] [-busy-exit N] KEY -- CMD ARGS…
                                     run CMD under a lease, or exit at once if held
+  tickd migrate -config FILE        move an older tickd's keys to this key layout
 
   tickd version                     the version and build of this binary
 
@@ -56,6 +57,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runUnlock(ctx, args, stdout, stderr)
 	case "lock":
 		err = runLock(ctx, args, stderr)
+	case "migrate":
+		err = runMigrate(ctx, args, stdout)
 	case "version":
 		fmt.Fprintln(stdout, version())
 		return 0

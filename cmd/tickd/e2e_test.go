@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/internal/tickdtest"
@@ -178,13 +176,10 @@ func TestSIGTERMReleasesAndHandsOver(t *testing.T) {
 			t.Fatalf("run %+v was not stopped by SIGTERM", r)
 		}
 	}
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	defer c.Close()
-	ctx := context.Background()
 	if hs := tickdtest.HeldLeases(t, srv.Addr, "e2e"); len(hs) != 0 {
 		t.Fatalf("leases left: %+v", hs)
 	}
-	if n, _ := c.ZCard(ctx, "e2e:due").Result(); n != 2 {
+	if n := tickdtest.DueCount(t, srv.Addr, "e2e"); n != 2 {
 		t.Fatalf("%d hand-over entries, want 2", n)
 	}
 	if !strings.Contains(a.Log(), `"outcome":"canceled"`) || !strings.Contains(a.Log(), `"msg":"tickd stopped"`) {

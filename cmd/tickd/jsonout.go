@@ -147,6 +147,13 @@ type unlockDoc struct {
 	By     string  `json:"by"`
 }
 
+// migrateDoc is `tickd migrate -json`: what was moved into the key layout.
+type migrateDoc struct {
+	Layout string `json:"layout"`
+	Tasks  int    `json:"tasks"`
+	Due    int    `json:"due"`
+}
+
 // pauseDoc is `tickd pause -json` and `tickd resume -json`.
 type pauseDoc struct {
 	Task   string `json:"task"`

@@ -92,6 +92,33 @@ func runPause(ctx context.Context, args []string, stdout io.Writer, paused bool)
 	return nil
 }
 
+// runMigrate moves an older tickd's keys into this version's layout.
+func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
+	c := newCmdline("migrate", "")
+	asJSON := c.jsonFlag()
+	if _, err := c.args(args, 0, 0); err != nil {
+		return err
+	}
+	cfg, err := scheduler.LoadConfig(*c.config)
+	if err != nil {
+		return err
+	}
+	store, done, err := cliStore(cfg, "migrate", 0)
+	if err != nil {
+		return err
+	}
+	defer done()
+	m, err := store.Migrate(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if *asJSON {
+		return printJSON(stdout, migrateDoc{Layout: lease.LayoutVersion, Tasks: m.Tasks, Due: m.Due})
+	}
+	fmt.Fprintf(stdout, "key layout %s: moved %d task(s) and %d pending request(s)\n", lease.LayoutVersion, m.Tasks, m.Due)
+	return nil
+}
+
 func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newCmdline("unlock", "TASK ENTITY")
 	by := c.fs.String("by", operator(), "who forces the release, for the record")

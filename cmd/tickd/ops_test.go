@@ -574,3 +574,34 @@ func TestStatusWithManyEntities(t *testing.T) {
 	}
 	t.Logf("status over %d entities took %v", n, took)
 }
+
+// TestMigrateCommand: beside an older tickd's keys, commands refuse and say
+// what to do; `tickd migrate` moves the keys, and they work again.
+func TestMigrateCommand(t *testing.T) {
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tickd.toml")
+	tickdtest.WriteFile(t, cfg, fmt.Sprintf(`
+[redis]
+url = %q
+[[tasks]]
+name = "m"
+every = "1h"
+command = ["true"]
+`, srv.URL()))
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	c.Set(ctx, "tickd:epoch", "0|0", 0)
+	c.HSet(ctx, "tickd:{m}:entities", "m", "1|2||0|0|3||0|#")
+	code, _, errs := cli("trigger", "-config", cfg, "m")
+	expect.Equal(t, "trigger beside old keys: exit status", code, 1)
+	expect.True(t, "it says what to do: "+errs, strings.Contains(errs, "tickd:epoch of an older tickd") && strings.Contains(errs, "tickd migrate"))
+	code, out, errs := cli("migrate", "-config", cfg, "-json")
+	if code != 0 || fmt.Sprint(decodeJSON(t, out)) != "map[due:0 layout:2 tasks:1]" {
+		t.Fatalf("migrate: %d %s %s", code, out, errs)
+	}
+	if code, _, errs := cli("trigger", "-config", cfg, "m"); code != 0 {
+		t.Fatalf("trigger after migrate: %d %s", code, errs)
+	}
+}

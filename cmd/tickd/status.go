@@ -138,12 +138,7 @@ func statusOf(ctx context.Context, store *lease.Store, t scheduler.Task, paused 
 	if err != nil {
 		return st, fmt.Errorf("list last runs: %w", err)
 	}
-	err = store.DueEntries(ctx, func(d lease.Due) error {
-		if d.Task != t.Name {
-			return nil
-		}
-		return due.add(d)
-	})
+	err = store.DueEntries(ctx, t.Name, due.add)
 	if err != nil {
 		return st, fmt.Errorf("list due entries: %w", err)
 	}

@@ -293,18 +293,38 @@ func WriteFile(t testing.TB, path, content string) {
 // as tickd status reads them.
 func HeldLeases(t testing.TB, addr, prefix string) []lease.Held {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	s, err := lease.NewRedis(c, prefix, lease.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := store(t, addr, prefix)
 	defer s.Close()
 	var hs []lease.Held
 	if err := s.Leases(context.Background(), "", func(h lease.Held) error { hs = append(hs, h); return nil }); err != nil {
 		t.Errorf("read leases: %v", err)
 	}
 	return hs
+}
+
+// DueCount is how many due entries the Redis at addr holds under prefix.
+func DueCount(t testing.TB, addr, prefix string) int {
+	t.Helper()
+	s := store(t, addr, prefix)
+	defer s.Close()
+	n, err := s.DueCount(context.Background())
+	if err != nil {
+		t.Fatalf("count due entries: %v", err)
+	}
+	return n
+}
+
+// store is a lease store on the Redis at addr under prefix; closing it
+// closes its client.
+func store(t testing.TB, addr, prefix string) *lease.Store {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	s, err := lease.NewRedis(c, prefix, lease.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return s
 }
 
 // InitEpoch declares the Redis at addr new to tickd under prefix, as

@@ -1,0 +1,242 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrLayout is matched by a *LayoutError.
+var ErrLayout = errors.New("lease: redis holds tickd keys in another layout")
+
+// LayoutError says which keys of another key layout were found: the store
+// grants, enqueues and takes nothing beside them, so that two versions of
+// tickd never split the truth between two layouts.
+type LayoutError struct {
+	Keys  []string // keys only the older layout has
+	Other string   // or the layout version a newer tickd wrote
+}
+
+func (e *LayoutError) Error() string {
+	if e.Other != "" {
+		return fmt.Sprintf("%v: layout %s, written by a newer tickd (this one uses layout %s); run the newer version", ErrLayout, e.Other, LayoutVersion)
+	}
+	return fmt.Sprintf("%v: %s of an older tickd: stop every older tickd on this key prefix, then run `tickd migrate` (README, \"Upgrading\")",
+		ErrLayout, strings.Join(e.Keys, ", "))
+}
+
+// Is makes errors.Is(err, ErrLayout) true.
+func (e *LayoutError) Is(target error) bool { return target == ErrLayout }
+
+// layoutRecheck is how often a store looks again for keys of an older
+// layout (an older tickd started beside this one).
+var layoutRecheck = 5 * time.Second
+
+// layoutGate runs the layout check before the first grant, enqueue or take
+// of a store, and again every layoutRecheck.
+type layoutGate struct {
+	mu      sync.Mutex
+	checked time.Time // last check that passed
+}
+
+// ready returns nil once the layout is this one: the first time, it also
+// records the layout and gives every bucket an epoch (a bucket without one
+// is quarantined, as an acquire would find it), so that a task new to this
+// Redis finds its bucket's epoch and is not taken for one whose state was
+// lost.
+func (b *redisBackend) ready(ctx context.Context) error {
+	g := &b.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.checked.IsZero() && time.Since(g.checked) < layoutRecheck {
+		return nil
+	}
+	first := g.checked.IsZero()
+	if err := b.checkLayout(ctx); err != nil {
+		return err
+	}
+	if first {
+		if err := b.prepare(ctx); err != nil {
+			return err
+		}
+	}
+	g.checked = time.Now()
+	return nil
+}
+
+// checkLayout looks for keys of an older layout and for a newer one.
+func (b *redisBackend) checkLayout(ctx context.Context) error {
+	pipe := b.c.Pipeline()
+	olds := b.k.oldLayout()
+	exists := make([]*redis.IntCmd, len(olds))
+	for i, k := range olds { // one key per command: they may live on different shards
+		exists[i] = pipe.Exists(ctx, k)
+	}
+	layout := pipe.Get(ctx, b.k.layout())
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	var found []string
+	for i, e := range exists {
+		if e.Val() > 0 {
+			found = append(found, olds[i])
+		}
+	}
+	if len(found) > 0 {
+		return &LayoutError{Keys: found}
+	}
+	if v := layout.Val(); v != "" && v != LayoutVersion {
+		return &LayoutError{Other: v}
+	}
+	return nil
+}
+
+// prepare records the layout and makes sure every bucket has an epoch.
+func (b *redisBackend) prepare(ctx context.Context) error {
+	if err := b.c.SetNX(ctx, b.k.layout(), LayoutVersion, 0).Err(); err != nil {
+		return err
+	}
+	calls := make([]scriptCall, buckets)
+	for bk := range calls {
+		calls[bk] = scriptCall{keys: []string{b.k.epoch(bk)}, args: []any{ms(b.maxTTL())}}
+	}
+	_, err := b.eval(ctx, scriptEpoch, calls, 0)
+	return err
+}
+
+// Migrated is what Store.Migrate moved to this layout.
+type Migrated struct {
+	Tasks int // task hashes moved into their buckets
+	Due   int // pending requests moved
+}
+
+// ErrReplicasRunning: Migrate found replicas announcing their tasks.
+var ErrReplicasRunning = errors.New("lease: tickd replicas are running on this prefix")
+
+// Migrate moves the keys of layout 1 (tickd before buckets) into this
+// layout on a single Redis or a Sentinel primary (layout 1 never ran on a
+// Cluster), keeping everything: each task's hash, the epoch (copied into
+// every bucket, so a quarantine under way goes on) and the pending
+// requests. Every tickd must be stopped first: replicas of this version
+// refuse to run beside the old keys, and Migrate refuses while any replica
+// announces its tasks. A Migrate cut short is run again; the old epoch,
+// deleted last, is what keeps this version's replicas waiting until then.
+func (s *Store) Migrate(ctx context.Context) (Migrated, error) {
+	b, ok := s.b.(*redisBackend)
+	if !ok {
+		return Migrated{}, errors.New("lease: migrate: the in-process store has no keys")
+	}
+	var m Migrated
+	live, err := b.liveReplicas(ctx)
+	if err != nil {
+		return m, err
+	}
+	if len(live) > 0 {
+		return m, fmt.Errorf("%w (%s): stop every tickd on it first", ErrReplicasRunning, strings.Join(live, ", "))
+	}
+	old := b.k.oldLayout()
+	oldEpoch, oldDue, oldInfo := old[0], old[1], b.k.prefix+":dueinfo"
+	ep, err := b.c.Get(ctx, oldEpoch).Result()
+	if errors.Is(err, redis.Nil) {
+		return m, b.c.SetNX(ctx, b.k.layout(), LayoutVersion, 0).Err() // nothing of layout 1
+	}
+	if err != nil {
+		return m, err
+	}
+	pipe := b.c.Pipeline()
+	for bk := range buckets {
+		pipe.Set(ctx, b.k.epoch(bk), ep, 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return m, fmt.Errorf("copy the epoch: %w", err)
+	}
+	if m.Tasks, err = b.migrateTasks(ctx); err != nil {
+		return m, err
+	}
+	if m.Due, err = b.migrateDue(ctx, oldDue, oldInfo); err != nil {
+		return m, err
+	}
+	if err := b.c.Del(ctx, oldDue, oldInfo).Err(); err != nil {
+		return m, err
+	}
+	if err := b.c.Set(ctx, b.k.layout(), LayoutVersion, 0).Err(); err != nil {
+		return m, err
+	}
+	return m, b.c.Del(ctx, oldEpoch).Err()
+}
+
+// liveReplicas lists the replicas whose announcement is current.
+func (b *redisBackend) liveReplicas(ctx context.Context) ([]string, error) {
+	all, err := b.c.HGetAll(ctx, b.k.replicas()).Result()
+	if err != nil {
+		return nil, err
+	}
+	now, err := b.serverMS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var live []string
+	for r, v := range all {
+		if a, err := decodeAnnounce(v); err == nil && a.Until >= now {
+			name, _ := unescape(r)
+			live = append(live, name)
+		}
+	}
+	return live, nil
+}
+
+// migrateTasks renames each layout-1 task hash, prefix:{task}:entities,
+// into its bucket.
+func (b *redisBackend) migrateTasks(ctx context.Context) (int, error) {
+	n := 0
+	err := b.scan(ctx, b.k.prefix+":{*}:entities", func(k string) error {
+		esc, ok := strings.CutSuffix(strings.TrimPrefix(k, b.k.prefix+":{"), "}:entities")
+		task, err := unescape(esc)
+		if !ok || strings.ContainsAny(esc, ":{}") || err != nil {
+			return nil // this layout's, or not tickd's
+		}
+		if err := b.c.RenameNX(ctx, k, b.k.entities(task)).Err(); err != nil {
+			return fmt.Errorf("move %s: %w", k, err)
+		}
+		n++
+		return nil
+	})
+	return n, err
+}
+
+// migrateDue moves the layout-1 due entries into their buckets, untaken
+// (a claim from before is moot: every taker is stopped).
+func (b *redisBackend) migrateDue(ctx context.Context, due, info string) (int, error) {
+	zs, err := b.c.ZRangeWithScores(ctx, due, 0, -1).Result()
+	if err != nil {
+		return 0, err
+	}
+	infos, err := b.c.HGetAll(ctx, info).Result()
+	if err != nil {
+		return 0, err
+	}
+	pipe := b.c.Pipeline()
+	n := 0
+	for _, z := range zs {
+		m := z.Member.(string)
+		task, _, err := splitMember(m)
+		f := strings.SplitN(infos[m], "|", 4) // layout 1: reason|attempt|tick|claim
+		if err != nil || len(f) != 4 {
+			continue
+		}
+		bk := bucketOf(task)
+		pipe.ZAdd(ctx, b.k.due(bk), redis.Z{Score: z.Score, Member: m})
+		pipe.HSet(ctx, b.k.dueInfo(bk), m, f[0]+"|"+f[1]+"|"+f[2]+"||")
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	_, err = pipe.Exec(ctx)
+	return n, err
+}

@@ -1,0 +1,147 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tickd/tickd/internal/expect"
+	"github.com/tickd/tickd/internal/redistest"
+)
+
+// twoBuckets returns two task names in different buckets.
+func twoBuckets() (string, string) {
+	a := "t"
+	for _, b := range []string{"u", "v", "w", "x", "y"} {
+		if bucketOf(b) != bucketOf(a) {
+			return a, b
+		}
+	}
+	panic("no two buckets")
+}
+
+// TestOldLayoutRefused: beside a key only the older layout has (an older
+// tickd runs on the prefix), a store grants, enqueues and takes nothing and
+// says why; once the old keys are gone (tickd migrate), it goes on. A key
+// of the old layout that appears later stops it within layoutRecheck.
+func TestOldLayoutRefused(t *testing.T) {
+	defer func(d time.Duration) { layoutRecheck = d }(layoutRecheck)
+	layoutRecheck = 50 * time.Millisecond
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr)
+	s := newRedisStore(t, c, Options{})
+	c.Set(bg, "f:epoch", "0|0", 0)
+	_, err := s.Acquire(bg, req("e", time.Minute))
+	var le *LayoutError
+	if !errors.As(err, &le) || !errors.Is(err, ErrLayout) {
+		t.Fatalf("acquire beside an old layout: %v, want a *LayoutError", err)
+	}
+	expect.Equal(t, "old keys named", strings.Join(le.Keys, ","), "f:epoch")
+	if err := s.Enqueue(bg, Due{Task: "t", Entity: "e", Reason: ReasonTrigger}, 0); !errors.Is(err, ErrLayout) {
+		t.Fatalf("enqueue beside an old layout: %v", err)
+	}
+	if _, err := s.TakeDue(bg, 10, time.Minute); !errors.Is(err, ErrLayout) {
+		t.Fatalf("take beside an old layout: %v", err)
+	}
+	c.Del(bg, "f:epoch")
+	s.InitEpoch(bg) //nolint:errcheck
+	mustRelease(t, mustAcquire(t, s, req("e", time.Minute)))
+	expect.Equal(t, "layout recorded", c.Get(bg, "f:layout").Val(), LayoutVersion)
+
+	c.ZAdd(bg, "f:due", redis.Z{Score: 1, Member: "t:e"}) // an older tickd started since
+	redistest.WaitFor(t, 2*time.Second, "the store refuses again", func() bool {
+		_, err := s.Acquire(bg, req("e2", time.Minute))
+		return errors.Is(err, ErrLayout)
+	})
+
+	c.Del(bg, "f:due")
+	c.Set(bg, "f:layout", "3", 0) // a newer tickd's
+	redistest.WaitFor(t, 2*time.Second, "a newer layout refused", func() bool {
+		_, err := s.Acquire(bg, req("e3", time.Minute))
+		return errors.As(err, &le) && le.Other == "3"
+	})
+}
+
+// TestNewTaskIsNotQuarantined: a store gives every bucket an epoch before
+// its first grant, so a task first run later on the same Redis (a config
+// change) finds its bucket's epoch and runs at once; a bucket whose epoch
+// is gone (its shard lost its data) quarantines its own tasks only.
+func TestNewTaskIsNotQuarantined(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr)
+	const maxTTL = 500 * time.Millisecond
+	s := newRedisStore(t, c, Options{MaxTTL: maxTTL})
+	old, fresh := twoBuckets()
+	if _, err := s.Acquire(bg, Request{Task: old, Entity: "e", TTL: maxTTL, Reason: ReasonTrigger}); !errors.Is(err, ErrQuarantine) {
+		t.Fatalf("first acquire on a new Redis: %v, want the quarantine", err)
+	}
+	redistest.WaitFor(t, 3*maxTTL, "the quarantine over", func() bool {
+		l, err := s.Acquire(bg, Request{Task: old, Entity: "e", TTL: maxTTL, Reason: ReasonTrigger})
+		if err == nil {
+			mustRelease(t, l)
+		}
+		return err == nil
+	})
+	l, err := s.Acquire(bg, Request{Task: fresh, Entity: "e", TTL: maxTTL, Reason: ReasonTrigger})
+	if err != nil {
+		t.Fatalf("a task new to this Redis, in another bucket: %v", err)
+	}
+	mustRelease(t, l)
+
+	c.Del(bg, s.b.(*redisBackend).k.epoch(bucketOf(old))) // that bucket's shard lost its data
+	if _, err := s.Acquire(bg, Request{Task: old, Entity: "e", TTL: maxTTL, Reason: ReasonTrigger}); !errors.Is(err, ErrQuarantine) {
+		t.Fatalf("acquire in a bucket that lost its epoch: %v, want the quarantine", err)
+	}
+	if l, err = s.Acquire(bg, Request{Task: fresh, Entity: "e", TTL: maxTTL, Reason: ReasonTrigger}); err != nil {
+		t.Fatalf("a task of another bucket during that quarantine: %v", err)
+	}
+	mustRelease(t, l)
+}
+
+// TestMigrateFromLayout1: the keys an older tickd left (its epoch, a task's
+// hash, a pending request) are moved into the buckets with nothing lost;
+// Migrate refuses while a replica runs.
+func TestMigrateFromLayout1(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr)
+	T := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ran := entityValue{LastTick: T.UnixMilli(), Fence: 42, Touched: T.UnixMilli(),
+		Last: &runRecord{Outcome: OutcomeDone, Start: T.UnixMilli(), End: T.UnixMilli() + 5, Fence: 42, Reason: ReasonTick, Replica: "old"}}
+	c.Set(bg, "f:epoch", "0|0", 0)
+	c.HSet(bg, "f:{sync-users}:entities", "u%201", ran.encode())
+	c.ZAdd(bg, "f:due", redis.Z{Score: float64(T.UnixMilli()), Member: "sync-users:u%202"})
+	c.HSet(bg, "f:dueinfo", "sync-users:u%202", "retry|2|"+itoa(T.UnixMilli())+"|nonce:1")
+	s := newRedisStore(t, c, Options{})
+
+	c.HSet(bg, "f:replicas", "old-replica", announceValue{Until: time.Now().Add(time.Hour).UnixMilli(), Tasks: []string{"sync-users"}}.encode())
+	if _, err := s.Migrate(bg); !errors.Is(err, ErrReplicasRunning) {
+		t.Fatalf("migrate while a replica announces its tasks: %v", err)
+	}
+	c.Del(bg, "f:replicas")
+	m, err := s.Migrate(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "tasks moved", m.Tasks, 1)
+	expect.Equal(t, "requests moved", m.Due, 1)
+	if n := c.Exists(bg, "f:epoch", "f:due", "f:dueinfo", "f:{sync-users}:entities").Val(); n != 0 {
+		t.Fatalf("%d old keys left", n)
+	}
+	st, err := s.Entity(bg, "sync-users", "u 1")
+	if err != nil || st.Last == nil || st.Last.Fence != 42 {
+		t.Fatalf("the task's hash after migrate: %+v, %v", st, err)
+	}
+	_, err = s.Acquire(bg, Request{Task: "sync-users", Entity: "u 1", TTL: time.Minute, Reason: ReasonTick, Tick: T})
+	expect.True(t, "the tick that ran before still counts as run: "+fmt.Sprint(err), errors.Is(err, ErrAlreadyRan))
+	ds, err := s.TakeDue(bg, 10, time.Minute)
+	if err != nil || len(ds) != 1 || ds[0].Entity != "u 2" || ds[0].Reason != ReasonRetry || ds[0].Attempt != 2 || !ds[0].Tick.Equal(T) {
+		t.Fatalf("the pending request after migrate: %+v, %v", ds, err)
+	}
+	if m, err := s.Migrate(bg); err != nil || m != (Migrated{}) {
+		t.Fatalf("a second migrate: %+v, %v", m, err)
+	}
+}
