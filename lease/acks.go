@@ -211,6 +211,9 @@ func (s *Store) Replication(ctx context.Context) (Replication, error) {
 	if !ok {
 		return Replication{Role: "in-process", Mode: AcksNever}, nil
 	}
+	if cc, ok := b.c.(*redis.ClusterClient); ok {
+		return b.clusterReplication(ctx, cc)
+	}
 	info, err := b.c.Info(ctx, "replication").Result()
 	if err != nil {
 		return Replication{}, err
@@ -245,6 +248,52 @@ func (s *Store) Replication(ctx context.Context) (Replication, error) {
 	case round != nil && round.wait != nil:
 		got, _ := round.wait.Int64() // check read it without error
 		r.Got = int(got)
+	}
+	return r, nil
+}
+
+// clusterReplication is Replication on a Redis Cluster: Role "cluster",
+// Online the fewest replicas any master reports online, and a probe write
+// into every bucket, acknowledged per shard as lease writes are.
+func (b *redisBackend) clusterReplication(ctx context.Context, cc *redis.ClusterClient) (Replication, error) {
+	r := Replication{Role: "cluster", Mode: b.opts.ReplicaAcks, Online: -1}
+	var mu sync.Mutex
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		info, err := node.Info(ctx, "replication").Result()
+		if err != nil {
+			return err
+		}
+		n := onlineReplicas(info)
+		if b.acks != nil {
+			b.ackerFor(node.Options().Addr).setOnline(n)
+		}
+		mu.Lock()
+		if r.Online < 0 || n < r.Online {
+			r.Online = n
+		}
+		mu.Unlock()
+		return nil
+	})
+	if err != nil || b.acks == nil {
+		return r, err
+	}
+	r.Want = r.Online
+	if b.acks.mode > 0 {
+		r.Want = int(b.acks.mode)
+	}
+	calls := make([]scriptCall, buckets)
+	for bk := range calls {
+		calls[bk] = scriptCall{keys: []string{b.k.bucket(bk) + ":ackprobe"}, args: []any{b.opts.Replica}}
+	}
+	_, err = b.eval(ctx, scriptProbe, calls, ackWaitMax)
+	var ae *AckError
+	switch {
+	case errors.As(err, &ae):
+		r.Got, r.Err = ae.Got, ae
+	case err != nil:
+		return r, err
+	default:
+		r.Got = r.Want
 	}
 	return r, nil
 }

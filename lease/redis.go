@@ -51,6 +51,9 @@ var luaKnown string
 //go:embed lua/epoch.lua
 var luaEpoch string
 
+//go:embed lua/probe.lua
+var luaProbe string
+
 // Every script is the constants Go shares with Lua, the shared library, then
 // its own body.
 var (
@@ -65,6 +68,7 @@ var (
 	scriptAnnounce = newScript(luaAnnounce)
 	scriptKnown    = newScript(luaKnown)
 	scriptEpoch    = newScript(luaEpoch)
+	scriptProbe    = newScript(luaProbe)
 )
 
 // luaPrelude begins every script: the shared constants, then lib.lua.

@@ -1,0 +1,136 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tickd/tickd/internal/expect"
+	"github.com/tickd/tickd/internal/redistest"
+)
+
+// scriptKeys is a go-redis hook that records the keys of every script call.
+type scriptKeys struct {
+	mu    sync.Mutex
+	calls [][]string
+}
+
+func (h *scriptKeys) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *scriptKeys) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.record(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *scriptKeys) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.record(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *scriptKeys) record(cmd redis.Cmder) {
+	args := cmd.Args()
+	if name := cmd.Name(); (name != "evalsha" && name != "eval") || len(args) < 3 {
+		return
+	}
+	n, _ := strconv.Atoi(fmt.Sprint(args[2]))
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprint(args[3+i])
+	}
+	h.mu.Lock()
+	h.calls = append(h.calls, keys)
+	h.mu.Unlock()
+}
+
+// TestScriptsKeepToOneSlot: every script call's keys hash to one Cluster
+// slot, for task names that try to break the hash tag ({, }, :, spaces,
+// escapes), through every kind of call: acquire (with due entries and
+// request ids), renew, release (with next, follow-up and answers),
+// enqueue, take, ack, unlock, sweep, announce, known, and the epochs.
+func TestScriptsKeepToOneSlot(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	hook := &scriptKeys{}
+	// On every node's client: the store also sends pipelines to a master's
+	// client itself (acknowledgement per shard).
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), NewClient: func(o *redis.Options) *redis.Client {
+		n := redis.NewClient(o)
+		n.AddHook(hook)
+		return n
+	}})
+	t.Cleanup(func() { c.Close() })
+	s, err := NewRedis(c, "slots", Options{Replica: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.InitEpoch(bg); err != nil {
+		t.Fatal(err)
+	}
+	tasks := []string{"{x}", "a}b{c", "}{", "x:{y}:z", "{}", "{{a}}", "t%7Bx", "sp ace", "plain"}
+	for _, task := range tasks {
+		req := func(e string) Request {
+			return Request{Task: task, Entity: e, TTL: time.Minute, Reason: ReasonTrigger, Queue: true}
+		}
+		rs := s.AcquireBatch(bg, []Request{req("a{1}"), req("b}2{")})
+		for _, r := range rs {
+			if r.Err != nil {
+				t.Fatalf("%s: %v", task, r.Err)
+			}
+		}
+		s.renewRound(bg, []*Lease{rs[0].Lease, rs[1].Lease})
+		if err := s.Enqueue(bg, Due{Task: task, Entity: "a{1}", Reason: ReasonTrigger, Requests: []string{"req-1"}}, 0); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := s.TakeDue(bg, 10, time.Minute)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("%s: take %v, %v", task, ds, err)
+		}
+		from := ds[0]
+		if _, err := s.Acquire(bg, Request{Task: task, Entity: "a{1}", TTL: time.Minute, Reason: ReasonTrigger, Queue: true, From: &from}); err == nil {
+			t.Fatalf("%s: acquired a held lease", task)
+		}
+		if _, err := rs[0].Lease.Release(bg, Finished{Outcome: OutcomeDone}, &Next{Reason: ReasonReschedule, Delay: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Unlock(bg, task, "b}2{", "op"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Ack(bg, from); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Sweep(bg); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Announce(bg, tasks, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Known(bg, tasks[0]); err != nil {
+		t.Fatal(err)
+	}
+	hook.mu.Lock()
+	defer hook.mu.Unlock()
+	multi := 0
+	for _, keys := range hook.calls {
+		if len(keys) > 1 {
+			multi++
+		}
+		for _, k := range keys[1:] {
+			if a, b := cl.Slot(t, keys[0]), cl.Slot(t, k); a != b {
+				t.Errorf("one script, two slots: %s (%d) and %s (%d)", keys[0], a, k, b)
+			}
+		}
+	}
+	expect.True(t, fmt.Sprintf("script calls with several keys seen: %d of %d", multi, len(hook.calls)), multi >= 5*len(tasks))
+}
