@@ -238,18 +238,12 @@ func (s *Store) Replication(ctx context.Context) (Replication, error) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		return r, err
 	}
-	err = round.check(ctx, b.c)
-	var ae *AckError
-	switch {
-	case errors.As(err, &ae):
-		r.Got, r.Err = ae.Got, ae
-	case err != nil:
-		return r, err
-	case round != nil && round.wait != nil:
-		got, _ := round.wait.Int64() // check read it without error
-		r.Got = int(got)
+	got := 0
+	if round != nil && round.wait != nil {
+		n, _ := round.wait.Int64()
+		got = int(n)
 	}
-	return r, nil
+	return r.probed(round.check(ctx, b.c), got)
 }
 
 // clusterReplication is Replication on a Redis Cluster: Role "cluster",
@@ -286,6 +280,12 @@ func (b *redisBackend) clusterReplication(ctx context.Context, cc *redis.Cluster
 		calls[bk] = scriptCall{keys: []string{b.k.bucket(bk) + ":ackprobe"}, args: []any{b.opts.Replica}}
 	}
 	_, err = b.eval(ctx, scriptProbe, calls, ackWaitMax)
+	return r.probed(err, r.Want)
+}
+
+// probed completes r with a probe's answer: its *AckError, or got
+// acknowledgements; another error is the probe's failure.
+func (r Replication) probed(err error, got int) (Replication, error) {
 	var ae *AckError
 	switch {
 	case errors.As(err, &ae):
@@ -293,7 +293,7 @@ func (b *redisBackend) clusterReplication(ctx context.Context, cc *redis.Cluster
 	case err != nil:
 		return r, err
 	default:
-		r.Got = r.Want
+		r.Got = got
 	}
 	return r, nil
 }

@@ -101,6 +101,10 @@ const buckets = 64
 // (tickd before it) kept the epoch and the due set in global keys.
 const LayoutVersion = "2"
 
+// TaskKey is the key of task's hash under prefix: on a Redis Cluster, its
+// slot is the slot of everything tickd keeps for the task.
+func TaskKey(prefix, task string) string { return keys{prefix}.entities(task) }
+
 // bucketOf is task's bucket: CRC-32 (IEEE) of its name, modulo buckets.
 func bucketOf(task string) int { return int(crc32.ChecksumIEEE([]byte(task)) % buckets) }
 

@@ -58,6 +58,13 @@ func (b *redisBackend) ready(ctx context.Context) error {
 	}
 	first := g.checked.IsZero()
 	if err := b.checkLayout(ctx); err != nil {
+		var le *LayoutError
+		if !first && !errors.As(err, &le) {
+			// The layout keys' shard does not answer: what the last check
+			// found stands, and the check is made again next time.
+			g.checked = time.Now()
+			return nil
+		}
 		return err
 	}
 	if first {

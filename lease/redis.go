@@ -277,10 +277,16 @@ func evalOn(ctx context.Context, c RedisClient, acks *acker, sc *redis.Script, c
 func (b *redisBackend) evalShards(ctx context.Context, cc *redis.ClusterClient, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
 	for attempt := 0; ; attempt++ {
 		cmds, err := b.evalShardsOnce(ctx, cc, sc, calls, ackWithin)
-		if err == nil || attempt > 0 || !(redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "CLUSTERDOWN")) {
+		var ackErr *AckError
+		if err == nil || errors.As(err, &ackErr) {
 			return cmds, err
 		}
+		// A master that moved or died: the client's slot map is reloaded,
+		// and a slot moved is tried once more at once.
 		cc.ReloadState(ctx)
+		if attempt > 0 || !redis.HasErrorPrefix(err, "MOVED") {
+			return cmds, err
+		}
 	}
 }
 

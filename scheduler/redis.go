@@ -37,7 +37,12 @@ func (r *Redis) Client() (redis.UniversalClient, error) {
 	switch {
 	case len(r.ClusterAddrs) > 0:
 		o.Addrs, o.IsClusterMode = r.ClusterAddrs, true
-		return redis.NewClusterClient(o.Cluster()), nil
+		co := o.Cluster()
+		// The slot map is read again every second (one CLUSTER SLOTS): with
+		// retries off, this is what finds a master promoted after a
+		// failover (go-redis's default waits a minute).
+		co.ClusterStateReloadInterval = time.Second
+		return redis.NewClusterClient(co), nil
 	case r.SentinelMaster != "":
 		o.MasterName, o.Addrs = r.SentinelMaster, r.SentinelAddrs
 		o.SentinelUsername, o.SentinelPassword = r.SentinelUsername, r.SentinelPassword

@@ -1,0 +1,242 @@
+package faults
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/internal/tickdtest"
+	"github.com/tickd/tickd/lease"
+)
+
+// The Redis Cluster scenarios: three tickd replicas on a Redis Cluster of
+// three masters with a replica each, six tasks spread over the masters, a
+// tick every second.
+const (
+	rcTasks    = 6
+	rcEntities = 15
+	rcEvery    = time.Second
+	rcTTL      = 3 * time.Second
+)
+
+// rcEnv is a Redis Cluster with three tickd replicas on it.
+type rcEnv struct {
+	t       *testing.T
+	cl      *redistest.Cluster
+	tasks   []string
+	master  map[string]*redistest.Server // task -> the master serving it at the start
+	runsLog string
+	procs   []*tickdtest.Proc
+}
+
+func startRC(t *testing.T) *rcEnv {
+	e := &rcEnv{t: t, cl: redistest.StartCluster(t), master: map[string]*redistest.Server{}}
+	// Six tasks whose slots spread over every master.
+	per := map[*redistest.Server]int{}
+	for i := 0; len(e.tasks) < rcTasks && i < 1000; i++ {
+		name := fmt.Sprint("task-", i)
+		m := e.cl.MasterOf(t, lease.TaskKey("faults", name))
+		if per[m] >= rcTasks/3 {
+			continue
+		}
+		per[m]++
+		e.tasks = append(e.tasks, name)
+		e.master[name] = m
+	}
+	if len(per) < 3 {
+		t.Fatalf("tasks on %d masters, want 3", len(per))
+	}
+	_, worker := tickdtest.Binaries(t)
+	dir := t.TempDir()
+	e.runsLog = filepath.Join(dir, "runs.log")
+	ids := make([]string, rcEntities)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%q", fmt.Sprint("e", i))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "[daemon]\nshutdown_timeout = \"1s\"\nlog_format = \"json\"\n[redis]\nkey_prefix = \"faults\"\ncluster_addrs = [%q]\n[defaults]\nlease_ttl = %q\n",
+		e.cl.Nodes[0].Addr, rcTTL.String())
+	for _, task := range e.tasks {
+		fmt.Fprintf(&b, "[[tasks]]\nname = %q\nevery = %q\ncommand = [%q]\nentities = [%s]\n", task, rcEvery.String(), worker, strings.Join(ids, ", "))
+	}
+	cfg := filepath.Join(dir, "tickd.toml")
+	tickdtest.WriteFile(t, cfg, b.String())
+	for i := range replicas {
+		e.procs = append(e.procs, tickdtest.Start(t, fmt.Sprint("r", i), []string{"TESTWORKER_LOG=" + e.runsLog, "TESTWORKER_MAX_SLEEP=200ms"}, "-config", cfg))
+	}
+	// A new cluster is quarantined for one lease TTL; then every task runs.
+	redistest.WaitFor(t, 30*time.Second, "every task running", func() bool { return len(e.tasksRunSince(time.Time{})) == rcTasks })
+	return e
+}
+
+// tasksRunSince lists the tasks with a run started at or after since.
+func (e *rcEnv) tasksRunSince(since time.Time) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range tickdtest.ReadRuns(e.t, e.runsLog) {
+		if r.Start.At >= since.UnixNano() {
+			out[r.Start.Task] = true
+		}
+	}
+	return out
+}
+
+// stop stops the replicas (SIGTERM) and checks every run: no overlap, no
+// tick run twice, fences increasing per entity.
+func (e *rcEnv) stop(name string, extra string) tickdtest.Figures {
+	t := e.t
+	for _, p := range e.procs {
+		p.Signal(syscall.SIGTERM)
+	}
+	for _, p := range e.procs {
+		if code := p.Wait(30 * time.Second); code != 0 {
+			t.Errorf("%s exited %d on SIGTERM", p.Name, code)
+		}
+	}
+	runs := tickdtest.ReadRuns(t, e.runsLog)
+	f := tickdtest.Check(runs, func(r tickdtest.Run) int64 { return time.Now().UnixNano() })
+	row := fmt.Sprintf("%-22s tasks=%d masters=3 runs=%-5d tick_runs=%-5d overlaps=%d dup_tick_runs=%d fence_violations=%d %s",
+		name, rcTasks, f.Runs, f.TickRuns, f.Overlaps, f.DuplicateTickRuns, f.FenceViolations, extra)
+	t.Log(row)
+	tableMu.Lock()
+	table = append(table, row)
+	tableMu.Unlock()
+	if f.Overlaps != 0 || f.DuplicateTickRuns != 0 || f.FenceViolations != 0 {
+		t.Errorf("guarantees broken: %v\n%s", f, strings.Join(f.Examples, "\n"))
+	}
+	return f
+}
+
+// tickRuns counts, per task, the tick runs for ticks in [from, to).
+func (e *rcEnv) tickRuns(from, to time.Time) map[string]int {
+	out := map[string]int{}
+	for _, r := range tickdtest.ReadRuns(e.t, e.runsLog) {
+		tick, err := time.Parse(time.RFC3339Nano, r.Start.Tick)
+		if r.Start.Reason == "tick" && err == nil && !tick.Before(from) && tick.Before(to) {
+			out[r.Start.Task]++
+		}
+	}
+	return out
+}
+
+// mostTasks is the master that serves the most tasks, and its tasks.
+func (e *rcEnv) mostTasks() (*redistest.Server, map[string]bool) {
+	by := map[*redistest.Server]map[string]bool{}
+	for task, m := range e.master {
+		if by[m] == nil {
+			by[m] = map[string]bool{}
+		}
+		by[m][task] = true
+	}
+	var best *redistest.Server
+	for m, ts := range by {
+		if best == nil || len(ts) > len(by[best]) {
+			best = m
+		}
+	}
+	return best, by[best]
+}
+
+// TestRedisClusterSteady: every entity of every task runs at every tick,
+// once, on a Cluster, with acknowledgement per shard.
+func TestRedisClusterSteady(t *testing.T) {
+	e := startRC(t)
+	from := time.Now().Truncate(rcEvery).Add(rcEvery)
+	to := from.Add(5 * rcEvery)
+	redistest.WaitFor(t, 20*time.Second, "five ticks", func() bool { return time.Now().After(to.Add(2 * rcEvery)) })
+	got := e.tickRuns(from, to)
+	e.stop("cluster steady", fmt.Sprint("tick_runs_per_task=", sortedCounts(got)))
+	for _, task := range e.tasks {
+		if got[task] != 5*rcEntities {
+			t.Errorf("%s: %d tick runs for 5 ticks of %d entities, want %d", task, got[task], rcEntities, 5*rcEntities)
+		}
+	}
+}
+
+// TestRedisClusterMasterKilled: kill -9 of the master that serves the most
+// tasks; its replica is promoted (cluster-node-timeout 2s). The other
+// masters' tasks keep running through it, the killed master's resume by
+// themselves, and no guarantee breaks.
+func TestRedisClusterMasterKilled(t *testing.T) {
+	e := startRC(t)
+	m, its := e.mostTasks()
+	killed := time.Now()
+	m.Stop()
+	redistest.WaitFor(t, 30*time.Second, "its replica promoted", func() bool { return len(e.cl.Masters(t)) == 3 })
+	e.cl.WaitHealthy(t)
+	healed := time.Now()
+	during := e.tickRuns(killed.Truncate(rcEvery).Add(rcEvery), healed)
+	redistest.WaitFor(t, 30*time.Second, "every task running again", func() bool {
+		return len(e.tasksRunSince(healed.Add(rcEvery))) == rcTasks
+	})
+	resumed := time.Since(healed)
+	e.stop("cluster master kill -9", fmt.Sprintf("killed_tasks=%d failover=%v resumed_within=%v", len(its), healed.Sub(killed).Round(100*time.Millisecond), resumed.Round(100*time.Millisecond)))
+	for _, task := range e.tasks {
+		if !its[task] && during[task] == 0 && healed.Sub(killed) > 2*rcEvery {
+			t.Errorf("%s (another master's) did not run during the failover", task)
+		}
+	}
+}
+
+// TestRedisClusterMasterRestartedEmpty: a master restarted at once without
+// its data (no persistence). Its buckets lost their epochs: its tasks are
+// quarantined for one lease TTL, the other tasks keep running, and no
+// lease is granted twice.
+func TestRedisClusterMasterRestartedEmpty(t *testing.T) {
+	e := startRC(t)
+	m, its := e.mostTasks()
+	restarted := time.Now()
+	m.Restart()
+	e.cl.WaitHealthy(t)
+	// Within the quarantine (one lease TTL after the first acquire that found
+	// the epoch gone) none of its tasks starts; the others do.
+	quiet := restarted.Add(rcTTL - 500*time.Millisecond)
+	redistest.WaitFor(t, 20*time.Second, "the quarantine over", func() bool { return time.Now().After(restarted.Add(rcTTL + 3*rcEvery)) })
+	var early []string
+	others := map[string]bool{}
+	for _, r := range tickdtest.ReadRuns(t, e.runsLog) {
+		at := time.Unix(0, r.Start.At)
+		if at.Before(restarted.Add(100*time.Millisecond)) || at.After(quiet) {
+			continue
+		}
+		if its[r.Start.Task] {
+			early = append(early, fmt.Sprintf("%s/%s at +%v", r.Start.Task, r.Start.Entity, at.Sub(restarted).Round(time.Millisecond)))
+		} else {
+			others[r.Start.Task] = true
+		}
+	}
+	redistest.WaitFor(t, 30*time.Second, "the emptied master's tasks running again", func() bool {
+		return len(e.tasksRunSince(restarted.Add(rcTTL))) == rcTasks
+	})
+	var resumed time.Duration
+	for _, r := range tickdtest.ReadRuns(t, e.runsLog) {
+		if at := time.Unix(0, r.Start.At); its[r.Start.Task] && at.After(restarted.Add(100*time.Millisecond)) && (resumed == 0 || at.Sub(restarted) < resumed) {
+			resumed = at.Sub(restarted)
+		}
+	}
+	e.stop("cluster master empty", fmt.Sprintf("quarantined_tasks=%d others_running=%d/%d its_tasks_resumed_after=%v",
+		len(its), len(others), rcTasks-len(its), resumed.Round(100*time.Millisecond)))
+	if len(early) > 0 {
+		t.Errorf("runs of the emptied master's tasks during its quarantine: %v", early)
+	}
+	if len(others) != rcTasks-len(its) {
+		t.Errorf("%d of %d other tasks ran during the quarantine", len(others), rcTasks-len(its))
+	}
+}
+
+func sortedCounts(m map[string]int) string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	parts := make([]string, len(ks))
+	for i, k := range ks {
+		parts[i] = fmt.Sprintf("%s:%d", k, m[k])
+	}
+	return strings.Join(parts, ",")
+}
