@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tickd/tickd/internal/redistest"
 )
 
@@ -184,4 +186,77 @@ func BenchmarkAcquireReleaseReplicated(b *testing.B) {
 			batches(b, s, func(i int) Request { return req(prefix+strconv.Itoa(i), time.Minute) })
 		})
 	}
+}
+
+// BenchmarkClusterSpread measures whether the Redis work spreads over the
+// masters of a Redis Cluster: batches of 256 leases (acquire + release),
+// round robin over six tasks whose buckets the three masters share, on a
+// single Redis and on a 3-master Cluster (one replica each, every batch
+// acknowledged per shard) in the same run. It reports Redis CPU (INFO cpu,
+// main thread) per lease in all and the busiest master's share of it.
+func BenchmarkClusterSpread(b *testing.B) {
+	cl := redistest.StartCluster(b)
+	var tasks []string
+	per := map[string]int{}
+	for i := 0; len(tasks) < 6; i++ {
+		name := "bench-" + strconv.Itoa(i)
+		m := cl.MasterOf(b, TaskKey("bench", name)).Addr
+		if per[m] < 2 {
+			per[m]++
+			tasks = append(tasks, name)
+		}
+	}
+	run := func(b *testing.B, c RedisClient, nodes []string) {
+		s, err := NewRedis(c, "bench", Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		s.InitEpoch(bg) //nolint:errcheck
+		cpu0 := nodesCPU(b, nodes)
+		reqs := make([]Request, 256)
+		for n := 0; n < b.N; {
+			k := min(256, b.N-n)
+			task := tasks[(n/256)%len(tasks)]
+			for j := range k {
+				reqs[j] = Request{Task: task, Entity: strconv.Itoa(n + j), TTL: time.Minute, Reason: ReasonTrigger}
+			}
+			release(b, s, acquire(b, s, reqs[:k]))
+			n += k
+		}
+		cpu1 := nodesCPU(b, nodes)
+		var total, most float64
+		for i := range nodes {
+			d := cpu1[i] - cpu0[i]
+			total += d
+			most = max(most, d)
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "leases/s")
+		b.ReportMetric(total/float64(b.N), "redis-µs/lease")
+		b.ReportMetric(most/total, "busiest-share")
+	}
+	b.Run("single", func(b *testing.B) {
+		srv := redistest.Start(b)
+		run(b, newClient(b, srv.Addr), []string{srv.Addr})
+	})
+	b.Run("cluster", func(b *testing.B) {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+		b.Cleanup(func() { c.Close() })
+		var masters []string
+		for _, m := range cl.Masters(b) {
+			masters = append(masters, m.Addr)
+		}
+		run(b, c, masters)
+	})
+}
+
+// nodesCPU reads the main-thread CPU time (µs) of each node at addrs.
+func nodesCPU(b *testing.B, addrs []string) []float64 {
+	out := make([]float64, len(addrs))
+	for i, a := range addrs {
+		c := newClient(b, a)
+		s := &Store{b: &redisBackend{c: c}}
+		out[i] = redisCPU(b, s)
+	}
+	return out
 }

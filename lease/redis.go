@@ -544,7 +544,9 @@ func (b *redisBackend) take(ctx context.Context, limit int, vis time.Duration, p
 		firsts[bk] = pipe.ZRangeWithScores(ctx, b.k.due(bk), 0, 0)
 	}
 	tm := pipe.Time(ctx)
-	if _, err := pipe.Exec(ctx); err != nil {
+	// On a Cluster, a shard that does not answer leaves the others' due
+	// entries to be taken: only its buckets are skipped.
+	if _, err := pipe.Exec(ctx); err != nil && (tm.Err() != nil || !anyOK(firsts)) {
 		return nil, err
 	}
 	// A shard's clock may run a little ahead of the one read: an entry due
@@ -577,6 +579,9 @@ func (b *redisBackend) take(ctx context.Context, limit int, vis time.Duration, p
 			args: []any{n, ms(vis), prefix + "." + strconv.Itoa(r.bk)}}
 	}
 	cmds, err := b.eval(ctx, scriptTake, calls, 0)
+	if err != nil && len(calls) > 1 {
+		cmds, err = b.eachAlone(ctx, scriptTake, calls)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -584,7 +589,7 @@ func (b *redisBackend) take(ctx context.Context, limit int, vis time.Duration, p
 	for _, c := range cmds {
 		res, err := c.Slice()
 		if err != nil {
-			return nil, err
+			continue // a shard that does not answer; err is nil if none did
 		}
 		for i := 0; i+2 < len(res); i += 3 {
 			d, err := parseDue(str(res[i]), str(res[i+1]), str(res[i+2]))
@@ -595,6 +600,35 @@ func (b *redisBackend) take(ctx context.Context, limit int, vis time.Duration, p
 		}
 	}
 	return out, nil
+}
+
+// anyOK says whether any of cmds succeeded.
+func anyOK[C redis.Cmder](cmds []C) bool {
+	for _, c := range cmds {
+		if c.Err() == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// eachAlone runs each call on its own, after a pipeline of them failed: on
+// a Cluster, the calls of the shards that answer still count. It fails
+// only when every call did.
+func (b *redisBackend) eachAlone(ctx context.Context, sc *redis.Script, calls []scriptCall) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(calls))
+	var last error
+	ok := 0
+	for i, c := range calls {
+		cmds[i] = sc.Run(ctx, b.c, c.keys, c.args...)
+		if last = cmds[i].Err(); last == nil {
+			ok++
+		}
+	}
+	if ok == 0 {
+		return nil, last
+	}
+	return cmds, nil
 }
 
 // parseDue decodes a due member, its info (dueInfo) and its score.

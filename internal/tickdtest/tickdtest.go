@@ -332,7 +332,17 @@ func store(t testing.TB, addr, prefix string) *lease.Store {
 // catch-up ticks from before it may run. Tests only.
 func InitEpoch(t testing.TB, addr, prefix string) {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr})
+	initEpoch(t, redis.NewClient(&redis.Options{Addr: addr}), prefix)
+}
+
+// InitEpochCluster is InitEpoch for the Redis Cluster with seed nodes addrs.
+func InitEpochCluster(t testing.TB, addrs []string, prefix string) {
+	t.Helper()
+	initEpoch(t, redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs}), prefix)
+}
+
+func initEpoch(t testing.TB, c redis.UniversalClient, prefix string) {
+	t.Helper()
 	defer c.Close()
 	s, err := lease.NewRedis(c, prefix, lease.Options{})
 	if err != nil {
