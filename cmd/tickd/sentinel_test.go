@@ -31,7 +31,16 @@ command = ["true"]
 entities = ["1"]
 `, pair.SentinelTOML()))
 
-	code, out, errs := cli("trigger", "-config", cfg, "-json", "sync", "1")
+	operatorCommands(t, cfg, "master", `sentinel master "mymaster"`, 1, "1")
+}
+
+// operatorCommands runs every operator command against cfg's Redis, whose
+// replication role is role (one replica online, acknowledging), and whose
+// check -redis output names where: trigger (of the entities given, pending
+// of them), status -json, pause, resume, lock, unlock and check -redis.
+func operatorCommands(t *testing.T, cfg, role, where string, pending int, entities ...string) {
+	t.Helper()
+	code, out, errs := cli(append([]string{"trigger", "-config", cfg, "-json", "sync"}, entities...)...)
 	expect.Equal(t, "trigger exit status ("+errs+")", code, 0)
 	checkSchema(t, out)
 
@@ -42,10 +51,10 @@ entities = ["1"]
 	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Tasks) != 1 {
 		t.Fatalf("status json %v: %s", err, out)
 	}
-	expect.Equal(t, "role seen through Sentinel", st.Replication.Role, "master")
+	expect.Equal(t, "replication role", st.Replication.Role, role)
 	expect.Equal(t, "replicas online", st.Replication.ReplicasOnline, 1)
 	expect.True(t, "a write now is acknowledged", st.Replication.Acknowledged && st.Replication.AcksNow == 1)
-	expect.Equal(t, "the trigger is pending", st.Tasks[0].DueCount, 1)
+	expect.Equal(t, "the triggers are pending", st.Tasks[0].DueCount, pending)
 
 	for _, c := range [][]string{{"pause", "sync"}, {"resume", "sync"}, {"lock", "k", "--", "true"}} {
 		code, _, errs = cli(append([]string{c[0], "-config", cfg}, c[1:]...)...)
@@ -55,5 +64,5 @@ entities = ["1"]
 	expect.Equal(t, "unlock of a lease nobody holds", code, 1)
 	code, out, errs = cli("check", "-config", cfg, "-redis")
 	expect.Equal(t, "check -redis exit status ("+errs+")", code, 0)
-	expect.True(t, "check -redis names the sentinel master: "+out, strings.Contains(out, `sentinel master "mymaster"`))
+	expect.True(t, "check -redis names "+where+": "+out, strings.Contains(out, where))
 }
