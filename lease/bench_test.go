@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -259,4 +260,63 @@ func nodesCPU(b *testing.B, addrs []string) []float64 {
 		out[i] = redisCPU(b, s)
 	}
 	return out
+}
+
+// BenchmarkPoll measures what one replica's polls cost Redis with 1 and
+// with 100 tasks, each with a request pending for later: a due poll
+// (TakeDue, nothing due yet), a pause poll (Paused) and an announcement,
+// as the daemon makes them (the due loop every 100ms, the others every
+// 500ms). Reported per due poll: Redis CPU µs and round trips.
+func BenchmarkPoll(b *testing.B) {
+	for _, n := range []int{1, 100} {
+		b.Run("tasks="+strconv.Itoa(n), func(b *testing.B) {
+			srv := redistest.Start(b)
+			c := newClient(b, srv.Addr)
+			s := newRedisStore(b, c, Options{})
+			s.InitEpoch(bg) //nolint:errcheck
+			tasks := make([]string, n)
+			for i := range tasks {
+				tasks[i] = "task-" + strconv.Itoa(i)
+				if err := s.Enqueue(bg, Due{Task: tasks[i], Entity: "e", Reason: ReasonRetry}, time.Hour); err != nil {
+					b.Fatal(err)
+				}
+			}
+			trips := countTrips(c)
+			cpu0 := redisCPU(b, s)
+			trips0 := trips.Load()
+			for i := 0; b.Loop(); i++ {
+				if ds, err := s.TakeDue(bg, 64, time.Minute); err != nil || len(ds) != 0 {
+					b.Fatal(ds, err)
+				}
+				if i%5 == 0 {
+					if _, err := s.Paused(bg); err != nil {
+						b.Fatal(err)
+					}
+					if err := s.Announce(bg, tasks, time.Minute); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric((redisCPU(b, s)-cpu0)/float64(b.N), "redis-µs/poll")
+			b.ReportMetric(float64(trips.Load()-trips0)/float64(b.N), "round-trips/poll")
+		})
+	}
+}
+
+// countTrips counts the round trips c makes: one per command sent alone,
+// one per pipeline.
+func countTrips(c *redis.Client) *atomic.Int64 {
+	n := &atomic.Int64{}
+	c.AddHook(tripHook{n})
+	return n
+}
+
+type tripHook struct{ n *atomic.Int64 }
+
+func (h tripHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h tripHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+func (h tripHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
 }
