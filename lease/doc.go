@@ -108,11 +108,11 @@
 // most 32, the newest kept). Enqueue into a pending entry adds its ids to
 // it; into a taken one, it starts a new entry with its own ids, since the
 // taker answers the ids it took. The grant hands them to the Lease; a busy
-// entry passes them to the follow-up (prefix:{task}:followups, read by the
+// entry passes them to the follow-up (prefix:{NN}:TASK:followups, read by the
 // holder's release) or, without Queue, answers them AnswerSkipped; Ack
 // answers AnswerDropped. The release answers them with the run's outcome,
 // in the same script, or, for a run handed over (Next.HandOver), passes
-// them to the next run. Answers live in prefix:{task}:request:<id>, a hash
+// them to the next run. Answers live in prefix:{NN}:TASK:request:ID, a hash
 // entity → outcome, for an hour after the last; the scripts find that key
 // among their KEYS by the id.
 //
@@ -192,5 +192,15 @@
 // at a time, the entities neither held nor touched within StateTTL. The
 // replicas' keepers all ask; the first to set prefix:sweep (SET NX, expiring
 // after the interval) sweeps. Status reads with SCAN and HSCAN, a page at a
-// time.
+// time (SCAN on every master of a Cluster).
+//
+// # Redis Cluster
+//
+// With a go-redis ClusterClient, each script call goes to the master of its
+// bucket's slot. A batch that waits for the replicas is split by master:
+// each master's calls go in one pipeline on that master's connection,
+// ending with its own WAIT, and an acker per master counts its replicas
+// (AcksAuto). A master that moved (MOVED, or no answer) makes the client
+// reload its slot map; the daemon's client also re-reads it every second.
+// The due loop's poll skips the buckets of a shard that does not answer.
 package lease
