@@ -1,0 +1,300 @@
+// Package e2ebench measures tickd's own path end to end, against the peer a
+// user would write by hand, in the same run (README, "Speed"): a tick
+// fanned out over N entities, each run started, finished and released.
+//
+//	go test -run XXX -bench Tick -benchtime 1x ./internal/e2ebench
+//
+// E2E_ENTITIES (100000), E2E_REPLICAS (1), E2E_TICKS (3 measured ticks, after
+// a first one that is not) and E2E_EVERY (10s) tune it.
+package e2ebench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
+	"github.com/tickd/tickd/tasks"
+)
+
+// concurrency is how many runs each side has in flight: the peer's 512
+// goroutines, tickd's task concurrency.
+const concurrency = 512
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// side is what one side measured over the measured ticks.
+type side struct {
+	durations []time.Duration // per tick: from T until the last run ended
+	runs      int
+	redisUS   float64 // Redis main-thread CPU, µs
+	commands  int64   // Redis commands (INFO commandstats)
+	dup, lost int     // entities run twice, or not at all, in a tick
+}
+
+func (s side) median() time.Duration {
+	d := append([]time.Duration(nil), s.durations...)
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d[len(d)/2]
+}
+
+func (s side) String() string {
+	return fmt.Sprintf("tick %v (ticks %v), Redis CPU %.1f µs/run, %.2f commands/run, dup %d, lost %d",
+		s.median().Round(time.Millisecond), s.durations, s.redisUS/float64(s.runs), float64(s.commands)/float64(s.runs), s.dup, s.lost)
+}
+
+// BenchmarkTick runs tickd (the scheduler as a library, a no-op Go
+// handler) and the hand-written peer over the same entities on one
+// throwaway redis-server, one after the other, and reports both and their
+// ratios.
+func BenchmarkTick(b *testing.B) {
+	n := envInt("E2E_ENTITIES", 100000)
+	replicas := envInt("E2E_REPLICAS", 1)
+	ticks := envInt("E2E_TICKS", 3)
+	every := time.Duration(envInt("E2E_EVERY", 10)) * time.Second
+	srv := redistest.Start(b)
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i)
+	}
+	for range b.N {
+		t := runTickd(b, srv.Addr, ids, replicas, ticks, every)
+		p := runPeer(b, srv.Addr, ids, ticks, every)
+		b.Logf("tickd, %d replica(s): %v", replicas, t)
+		b.Logf("peer (bsm/redislock, %d at once): %v", concurrency, p)
+		b.ReportMetric(t.median().Seconds(), "tickd-s/tick")
+		b.ReportMetric(p.median().Seconds(), "peer-s/tick")
+		b.ReportMetric(p.median().Seconds()/t.median().Seconds(), "speedup")
+		b.ReportMetric(t.redisUS/float64(t.runs), "tickd-redis-µs/run")
+		b.ReportMetric(p.redisUS/float64(p.runs), "peer-redis-µs/run")
+		b.ReportMetric((p.redisUS/float64(p.runs))/(t.redisUS/float64(t.runs)), "redis-cpu-ratio")
+		b.ReportMetric(float64(t.commands)/float64(t.runs), "tickd-cmds/run")
+		b.ReportMetric(float64(p.commands)/float64(p.runs), "peer-cmds/run")
+		if t.dup+t.lost+p.dup+p.lost > 0 {
+			b.Errorf("runs not exactly once per tick: tickd %+v, peer %+v", t, p)
+		}
+	}
+}
+
+// tickRecord counts a tick's runs per entity and its last end.
+type tickRecord struct {
+	mu      sync.Mutex
+	seen    []uint8
+	runs    int
+	lastEnd time.Time
+}
+
+// runTickd runs replicas schedulers (each its own store and client) over
+// ids until ticks+1 ticks are done, and measures the last ticks.
+func runTickd(b *testing.B, addr string, ids []string, replicas, ticks int, every time.Duration) side {
+	reg := &tasks.Registry{}
+	reg.Register("noop", func(context.Context, tasks.Run) (tasks.Result, error) { return tasks.Done, nil })
+	t := scheduler.DefaultTask()
+	t.Name, t.Every, t.Handler, t.LeaseTTL, t.Concurrency, t.Entities = "bench", every, "noop", 5*time.Second, concurrency, ids
+	cfg, err := scheduler.NewConfig(scheduler.DefaultDaemon(), nil, t)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var mu sync.Mutex
+	byTick := map[int64]*tickRecord{} // by tick, Unix ns
+	seenTicks := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := ""
+		for k, v := range byTick {
+			out += fmt.Sprintf(" %v:%d", time.Unix(0, k).UTC(), v.runs)
+		}
+		return out
+	}
+	observe := func(ev scheduler.Event) {
+		if ev.Kind != scheduler.EventRunEnded {
+			return
+		}
+		now := time.Now()
+		mu.Lock()
+		r := byTick[ev.Tick.UnixNano()]
+		if r == nil {
+			r = &tickRecord{seen: make([]uint8, len(ids))}
+			byTick[ev.Tick.UnixNano()] = r
+		}
+		mu.Unlock()
+		i, _ := strconv.Atoi(ev.Entity)
+		r.mu.Lock()
+		r.seen[i]++
+		r.runs++
+		r.lastEnd = now
+		r.mu.Unlock()
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var scheds []*scheduler.Scheduler
+	var clients []*redis.Client
+	for i := range replicas {
+		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
+		clients = append(clients, c)
+		st, err := lease.NewRedis(c, "e2e", lease.Options{Replica: "r" + strconv.Itoa(i), MaxTTL: 5 * time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if i == 0 {
+			st.InitEpoch(context.Background()) //nolint:errcheck
+		}
+		s, err := scheduler.New(cfg, scheduler.Options{Store: st, Logger: quiet, Registry: reg, Observer: observe})
+		if err != nil {
+			b.Fatal(err)
+		}
+		scheds = append(scheds, s)
+		defer st.Close()
+	}
+	// The first tick after start is not measured: measurement starts right
+	// after it ended.
+	first := time.Now().Truncate(every).Add(every)
+	for _, s := range scheds {
+		s.Start()
+	}
+	done := func(T time.Time) bool {
+		mu.Lock()
+		r := byTick[T.UnixNano()]
+		mu.Unlock()
+		if r == nil {
+			return false
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.runs >= len(ids)
+	}
+	waitUntil(b, first.Add(every), func() bool { return done(first) }, seenTicks)
+	cpu0, cmds0 := redisStats(b, addr)
+	var out side
+	for k := 1; k <= ticks; k++ {
+		T := first.Add(time.Duration(k) * every)
+		waitUntil(b, T.Add(every), func() bool { return done(T) }, seenTicks)
+	}
+	cpu1, cmds1 := redisStats(b, addr)
+	for _, s := range scheds {
+		s.Shutdown(10 * time.Second)
+	}
+	for _, c := range clients {
+		c.Close()
+	}
+	for k := 1; k <= ticks; k++ {
+		T := first.Add(time.Duration(k) * every)
+		r := byTick[T.UnixNano()]
+		out.durations = append(out.durations, r.lastEnd.Sub(T))
+		out.runs += r.runs
+		for _, n := range r.seen {
+			if n == 0 {
+				out.lost++
+			} else if n > 1 {
+				out.dup += int(n) - 1
+			}
+		}
+	}
+	out.redisUS, out.commands = cpu1-cpu0, cmds1-cmds0
+	return out
+}
+
+// runPeer is what a user writes from the articles: a timer on the same
+// schedule and, for each entity, one redislock Obtain, the no-op and a
+// Release, concurrency at once.
+func runPeer(b *testing.B, addr string, ids []string, ticks int, every time.Duration) side {
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: concurrency})
+	defer c.Close()
+	locker := redislock.New(c)
+	tick := func(T time.Time) (time.Duration, []uint8) {
+		time.Sleep(time.Until(T))
+		seen := make([]uint8, len(ids))
+		var last atomic.Int64
+		sem := make(chan struct{}, concurrency)
+		var wg sync.WaitGroup
+		for i, id := range ids {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				l, err := locker.Obtain(context.Background(), "peer:"+id, 5*time.Second, nil)
+				if err != nil {
+					return // held (busy) or failed: skipped this tick
+				}
+				seen[i]++                       // the no-op
+				l.Release(context.Background()) //nolint:errcheck
+				last.Store(time.Now().UnixNano())
+			}()
+		}
+		wg.Wait()
+		return time.Unix(0, last.Load()).Sub(T), seen
+	}
+	first := time.Now().Truncate(every).Add(every)
+	tick(first) // not measured, as tickd's first
+	cpu0, cmds0 := redisStats(b, addr)
+	var out side
+	for k := 1; k <= ticks; k++ {
+		d, seen := tick(first.Add(time.Duration(k) * every))
+		out.durations = append(out.durations, d)
+		for _, n := range seen {
+			out.runs += int(n)
+			if n == 0 {
+				out.lost++
+			}
+		}
+	}
+	time.Sleep(time.Until(first.Add(time.Duration(ticks+1) * every))) // the idle rest of the last tick, as tickd's
+	cpu1, cmds1 := redisStats(b, addr)
+	out.redisUS, out.commands = cpu1-cpu0, cmds1-cmds0
+	return out
+}
+
+// waitUntil polls cond until it holds, failing with what state says when
+// deadline has passed by a minute.
+func waitUntil(b *testing.B, deadline time.Time, cond func() bool, state func() string) {
+	for !cond() {
+		if time.Now().After(deadline.Add(time.Minute)) {
+			b.Fatal("tick not done a minute after the next one; runs per tick:" + state())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// redisStats reads Redis's main-thread CPU (µs) and the commands it ran.
+func redisStats(b *testing.B, addr string) (float64, int64) {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "cpu", "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cpu float64
+	var cmds int64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		switch {
+		case k == "used_cpu_sys_main_thread" || k == "used_cpu_user_main_thread":
+			f, _ := strconv.ParseFloat(v, 64)
+			cpu += f * 1e6
+		case strings.HasPrefix(k, "cmdstat_"):
+			calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+			n, _ := strconv.ParseInt(calls, 10, 64)
+			cmds += n
+		}
+	}
+	return cpu, cmds
+}
