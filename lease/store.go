@@ -129,6 +129,7 @@ type Store struct {
 	sweeping    atomic.Bool
 	swept       atomic.Int64
 	ackFailures atomic.Int64
+	rel         releaser
 
 	mu     sync.Mutex
 	maxTTL time.Duration // Options.MaxTTL, raised by CoverTTL
@@ -468,17 +469,17 @@ func (s *Store) release(ctx context.Context, l *Lease, o Finished, next *Next) (
 	if errors.Is(context.Cause(l.ctx), ErrReleased) {
 		return Released{}, ErrNotHeld
 	}
-	reps, err := s.b.release(ctx, []releaseArg{{l: l, o: &o, next: next}})
+	rep, err := s.releaseOne(ctx, releaseArg{l: l, o: &o, next: next})
 	// Released or not, the lease is renewed no more: a release that failed
 	// leaves it in Redis until its TTL passes, never held for good.
 	s.drop(l, ErrReleased)
 	if err == nil {
-		err = reps[0].err
+		err = rep.err
 	}
 	if err != nil {
 		return Released{}, fmt.Errorf("release lease %s/%s: %w", l.Task, l.Entity, err)
 	}
-	return Released{FollowUp: reps[0].followUp}, nil
+	return Released{FollowUp: rep.followUp}, nil
 }
 
 // ReleaseBatch releases many leases with one outcome in one round trip per
