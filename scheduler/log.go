@@ -107,9 +107,46 @@ func (s *Scheduler) quarantined(left time.Duration) {
 		left.Round(time.Second).String()+", so that no lease it may have forgotten is granted twice", "quarantine_left", left.Round(time.Millisecond).String())
 }
 
-func tickAttr(t time.Time) slog.Attr {
-	if t.IsZero() {
-		return slog.String(KeyTick, "")
+func tickAttr(t time.Time) slog.Attr { return slog.Any(KeyTick, tickValue(t)) }
+
+// tickValue formats a tick only when a line is written.
+type tickValue time.Time
+
+func (t tickValue) LogValue() slog.Value {
+	if time.Time(t).IsZero() {
+		return slog.StringValue("")
 	}
-	return slog.String(KeyTick, t.UTC().Format(time.RFC3339))
+	return slog.StringValue(time.Time(t).UTC().Format(time.RFC3339))
+}
+
+// lazyAttrs is a slog.Handler that adds attrs to what inner handles, but
+// formats them (inner.WithAttrs) only when a record is first handled: a
+// run's logger carries its task, entity, tick, fence and reason, and a
+// fan-out of 100,000 runs logged above their level must not pay for
+// formatting them 100,000 times.
+type lazyAttrs struct {
+	inner slog.Handler
+	attrs []slog.Attr
+	once  *sync.Once
+	with  *slog.Handler
+}
+
+func newLazyAttrs(inner slog.Handler, attrs []slog.Attr) slog.Handler {
+	return &lazyAttrs{inner: inner, attrs: attrs, once: &sync.Once{}, with: new(slog.Handler)}
+}
+
+func (h *lazyAttrs) Enabled(ctx context.Context, l slog.Level) bool { return h.inner.Enabled(ctx, l) }
+
+func (h *lazyAttrs) Handle(ctx context.Context, r slog.Record) error {
+	h.once.Do(func() { *h.with = h.inner.WithAttrs(h.attrs) })
+	return (*h.with).Handle(ctx, r)
+}
+
+func (h *lazyAttrs) WithAttrs(as []slog.Attr) slog.Handler {
+	return newLazyAttrs(h.inner, append(h.attrs[:len(h.attrs):len(h.attrs)], as...))
+}
+
+func (h *lazyAttrs) WithGroup(name string) slog.Handler {
+	h.once.Do(func() { *h.with = h.inner.WithAttrs(h.attrs) })
+	return (*h.with).WithGroup(name)
 }

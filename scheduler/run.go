@@ -34,8 +34,8 @@ func (s *Scheduler) start(ts *taskState, l *lease.Lease) {
 // the outcome and, in the same step, asks for what comes next.
 func (s *Scheduler) execute(ts *taskState, l *lease.Lease) {
 	t := ts.t
-	log := s.log.With(KeyTask, t.Name, KeyEntity, l.Entity, tickAttr(l.Tick), KeyFence, l.Fence,
-		KeyReason, string(l.Reason))
+	log := slog.New(newLazyAttrs(s.log.Handler(), []slog.Attr{slog.String(KeyTask, t.Name), slog.String(KeyEntity, l.Entity),
+		tickAttr(l.Tick), slog.Int64(KeyFence, l.Fence), slog.String(KeyReason, string(l.Reason))}))
 	ctx, stop := s.runContext(t, l, log)
 	defer stop()
 	started := s.clock.Now()

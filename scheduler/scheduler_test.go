@@ -139,9 +139,9 @@ func (h *logRecords) Enabled(context.Context, slog.Level) bool { return true }
 func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
 	rec := logRec{level: r.Level, msg: r.Message, attrs: map[string]string{}}
 	for _, a := range h.attrs {
-		rec.attrs[a.Key] = a.Value.String()
+		rec.attrs[a.Key] = a.Value.Resolve().String()
 	}
-	r.Attrs(func(a slog.Attr) bool { rec.attrs[a.Key] = a.Value.String(); return true })
+	r.Attrs(func(a slog.Attr) bool { rec.attrs[a.Key] = a.Value.Resolve().String(); return true })
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	*h.recs = append(*h.recs, rec)

@@ -5,7 +5,8 @@
 //	go test -run XXX -bench Tick -benchtime 1x ./internal/e2ebench
 //
 // E2E_ENTITIES (100000), E2E_REPLICAS (1), E2E_TICKS (3 measured ticks, after
-// a first one that is not) and E2E_EVERY (10s) tune it.
+// a first one that is not), E2E_EVERY (10s) and E2E_LOG_LEVEL (info) tune
+// it.
 package e2ebench
 
 import (
@@ -144,7 +145,11 @@ func runTickd(b *testing.B, addr string, ids []string, replicas, ticks int, ever
 		r.lastEnd = now
 		r.mu.Unlock()
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// The daemon's JSON lines, written nowhere: at info (the default) a run
+	// writes two; E2E_LOG_LEVEL=warn leaves them out.
+	var level slog.Level
+	level.UnmarshalText([]byte(os.Getenv("E2E_LOG_LEVEL"))) //nolint:errcheck // "" is info
+	quiet := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: level}))
 	var scheds []*scheduler.Scheduler
 	var clients []*redis.Client
 	for i := range replicas {
