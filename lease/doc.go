@@ -141,9 +141,10 @@
 // all 64 bucket epochs a value before its first grant (a bucket found
 // without one is quarantined), so a new task finds its bucket's epoch, and
 // a shard that loses its data quarantines only the tasks of its buckets.
-// Buckets also bound the polls: the due loop reads the first entry of 64
-// due sets in one pipelined round trip (then takes from the buckets where
-// one is due), whatever the number of tasks.
+// Buckets also bound the polls: the due loop reads the first entry of the
+// due sets of the buckets of the tasks the replica announced (of all 64
+// every tenth poll) in one pipelined round trip, then takes from the
+// buckets where one is due: at most 64 reads, whatever the number of tasks.
 //
 // A store grants, enqueues, takes and announces nothing while the prefix
 // holds keys of layout 1 (prefix:epoch, prefix:due: an older tickd runs

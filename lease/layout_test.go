@@ -145,3 +145,33 @@ func TestMigrateFromLayout1(t *testing.T) {
 		t.Fatalf("a second migrate: %+v, %v", m, err)
 	}
 }
+
+// TestDuePollFindsOtherTasks: a replica that announced its tasks polls
+// their buckets, and every bucket every allBucketsEvery polls: a request
+// for a task it does not run (in another bucket) is still taken, so that it
+// can be left for a replica that runs it, or dropped.
+func TestDuePollFindsOtherTasks(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newRedisStore(t, newClient(t, srv.Addr), Options{})
+	s.InitEpoch(bg) //nolint:errcheck
+	mine, other := twoBuckets()
+	if err := s.Announce(bg, []string{mine}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Enqueue(bg, Due{Task: other, Entity: "e", Reason: ReasonTrigger}, 0); err != nil {
+		t.Fatal(err)
+	}
+	polls := 0
+	for ; polls < 2*allBucketsEvery; polls++ {
+		ds, err := s.TakeDue(bg, 10, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 1 && ds[0].Task == other {
+			break
+		}
+	}
+	if polls >= allBucketsEvery {
+		t.Fatalf("the other task's request was not taken within %d polls", allBucketsEvery)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -90,6 +91,10 @@ type redisBackend struct {
 	gate layoutGate
 	// shardAcks holds an acker per Cluster master, by address.
 	shardAcks sync.Map
+	// own marks the buckets of the tasks this replica last announced; polls
+	// counts take's polls.
+	own   atomic.Pointer[[]bool]
+	polls atomic.Uint64
 	// maxTTL is the store's MaxTTL (raised by CoverTTL): the quarantine of a
 	// bucket found without an epoch.
 	maxTTL func() time.Duration
@@ -347,6 +352,10 @@ func (b *redisBackend) ackerFor(addr string) *acker {
 	return a.(*acker)
 }
 
+// allBucketsEvery is how often a due poll looks at every bucket, not only
+// those of the replica's own tasks.
+const allBucketsEvery = 10
+
 // enqueueWait bounds how long a due entry written outside a lease (a
 // trigger, a given-back entry) waits for the replicas.
 const enqueueWait = ackWaitMax
@@ -530,18 +539,25 @@ func (b *redisBackend) requestKeys(ks []string, task string, ids []string) []str
 	return ks
 }
 
-// take looks, in one round trip, at the earliest entry of every bucket's due
-// set, then takes from the buckets where one is due, one script call each
-// in a second round trip: a poll with nothing due costs one cheap read per
-// bucket, however many tasks there are.
+// take looks, in one round trip, at the earliest entry of the due sets of
+// the buckets of the tasks this replica announced (of all 64 every
+// allBucketsEvery polls, and always when it announced none), then takes
+// from the buckets where one is due, one script call each, in a second
+// round trip. A poll with nothing due costs one cheap read per bucket
+// looked at; an entry of a task no announced task shares a bucket with (a
+// task this replica does not run) is seen within allBucketsEvery polls.
 func (b *redisBackend) take(ctx context.Context, limit int, vis time.Duration, prefix string) ([]Due, error) {
 	if err := b.ready(ctx); err != nil {
 		return nil, err
 	}
 	pipe := b.c.Pipeline()
 	firsts := make([]*redis.ZSliceCmd, buckets)
+	own := b.own.Load()
+	all := own == nil || b.polls.Add(1)%allBucketsEvery == 0
 	for bk := range firsts {
-		firsts[bk] = pipe.ZRangeWithScores(ctx, b.k.due(bk), 0, 0)
+		if all || (*own)[bk] {
+			firsts[bk] = pipe.ZRangeWithScores(ctx, b.k.due(bk), 0, 0)
+		}
 	}
 	tm := pipe.Time(ctx)
 	// On a Cluster, a shard that does not answer leaves the others' due
@@ -558,6 +574,9 @@ func (b *redisBackend) take(ctx context.Context, limit int, vis time.Duration, p
 	}
 	var rs []ready
 	for bk, f := range firsts {
+		if f == nil {
+			continue
+		}
 		if zs := f.Val(); len(zs) == 1 && zs[0].Score <= now {
 			rs = append(rs, ready{bk, zs[0].Score})
 		}
@@ -603,9 +622,9 @@ func (b *redisBackend) take(ctx context.Context, limit int, vis time.Duration, p
 }
 
 // anyOK says whether any of cmds succeeded.
-func anyOK[C redis.Cmder](cmds []C) bool {
+func anyOK(cmds []*redis.ZSliceCmd) bool {
 	for _, c := range cmds {
-		if c.Err() == nil {
+		if c != nil && c.Err() == nil {
 			return true
 		}
 	}
@@ -933,6 +952,11 @@ func (b *redisBackend) announce(ctx context.Context, tasks []string, ttl time.Du
 	if err := b.ready(ctx); err != nil { // a replica that refuses the layout is not running
 		return err
 	}
+	own := make([]bool, buckets)
+	for _, t := range tasks {
+		own[bucketOf(t)] = true
+	}
+	b.own.Store(&own)
 	return scriptAnnounce.Run(ctx, b.c, []string{b.k.replicas()}, escape(b.opts.Replica), ms(ttl),
 		announceValue{Tasks: tasks}.tasksField()).Err()
 }
