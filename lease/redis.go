@@ -2,7 +2,7 @@ package lease
 
 import (
 	"context"
-	_ "embed"
+	"embed"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,64 +16,40 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-//go:embed lua/lib.lua
-var luaLib string
+// luaFiles are the scripts: lib.lua, the shared library, and one file per
+// script.
+//
+//go:embed lua/*.lua
+var luaFiles embed.FS
 
-//go:embed lua/acquire.lua
-var luaAcquire string
-
-//go:embed lua/renew.lua
-var luaRenew string
-
-//go:embed lua/release.lua
-var luaRelease string
-
-//go:embed lua/enqueue.lua
-var luaEnqueue string
-
-//go:embed lua/take.lua
-var luaTake string
-
-//go:embed lua/ack.lua
-var luaAck string
-
-//go:embed lua/unlock.lua
-var luaUnlock string
-
-//go:embed lua/sweep.lua
-var luaSweep string
-
-//go:embed lua/announce.lua
-var luaAnnounce string
-
-//go:embed lua/known.lua
-var luaKnown string
-
-//go:embed lua/epoch.lua
-var luaEpoch string
-
-//go:embed lua/probe.lua
-var luaProbe string
+// luaFile is the text of lua/name.lua.
+func luaFile(name string) string {
+	b, err := luaFiles.ReadFile("lua/" + name + ".lua")
+	if err != nil {
+		panic(err) // embedded: only a misspelt name gets here, at start-up
+	}
+	return string(b)
+}
 
 // Every script is the constants Go shares with Lua, the shared library, then
 // its own body.
 var (
-	scriptAcquire  = newScript(luaAcquire)
-	scriptRenew    = newScript(luaRenew)
-	scriptRelease  = newScript(luaRelease)
-	scriptEnqueue  = newScript(luaEnqueue)
-	scriptTake     = newScript(luaTake)
-	scriptAck      = newScript(luaAck)
-	scriptUnlock   = newScript(luaUnlock)
-	scriptSweep    = newScript(luaSweep)
-	scriptAnnounce = newScript(luaAnnounce)
-	scriptKnown    = newScript(luaKnown)
-	scriptEpoch    = newScript(luaEpoch)
-	scriptProbe    = newScript(luaProbe)
+	scriptAcquire  = newScript(luaFile("acquire"))
+	scriptRenew    = newScript(luaFile("renew"))
+	scriptRelease  = newScript(luaFile("release"))
+	scriptEnqueue  = newScript(luaFile("enqueue"))
+	scriptTake     = newScript(luaFile("take"))
+	scriptAck      = newScript(luaFile("ack"))
+	scriptUnlock   = newScript(luaFile("unlock"))
+	scriptSweep    = newScript(luaFile("sweep"))
+	scriptAnnounce = newScript(luaFile("announce"))
+	scriptKnown    = newScript(luaFile("known"))
+	scriptEpoch    = newScript(luaFile("epoch"))
+	scriptProbe    = newScript(luaFile("probe"))
 )
 
 // luaPrelude begins every script: the shared constants, then lib.lua.
-var luaPrelude = luaConstants() + luaLib
+var luaPrelude = luaConstants() + luaFile("lib")
 
 func newScript(body string) *redis.Script { return redis.NewScript(luaPrelude + body) }
 
@@ -235,15 +211,13 @@ func (b *redisBackend) runEach(ctx context.Context, sc *redis.Script, calls []sc
 // the replicas fall short, the commands come back with an *AckError: the
 // writes happened on the primary but must not be trusted.
 func (b *redisBackend) eval(ctx context.Context, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
-	cc, cluster := b.c.(*redis.ClusterClient)
-	if !cluster || ackWithin <= 0 || b.acks == nil {
-		acks := b.acks
-		if ackWithin <= 0 || cluster {
-			acks = nil // a Cluster pipeline spans shards: no WAIT in it
-		}
-		return evalOn(ctx, b.c, acks, sc, calls, ackWithin)
+	if ackWithin <= 0 || b.acks == nil {
+		return evalOn(ctx, b.c, nil, sc, calls, 0)
 	}
-	return b.evalShards(ctx, cc, sc, calls, ackWithin)
+	if cc, ok := b.c.(*redis.ClusterClient); ok { // a Cluster pipeline spans shards: a WAIT per shard
+		return b.evalShards(ctx, cc, sc, calls, ackWithin)
+	}
+	return evalOn(ctx, b.c, b.acks, sc, calls, ackWithin)
 }
 
 // evalOn runs calls in one pipeline on c, ending with acks' WAIT when acks
