@@ -536,12 +536,17 @@ func (b *redisBackend) take(ctx context.Context, limit int, vis time.Duration, p
 	tm := pipe.Time(ctx)
 	// On a Cluster, a shard that does not answer leaves the others' due
 	// entries to be taken: only its buckets are skipped.
-	if _, err := pipe.Exec(ctx); err != nil && (tm.Err() != nil || !anyOK(firsts)) {
+	if _, err := pipe.Exec(ctx); err != nil && !anyOK(firsts) {
 		return nil, err
 	}
-	// A shard's clock may run a little ahead of the one read: an entry due
-	// by it is taken at the next poll.
-	now := float64(tm.Val().UnixMilli())
+	// The clock only picks the buckets to take from (the take script asks
+	// its own shard's): a shard's clock a little ahead of the one read, or
+	// this replica's when the node TIME went to did not answer, delays an
+	// entry by a poll at most.
+	now := float64(time.Now().UnixMilli())
+	if tm.Err() == nil {
+		now = float64(tm.Val().UnixMilli())
+	}
 	type ready struct {
 		bk    int
 		first float64
