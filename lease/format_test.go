@@ -205,3 +205,94 @@ func TestLuaConstantsArePlain(t *testing.T) {
 		t.Errorf("EARLY_MS is not EarlyTolerance (%v)", EarlyTolerance)
 	}
 }
+
+// fastScript runs lib.lua's grant_fast or release_fast on a value, and the
+// same step through decode_entity and encode_entity as acquire.lua and
+// release.lua take it, and answers both: "nil" where a path does not apply.
+var fastScript = newScript(`
+local v, now, now_ms = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local now_s, now_ms_s = num(now), num(now_ms)
+local token, last = ARGV[5], ARGV[6]
+local tick_s, exp_s, reason, holder = ARGV[7], num(now_ms + 5000), 'tick', 'me'
+local tick = tonumber(tick_s)
+local fast, slow = 'nil', 'nil'
+local e = entity(v)
+if ARGV[1] == 'grant' then
+  local a, b = grant_fast(v, tick, tick_s, now, now_s, now_ms, now_ms_s, token, exp_s, reason, tick_s, holder)
+  if a == 'ran' then fast = 'ran ' .. b elseif a then fast = a .. ' ' .. b end
+  local lt = 0
+  if tick > 0 then lt = tonumber(e.last_tick) end
+  if tick > 0 and lt >= tick then
+    slow = 'ran ' .. e.last_tick
+  elseif not is_held(e, now_ms) then
+    local fence = now_s
+    if e.fence ~= '0' and tonumber(e.fence) >= now then fence = num(tonumber(e.fence) + 1) end
+    if tick > lt then e.last_tick = tick_s end
+    e.fence, e.token, e.exp, e.touched = fence, token, exp_s, now_ms_s
+    e.reason, e.tick, e.holder = reason, tick_s, holder
+    slow = encode_entity(e) .. ' ' .. fence
+  end
+else
+  fast = release_fast(v, token, last, now_ms, now_ms_s) or 'nil'
+  if e.token == token and is_held(e, now_ms) and e.fu ~= '1' then
+    free(e, now_ms_s)
+    e.fu, e.last = '0', last
+    slow = encode_entity(e)
+  end
+end
+return {fast, slow}
+`)
+
+// TestFastPathsAgree holds acquire's and release's fast paths (lib.lua's
+// grant_fast and release_fast, which read a value by its separators) to
+// the codec: wherever a fast path answers, it answers what decoding and
+// encoding would have; it leaves alone what it cannot read.
+func TestFastPathsAgree(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr)
+	const now, nowMS = 1_700_000_000_000_000, 1_700_000_000_000
+	rr := fullRR.encode()
+	values := []entityValue{
+		{Last: &runRecord{}},
+		{LastTick: nowMS - 10_000, Fence: now - 5, Touched: nowMS - 1, Last: &fullRR},
+		{LastTick: nowMS - 10_000, Fence: now + 7, Token: "tok", Exp: nowMS + 1000, Touched: nowMS - 1, Reason: ReasonTick, Tick: nowMS - 10_000, Holder: "h|x", Last: &fullRR},
+		{LastTick: nowMS - 10_000, Fence: now - 5, Token: "tok", Exp: nowMS - 1, Touched: nowMS - 1, Reason: ReasonRetry, Holder: hostile, Last: &fullRR},
+		{LastTick: nowMS, Fence: 12, Token: "tok", Exp: nowMS + 1000, FollowUp: true, Touched: 1, Reason: ReasonQueued, Tick: 5, Holder: "h", Last: &fullRR},
+		{LastTick: nowMS, Fence: 12, FollowUp: true, Touched: 1},
+		{LastTick: nowMS - 10_000, Fence: now, Touched: nowMS - 1, Last: &fullRR},
+		{LastTick: maxMS, Fence: maxMS, Token: "tok", Exp: maxMS, Touched: maxMS, Reason: ReasonQueued, Tick: maxMS, Holder: hostile, Last: &fullRR},
+	}
+	var raw []string
+	for _, v := range values {
+		raw = append(raw, v.encode())
+	}
+	// An empty follow-up flag, and values neither path can read.
+	raw = append(raw, "1|2|tok|"+itoa(nowMS+1000)+"||3|tick|4|h#", "", "x", "1|2|3", "1|2|3|4|5|6|7|8|9")
+	applied := map[string]int{}
+	for _, v := range raw {
+		for _, tick := range []int64{0, nowMS - 10_000, nowMS, nowMS + 10} {
+			for _, token := range []string{"tok", "other"} {
+				for _, op := range []string{"grant", "release"} {
+					res, err := fastScript.Run(bg, c, nil, op, v, now, nowMS, token, rr, tick).StringSlice()
+					if err != nil {
+						t.Fatalf("%s %q: %v", op, v, err)
+					}
+					fast, slow := res[0], res[1]
+					if fast != "nil" && fast != slow {
+						t.Errorf("%s of %q (tick %d, token %s): fast path %q, codec %q", op, v, tick, token, fast, slow)
+					}
+					if fast != "nil" {
+						applied[op]++
+					}
+					if decodeErr := func() error { _, err := decodeEntity(v); return err }(); decodeErr != nil && fast != "nil" {
+						t.Errorf("%s of %q, a value the codec cannot read: fast path answered %q", op, v, fast)
+					}
+				}
+			}
+		}
+	}
+	// Both paths were taken, so the comparison above compared something.
+	if applied["grant"] < 10 || applied["release"] < 3 {
+		t.Fatalf("fast paths taken: %v", applied)
+	}
+}

@@ -150,6 +150,13 @@ type Lease struct {
 // store closed; context.Cause says which.
 func (l *Lease) Context() context.Context { return l.ctx }
 
+// Cancel cancels the lease's Context with cause, as its holder stops the
+// work it does under it (a timeout, a shutdown). The lease stays held, and
+// renewed, until Release; Check reports cause from then on. A Context
+// already cancelled keeps its first cause. The holder's run can so use the
+// lease's Context as its own, instead of a child context per run.
+func (l *Lease) Cancel(cause error) { l.cancel(cause) }
+
 // TrustedUntil is the instant until which the holder may trust the lease:
 // the send time of the last successful acquire or renewal, plus TTL, minus
 // the safety margin.

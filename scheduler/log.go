@@ -119,34 +119,61 @@ func (t tickValue) LogValue() slog.Value {
 	return slog.StringValue(time.Time(t).UTC().Format(time.RFC3339))
 }
 
-// lazyAttrs is a slog.Handler that adds attrs to what inner handles, but
-// formats them (inner.WithAttrs) only when a record is first handled: a
-// run's logger carries its task, entity, tick, fence and reason, and a
-// fan-out of 100,000 runs logged above their level must not pay for
-// formatting them 100,000 times.
-type lazyAttrs struct {
-	inner slog.Handler
-	attrs []slog.Attr
-	once  *sync.Once
-	with  *slog.Handler
+// runHandler is a run's log handler: it puts the run's attributes (task,
+// entity, tick, fence, reason) in front of each record's own when the
+// record is handled. A run writes one line at info, so formatting them for
+// each line costs less than slog's With, which formats them for every run,
+// logged or not, and copies the handler.
+type runHandler struct {
+	inner                      slog.Handler
+	task, entity, tick, reason string
+	fence                      int64
+	extra                      []slog.Attr // WithAttrs
 }
 
-func newLazyAttrs(inner slog.Handler, attrs []slog.Attr) slog.Handler {
-	return &lazyAttrs{inner: inner, attrs: attrs, once: &sync.Once{}, with: new(slog.Handler)}
+func (h *runHandler) attrs() []slog.Attr {
+	return append([]slog.Attr{slog.String(KeyTask, h.task), slog.String(KeyEntity, h.entity), slog.String(KeyTick, h.tick),
+		slog.Int64(KeyFence, h.fence), slog.String(KeyReason, h.reason)}, h.extra...)
 }
 
-func (h *lazyAttrs) Enabled(ctx context.Context, l slog.Level) bool { return h.inner.Enabled(ctx, l) }
+func (h *runHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.inner.Enabled(ctx, l) }
 
-func (h *lazyAttrs) Handle(ctx context.Context, r slog.Record) error {
-	h.once.Do(func() { *h.with = h.inner.WithAttrs(h.attrs) })
-	return (*h.with).Handle(ctx, r)
+func (h *runHandler) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	out.AddAttrs(slog.String(KeyTask, h.task), slog.String(KeyEntity, h.entity), slog.String(KeyTick, h.tick),
+		slog.Int64(KeyFence, h.fence), slog.String(KeyReason, h.reason))
+	out.AddAttrs(h.extra...)
+	r.Attrs(func(a slog.Attr) bool { out.AddAttrs(a); return true })
+	return h.inner.Handle(ctx, out)
 }
 
-func (h *lazyAttrs) WithAttrs(as []slog.Attr) slog.Handler {
-	return newLazyAttrs(h.inner, append(h.attrs[:len(h.attrs):len(h.attrs)], as...))
+// WithAttrs and WithGroup are for a handler's own logger (tasks.Run.Logger):
+// the run's attributes stay outside its groups.
+func (h *runHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	c := *h
+	c.extra = append(h.extra[:len(h.extra):len(h.extra)], as...)
+	return &c
 }
 
-func (h *lazyAttrs) WithGroup(name string) slog.Handler {
-	h.once.Do(func() { *h.with = h.inner.WithAttrs(h.attrs) })
-	return (*h.with).WithGroup(name)
+func (h *runHandler) WithGroup(name string) slog.Handler {
+	return h.inner.WithAttrs(h.attrs()).WithGroup(name)
+}
+
+// tickString formats a run's tick, once per tick: the runs of a tick share
+// one string.
+func (ts *taskState) tickString(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	if c := ts.lastTick.Load(); c != nil && c.t.Equal(t) {
+		return c.s
+	}
+	c := &formattedTick{t: t, s: t.UTC().Format(time.RFC3339)}
+	ts.lastTick.Store(c)
+	return c.s
+}
+
+type formattedTick struct {
+	t time.Time
+	s string
 }

@@ -72,6 +72,7 @@ type Scheduler struct {
 	abort     context.Context
 	abortRuns context.CancelCauseFunc
 	runs      sync.WaitGroup
+	workers   workers
 	started   bool
 	active    atomic.Int64
 	// quarantineEnd is when the data-loss quarantine last seen ends (Unix
@@ -82,12 +83,13 @@ type Scheduler struct {
 // taskState is one task's running state; a reload that changes the task
 // replaces it, while runs started under the old one finish with it.
 type taskState struct {
-	t      Task
-	action tasks.Action
-	source tasks.Source
-	slots  chan struct{}
-	stop   context.CancelFunc
-	paused atomic.Bool
+	t        Task
+	action   tasks.Action
+	source   tasks.Source
+	slots    chan struct{}
+	stop     context.CancelFunc
+	paused   atomic.Bool
+	lastTick atomic.Pointer[formattedTick] // tickString's cache
 }
 
 // New prepares a Scheduler for cfg; Start starts it.
@@ -113,6 +115,7 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 		logLimit: NewLogLimiter(LogEvery), tasks: map[string]*taskState{}, metrics: opts.Metrics, observer: opts.Observer,
 	}
 	s.loopCtx, s.stopLoops = context.WithCancel(context.Background())
+	s.workers = workers{idle: make(chan func()), quit: s.loopCtx.Done()}
 	s.abort, s.abortRuns = context.WithCancelCause(context.Background())
 	if err := s.checkHandlers(cfg); err != nil {
 		return nil, err

@@ -72,7 +72,8 @@ func (r Result) String() string {
 }
 
 // Handler is a Go task. ctx is cancelled when the run must stop (timeout,
-// lease lost or untrusted, shutdown); context.Cause says why. An error means
+// lease lost or untrusted, shutdown); context.Cause says why, and its
+// Deadline is the end of the task's timeout. An error means
 // the run failed. A handler is called concurrently, up to the task's
 // concurrency on each replica, for different entities: it must be safe for
 // that (never twice at once for one entity: that is what the lease is for).

@@ -141,7 +141,7 @@ func TestTwoProcessesNeverOverlap(t *testing.T) {
 	if t.Failed() {
 		t.Fatal(strings.Join(f.Examples, "\n"))
 	}
-	if !strings.Contains(a.Log(), `"msg":"run started"`) || !strings.Contains(b.Log(), `"msg":"run started"`) {
+	if !strings.Contains(a.Log(), `"msg":"run ended"`) || !strings.Contains(b.Log(), `"msg":"run ended"`) {
 		t.Fatal("one replica ran nothing")
 	}
 	// The worker's stdout reached the log with the run's attributes.
@@ -164,8 +164,7 @@ func TestSIGTERMReleasesAndHandsOver(t *testing.T) {
 	logPath := filepath.Join(dir, "runs.log")
 	env := []string{"TESTWORKER_LOG=" + logPath, "TESTWORKER_MAX_SLEEP=1h"}
 	a := tickdtest.Start(t, "A", env, "-config", cfg)
-	a.WaitLog(30*time.Second, `"msg":"run started"`)
-	redistest.WaitFor(t, 10*time.Second, "both runs", func() bool { return len(tickdtest.ReadRuns(t, logPath)) >= 2 })
+	redistest.WaitFor(t, 30*time.Second, "both runs", func() bool { return len(tickdtest.ReadRuns(t, logPath)) >= 2 })
 	a.Signal(syscall.SIGTERM)
 	if code := a.Wait(20 * time.Second); code != 0 {
 		t.Fatalf("exit %d", code)
@@ -263,7 +262,6 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	logPath := filepath.Join(dir, "runs.log")
 	tickdtest.WriteFile(t, cfg, fmt.Sprintf("[daemon]\nshutdown_timeout = \"1m\"\nlog_format = \"json\"\n[[tasks]]\nname = \"long\"\nevery = \"1h\"\ncatch_up = \"1h\"\ncommand = [%q, \"1h\"]\n", worker))
 	p := tickdtest.Start(t, "A", []string{"TESTWORKER_LOG=" + logPath}, "-config", cfg)
-	p.WaitLog(10*time.Second, `"msg":"run started"`)
 	redistest.WaitFor(t, 10*time.Second, "worker running", func() bool { return len(tickdtest.ReadRuns(t, logPath)) == 1 })
 	p.Signal(syscall.SIGTERM)
 	p.WaitLog(10*time.Second, `"msg":"signal received: stopping"`)

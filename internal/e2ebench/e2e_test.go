@@ -6,7 +6,7 @@
 //
 // E2E_ENTITIES (100000), E2E_REPLICAS (1), E2E_TICKS (3 measured ticks, after
 // a first one that is not), E2E_EVERY (10s) and E2E_LOG_LEVEL (info) tune
-// it.
+// it; E2E_PEER=0 leaves the peer out (for profiling tickd alone).
 package e2ebench
 
 import (
@@ -79,19 +79,25 @@ func BenchmarkTick(b *testing.B) {
 	}
 	for range b.N {
 		t := runTickd(b, srv.Addr, ids, replicas, ticks, every)
-		p := runPeer(b, srv.Addr, ids, ticks, every)
 		b.Logf("tickd, %d replica(s): %v", replicas, t)
-		b.Logf("peer (bsm/redislock, %d at once): %v", concurrency, p)
 		b.ReportMetric(t.median().Seconds(), "tickd-s/tick")
+		b.ReportMetric(t.redisUS/float64(t.runs), "tickd-redis-µs/run")
+		b.ReportMetric(float64(t.commands)/float64(t.runs), "tickd-cmds/run")
+		if t.dup+t.lost > 0 {
+			b.Errorf("runs not exactly once per tick: tickd %+v", t)
+		}
+		if os.Getenv("E2E_PEER") == "0" {
+			continue
+		}
+		p := runPeer(b, srv.Addr, ids, ticks, every)
+		b.Logf("peer (bsm/redislock, %d at once): %v", concurrency, p)
 		b.ReportMetric(p.median().Seconds(), "peer-s/tick")
 		b.ReportMetric(p.median().Seconds()/t.median().Seconds(), "speedup")
-		b.ReportMetric(t.redisUS/float64(t.runs), "tickd-redis-µs/run")
 		b.ReportMetric(p.redisUS/float64(p.runs), "peer-redis-µs/run")
 		b.ReportMetric((p.redisUS/float64(p.runs))/(t.redisUS/float64(t.runs)), "redis-cpu-ratio")
-		b.ReportMetric(float64(t.commands)/float64(t.runs), "tickd-cmds/run")
 		b.ReportMetric(float64(p.commands)/float64(p.runs), "peer-cmds/run")
-		if t.dup+t.lost+p.dup+p.lost > 0 {
-			b.Errorf("runs not exactly once per tick: tickd %+v, peer %+v", t, p)
+		if p.dup+p.lost > 0 {
+			b.Errorf("runs not exactly once per tick: peer %+v", p)
 		}
 	}
 }
@@ -187,13 +193,13 @@ func runTickd(b *testing.B, addr string, ids []string, replicas, ticks int, ever
 		return r.runs >= len(ids)
 	}
 	waitUntil(b, first.Add(every), func() bool { return done(first) }, seenTicks)
-	cpu0, cmds0 := redisStats(b, addr)
+	cpu0, cmds0, by0 := redisStatsBy(b, addr)
 	var out side
 	for k := 1; k <= ticks; k++ {
 		T := first.Add(time.Duration(k) * every)
 		waitUntil(b, T.Add(every), func() bool { return done(T) }, seenTicks)
 	}
-	cpu1, cmds1 := redisStats(b, addr)
+	cpu1, cmds1, by1 := redisStatsBy(b, addr)
 	for _, s := range scheds {
 		s.Shutdown(10 * time.Second)
 	}
@@ -214,6 +220,7 @@ func runTickd(b *testing.B, addr string, ids []string, replicas, ticks int, ever
 		}
 	}
 	out.redisUS, out.commands = cpu1-cpu0, cmds1-cmds0
+	b.Logf("tickd's Redis commands per run (INFO commandstats):%s", perRun(by0, by1, out.runs))
 	return out
 }
 
@@ -279,8 +286,38 @@ func waitUntil(b *testing.B, deadline time.Time, cond func() bool, state func() 
 	}
 }
 
+// cmdStat is one command's line of INFO commandstats: calls, and the µs
+// spent executing them (for a script, the script's run).
+type cmdStat struct {
+	calls int64
+	usec  float64
+}
+
+// perRun says, for each command that ran, its calls and µs per run.
+func perRun(before, after map[string]cmdStat, runs int) string {
+	var names []string
+	for k := range after {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out := ""
+	for _, k := range names {
+		calls, usec := after[k].calls-before[k].calls, after[k].usec-before[k].usec
+		if calls > 0 {
+			out += fmt.Sprintf(" %s %.4f calls %.2f µs;", k, float64(calls)/float64(runs), usec/float64(runs))
+		}
+	}
+	return out
+}
+
 // redisStats reads Redis's main-thread CPU (µs) and the commands it ran.
 func redisStats(b *testing.B, addr string) (float64, int64) {
+	cpu, cmds, _ := redisStatsBy(b, addr)
+	return cpu, cmds
+}
+
+// redisStatsBy is redisStats with INFO commandstats by command.
+func redisStatsBy(b *testing.B, addr string) (float64, int64, map[string]cmdStat) {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 	info, err := c.Info(context.Background(), "cpu", "commandstats").Result()
@@ -289,6 +326,7 @@ func redisStats(b *testing.B, addr string) (float64, int64) {
 	}
 	var cpu float64
 	var cmds int64
+	by := map[string]cmdStat{}
 	for _, line := range strings.Split(info, "\n") {
 		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
 		switch {
@@ -299,7 +337,13 @@ func redisStats(b *testing.B, addr string) (float64, int64) {
 			calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
 			n, _ := strconv.ParseInt(calls, 10, 64)
 			cmds += n
+			var usec float64
+			if _, u, ok := strings.Cut(v, "usec="); ok {
+				u, _, _ = strings.Cut(u, ",")
+				usec, _ = strconv.ParseFloat(u, 64)
+			}
+			by[strings.TrimPrefix(k, "cmdstat_")] = cmdStat{n, usec}
 		}
 	}
-	return cpu, cmds
+	return cpu, cmds, by
 }

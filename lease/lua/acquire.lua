@@ -50,34 +50,49 @@ for i = 1, n do
     claim, reqs = from.claim, from.reqs
     if tick == 0 then run_tick = from.tick end
   end
-  entity(cur[field] or vals[i], e)
-  local lt = 0
-  if tick > 0 then lt = tonumber(e.last_tick) end
-  local changed, ran = false, tick > 0 and lt >= tick
+  -- The common cases need no decoding (lib.lua's grant_fast): a free
+  -- entity granted, or one whose tick already ran.
+  local v, fast, fence = cur[field] or vals[i], nil, nil
+  if v then
+    fast, fence = grant_fast(v, tick, tick_s, now, now_s, now_ms, now_ms_s, ARGV[b + 1], exp_s, reason, run_tick, holder)
+  end
+  local changed, ran = false, fast == 'ran'
   if ran then
-    out[i] = reply_ran(e.last_tick)
-  elseif is_held(e, now_ms) then
-    if queue == '1' and e.fu ~= '1' then
-      e.fu, changed = '1', true
-    end
-    if reqs ~= '' and queue == '1' then
-      redis.call('HSET', KEYS[5], field, join_reqs(redis.call('HGET', KEYS[5], field) or '', reqs))
-    elseif reqs ~= '' then
-      answer(6, reqs, field, ANSWER_SKIPPED)
-    end
-    out[i] = reply_busy(e)
+    out[i] = reply_ran(fence) -- with 'ran', grant_fast answers the last tick
+  elseif fast then
+    cur[field] = fast
+    writes[nw + 1], writes[nw + 2], nw = field, fast, nw + 2
+    out[i] = fence
   else
-    -- Fences outlive every key: the server clock in microseconds keeps
-    -- them increasing after a sweep or after Redis lost its data.
-    local fence = now_s
-    if e.fence ~= '0' and tonumber(e.fence) >= now then fence = num(tonumber(e.fence) + 1) end
-    if tick > lt then e.last_tick = tick_s end
-    e.fence, e.token, e.exp, e.touched = fence, ARGV[b + 1], exp_s, now_ms_s
-    e.reason, e.tick, e.holder = reason, run_tick, holder
-    out[i], changed = fence, true
+    entity(v, e)
+    local lt = 0
+    if tick > 0 then lt = tonumber(e.last_tick) end
+    ran = tick > 0 and lt >= tick
+    if ran then
+      out[i] = reply_ran(e.last_tick)
+    elseif is_held(e, now_ms) then
+      if queue == '1' and e.fu ~= '1' then
+        e.fu, changed = '1', true
+      end
+      if reqs ~= '' and queue == '1' then
+        redis.call('HSET', KEYS[5], field, join_reqs(redis.call('HGET', KEYS[5], field) or '', reqs))
+      elseif reqs ~= '' then
+        answer(6, reqs, field, ANSWER_SKIPPED)
+      end
+      out[i] = reply_busy(e)
+    else
+      -- Fences outlive every key: the server clock in microseconds keeps
+      -- them increasing after a sweep or after Redis lost its data.
+      fence = now_s
+      if e.fence ~= '0' and tonumber(e.fence) >= now then fence = num(tonumber(e.fence) + 1) end
+      if tick > lt then e.last_tick = tick_s end
+      e.fence, e.token, e.exp, e.touched = fence, ARGV[b + 1], exp_s, now_ms_s
+      e.reason, e.tick, e.holder = reason, run_tick, holder
+      out[i], changed = fence, true
+    end
   end
   if changed then
-    local v = encode_entity(e)
+    v = encode_entity(e)
     cur[field] = v
     writes[nw + 1], writes[nw + 2], nw = field, v, nw + 2
   end

@@ -24,34 +24,44 @@ local cur, writes, nw, e = {}, {}, 0, {}
 for i = 1, n do
   local b = 2 + 5 * (i - 1)
   local field, reqs = ARGV[b], ARGV[b + 4]
-  entity(cur[field] or vals[i], e)
-  if e.token ~= ARGV[b + 1] or not is_held(e, now_ms) then
-    if reqs ~= '' then answer(5, reqs, field, decode_run(ARGV[b + 2]).outcome) end
-    out[i] = RELEASED_NOT_HELD
+  -- The common case needs no decoding (lib.lua's release_fast): held by
+  -- this token, nothing asked for after the run.
+  local v = cur[field] or vals[i]
+  local fast = v and reqs == '' and ARGV[b + 3] == '' and release_fast(v, ARGV[b + 1], ARGV[b + 2], now_ms, now_ms_s)
+  if fast then
+    cur[field] = fast
+    writes[nw + 1], writes[nw + 2], nw = field, fast, nw + 2
+    out[i] = RELEASED_OK
   else
-    local fu, run_tick = e.fu, e.tick
-    free(e, now_ms_s)
-    e.fu, e.last = '0', ARGV[b + 2]
-    local v = encode_entity(e)
-    cur[field] = v
-    writes[nw + 1], writes[nw + 2], nw = field, v, nw + 2
-    local nxt, fu_reqs = ARGV[b + 3], ''
-    if fu == '1' then
-      fu_reqs = redis.call('HGET', KEYS[4], field)
-      if fu_reqs then redis.call('HDEL', KEYS[4], field) else fu_reqs = '' end
+    entity(v, e)
+    if e.token ~= ARGV[b + 1] or not is_held(e, now_ms) then
+      if reqs ~= '' then answer(5, reqs, field, decode_run(ARGV[b + 2]).outcome) end
+      out[i] = RELEASED_NOT_HELD
+    else
+      local fu, run_tick = e.fu, e.tick
+      free(e, now_ms_s)
+      e.fu, e.last = '0', ARGV[b + 2]
+      v = encode_entity(e)
+      cur[field] = v
+      writes[nw + 1], writes[nw + 2], nw = field, v, nw + 2
+      local nxt, fu_reqs = ARGV[b + 3], ''
+      if fu == '1' then
+        fu_reqs = redis.call('HGET', KEYS[4], field)
+        if fu_reqs then redis.call('HDEL', KEYS[4], field) else fu_reqs = '' end
+      end
+      local x = nxt ~= '' and decode_next(nxt)
+      if reqs ~= '' and not (x and x.carry == '1') then
+        answer(5, reqs, field, decode_run(ARGV[b + 2]).outcome)
+        reqs = ''
+      end
+      if x then
+        add_due(KEYS[1], KEYS[2], mprefix .. field, x.reason, now_ms + tonumber(x.delay_ms), x.attempt, run_tick,
+          join_reqs(reqs, fu_reqs))
+      elseif fu == '1' then
+        add_due(KEYS[1], KEYS[2], mprefix .. field, REASON_QUEUED, now_ms, '0', run_tick, fu_reqs)
+      end
+      if fu == '1' then out[i] = RELEASED_FOLLOW_UP else out[i] = RELEASED_OK end
     end
-    local x = nxt ~= '' and decode_next(nxt)
-    if reqs ~= '' and not (x and x.carry == '1') then
-      answer(5, reqs, field, decode_run(ARGV[b + 2]).outcome)
-      reqs = ''
-    end
-    if x then
-      add_due(KEYS[1], KEYS[2], mprefix .. field, x.reason, now_ms + tonumber(x.delay_ms), x.attempt, run_tick,
-        join_reqs(reqs, fu_reqs))
-    elseif fu == '1' then
-      add_due(KEYS[1], KEYS[2], mprefix .. field, REASON_QUEUED, now_ms, '0', run_tick, fu_reqs)
-    end
-    if fu == '1' then out[i] = RELEASED_FOLLOW_UP else out[i] = RELEASED_OK end
   end
 end
 if nw > 0 then redis.call('HSET', KEYS[3], unpack(writes)) end
