@@ -46,7 +46,10 @@
 // trust window ends without a successful renewal (ErrUntrusted, e.g. Redis
 // unreachable or the process frozen past the window). Margin(TTL) is TTL/5:
 // a run stopped at the end of the trust window has that long to exit before
-// Redis could hand the lease to someone else.
+// Redis could hand the lease to someone else. The holder may cancel the
+// Context itself (Lease.Cancel: the scheduler's run timeout and shutdown),
+// without a change of state: the lease stays held and renewed until
+// Release, and the first cause stays.
 //
 // Leases whose windows end at the same instant (one TTL, granted by one
 // acquire round trip or renewed by one renewal round) share one timer; a
@@ -130,6 +133,8 @@
 //	prefix:{NN}:TASK:entities      field: entity id (escaped), value: entityValue
 //	prefix:{NN}:TASK:followups     hash: entity → request ids a queued follow-up answers
 //	prefix:{NN}:TASK:request:ID    hash: entity → outcome (a request's answers)
+//	prefix:{NN}:TASK:claims:TICK   set: the chunks of the tick's entity stream
+//	                               taken (Request.Chunk), kept 2 minutes after the last
 //	prefix:paused                  set of paused tasks (no script reads it)
 //	prefix:replicas                hash: replica (escaped) → announceValue
 //	prefix:sweep, prefix:ackprobe, prefix:layout

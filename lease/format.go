@@ -347,6 +347,7 @@ func luaConstants() string {
 		{"EARLY_MS", EarlyTolerance.Milliseconds()},
 		{"MAX_REQS", int64(maxRequests)},
 		{"REQUEST_TTL_MS", requestTTL.Milliseconds()},
+		{"CLAIMS_TTL_MS", claimsTTL.Milliseconds()},
 		{"ANSWER_SKIPPED", AnswerSkipped},
 		{"ANSWER_DROPPED", AnswerDropped},
 		{"REASON_RETRY", ReasonRetry},

@@ -125,17 +125,18 @@ type keys struct{ prefix string }
 func (k keys) bucket(b int) string {
 	return k.prefix + ":{" + string(rune('0'+b/10)) + string(rune('0'+b%10)) + "}"
 }
-func (k keys) task(task string) string        { return k.bucket(bucketOf(task)) + ":" + escape(task) }
-func (k keys) entities(task string) string    { return k.task(task) + ":entities" }
-func (k keys) followups(task string) string   { return k.task(task) + ":followups" }
-func (k keys) request(task, id string) string { return k.task(task) + ":request:" + id }
-func (k keys) epoch(b int) string             { return k.bucket(b) + ":epoch" }
-func (k keys) due(b int) string               { return k.bucket(b) + ":due" }
-func (k keys) dueInfo(b int) string           { return k.bucket(b) + ":dueinfo" }
-func (k keys) paused() string                 { return k.prefix + ":paused" }
-func (k keys) replicas() string               { return k.prefix + ":replicas" }
-func (k keys) sweep() string                  { return k.prefix + ":sweep" }
-func (k keys) layout() string                 { return k.prefix + ":layout" }
+func (k keys) task(task string) string         { return k.bucket(bucketOf(task)) + ":" + escape(task) }
+func (k keys) entities(task string) string     { return k.task(task) + ":entities" }
+func (k keys) followups(task string) string    { return k.task(task) + ":followups" }
+func (k keys) request(task, id string) string  { return k.task(task) + ":request:" + id }
+func (k keys) claims(task, tick string) string { return k.task(task) + ":claims:" + tick }
+func (k keys) epoch(b int) string              { return k.bucket(b) + ":epoch" }
+func (k keys) due(b int) string                { return k.bucket(b) + ":due" }
+func (k keys) dueInfo(b int) string            { return k.bucket(b) + ":dueinfo" }
+func (k keys) paused() string                  { return k.prefix + ":paused" }
+func (k keys) replicas() string                { return k.prefix + ":replicas" }
+func (k keys) sweep() string                   { return k.prefix + ":sweep" }
+func (k keys) layout() string                  { return k.prefix + ":layout" }
 
 // oldLayout lists keys only layout 1 has: an older tickd on the same prefix
 // writes the first on every acquire.

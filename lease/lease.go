@@ -103,6 +103,14 @@ type Request struct {
 	// Queue, when the entity is busy, leaves a follow-up request that the
 	// holder's release turns into one run after it.
 	Queue bool
+	// Chunk names the part of a tick's entity stream this request belongs
+	// to (ReasonTick only), when the whole part is in one AcquireBatch call,
+	// its requests one after the other. The replicas' fan-outs send the same
+	// chunks (the same ids, in the same order) for the same tick: the first
+	// to send one takes it whole, in the step that grants its leases; the
+	// others get ErrAlreadyRan for all of it without their entities being
+	// read. So several replicas do not multiply the work of a tick.
+	Chunk string
 	// From is the due entry this run carries out. It is acked when the lease
 	// is granted, and when it is busy (becoming a follow-up with Queue).
 	From *Due

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"sort"
 	"strconv"
@@ -368,10 +369,14 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, maxTTL time.D
 		if k.queue {
 			queue = "1"
 		}
-		args := make([]any, 0, 7+3*len(gr.idx))
-		args = append(args, ms(maxTTL), holderArg, escape(k.task)+":", ms(k.ttl), k.reason, k.tick, queue)
+		args := make([]any, 0, 8+3*len(gr.idx))
+		chunks := chunksOf(reqs, live, gr.idx)
+		args = append(args, ms(maxTTL), holderArg, escape(k.task)+":", ms(k.ttl), k.reason, k.tick, queue, chunks)
 		bk := bucketOf(k.task)
 		ks := []string{b.k.epoch(bk), b.k.due(bk), b.k.dueInfo(bk), b.k.entities(k.task), b.k.followups(k.task)}
+		if chunks != "" {
+			ks = append(ks, b.k.claims(k.task, k.tick))
+		}
 		for _, j := range gr.idx {
 			a := &reqs[live[j]] // pointers: go-redis boxes a string with an allocation
 			var from any = ""
@@ -400,6 +405,36 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, maxTTL time.D
 		}
 	}
 	return out, err // an *AckError: the grants stand on the primary, untrusted
+}
+
+// claimsTTL is how long a tick's taken chunks (Request.Chunk) are kept
+// after the last one was taken: longer than replicas' fan-outs of one tick
+// drift apart. A fan-out later than that reads each of its entities again,
+// which is correct, only dearer.
+const claimsTTL = 2 * time.Minute
+
+// chunksOf describes the chunks among a group's requests (Request.Chunk)
+// for acquire.lua: "first:last:id" for each run of requests with one
+// chunk, by their 1-based positions in the call, space-joined; "" for none.
+func chunksOf(reqs []acquireArg, live, idx []int) string {
+	var b strings.Builder
+	for i := 0; i < len(idx); {
+		c := reqs[live[idx[i]]].req.Chunk
+		j := i + 1
+		for j < len(idx) && reqs[live[idx[j]]].req.Chunk == c {
+			j++
+		}
+		if c != "" {
+			if b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			h := fnv.New128a()
+			h.Write([]byte(c))
+			fmt.Fprintf(&b, "%d:%d:%x", i+1, j, h.Sum(nil))
+		}
+		i = j
+	}
+	return b.String()
 }
 
 func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]bool, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -322,4 +323,55 @@ func TestFailedReleaseLetsTheLeaseExpire(t *testing.T) {
 		}
 		return err == nil
 	})
+}
+
+// TestChunkTakenOnce: a chunk of a tick's entity stream (Request.Chunk) is
+// taken by the first replica to send it, with its leases; another replica
+// sending the same chunk for the same tick gets ErrAlreadyRan for all of it
+// without its entities being read (here: their records were deleted, so
+// read one by one they would be granted again). Requests outside a chunk,
+// and a chunk of another id, are still read one by one.
+func TestChunkTakenOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr)
+	a := newRedisStore(t, c, Options{Replica: "a"})
+	b := newRedisStore(t, newClient(t, srv.Addr), Options{Replica: "b"})
+	a.InitEpoch(bg) //nolint:errcheck
+	tick := time.Now().Truncate(time.Second)
+	reqs := func(ids []string, chunk string) []Request {
+		var rs []Request
+		for _, id := range ids {
+			rs = append(rs, Request{Task: "t", Entity: id, TTL: time.Minute, Reason: ReasonTick, Tick: tick, Chunk: chunk})
+		}
+		return rs
+	}
+	ids := func(prefix string, n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, prefix+strconv.Itoa(i))
+		}
+		return out
+	}
+	batch := append(append(reqs(ids("c", 16), "chunk-1"), reqs(ids("d", 16), "chunk-2")...), reqs(ids("loose", 4), "")...)
+	for i, r := range a.AcquireBatch(bg, batch) {
+		if r.Err != nil {
+			t.Fatalf("a: %s: %v", batch[i].Entity, r.Err)
+		}
+		mustRelease(t, r.Lease)
+	}
+	// Forget every record: read entity by entity, all would be granted.
+	if err := c.Del(bg, TaskKey("f", "t")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	other := reqs(ids("d", 16), "chunk-3") // the same entities under another chunk id
+	res := b.AcquireBatch(bg, append(batch, other...))
+	for i, r := range res {
+		want := i < 32 // the two chunks a took
+		if got := errors.Is(r.Err, ErrAlreadyRan); got != want {
+			t.Errorf("b: request %d (%s, chunk %q): %v; want already ran: %v", i, append(batch, other...)[i].Entity, append(batch, other...)[i].Chunk, r.Err, want)
+		}
+		if r.Err == nil {
+			mustRelease(t, r.Lease)
+		}
+	}
 }

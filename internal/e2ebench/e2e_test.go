@@ -47,9 +47,10 @@ func envInt(name string, def int) int {
 type side struct {
 	durations []time.Duration // per tick: from T until the last run ended
 	runs      int
-	redisUS   float64 // Redis main-thread CPU, µs
-	commands  int64   // Redis commands (INFO commandstats)
-	dup, lost int     // entities run twice, or not at all, in a tick
+	redisUS   float64        // Redis main-thread CPU, µs
+	commands  int64          // Redis commands (INFO commandstats)
+	dup, lost int            // entities run twice, or not at all, in a tick
+	byReplica map[string]int // tickd: runs per replica, over the measured ticks
 }
 
 func (s side) median() time.Duration {
@@ -59,8 +60,12 @@ func (s side) median() time.Duration {
 }
 
 func (s side) String() string {
-	return fmt.Sprintf("tick %v (ticks %v), Redis CPU %.1f µs/run, %.2f commands/run, dup %d, lost %d",
+	out := fmt.Sprintf("tick %v (ticks %v), Redis CPU %.1f µs/run, %.2f commands/run, dup %d, lost %d",
 		s.median().Round(time.Millisecond), s.durations, s.redisUS/float64(s.runs), float64(s.commands)/float64(s.runs), s.dup, s.lost)
+	if len(s.byReplica) > 1 {
+		out += fmt.Sprintf(", runs per replica %v", s.byReplica)
+	}
+	return out
 }
 
 // BenchmarkTick runs tickd (the scheduler as a library, a no-op Go
@@ -104,10 +109,11 @@ func BenchmarkTick(b *testing.B) {
 
 // tickRecord counts a tick's runs per entity and its last end.
 type tickRecord struct {
-	mu      sync.Mutex
-	seen    []uint8
-	runs    int
-	lastEnd time.Time
+	mu        sync.Mutex
+	seen      []uint8
+	runs      int
+	lastEnd   time.Time
+	byReplica map[string]int
 }
 
 // runTickd runs replicas schedulers (each its own store and client) over
@@ -140,7 +146,7 @@ func runTickd(b *testing.B, addr string, ids []string, replicas, ticks int, ever
 		mu.Lock()
 		r := byTick[ev.Tick.UnixNano()]
 		if r == nil {
-			r = &tickRecord{seen: make([]uint8, len(ids))}
+			r = &tickRecord{seen: make([]uint8, len(ids)), byReplica: map[string]int{}}
 			byTick[ev.Tick.UnixNano()] = r
 		}
 		mu.Unlock()
@@ -148,6 +154,7 @@ func runTickd(b *testing.B, addr string, ids []string, replicas, ticks int, ever
 		r.mu.Lock()
 		r.seen[i]++
 		r.runs++
+		r.byReplica[ev.Replica]++
 		r.lastEnd = now
 		r.mu.Unlock()
 	}
@@ -194,7 +201,7 @@ func runTickd(b *testing.B, addr string, ids []string, replicas, ticks int, ever
 	}
 	waitUntil(b, first.Add(every), func() bool { return done(first) }, seenTicks)
 	cpu0, cmds0, by0 := redisStatsBy(b, addr)
-	var out side
+	out := side{byReplica: map[string]int{}}
 	for k := 1; k <= ticks; k++ {
 		T := first.Add(time.Duration(k) * every)
 		waitUntil(b, T.Add(every), func() bool { return done(T) }, seenTicks)
@@ -211,6 +218,9 @@ func runTickd(b *testing.B, addr string, ids []string, replicas, ticks int, ever
 		r := byTick[T.UnixNano()]
 		out.durations = append(out.durations, r.lastEnd.Sub(T))
 		out.runs += r.runs
+		for rep, n := range r.byReplica {
+			out.byReplica[rep] += n
+		}
 		for _, n := range r.seen {
 			if n == 0 {
 				out.lost++

@@ -1,9 +1,15 @@
 -- KEYS: epoch, due, dueinfo, entities (the task's hash), followups (the
---   task's), then the hashes of the requests the batch's due entries answer.
+--   task's), then the tick's claims (when chunks ~= ''), then the hashes of
+--   the requests the batch's due entries answer.
 -- ARGV: max_ttl_ms, holder (escaped), member_prefix (escaped task .. ':'),
---   ttl_ms, reason, tick_ms (0: not a tick run), queue (0|1) -- shared by
---   the batch -- then for each entity: field, token, from ('' or the due
---   entry the run carries out, encoded as decode_from reads it)
+--   ttl_ms, reason, tick_ms (0: not a tick run), queue (0|1), chunks
+--   ('' or "first:last:id …": the entities first..last, 1-based, are the
+--   chunk id of the tick's entity stream) -- shared by the batch -- then for
+--   each entity: field, token, from ('' or the due entry the run carries
+--   out, encoded as decode_from reads it)
+-- A chunk another replica already took for this tick (its id is in the
+-- claims set) is answered as run, and its entities are not read; one not
+-- taken yet is taken here, with its leases.
 -- A due entry found busy hands its request ids to the follow-up (queue) or
 -- answers them ANSWER_SKIPPED.
 -- Returns one answer per entity (lib.lua's reply_*): the fence when granted,
@@ -19,7 +25,7 @@ local now_s, now_ms_s = num(now), num(now_ms)
 local max_ttl, holder, mprefix = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local q, lost_at = quarantine(KEYS[1], now_ms, max_ttl)
 local out = {}
-local n = (#ARGV - 7) / 3
+local n = (#ARGV - 8) / 3
 if q > 0 then
   for i = 1, n do out[i] = reply_quarantine(num(q)) end
   return reply(out)
@@ -40,64 +46,85 @@ if refused then
   for i = 1, n do out[i] = refused end
   return reply(out)
 end
-local vals = redis.call('HMGET', KEYS[4], unpack(fields(8, 3)))
-local cur, writes, nw, e = {}, {}, 0, {}
-for i = 1, n do
-  local b = 8 + 3 * (i - 1)
-  local field, claim, run_tick, reqs = ARGV[b], '', tick_s, ''
-  if ARGV[b + 2] ~= '' then
-    local from = decode_from(ARGV[b + 2])
-    claim, reqs = from.claim, from.reqs
-    if tick == 0 then run_tick = from.tick end
-  end
-  -- The common cases need no decoding (lib.lua's grant_fast): a free
-  -- entity granted, or one whose tick already ran.
-  local v, fast, fence = cur[field] or vals[i], nil, nil
-  if v then
-    fast, fence = grant_fast(v, tick, tick_s, now, now_s, now_ms, now_ms_s, ARGV[b + 1], exp_s, reason, run_tick, holder)
-  end
-  local changed, ran = false, fast == 'ran'
-  if ran then
-    out[i] = reply_ran(fence) -- with 'ran', grant_fast answers the last tick
-  elseif fast then
-    cur[field] = fast
-    writes[nw + 1], writes[nw + 2], nw = field, fast, nw + 2
-    out[i] = fence
-  else
-    entity(v, e)
-    local lt = 0
-    if tick > 0 then lt = tonumber(e.last_tick) end
-    ran = tick > 0 and lt >= tick
-    if ran then
-      out[i] = reply_ran(e.last_tick)
-    elseif is_held(e, now_ms) then
-      if queue == '1' and e.fu ~= '1' then
-        e.fu, changed = '1', true
-      end
-      if reqs ~= '' and queue == '1' then
-        redis.call('HSET', KEYS[5], field, join_reqs(redis.call('HGET', KEYS[5], field) or '', reqs))
-      elseif reqs ~= '' then
-        answer(6, reqs, field, ANSWER_SKIPPED)
-      end
-      out[i] = reply_busy(e)
-    else
-      -- Fences outlive every key: the server clock in microseconds keeps
-      -- them increasing after a sweep or after Redis lost its data.
-      fence = now_s
-      if e.fence ~= '0' and tonumber(e.fence) >= now then fence = num(tonumber(e.fence) + 1) end
-      if tick > lt then e.last_tick = tick_s end
-      e.fence, e.token, e.exp, e.touched = fence, ARGV[b + 1], exp_s, now_ms_s
-      e.reason, e.tick, e.holder = reason, run_tick, holder
-      out[i], changed = fence, true
+local taken, fs, at = {}, {}, {}
+if ARGV[8] ~= '' then
+  for first, last, id in string.gmatch(ARGV[8], '(%d+):(%d+):(%x+)') do
+    if redis.call('SADD', KEYS[6], id) == 0 then
+      for i = tonumber(first), tonumber(last) do taken[i] = true end
     end
   end
-  if changed then
-    v = encode_entity(e)
-    cur[field] = v
-    writes[nw + 1], writes[nw + 2], nw = field, v, nw + 2
+  redis.call('PEXPIRE', KEYS[6], CLAIMS_TTL_MS)
+end
+for i = 1, n do
+  if not taken[i] then
+    fs[#fs + 1] = ARGV[9 + 3 * (i - 1)]
+    at[i] = #fs
   end
-  -- A due entry is done with once granted, or once it became a follow-up.
-  if claim ~= '' and not ran then ack(KEYS[2], KEYS[3], mprefix .. field, claim) end
+end
+local vals = {}
+if #fs > 0 then vals = redis.call('HMGET', KEYS[4], unpack(fs)) end
+local taken_reply = reply_ran(tick_s)
+local cur, writes, nw, e = {}, {}, 0, {}
+for i = 1, n do
+  if taken[i] then
+    out[i] = taken_reply
+  else
+    local b = 9 + 3 * (i - 1)
+    local field, claim, run_tick, reqs = ARGV[b], '', tick_s, ''
+    if ARGV[b + 2] ~= '' then
+      local from = decode_from(ARGV[b + 2])
+      claim, reqs = from.claim, from.reqs
+      if tick == 0 then run_tick = from.tick end
+    end
+    -- The common cases need no decoding (lib.lua's grant_fast): a free
+    -- entity granted, or one whose tick already ran.
+    local v, fast, fence = cur[field] or vals[at[i]], nil, nil
+    if v then
+      fast, fence = grant_fast(v, tick, tick_s, now, now_s, now_ms, now_ms_s, ARGV[b + 1], exp_s, reason, run_tick, holder)
+    end
+    local changed, ran = false, fast == 'ran'
+    if ran then
+      out[i] = reply_ran(fence) -- with 'ran', grant_fast answers the last tick
+    elseif fast then
+      cur[field] = fast
+      writes[nw + 1], writes[nw + 2], nw = field, fast, nw + 2
+      out[i] = fence
+    else
+      entity(v, e)
+      local lt = 0
+      if tick > 0 then lt = tonumber(e.last_tick) end
+      ran = tick > 0 and lt >= tick
+      if ran then
+        out[i] = reply_ran(e.last_tick)
+      elseif is_held(e, now_ms) then
+        if queue == '1' and e.fu ~= '1' then
+          e.fu, changed = '1', true
+        end
+        if reqs ~= '' and queue == '1' then
+          redis.call('HSET', KEYS[5], field, join_reqs(redis.call('HGET', KEYS[5], field) or '', reqs))
+        elseif reqs ~= '' then
+          answer(6, reqs, field, ANSWER_SKIPPED)
+        end
+        out[i] = reply_busy(e)
+      else
+        -- Fences outlive every key: the server clock in microseconds keeps
+        -- them increasing after a sweep or after Redis lost its data.
+        fence = now_s
+        if e.fence ~= '0' and tonumber(e.fence) >= now then fence = num(tonumber(e.fence) + 1) end
+        if tick > lt then e.last_tick = tick_s end
+        e.fence, e.token, e.exp, e.touched = fence, ARGV[b + 1], exp_s, now_ms_s
+        e.reason, e.tick, e.holder = reason, run_tick, holder
+        out[i], changed = fence, true
+      end
+    end
+    if changed then
+      v = encode_entity(e)
+      cur[field] = v
+      writes[nw + 1], writes[nw + 2], nw = field, v, nw + 2
+    end
+    -- A due entry is done with once granted, or once it became a follow-up.
+    if claim ~= '' and not ran then ack(KEYS[2], KEYS[3], mprefix .. field, claim) end
+  end
 end
 if nw > 0 then redis.call('HSET', KEYS[4], unpack(writes)) end
 return reply(out)
