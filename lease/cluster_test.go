@@ -134,3 +134,62 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 	}
 	expect.True(t, fmt.Sprintf("script calls with several keys seen: %d of %d", multi, len(hook.calls)), multi >= 5*len(tasks))
 }
+
+// TestReleaseOnClusterFailsOnlyTheDeadShard: releases batched together
+// (the releaser groups runs that end together, one script call per task)
+// succeed for the tasks whose master answers while another task's master
+// is down; only that task's releases fail. Before, one dead master failed
+// the whole batch, and the others' leases stayed held until their TTL.
+func TestReleaseOnClusterFailsOnlyTheDeadShard(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRedirects: 1,
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
+	s, err := NewRedis(c, "rel", Options{Replica: "r", ReplicaAcks: AcksNever})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.InitEpoch(bg); err != nil {
+		t.Fatal(err)
+	}
+	// Two tasks on two masters.
+	var dead, alive string
+	deadMaster := cl.MasterOf(t, TaskKey("rel", "task-0"))
+	for i := 1; alive == ""; i++ {
+		task := "task-" + strconv.Itoa(i)
+		if cl.MasterOf(t, TaskKey("rel", task)) != deadMaster {
+			alive = task
+		}
+	}
+	dead = "task-0"
+	var ls []*Lease
+	for _, task := range []string{dead, alive} {
+		for _, r := range s.AcquireBatch(bg, []Request{{Task: task, Entity: "a", TTL: time.Minute, Reason: ReasonTrigger},
+			{Task: task, Entity: "b", TTL: time.Minute, Reason: ReasonTrigger}}) {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			ls = append(ls, r.Lease)
+		}
+	}
+	deadMaster.Stop()
+	errs, err := s.ReleaseBatch(bg, ls, Finished{Outcome: OutcomeDone, Started: time.Now(), Ended: time.Now()})
+	if err != nil {
+		t.Fatalf("ReleaseBatch: %v", err)
+	}
+	for i, l := range ls {
+		if got := errs[i] != nil; got != (l.Task == dead) {
+			t.Errorf("release of %s/%s: %v (its master down: %v)", l.Task, l.Entity, errs[i], l.Task == dead)
+		}
+	}
+	for _, e := range []string{"a", "b"} {
+		st, err := s.Entity(bg, alive, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Held != nil {
+			t.Errorf("%s/%s still held after its release", alive, e)
+		}
+	}
+}

@@ -505,24 +505,76 @@ func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseR
 		calls[g] = scriptCall{keys: ks, args: args}
 	}
 	// A release is not waited for: a failover that loses it leaves the
-	// lease held on the promoted replica until its TTL passes.
-	res, err := runGroups(ctx, b, scriptRelease, gs, calls, len(rs), 0)
-	if err != nil {
-		return nil, err
-	}
+	// lease held on the promoted replica until its TTL passes. Each task's
+	// call succeeds or fails alone: on a Cluster, the releases batched with
+	// those of a task on a master that does not answer still go through.
+	cmds := evalEach(ctx, b.c, scriptRelease, calls)
 	out := make([]releaseReply, len(rs))
-	for i, v := range res {
-		switch v {
-		case releasedNotHeld:
-			out[i].err = ErrNotHeld
-		case releasedFollowUp:
-			out[i].followUp = true
-		case releasedOK:
-		default:
-			return nil, fmt.Errorf("%w: release reply %q", errFormat, v)
+	for g, gr := range gs {
+		r, err := cmds[g].Text()
+		vs := strings.Split(r, " ")
+		if err == nil && len(vs) != len(gr.idx) {
+			err = fmt.Errorf("lease: script reply has %d entries for %d requests", len(vs), len(gr.idx))
+		}
+		for k, i := range gr.idx {
+			if err != nil {
+				out[i].err = err
+				continue
+			}
+			switch vs[k] {
+			case releasedNotHeld:
+				out[i].err = ErrNotHeld
+			case releasedFollowUp:
+				out[i].followUp = true
+			case releasedOK:
+			default:
+				out[i].err = fmt.Errorf("%w: release reply %q", errFormat, vs[k])
+			}
 		}
 	}
 	return out, nil
+}
+
+// evalEach runs calls of sc in one pipeline and leaves each call's own
+// answer or error in its command: on a Cluster a shard that does not
+// answer fails only its own calls. Calls that found the script missing (a
+// restarted Redis, a promoted replica) are sent again once it is loaded.
+func evalEach(ctx context.Context, c RedisClient, sc *redis.Script, calls []scriptCall) []*redis.Cmd {
+	pipe := c.Pipeline()
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, call := range calls {
+		cmds[i] = sc.EvalSha(ctx, pipe, call.keys, call.args...)
+	}
+	pipe.Exec(ctx) //nolint:errcheck // each command keeps its own error
+	var again []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return cmds
+	}
+	// On a Cluster, loaded on the masters that lacked it: one that does not
+	// answer must not keep the script from the others.
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		loaded := again[:0]
+		for _, i := range again {
+			node, err := cc.MasterForKey(ctx, calls[i].keys[0])
+			if err == nil && sc.Load(ctx, node).Err() == nil {
+				loaded = append(loaded, i)
+			}
+		}
+		again = loaded
+	} else if sc.Load(ctx, c).Err() != nil {
+		return cmds
+	}
+	pipe = c.Pipeline()
+	for _, i := range again {
+		cmds[i] = sc.EvalSha(ctx, pipe, calls[i].keys, calls[i].args...)
+	}
+	pipe.Exec(ctx) //nolint:errcheck // as above
+	return cmds
 }
 
 func (b *redisBackend) enqueue(ctx context.Context, d Due, delay time.Duration) error {
