@@ -105,7 +105,8 @@ type Request struct {
 	Queue bool
 	// Chunk names the part of a tick's entity stream this request belongs
 	// to (ReasonTick only), when the whole part is in one AcquireBatch call,
-	// its requests one after the other. The replicas' fan-outs send the same
+	// its requests one after the other. Any string: the store sends a hash
+	// of it. The replicas' fan-outs send the same
 	// chunks (the same ids, in the same order) for the same tick: the first
 	// to send one takes it whole, in the step that grants its leases; the
 	// others get ErrAlreadyRan for all of it without their entities being

@@ -3,12 +3,11 @@ package scheduler
 import (
 	"cmp"
 	"context"
-	"encoding/hex"
 	"errors"
-	"hash/fnv"
 	"log/slog"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/tickd/tickd/lease"
@@ -49,7 +48,6 @@ type fanOut struct {
 	// it as a chunk (lease.Request.Chunk), which only one replica takes.
 	chunked bool
 	pos     int // the stream position of the next entity added
-	first   int // the stream position of batch[0]
 }
 
 // chunkSize is the length of a chunk of a tick's entity stream. Batches are
@@ -93,9 +91,6 @@ func (f *fanOut) add(id string) error {
 	f.n.Entities++
 	if !f.reserve() {
 		return context.Cause(f.ctx)
-	}
-	if len(f.batch) == 0 {
-		f.first = f.pos
 	}
 	f.batch = append(f.batch, id)
 	f.pos++
@@ -160,18 +155,19 @@ func (f *fanOut) flush() {
 	f.batch = f.batch[:0]
 }
 
-// markChunks names each whole chunk in the batch by a hash of its ids:
-// replicas that read the same ids in the same order name it alike.
+// markChunks names each whole chunk in the batch by its ids, each with its
+// length (the store sends a hash of the name): replicas that read the same
+// ids in the same order name it alike.
 func (f *fanOut) markChunks(reqs []lease.Request) {
-	end := f.first + len(reqs)
-	for k := (f.first + chunkSize - 1) / chunkSize; (k+1)*chunkSize <= end; k++ {
-		lo := k*chunkSize - f.first
-		h := fnv.New128a()
+	first := f.pos - len(reqs) // the stream position of reqs[0]
+	for k := (first + chunkSize - 1) / chunkSize; (k+1)*chunkSize <= f.pos; k++ {
+		lo := k*chunkSize - first
+		var name []byte
 		for _, r := range reqs[lo : lo+chunkSize] {
-			h.Write([]byte(r.Entity))
-			h.Write([]byte{0})
+			name = strconv.AppendInt(name, int64(len(r.Entity)), 10)
+			name = append(append(name, ':'), r.Entity...)
 		}
-		id := hex.EncodeToString(h.Sum(nil))
+		id := string(name)
 		for i := lo; i < lo+chunkSize; i++ {
 			reqs[i].Chunk = id
 		}

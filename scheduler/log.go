@@ -131,17 +131,19 @@ type runHandler struct {
 	extra                      []slog.Attr // WithAttrs
 }
 
-func (h *runHandler) attrs() []slog.Attr {
-	return append([]slog.Attr{slog.String(KeyTask, h.task), slog.String(KeyEntity, h.entity), slog.String(KeyTick, h.tick),
-		slog.Int64(KeyFence, h.fence), slog.String(KeyReason, h.reason)}, h.extra...)
+// own is the run's attributes, in an array: Handle adds them to a record
+// without allocating.
+func (h *runHandler) own() [5]slog.Attr {
+	return [5]slog.Attr{slog.String(KeyTask, h.task), slog.String(KeyEntity, h.entity), slog.String(KeyTick, h.tick),
+		slog.Int64(KeyFence, h.fence), slog.String(KeyReason, h.reason)}
 }
 
 func (h *runHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.inner.Enabled(ctx, l) }
 
 func (h *runHandler) Handle(ctx context.Context, r slog.Record) error {
 	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
-	out.AddAttrs(slog.String(KeyTask, h.task), slog.String(KeyEntity, h.entity), slog.String(KeyTick, h.tick),
-		slog.Int64(KeyFence, h.fence), slog.String(KeyReason, h.reason))
+	own := h.own()
+	out.AddAttrs(own[:]...)
 	out.AddAttrs(h.extra...)
 	r.Attrs(func(a slog.Attr) bool { out.AddAttrs(a); return true })
 	return h.inner.Handle(ctx, out)
@@ -156,7 +158,8 @@ func (h *runHandler) WithAttrs(as []slog.Attr) slog.Handler {
 }
 
 func (h *runHandler) WithGroup(name string) slog.Handler {
-	return h.inner.WithAttrs(h.attrs()).WithGroup(name)
+	own := h.own()
+	return h.inner.WithAttrs(append(own[:], h.extra...)).WithGroup(name)
 }
 
 // tickString formats a run's tick, once per tick: the runs of a tick share

@@ -64,7 +64,7 @@ end
 local vals = {}
 if #fs > 0 then vals = redis.call('HMGET', KEYS[4], unpack(fs)) end
 local taken_reply = reply_ran(tick_s)
-local cur, writes, nw, e = {}, {}, 0, {}
+local cur, writes, e = {}, {}, {}
 for i = 1, n do
   if taken[i] then
     out[i] = taken_reply
@@ -86,8 +86,7 @@ for i = 1, n do
     if ran then
       out[i] = reply_ran(fence) -- with 'ran', grant_fast answers the last tick
     elseif fast then
-      cur[field] = fast
-      writes[nw + 1], writes[nw + 2], nw = field, fast, nw + 2
+      stage(cur, writes, field, fast)
       out[i] = fence
     else
       entity(v, e)
@@ -119,12 +118,11 @@ for i = 1, n do
     end
     if changed then
       v = encode_entity(e)
-      cur[field] = v
-      writes[nw + 1], writes[nw + 2], nw = field, v, nw + 2
+      stage(cur, writes, field, v)
     end
     -- A due entry is done with once granted, or once it became a follow-up.
     if claim ~= '' and not ran then ack(KEYS[2], KEYS[3], mprefix .. field, claim) end
   end
 end
-if nw > 0 then redis.call('HSET', KEYS[4], unpack(writes)) end
+if #writes > 0 then redis.call('HSET', KEYS[4], unpack(writes)) end
 return reply(out)

@@ -126,6 +126,15 @@ local function release_fast(v, token, last, now_ms, now_ms_s)
   return sub(v, 1, P[2]) .. '|0|0|' .. now_ms_s .. '||0|#' .. last
 end
 
+-- stage keeps v as field's new value in a batch's writes, sent with one
+-- HSET at the end, and in cur, where the batch's later requests for the
+-- same field read it.
+local function stage(cur, writes, field, v)
+  cur[field] = v
+  writes[#writes + 1] = field
+  writes[#writes + 1] = v
+end
+
 -- Run record (Go: runRecord), an entity's last run after the '#':
 --   outcome|start|end|fence|reason|replica
 -- Go writes it at release; unlock writes one here.

@@ -20,7 +20,7 @@ local mprefix = ARGV[1]
 local out = {}
 local n = (#ARGV - 1) / 5
 local vals = redis.call('HMGET', KEYS[3], unpack(fields(2, 5)))
-local cur, writes, nw, e = {}, {}, 0, {}
+local cur, writes, e = {}, {}, {}
 for i = 1, n do
   local b = 2 + 5 * (i - 1)
   local field, reqs = ARGV[b], ARGV[b + 4]
@@ -29,8 +29,7 @@ for i = 1, n do
   local v = cur[field] or vals[i]
   local fast = v and reqs == '' and ARGV[b + 3] == '' and release_fast(v, ARGV[b + 1], ARGV[b + 2], now_ms, now_ms_s)
   if fast then
-    cur[field] = fast
-    writes[nw + 1], writes[nw + 2], nw = field, fast, nw + 2
+    stage(cur, writes, field, fast)
     out[i] = RELEASED_OK
   else
     entity(v, e)
@@ -42,8 +41,7 @@ for i = 1, n do
       free(e, now_ms_s)
       e.fu, e.last = '0', ARGV[b + 2]
       v = encode_entity(e)
-      cur[field] = v
-      writes[nw + 1], writes[nw + 2], nw = field, v, nw + 2
+      stage(cur, writes, field, v)
       local nxt, fu_reqs = ARGV[b + 3], ''
       if fu == '1' then
         fu_reqs = redis.call('HGET', KEYS[4], field)
@@ -64,5 +62,5 @@ for i = 1, n do
     end
   end
 end
-if nw > 0 then redis.call('HSET', KEYS[3], unpack(writes)) end
+if #writes > 0 then redis.call('HSET', KEYS[3], unpack(writes)) end
 return reply(out)
