@@ -149,7 +149,7 @@ func (b *memBackend) release(_ context.Context, rs []releaseArg) ([]releaseReply
 	defer b.mu.Unlock()
 	out := make([]releaseReply, len(rs))
 	for i, r := range rs {
-		out[i].followUp, out[i].err = b.releaseOne(r.l, *r.o, r.next)
+		out[i].followUp, out[i].err = b.releaseOne(r.l, r.o, r.next)
 	}
 	return out, nil
 }

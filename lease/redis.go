@@ -353,11 +353,16 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, maxTTL time.D
 		ttl                time.Duration
 		queue              bool
 	}
+	var lastTick time.Time // a fan-out batch's requests share their tick: formatted once
+	lastTickS := ""
 	gs := groupBy(len(live), func(i int) shared {
 		r := reqs[live[i]].req
 		tick := "0"
 		if r.Reason == ReasonTick {
-			tick = tickMS(r.Tick)
+			if lastTickS == "" || !r.Tick.Equal(lastTick) {
+				lastTick, lastTickS = r.Tick, tickMS(r.Tick)
+			}
+			tick = lastTickS
 		}
 		return shared{task: r.Task, reason: string(r.Reason), tick: tick, ttl: r.TTL, queue: r.Queue}
 	})

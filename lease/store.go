@@ -107,7 +107,7 @@ type acquireArg struct {
 
 type releaseArg struct {
 	l    *Lease
-	o    *Finished
+	o    Finished
 	next *Next
 }
 
@@ -346,7 +346,7 @@ func (s *Store) handBack(ctx context.Context, args []acquireArg, replies []acqui
 		if d := args[i].req.From; d != nil {
 			next.Reason = d.Reason
 		}
-		rs = append(rs, releaseArg{l: l, o: &Finished{Outcome: OutcomeCanceled, Started: sent, Ended: s.clock.Now()}, next: next})
+		rs = append(rs, releaseArg{l: l, o: Finished{Outcome: OutcomeCanceled, Started: sent, Ended: s.clock.Now()}, next: next})
 	}
 	if len(rs) == 0 {
 		return
@@ -469,7 +469,7 @@ func (s *Store) release(ctx context.Context, l *Lease, o Finished, next *Next) (
 	if errors.Is(context.Cause(l.ctx), ErrReleased) {
 		return Released{}, ErrNotHeld
 	}
-	rep, err := s.releaseOne(ctx, releaseArg{l: l, o: &o, next: next})
+	rep, err := s.releaseOne(ctx, releaseArg{l: l, o: o, next: next})
 	// Released or not, the lease is renewed no more: a release that failed
 	// leaves it in Redis until its TTL passes, never held for good.
 	s.drop(l, ErrReleased)
@@ -491,7 +491,7 @@ func (s *Store) ReleaseBatch(ctx context.Context, ls []*Lease, o Finished) ([]er
 		hi := min(lo+BatchSize, len(ls))
 		args := make([]releaseArg, hi-lo)
 		for i, l := range ls[lo:hi] {
-			args[i] = releaseArg{l: l, o: &o}
+			args[i] = releaseArg{l: l, o: o}
 		}
 		reps, err := s.b.release(ctx, args)
 		if err != nil {

@@ -227,10 +227,10 @@ func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.T
 		var pending []int
 		var early, failed error
 		var quarantine *lease.QuarantineError
+		var ee *lease.EarlyError // out of the loop: errors.As makes them escape
+		var qe *lease.QuarantineError
 		wait := backoff
 		for i, r := range res {
-			var ee *lease.EarlyError
-			var qe *lease.QuarantineError
 			switch {
 			case r.Err == nil, errors.Is(r.Err, lease.ErrBusy), errors.Is(r.Err, lease.ErrAlreadyRan):
 				continue

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tickd/tickd/lease"
@@ -18,80 +17,210 @@ import (
 // end of its trust window is dead before the lease can expire.
 func Grace(ttl time.Duration) time.Duration { return min(10*time.Second, lease.Margin(ttl)/2) }
 
-// start runs l's run on a goroutine of its own; the caller holds a slot of
-// ts, which the run gives back.
+// start runs l's run on a worker; the caller holds a slot of ts, which the
+// run gives back.
 func (s *Scheduler) start(ts *taskState, l *lease.Lease) {
 	s.runs.Add(1)
 	s.metrics.active(s.active.Add(1))
-	s.workers.do(func() {
-		defer s.runs.Done()
-		defer func() { s.metrics.active(s.active.Add(-1)) }()
-		defer func() { <-ts.slots }()
-		s.execute(ts, l)
-	})
+	s.workers.do(job{ts, l})
+}
+
+// job is a run to start: l's, for ts's task.
+type job struct {
+	ts *taskState
+	l  *lease.Lease
 }
 
 // workerIdle is how long a goroutine that ran a run waits for the next one
 // before it exits: longer than the usual time between ticks.
 const workerIdle = 2 * time.Minute
 
-// workers reuses the goroutines runs end on. A run's goroutine grows its
-// stack (a release goes deep into go-redis); a new goroutine per run grew
-// it again for every run, a tenth of the daemon's CPU in a 100,000-entity
-// tick (README, "Speed").
-// Idle workers exit once the scheduler's loops stop (Shutdown).
+// workers reuses the goroutines runs go on, and each one's timer. A run's
+// goroutine grows its stack (a release goes deep into go-redis); a new
+// goroutine per run grew it again for every run, a tenth of the daemon's
+// CPU in a 100,000-entity tick, and a timer and a shutdown hook per run
+// were another tenth (README, "Speed"). Idle workers exit once the
+// scheduler's loops stop (Shutdown).
 type workers struct {
-	idle chan func()
+	s    *Scheduler
+	idle chan job
 	quit <-chan struct{}
+
+	mu  sync.Mutex
+	all map[*worker]struct{} // for abort
 }
 
-// do runs f on an idle worker, or on a new one if none is idle.
-func (w *workers) do(f func()) {
+// worker is one goroutine of workers, and the run it is on.
+type worker struct {
+	// timer fires at the current run's warn_after, then at its timeout
+	// (fire); stopped between runs.
+	timer *time.Timer
+
+	mu  sync.Mutex
+	cur *running
+}
+
+// do runs j on an idle worker, or on a new one if none is idle.
+func (ws *workers) do(j job) {
 	select {
-	case w.idle <- f:
+	case ws.idle <- j:
 	default:
-		go w.loop(f)
+		go ws.loop(j)
 	}
 }
 
-func (w *workers) loop(f func()) {
-	t := time.NewTimer(workerIdle)
-	defer t.Stop()
+func (ws *workers) loop(j job) {
+	w := &worker{}
+	w.timer = time.AfterFunc(time.Hour, w.fire)
+	w.timer.Stop()
+	ws.mu.Lock()
+	ws.all[w] = struct{}{}
+	ws.mu.Unlock()
+	idle := time.NewTimer(workerIdle)
+	defer func() {
+		idle.Stop()
+		w.timer.Stop()
+		ws.mu.Lock()
+		delete(ws.all, w)
+		ws.mu.Unlock()
+	}()
 	for {
-		f()
-		t.Reset(workerIdle)
+		ws.s.execute(w, j.ts, j.l)
+		ws.s.metrics.active(ws.s.active.Add(-1))
+		<-j.ts.slots
+		ws.s.runs.Done()
+		idle.Reset(workerIdle)
 		select {
-		case f = <-w.idle:
-		case <-t.C:
+		case j = <-ws.idle:
+		case <-idle.C:
 			return
-		case <-w.quit:
+		case <-ws.quit:
 			return
 		}
 	}
 }
 
-// execute is one run's life: the task's action under l, stopped by the
-// lease, the task's timeout or the shutdown; then the release that records
-// the outcome and, in the same step, asks for what comes next.
-func (s *Scheduler) execute(ts *taskState, l *lease.Lease) {
+// abort stops the runs going on with cause, through Lease.Cancel. A run
+// that starts after it sees the scheduler's abort context cancelled
+// (worker.begin).
+func (ws *workers) abort(cause error) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for w := range ws.all {
+		w.mu.Lock()
+		if w.cur != nil {
+			w.cur.l.Cancel(cause)
+		}
+		w.mu.Unlock()
+	}
+}
+
+// running is one run's state, in one allocation: its log handler and
+// logger (tasks.Run.Logger), its context, and its timer's deadlines. A
+// fan-out starts 100,000 runs a tick.
+type running struct {
+	h   runHandler
+	log slog.Logger
+	ctx deadlineCtx
+	l   *lease.Lease
+
+	warnAfter, timeout time.Duration
+	warnAt, timeoutAt  time.Time
+	warned             bool // under worker.mu
+}
+
+// begin makes r w's current run: its timer is set for warn_after, or for
+// the timeout when there is no warning to give; a shutdown that already
+// aborted the runs stops it at once.
+func (w *worker) begin(s *Scheduler, r *running) {
+	now := time.Now()
+	r.timeoutAt = now.Add(r.timeout)
+	r.ctx.deadline = r.timeoutAt
+	first := r.timeoutAt
+	if r.warnAfter <= 0 || r.warnAfter >= r.timeout {
+		r.warned = true
+	} else {
+		r.warnAt = now.Add(r.warnAfter)
+		first = r.warnAt
+	}
+	w.mu.Lock()
+	w.cur = r
+	w.timer.Reset(first.Sub(now))
+	w.mu.Unlock()
+	if s.abort.Err() != nil {
+		r.l.Cancel(context.Cause(s.abort))
+	}
+}
+
+// end stops w's timer: its run is over.
+func (w *worker) end() {
+	w.mu.Lock()
+	w.cur = nil
+	w.timer.Stop()
+	w.mu.Unlock()
+}
+
+// fire warns once when a run goes on past warn_after, then cancels it with
+// ErrTimeout when its timeout passes. A fire meant for an earlier run of
+// the worker finds nothing due and sets the timer again.
+func (w *worker) fire() {
+	w.mu.Lock()
+	r := w.cur
+	if r == nil {
+		w.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	warn, timeout := false, !now.Before(r.timeoutAt)
+	switch {
+	case timeout:
+	case !r.warned && !now.Before(r.warnAt):
+		warn, r.warned = true, true
+		w.timer.Reset(r.timeoutAt.Sub(now))
+	case !r.warned:
+		w.timer.Reset(r.warnAt.Sub(now))
+	default:
+		w.timer.Reset(r.timeoutAt.Sub(now))
+	}
+	w.mu.Unlock()
+	if timeout {
+		r.l.Cancel(ErrTimeout)
+	}
+	if warn {
+		r.log.Warn("run still going", "running_for", r.warnAfter, "timeout", r.timeout)
+	}
+}
+
+// execute is one run's life, on worker w: the task's action under l,
+// stopped by the lease, the task's timeout or the shutdown; then the
+// release that records the outcome and, in the same step, asks for what
+// comes next.
+func (s *Scheduler) execute(w *worker, ts *taskState, l *lease.Lease) {
 	t := ts.t
-	log := slog.New(&runHandler{inner: s.log.Handler(), task: t.Name, entity: l.Entity, tick: ts.tickString(l.Tick),
-		fence: l.Fence, reason: string(l.Reason)})
-	ctx, stop := s.runContext(t, l, log)
-	defer stop()
+	r := &running{l: l, warnAfter: t.WarnAfter, timeout: t.Timeout}
+	r.h = runHandler{inner: s.log.Handler(), task: t.Name, entity: l.Entity, tick: ts.tickString(l.Tick),
+		fence: l.Fence, reason: string(l.Reason)}
+	r.log = *slog.New(&r.h)
+	// The run's context is the lease's own, cancelled when the lease is
+	// lost or untrusted, and by the worker's timer (ErrTimeout) and the
+	// shutdown (ErrShutdown) through Lease.Cancel; its Deadline is the
+	// timeout's end.
+	r.ctx.Context = l.Context()
+	w.begin(s, r)
+	defer w.end()
 	started := s.clock.Now()
 	if l.Reason == lease.ReasonTick {
 		s.metrics.lag(t.Name, started.Sub(l.Tick))
 	}
 	// One line per run at info, at its end: a tick of 100,000 entities
 	// writes 100,000 lines, not twice that (README, "Logs").
-	log.Debug("run started", "attempt", l.Attempt)
+	r.log.Debug("run started", "attempt", l.Attempt)
 	ev := Event{Task: t.Name, Entity: l.Entity, Tick: l.Tick, Reason: l.Reason, Fence: l.Fence}
 	s.observe(withKind(ev, EventRunStarted))
-	res, err := ts.action.Do(ctx, tasks.Run{Task: t.Name, Entity: l.Entity, Tick: l.Tick, Fence: l.Fence,
-		Reason: l.Reason, Attempt: l.Attempt, Logger: log, Check: l.Check})
+	res, err := ts.action.Do(&r.ctx, tasks.Run{Task: t.Name, Entity: l.Entity, Tick: l.Tick, Fence: l.Fence,
+		Reason: l.Reason, Attempt: l.Attempt, Logger: &r.log, Check: l.Check})
 	ended := s.clock.Now()
-	outcome := outcomeOf(res, err, context.Cause(ctx))
+	outcome := outcomeOf(res, err, context.Cause(&r.ctx))
 	next := s.nextFor(t, l, outcome)
 	// A run that never began (its lease was no longer trusted when it was to
 	// start: the replica was frozen or slowed past the trust window) is
@@ -108,9 +237,9 @@ func (s *Scheduler) execute(ts *taskState, l *lease.Lease) {
 	// Not under the run's context, which may be cancelled: a release
 	// bounds itself (lease.ReleaseTimeout).
 	_, rerr := l.Release(context.Background(), lease.Finished{Outcome: outcome, Started: started, Ended: ended}, next)
-	logEnd(log, outcome, ended.Sub(started), err, next)
+	logEnd(&r.h, outcome, ended.Sub(started), err, next)
 	if rerr != nil && outcome != lease.OutcomeLeaseLost {
-		s.logReleaseFailed(log, l, rerr)
+		s.logReleaseFailed(&r.log, l, rerr)
 	}
 	if rerr != nil && next != nil { // keep the request: another replica must carry it out
 		s.enqueueRetrying(t, l, *next)
@@ -124,71 +253,15 @@ func withKind(e Event, k EventKind) Event {
 	return e
 }
 
-// runContext is the context of l's run: the lease's own, cancelled when the
-// lease is lost or untrusted, and by the run's timer (ErrTimeout) and the
-// shutdown (ErrShutdown) through Lease.Cancel; its Deadline is the
-// timeout's end. The timer also warns once after warn_after. A fan-out
-// starts 100,000 runs a tick: no child context, one timer.
-func (s *Scheduler) runContext(t Task, l *lease.Lease, log *slog.Logger) (context.Context, func()) {
-	stopAbort := context.AfterFunc(s.abort, func() { l.Cancel(context.Cause(s.abort)) })
-	rt := &runTimer{l: l, log: log, warnAfter: t.WarnAfter, timeout: t.Timeout}
-	first := rt.timeout
-	if rt.warnAfter <= 0 || rt.warnAfter >= rt.timeout {
-		rt.warned.Store(true)
-	} else {
-		first = rt.warnAfter
-	}
-	rt.mu.Lock() // fire waits until rt.t is set
-	rt.t = time.AfterFunc(first, rt.fire)
-	rt.mu.Unlock()
-	return deadlineCtx{l.Context(), time.Now().Add(t.Timeout)}, func() {
-		rt.stop()
-		stopAbort()
-	}
-}
-
-// runTimer warns once when a run goes on past warn_after, then cancels it
-// with ErrTimeout when its timeout passes.
-type runTimer struct {
-	l                  *lease.Lease
-	log                *slog.Logger
-	warnAfter, timeout time.Duration
-
-	mu      sync.Mutex
-	t       *time.Timer
-	warned  atomic.Bool
-	stopped bool
-}
-
-func (r *runTimer) fire() {
-	if r.warned.Swap(true) {
-		r.l.Cancel(ErrTimeout)
-		return
-	}
-	r.log.Warn("run still going", "running_for", r.warnAfter, "timeout", r.timeout)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.stopped {
-		r.t.Reset(r.timeout - r.warnAfter)
-	}
-}
-
-func (r *runTimer) stop() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.stopped = true
-	r.t.Stop()
-}
-
 // deadlineCtx reports a deadline that its context enforces by other means
-// (runContext's timer). context.Cause and derived contexts see through it
+// (the worker's timer). context.Cause and derived contexts see through it
 // to the cancelCtx it wraps.
 type deadlineCtx struct {
 	context.Context
 	deadline time.Time
 }
 
-func (c deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // outcomeOf says how a run ended, from its action's answer and the cause of
 // its context's cancellation.
@@ -208,24 +281,39 @@ func outcomeOf(res tasks.Result, err, cause error) lease.Outcome {
 	return lease.OutcomeFailed
 }
 
-// logEnd logs a run's end: at info when it did its work, warn otherwise.
-func logEnd(log *slog.Logger, outcome lease.Outcome, d time.Duration, err error, next *lease.Next) {
+// logEnd logs a run's end, at info when it did its work, warn otherwise,
+// with h's attributes: a record handed to the handler as it is, without a
+// Logger's call-site lookup or runHandler's copy.
+func logEnd(h *runHandler, outcome lease.Outcome, d time.Duration, err error, next *lease.Next) {
 	lvl := slog.LevelWarn
 	if outcome == lease.OutcomeDone || outcome == lease.OutcomeReschedule {
 		lvl = slog.LevelInfo
 	}
-	if !log.Enabled(context.Background(), lvl) {
+	ctx := context.Background()
+	if !h.inner.Enabled(ctx, lvl) {
 		return
 	}
-	attrs := make([]slog.Attr, 2, 6)
-	attrs[0], attrs[1] = slog.String(KeyOutcome, string(outcome)), slog.String(KeyDuration, d.Round(time.Millisecond).String())
+	r := slog.NewRecord(time.Now(), lvl, "run ended", 0)
+	own := h.own()
+	r.AddAttrs(own[:]...)
+	r.AddAttrs(slog.String(KeyOutcome, string(outcome)), slog.String(KeyDuration, durationString(d)))
 	if err != nil {
-		attrs = append(attrs, slog.String(KeyError, err.Error()))
+		r.AddAttrs(slog.String(KeyError, err.Error()))
 	}
 	if next != nil {
-		attrs = append(attrs, slog.String("next", string(next.Reason)), slog.String("next_in", next.Delay.String()))
+		r.AddAttrs(slog.String("next", string(next.Reason)), slog.String("next_in", next.Delay.String()))
 	}
-	log.LogAttrs(context.Background(), lvl, "run ended", attrs...)
+	h.inner.Handle(ctx, r) //nolint:errcheck // a log line that cannot be written is not the run's failure
+}
+
+// durationString is d to the millisecond, as Duration.String writes it:
+// "0s", without a new string, for the runs that take less than half a
+// millisecond.
+func durationString(d time.Duration) string {
+	if d = d.Round(time.Millisecond); d == 0 {
+		return "0s"
+	}
+	return d.String()
 }
 
 // logReleaseFailed says why a release failed. A lease no longer held was

@@ -115,7 +115,7 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 		logLimit: NewLogLimiter(LogEvery), tasks: map[string]*taskState{}, metrics: opts.Metrics, observer: opts.Observer,
 	}
 	s.loopCtx, s.stopLoops = context.WithCancel(context.Background())
-	s.workers = workers{idle: make(chan func()), quit: s.loopCtx.Done()}
+	s.workers = workers{s: s, idle: make(chan job), quit: s.loopCtx.Done(), all: map[*worker]struct{}{}}
 	s.abort, s.abortRuns = context.WithCancelCause(context.Background())
 	if err := s.checkHandlers(cfg); err != nil {
 		return nil, err
@@ -273,5 +273,6 @@ func (s *Scheduler) Shutdown(timeout time.Duration) {
 	n := s.Active()
 	s.log.Warn("shutdown timeout reached: stopping runs and handing them over", "runs", n, "shutdown_timeout", timeout)
 	s.abortRuns(ErrShutdown)
+	s.workers.abort(ErrShutdown)
 	<-done
 }

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,6 +49,7 @@ type side struct {
 	durations []time.Duration // per tick: from T until the last run ended
 	runs      int
 	redisUS   float64        // Redis main-thread CPU, µs
+	ownUS     float64        // tickd: this process's CPU (user and system), µs
 	commands  int64          // Redis commands (INFO commandstats)
 	dup, lost int            // entities run twice, or not at all, in a tick
 	byReplica map[string]int // tickd: runs per replica, over the measured ticks
@@ -62,6 +64,9 @@ func (s side) median() time.Duration {
 func (s side) String() string {
 	out := fmt.Sprintf("tick %v (ticks %v), Redis CPU %.1f µs/run, %.2f commands/run, dup %d, lost %d",
 		s.median().Round(time.Millisecond), s.durations, s.redisUS/float64(s.runs), float64(s.commands)/float64(s.runs), s.dup, s.lost)
+	if s.ownUS > 0 {
+		out += fmt.Sprintf(", tickd's own CPU %.1f µs/run", s.ownUS/float64(s.runs))
+	}
 	if len(s.byReplica) > 1 {
 		out += fmt.Sprintf(", runs per replica %v", s.byReplica)
 	}
@@ -87,6 +92,7 @@ func BenchmarkTick(b *testing.B) {
 		b.Logf("tickd, %d replica(s): %v", replicas, t)
 		b.ReportMetric(t.median().Seconds(), "tickd-s/tick")
 		b.ReportMetric(t.redisUS/float64(t.runs), "tickd-redis-µs/run")
+		b.ReportMetric(t.ownUS/float64(t.runs), "tickd-cpu-µs/run")
 		b.ReportMetric(float64(t.commands)/float64(t.runs), "tickd-cmds/run")
 		if t.dup+t.lost > 0 {
 			b.Errorf("runs not exactly once per tick: tickd %+v", t)
@@ -201,12 +207,14 @@ func runTickd(b *testing.B, addr string, ids []string, replicas, ticks int, ever
 	}
 	waitUntil(b, first.Add(every), func() bool { return done(first) }, seenTicks)
 	cpu0, cmds0, by0 := redisStatsBy(b, addr)
+	own0 := processCPU()
 	out := side{byReplica: map[string]int{}}
 	for k := 1; k <= ticks; k++ {
 		T := first.Add(time.Duration(k) * every)
 		waitUntil(b, T.Add(every), func() bool { return done(T) }, seenTicks)
 	}
 	cpu1, cmds1, by1 := redisStatsBy(b, addr)
+	out.ownUS = processCPU() - own0
 	for _, s := range scheds {
 		s.Shutdown(10 * time.Second)
 	}
@@ -318,6 +326,14 @@ func perRun(before, after map[string]cmdStat, runs int) string {
 		}
 	}
 	return out
+}
+
+// processCPU is this process's CPU time so far (user and system), µs: the
+// schedulers', and the little the benchmark's observer adds.
+func processCPU() float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru) //nolint:errcheck // cannot fail for RUSAGE_SELF
+	return float64(ru.Utime.Sec+ru.Stime.Sec)*1e6 + float64(ru.Utime.Usec+ru.Stime.Usec)
 }
 
 // redisStats reads Redis's main-thread CPU (µs) and the commands it ran.
