@@ -102,6 +102,7 @@ var conformance = []struct {
 	{"ExclusionUnderContention", testExclusion},
 	{"BusySaysWho", testBusy},
 	{"TakenOverHolderCannotRelease", testTakenOver},
+	{"ReleaseThenAnswersAsRelease", testReleaseThen},
 	{"ExpiryAndTrustWindow", testExpiry},
 	{"CheckDoesNotWaitForTheTimer", testCheck},
 	{"RenewalKeepsLease", testRenewal},
@@ -247,6 +248,85 @@ func testTakenOver(t *testing.T, k kit) {
 	if _, err := cur.Release(bg, Finished{}, nil); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("double release: %v", err)
 	}
+}
+
+// thenRec records a ReleaseThen's answer, with the lease's cause then.
+type thenRec struct {
+	l  *Lease
+	ch chan thenAnswer
+}
+
+type thenAnswer struct {
+	rel   Released
+	err   error
+	cause error // the lease's, when the answer came
+}
+
+func newThenRec(l *Lease) *thenRec { return &thenRec{l: l, ch: make(chan thenAnswer, 2)} }
+
+func (r *thenRec) AfterRelease(rel Released, err error) {
+	r.ch <- thenAnswer{rel, err, context.Cause(r.l.Context())}
+}
+
+func (r *thenRec) answer(t *testing.T) thenAnswer {
+	t.Helper()
+	select {
+	case a := <-r.ch:
+		return a
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no answer for the release of %s", r.l.Entity)
+		return thenAnswer{}
+	}
+}
+
+// testReleaseThen: ReleaseThen answers once, what Release would have, after
+// the lease was dropped; a lease taken over is left alone.
+func testReleaseThen(t *testing.T, k kit) {
+	s := k.client(Options{})
+	old := mustAcquire(t, s, req("gone", 300*time.Millisecond))
+	old.stopRenewing()
+	var cur *Lease
+	redistest.WaitFor(t, 5*time.Second, "lease expiry", func() bool {
+		l, err := s.Acquire(bg, req("gone", time.Minute))
+		cur = l
+		return err == nil
+	})
+	done := mustAcquire(t, s, req("done", time.Minute))
+	next := mustAcquire(t, s, req("next", time.Minute))
+	recs := []*thenRec{newThenRec(old), newThenRec(done), newThenRec(next)}
+	fin := Finished{Outcome: OutcomeDone, Started: time.Now(), Ended: time.Now()}
+	old.ReleaseThen(fin, nil, recs[0])
+	done.ReleaseThen(fin, nil, recs[1])
+	next.ReleaseThen(fin, &Next{Reason: ReasonReschedule, Delay: time.Hour, Attempt: 1}, recs[2])
+	if a := recs[0].answer(t); !errors.Is(a.err, ErrNotHeld) {
+		t.Fatalf("taken-over holder's ReleaseThen answered %v, want ErrNotHeld", a.err)
+	}
+	if _, err := s.Acquire(bg, req("gone", time.Minute)); !errors.Is(err, ErrBusy) {
+		t.Fatalf("the new holder's lease was touched: acquire got %v", err)
+	}
+	for _, r := range recs[1:] {
+		a := r.answer(t)
+		if a.err != nil || !errors.Is(a.cause, ErrReleased) {
+			t.Fatalf("%s: answered %v with the lease's cause %v, want nil after ErrReleased", r.l.Entity, a.err, a.cause)
+		}
+		mustRelease(t, mustAcquire(t, s, req(r.l.Entity, time.Minute))) // free again
+	}
+	if d := dues(t, s); len(d) != 1 || d[0].Entity != "next" || d[0].Reason != ReasonReschedule {
+		t.Fatalf("due entries %+v, want next's reschedule", d)
+	}
+	// Released already: answered at once, and only once.
+	done.ReleaseThen(fin, nil, recs[1])
+	if a := recs[1].answer(t); !errors.Is(a.err, ErrNotHeld) {
+		t.Fatalf("second ReleaseThen answered %v, want ErrNotHeld", a.err)
+	}
+	for _, r := range recs {
+		select {
+		case a := <-r.ch:
+			t.Fatalf("%s answered twice: %+v", r.l.Entity, a)
+		default:
+		}
+	}
+	mustRelease(t, cur)
 }
 
 func testExpiry(t *testing.T, k kit) {

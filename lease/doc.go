@@ -96,6 +96,11 @@
 // ErrNotHeld and touches nothing. In the same script it records the run's
 // outcome (for status) and enqueues Next (reschedule, retry, hand-over) or a
 // requested follow-up, so a request is durable the moment the lease is free.
+// Releases made while one is in flight are batched into the next round trip
+// (one script call per task). Release waits for its answer; ReleaseThen
+// queues the release and hands the same answer to an AfterRelease once the
+// lease is dropped (its Context cancelled with ErrReleased), so the
+// scheduler's run goroutine is free for the next run at once.
 //
 // Due entries (reschedules, retries, triggers, follow-ups) live in a sorted
 // set, one per (task, entity): an earlier pending one covers a later one.

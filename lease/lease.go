@@ -261,6 +261,14 @@ func (l *Lease) Release(ctx context.Context, o Finished, next *Next) (Released, 
 	return l.store.release(ctx, l, o, next)
 }
 
+// ReleaseThen is Release without the wait: the release is queued, and then
+// is told how it went, as Release would have returned it. It bounds itself
+// by ReleaseTimeout. A holder that ends many runs a second (the
+// scheduler's runs) so frees its goroutine at once.
+func (l *Lease) ReleaseThen(o Finished, next *Next, then AfterRelease) {
+	l.store.releaseThen(l, o, next, then)
+}
+
 // Due is a pending request for a run: a reschedule, retry, trigger or
 // queued follow-up.
 type Due struct {

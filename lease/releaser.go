@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"fmt"
 	"sync"
 )
 
@@ -10,22 +11,35 @@ import (
 // goes out at once, alone; releases made while one is in flight wait for
 // it and then go out together, one script call per task. So an idle store
 // adds no latency, and a busy one sends a few hundred releases per round
-// trip instead of one each (README, "Speed"). Each Release still returns
-// only once its own release is done, with its own answer.
+// trip instead of one each (README, "Speed"). Each release still gets its
+// own answer: Release returns it, ReleaseThen hands it on.
 type releaser struct {
 	mu       sync.Mutex
 	queue    []releaseReq
+	spare    []releaseReq // the last batch's array, for the next queue
 	flushing bool
+	args     []releaseArg // the flush's, reused
 }
 
+// releaseReq is a queued release: its answer goes to done (Release) or to
+// then (ReleaseThen).
 type releaseReq struct {
 	arg  releaseArg
 	done chan releaseDone
+	then AfterRelease
 }
 
 type releaseDone struct {
 	rep releaseReply
 	err error
+}
+
+// AfterRelease is told how a release asked for with ReleaseThen went.
+type AfterRelease interface {
+	// AfterRelease gets what Release would have returned. It is called
+	// on a goroutine of the store's, after the lease was dropped, with the
+	// answers of the releases batched with this one: it must not block.
+	AfterRelease(Released, error)
 }
 
 // releaseBatchMax bounds one flush: a batch's script calls, one per task,
@@ -34,16 +48,8 @@ const releaseBatchMax = 4 * BatchSize
 
 // releaseOne queues arg and waits for its answer, or for ctx.
 func (s *Store) releaseOne(ctx context.Context, arg releaseArg) (releaseReply, error) {
-	r := &s.rel
 	done := doneChans.Get().(chan releaseDone)
-	r.mu.Lock()
-	r.queue = append(r.queue, releaseReq{arg, done})
-	start := !r.flushing
-	r.flushing = true
-	r.mu.Unlock()
-	if start {
-		go s.flushReleases()
-	}
+	s.queueRelease(releaseReq{arg: arg, done: done})
 	select {
 	case d := <-done:
 		doneChans.Put(done) // empty again, and no one else sends on it
@@ -57,9 +63,23 @@ func (s *Store) releaseOne(ctx context.Context, arg releaseArg) (releaseReply, e
 // 100,000 leases a tick.
 var doneChans = sync.Pool{New: func() any { return make(chan releaseDone, 1) }}
 
+// queueRelease queues q, and starts a flush if none is going on.
+func (s *Store) queueRelease(q releaseReq) {
+	r := &s.rel
+	r.mu.Lock()
+	r.queue = append(r.queue, q)
+	start := !r.flushing
+	r.flushing = true
+	r.mu.Unlock()
+	if start {
+		go s.flushReleases()
+	}
+}
+
 // flushReleases sends what is queued, batch after batch, until the queue
 // is empty. A batch is sent under its own timeout: a caller that stops
-// waiting does not cancel the others' releases.
+// waiting does not cancel the others' releases. Its leases are dropped
+// together, then answered.
 func (s *Store) flushReleases() {
 	r := &s.rel
 	for {
@@ -70,22 +90,79 @@ func (s *Store) flushReleases() {
 			r.mu.Unlock()
 			return
 		}
-		batch := r.queue[:n:n]
-		r.queue = append([]releaseReq(nil), r.queue[n:]...)
+		// The queue's array becomes the batch's, and the last batch's the
+		// queue's: a busy store allocates no queue.
+		batch := r.queue[:n]
+		r.queue = append(r.spare[:0], r.queue[n:]...)
+		r.spare = nil
 		r.mu.Unlock()
-		args := make([]releaseArg, n)
-		for i, q := range batch {
-			args[i] = q.arg
+		args := r.args[:0]
+		for _, q := range batch {
+			args = append(args, q.arg)
 		}
+		r.args = args
 		ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
 		reps, err := s.b.release(ctx, args)
 		cancel()
+		// Released or not, the leases are renewed no more: a release that
+		// failed leaves its lease in Redis until its TTL passes, never held
+		// for good.
+		s.dropAll(args, ErrReleased)
+		var then *[]answer
 		for i, q := range batch {
 			d := releaseDone{err: err}
 			if err == nil {
 				d.rep = reps[i]
 			}
-			q.done <- d
+			if q.then == nil {
+				q.done <- d
+				continue
+			}
+			if then == nil {
+				then = answers.Get().(*[]answer)
+			}
+			*then = append(*then, answer{q.arg.l, d, q.then})
 		}
+		if then != nil {
+			go answerAll(then)
+		}
+		clear(batch)
+		clear(args)
+		r.mu.Lock()
+		r.spare = batch[:0]
+		r.mu.Unlock()
 	}
+}
+
+// answer is a ReleaseThen's answer, to hand on.
+type answer struct {
+	l    *Lease
+	d    releaseDone
+	then AfterRelease
+}
+
+// answers are the lists of a batch's answers, reused.
+var answers = sync.Pool{New: func() any { return new([]answer) }}
+
+// answerAll hands a batch's answers on, off the flush: the next batch goes
+// out meanwhile.
+func answerAll(as *[]answer) {
+	for _, a := range *as {
+		a.then.AfterRelease(released(a.l, a.d.rep, a.d.err))
+	}
+	clear(*as)
+	*as = (*as)[:0]
+	answers.Put(as)
+}
+
+// released is what Release returns for l's release, given its reply or
+// the error of its batch.
+func released(l *Lease, rep releaseReply, err error) (Released, error) {
+	if err == nil {
+		err = rep.err
+	}
+	if err != nil {
+		return Released{}, fmt.Errorf("release lease %s/%s: %w", l.Task, l.Entity, err)
+	}
+	return Released{FollowUp: rep.followUp}, nil
 }

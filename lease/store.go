@@ -470,16 +470,37 @@ func (s *Store) release(ctx context.Context, l *Lease, o Finished, next *Next) (
 		return Released{}, ErrNotHeld
 	}
 	rep, err := s.releaseOne(ctx, releaseArg{l: l, o: o, next: next})
-	// Released or not, the lease is renewed no more: a release that failed
-	// leaves it in Redis until its TTL passes, never held for good.
-	s.drop(l, ErrReleased)
-	if err == nil {
-		err = rep.err
+	if err != nil { // stopped waiting: the flush drops it too, later
+		s.drop(l, ErrReleased)
 	}
-	if err != nil {
-		return Released{}, fmt.Errorf("release lease %s/%s: %w", l.Task, l.Entity, err)
+	return released(l, rep, err)
+}
+
+// releaseThen is release, answered through then.
+func (s *Store) releaseThen(l *Lease, o Finished, next *Next, then AfterRelease) {
+	if errors.Is(context.Cause(l.ctx), ErrReleased) {
+		then.AfterRelease(Released{}, ErrNotHeld)
+		return
 	}
-	return Released{FollowUp: rep.followUp}, nil
+	s.queueRelease(releaseReq{arg: releaseArg{l: l, o: o, next: next}, then: then})
+}
+
+// dropAll drops the leases of rs, released, under one lock.
+func (s *Store) dropAll(rs []releaseArg, cause error) {
+	for _, r := range rs {
+		r.l.mu.Lock()
+		r.l.released = true
+		r.l.mu.Unlock()
+	}
+	s.mu.Lock()
+	for _, r := range rs {
+		delete(s.held, r.l)
+		s.leaveLocked(r.l)
+	}
+	s.mu.Unlock()
+	for _, r := range rs {
+		r.l.cancel(cause)
+	}
 }
 
 // ReleaseBatch releases many leases with one outcome in one round trip per

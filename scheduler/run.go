@@ -86,9 +86,6 @@ func (ws *workers) loop(j job) {
 	}()
 	for {
 		ws.s.execute(w, j.ts, j.l)
-		ws.s.metrics.active(ws.s.active.Add(-1))
-		<-j.ts.slots
-		ws.s.runs.Done()
 		idle.Reset(workerIdle)
 		select {
 		case j = <-ws.idle:
@@ -119,13 +116,22 @@ func (ws *workers) abort(cause error) {
 // logger (tasks.Run.Logger), its context, and its timer's deadlines. A
 // fan-out starts 100,000 runs a tick.
 type running struct {
+	s   *Scheduler
+	ts  *taskState
 	h   runHandler
 	log slog.Logger
 	ctx deadlineCtx
 	l   *lease.Lease
+	// What the run's end (AfterRelease) says and does.
+	outcome lease.Outcome
+	took    time.Duration
+	err     error
+	next    *lease.Next
 
+	// The timer's: warn_after and timeout from began, the run's start by
+	// the monotonic clock.
 	warnAfter, timeout time.Duration
-	warnAt, timeoutAt  time.Time
+	began              time.Time
 	warned             bool // under worker.mu
 }
 
@@ -133,19 +139,17 @@ type running struct {
 // the timeout when there is no warning to give; a shutdown that already
 // aborted the runs stops it at once.
 func (w *worker) begin(s *Scheduler, r *running) {
-	now := time.Now()
-	r.timeoutAt = now.Add(r.timeout)
-	r.ctx.deadline = r.timeoutAt
-	first := r.timeoutAt
+	r.began = time.Now()
+	r.ctx.deadline = r.began.Add(r.timeout)
+	first := r.timeout
 	if r.warnAfter <= 0 || r.warnAfter >= r.timeout {
 		r.warned = true
 	} else {
-		r.warnAt = now.Add(r.warnAfter)
-		first = r.warnAt
+		first = r.warnAfter
 	}
 	w.mu.Lock()
 	w.cur = r
-	w.timer.Reset(first.Sub(now))
+	w.timer.Reset(first)
 	w.mu.Unlock()
 	if s.abort.Err() != nil {
 		r.l.Cancel(context.Cause(s.abort))
@@ -170,17 +174,17 @@ func (w *worker) fire() {
 		w.mu.Unlock()
 		return
 	}
-	now := time.Now()
-	warn, timeout := false, !now.Before(r.timeoutAt)
+	d := time.Since(r.began)
+	warn, timeout := false, d >= r.timeout
 	switch {
 	case timeout:
-	case !r.warned && !now.Before(r.warnAt):
+	case !r.warned && d >= r.warnAfter:
 		warn, r.warned = true, true
-		w.timer.Reset(r.timeoutAt.Sub(now))
+		w.timer.Reset(r.timeout - d)
 	case !r.warned:
-		w.timer.Reset(r.warnAt.Sub(now))
+		w.timer.Reset(r.warnAfter - d)
 	default:
-		w.timer.Reset(r.timeoutAt.Sub(now))
+		w.timer.Reset(r.timeout - d)
 	}
 	w.mu.Unlock()
 	if timeout {
@@ -197,7 +201,7 @@ func (w *worker) fire() {
 // comes next.
 func (s *Scheduler) execute(w *worker, ts *taskState, l *lease.Lease) {
 	t := ts.t
-	r := &running{l: l, warnAfter: t.WarnAfter, timeout: t.Timeout}
+	r := &running{s: s, ts: ts, l: l, warnAfter: t.WarnAfter, timeout: t.Timeout}
 	r.h = runHandler{inner: s.log.Handler(), task: t.Name, entity: l.Entity, tick: ts.tickString(l.Tick),
 		fence: l.Fence, reason: string(l.Reason)}
 	r.log = *slog.New(&r.h)
@@ -207,7 +211,6 @@ func (s *Scheduler) execute(w *worker, ts *taskState, l *lease.Lease) {
 	// timeout's end.
 	r.ctx.Context = l.Context()
 	w.begin(s, r)
-	defer w.end()
 	started := s.clock.Now()
 	if l.Reason == lease.ReasonTick {
 		s.metrics.lag(t.Name, started.Sub(l.Tick))
@@ -215,10 +218,10 @@ func (s *Scheduler) execute(w *worker, ts *taskState, l *lease.Lease) {
 	// One line per run at info, at its end: a tick of 100,000 entities
 	// writes 100,000 lines, not twice that (README, "Logs").
 	r.log.Debug("run started", "attempt", l.Attempt)
-	ev := Event{Task: t.Name, Entity: l.Entity, Tick: l.Tick, Reason: l.Reason, Fence: l.Fence}
-	s.observe(withKind(ev, EventRunStarted))
+	s.observe(r.event(EventRunStarted))
 	res, err := ts.action.Do(&r.ctx, tasks.Run{Task: t.Name, Entity: l.Entity, Tick: l.Tick, Fence: l.Fence,
 		Reason: l.Reason, Attempt: l.Attempt, Logger: &r.log, Check: l.Check})
+	w.end()
 	ended := s.clock.Now()
 	outcome := outcomeOf(res, err, context.Cause(&r.ctx))
 	next := s.nextFor(t, l, outcome)
@@ -234,23 +237,54 @@ func (s *Scheduler) execute(w *worker, ts *taskState, l *lease.Lease) {
 	if next != nil && next.Reason == lease.ReasonRetry && !handOver {
 		s.metrics.retry(t.Name)
 	}
-	// Not under the run's context, which may be cancelled: a release
-	// bounds itself (lease.ReleaseTimeout).
-	_, rerr := l.Release(context.Background(), lease.Finished{Outcome: outcome, Started: started, Ended: ended}, next)
-	logEnd(&r.h, outcome, ended.Sub(started), err, next)
-	if rerr != nil && outcome != lease.OutcomeLeaseLost {
-		s.logReleaseFailed(&r.log, l, rerr)
+	r.outcome, r.took, r.err, r.next = outcome, ended.Sub(started), err, next
+	// Not waited for: the worker is free for the next run once the release
+	// is queued (README, "Speed"); AfterRelease ends the run.
+	l.ReleaseThen(lease.Finished{Outcome: outcome, Started: started, Ended: ended}, next, r)
+}
+
+// AfterRelease ends r's run once its lease is released: the run's log line,
+// its event, and its slot given back. A release that failed is dealt with on
+// a goroutine of its own: it may wait for Redis.
+func (r *running) AfterRelease(_ lease.Released, rerr error) {
+	logEnd(&r.h, r.outcome, r.took, r.err, r.next)
+	if rerr == nil {
+		r.done(nil)
+		return
 	}
-	if rerr != nil && next != nil { // keep the request: another replica must carry it out
-		s.enqueueRetrying(t, l, *next)
+	go func() {
+		if r.outcome != lease.OutcomeLeaseLost {
+			r.s.logReleaseFailed(&r.log, r.l, rerr)
+		}
+		if r.next != nil { // keep the request: another replica must carry it out
+			r.s.enqueueRetrying(r.ts.t, r.l, *r.next)
+		}
+		r.done(rerr)
+	}()
+}
+
+// done observes the run's end and gives its slot back.
+func (r *running) done(rerr error) {
+	s := r.s
+	if s.observer != nil {
+		ev := r.event(EventRunEnded)
+		ev.Outcome, ev.Err = r.outcome, errors.Join(r.err, rerr)
+		s.observe(ev)
 	}
-	ev.Outcome, ev.Err = outcome, errors.Join(err, rerr)
-	s.observe(withKind(ev, EventRunEnded))
+	s.metrics.active(s.active.Add(-1))
+	<-r.ts.slots
+	s.runs.Done()
 }
 
 func withKind(e Event, k EventKind) Event {
 	e.Kind = k
 	return e
+}
+
+// event is an Event of kind k about r's run.
+func (r *running) event(k EventKind) Event {
+	l := r.l
+	return Event{Kind: k, Task: r.ts.t.Name, Entity: l.Entity, Tick: l.Tick, Reason: l.Reason, Fence: l.Fence}
 }
 
 // deadlineCtx reports a deadline that its context enforces by other means
