@@ -135,15 +135,12 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 	expect.True(t, fmt.Sprintf("script calls with several keys seen: %d of %d", multi, len(hook.calls)), multi >= 5*len(tasks))
 }
 
-// TestReleaseOnClusterFailsOnlyTheDeadShard: releases batched together
-// (the releaser groups runs that end together, one script call per task)
-// succeed for the tasks whose master answers while another task's master
-// is down; only that task's releases fail. Before, one dead master failed
-// the whole batch, and the others' leases stayed held until their TTL.
-func TestReleaseOnClusterFailsOnlyTheDeadShard(t *testing.T) {
+// twoTasksTwoMasters acquires leases a and b of two tasks on two masters of
+// a new Cluster: dead's, on deadMaster, then alive's.
+func twoTasksTwoMasters(t *testing.T, readTimeout time.Duration) (s *Store, deadMaster *redistest.Server, dead, alive string, ls []*Lease) {
 	cl := redistest.StartCluster(t)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRedirects: 1,
-		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: readTimeout, WriteTimeout: time.Second})
 	t.Cleanup(func() { c.Close() })
 	s, err := NewRedis(c, "rel", Options{Replica: "r", ReplicaAcks: AcksNever})
 	if err != nil {
@@ -153,9 +150,7 @@ func TestReleaseOnClusterFailsOnlyTheDeadShard(t *testing.T) {
 	if err := s.InitEpoch(bg); err != nil {
 		t.Fatal(err)
 	}
-	// Two tasks on two masters.
-	var dead, alive string
-	deadMaster := cl.MasterOf(t, TaskKey("rel", "task-0"))
+	deadMaster = cl.MasterOf(t, TaskKey("rel", "task-0"))
 	for i := 1; alive == ""; i++ {
 		task := "task-" + strconv.Itoa(i)
 		if cl.MasterOf(t, TaskKey("rel", task)) != deadMaster {
@@ -163,7 +158,6 @@ func TestReleaseOnClusterFailsOnlyTheDeadShard(t *testing.T) {
 		}
 	}
 	dead = "task-0"
-	var ls []*Lease
 	for _, task := range []string{dead, alive} {
 		for _, r := range s.AcquireBatch(bg, []Request{{Task: task, Entity: "a", TTL: time.Minute, Reason: ReasonTrigger},
 			{Task: task, Entity: "b", TTL: time.Minute, Reason: ReasonTrigger}}) {
@@ -173,6 +167,57 @@ func TestReleaseOnClusterFailsOnlyTheDeadShard(t *testing.T) {
 			ls = append(ls, r.Lease)
 		}
 	}
+	return s, deadMaster, dead, alive, ls
+}
+
+// TestReleaseOnClusterNotHeldUpByAFrozenMaster: while one task's master is
+// frozen (SIGSTOP), the releases of a task on another master are answered:
+// each task's releases go out on their own. Before, they waited in the
+// frozen task's batch, or behind it, until its call timed out, and their
+// entities stayed busy that long.
+func TestReleaseOnClusterNotHeldUpByAFrozenMaster(t *testing.T) {
+	_, frozen, dead, _, ls := twoTasksTwoMasters(t, time.Minute) // the frozen call ends at ReleaseTimeout
+	frozen.Freeze()
+	t.Cleanup(frozen.Thaw)
+	fin := Finished{Outcome: OutcomeDone, Started: time.Now(), Ended: time.Now()}
+	recs := make([]*thenRec, len(ls))
+	for i, l := range ls { // the frozen master's first
+		recs[i] = newThenRec(l)
+		l.ReleaseThen(fin, nil, recs[i])
+	}
+	for i, l := range ls {
+		if l.Task == dead {
+			continue
+		}
+		if a := recs[i].answer(t); a.err != nil {
+			t.Fatalf("release of %s/%s: %v", l.Task, l.Entity, a.err)
+		}
+	}
+	for i, l := range ls {
+		if l.Task != dead {
+			continue
+		}
+		select {
+		case a := <-recs[i].ch:
+			t.Fatalf("the frozen master's release of %s/%s was answered (%v) before the live master's: they were held up by it", l.Task, l.Entity, a.err)
+		default:
+		}
+	}
+	frozen.Thaw()
+	for i, l := range ls {
+		if l.Task == dead {
+			recs[i].answer(t) // failed or not: it comes
+		}
+	}
+}
+
+// TestReleaseOnClusterFailsOnlyTheDeadShard: releases batched together
+// (the releaser groups runs that end together, one script call per task)
+// succeed for the tasks whose master answers while another task's master
+// is down; only that task's releases fail. Before, one dead master failed
+// the whole batch, and the others' leases stayed held until their TTL.
+func TestReleaseOnClusterFailsOnlyTheDeadShard(t *testing.T) {
+	s, deadMaster, dead, alive, ls := twoTasksTwoMasters(t, time.Second)
 	deadMaster.Stop()
 	errs, err := s.ReleaseBatch(bg, ls, Finished{Outcome: OutcomeDone, Started: time.Now(), Ended: time.Now()})
 	if err != nil {

@@ -6,13 +6,15 @@ import (
 	"sync"
 )
 
-// releaser batches the releases of runs that end at about the same time,
-// as a database commits a group: a release made while none is in flight
-// goes out at once, alone; releases made while one is in flight wait for
-// it and then go out together, one script call per task. So an idle store
-// adds no latency, and a busy one sends a few hundred releases per round
-// trip instead of one each (README, "Speed"). Each release still gets its
-// own answer: Release returns it, ReleaseThen hands it on.
+// releaser batches the releases of one task's runs that end at about the
+// same time, as a database commits a group: a release made while none is
+// in flight goes out at once, alone; releases made while one is in flight
+// wait for it and then go out together, in one script call. So an idle
+// store adds no latency, and a busy one sends a few hundred releases per
+// round trip instead of one each (README, "Speed"). Each release still gets
+// its own answer: Release returns it, ReleaseThen hands it on. Each task
+// has its releaser: on a Cluster, a task whose master does not answer holds
+// up only its own releases, not those of tasks on the other masters.
 type releaser struct {
 	mu       sync.Mutex
 	queue    []releaseReq
@@ -42,8 +44,8 @@ type AfterRelease interface {
 	AfterRelease(Released, error)
 }
 
-// releaseBatchMax bounds one flush: a batch's script calls, one per task,
-// hold at most this many leases in all.
+// releaseBatchMax bounds one flush: its script call holds at most this
+// many leases.
 const releaseBatchMax = 4 * BatchSize
 
 // releaseOne queues arg and waits for its answer, or for ctx.
@@ -63,16 +65,21 @@ func (s *Store) releaseOne(ctx context.Context, arg releaseArg) (releaseReply, e
 // 100,000 leases a tick.
 var doneChans = sync.Pool{New: func() any { return make(chan releaseDone, 1) }}
 
-// queueRelease queues q, and starts a flush if none is going on.
+// queueRelease queues q with its task's releases, and starts a flush if
+// none is going on.
 func (s *Store) queueRelease(q releaseReq) {
-	r := &s.rel
+	v, ok := s.releasers.Load(q.arg.l.Task)
+	if !ok {
+		v, _ = s.releasers.LoadOrStore(q.arg.l.Task, &releaser{})
+	}
+	r := v.(*releaser)
 	r.mu.Lock()
 	r.queue = append(r.queue, q)
 	start := !r.flushing
 	r.flushing = true
 	r.mu.Unlock()
 	if start {
-		go s.flushReleases()
+		go s.flushReleases(r)
 	}
 }
 
@@ -80,8 +87,7 @@ func (s *Store) queueRelease(q releaseReq) {
 // is empty. A batch is sent under its own timeout: a caller that stops
 // waiting does not cancel the others' releases. Its leases are dropped
 // together, then answered.
-func (s *Store) flushReleases() {
-	r := &s.rel
+func (s *Store) flushReleases(r *releaser) {
 	for {
 		r.mu.Lock()
 		n := min(len(r.queue), releaseBatchMax)

@@ -129,7 +129,7 @@ type Store struct {
 	sweeping    atomic.Bool
 	swept       atomic.Int64
 	ackFailures atomic.Int64
-	rel         releaser
+	releasers   sync.Map // task → *releaser
 
 	mu     sync.Mutex
 	maxTTL time.Duration // Options.MaxTTL, raised by CoverTTL

@@ -234,6 +234,22 @@ func (s *Server) Stop() {
 	s.cmd = nil
 }
 
+// Freeze stops the server's process (SIGSTOP): it keeps its connections
+// and answers nothing until Thaw.
+func (s *Server) Freeze() { s.signal(syscall.SIGSTOP) }
+
+// Thaw lets a frozen server go on (SIGCONT).
+func (s *Server) Thaw() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Errorf("redis-server %s: %v: %v", s.Addr, sig, err)
+	}
+}
+
 // Restart stops the server and starts it again on the same port. Without
 // Options.Persist it comes back empty, as after a crash without persistence.
 func (s *Server) Restart() {
