@@ -42,6 +42,7 @@ type fanOut struct {
 	T     time.Time
 	ctx   context.Context
 	batch []string
+	reqs  []lease.Request // flush's, reused: the store keeps none of them
 	n     TickCounts
 	// In a fan-out in source order (no spread), the stream is cut into
 	// chunks of chunkSize entities: a batch that holds a whole chunk sends
@@ -124,10 +125,11 @@ func (f *fanOut) flush() {
 		return
 	}
 	s, ts, t := f.s, f.ts, f.ts.t
-	reqs := make([]lease.Request, len(f.batch))
-	for i, id := range f.batch {
-		reqs[i] = lease.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: lease.ReasonTick, Tick: f.T, Queue: t.OnBusy == OnBusyQueue}
+	reqs := f.reqs[:0]
+	for _, id := range f.batch {
+		reqs = append(reqs, lease.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: lease.ReasonTick, Tick: f.T, Queue: t.OnBusy == OnBusyQueue})
 	}
+	f.reqs = reqs
 	if f.chunked {
 		f.markChunks(reqs)
 	}
