@@ -38,7 +38,9 @@ type Options struct {
 	// Metrics, if set, receives the scheduler's measurements.
 	Metrics *Metrics
 	// Observer, if set, is told of what the scheduler does (Event). It is
-	// called synchronously, from many goroutines: keep it quick.
+	// called synchronously, from many goroutines: keep it quick. Runs end
+	// (EventRunEnded) once their leases are released, one after another for
+	// a release batch: an Observer that blocks holds up the others' ends.
 	Observer func(Event)
 }
 
