@@ -490,17 +490,21 @@ func TestStalledConnection(t *testing.T) {
 	})
 	// The stalled replica's runs stopped before their leases could expire:
 	// by the last renewal's send time (at most the stall) plus the TTL.
-	late := 0
+	late, inFlight, stalledPid := 0, 0, c.reps[0].proc.Pid()
 	for _, run := range tickdtest.ReadRuns(t, c.runsLog) {
-		if run.Start.At < stalledAt.UnixNano() && (run.End.At == 0 || run.End.At > stalledAt.UnixNano()) && strings.Contains(c.reps[0].proc.Log(), fmt.Sprintf(`"fence":%d`, run.Start.Fence)) {
+		if run.Start.Ppid == stalledPid && run.Start.At < stalledAt.UnixNano() && (run.End.At == 0 || run.End.At > stalledAt.UnixNano()) {
+			inFlight++
 			if run.End.At == 0 || run.End.At > stalledAt.Add(leaseTTL).UnixNano() {
 				late++
 			}
 		}
 	}
-	r.extra = fmt.Sprintf("stalled_runs_stopped_late=%d", late)
+	r.extra = fmt.Sprintf("stalled_runs_in_flight=%d stalled_runs_stopped_late=%d", inFlight, late)
 	report(t, "stalled connection", r)
 	expect(t, r, false)
+	if inFlight == 0 {
+		t.Errorf("no run of the stalled replica was in flight when its connection stalled: nothing was checked")
+	}
 	if late != 0 {
 		t.Errorf("%d runs of the stalled replica outlived their lease", late)
 	}
