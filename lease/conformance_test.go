@@ -225,16 +225,23 @@ func testBusy(t *testing.T, k kit) {
 	mustRelease(t, mustAcquire(t, b, req("e", time.Minute)))
 }
 
-func testTakenOver(t *testing.T, k kit) {
-	s := k.client(Options{})
-	old := mustAcquire(t, s, req("e", 300*time.Millisecond))
+// takeOver lets a short lease of entity expire unrenewed and acquires it
+// again: old is the taken-over holder's, cur the new holder's.
+func takeOver(t *testing.T, s *Store, entity string) (old, cur *Lease) {
+	t.Helper()
+	old = mustAcquire(t, s, req(entity, 300*time.Millisecond))
 	old.stopRenewing()
-	var cur *Lease
 	redistest.WaitFor(t, 5*time.Second, "lease expiry", func() bool {
-		l, err := s.Acquire(bg, req("e", time.Minute))
+		l, err := s.Acquire(bg, req(entity, time.Minute))
 		cur = l
 		return err == nil
 	})
+	return old, cur
+}
+
+func testTakenOver(t *testing.T, k kit) {
+	s := k.client(Options{})
+	old, cur := takeOver(t, s, "e")
 	if _, err := old.Release(bg, Finished{Outcome: OutcomeDone}, nil); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("release by taken-over holder: %v, want ErrNotHeld", err)
 	}
@@ -283,14 +290,7 @@ func (r *thenRec) answer(t *testing.T) thenAnswer {
 // the lease was dropped; a lease taken over is left alone.
 func testReleaseThen(t *testing.T, k kit) {
 	s := k.client(Options{})
-	old := mustAcquire(t, s, req("gone", 300*time.Millisecond))
-	old.stopRenewing()
-	var cur *Lease
-	redistest.WaitFor(t, 5*time.Second, "lease expiry", func() bool {
-		l, err := s.Acquire(bg, req("gone", time.Minute))
-		cur = l
-		return err == nil
-	})
+	old, cur := takeOver(t, s, "gone")
 	done := mustAcquire(t, s, req("done", time.Minute))
 	next := mustAcquire(t, s, req("next", time.Minute))
 	recs := []*thenRec{newThenRec(old), newThenRec(done), newThenRec(next)}
