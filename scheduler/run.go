@@ -36,8 +36,8 @@ type job struct {
 const workerIdle = 2 * time.Minute
 
 // workers reuses the goroutines runs go on, and each one's timer. A run's
-// goroutine grows its stack (a release goes deep into go-redis); a new
-// goroutine per run grew it again for every run, a tenth of the daemon's
+// goroutine grows its stack; a new goroutine per run grew it again for
+// every run, a tenth of the daemon's
 // CPU in a 100,000-entity tick, and a timer and a shutdown hook per run
 // were another tenth (README, "Speed"). Idle workers exit once the
 // scheduler's loops stop (Shutdown).
@@ -128,24 +128,24 @@ type running struct {
 	err     error
 	next    *lease.Next
 
-	// The timer's: warn_after and timeout from began, the run's start by
-	// the monotonic clock.
-	warnAfter, timeout time.Duration
-	began              time.Time
-	warned             bool // under worker.mu
+	// The timer's: the task's warn_after and timeout count from began, the
+	// run's start by the monotonic clock.
+	began  time.Time
+	warned bool // under worker.mu
 }
 
 // begin makes r w's current run: its timer is set for warn_after, or for
 // the timeout when there is no warning to give; a shutdown that already
 // aborted the runs stops it at once.
 func (w *worker) begin(s *Scheduler, r *running) {
+	warnAfter, timeout := r.ts.t.WarnAfter, r.ts.t.Timeout
 	r.began = time.Now()
-	r.ctx.deadline = r.began.Add(r.timeout)
-	first := r.timeout
-	if r.warnAfter <= 0 || r.warnAfter >= r.timeout {
+	r.ctx.deadline = r.began.Add(timeout)
+	first := timeout
+	if warnAfter <= 0 || warnAfter >= timeout {
 		r.warned = true
 	} else {
-		first = r.warnAfter
+		first = warnAfter
 	}
 	w.mu.Lock()
 	w.cur = r
@@ -174,24 +174,25 @@ func (w *worker) fire() {
 		w.mu.Unlock()
 		return
 	}
+	warnAfter, timeout := r.ts.t.WarnAfter, r.ts.t.Timeout
 	d := time.Since(r.began)
-	warn, timeout := false, d >= r.timeout
+	warn, timedOut := false, d >= timeout
 	switch {
-	case timeout:
-	case !r.warned && d >= r.warnAfter:
+	case timedOut:
+	case !r.warned && d >= warnAfter:
 		warn, r.warned = true, true
-		w.timer.Reset(r.timeout - d)
+		w.timer.Reset(timeout - d)
 	case !r.warned:
-		w.timer.Reset(r.warnAfter - d)
+		w.timer.Reset(warnAfter - d)
 	default:
-		w.timer.Reset(r.timeout - d)
+		w.timer.Reset(timeout - d)
 	}
 	w.mu.Unlock()
-	if timeout {
+	if timedOut {
 		r.l.Cancel(ErrTimeout)
 	}
 	if warn {
-		r.log.Warn("run still going", "running_for", r.warnAfter, "timeout", r.timeout)
+		r.log.Warn("run still going", "running_for", warnAfter, "timeout", timeout)
 	}
 }
 
@@ -201,7 +202,7 @@ func (w *worker) fire() {
 // comes next.
 func (s *Scheduler) execute(w *worker, ts *taskState, l *lease.Lease) {
 	t := ts.t
-	r := &running{s: s, ts: ts, l: l, warnAfter: t.WarnAfter, timeout: t.Timeout}
+	r := &running{s: s, ts: ts, l: l}
 	r.h = runHandler{inner: s.log.Handler(), task: t.Name, entity: l.Entity, tick: ts.tickString(l.Tick),
 		fence: l.Fence, reason: string(l.Reason)}
 	r.log = *slog.New(&r.h)
