@@ -113,7 +113,7 @@ func (s *Store) flushReleases(r *releaser) {
 		// Released or not, the leases are renewed no more: a release that
 		// failed leaves its lease in Redis until its TTL passes, never held
 		// for good.
-		s.dropAll(args, ErrReleased)
+		s.dropEach(len(args), func(i int) *Lease { return args[i].l }, ErrReleased)
 		var then *[]answer
 		for i, q := range batch {
 			d := releaseDone{err: err}

@@ -454,15 +454,26 @@ func (s *Store) hold(ls []*Lease, sent time.Time) {
 }
 
 // drop forgets a lease and cancels its context with cause.
-func (s *Store) drop(l *Lease, cause error) {
-	l.mu.Lock()
-	l.released = true
-	l.mu.Unlock()
+func (s *Store) drop(l *Lease, cause error) { s.dropEach(1, func(int) *Lease { return l }, cause) }
+
+// dropEach drops n leases, the i-th at(i), under one lock of the store: a
+// release batch's.
+func (s *Store) dropEach(n int, at func(int) *Lease, cause error) {
+	for i := range n {
+		l := at(i)
+		l.mu.Lock()
+		l.released = true
+		l.mu.Unlock()
+	}
 	s.mu.Lock()
-	delete(s.held, l)
-	s.leaveLocked(l)
+	for i := range n {
+		delete(s.held, at(i))
+		s.leaveLocked(at(i))
+	}
 	s.mu.Unlock()
-	l.cancel(cause)
+	for i := range n {
+		at(i).cancel(cause)
+	}
 }
 
 func (s *Store) release(ctx context.Context, l *Lease, o Finished, next *Next) (Released, error) {
@@ -485,24 +496,6 @@ func (s *Store) releaseThen(l *Lease, o Finished, next *Next, then AfterRelease)
 	s.queueRelease(releaseReq{arg: releaseArg{l: l, o: o, next: next}, then: then})
 }
 
-// dropAll drops the leases of rs, released, under one lock.
-func (s *Store) dropAll(rs []releaseArg, cause error) {
-	for _, r := range rs {
-		r.l.mu.Lock()
-		r.l.released = true
-		r.l.mu.Unlock()
-	}
-	s.mu.Lock()
-	for _, r := range rs {
-		delete(s.held, r.l)
-		s.leaveLocked(r.l)
-	}
-	s.mu.Unlock()
-	for _, r := range rs {
-		r.l.cancel(cause)
-	}
-}
-
 // ReleaseBatch releases many leases with one outcome in one round trip per
 // BatchSize leases, as at shutdown. The errors are in the order of ls; a lease
 // taken over gets ErrNotHeld. Follow-up requests are enqueued as by Release.
@@ -516,14 +509,14 @@ func (s *Store) ReleaseBatch(ctx context.Context, ls []*Lease, o Finished) ([]er
 		}
 		reps, err := s.b.release(ctx, args)
 		if err != nil {
-			for _, l := range ls[lo:] { // renewed no more: they expire
-				s.drop(l, ErrReleased)
-			}
+			rest := ls[lo:] // renewed no more: they expire
+			s.dropEach(len(rest), func(i int) *Lease { return rest[i] }, ErrReleased)
 			return nil, fmt.Errorf("release %d leases: %w", len(ls), err)
 		}
+		batch := ls[lo:hi]
+		s.dropEach(len(batch), func(i int) *Lease { return batch[i] }, ErrReleased)
 		for i, r := range reps {
 			errs[lo+i] = r.err
-			s.drop(ls[lo+i], ErrReleased)
 		}
 	}
 	return errs, nil
