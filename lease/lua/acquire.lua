@@ -5,8 +5,9 @@
 --   ttl_ms, reason, tick_ms (0: not a tick run), queue (0|1), chunks
 --   ('' or "first:last:id …": the entities first..last, 1-based, are the
 --   chunk id of the tick's entity stream) -- shared by the batch -- then for
---   each entity: field, token, from ('' or the due entry the run carries
---   out, encoded as decode_from reads it)
+--   each entity: field, token between its separators ('|' .. token .. '|',
+--   lib.lua's unbar), from ('' or the due entry the run carries out, encoded
+--   as decode_from reads it)
 -- A chunk another replica already took for this tick (its id is in the
 -- claims set) is answered as run, and its entities are not read; one not
 -- taken yet is taken here, with its leases.
@@ -46,7 +47,7 @@ if refused then
   for i = 1, n do out[i] = refused end
   return reply(out)
 end
-local taken, fs, at = {}, {}, {}
+local taken, fs, at, nf = {}, {}, {}, 0
 if ARGV[8] ~= '' then
   for first, last, id in string.gmatch(ARGV[8], '(%d+):(%d+):(%x+)') do
     if redis.call('SADD', KEYS[6], id) == 0 then
@@ -57,19 +58,19 @@ if ARGV[8] ~= '' then
 end
 for i = 1, n do
   if not taken[i] then
-    fs[#fs + 1] = ARGV[9 + 3 * (i - 1)]
-    at[i] = #fs
+    nf = nf + 1
+    fs[nf], at[i] = ARGV[6 + 3 * i], nf
   end
 end
 local vals = {}
-if #fs > 0 then vals = redis.call('HMGET', KEYS[4], unpack(fs)) end
+if nf > 0 then vals = redis.call('HMGET', KEYS[4], unpack(fs)) end
 local taken_reply = reply_ran(tick_s)
 local cur, writes, e = {}, {}, {}
 for i = 1, n do
   if taken[i] then
     out[i] = taken_reply
   else
-    local b = 9 + 3 * (i - 1)
+    local b = 6 + 3 * i
     local field, claim, run_tick, reqs = ARGV[b], '', tick_s, ''
     if ARGV[b + 2] ~= '' then
       local from = decode_from(ARGV[b + 2])
@@ -80,7 +81,7 @@ for i = 1, n do
     -- entity granted, or one whose tick already ran.
     local v, fast, fence = cur[field] or vals[at[i]], nil, nil
     if v then
-      fast, fence = grant_fast(v, tick, tick_s, now, now_s, now_ms, now_ms_s, ARGV[b + 1], exp_s, reason, run_tick, holder)
+      fast, fence = grant_fast(v, tick, tick_s, now, now_s, now_ms_s, ARGV[b + 1], exp_s, reason, run_tick, holder)
     end
     local changed, ran = false, fast == 'ran'
     if ran then
@@ -111,7 +112,7 @@ for i = 1, n do
         fence = now_s
         if e.fence ~= '0' and tonumber(e.fence) >= now then fence = num(tonumber(e.fence) + 1) end
         if tick > lt then e.last_tick = tick_s end
-        e.fence, e.token, e.exp, e.touched = fence, ARGV[b + 1], exp_s, now_ms_s
+        e.fence, e.token, e.exp, e.touched = fence, unbar(ARGV[b + 1]), exp_s, now_ms_s
         e.reason, e.tick, e.holder = reason, run_tick, holder
         out[i], changed = fence, true
       end

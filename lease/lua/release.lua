@@ -1,7 +1,7 @@
 -- KEYS: due, dueinfo, entities (the task's hash), followups (the task's),
 --   then the hashes of the requests the batch's runs answer.
 -- ARGV: member_prefix (escaped task .. ':'), then for each lease:
---   field, token, last, next, reqs
+--   field, token (between its separators: lib.lua's unbar), last, next, reqs
 -- last is the run record (encode_run's format), written by the holder (its
 -- token proves the fence and reason are this lease's); next is '' or the next
 -- run asked for (decode_next). A next or follow-up carries the run's tick,
@@ -33,7 +33,7 @@ for i = 1, n do
     out[i] = RELEASED_OK
   else
     entity(v, e)
-    if e.token ~= ARGV[b + 1] or not is_held(e, now_ms) then
+    if e.token ~= unbar(ARGV[b + 1]) or not is_held(e, now_ms) then
       if reqs ~= '' then answer(5, reqs, field, decode_run(ARGV[b + 2]).outcome) end
       out[i] = RELEASED_NOT_HELD
     else

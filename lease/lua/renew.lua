@@ -1,4 +1,5 @@
--- KEYS: entities (the task's hash). ARGV: for each lease: field, token, ttl_ms.
+-- KEYS: entities (the task's hash). ARGV: for each lease: field, token
+-- (between its separators: lib.lua's unbar), ttl_ms.
 -- Returns for each RENEWED_OK when renewed, RENEWED_LOST when the lease
 -- expired or is held under another token.
 local now_ms = math.floor(now_us() / 1000)
@@ -9,7 +10,7 @@ for i = 1, #ARGV / 3 do
   local b = 1 + 3 * (i - 1)
   entity(vals[i], e)
   out[i] = RENEWED_LOST
-  if e.token == ARGV[b + 1] and is_held(e, now_ms) then
+  if e.token == unbar(ARGV[b + 1]) and is_held(e, now_ms) then
     e.exp = num(now_ms + tonumber(ARGV[b + 2]))
     writes[#writes + 1] = ARGV[b]
     writes[#writes + 1] = encode_entity(e)
