@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/gcpolicy"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
@@ -165,6 +166,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
+	defer gcpolicy.Apply(ctx)()
 	c := newCmdline("run", "")
 	if _, err := c.args(args, 0, 0); err != nil {
 		return err

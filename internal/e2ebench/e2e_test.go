@@ -6,7 +6,8 @@
 //
 // E2E_ENTITIES (100000), E2E_REPLICAS (1), E2E_TICKS (3 measured ticks, after
 // a first one that is not), E2E_EVERY (10s) and E2E_LOG_LEVEL (info) tune
-// it; E2E_PEER=0 leaves the peer out (for profiling tickd alone).
+// it; E2E_PEER=0 leaves the peer out (for profiling tickd alone), and
+// E2E_GCPOLICY=0 runs tickd under Go's default GC instead of the daemon's.
 package e2ebench
 
 import (
@@ -27,6 +28,7 @@ import (
 	"github.com/bsm/redislock"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/gcpolicy"
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
@@ -125,6 +127,12 @@ type tickRecord struct {
 // runTickd runs replicas schedulers (each its own store and client) over
 // ids until ticks+1 ticks are done, and measures the last ticks.
 func runTickd(b *testing.B, addr string, ids []string, replicas, ticks int, every time.Duration) side {
+	// The daemon's garbage collector policy, which tickd run sets (README,
+	// "Operations"); E2E_GCPOLICY=0 leaves Go's default, which a program
+	// embedding the scheduler has unless it chooses otherwise.
+	if os.Getenv("E2E_GCPOLICY") != "0" {
+		defer gcpolicy.Apply(context.Background())()
+	}
 	reg := &tasks.Registry{}
 	reg.Register("noop", func(context.Context, tasks.Run) (tasks.Result, error) { return tasks.Done, nil })
 	t := scheduler.DefaultTask()
