@@ -120,22 +120,24 @@ func (t tickValue) LogValue() slog.Value {
 }
 
 // runHandler is a run's log handler: it puts the run's attributes (task,
-// entity, tick, fence, reason) in front of each record's own when the
+// tick, entity, fence, reason) in front of each record's own when the
 // record is handled. A run writes one line at info, so formatting them for
 // each line costs less than slog's With, which formats them for every run,
-// logged or not, and copies the handler.
+// logged or not, and copies the handler. The task and the tick are the same
+// for a tick's runs: inner has them in front already, formatted once per
+// tick (taskState.runLog).
 type runHandler struct {
-	inner                      slog.Handler
-	task, entity, tick, reason string
-	fence                      int64
-	extra                      []slog.Attr // WithAttrs
+	inner          slog.Handler
+	entity, reason string
+	fence          int64
+	extra          []slog.Attr // WithAttrs
 }
 
 // own is the run's attributes, in an array: Handle adds them to a record
-// without allocating.
-func (h *runHandler) own() [5]slog.Attr {
-	return [5]slog.Attr{slog.String(KeyTask, h.task), slog.String(KeyEntity, h.entity), slog.String(KeyTick, h.tick),
-		slog.Int64(KeyFence, h.fence), slog.String(KeyReason, h.reason)}
+// without allocating, and with the two of a run's end they fit in a
+// record's own array (slog.Record keeps five).
+func (h *runHandler) own() [3]slog.Attr {
+	return [3]slog.Attr{slog.String(KeyEntity, h.entity), slog.Int64(KeyFence, h.fence), slog.String(KeyReason, h.reason)}
 }
 
 func (h *runHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.inner.Enabled(ctx, l) }
@@ -162,21 +164,29 @@ func (h *runHandler) WithGroup(name string) slog.Handler {
 	return h.inner.WithAttrs(append(own[:], h.extra...)).WithGroup(name)
 }
 
-// tickString formats a run's tick, once per tick: the runs of a tick share
-// one string.
-func (ts *taskState) tickString(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	if c := ts.lastTick.Load(); c != nil && c.t.Equal(t) {
-		return c.s
-	}
-	c := &formattedTick{t: t, s: t.UTC().Format(time.RFC3339)}
-	ts.lastTick.Store(c)
-	return c.s
+// runLog is what the runs of a task and tick share in their log lines: the
+// handler with the task and the tick in front.
+type runLog struct {
+	t time.Time
+	h slog.Handler
 }
 
-type formattedTick struct {
-	t time.Time
-	s string
+// runLog returns the runs' handler for tick t (zero for a run that is not a
+// tick's), made from inner once per tick: a tick's runs share it, and the
+// runs of no tick share another.
+func (ts *taskState) runLog(inner slog.Handler, t time.Time) slog.Handler {
+	c := &ts.tickLog
+	if t.IsZero() {
+		c = &ts.noTickLog
+	}
+	if l := c.Load(); l != nil && l.t.Equal(t) {
+		return l.h
+	}
+	tick := ""
+	if !t.IsZero() {
+		tick = t.UTC().Format(time.RFC3339)
+	}
+	l := &runLog{t: t, h: inner.WithAttrs([]slog.Attr{slog.String(KeyTask, ts.t.Name), slog.String(KeyTick, tick)})}
+	c.Store(l)
+	return l.h
 }

@@ -203,8 +203,7 @@ func (w *worker) fire() {
 func (s *Scheduler) execute(w *worker, ts *taskState, l *lease.Lease) {
 	t := ts.t
 	r := &running{s: s, ts: ts, l: l}
-	r.h = runHandler{inner: s.log.Handler(), task: t.Name, entity: l.Entity, tick: ts.tickString(l.Tick),
-		fence: l.Fence, reason: string(l.Reason)}
+	r.h = runHandler{inner: ts.runLog(s.log.Handler(), l.Tick), entity: l.Entity, fence: l.Fence, reason: string(l.Reason)}
 	r.log = *slog.New(&r.h)
 	// The run's context is the lease's own, cancelled when the lease is
 	// lost or untrusted, and by the worker's timer (ErrTimeout) and the

@@ -85,13 +85,13 @@ type Scheduler struct {
 // taskState is one task's running state; a reload that changes the task
 // replaces it, while runs started under the old one finish with it.
 type taskState struct {
-	t        Task
-	action   tasks.Action
-	source   tasks.Source
-	slots    chan struct{}
-	stop     context.CancelFunc
-	paused   atomic.Bool
-	lastTick atomic.Pointer[formattedTick] // tickString's cache
+	t                  Task
+	action             tasks.Action
+	source             tasks.Source
+	slots              chan struct{}
+	stop               context.CancelFunc
+	paused             atomic.Bool
+	tickLog, noTickLog atomic.Pointer[runLog] // runLog's
 }
 
 // New prepares a Scheduler for cfg; Start starts it.
