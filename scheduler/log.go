@@ -182,11 +182,7 @@ func (ts *taskState) runLog(inner slog.Handler, t time.Time) slog.Handler {
 	if l := c.Load(); l != nil && l.t.Equal(t) {
 		return l.h
 	}
-	tick := ""
-	if !t.IsZero() {
-		tick = t.UTC().Format(time.RFC3339)
-	}
-	l := &runLog{t: t, h: inner.WithAttrs([]slog.Attr{slog.String(KeyTask, ts.t.Name), slog.String(KeyTick, tick)})}
+	l := &runLog{t: t, h: inner.WithAttrs([]slog.Attr{slog.String(KeyTask, ts.t.Name), tickAttr(t)})}
 	c.Store(l)
 	return l.h
 }
