@@ -461,11 +461,18 @@ func testGrantedWhileClosing(t *testing.T, k kit) {
 
 func testRenewal(t *testing.T, k kit) {
 	s := k.client(Options{})
-	const ttl = 300 * time.Millisecond
+	// The shortest TTL a holder can keep: a renewal round has 700ms before
+	// the trust window ends. With 300ms (140ms for a round, a WAIT in it on
+	// the replicated pair) this test timed out once in CI, while the fault
+	// suite loaded the machine.
+	const ttl = MinTTL
 	l := mustAcquire(t, s, req("e", ttl))
 	first := l.TrustedUntil()
 	// Several renewals: the trust window moves past three TTLs from the start.
-	redistest.WaitFor(t, 10*time.Second, "renewals", func() bool {
+	redistest.WaitFor(t, 15*time.Second, "renewals", func() bool {
+		if err := context.Cause(l.Context()); err != nil {
+			t.Fatalf("lease lost before three TTLs of renewals: %v", err)
+		}
 		return l.TrustedUntil().After(l.Acquired.Add(3 * ttl))
 	})
 	if l.Context().Err() != nil {
