@@ -218,7 +218,7 @@ local tick = tonumber(tick_s)
 local fast, slow = 'nil', 'nil'
 local e = entity(v)
 if ARGV[1] == 'grant' then
-  local a, b = grant_fast(v, tick, tick_s, now, now_s, now_ms_s, '|' .. token .. '|', exp_s, reason, tick_s, holder)
+  local a, b = grant_fast(v, tick, tick_s, now, now_s, now_ms_s, '|' .. token, '|', exp_s, reason, tick_s, holder)
   if a == 'ran' then fast = 'ran ' .. b elseif a then fast = a .. ' ' .. b end
   local lt = 0
   if tick > 0 then lt = tonumber(e.last_tick) end
@@ -294,5 +294,34 @@ func TestFastPathsAgree(t *testing.T) {
 	// Both paths were taken, so the comparison above compared something.
 	if applied["grant"] < 10 || applied["release"] < 3 {
 		t.Fatalf("fast paths taken: %v", applied)
+	}
+}
+
+// TestChunkTokens: the requests of a chunk get tokens that share a prefix,
+// which chunkPrefix recovers and acquire.lua extends by position; requests
+// outside a chunk, or without a token (rejected before sending), keep
+// theirs, and tokens that are not a chunk's have no prefix.
+func TestChunkTokens(t *testing.T) {
+	reqs := []Request{{Entity: "a"}, {Entity: "b", Chunk: "c1"}, {Entity: "c", Chunk: "c1"}, {Entity: "d", Chunk: "c1"}, {Entity: "e", Chunk: "c2"}, {Entity: "f", Chunk: "c3"}, {Entity: "g", Chunk: "c3"}}
+	args := make([]acquireArg, len(reqs))
+	for i := range reqs {
+		args[i] = acquireArg{req: &reqs[i], token: "|n-" + strconv.Itoa(i) + "|"}
+	}
+	args[6].token = "" // rejected: c3 is then a single request
+	chunkTokens(args)
+	want := []string{"|n-0|", "|n-1.1|", "|n-1.2|", "|n-1.3|", "|n-4|", "|n-5|", ""}
+	for i, a := range args {
+		if a.token != want[i] {
+			t.Errorf("token %d: %q, want %q", i, a.token, want[i])
+		}
+	}
+	tok := func(ts ...string) func(int) string { return func(k int) string { return ts[k] } }
+	if p, ok := chunkPrefix(tok(args[1].token, args[2].token, args[3].token), 3); !ok || p != "|n-1." {
+		t.Errorf("chunkPrefix: %q, %v; want %q", p, ok, "|n-1.")
+	}
+	for _, ts := range [][]string{{"|n-1.1|", "|n-1.3|"}, {"|n-1|", "|n-1.2|"}, {"|n-1.1|", "|n-2.2|"}, {"|n-1.1|", "|n-1."}} {
+		if p, ok := chunkPrefix(tok(ts...), len(ts)); ok {
+			t.Errorf("chunkPrefix(%q) = %q: want none", ts, p)
+		}
 	}
 }

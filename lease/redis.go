@@ -374,22 +374,28 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, maxTTL time.D
 		if k.queue {
 			queue = "1"
 		}
-		args := make([]any, 0, 8+3*len(gr.idx))
-		chunks := chunksOf(reqs, live, gr.idx)
-		args = append(args, ms(maxTTL), holderArg, escape(k.task)+":", ms(k.ttl), k.reason, k.tick, queue, chunks)
+		args := make([]any, 8, 8+3*len(gr.idx))
+		args[0], args[1], args[2], args[3], args[4], args[5], args[6] = ms(maxTTL), holderArg, escape(k.task)+":", ms(k.ttl), k.reason, k.tick, queue
 		bk := bucketOf(k.task)
 		ks := []string{b.k.epoch(bk), b.k.due(bk), b.k.dueInfo(bk), b.k.entities(k.task), b.k.followups(k.task)}
-		if chunks != "" {
-			ks = append(ks, b.k.claims(k.task, k.tick))
-		}
-		for _, j := range gr.idx {
-			a := &reqs[live[j]] // pointers: go-redis boxes a string with an allocation
+		var chunks strings.Builder
+		for x := 0; x < len(gr.idx); {
+			if y, ok := b.chunkArgs(&args, &chunks, reqs, live, gr.idx, x); ok {
+				x = y
+				continue
+			}
+			a := &reqs[live[gr.idx[x]]] // pointers: go-redis boxes a string with an allocation
 			var from any = ""
 			if d := a.req.From; d != nil {
 				from = dueFrom{Claim: d.claim, Tick: unixMS(d.Tick), Reqs: d.Requests}.encode()
 				ks = b.requestKeys(ks, k.task, d.Requests)
 			}
 			args = append(args, &a.field, &a.token, from)
+			x++
+		}
+		args[7] = chunks.String()
+		if chunks.Len() > 0 {
+			ks = slices.Insert(ks, 5, b.k.claims(k.task, k.tick))
 		}
 		calls[g] = scriptCall{keys: ks, args: args}
 	}
@@ -418,28 +424,42 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, maxTTL time.D
 // which is correct, only dearer.
 const claimsTTL = 2 * time.Minute
 
-// chunksOf describes the chunks among a group's requests (Request.Chunk)
-// for acquire.lua: "first:last:id" for each run of requests with one
-// chunk, by their 1-based positions in the call, space-joined; "" for none.
-func chunksOf(reqs []acquireArg, live, idx []int) string {
-	var b strings.Builder
-	for i := 0; i < len(idx); {
-		c := reqs[live[idx[i]]].req.Chunk
-		j := i + 1
-		for j < len(idx) && reqs[live[idx[j]]].req.Chunk == c {
-			j++
-		}
-		if c != "" {
-			if b.Len() > 0 {
-				b.WriteByte(' ')
-			}
-			h := fnv.New128a()
-			h.Write([]byte(c))
-			fmt.Fprintf(&b, "%d:%d:%x", i+1, j, h.Sum(nil))
-		}
-		i = j
+// chunkArgs sends the chunk (Request.Chunk) that starts at a group's x-th
+// request, if one does, as one triple of acquire.lua's arguments: its
+// fields space-joined, its tokens' prefix (chunkTokens), and "" for its due
+// entry; chunks gets "t:m:id", the triple's position among the triples, the
+// chunk's length and a hash of its id. It answers the position after the
+// chunk, or false for a request in no chunk (or one whose tokens are not a
+// chunk's), which is sent alone.
+func (b *redisBackend) chunkArgs(args *[]any, chunks *strings.Builder, reqs []acquireArg, live, idx []int, x int) (int, bool) {
+	at := func(k int) *acquireArg { return &reqs[live[idx[x+k]]] }
+	c := at(0).req.Chunk
+	if c == "" {
+		return x, false
 	}
-	return b.String()
+	m := 1
+	for x+m < len(idx) && at(m).req.Chunk == c {
+		m++
+	}
+	prefix, ok := chunkPrefix(func(k int) string { return at(k).token }, m)
+	if m < 2 || !ok {
+		return x, false
+	}
+	var fields strings.Builder
+	for k := range m {
+		if k > 0 {
+			fields.WriteByte(' ')
+		}
+		fields.WriteString(at(k).field)
+	}
+	if chunks.Len() > 0 {
+		chunks.WriteByte(' ')
+	}
+	h := fnv.New128a()
+	h.Write([]byte(c))
+	fmt.Fprintf(chunks, "%d:%d:%x", (len(*args)-8)/3+1, m, h.Sum(nil))
+	*args = append(*args, fields.String(), prefix, "")
+	return x + m, true
 }
 
 func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]bool, error) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -228,6 +229,60 @@ func (s *Store) tokens(n int) []string {
 	return cut(buf, ends)
 }
 
+// chunkTokens gives the requests of each chunk (a run of requests with one
+// Request.Chunk, among those with a token) tokens that share a prefix: the
+// j-th (from 1) has its first's token with ".j" before the closing
+// separator. A backend can then send a chunk's tokens as the prefix alone
+// (chunkPrefix).
+func chunkTokens(args []acquireArg) {
+	for i := 0; i < len(args); {
+		if args[i].token == "" || args[i].req.Chunk == "" {
+			i++
+			continue
+		}
+		c, j := args[i].req.Chunk, i+1
+		for j < len(args) && args[j].token != "" && args[j].req.Chunk == c {
+			j++
+		}
+		if j-i < 2 {
+			i = j
+			continue
+		}
+		base := args[i].token[:len(args[i].token)-1]
+		buf := make([]byte, 0, (j-i)*(len(base)+4))
+		ends := make([]int, j-i)
+		for k := range j - i {
+			buf = append(strconv.AppendInt(append(append(buf, base...), '.'), int64(k+1), 10), '|')
+			ends[k] = len(buf)
+		}
+		for k, t := range cut(buf, ends) {
+			args[i+k].token = t
+		}
+		i = j
+	}
+}
+
+// chunkPrefix is the prefix the tokens of a chunk's requests share (all of
+// a token but its position and closing separator), when chunkTokens gave
+// them.
+func chunkPrefix(tokens func(k int) string, n int) (string, bool) {
+	first := tokens(0)
+	prefix, ok := strings.CutSuffix(first, ".1|")
+	if !ok {
+		return "", false
+	}
+	prefix += "."
+	var num [20]byte
+	for k := 1; k < n; k++ {
+		t := tokens(k)
+		rest, ok := strings.CutPrefix(t, prefix)
+		if !ok || len(rest) < 2 || rest[len(rest)-1] != '|' || rest[:len(rest)-1] != string(strconv.AppendInt(num[:0], int64(k+1), 10)) {
+			return "", false
+		}
+	}
+	return prefix, true
+}
+
 // cut converts buf to one string and returns its pieces ending at ends: many
 // short strings for the price of one allocation.
 func cut(buf []byte, ends []int) []string {
@@ -272,6 +327,7 @@ func (s *Store) acquireChunk(ctx context.Context, reqs []Request, out []Result) 
 		}
 		args[i] = acquireArg{req: r, token: tokens[i], field: escape(r.Entity)}
 	}
+	chunkTokens(args)
 	s.mu.Lock()
 	closed, maxTTL := s.closed, s.maxTTL
 	s.mu.Unlock()

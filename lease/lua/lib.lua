@@ -87,9 +87,11 @@ local find, byte = string.find, string.byte
 -- free (no token): 'ran' and the last tick when tick (a number, 0 for none)
 -- already ran, else the new value and its fence. nil when v has a token
 -- (held, or expired but not released) or is not understood. tokbar is the
--- new token between its separators ('|' .. token .. '|'). Its fields are as
--- acquire.lua's grant sets them.
-local function grant_fast(v, tick, tick_s, now, now_s, now_ms_s, tokbar, exp_s, reason, run_tick, holder)
+-- new token between its separators ('|' .. token .. '|'), in two pieces
+-- (tokbar .. tokbar2: a chunk's prefix and position, or the whole and '')
+-- so that the grant concatenates them once. Its fields are as acquire.lua's
+-- grant sets them.
+local function grant_fast(v, tick, tick_s, now, now_s, now_ms_s, tokbar, tokbar2, exp_s, reason, run_tick, holder)
   local p1 = find(v, '|', 1, true)
   local p2 = p1 and find(v, '|', p1 + 1, true)
   if not p2 or byte(v, p2 + 1) ~= 124 then return nil end
@@ -105,7 +107,7 @@ local function grant_fast(v, tick, tick_s, now, now_s, now_ms_s, tokbar, exp_s, 
   if tick > 0 then lt_s = tick_s end
   local fu, c = '0', byte(v, p4 + 1)
   if c == 124 then fu = '' elseif c == 49 then fu = '1' end
-  return lt_s .. '|' .. fence .. tokbar .. exp_s .. '|' .. fu .. '|' .. now_ms_s .. '|' ..
+  return lt_s .. '|' .. fence .. tokbar .. tokbar2 .. exp_s .. '|' .. fu .. '|' .. now_ms_s .. '|' ..
     reason .. '|' .. run_tick .. '|' .. holder .. sub(v, p9), fence
 end
 
