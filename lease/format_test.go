@@ -6,6 +6,7 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -322,6 +323,22 @@ func TestChunkTokens(t *testing.T) {
 	for _, ts := range [][]string{{"|n-1.1|", "|n-1.3|"}, {"|n-1|", "|n-1.2|"}, {"|n-1.1|", "|n-2.2|"}, {"|n-1.1|", "|n-1."}} {
 		if p, ok := chunkPrefix(tok(ts...), len(ts)); ok {
 			t.Errorf("chunkPrefix(%q) = %q: want none", ts, p)
+		}
+	}
+}
+
+// TestSplitReply: a script's answers split at spaces, "x*N" standing for N
+// answers x; a count that is not one stays as it is, for the decoder to
+// refuse.
+func TestSplitReply(t *testing.T) {
+	for in, want := range map[string][]string{
+		"12 ran|5*3 busy|1|2|r": {"12", "ran|5", "ran|5", "ran|5", "busy|1|2|r"},
+		"ok":                    {"ok"},
+		"ran|5*0 a*x b*":        {"ran|5*0", "a*x", "b*"},
+		"a*257":                 {"a*257"},
+	} {
+		if got := splitReply(in); !slices.Equal(got, want) {
+			t.Errorf("splitReply(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

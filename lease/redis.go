@@ -186,7 +186,7 @@ func (b *redisBackend) runEach(ctx context.Context, sc *redis.Script, calls []sc
 		if err != nil {
 			return nil, err
 		}
-		return [][]string{strings.Split(r, " ")}, nil
+		return [][]string{splitReply(r)}, nil
 	}
 	cmds, err := b.eval(ctx, sc, calls, ackWithin)
 	if cmds == nil {
@@ -198,10 +198,36 @@ func (b *redisBackend) runEach(ctx context.Context, sc *redis.Script, calls []sc
 		if cerr != nil {
 			return nil, cerr
 		}
-		out[i] = strings.Split(r, " ")
+		out[i] = splitReply(r)
 	}
 	return out, err
 }
+
+// splitReply splits a script's answers (lib.lua's reply): joined with
+// spaces, "x*N" standing for N answers x.
+func splitReply(r string) []string {
+	parts := strings.Split(r, " ")
+	if strings.IndexByte(r, '*') < 0 {
+		return parts
+	}
+	out := make([]string, 0, len(parts))
+	for _, p := range parts {
+		x, count, _ := strings.Cut(p, "*")
+		n, err := strconv.Atoi(count)
+		if err != nil || n < 1 || n > maxRepeat {
+			out = append(out, p) // not a repeat: the answer's decoder refuses it
+			continue
+		}
+		for range n {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// maxRepeat bounds the count of a repeated answer (splitReply): no call
+// answers more requests than a batch holds.
+const maxRepeat = BatchSize
 
 // eval runs the calls of sc in one pipeline. A Redis that restarted, or a
 // primary new after a failover, has not got the script: it is loaded and

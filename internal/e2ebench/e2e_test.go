@@ -2,9 +2,10 @@
 // user would write by hand, in the same run (README, "Speed"): a tick
 // fanned out over N entities, each run started, finished and released.
 //
-//	go test -run XXX -bench Tick -benchtime 1x ./internal/e2ebench
+//	go test -run XXX -bench 'Tick$' -benchtime 1x ./internal/e2ebench
+//	go test -run XXX -bench Replicas -benchtime 1x ./internal/e2ebench
 //
-// E2E_ENTITIES (100000), E2E_REPLICAS (1), E2E_TICKS (3 measured ticks, after
+// E2E_ENTITIES (100000; Replicas: 20000), E2E_REPLICAS (1; Replicas: 3), E2E_TICKS (3 measured ticks, after
 // a first one that is not), E2E_EVERY (10s) and E2E_LOG_LEVEL (info) tune
 // it; E2E_PEER=0 leaves the peer out (for profiling tickd alone), and
 // E2E_GCPOLICY=0 runs tickd under Go's default GC instead of the daemon's.
@@ -75,20 +76,24 @@ func (s side) String() string {
 	return out
 }
 
+// setup starts the throwaway redis-server and reads the settings shared by
+// the benchmarks: the entities (E2E_ENTITIES, else entities of them), the
+// measured ticks and the schedule.
+func setup(b *testing.B, entities int) (srv *redistest.Server, ids []string, ticks int, every time.Duration) {
+	ids = make([]string, envInt("E2E_ENTITIES", entities))
+	for i := range ids {
+		ids[i] = strconv.Itoa(i)
+	}
+	return redistest.Start(b), ids, envInt("E2E_TICKS", 3), time.Duration(envInt("E2E_EVERY", 10)) * time.Second
+}
+
 // BenchmarkTick runs tickd (the scheduler as a library, a no-op Go
 // handler) and the hand-written peer over the same entities on one
 // throwaway redis-server, one after the other, and reports both and their
 // ratios.
 func BenchmarkTick(b *testing.B) {
-	n := envInt("E2E_ENTITIES", 100000)
 	replicas := envInt("E2E_REPLICAS", 1)
-	ticks := envInt("E2E_TICKS", 3)
-	every := time.Duration(envInt("E2E_EVERY", 10)) * time.Second
-	srv := redistest.Start(b)
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = strconv.Itoa(i)
-	}
+	srv, ids, ticks, every := setup(b, 100000)
 	for range b.N {
 		t := runTickd(b, srv.Addr, ids, replicas, ticks, every)
 		b.Logf("tickd, %d replica(s): %v", replicas, t)
@@ -111,6 +116,41 @@ func BenchmarkTick(b *testing.B) {
 		b.ReportMetric(float64(p.commands)/float64(p.runs), "peer-cmds/run")
 		if p.dup+p.lost > 0 {
 			b.Errorf("runs not exactly once per tick: peer %+v", p)
+		}
+	}
+}
+
+// BenchmarkReplicas measures what several replicas cost Redis against one
+// (BRIEF.md, "Speed": several replicas must not multiply the Redis work per
+// run): tickd with 1 replica, then with E2E_REPLICAS (3), over the same
+// entities (E2E_ENTITIES, 20000) on one redis-server, in each round (one
+// per -count), and reports both and their ratio. Each entity must run
+// exactly once per tick, and each replica must run at least half its
+// share.
+func BenchmarkReplicas(b *testing.B) {
+	replicas := envInt("E2E_REPLICAS", 3)
+	srv, ids, ticks, every := setup(b, 20000)
+	for range b.N {
+		one := runTickd(b, srv.Addr, ids, 1, ticks, every)
+		b.Logf("tickd, 1 replica: %v", one)
+		many := runTickd(b, srv.Addr, ids, replicas, ticks, every)
+		b.Logf("tickd, %d replicas: %v", replicas, many)
+		perRun := func(s side) float64 { return s.redisUS / float64(s.runs) }
+		b.ReportMetric(perRun(one), "one-redis-µs/run")
+		b.ReportMetric(perRun(many), "many-redis-µs/run")
+		b.ReportMetric(perRun(many)/perRun(one), "redis-cpu-ratio")
+		for _, s := range []side{one, many} {
+			if s.dup+s.lost > 0 {
+				b.Errorf("runs not exactly once per tick: %+v", s)
+			}
+		}
+		for r, got := range many.byReplica {
+			if got*2*replicas < many.runs {
+				b.Errorf("replica %s ran %d of %d runs: less than half its share", r, got, many.runs)
+			}
+		}
+		if len(many.byReplica) < replicas {
+			b.Errorf("only %d of %d replicas ran: %v", len(many.byReplica), replicas, many.byReplica)
 		}
 	}
 }

@@ -17,7 +17,8 @@
 -- A due entry found busy hands its request ids to the follow-up (queue) or
 -- answers them ANSWER_SKIPPED.
 -- Returns one answer per entity (lib.lua's reply_*): the fence when granted,
--- or busy, ran, quarantine or early with their fields.
+-- or busy, ran, quarantine or early with their fields; a taken chunk's is
+-- one for all of them (lib.lua's reply).
 --
 -- This is the fan-out's hot path (README, "Speed"): one HMGET reads the whole
 -- batch and one HSET writes it. cur holds what this call already wrote, so
@@ -30,11 +31,11 @@ local max_ttl, holder, mprefix = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local q, lost_at = quarantine(KEYS[1], now_ms, max_ttl)
 local out = {}
 local nt = (#ARGV - 8) / 3
-local n, cm, cid = nt, {}, {}
+local n, cm, cid, cms = nt, {}, {}, {}
 if ARGV[8] ~= '' then
   for t, m, id in string.gmatch(ARGV[8], '(%d+):(%d+):(%x+)') do
-    t, m = tonumber(t), tonumber(m)
-    cm[t], cid[t], n = m, id, n + m - 1
+    t = tonumber(t)
+    cm[t], cid[t], cms[t], n = tonumber(m), id, m, n + tonumber(m) - 1
   end
 end
 if q > 0 then
@@ -60,7 +61,8 @@ end
 -- A chunk's j-th token ends with POSITION[j].
 local POSITION = {'1|', '2|', '3|', '4|', '5|', '6|', '7|', '8|', '9|', '10|', '11|', '12|', '13|', '14|', '15|', '16|'}
 -- The entities to read: field, token (in two pieces: a chunk's prefix and
--- its entity's position), due entry, and answer position of each.
+-- its entity's position), due entry, and the position of its answer (a
+-- taken chunk has one for all its entities).
 local fs, toks, tsfx, froms, pos, nf, o = {}, {}, {}, {}, {}, 0, 0
 local taken_reply = reply_ran(tick_s)
 for t = 1, nt do
@@ -69,10 +71,8 @@ for t = 1, nt do
     o, nf = o + 1, nf + 1
     fs[nf], toks[nf], tsfx[nf], froms[nf], pos[nf] = ARGV[b], ARGV[b + 1], '', ARGV[b + 2], o
   elseif redis.call('SADD', KEYS[6], cid[t]) == 0 then
-    for _ = 1, m do
-      o = o + 1
-      out[o] = taken_reply
-    end
+    o = o + 1
+    out[o] = taken_reply .. '*' .. cms[t]
   else
     local s, prefix, p, q, j = ARGV[b], ARGV[b + 1], 1, 0, 0
     while q do

@@ -265,7 +265,8 @@ end
 
 -- reply joins a batch's answers, one per entity, with spaces (none holds
 -- one: holders are escaped): one bulk string is cheaper to send and to read
--- than an array of hundreds.
+-- than an array of hundreds. An answer followed by '*' and a count stands
+-- for that many equal answers (Go: splitReply).
 local function reply(out)
   return table.concat(out, ' ')
 end
