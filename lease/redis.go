@@ -452,7 +452,7 @@ const claimsTTL = 2 * time.Minute
 
 // chunkArgs sends the chunk (Request.Chunk) that starts at a group's x-th
 // request, if one does, as one triple of acquire.lua's arguments: its
-// fields space-joined, its tokens' prefix (chunkTokens), and "" for its due
+// fields space-joined, its tokens' prefix (Store.tokens), and "" for its due
 // entry; chunks gets "t:m:id", the triple's position among the triples, the
 // chunk's length and a hash of its id. It answers the position after the
 // chunk, or false for a request in no chunk (or one whose tokens are not a
@@ -467,8 +467,11 @@ func (b *redisBackend) chunkArgs(args *[]any, chunks *strings.Builder, reqs []ac
 	for x+m < len(idx) && at(m).req.Chunk == c {
 		m++
 	}
+	if m < 2 {
+		return x, false
+	}
 	prefix, ok := chunkPrefix(func(k int) string { return at(k).token }, m)
-	if m < 2 || !ok {
+	if !ok {
 		return x, false
 	}
 	var fields strings.Builder

@@ -210,61 +210,74 @@ func (s *Store) Close() error {
 
 // token returns a new token, "nonce-seq": a take's claim.
 func (s *Store) token() string {
-	t := s.tokens(1)[0]
+	t := s.tokens(1, nil)[0]
 	return t[1 : len(t)-1]
 }
 
 // tokens returns n new lease tokens, cut from one allocation. Each is
 // "|nonce-seq|": the scripts find a lease's token in its value, between the
-// value's separators, with one search (lib.lua's release_fast).
-func (s *Store) tokens(n int) []string {
+// value's separators, with one search (lib.lua's release_fast). pos, when
+// not nil, places the i-th in a chunk (chunkPositions): the j-th of a chunk
+// (from 1) has the chunk's first token with ".j" before the closing
+// separator, so that a backend can send a chunk's tokens as the prefix
+// alone (chunkPrefix).
+func (s *Store) tokens(n int, pos []int) []string {
 	last := s.seq.Add(uint64(n))
-	buf := make([]byte, 0, n*(len(s.nonce)+10))
+	buf := make([]byte, 0, n*(len(s.nonce)+14))
 	ends := make([]int, n)
+	var from, to int // the current chunk's "|nonce-seq" in buf
 	for i := range n {
-		buf = append(append(buf, '|'), s.nonce...)
-		buf = append(strconv.AppendUint(append(buf, '-'), last-uint64(n-1-i), 36), '|')
+		j := 0
+		if pos != nil {
+			j = pos[i]
+		}
+		if j <= 1 {
+			from = len(buf)
+			buf = append(append(buf, '|'), s.nonce...)
+			buf = strconv.AppendUint(append(buf, '-'), last-uint64(n-1-i), 36)
+			to = len(buf)
+		} else {
+			buf = append(buf, buf[from:to]...)
+		}
+		if j > 0 {
+			buf = strconv.AppendInt(append(buf, '.'), int64(j), 10)
+		}
+		buf = append(buf, '|')
 		ends[i] = len(buf)
 	}
 	return cut(buf, ends)
 }
 
-// chunkTokens gives the requests of each chunk (a run of requests with one
-// Request.Chunk, among those with a token) tokens that share a prefix: the
-// j-th (from 1) has its first's token with ".j" before the closing
-// separator. A backend can then send a chunk's tokens as the prefix alone
-// (chunkPrefix).
-func chunkTokens(args []acquireArg) {
+// chunkPositions places each request of args in its chunk: 1, 2, … along a
+// run of two or more requests with one Request.Chunk (among those sent,
+// with a req), 0 for the others; nil when no request is in one.
+func chunkPositions(args []acquireArg) []int {
+	var pos []int
 	for i := 0; i < len(args); {
-		if args[i].token == "" || args[i].req.Chunk == "" {
+		if args[i].req == nil || args[i].req.Chunk == "" {
 			i++
 			continue
 		}
 		c, j := args[i].req.Chunk, i+1
-		for j < len(args) && args[j].token != "" && args[j].req.Chunk == c {
+		for j < len(args) && args[j].req != nil && args[j].req.Chunk == c {
 			j++
 		}
-		if j-i < 2 {
-			i = j
-			continue
-		}
-		base := args[i].token[:len(args[i].token)-1]
-		buf := make([]byte, 0, (j-i)*(len(base)+4))
-		ends := make([]int, j-i)
-		for k := range j - i {
-			buf = append(strconv.AppendInt(append(append(buf, base...), '.'), int64(k+1), 10), '|')
-			ends[k] = len(buf)
-		}
-		for k, t := range cut(buf, ends) {
-			args[i+k].token = t
+		if j-i >= 2 {
+			if pos == nil {
+				pos = make([]int, len(args))
+			}
+			for k := i; k < j; k++ {
+				pos[k] = k - i + 1
+			}
 		}
 		i = j
 	}
+	return pos
 }
 
 // chunkPrefix is the prefix the tokens of a chunk's requests share (all of
-// a token but its position and closing separator), when chunkTokens gave
-// them.
+// a token but its position and closing separator), when tokens gave them
+// their chunk positions.
 func chunkPrefix(tokens func(k int) string, n int) (string, bool) {
 	first := tokens(0)
 	prefix, ok := strings.CutSuffix(first, ".1|")
@@ -318,16 +331,19 @@ func (s *Store) AcquireBatch(ctx context.Context, reqs []Request) []Result {
 
 func (s *Store) acquireChunk(ctx context.Context, reqs []Request, out []Result) {
 	args := make([]acquireArg, len(reqs))
-	tokens := s.tokens(len(reqs))
 	for i := range reqs {
 		r := &reqs[i]
 		if r.TTL <= 0 {
 			out[i].Err = fmt.Errorf("lease: acquire %s/%s: ttl must be positive", r.Task, r.Entity)
 			continue
 		}
-		args[i] = acquireArg{req: r, token: tokens[i], field: escape(r.Entity)}
+		args[i] = acquireArg{req: r, field: escape(r.Entity)}
 	}
-	chunkTokens(args)
+	for i, t := range s.tokens(len(args), chunkPositions(args)) {
+		if args[i].req != nil {
+			args[i].token = t
+		}
+	}
 	s.mu.Lock()
 	closed, maxTTL := s.closed, s.maxTTL
 	s.mu.Unlock()
