@@ -446,6 +446,10 @@ func (b *memBackend) paused(context.Context) (map[string]bool, error) {
 
 func (b *memBackend) ping(context.Context) error { return nil }
 
+func (b *memBackend) taken(_ context.Context, _ string, _ time.Time, chunks []string) ([]bool, error) {
+	return make([]bool, len(chunks)), nil
+}
+
 // announce and known: the in-process store has one replica, whose tasks are
 // the ones it announced last.
 func (b *memBackend) announce(_ context.Context, tasks []string, _ time.Duration) error {

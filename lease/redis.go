@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -484,11 +485,36 @@ func (b *redisBackend) chunkArgs(args *[]any, chunks *strings.Builder, reqs []ac
 	if chunks.Len() > 0 {
 		chunks.WriteByte(' ')
 	}
-	h := fnv.New128a()
-	h.Write([]byte(c))
-	fmt.Fprintf(chunks, "%d:%d:%x", (len(*args)-8)/3+1, m, h.Sum(nil))
+	fmt.Fprintf(chunks, "%d:%d:%s", (len(*args)-8)/3+1, m, chunkHash(c))
 	*args = append(*args, fields.String(), prefix, "")
 	return x + m, true
+}
+
+// chunkHash is what the claims set holds of a chunk's name.
+func chunkHash(c string) string {
+	h := fnv.New128a()
+	h.Write([]byte(c))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// takenMax bounds the chunks one SMISMEMBER asks about.
+const takenMax = 4096
+
+func (b *redisBackend) taken(ctx context.Context, task string, tick time.Time, chunks []string) ([]bool, error) {
+	key := b.k.claims(task, tickMS(tick))
+	out := make([]bool, 0, len(chunks))
+	for lo := 0; lo < len(chunks); lo += takenMax {
+		hs := make([]any, 0, min(takenMax, len(chunks)-lo))
+		for _, c := range chunks[lo:min(lo+takenMax, len(chunks))] {
+			hs = append(hs, chunkHash(c))
+		}
+		t, err := b.c.SMIsMember(ctx, key, hs...).Result()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t...)
+	}
+	return out, nil
 }
 
 func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]bool, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -373,5 +374,46 @@ func TestChunkTakenOnce(t *testing.T) {
 		if r.Err == nil {
 			mustRelease(t, r.Lease)
 		}
+	}
+}
+
+// Taken says which of a tick's chunks a fan-out took, and nothing of
+// another tick's, or of chunks only ever sent entity by entity.
+func TestTaken(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newRedisStore(t, newClient(t, srv.Addr), Options{Replica: "a"})
+	a.InitEpoch(bg) //nolint:errcheck
+	tick := time.Now().Truncate(time.Second)
+	var batch []Request
+	for i := range 20 {
+		chunk := "chunk-1"
+		if i >= 16 {
+			chunk = "" // a chunk's entities sent alone take no chunk
+		}
+		batch = append(batch, Request{Task: "t", Entity: strconv.Itoa(i), TTL: time.Minute, Reason: ReasonTick, Tick: tick, Chunk: chunk})
+	}
+	for i, r := range a.AcquireBatch(bg, batch) {
+		if r.Err != nil {
+			t.Fatalf("%s: %v", batch[i].Entity, r.Err)
+		}
+		mustRelease(t, r.Lease)
+	}
+	chunks := []string{"chunk-0", "chunk-1", ""}
+	got, err := a.Taken(bg, "t", tick, chunks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []bool{false, true, false}; !slices.Equal(got, want) {
+		t.Errorf("taken %q: %v, want %v", chunks, got, want)
+	}
+	got, err = a.Taken(bg, "t", tick.Add(time.Second), chunks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []bool{false, false, false}; !slices.Equal(got, want) {
+		t.Errorf("another tick: taken %q: %v, want %v", chunks, got, want)
+	}
+	if got, err = a.Taken(bg, "u", tick, chunks); err != nil || slices.Contains(got, true) {
+		t.Errorf("another task: taken %q: %v, %v", chunks, got, err)
 	}
 }

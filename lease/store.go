@@ -98,6 +98,8 @@ type backend interface {
 	// claimSweep says whether this replica is the one to sweep now: one
 	// replica per interval, whichever asks first.
 	claimSweep(ctx context.Context, every time.Duration) (bool, error)
+	// taken says which of a tick's chunks (Request.Chunk) were taken.
+	taken(ctx context.Context, task string, tick time.Time, chunks []string) ([]bool, error)
 }
 
 type acquireArg struct {
@@ -825,6 +827,23 @@ func (s *Store) DueCount(ctx context.Context) (int, error) { return s.b.dueCount
 // SetPaused pauses or resumes the ticks of task on every replica.
 func (s *Store) SetPaused(ctx context.Context, task string, paused bool) error {
 	return s.b.setPaused(ctx, task, paused)
+}
+
+// Taken says, for each of chunks (Request.Chunk) of tick of task, whether a
+// fan-out took it already: the leases of its entities were granted then, in
+// the step that took it, so a fan-out that sent it now would get
+// ErrAlreadyRan for all of it. A fan-out that skipped part of the stream
+// asks this before it comes back to that part. The in-process store takes
+// no chunks: it answers false for each.
+func (s *Store) Taken(ctx context.Context, task string, tick time.Time, chunks []string) ([]bool, error) {
+	if len(chunks) == 0 {
+		return nil, nil
+	}
+	t, err := s.b.taken(ctx, task, tick, chunks)
+	if err != nil {
+		return nil, fmt.Errorf("taken chunks of %s: %w", task, err)
+	}
+	return t, nil
 }
 
 // Paused returns the set of paused tasks.

@@ -49,8 +49,29 @@ type fanOut struct {
 	// chunks of chunkSize entities: a batch that holds a whole chunk sends
 	// it as a chunk (lease.Request.Chunk), which only one replica takes.
 	chunked bool
-	pos     int // the stream position of the next entity added
+	pos     int // the stream position of the next entity read
+	first   int // the stream position of batch[0]
+	// A batch whose chunks another replica took, all of them, says that
+	// replica reads this part of the stream now: rather than follow it and
+	// lose each chunk to it, this fan-out skips ahead (jump counts the
+	// chunk ends still to pass), and comes back to what it skipped once the
+	// stream ends, for the chunks still not taken (revisit).
+	jump      int
+	skipped   []skipped
+	lastRound bool // revisit's last: no more skipping
 }
+
+// skipped is a part of the stream a fan-out skipped.
+type skipped struct {
+	pos int // the stream position of ids[0]
+	ids []string
+}
+
+// jumpChunks is how far a fan-out skips ahead when another replica took a
+// whole batch: the replicas of a tick read the same stream from its start,
+// so without it the ones that lost the race for a batch lose it for the
+// next, and the next (README, "Speed").
+const jumpChunks = 8 * lease.BatchSize / chunkSize
 
 // chunkSize is the length of a chunk of a tick's entity stream. Batches are
 // as large as the free run slots, so a chunk must be small enough to fall
@@ -66,6 +87,10 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	} else {
 		f.chunked = true
 		err = ts.source.Each(ctx, f.add)
+		f.flush()
+		if rerr := f.revisit(); err == nil {
+			err = rerr
+		}
 	}
 	f.flush()
 	t := ts.t
@@ -88,35 +113,177 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	s.observe(Event{Kind: EventTick, Task: t.Name, Tick: T, Counts: n})
 }
 
-// add takes one entity into the batch once a run slot is free for it.
+// add takes the source's next entity.
 func (f *fanOut) add(id string) error {
 	f.n.Entities++
+	f.pos++
+	return f.addAt(id, f.pos-1)
+}
+
+// addAt takes the entity at stream position pos into the batch once a run
+// slot is free for it.
+func (f *fanOut) addAt(id string, pos int) error {
 	if !f.reserve() {
+		if f.jump > 0 && f.ctx.Err() == nil {
+			f.skip(id, pos)
+			return nil
+		}
 		return context.Cause(f.ctx)
 	}
+	if len(f.batch) > 0 && pos != f.first+len(f.batch) {
+		f.flush() // a batch is one run of the stream (markChunks)
+	}
+	if len(f.batch) == 0 {
+		f.first = pos
+	}
 	f.batch = append(f.batch, id)
-	f.pos++
 	if len(f.batch) >= lease.BatchSize {
 		f.flush()
 	}
 	return nil
 }
 
+// skip sets the entity at pos aside, for revisit.
+func (f *fanOut) skip(id string, pos int) {
+	if n := len(f.skipped); n == 0 || f.skipped[n-1].pos+len(f.skipped[n-1].ids) != pos {
+		f.skipped = append(f.skipped, skipped{pos: pos})
+	}
+	sk := &f.skipped[len(f.skipped)-1]
+	sk.ids = append(sk.ids, id)
+	if (pos+1)%chunkSize == 0 {
+		f.jump--
+	}
+}
+
+// firstChunk is the index in ids of the first entity to start a chunk.
+func (sk skipped) firstChunk() int { return (chunkSize - sk.pos%chunkSize) % chunkSize }
+
+// revisit comes back to the parts of the stream the fan-out skipped: the
+// entities of chunks another replica took count as already run, the others
+// are tried as any other (the replica that was ahead may have died, or be
+// slower). Each round asks about all the skipped chunks in one round trip;
+// one may skip again, the last does not.
+func (f *fanOut) revisit() error {
+	for round := 1; len(f.skipped) > 0 && f.ctx.Err() == nil; round++ {
+		f.jump, f.lastRound = 0, round >= revisitRounds
+		skipped := f.skipped
+		f.skipped = nil
+		if err := f.revisitRound(skipped); err != nil {
+			return err
+		}
+		f.flush()
+	}
+	return nil
+}
+
+// revisitRounds bounds the rounds of revisit.
+const revisitRounds = 4
+
+func (f *fanOut) revisitRound(skipped []skipped) error {
+	var names []string
+	for _, sk := range skipped {
+		for lo := sk.firstChunk(); lo+chunkSize <= len(sk.ids); lo += chunkSize {
+			names = append(names, chunkName(sk.ids[lo:lo+chunkSize]))
+		}
+	}
+	taken, err := f.s.store.Taken(f.ctx, f.ts.t.Name, f.T, names)
+	if err != nil {
+		// Not knowing is no answer: the chunks are sent again, and those
+		// taken are answered so.
+		f.s.log.Debug("cannot read the tick's taken chunks", KeyTask, f.ts.t.Name, tickAttr(f.T), KeyError, err)
+		taken = nil
+	}
+	c := 0 // the chunk's index in names and taken
+	for _, sk := range skipped {
+		next := sk.firstChunk() // where the next whole chunk starts
+		for i := 0; i < len(sk.ids); {
+			if i == next && i+chunkSize <= len(sk.ids) {
+				next += chunkSize
+				c++
+				if c <= len(taken) && taken[c-1] {
+					f.n.AlreadyRan += chunkSize
+					i += chunkSize
+					continue
+				}
+			}
+			if err := f.addAt(sk.ids[i], sk.pos+i); err != nil {
+				return err
+			}
+			i++
+		}
+	}
+	return nil
+}
+
 // reserve takes a run slot, flushing the batch before it waits for one: the
-// batch's answers may free slots.
+// batch's answers may free slots. It answers false, with no slot, when the
+// fan-out stops, or when a batch it flushed was taken whole (jump).
 func (f *fanOut) reserve() bool {
+	if f.jump > 0 {
+		return false
+	}
 	select {
 	case f.ts.slots <- struct{}{}:
 		return true
 	default:
 	}
+	if f.flushWhole() {
+		if f.jump > 0 {
+			return false
+		}
+		// The partial chunk kept waits for the rest of it, unless no slot
+		// frees soon: the others may be held by another fan-out's.
+		t := time.NewTimer(tailWait)
+		select {
+		case f.ts.slots <- struct{}{}:
+			t.Stop()
+			return true
+		case <-f.ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
 	f.flush()
+	if f.jump > 0 {
+		return false
+	}
 	select {
 	case f.ts.slots <- struct{}{}:
 		return true
 	case <-f.ctx.Done():
 		return false
 	}
+}
+
+// tailWait bounds how long the partial chunk at a batch's end (flushWhole)
+// waits for a run slot before it is sent alone.
+const tailWait = 10 * time.Millisecond
+
+// flushWhole flushes the batch but for the partial chunk at its end, if it
+// ends in one and holds a whole chunk or the end of one before it: a chunk
+// cut between two batches is sent entity by entity, so every replica reads
+// its entities (README, "Speed"). It answers whether it flushed; the partial
+// chunk stays in the batch, or is skipped when the batch was taken whole.
+func (f *fanOut) flushWhole() bool {
+	end := f.first + len(f.batch)
+	cut := end/chunkSize*chunkSize - f.first
+	if !f.chunked || cut <= 0 || cut >= len(f.batch) {
+		return false
+	}
+	tail := slices.Clone(f.batch[cut:])
+	f.batch = f.batch[:cut]
+	f.flush()
+	f.first = end - len(tail)
+	if f.jump > 0 {
+		for i, id := range tail {
+			<-f.ts.slots
+			f.skip(id, f.first+i)
+		}
+		return true
+	}
+	f.batch = append(f.batch, tail...)
+	return true
 }
 
 // flush tries the batch's leases and starts a run for each one granted; the
@@ -134,7 +301,11 @@ func (f *fanOut) flush() {
 	if f.chunked {
 		f.markChunks(reqs)
 	}
-	for i, r := range s.acquireRetrying(f.ctx, ts, f.T, reqs) {
+	res := s.acquireRetrying(f.ctx, ts, f.T, reqs)
+	if f.chunked && !f.lastRound && takenWhole(reqs, res) {
+		f.jump = jumpChunks
+	}
+	for i, r := range res {
 		switch {
 		case r.Err == nil:
 			f.n.Started++
@@ -158,23 +329,41 @@ func (f *fanOut) flush() {
 	f.batch = f.batch[:0]
 }
 
+// takenWhole says whether another replica took the batch's chunks (it held
+// one at least) and ran the rest.
+func takenWhole(reqs []lease.Request, res []lease.Result) bool {
+	chunk := false
+	for i, r := range res {
+		if !errors.Is(r.Err, lease.ErrAlreadyRan) {
+			return false
+		}
+		chunk = chunk || reqs[i].Chunk != ""
+	}
+	return chunk
+}
+
 // markChunks names each whole chunk in the batch by its ids, each with its
 // length (the store sends a hash of the name): replicas that read the same
 // ids in the same order name it alike.
 func (f *fanOut) markChunks(reqs []lease.Request) {
-	first := f.pos - len(reqs) // the stream position of reqs[0]
-	for k := (first + chunkSize - 1) / chunkSize; (k+1)*chunkSize <= f.pos; k++ {
+	first, end := f.first, f.first+len(reqs) // the stream positions of reqs
+	for k := (first + chunkSize - 1) / chunkSize; (k+1)*chunkSize <= end; k++ {
 		lo := k*chunkSize - first
-		var name []byte
-		for _, r := range reqs[lo : lo+chunkSize] {
-			name = strconv.AppendInt(name, int64(len(r.Entity)), 10)
-			name = append(append(name, ':'), r.Entity...)
-		}
-		id := string(name)
+		id := chunkName(f.batch[lo : lo+chunkSize])
 		for i := lo; i < lo+chunkSize; i++ {
 			reqs[i].Chunk = id
 		}
 	}
+}
+
+// chunkName names a chunk by its ids.
+func chunkName(ids []string) string {
+	var name []byte
+	for _, id := range ids {
+		name = strconv.AppendInt(name, int64(len(id)), 10)
+		name = append(append(name, ':'), id...)
+	}
+	return string(name)
 }
 
 // spreadOut adds entities in the order of their spread offsets, each at

@@ -105,6 +105,19 @@ func (ev *events) count(pred func(Event) bool) int {
 	return n
 }
 
+// events returns the events that match pred.
+func (ev *events) events(pred func(Event) bool) []Event {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	var out []Event
+	for _, e := range ev.list {
+		if pred(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // waitFor waits until an event matches pred.
 func (ev *events) waitFor(t *testing.T, d time.Duration, what string, pred func(Event) bool) {
 	t.Helper()
