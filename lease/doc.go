@@ -139,7 +139,8 @@
 //	prefix:{NN}:TASK:followups     hash: entity → request ids a queued follow-up answers
 //	prefix:{NN}:TASK:request:ID    hash: entity → outcome (a request's answers)
 //	prefix:{NN}:TASK:claims:TICK   set: the chunks of the tick's entity stream
-//	                               taken (Request.Chunk), kept 2 minutes after the last
+//	                               taken (Request.Chunk), kept 2 minutes after the last;
+//	                               Store.Taken reads it
 //	prefix:paused                  set of paused tasks (no script reads it)
 //	prefix:replicas                hash: replica (escaped) → announceValue
 //	prefix:sweep, prefix:ackprobe, prefix:layout
