@@ -132,12 +132,17 @@ func (f *fanOut) addAt(id string, pos int) error {
 	}
 	if len(f.batch) > 0 && pos != f.first+len(f.batch) {
 		f.flush() // a batch is one run of the stream (markChunks)
+		if f.jump > 0 {
+			<-f.ts.slots
+			f.skip(id, pos)
+			return nil
+		}
 	}
 	if len(f.batch) == 0 {
 		f.first = pos
 	}
 	f.batch = append(f.batch, id)
-	if len(f.batch) >= lease.BatchSize {
+	if len(f.batch) >= lease.BatchSize && !f.flushWhole() {
 		f.flush()
 	}
 	return nil
@@ -260,11 +265,12 @@ func (f *fanOut) reserve() bool {
 // waits for a run slot before it is sent alone.
 const tailWait = 10 * time.Millisecond
 
-// flushWhole flushes the batch but for the partial chunk at its end, if it
-// ends in one and holds a whole chunk or the end of one before it: a chunk
-// cut between two batches is sent entity by entity, so every replica reads
-// its entities (README, "Speed"). It answers whether it flushed; the partial
-// chunk stays in the batch, or is skipped when the batch was taken whole.
+// flushWhole flushes the batch but for the part of a chunk at its end, if
+// it ends inside a chunk and holds more than that part: a chunk cut between
+// two batches is sent entity by entity, so every replica reads its
+// entities' records (README, "Speed"). It answers whether it flushed; the
+// part kept stays in the batch, or is skipped when the batch was taken
+// whole.
 func (f *fanOut) flushWhole() bool {
 	end := f.first + len(f.batch)
 	cut := end/chunkSize*chunkSize - f.first

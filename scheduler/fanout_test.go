@@ -64,11 +64,22 @@ entities = ` + entities(n)
 
 	e.run(cfg, Options{Store: e.store("r1"), Clock: clock})
 	e.ev.waitFor(t, 30*time.Second, "tick "+T.String(), func(ev Event) bool { return ev.Kind == EventTick && ev.Tick.Equal(T) })
-	runs := map[string]int{}
-	for _, r := range e.rec.snapshot() {
-		if r.Tick.Equal(T) {
-			runs[r.Entity]++
+	// The tick is reported once its last batch is answered: its runs may
+	// not have reached their handler yet. Wait for them, then say which
+	// are missing.
+	var runs map[string]int
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runs = map[string]int{}
+		for _, r := range e.rec.snapshot() {
+			if r.Tick.Equal(T) {
+				runs[r.Entity]++
+			}
 		}
+		if len(runs) >= n-concurrency || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	var missing []string
 	for i := range n {
