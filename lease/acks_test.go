@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/redistest"
 )
@@ -190,28 +188,12 @@ func TestAcksOneWaitPerBatch(t *testing.T) {
 		reqs[i] = req(fmt.Sprint(i), time.Minute)
 	}
 	mustRelease(t, mustAcquire(t, s, req("warm", time.Minute))) // loads the script
-	before := waitCalls(t, c)
+	before := redistest.CommandCalls(t, c, "wait")
 	for _, r := range s.AcquireBatch(bg, reqs) {
 		expect.Equal(t, "batched acquire", r.Err, nil)
 		if r.Lease != nil {
 			defer r.Lease.Release(context.Background(), Finished{Outcome: OutcomeDone}, nil) //nolint:errcheck
 		}
 	}
-	expect.Equal(t, "WAIT calls for one batch of 100", waitCalls(t, c)-before, 1)
-}
-
-func waitCalls(t *testing.T, c *redis.Client) int {
-	t.Helper()
-	info, err := c.Info(bg, "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_wait:calls="); ok {
-			var n int
-			fmt.Sscanf(rest, "%d", &n) //nolint:errcheck
-			return n
-		}
-	}
-	return 0
+	expect.Equal(t, "WAIT calls for one batch of 100", redistest.CommandCalls(t, c, "wait")-before, 1)
 }

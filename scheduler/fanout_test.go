@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -175,30 +174,11 @@ entities = ` + entities(n)
 			begun[r.Tick] = true
 		}
 	}
-	sadd := commandCalls(t, c, "sadd")
+	sadd := redistest.CommandCalls(t, c, "sadd")
 	// Without skipping ahead, each replica sends each chunk: 3 per chunk.
 	perChunk := float64(sadd) / float64(len(begun)*n/chunkSize)
 	t.Logf("%d ticks since the reset, %d SADDs: %.2f per chunk; runs by replica %v", len(begun), sadd, perChunk, byReplica)
 	if perChunk > 2 {
 		t.Fatalf("%.2f chunk claims per chunk of a tick: the replicas each sent every chunk", perChunk)
 	}
-}
-
-// commandCalls reads a command's calls from INFO commandstats.
-func commandCalls(t *testing.T, c *redis.Client, cmd string) int {
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls="); ok {
-			v, _, _ := strings.Cut(rest, ",")
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	return 0
 }
