@@ -42,25 +42,35 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	})
 	// A tick over the same 65,536 entities again and again, as the daemon's
 	// fan-out does: every value already holds a last tick and a last run.
-	b.Run("ticks", func(b *testing.B) {
-		const pool = 1 << 16
-		T := time.Now()
-		tick := func(i int) Request {
-			r := req("tick"+strconv.Itoa(i%pool), time.Minute)
-			r.Reason, r.Tick = ReasonTick, T.Add(time.Duration(i/pool)*time.Millisecond)
-			return r
+	b.Run("ticks", func(b *testing.B) { ticks(b, s, "tick", false) })
+	// The same in chunks of 16, as one replica's fan-out sends a tick.
+	b.Run("chunks", func(b *testing.B) { ticks(b, s, "chunk", true) })
+}
+
+// ticks runs batches over a tick of 65,536 entities named prefix and a
+// number, again and again, every entity having run once before; chunked,
+// each 16 in a row are one Request.Chunk.
+func ticks(b *testing.B, s *Store, prefix string, chunked bool) {
+	const pool = 1 << 16
+	T := time.Now()
+	tick := func(i int) Request {
+		r := req(prefix+strconv.Itoa(i%pool), time.Minute)
+		r.Reason, r.Tick = ReasonTick, T.Add(time.Duration(i/pool)*time.Millisecond)
+		if chunked {
+			r.Chunk = strconv.Itoa(i / 16)
 		}
-		for lo := 0; lo < pool; lo += 256 { // every entity has run once
-			reqs := make([]Request, 256)
-			for j := range reqs {
-				reqs[j] = tick(lo + j)
-			}
-			release(b, s, acquire(b, s, reqs))
+		return r
+	}
+	for lo := 0; lo < pool; lo += 256 { // every entity has run once
+		reqs := make([]Request, 256)
+		for j := range reqs {
+			reqs[j] = tick(lo + j)
 		}
-		T = T.Add(time.Millisecond)
-		b.ResetTimer()
-		batches(b, s, tick)
-	})
+		release(b, s, acquire(b, s, reqs))
+	}
+	T = T.Add(time.Millisecond)
+	b.ResetTimer()
+	batches(b, s, tick)
 }
 
 // batches acquires and releases b.N leases, 256 at a time, the i-th for

@@ -60,25 +60,21 @@ if refused then
 end
 -- A chunk's j-th token ends with POSITION[j].
 local POSITION = {'1|', '2|', '3|', '4|', '5|', '6|', '7|', '8|', '9|', '10|', '11|', '12|', '13|', '14|', '15|', '16|'}
--- The entities to read: field, token (in two pieces: a chunk's prefix and
--- its entity's position), due entry, and the position of its answer (a
--- taken chunk has one for all its entities).
-local fs, toks, tsfx, froms, pos, nf, o = {}, {}, {}, {}, {}, 0, 0
-local taken_reply = reply_ran(tick_s)
+-- The fields to read, in the order of the requests; a taken chunk has
+-- none, and its answer stands for all its entities (taken[t]).
+local fs, nf, taken = {}, 0, {}
 for t = 1, nt do
   local b, m = 6 + 3 * t, cm[t]
   if not m then
-    o, nf = o + 1, nf + 1
-    fs[nf], toks[nf], tsfx[nf], froms[nf], pos[nf] = ARGV[b], ARGV[b + 1], '', ARGV[b + 2], o
+    nf = nf + 1
+    fs[nf] = ARGV[b]
   elseif redis.call('SADD', KEYS[6], cid[t]) == 0 then
-    o = o + 1
-    out[o] = taken_reply .. '*' .. cms[t]
+    taken[t] = true
   else
-    local s, prefix, p, q, j = ARGV[b], ARGV[b + 1], 1, 0, 0
+    local s, p, q, j = ARGV[b], 1, 0, 0
     while q do
-      q, j = find(s, ' ', p, true), j + 1
-      o, nf = o + 1, nf + 1
-      fs[nf], toks[nf], tsfx[nf], froms[nf], pos[nf] = sub(s, p, (q or 0) - 1), prefix, POSITION[j] or (j .. '|'), '', o
+      q, j, nf = find(s, ' ', p, true), j + 1, nf + 1
+      fs[nf] = sub(s, p, (q or 0) - 1)
       p = (q or 0) + 1
     end
     if j ~= m then
@@ -89,61 +85,74 @@ end
 if ARGV[8] ~= '' then redis.call('PEXPIRE', KEYS[6], CLAIMS_TTL_MS) end
 local vals = {}
 if nf > 0 then vals = redis.call('HMGET', KEYS[4], unpack(fs)) end
-local cur, writes, e = {}, {}, {}
-for k = 1, nf do
-  local i, field, from_s = pos[k], fs[k], froms[k]
-  local claim, run_tick, reqs = '', tick_s, ''
-  if from_s ~= '' then
-    local from = decode_from(from_s)
-    claim, reqs = from.claim, from.reqs
-    if tick == 0 then run_tick = from.tick end
+local taken_reply = reply_ran(tick_s)
+local cur, writes, nw, e, k, i = {}, {}, 0, {}, 0, 0
+for t = 1, nt do
+  -- Request t is one entity (its token whole, its due entry), or a chunk
+  -- of m (their tokens a prefix and a position, no due entries).
+  local b, m = 6 + 3 * t, cm[t]
+  local tok, from_s, count = ARGV[b + 1], '', 1
+  if m then count = m else from_s = ARGV[b + 2] end
+  if taken[t] then
+    i, count = i + 1, 0
+    out[i] = taken_reply .. '*' .. cms[t]
   end
-  -- The common cases need no decoding (lib.lua's grant_fast): a free
-  -- entity granted, or one whose tick already ran.
-  local v, fast, fence = cur[field] or vals[k], nil, nil
-  if v then
-    fast, fence = grant_fast(v, tick, tick_s, now, now_s, now_ms_s, toks[k], tsfx[k], exp_s, reason, run_tick, holder)
-  end
-  local changed, ran = false, fast == 'ran'
-  if ran then
-    out[i] = reply_ran(fence) -- with 'ran', grant_fast answers the last tick
-  elseif fast then
-    stage(cur, writes, field, fast)
-    out[i] = fence
-  else
-    entity(v, e)
-    local lt = 0
-    if tick > 0 then lt = tonumber(e.last_tick) end
-    ran = tick > 0 and lt >= tick
-    if ran then
-      out[i] = reply_ran(e.last_tick)
-    elseif is_held(e, now_ms) then
-      if queue == '1' and e.fu ~= '1' then
-        e.fu, changed = '1', true
-      end
-      if reqs ~= '' and queue == '1' then
-        redis.call('HSET', KEYS[5], field, join_reqs(redis.call('HGET', KEYS[5], field) or '', reqs))
-      elseif reqs ~= '' then
-        answer(6, reqs, field, ANSWER_SKIPPED)
-      end
-      out[i] = reply_busy(e)
-    else
-      -- Fences outlive every key: the server clock in microseconds keeps
-      -- them increasing after a sweep or after Redis lost its data.
-      fence = now_s
-      if e.fence ~= '0' and tonumber(e.fence) >= now then fence = num(tonumber(e.fence) + 1) end
-      if tick > lt then e.last_tick = tick_s end
-      e.fence, e.token, e.exp, e.touched = fence, unbar(toks[k] .. tsfx[k]), exp_s, now_ms_s
-      e.reason, e.tick, e.holder = reason, run_tick, holder
-      out[i], changed = fence, true
+  for j = 1, count do
+    k, i = k + 1, i + 1
+    local field, tsfx = fs[k], ''
+    if m then tsfx = POSITION[j] or (j .. '|') end
+    local claim, run_tick, reqs = '', tick_s, ''
+    if from_s ~= '' then
+      local from = decode_from(from_s)
+      claim, reqs = from.claim, from.reqs
+      if tick == 0 then run_tick = from.tick end
     end
+    -- The common cases need no decoding (lib.lua's grant_fast): a free
+    -- entity granted, or one whose tick already ran.
+    local v, fast, fence = cur[field] or vals[k], nil, nil
+    if v then
+      fast, fence = grant_fast(v, tick, tick_s, now, now_s, now_ms_s, tok, tsfx, exp_s, reason, run_tick, holder)
+    end
+    local ran, w = fast == 'ran', nil -- w: the value to write, if any
+    if ran then
+      out[i] = reply_ran(fence) -- with 'ran', grant_fast answers the last tick
+    elseif fast then
+      w, out[i] = fast, fence
+    else
+      entity(v, e)
+      local lt = 0
+      if tick > 0 then lt = tonumber(e.last_tick) end
+      ran = tick > 0 and lt >= tick
+      if ran then
+        out[i] = reply_ran(e.last_tick)
+      elseif is_held(e, now_ms) then
+        if queue == '1' and e.fu ~= '1' then
+          e.fu, w = '1', true
+        end
+        if reqs ~= '' and queue == '1' then
+          redis.call('HSET', KEYS[5], field, join_reqs(redis.call('HGET', KEYS[5], field) or '', reqs))
+        elseif reqs ~= '' then
+          answer(6, reqs, field, ANSWER_SKIPPED)
+        end
+        out[i] = reply_busy(e)
+      else
+        -- Fences outlive every key: the server clock in microseconds keeps
+        -- them increasing after a sweep or after Redis lost its data.
+        fence = now_s
+        if e.fence ~= '0' and tonumber(e.fence) >= now then fence = num(tonumber(e.fence) + 1) end
+        if tick > lt then e.last_tick = tick_s end
+        e.fence, e.token, e.exp, e.touched = fence, unbar(tok .. tsfx), exp_s, now_ms_s
+        e.reason, e.tick, e.holder = reason, run_tick, holder
+        out[i], w = fence, true
+      end
+      if w then w = encode_entity(e) end
+    end
+    if w then -- staged: written by one HSET at the end, read by a later request for field
+      cur[field], writes[nw + 1], writes[nw + 2], nw = w, field, w, nw + 2
+    end
+    -- A due entry is done with once granted, or once it became a follow-up.
+    if claim ~= '' and not ran then ack(KEYS[2], KEYS[3], mprefix .. field, claim) end
   end
-  if changed then
-    v = encode_entity(e)
-    stage(cur, writes, field, v)
-  end
-  -- A due entry is done with once granted, or once it became a follow-up.
-  if claim ~= '' and not ran then ack(KEYS[2], KEYS[3], mprefix .. field, claim) end
 end
-if #writes > 0 then redis.call('HSET', KEYS[4], unpack(writes)) end
+if nw > 0 then redis.call('HSET', KEYS[4], unpack(writes)) end
 return reply(out)

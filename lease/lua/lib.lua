@@ -83,6 +83,14 @@ end
 -- the codec.
 local find, byte = string.find, string.byte
 
+-- not_below answers a >= b for a and b, decimal numbers as tickd writes
+-- them (no sign, no leading zero), without converting them: a longer one is
+-- larger, and digits of one length compare in their order in every locale.
+local function not_below(a, b)
+  local la, lb = #a, #b
+  return la > lb or (la == lb and a >= b)
+end
+
 -- grant_fast answers an acquire of v, a stored value, when its lease is
 -- free (no token): 'ran' and the last tick when tick (a number, 0 for none)
 -- already ran, else the new value and its fence. nil when v has a token
@@ -98,12 +106,14 @@ local function grant_fast(v, tick, tick_s, now, now_s, now_ms_s, tokbar, tokbar2
   local p4 = find(v, '|', p2 + 2, true)
   local p9 = p4 and find(v, '#', p4 + 1, true)
   if not p9 then return nil end
-  local lt_s = sub(v, 1, p1 - 1)
-  local lt, f = tonumber(lt_s), tonumber(sub(v, p1 + 1, p2 - 1))
-  if not (lt and f) then return nil end
-  if tick > 0 and lt >= tick then return 'ran', lt_s end
+  local lt_s, f_s = sub(v, 1, p1 - 1), sub(v, p1 + 1, p2 - 1)
+  if tick > 0 and not_below(lt_s, tick_s) then return 'ran', lt_s end
   local fence = now_s
-  if f >= now then fence = num(f + 1) end
+  if not_below(f_s, now_s) then
+    local f = tonumber(f_s)
+    if not f then return nil end
+    fence = num(f + 1)
+  end
   if tick > 0 then lt_s = tick_s end
   local fu, c = '0', byte(v, p4 + 1)
   if c == 124 then fu = '' elseif c == 49 then fu = '1' end
@@ -121,7 +131,7 @@ local function release_fast(v, tokbar, last, now_ms, now_ms_s)
   if not p2 or find(v, '|', p1 + 1, true) ~= p2 then return nil end
   local p3 = p2 + #tokbar - 1
   local p4 = find(v, '|', p3 + 1, true)
-  if not p4 or byte(v, p4 + 1) == 49 or (tonumber(sub(v, p3 + 1, p4 - 1)) or 0) <= now_ms then return nil end
+  if not p4 or byte(v, p4 + 1) == 49 or not_below(now_ms_s, sub(v, p3 + 1, p4 - 1)) then return nil end
   return sub(v, 1, p2) .. '|0|0|' .. now_ms_s .. '||0|#' .. last
 end
 
@@ -129,14 +139,6 @@ end
 -- Go sends it ('|' .. token .. '|').
 local function unbar(tokbar)
   return sub(tokbar, 2, -2)
-end
-
--- stage keeps v as field's new value in a batch's writes, sent with one
--- HSET at the end, and in cur, where the batch's later requests for the
--- same field read it.
-local function stage(cur, writes, field, v)
-  local n = #writes
-  cur[field], writes[n + 1], writes[n + 2] = v, field, v
 end
 
 -- Run record (Go: runRecord), an entity's last run after the '#':

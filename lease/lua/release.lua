@@ -1,7 +1,9 @@
 -- KEYS: due, dueinfo, entities (the task's hash), followups (the task's),
 --   then the hashes of the requests the batch's runs answer.
--- ARGV: member_prefix (escaped task .. ':'), then for each lease:
---   field, token (between its separators: lib.lua's unbar), last, next, reqs
+-- ARGV: member_prefix (escaped task .. ':'), stride (3 or 5), then for each
+--   lease: field, token (between its separators: lib.lua's unbar), last,
+--   next, reqs; with stride 3 (a batch of plain releases, the fan-out's
+--   usual) next and reqs are left out, as ''.
 -- last is the run record (encode_run's format), written by the holder (its
 -- token proves the fence and reason are this lease's); next is '' or the next
 -- run asked for (decode_next). A next or follow-up carries the run's tick,
@@ -16,20 +18,21 @@
 local ARGV = ARGV
 local now_ms = math.floor(now_us() / 1000)
 local now_ms_s = num(now_ms)
-local mprefix = ARGV[1]
+local mprefix, stride = ARGV[1], tonumber(ARGV[2])
 local out = {}
-local n = (#ARGV - 1) / 5
-local vals = redis.call('HMGET', KEYS[3], unpack(fields(2, 5)))
-local cur, writes, e = {}, {}, {}
+local n = (#ARGV - 2) / stride
+local vals = redis.call('HMGET', KEYS[3], unpack(fields(3, stride)))
+local cur, writes, nw, e = {}, {}, 0, {}
 for i = 1, n do
-  local b = 2 + 5 * (i - 1)
-  local field, reqs = ARGV[b], ARGV[b + 4]
+  local b = 3 + stride * (i - 1)
+  local field, nxt, reqs = ARGV[b], '', ''
+  if stride == 5 then nxt, reqs = ARGV[b + 3], ARGV[b + 4] end
   -- The common case needs no decoding (lib.lua's release_fast): held by
   -- this token, nothing asked for after the run.
   local v = cur[field] or vals[i]
-  local fast = v and reqs == '' and ARGV[b + 3] == '' and release_fast(v, ARGV[b + 1], ARGV[b + 2], now_ms, now_ms_s)
+  local fast = v and reqs == '' and nxt == '' and release_fast(v, ARGV[b + 1], ARGV[b + 2], now_ms, now_ms_s)
   if fast then
-    stage(cur, writes, field, fast)
+    cur[field], writes[nw + 1], writes[nw + 2], nw = fast, field, fast, nw + 2
     out[i] = RELEASED_OK
   else
     entity(v, e)
@@ -41,8 +44,8 @@ for i = 1, n do
       free(e, now_ms_s)
       e.fu, e.last = '0', ARGV[b + 2]
       v = encode_entity(e)
-      stage(cur, writes, field, v)
-      local nxt, fu_reqs = ARGV[b + 3], ''
+      cur[field], writes[nw + 1], writes[nw + 2], nw = v, field, v, nw + 2
+      local fu_reqs = ''
       if fu == '1' then
         fu_reqs = redis.call('HGET', KEYS[4], field)
         if fu_reqs then redis.call('HDEL', KEYS[4], field) else fu_reqs = '' end
@@ -62,5 +65,5 @@ for i = 1, n do
     end
   end
 end
-if #writes > 0 then redis.call('HSET', KEYS[3], unpack(writes)) end
+if nw > 0 then redis.call('HSET', KEYS[3], unpack(writes)) end
 return reply(out)
