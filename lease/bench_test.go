@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -19,9 +20,16 @@ import (
 // new entities, and in batches of 256 of entities that already ran (ticks).
 // Each op is one entity lease acquired and released; compare ops/s with
 // `redis-benchmark -P 16 -t set` on the same machine (README, "Speed").
+//
+// LEASE_BENCH_REDIS=host:port runs it against that server instead, one
+// started by hand: for instance under valgrind's callgrind, which counts
+// the instructions Redis spends per lease (README, "Speed").
 func BenchmarkAcquireRelease(b *testing.B) {
-	srv := redistest.Start(b)
-	s := newRedisStore(b, newClient(b, srv.Addr), Options{})
+	addr := os.Getenv("LEASE_BENCH_REDIS")
+	if addr == "" {
+		addr = redistest.Start(b).Addr
+	}
+	s := newRedisStore(b, newClient(b, addr), Options{})
 	s.InitEpoch(bg) //nolint:errcheck
 	b.Run("one", func(b *testing.B) {
 		i := 0
