@@ -219,7 +219,7 @@ local tick = tonumber(tick_s)
 local fast, slow = 'nil', 'nil'
 local e = entity(v)
 if ARGV[1] == 'grant' then
-  local a, b = grant_fast(v, tick, tick_s, now, now_s, now_ms_s, '|' .. token, '|', exp_s, reason, tick_s, holder)
+  local a, b = grant_fast(v, tick, tick_s, now_s, now_ms_s, '|' .. token, '|', exp_s, reason, tick_s, holder)
   if a == 'ran' then fast = 'ran ' .. b elseif a then fast = a .. ' ' .. b end
   local lt = 0
   if tick > 0 then lt = tonumber(e.last_tick) end
@@ -234,7 +234,7 @@ if ARGV[1] == 'grant' then
     slow = encode_entity(e) .. ' ' .. fence
   end
 else
-  fast = release_fast(v, '|' .. token .. '|', last, now_ms, now_ms_s) or 'nil'
+  fast = release_fast(v, '|' .. token .. '|', last, now_ms_s) or 'nil'
   if e.token == token and is_held(e, now_ms) and e.fu ~= '1' then
     free(e, now_ms_s)
     e.fu, e.last = '0', last

@@ -565,23 +565,23 @@ func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseR
 	for g, gr := range gs {
 		// A batch of plain releases (nothing asked for after the runs, no
 		// requests to answer: the fan-out's usual) leaves next and reqs out.
-		stride, strideArg := 3, any("3")
+		stride := 3
 		for _, j := range gr.idx {
 			if rs[j].next != nil || len(rs[j].l.Requests) > 0 {
-				stride, strideArg = 5, "5"
+				stride = 5
 				break
 			}
 		}
 		args := make([]any, 0, 2+stride*len(gr.idx))
-		args = append(args, escape(gr.key)+":", strideArg)
+		args = append(args, escape(gr.key)+":", strconv.Itoa(stride))
 		bk := bucketOf(gr.key)
 		ks := []string{b.k.due(bk), b.k.dueInfo(bk), b.k.entities(gr.key), b.k.followups(gr.key)}
 		recs := runRecords(rs, gr.idx, replica)
 		for k, j := range gr.idx {
 			r := rs[j]
+			// pointers: go-redis boxes a string with an allocation
+			args = append(args, &r.l.field, &r.l.token, &recs[k])
 			if stride == 3 {
-				// pointers: go-redis boxes a string with an allocation
-				args = append(args, &r.l.field, &r.l.token, &recs[k])
 				continue
 			}
 			var next any = ""
@@ -593,7 +593,7 @@ func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseR
 				reqs = strings.Join(r.l.Requests, ",")
 				ks = b.requestKeys(ks, gr.key, r.l.Requests)
 			}
-			args = append(args, &r.l.field, &r.l.token, &recs[k], next, reqs)
+			args = append(args, next, reqs)
 		}
 		calls[g] = scriptCall{keys: ks, args: args}
 	}

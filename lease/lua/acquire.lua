@@ -111,7 +111,7 @@ for t = 1, nt do
     -- entity granted, or one whose tick already ran.
     local v, fast, fence = cur[field] or vals[k], nil, nil
     if v then
-      fast, fence = grant_fast(v, tick, tick_s, now, now_s, now_ms_s, tok, tsfx, exp_s, reason, run_tick, holder)
+      fast, fence = grant_fast(v, tick, tick_s, now_s, now_ms_s, tok, tsfx, exp_s, reason, run_tick, holder)
     end
     local ran, w = fast == 'ran', nil -- w: the value to write, if any
     if ran then

@@ -99,7 +99,7 @@ end
 -- (tokbar .. tokbar2: a chunk's prefix and position, or the whole and '')
 -- so that the grant concatenates them once. Its fields are as acquire.lua's
 -- grant sets them.
-local function grant_fast(v, tick, tick_s, now, now_s, now_ms_s, tokbar, tokbar2, exp_s, reason, run_tick, holder)
+local function grant_fast(v, tick, tick_s, now_s, now_ms_s, tokbar, tokbar2, exp_s, reason, run_tick, holder)
   local p1 = find(v, '|', 1, true)
   local p2 = p1 and find(v, '|', p1 + 1, true)
   if not p2 or byte(v, p2 + 1) ~= 124 then return nil end
@@ -125,7 +125,7 @@ end
 -- token in tokbar ('|' .. token .. '|') with run record last, when that
 -- token holds it and no follow-up was asked for; else nil. Its fields are
 -- as release.lua's free sets them.
-local function release_fast(v, tokbar, last, now_ms, now_ms_s)
+local function release_fast(v, tokbar, last, now_ms_s)
   local p2 = find(v, tokbar, 1, true)
   local p1 = p2 and find(v, '|', 1, true)
   if not p2 or find(v, '|', p1 + 1, true) ~= p2 then return nil end

@@ -30,7 +30,7 @@ for i = 1, n do
   -- The common case needs no decoding (lib.lua's release_fast): held by
   -- this token, nothing asked for after the run.
   local v = cur[field] or vals[i]
-  local fast = v and reqs == '' and nxt == '' and release_fast(v, ARGV[b + 1], ARGV[b + 2], now_ms, now_ms_s)
+  local fast = v and reqs == '' and nxt == '' and release_fast(v, ARGV[b + 1], ARGV[b + 2], now_ms_s)
   if fast then
     cur[field], writes[nw + 1], writes[nw + 2], nw = fast, field, fast, nw + 2
     out[i] = RELEASED_OK
