@@ -133,8 +133,7 @@ func (f *fanOut) addAt(id string, pos int) error {
 	if len(f.batch) > 0 && pos != f.first+len(f.batch) {
 		f.flush() // a batch is one run of the stream (markChunks)
 		if f.jump > 0 {
-			<-f.ts.slots
-			f.skip(id, pos)
+			f.skipReserved(id, pos)
 			return nil
 		}
 	}
@@ -158,6 +157,13 @@ func (f *fanOut) skip(id string, pos int) {
 	if (pos+1)%chunkSize == 0 {
 		f.jump--
 	}
+}
+
+// skipReserved skips an entity that already holds a run slot, and gives
+// the slot back.
+func (f *fanOut) skipReserved(id string, pos int) {
+	<-f.ts.slots
+	f.skip(id, pos)
 }
 
 // firstChunk is the index in ids of the first entity to start a chunk.
@@ -283,8 +289,7 @@ func (f *fanOut) flushWhole() bool {
 	f.first = end - len(tail)
 	if f.jump > 0 {
 		for i, id := range tail {
-			<-f.ts.slots
-			f.skip(id, f.first+i)
+			f.skipReserved(id, f.first+i)
 		}
 		return true
 	}
