@@ -93,17 +93,7 @@ func (ev *events) add(e Event) {
 	ev.list = append(ev.list, e)
 }
 
-func (ev *events) count(pred func(Event) bool) int {
-	ev.mu.Lock()
-	defer ev.mu.Unlock()
-	n := 0
-	for _, e := range ev.list {
-		if pred(e) {
-			n++
-		}
-	}
-	return n
-}
+func (ev *events) count(pred func(Event) bool) int { return len(ev.events(pred)) }
 
 // events returns the events that match pred.
 func (ev *events) events(pred func(Event) bool) []Event {
