@@ -5,18 +5,22 @@
 //	go test -run XXX -bench 'Tick$' -benchtime 1x ./internal/e2ebench
 //	go test -run XXX -bench Replicas -benchtime 1x ./internal/e2ebench
 //
-// E2E_ENTITIES (100000; Replicas: 20000), E2E_REPLICAS (1; Replicas: 3), E2E_TICKS (3 measured ticks, after
-// a first one that is not), E2E_EVERY (10s) and E2E_LOG_LEVEL (info) tune
-// it; E2E_PEER=0 leaves the peer out (for profiling tickd alone), and
-// E2E_GCPOLICY=0 runs tickd under Go's default GC instead of the daemon's.
+// E2E_ENTITIES (100000; Replicas: 20000), E2E_REPLICAS (1; Replicas: 3),
+// E2E_TICKS (3 measured ticks, after a first one that is not), E2E_EVERY
+// (seconds; Tick: 20, each side having half of it, Replicas: 10) and
+// E2E_LOG_LEVEL (info) tune it; E2E_PEER=0 leaves the peer out (for
+// profiling tickd alone), and E2E_GCPOLICY=0 runs tickd under Go's default
+// GC instead of the daemon's.
 package e2ebench
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,11 +55,12 @@ func envInt(name string, def int) int {
 type side struct {
 	durations []time.Duration // per tick: from T until the last run ended
 	runs      int
-	redisUS   float64        // Redis main-thread CPU, µs
-	ownUS     float64        // tickd: this process's CPU (user and system), µs
-	commands  int64          // Redis commands (INFO commandstats)
-	dup, lost int            // entities run twice, or not at all, in a tick
-	byReplica map[string]int // tickd: runs per replica, over the measured ticks
+	redisUS   float64            // Redis main-thread CPU, µs
+	ownUS     float64            // the side's process's CPU (user and system), µs
+	commands  int64              // Redis commands (INFO commandstats)
+	byCommand map[string]cmdStat // the same, by command
+	dup, lost int                // entities run twice, or not at all, in a tick
+	byReplica map[string]int     // tickd: runs per replica, over the measured ticks
 }
 
 func (s side) median() time.Duration {
@@ -65,37 +70,41 @@ func (s side) median() time.Duration {
 }
 
 func (s side) String() string {
-	out := fmt.Sprintf("tick %v (ticks %v), Redis CPU %.1f µs/run, %.2f commands/run, dup %d, lost %d",
-		s.median().Round(time.Millisecond), s.durations, s.redisUS/float64(s.runs), float64(s.commands)/float64(s.runs), s.dup, s.lost)
-	if s.ownUS > 0 {
-		out += fmt.Sprintf(", tickd's own CPU %.1f µs/run", s.ownUS/float64(s.runs))
-	}
+	out := fmt.Sprintf("tick %v (ticks %v), Redis CPU %.1f µs/run, %.2f commands/run, dup %d, lost %d, own CPU %.1f µs/run",
+		s.median().Round(time.Millisecond), s.durations, s.redisUS/float64(s.runs), float64(s.commands)/float64(s.runs),
+		s.dup, s.lost, s.ownUS/float64(s.runs))
 	if len(s.byReplica) > 1 {
 		out += fmt.Sprintf(", runs per replica %v", s.byReplica)
 	}
-	return out
+	return out + "; by command:" + perRun(s.byCommand, s.runs)
 }
 
 // setup starts the throwaway redis-server and reads the settings shared by
 // the benchmarks: the entities (E2E_ENTITIES, else entities of them), the
-// measured ticks and the schedule.
-func setup(b *testing.B, entities int) (srv *redistest.Server, ids []string, ticks int, every time.Duration) {
+// measured ticks and the schedule (E2E_EVERY seconds, else every).
+func setup(b *testing.B, entities int, every time.Duration) (srv *redistest.Server, ids []string, ticks int, _ time.Duration) {
 	ids = make([]string, envInt("E2E_ENTITIES", entities))
 	for i := range ids {
 		ids[i] = strconv.Itoa(i)
 	}
-	return redistest.Start(b), ids, envInt("E2E_TICKS", 3), time.Duration(envInt("E2E_EVERY", 10)) * time.Second
+	return redistest.Start(b), ids, envInt("E2E_TICKS", 3), time.Duration(envInt("E2E_EVERY", int(every/time.Second))) * time.Second
 }
 
 // BenchmarkTick runs tickd (the scheduler as a library, a no-op Go
 // handler) and the hand-written peer over the same entities on one
-// throwaway redis-server, one after the other, and reports both and their
-// ratios.
+// throwaway redis-server, interleaved (tickd ticks at T, the peer at T +
+// every/2), and reports both and their ratios. E2E_PEER=0 runs tickd
+// alone.
 func BenchmarkTick(b *testing.B) {
 	replicas := envInt("E2E_REPLICAS", 1)
-	srv, ids, ticks, every := setup(b, 100000)
+	srv, ids, ticks, every := setup(b, 100000, 20*time.Second)
 	for range b.N {
-		t := runTickd(b, srv.Addr, ids, replicas, ticks, every)
+		var t, p side
+		if os.Getenv("E2E_PEER") == "0" {
+			t = runTickd(b, srv.Addr, ids, replicas, ticks, every)
+		} else {
+			t, p = interleaved(b, srv.Addr, ids, replicas, ticks, every)
+		}
 		b.Logf("tickd, %d replica(s): %v", replicas, t)
 		b.ReportMetric(t.median().Seconds(), "tickd-s/tick")
 		b.ReportMetric(t.redisUS/float64(t.runs), "tickd-redis-µs/run")
@@ -104,10 +113,9 @@ func BenchmarkTick(b *testing.B) {
 		if t.dup+t.lost > 0 {
 			b.Errorf("runs not exactly once per tick: tickd %+v", t)
 		}
-		if os.Getenv("E2E_PEER") == "0" {
+		if p.runs == 0 {
 			continue
 		}
-		p := runPeer(b, srv.Addr, ids, ticks, every)
 		b.Logf("peer (bsm/redislock, %d at once): %v", concurrency, p)
 		b.ReportMetric(p.median().Seconds(), "peer-s/tick")
 		b.ReportMetric(p.median().Seconds()/t.median().Seconds(), "speedup")
@@ -129,7 +137,7 @@ func BenchmarkTick(b *testing.B) {
 // share.
 func BenchmarkReplicas(b *testing.B) {
 	replicas := envInt("E2E_REPLICAS", 3)
-	srv, ids, ticks, every := setup(b, 20000)
+	srv, ids, ticks, every := setup(b, 20000, 10*time.Second)
 	for range b.N {
 		one := runTickd(b, srv.Addr, ids, 1, ticks, every)
 		b.Logf("tickd, 1 replica: %v", one)
@@ -164,14 +172,28 @@ type tickRecord struct {
 	byReplica map[string]int
 }
 
-// runTickd runs replicas schedulers (each its own store and client) over
-// ids until ticks+1 ticks are done, and measures the last ticks.
-func runTickd(b *testing.B, addr string, ids []string, replicas, ticks int, every time.Duration) side {
+// tickd is replicas schedulers (each its own store and client) over ids,
+// started, and what they ran by tick.
+type tickd struct {
+	ids     []string
+	first   time.Time // the first tick after start, not measured
+	mu      sync.Mutex
+	byTick  map[int64]*tickRecord // by tick, Unix ns
+	scheds  []*scheduler.Scheduler
+	stores  []*lease.Store
+	clients []*redis.Client
+	restore func() // the garbage collector policy before
+}
+
+// startTickd starts replicas schedulers over ids on the schedule every,
+// each with its own store and client on addr.
+func startTickd(b *testing.B, addr string, ids []string, replicas int, every time.Duration) *tickd {
+	td := &tickd{ids: ids, byTick: map[int64]*tickRecord{}, restore: func() {}}
 	// The daemon's garbage collector policy, which tickd run sets (README,
 	// "Operations"); E2E_GCPOLICY=0 leaves Go's default, which a program
 	// embedding the scheduler has unless it chooses otherwise.
 	if os.Getenv("E2E_GCPOLICY") != "0" {
-		defer gcpolicy.Apply(context.Background())()
+		td.restore = gcpolicy.Apply(context.Background())
 	}
 	reg := &tasks.Registry{}
 	reg.Register("noop", func(context.Context, tasks.Run) (tasks.Result, error) { return tasks.Done, nil })
@@ -181,164 +203,352 @@ func runTickd(b *testing.B, addr string, ids []string, replicas, ticks int, ever
 	if err != nil {
 		b.Fatal(err)
 	}
-	var mu sync.Mutex
-	byTick := map[int64]*tickRecord{} // by tick, Unix ns
-	seenTicks := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		out := ""
-		for k, v := range byTick {
-			out += fmt.Sprintf(" %v:%d", time.Unix(0, k).UTC(), v.runs)
-		}
-		return out
-	}
-	observe := func(ev scheduler.Event) {
-		if ev.Kind != scheduler.EventRunEnded {
-			return
-		}
-		now := time.Now()
-		mu.Lock()
-		r := byTick[ev.Tick.UnixNano()]
-		if r == nil {
-			r = &tickRecord{seen: make([]uint8, len(ids)), byReplica: map[string]int{}}
-			byTick[ev.Tick.UnixNano()] = r
-		}
-		mu.Unlock()
-		i, _ := strconv.Atoi(ev.Entity)
-		r.mu.Lock()
-		r.seen[i]++
-		r.runs++
-		r.byReplica[ev.Replica]++
-		r.lastEnd = now
-		r.mu.Unlock()
-	}
 	// The daemon's JSON lines, written nowhere: at info (the default) a run
 	// writes two; E2E_LOG_LEVEL=warn leaves them out.
 	var level slog.Level
 	level.UnmarshalText([]byte(os.Getenv("E2E_LOG_LEVEL"))) //nolint:errcheck // "" is info
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: level}))
-	var scheds []*scheduler.Scheduler
-	var clients []*redis.Client
 	for i := range replicas {
 		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
-		clients = append(clients, c)
+		td.clients = append(td.clients, c)
 		st, err := lease.NewRedis(c, "e2e", lease.Options{Replica: "r" + strconv.Itoa(i), MaxTTL: 5 * time.Second})
 		if err != nil {
 			b.Fatal(err)
 		}
+		td.stores = append(td.stores, st)
 		if i == 0 {
 			st.InitEpoch(context.Background()) //nolint:errcheck
 		}
-		s, err := scheduler.New(cfg, scheduler.Options{Store: st, Logger: quiet, Registry: reg, Observer: observe})
+		s, err := scheduler.New(cfg, scheduler.Options{Store: st, Logger: quiet, Registry: reg, Observer: td.observe})
 		if err != nil {
 			b.Fatal(err)
 		}
-		scheds = append(scheds, s)
-		defer st.Close()
+		td.scheds = append(td.scheds, s)
 	}
-	// The first tick after start is not measured: measurement starts right
-	// after it ended.
-	first := time.Now().Truncate(every).Add(every)
-	for _, s := range scheds {
+	td.first = time.Now().Truncate(every).Add(every)
+	for _, s := range td.scheds {
 		s.Start()
 	}
-	done := func(T time.Time) bool {
-		mu.Lock()
-		r := byTick[T.UnixNano()]
-		mu.Unlock()
+	return td
+}
+
+// observe counts each ended run under its tick.
+func (td *tickd) observe(ev scheduler.Event) {
+	if ev.Kind != scheduler.EventRunEnded {
+		return
+	}
+	now := time.Now()
+	td.mu.Lock()
+	r := td.byTick[ev.Tick.UnixNano()]
+	if r == nil {
+		r = &tickRecord{seen: make([]uint8, len(td.ids)), byReplica: map[string]int{}}
+		td.byTick[ev.Tick.UnixNano()] = r
+	}
+	td.mu.Unlock()
+	i, _ := strconv.Atoi(ev.Entity)
+	r.mu.Lock()
+	r.seen[i]++
+	r.runs++
+	r.byReplica[ev.Replica]++
+	r.lastEnd = now
+	r.mu.Unlock()
+}
+
+// record is tick T's record, nil before its first run ended.
+func (td *tickd) record(T time.Time) *tickRecord {
+	td.mu.Lock()
+	defer td.mu.Unlock()
+	return td.byTick[T.UnixNano()]
+}
+
+// wait waits until every entity has run for tick T, failing a minute past
+// deadline with the runs per tick so far.
+func (td *tickd) wait(b *testing.B, T, deadline time.Time) {
+	done := func() bool {
+		r := td.record(T)
 		if r == nil {
 			return false
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		return r.runs >= len(ids)
+		return r.runs >= len(td.ids)
 	}
-	waitUntil(b, first.Add(every), func() bool { return done(first) }, seenTicks)
-	cpu0, cmds0, by0 := redisStatsBy(b, addr)
-	own0 := processCPU()
-	out := side{byReplica: map[string]int{}}
-	for k := 1; k <= ticks; k++ {
-		T := first.Add(time.Duration(k) * every)
-		waitUntil(b, T.Add(every), func() bool { return done(T) }, seenTicks)
-	}
-	cpu1, cmds1, by1 := redisStatsBy(b, addr)
-	out.ownUS = processCPU() - own0
-	for _, s := range scheds {
+	waitUntil(b, deadline, done, func() string {
+		td.mu.Lock()
+		defer td.mu.Unlock()
+		out := ""
+		for k, v := range td.byTick {
+			out += fmt.Sprintf(" %v:%d", time.Unix(0, k).UTC(), v.runs)
+		}
+		return out
+	})
+}
+
+// stop shuts the schedulers down and puts the garbage collector policy
+// back.
+func (td *tickd) stop() {
+	for _, s := range td.scheds {
 		s.Shutdown(10 * time.Second)
 	}
-	for _, c := range clients {
+	for _, st := range td.stores {
+		st.Close()
+	}
+	for _, c := range td.clients {
 		c.Close()
 	}
-	for k := 1; k <= ticks; k++ {
-		T := first.Add(time.Duration(k) * every)
-		r := byTick[T.UnixNano()]
-		out.durations = append(out.durations, r.lastEnd.Sub(T))
-		out.runs += r.runs
-		for rep, n := range r.byReplica {
-			out.byReplica[rep] += n
-		}
-		for _, n := range r.seen {
-			if n == 0 {
-				out.lost++
-			} else if n > 1 {
-				out.dup += int(n) - 1
-			}
+	td.restore()
+}
+
+// count adds tick T (done) to out: its time from T until its last run
+// ended, its runs by replica, and its entities run twice or not at all.
+func (td *tickd) count(T time.Time, out *side) {
+	r := td.record(T)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out.durations = append(out.durations, r.lastEnd.Sub(T))
+	out.runs += r.runs
+	for rep, n := range r.byReplica {
+		out.byReplica[rep] += n
+	}
+	for _, n := range r.seen {
+		if n == 0 {
+			out.lost++
+		} else if n > 1 {
+			out.dup += int(n) - 1
 		}
 	}
-	out.redisUS, out.commands = cpu1-cpu0, cmds1-cmds0
-	b.Logf("tickd's Redis commands per run (INFO commandstats):%s", perRun(by0, by1, out.runs))
+}
+
+// runTickd runs tickd until ticks+1 ticks are done, and measures the last
+// ticks and the idle time between them.
+func runTickd(b *testing.B, addr string, ids []string, replicas, ticks int, every time.Duration) side {
+	td := startTickd(b, addr, ids, replicas, every)
+	// The first tick after start is not measured: measurement starts right
+	// after it ended.
+	td.wait(b, td.first, td.first.Add(every))
+	s0 := takeSample(b, addr)
+	for k := 1; k <= ticks; k++ {
+		T := td.first.Add(time.Duration(k) * every)
+		td.wait(b, T, T.Add(every))
+	}
+	s1 := takeSample(b, addr)
+	td.stop()
+	out := side{byReplica: map[string]int{}, byCommand: map[string]cmdStat{}}
+	out.add(s0, s1)
+	out.ownUS = s1.ownUS - s0.ownUS
+	for k := 1; k <= ticks; k++ {
+		td.count(td.first.Add(time.Duration(k)*every), &out)
+	}
 	return out
 }
 
-// runPeer is what a user writes from the articles: a timer on the same
-// schedule and, for each entity, one redislock Obtain, the no-op and a
-// Release, concurrency at once.
-func runPeer(b *testing.B, addr string, ids []string, ticks int, every time.Duration) side {
+// interleaved runs tickd and the peer in one round, on offset schedules:
+// tickd ticks at T, the peer at T + every/2, so that both sides see the
+// same minutes of this machine. The peer runs in a process of its own, as
+// a user's would (this test binary again, under Go's default garbage
+// collector), so that neither side's heap or goroutines weigh on the
+// other's. Each side is measured over its own half of each period, from
+// lead before its tick to lead before the other side's: its tick and the
+// idle time after it. A tick that runs into the other side's half fails
+// the round.
+func interleaved(b *testing.B, addr string, ids []string, replicas, ticks int, every time.Duration) (t, p side) {
+	const lead = 500 * time.Millisecond
+	half := every / 2
+	pr := startPeer(b, addr, len(ids))
+	defer pr.stop()
+	td := startTickd(b, addr, ids, replicas, every)
+	defer td.stop()
+	t = side{byReplica: map[string]int{}, byCommand: map[string]cmdStat{}}
+	p = side{byCommand: map[string]cmdStat{}}
+	sleepUntil(td.first.Add(-lead))
+	s0 := takeSample(b, addr)
+	var peerCPU float64           // the peer's process's CPU at its last tick's end, µs
+	for k := 0; k <= ticks; k++ { // tick 0, the first after start, is not measured
+		T := td.first.Add(time.Duration(k) * every)
+		td.wait(b, T, T.Add(every))
+		if end := td.record(T).lastEnd; !end.Before(T.Add(half - lead)) {
+			b.Fatalf("tickd's tick %v took %v, into the peer's half of the period: raise E2E_EVERY", T, end.Sub(T))
+		}
+		sleepUntil(T.Add(half - lead))
+		s1 := takeSample(b, addr)
+		r := pr.tick(b, T.Add(half))
+		if time.Now().After(T.Add(every - lead)) {
+			b.Fatalf("the peer's tick %v took %v, into tickd's half of the period: raise E2E_EVERY", T.Add(half), r.took)
+		}
+		sleepUntil(T.Add(every - lead))
+		s2 := takeSample(b, addr)
+		if k > 0 {
+			t.add(s0, s1)
+			t.ownUS += s1.ownUS - s0.ownUS
+			td.count(T, &t)
+			p.add(s1, s2)
+			p.ownUS += r.cpuUS - peerCPU
+			p.durations = append(p.durations, r.took)
+			p.runs += r.runs
+			p.lost += r.lost
+		}
+		s0, peerCPU = s2, r.cpuUS
+	}
+	return t, p
+}
+
+// sleepUntil sleeps until t, the time a side's half of a period starts.
+func sleepUntil(t time.Time) { time.Sleep(time.Until(t)) }
+
+// TestMain runs the peer's process when the benchmark starts this test
+// binary as one (E2E_PEER_ADDR set), and the tests and benchmarks
+// otherwise.
+func TestMain(m *testing.M) {
+	if addr := os.Getenv("E2E_PEER_ADDR"); addr != "" {
+		if err := servePeer(addr, envInt("E2E_PEER_ENTITIES", 1), os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "peer:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// peerTick is what the peer's process says of one tick.
+type peerTick struct {
+	took  time.Duration // from T until the last run ended
+	runs  int
+	lost  int     // entities not run
+	cpuUS float64 // the process's CPU (user and system) so far, µs
+}
+
+// servePeer is the peer's process, over n entities: for each tick T (Unix
+// ns) read from in, it runs the tick when it comes and writes its peerTick
+// to out, a line of four numbers.
+func servePeer(addr string, n int, in io.Reader, out io.Writer) error {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i)
+	}
 	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: concurrency})
 	defer c.Close()
 	locker := redislock.New(c)
-	tick := func(T time.Time) (time.Duration, []uint8) {
-		time.Sleep(time.Until(T))
-		seen := make([]uint8, len(ids))
-		var last atomic.Int64
-		sem := make(chan struct{}, concurrency)
-		var wg sync.WaitGroup
-		for i, id := range ids {
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				l, err := locker.Obtain(context.Background(), "peer:"+id, 5*time.Second, nil)
-				if err != nil {
-					return // held (busy) or failed: skipped this tick
-				}
-				seen[i]++                       // the no-op
-				l.Release(context.Background()) //nolint:errcheck
-				last.Store(time.Now().UnixNano())
-			}()
+	lines := bufio.NewScanner(in)
+	for lines.Scan() {
+		ns, err := strconv.ParseInt(lines.Text(), 10, 64)
+		if err != nil {
+			return err
 		}
-		wg.Wait()
-		return time.Unix(0, last.Load()).Sub(T), seen
+		r := peerRun(locker, ids, time.Unix(0, ns))
+		if _, err := fmt.Fprintf(out, "%d %d %d %f\n", r.took, r.runs, r.lost, processCPU()); err != nil {
+			return err
+		}
 	}
-	first := time.Now().Truncate(every).Add(every)
-	tick(first) // not measured, as tickd's first
-	cpu0, cmds0 := redisStats(b, addr)
-	var out side
-	for k := 1; k <= ticks; k++ {
-		d, seen := tick(first.Add(time.Duration(k) * every))
-		out.durations = append(out.durations, d)
-		for _, n := range seen {
-			out.runs += int(n)
-			if n == 0 {
-				out.lost++
+	return lines.Err()
+}
+
+// peerRun is the peer's tick T, what a user writes from the articles: a
+// timer on the schedule and, for each entity, one redislock Obtain, the
+// no-op and a Release, concurrency at once.
+func peerRun(locker *redislock.Client, ids []string, T time.Time) peerTick {
+	sleepUntil(T)
+	seen := make([]uint8, len(ids))
+	var last atomic.Int64
+	sem := make(chan struct{}, concurrency)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			l, err := locker.Obtain(context.Background(), "peer:"+id, 5*time.Second, nil)
+			if err != nil {
+				return // held (busy) or failed: skipped this tick
 			}
+			seen[i]++                       // the no-op
+			l.Release(context.Background()) //nolint:errcheck
+			last.Store(time.Now().UnixNano())
+		}()
+	}
+	wg.Wait()
+	r := peerTick{took: time.Unix(0, last.Load()).Sub(T)}
+	for _, n := range seen {
+		r.runs += int(n)
+		if n == 0 {
+			r.lost++
 		}
 	}
-	time.Sleep(time.Until(first.Add(time.Duration(ticks+1) * every))) // the idle rest of the last tick, as tickd's
-	cpu1, cmds1 := redisStats(b, addr)
-	out.redisUS, out.commands = cpu1-cpu0, cmds1-cmds0
-	return out
+	return r
+}
+
+// peerProcess is the peer's process, started.
+type peerProcess struct {
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	lines *bufio.Scanner
+}
+
+// startPeer starts the peer's process over entities entities on addr.
+func startPeer(b *testing.B, addr string, entities int) *peerProcess {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "E2E_PEER_ADDR="+addr, "E2E_PEER_ENTITIES="+strconv.Itoa(entities))
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	return &peerProcess{cmd: cmd, in: in, lines: bufio.NewScanner(out)}
+}
+
+// tick has the peer's process run tick T, and waits for its answer.
+func (pp *peerProcess) tick(b *testing.B, T time.Time) peerTick {
+	if _, err := fmt.Fprintln(pp.in, T.UnixNano()); err != nil {
+		b.Fatal(err)
+	}
+	if !pp.lines.Scan() {
+		b.Fatalf("the peer's process ended: %v", pp.lines.Err())
+	}
+	var r peerTick
+	var took int64
+	if _, err := fmt.Sscan(pp.lines.Text(), &took, &r.runs, &r.lost, &r.cpuUS); err != nil {
+		b.Fatalf("the peer's process said %q: %v", pp.lines.Text(), err)
+	}
+	r.took = time.Duration(took)
+	return r
+}
+
+// stop ends the peer's process: it returns when its input is closed.
+func (pp *peerProcess) stop() {
+	pp.in.Close()
+	pp.cmd.Wait() //nolint:errcheck // its failure was reported on stderr
+}
+
+// sample is what Redis and this process had spent at one moment.
+type sample struct {
+	redisUS float64 // Redis main-thread CPU, µs
+	ownUS   float64 // this process's CPU, µs
+	cmds    int64
+	by      map[string]cmdStat
+}
+
+func takeSample(b *testing.B, addr string) sample {
+	cpu, cmds, by := redisStatsBy(b, addr)
+	return sample{redisUS: cpu, ownUS: processCPU(), cmds: cmds, by: by}
+}
+
+// add adds what Redis spent from s0 to s1 to s.
+func (s *side) add(s0, s1 sample) {
+	s.redisUS += s1.redisUS - s0.redisUS
+	s.commands += s1.cmds - s0.cmds
+	for k, v := range s1.by {
+		c := s.byCommand[k]
+		c.calls += v.calls - s0.by[k].calls
+		c.usec += v.usec - s0.by[k].usec
+		s.byCommand[k] = c
+	}
 }
 
 // waitUntil polls cond until it holds, failing with what state says when
@@ -360,37 +570,32 @@ type cmdStat struct {
 }
 
 // perRun says, for each command that ran, its calls and µs per run.
-func perRun(before, after map[string]cmdStat, runs int) string {
+func perRun(by map[string]cmdStat, runs int) string {
 	var names []string
-	for k := range after {
+	for k := range by {
 		names = append(names, k)
 	}
 	sort.Strings(names)
 	out := ""
 	for _, k := range names {
-		calls, usec := after[k].calls-before[k].calls, after[k].usec-before[k].usec
-		if calls > 0 {
-			out += fmt.Sprintf(" %s %.4f calls %.2f µs;", k, float64(calls)/float64(runs), usec/float64(runs))
+		if c := by[k]; c.calls > 0 {
+			out += fmt.Sprintf(" %s %.4f calls %.2f µs;", k, float64(c.calls)/float64(runs), c.usec/float64(runs))
 		}
 	}
 	return out
 }
 
-// processCPU is this process's CPU time so far (user and system), µs: the
-// schedulers', and the little the benchmark's observer adds.
+// processCPU is this process's CPU time so far (user and system), µs. In
+// the benchmark's process, it is the schedulers' and the little the
+// benchmark's observer adds.
 func processCPU() float64 {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru) //nolint:errcheck // cannot fail for RUSAGE_SELF
 	return float64(ru.Utime.Sec+ru.Stime.Sec)*1e6 + float64(ru.Utime.Usec+ru.Stime.Usec)
 }
 
-// redisStats reads Redis's main-thread CPU (µs) and the commands it ran.
-func redisStats(b *testing.B, addr string) (float64, int64) {
-	cpu, cmds, _ := redisStatsBy(b, addr)
-	return cpu, cmds
-}
-
-// redisStatsBy is redisStats with INFO commandstats by command.
+// redisStatsBy reads Redis's main-thread CPU (µs) and the commands it
+// ran, in all and by command (INFO commandstats).
 func redisStatsBy(b *testing.B, addr string) (float64, int64, map[string]cmdStat) {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
