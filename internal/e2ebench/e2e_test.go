@@ -83,11 +83,17 @@ func (s side) String() string {
 // the benchmarks: the entities (E2E_ENTITIES, else entities of them), the
 // measured ticks and the schedule (E2E_EVERY seconds, else every).
 func setup(b *testing.B, entities int, every time.Duration) (srv *redistest.Server, ids []string, ticks int, _ time.Duration) {
-	ids = make([]string, envInt("E2E_ENTITIES", entities))
+	return redistest.Start(b), entityIDs(envInt("E2E_ENTITIES", entities)), envInt("E2E_TICKS", 3), time.Duration(envInt("E2E_EVERY", int(every/time.Second))) * time.Second
+}
+
+// entityIDs is the benchmark's n entities: "0" to n-1, which the
+// observers index by.
+func entityIDs(n int) []string {
+	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = strconv.Itoa(i)
 	}
-	return redistest.Start(b), ids, envInt("E2E_TICKS", 3), time.Duration(envInt("E2E_EVERY", int(every/time.Second))) * time.Second
+	return ids
 }
 
 // BenchmarkTick runs tickd (the scheduler as a library, a no-op Go
@@ -392,7 +398,8 @@ func interleaved(b *testing.B, addr string, ids []string, replicas, ticks int, e
 	return t, p
 }
 
-// sleepUntil sleeps until t, the time a side's half of a period starts.
+// sleepUntil sleeps until t: a tick, or the start of a side's half of a
+// period.
 func sleepUntil(t time.Time) { time.Sleep(time.Until(t)) }
 
 // TestMain runs the peer's process when the benchmark starts this test
@@ -421,10 +428,7 @@ type peerTick struct {
 // ns) read from in, it runs the tick when it comes and writes its peerTick
 // to out, a line of four numbers.
 func servePeer(addr string, n int, in io.Reader, out io.Writer) error {
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = strconv.Itoa(i)
-	}
+	ids := entityIDs(n)
 	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: concurrency})
 	defer c.Close()
 	locker := redislock.New(c)
@@ -534,11 +538,6 @@ type sample struct {
 	by      map[string]cmdStat
 }
 
-func takeSample(b *testing.B, addr string) sample {
-	cpu, cmds, by := redisStatsBy(b, addr)
-	return sample{redisUS: cpu, ownUS: processCPU(), cmds: cmds, by: by}
-}
-
 // add adds what Redis spent from s0 to s1 to s.
 func (s *side) add(s0, s1 sample) {
 	s.redisUS += s1.redisUS - s0.redisUS
@@ -594,35 +593,34 @@ func processCPU() float64 {
 	return float64(ru.Utime.Sec+ru.Stime.Sec)*1e6 + float64(ru.Utime.Usec+ru.Stime.Usec)
 }
 
-// redisStatsBy reads Redis's main-thread CPU (µs) and the commands it
-// ran, in all and by command (INFO commandstats).
-func redisStatsBy(b *testing.B, addr string) (float64, int64, map[string]cmdStat) {
+// takeSample reads Redis's main-thread CPU and the commands it ran, in all
+// and by command (INFO cpu and commandstats), and this process's CPU.
+func takeSample(b *testing.B, addr string) sample {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 	info, err := c.Info(context.Background(), "cpu", "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
-	var cpu float64
-	var cmds int64
-	by := map[string]cmdStat{}
+	s := sample{by: map[string]cmdStat{}}
 	for _, line := range strings.Split(info, "\n") {
 		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
 		switch {
 		case k == "used_cpu_sys_main_thread" || k == "used_cpu_user_main_thread":
 			f, _ := strconv.ParseFloat(v, 64)
-			cpu += f * 1e6
+			s.redisUS += f * 1e6
 		case strings.HasPrefix(k, "cmdstat_"):
 			calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
 			n, _ := strconv.ParseInt(calls, 10, 64)
-			cmds += n
+			s.cmds += n
 			var usec float64
 			if _, u, ok := strings.Cut(v, "usec="); ok {
 				u, _, _ = strings.Cut(u, ",")
 				usec, _ = strconv.ParseFloat(u, 64)
 			}
-			by[strings.TrimPrefix(k, "cmdstat_")] = cmdStat{n, usec}
+			s.by[strings.TrimPrefix(k, "cmdstat_")] = cmdStat{n, usec}
 		}
 	}
-	return cpu, cmds, by
+	s.ownUS = processCPU()
+	return s
 }
