@@ -116,6 +116,34 @@ func (b *redisBackend) prepare(ctx context.Context) error {
 	return err
 }
 
+// checkEpochs runs the epoch script on every bucket, once the store is
+// prepared (before that, the first grant's prepare does it): a bucket whose
+// epoch is gone lost its data and is quarantined from now. On a Cluster, a
+// shard that does not answer fails only its own buckets.
+func (b *redisBackend) checkEpochs(ctx context.Context, maxTTL time.Duration) (time.Duration, error) {
+	b.gate.mu.Lock()
+	prepared := !b.gate.checked.IsZero()
+	b.gate.mu.Unlock()
+	if !prepared {
+		return 0, nil
+	}
+	calls := make([]scriptCall, buckets)
+	for bk := range calls {
+		calls[bk] = scriptCall{keys: []string{b.k.epoch(bk)}, args: []any{ms(maxTTL)}}
+	}
+	var left time.Duration
+	var failed error
+	for _, cmd := range evalEach(ctx, b.c, scriptEpoch, calls) {
+		n, err := cmd.Int64()
+		if err != nil {
+			failed = err
+			continue
+		}
+		left = max(left, time.Duration(n)*time.Millisecond)
+	}
+	return left, failed
+}
+
 // Migrated is what Store.Migrate moved to this layout.
 type Migrated struct {
 	Tasks int // task hashes moved into their buckets

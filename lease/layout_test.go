@@ -175,3 +175,43 @@ func TestDuePollFindsOtherTasks(t *testing.T) {
 		t.Fatalf("the other task's request was not taken within %d polls", allBucketsEvery)
 	}
 }
+
+// TestLossQuarantinesEveryBucketAtOnce: a Redis that lost its data is found
+// by the store's loss watch within about a second, with no task ticking,
+// and every bucket is quarantined from then: a task first ticking after
+// that quarantine is granted at once instead of starting one of its own.
+func TestLossQuarantinesEveryBucketAtOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr)
+	const maxTTL = time.Second
+	s := newRedisStore(t, c, Options{MaxTTL: maxTTL})
+	if err := s.InitEpoch(bg); err != nil {
+		t.Fatal(err)
+	}
+	early, late := twoBuckets()
+	mustRelease(t, mustAcquire(t, s, Request{Task: early, Entity: "e", TTL: maxTTL, Reason: ReasonTrigger}))
+
+	if err := c.FlushAll(bg).Err(); err != nil { // the data loss
+		t.Fatal(err)
+	}
+	k := s.b.(*redisBackend).k
+	redistest.WaitFor(t, 5*LossWatch, "every bucket's epoch back after the loss", func() bool {
+		for bk := range buckets {
+			if c.Exists(bg, k.epoch(bk)).Val() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if left := s.Quarantine(); left <= 0 || left > maxTTL {
+		t.Fatalf("Quarantine() = %v after the loss was found, want (0, %v]", left, maxTTL)
+	}
+	redistest.WaitFor(t, 3*maxTTL, "the quarantine over", func() bool { return s.Quarantine() == 0 })
+	// The late task's bucket was quarantined from the loss too: its first
+	// grant after it is not a quarantine of its own.
+	l, err := s.Acquire(bg, Request{Task: late, Entity: "e", TTL: maxTTL, Reason: ReasonTrigger})
+	if err != nil {
+		t.Fatalf("a task first asking after the loss's quarantine: %v, want a grant", err)
+	}
+	mustRelease(t, l)
+}

@@ -100,6 +100,11 @@ type backend interface {
 	claimSweep(ctx context.Context, every time.Duration) (bool, error)
 	// taken says which of a tick's chunks (Request.Chunk) were taken.
 	taken(ctx context.Context, task string, tick time.Time, chunks []string) ([]bool, error)
+	// checkEpochs finds a data loss: it gives every bucket found without an
+	// epoch one, quarantined for maxTTL from now, and returns the longest
+	// quarantine left. It does nothing before the store's first grant,
+	// enqueue, take or announce.
+	checkEpochs(ctx context.Context, maxTTL time.Duration) (time.Duration, error)
 }
 
 type acquireArg struct {
@@ -133,6 +138,9 @@ type Store struct {
 	swept       atomic.Int64
 	ackFailures atomic.Int64
 	releasers   sync.Map // task → *releaser
+	// quarantineEnd is when the data-loss quarantine last found ends (Unix
+	// ns, by this process's clock); zero when none was found.
+	quarantineEnd atomic.Int64
 
 	mu     sync.Mutex
 	maxTTL time.Duration // Options.MaxTTL, raised by CoverTTL
@@ -159,7 +167,58 @@ func newStore(b backend, opts Options, bind func(*Options)) *Store {
 	}
 	bind(&s.opts)
 	go s.keep(ctx)
+	go s.watchLoss(ctx)
 	return s
+}
+
+// LossWatch is how often a store looks for a data loss (a bucket whose
+// epoch is gone), so that the quarantine is counted from the loss for every
+// task, whether or not it ticks then.
+var LossWatch = time.Second
+
+// watchLoss looks for a data loss every LossWatch: a Redis that restarted
+// empty, or a Cluster shard that lost its data, gets every bucket's epoch
+// back at once, quarantined from that moment. Without it, a bucket would be
+// found empty only by its next grant, however late, and a task that ticks
+// an hour after the loss would lose that tick to a quarantine of its own.
+func (s *Store) watchLoss(ctx context.Context) {
+	t := time.NewTicker(LossWatch)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, LossWatch)
+		left, err := s.b.checkEpochs(cctx, s.MaxTTL())
+		cancel()
+		if err == nil && left > 0 {
+			s.quarantinedFor(left)
+		}
+	}
+}
+
+// quarantinedFor notes a quarantine found with left to go.
+func (s *Store) quarantinedFor(left time.Duration) {
+	end := s.clock.Now().Add(left).UnixNano()
+	for {
+		old := s.quarantineEnd.Load()
+		if old >= end || s.quarantineEnd.CompareAndSwap(old, end) {
+			return
+		}
+	}
+}
+
+// Quarantine is how long the data-loss quarantine this store last found
+// (by an acquire, or by looking for a loss every LossWatch) still lasts;
+// zero when none is going on.
+func (s *Store) Quarantine() time.Duration {
+	end := s.quarantineEnd.Load()
+	if end == 0 {
+		return 0
+	}
+	return max(0, time.Unix(0, end).Sub(s.clock.Now()))
 }
 
 // Replica is the holder id this store records.
@@ -398,6 +457,7 @@ func (s *Store) refusal(a acquireArg, rep acquireReply) error {
 	case grantRan:
 		return &AlreadyRanError{LastTick: rep.at}
 	case grantQuarantine:
+		s.quarantinedFor(rep.left)
 		return &QuarantineError{Left: rep.left}
 	case grantEarly:
 		return &EarlyError{Wait: rep.left}

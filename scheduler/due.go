@@ -56,6 +56,9 @@ func (s *Scheduler) announce(ctx context.Context) {
 	if err := s.store.Announce(ctx, names, max(10*time.Second, 5*s.pausePoll)); err != nil && ctx.Err() == nil {
 		s.storeFailed("announce", "announce", "cannot announce this replica's tasks", Event{}, err)
 	}
+	if left := s.store.Quarantine(); left > 0 {
+		s.quarantined(left) // found by the store's loss watch, or by a grant
+	}
 }
 
 // takeDue carries out durable requests: reschedules, retries, triggers and

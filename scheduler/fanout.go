@@ -104,7 +104,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	n := f.n
 	s.metrics.ticked(t.Name, T, n, err)
 	lvl := slog.LevelInfo
-	if n.Errors > 0 || n.SourceFailed {
+	if n.Errors > 0 || n.SourceFailed || n.Quarantined > 0 {
 		lvl = slog.LevelWarn
 	}
 	s.log.Log(context.Background(), lvl, "tick", KeyTask, t.Name, tickAttr(T),

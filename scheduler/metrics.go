@@ -14,7 +14,7 @@ import (
 type Metrics struct {
 	Runs          *prometheus.CounterVec   // task, reason, outcome
 	RunDuration   *prometheus.HistogramVec // task
-	Skips         *prometheus.CounterVec   // task, cause: busy, already_ran, paused
+	Skips         *prometheus.CounterVec   // task, cause: busy, already_ran, paused, quarantined, not_acknowledged
 	Reschedules   *prometheus.CounterVec   // task
 	Retries       *prometheus.CounterVec   // task
 	TickLag       *prometheus.HistogramVec // task: run start minus tick
@@ -68,7 +68,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Paused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_task_paused",
 			Help: "1 while the task is paused (tickd pause)."}, []string{"task"}),
 		LastGoodTick: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_last_good_tick_timestamp_seconds",
-			Help: "The last tick that fanned out without a store or source error."}, []string{"task"}),
+			Help: "The last tick that fanned out without a store or source error, and with no entity left out for a data-loss quarantine."}, []string{"task"}),
 	}
 	reg.MustRegister(m.Runs, m.RunDuration, m.Skips, m.Reschedules, m.Retries, m.TickLag, m.EntitiesTick,
 		m.RedisErrors, m.LeaseRenewals, m.LeaseLosses, m.DueDepth, m.ActiveRuns, m.SourceFailures, m.Paused, m.LastGoodTick)
@@ -87,7 +87,7 @@ func (m *Metrics) task(name string) {
 	for _, c := range []*prometheus.CounterVec{m.Reschedules, m.Retries, m.LeaseLosses, m.SourceFailures} {
 		c.WithLabelValues(name)
 	}
-	for _, cause := range []string{"busy", "already_ran", "paused"} {
+	for _, cause := range []string{"busy", "already_ran", "paused", "quarantined", "not_acknowledged"} {
 		m.Skips.WithLabelValues(name, cause)
 	}
 	m.Paused.WithLabelValues(name)
@@ -111,9 +111,11 @@ func (m *Metrics) ticked(task string, T time.Time, n TickCounts, sourceErr error
 	m.EntitiesTick.WithLabelValues(task).Set(float64(n.Entities))
 	m.skip(task, "busy", n.Busy)
 	m.skip(task, "already_ran", n.AlreadyRan)
+	m.skip(task, "quarantined", n.Quarantined)
+	m.skip(task, "not_acknowledged", n.Unacknowledged)
 	if sourceErr != nil {
 		m.SourceFailures.WithLabelValues(task).Inc()
-	} else if n.Errors == 0 {
+	} else if n.Errors == 0 && n.Quarantined == 0 {
 		m.LastGoodTick.WithLabelValues(task).Set(float64(T.Unix()))
 	}
 }
