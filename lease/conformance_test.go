@@ -115,6 +115,7 @@ var conformance = []struct {
 	{"FencesIncrease", testFences},
 	{"OncePerTick", testOncePerTick},
 	{"FollowUp", testFollowUp},
+	{"FollowUpCarriesItsTick", testFollowUpTick},
 	{"ReleaseWithNext", testReleaseNext},
 	{"ChainKeepsItsTick", testChainTick},
 	{"DueTakenOnce", testDueTakenOnce},
@@ -690,6 +691,53 @@ func testFollowUp(t *testing.T, k kit) {
 	}
 	if ds := dues(t, a); len(ds) != 0 {
 		t.Fatalf("due entries left: %+v", ds)
+	}
+}
+
+// testFollowUpTick: a queued run carries the tick that queued it, the
+// latest when several folded into one (not its holder's, which would have
+// every queued run of a long job redo one old tick); that tick counts as
+// run, so a late replica's request for it is not queued again; and a
+// reschedule the follow-up folds into carries it too.
+func testFollowUpTick(t *testing.T, k kit) {
+	a := k.client(Options{Replica: "A"})
+	b := k.client(Options{Replica: "B"})
+	T := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tick := func(n int) Request {
+		return Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonTick, Tick: T.Add(time.Duration(n) * time.Minute), Queue: true}
+	}
+	l := mustAcquire(t, a, tick(0))
+	for _, n := range []int{1, 2} {
+		if _, err := b.Acquire(bg, tick(n)); !errors.Is(err, ErrBusy) {
+			t.Fatalf("tick %d while the holder runs: %v, want busy", n, err)
+		}
+	}
+	if _, err := b.Acquire(bg, tick(1)); !errors.Is(err, ErrAlreadyRan) {
+		t.Fatalf("a late request for a tick already queued: %v, want already ran", err)
+	}
+	mustRelease(t, l)
+	ds := dues(t, a)
+	if len(ds) != 1 || ds[0].Reason != ReasonQueued || !ds[0].Tick.Equal(T.Add(2*time.Minute)) {
+		t.Fatalf("follow-up %+v, want one queued run for the tick %v", ds, T.Add(2*time.Minute))
+	}
+	taken, err := b.TakeDue(bg, 10, time.Minute)
+	if err != nil || len(taken) != 1 {
+		t.Fatalf("take: %v %+v", err, taken)
+	}
+	f := mustAcquire(t, b, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonQueued, From: &taken[0]})
+	if !f.Tick.Equal(T.Add(2 * time.Minute)) {
+		t.Fatalf("queued run's tick %v, want %v", f.Tick, T.Add(2*time.Minute))
+	}
+	// A reschedule of the queued run, with tick 3 queued meanwhile: the
+	// next run stands for tick 3 too, and carries it.
+	if _, err := a.Acquire(bg, tick(3)); !errors.Is(err, ErrBusy) {
+		t.Fatalf("tick 3: %v, want busy", err)
+	}
+	if _, err := f.Release(bg, Finished{Outcome: OutcomeReschedule}, &Next{Reason: ReasonReschedule, Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if ds := dues(t, a); len(ds) != 1 || ds[0].Reason != ReasonReschedule || !ds[0].Tick.Equal(T.Add(3*time.Minute)) {
+		t.Fatalf("next run %+v, want one reschedule for the tick %v", ds, T.Add(3*time.Minute))
 	}
 }
 

@@ -34,7 +34,9 @@
 //     this check.
 //   - busy: someone holds the lease; BusyError says who, since when, with
 //     which fence. With Request.Queue a follow-up flag is left, and the
-//     holder's release turns it into exactly one queued run after it.
+//     holder's release turns it into exactly one queued run after it. The
+//     queued run carries the latest tick of the requests folded into it,
+//     and that tick counts as run from then on.
 //   - granted: a new lease with a random token and a fencing token
 //     max(last fence + 1, Redis server time in µs). Fences increase for ever:
 //     after the lease expired, after the state expired, and after Redis lost
@@ -140,7 +142,7 @@
 //	prefix:{NN}:due                sorted set: member task:entity (escaped), score: when due
 //	prefix:{NN}:dueinfo            hash: member → dueInfo
 //	prefix:{NN}:TASK:entities      field: entity id (escaped), value: entityValue
-//	prefix:{NN}:TASK:followups     hash: entity → request ids a queued follow-up answers
+//	prefix:{NN}:TASK:followups     hash: entity → the tick and request ids of a queued follow-up
 //	prefix:{NN}:TASK:request:ID    hash: entity → outcome (a request's answers)
 //	prefix:{NN}:TASK:claims:TICK   set: the chunks of the tick's entity stream
 //	                               taken (Request.Chunk), kept 2 minutes after the last;
@@ -180,6 +182,8 @@
 //	dueFrom      claim|tick|reqs         (acquire's argument: the due entry a run carries out)
 //	nextRun      reason|delay_ms|attempt|carry (release's argument: the run asked for next)
 //	announceValue until|tasks            (the tasks a replica runs, until when)
+//	followUp     tick|reqs               (Lua only: the latest tick of the requests a
+//	                                     queued run stands for, which it carries)
 //
 // The entity value holds the lease (token, exp in Redis ms: held means a
 // token and exp > now; touched, reason, tick and holder of the grant), what

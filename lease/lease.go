@@ -307,3 +307,11 @@ type LastRun struct {
 	Ended    time.Time
 	LastTick time.Time
 }
+
+// runTick is the tick a run for r carries: its Tick, or its due entry's.
+func (r *Request) runTick() time.Time {
+	if r.Tick.IsZero() && r.From != nil {
+		return r.From.Tick
+	}
+	return r.Tick
+}

@@ -48,6 +48,7 @@ type memState struct {
 	tick     time.Time
 	fence    int64
 	followup bool
+	fuTick   time.Time // the latest tick of the requests the follow-up stands for
 	last     LastRun
 	expire   time.Time
 }
@@ -100,7 +101,14 @@ func (b *memBackend) acquire(_ context.Context, holder string, _ time.Duration, 
 		}
 		if cur, ok := b.held[m]; ok {
 			if a.req.Queue {
-				b.state(m, now).followup = true
+				s := b.state(m, now)
+				s.followup = true
+				if t := a.req.runTick(); t.After(s.fuTick) {
+					s.fuTick = t
+				}
+				if a.req.Reason == ReasonTick && a.req.Tick.After(s.tick) {
+					s.tick = a.req.Tick // carried by the follow-up: not queued again
+				}
 			}
 			if d := a.req.From; d != nil && a.req.Queue {
 				b.followups[m] = joinRequests(b.followups[m], d.Requests)
@@ -166,8 +174,11 @@ func (b *memBackend) releaseOne(l *Lease, o Finished, next *Next) (bool, error) 
 	delete(b.held, m)
 	s := b.state(m, now)
 	s.last = LastRun{Outcome: o.Outcome, Reason: cur.reason, Replica: b.opts.Replica, Fence: cur.fence, Started: o.Started, Ended: o.Ended}
-	fu := s.followup
-	s.followup = false
+	fu, fuTick := s.followup, l.Tick
+	if fu && !s.fuTick.IsZero() {
+		fuTick = s.fuTick
+	}
+	s.followup, s.fuTick = false, time.Time{}
 	var fuReqs []string
 	if fu {
 		fuReqs = b.followups[m]
@@ -179,10 +190,10 @@ func (b *memBackend) releaseOne(l *Lease, o Finished, next *Next) (bool, error) 
 		reqs = nil
 	}
 	if next != nil {
-		b.addDueLocked(m, Due{Task: l.Task, Entity: l.Entity, Reason: next.Reason, Attempt: next.Attempt, Tick: l.Tick,
+		b.addDueLocked(m, Due{Task: l.Task, Entity: l.Entity, Reason: next.Reason, Attempt: next.Attempt, Tick: fuTick,
 			Requests: joinRequests(reqs, fuReqs)}, now.Add(next.Delay))
 	} else if fu {
-		b.addDueLocked(m, Due{Task: l.Task, Entity: l.Entity, Reason: ReasonQueued, Tick: l.Tick, Requests: fuReqs}, now)
+		b.addDueLocked(m, Due{Task: l.Task, Entity: l.Entity, Reason: ReasonQueued, Tick: fuTick, Requests: fuReqs}, now)
 	}
 	return fu, nil
 }

@@ -126,11 +126,16 @@ for t = 1, nt do
       if ran then
         out[i] = reply_ran(e.last_tick)
       elseif is_held(e, now_ms) then
-        if queue == '1' and e.fu ~= '1' then
-          e.fu, w = '1', true
-        end
-        if reqs ~= '' and queue == '1' then
-          redis.call('HSET', KEYS[5], field, join_reqs(redis.call('HGET', KEYS[5], field) or '', reqs))
+        if queue == '1' then
+          -- One queued run after the holder, carrying the latest tick of
+          -- the requests folded into it; that tick counts as run, so a
+          -- late replica's request for it is not queued once more.
+          if e.fu ~= '1' then e.fu, w = '1', true end
+          if tick > lt then e.last_tick, w = tick_s, true end
+          local f = decode_followup(redis.call('HGET', KEYS[5], field))
+          if tonumber(run_tick) > tonumber(f.tick) then f.tick = run_tick end
+          f.reqs = join_reqs(f.reqs, reqs)
+          redis.call('HSET', KEYS[5], field, encode_followup(f))
         elseif reqs ~= '' then
           answer(6, reqs, field, ANSWER_SKIPPED)
         end

@@ -200,6 +200,23 @@ local function join_reqs(a, b)
   return table.concat(all, ',', n - MAX_REQS + 1, n)
 end
 
+-- Follow-up (no Go twin: only the scripts read it), an entity's field in
+-- the task's followups hash while a queued run is asked for:
+--   tick|reqs
+-- tick: the latest tick (ms) of the requests that queued it, which the
+-- queued run carries; reqs: the ids of the requests it answers. A value
+-- without '|' (tickd before the tick was kept) is reqs alone.
+local function decode_followup(v)
+  if not v then return {tick = '0', reqs = ''} end
+  local t, q = match(v, '^(%d+)|(.*)$')
+  if not t then return {tick = '0', reqs = v} end
+  return {tick = t, reqs = q}
+end
+
+local function encode_followup(f)
+  return f.tick .. '|' .. f.reqs
+end
+
 -- answer records outcome for entity field in each request of reqs: the
 -- request's hash (Go: keys.request) is found among KEYS from first on by
 -- its id, and lives for REQUEST_TTL_MS after its last answer.

@@ -6,11 +6,12 @@
 --   usual) next and reqs are left out, as ''.
 -- last is the run record (encode_run's format), written by the holder (its
 -- token proves the fence and reason are this lease's); next is '' or the next
--- run asked for (decode_next). A next or follow-up carries the run's tick,
--- which the grant stored. reqs are the ids of the requests the run answers
--- with its outcome; a run handed over (next's carry) passes them on to the
--- next run instead, as a follow-up takes the ids of the triggers it stands
--- for.
+-- run asked for (decode_next). A next carries the run's tick, which the
+-- grant stored; a follow-up carries the latest tick of the requests that
+-- queued it (decode_followup). reqs are the ids of the requests the run
+-- answers with its outcome; a run handed over (next's carry) passes them on
+-- to the next run instead, as a follow-up takes the ids of the triggers it
+-- stands for.
 -- A lease whose token does not hold it is left alone (a taken-over holder
 -- must not release the new holder's lease): RELEASED_NOT_HELD. Otherwise the
 -- lease is freed, the run recorded, and next or a requested follow-up
@@ -45,10 +46,13 @@ for i = 1, n do
       e.fu, e.last = '0', ARGV[b + 2]
       v = encode_entity(e)
       cur[field], writes[nw + 1], writes[nw + 2], nw = v, field, v, nw + 2
-      local fu_reqs = ''
+      local fu_reqs, fu_tick = '', run_tick
       if fu == '1' then
-        fu_reqs = redis.call('HGET', KEYS[4], field)
-        if fu_reqs then redis.call('HDEL', KEYS[4], field) else fu_reqs = '' end
+        local f = redis.call('HGET', KEYS[4], field)
+        if f then redis.call('HDEL', KEYS[4], field) end
+        f = decode_followup(f)
+        fu_reqs = f.reqs
+        if f.tick ~= '0' then fu_tick = f.tick end
       end
       local x = nxt ~= '' and decode_next(nxt)
       if reqs ~= '' and not (x and x.carry == '1') then
@@ -56,10 +60,11 @@ for i = 1, n do
         reqs = ''
       end
       if x then
-        add_due(KEYS[1], KEYS[2], mprefix .. field, x.reason, now_ms + tonumber(x.delay_ms), x.attempt, run_tick,
+        -- A follow-up folded into the next run: it carries the follow-up's tick.
+        add_due(KEYS[1], KEYS[2], mprefix .. field, x.reason, now_ms + tonumber(x.delay_ms), x.attempt, fu_tick,
           join_reqs(reqs, fu_reqs))
       elseif fu == '1' then
-        add_due(KEYS[1], KEYS[2], mprefix .. field, REASON_QUEUED, now_ms, '0', run_tick, fu_reqs)
+        add_due(KEYS[1], KEYS[2], mprefix .. field, REASON_QUEUED, now_ms, '0', fu_tick, fu_reqs)
       end
       if fu == '1' then out[i] = RELEASED_FOLLOW_UP else out[i] = RELEASED_OK end
     end
