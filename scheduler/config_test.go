@@ -41,6 +41,7 @@ func TestConfigErrors(t *testing.T) {
 		{"zero every", "[[tasks]]\nname = \"a\"\nevery = \"0s\"\ncommand = [\"true\"]\n", "cfg.toml:3: tasks[0].every: must be more than 0s"},
 		{"sub-second every", "[[tasks]]\nname = \"a\"\nevery = \"1500ms\"\ncommand = [\"true\"]\n", "tasks[0].every: 1.5s: must be a whole number of seconds"},
 		{"cron with 7 fields", "[[tasks]]\nname = \"a\"\ncron = \"* * * * * * *\"\ncommand = [\"true\"]\n", "cfg.toml:3: tasks[0].cron: \"* * * * * * *\" has 7 fields"},
+		{"cron that can never fire", "[[tasks]]\nname = \"a\"\ncron = \"0 0 30 2 *\"\ncommand = [\"true\"]\n", "cfg.toml:3: tasks[0].cron: \"0 0 30 2 *\" can never fire"},
 		{"@every refused", "[[tasks]]\nname = \"a\"\ncron = \"@every 1m\"\ncommand = [\"true\"]\n", "tasks[0].cron: \"@every 1m\": @every counts from process start"},
 		{"unknown timezone", goodTask + "timezone = \"Mars/Olympus\"\n", `cfg.toml:6: tasks[0].timezone: unknown timezone "Mars/Olympus"`},
 		{"both schedules", goodTask + "cron = \"* * * * *\"\n", "cfg.toml:4: tasks[0].every: both every and cron given"},

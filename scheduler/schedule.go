@@ -101,19 +101,77 @@ func ParseCron(spec string, loc *time.Location) (Cron, error) {
 	if n := len(strings.Fields(s)); !strings.HasPrefix(s, "@") && (n < 5 || n > 6) {
 		return Cron{}, fmt.Errorf("%q has %d fields: use 5 (minute hour day month weekday), 6 (seconds first) or a descriptor like @hourly", spec, n)
 	}
+	fields := strings.Fields(s)
+	if !strings.HasPrefix(s, "@") {
+		fields[len(fields)-1] = sundayAsZero(fields[len(fields)-1])
+		s = strings.Join(fields, " ")
+	}
 	sch, err := cronParser.Parse(s)
 	if err != nil {
 		return Cron{}, fmt.Errorf("bad cron expression %q: %v", spec, err)
 	}
-	return Cron{Spec: sch, Location: loc}, nil
+	if ss, ok := sch.(*cron.SpecSchedule); ok && !strings.HasPrefix(s, "@") {
+		crontabDays(ss, fields[len(fields)-3], fields[len(fields)-1])
+	}
+	c := Cron{Spec: sch, Location: loc}
+	if c.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).IsZero() {
+		return Cron{}, fmt.Errorf("%q can never fire: no date has that day of the month in that month", spec)
+	}
+	return c, nil
 }
 
-// Next returns the first tick after t.
+// starBit is robfig/cron's mark of a day field that is unrestricted.
+const starBit = 1 << 63
+
+// crontabDays makes the day rule crontab(5)'s: day of month and day of week
+// are OR-ed only when both are restricted, and a field that starts with '*'
+// is unrestricted, whatever follows ("*/7" too). robfig/cron counts "*/N"
+// as restricted, so "0 0 1-7 * */7" (the first Sunday of the month) would
+// also run on every Sunday.
+func crontabDays(s *cron.SpecSchedule, dom, dow string) {
+	for _, f := range []struct {
+		text string
+		bits *uint64
+	}{{dom, &s.Dom}, {dow, &s.Dow}} {
+		if strings.HasPrefix(f.text, "*") || strings.HasPrefix(f.text, "?") {
+			*f.bits |= starBit
+		} else {
+			*f.bits &^= starBit
+		}
+	}
+}
+
+// sundayAsZero rewrites crontab(5)'s 7 for Sunday, which robfig/cron
+// refuses, as 0: "7" becomes "0", and a range ending at 7 with no step,
+// "N-7", becomes "N-6,0". Other uses of 7 are left for the parser to refuse.
+func sundayAsZero(dow string) string {
+	parts := strings.Split(dow, ",")
+	for i, p := range parts {
+		switch {
+		case p == "7":
+			parts[i] = "0"
+		case strings.HasSuffix(p, "-7") && !strings.Contains(p, "/"):
+			parts[i] = strings.TrimSuffix(p, "-7") + "-6,0"
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// cronYears is how far Next looks for a tick: robfig/cron gives up after
+// five years, and a February 29th that must also be a given weekday comes
+// once in 28.
+const cronYears = 30
+
+// Next returns the first tick after t, or zero if none comes within
+// cronYears.
 func (c Cron) Next(t time.Time) time.Time {
 	w := wall(t, c.Location)
 	for i := 0; i < 100000; i++ {
-		w = c.Spec.Next(w)
-		if w.IsZero() {
+		n := c.Spec.Next(w)
+		for y := 5; n.IsZero() && y < cronYears; y += 5 { // robfig/cron looks 5 years ahead
+			n = c.Spec.Next(w.AddDate(y, 0, 0))
+		}
+		if w = n; w.IsZero() {
 			return w
 		}
 		if at := resolve(w, c.Location); at.After(t) {
