@@ -406,7 +406,9 @@ func Backoff(n int) time.Duration {
 }
 
 // enqueueRetrying stores a request whose release failed (Redis down),
-// retrying until Redis answers or the process stops.
+// retrying until Redis answers, for at most max(lease_ttl, 30s), and not
+// past the end of shutdown_timeout: a stop keeps its timeout, and what it
+// could not store is logged.
 func (s *Scheduler) enqueueRetrying(t Task, l *lease.Lease, n lease.Next) {
 	d := lease.Due{Task: t.Name, Entity: l.Entity, Reason: n.Reason, Attempt: n.Attempt, Tick: l.Tick}
 	if n.HandOver {
@@ -415,15 +417,26 @@ func (s *Scheduler) enqueueRetrying(t Task, l *lease.Lease, n lease.Next) {
 	backoff := 200 * time.Millisecond
 	deadline := time.Now().Add(max(t.LeaseTTL, 30*time.Second))
 	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(s.abort, 2*time.Second)
 		err := s.store.Enqueue(ctx, d, n.Delay)
 		cancel()
 		if err == nil {
 			return
 		}
+		if s.abort.Err() != nil {
+			break
+		}
 		s.storeFailed("enqueue", "enqueue", "cannot store a follow-up request; retrying", Event{Task: t.Name, Tick: l.Tick}, err)
-		time.Sleep(backoff)
+		select {
+		case <-s.abort.Done():
+		case <-time.After(backoff):
+		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
-	s.log.Error("follow-up request lost: Redis unreachable", KeyTask, t.Name, KeyEntity, l.Entity, KeyReason, string(n.Reason))
+	why := "Redis unreachable"
+	if s.abort.Err() != nil {
+		why = "Redis unreachable until shutdown_timeout ended"
+	}
+	s.log.Error("follow-up request lost: "+why, KeyTask, t.Name, KeyEntity, l.Entity, KeyReason, string(n.Reason),
+		"attempt", n.Attempt, tickAttr(l.Tick))
 }

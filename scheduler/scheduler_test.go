@@ -1086,3 +1086,42 @@ func TestDueRunDuringARolloutWaits(t *testing.T) {
 	state, _ = st.Entity(context.Background(), "ghost", "y")
 	expect.True(t, "the ghost's run is gone", state.Pending == nil)
 }
+
+// TestShutdownWithRedisDownKeepsItsTimeout: a run that asks for a
+// reschedule while Redis is down leaves a request that cannot be stored;
+// SIGTERM's shutdown still ends within shutdown_timeout and a few seconds
+// (the release's own bound), not after the request's retries, and says
+// what it could not store.
+func TestShutdownWithRedisDownKeepsItsTimeout(t *testing.T) {
+	e := newEnv(t, true)
+	finish := make(chan struct{})
+	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+		<-finish
+		return tasks.Reschedule, nil
+	}
+	s, _ := e.start(`
+[[tasks]]
+name = "more"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+lease_ttl = "30s"
+`)
+	redistest.WaitFor(t, 10*time.Second, "the run started", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
+	e.srv.Stop()
+	close(finish) // ends asking for a reschedule that Redis cannot take
+	const timeout = 500 * time.Millisecond
+	stopped := make(chan struct{})
+	start := time.Now()
+	go func() { s.Shutdown(timeout); close(stopped) }()
+	bound := timeout + lease.ReleaseTimeout + 3*time.Second
+	select {
+	case <-stopped:
+	case <-time.After(bound):
+		t.Fatalf("shutdown still going after %v (shutdown_timeout %v)", bound, timeout)
+	}
+	t.Logf("shutdown took %v", time.Since(start).Round(time.Millisecond))
+	if n := e.logs.countPrefix("follow-up request lost"); n != 1 {
+		t.Fatalf("%d lines saying the reschedule was not stored, want 1:\n%v", n, e.logs)
+	}
+}
