@@ -63,7 +63,10 @@ func (s *Scheduler) announce(ctx context.Context) {
 
 // takeDue carries out durable requests: reschedules, retries, triggers and
 // follow-ups, from this replica or any other; the due loop calls it every
-// DuePoll, for as many as there are free run slots.
+// DuePoll, for as many as there are free run slots. While no slot is free
+// (late fan-outs take each one the moment it frees), it still takes one
+// entry a second, which waits in line for its task's next slot (waitSlot):
+// a due run gets a slot within a bounded time under backlog.
 func (s *Scheduler) takeDue(ctx context.Context) {
 	s.mu.Lock()
 	free := 0
@@ -73,10 +76,15 @@ func (s *Scheduler) takeDue(ctx context.Context) {
 		}
 	}
 	s.mu.Unlock()
+	limit := min(free, 64)
 	if free == 0 {
-		return
+		now := s.clock.Now()
+		if s.dueWaiting.Load() >= maxDueWaiting || now.Sub(s.lastStarvedTake) < time.Second {
+			return
+		}
+		s.lastStarvedTake, limit = now, 1
 	}
-	ds, err := s.store.TakeDue(ctx, min(free, 64), dueVisibility)
+	ds, err := s.store.TakeDue(ctx, limit, dueVisibility)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.storeFailed("take", "take", "cannot read due runs", Event{}, err)
@@ -87,49 +95,84 @@ func (s *Scheduler) takeDue(ctx context.Context) {
 		s.mu.Lock()
 		ts := s.tasks[d.Task]
 		s.mu.Unlock()
-		if ts == nil {
+		switch {
+		case ts == nil:
 			s.unknownTask(ctx, d)
-			continue
-		}
-		ok := !ts.paused.Load()
-		if ok {
+		case ts.paused.Load():
+			s.giveBack(ctx, d)
+		default:
 			select {
 			case ts.slots <- struct{}{}:
+				s.startDue(ctx, ts, d)
 			default:
-				ok = false
+				s.dueWaiting.Add(1)
+				s.loopWG.Add(1)
+				go func() { defer s.loopWG.Done(); defer s.dueWaiting.Add(-1); s.waitSlot(ctx, ts, d) }()
 			}
 		}
-		if !ok { // no slot (or paused): give it back to be taken again soon
-			if err := s.store.Enqueue(ctx, d, time.Second); err != nil {
-				s.storeFailed("enqueue", "enqueue", "cannot give back a due run", Event{Task: d.Task}, err)
-			}
-			continue
-		}
-		queue := d.Reason != lease.ReasonTrigger || ts.t.OnBusy == OnBusyQueue
-		l, err := s.store.Acquire(ctx, lease.Request{Task: d.Task, Entity: d.Entity, TTL: ts.t.LeaseTTL, Reason: d.Reason, Queue: queue, From: &d})
-		if err != nil {
-			<-ts.slots
-			switch {
-			case errors.Is(err, lease.ErrBusy):
-				s.log.Debug("due run found the entity busy", KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason, "follow_up", queue)
-			case errors.Is(err, lease.ErrNotAcknowledged):
-				// The store handed the entry back; OnAcks logs why.
-			default:
-				// Redis trouble or quarantine: give the entry back to be taken
-				// again soon, rather than waiting out its visibility timeout.
-				var qe *lease.QuarantineError
-				if errors.As(err, &qe) {
-					s.quarantined(qe.Left)
-				} else {
-					s.storeFailed("acquire", "acquire-due", "cannot acquire lease for a due run; retrying", Event{Task: d.Task}, err)
-				}
-				s.store.Enqueue(ctx, d, time.Second) //nolint:errcheck // if this fails too, visibility brings it back
-			}
-			continue
-		}
-		if l.Tick.IsZero() {
-			l.Tick = d.At
-		}
-		s.start(ts, l)
 	}
+}
+
+// maxDueWaiting bounds the taken due entries waiting for a slot; dueSlotWait
+// bounds each one's wait, well within its visibility timeout, after which it
+// is given back.
+const (
+	maxDueWaiting = 4
+	dueSlotWait   = dueVisibility / 3
+)
+
+// waitSlot waits in line for a run slot of ts for d, behind the fan-outs
+// already waiting (a channel's senders are served in order) and before
+// those that ask after it.
+func (s *Scheduler) waitSlot(ctx context.Context, ts *taskState, d lease.Due) {
+	t := time.NewTimer(dueSlotWait)
+	defer t.Stop()
+	select {
+	case ts.slots <- struct{}{}:
+		s.startDue(ctx, ts, d)
+	case <-t.C:
+		s.giveBack(ctx, d)
+	case <-ctx.Done():
+		s.giveBack(context.WithoutCancel(ctx), d)
+	}
+}
+
+// giveBack returns a taken due entry to be taken again soon.
+func (s *Scheduler) giveBack(ctx context.Context, d lease.Due) {
+	ctx, cancel := context.WithTimeout(ctx, lease.ReleaseTimeout)
+	defer cancel()
+	if err := s.store.Enqueue(ctx, d, time.Second); err != nil {
+		s.storeFailed("enqueue", "enqueue", "cannot give back a due run", Event{Task: d.Task}, err)
+	}
+}
+
+// startDue acquires the lease of due entry d, whose run slot of ts is
+// taken, and starts its run; the slot is given back if nothing starts.
+func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d lease.Due) {
+	queue := d.Reason != lease.ReasonTrigger || ts.t.OnBusy == OnBusyQueue
+	l, err := s.store.Acquire(ctx, lease.Request{Task: d.Task, Entity: d.Entity, TTL: ts.t.LeaseTTL, Reason: d.Reason, Queue: queue, From: &d})
+	if err != nil {
+		<-ts.slots
+		switch {
+		case errors.Is(err, lease.ErrBusy):
+			s.log.Debug("due run found the entity busy", KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason, "follow_up", queue)
+		case errors.Is(err, lease.ErrNotAcknowledged):
+			// The store handed the entry back; OnAcks logs why.
+		default:
+			// Redis trouble or quarantine: give the entry back to be taken
+			// again soon, rather than waiting out its visibility timeout.
+			var qe *lease.QuarantineError
+			if errors.As(err, &qe) {
+				s.quarantined(qe.Left)
+			} else {
+				s.storeFailed("acquire", "acquire-due", "cannot acquire lease for a due run; retrying", Event{Task: d.Task}, err)
+			}
+			s.store.Enqueue(ctx, d, time.Second) //nolint:errcheck // if this fails too, visibility brings it back
+		}
+		return
+	}
+	if l.Tick.IsZero() {
+		l.Tick = d.At
+	}
+	s.start(ts, l)
 }

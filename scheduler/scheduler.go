@@ -80,6 +80,10 @@ type Scheduler struct {
 	// quarantineEnd is when the data-loss quarantine last seen ends (Unix
 	// ns): it is logged once.
 	quarantineEnd atomic.Int64
+	// dueWaiting counts the due entries waiting for a run slot (waitSlot);
+	// lastStarvedTake is when the due loop last took one with no slot free.
+	dueWaiting      atomic.Int32
+	lastStarvedTake time.Time
 }
 
 // taskState is one task's running state; a reload that changes the task

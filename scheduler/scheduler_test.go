@@ -1125,3 +1125,40 @@ lease_ttl = "30s"
 		t.Fatalf("%d lines saying the reschedule was not stored, want 1:\n%v", n, e.logs)
 	}
 }
+
+// TestDueRunGetsASlotUnderBacklog: runs longer than the interval keep late
+// fan-outs waiting for every slot the moment it frees; a due run (here a
+// trigger) still gets a slot within a bounded time, instead of being given
+// back for ever.
+func TestDueRunGetsASlotUnderBacklog(t *testing.T) {
+	bothStores(t, func(t *testing.T, withRedis bool) {
+		e := newEnv(t, withRedis)
+		e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+			if r.Reason == "tick" {
+				select {
+				case <-ctx.Done():
+				case <-time.After(700 * time.Millisecond): // the run's work: longer than the interval
+				}
+			}
+			return tasks.Done, nil
+		}
+		_, st := e.start(`
+[[tasks]]
+name = "slow"
+every = "1s"
+concurrency = 1
+handler = "rec"
+lease_ttl = "3s"
+entities = ["a", "b", "c"]
+`)
+		redistest.WaitFor(t, 15*time.Second, "a backlog of tick runs", func() bool {
+			return e.rec.count(func(r runRec) bool { return r.Reason == "tick" }) >= 3
+		})
+		if err := st.Enqueue(context.Background(), lease.Due{Task: "slow", Entity: "a", Reason: lease.ReasonTrigger}, 0); err != nil {
+			t.Fatal(err)
+		}
+		redistest.WaitFor(t, 3*dueSlotWait/2, "the trigger's run", func() bool {
+			return e.rec.count(func(r runRec) bool { return r.Reason == "trigger" }) == 1
+		})
+	})
+}

@@ -172,4 +172,9 @@ type triggerDoc struct {
 type triggerRunDoc struct {
 	Entity  string `json:"entity"`
 	Outcome string `json:"outcome"`
+	// For an outcome of "pending": where the run was when -timeout passed,
+	// "running" (since it started) or "queued" (since it was due), or
+	// "unknown"; "" and null otherwise.
+	State string  `json:"state"`
+	Since instant `json:"since"`
 }

@@ -161,7 +161,7 @@ command = ["WORKER", "6s"]
 		t.Fatalf("trigger: %d %s %s", code, out, errs)
 	}
 	code, out, errs := cli("trigger", "-config", e.cfg, "-wait", "-json", "trig", "y")
-	if got := decodeJSON(t, out); code != 0 || fmt.Sprint(got) != "map[paused:false runs:[map[entity:y outcome:done]] task:trig triggered:1]" {
+	if got := decodeJSON(t, out); code != 0 || fmt.Sprint(got) != "map[paused:false runs:[map[entity:y outcome:done since:<nil> state:]] task:trig triggered:1]" {
 		t.Fatalf("trigger -json: %d %s %s", code, out, errs)
 	}
 	// Busy entities: "queued" gets a follow-up after the holder; "skipped"
@@ -295,7 +295,7 @@ entities = ["x", "y"]
 	tickdtest.WriteFile(t, other, string(cfg)+"[[tasks]]\nname = \"gone\"\nevery = \"1h\"\n"+sh+"\n")
 	code, out, _ = cli("trigger", "-config", other, "-wait", "-json", "gone")
 	expect.Equal(t, "dropped: exit status", code, 1)
-	expect.Equal(t, "dropped", fmt.Sprint(decodeJSON(t, out)["runs"]), "[map[entity:gone outcome:dropped]]")
+	expect.Equal(t, "dropped", fmt.Sprint(decodeJSON(t, out)["runs"]), "[map[entity:gone outcome:dropped since:<nil> state:]]")
 	if code, _, errs := cli("pause", "-config", e.cfg, "s"); code != 0 {
 		t.Fatal(errs)
 	}
@@ -306,6 +306,8 @@ entities = ["x", "y"]
 	code, out, errs := cli("trigger", "-config", e.cfg, "-wait", "-timeout", "1s", "s", "y")
 	expect.Equal(t, "paused: exit status", code, 1)
 	expect.True(t, "paused: pending:\n"+out+errs, strings.Contains(out, `s "y": pending`) && strings.Contains(errs, "not answered within -timeout"))
+	// -wait says where the pending run is: queued (the task is paused).
+	expect.True(t, "paused: pending says where the run is:\n"+out, strings.Contains(out, `s "y": pending (no answer within -timeout): queued as trigger`))
 	held.Release(context.Background(), lease.Finished{Outcome: lease.OutcomeDone}, nil) //nolint:errcheck
 }
 

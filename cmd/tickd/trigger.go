@@ -88,9 +88,14 @@ func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
 			default:
 				failed++
 			}
-			result.Runs = append(result.Runs, triggerRunDoc{id, outcome})
+			doc := triggerRunDoc{Entity: id, Outcome: outcome}
+			text := answerText(outcome)
+			if !ok {
+				doc.State, doc.Since, text = whereIs(ctx, store, t.Name, id)
+			}
+			result.Runs = append(result.Runs, doc)
 			if !*asJSON {
-				fmt.Fprintf(stdout, "%s %q: %s\n", t.Name, id, answerText(outcome))
+				fmt.Fprintf(stdout, "%s %q: %s\n", t.Name, id, text)
 			}
 		}
 	}
@@ -166,6 +171,25 @@ func waitAnswers(ctx context.Context, store *lease.Store, task, id string, ids [
 		case <-time.After(poll):
 		}
 	}
+}
+
+// whereIs says where the run of an entity whose trigger was not answered
+// in time is: running (since when, where), queued (due since when), or
+// neither.
+func whereIs(ctx context.Context, store *lease.Store, task, id string) (string, instant, string) {
+	st, err := store.Entity(ctx, task, id)
+	now := time.Now()
+	switch {
+	case err != nil:
+		return "unknown", instant{}, answerText(answerPending) + "; its state cannot be read: " + err.Error()
+	case st.Held != nil:
+		return "running", instant(st.Held.Since), fmt.Sprintf("%s: running on %s for %v (reason %s)",
+			answerText(answerPending), st.Held.Holder, now.Sub(st.Held.Since).Round(time.Second), st.Held.Reason)
+	case st.Pending != nil:
+		return "queued", instant(st.Pending.At), fmt.Sprintf("%s: queued as %s, due for %v and waiting for a free run slot on a replica",
+			answerText(answerPending), st.Pending.Reason, max(0, now.Sub(st.Pending.At)).Round(time.Second))
+	}
+	return "unknown", instant{}, answerText(answerPending) + ": neither running nor queued now (its run may have ended just after -timeout)"
 }
 
 // unique drops repeated ids, keeping the first of each.
