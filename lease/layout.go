@@ -76,6 +76,17 @@ func (b *redisBackend) ready(ctx context.Context) error {
 	return nil
 }
 
+// CheckLayout returns a *LayoutError when the prefix holds keys of an
+// older key layout or names a newer one: what the store reads there would
+// not be what the replicas running beside it write. Nil for the in-process
+// store.
+func (s *Store) CheckLayout(ctx context.Context) error {
+	if b, ok := s.b.(*redisBackend); ok {
+		return b.checkLayout(ctx)
+	}
+	return nil
+}
+
 // checkLayout looks for keys of an older layout and for a newer one.
 func (b *redisBackend) checkLayout(ctx context.Context) error {
 	pipe := b.c.Pipeline()

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 )
 
@@ -95,7 +96,15 @@ func pingRedis(ctx context.Context, cfg *scheduler.Config, stdout io.Writer) err
 	if err := c.Ping(pctx).Err(); err != nil {
 		return fmt.Errorf("redis %s: %w", cfg.Redis.Where(), err)
 	}
-	fmt.Fprintf(stdout, "redis: %s answers\n", cfg.Redis.Where())
+	s, err := lease.NewRedis(c, cfg.Redis.KeyPrefix, lease.Options{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := s.CheckLayout(pctx); err != nil {
+		return fmt.Errorf("redis %s answers, but: %w", cfg.Redis.Where(), err)
+	}
+	fmt.Fprintf(stdout, "redis: %s answers; key layout %s\n", cfg.Redis.Where(), lease.LayoutVersion)
 	return nil
 }
 

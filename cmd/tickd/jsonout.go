@@ -149,7 +149,7 @@ type unlockDoc struct {
 
 // migrateDoc is `tickd migrate -json`: what was moved into the key layout.
 type migrateDoc struct {
-	Layout string `json:"layout"`
+	Layout int    `json:"layout"`
 	Tasks  int    `json:"tasks"`
 	Due    int    `json:"due"`
 }

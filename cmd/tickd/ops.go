@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/user"
+	"strconv"
 	"time"
 
 	"github.com/tickd/tickd/lease"
@@ -43,9 +44,21 @@ func cliStore(cfg *scheduler.Config, cmd string, ttl time.Duration) (*lease.Stor
 		c.Close()
 		return nil, nil, err
 	}
+	done := func() { s.Close(); c.Close() }
+	// Beside keys of another layout, what a command reads or writes is not
+	// what the replicas see: every command but migrate refuses, and says
+	// what to do.
+	if cmd != "migrate" {
+		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.CheckLayout(lctx); errors.Is(err, lease.ErrLayout) {
+			done()
+			return nil, nil, err
+		}
+	}
 	// A command releases what it holds before this; Close's report of a
 	// lease left held (a failed release, already reported) adds nothing.
-	return s, func() { s.Close(); c.Close() }, nil
+	return s, done, nil
 }
 
 // loadTask loads the config and finds task in it.
@@ -110,10 +123,11 @@ func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 	defer done()
 	m, err := store.Migrate(ctx)
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return err // "tickd migrate: " is said once, in front
 	}
 	if *asJSON {
-		return printJSON(stdout, migrateDoc{Layout: lease.LayoutVersion, Tasks: m.Tasks, Due: m.Due})
+		layout, _ := strconv.Atoi(lease.LayoutVersion)
+		return printJSON(stdout, migrateDoc{Layout: layout, Tasks: m.Tasks, Due: m.Due})
 	}
 	fmt.Fprintf(stdout, "key layout %s: moved %d task(s) and %d pending request(s)\n", lease.LayoutVersion, m.Tasks, m.Due)
 	return nil

@@ -596,9 +596,12 @@ command = ["true"]
 	ctx := context.Background()
 	c.Set(ctx, "tickd:epoch", "0|0", 0)
 	c.HSet(ctx, "tickd:{m}:entities", "m", "1|2||0|0|3||0|#")
-	code, _, errs := cli("trigger", "-config", cfg, "m")
-	expect.Equal(t, "trigger beside old keys: exit status", code, 1)
-	expect.True(t, "it says what to do: "+errs, strings.Contains(errs, "tickd:epoch of an older tickd") && strings.Contains(errs, "tickd migrate"))
+	// Every command that reads or writes Redis refuses, and says what to do.
+	for _, args := range [][]string{{"trigger", "m"}, {"status"}, {"pause", "m"}, {"resume", "m"}, {"unlock", "m", "e"}, {"check", "-redis"}} {
+		code, _, errs := cli(append([]string{args[0], "-config", cfg}, args[1:]...)...)
+		expect.Equal(t, args[0]+" beside old keys: exit status", code, 1)
+		expect.True(t, args[0]+" says what to do: "+errs, strings.Contains(errs, "tickd:epoch of an older tickd") && strings.Contains(errs, "tickd migrate"))
+	}
 	code, out, errs := cli("migrate", "-config", cfg, "-json")
 	if code != 0 || fmt.Sprint(decodeJSON(t, out)) != "map[due:0 layout:2 tasks:1]" {
 		t.Fatalf("migrate: %d %s %s", code, out, errs)
