@@ -149,9 +149,9 @@ type unlockDoc struct {
 
 // migrateDoc is `tickd migrate -json`: what was moved into the key layout.
 type migrateDoc struct {
-	Layout int    `json:"layout"`
-	Tasks  int    `json:"tasks"`
-	Due    int    `json:"due"`
+	Layout int `json:"layout"`
+	Tasks  int `json:"tasks"`
+	Due    int `json:"due"`
 }
 
 // pauseDoc is `tickd pause -json` and `tickd resume -json`.
