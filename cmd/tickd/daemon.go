@@ -191,6 +191,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 		Help: "1, labelled with the build of this binary."}, []string{"version", "revision", "go_version"})
 	buildInfo.WithLabelValues(b.version, b.revision, b.goVersion).Set(1)
 	reg.MustRegister(buildInfo)
+	reloads := newReloadMetrics(reg)
 	store, closeStore, err := openStore(cfg, replica, clock, log, metrics)
 	if err != nil {
 		return err
@@ -229,7 +230,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				daemon.SdNotify(false, daemon.SdNotifyReloading) //nolint:errcheck
-				reload(sch, *path, &level, log)
+				reloads.record(reload(sch, *path, &level, log))
 				daemon.SdNotify(false, daemon.SdNotifyReady) //nolint:errcheck
 				continue
 			}
@@ -255,16 +256,45 @@ func stopRequested(sigs <-chan os.Signal) (os.Signal, bool) {
 }
 
 // reload re-reads the config; a bad one is reported and the old one kept.
-func reload(sch *scheduler.Scheduler, path string, level *slog.LevelVar, log *slog.Logger) {
+func reload(sch *scheduler.Scheduler, path string, level *slog.LevelVar, log *slog.Logger) error {
 	cfg, err := scheduler.LoadConfig(path)
 	if err == nil {
 		err = sch.Reload(cfg)
 	}
 	if err != nil {
 		log.Error("reload failed: the old config keeps running", "error", strings.ReplaceAll(err.Error(), "\n", "; "))
-		return
+		return err
 	}
 	level.Set(parseLevel(cfg.Daemon.LogLevel))
+	return nil
+}
+
+// reloadMetrics say whether the last SIGHUP's config was taken, as
+// Prometheus's own prometheus_config_last_reload_successful does: an alert
+// on it catches a bad config that only left a log line.
+type reloadMetrics struct {
+	ok, at prometheus.Gauge
+}
+
+func newReloadMetrics(reg prometheus.Registerer) reloadMetrics {
+	m := reloadMetrics{
+		ok: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tickd_config_last_reload_successful",
+			Help: "1 if the last config load (start or SIGHUP) succeeded, 0 if a reload failed and the old config runs on."}),
+		at: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tickd_config_last_reload_success_timestamp_seconds",
+			Help: "When the config in force was loaded."}),
+	}
+	reg.MustRegister(m.ok, m.at)
+	m.record(nil)
+	return m
+}
+
+func (m reloadMetrics) record(err error) {
+	if err != nil {
+		m.ok.Set(0)
+		return
+	}
+	m.ok.Set(1)
+	m.at.SetToCurrentTime()
 }
 
 // shutdown stops the scheduler gracefully; a second signal exits at once.

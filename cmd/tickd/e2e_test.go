@@ -192,12 +192,20 @@ func TestSIGTERMReleasesAndHandsOver(t *testing.T) {
 func TestSIGHUPReload(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "tickd.toml")
+	metrics := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
 	task := func(name string) string {
-		return fmt.Sprintf("[daemon]\nlog_format = \"json\"\n[[tasks]]\nname = %q\nevery = \"1s\"\ncommand = [\"echo\", \"ran-%s\"]\n", name, name)
+		return fmt.Sprintf("[daemon]\nlog_format = \"json\"\nmetrics_addr = %q\n[[tasks]]\nname = %q\nevery = \"1s\"\ncommand = [\"echo\", \"ran-%s\"]\n", metrics, name, name)
+	}
+	reloadOK := func(v string) func() bool {
+		return func() bool {
+			_, m := get(t, "http://"+metrics+"/metrics")
+			return strings.Contains(m, "\ntickd_config_last_reload_successful "+v+"\n")
+		}
 	}
 	tickdtest.WriteFile(t, cfg, task("first"))
 	p := tickdtest.Start(t, "A", nil, "-config", cfg)
 	p.WaitLog(10*time.Second, `"msg":"ran-first"`)
+	redistest.WaitFor(t, 10*time.Second, "tickd_config_last_reload_successful 1", reloadOK("1"))
 	tickdtest.WriteFile(t, cfg, task("second"))
 	p.Signal(syscall.SIGHUP)
 	p.WaitLog(10*time.Second, `"msg":"config reloaded"`)
@@ -205,6 +213,8 @@ func TestSIGHUPReload(t *testing.T) {
 	// A bad file is reported; the old config keeps running.
 	tickdtest.WriteFile(t, cfg, "[[tasks]]\nname = \"x\"\nevery = \"nope\"\n")
 	p.Signal(syscall.SIGHUP)
+	// An operator's alert sees it: the reload metric drops to 0.
+	redistest.WaitFor(t, 10*time.Second, "tickd_config_last_reload_successful 0", reloadOK("0"))
 	p.WaitLog(10*time.Second, `"msg":"reload failed: the old config keeps running"`)
 	n := strings.Count(p.Log(), `"msg":"ran-second"`)
 	redistest.WaitFor(t, 10*time.Second, "second keeps running", func() bool { return strings.Count(p.Log(), `"msg":"ran-second"`) > n+1 })

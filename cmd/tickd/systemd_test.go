@@ -80,6 +80,23 @@ func TestSystemdUnits(t *testing.T) {
 				t.Errorf("%s lacks %s", unit, d)
 			}
 		}
+		// systemctl reload checks the file before the SIGHUP, so a bad one
+		// fails the reload (ExecReload= lines run in order; one failing
+		// stops the rest).
+		var start string
+		var reloads []string
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "ExecStart="); ok {
+				start = v
+			}
+			if v, ok := strings.CutPrefix(line, "ExecReload="); ok {
+				reloads = append(reloads, v)
+			}
+		}
+		check := strings.Replace(start, "tickd run -config", "tickd check -config", 1)
+		if len(reloads) != 2 || reloads[0] != check || reloads[1] != "/bin/kill -HUP $MAINPID" {
+			t.Errorf("%s: ExecReload= %q, want %q then the SIGHUP", unit, reloads, check)
+		}
 	}
 	// systemd itself checks the units: the template as an instance, next to
 	// the target it is wanted by.
