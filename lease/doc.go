@@ -181,7 +181,9 @@
 //	epochValue   quarantine_until|lost_at
 //	dueFrom      claim|tick|reqs         (acquire's argument: the due entry a run carries out)
 //	nextRun      reason|delay_ms|attempt|carry (release's argument: the run asked for next)
-//	announceValue until|tasks            (the tasks a replica runs, until when)
+//	announceValue until|tasks|process|host|version|since|seen
+//	                                     (the tasks a replica runs, until when; which
+//	                                     process: two with one replica id are told so)
 //	followUp     tick|reqs               (Lua only: the latest tick of the requests a
 //	                                     queued run stands for, which it carries)
 //

@@ -228,32 +228,59 @@ func (e epochValue) encode() string {
 }
 
 // announceValue is a replica's field of the replicas hash (keys.replicas):
-// the tasks it runs, until when (Redis's clock), written by announce.lua
+// the tasks it runs, until when (Redis's clock), and which process on which
+// host with which version, announcing since when and last when; written
+// by announce.lua
 //
-//	until|tasks   (tasks escaped, space-joined)
+//	until|tasks|process|host|version|since|seen   (tasks escaped, space-joined;
+//	                                               host and version escaped)
+//
+// A value of tickd before the process fields is until|tasks.
 type announceValue struct {
-	Until int64
-	Tasks []string
+	Until   int64
+	Tasks   []string
+	Process string // the announcing store's nonce
+	Host    string
+	Version string
+	Since   int64 // first announcement of this process (ms)
+	Seen    int64 // last announcement (ms)
 }
 
 func (a announceValue) encode() string {
-	return strconv.FormatInt(a.Until, 10) + "|" + a.tasksField()
+	return strconv.FormatInt(a.Until, 10) + "|" + a.tasksField() + "|" + a.Process + "|" + escape(a.Host) + "|" +
+		escape(a.Version) + "|" + strconv.FormatInt(a.Since, 10) + "|" + strconv.FormatInt(a.Seen, 10)
 }
 
 func decodeAnnounce(v string) (announceValue, error) {
-	u, ts, ok := strings.Cut(v, "|")
-	n, err := number(u)
-	if !ok || err != nil || u == "" {
-		return announceValue{}, fmt.Errorf("%w: announcement %q", errFormat, v)
+	bad := fmt.Errorf("%w: announcement %q", errFormat, v)
+	f := strings.Split(v, "|")
+	if len(f) != 2 && len(f) != 7 {
+		return announceValue{}, bad
+	}
+	n, err := number(f[0])
+	if err != nil || f[0] == "" {
+		return announceValue{}, bad
 	}
 	a := announceValue{Until: n}
-	for _, t := range strings.Fields(ts) {
+	for _, t := range strings.Fields(f[1]) {
 		task, err := unescape(t)
 		if err != nil {
-			return announceValue{}, fmt.Errorf("%w: announcement %q", errFormat, v)
+			return announceValue{}, bad
 		}
 		a.Tasks = append(a.Tasks, task)
 	}
+	if len(f) == 2 {
+		return a, nil
+	}
+	a.Process = f[2]
+	h, herr := unescape(f[3])
+	ver, verr := unescape(f[4])
+	since, serr := number(f[5])
+	seen, seerr := number(f[6])
+	if herr != nil || verr != nil || serr != nil || seerr != nil || f[5] == "" || f[6] == "" {
+		return announceValue{}, bad
+	}
+	a.Host, a.Version, a.Since, a.Seen = h, ver, since, seen
 	return a, nil
 }
 

@@ -133,8 +133,10 @@ func TestCodecsAgree(t *testing.T) {
 		checkCodec(t, lua, "epoch", ep, ep.encode(), fields, nil)
 	}
 
-	for _, a := range []announceValue{{Until: 1, Tasks: nil}, {Until: maxMS, Tasks: []string{"sync-users", hostile}}} {
-		checkCodec(t, lua, "announce", a, a.encode(), map[string]string{"until_ms": itoa(a.Until), "tasks": a.tasksField()}, decodeAnnounce)
+	for _, a := range []announceValue{{Until: 1, Tasks: nil}, {Until: maxMS, Tasks: []string{"sync-users", hostile},
+		Process: "0123456789abcdef", Host: hostile, Version: "v1.2.3 (" + hostile + ")", Since: maxMS - 1, Seen: maxMS}} {
+		checkCodec(t, lua, "announce", a, a.encode(), map[string]string{"until_ms": itoa(a.Until), "tasks": a.tasksField(),
+			"process": a.Process, "host": escape(a.Host), "version": escape(a.Version), "since_ms": itoa(a.Since), "seen_ms": itoa(a.Seen)}, decodeAnnounce)
 	}
 
 	for _, f := range []dueFrom{{Claim: "nonce-1:2", Tick: 0}, {Claim: "c", Tick: maxMS, Reqs: []string{"r1", "r2"}}} {

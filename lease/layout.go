@@ -218,22 +218,12 @@ func (s *Store) Migrate(ctx context.Context) (Migrated, error) {
 
 // liveReplicas lists the replicas whose announcement is current.
 func (b *redisBackend) liveReplicas(ctx context.Context) ([]string, error) {
-	all, err := b.c.HGetAll(ctx, b.k.replicas()).Result()
-	if err != nil {
-		return nil, err
+	rs, err := b.replicas(ctx)
+	live := make([]string, len(rs))
+	for i, r := range rs {
+		live[i] = r.ID
 	}
-	now, err := b.serverMS(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var live []string
-	for r, v := range all {
-		if a, err := decodeAnnounce(v); err == nil && a.Until >= now {
-			name, _ := unescape(r)
-			live = append(live, name)
-		}
-	}
-	return live, nil
+	return live, err
 }
 
 // migrateTasks renames each layout-1 task hash, prefix:{task}:entities,

@@ -33,6 +33,8 @@ type memBackend struct {
 	due       map[string]*memDue
 	pausedSet map[string]bool
 	announced []string
+	// announcedBy is the one replica, as it announced itself last.
+	announcedBy Replica
 	followups map[string][]string           // by member: the requests a follow-up answers
 	answered  map[string]map[string]Outcome // by task and request id: answers by entity
 }
@@ -468,11 +470,27 @@ func (b *memBackend) taken(_ context.Context, _ string, _ time.Time, chunks []st
 
 // announce and known: the in-process store has one replica, whose tasks are
 // the ones it announced last.
-func (b *memBackend) announce(_ context.Context, tasks []string, _ time.Duration) error {
+func (b *memBackend) announce(_ context.Context, a announceValue, _ time.Duration) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.announced = append([]string(nil), tasks...)
+	now := b.now()
+	if b.announcedBy.Since.IsZero() {
+		b.announcedBy.Since = now
+	}
+	b.announced = append([]string(nil), a.Tasks...)
+	b.announcedBy.ID, b.announcedBy.Host, b.announcedBy.Version, b.announcedBy.Seen = b.opts.Replica, a.Host, a.Version, now
 	return nil
+}
+
+func (b *memBackend) replicas(context.Context) ([]Replica, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.announcedBy.Seen.IsZero() {
+		return nil, nil
+	}
+	r := b.announcedBy
+	r.Tasks = append([]string(nil), b.announced...)
+	return []Replica{r}, nil
 }
 
 func (b *memBackend) known(_ context.Context, task string) (bool, error) {

@@ -1107,17 +1107,48 @@ func (b *redisBackend) paused(ctx context.Context) (map[string]bool, error) {
 
 func (b *redisBackend) ping(ctx context.Context) error { return b.c.Ping(ctx).Err() }
 
-func (b *redisBackend) announce(ctx context.Context, tasks []string, ttl time.Duration) error {
+func (b *redisBackend) announce(ctx context.Context, a announceValue, ttl time.Duration) error {
 	if err := b.ready(ctx); err != nil { // a replica that refuses the layout is not running
 		return err
 	}
 	own := make([]bool, buckets)
-	for _, t := range tasks {
+	for _, t := range a.Tasks {
 		own[bucketOf(t)] = true
 	}
 	b.own.Store(&own)
-	return scriptAnnounce.Run(ctx, b.c, []string{b.k.replicas()}, escape(b.opts.Replica), ms(ttl),
-		announceValue{Tasks: tasks}.tasksField()).Err()
+	r, err := scriptAnnounce.Run(ctx, b.c, []string{b.k.replicas()}, escape(b.opts.Replica), ms(ttl),
+		a.tasksField(), a.Process, escape(a.Host), escape(a.Version)).Text()
+	if err != nil {
+		return err
+	}
+	if rest, ok := strings.CutPrefix(r, "dup|"); ok {
+		h, since, _ := strings.Cut(rest, "|")
+		host, _ := unescape(h)
+		n, _ := number(since)
+		return &DuplicateReplicaError{Replica: b.opts.Replica, Host: host, Since: msTime(n)}
+	}
+	return nil
+}
+
+func (b *redisBackend) replicas(ctx context.Context) ([]Replica, error) {
+	all, err := b.c.HGetAll(ctx, b.k.replicas()).Result()
+	if err != nil {
+		return nil, err
+	}
+	now, err := b.serverMS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var rs []Replica
+	for id, v := range all {
+		a, err := decodeAnnounce(v)
+		if err != nil || a.Until < now {
+			continue
+		}
+		name, _ := unescape(id)
+		rs = append(rs, Replica{ID: name, Host: a.Host, Version: a.Version, Tasks: a.Tasks, Since: msTime(a.Since), Seen: msTime(a.Seen)})
+	}
+	return rs, nil
 }
 
 func (b *redisBackend) known(ctx context.Context, task string) (bool, error) {

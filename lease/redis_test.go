@@ -417,3 +417,38 @@ func TestTaken(t *testing.T) {
 		t.Errorf("another task: taken %q: %v, %v", chunks, got, err)
 	}
 }
+
+// TestReplicasAnnounced: a replica's announcement says which process on
+// which host with which version runs which tasks, since when; a second
+// live process announcing the same replica id is told so (and so is the
+// first, at its next announcement); Replicas lists the live ones.
+func TestReplicasAnnounced(t *testing.T) {
+	srv := redistest.Start(t)
+	a1 := newRedisStore(t, newClient(t, srv.Addr), Options{Replica: "A", Version: "v1"})
+	a2 := newRedisStore(t, newClient(t, srv.Addr), Options{Replica: "A", Version: "v1"})
+	b := newRedisStore(t, newClient(t, srv.Addr), Options{Replica: "B", Version: "v2 <b>"})
+	a1.InitEpoch(bg) //nolint:errcheck
+	for range 2 { // announcing again is not a duplicate of itself
+		if err := a1.Announce(bg, []string{"t1", "t 2"}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Announce(bg, []string{"t3"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var dup *DuplicateReplicaError
+	if err := a2.Announce(bg, []string{"t1"}, time.Minute); !errors.As(err, &dup) || dup.Replica != "A" || dup.Host != hostname() {
+		t.Fatalf("a second process announcing replica A: %v, want a DuplicateReplicaError naming this host", err)
+	}
+	if err := a1.Announce(bg, []string{"t1", "t 2"}, time.Minute); !errors.Is(err, ErrDuplicateReplica) {
+		t.Fatalf("the first process, at its next announcement: %v, want the duplicate said", err)
+	}
+	rs, err := a1.Replicas(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || rs[0].ID != "A" || rs[1].ID != "B" || rs[1].Version != "v2 <b>" || rs[1].Host != hostname() ||
+		fmt.Sprint(rs[1].Tasks) != "[t3]" || rs[1].Since.IsZero() || rs[1].Seen.Before(rs[1].Since) {
+		t.Fatalf("replicas %+v", rs)
+	}
+}

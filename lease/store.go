@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,6 +48,16 @@ type Options struct {
 	// OnAcks, if set, is called when lease writes stop being acknowledged
 	// by the replicas (with the *AckError) and when they are again (nil).
 	OnAcks func(err error)
+	// Version is this program's version, announced with its tasks.
+	Version string
+}
+
+// hostname is this host's name, or "unknown".
+func hostname() string {
+	if h, err := os.Hostname(); err == nil {
+		return h
+	}
+	return "unknown"
 }
 
 func (o *Options) fill() {
@@ -88,8 +100,12 @@ type backend interface {
 	one(ctx context.Context, task, entity string) (EntityState, error)
 	setPaused(ctx context.Context, task string, paused bool) error
 	paused(ctx context.Context) (map[string]bool, error)
-	// announce records the tasks this replica runs, for ttl.
-	announce(ctx context.Context, tasks []string, ttl time.Duration) error
+	// announce records the tasks this replica runs (a.Tasks), and which
+	// process announces them, for ttl; a *DuplicateReplicaError when
+	// another live process announced the same replica id.
+	announce(ctx context.Context, a announceValue, ttl time.Duration) error
+	// replicas lists the replicas whose announcement is current.
+	replicas(ctx context.Context) ([]Replica, error)
 	// known says whether a replica whose announcement is current runs task.
 	known(ctx context.Context, task string) (bool, error)
 	ping(ctx context.Context) error
@@ -138,6 +154,7 @@ type Store struct {
 	swept       atomic.Int64
 	ackFailures atomic.Int64
 	releasers   sync.Map // task → *releaser
+	host        string   // this host's name, announced
 	// quarantineEnd is when the data-loss quarantine last found ends (Unix
 	// ns, by this process's clock); zero when none was found.
 	quarantineEnd atomic.Int64
@@ -162,7 +179,7 @@ func newStore(b backend, opts Options, bind func(*Options)) *Store {
 	ctx, stop := context.WithCancel(context.Background())
 	s := &Store{
 		b: b, opts: opts, clock: opts.Clock, nonce: hex.EncodeToString(n[:]),
-		maxTTL: opts.MaxTTL, held: map[*Lease]struct{}{}, wake: make(chan struct{}, 1),
+		maxTTL: opts.MaxTTL, held: map[*Lease]struct{}{}, wake: make(chan struct{}, 1), host: hostname(),
 		done: make(chan struct{}), stop: stop,
 	}
 	bind(&s.opts)
@@ -912,11 +929,59 @@ func (s *Store) Paused(ctx context.Context) (map[string]bool, error) { return s.
 // Announce records, for ttl, the tasks this replica runs: a replica that
 // takes a due run for a task it does not know (during a config rollout)
 // leaves it for one that does (Known).
+//
+// A *DuplicateReplicaError (after the announcement was made) says that
+// another live process announced the same replica id: two replicas share a
+// replica_id, and their records (holder, status) cannot be told apart.
 func (s *Store) Announce(ctx context.Context, tasks []string, ttl time.Duration) error {
-	if err := s.b.announce(ctx, tasks, ttl); err != nil {
+	a := announceValue{Tasks: tasks, Process: s.nonce, Host: s.host, Version: s.opts.Version}
+	if err := s.b.announce(ctx, a, ttl); err != nil {
+		var dup *DuplicateReplicaError
+		if errors.As(err, &dup) {
+			return err
+		}
 		return fmt.Errorf("announce tasks: %w", err)
 	}
 	return nil
+}
+
+// ErrDuplicateReplica is matched by a *DuplicateReplicaError.
+var ErrDuplicateReplica = errors.New("lease: another process announces the same replica id")
+
+// DuplicateReplicaError says which other process announced this store's
+// replica id.
+type DuplicateReplicaError struct {
+	Replica string
+	Host    string    // the other process's host
+	Since   time.Time // when it started announcing
+}
+
+func (e *DuplicateReplicaError) Error() string {
+	return fmt.Sprintf("%v %q (on host %s, since %s): give each replica its own replica_id", ErrDuplicateReplica, e.Replica,
+		e.Host, e.Since.UTC().Format(time.RFC3339))
+}
+
+// Is makes errors.Is(err, ErrDuplicateReplica) true.
+func (e *DuplicateReplicaError) Is(target error) bool { return target == ErrDuplicateReplica }
+
+// Replica is a replica's current announcement.
+type Replica struct {
+	ID      string
+	Host    string
+	Version string
+	Tasks   []string
+	Since   time.Time // when this process first announced (zero from an older tickd)
+	Seen    time.Time // its last announcement
+}
+
+// Replicas lists the replicas whose announcement is current, by id.
+func (s *Store) Replicas(ctx context.Context) ([]Replica, error) {
+	rs, err := s.b.replicas(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read replicas: %w", err)
+	}
+	slices.SortFunc(rs, func(a, b Replica) int { return strings.Compare(a.ID, b.ID) })
+	return rs, nil
 }
 
 // Known says whether a replica whose announcement has not run out runs

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sort"
 	"time"
 
@@ -53,7 +54,13 @@ func (s *Scheduler) announce(ctx context.Context) {
 	}
 	s.mu.Unlock()
 	sort.Strings(names)
-	if err := s.store.Announce(ctx, names, max(10*time.Second, 5*s.pausePoll)); err != nil && ctx.Err() == nil {
+	err := s.store.Announce(ctx, names, max(10*time.Second, 5*s.pausePoll))
+	var dup *lease.DuplicateReplicaError
+	switch {
+	case errors.As(err, &dup):
+		s.logLimit.Log(s.log, slog.LevelWarn, "duplicate-replica", "another tickd process uses this replica_id: their leases and records cannot be told apart; give each replica its own",
+			"other_host", dup.Host, "other_since", dup.Since.UTC().Format(time.RFC3339))
+	case err != nil && ctx.Err() == nil:
 		s.storeFailed("announce", "announce", "cannot announce this replica's tasks", Event{}, err)
 	}
 	if left := s.store.Quarantine(); left > 0 {

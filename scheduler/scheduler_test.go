@@ -1162,3 +1162,18 @@ entities = ["a", "b", "c"]
 		})
 	})
 }
+
+// TestDuplicateReplicaIDIsWarned: two replicas given one replica_id run
+// (their leases stay exclusive), but each is told, at WARN, that another
+// process uses its id.
+func TestDuplicateReplicaIDIsWarned(t *testing.T) {
+	e := newEnv(t, true)
+	cfg := "[[tasks]]\nname = \"d\"\nevery = \"1h\"\nhandler = \"rec\"\n"
+	for range 2 {
+		st := e.redisStore("tickd", lease.Options{Replica: "same"})
+		e.run(cfg, Options{Store: st, PausePoll: 50 * time.Millisecond})
+	}
+	redistest.WaitFor(t, 10*time.Second, "the duplicate warned", func() bool {
+		return e.logs.countPrefix("another tickd process uses this replica_id") >= 1
+	})
+}

@@ -110,7 +110,7 @@ func redisClient(cfg *scheduler.Config) (redis.UniversalClient, error) {
 // openStore returns the lease store the config asks for, and a closer for
 // what it opened.
 func openStore(cfg *scheduler.Config, replica string, clock lease.Clock, log *slog.Logger, m *scheduler.Metrics) (*lease.Store, func(), error) {
-	opts := lease.Options{Replica: replica, MaxTTL: cfg.MaxLeaseTTL(), Clock: clock, OnRenew: m.Renewed}
+	opts := lease.Options{Replica: replica, MaxTTL: cfg.MaxLeaseTTL(), Clock: clock, OnRenew: m.Renewed, Version: readBuild().version}
 	if cfg.Redis != nil {
 		opts.ReplicaAcks = cfg.Redis.ReplicaAcks
 	}

@@ -46,7 +46,27 @@ func seconds(d time.Duration) float64 { return d.Seconds() }
 // statusDoc is `tickd status -json`.
 type statusDoc struct {
 	Replication replicationDoc `json:"replication"`
+	Replicas    []replicaDoc   `json:"replicas"`
 	Tasks       []taskDoc      `json:"tasks"`
+}
+
+// replicaDoc is a running replica, as it last announced itself.
+type replicaDoc struct {
+	ID       string   `json:"id"`
+	Host     string   `json:"host"`
+	Version  string   `json:"version"`
+	Tasks    []string `json:"tasks"`
+	Since    instant  `json:"since"`
+	LastSeen instant  `json:"last_seen"`
+}
+
+func replicaDocs(rs []lease.Replica) []replicaDoc {
+	out := make([]replicaDoc, len(rs))
+	for i, r := range rs {
+		out[i] = replicaDoc{ID: r.ID, Host: r.Host, Version: r.Version, Tasks: append([]string{}, r.Tasks...),
+			Since: instant(r.Since), LastSeen: instant(r.Seen)}
+	}
+	return out
 }
 
 // replicationDoc is status's view of the Redis replicas: what the primary

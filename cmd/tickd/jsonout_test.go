@@ -11,7 +11,7 @@ import (
 )
 
 // instantKeys are the keys whose values are instants.
-var instantKeys = map[string]bool{"next_tick": true, "since": true, "started": true, "ended": true, "last_tick": true, "tick": true, "due_at": true}
+var instantKeys = map[string]bool{"next_tick": true, "since": true, "started": true, "ended": true, "last_tick": true, "tick": true, "due_at": true, "last_seen": true}
 
 var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
@@ -84,7 +84,12 @@ func TestJSONSchema(t *testing.T) {
 		Due:        []lease.Due{{Task: "t", Entity: "c", Reason: lease.ReasonTrigger, At: now}}, // no tick: null
 		LeaseCount: 1, RunCount: 1, DueCount: 1}
 	for name, st := range map[string]taskStatus{"full": full, "empty": {Name: "e", Schedule: "every 1h0m0s", Timezone: "UTC"}} {
-		b, err := json.Marshal(statusDoc{Tasks: []taskDoc{st.doc(now)}})
+		replicas := replicaDocs(nil)
+		if name == "full" {
+			replicas = replicaDocs([]lease.Replica{{ID: "r1", Host: "h", Version: "v", Tasks: []string{"t"}, Since: now, Seen: now},
+				{ID: "old", Tasks: nil}}) // a replica of an older tickd: no host, version or start
+		}
+		b, err := json.Marshal(statusDoc{Replicas: replicas, Tasks: []taskDoc{st.doc(now)}})
 		if err != nil {
 			t.Fatal(err)
 		}

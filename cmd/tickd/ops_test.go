@@ -124,9 +124,19 @@ command = ["true"]
 	expect.True(t, "last run has ended", !r.Ended.Time().IsZero())
 	expect.True(t, "last run has a duration", r.DurationS > 0)
 	expect.True(t, "last run names its replica", r.Replica != "")
+	// The replicas running now, as they announced themselves.
+	_, js, _ := cli("status", "-config", e.cfg, "-json")
+	var doc statusDoc
+	if err := json.Unmarshal([]byte(js), &doc); err != nil || len(doc.Replicas) != 1 {
+		t.Fatalf("status -json replicas: %v %s", err, js)
+	}
+	rp := doc.Replicas[0]
+	expect.True(t, "a replica's id, host and version", rp.ID != "" && rp.Host != "" && rp.Version != "")
+	expect.Equal(t, "a replica's tasks", fmt.Sprint(rp.Tasks), "[hold quick]")
+	expect.True(t, "a replica's start and last announcement", !rp.Since.Time().IsZero() && !rp.LastSeen.Time().Before(rp.Since.Time()))
 	code, out, _ := cli("status", "-config", e.cfg)
 	expect.Equal(t, "status exit code", code, 0)
-	for _, want := range []string{`"a b"`, "leases held: 2", "OUTCOME"} {
+	for _, want := range []string{`"a b"`, "leases held: 2", "OUTCOME", "replicas: 1 running", rp.ID + "  "} {
 		expect.True(t, "human status shows "+want, strings.Contains(out, want))
 	}
 	if t.Failed() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -68,6 +69,10 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("read replication: %w", err)
 	}
+	replicas, err := store.Replicas(ctx)
+	if err != nil {
+		return err
+	}
 	now := newClock().Now()
 	var out []taskStatus
 	for _, t := range cfg.Tasks {
@@ -81,13 +86,14 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		out = append(out, st)
 	}
 	if *asJSON {
-		doc := statusDoc{Replication: replicationDocOf(repl), Tasks: []taskDoc{}}
+		doc := statusDoc{Replication: replicationDocOf(repl), Replicas: replicaDocs(replicas), Tasks: []taskDoc{}}
 		for _, st := range out {
 			doc.Tasks = append(doc.Tasks, st.doc(now))
 		}
 		return printJSON(stdout, doc)
 	}
 	fmt.Fprintln(stdout, replicationLine(cfg.Redis.Where(), repl))
+	printReplicas(stdout, replicas, now)
 	printStatus(stdout, out, now)
 	return nil
 }
@@ -226,4 +232,26 @@ func printStatus(w io.Writer, ts []taskStatus, now time.Time) {
 		}
 	}
 	tw.Flush()
+}
+
+// printReplicas lists the replicas running now: what each announced last.
+func printReplicas(w io.Writer, rs []lease.Replica, now time.Time) {
+	fmt.Fprintf(w, "replicas: %d running\n", len(rs))
+	if len(rs) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "  ID\tHOST\tVERSION\tSTARTED\tLAST SEEN\tTASKS\n")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", r.ID, orDash(r.Host), orDash(r.Version), ago(now, r.Since), ago(now, r.Seen),
+			orDash(strings.Join(r.Tasks, " ")))
+	}
+	tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

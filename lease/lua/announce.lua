@@ -1,11 +1,26 @@
--- KEYS: replicas. ARGV: replica (escaped), ttl_ms, tasks (escaped, space-joined).
+-- KEYS: replicas. ARGV: replica (escaped), ttl_ms, tasks (escaped,
+-- space-joined), process (this process's nonce), host, version (escaped).
 -- Records which tasks this replica runs, until now + ttl (Redis's clock),
--- and forgets the replicas whose announcement ran out.
+-- and forgets the replicas whose announcement ran out. Returns 'ok', or
+-- 'dup|host|since_ms' when another live process announced the same
+-- replica id (two replicas sharing one replica_id).
 local now_ms = math.floor(now_us() / 1000)
-redis.call('HSET', KEYS[1], ARGV[1], encode_announce({until_ms = num(now_ms + tonumber(ARGV[2])), tasks = ARGV[3]}))
+local now_s = num(now_ms)
+local old = redis.call('HGET', KEYS[1], ARGV[1])
+old = old and decode_announce(old)
+local since, dup = now_s, nil
+if old and tonumber(old.until_ms) >= now_ms then
+  if old.process == ARGV[4] then
+    since = old.since_ms
+  elseif old.process ~= '' then
+    dup = 'dup|' .. old.host .. '|' .. old.since_ms
+  end
+end
+redis.call('HSET', KEYS[1], ARGV[1], encode_announce({until_ms = num(now_ms + tonumber(ARGV[2])), tasks = ARGV[3],
+  process = ARGV[4], host = ARGV[5], version = ARGV[6], since_ms = since, seen_ms = now_s}))
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
   local a = decode_announce(all[i + 1])
   if not a or tonumber(a.until_ms) < now_ms then redis.call('HDEL', KEYS[1], all[i]) end
 end
-return 1
+return dup or 'ok'

@@ -245,15 +245,23 @@ local function encode_epoch(e)
 end
 
 -- Announcement (Go: announceValue), a replica's field of the replicas hash:
---   until_ms|tasks   (tasks escaped, space-joined)
+--   until_ms|tasks|process|host|version|since_ms|seen_ms
+-- tasks, host and version escaped (tasks space-joined); process is the
+-- announcing process's nonce, which tells two processes with one replica id
+-- apart. A value of tickd before the process fields is until_ms|tasks.
 local function decode_announce(v)
-  local u, t = match(v, '^(%d+)|(.*)$')
+  local u, t, p, h, ver, since, seen = match(v, '^(%d+)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(%d+)|(%d+)$')
+  if u then
+    return {until_ms = u, tasks = t, process = p, host = h, version = ver, since_ms = since, seen_ms = seen}
+  end
+  u, t = match(v, '^(%d+)|([^|]*)$')
   if not u then return nil end
-  return {until_ms = u, tasks = t}
+  return {until_ms = u, tasks = t, process = '', host = '', version = '', since_ms = '0', seen_ms = '0'}
 end
 
 local function encode_announce(a)
-  return a.until_ms .. '|' .. a.tasks
+  return a.until_ms .. '|' .. a.tasks .. '|' .. a.process .. '|' .. a.host .. '|' .. a.version .. '|' ..
+    a.since_ms .. '|' .. a.seen_ms
 end
 
 -- Acquire's answers, one per entity (Go: decodeAcquireReply): a granted
