@@ -3,6 +3,7 @@ package lease
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"regexp"
@@ -137,6 +138,13 @@ func TestCodecsAgree(t *testing.T) {
 		Process: "0123456789abcdef", Host: hostile, Version: "v1.2.3 (" + hostile + ")", Since: maxMS - 1, Seen: maxMS}} {
 		checkCodec(t, lua, "announce", a, a.encode(), map[string]string{"until_ms": itoa(a.Until), "tasks": a.tasksField(),
 			"process": a.Process, "host": escape(a.Host), "version": escape(a.Version), "since_ms": itoa(a.Since), "seen_ms": itoa(a.Seen)}, decodeAnnounce)
+	}
+	// An announcement of a tickd before the process fields.
+	if got, ok := lua.decode("announce", "5|a%20b c"); !ok || fmt.Sprint(got) != "map[host: process: seen_ms:0 since_ms:0 tasks:a%20b c until_ms:5 version:]" {
+		t.Errorf("lua decodes an older announcement as %v (%v)", got, ok)
+	}
+	if a, err := decodeAnnounce("5|a%20b c"); err != nil || a.Until != 5 || fmt.Sprint(a.Tasks) != "[a b c]" || a.Process != "" {
+		t.Errorf("go decodes an older announcement as %+v, %v", a, err)
 	}
 
 	for _, f := range []dueFrom{{Claim: "nonce-1:2", Tick: 0}, {Claim: "c", Tick: maxMS, Reqs: []string{"r1", "r2"}}} {

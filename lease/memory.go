@@ -35,8 +35,8 @@ type memBackend struct {
 	announced []string
 	// announcedBy is the one replica, as it announced itself last.
 	announcedBy Replica
-	followups map[string][]string           // by member: the requests a follow-up answers
-	answered  map[string]map[string]Outcome // by task and request id: answers by entity
+	followups   map[string][]string           // by member: the requests a follow-up answers
+	answered    map[string]map[string]Outcome // by task and request id: answers by entity
 }
 
 type memLease struct {

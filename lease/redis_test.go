@@ -428,7 +428,7 @@ func TestReplicasAnnounced(t *testing.T) {
 	a2 := newRedisStore(t, newClient(t, srv.Addr), Options{Replica: "A", Version: "v1"})
 	b := newRedisStore(t, newClient(t, srv.Addr), Options{Replica: "B", Version: "v2 <b>"})
 	a1.InitEpoch(bg) //nolint:errcheck
-	for range 2 { // announcing again is not a duplicate of itself
+	for range 2 {    // announcing again is not a duplicate of itself
 		if err := a1.Announce(bg, []string{"t1", "t 2"}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
