@@ -620,3 +620,35 @@ command = ["true"]
 		t.Fatalf("trigger after migrate: %d %s", code, errs)
 	}
 }
+
+// TestTriggerRefusesUnlistedEntity: an id the task's static list (or file,
+// or a singleton's name) does not have is refused, naming it, unless
+// -force; an entities_command is not run to check.
+func TestTriggerRefusesUnlistedEntity(t *testing.T) {
+	e := newOpsEnv(t, false, `
+[[tasks]]
+name = "listed"
+every = "1h"
+entities = ["x", "y"]
+command = ["true"]
+[[tasks]]
+name = "single"
+every = "1h"
+command = ["true"]
+[[tasks]]
+name = "cmd"
+every = "1h"
+entities_command = ["false"]
+command = ["true"]
+`)
+	for _, args := range [][]string{{"listed", "x", "typo"}, {"single", "other"}} {
+		code, _, errs := cli(append([]string{"trigger", "-config", e.cfg}, args...)...)
+		expect.Equal(t, args[0]+": exit status", code, 1)
+		expect.True(t, args[0]+": names the id and -force: "+errs, strings.Contains(errs, `does not list "`+args[len(args)-1]+`"`) && strings.Contains(errs, "-force"))
+	}
+	for _, args := range [][]string{{"-force", "listed", "typo"}, {"listed", "y"}, {"single", "single"}, {"cmd", "any"}} {
+		if code, out, errs := cli(append([]string{"trigger", "-config", e.cfg}, args...)...); code != 0 {
+			t.Errorf("trigger %v: %d %s %s", args, code, out, errs)
+		}
+	}
+}

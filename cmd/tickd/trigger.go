@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tickd/tickd/lease"
@@ -20,6 +22,7 @@ func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := c.fs
 	wait := fs.Bool("wait", false, "wait for the runs and exit non-zero if one failed (3 if one was skipped as busy)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "with -wait, how long to wait")
+	force := fs.Bool("force", false, "trigger entities the task's static list or file does not have")
 	asJSON := c.jsonFlag()
 	pos, err := c.args(args, 1, -1, "TASK")
 	if err != nil {
@@ -39,6 +42,11 @@ func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
 	for _, id := range ids {
 		if err := tasks.CheckID(id); err != nil || id == "" {
 			return fmt.Errorf("entity %q: %v", id, err)
+		}
+	}
+	if len(pos) > 1 && !*force {
+		if err := checkListed(ctx, *t, ids); err != nil {
+			return err
 		}
 	}
 	store, done, err := cliStore(cfg, "trigger", 0)
@@ -127,6 +135,37 @@ func allEntities(ctx context.Context, t scheduler.Task) ([]string, error) {
 	var ids []string
 	err := t.Source(nil).Each(ctx, func(id string) error { ids = append(ids, id); return nil })
 	return ids, err
+}
+
+// checkListed refuses ids that the task's entity source does not list: a
+// typo would otherwise run a task for an entity that does not exist. A
+// static list, a file and a singleton's name are checked; an
+// entities_command is not run (it may be slow, or have effects).
+func checkListed(ctx context.Context, t scheduler.Task, ids []string) error {
+	if t.EntitiesCommand != nil {
+		return nil
+	}
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	err := t.Source(nil).Each(ctx, func(id string) error {
+		delete(want, id)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read the entities of %s: %w", t.Name, err)
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	var missing []string
+	for _, id := range ids {
+		if want[id] {
+			missing = append(missing, strconv.Quote(id))
+		}
+	}
+	return fmt.Errorf("%s does not list %s (%s): give -force to trigger it anyway", t.Name, strings.Join(missing, ", "), describeSource(t))
 }
 
 // answerPending is -wait's answer for an entity whose run had not ended
