@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -130,6 +132,11 @@ type Task struct {
 	Command []string `toml:"command"`
 	URL     string   `toml:"url"`
 	Handler string   `toml:"handler"`
+	// Headers are the HTTP action's request headers. ${NAME} in a value is
+	// the environment variable NAME, read when the config is loaded (a
+	// secret stays out of the file); an unset one is an error. Defaults to
+	// none.
+	Headers map[string]string `toml:"headers"`
 
 	// Concurrency is how many runs of this task go on at once on this
 	// replica. Defaults to 4.
@@ -507,8 +514,59 @@ func validateAction(t *Task, bad badFunc) {
 	if t.URL != "" && !strings.HasPrefix(t.URL, "http://") && !strings.HasPrefix(t.URL, "https://") {
 		bad("url", "%q: must be http:// or https://", t.URL)
 	}
+	validateHeaders(t, bad)
 	if t.RescheduleExitCode == 0 && t.Command != nil {
 		bad("reschedule_exit_code", "0 means success; use another status (0 is not allowed)")
+	}
+}
+
+// envRef is a reference to an environment variable in a header value.
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// headerName is an HTTP header name (RFC 9110's token).
+var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// validateHeaders checks the HTTP headers and puts the environment's values
+// in place of ${NAME}. Errors name the header and the variable, never a
+// value.
+func validateHeaders(t *Task, bad badFunc) {
+	if len(t.Headers) > 0 && t.URL == "" {
+		bad("headers", "only an HTTP action (url) sends headers")
+	}
+	expanded := make(map[string]string, len(t.Headers)) // [defaults]' map is shared by its tasks
+	defer func() {
+		if t.Headers != nil {
+			t.Headers = expanded
+		}
+	}()
+	for _, name := range slices.Sorted(maps.Keys(t.Headers)) {
+		v := t.Headers[name]
+		if !headerName.MatchString(name) {
+			bad("headers", "%q is not a header name", name)
+			continue
+		}
+		if strings.EqualFold(name, "Content-Type") || strings.EqualFold(name, "Host") || strings.EqualFold(name, "Content-Length") {
+			bad("headers", "%s is set by tickd", name)
+			continue
+		}
+		var missing []string
+		v = envRef.ReplaceAllStringFunc(v, func(ref string) string {
+			env := ref[2 : len(ref)-1]
+			val, ok := os.LookupEnv(env)
+			if !ok {
+				missing = append(missing, env)
+			}
+			return val
+		})
+		if len(missing) > 0 {
+			bad("headers", "%s: environment variable %s is not set", name, strings.Join(missing, ", "))
+			continue
+		}
+		if strings.ContainsAny(v, "\r\n\x00") {
+			bad("headers", "%s: the value holds a line break or NUL", name)
+			continue
+		}
+		expanded[name] = v
 	}
 }
 

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +15,25 @@ import (
 	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/lease"
 )
+
+// httpTask is a good task with an HTTP action, without its final newline's key.
+const httpTask = "[[tasks]]\nname = \"h\"\nevery = \"1m\"\nurl = \"http://127.0.0.1:1/x\"\n"
+
+// TestHeadersFromTheEnvironment: ${NAME} in a header is the environment's
+// NAME, read at load; [defaults]' headers serve every HTTP task.
+func TestHeadersFromTheEnvironment(t *testing.T) {
+	t.Setenv("TICKD_TEST_TOKEN", "s3cret")
+	cfg, err := ParseConfig("cfg.toml", []byte("[defaults]\nheaders = { Authorization = \"Bearer ${TICKD_TEST_TOKEN}\", X-Plain = \"a$b\" }\n"+
+		httpTask+strings.Replace(httpTask, `"h"`, `"h2"`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range cfg.Tasks {
+		if got := fmt.Sprint(task.Headers); got != "map[Authorization:Bearer s3cret X-Plain:a$b]" {
+			t.Errorf("%s: headers %s", task.Name, got)
+		}
+	}
+}
 
 const goodTask = `
 [[tasks]]
@@ -76,6 +96,12 @@ func TestConfigErrors(t *testing.T) {
 		{"bad default applies to tasks", "[defaults]\nlease_ttl = \"100ms\"\n" + goodTask, "tasks[0].lease_ttl: 100ms: too short"},
 		{"NUL in an entity id", goodTask + "entities = [\"ok\", \"a\\u0000b\"]\n", "cfg.toml:6: tasks[0].entities: entity 1: bad entity id: holds a NUL byte"},
 		{"negative duration", goodTask + "timeout = \"-1s\"\n", `negative duration "-1s"`},
+		{"headers without url", goodTask + "headers = { X-A = \"1\" }\n", "cfg.toml:6: tasks[0].headers: only an HTTP action (url) sends headers"},
+		{"headers not a table", httpTask + "headers = \"x\"\n", "cfg.toml:5: tasks[0].headers: want a table of strings"},
+		{"header name", httpTask + "headers = { \"a b\" = \"1\" }\n", `cfg.toml:5: tasks[0].headers: "a b" is not a header name`},
+		{"header set by tickd", httpTask + "headers = { content-type = \"text/plain\" }\n", `cfg.toml:5: tasks[0].headers: content-type is set by tickd`},
+		{"header from an unset variable", httpTask + "headers = { Authorization = \"Bearer ${TICKD_TEST_UNSET_TOKEN}\" }\n",
+			"cfg.toml:5: tasks[0].headers: Authorization: environment variable TICKD_TEST_UNSET_TOKEN is not set"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

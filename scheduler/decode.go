@@ -214,6 +214,18 @@ func set(f reflect.Value, val any) error {
 			}
 		}
 		f.Set(reflect.ValueOf(out))
+	case f.Kind() == reflect.Map && f.Type().Key().Kind() == reflect.String && f.Type().Elem().Kind() == reflect.String:
+		m, ok := val.(map[string]any)
+		if !ok {
+			return fmt.Errorf("want a table of strings such as { Name = \"value\" }, got %s", describe(val))
+		}
+		out := make(map[string]string, len(m))
+		for k, x := range m {
+			if out[k], ok = x.(string); !ok {
+				return fmt.Errorf("want a table of strings, %s is %s", k, describe(x))
+			}
+		}
+		f.Set(reflect.ValueOf(out))
 	default:
 		return fmt.Errorf("tickd cannot decode a %s field", f.Type()) // a config struct gained a field of a new kind
 	}

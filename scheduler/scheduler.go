@@ -191,7 +191,7 @@ func (s *Scheduler) buildTask(t Task) (tasks.Action, tasks.Source) {
 	case t.Command != nil:
 		a = tasks.Exec{Argv: t.Command, RescheduleCode: t.RescheduleExitCode, Grace: Grace(t.LeaseTTL)}
 	case t.URL != "":
-		a = tasks.HTTP{URL: t.URL}
+		a = tasks.HTTP{URL: t.URL, Headers: t.Headers}
 	default:
 		h, _ := s.registry.Lookup(t.Handler)
 		a = tasks.HandlerFunc(h)

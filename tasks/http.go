@@ -21,8 +21,9 @@ const RescheduleHeader = "Tickd-Result"
 // A 2xx response is Done (Reschedule with the RescheduleHeader); anything
 // else fails.
 type HTTP struct {
-	URL    string
-	Client *http.Client // defaults to http.DefaultClient
+	URL     string
+	Headers map[string]string // sent with each request, after Content-Type
+	Client  *http.Client      // defaults to http.DefaultClient
 }
 
 // ErrStatus is wrapped by the error of a non-2xx response.
@@ -50,6 +51,9 @@ func (h HTTP) Do(ctx context.Context, run Run) (Result, error) {
 		return Done, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for k, v := range h.Headers {
+		req.Header.Set(k, v)
+	}
 	c := h.Client
 	if c == nil {
 		c = http.DefaultClient

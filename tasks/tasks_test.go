@@ -162,7 +162,9 @@ func TestExecResults(t *testing.T) {
 
 func TestHTTPAction(t *testing.T) {
 	var got Body
+	var auth, ctype string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth, ctype = r.Header.Get("Authorization"), r.Header.Get("Content-Type")
 		json.NewDecoder(r.Body).Decode(&got) //nolint:errcheck
 		switch got.Entity {
 		case "more":
@@ -173,9 +175,12 @@ func TestHTTPAction(t *testing.T) {
 	}))
 	defer srv.Close()
 	run := Run{Task: "t", Entity: "e", Tick: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Fence: 7, Reason: "trigger"}
-	h := HTTP{URL: srv.URL}
+	h := HTTP{URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer t0k"}}
 	if res, err := h.Do(context.Background(), run); err != nil || res != Done {
 		t.Fatalf("%v %v", res, err)
+	}
+	if auth != "Bearer t0k" || ctype != "application/json" {
+		t.Fatalf("headers sent: Authorization %q, Content-Type %q", auth, ctype)
 	}
 	if got != (Body{Task: "t", Entity: "e", Tick: "2026-01-02T03:04:05Z", Fence: 7, Reason: "trigger"}) {
 		t.Fatalf("body %+v", got)
