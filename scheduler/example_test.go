@@ -63,3 +63,41 @@ func ExampleNewConfig() {
 	// 2026-11-22T12:15:00Z
 	// (code): tasks[0].every: 90ms: must be a whole number of seconds, at least 1s
 }
+
+// A program embedding tickd with its leases in Redis, shared with the
+// tickd daemons (or other embedding programs) on the same key prefix: the
+// config's [redis] table is the only place Redis is described.
+// Config.OpenStore opens the store it names; without [redis] it is the
+// in-process store.
+func Example_redis() {
+	reg := &tasks.Registry{}
+	reg.Register("sync-user", func(ctx context.Context, r tasks.Run) (tasks.Result, error) { //nolint:errcheck
+		// ctx is cancelled if the lease can no longer be trusted.
+		return tasks.Done, nil
+	})
+	cfg, err := scheduler.ParseConfig("embedded.toml", []byte(`
+[redis]
+url = "redis://127.0.0.1:6379/0"
+
+[[tasks]]
+name     = "sync-users"
+every    = "15m"
+handler  = "sync-user"
+entities = ["1", "2", "3"]
+`))
+	if err != nil {
+		panic(err)
+	}
+	store, closeStore, err := cfg.OpenStore(lease.Options{Replica: "my-service-1"})
+	if err != nil {
+		panic(err)
+	}
+	defer closeStore() //nolint:errcheck
+	s, err := scheduler.New(cfg, scheduler.Options{Store: store, Registry: reg})
+	if err != nil {
+		panic(err)
+	}
+	s.Start()
+	defer s.Shutdown(30 * time.Second)
+	// … the program's own work …
+}

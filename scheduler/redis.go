@@ -1,12 +1,39 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tickd/tickd/lease"
 )
+
+// OpenStore opens the lease store the config describes: in Redis when it
+// has a [redis] table (its client, key prefix and replica_acks), else in
+// this process. opts gives the rest (Replica, Clock, callbacks); MaxTTL is
+// raised to the config's longest lease_ttl. The returned close closes the
+// store, then the Redis client it opened.
+func (c *Config) OpenStore(opts lease.Options) (*lease.Store, func() error, error) {
+	opts.MaxTTL = max(opts.MaxTTL, c.MaxLeaseTTL())
+	if c.Redis == nil {
+		s := lease.NewMemory(opts)
+		return s, s.Close, nil
+	}
+	opts.ReplicaAcks = c.Redis.ReplicaAcks
+	rc, err := c.Redis.Client()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", c.Path, err)
+	}
+	s, err := lease.NewRedis(rc, c.Redis.KeyPrefix, opts)
+	if err != nil {
+		rc.Close()
+		return nil, nil, err
+	}
+	return s, func() error { return errors.Join(s.Close(), rc.Close()) }, nil
+}
 
 // Client builds the go-redis client for the [redis] table: go-redis's
 // cluster client when ClusterAddrs is set; through Redis Sentinel when

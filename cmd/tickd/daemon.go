@@ -110,44 +110,36 @@ func redisClient(cfg *scheduler.Config) (redis.UniversalClient, error) {
 // openStore returns the lease store the config asks for, and a closer for
 // what it opened.
 func openStore(cfg *scheduler.Config, replica string, clock lease.Clock, log *slog.Logger, m *scheduler.Metrics) (*lease.Store, func(), error) {
-	opts := lease.Options{Replica: replica, MaxTTL: cfg.MaxLeaseTTL(), Clock: clock, OnRenew: m.Renewed, Version: readBuild().version}
-	if cfg.Redis != nil {
-		opts.ReplicaAcks = cfg.Redis.ReplicaAcks
-	}
-	closeStore := func(s *lease.Store) {
-		if err := s.Close(); err != nil {
-			log.Warn("lease store closed", "error", err)
-		}
-	}
+	opts := lease.Options{Replica: replica, Clock: clock, OnRenew: m.Renewed, Version: readBuild().version}
 	if cfg.Redis == nil {
 		log.Warn("no [redis] table: leases are in-process; replicas would not be coordinated")
-		s := lease.NewMemory(opts)
-		return s, func() { closeStore(s) }, nil
-	}
-	c, err := redisClient(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	limit := scheduler.NewLogLimiter(scheduler.LogEvery)
-	opts.OnRenewError = func(err error) {
-		m.RedisError("renew")
-		limit.Log(log, slog.LevelError, "renew", "lease renewal failed", "error", err)
-	}
-	opts.OnAcks = func(err error) {
-		if err != nil {
-			log.Error("redis replicas do not acknowledge lease writes: nothing new starts, and runs stop when their leases can no longer be trusted, until they do (replica_acks in README)",
-				"replica_acks", cfg.Redis.ReplicaAcks.String(), "error", err)
-			return
+	} else {
+		limit := scheduler.NewLogLimiter(scheduler.LogEvery)
+		opts.OnRenewError = func(err error) {
+			m.RedisError("renew")
+			limit.Log(log, slog.LevelError, "renew", "lease renewal failed", "error", err)
 		}
-		log.Info("redis replicas acknowledge lease writes again", "replica_acks", cfg.Redis.ReplicaAcks.String())
+		opts.OnAcks = func(err error) {
+			if err != nil {
+				log.Error("redis replicas do not acknowledge lease writes: nothing new starts, and runs stop when their leases can no longer be trusted, until they do (replica_acks in README)",
+					"replica_acks", cfg.Redis.ReplicaAcks.String(), "error", err)
+				return
+			}
+			log.Info("redis replicas acknowledge lease writes again", "replica_acks", cfg.Redis.ReplicaAcks.String())
+		}
 	}
-	s, err := lease.NewRedis(c, cfg.Redis.KeyPrefix, opts)
+	s, closeStore, err := cfg.OpenStore(opts)
 	if err != nil {
-		c.Close()
 		return nil, nil, err
 	}
-	log.Info("leases in redis", "redis", cfg.Redis.Where(), "key_prefix", cfg.Redis.KeyPrefix, "replica_acks", cfg.Redis.ReplicaAcks.String())
-	return s, func() { closeStore(s); c.Close() }, nil
+	if cfg.Redis != nil {
+		log.Info("leases in redis", "redis", cfg.Redis.Where(), "key_prefix", cfg.Redis.KeyPrefix, "replica_acks", cfg.Redis.ReplicaAcks.String())
+	}
+	return s, func() {
+		if err := closeStore(); err != nil {
+			log.Warn("lease store closed", "error", err)
+		}
+	}, nil
 }
 
 // stockHandlers are the Go handlers of the stock binary: the demo one. A Go

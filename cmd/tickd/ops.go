@@ -34,17 +34,11 @@ func cliStore(cfg *scheduler.Config, cmd string, ttl time.Duration) (*lease.Stor
 		return nil, nil, fmt.Errorf("%s needs a [redis] table in %s: without one, leases live inside the daemon's process", cmd, cfg.Path)
 	}
 	routeRedisLogs(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	c, err := redisClient(cfg)
+	s, closeStore, err := cfg.OpenStore(lease.Options{Replica: "cli:" + operator(), MaxTTL: ttl, Clock: newClock()})
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := lease.NewRedis(c, cfg.Redis.KeyPrefix, lease.Options{Replica: "cli:" + operator(), MaxTTL: max(cfg.MaxLeaseTTL(), ttl), Clock: newClock(),
-		ReplicaAcks: cfg.Redis.ReplicaAcks})
-	if err != nil {
-		c.Close()
-		return nil, nil, err
-	}
-	done := func() { s.Close(); c.Close() }
+	done := func() { closeStore() } //nolint:errcheck // a lease left held was reported by its release
 	// Beside keys of another layout, what a command reads or writes is not
 	// what the replicas see: every command but migrate refuses, and says
 	// what to do.
