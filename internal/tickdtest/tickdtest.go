@@ -61,6 +61,7 @@ func Binaries(t testing.TB) (tickd, worker string) {
 		for _, pkg := range []string{"./cmd/tickd", "./internal/testworker"} {
 			cmd := exec.Command("go", "build", "-o", buildDir, pkg)
 			cmd.Dir = repoRoot()
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as the README builds it: static
 			if out, err := cmd.CombinedOutput(); err != nil {
 				buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 				return
