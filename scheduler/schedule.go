@@ -203,3 +203,33 @@ func Prev(s Schedule, t time.Time, within time.Duration) time.Time {
 	}
 	return last
 }
+
+// DSTNote says how daylight saving shaped the tick at of s, or "": a tick
+// moved out of a spring-forward gap (its wall-clock time does not exist
+// that day), or one whose wall-clock time comes twice (fall-back), which
+// runs at the first only.
+func DSTNote(s Schedule, at time.Time) string {
+	var loc *time.Location
+	moved := false
+	switch x := s.(type) {
+	case Every:
+		loc = x.Location
+		w := wall(at, loc)
+		moved = !w.Truncate(x.Interval).Equal(w)
+	case Cron:
+		loc = x.Location
+		w := wall(at, loc)
+		moved = !x.Spec.Next(w.Add(-time.Second)).Equal(w)
+	default:
+		return ""
+	}
+	if moved {
+		return "moved by daylight saving: its wall-clock time does not exist that day (spring forward), so it runs at the first instant after the gap"
+	}
+	_, before := at.Add(-14 * time.Hour).In(loc).Zone()
+	_, after := at.Add(14 * time.Hour).In(loc).Zone()
+	if d := time.Duration(before-after) * time.Second; d > 0 && wall(at.Add(d), loc).Equal(wall(at, loc)) {
+		return "its wall-clock time comes twice (fall back): it runs at the first only"
+	}
+	return ""
+}

@@ -151,3 +151,35 @@ func TestSpreadOffset(t *testing.T) {
 		t.Fatal("no spread, no offset")
 	}
 }
+
+// TestDSTNote: the ticks daylight saving moved or kept from running twice
+// are marked; others are not.
+func TestDSTNote(t *testing.T) {
+	berlin := mustLoc(t, "Europe/Berlin")
+	cronAt := func(spec string) Schedule {
+		c, err := ParseCron(spec, berlin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for _, c := range []struct {
+		name string
+		s    Schedule
+		at   string
+		want string
+	}{
+		{"daily 02:30 in the spring gap", cronAt("30 2 * * *"), "2026-03-29T01:00:00Z", "moved by daylight saving"},
+		{"daily 02:30 the day after", cronAt("30 2 * * *"), "2026-03-30T00:30:00Z", ""},
+		{"daily 03:00 on the spring day is not moved", cronAt("0 3 * * *"), "2026-03-29T01:00:00Z", ""},
+		{"every 15m: the gap's ticks collapse into 03:00", Every{15 * time.Minute, berlin}, "2026-03-29T01:00:00Z", ""},
+		{"daily 02:30 in the repeated hour", cronAt("30 2 * * *"), "2026-10-25T00:30:00Z", "comes twice"},
+		{"every 1h at 02:00 in the repeated hour", Every{time.Hour, berlin}, "2026-10-25T00:00:00Z", "comes twice"},
+		{"a plain day", cronAt("30 2 * * *"), "2026-11-24T01:30:00Z", ""},
+	} {
+		got := DSTNote(c.s, utc(c.at))
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}

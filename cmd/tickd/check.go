@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/tickd/tickd/lease"
@@ -18,47 +19,96 @@ import (
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newCmdline("check", "")
 	tryRedis := c.fs.Bool("redis", false, "also connect to the config's Redis")
+	from := c.fs.String("from", "", "list the ticks after this instant (RFC 3339, e.g. 2027-03-28T00:00:00Z) instead of now")
+	n := c.fs.Int("n", 5, "how many ticks to list per task")
+	asJSON := c.jsonFlag()
 	if _, err := c.args(args, 0, 0); err != nil {
 		return err
+	}
+	start := newClock().Now()
+	if *from != "" {
+		t, err := time.Parse(time.RFC3339, *from)
+		if err != nil {
+			return c.usage("-from %q: want an RFC 3339 instant such as 2027-03-28T00:00:00Z", *from)
+		}
+		start = t
+	}
+	if *n < 1 || *n > 1000 {
+		return c.usage("-n %d: list 1 to 1000 ticks", *n)
 	}
 	cfg, err := scheduler.LoadConfig(*c.config)
 	if err != nil {
 		return err
 	}
-	now := newClock().Now()
+	doc := checkDoc{Tasks: []checkTaskDoc{}, Leases: "in-process", Warnings: runWarnings(cfg)}
+	if cfg.Redis != nil {
+		doc.Leases = "redis " + cfg.Redis.Where()
+	}
 	for _, t := range cfg.Tasks {
-		sched := "every " + t.Every.String()
+		td := checkTaskDoc{Name: t.Name, Schedule: "every " + t.Every.String(), Timezone: t.Location.String(),
+			Source: describeSource(t), Ticks: []checkTickDoc{}}
 		if t.Cron != "" {
-			sched = "cron " + fmt.Sprintf("%q", t.Cron)
+			td.Schedule = "cron " + strconv.Quote(t.Cron)
 		}
-		fmt.Fprintf(stdout, "%s: %s in %s, %s\n", t.Name, sched, t.Location, describeSource(t))
-		at := now
-		for range 5 {
-			at = t.Schedule.Next(at)
-			fmt.Fprintf(stdout, "  %s\n", at.In(t.Location).Format(time.RFC3339))
+		at := start
+		for range *n {
+			if at = t.Schedule.Next(at); at.IsZero() {
+				break
+			}
+			td.Ticks = append(td.Ticks, checkTickDoc{Tick: instant(at), Local: at.In(t.Location).Format(time.RFC3339), DST: scheduler.DSTNote(t.Schedule, at)})
+		}
+		doc.Tasks = append(doc.Tasks, td)
+	}
+	if *tryRedis {
+		doc.Redis = "answers"
+		if err := pingRedis(ctx, cfg); err != nil {
+			if *asJSON {
+				return printedError{err}
+			}
+			printCheck(stdout, stderr, doc)
+			return err
 		}
 	}
-	if cfg.Redis == nil {
+	if *asJSON {
+		return printJSON(stdout, doc)
+	}
+	printCheck(stdout, stderr, doc)
+	return nil
+}
+
+// printCheck writes check's document for people: each task's next ticks in
+// its zone, marked where daylight saving moved one; warnings on stderr.
+func printCheck(stdout, stderr io.Writer, doc checkDoc) {
+	for _, t := range doc.Tasks {
+		fmt.Fprintf(stdout, "%s: %s in %s, %s\n", t.Name, t.Schedule, t.Timezone, t.Source)
+		for _, tk := range t.Ticks {
+			note := ""
+			if tk.DST != "" {
+				note = "   <- " + tk.DST
+			}
+			fmt.Fprintf(stdout, "  %s%s\n", tk.Local, note)
+		}
+	}
+	if doc.Leases == "in-process" {
 		fmt.Fprintln(stdout, "leases: in-process (no [redis] table): one replica only")
 	} else {
-		fmt.Fprintf(stdout, "leases: redis %s, key prefix %q\n", cfg.Redis.Where(), cfg.Redis.KeyPrefix)
+		fmt.Fprintf(stdout, "leases: %s\n", doc.Leases)
 	}
 	// What would fail only at run time, on this host: warned about, since
 	// the file or the program may be put in place before tickd runs.
-	for _, w := range runWarnings(cfg) {
+	for _, w := range doc.Warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
-	if *tryRedis {
-		return pingRedis(ctx, cfg, stdout)
+	if doc.Redis != "" {
+		fmt.Fprintf(stdout, "redis: answers; key layout %s\n", lease.LayoutVersion)
 	}
-	return nil
 }
 
 // runWarnings lists what the config names that is not there on this host:
 // an entities_file that cannot be read, a command or entities_command not
 // on PATH.
 func runWarnings(cfg *scheduler.Config) []string {
-	var ws []string
+	ws := []string{}
 	for i, t := range cfg.Tasks {
 		at := fmt.Sprintf("%s: tasks[%d] (%s)", cfg.Path, i, t.Name)
 		if t.EntitiesFile != "" {
@@ -80,8 +130,9 @@ func runWarnings(cfg *scheduler.Config) []string {
 	return ws
 }
 
-// pingRedis connects to the config's Redis, as the daemon would.
-func pingRedis(ctx context.Context, cfg *scheduler.Config, stdout io.Writer) error {
+// pingRedis connects to the config's Redis, as the daemon would, and
+// checks its key layout.
+func pingRedis(ctx context.Context, cfg *scheduler.Config) error {
 	if cfg.Redis == nil {
 		return errors.New("-redis: the config has no [redis] table")
 	}
@@ -104,7 +155,6 @@ func pingRedis(ctx context.Context, cfg *scheduler.Config, stdout io.Writer) err
 	if err := s.CheckLayout(pctx); err != nil {
 		return fmt.Errorf("redis %s answers, but: %w", cfg.Redis.Where(), err)
 	}
-	fmt.Fprintf(stdout, "redis: %s answers; key layout %s\n", cfg.Redis.Where(), lease.LayoutVersion)
 	return nil
 }
 

@@ -37,6 +37,29 @@ func TestCheckCommand(t *testing.T) {
 	if lines := strings.Count(out.String(), ":00Z") + strings.Count(out.String(), ":15:00Z") + strings.Count(out.String(), ":30:00Z") + strings.Count(out.String(), ":45:00Z"); lines < 5 {
 		t.Fatalf("want 5 fire times:\n%s", out.String())
 	}
+	// A preview from any instant, as a document: Berlin's spring-forward
+	// day, the tick daylight saving moved marked.
+	dst := filepath.Join(dir, "dst.toml")
+	tickdtest.WriteFile(t, dst, "[[tasks]]\nname = \"a\"\ncron = \"30 2 * * *\"\ntimezone = \"Europe/Berlin\"\ncommand = [\"true\"]\n")
+	code, js, errs := cli("check", "-config", dst, "-json", "-from", "2026-03-28T00:00:00Z", "-n", "3")
+	expect.Equal(t, "check -json: exit status "+errs, code, 0)
+	checkSchema(t, js)
+	var doc checkDoc
+	if err := json.Unmarshal([]byte(js), &doc); err != nil || len(doc.Tasks) != 1 || len(doc.Tasks[0].Ticks) != 3 {
+		t.Fatalf("check -json: %v %s", err, js)
+	}
+	ticks := doc.Tasks[0].Ticks
+	expect.Equal(t, "the first tick", ticks[0].Tick.Time().UTC().Format(time.RFC3339), "2026-03-28T01:30:00Z")
+	expect.Equal(t, "the moved tick", ticks[1].Tick.Time().UTC().Format(time.RFC3339), "2026-03-29T01:00:00Z")
+	expect.Equal(t, "its local time", ticks[1].Local, "2026-03-29T03:00:00+02:00")
+	expect.True(t, "marked as moved: "+ticks[1].DST, strings.Contains(ticks[1].DST, "spring forward"))
+	expect.True(t, "the others unmarked", ticks[0].DST == "" && ticks[2].DST == "")
+	_, text, _ := cli("check", "-config", dst, "-from", "2026-03-28T00:00:00Z", "-n", "3")
+	expect.True(t, "the text marks it too:\n"+text, strings.Contains(text, "2026-03-29T03:00:00+02:00   <- moved by daylight saving"))
+	if code, _, errs := cli("check", "-config", dst, "-from", "tomorrow"); code != 2 || !strings.Contains(errs, "-from") {
+		t.Errorf("a bad -from: %d %s", code, errs)
+	}
+
 	bad := filepath.Join(dir, "bad.toml")
 	tickdtest.WriteFile(t, bad, "[[tasks]]\nname = \"a\"\nevery = \"0s\"\ncommand = [\"true\"]\nretires = 2\n")
 	out.Reset()
@@ -57,7 +80,7 @@ func TestCheckCommand(t *testing.T) {
 	// config itself is valid, so check passes.
 	missing := filepath.Join(dir, "missing.toml")
 	tickdtest.WriteFile(t, missing, "[[tasks]]\nname = \"a\"\nevery = \"1m\"\nentities_file = \"/nonexistent/ids\"\ncommand = [\"no-such-program-x\"]\n")
-	code, _, errs := cli("check", "-config", missing)
+	code, _, errs = cli("check", "-config", missing)
 	expect.Equal(t, "check with a missing file and program: exit status", code, 0)
 	expect.True(t, "warns about the entities_file: "+errs, strings.Contains(errs, "warning: "+missing+": tasks[0] (a): entities_file: open /nonexistent/ids: no such file or directory"))
 	expect.True(t, "warns about the command: "+errs, strings.Contains(errs, `warning: `+missing+`: tasks[0] (a): command: exec: "no-such-program-x": executable file not found in $PATH`))

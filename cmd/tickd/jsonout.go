@@ -198,3 +198,29 @@ type triggerRunDoc struct {
 	State string  `json:"state"`
 	Since instant `json:"since"`
 }
+
+// checkDoc is `tickd check -json`: each task's next ticks from -from (or
+// now), where leases live, what would fail at run time on this host, and
+// with -redis whether Redis answers.
+type checkDoc struct {
+	Tasks    []checkTaskDoc `json:"tasks"`
+	Leases   string         `json:"leases"` // "in-process", or "redis " and where
+	Redis    string         `json:"redis"`  // "answers" with -redis, else ""
+	Warnings []string       `json:"warnings"`
+}
+
+type checkTaskDoc struct {
+	Name     string         `json:"name"`
+	Schedule string         `json:"schedule"`
+	Timezone string         `json:"timezone"`
+	Source   string         `json:"source"`
+	Ticks    []checkTickDoc `json:"ticks"`
+}
+
+// checkTickDoc is one tick: the instant, its wall-clock time in the task's
+// zone, and how daylight saving shaped it ("" when it did not).
+type checkTickDoc struct {
+	Tick  instant `json:"tick"`
+	Local string  `json:"local_time"`
+	DST   string  `json:"dst"`
+}
