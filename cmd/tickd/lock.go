@@ -56,16 +56,20 @@ func runLock(ctx context.Context, args []string, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("key", key)
 
 	var l *lease.Lease
-	for {
+	for said := false; ; said = true {
 		l, err = store.Acquire(ctx, lease.Request{Task: lockTask, Entity: key, TTL: *ttl, Reason: lease.ReasonTrigger})
-		if !errors.Is(err, lease.ErrQuarantine) {
+		var qe *lease.QuarantineError
+		if !errors.As(err, &qe) {
 			break
 		}
-		log.Warn("waiting: Redis lost its data or is new to tickd; no lease is granted until old ones have expired", "error", err)
+		if !said { // once: the wait is known from the start
+			log.Warn("waiting: Redis lost its data or is new to tickd; no lease is granted until every lease it may have forgotten has expired (the config's longest lease_ttl, or -ttl)",
+				"wait", qe.Left.Round(time.Second).String())
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(time.Second):
+		case <-time.After(min(qe.Left, time.Second)):
 		}
 	}
 	var busy *lease.BusyError

@@ -420,6 +420,11 @@ func TestLockRunsOnceAcrossProcesses(t *testing.T) {
 	if code := a.Wait(20 * time.Second); code != 0 {
 		t.Fatalf("lock A exit %d", code)
 	}
+	// On a Redis new to tickd, A waited out the quarantine (lease_ttl, 2s),
+	// and said so once, with how long, not once a second.
+	if n := strings.Count(a.Log(), "waiting: Redis lost its data or is new to tickd"); n != 1 || !strings.Contains(a.Log(), "wait=") {
+		t.Fatalf("the quarantine's wait said %d times:\n%s", n, a.Log())
+	}
 	data, _ := os.ReadFile(out)
 	if string(data) != "A\n" {
 		t.Fatalf("command ran as %q", data)
