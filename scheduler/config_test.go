@@ -56,6 +56,7 @@ func TestConfigErrors(t *testing.T) {
 		{"hint for a typo", goodTask + "evry = \"1m\"\n", `cfg.toml:6: tasks[0].evry: unknown key (did you mean "every"?)`},
 		{"hint for a task key in [daemon]", "[daemon]\nlease_ttl = \"1m\"\n" + goodTask, `cfg.toml:2: daemon.lease_ttl: unknown key (a task key: give it in [defaults] or a [[tasks]] entry)`},
 		{"hint for a table", "[redis_]\nurl = \"x\"\n" + goodTask, `cfg.toml:2: redis_.url: unknown key: no table [redis_] (did you mean "redis"?)`},
+		{"[[task]] for [[tasks]]", "[[task]]\nname = \"a\"\n", `cfg.toml:1: task: unknown key (did you mean "tasks"?)`},
 		{"tasks as a table", "[tasks]\nname = \"a\"\n", `cfg.toml:1: tasks: want [[tasks]] tables, got a table`},
 		{"bad duration", "[[tasks]]\nname = \"a\"\nevery = \"15 minutes\"\ncommand = [\"true\"]\n", `cfg.toml:3: tasks[0].every: bad duration "15 minutes"`},
 		{"zero every", "[[tasks]]\nname = \"a\"\nevery = \"0s\"\ncommand = [\"true\"]\n", "cfg.toml:3: tasks[0].every: must be more than 0s"},

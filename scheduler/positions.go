@@ -80,5 +80,8 @@ func (p positions) line(key string) int {
 	if i := strings.LastIndexByte(key, '.'); i >= 0 {
 		return p.tables[key[:i]]
 	}
-	return p.tables[key]
+	if n, ok := p.tables[key]; ok {
+		return n
+	}
+	return p.tables[key+"[0]"] // an array of tables: its first entry
 }

@@ -219,7 +219,7 @@ func (s *Scheduler) Reload(cfg *Config) error {
 	for _, t := range cfg.Tasks {
 		newTasks[t.Name] = t
 	}
-	var added, removed, changed []string
+	added, removed, changed := []string{}, []string{}, []string{} // [] in a JSON log line, not null
 	for name, ts := range s.tasks {
 		nt, ok := newTasks[name]
 		switch {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 )
 
@@ -27,8 +28,12 @@ Usage:
   tickd version                     the version and build of this binary
 
 Flags may come before or after the arguments; arguments that begin with
-'-' go after "--". Run "tickd COMMAND -h" for a command's flags.
+'-' go after "--". Run "tickd help COMMAND" (or "tickd COMMAND -h") for a
+command's flags; "tickd --version" is "tickd version".
 `
+
+// commands are the subcommands run knows.
+var commands = []string{"run", "check", "status", "trigger", "pause", "resume", "unlock", "lock", "migrate", "version", "help"}
 
 // run dispatches a subcommand and turns its error into an exit status: a
 // command-line mistake prints what was wrong and the command's usage, exit 2.
@@ -36,6 +41,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd, explicit := "run", len(args) > 0 && !strings.HasPrefix(args[0], "-")
 	if explicit {
 		cmd, args = args[0], args[1:]
+	}
+	if !explicit {
+		if len(args) == 1 && (args[0] == "-version" || args[0] == "--version") {
+			cmd, args = "version", nil
+		}
+		// tickd -config t.toml status: the command was taken for an argument.
+		if i := slices.IndexFunc(args, func(a string) bool { return slices.Contains(commands, a) }); i > 0 && args[i] != "run" {
+			fmt.Fprintf(stderr, "tickd: the command comes first: tickd %s %s\n\n%s", args[i],
+				strings.Join(slices.Delete(slices.Clone(args), i, i+1), " "), usage)
+			return 2
+		}
+	}
+	if cmd == "help" && len(args) == 1 && slices.Contains(commands, args[0]) { // tickd help status
+		cmd, args = args[0], []string{"-h"}
 	}
 	var err error
 	switch cmd {

@@ -63,17 +63,26 @@ func (c *cmdline) args(args []string, min, max int, names ...string) ([]string, 
 		return nil, err
 	}
 	pos = append(pos, rest...) // "--" only protects arguments that begin with '-'
+	if !c.given("config") {
+		// tickd status tickd.toml: the config given as an argument.
+		if i := slices.IndexFunc(pos, func(a string) bool { return strings.HasSuffix(a, ".toml") }); i >= 0 {
+			return nil, c.usage("unexpected argument %q (give the config as -config %s)", pos[i], pos[i])
+		}
+	}
 	switch {
 	case len(pos) < min:
 		return nil, c.usage("missing %s", strings.Join(names[len(pos):min], " and "))
 	case max >= 0 && len(pos) > max:
-		extra := pos[max]
-		if max == 0 && strings.HasSuffix(extra, ".toml") {
-			return nil, c.usage("unexpected argument %q (give the config as -config %s)", extra, extra)
-		}
-		return nil, c.usage("unexpected argument %q", extra)
+		return nil, c.usage("unexpected argument %q", pos[max])
 	}
 	return pos, nil
+}
+
+// given says whether flag name was set on the command line.
+func (c *cmdline) given(name string) bool {
+	set := false
+	c.fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // usageError is a command-line mistake: run prints it with the command's

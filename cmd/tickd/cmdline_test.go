@@ -32,6 +32,10 @@ func TestUsageMistakes(t *testing.T) {
 		{[]string{"status", "-config", cfg, "-limit", "0"}, "tickd status: -limit 0: show at least 1 row", "Usage: tickd status"},
 		{[]string{"status", "-config", cfg, "-outcome", "bogus"}, `tickd status: -outcome "bogus": use one of [done reschedule failed timeout lease_lost canceled unlocked]`, "Usage: tickd status"},
 		{[]string{"status", "-config", cfg, "-nosuch"}, "tickd status: flag provided but not defined: -nosuch", "Usage: tickd status"},
+		{[]string{"status", "tickd.toml"}, `tickd status: unexpected argument "tickd.toml" (give the config as -config tickd.toml)`, "Usage: tickd status"},
+		{[]string{"trigger", "tickd.toml", "sync-users"}, `tickd trigger: unexpected argument "tickd.toml" (give the config as -config tickd.toml)`, "Usage: tickd trigger"},
+		{[]string{"pause", "tickd.toml"}, `tickd pause: unexpected argument "tickd.toml" (give the config as -config tickd.toml)`, "Usage: tickd pause"},
+		{[]string{"-config", cfg, "status"}, "tickd: the command comes first: tickd status -config " + cfg, "Usage:\n  tickd [run]"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args[:1], " ")+" "+c.msg, func(t *testing.T) {
@@ -82,7 +86,12 @@ func TestHelpAndVersion(t *testing.T) {
 		expect.Equal(t, cmd+" -h: exit status", code, 0)
 		expect.True(t, cmd+" -h shows its usage and flags: "+out, strings.Contains(out, "Usage: tickd "+cmd) && strings.Contains(out, "-config"))
 	}
-	code, out, _ := cli("version")
-	expect.Equal(t, "version: exit status", code, 0)
-	expect.True(t, "version names the binary and Go: "+out, strings.HasPrefix(out, "tickd ") && strings.Contains(out, "go1."))
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
+		code, out, _ := cli(args...)
+		expect.Equal(t, args[0]+": exit status", code, 0)
+		expect.True(t, args[0]+" names the binary and Go: "+out, strings.HasPrefix(out, "tickd ") && strings.Contains(out, "go1."))
+	}
+	code, out, _ := cli("help", "status")
+	expect.Equal(t, "help status: exit status", code, 0)
+	expect.True(t, "help status shows status's usage: "+out, strings.Contains(out, "Usage: tickd status") && strings.Contains(out, "-limit"))
 }

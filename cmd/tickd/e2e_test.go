@@ -246,6 +246,9 @@ func TestSIGHUPReload(t *testing.T) {
 	if strings.Contains(after, `"msg":"ran-first"`) && strings.Count(after, `"msg":"ran-first"`) > 1 {
 		t.Fatalf("removed task still runs after the reload")
 	}
+	if !strings.Contains(log, `"added":["second"],"removed":["first"],"changed":[]`) {
+		t.Fatalf("the reload line's lists (empty ones as []):\n%s", log)
+	}
 	if !strings.Contains(log, `tickd.toml:3: tasks[0].every: bad duration`) {
 		t.Fatalf("reload error does not name file and line")
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mattn/go-runewidth"
+
 	"github.com/tickd/tickd/lease"
 )
 
@@ -116,5 +118,36 @@ func TestJSONSchema(t *testing.T) {
 		if errs := schemaErrors(doc); len(errs) == 0 || !strings.Contains(strings.Join(errs, ";"), want) {
 			t.Errorf("the checker passes %s (errors %v, want one saying %q)", doc, errs, want)
 		}
+	}
+}
+
+// TestStatusColumnsAlignWideCharacters: an entity id in wide characters
+// (two columns each on a terminal) or with accents keeps status's columns
+// aligned: each row's second column starts at the same terminal column.
+func TestStatusColumnsAlignWideCharacters(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	var runs []lease.LastRun
+	for _, id := range []string{"plain", "ünïcødé-用户", "用户用户用户"} {
+		runs = append(runs, lease.LastRun{Entity: id, Outcome: lease.OutcomeDone, Reason: lease.ReasonTick, Replica: "r1", Started: now, Ended: now})
+	}
+	var b strings.Builder
+	printStatus(&b, []taskStatus{{Name: "t", Schedule: "every 1m0s", Timezone: "UTC", LastRuns: runs, RunCount: len(runs)}}, now)
+	col := -1
+	for _, line := range strings.Split(b.String(), "\n") {
+		i := strings.Index(line, "ENDED")
+		if i < 0 {
+			i = strings.Index(line, "0s ago")
+		}
+		if i < 0 {
+			continue
+		}
+		w := runewidth.StringWidth(line[:i])
+		if col >= 0 && w != col {
+			t.Fatalf("columns misaligned:\n%s", b.String())
+		}
+		col = w
+	}
+	if col < 0 {
+		t.Fatalf("no rows:\n%s", b.String())
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/tickd/tickd/lease"
@@ -198,7 +197,6 @@ func ago(now, t time.Time) string {
 }
 
 func printStatus(w io.Writer, ts []taskStatus, now time.Time) {
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	for _, t := range ts {
 		state := ""
 		if t.Paused {
@@ -208,30 +206,35 @@ func printStatus(w io.Writer, ts []taskStatus, now time.Time) {
 		if err != nil {
 			loc = time.UTC
 		}
-		fmt.Fprintf(tw, "%s: %s in %s, next tick %s%s\n", t.Name, t.Schedule, t.Timezone, t.NextTick.In(loc).Format(time.RFC3339), state)
-		fmt.Fprintf(tw, "  leases held: %d%s\n", t.LeaseCount, shown(len(t.Leases), t.LeaseCount))
+		fmt.Fprintf(w, "%s: %s in %s, next tick %s%s\n", t.Name, t.Schedule, t.Timezone, t.NextTick.In(loc).Format(time.RFC3339), state)
+		fmt.Fprintf(w, "  leases held: %d%s\n", t.LeaseCount, shown(len(t.Leases), t.LeaseCount))
 		if len(t.Leases) > 0 {
-			fmt.Fprintf(tw, "    ENTITY\tHOLDER\tAGE\tFENCE\tTTL LEFT\tREASON\n")
+			tb := table{indent: "    "}
+			tb.row("ENTITY", "HOLDER", "AGE", "FENCE", "TTL LEFT", "REASON")
 			for _, h := range t.Leases {
-				fmt.Fprintf(tw, "    %q\t%s\t%s\t%d\t%s\t%s\n", h.Entity, h.Holder, ago(now, h.Since), h.Fence, h.TTL.Round(time.Millisecond), h.Reason)
+				tb.row(fmt.Sprintf("%q", h.Entity), h.Holder, ago(now, h.Since), h.Fence, h.TTL.Round(time.Millisecond), h.Reason)
 			}
+			tb.write(w)
 		}
-		fmt.Fprintf(tw, "  last runs: %d%s\n", t.RunCount, shown(len(t.LastRuns), t.RunCount))
+		fmt.Fprintf(w, "  last runs: %d%s\n", t.RunCount, shown(len(t.LastRuns), t.RunCount))
 		if len(t.LastRuns) > 0 {
-			fmt.Fprintf(tw, "    ENTITY\tENDED\tREASON\tOUTCOME\tDURATION\tREPLICA\tFENCE\n")
+			tb := table{indent: "    "}
+			tb.row("ENTITY", "ENDED", "REASON", "OUTCOME", "DURATION", "REPLICA", "FENCE")
 			for _, r := range t.LastRuns {
-				fmt.Fprintf(tw, "    %q\t%s\t%s\t%s\t%s\t%s\t%d\n", r.Entity, ago(now, r.Ended), r.Reason, r.Outcome, r.Ended.Sub(r.Started), r.Replica, r.Fence)
+				tb.row(fmt.Sprintf("%q", r.Entity), ago(now, r.Ended), r.Reason, r.Outcome, r.Ended.Sub(r.Started), r.Replica, r.Fence)
 			}
+			tb.write(w)
 		}
-		fmt.Fprintf(tw, "  pending: %d%s\n", t.DueCount, shown(len(t.Due), t.DueCount))
+		fmt.Fprintf(w, "  pending: %d%s\n", t.DueCount, shown(len(t.Due), t.DueCount))
 		if len(t.Due) > 0 {
-			fmt.Fprintf(tw, "    ENTITY\tREASON\tATTEMPT\tDUE\n")
+			tb := table{indent: "    "}
+			tb.row("ENTITY", "REASON", "ATTEMPT", "DUE")
 			for _, d := range t.Due {
-				fmt.Fprintf(tw, "    %q\t%s\t%d\t%s\n", d.Entity, d.Reason, d.Attempt, d.At.UTC().Format(time.RFC3339))
+				tb.row(fmt.Sprintf("%q", d.Entity), d.Reason, d.Attempt, d.At.UTC().Format(time.RFC3339))
 			}
+			tb.write(w)
 		}
 	}
-	tw.Flush()
 }
 
 // printReplicas lists the replicas running now: what each announced last.
@@ -240,13 +243,12 @@ func printReplicas(w io.Writer, rs []lease.Replica, now time.Time) {
 	if len(rs) == 0 {
 		return
 	}
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "  ID\tHOST\tVERSION\tSTARTED\tLAST SEEN\tTASKS\n")
+	tb := table{indent: "  "}
+	tb.row("ID", "HOST", "VERSION", "STARTED", "LAST SEEN", "TASKS")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", r.ID, orDash(r.Host), orDash(r.Version), ago(now, r.Since), ago(now, r.Seen),
-			orDash(strings.Join(r.Tasks, " ")))
+		tb.row(r.ID, orDash(r.Host), orDash(r.Version), ago(now, r.Since), ago(now, r.Seen), orDash(strings.Join(r.Tasks, " ")))
 	}
-	tw.Flush()
+	tb.write(w)
 }
 
 func orDash(s string) string {
