@@ -31,6 +31,9 @@ type TickCounts struct {
 	// SourceFailed: the entity source failed (the entities read before the
 	// failure were run).
 	SourceFailed bool
+	// Stopped: shutdown or a reload stopped the fan-out before it had read
+	// and run its whole source; Entities counts those read until then.
+	Stopped bool
 }
 
 // fanOut is one tick T of one task being fanned out: entities are read from
@@ -96,6 +99,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	t := ts.t
 	if ctx.Err() != nil {
 		err = nil // stopped by shutdown or reload: not the source's failure
+		f.n.Stopped = true
 	}
 	if err != nil {
 		s.log.Error("entity source failed", KeyTask, t.Name, tickAttr(T), KeyError, err)
@@ -109,7 +113,8 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	}
 	s.log.Log(context.Background(), lvl, "tick", KeyTask, t.Name, tickAttr(T),
 		"entities", n.Entities, "started", n.Started, "busy", n.Busy, "already_ran", n.AlreadyRan,
-		"quarantined", n.Quarantined, "unacknowledged", n.Unacknowledged, "errors", n.Errors, "source_failed", n.SourceFailed)
+		"quarantined", n.Quarantined, "unacknowledged", n.Unacknowledged, "errors", n.Errors, "source_failed", n.SourceFailed,
+		"stopped", n.Stopped)
 	s.observe(Event{Kind: EventTick, Task: t.Name, Tick: T, Counts: n})
 }
 

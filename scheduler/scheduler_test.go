@@ -1209,3 +1209,29 @@ func TestOpenStoreFromConfig(t *testing.T) {
 	}
 	closeMem() //nolint:errcheck
 }
+
+// TestTickStoppedByShutdownSaysSo: a fan-out that shutdown stops while it
+// waits for run slots reports its tick as stopped, its entities counting
+// those read until then (a 4-entity list looked like a 3-entity one).
+func TestTickStoppedByShutdownSaysSo(t *testing.T) {
+	e := newEnv(t, false)
+	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+		<-ctx.Done()
+		return tasks.Done, nil
+	}
+	s, _ := e.start(`
+[[tasks]]
+name = "backlog"
+every = "1h"
+catch_up = "1h"
+concurrency = 1
+handler = "rec"
+entities = ["a", "b", "c", "d"]
+`)
+	redistest.WaitFor(t, 10*time.Second, "the first run", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
+	s.Shutdown(100 * time.Millisecond)
+	ticks := e.ev.events(kind(EventTick))
+	if len(ticks) != 1 || !ticks[0].Counts.Stopped || ticks[0].Counts.Entities >= 4 {
+		t.Fatalf("tick events %+v: want one, stopped, with fewer than the 4 entities read", ticks)
+	}
+}
