@@ -283,6 +283,21 @@ func (e *env) run(toml string, opts Options) *Scheduler {
 	return s
 }
 
+// startOneRun starts a singleton task whose one run (its catch-up tick's)
+// waits until finish is closed, then ends with res; it returns once that
+// run has started.
+func (e *env) startOneRun(name string, res tasks.Result) (finish chan struct{}, s *Scheduler, st *lease.Store) {
+	e.t.Helper()
+	finish = make(chan struct{})
+	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+		<-finish
+		return res, nil
+	}
+	s, st = e.start(fmt.Sprintf("[[tasks]]\nname = %q\nevery = \"1h\"\ncatch_up = \"1h\"\nhandler = \"rec\"\nlease_ttl = \"30s\"\n", name))
+	redistest.WaitFor(e.t, 10*time.Second, "the run started", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
+	return finish, s, st
+}
+
 func entities(n int) string {
 	var b strings.Builder
 	b.WriteString("[")
@@ -988,20 +1003,7 @@ entities = ["a", "b", "c"]
 // failed".
 func TestUnlockDuringARunIsSaid(t *testing.T) {
 	e := newEnv(t, true)
-	finish := make(chan struct{})
-	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
-		<-finish
-		return tasks.Done, nil
-	}
-	_, st := e.start(`
-[[tasks]]
-name = "stuck"
-every = "1h"
-catch_up = "1h"
-handler = "rec"
-lease_ttl = "30s"
-`)
-	redistest.WaitFor(t, 10*time.Second, "the run", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
+	finish, _, st := e.startOneRun("stuck", tasks.Done)
 	if _, err := st.Unlock(context.Background(), "stuck", "stuck", "alice"); err != nil {
 		t.Fatal(err)
 	}
@@ -1094,20 +1096,7 @@ func TestDueRunDuringARolloutWaits(t *testing.T) {
 // what it could not store.
 func TestShutdownWithRedisDownKeepsItsTimeout(t *testing.T) {
 	e := newEnv(t, true)
-	finish := make(chan struct{})
-	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
-		<-finish
-		return tasks.Reschedule, nil
-	}
-	s, _ := e.start(`
-[[tasks]]
-name = "more"
-every = "1h"
-catch_up = "1h"
-handler = "rec"
-lease_ttl = "30s"
-`)
-	redistest.WaitFor(t, 10*time.Second, "the run started", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
+	finish, s, _ := e.startOneRun("more", tasks.Reschedule)
 	e.srv.Stop()
 	close(finish) // ends asking for a reschedule that Redis cannot take
 	const timeout = 500 * time.Millisecond
