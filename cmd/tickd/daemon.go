@@ -50,20 +50,9 @@ func newLogger(d scheduler.Daemon, w io.Writer, level *slog.LevelVar) *slog.Logg
 	case "tint":
 		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
 	case "text":
-		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: durationText}))
+		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: scheduler.DurationText}))
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: durationText}))
-}
-
-// durationText writes every duration as Go writes it ("13.003s", "1m30s"),
-// as the run lines' duration is: slog's JSON handler would write an integer
-// of nanoseconds, so one line said "running_for": 5000000000 beside
-// another's "duration": "13.003s".
-func durationText(_ []string, a slog.Attr) slog.Attr {
-	if a.Value.Kind() == slog.KindDuration {
-		return slog.String(a.Key, a.Value.Duration().String())
-	}
-	return a
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: scheduler.DurationText}))
 }
 
 func parseLevel(s string) slog.Level {
