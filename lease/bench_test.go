@@ -19,11 +19,11 @@ import (
 // against a local redis-server: one lease at a time, in batches of 256 of
 // new entities, and in batches of 256 of entities that already ran (ticks).
 // Each op is one entity lease acquired and released; compare ops/s with
-// `redis-benchmark -P 16 -t set` on the same machine (README, "Speed").
+// `redis-benchmark -P 16 -t set` on the same machine (docs/performance.md).
 //
 // LEASE_BENCH_REDIS=host:port runs it against that server instead, one
 // started by hand: for instance under valgrind's callgrind, which counts
-// the instructions Redis spends per lease (README, "Speed").
+// the instructions Redis spends per lease (docs/performance.md).
 func BenchmarkAcquireRelease(b *testing.B) {
 	addr := os.Getenv("LEASE_BENCH_REDIS")
 	if addr == "" {

@@ -200,7 +200,7 @@
 //
 // An acquire, release or renewal of a batch of one task is one script doing
 // one HMGET and one HSET, which is what makes a batch cheap for Redis
-// (README, "Speed"); a batch that asks for one entity twice grants it once.
+// (docs/performance.md); a batch that asks for one entity twice grants it once.
 // A value a script does not understand is replaced by acquire (as a new
 // entity), left alone by the sweep and skipped by status.
 //

@@ -26,7 +26,7 @@ func (e *LayoutError) Error() string {
 	if e.Other != "" {
 		return fmt.Sprintf("%v: layout %s, written by a newer tickd (this one uses layout %s); run the newer version", ErrLayout, e.Other, LayoutVersion)
 	}
-	return fmt.Sprintf("%v: %s of an older tickd: stop every older tickd on this key prefix, then run `tickd migrate` (README, \"Upgrading\")",
+	return fmt.Sprintf("%v: %s of an older tickd: stop every older tickd on this key prefix, then run `tickd migrate` (docs/operations.md, \"Upgrading\")",
 		ErrLayout, strings.Join(e.Keys, ", "))
 }
 

@@ -11,7 +11,7 @@ import (
 // in flight goes out at once, alone; releases made while one is in flight
 // wait for it and then go out together, in one script call. So an idle
 // store adds no latency, and a busy one sends a few hundred releases per
-// round trip instead of one each (README, "Speed"). Each release still gets
+// round trip instead of one each (docs/performance.md). Each release still gets
 // its own answer: Release returns it, ReleaseThen hands it on. Each task
 // has its releaser: on a Cluster, a task whose master does not answer holds
 // up only its own releases, not those of tasks on the other masters.

@@ -73,7 +73,7 @@ type skipped struct {
 // jumpChunks is how far a fan-out skips ahead when another replica took a
 // whole batch: the replicas of a tick read the same stream from its start,
 // so without it the ones that lost the race for a batch lose it for the
-// next, and the next (README, "Speed").
+// next, and the next (docs/performance.md).
 const jumpChunks = 8 * lease.BatchSize / chunkSize
 
 // chunkSize is the length of a chunk of a tick's entity stream. Batches are
@@ -279,7 +279,7 @@ const tailWait = 10 * time.Millisecond
 // flushWhole flushes the batch but for the part of a chunk at its end, if
 // it ends inside a chunk and holds more than that part: a chunk cut between
 // two batches is sent entity by entity, so every replica reads its
-// entities' records (README, "Speed"). It answers whether it flushed; the
+// entities' records (docs/performance.md). It answers whether it flushed; the
 // part kept stays in the batch, or is skipped when the batch was taken
 // whole.
 func (f *fanOut) flushWhole() bool {
@@ -386,7 +386,7 @@ func chunkName(ids []string) string {
 // T + offset (rounded up to the millisecond). It reads the whole source first, into
 // one byte arena of length-prefixed ids and an 8-byte entry per entity
 // (its id's position, its offset): a million ids of a dozen bytes fit in
-// about 21 MB, where a string and an offset each took 48 (README, "Speed").
+// about 21 MB, where a string and an offset each took 48 (docs/performance.md).
 // The peak is at the end of the reading, when the Go GC lets the heap grow
 // to twice what is live.
 func (f *fanOut) spreadOut() error {

@@ -39,7 +39,7 @@ const workerIdle = 2 * time.Minute
 // goroutine grows its stack; a new goroutine per run grew it again for
 // every run, a tenth of the daemon's
 // CPU in a 100,000-entity tick, and a timer and a shutdown hook per run
-// were another tenth (README, "Speed"). Idle workers exit once the
+// were another tenth (docs/performance.md). Idle workers exit once the
 // scheduler's loops stop (Shutdown).
 type workers struct {
 	s    *Scheduler
@@ -216,7 +216,7 @@ func (s *Scheduler) execute(w *worker, ts *taskState, l *lease.Lease) {
 		s.metrics.lag(t.Name, started.Sub(l.Tick))
 	}
 	// One line per run at info, at its end: a tick of 100,000 entities
-	// writes 100,000 lines, not twice that (README, "Logs").
+	// writes 100,000 lines, not twice that (docs/operations.md, "Logs").
 	r.log.Debug("run started", "attempt", l.Attempt)
 	s.observe(r.event(EventRunStarted))
 	res, err := ts.action.Do(&r.ctx, tasks.Run{Task: t.Name, Entity: l.Entity, Tick: l.Tick, Fence: l.Fence,
@@ -239,7 +239,7 @@ func (s *Scheduler) execute(w *worker, ts *taskState, l *lease.Lease) {
 	}
 	r.outcome, r.took, r.err, r.next = outcome, ended.Sub(started), err, next
 	// Not waited for: the worker is free for the next run once the release
-	// is queued (README, "Speed"); AfterRelease ends the run.
+	// is queued (docs/performance.md); AfterRelease ends the run.
 	l.ReleaseThen(lease.Finished{Outcome: outcome, Started: started, Ended: ended}, next, r)
 }
 

@@ -122,7 +122,7 @@ func ended(outcome lease.Outcome) func(Event) bool {
 
 // logRecords is a slog.Handler that keeps each record's message and
 // attributes (the logger's own included), for tests of what the logs say:
-// the log lines are an interface (README, "Logs").
+// the log lines are an interface (docs/operations.md, "Logs").
 type logRecords struct {
 	mu    *sync.Mutex
 	recs  *[]logRec

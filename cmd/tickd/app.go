@@ -114,7 +114,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stderr, "tickd %s: %v\n", cmd, err)
 	}
-	if wantsJSON(args) { // BRIEF.md, "Output for scripts": errors too
+	if wantsJSON(args) { // the -json contract: errors too
 		printJSON(stdout, map[string]string{"error": err.Error()}) //nolint:errcheck // stdout is gone
 	}
 	return code

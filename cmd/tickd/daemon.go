@@ -121,7 +121,7 @@ func openStore(cfg *scheduler.Config, replica string, clock lease.Clock, log *sl
 		}
 		opts.OnAcks = func(err error) {
 			if err != nil {
-				log.Error("redis replicas do not acknowledge lease writes: nothing new starts, and runs stop when their leases can no longer be trusted, until they do (replica_acks in README)",
+				log.Error("redis replicas do not acknowledge lease writes: nothing new starts, and runs stop when their leases can no longer be trusted, until they do (replica_acks in docs/operations.md)",
 					"replica_acks", cfg.Redis.ReplicaAcks.String(), "error", err)
 				return
 			}

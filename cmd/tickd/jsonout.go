@@ -7,7 +7,7 @@ import (
 	"github.com/tickd/tickd/lease"
 )
 
-// The -json documents follow BRIEF.md's "Output for scripts": snake_case
+// The -json documents follow the -json contract (docs/operations.md, "Commands"): snake_case
 // keys at every level, durations as seconds in keys ending in _s, instants
 // as RFC 3339 UTC strings or null (never a zero time), empty lists as [].
 // A field is never renamed once released. TestJSONSchema checks every

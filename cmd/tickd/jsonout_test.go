@@ -17,8 +17,8 @@ var instantKeys = map[string]bool{"next_tick": true, "since": true, "started": t
 
 var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
-// schemaErrors lists where a -json document breaks BRIEF.md's "Output for
-// scripts": a key not in snake_case, a _s key that is not a number of
+// schemaErrors lists where a -json document breaks the -json contract
+// (docs/operations.md, "Commands"): a key not in snake_case, a _s key that is not a number of
 // seconds, an instant that is not RFC 3339 UTC or null, a zero time, a list
 // that is null.
 func schemaErrors(doc string) []string {

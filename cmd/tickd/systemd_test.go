@@ -66,7 +66,7 @@ func TestSystemdNotify(t *testing.T) {
 }
 
 // TestSystemdUnits checks the units with systemd-analyze where it exists,
-// and the directives the README promises everywhere.
+// and the directives docs/operations.md promises everywhere.
 func TestSystemdUnits(t *testing.T) {
 	for _, unit := range []string{"tickd.service", "tickd@.service"} {
 		data, err := os.ReadFile(filepath.Join("..", "..", "systemd", unit))

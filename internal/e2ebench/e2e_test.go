@@ -1,5 +1,5 @@
 // Package e2ebench measures tickd's own path end to end, against the peer a
-// user would write by hand, in the same run (README, "Speed"): a tick
+// user would write by hand, in the same run (docs/performance.md): a tick
 // fanned out over N entities, each run started, finished and released.
 //
 //	go test -run XXX -bench 'Tick$' -benchtime 1x ./internal/e2ebench
@@ -135,8 +135,8 @@ func BenchmarkTick(b *testing.B) {
 }
 
 // BenchmarkReplicas measures what several replicas cost Redis against one
-// (BRIEF.md, "Speed": several replicas must not multiply the Redis work per
-// run): tickd with 1 replica, then with E2E_REPLICAS (3), over the same
+// (docs/performance.md, "Targets": several replicas must not multiply the Redis
+// work per run): tickd with 1 replica, then with E2E_REPLICAS (3), over the same
 // entities (E2E_ENTITIES, 20000) on one redis-server, in each round (one
 // per -count), and reports both and their ratio. Each entity must run
 // exactly once per tick, and each replica must run at least half its
@@ -195,8 +195,8 @@ type tickd struct {
 // each with its own store and client on addr.
 func startTickd(b *testing.B, addr string, ids []string, replicas int, every time.Duration) *tickd {
 	td := &tickd{ids: ids, byTick: map[int64]*tickRecord{}, restore: func() {}}
-	// The daemon's garbage collector policy, which tickd run sets (README,
-	// "Operations"); E2E_GCPOLICY=0 leaves Go's default, which a program
+	// The daemon's garbage collector policy, which tickd run sets (docs/operations.md,
+	// "Memory and the garbage collector"); E2E_GCPOLICY=0 leaves Go's default, which a program
 	// embedding the scheduler has unless it chooses otherwise.
 	if os.Getenv("E2E_GCPOLICY") != "0" {
 		td.restore = gcpolicy.Apply(context.Background())

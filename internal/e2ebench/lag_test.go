@@ -21,7 +21,7 @@ import (
 // BenchmarkTickLag measures, on an idle daemon (one replica, a real
 // redis-server, 10 entities, `every = "1s"`), how long after each tick T
 // its first run starts, over E2E_LAG_TICKS ticks (100), and reports the
-// median and p99 (BRIEF.md, "Speed": p99 within 10ms).
+// median and p99 (docs/performance.md, "Targets": p99 within 10ms).
 //
 //	go test -run XXX -bench TickLag -benchtime 1x ./internal/e2ebench
 func BenchmarkTickLag(b *testing.B) {

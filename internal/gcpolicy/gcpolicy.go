@@ -1,5 +1,5 @@
-// Package gcpolicy is the daemon's garbage collector policy (README,
-// "Operations"). A tick allocates about 1.6 KB per run and keeps little:
+// Package gcpolicy is the daemon's garbage collector policy (docs/operations.md,
+// "Memory and the garbage collector"). A tick allocates about 1.6 KB per run and keeps little:
 // with Go's default, GOGC=100, a 5 MB live heap is collected every 5 MB
 // allocated, about 50 times in a 100,000-entity tick, and the collector was
 // a fifth of the daemon's CPU. Under this policy the heap grows to five

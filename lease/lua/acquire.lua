@@ -20,7 +20,7 @@
 -- or busy, ran, quarantine or early with their fields; a taken chunk's is
 -- one for all of them (lib.lua's reply).
 --
--- This is the fan-out's hot path (README, "Speed"): one HMGET reads the whole
+-- This is the fan-out's hot path (docs/performance.md): one HMGET reads the whole
 -- batch and one HSET writes it. cur holds what this call already wrote, so
 -- an entity asked for twice in one batch is granted once.
 local ARGV = ARGV

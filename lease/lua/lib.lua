@@ -71,7 +71,7 @@ local function free(e, now_ms_s)
   e.token, e.exp, e.touched, e.reason, e.tick, e.holder = '', '0', now_ms_s, '', '0', ''
 end
 
--- The fan-out's hot path (README, "Speed") reads and rewrites entity values
+-- The fan-out's hot path (docs/performance.md) reads and rewrites entity values
 -- by the positions of their separators instead: making a string is most of
 -- what a script costs in Redis (each one is hashed, interned and collected),
 -- and decode_entity plus encode_entity make eleven. grant_fast and
