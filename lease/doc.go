@@ -187,6 +187,20 @@
 //	followUp     tick|reqs               (Lua only: the latest tick of the requests a
 //	                                     queued run stands for, which it carries)
 //
+// Three formats travel between Go and the scripts without being stored:
+//
+//	token        |nonce-seq|           a lease token between its separators (nonce: the
+//	             |nonce-seq.j|         store's, hex; seq: base 36); the j-th lease of a
+//	                                   chunk (from 1) shares its first's nonce-seq
+//	chunk        t:m:id                acquire's ARGV[8], space-joined, one per chunk sent
+//	                                   whole: request t (from 1) starts it, m entities,
+//	                                   id the hash of its ids (Request.Chunk)
+//	repeat       answer*N              in a batch's reply: N equal answers (a taken
+//	                                   chunk's "ran|T*16"), at most BatchSize
+//
+// TestChunkTokens and TestSplitReply hold the token and the repeat to their
+// Go encoders; TestChunkTakenOnce runs the chunk through acquire.lua.
+//
 // The entity value holds the lease (token, exp in Redis ms: held means a
 // token and exp > now; touched, reason, tick and holder of the grant), what
 // outlives it (the last tick that started a run, the last fence granted, the
@@ -215,6 +229,33 @@
 // replicas' keepers all ask; the first to set prefix:sweep (SET NX, expiring
 // after the interval) sweeps. Status reads with SCAN and HSCAN, a page at a
 // time (SCAN on every master of a Cluster).
+//
+// # Chunks
+//
+// A chunk is a run of 16 consecutive entities of a tick's entity stream
+// (the scheduler's chunkSize), in source order: a fan-out without spread
+// cuts its stream so, and every replica reading the same source for the
+// same tick cuts the same chunks. A batch that holds a whole chunk names
+// it (Request.Chunk); the store sends it as one argument triple (its
+// entities' fields space-joined, the token prefix its leases share) and a
+// descriptor (t:m:id, above). acquire.lua takes the chunk with one SADD of
+// its id to the tick's claims set (prefix:{NN}:TASK:claims:TICK), in the
+// same call that grants its leases: the first replica to send a chunk
+// takes it whole; the others get "already ran" for all of it, one repeated
+// answer, without its fields even being read. A chunk is never taken
+// without its leases, so a replica killed after taking one holds leases
+// that expire, as without chunks. A batch holding part of a chunk, a
+// spread fan-out and retries send entity by entity.
+//
+// Skipping ahead (the scheduler's fanOut): a fan-out whose batch came back
+// taken whole skips the next chunks without sending them, sets their ids
+// aside, and once its stream ends asks which were taken (Store.Taken: one
+// SMISMEMBER) and sends the others, for at most a few rounds. So replicas
+// spread over the stream instead of racing for the same batch, and a chunk
+// nobody took (its taker died before) still runs in the tick.
+//
+// A "batch" is what one AcquireBatch call sends (at most BatchSize
+// requests); a chunk lies within one batch or is sent entity by entity.
 //
 // # Redis Cluster
 //
