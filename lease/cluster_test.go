@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -236,5 +237,51 @@ func TestReleaseOnClusterFailsOnlyTheDeadShard(t *testing.T) {
 		if st.Held != nil {
 			t.Errorf("%s/%s still held after its release", alive, e)
 		}
+	}
+}
+
+// TestLossWatchOnClusterQuarantinesOnlyTheShard: a Cluster master that
+// lost its data (FLUSHALL) is found by the loss watch, which reads one
+// bucket per master; only that master's buckets are quarantined, from the
+// loss, and the others' tasks go on being granted.
+func TestLossWatchOnClusterQuarantinesOnlyTheShard(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+	t.Cleanup(func() { c.Close() })
+	s, err := NewRedis(c, "loss", Options{Replica: "r", ReplicaAcks: AcksNever, MaxTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.InitEpoch(bg); err != nil {
+		t.Fatal(err)
+	}
+	lost := cl.MasterOf(t, TaskKey("loss", "task-0"))
+	other := ""
+	for i := 1; other == ""; i++ {
+		if task := "task-" + strconv.Itoa(i); cl.MasterOf(t, TaskKey("loss", task)) != lost {
+			other = task
+		}
+	}
+	for _, task := range []string{"task-0", other} { // the store is prepared: the watch is on
+		mustRelease(t, mustAcquire(t, s, Request{Task: task, Entity: "e", TTL: time.Minute, Reason: ReasonTrigger}))
+	}
+	m := newClient(t, lost.Addr)
+	if err := m.FlushAll(bg).Err(); err != nil {
+		t.Fatal(err)
+	}
+	k := s.b.(*redisBackend).k
+	lostEpoch := k.epoch(bucketOf("task-0"))
+	redistest.WaitFor(t, 5*LossWatch, "the lost shard's epochs back", func() bool { return c.Exists(bg, lostEpoch).Val() == 1 })
+	if _, err := s.Acquire(bg, Request{Task: "task-0", Entity: "e", TTL: time.Minute, Reason: ReasonTrigger}); !errors.Is(err, ErrQuarantine) {
+		t.Fatalf("a task of the shard that lost its data: %v, want the quarantine", err)
+	}
+	l, err := s.Acquire(bg, Request{Task: other, Entity: "e", TTL: time.Minute, Reason: ReasonTrigger})
+	if err != nil {
+		t.Fatalf("a task of another master: %v, want a grant", err)
+	}
+	mustRelease(t, l)
+	if v := c.Get(bg, k.epoch(bucketOf(other))).Val(); v != (epochValue{}).encode() {
+		t.Errorf("another master's epoch %q: it lost nothing", v)
 	}
 }

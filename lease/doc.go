@@ -21,9 +21,10 @@
 //     Redis forgot. Afterwards, tick runs for ticks before the loss are
 //     refused as already ran: they may have run, and their records are gone.
 //     Every store looks for a loss every LossWatch (1s), whether or not
-//     anything is acquired, and gives every bucket of the server (or of the
-//     Cluster shard) that lost it its epoch back at once: the quarantine is
-//     counted from the loss for every task, not from each task's next tick.
+//     anything is acquired: it reads one bucket's epoch per server (per
+//     master on a Cluster), and when one is gone gives every bucket that
+//     lost its epoch one back at once: the quarantine is counted from the
+//     loss for every task, not from each task's next tick.
 //   - early: a tick run asked for a tick more than EarlyTolerance (500ms)
 //     ahead of Redis's clock. A replica whose clock runs ahead waits, so it
 //     cannot start tick T+1 before the others start tick T (which "already

@@ -227,6 +227,16 @@ func (e epochValue) encode() string {
 	return strconv.FormatInt(e.QuarantineUntil, 10) + "|" + strconv.FormatInt(e.LostAt, 10)
 }
 
+func decodeEpoch(v string) (epochValue, error) {
+	q, l, ok := strings.Cut(v, "|")
+	qn, qerr := number(q)
+	ln, lerr := number(l)
+	if !ok || qerr != nil || lerr != nil {
+		return epochValue{}, fmt.Errorf("%w: epoch %q", errFormat, v)
+	}
+	return epochValue{QuarantineUntil: qn, LostAt: ln}, nil
+}
+
 // announceValue is a replica's field of the replicas hash (keys.replicas):
 // the tasks it runs, until when (Redis's clock), and which process on which
 // host with which version, announcing since when and last when; written

@@ -127,10 +127,15 @@ func (b *redisBackend) prepare(ctx context.Context) error {
 	return err
 }
 
-// checkEpochs runs the epoch script on every bucket, once the store is
-// prepared (before that, the first grant's prepare does it): a bucket whose
-// epoch is gone lost its data and is quarantined from now. On a Cluster, a
-// shard that does not answer fails only its own buckets.
+// checkEpochs looks for a data loss once the store is prepared (before
+// that, the first grant's prepare gives every bucket its epoch). It reads
+// one bucket's epoch per server, bucket 0's on a single Redis and the first
+// bucket of each master on a Cluster, since a server that lost its data
+// lost every bucket it serves: two commands a second, not one script per
+// bucket. When a probe finds its epoch gone, the epoch script runs on every
+// bucket, quarantining those that lost theirs from now (on a Cluster, a
+// shard that does not answer fails only its own buckets). It answers the
+// longest quarantine left.
 func (b *redisBackend) checkEpochs(ctx context.Context, maxTTL time.Duration) (time.Duration, error) {
 	b.gate.mu.Lock()
 	prepared := !b.gate.checked.IsZero()
@@ -138,6 +143,58 @@ func (b *redisBackend) checkEpochs(ctx context.Context, maxTTL time.Duration) (t
 	if !prepared {
 		return 0, nil
 	}
+	probes := b.lossProbes(ctx)
+	pipe := b.c.Pipeline()
+	gets := make([]*redis.StringCmd, len(probes))
+	for i, bk := range probes {
+		gets[i] = pipe.Get(ctx, b.k.epoch(bk))
+	}
+	now := pipe.Time(ctx)
+	pipe.Exec(ctx) //nolint:errcheck // each command keeps its own error
+	var left time.Duration
+	var failed error
+	for _, g := range gets {
+		v, err := g.Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			return b.quarantineLost(ctx, maxTTL)
+		case err != nil:
+			failed = err
+		default:
+			if ep, err := decodeEpoch(v); err == nil && now.Err() == nil {
+				left = max(left, time.UnixMilli(ep.QuarantineUntil).Sub(now.Val()))
+			}
+		}
+	}
+	return left, failed
+}
+
+// lossProbes are the buckets checkEpochs reads: one per server.
+func (b *redisBackend) lossProbes(ctx context.Context) []int {
+	cc, ok := b.c.(*redis.ClusterClient)
+	if !ok {
+		return []int{0}
+	}
+	seen := map[string]bool{}
+	var probes []int
+	for bk := range buckets {
+		node, err := cc.MasterForKey(ctx, b.k.epoch(bk))
+		if err != nil {
+			probes = append(probes, bk) // no slot map: this bucket is read where it lives
+			continue
+		}
+		if addr := node.Options().Addr; !seen[addr] {
+			seen[addr] = true
+			probes = append(probes, bk)
+		}
+	}
+	return probes
+}
+
+// quarantineLost runs the epoch script on every bucket: those whose epoch
+// is gone are quarantined for maxTTL from now. It answers the longest
+// quarantine left.
+func (b *redisBackend) quarantineLost(ctx context.Context, maxTTL time.Duration) (time.Duration, error) {
 	calls := make([]scriptCall, buckets)
 	for bk := range calls {
 		calls[bk] = scriptCall{keys: []string{b.k.epoch(bk)}, args: []any{ms(maxTTL)}}
