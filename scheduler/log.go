@@ -186,15 +186,3 @@ func (ts *taskState) runLog(inner slog.Handler, t time.Time) slog.Handler {
 	c.Store(l)
 	return l.h
 }
-
-// DurationText is a slog ReplaceAttr that writes every duration as Go
-// writes it ("13.003s", "1m30s"), as a run's duration is written: slog's
-// JSON handler would write an integer of nanoseconds, so one line said
-// "running_for": 5000000000 beside another's "duration": "13.003s". tickd's
-// JSON and text handlers use it.
-func DurationText(_ []string, a slog.Attr) slog.Attr {
-	if a.Value.Kind() == slog.KindDuration {
-		return slog.String(a.Key, a.Value.Duration().String())
-	}
-	return a
-}

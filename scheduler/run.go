@@ -192,7 +192,7 @@ func (w *worker) fire() {
 		r.l.Cancel(ErrTimeout)
 	}
 	if warn {
-		r.log.Warn("run still going", "running_for", warnAfter, "timeout", timeout)
+		r.log.Warn("run still going", "running_for", warnAfter.String(), "timeout", timeout.String())
 	}
 }
 

@@ -277,7 +277,7 @@ func (s *Scheduler) Shutdown(timeout time.Duration) {
 	case <-t.C:
 	}
 	n := s.Active()
-	s.log.Warn("shutdown timeout reached: stopping runs and handing them over", "runs", n, "shutdown_timeout", timeout)
+	s.log.Warn("shutdown timeout reached: stopping runs and handing them over", "runs", n, "shutdown_timeout", timeout.String())
 	s.abortRuns(ErrShutdown)
 	s.workers.abort(ErrShutdown)
 	<-done

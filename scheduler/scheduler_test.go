@@ -130,9 +130,10 @@ type logRecords struct {
 }
 
 type logRec struct {
-	level slog.Level
-	msg   string
-	attrs map[string]string
+	level       slog.Level
+	msg         string
+	attrs       map[string]string
+	badDuration string // an attribute logged as a time.Duration
 }
 
 func newLogRecords() *logRecords { return &logRecords{mu: &sync.Mutex{}, recs: &[]logRec{}} }
@@ -144,11 +145,30 @@ func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
 	for _, a := range h.attrs {
 		rec.attrs[a.Key] = a.Value.Resolve().String()
 	}
-	r.Attrs(func(a slog.Attr) bool { rec.attrs[a.Key] = a.Value.Resolve().String(); return true })
+	r.Attrs(func(a slog.Attr) bool {
+		if v := a.Value.Resolve(); v.Kind() == slog.KindDuration {
+			// slog's JSON handler writes a duration as nanoseconds; tickd's
+			// lines write them as Go does ("5s"), as a run's duration is.
+			rec.badDuration = a.Key
+		}
+		rec.attrs[a.Key] = a.Value.Resolve().String()
+		return true
+	})
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	*h.recs = append(*h.recs, rec)
 	return nil
+}
+
+// checkDurations fails t for every record that logged a time.Duration.
+func (h *logRecords) checkDurations(t *testing.T) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range *h.recs {
+		if r.badDuration != "" {
+			t.Errorf("log line %q writes %s as a time.Duration (nanoseconds in JSON): log d.String()", r.msg, r.badDuration)
+		}
+	}
 }
 
 func (h *logRecords) WithAttrs(as []slog.Attr) slog.Handler {
@@ -214,6 +234,7 @@ type env struct {
 
 func newEnv(t *testing.T, withRedis bool) *env {
 	e := &env{t: t, logs: newLogRecords(), ev: &events{}, reg: &tasks.Registry{}, rec: newRecorder()}
+	t.Cleanup(func() { e.logs.checkDurations(t) }) // after the schedulers' own cleanups: registered first
 	if withRedis {
 		e.srv = redistest.Start(t)
 	}

@@ -48,7 +48,7 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 				s.log.Debug("task paused: tick skipped", KeyTask, t.Name, tickAttr(next))
 			}
 		} else {
-			s.log.Warn("tick too late to run", KeyTask, t.Name, tickAttr(next), "late", late)
+			s.log.Warn("tick too late to run", KeyTask, t.Name, tickAttr(next), "late", late.Round(time.Millisecond).String())
 		}
 		next = t.Schedule.Next(next)
 	}

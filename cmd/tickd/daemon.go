@@ -50,9 +50,9 @@ func newLogger(d scheduler.Daemon, w io.Writer, level *slog.LevelVar) *slog.Logg
 	case "tint":
 		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
 	case "text":
-		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: scheduler.DurationText}))
+		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: scheduler.DurationText}))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
 func parseLevel(s string) slog.Level {
@@ -173,7 +173,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	routeRedisLogs(log)
 	clock := newClock()
 	if clock.d != 0 {
-		log.Warn("TICKD_TEST_CLOCK_OFFSET is set: the wall clock is shifted (testing only)", "offset", clock.d)
+		log.Warn("TICKD_TEST_CLOCK_OFFSET is set: the wall clock is shifted (testing only)", "offset", clock.d.String())
 	}
 	replica := replicaID(cfg.Daemon)
 	reg := prometheus.NewRegistry()

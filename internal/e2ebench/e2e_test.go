@@ -212,8 +212,8 @@ func startTickd(b *testing.B, addr string, ids []string, replicas int, every tim
 	// The daemon's JSON lines, written nowhere: at info (the default) a run
 	// writes two; E2E_LOG_LEVEL=warn leaves them out.
 	var level slog.Level
-	level.UnmarshalText([]byte(os.Getenv("E2E_LOG_LEVEL")))                                                                     //nolint:errcheck // "" is info
-	quiet := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: level, ReplaceAttr: scheduler.DurationText})) // as tickd run's
+	level.UnmarshalText([]byte(os.Getenv("E2E_LOG_LEVEL"))) //nolint:errcheck // "" is info
+	quiet := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: level}))
 	for i := range replicas {
 		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
 		td.clients = append(td.clients, c)
