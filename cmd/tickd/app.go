@@ -100,8 +100,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &pe): // its -json document is out: the message goes to stderr only
 		fmt.Fprintf(stderr, "tickd %s: %v\n", cmd, pe.err)
 		return 1
-	case errors.Is(err, errTriggerSkipped):
-		return 3
 	case errors.As(err, &help):
 		help.c.printUsage(stdout)
 		return 0
@@ -119,6 +117,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	return code
 }
+
+// exitError is a command's exit status, said already (or by its silence):
+// run exits with it and prints nothing more. tickd lock passes CMD's status
+// through; trigger -wait exits 3 when a run was skipped as busy.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 // printedError is a failure whose -json document (which says what failed)
 // is already on stdout: one document per command, so no {"error"} follows.

@@ -197,6 +197,7 @@ type triggerRunDoc struct {
 	// "unknown"; "" and null otherwise.
 	State string  `json:"state"`
 	Since instant `json:"since"`
+	where string  // the same, for people
 }
 
 // checkDoc is `tickd check -json`: each task's next ticks from -from (or

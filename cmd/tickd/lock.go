@@ -21,11 +21,6 @@ import (
 // names cannot start with '@', so they never collide.
 const lockTask = "@lock"
 
-// exitError carries an exit status through run.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
-
 func runLock(ctx context.Context, args []string, stderr io.Writer) error {
 	c := newCmdline("lock", "KEY -- CMD [ARGS…]")
 	ttl := c.fs.Duration("ttl", time.Minute, "lease TTL; renewed every ttl/3 while CMD runs")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -14,8 +13,9 @@ import (
 	"github.com/tickd/tickd/tasks"
 )
 
-// errTriggerSkipped: a triggered entity was busy and on_busy is skip.
-var errTriggerSkipped = errors.New("skipped")
+// exitSkipped is trigger -wait's exit status when an entity was busy and
+// on_busy is skip.
+const exitSkipped = 3
 
 func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
 	c := newCmdline("trigger", "TASK [ENTITY…]")
@@ -32,101 +32,142 @@ func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ids := pos[1:]
-	if len(ids) == 0 {
-		if ids, err = allEntities(ctx, *t); err != nil {
-			return err
-		}
-	}
-	ids = unique(ids)
-	for _, id := range ids {
-		if err := tasks.CheckID(id); err != nil || id == "" {
-			return fmt.Errorf("entity %q: %v", id, err)
-		}
-	}
-	if len(pos) > 1 && !*force {
-		if err := checkListed(ctx, *t, ids); err != nil {
-			return err
-		}
+	ids, err := triggerIDs(ctx, *t, pos[1:], *force)
+	if err != nil {
+		return err
 	}
 	store, done, err := cliStore(cfg, "trigger", 0)
 	if err != nil {
 		return err
 	}
 	defer done()
+	doc, err := trigger(ctx, store, t.Name, ids, *wait, *timeout)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if err := printJSON(stdout, doc); err != nil {
+			return err
+		}
+	} else {
+		printTrigger(stdout, doc)
+	}
+	return triggerStatus(doc, *timeout, *asJSON)
+}
+
+// triggerIDs are the entities to trigger: those given (checked against
+// the task's list unless force), or every entity of the task.
+func triggerIDs(ctx context.Context, t scheduler.Task, given []string, force bool) ([]string, error) {
+	ids := given
+	if len(ids) == 0 {
+		var err error
+		if ids, err = allEntities(ctx, t); err != nil {
+			return nil, err
+		}
+	}
+	ids = unique(ids)
+	for _, id := range ids {
+		if err := tasks.CheckID(id); err != nil || id == "" {
+			return nil, fmt.Errorf("entity %q: %v", id, err)
+		}
+	}
+	if len(given) > 0 && !force {
+		if err := checkListed(ctx, t, ids); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+// trigger enqueues a run of each id and, with wait, waits up to timeout
+// for their answers: the document that says what happened.
+func trigger(ctx context.Context, store *lease.Store, task string, ids []string, wait bool, timeout time.Duration) (triggerDoc, error) {
 	// With -wait, every run the trigger causes answers this request id with
 	// its outcome, whatever that run's reason (a follow-up, a pending
 	// reschedule the trigger joined, a hand-over).
 	var reqs []string
-	if *wait {
+	if wait {
 		reqs = []string{lease.NewRequestID()}
 	}
 	for _, id := range ids {
-		if err := store.Enqueue(ctx, lease.Due{Task: t.Name, Entity: id, Reason: lease.ReasonTrigger, Requests: reqs}, 0); err != nil {
-			return err
+		if err := store.Enqueue(ctx, lease.Due{Task: task, Entity: id, Reason: lease.ReasonTrigger, Requests: reqs}, 0); err != nil {
+			return triggerDoc{}, err
 		}
 	}
 	paused, err := store.Paused(ctx)
 	if err != nil {
-		return fmt.Errorf("read paused tasks: %w", err)
+		return triggerDoc{}, fmt.Errorf("read paused tasks: %w", err)
 	}
-	result := triggerDoc{Task: t.Name, Triggered: len(ids), Paused: paused[t.Name], Runs: []triggerRunDoc{}}
-	if !*asJSON {
-		fmt.Fprintf(stdout, "triggered %d run(s) of %s\n", len(ids), t.Name)
-		if result.Paused {
-			fmt.Fprintf(stdout, "note: %s is paused: the runs wait until it is resumed (tickd resume)\n", t.Name)
+	doc := triggerDoc{Task: task, Triggered: len(ids), Paused: paused[task], Runs: []triggerRunDoc{}}
+	if !wait {
+		return doc, nil
+	}
+	answers, err := waitAnswers(ctx, store, task, reqs[0], ids, timeout)
+	if err != nil {
+		return triggerDoc{}, err
+	}
+	for _, id := range ids {
+		r := triggerRunDoc{Entity: id, Outcome: answerPending}
+		if a, ok := answers[id]; ok {
+			r.Outcome = string(a)
+		} else {
+			r.State, r.Since, r.where = whereIs(ctx, store, task, id)
 		}
+		doc.Runs = append(doc.Runs, r)
 	}
+	return doc, nil
+}
+
+// printTrigger writes the document for people.
+func printTrigger(w io.Writer, doc triggerDoc) {
+	fmt.Fprintf(w, "triggered %d run(s) of %s\n", doc.Triggered, doc.Task)
+	if doc.Paused {
+		fmt.Fprintf(w, "note: %s is paused: the runs wait until it is resumed (tickd resume)\n", doc.Task)
+	}
+	for _, r := range doc.Runs {
+		text := answerText(r.Outcome)
+		if r.where != "" {
+			text = r.where
+		}
+		fmt.Fprintf(w, "%s %q: %s\n", doc.Task, r.Entity, text)
+	}
+}
+
+// triggerStatus is the command's error, from which its exit status comes:
+// nil when every run succeeded (or nothing was waited for), exitSkipped
+// when one was skipped as busy, else an error saying how many did not
+// succeed or were not answered (1).
+func triggerStatus(doc triggerDoc, timeout time.Duration, asJSON bool) error {
 	var failed, skipped, pending int
-	if *wait {
-		answers, err := waitAnswers(ctx, store, t.Name, reqs[0], ids, *timeout)
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			a, ok := answers[id]
-			outcome := string(a)
-			switch {
-			case !ok:
-				outcome = answerPending
-				pending++
-			case a == lease.OutcomeDone || a == lease.OutcomeReschedule:
-			case a == lease.AnswerSkipped:
-				skipped++
-			default:
-				failed++
-			}
-			doc := triggerRunDoc{Entity: id, Outcome: outcome}
-			text := answerText(outcome)
-			if !ok {
-				doc.State, doc.Since, text = whereIs(ctx, store, t.Name, id)
-			}
-			result.Runs = append(result.Runs, doc)
-			if !*asJSON {
-				fmt.Fprintf(stdout, "%s %q: %s\n", t.Name, id, text)
-			}
+	for _, r := range doc.Runs {
+		switch lease.Outcome(r.Outcome) {
+		case answerPending:
+			pending++
+		case lease.OutcomeDone, lease.OutcomeReschedule:
+		case lease.AnswerSkipped:
+			skipped++
+		default:
+			failed++
 		}
 	}
-	if *asJSON {
-		if err := printJSON(stdout, result); err != nil {
-			return err
-		}
-	}
-	var err2 error
+	n := len(doc.Runs)
+	var err error
 	switch {
 	case failed > 0 && pending > 0:
-		err2 = fmt.Errorf("%d of %d runs did not succeed, %d not answered within -timeout %v", failed, len(ids), pending, *timeout)
+		err = fmt.Errorf("%d of %d runs did not succeed, %d not answered within -timeout %v", failed, n, pending, timeout)
 	case failed > 0:
-		err2 = fmt.Errorf("%d of %d runs did not succeed", failed, len(ids))
+		err = fmt.Errorf("%d of %d runs did not succeed", failed, n)
 	case pending > 0:
-		err2 = fmt.Errorf("%d of %d runs not answered within -timeout %v", pending, len(ids), *timeout)
+		err = fmt.Errorf("%d of %d runs not answered within -timeout %v", pending, n, timeout)
 	case skipped > 0:
-		return errTriggerSkipped
+		return exitError{exitSkipped}
+	default:
+		return nil
 	}
-	if err2 != nil && *asJSON {
-		return printedError{err2}
+	if asJSON {
+		return printedError{err}
 	}
-	return err2
+	return err
 }
 
 // allEntities reads a task's entity source (a singleton's one entity is its
