@@ -8,13 +8,6 @@ import (
 	"time"
 )
 
-// The formats stored in Redis and passed to and from the Lua scripts. Each
-// one is defined here for Go and once in lua/lib.lua (decode_* and encode_*
-// with the same field names); TestCodecsAgree holds the two against each
-// other on a real Redis. Fields are separated by '|'; ids in them are
-// escaped (keys.go), so no field holds '|', '#' or ' '. Times are Unix
-// milliseconds of Redis's clock, 0 for none.
-
 // errFormat is wrapped by every decode error: a value this code does not
 // understand (another version's, or damaged) is skipped, never misread.
 var errFormat = errors.New("lease: stored value in an unknown format")
@@ -424,3 +417,28 @@ func flag(b bool) string {
 	}
 	return "0"
 }
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// unixMS and msTime convert between times and the Unix milliseconds stored
+// in Redis, where 0 stands for the zero time.
+func unixMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func msTime(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
+func fromMS(s string) time.Time {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return msTime(n)
+}
+
+func tickMS(t time.Time) string { return strconv.FormatInt(unixMS(t), 10) }

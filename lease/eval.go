@@ -1,0 +1,304 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// group is the positions in a batch of the requests that share key, in order.
+type group[K comparable] struct {
+	key K
+	idx []int
+}
+
+// groupBy splits a batch by key, in first-seen order. Each task's entities
+// live in one hash, read and written by one script call per group.
+func groupBy[K comparable](n int, key func(i int) K) []group[K] {
+	var gs []group[K]
+	at := map[K]int{}
+	for i := range n {
+		k := key(i)
+		j, ok := at[k]
+		if !ok {
+			j = len(gs)
+			at[k] = j
+			gs = append(gs, group[K]{key: k})
+		}
+		gs[j].idx = append(gs[j].idx, i)
+	}
+	return gs
+}
+
+// scriptCall is one call of a script.
+type scriptCall struct {
+	keys []string
+	args []any
+}
+
+// runGroups runs one call per group (calls[g] for gs[g]) in one round trip
+// and returns the replies in batch order: reply i answers the request at
+// position i, out of n. Each call must answer one element per request. With
+// ackWithin > 0, the round trip also waits that long for the replicas; a
+// shortfall returns the replies with an *AckError.
+func runGroups[K comparable](ctx context.Context, b *redisBackend, sc *redis.Script, gs []group[K], calls []scriptCall, n int, ackWithin time.Duration) ([]string, error) {
+	out := make([]string, n)
+	if len(calls) == 0 {
+		return out, nil
+	}
+	res, err := b.runEach(ctx, sc, calls, ackWithin)
+	if res == nil {
+		return nil, err
+	}
+	for g, gr := range gs {
+		if len(res[g]) != len(gr.idx) {
+			return nil, fmt.Errorf("lease: script reply has %d entries for %d requests", len(res[g]), len(gr.idx))
+		}
+		for k, i := range gr.idx {
+			out[i] = res[g][k]
+		}
+	}
+	return out, err
+}
+
+// runEach runs one call of sc per group in one round trip and returns each
+// call's answers: the scripts join them with spaces (lib.lua's reply).
+func (b *redisBackend) runEach(ctx context.Context, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([][]string, error) {
+	if len(calls) == 1 && (ackWithin <= 0 || b.acks == nil) { // Run loads the script itself when needed
+		r, err := sc.Run(ctx, b.c, calls[0].keys, calls[0].args...).Text()
+		if err != nil {
+			return nil, err
+		}
+		return [][]string{splitReply(r)}, nil
+	}
+	cmds, err := b.eval(ctx, sc, calls, ackWithin)
+	if cmds == nil {
+		return nil, err
+	}
+	out := make([][]string, len(calls))
+	for i, c := range cmds {
+		r, cerr := c.Text()
+		if cerr != nil {
+			return nil, cerr
+		}
+		out[i] = splitReply(r)
+	}
+	return out, err
+}
+
+// eval runs the calls of sc in one pipeline. A Redis that restarted, or a
+// primary new after a failover, has not got the script: it is loaded and
+// the pipeline sent again.
+//
+// With ackWithin > 0 (and acknowledgement on) the pipeline ends with a WAIT
+// on the same connection (acker.queue): one per batch, not per lease. If
+// the replicas fall short, the commands come back with an *AckError: the
+// writes happened on the primary but must not be trusted.
+func (b *redisBackend) eval(ctx context.Context, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
+	if ackWithin <= 0 || b.acks == nil {
+		return evalOn(ctx, b.c, nil, sc, calls, 0)
+	}
+	if cc, ok := b.c.(*redis.ClusterClient); ok { // a Cluster pipeline spans shards: a WAIT per shard
+		return b.evalShards(ctx, cc, sc, calls, ackWithin)
+	}
+	return evalOn(ctx, b.c, b.acks, sc, calls, ackWithin)
+}
+
+// evalOn runs calls in one pipeline on c, ending with acks' WAIT when acks
+// is given (c is then one node: the WAIT must run on the connection of the
+// writes).
+func evalOn(ctx context.Context, c RedisClient, acks *acker, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
+	pipe := c.Pipeline()
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, call := range calls {
+		cmds[i] = sc.EvalSha(ctx, pipe, call.keys, call.args...)
+	}
+	round, err := acks.queue(ctx, c, pipe, ackWithin)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		if !redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return nil, err
+		}
+		if err := sc.Load(ctx, c).Err(); err != nil {
+			return nil, err
+		}
+		return evalOn(ctx, c, acks, sc, calls, ackWithin)
+	}
+	return cmds, round.check(ctx, c)
+}
+
+// evalShards runs calls on a Redis Cluster with acknowledgement per shard:
+// the calls of each master in one pipeline on that master, with its own
+// WAIT (and, under AcksAuto, its own count of replicas), the masters in
+// parallel. A shard that falls short fails the whole batch with its
+// *AckError (the grants of the others are handed back too: safe, and
+// rare). A call routed to a master that no longer serves its slot (a
+// failover, a resharding) makes the client reload the slot map, and the
+// batch is sent once more.
+func (b *redisBackend) evalShards(ctx context.Context, cc *redis.ClusterClient, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
+	for attempt := 0; ; attempt++ {
+		cmds, err := b.evalShardsOnce(ctx, cc, sc, calls, ackWithin)
+		var ackErr *AckError
+		if err == nil || errors.As(err, &ackErr) {
+			return cmds, err
+		}
+		// A master that moved or died: the client's slot map is reloaded,
+		// and a slot moved is tried once more at once.
+		cc.ReloadState(ctx)
+		if attempt > 0 || !redis.HasErrorPrefix(err, "MOVED") {
+			return cmds, err
+		}
+	}
+}
+
+func (b *redisBackend) evalShardsOnce(ctx context.Context, cc *redis.ClusterClient, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
+	byNode := map[*redis.Client][]int{}
+	for i, call := range calls {
+		node, err := cc.MasterForKey(ctx, call.keys[0])
+		if err != nil {
+			return nil, err
+		}
+		byNode[node] = append(byNode[node], i)
+	}
+	cmds := make([]*redis.Cmd, len(calls))
+	errs := make([]error, 0, len(byNode))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for node, idx := range byNode {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sub := make([]scriptCall, len(idx))
+			for k, i := range idx {
+				sub[k] = calls[i]
+			}
+			got, err := evalOn(ctx, node, b.ackerFor(node.Options().Addr), sc, sub, ackWithin)
+			mu.Lock()
+			defer mu.Unlock()
+			for k, i := range idx {
+				if got != nil {
+					cmds[i] = got[k]
+				}
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}()
+	}
+	wg.Wait()
+	var ackErr *AckError
+	for _, err := range errs {
+		if !errors.As(err, &ackErr) {
+			return nil, err // no answer from a shard: the batch has none
+		}
+	}
+	if ackErr != nil {
+		return cmds, ackErr
+	}
+	return cmds, nil
+}
+
+// ackerFor is the acker of one Cluster master: each counts its own
+// replicas.
+func (b *redisBackend) ackerFor(addr string) *acker {
+	if a, ok := b.shardAcks.Load(addr); ok {
+		return a.(*acker)
+	}
+	a, _ := b.shardAcks.LoadOrStore(addr, &acker{mode: b.acks.mode})
+	return a.(*acker)
+}
+
+// evalEach runs calls of sc in one pipeline and leaves each call's own
+// answer or error in its command: on a Cluster a shard that does not
+// answer fails only its own calls. Calls that found the script missing (a
+// restarted Redis, a promoted replica) are sent again once it is loaded.
+func evalEach(ctx context.Context, c RedisClient, sc *redis.Script, calls []scriptCall) []*redis.Cmd {
+	pipe := c.Pipeline()
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, call := range calls {
+		cmds[i] = sc.EvalSha(ctx, pipe, call.keys, call.args...)
+	}
+	pipe.Exec(ctx) //nolint:errcheck // each command keeps its own error
+	var again []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return cmds
+	}
+	// On a Cluster, loaded on the masters that lacked it: one that does not
+	// answer must not keep the script from the others.
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		loaded := again[:0]
+		for _, i := range again {
+			node, err := cc.MasterForKey(ctx, calls[i].keys[0])
+			if err == nil && sc.Load(ctx, node).Err() == nil {
+				loaded = append(loaded, i)
+			}
+		}
+		again = loaded
+	} else if sc.Load(ctx, c).Err() != nil {
+		return cmds
+	}
+	pipe = c.Pipeline()
+	for _, i := range again {
+		cmds[i] = sc.EvalSha(ctx, pipe, calls[i].keys, calls[i].args...)
+	}
+	pipe.Exec(ctx) //nolint:errcheck // as above
+	return cmds
+}
+
+// eachAlone runs each call on its own, after a pipeline of them failed: on
+// a Cluster, the calls of the shards that answer still count. It fails
+// only when every call did.
+func (b *redisBackend) eachAlone(ctx context.Context, sc *redis.Script, calls []scriptCall) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(calls))
+	var last error
+	ok := 0
+	for i, c := range calls {
+		cmds[i] = sc.Run(ctx, b.c, c.keys, c.args...)
+		if last = cmds[i].Err(); last == nil {
+			ok++
+		}
+	}
+	if ok == 0 {
+		return nil, last
+	}
+	return cmds, nil
+}
+
+// splitReply splits a script's answers (lib.lua's reply): joined with
+// spaces, "x*N" standing for N answers x.
+func splitReply(r string) []string {
+	parts := strings.Split(r, " ")
+	if strings.IndexByte(r, '*') < 0 {
+		return parts
+	}
+	out := make([]string, 0, len(parts))
+	for _, p := range parts {
+		x, count, _ := strings.Cut(p, "*")
+		n, err := strconv.Atoi(count)
+		if err != nil || n < 1 || n > maxRepeat {
+			out = append(out, p) // not a repeat: the answer's decoder refuses it
+			continue
+		}
+		for range n {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// maxRepeat bounds the count of a repeated answer (splitReply): no call
+// answers more requests than a batch holds.
+const maxRepeat = BatchSize

@@ -1,0 +1,206 @@
+package lease
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+func (b *memBackend) unlock(_ context.Context, task, entity, by string) (Held, bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m := member(task, entity)
+	now := b.now()
+	b.gc(m, now)
+	cur, ok := b.held[m]
+	if !ok {
+		return Held{}, false, nil
+	}
+	delete(b.held, m)
+	st := b.state(m, now)
+	st.last = LastRun{Outcome: OutcomeUnlocked, Started: cur.since, Ended: now, Fence: cur.fence, Reason: cur.reason, Replica: by}
+	return Held{Task: task, Entity: entity, Holder: cur.holder, Since: cur.since, Fence: cur.fence}, true, nil
+}
+
+// claimSweep: the in-process store has one replica.
+func (b *memBackend) claimSweep(context.Context, time.Duration) (bool, error) { return true, nil }
+
+func (b *memBackend) sweep(context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	for m := range b.states {
+		b.gc(m, now)
+	}
+	for m := range b.held {
+		b.gc(m, now)
+	}
+	return nil
+}
+
+// sortedMembers lists the members of one task ("" for all) in a stable order.
+func sortedMembers[V any](mp map[string]V, task string) []string {
+	var ms []string
+	for m := range mp {
+		if task == "" || strings.HasPrefix(m, escape(task)+":") {
+			ms = append(ms, m)
+		}
+	}
+	sort.Strings(ms)
+	return ms
+}
+
+func (b *memBackend) leases(_ context.Context, task string, fn func(Held) error) error {
+	b.mu.Lock()
+	now := b.now()
+	var hs []Held
+	for _, m := range sortedMembers(b.held, task) {
+		b.gc(m, now)
+		l, ok := b.held[m]
+		if !ok {
+			continue
+		}
+		t, e, _ := splitMember(m)
+		hs = append(hs, Held{Task: t, Entity: e, Holder: l.holder, Since: l.since, Fence: l.fence, Reason: l.reason, TTL: l.expire.Sub(now)})
+	}
+	b.mu.Unlock()
+	for _, h := range hs {
+		if err := fn(h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *memBackend) lastRuns(_ context.Context, task string, fn func(LastRun) error) error {
+	b.mu.Lock()
+	var rs []LastRun
+	for _, m := range sortedMembers(b.states, task) {
+		s := b.states[m]
+		if s.last.Outcome == "" {
+			continue
+		}
+		r := s.last
+		r.Task, r.Entity, _ = splitMember(m)
+		r.LastTick = s.tick
+		rs = append(rs, r)
+	}
+	b.mu.Unlock()
+	for _, r := range rs {
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *memBackend) dueEntries(_ context.Context, task string, fn func(Due) error) error {
+	b.mu.Lock()
+	ds := make([]Due, 0, len(b.due))
+	for _, e := range b.due {
+		if task == "" || e.d.Task == task {
+			ds = append(ds, e.d)
+		}
+	}
+	b.mu.Unlock()
+	sort.Slice(ds, func(i, j int) bool { return ds[i].At.Before(ds[j].At) })
+	for _, d := range ds {
+		if err := fn(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *memBackend) one(_ context.Context, task, entity string) (EntityState, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m := member(task, entity)
+	now := b.now()
+	b.gc(m, now)
+	var st EntityState
+	if l, ok := b.held[m]; ok {
+		st.Held = &Held{Task: task, Entity: entity, Holder: l.holder, Since: l.since, Fence: l.fence, Reason: l.reason, TTL: l.expire.Sub(now)}
+	}
+	if s, ok := b.states[m]; ok && s.last.Outcome != "" {
+		r := s.last
+		r.Task, r.Entity, r.LastTick = task, entity, s.tick
+		st.Last = &r
+	}
+	if e, ok := b.due[m]; ok {
+		d := e.d
+		st.Pending = &d
+	}
+	return st, nil
+}
+
+func (b *memBackend) dueCount(context.Context) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.due), nil
+}
+
+func (b *memBackend) setPaused(_ context.Context, task string, paused bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if paused {
+		b.pausedSet[task] = true
+	} else {
+		delete(b.pausedSet, task)
+	}
+	return nil
+}
+
+func (b *memBackend) paused(context.Context) (map[string]bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m := make(map[string]bool, len(b.pausedSet))
+	for k := range b.pausedSet {
+		m[k] = true
+	}
+	return m, nil
+}
+
+func (b *memBackend) ping(context.Context) error { return nil }
+
+// checkEpochs: the process's memory cannot lose its data and keep running.
+func (b *memBackend) checkEpochs(context.Context, time.Duration) (time.Duration, error) {
+	return 0, nil
+}
+
+func (b *memBackend) taken(_ context.Context, _ string, _ time.Time, chunks []string) ([]bool, error) {
+	return make([]bool, len(chunks)), nil
+}
+
+// announce and known: the in-process store has one replica, whose tasks are
+// the ones it announced last.
+func (b *memBackend) announce(_ context.Context, a announceValue, _ time.Duration) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	if b.announcedBy.Since.IsZero() {
+		b.announcedBy.Since = now
+	}
+	b.announced = append([]string(nil), a.Tasks...)
+	b.announcedBy.ID, b.announcedBy.Host, b.announcedBy.Version, b.announcedBy.Seen = b.opts.Replica, a.Host, a.Version, now
+	return nil
+}
+
+func (b *memBackend) replicas(context.Context) ([]Replica, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.announcedBy.Seen.IsZero() {
+		return nil, nil
+	}
+	r := b.announcedBy
+	r.Tasks = append([]string(nil), b.announced...)
+	return []Replica{r}, nil
+}
+
+func (b *memBackend) known(_ context.Context, task string) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Contains(b.announced, task), nil
+}

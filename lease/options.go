@@ -1,0 +1,66 @@
+package lease
+
+import (
+	"os"
+	"time"
+)
+
+// Clock reads the wall clock. Tests inject offsets through it.
+type Clock interface{ Now() time.Time }
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+// Options configure a Store. The zero value is usable.
+type Options struct {
+	// Replica is this process's id, recorded as the holder. Defaults to
+	// "local".
+	Replica string
+	// MaxTTL is the longest lease TTL in use: after Redis lost its data,
+	// nothing is granted for this long. Defaults to 1m.
+	MaxTTL time.Duration
+	// StateTTL bounds how long per-entity state (last tick, last run,
+	// follow-up flag) is kept after its last write. It must cover catch_up
+	// and clock skew. Defaults to 7 days.
+	StateTTL time.Duration
+	// Clock defaults to the system clock.
+	Clock Clock
+	// OnRenewError, if set, is called with each failed renewal round (but
+	// not for a round the replicas did not acknowledge: see OnAcks).
+	OnRenewError func(error)
+	// OnRenew, if set, is called after each successful renewal round.
+	OnRenew func()
+	// ReplicaAcks (Redis only) is how many replicas must have a grant or a
+	// renewal before it is trusted. The zero value, AcksAuto, waits for
+	// every replica the primary reports online.
+	ReplicaAcks ReplicaAcks
+	// OnAcks, if set, is called when lease writes stop being acknowledged
+	// by the replicas (with the *AckError) and when they are again (nil).
+	OnAcks func(err error)
+	// Version is this program's version, announced with its tasks.
+	Version string
+}
+
+// hostname is this host's name, or "unknown".
+func hostname() string {
+	if h, err := os.Hostname(); err == nil {
+		return h
+	}
+	return "unknown"
+}
+
+func (o *Options) fill() {
+	if o.Replica == "" {
+		o.Replica = "local"
+	}
+	if o.MaxTTL <= 0 {
+		o.MaxTTL = time.Minute
+	}
+	if o.StateTTL <= 0 {
+		o.StateTTL = 7 * 24 * time.Hour
+	}
+	if o.Clock == nil {
+		o.Clock = realClock{}
+	}
+}

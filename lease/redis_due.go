@@ -1,0 +1,179 @@
+package lease
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// allBucketsEvery is how often a due poll looks at every bucket, not only
+// those of the replica's own tasks.
+const allBucketsEvery = 10
+
+// enqueueWait bounds how long a due entry written outside a lease (a
+// trigger, a given-back entry) waits for the replicas.
+const enqueueWait = ackWaitMax
+
+func (b *redisBackend) enqueue(ctx context.Context, d Due, delay time.Duration) error {
+	if err := b.ready(ctx); err != nil {
+		return err
+	}
+	// Acknowledged, so that a trigger said to be stored survives a failover.
+	bk := bucketOf(d.Task)
+	_, err := b.eval(ctx, scriptEnqueue, []scriptCall{{keys: []string{b.k.due(bk), b.k.dueInfo(bk)},
+		args: []any{member(d.Task, d.Entity), string(d.Reason), ms(delay), strconv.Itoa(d.Attempt), tickMS(d.Tick),
+			strings.Join(d.Requests, ",")}}}, enqueueWait)
+	return err
+}
+
+// requestKeys adds to ks the answer hashes of task's requests ids that it
+// does not hold yet: a script finds each among its KEYS by the id.
+func (b *redisBackend) requestKeys(ks []string, task string, ids []string) []string {
+	for _, id := range ids {
+		if k := b.k.request(task, id); !slices.Contains(ks, k) {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// take looks, in one round trip, at the earliest entry of the due sets of
+// the buckets of the tasks this replica announced (of all 64 every
+// allBucketsEvery polls, and always when it announced none), then takes
+// from the buckets where one is due, one script call each, in a second
+// round trip. A poll with nothing due costs one cheap read per bucket
+// looked at; an entry of a task no announced task shares a bucket with (a
+// task this replica does not run) is seen within allBucketsEvery polls.
+func (b *redisBackend) take(ctx context.Context, limit int, vis time.Duration, prefix string) ([]Due, error) {
+	if err := b.ready(ctx); err != nil {
+		return nil, err
+	}
+	pipe := b.c.Pipeline()
+	firsts := make([]*redis.ZSliceCmd, buckets)
+	own := b.own.Load()
+	all := own == nil || b.polls.Add(1)%allBucketsEvery == 0
+	for bk := range firsts {
+		if all || (*own)[bk] {
+			firsts[bk] = pipe.ZRangeWithScores(ctx, b.k.due(bk), 0, 0)
+		}
+	}
+	tm := pipe.Time(ctx)
+	// On a Cluster, a shard that does not answer leaves the others' due
+	// entries to be taken: only its buckets are skipped.
+	if _, err := pipe.Exec(ctx); err != nil && !anyOK(firsts) {
+		return nil, err
+	}
+	// The clock only picks the buckets to take from (the take script asks
+	// its own shard's): a shard's clock a little ahead of the one read, or
+	// this replica's when the node TIME went to did not answer, delays an
+	// entry by a poll at most.
+	now := float64(time.Now().UnixMilli())
+	if tm.Err() == nil {
+		now = float64(tm.Val().UnixMilli())
+	}
+	type ready struct {
+		bk    int
+		first float64
+	}
+	var rs []ready
+	for bk, f := range firsts {
+		if f == nil {
+			continue
+		}
+		if zs := f.Val(); len(zs) == 1 && zs[0].Score <= now {
+			rs = append(rs, ready{bk, zs[0].Score})
+		}
+	}
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	// Never take more than limit in all (what is taken is hidden until its
+	// visibility passes): the limit is shared out, earliest buckets first.
+	sort.Slice(rs, func(i, j int) bool { return rs[i].first < rs[j].first })
+	rs = rs[:min(len(rs), limit)]
+	calls := make([]scriptCall, len(rs))
+	for i, r := range rs {
+		n := limit / len(rs)
+		if i < limit%len(rs) {
+			n++
+		}
+		calls[i] = scriptCall{keys: []string{b.k.due(r.bk), b.k.dueInfo(r.bk)},
+			args: []any{n, ms(vis), prefix + "." + strconv.Itoa(r.bk)}}
+	}
+	cmds, err := b.eval(ctx, scriptTake, calls, 0)
+	if err != nil && len(calls) > 1 {
+		cmds, err = b.eachAlone(ctx, scriptTake, calls)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Due
+	for _, c := range cmds {
+		res, err := c.Slice()
+		if err != nil {
+			continue // a shard that does not answer; err is nil if none did
+		}
+		for i := 0; i+2 < len(res); i += 3 {
+			d, err := parseDue(str(res[i]), str(res[i+1]), str(res[i+2]))
+			if err != nil {
+				continue // not ours to understand; it stays and expires by visibility
+			}
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// anyOK says whether any of cmds succeeded.
+func anyOK(cmds []*redis.ZSliceCmd) bool {
+	for _, c := range cmds {
+		if c != nil && c.Err() == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// parseDue decodes a due member, its info (dueInfo) and its score.
+func parseDue(m, info, score string) (Due, error) {
+	task, entity, err := splitMember(m)
+	if err != nil {
+		return Due{}, err
+	}
+	d, err := decodeDueInfo(info)
+	if err != nil {
+		return Due{}, err
+	}
+	sc, _ := strconv.ParseFloat(score, 64)
+	return Due{Task: task, Entity: entity, Reason: d.Reason, Attempt: int(d.Attempt), Tick: msTime(d.Tick),
+		At: time.UnixMilli(int64(sc)), Requests: d.Reqs, claim: d.Claim}, nil
+}
+
+func (b *redisBackend) ack(ctx context.Context, d Due) error {
+	bk := bucketOf(d.Task)
+	ks := b.requestKeys([]string{b.k.due(bk), b.k.dueInfo(bk)}, d.Task, d.Requests)
+	return scriptAck.Run(ctx, b.c, ks, member(d.Task, d.Entity), d.claim, escape(d.Entity), strings.Join(d.Requests, ",")).Err()
+}
+
+func (b *redisBackend) answers(ctx context.Context, task, id string) (map[string]Outcome, error) {
+	m, err := b.c.HGetAll(ctx, b.k.request(task, id)).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Outcome, len(m))
+	for f, v := range m {
+		if e, err := unescape(f); err == nil {
+			out[e] = Outcome(v)
+		}
+	}
+	return out, nil
+}
+
+func (b *redisBackend) forget(ctx context.Context, task, id string) error {
+	return b.c.Del(ctx, b.k.request(task, id)).Err()
+}

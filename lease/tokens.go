@@ -1,0 +1,105 @@
+package lease
+
+import (
+	"strconv"
+	"strings"
+)
+
+// token returns a new token, "nonce-seq": a take's claim.
+func (s *Store) token() string {
+	t := s.tokens(1, nil)[0]
+	return t[1 : len(t)-1]
+}
+
+// tokens returns n new lease tokens, cut from one allocation. Each is
+// "|nonce-seq|": the scripts find a lease's token in its value, between the
+// value's separators, with one search (lib.lua's release_fast). pos, when
+// not nil, places the i-th in a chunk (chunkPositions): the j-th of a chunk
+// (from 1) has the chunk's first token with ".j" before the closing
+// separator, so that a backend can send a chunk's tokens as the prefix
+// alone (chunkPrefix).
+func (s *Store) tokens(n int, pos []int) []string {
+	last := s.seq.Add(uint64(n))
+	buf := make([]byte, 0, n*(len(s.nonce)+14))
+	ends := make([]int, n)
+	var from, to int // the current chunk's "|nonce-seq" in buf
+	for i := range n {
+		j := 0
+		if pos != nil {
+			j = pos[i]
+		}
+		if j <= 1 {
+			from = len(buf)
+			buf = append(append(buf, '|'), s.nonce...)
+			buf = strconv.AppendUint(append(buf, '-'), last-uint64(n-1-i), 36)
+			to = len(buf)
+		} else {
+			buf = append(buf, buf[from:to]...)
+		}
+		if j > 0 {
+			buf = strconv.AppendInt(append(buf, '.'), int64(j), 10)
+		}
+		buf = append(buf, '|')
+		ends[i] = len(buf)
+	}
+	return cut(buf, ends)
+}
+
+// chunkPositions places each request of args in its chunk: 1, 2, … along a
+// run of two or more requests with one Request.Chunk (among those sent,
+// with a req), 0 for the others; nil when no request is in one.
+func chunkPositions(args []acquireArg) []int {
+	var pos []int
+	for i := 0; i < len(args); {
+		if args[i].req == nil || args[i].req.Chunk == "" {
+			i++
+			continue
+		}
+		c, j := args[i].req.Chunk, i+1
+		for j < len(args) && args[j].req != nil && args[j].req.Chunk == c {
+			j++
+		}
+		if j-i >= 2 {
+			if pos == nil {
+				pos = make([]int, len(args))
+			}
+			for k := i; k < j; k++ {
+				pos[k] = k - i + 1
+			}
+		}
+		i = j
+	}
+	return pos
+}
+
+// chunkPrefix is the prefix the tokens of a chunk's requests share (all of
+// a token but its position and closing separator), when tokens gave them
+// their chunk positions.
+func chunkPrefix(tokens func(k int) string, n int) (string, bool) {
+	first := tokens(0)
+	prefix, ok := strings.CutSuffix(first, ".1|")
+	if !ok {
+		return "", false
+	}
+	prefix += "."
+	var num [20]byte
+	for k := 1; k < n; k++ {
+		t := tokens(k)
+		rest, ok := strings.CutPrefix(t, prefix)
+		if !ok || len(rest) < 2 || rest[len(rest)-1] != '|' || rest[:len(rest)-1] != string(strconv.AppendInt(num[:0], int64(k+1), 10)) {
+			return "", false
+		}
+	}
+	return prefix, true
+}
+
+// cut converts buf to one string and returns its pieces ending at ends: many
+// short strings for the price of one allocation.
+func cut(buf []byte, ends []int) []string {
+	all, out := string(buf), make([]string, len(ends))
+	start := 0
+	for i, end := range ends {
+		out[i], start = all[start:end], end
+	}
+	return out
+}
