@@ -3,14 +3,18 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/tasks"
 )
 
 // shiftedClock reads the system clock shifted by a constant.
@@ -180,5 +184,252 @@ entities = ` + entities(n)
 	t.Logf("%d ticks since the reset, %d SADDs: %.2f per chunk; runs by replica %v", len(begun), sadd, perChunk, byReplica)
 	if perChunk > 2 {
 		t.Fatalf("%.2f chunk claims per chunk of a tick: the replicas each sent every chunk", perChunk)
+	}
+}
+
+func TestTickRunsEachEntityOnce(t *testing.T) {
+	bothStores(t, func(t *testing.T, withRedis bool) {
+		e := newEnv(t, withRedis)
+		e.start(`
+[[tasks]]
+name = "fan"
+every = "1s"
+handler = "rec"
+concurrency = 7
+lease_ttl = "3s"
+entities = ` + entities(40))
+		// Wait for two complete ticks.
+		redistest.WaitFor(t, 10*time.Second, "two full ticks", func() bool {
+			ticks := map[time.Time]int{}
+			for _, r := range e.rec.snapshot() {
+				ticks[r.Tick]++
+			}
+			full := 0
+			for _, n := range ticks {
+				if n == 40 {
+					full++
+				}
+			}
+			return full >= 2
+		})
+		seen := map[string]int{}
+		for _, r := range e.rec.snapshot() {
+			if r.Reason != "tick" || r.Tick.Nanosecond() != 0 {
+				t.Fatalf("unexpected run %+v", r.Run)
+			}
+			seen[r.Entity+"@"+r.Tick.String()]++
+		}
+		for k, n := range seen {
+			if n != 1 {
+				t.Fatalf("%s ran %d times", k, n)
+			}
+		}
+		if e.rec.overlaps != 0 {
+			t.Fatalf("%d overlaps", e.rec.overlaps)
+		}
+		// A fan-out reports its tick once its last batch is answered, which
+		// may be just after that batch's runs were recorded.
+		redistest.WaitFor(t, 5*time.Second, "a tick event and a per-tick summary line for each full tick", func() bool {
+			return e.ev.count(func(ev Event) bool { return ev.Kind == EventTick && ev.Counts.Entities == 40 }) >= 2 &&
+				e.logs.count("tick", map[string]string{KeyTask: "fan", "entities": "40"}) >= 2
+		})
+	})
+}
+
+func TestBusyEntitySkippedByNextTickAndOtherReplica(t *testing.T) {
+	e := newEnv(t, true)
+	release := make(chan struct{})
+	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+		if r.Entity == "slow" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return tasks.Done, nil
+	}
+	cfg := `
+[[tasks]]
+name = "busy"
+every = "1s"
+handler = "rec"
+lease_ttl = "3s"
+entities = ["slow", "fast"]
+`
+	e.start(cfg)
+	e.start(cfg)
+	// While "slow" holds its lease, "fast" keeps running every tick.
+	redistest.WaitFor(t, 10*time.Second, "three ticks of fast", func() bool {
+		return e.rec.count(func(r runRec) bool { return r.Entity == "fast" }) >= 3
+	})
+	if n := e.rec.count(func(r runRec) bool { return r.Entity == "slow" }); n != 1 {
+		t.Fatalf("slow started %d times while busy", n)
+	}
+	close(release)
+	redistest.WaitFor(t, 10*time.Second, "slow runs again once free", func() bool {
+		return e.rec.count(func(r runRec) bool { return r.Entity == "slow" }) >= 2
+	})
+	if e.rec.overlaps != 0 {
+		t.Fatalf("%d overlaps", e.rec.overlaps)
+	}
+	if e.ev.count(func(ev Event) bool { return ev.Kind == EventTick && ev.Counts.Busy > 0 }) == 0 {
+		t.Error("no tick counted a busy skip")
+	}
+	if e.logs.count("entity busy: skipped", map[string]string{KeyEntity: "slow"}) == 0 {
+		t.Error("busy skips not logged")
+	}
+}
+
+func TestTwoReplicasShareTheWork(t *testing.T) {
+	e := newEnv(t, true)
+	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+		time.Sleep(time.Duration(len(r.Entity)*7%40) * time.Millisecond) // the work itself
+		return tasks.Done, nil
+	}
+	cfg := `
+[[tasks]]
+name = "shared"
+every = "1s"
+handler = "rec"
+concurrency = 5
+lease_ttl = "3s"
+entities = ` + entities(60)
+	e.start(cfg)
+	e.start(cfg)
+	redistest.WaitFor(t, 15*time.Second, "three full ticks", func() bool {
+		ticks := map[time.Time]int{}
+		for _, r := range e.rec.snapshot() {
+			ticks[r.Tick]++
+		}
+		full := 0
+		for _, n := range ticks {
+			if n >= 60 {
+				full++
+			}
+		}
+		return full >= 3
+	})
+	seen := map[string]int{}
+	byReplica := map[int64]bool{}
+	for _, r := range e.rec.snapshot() {
+		seen[r.Entity+"@"+r.Tick.String()]++
+		byReplica[r.Fence] = true
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("%s ran %d times across two replicas", k, n)
+		}
+	}
+	if e.rec.overlaps != 0 {
+		t.Fatalf("%d overlaps", e.rec.overlaps)
+	}
+	for _, r := range []string{"r1", "r2"} {
+		if n := e.ev.count(func(ev Event) bool { return ev.Kind == EventRunStarted && ev.Replica == r }); n == 0 {
+			t.Errorf("replica %s started no run: the other did all the work", r)
+		}
+	}
+}
+
+func TestSpreadStartsEntitiesAtTheirOffsets(t *testing.T) {
+	e := newEnv(t, false)
+	e.start(`
+[[tasks]]
+name = "spready"
+every = "2s"
+spread = "1500ms"
+handler = "rec"
+entities = ["a", "b", "c", "d", "e", "f"]
+`)
+	redistest.WaitFor(t, 10*time.Second, "one full tick", func() bool { return e.rec.count(func(runRec) bool { return true }) >= 6 })
+	runs := e.rec.snapshot()[:6]
+	var offs []time.Duration
+	for _, r := range runs {
+		off := SpreadOffset("spready", r.Entity, 1500*time.Millisecond)
+		got := r.start.Sub(r.Tick)
+		// Never before its offset; not much after it.
+		if got < off || got > off+300*time.Millisecond {
+			t.Errorf("%s started %v after the tick, its offset is %v", r.Entity, got, off)
+		}
+		offs = append(offs, off)
+	}
+	if offs[0] == offs[len(offs)-1] {
+		t.Fatal("offsets not spread")
+	}
+}
+
+func TestEntityCommandAndFileSources(t *testing.T) {
+	e := newEnv(t, false)
+	file := filepath.Join(t.TempDir(), "ids")
+	os.WriteFile(file, []byte("f1\n\nf2\r\nbad\x00id\nf3"), 0o644) //nolint:errcheck
+	e.start(fmt.Sprintf(`
+[[tasks]]
+name = "fromcmd"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+entities_command = ["seq", "1", "5"]
+
+[[tasks]]
+name = "fromfile"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+entities_file = %q
+`, file))
+	redistest.WaitFor(t, 10*time.Second, "all entities", func() bool { return e.rec.count(func(runRec) bool { return true }) == 8 })
+	got := map[string]bool{}
+	for _, r := range e.rec.snapshot() {
+		got[r.Task+"/"+r.Entity] = true
+	}
+	for _, want := range []string{"fromcmd/1", "fromcmd/5", "fromfile/f1", "fromfile/f2", "fromfile/f3"} {
+		if !got[want] {
+			t.Errorf("%s did not run (ran: %v)", want, got)
+		}
+	}
+	if e.logs.count("skipping entity id", map[string]string{KeyTask: "fromfile", "line": "4"}) != 1 {
+		t.Errorf("the bad line was not reported:\n%s", e.logs)
+	}
+}
+
+// TestSourceFailureIsCounted: a tick whose entity source fails says so on
+// its tick line and event (it used to show as entities=0 errors=0).
+func TestSourceFailureIsCounted(t *testing.T) {
+	e := newEnv(t, false)
+	e.start(`
+[[tasks]]
+name = "nofile"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+entities_file = "/nonexistent/ids"
+`)
+	e.ev.waitFor(t, 10*time.Second, "the tick", kind(EventTick))
+	expect.Equal(t, "ticks whose source failed", e.ev.count(func(ev Event) bool { return ev.Kind == EventTick && ev.Counts.SourceFailed }), 1)
+	expect.Equal(t, "tick lines saying so", e.logs.count("tick", map[string]string{KeyTask: "nofile", "source_failed": "true"}), 1)
+}
+
+// TestTickStoppedByShutdownSaysSo: a fan-out that shutdown stops while it
+// waits for run slots reports its tick as stopped, its entities counting
+// those read until then (a 4-entity list looked like a 3-entity one).
+func TestTickStoppedByShutdownSaysSo(t *testing.T) {
+	e := newEnv(t, false)
+	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+		<-ctx.Done()
+		return tasks.Done, nil
+	}
+	s, _ := e.start(`
+[[tasks]]
+name = "backlog"
+every = "1h"
+catch_up = "1h"
+concurrency = 1
+handler = "rec"
+entities = ["a", "b", "c", "d"]
+`)
+	redistest.WaitFor(t, 10*time.Second, "the first run", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
+	s.Shutdown(100 * time.Millisecond)
+	ticks := e.ev.events(kind(EventTick))
+	if len(ticks) != 1 || !ticks[0].Counts.Stopped || ticks[0].Counts.Entities >= 4 {
+		t.Fatalf("tick events %+v: want one, stopped, with fewer than the 4 entities read", ticks)
 	}
 }

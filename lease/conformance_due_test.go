@@ -1,0 +1,408 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/internal/expect"
+	"github.com/tickd/tickd/internal/redistest"
+)
+
+func dues(t *testing.T, s *Store) []Due {
+	t.Helper()
+	var ds []Due
+	if err := s.DueEntries(bg, "", func(d Due) error { ds = append(ds, d); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+func testFollowUp(t *testing.T, k kit) {
+	a := k.client(Options{Replica: "A"})
+	b := k.client(Options{Replica: "B"})
+	l := mustAcquire(t, a, req("e", time.Minute))
+	for range 3 { // several requests, one follow-up
+		r := req("e", time.Minute)
+		r.Queue = true
+		_, err := b.Acquire(bg, r)
+		var be *BusyError
+		if !errors.As(err, &be) || !be.Queued {
+			t.Fatalf("queued acquire: %v", err)
+		}
+	}
+	if ds := dues(t, a); len(ds) != 0 {
+		t.Fatalf("follow-up due while the holder runs: %+v", ds)
+	}
+	if r := mustRelease(t, l); !r.FollowUp {
+		t.Fatal("release did not report the follow-up")
+	}
+	ds, err := b.TakeDue(bg, 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 1 || ds[0].Reason != ReasonQueued || ds[0].Entity != "e" {
+		t.Fatalf("due after release: %+v", ds)
+	}
+	f := mustAcquire(t, b, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonQueued, From: &ds[0]})
+	if r := mustRelease(t, f); r.FollowUp {
+		t.Fatal("follow-up of the follow-up")
+	}
+	if ds := dues(t, a); len(ds) != 0 {
+		t.Fatalf("due entries left: %+v", ds)
+	}
+}
+
+// testFollowUpTick: a queued run carries the tick that queued it, the
+// latest when several folded into one (not its holder's, which would have
+// every queued run of a long job redo one old tick); that tick counts as
+// run, so a late replica's request for it is not queued again; and a
+// reschedule the follow-up folds into carries it too.
+func testFollowUpTick(t *testing.T, k kit) {
+	a := k.client(Options{Replica: "A"})
+	b := k.client(Options{Replica: "B"})
+	T := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tick := func(n int) Request {
+		return Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonTick, Tick: T.Add(time.Duration(n) * time.Minute), Queue: true}
+	}
+	l := mustAcquire(t, a, tick(0))
+	for _, n := range []int{1, 2} {
+		if _, err := b.Acquire(bg, tick(n)); !errors.Is(err, ErrBusy) {
+			t.Fatalf("tick %d while the holder runs: %v, want busy", n, err)
+		}
+	}
+	if _, err := b.Acquire(bg, tick(1)); !errors.Is(err, ErrAlreadyRan) {
+		t.Fatalf("a late request for a tick already queued: %v, want already ran", err)
+	}
+	mustRelease(t, l)
+	ds := dues(t, a)
+	if len(ds) != 1 || ds[0].Reason != ReasonQueued || !ds[0].Tick.Equal(T.Add(2*time.Minute)) {
+		t.Fatalf("follow-up %+v, want one queued run for the tick %v", ds, T.Add(2*time.Minute))
+	}
+	taken, err := b.TakeDue(bg, 10, time.Minute)
+	if err != nil || len(taken) != 1 {
+		t.Fatalf("take: %v %+v", err, taken)
+	}
+	f := mustAcquire(t, b, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonQueued, From: &taken[0]})
+	if !f.Tick.Equal(T.Add(2 * time.Minute)) {
+		t.Fatalf("queued run's tick %v, want %v", f.Tick, T.Add(2*time.Minute))
+	}
+	// A reschedule of the queued run, with tick 3 queued meanwhile: the
+	// next run stands for tick 3 too, and carries it.
+	if _, err := a.Acquire(bg, tick(3)); !errors.Is(err, ErrBusy) {
+		t.Fatalf("tick 3: %v, want busy", err)
+	}
+	if _, err := f.Release(bg, Finished{Outcome: OutcomeReschedule}, &Next{Reason: ReasonReschedule, Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if ds := dues(t, a); len(ds) != 1 || ds[0].Reason != ReasonReschedule || !ds[0].Tick.Equal(T.Add(3*time.Minute)) {
+		t.Fatalf("next run %+v, want one reschedule for the tick %v", ds, T.Add(3*time.Minute))
+	}
+}
+
+func testReleaseNext(t *testing.T, k kit) {
+	s := k.client(Options{})
+	T := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := mustAcquire(t, s, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonTick, Tick: T})
+	if _, err := l.Release(bg, Finished{Outcome: "reschedule"}, &Next{Reason: ReasonReschedule, Delay: time.Hour, Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ds := dues(t, s)
+	if len(ds) != 1 {
+		t.Fatalf("%d due entries, want 1: %+v", len(ds), ds)
+	}
+	expect.Equal(t, "due reason", ds[0].Reason, ReasonReschedule)
+	expect.Equal(t, "due attempt", ds[0].Attempt, 1)
+	expect.True(t, "the due entry keeps the run's tick", ds[0].Tick.Equal(T))
+	if d := time.Until(ds[0].At); d < 59*time.Minute || d > 61*time.Minute {
+		t.Fatalf("due in %v, want 1h", d)
+	}
+	if got, _ := s.TakeDue(bg, 10, time.Minute); len(got) != 0 {
+		t.Fatalf("taken before due: %+v", got)
+	}
+	// An earlier request replaces nothing: the earliest pending one is kept.
+	if err := s.Enqueue(bg, Due{Task: "t", Entity: "e", Reason: ReasonTrigger}, 0); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.TakeDue(bg, 10, time.Minute)
+	if len(got) != 1 || got[0].Reason != ReasonTrigger {
+		t.Fatalf("taken %+v", got)
+	}
+	if err := s.Ack(bg, got[0]); err != nil {
+		t.Fatal(err)
+	}
+	if ds := dues(t, s); len(ds) != 0 {
+		t.Fatalf("left %+v", ds)
+	}
+}
+
+// A run that carries out a due entry runs for the entry's tick: what it
+// enqueues at release (Next, or a follow-up) carries that tick on.
+func testChainTick(t *testing.T, k kit) {
+	s := k.client(Options{})
+	T := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	take := func() Due {
+		t.Helper()
+		got, err := s.TakeDue(bg, 10, time.Minute)
+		if err != nil || len(got) != 1 || !got[0].Tick.Equal(T) {
+			t.Fatalf("taken %+v, %v: want one entry for tick %v", got, err, T)
+		}
+		return got[0]
+	}
+	if err := s.Enqueue(bg, Due{Task: "t", Entity: "e", Reason: ReasonRetry, Attempt: 1, Tick: T}, 0); err != nil {
+		t.Fatal(err)
+	}
+	d := take()
+	l := mustAcquire(t, s, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: d.Reason, From: &d})
+	if _, err := l.Release(bg, Finished{Outcome: "failed"}, &Next{Reason: ReasonRetry, Attempt: 2}); err != nil {
+		t.Fatal(err)
+	}
+	d = take()
+	l = mustAcquire(t, s, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: d.Reason, From: &d})
+	if _, err := s.Acquire(bg, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonTrigger, Queue: true}); !errors.Is(err, ErrBusy) {
+		t.Fatalf("acquire while held: %v", err)
+	}
+	if r := mustRelease(t, l); !r.FollowUp {
+		t.Fatal("no follow-up")
+	}
+	if d = take(); d.Reason != ReasonQueued {
+		t.Fatalf("follow-up %+v", d)
+	}
+}
+
+func testDueTakenOnce(t *testing.T, k kit) {
+	a := k.client(Options{Replica: "A"})
+	b := k.client(Options{Replica: "B"})
+	const n = 300
+	for i := range n {
+		if err := a.Enqueue(bg, Due{Task: "t", Entity: strconv.Itoa(i), Reason: ReasonTrigger}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for _, s := range []*Store{a, b, a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				ds, err := s.TakeDue(bg, 7, time.Minute)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(ds) == 0 {
+					return
+				}
+				for _, d := range ds {
+					mu.Lock()
+					seen[d.Entity]++
+					mu.Unlock()
+					if err := s.Ack(bg, d); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != n {
+		t.Fatalf("%d of %d entries taken", len(seen), n)
+	}
+	for e, c := range seen {
+		if c != 1 {
+			t.Fatalf("entry %s taken %d times", e, c)
+		}
+	}
+}
+
+func testVisibility(t *testing.T, k kit) {
+	a := k.client(Options{Replica: "A"})
+	b := k.client(Options{Replica: "B"})
+	if err := a.Enqueue(bg, Due{Task: "t", Entity: "e", Reason: ReasonRetry, Attempt: 2}, 0); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := a.TakeDue(bg, 10, 300*time.Millisecond)
+	if len(first) != 1 {
+		t.Fatalf("taken %+v", first)
+	}
+	if again, _ := b.TakeDue(bg, 10, time.Minute); len(again) != 0 {
+		t.Fatalf("taken twice within visibility: %+v", again)
+	}
+	// A dies: the entry comes back to B after the visibility timeout.
+	var second []Due
+	redistest.WaitFor(t, 5*time.Second, "entry back after visibility", func() bool {
+		second, _ = b.TakeDue(bg, 10, time.Minute)
+		return len(second) == 1
+	})
+	if second[0].Attempt != 2 || second[0].Reason != ReasonRetry {
+		t.Fatalf("entry changed: %+v", second[0])
+	}
+	// A's late ack must not remove B's claim.
+	if err := a.Ack(bg, first[0]); err != nil {
+		t.Fatal(err)
+	}
+	if ds := dues(t, a); len(ds) != 1 {
+		t.Fatalf("stale ack removed the entry: %+v", ds)
+	}
+	if err := b.Ack(bg, second[0]); err != nil {
+		t.Fatal(err)
+	}
+	if ds := dues(t, a); len(ds) != 0 {
+		t.Fatalf("ack left %+v", ds)
+	}
+}
+
+func testBusyDue(t *testing.T, k kit) {
+	s := k.client(Options{})
+	hold := mustAcquire(t, s, req("e", time.Minute))
+	if err := s.Enqueue(bg, Due{Task: "t", Entity: "e", Reason: ReasonReschedule}, 0); err != nil {
+		t.Fatal(err)
+	}
+	ds, _ := s.TakeDue(bg, 10, time.Minute)
+	if len(ds) != 1 {
+		t.Fatalf("taken %+v", ds)
+	}
+	_, err := s.Acquire(bg, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonReschedule, Queue: true, From: &ds[0]})
+	if !errors.Is(err, ErrBusy) {
+		t.Fatalf("acquire: %v", err)
+	}
+	if left := dues(t, s); len(left) != 0 {
+		t.Fatalf("busy due entry not turned into a follow-up: %+v", left)
+	}
+	if r := mustRelease(t, hold); !r.FollowUp {
+		t.Fatal("no follow-up after the holder")
+	}
+	if left := dues(t, s); len(left) != 1 || left[0].Reason != ReasonQueued {
+		t.Fatalf("after release: %+v", left)
+	}
+}
+
+// Each trigger's request id is answered by exactly the run it causes,
+// whatever that run's reason, or by why none ran; never by another run.
+func testRequests(t *testing.T, k kit) {
+	s := k.client(Options{Replica: "A"})
+	other := k.client(Options{Replica: "B"})
+	const r1, r2 = "req-1", "req-2"
+	trigger := func(entity string, ids ...string) {
+		t.Helper()
+		if err := s.Enqueue(bg, Due{Task: "t", Entity: entity, Reason: ReasonTrigger, Requests: ids}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take := func(entity string) Due {
+		t.Helper()
+		ds, err := s.TakeDue(bg, 10, time.Minute)
+		if err != nil || len(ds) != 1 || ds[0].Entity != entity {
+			t.Fatalf("taken %+v, %v: want one entry for %s", ds, err, entity)
+		}
+		return ds[0]
+	}
+	run := func(d Due, queue bool) (*Lease, error) {
+		return s.Acquire(bg, Request{Task: "t", Entity: d.Entity, TTL: time.Minute, Reason: d.Reason, Queue: queue, From: &d})
+	}
+	end := func(l *Lease, o Outcome, next *Next) {
+		t.Helper()
+		if _, err := l.Release(bg, Finished{Outcome: o}, next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answered := func(id string) map[string]Outcome {
+		t.Helper()
+		m, err := other.Answers(bg, "t", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+
+	// a: a plain trigger, its run done.
+	trigger("a", r1)
+	l, err := run(take("a"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "the run carries the request", strings.Join(l.Requests, ","), r1)
+	end(l, OutcomeDone, nil)
+
+	// b: busy with on_busy queue: the holder's own run answers nothing;
+	// the follow-up it leaves answers the trigger.
+	hold := mustAcquire(t, other, req("b", time.Minute))
+	trigger("b", r1)
+	if _, err := run(take("b"), true); !errors.Is(err, ErrBusy) {
+		t.Fatalf("acquire b: %v", err)
+	}
+	end(hold, OutcomeDone, nil)
+	if _, ok := answered(r1)["b"]; ok {
+		t.Fatal("the holder's run answered the trigger it was busy for")
+	}
+	fu := take("b")
+	expect.Equal(t, "follow-up reason", fu.Reason, ReasonQueued)
+	l, err = run(fu, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end(l, OutcomeFailed, nil)
+
+	// c: busy with on_busy skip.
+	hold = mustAcquire(t, other, req("c", time.Minute))
+	trigger("c", r1)
+	if _, err := run(take("c"), false); !errors.Is(err, ErrBusy) {
+		t.Fatalf("acquire c: %v", err)
+	}
+	end(hold, OutcomeDone, nil)
+
+	// d: the trigger joins a pending reschedule; that run answers it.
+	if err := s.Enqueue(bg, Due{Task: "t", Entity: "d", Reason: ReasonReschedule, Attempt: 1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	trigger("d", r1)
+	d := take("d")
+	expect.Equal(t, "joined entry's reason", d.Reason, ReasonReschedule)
+	if l, err = run(d, true); err != nil {
+		t.Fatal(err)
+	}
+	end(l, OutcomeReschedule, nil)
+
+	// e: handed over (never begun): the next run answers.
+	trigger("e", r1)
+	if l, err = run(take("e"), false); err != nil {
+		t.Fatal(err)
+	}
+	end(l, OutcomeCanceled, &Next{Reason: ReasonRetry, HandOver: true})
+	if _, ok := answered(r1)["e"]; ok {
+		t.Fatal("a hand-over answered the trigger")
+	}
+	if l, err = run(take("e"), false); err != nil {
+		t.Fatal(err)
+	}
+	end(l, OutcomeTimeout, nil)
+
+	// f: dropped (no replica runs the task); g: another request.
+	trigger("f", r1)
+	if err := s.Ack(bg, take("f")); err != nil {
+		t.Fatal(err)
+	}
+	trigger("g", r2)
+	if l, err = run(take("g"), false); err != nil {
+		t.Fatal(err)
+	}
+	end(l, OutcomeDone, nil)
+
+	want := map[string]Outcome{"a": OutcomeDone, "b": OutcomeFailed, "c": AnswerSkipped, "d": OutcomeReschedule,
+		"e": OutcomeTimeout, "f": AnswerDropped}
+	expect.Equal(t, "answers to the first request", fmt.Sprint(answered(r1)), fmt.Sprint(want))
+	expect.Equal(t, "answers to the second request", fmt.Sprint(answered(r2)), fmt.Sprint(map[string]Outcome{"g": OutcomeDone}))
+	if err := other.Forget(bg, "t", r1); err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "answers after Forget", len(answered(r1)), 0)
+	if err := s.Enqueue(bg, Due{Task: "t", Entity: "x", Requests: []string{"a,b"}}, 0); err == nil {
+		t.Fatal("a request id with a comma was accepted")
+	}
+}

@@ -1,0 +1,60 @@
+package lease
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/internal/expect"
+)
+
+func testEntityState(t *testing.T, k kit) {
+	s := k.client(Options{Replica: "A"})
+	st, err := s.Entity(bg, "t", "e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "unknown entity: held", st.Held, nil)
+	expect.Equal(t, "unknown entity: last run", st.Last, nil)
+	expect.Equal(t, "unknown entity: pending", st.Pending, nil)
+	l := mustAcquire(t, s, req("e", time.Minute))
+	st, _ = s.Entity(bg, "t", "e")
+	expect.NotNil(t, "held lease", st.Held)
+	expect.Equal(t, "held lease's fence", st.Held.Fence, l.Fence)
+	expect.Equal(t, "held lease's holder", st.Held.Holder, "A")
+	if _, err := l.Release(bg, Finished{Outcome: OutcomeDone}, &Next{Reason: ReasonReschedule, Delay: time.Hour, Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = s.Entity(bg, "t", "e")
+	expect.Equal(t, "held after release", st.Held, nil)
+	expect.NotNil(t, "last run after release", st.Last)
+	expect.Equal(t, "last run's outcome", st.Last.Outcome, OutcomeDone)
+	expect.Equal(t, "last run's fence", st.Last.Fence, l.Fence)
+	expect.NotNil(t, "pending after a release with Next", st.Pending)
+	expect.Equal(t, "pending reason", st.Pending.Reason, ReasonReschedule)
+	expect.Equal(t, "pending attempt", st.Pending.Attempt, 1)
+}
+
+func testStatus(t *testing.T, k kit) {
+	s := k.client(Options{Replica: "A"})
+	l := mustAcquire(t, s, req("held", time.Minute))
+	done := mustAcquire(t, s, Request{Task: "other", Entity: "x", TTL: time.Minute, Reason: ReasonTrigger})
+	if _, err := done.Release(bg, Finished{Outcome: "failed", Started: time.UnixMilli(1000), Ended: time.UnixMilli(3000)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var hs []Held
+	s.Leases(bg, "t", func(h Held) error { hs = append(hs, h); return nil }) //nolint:errcheck
+	if len(hs) != 1 || hs[0].Entity != "held" || hs[0].Fence != l.Fence || hs[0].TTL <= 0 || hs[0].TTL > time.Minute {
+		t.Fatalf("leases of t: %+v", hs)
+	}
+	var rs []LastRun
+	s.LastRuns(bg, "other", func(r LastRun) error { rs = append(rs, r); return nil }) //nolint:errcheck
+	if len(rs) != 1 || rs[0].Outcome != "failed" || rs[0].Fence != done.Fence || rs[0].Ended.Sub(rs[0].Started) != 2*time.Second {
+		t.Fatalf("last runs: %+v", rs)
+	}
+	var all []Held
+	s.Leases(bg, "", func(h Held) error { all = append(all, h); return nil }) //nolint:errcheck
+	if len(all) != 1 {
+		t.Fatalf("all leases: %+v", all)
+	}
+	mustRelease(t, l)
+}

@@ -1,0 +1,160 @@
+package scheduler
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/internal/expect"
+	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/tasks"
+)
+
+func TestQueuedFollowUpRunsAfterNotDuring(t *testing.T) {
+	bothStores(t, func(t *testing.T, withRedis bool) {
+		e := newEnv(t, withRedis)
+		release := make(chan struct{})
+		e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+			if r.Reason == "tick" {
+				<-release
+			}
+			return tasks.Done, nil
+		}
+		_, st := e.start(`
+[[tasks]]
+name = "q"
+every = "1h"
+catch_up = "1h"
+on_busy = "queue"
+handler = "rec"
+lease_ttl = "3s"
+`)
+		redistest.WaitFor(t, 10*time.Second, "first run", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
+		// Data changed: ask for a run while the first one is going (three times).
+		for range 3 {
+			if err := st.Enqueue(context.Background(), lease.Due{Task: "q", Entity: "q", Reason: lease.ReasonTrigger}, 0); err != nil {
+				t.Fatal(err)
+			}
+			redistest.WaitFor(t, 5*time.Second, "trigger taken", func() bool {
+				n := 0
+				st.DueEntries(context.Background(), "", func(lease.Due) error { n++; return nil }) //nolint:errcheck
+				return n == 0
+			})
+		}
+		if n := e.rec.count(func(runRec) bool { return true }); n != 1 {
+			t.Fatalf("%d runs while the first holds the lease", n)
+		}
+		close(release)
+		redistest.WaitFor(t, 10*time.Second, "follow-up", func() bool { return e.rec.count(func(runRec) bool { return true }) == 2 })
+		runs := e.rec.snapshot()
+		if runs[1].Reason != "queued" || runs[1].start.Before(runs[0].end) {
+			t.Fatalf("follow-up %+v started %v, first ended %v", runs[1].Run, runs[1].start, runs[0].end)
+		}
+		// Exactly one follow-up: once it has ended and released, nothing is
+		// pending (a second follow-up would have been enqueued by that
+		// release, atomically with it).
+		e.ev.waitFor(t, 5*time.Second, "the follow-up's end", func(ev Event) bool { return ev.Kind == EventRunEnded && ev.Reason == lease.ReasonQueued })
+		state, err := st.Entity(context.Background(), "q", "q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state.Pending != nil || state.Held != nil {
+			t.Errorf("after the follow-up: pending %+v, held %+v; want neither", state.Pending, state.Held)
+		}
+		if n := e.rec.count(func(runRec) bool { return true }); n != 2 {
+			t.Errorf("%d runs, want 2", n)
+		}
+	})
+}
+
+// TestDueRunDuringARolloutWaits: a trigger taken by a replica whose config
+// does not yet have the task (a rollout) is left for a replica that has it,
+// not dropped (it used to be dropped at once); only a task no replica runs
+// is dropped.
+func TestDueRunDuringARolloutWaits(t *testing.T) {
+	e := newEnv(t, true)
+	oldCfg := "[[tasks]]\nname = \"old\"\nevery = \"1h\"\nhandler = \"rec\"\n"
+	newCfg := oldCfg + "[[tasks]]\nname = \"new\"\nevery = \"1h\"\nhandler = \"rec\"\n"
+	_, st := e.start(oldCfg) // r1: takes due runs every 20ms, does not know "new"
+	// r2 has "new" but takes no due run for now: it only announces its tasks.
+	e.run(newCfg, Options{Store: e.store("r2"), DuePoll: time.Hour, PausePoll: 50 * time.Millisecond})
+	redistest.WaitFor(t, 5*time.Second, "r2's tasks announced", func() bool { ok, _ := st.Known(context.Background(), "new"); return ok })
+	if err := st.Enqueue(context.Background(), lease.Due{Task: "new", Entity: "x", Reason: lease.ReasonTrigger}, 0); err != nil {
+		t.Fatal(err)
+	}
+	deferredByR1 := func(ev Event) bool { return ev.Kind == EventDueDeferred && ev.Replica == "r1" && ev.Task == "new" }
+	redistest.WaitFor(t, 10*time.Second, "r1 to leave the run twice", func() bool { return e.ev.count(deferredByR1) >= 2 })
+	expect.Equal(t, "runs dropped", e.ev.count(kind(EventDueDropped)), 0)
+	state, err := st.Entity(context.Background(), "new", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.True(t, "the trigger is still pending", state.Pending != nil)
+
+	// A replica that has the task carries it out.
+	e.start(newCfg)
+	redistest.WaitFor(t, 10*time.Second, "the trigger's run", func() bool {
+		return e.rec.count(func(r runRec) bool { return r.Task == "new" && r.Entity == "x" }) == 1
+	})
+
+	// A task no replica runs is dropped.
+	if err := st.Enqueue(context.Background(), lease.Due{Task: "ghost", Entity: "y", Reason: lease.ReasonTrigger}, 0); err != nil {
+		t.Fatal(err)
+	}
+	e.ev.waitFor(t, 10*time.Second, "the ghost's run dropped", func(ev Event) bool { return ev.Kind == EventDueDropped && ev.Task == "ghost" })
+	state, _ = st.Entity(context.Background(), "ghost", "y")
+	expect.True(t, "the ghost's run is gone", state.Pending == nil)
+}
+
+// TestDueRunGetsASlotUnderBacklog: runs longer than the interval keep late
+// fan-outs waiting for every slot the moment it frees; a due run (here a
+// trigger) still gets a slot within a bounded time, instead of being given
+// back for ever.
+func TestDueRunGetsASlotUnderBacklog(t *testing.T) {
+	bothStores(t, func(t *testing.T, withRedis bool) {
+		e := newEnv(t, withRedis)
+		e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+			if r.Reason == "tick" {
+				select {
+				case <-ctx.Done():
+				case <-time.After(700 * time.Millisecond): // the run's work: longer than the interval
+				}
+			}
+			return tasks.Done, nil
+		}
+		_, st := e.start(`
+[[tasks]]
+name = "slow"
+every = "1s"
+concurrency = 1
+handler = "rec"
+lease_ttl = "3s"
+entities = ["a", "b", "c"]
+`)
+		redistest.WaitFor(t, 15*time.Second, "a backlog of tick runs", func() bool {
+			return e.rec.count(func(r runRec) bool { return r.Reason == "tick" }) >= 3
+		})
+		if err := st.Enqueue(context.Background(), lease.Due{Task: "slow", Entity: "a", Reason: lease.ReasonTrigger}, 0); err != nil {
+			t.Fatal(err)
+		}
+		redistest.WaitFor(t, 3*dueSlotWait/2, "the trigger's run", func() bool {
+			return e.rec.count(func(r runRec) bool { return r.Reason == "trigger" }) == 1
+		})
+	})
+}
+
+// TestDuplicateReplicaIDIsWarned: two replicas given one replica_id run
+// (their leases stay exclusive), but each is told, at WARN, that another
+// process uses its id.
+func TestDuplicateReplicaIDIsWarned(t *testing.T) {
+	e := newEnv(t, true)
+	cfg := "[[tasks]]\nname = \"d\"\nevery = \"1h\"\nhandler = \"rec\"\n"
+	for range 2 {
+		st := e.redisStore("tickd", lease.Options{Replica: "same"})
+		e.run(cfg, Options{Store: st, PausePoll: 50 * time.Millisecond})
+	}
+	redistest.WaitFor(t, 10*time.Second, "the duplicate warned", func() bool {
+		return e.logs.countPrefix("another tickd process uses this replica_id") >= 1
+	})
+}

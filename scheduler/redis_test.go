@@ -1,0 +1,43 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/lease"
+)
+
+// TestOpenStoreFromConfig: Config.OpenStore opens the Redis the [redis]
+// table names (leases there, seen by any other store on that prefix), and
+// the in-process store without one.
+func TestOpenStoreFromConfig(t *testing.T) {
+	e := newEnv(t, true)
+	cfg := e.config(fmt.Sprintf("[redis]\nurl = %q\nkey_prefix = \"emb\"\n[[tasks]]\nname = \"t\"\nevery = \"1h\"\nhandler = \"rec\"\nlease_ttl = \"2s\"\n", e.srv.URL()))
+	st, closeStore, err := cfg.OpenStore(lease.Options{Replica: "emb-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore() //nolint:errcheck
+	if st.MaxTTL() != 2*time.Second {
+		t.Errorf("MaxTTL %v, want the config's lease_ttl", st.MaxTTL())
+	}
+	other := e.redisStore("emb", lease.Options{Replica: "other"})
+	other.InitEpoch(context.Background()) //nolint:errcheck
+	l, err := st.Acquire(context.Background(), lease.Request{Task: "t", Entity: "x", TTL: 2 * time.Second, Reason: lease.ReasonTrigger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.Background(), lease.Finished{Outcome: lease.OutcomeDone}, nil) //nolint:errcheck
+	var be *lease.BusyError
+	if _, err := other.Acquire(context.Background(), lease.Request{Task: "t", Entity: "x", TTL: 2 * time.Second, Reason: lease.ReasonTrigger}); !errors.As(err, &be) || be.Holder != "emb-1" {
+		t.Fatalf("another store on the config's Redis and prefix: %v, want busy, held by emb-1", err)
+	}
+	mem, closeMem, err := e.config("[[tasks]]\nname = \"t\"\nevery = \"1h\"\nhandler = \"rec\"\n").OpenStore(lease.Options{})
+	if err != nil || mem == nil {
+		t.Fatalf("without [redis]: %v", err)
+	}
+	closeMem() //nolint:errcheck
+}
