@@ -56,13 +56,26 @@ type fanOut struct {
 	first   int // the stream position of batch[0]
 	// A batch whose chunks another replica took, all of them, says that
 	// replica reads this part of the stream now: rather than follow it and
-	// lose each chunk to it, this fan-out skips ahead (jump counts the
-	// chunk ends still to pass), and comes back to what it skipped once the
-	// stream ends, for the chunks still not taken (revisit).
-	jump      int
-	skipped   []skipped
-	lastRound bool // revisit's last: no more skipping
+	// lose each chunk to it, this fan-out skips ahead, and comes back to
+	// what it skipped once the stream ends (revisit).
+	ahead skipAhead
 }
+
+// skipAhead is a fan-out's skipping ahead of another replica.
+type skipAhead struct {
+	jump      int       // the chunk ends still to pass before taking entities again
+	skipped   []skipped // what was passed, for revisit
+	lastRound bool      // revisit's last: no more skipping
+}
+
+// reservation is what reserve got.
+type reservation int
+
+const (
+	gotSlot  reservation = iota // a run slot is the entity's
+	skipping                    // no slot: the fan-out skips ahead (ahead.jump > 0)
+	stopped                     // no slot: the fan-out stops (shutdown, reload)
+)
 
 // skipped is a part of the stream a fan-out skipped.
 type skipped struct {
@@ -128,16 +141,16 @@ func (f *fanOut) add(id string) error {
 // addAt takes the entity at stream position pos into the batch once a run
 // slot is free for it.
 func (f *fanOut) addAt(id string, pos int) error {
-	if !f.reserve() {
-		if f.jump > 0 && f.ctx.Err() == nil {
-			f.skip(id, pos)
-			return nil
-		}
+	switch f.reserve() {
+	case skipping:
+		f.skip(id, pos)
+		return nil
+	case stopped:
 		return context.Cause(f.ctx)
 	}
 	if len(f.batch) > 0 && pos != f.first+len(f.batch) {
 		f.flush() // a batch is one run of the stream (markChunks)
-		if f.jump > 0 {
+		if f.ahead.jump > 0 {
 			f.skipReserved(id, pos)
 			return nil
 		}
@@ -154,13 +167,13 @@ func (f *fanOut) addAt(id string, pos int) error {
 
 // skip sets the entity at pos aside, for revisit.
 func (f *fanOut) skip(id string, pos int) {
-	if n := len(f.skipped); n == 0 || f.skipped[n-1].pos+len(f.skipped[n-1].ids) != pos {
-		f.skipped = append(f.skipped, skipped{pos: pos})
+	if n := len(f.ahead.skipped); n == 0 || f.ahead.skipped[n-1].pos+len(f.ahead.skipped[n-1].ids) != pos {
+		f.ahead.skipped = append(f.ahead.skipped, skipped{pos: pos})
 	}
-	sk := &f.skipped[len(f.skipped)-1]
+	sk := &f.ahead.skipped[len(f.ahead.skipped)-1]
 	sk.ids = append(sk.ids, id)
 	if (pos+1)%chunkSize == 0 {
-		f.jump--
+		f.ahead.jump--
 	}
 }
 
@@ -180,10 +193,10 @@ func (sk skipped) firstChunk() int { return (chunkSize - sk.pos%chunkSize) % chu
 // slower). Each round asks about all the skipped chunks in one round trip;
 // one may skip again, the last does not.
 func (f *fanOut) revisit() error {
-	for round := 1; len(f.skipped) > 0 && f.ctx.Err() == nil; round++ {
-		f.jump, f.lastRound = 0, round >= revisitRounds
-		skipped := f.skipped
-		f.skipped = nil
+	for round := 1; len(f.ahead.skipped) > 0 && f.ctx.Err() == nil; round++ {
+		f.ahead.jump, f.ahead.lastRound = 0, round >= revisitRounds
+		skipped := f.ahead.skipped
+		f.ahead.skipped = nil
 		if err := f.revisitRound(skipped); err != nil {
 			return err
 		}
@@ -232,20 +245,20 @@ func (f *fanOut) revisitRound(skipped []skipped) error {
 }
 
 // reserve takes a run slot, flushing the batch before it waits for one: the
-// batch's answers may free slots. It answers false, with no slot, when the
-// fan-out stops, or when a batch it flushed was taken whole (jump).
-func (f *fanOut) reserve() bool {
-	if f.jump > 0 {
-		return false
+// batch's answers may free slots. Without one, it says why: the fan-out
+// skips ahead (a batch it flushed was taken whole), or stops.
+func (f *fanOut) reserve() reservation {
+	if f.ahead.jump > 0 {
+		return f.skippingUnlessStopped()
 	}
 	select {
 	case f.ts.slots <- struct{}{}:
-		return true
+		return gotSlot
 	default:
 	}
 	if f.flushWhole() {
-		if f.jump > 0 {
-			return false
+		if f.ahead.jump > 0 {
+			return f.skippingUnlessStopped()
 		}
 		// The partial chunk kept waits for the rest of it, unless no slot
 		// frees soon: the others may be held by another fan-out's.
@@ -253,23 +266,31 @@ func (f *fanOut) reserve() bool {
 		select {
 		case f.ts.slots <- struct{}{}:
 			t.Stop()
-			return true
+			return gotSlot
 		case <-f.ctx.Done():
 			t.Stop()
-			return false
+			return stopped
 		case <-t.C:
 		}
 	}
 	f.flush()
-	if f.jump > 0 {
-		return false
+	if f.ahead.jump > 0 {
+		return f.skippingUnlessStopped()
 	}
 	select {
 	case f.ts.slots <- struct{}{}:
-		return true
+		return gotSlot
 	case <-f.ctx.Done():
-		return false
+		return stopped
 	}
+}
+
+// skippingUnlessStopped: a fan-out that stops does not skip.
+func (f *fanOut) skippingUnlessStopped() reservation {
+	if f.ctx.Err() != nil {
+		return stopped
+	}
+	return skipping
 }
 
 // tailWait bounds how long the partial chunk at a batch's end (flushWhole)
@@ -292,7 +313,7 @@ func (f *fanOut) flushWhole() bool {
 	f.batch = f.batch[:cut]
 	f.flush()
 	f.first = end - len(tail)
-	if f.jump > 0 {
+	if f.ahead.jump > 0 {
 		for i, id := range tail {
 			f.skipReserved(id, f.first+i)
 		}
@@ -318,8 +339,8 @@ func (f *fanOut) flush() {
 		f.markChunks(reqs)
 	}
 	res := s.acquireRetrying(f.ctx, ts, f.T, reqs)
-	if f.chunked && !f.lastRound && takenWhole(reqs, res) {
-		f.jump = jumpChunks
+	if f.chunked && !f.ahead.lastRound && takenWhole(reqs, res) {
+		f.ahead.jump = jumpChunks
 	}
 	for i, r := range res {
 		switch {
