@@ -38,56 +38,84 @@ var commands = []string{"run", "check", "status", "trigger", "pause", "resume", 
 // run dispatches a subcommand and turns its error into an exit status: a
 // command-line mistake prints what was wrong and the command's usage, exit 2.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cmd, explicit := "run", len(args) > 0 && !strings.HasPrefix(args[0], "-")
-	if explicit {
-		cmd, args = args[0], args[1:]
+	cmd, args, explicit, err := command(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "tickd: %v\n\n%s", err, usage)
+		return 2
 	}
-	if !explicit {
-		if len(args) == 1 && (args[0] == "-version" || args[0] == "--version") {
-			cmd, args = "version", nil
-		}
-		// tickd -config t.toml status: the command was taken for an argument.
-		if i := slices.IndexFunc(args, func(a string) bool { return slices.Contains(commands, a) }); i > 0 && args[i] != "run" {
-			fmt.Fprintf(stderr, "tickd: the command comes first: tickd %s %s\n\n%s", args[i],
-				strings.Join(slices.Delete(slices.Clone(args), i, i+1), " "), usage)
-			return 2
-		}
+	if cmd == "run" && len(args) == 1 && isHelp(args[0]) && !explicit { // tickd -h: the overview, not run's flags
+		cmd = "help"
 	}
-	if cmd == "help" && len(args) == 1 && slices.Contains(commands, args[0]) { // tickd help status
-		cmd, args = args[0], []string{"-h"}
-	}
-	var err error
 	switch cmd {
-	case "run":
-		if len(args) == 1 && isHelp(args[0]) && !explicit { // tickd -h: the overview, not run's flags
-			fmt.Fprint(stdout, usage)
-			return 0
-		}
-		err = runDaemon(ctx, args, stderr)
-	case "check":
-		err = runCheck(ctx, args, stdout, stderr)
-	case "status":
-		err = runStatus(ctx, args, stdout)
-	case "trigger":
-		err = runTrigger(ctx, args, stdout)
-	case "pause", "resume":
-		err = runPause(ctx, args, stdout, cmd == "pause")
-	case "unlock":
-		err = runUnlock(ctx, args, stdout, stderr)
-	case "lock":
-		err = runLock(ctx, args, stderr)
-	case "migrate":
-		err = runMigrate(ctx, args, stdout)
 	case "version":
 		fmt.Fprintln(stdout, version())
 		return 0
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0
-	default:
+	}
+	run, ok := subcommands[cmd]
+	if !ok {
 		fmt.Fprintf(stderr, "tickd: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
+	return exitStatus(run(ctx, args, stdout, stderr), cmd, args, stdout, stderr)
+}
+
+// subcommands run a command with its arguments.
+var subcommands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
+	"run": func(ctx context.Context, args []string, _, stderr io.Writer) error {
+		return runDaemon(ctx, args, stderr)
+	},
+	"check": runCheck,
+	"status": func(ctx context.Context, args []string, stdout, _ io.Writer) error {
+		return runStatus(ctx, args, stdout)
+	},
+	"trigger": func(ctx context.Context, args []string, stdout, _ io.Writer) error {
+		return runTrigger(ctx, args, stdout)
+	},
+	"pause": func(ctx context.Context, args []string, stdout, _ io.Writer) error {
+		return runPause(ctx, args, stdout, true)
+	},
+	"resume": func(ctx context.Context, args []string, stdout, _ io.Writer) error {
+		return runPause(ctx, args, stdout, false)
+	},
+	"unlock": runUnlock,
+	"lock":   func(ctx context.Context, args []string, _, stderr io.Writer) error { return runLock(ctx, args, stderr) },
+	"migrate": func(ctx context.Context, args []string, stdout, _ io.Writer) error {
+		return runMigrate(ctx, args, stdout)
+	},
+}
+
+// command splits the command line into the command and its arguments;
+// explicit says whether the command was named (tickd -config FILE runs the
+// daemon). "tickd help CMD" is "tickd CMD -h", "tickd --version" is "tickd
+// version"; a command named after a flag is a mistake.
+func command(args []string) (cmd string, rest []string, explicit bool, err error) {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, rest, explicit = args[0], args[1:], true
+	} else {
+		cmd, rest = "run", args
+		if len(rest) == 1 && (rest[0] == "-version" || rest[0] == "--version") {
+			return "version", nil, false, nil
+		}
+		// tickd -config t.toml status: the command was taken for an argument.
+		if i := slices.IndexFunc(rest, func(a string) bool { return slices.Contains(commands, a) }); i > 0 && rest[i] != "run" {
+			return "", nil, false, fmt.Errorf("the command comes first: tickd %s %s", rest[i],
+				strings.Join(slices.Delete(slices.Clone(rest), i, i+1), " "))
+		}
+	}
+	if cmd == "help" && len(rest) == 1 && slices.Contains(commands, rest[0]) { // tickd help status
+		return rest[0], []string{"-h"}, true, nil
+	}
+	return cmd, rest, explicit, nil
+}
+
+// exitStatus is the one place a command's error becomes an exit status,
+// and is said: 0 for none; exitError's own; 2 for a command-line mistake,
+// with the command's usage; 1 otherwise, and with -json the error as a
+// document unless the command printed its own.
+func exitStatus(err error, cmd string, args []string, stdout, stderr io.Writer) int {
 	var ee exitError
 	var ue *usageError
 	var help helpRequest
