@@ -1,12 +1,9 @@
 package scheduler
 
 import (
-	"cmp"
 	"context"
-	"encoding/binary"
 	"errors"
 	"log/slog"
-	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -161,85 +158,6 @@ func (f *fanOut) addAt(id string, pos int) error {
 	f.batch = append(f.batch, id)
 	if len(f.batch) >= lease.BatchSize && !f.flushWhole() {
 		f.flush()
-	}
-	return nil
-}
-
-// skip sets the entity at pos aside, for revisit.
-func (f *fanOut) skip(id string, pos int) {
-	if n := len(f.ahead.skipped); n == 0 || f.ahead.skipped[n-1].pos+len(f.ahead.skipped[n-1].ids) != pos {
-		f.ahead.skipped = append(f.ahead.skipped, skipped{pos: pos})
-	}
-	sk := &f.ahead.skipped[len(f.ahead.skipped)-1]
-	sk.ids = append(sk.ids, id)
-	if (pos+1)%chunkSize == 0 {
-		f.ahead.jump--
-	}
-}
-
-// skipReserved skips an entity that already holds a run slot, and gives
-// the slot back.
-func (f *fanOut) skipReserved(id string, pos int) {
-	<-f.ts.slots
-	f.skip(id, pos)
-}
-
-// firstChunk is the index in ids of the first entity to start a chunk.
-func (sk skipped) firstChunk() int { return (chunkSize - sk.pos%chunkSize) % chunkSize }
-
-// revisit comes back to the parts of the stream the fan-out skipped: the
-// entities of chunks another replica took count as already run, the others
-// are tried as any other (the replica that was ahead may have died, or be
-// slower). Each round asks about all the skipped chunks in one round trip;
-// one may skip again, the last does not.
-func (f *fanOut) revisit() error {
-	for round := 1; len(f.ahead.skipped) > 0 && f.ctx.Err() == nil; round++ {
-		f.ahead.jump, f.ahead.lastRound = 0, round >= revisitRounds
-		skipped := f.ahead.skipped
-		f.ahead.skipped = nil
-		if err := f.revisitRound(skipped); err != nil {
-			return err
-		}
-		f.flush()
-	}
-	return nil
-}
-
-// revisitRounds bounds the rounds of revisit.
-const revisitRounds = 4
-
-func (f *fanOut) revisitRound(skipped []skipped) error {
-	var names []string
-	for _, sk := range skipped {
-		for lo := sk.firstChunk(); lo+chunkSize <= len(sk.ids); lo += chunkSize {
-			names = append(names, chunkName(sk.ids[lo:lo+chunkSize]))
-		}
-	}
-	taken, err := f.s.store.Taken(f.ctx, f.ts.t.Name, f.T, names)
-	if err != nil {
-		// Not knowing is no answer: the chunks are sent again, and those
-		// taken are answered so.
-		f.s.log.Debug("cannot read the tick's taken chunks", KeyTask, f.ts.t.Name, tickAttr(f.T), KeyError, err)
-		taken = nil
-	}
-	c := 0 // the chunk's index in names and taken
-	for _, sk := range skipped {
-		next := sk.firstChunk() // where the next whole chunk starts
-		for i := 0; i < len(sk.ids); {
-			if i == next && i+chunkSize <= len(sk.ids) {
-				next += chunkSize
-				c++
-				if c <= len(taken) && taken[c-1] {
-					f.n.AlreadyRan += chunkSize
-					i += chunkSize
-					continue
-				}
-			}
-			if err := f.addAt(sk.ids[i], sk.pos+i); err != nil {
-				return err
-			}
-			i++
-		}
 	}
 	return nil
 }
@@ -401,112 +319,4 @@ func chunkName(ids []string) string {
 		name = append(append(name, ':'), id...)
 	}
 	return string(name)
-}
-
-// spreadOut adds entities in the order of their spread offsets, each at
-// T + offset (rounded up to the millisecond). It reads the whole source first, into
-// one byte arena of length-prefixed ids and an 8-byte entry per entity
-// (its id's position, its offset): a million ids of a dozen bytes fit in
-// about 21 MB, where a string and an offset each took 48 (docs/performance.md).
-// The peak is at the end of the reading, when the Go GC lets the heap grow
-// to twice what is live.
-func (f *fanOut) spreadOut() error {
-	ctx, ts := f.ctx, f.ts
-	type item struct {
-		start uint32 // the id's length (uvarint) and bytes start at arena[start]
-		off   uint32 // ms
-	}
-	var arena []byte
-	var items []item
-	if err := ts.source.Each(ctx, func(id string) error {
-		if len(arena)+binary.MaxVarintLen64+len(id) > math.MaxUint32 {
-			return errors.New("spread: the entity ids exceed 4 GiB")
-		}
-		start := uint32(len(arena))
-		arena = append(binary.AppendUvarint(arena, uint64(len(id))), id...)
-		off := (SpreadOffset(ts.t.Name, id, ts.t.Spread) + time.Millisecond - 1) / time.Millisecond // never before the offset
-		items = append(items, item{start, uint32(off)})
-		return nil
-	}); err != nil {
-		return err
-	}
-	slices.SortStableFunc(items, func(a, b item) int { return cmp.Compare(a.off, b.off) })
-	for _, it := range items {
-		if d := f.T.Add(time.Duration(it.off) * time.Millisecond).Sub(f.s.clock.Now()); d > 0 {
-			f.flush()
-			select {
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			case <-time.After(d):
-			}
-		}
-		n, k := binary.Uvarint(arena[it.start:])
-		from := int(it.start) + k
-		if err := f.add(string(arena[from : from+int(n)])); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// acquireRetrying acquires a batch; while Redis fails, it retries with
-// backoff as long as the tick may still run (the catch-up window, at least
-// 10s). Requests still failing are returned with their errors.
-func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.Time, reqs []lease.Request) []lease.Result {
-	res := s.store.AcquireBatch(ctx, reqs)
-	backoff := 100 * time.Millisecond
-	for {
-		// Busy and already-ran are answers; anything else is retried.
-		var pending []int
-		var early, failed error
-		var quarantine *lease.QuarantineError
-		var ee *lease.EarlyError // out of the loop: errors.As makes them escape
-		var qe *lease.QuarantineError
-		wait := backoff
-		for i, r := range res {
-			switch {
-			case r.Err == nil, errors.Is(r.Err, lease.ErrBusy), errors.Is(r.Err, lease.ErrAlreadyRan):
-				continue
-			case errors.Is(r.Err, lease.ErrNotAcknowledged):
-				continue // an answer: the store handed the run over (OnAcks logs it)
-			case errors.As(r.Err, &ee):
-				// This clock runs ahead of Redis's: wait for the tick.
-				early = r.Err
-				wait = max(wait, min(ee.Wait, 2*time.Second))
-			case errors.As(r.Err, &qe):
-				// Not a Redis error: a first start, or a data loss.
-				quarantine = qe
-				wait = max(wait, min(qe.Left, 2*time.Second))
-			default:
-				failed = r.Err
-			}
-			pending = append(pending, i)
-		}
-		if quarantine != nil {
-			s.quarantined(quarantine.Left)
-		}
-		if early != nil {
-			s.logLimited("early:"+ts.t.Name, "tick not yet due by Redis's clock: is this host's clock ahead?", KeyTask, ts.t.Name, tickAttr(T), KeyError, early)
-		}
-		if failed != nil {
-			s.storeFailed("acquire", "acquire:"+ts.t.Name, "cannot acquire leases; retrying", Event{Task: ts.t.Name, Tick: T}, failed)
-		}
-		if len(pending) == 0 || s.clock.Now().Sub(T) > ts.t.LateLimit() {
-			return res
-		}
-		select {
-		case <-ctx.Done():
-			return res
-		case <-time.After(wait):
-		}
-		backoff = min(2*backoff, 2*time.Second)
-		retry := make([]lease.Request, len(pending))
-		for j, i := range pending {
-			retry[j] = reqs[i]
-			retry[j].Chunk = "" // a retry may hold part of a chunk: entity by entity
-		}
-		for j, r := range s.store.AcquireBatch(ctx, retry) {
-			res[pending[j]] = r
-		}
-	}
 }

@@ -1,0 +1,80 @@
+package scheduler
+
+// skip sets the entity at pos aside, for revisit.
+func (f *fanOut) skip(id string, pos int) {
+	if n := len(f.ahead.skipped); n == 0 || f.ahead.skipped[n-1].pos+len(f.ahead.skipped[n-1].ids) != pos {
+		f.ahead.skipped = append(f.ahead.skipped, skipped{pos: pos})
+	}
+	sk := &f.ahead.skipped[len(f.ahead.skipped)-1]
+	sk.ids = append(sk.ids, id)
+	if (pos+1)%chunkSize == 0 {
+		f.ahead.jump--
+	}
+}
+
+// skipReserved skips an entity that already holds a run slot, and gives
+// the slot back.
+func (f *fanOut) skipReserved(id string, pos int) {
+	<-f.ts.slots
+	f.skip(id, pos)
+}
+
+// firstChunk is the index in ids of the first entity to start a chunk.
+func (sk skipped) firstChunk() int { return (chunkSize - sk.pos%chunkSize) % chunkSize }
+
+// revisit comes back to the parts of the stream the fan-out skipped: the
+// entities of chunks another replica took count as already run, the others
+// are tried as any other (the replica that was ahead may have died, or be
+// slower). Each round asks about all the skipped chunks in one round trip;
+// one may skip again, the last does not.
+func (f *fanOut) revisit() error {
+	for round := 1; len(f.ahead.skipped) > 0 && f.ctx.Err() == nil; round++ {
+		f.ahead.jump, f.ahead.lastRound = 0, round >= revisitRounds
+		skipped := f.ahead.skipped
+		f.ahead.skipped = nil
+		if err := f.revisitRound(skipped); err != nil {
+			return err
+		}
+		f.flush()
+	}
+	return nil
+}
+
+// revisitRounds bounds the rounds of revisit.
+const revisitRounds = 4
+
+func (f *fanOut) revisitRound(skipped []skipped) error {
+	var names []string
+	for _, sk := range skipped {
+		for lo := sk.firstChunk(); lo+chunkSize <= len(sk.ids); lo += chunkSize {
+			names = append(names, chunkName(sk.ids[lo:lo+chunkSize]))
+		}
+	}
+	taken, err := f.s.store.Taken(f.ctx, f.ts.t.Name, f.T, names)
+	if err != nil {
+		// Not knowing is no answer: the chunks are sent again, and those
+		// taken are answered so.
+		f.s.log.Debug("cannot read the tick's taken chunks", KeyTask, f.ts.t.Name, tickAttr(f.T), KeyError, err)
+		taken = nil
+	}
+	c := 0 // the chunk's index in names and taken
+	for _, sk := range skipped {
+		next := sk.firstChunk() // where the next whole chunk starts
+		for i := 0; i < len(sk.ids); {
+			if i == next && i+chunkSize <= len(sk.ids) {
+				next += chunkSize
+				c++
+				if c <= len(taken) && taken[c-1] {
+					f.n.AlreadyRan += chunkSize
+					i += chunkSize
+					continue
+				}
+			}
+			if err := f.addAt(sk.ids[i], sk.pos+i); err != nil {
+				return err
+			}
+			i++
+		}
+	}
+	return nil
+}

@@ -1,0 +1,269 @@
+package scheduler
+
+import (
+	"maps"
+	"net"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/tasks"
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+func validateDaemon(d *decoder, dm Daemon) {
+	switch dm.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		d.bad("daemon.log_level", "%q: use debug, info, warn or error", dm.LogLevel)
+	}
+	switch dm.LogFormat {
+	case "auto", "text", "json":
+	default:
+		d.bad("daemon.log_format", "%q: use auto, text or json", dm.LogFormat)
+	}
+	if a := dm.MetricsAddr; a != "" {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			d.bad("daemon.metrics_addr", "%q: want host:port, e.g. \"127.0.0.1:9464\"", a)
+		}
+	}
+}
+
+func validateRedis(d *decoder, r *Redis, urlGiven bool) {
+	if r.URLFile != "" {
+		if urlGiven {
+			d.bad("redis.url_file", "give url or url_file, not both")
+		}
+		b, err := os.ReadFile(r.URLFile)
+		if err != nil {
+			d.bad("redis.url_file", "%v", err)
+			return
+		}
+		r.URL = strings.TrimSpace(string(b))
+	}
+	if !strings.HasPrefix(r.URL, "redis://") && !strings.HasPrefix(r.URL, "rediss://") && !strings.HasPrefix(r.URL, "unix://") {
+		d.bad("redis.url", "must start with redis://, rediss:// or unix://")
+	}
+	if !lease.ValidPrefix(r.KeyPrefix) {
+		d.bad("redis.key_prefix", "%q: use letters, digits and . _ - : only", r.KeyPrefix)
+	}
+	switch {
+	case r.SentinelMaster != "" && len(r.SentinelAddrs) == 0:
+		d.bad("redis.sentinel_addrs", "sentinel_master needs the sentinels' addresses, e.g. [\"10.0.0.1:26379\", \"10.0.0.2:26379\"]")
+	case r.SentinelMaster == "" && len(r.SentinelAddrs) > 0:
+		d.bad("redis.sentinel_master", "sentinel_addrs needs the name of the master the sentinels monitor")
+	}
+	for i, a := range r.SentinelAddrs {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			d.bad("redis.sentinel_addrs", "element %d, %q: want host:port, e.g. \"10.0.0.1:26379\"", i, a)
+		}
+	}
+	if (r.SentinelUsername != "" || r.SentinelPassword != "") && r.SentinelMaster == "" {
+		d.bad("redis.sentinel_password", "sentinel credentials without sentinel_master")
+	}
+	validateCluster(d, r)
+}
+
+func validateCluster(d *decoder, r *Redis) {
+	if len(r.ClusterAddrs) == 0 {
+		return
+	}
+	if r.SentinelMaster != "" {
+		d.bad("redis.cluster_addrs", "give cluster_addrs or sentinel_master, not both")
+	}
+	for i, a := range r.ClusterAddrs {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			d.bad("redis.cluster_addrs", "element %d, %q: want host:port, e.g. \"10.0.0.1:6379\"", i, a)
+		}
+	}
+	if ro, err := redis.ParseURL(r.URL); err == nil && ro.DB != 0 {
+		d.bad("redis.url", "db %d: a Redis Cluster has db 0 only (end the url with /0 or nothing)", ro.DB)
+	}
+}
+
+// validateTask checks one task (key is "tasks[i]"; given, the keys written
+// in its table or in [defaults]) and derives its Location and Schedule. It
+// reports whether the task is valid.
+func validateTask(d *decoder, key string, t *Task, given keySet) bool {
+	before := len(d.errs)
+	bad := func(k, format string, args ...any) { d.bad(key+"."+k, format, args...) }
+	validateName(t, bad)
+	validateSchedule(t, given, bad)
+	validateAction(t, bad)
+	validateSource(t, bad)
+	validateLimits(t, bad)
+	return len(d.errs) == before && !d.failedUnder(key)
+}
+
+type badFunc func(key, format string, args ...any)
+
+func validateName(t *Task, bad badFunc) {
+	switch {
+	case t.Name == "":
+		bad("name", "missing: every task needs a name")
+	case !nameRE.MatchString(t.Name) || len(t.Name) > 200:
+		bad("name", "%q: use letters, digits and . _ - (at most 200)", t.Name)
+	}
+}
+
+// validateSchedule checks the schedule keys: exactly one of every and cron,
+// from the task or [defaults], in a known timezone.
+func validateSchedule(t *Task, given keySet, bad badFunc) {
+	loc, err := time.LoadLocation(t.Timezone)
+	if err != nil || t.Timezone == "" || t.Timezone == "Local" {
+		bad("timezone", "unknown timezone %q (use an IANA name such as \"Europe/Berlin\")", t.Timezone)
+		loc = time.UTC
+	}
+	t.Location = loc
+	switch {
+	case t.Every > 0 && t.Cron != "":
+		bad("every", "both every and cron given: choose one")
+	case t.Cron != "":
+		s, err := ParseCron(t.Cron, loc)
+		if err != nil {
+			bad("cron", "%v", err)
+		}
+		t.Schedule = s
+	case t.Every > 0:
+		if t.Every < time.Second || t.Every%time.Second != 0 {
+			bad("every", "%v: must be a whole number of seconds, at least 1s", t.Every)
+		}
+		t.Schedule = Every{Interval: t.Every, Location: loc}
+	case given["every"]:
+		bad("every", "must be more than 0s")
+	default:
+		bad("every", "missing: give every or cron")
+	}
+	if t.Spread > 0 && t.Every > 0 && t.Spread >= t.Every {
+		bad("spread", "%v: must be shorter than every (%v)", t.Spread, t.Every)
+	}
+}
+
+// validateAction checks that exactly one action is given, and well.
+func validateAction(t *Task, bad badFunc) {
+	switch count(t.Command != nil, t.URL != "", t.Handler != "") {
+	case 0:
+		bad("command", "no action: give one of command, url, handler")
+	case 1:
+	default:
+		bad("command", "give only one of command, url, handler")
+	}
+	if t.Command != nil && (len(t.Command) == 0 || t.Command[0] == "") {
+		bad("command", "empty argv")
+	}
+	if t.URL != "" && !strings.HasPrefix(t.URL, "http://") && !strings.HasPrefix(t.URL, "https://") {
+		bad("url", "%q: must be http:// or https://", t.URL)
+	}
+	validateHeaders(t, bad)
+	if t.RescheduleExitCode == 0 && t.Command != nil {
+		bad("reschedule_exit_code", "0 means success; use another status (0 is not allowed)")
+	}
+}
+
+// envRef is a reference to an environment variable in a header value.
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// headerName is an HTTP header name (RFC 9110's token).
+var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// validateHeaders checks the HTTP headers and puts the environment's values
+// in place of ${NAME}. Errors name the header and the variable, never a
+// value.
+func validateHeaders(t *Task, bad badFunc) {
+	if len(t.Headers) > 0 && t.URL == "" {
+		bad("headers", "only an HTTP action (url) sends headers")
+	}
+	expanded := make(map[string]string, len(t.Headers)) // [defaults]' map is shared by its tasks
+	defer func() {
+		if t.Headers != nil {
+			t.Headers = expanded
+		}
+	}()
+	for _, name := range slices.Sorted(maps.Keys(t.Headers)) {
+		v := t.Headers[name]
+		if !headerName.MatchString(name) {
+			bad("headers", "%q is not a header name", name)
+			continue
+		}
+		if strings.EqualFold(name, "Content-Type") || strings.EqualFold(name, "Host") || strings.EqualFold(name, "Content-Length") {
+			bad("headers", "%s is set by tickd", name)
+			continue
+		}
+		var missing []string
+		v = envRef.ReplaceAllStringFunc(v, func(ref string) string {
+			env := ref[2 : len(ref)-1]
+			val, ok := os.LookupEnv(env)
+			if !ok {
+				missing = append(missing, env)
+			}
+			return val
+		})
+		if len(missing) > 0 {
+			bad("headers", "%s: environment variable %s is not set", name, strings.Join(missing, ", "))
+			continue
+		}
+		if strings.ContainsAny(v, "\r\n\x00") {
+			bad("headers", "%s: the value holds a line break or NUL", name)
+			continue
+		}
+		expanded[name] = v
+	}
+}
+
+// validateSource checks the entity source: at most one, and its ids.
+func validateSource(t *Task, bad badFunc) {
+	if count(t.Entities != nil, t.EntitiesFile != "", t.EntitiesCommand != nil) > 1 {
+		bad("entities", "give only one of entities, entities_file, entities_command")
+	}
+	if t.EntitiesCommand != nil && (len(t.EntitiesCommand) == 0 || t.EntitiesCommand[0] == "") {
+		bad("entities_command", "empty argv")
+	}
+	for j, id := range t.Entities {
+		if id == "" {
+			bad("entities", "entity %d is empty", j)
+		} else if err := tasks.CheckID(id); err != nil {
+			bad("entities", "entity %d: %v", j, err)
+		}
+	}
+}
+
+// validateLimits checks the keys that bound runs.
+func validateLimits(t *Task, bad badFunc) {
+	if t.Concurrency < 1 {
+		bad("concurrency", "%d: must be at least 1", t.Concurrency)
+	}
+	if t.LeaseTTL < lease.MinTTL {
+		bad("lease_ttl", "%v: too short to renew (every lease_ttl/3) before it expires; use at least %v", t.LeaseTTL, lease.MinTTL)
+	}
+	if t.Timeout <= 0 {
+		bad("timeout", "must be more than 0s")
+	}
+	if t.OnBusy != OnBusySkip && t.OnBusy != OnBusyQueue {
+		bad("on_busy", "%q: use %s or %s", t.OnBusy, OnBusySkip, OnBusyQueue)
+	}
+	if t.RescheduleExitCode < 0 || t.RescheduleExitCode > 255 {
+		bad("reschedule_exit_code", "%d: an exit status is 0..255", t.RescheduleExitCode)
+	}
+	for k, n := range map[string]int{"max_reschedules": t.MaxReschedules, "retries": t.Retries} {
+		if n < 0 {
+			bad(k, "must not be negative")
+		}
+	}
+}
+
+// count is how many of bs are true.
+func count(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
