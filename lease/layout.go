@@ -322,9 +322,14 @@ func (b *redisBackend) migrateDue(ctx context.Context, due, info string) (int, e
 		if err != nil || len(f) != 4 {
 			continue
 		}
+		attempt, aerr := number(f[1])
+		tick, terr := number(f[2])
+		if aerr != nil || terr != nil {
+			continue
+		}
 		bk := bucketOf(task)
 		pipe.ZAdd(ctx, b.k.due(bk), redis.Z{Score: z.Score, Member: m})
-		pipe.HSet(ctx, b.k.dueInfo(bk), m, f[0]+"|"+f[1]+"|"+f[2]+"||")
+		pipe.HSet(ctx, b.k.dueInfo(bk), m, dueInfo{Reason: Reason(f[0]), Attempt: attempt, Tick: tick}.encode()) // untaken: no claim
 		n++
 	}
 	if n == 0 {

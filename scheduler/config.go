@@ -28,7 +28,7 @@ type Config struct {
 
 // Daemon is the [daemon] table. Each key is declared once, here: its toml
 // tag names it, DefaultDaemon gives its default, and config.example.toml
-// documents it (TestExampleConfigDocumentsEveryKey).
+// documents it (TestExampleConfigIsValid).
 type Daemon struct {
 	// ReplicaID names this process in leases and logs. Defaults to
 	// hostname-pid.

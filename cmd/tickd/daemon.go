@@ -117,12 +117,12 @@ func openStore(cfg *scheduler.Config, replica string, clock lease.Clock, log *sl
 		limit := scheduler.NewLogLimiter(scheduler.LogEvery)
 		opts.OnRenewError = func(err error) {
 			m.RedisError("renew")
-			limit.Log(log, slog.LevelError, "renew", "lease renewal failed", "error", err)
+			limit.Log(log, slog.LevelError, "renew", "lease renewal failed", scheduler.KeyError, err)
 		}
 		opts.OnAcks = func(err error) {
 			if err != nil {
 				log.Error("redis replicas do not acknowledge lease writes: nothing new starts, and runs stop when their leases can no longer be trusted, until they do (replica_acks in docs/operations.md)",
-					"replica_acks", cfg.Redis.ReplicaAcks.String(), "error", err)
+					"replica_acks", cfg.Redis.ReplicaAcks.String(), scheduler.KeyError, err)
 				return
 			}
 			log.Info("redis replicas acknowledge lease writes again", "replica_acks", cfg.Redis.ReplicaAcks.String())
@@ -137,7 +137,7 @@ func openStore(cfg *scheduler.Config, replica string, clock lease.Clock, log *sl
 	}
 	return s, func() {
 		if err := closeStore(); err != nil {
-			log.Warn("lease store closed", "error", err)
+			log.Warn("lease store closed", scheduler.KeyError, err)
 		}
 	}, nil
 }
@@ -254,7 +254,7 @@ func reload(sch *scheduler.Scheduler, path string, level *slog.LevelVar, log *sl
 		err = sch.Reload(cfg)
 	}
 	if err != nil {
-		log.Error("reload failed: the old config keeps running", "error", strings.ReplaceAll(err.Error(), "\n", "; "))
+		log.Error("reload failed: the old config keeps running", scheduler.KeyError, strings.ReplaceAll(err.Error(), "\n", "; "))
 		return err
 	}
 	level.Set(parseLevel(cfg.Daemon.LogLevel))
@@ -321,7 +321,7 @@ func watchRedis(ctx context.Context, store *lease.Store, log *slog.Logger) {
 			return
 		}
 		if i%10 == 0 {
-			log.Error("redis unreachable; no run starts until it answers", "error", err)
+			log.Error("redis unreachable; no run starts until it answers", scheduler.KeyError, err)
 		}
 		select {
 		case <-ctx.Done():

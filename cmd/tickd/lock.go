@@ -100,14 +100,14 @@ func runLock(ctx context.Context, args []string, stderr io.Writer) error {
 		outcome = lease.OutcomeFailed
 	}
 	if _, err := l.Release(rctx, lease.Finished{Outcome: outcome, Started: l.Acquired, Ended: time.Now()}, nil); err != nil && !errors.Is(err, lease.ErrNotHeld) {
-		log.Warn("release failed; the lease expires by itself", "error", err)
+		log.Warn("release failed; the lease expires by itself", scheduler.KeyError, err)
 	}
 	if runErr != nil {
 		var ee *exec.Error
 		if errors.As(runErr, &ee) {
 			return runErr
 		}
-		log.Error("command stopped", "error", runErr)
+		log.Error("command stopped", scheduler.KeyError, runErr)
 		return exitError{1}
 	}
 	return exitError{code}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
 )
 
 // serveMetrics serves /metrics, /healthz (the process is alive) and /readyz
@@ -50,7 +51,7 @@ func serveMetrics(addr string, reg *prometheus.Registry, store *lease.Store, log
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server stopped", "error", err)
+			log.Error("metrics server stopped", scheduler.KeyError, err)
 		}
 	}()
 	log.Info("serving metrics and health", "addr", ln.Addr().String())
