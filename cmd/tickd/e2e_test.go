@@ -208,8 +208,16 @@ func TestSIGTERMReleasesAndHandsOver(t *testing.T) {
 		t.Fatal("shutdown not logged")
 	}
 	// Another replica carries the handed-over runs out.
-	b := tickdtest.Start(t, "B", []string{"TESTWORKER_LOG=" + logPath}, "-config", cfg)
-	b.WaitLog(30*time.Second, `"reason":"retry"`)
+	tickdtest.Start(t, "B", []string{"TESTWORKER_LOG=" + logPath}, "-config", cfg)
+	redistest.WaitFor(t, 30*time.Second, "B runs the handed-over runs", func() bool {
+		n := 0
+		for _, r := range tickdtest.ReadRuns(t, logPath) {
+			if r.Start.Reason == "retry" {
+				n++
+			}
+		}
+		return n == 2
+	})
 }
 
 func TestSIGHUPReload(t *testing.T) {
@@ -231,7 +239,7 @@ func TestSIGHUPReload(t *testing.T) {
 	redistest.WaitFor(t, 10*time.Second, "tickd_config_last_reload_successful 1", reloadOK("1"))
 	tickdtest.WriteFile(t, cfg, task("second"))
 	p.Signal(syscall.SIGHUP)
-	p.WaitLog(10*time.Second, `"msg":"config reloaded"`)
+	p.WaitNotify(10*time.Second, "READY=1", 2) // ready again after the reload
 	p.WaitLog(10*time.Second, `"msg":"ran-second"`)
 	// A bad file is reported; the old config keeps running.
 	tickdtest.WriteFile(t, cfg, "[[tasks]]\nname = \"x\"\nevery = \"nope\"\n")
@@ -300,7 +308,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	p := tickdtest.Start(t, "A", []string{"TESTWORKER_LOG=" + logPath}, "-config", cfg)
 	redistest.WaitFor(t, 10*time.Second, "worker running", func() bool { return len(tickdtest.ReadRuns(t, logPath)) == 1 })
 	p.Signal(syscall.SIGTERM)
-	p.WaitLog(10*time.Second, `"msg":"signal received: stopping"`)
+	p.WaitNotify(10*time.Second, "STOPPING=1", 1)
 	start := time.Now()
 	p.Signal(syscall.SIGTERM)
 	if code := p.Wait(5 * time.Second); code != 1 {

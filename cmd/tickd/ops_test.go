@@ -78,7 +78,7 @@ lease_ttl = "1500ms"
 
 func (e *opsEnv) daemon(name string, sleep string) *tickdtest.Proc {
 	p := tickdtest.Start(e.t, name, []string{"TESTWORKER_LOG=" + e.runs, "TESTWORKER_MAX_SLEEP=" + sleep}, "-config", e.cfg)
-	p.WaitLog(20*time.Second, `"msg":"tickd started"`)
+	p.WaitReady(20 * time.Second)
 	return p
 }
 

@@ -422,7 +422,7 @@ func TestRollingRestarts(t *testing.T) {
 				}
 				c.fault()
 				c.start(rep)
-				rep.proc.WaitLog(20*time.Second, `"msg":"tickd started"`)
+				rep.proc.WaitReady(20 * time.Second)
 				_ = at // a graceful stop releases and hands over: no blackout
 				sleepUntil(time.Now().Add(2 * time.Second))
 			}

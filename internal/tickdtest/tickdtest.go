@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,6 +83,7 @@ type Proc struct {
 
 	mu     sync.Mutex
 	log    bytes.Buffer
+	notes  []string // what it told its NOTIFY_SOCKET (READY=1, RELOADING=1, STOPPING=1…)
 	exited chan struct{}
 	err    error
 }
@@ -93,7 +95,8 @@ func Start(t testing.TB, name string, env []string, args ...string) *Proc {
 	bin, _ := Binaries(t)
 	p := &Proc{Name: name, t: t, exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = append(os.Environ(), env...)
+	sock := p.listenNotify(t)
+	p.cmd.Env = append(append(os.Environ(), "NOTIFY_SOCKET="+sock), env...) // env may bring its own
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -126,6 +129,57 @@ func Start(t testing.TB, name string, env []string, args ...string) *Proc {
 	})
 	return p
 }
+
+// listenNotify listens where the process sends its sd_notify states, as
+// systemd's NOTIFY_SOCKET, so that tests wait on its readiness rather than
+// on its log's wording. The socket's path is short: a unix socket's is
+// limited to 108 bytes.
+func (p *Proc) listenNotify(t testing.TB) string {
+	dir, err := os.MkdirTemp("", "tickdn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "s")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(); os.RemoveAll(dir) })
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			p.notes = append(p.notes, strings.Split(strings.TrimSpace(string(buf[:n])), "\n")...)
+			p.mu.Unlock()
+		}
+	}()
+	return sock
+}
+
+// WaitNotify waits until the process has sent state (e.g. "READY=1") n
+// times in all: READY=1 once started, again after each reload.
+func (p *Proc) WaitNotify(d time.Duration, state string, n int) {
+	p.t.Helper()
+	redistest.WaitFor(p.t, d, fmt.Sprintf("%s to notify %s (%d)", p.Name, state, n), func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		got := 0
+		for _, s := range p.notes {
+			if s == state {
+				got++
+			}
+		}
+		return got >= n
+	})
+}
+
+// WaitReady waits until the process says it is ready (READY=1): its config
+// is loaded and its tasks are ticking.
+func (p *Proc) WaitReady(d time.Duration) { p.WaitNotify(d, "READY=1", 1) }
 
 // Log returns what the process logged so far.
 func (p *Proc) Log() string {
