@@ -231,23 +231,16 @@ local e = entity(v)
 if ARGV[1] == 'grant' then
   local a, b = grant_fast(v, tick, tick_s, now_s, now_ms_s, '|' .. token, '|', exp_s, reason, tick_s, holder)
   if a == 'ran' then fast = 'ran ' .. b elseif a then fast = a .. ' ' .. b end
-  local lt = 0
-  if tick > 0 then lt = tonumber(e.last_tick) end
-  if tick > 0 and lt >= tick then
+  if ran_before(e, tick) then
     slow = 'ran ' .. e.last_tick
   elseif not is_held(e, now_ms) then
-    local fence = now_s
-    if e.fence ~= '0' and tonumber(e.fence) >= now then fence = num(tonumber(e.fence) + 1) end
-    if tick > lt then e.last_tick = tick_s end
-    e.fence, e.token, e.exp, e.touched = fence, token, exp_s, now_ms_s
-    e.reason, e.tick, e.holder = reason, tick_s, holder
+    local fence = grant(e, now, now_s, now_ms_s, tick, tick_s, token, exp_s, reason, tick_s, holder)
     slow = encode_entity(e) .. ' ' .. fence
   end
 else
   fast = release_fast(v, '|' .. token .. '|', last, now_ms_s) or 'nil'
   if e.token == token and is_held(e, now_ms) and e.fu ~= '1' then
-    free(e, now_ms_s)
-    e.fu, e.last = '0', last
+    release(e, now_ms_s, last)
     slow = encode_entity(e)
   end
 end

@@ -60,8 +60,9 @@ if refused then
 end
 -- A chunk's j-th token ends with POSITION[j].
 local POSITION = {'1|', '2|', '3|', '4|', '5|', '6|', '7|', '8|', '9|', '10|', '11|', '12|', '13|', '14|', '15|', '16|'}
--- The fields to read, in the order of the requests; a taken chunk has
--- none, and its answer stands for all its entities (taken[t]).
+-- Step 1, read: take the chunks not yet taken (SADD), and list the fields
+-- to read, in the order of the requests; a taken chunk has none, and its
+-- answer stands for all its entities (taken[t]). One HMGET reads them.
 local fs, nf, taken = {}, 0, {}
 for t = 1, nt do
   local b, m = 6 + 3 * t, cm[t]
@@ -86,6 +87,34 @@ if ARGV[8] ~= '' then redis.call('PEXPIRE', KEYS[6], CLAIMS_TTL_MS) end
 local vals = {}
 if nf > 0 then vals = redis.call('HMGET', KEYS[4], unpack(fs)) end
 local taken_reply = reply_ran(tick_s)
+
+-- decide answers one entity on the slow path, its value decoded into e:
+-- already ran; busy (leaving a follow-up with queue, or answering the
+-- request skipped); or granted. It returns the answer, whether e changed,
+-- and whether the tick already ran.
+local function decide(e, field, tok, tsfx, run_tick, reqs)
+  if ran_before(e, tick) then return reply_ran(e.last_tick), false, true end
+  if not is_held(e, now_ms) then
+    return grant(e, now, now_s, now_ms_s, tick, tick_s, unbar(tok .. tsfx), exp_s, reason, run_tick, holder), true, false
+  end
+  local changed = false
+  if queue == '1' then
+    -- One queued run after the holder, carrying the latest tick of the
+    -- requests folded into it; that tick counts as run, so a late
+    -- replica's request for it is not queued once more.
+    if e.fu ~= '1' then e.fu, changed = '1', true end
+    if tick > 0 and tick > tonumber(e.last_tick) then e.last_tick, changed = tick_s, true end
+    local f = decode_followup(redis.call('HGET', KEYS[5], field))
+    if tonumber(run_tick) > tonumber(f.tick) then f.tick = run_tick end
+    f.reqs = join_reqs(f.reqs, reqs)
+    redis.call('HSET', KEYS[5], field, encode_followup(f))
+  elseif reqs ~= '' then
+    answer(6, reqs, field, ANSWER_SKIPPED)
+  end
+  return reply_busy(e), changed, false
+end
+-- Step 2, decide per entity: grant_fast for the common cases, decide for
+-- the rest; each new value is staged. Step 3, write: one HSET.
 local cur, writes, nw, e, k, i = {}, {}, 0, {}, 0, 0
 for t = 1, nt do
   -- Request t is one entity (its token whole, its due entry), or a chunk
@@ -120,36 +149,7 @@ for t = 1, nt do
       w, out[i] = fast, fence
     else
       entity(v, e)
-      local lt = 0
-      if tick > 0 then lt = tonumber(e.last_tick) end
-      ran = tick > 0 and lt >= tick
-      if ran then
-        out[i] = reply_ran(e.last_tick)
-      elseif is_held(e, now_ms) then
-        if queue == '1' then
-          -- One queued run after the holder, carrying the latest tick of
-          -- the requests folded into it; that tick counts as run, so a
-          -- late replica's request for it is not queued once more.
-          if e.fu ~= '1' then e.fu, w = '1', true end
-          if tick > lt then e.last_tick, w = tick_s, true end
-          local f = decode_followup(redis.call('HGET', KEYS[5], field))
-          if tonumber(run_tick) > tonumber(f.tick) then f.tick = run_tick end
-          f.reqs = join_reqs(f.reqs, reqs)
-          redis.call('HSET', KEYS[5], field, encode_followup(f))
-        elseif reqs ~= '' then
-          answer(6, reqs, field, ANSWER_SKIPPED)
-        end
-        out[i] = reply_busy(e)
-      else
-        -- Fences outlive every key: the server clock in microseconds keeps
-        -- them increasing after a sweep or after Redis lost its data.
-        fence = now_s
-        if e.fence ~= '0' and tonumber(e.fence) >= now then fence = num(tonumber(e.fence) + 1) end
-        if tick > lt then e.last_tick = tick_s end
-        e.fence, e.token, e.exp, e.touched = fence, unbar(tok .. tsfx), exp_s, now_ms_s
-        e.reason, e.tick, e.holder = reason, run_tick, holder
-        out[i], w = fence, true
-      end
+      out[i], w, ran = decide(e, field, tok, tsfx, run_tick, reqs)
       if w then w = encode_entity(e) end
     end
     if w then -- staged: written by one HSET at the end, read by a later request for field

@@ -71,6 +71,37 @@ local function free(e, now_ms_s)
   e.token, e.exp, e.touched, e.reason, e.tick, e.holder = '', '0', now_ms_s, '', '0', ''
 end
 
+-- The one grant and the one release of an entity's lease, which
+-- acquire.lua and release.lua call on their slow paths and
+-- TestFastPathsAgree holds grant_fast and release_fast to.
+
+-- ran_before answers whether a tick run for tick (a number, 0 for none)
+-- finds a tick at or after it already started on e.
+local function ran_before(e, tick)
+  return tick > 0 and tonumber(e.last_tick) >= tick
+end
+
+-- grant gives e a new lease: token until exp_s, held by holder for a run of
+-- reason carrying run_tick; a tick run (tick > 0) records its tick. The
+-- fence is max(last fence + 1, the server clock in µs): fences outlive
+-- every key, so they keep increasing after a sweep or after Redis lost its
+-- data. Returns the fence.
+local function grant(e, now, now_s, now_ms_s, tick, tick_s, token, exp_s, reason, run_tick, holder)
+  local fence = now_s
+  if e.fence ~= '0' and tonumber(e.fence) >= now then fence = num(tonumber(e.fence) + 1) end
+  if tick > 0 and tick > tonumber(e.last_tick) then e.last_tick = tick_s end
+  e.fence, e.token, e.exp, e.touched = fence, token, exp_s, now_ms_s
+  e.reason, e.tick, e.holder = reason, run_tick, holder
+  return fence
+end
+
+-- release frees e's lease after its run, whose record is last, and clears
+-- the follow-up flag (the caller has read it).
+local function release(e, now_ms_s, last)
+  free(e, now_ms_s)
+  e.fu, e.last = '0', last
+end
+
 -- The fan-out's hot path (docs/performance.md) reads and rewrites entity values
 -- by the positions of their separators instead: making a string is most of
 -- what a script costs in Redis (each one is hashed, interned and collected),

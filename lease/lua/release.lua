@@ -42,8 +42,7 @@ for i = 1, n do
       out[i] = RELEASED_NOT_HELD
     else
       local fu, run_tick = e.fu, e.tick
-      free(e, now_ms_s)
-      e.fu, e.last = '0', ARGV[b + 2]
+      release(e, now_ms_s, ARGV[b + 2])
       v = encode_entity(e)
       cur[field], writes[nw + 1], writes[nw + 2], nw = v, field, v, nw + 2
       local fu_reqs, fu_tick = '', run_tick
