@@ -289,13 +289,13 @@ func testRequests(t *testing.T, k kit) {
 	s := k.client(Options{Replica: "A"})
 	other := k.client(Options{Replica: "B"})
 	const r1, r2 = "req-1", "req-2"
-	trigger := func(entity string, ids ...string) {
+	trigger := func(t *testing.T, entity string, ids ...string) {
 		t.Helper()
 		if err := s.Enqueue(bg, Due{Task: "t", Entity: entity, Reason: ReasonTrigger, Requests: ids}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	take := func(entity string) Due {
+	take := func(t *testing.T, entity string) Due {
 		t.Helper()
 		ds, err := s.TakeDue(bg, 10, time.Minute)
 		if err != nil || len(ds) != 1 || ds[0].Entity != entity {
@@ -303,16 +303,27 @@ func testRequests(t *testing.T, k kit) {
 		}
 		return ds[0]
 	}
-	run := func(d Due, queue bool) (*Lease, error) {
-		return s.Acquire(bg, Request{Task: "t", Entity: d.Entity, TTL: time.Minute, Reason: d.Reason, Queue: queue, From: &d})
+	run := func(t *testing.T, d Due, queue bool) *Lease {
+		t.Helper()
+		l, err := s.Acquire(bg, Request{Task: "t", Entity: d.Entity, TTL: time.Minute, Reason: d.Reason, Queue: queue, From: &d})
+		if err != nil {
+			t.Fatalf("acquire %s: %v", d.Entity, err)
+		}
+		return l
 	}
-	end := func(l *Lease, o Outcome, next *Next) {
+	busy := func(t *testing.T, d Due, queue bool) {
+		t.Helper()
+		if _, err := s.Acquire(bg, Request{Task: "t", Entity: d.Entity, TTL: time.Minute, Reason: d.Reason, Queue: queue, From: &d}); !errors.Is(err, ErrBusy) {
+			t.Fatalf("acquire %s: %v, want busy", d.Entity, err)
+		}
+	}
+	end := func(t *testing.T, l *Lease, o Outcome, next *Next) {
 		t.Helper()
 		if _, err := l.Release(bg, Finished{Outcome: o}, next); err != nil {
 			t.Fatal(err)
 		}
 	}
-	answered := func(id string) map[string]Outcome {
+	answered := func(t *testing.T, id string) map[string]Outcome {
 		t.Helper()
 		m, err := other.Answers(bg, "t", id)
 		if err != nil {
@@ -321,87 +332,64 @@ func testRequests(t *testing.T, k kit) {
 		return m
 	}
 
-	// a: a plain trigger, its run done.
-	trigger("a", r1)
-	l, err := run(take("a"), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	expect.Equal(t, "the run carries the request", strings.Join(l.Requests, ","), r1)
-	end(l, OutcomeDone, nil)
-
-	// b: busy with on_busy queue: the holder's own run answers nothing;
-	// the follow-up it leaves answers the trigger.
-	hold := mustAcquire(t, other, req("b", time.Minute))
-	trigger("b", r1)
-	if _, err := run(take("b"), true); !errors.Is(err, ErrBusy) {
-		t.Fatalf("acquire b: %v", err)
-	}
-	end(hold, OutcomeDone, nil)
-	if _, ok := answered(r1)["b"]; ok {
-		t.Fatal("the holder's run answered the trigger it was busy for")
-	}
-	fu := take("b")
-	expect.Equal(t, "follow-up reason", fu.Reason, ReasonQueued)
-	l, err = run(fu, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	end(l, OutcomeFailed, nil)
-
-	// c: busy with on_busy skip.
-	hold = mustAcquire(t, other, req("c", time.Minute))
-	trigger("c", r1)
-	if _, err := run(take("c"), false); !errors.Is(err, ErrBusy) {
-		t.Fatalf("acquire c: %v", err)
-	}
-	end(hold, OutcomeDone, nil)
-
-	// d: the trigger joins a pending reschedule; that run answers it.
-	if err := s.Enqueue(bg, Due{Task: "t", Entity: "d", Reason: ReasonReschedule, Attempt: 1}, 0); err != nil {
-		t.Fatal(err)
-	}
-	trigger("d", r1)
-	d := take("d")
-	expect.Equal(t, "joined entry's reason", d.Reason, ReasonReschedule)
-	if l, err = run(d, true); err != nil {
-		t.Fatal(err)
-	}
-	end(l, OutcomeReschedule, nil)
-
-	// e: handed over (never begun): the next run answers.
-	trigger("e", r1)
-	if l, err = run(take("e"), false); err != nil {
-		t.Fatal(err)
-	}
-	end(l, OutcomeCanceled, &Next{Reason: ReasonRetry, HandOver: true})
-	if _, ok := answered(r1)["e"]; ok {
-		t.Fatal("a hand-over answered the trigger")
-	}
-	if l, err = run(take("e"), false); err != nil {
-		t.Fatal(err)
-	}
-	end(l, OutcomeTimeout, nil)
-
-	// f: dropped (no replica runs the task); g: another request.
-	trigger("f", r1)
-	if err := s.Ack(bg, take("f")); err != nil {
-		t.Fatal(err)
-	}
-	trigger("g", r2)
-	if l, err = run(take("g"), false); err != nil {
-		t.Fatal(err)
-	}
-	end(l, OutcomeDone, nil)
+	t.Run("a plain trigger, its run done", func(t *testing.T) {
+		trigger(t, "a", r1)
+		l := run(t, take(t, "a"), false)
+		expect.Equal(t, "the run carries the request", strings.Join(l.Requests, ","), r1)
+		end(t, l, OutcomeDone, nil)
+	})
+	t.Run("busy with on_busy queue: the follow-up answers, not the holder", func(t *testing.T) {
+		hold := mustAcquire(t, other, req("b", time.Minute))
+		trigger(t, "b", r1)
+		busy(t, take(t, "b"), true)
+		end(t, hold, OutcomeDone, nil)
+		if _, ok := answered(t, r1)["b"]; ok {
+			t.Fatal("the holder's run answered the trigger it was busy for")
+		}
+		fu := take(t, "b")
+		expect.Equal(t, "follow-up reason", fu.Reason, ReasonQueued)
+		end(t, run(t, fu, true), OutcomeFailed, nil)
+	})
+	t.Run("busy with on_busy skip", func(t *testing.T) {
+		hold := mustAcquire(t, other, req("c", time.Minute))
+		trigger(t, "c", r1)
+		busy(t, take(t, "c"), false)
+		end(t, hold, OutcomeDone, nil)
+	})
+	t.Run("joining a pending reschedule: that run answers", func(t *testing.T) {
+		if err := s.Enqueue(bg, Due{Task: "t", Entity: "d", Reason: ReasonReschedule, Attempt: 1}, 0); err != nil {
+			t.Fatal(err)
+		}
+		trigger(t, "d", r1)
+		d := take(t, "d")
+		expect.Equal(t, "joined entry's reason", d.Reason, ReasonReschedule)
+		end(t, run(t, d, true), OutcomeReschedule, nil)
+	})
+	t.Run("handed over (never begun): the next run answers", func(t *testing.T) {
+		trigger(t, "e", r1)
+		end(t, run(t, take(t, "e"), false), OutcomeCanceled, &Next{Reason: ReasonRetry, HandOver: true})
+		if _, ok := answered(t, r1)["e"]; ok {
+			t.Fatal("a hand-over answered the trigger")
+		}
+		end(t, run(t, take(t, "e"), false), OutcomeTimeout, nil)
+	})
+	t.Run("dropped (no replica runs the task), and another request", func(t *testing.T) {
+		trigger(t, "f", r1)
+		if err := s.Ack(bg, take(t, "f")); err != nil {
+			t.Fatal(err)
+		}
+		trigger(t, "g", r2)
+		end(t, run(t, take(t, "g"), false), OutcomeDone, nil)
+	})
 
 	want := map[string]Outcome{"a": OutcomeDone, "b": OutcomeFailed, "c": AnswerSkipped, "d": OutcomeReschedule,
 		"e": OutcomeTimeout, "f": AnswerDropped}
-	expect.Equal(t, "answers to the first request", fmt.Sprint(answered(r1)), fmt.Sprint(want))
-	expect.Equal(t, "answers to the second request", fmt.Sprint(answered(r2)), fmt.Sprint(map[string]Outcome{"g": OutcomeDone}))
+	expect.Equal(t, "answers to the first request", fmt.Sprint(answered(t, r1)), fmt.Sprint(want))
+	expect.Equal(t, "answers to the second request", fmt.Sprint(answered(t, r2)), fmt.Sprint(map[string]Outcome{"g": OutcomeDone}))
 	if err := other.Forget(bg, "t", r1); err != nil {
 		t.Fatal(err)
 	}
-	expect.Equal(t, "answers after Forget", len(answered(r1)), 0)
+	expect.Equal(t, "answers after Forget", len(answered(t, r1)), 0)
 	if err := s.Enqueue(bg, Due{Task: "t", Entity: "x", Requests: []string{"a,b"}}, 0); err == nil {
 		t.Fatal("a request id with a comma was accepted")
 	}
