@@ -73,7 +73,7 @@ func TestAcksRefuseAGrantTheReplicaLacks(t *testing.T) {
 	}
 
 	pair.Link.Resume()
-	redistest.WaitFor(t, 10*time.Second, "grants acknowledged again", func() bool {
+	expect.WaitFor(t, 10*time.Second, "grants acknowledged again", func() bool {
 		l, err := s.Acquire(bg, Request{Task: "sync", Entity: "e3", TTL: ttl, Reason: ReasonTrigger})
 		if err == nil {
 			mustRelease(t, l)
@@ -118,7 +118,7 @@ func TestAcksAutoFollowsTheReplicas(t *testing.T) {
 	mustRelease(t, mustAcquire(t, auto, req("warm", ttl)))
 	mustRelease(t, mustAcquire(t, one, req("warm", ttl)))
 	pair.Replica.Stop()
-	redistest.WaitFor(t, 10*time.Second, "the primary to report the replica gone", func() bool {
+	expect.WaitFor(t, 10*time.Second, "the primary to report the replica gone", func() bool {
 		return redistest.OnlineReplicas(pair.Primary.Addr) == 0
 	})
 	l, err := auto.Acquire(bg, req("a", ttl))

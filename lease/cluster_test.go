@@ -272,7 +272,7 @@ func TestLossWatchOnClusterQuarantinesOnlyTheShard(t *testing.T) {
 	}
 	k := s.b.(*redisBackend).k
 	lostEpoch := k.epoch(bucketOf("task-0"))
-	redistest.WaitFor(t, 5*LossWatch, "the lost shard's epochs back", func() bool { return c.Exists(bg, lostEpoch).Val() == 1 })
+	expect.WaitFor(t, 5*LossWatch, "the lost shard's epochs back", func() bool { return c.Exists(bg, lostEpoch).Val() == 1 })
 	if _, err := s.Acquire(bg, Request{Task: "task-0", Entity: "e", TTL: time.Minute, Reason: ReasonTrigger}); !errors.Is(err, ErrQuarantine) {
 		t.Fatalf("a task of the shard that lost its data: %v, want the quarantine", err)
 	}

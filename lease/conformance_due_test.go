@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/expect"
-	"github.com/tickd/tickd/internal/redistest"
 )
 
 func dues(t *testing.T, s *Store) []Due {
@@ -236,7 +235,7 @@ func testVisibility(t *testing.T, k kit) {
 	}
 	// A dies: the entry comes back to B after the visibility timeout.
 	var second []Due
-	redistest.WaitFor(t, 5*time.Second, "entry back after visibility", func() bool {
+	expect.WaitFor(t, 5*time.Second, "entry back after visibility", func() bool {
 		second, _ = b.TakeDue(bg, 10, time.Minute)
 		return len(second) == 1
 	})

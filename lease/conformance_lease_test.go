@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/expect"
-	"github.com/tickd/tickd/internal/redistest"
 )
 
 func testExclusion(t *testing.T, k kit) {
@@ -82,7 +81,7 @@ func takeOver(t *testing.T, s *Store, entity string) (old, cur *Lease) {
 	t.Helper()
 	old = mustAcquire(t, s, req(entity, 300*time.Millisecond))
 	old.stopRenewing()
-	redistest.WaitFor(t, 5*time.Second, "lease expiry", func() bool {
+	expect.WaitFor(t, 5*time.Second, "lease expiry", func() bool {
 		l, err := s.Acquire(bg, req(entity, time.Minute))
 		cur = l
 		return err == nil
@@ -194,7 +193,7 @@ func testExpiry(t *testing.T, k kit) {
 	if now := time.Now(); now.After(l.Acquired.Add(ttl)) {
 		t.Fatalf("context cancelled %v after the lease could have expired", now.Sub(l.Acquired.Add(ttl)))
 	}
-	redistest.WaitFor(t, 5*time.Second, "expired lease to be granted again", func() bool {
+	expect.WaitFor(t, 5*time.Second, "expired lease to be granted again", func() bool {
 		l2, err := s.Acquire(bg, req("e", ttl))
 		if err == nil {
 			mustRelease(t, l2)
@@ -255,7 +254,7 @@ func testBatchTrust(t *testing.T, k kit) {
 	if now := time.Now(); now.After(stale.Acquired.Add(ttl)) {
 		t.Fatalf("context cancelled %v after the lease could have expired", now.Sub(stale.Acquired.Add(ttl)))
 	}
-	redistest.WaitFor(t, 10*time.Second, "renewals", func() bool {
+	expect.WaitFor(t, 10*time.Second, "renewals", func() bool {
 		return renewed.TrustedUntil().After(renewed.Acquired.Add(3 * ttl))
 	})
 	if err := context.Cause(renewed.Context()); err != nil {
@@ -295,7 +294,7 @@ func testGrantedWhileClosing(t *testing.T, k kit) {
 	s := k.client(Options{Clock: clock})
 	clock.s = s
 	// The keeper reads the clock too: arm it once the keeper sleeps.
-	redistest.WaitFor(t, 5*time.Second, "keeper asleep", func() bool {
+	expect.WaitFor(t, 5*time.Second, "keeper asleep", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return !s.wakeAt.IsZero()
@@ -320,7 +319,7 @@ func testRenewal(t *testing.T, k kit) {
 	l := mustAcquire(t, s, req("e", ttl))
 	first := l.TrustedUntil()
 	// Several renewals: the trust window moves past three TTLs from the start.
-	redistest.WaitFor(t, 15*time.Second, "renewals", func() bool {
+	expect.WaitFor(t, 15*time.Second, "renewals", func() bool {
 		if err := context.Cause(l.Context()); err != nil {
 			t.Fatalf("lease lost before three TTLs of renewals: %v", err)
 		}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/expect"
-	"github.com/tickd/tickd/internal/redistest"
 )
 
 // What the store keeps about an entity is forgotten StateTTL after it was
@@ -21,7 +20,7 @@ func testRetention(t *testing.T, k kit) {
 	if st, err := s.Entity(bg, "t", "old"); err != nil || st.Last == nil {
 		t.Fatalf("fresh record missing: %+v %v", st, err)
 	}
-	redistest.WaitFor(t, 10*time.Second, "the old record to be swept", func() bool {
+	expect.WaitFor(t, 10*time.Second, "the old record to be swept", func() bool {
 		st, err := s.Entity(bg, "t", "old")
 		return err == nil && st.Last == nil
 	})
@@ -53,7 +52,7 @@ func testFences(t *testing.T, k kit) {
 	l := mustAcquire(t, s, req("e", 200*time.Millisecond))
 	check(l)
 	l.stopRenewing()
-	redistest.WaitFor(t, 5*time.Second, "expiry", func() bool {
+	expect.WaitFor(t, 5*time.Second, "expiry", func() bool {
 		l2, err := s.Acquire(bg, req("e", time.Minute))
 		if err == nil {
 			check(l2)
@@ -63,7 +62,7 @@ func testFences(t *testing.T, k kit) {
 	})
 	// After the state expired (StateTTL 200ms) and was swept: the entity's
 	// last run is forgotten, and a fresh grant still gets a higher fence.
-	redistest.WaitFor(t, 5*time.Second, "state swept", func() bool {
+	expect.WaitFor(t, 5*time.Second, "state swept", func() bool {
 		if err := s.Sweep(bg); err != nil {
 			t.Fatal(err)
 		}

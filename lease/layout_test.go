@@ -53,14 +53,14 @@ func TestOldLayoutRefused(t *testing.T) {
 	expect.Equal(t, "layout recorded", c.Get(bg, "f:layout").Val(), LayoutVersion)
 
 	c.ZAdd(bg, "f:due", redis.Z{Score: 1, Member: "t:e"}) // an older tickd started since
-	redistest.WaitFor(t, 2*time.Second, "the store refuses again", func() bool {
+	expect.WaitFor(t, 2*time.Second, "the store refuses again", func() bool {
 		_, err := s.Acquire(bg, req("e2", time.Minute))
 		return errors.Is(err, ErrLayout)
 	})
 
 	c.Del(bg, "f:due")
 	c.Set(bg, "f:layout", "3", 0) // a newer tickd's
-	redistest.WaitFor(t, 2*time.Second, "a newer layout refused", func() bool {
+	expect.WaitFor(t, 2*time.Second, "a newer layout refused", func() bool {
 		_, err := s.Acquire(bg, req("e3", time.Minute))
 		return errors.As(err, &le) && le.Other == "3"
 	})
@@ -79,7 +79,7 @@ func TestNewTaskIsNotQuarantined(t *testing.T) {
 	if _, err := s.Acquire(bg, Request{Task: old, Entity: "e", TTL: maxTTL, Reason: ReasonTrigger}); !errors.Is(err, ErrQuarantine) {
 		t.Fatalf("first acquire on a new Redis: %v, want the quarantine", err)
 	}
-	redistest.WaitFor(t, 3*maxTTL, "the quarantine over", func() bool {
+	expect.WaitFor(t, 3*maxTTL, "the quarantine over", func() bool {
 		l, err := s.Acquire(bg, Request{Task: old, Entity: "e", TTL: maxTTL, Reason: ReasonTrigger})
 		if err == nil {
 			mustRelease(t, l)
@@ -195,7 +195,7 @@ func TestLossQuarantinesEveryBucketAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := s.b.(*redisBackend).k
-	redistest.WaitFor(t, 5*LossWatch, "every bucket's epoch back after the loss", func() bool {
+	expect.WaitFor(t, 5*LossWatch, "every bucket's epoch back after the loss", func() bool {
 		for bk := range buckets {
 			if c.Exists(bg, k.epoch(bk)).Val() == 0 {
 				return false
@@ -206,7 +206,7 @@ func TestLossQuarantinesEveryBucketAtOnce(t *testing.T) {
 	if left := s.Quarantine(); left <= 0 || left > maxTTL {
 		t.Fatalf("Quarantine() = %v after the loss was found, want (0, %v]", left, maxTTL)
 	}
-	redistest.WaitFor(t, 3*maxTTL, "the quarantine over", func() bool { return s.Quarantine() == 0 })
+	expect.WaitFor(t, 3*maxTTL, "the quarantine over", func() bool { return s.Quarantine() == 0 })
 	// The late task's bucket was quarantined from the loss too: its first
 	// grant after it is not a quarantine of its own.
 	l, err := s.Acquire(bg, Request{Task: late, Entity: "e", TTL: maxTTL, Reason: ReasonTrigger})

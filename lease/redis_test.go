@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/faultproxy"
 	"github.com/tickd/tickd/internal/redistest"
 )
@@ -79,7 +80,7 @@ func TestRedisStoppedHoldersStopInTime(t *testing.T) {
 		ls = append(ls, mustAcquire(t, s, req(fmt.Sprint(i), ttl)))
 	}
 	// Let a few renewals happen first.
-	redistest.WaitFor(t, 5*time.Second, "renewals", func() bool { return ls[19].TrustedUntil().After(ls[19].Acquired.Add(ttl)) })
+	expect.WaitFor(t, 5*time.Second, "renewals", func() bool { return ls[19].TrustedUntil().After(ls[19].Acquired.Add(ttl)) })
 	wait := cancelTimes(ls)
 	srv.Stop()
 	at := wait(t, 5*time.Second)
@@ -98,7 +99,7 @@ func TestRedisStoppedHoldersStopInTime(t *testing.T) {
 	}
 	start := time.Now()
 	var l *Lease
-	redistest.WaitFor(t, 10*time.Second, "quarantine end", func() bool {
+	expect.WaitFor(t, 10*time.Second, "quarantine end", func() bool {
 		l, err = s.Acquire(bg, req("0", ttl))
 		return err == nil
 	})
@@ -131,7 +132,7 @@ func TestRedisRestartedEmptyNoSecondHolder(t *testing.T) {
 	wait := cancelTimes([]*Lease{held})
 	srv.Restart()
 	var got *Lease
-	redistest.WaitFor(t, 10*time.Second, "a grant after the quarantine", func() bool {
+	expect.WaitFor(t, 10*time.Second, "a grant after the quarantine", func() bool {
 		l, err := b.Acquire(bg, req("e", ttl))
 		if err != nil && !errors.Is(err, ErrQuarantine) && !strings.Contains(err.Error(), "connect") {
 			t.Logf("acquire: %v", err)
@@ -182,7 +183,7 @@ func TestRedisStalledConnection(t *testing.T) {
 	checkStoppedInTime(t, ls, at, ErrUntrusted)
 	for i, l := range ls {
 		var got *Lease
-		redistest.WaitFor(t, 5*time.Second, "takeover", func() bool {
+		expect.WaitFor(t, 5*time.Second, "takeover", func() bool {
 			var err error
 			got, err = b.Acquire(bg, req(l.Entity, ttl))
 			return err == nil
@@ -194,7 +195,7 @@ func TestRedisStalledConnection(t *testing.T) {
 	}
 	proxy.Resume()
 	// Once traffic flows again, A works again.
-	redistest.WaitFor(t, 5*time.Second, "A recovers", func() bool {
+	expect.WaitFor(t, 5*time.Second, "A recovers", func() bool {
 		l, err := a.Acquire(bg, req("again", ttl))
 		if err == nil {
 			mustRelease(t, l)
@@ -262,7 +263,7 @@ func TestRedisOneSweepPerInterval(t *testing.T) {
 		}
 		return n
 	}
-	redistest.WaitFor(t, 10*time.Second, "ten sweeps", func() bool { return total() >= 10 })
+	expect.WaitFor(t, 10*time.Second, "ten sweeps", func() bool { return total() >= 10 })
 	n, elapsed := total(), time.Since(start)
 	// Claims are at least one interval apart (the key's PX): at most one per
 	// interval elapsed, plus the first. Three keepers each sweeping would
@@ -317,7 +318,7 @@ func TestFailedReleaseLetsTheLeaseExpire(t *testing.T) {
 	}
 	proxy.Cut()
 	proxy.Resume() // A's keeper could renew again, if it still held the lease
-	redistest.WaitFor(t, 3*ttl, "another holder after the TTL", func() bool {
+	expect.WaitFor(t, 3*ttl, "another holder after the TTL", func() bool {
 		got, err := b.Acquire(bg, req("x", ttl))
 		if err == nil {
 			mustRelease(t, got)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/expect"
-	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
 )
@@ -30,13 +29,13 @@ on_busy = "queue"
 handler = "rec"
 lease_ttl = "3s"
 `)
-		redistest.WaitFor(t, 10*time.Second, "first run", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
+		expect.WaitFor(t, 10*time.Second, "first run", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
 		// Data changed: ask for a run while the first one is going (three times).
 		for range 3 {
 			if err := st.Enqueue(context.Background(), lease.Due{Task: "q", Entity: "q", Reason: lease.ReasonTrigger}, 0); err != nil {
 				t.Fatal(err)
 			}
-			redistest.WaitFor(t, 5*time.Second, "trigger taken", func() bool {
+			expect.WaitFor(t, 5*time.Second, "trigger taken", func() bool {
 				n := 0
 				st.DueEntries(context.Background(), "", func(lease.Due) error { n++; return nil }) //nolint:errcheck
 				return n == 0
@@ -46,7 +45,7 @@ lease_ttl = "3s"
 			t.Fatalf("%d runs while the first holds the lease", n)
 		}
 		close(release)
-		redistest.WaitFor(t, 10*time.Second, "follow-up", func() bool { return e.rec.count(func(runRec) bool { return true }) == 2 })
+		expect.WaitFor(t, 10*time.Second, "follow-up", func() bool { return e.rec.count(func(runRec) bool { return true }) == 2 })
 		runs := e.rec.snapshot()
 		if runs[1].Reason != "queued" || runs[1].start.Before(runs[0].end) {
 			t.Fatalf("follow-up %+v started %v, first ended %v", runs[1].Run, runs[1].start, runs[0].end)
@@ -79,12 +78,12 @@ func TestDueRunDuringARolloutWaits(t *testing.T) {
 	_, st := e.start(oldCfg) // r1: takes due runs every 20ms, does not know "new"
 	// r2 has "new" but takes no due run for now: it only announces its tasks.
 	e.run(newCfg, Options{Store: e.store("r2"), DuePoll: time.Hour, PausePoll: 50 * time.Millisecond})
-	redistest.WaitFor(t, 5*time.Second, "r2's tasks announced", func() bool { ok, _ := st.Known(context.Background(), "new"); return ok })
+	expect.WaitFor(t, 5*time.Second, "r2's tasks announced", func() bool { ok, _ := st.Known(context.Background(), "new"); return ok })
 	if err := st.Enqueue(context.Background(), lease.Due{Task: "new", Entity: "x", Reason: lease.ReasonTrigger}, 0); err != nil {
 		t.Fatal(err)
 	}
 	deferredByR1 := func(ev Event) bool { return ev.Kind == EventDueDeferred && ev.Replica == "r1" && ev.Task == "new" }
-	redistest.WaitFor(t, 10*time.Second, "r1 to leave the run twice", func() bool { return e.ev.count(deferredByR1) >= 2 })
+	expect.WaitFor(t, 10*time.Second, "r1 to leave the run twice", func() bool { return e.ev.count(deferredByR1) >= 2 })
 	expect.Equal(t, "runs dropped", e.ev.count(kind(EventDueDropped)), 0)
 	state, err := st.Entity(context.Background(), "new", "x")
 	if err != nil {
@@ -94,7 +93,7 @@ func TestDueRunDuringARolloutWaits(t *testing.T) {
 
 	// A replica that has the task carries it out.
 	e.start(newCfg)
-	redistest.WaitFor(t, 10*time.Second, "the trigger's run", func() bool {
+	expect.WaitFor(t, 10*time.Second, "the trigger's run", func() bool {
 		return e.rec.count(func(r runRec) bool { return r.Task == "new" && r.Entity == "x" }) == 1
 	})
 
@@ -132,13 +131,13 @@ handler = "rec"
 lease_ttl = "3s"
 entities = ["a", "b", "c"]
 `)
-		redistest.WaitFor(t, 15*time.Second, "a backlog of tick runs", func() bool {
+		expect.WaitFor(t, 15*time.Second, "a backlog of tick runs", func() bool {
 			return e.rec.count(func(r runRec) bool { return r.Reason == "tick" }) >= 3
 		})
 		if err := st.Enqueue(context.Background(), lease.Due{Task: "slow", Entity: "a", Reason: lease.ReasonTrigger}, 0); err != nil {
 			t.Fatal(err)
 		}
-		redistest.WaitFor(t, 3*dueSlotWait/2, "the trigger's run", func() bool {
+		expect.WaitFor(t, 3*dueSlotWait/2, "the trigger's run", func() bool {
 			return e.rec.count(func(r runRec) bool { return r.Reason == "trigger" }) == 1
 		})
 	})
@@ -154,7 +153,7 @@ func TestDuplicateReplicaIDIsWarned(t *testing.T) {
 		st := e.redisStore("tickd", lease.Options{Replica: "same"})
 		e.run(cfg, Options{Store: st, PausePoll: 50 * time.Millisecond})
 	}
-	redistest.WaitFor(t, 10*time.Second, "the duplicate warned", func() bool {
+	expect.WaitFor(t, 10*time.Second, "the duplicate warned", func() bool {
 		return e.logs.countPrefix("another tickd process uses this replica_id") >= 1
 	})
 }

@@ -143,14 +143,14 @@ entities = ` + entities(n)
 		}
 		return out
 	}
-	redistest.WaitFor(t, 30*time.Second, "a first tick", func() bool { return len(done(time.Time{})) > 0 })
+	expect.WaitFor(t, 30*time.Second, "a first tick", func() bool { return len(done(time.Time{})) > 0 })
 	// From the next tick on: three ticks, their SADDs (one per chunk taken
 	// or lost) counted.
 	if err := c.ConfigResetStat(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	redistest.WaitFor(t, 60*time.Second, "three ticks fanned out by every replica", func() bool { return len(done(start)) >= 3 })
+	expect.WaitFor(t, 60*time.Second, "three ticks fanned out by every replica", func() bool { return len(done(start)) >= 3 })
 	for _, s := range scheds {
 		s.Shutdown(5 * time.Second)
 	}
@@ -199,7 +199,7 @@ concurrency = 7
 lease_ttl = "3s"
 entities = ` + entities(40))
 		// Wait for two complete ticks.
-		redistest.WaitFor(t, 10*time.Second, "two full ticks", func() bool {
+		expect.WaitFor(t, 10*time.Second, "two full ticks", func() bool {
 			ticks := map[time.Time]int{}
 			for _, r := range e.rec.snapshot() {
 				ticks[r.Tick]++
@@ -229,7 +229,7 @@ entities = ` + entities(40))
 		}
 		// A fan-out reports its tick once its last batch is answered, which
 		// may be just after that batch's runs were recorded.
-		redistest.WaitFor(t, 5*time.Second, "a tick event and a per-tick summary line for each full tick", func() bool {
+		expect.WaitFor(t, 5*time.Second, "a tick event and a per-tick summary line for each full tick", func() bool {
 			return e.ev.count(func(ev Event) bool { return ev.Kind == EventTick && ev.Counts.Entities == 40 }) >= 2 &&
 				e.logs.count("tick", map[string]string{KeyTask: "fan", "entities": "40"}) >= 2
 		})
@@ -259,14 +259,14 @@ entities = ["slow", "fast"]
 	e.start(cfg)
 	e.start(cfg)
 	// While "slow" holds its lease, "fast" keeps running every tick.
-	redistest.WaitFor(t, 10*time.Second, "three ticks of fast", func() bool {
+	expect.WaitFor(t, 10*time.Second, "three ticks of fast", func() bool {
 		return e.rec.count(func(r runRec) bool { return r.Entity == "fast" }) >= 3
 	})
 	if n := e.rec.count(func(r runRec) bool { return r.Entity == "slow" }); n != 1 {
 		t.Fatalf("slow started %d times while busy", n)
 	}
 	close(release)
-	redistest.WaitFor(t, 10*time.Second, "slow runs again once free", func() bool {
+	expect.WaitFor(t, 10*time.Second, "slow runs again once free", func() bool {
 		return e.rec.count(func(r runRec) bool { return r.Entity == "slow" }) >= 2
 	})
 	if e.rec.overlaps != 0 {
@@ -296,7 +296,7 @@ lease_ttl = "3s"
 entities = ` + entities(60)
 	e.start(cfg)
 	e.start(cfg)
-	redistest.WaitFor(t, 15*time.Second, "three full ticks", func() bool {
+	expect.WaitFor(t, 15*time.Second, "three full ticks", func() bool {
 		ticks := map[time.Time]int{}
 		for _, r := range e.rec.snapshot() {
 			ticks[r.Tick]++
@@ -340,7 +340,7 @@ spread = "1500ms"
 handler = "rec"
 entities = ["a", "b", "c", "d", "e", "f"]
 `)
-	redistest.WaitFor(t, 10*time.Second, "one full tick", func() bool { return e.rec.count(func(runRec) bool { return true }) >= 6 })
+	expect.WaitFor(t, 10*time.Second, "one full tick", func() bool { return e.rec.count(func(runRec) bool { return true }) >= 6 })
 	runs := e.rec.snapshot()[:6]
 	var offs []time.Duration
 	for _, r := range runs {
@@ -376,7 +376,7 @@ catch_up = "1h"
 handler = "rec"
 entities_file = %q
 `, file))
-	redistest.WaitFor(t, 10*time.Second, "all entities", func() bool { return e.rec.count(func(runRec) bool { return true }) == 8 })
+	expect.WaitFor(t, 10*time.Second, "all entities", func() bool { return e.rec.count(func(runRec) bool { return true }) == 8 })
 	got := map[string]bool{}
 	for _, r := range e.rec.snapshot() {
 		got[r.Task+"/"+r.Entity] = true
@@ -426,7 +426,7 @@ concurrency = 1
 handler = "rec"
 entities = ["a", "b", "c", "d"]
 `)
-	redistest.WaitFor(t, 10*time.Second, "the first run", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
+	expect.WaitFor(t, 10*time.Second, "the first run", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
 	s.Shutdown(100 * time.Millisecond)
 	ticks := e.ev.events(kind(EventTick))
 	if len(ticks) != 1 || !ticks[0].Counts.Stopped || ticks[0].Counts.Entities >= 4 {

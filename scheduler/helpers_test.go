@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
@@ -105,7 +106,7 @@ func (ev *events) events(pred func(Event) bool) []Event {
 // waitFor waits until an event matches pred.
 func (ev *events) waitFor(t *testing.T, d time.Duration, what string, pred func(Event) bool) {
 	t.Helper()
-	redistest.WaitFor(t, d, what, func() bool { return ev.count(pred) > 0 })
+	expect.WaitFor(t, d, what, func() bool { return ev.count(pred) > 0 })
 }
 
 func kind(k EventKind) func(Event) bool { return func(e Event) bool { return e.Kind == k } }
@@ -298,7 +299,7 @@ func (e *env) startOneRun(name string, res tasks.Result) (finish chan struct{}, 
 		return res, nil
 	}
 	s, st = e.start(fmt.Sprintf("[[tasks]]\nname = %q\nevery = \"1h\"\ncatch_up = \"1h\"\nhandler = \"rec\"\nlease_ttl = \"30s\"\n", name))
-	redistest.WaitFor(e.t, 10*time.Second, "the run started", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
+	expect.WaitFor(e.t, 10*time.Second, "the run started", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
 	return finish, s, st
 }
 

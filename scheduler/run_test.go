@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/expect"
-	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
 )
@@ -46,7 +45,7 @@ handler = "rec"
 lease_ttl = "3s"
 entities = ["a", "b", "c"]
 `)
-		redistest.WaitFor(t, 10*time.Second, "work drained", func() bool {
+		expect.WaitFor(t, 10*time.Second, "work drained", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return work["a"] == 0 && work["b"] == 0 && e.rec.count(func(r runRec) bool { return r.Entity == "a" && !r.end.IsZero() }) == 5
@@ -152,11 +151,11 @@ catch_up = "1h"
 handler = "rec"
 lease_ttl = "1500ms"
 `)
-	redistest.WaitFor(t, 10*time.Second, "run started", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
+	expect.WaitFor(t, 10*time.Second, "run started", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
 	if _, err := st.Unlock(context.Background(), "lost", "lost", "test"); err != nil {
 		t.Fatal(err)
 	}
-	redistest.WaitFor(t, 5*time.Second, "run stopped", func() bool {
+	expect.WaitFor(t, 5*time.Second, "run stopped", func() bool {
 		return e.rec.count(func(r runRec) bool { return !r.end.IsZero() }) == 1
 	})
 	r := e.rec.snapshot()[0]
@@ -195,7 +194,7 @@ func TestRunNotStartedOnALeaseUntrustedOnArrival(t *testing.T) {
 	// The run is handed over, not dropped: a healthy replica carries out the
 	// tick's run (its tick is recorded as started, so as a retry of it).
 	e.start(lateTask)
-	redistest.WaitFor(t, 20*time.Second, "the handed-over run", func() bool {
+	expect.WaitFor(t, 20*time.Second, "the handed-over run", func() bool {
 		return e.rec.count(func(r runRec) bool { return r.Reason == "retry" && !r.Tick.IsZero() }) >= 1
 	})
 	if n := e.rec.count(func(r runRec) bool { return r.Reason == "tick" }); n != 0 {

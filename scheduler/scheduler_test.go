@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/expect"
-	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
 )
@@ -53,7 +52,7 @@ lease_ttl = "3s"
 entities = ["x", "y"]
 `
 	s, st := e.start(cfg)
-	redistest.WaitFor(t, 10*time.Second, "runs started", func() bool { return e.rec.count(func(runRec) bool { return true }) == 2 })
+	expect.WaitFor(t, 10*time.Second, "runs started", func() bool { return e.rec.count(func(runRec) bool { return true }) == 2 })
 	s.Shutdown(200 * time.Millisecond)
 	var held []lease.Held
 	st.Leases(context.Background(), "", func(h lease.Held) error { held = append(held, h); return nil }) //nolint:errcheck
@@ -68,7 +67,7 @@ entities = ["x", "y"]
 	// Another replica carries them out.
 	e.rec.body = nil
 	e.start(strings.Replace(cfg, `catch_up = "1h"`, "", 1))
-	redistest.WaitFor(t, 10*time.Second, "handed-over runs", func() bool {
+	expect.WaitFor(t, 10*time.Second, "handed-over runs", func() bool {
 		return e.rec.count(func(r runRec) bool { return r.Reason == "retry" && !r.end.IsZero() }) == 2
 	})
 	if n := e.ev.count(ended(lease.OutcomeCanceled)); n != 2 {
@@ -84,7 +83,7 @@ name = "old"
 every = "1s"
 handler = "rec"
 `)
-	redistest.WaitFor(t, 10*time.Second, "old runs", func() bool { return e.rec.count(func(r runRec) bool { return r.Task == "old" }) >= 1 })
+	expect.WaitFor(t, 10*time.Second, "old runs", func() bool { return e.rec.count(func(r runRec) bool { return r.Task == "old" }) >= 1 })
 	if err := s.Reload(e.config(`
 [[tasks]]
 name = "new"
@@ -94,7 +93,7 @@ handler = "rec"
 		t.Fatal(err)
 	}
 	reloaded := time.Now()
-	redistest.WaitFor(t, 10*time.Second, "new runs", func() bool { return e.rec.count(func(r runRec) bool { return r.Task == "new" }) >= 2 })
+	expect.WaitFor(t, 10*time.Second, "new runs", func() bool { return e.rec.count(func(r runRec) bool { return r.Task == "new" }) >= 2 })
 	if n := e.rec.count(func(r runRec) bool { return r.Task == "old" && r.start.After(reloaded.Add(100*time.Millisecond)) }); n != 0 {
 		t.Fatalf("removed task ran %d times after the reload", n)
 	}
@@ -117,11 +116,11 @@ handler = "rec"
 lease_ttl = "1500ms"
 entities = ["a", "b"]
 `)
-	redistest.WaitFor(t, 10*time.Second, "runs", func() bool { return e.rec.count(func(runRec) bool { return true }) >= 2 })
+	expect.WaitFor(t, 10*time.Second, "runs", func() bool { return e.rec.count(func(runRec) bool { return true }) >= 2 })
 	e.srv.Stop()
 	stopped := time.Now()
 	// Two ticks pass while Redis is down: no run may start.
-	redistest.WaitFor(t, 10*time.Second, "two ticks without Redis", func() bool {
+	expect.WaitFor(t, 10*time.Second, "two ticks without Redis", func() bool {
 		ticks := map[time.Time]bool{}
 		e.ev.count(func(ev Event) bool {
 			if ev.Kind == EventStoreError && ev.Tick.After(stopped) {
@@ -140,7 +139,7 @@ entities = ["a", "b"]
 	}
 	e.srv.Restart() // empty: quarantine of MaxTTL (2s), then runs resume
 	back := time.Now()
-	redistest.WaitFor(t, 15*time.Second, "runs resume", func() bool {
+	expect.WaitFor(t, 15*time.Second, "runs resume", func() bool {
 		return e.rec.count(func(r runRec) bool { return r.start.After(back) }) >= 2
 	})
 }
@@ -165,7 +164,7 @@ handler = "rec"
 concurrency = %d
 `
 	s, _ := e.start(fmt.Sprintf(cfg, 1))
-	redistest.WaitFor(t, 10*time.Second, "run started", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
+	expect.WaitFor(t, 10*time.Second, "run started", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
 	// Change the running task, then remove it: the run goes on untouched.
 	if err := s.Reload(e.config(fmt.Sprintf(cfg, 3))); err != nil {
 		t.Fatal(err)
@@ -199,7 +198,7 @@ handler = "rec"
 lease_ttl = "2s"
 entities = ["a", "b", "c"]
 `, Options{Store: st})
-	redistest.WaitFor(t, 15*time.Second, "runs once the quarantine is over", func() bool { return e.rec.count(func(runRec) bool { return true }) >= 3 })
+	expect.WaitFor(t, 15*time.Second, "runs once the quarantine is over", func() bool { return e.rec.count(func(runRec) bool { return true }) >= 3 })
 	said := e.logs.countPrefix("no tickd state in this Redis: a first start, or a data loss; nothing is granted for ")
 	expect.Equal(t, "times the quarantine is logged", said, 1)
 	expect.Equal(t, "store errors", e.ev.count(kind(EventStoreError)), 0)

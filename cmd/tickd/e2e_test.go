@@ -187,7 +187,7 @@ func TestSIGTERMReleasesAndHandsOver(t *testing.T) {
 	logPath := filepath.Join(dir, "runs.log")
 	env := []string{"TESTWORKER_LOG=" + logPath, "TESTWORKER_MAX_SLEEP=1h"}
 	a := tickdtest.Start(t, "A", env, "-config", cfg)
-	redistest.WaitFor(t, 30*time.Second, "both runs", func() bool { return len(tickdtest.ReadRuns(t, logPath)) >= 2 })
+	expect.WaitFor(t, 30*time.Second, "both runs", func() bool { return len(tickdtest.ReadRuns(t, logPath)) >= 2 })
 	a.Signal(syscall.SIGTERM)
 	if code := a.Wait(20 * time.Second); code != 0 {
 		t.Fatalf("exit %d", code)
@@ -209,7 +209,7 @@ func TestSIGTERMReleasesAndHandsOver(t *testing.T) {
 	}
 	// Another replica carries the handed-over runs out.
 	tickdtest.Start(t, "B", []string{"TESTWORKER_LOG=" + logPath}, "-config", cfg)
-	redistest.WaitFor(t, 30*time.Second, "B runs the handed-over runs", func() bool {
+	expect.WaitFor(t, 30*time.Second, "B runs the handed-over runs", func() bool {
 		n := 0
 		for _, r := range tickdtest.ReadRuns(t, logPath) {
 			if r.Start.Reason == "retry" {
@@ -236,7 +236,7 @@ func TestSIGHUPReload(t *testing.T) {
 	tickdtest.WriteFile(t, cfg, task("first"))
 	p := tickdtest.Start(t, "A", nil, "-config", cfg)
 	p.WaitLog(10*time.Second, `"msg":"ran-first"`)
-	redistest.WaitFor(t, 10*time.Second, "tickd_config_last_reload_successful 1", reloadOK("1"))
+	expect.WaitFor(t, 10*time.Second, "tickd_config_last_reload_successful 1", reloadOK("1"))
 	tickdtest.WriteFile(t, cfg, task("second"))
 	p.Signal(syscall.SIGHUP)
 	p.WaitNotify(10*time.Second, "READY=1", 2) // ready again after the reload
@@ -245,10 +245,10 @@ func TestSIGHUPReload(t *testing.T) {
 	tickdtest.WriteFile(t, cfg, "[[tasks]]\nname = \"x\"\nevery = \"nope\"\n")
 	p.Signal(syscall.SIGHUP)
 	// An operator's alert sees it: the reload metric drops to 0.
-	redistest.WaitFor(t, 10*time.Second, "tickd_config_last_reload_successful 0", reloadOK("0"))
+	expect.WaitFor(t, 10*time.Second, "tickd_config_last_reload_successful 0", reloadOK("0"))
 	p.WaitLog(10*time.Second, `"msg":"reload failed: the old config keeps running"`)
 	n := strings.Count(p.Log(), `"msg":"ran-second"`)
-	redistest.WaitFor(t, 10*time.Second, "second keeps running", func() bool { return strings.Count(p.Log(), `"msg":"ran-second"`) > n+1 })
+	expect.WaitFor(t, 10*time.Second, "second keeps running", func() bool { return strings.Count(p.Log(), `"msg":"ran-second"`) > n+1 })
 	log := p.Log()
 	after := log[strings.Index(log, `"msg":"config reloaded"`):]
 	if strings.Contains(after, `"msg":"ran-first"`) && strings.Count(after, `"msg":"ran-first"`) > 1 {
@@ -306,7 +306,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	logPath := filepath.Join(dir, "runs.log")
 	tickdtest.WriteFile(t, cfg, fmt.Sprintf("[daemon]\nshutdown_timeout = \"1m\"\nlog_format = \"json\"\n[[tasks]]\nname = \"long\"\nevery = \"1h\"\ncatch_up = \"1h\"\ncommand = [%q, \"1h\"]\n", worker))
 	p := tickdtest.Start(t, "A", []string{"TESTWORKER_LOG=" + logPath}, "-config", cfg)
-	redistest.WaitFor(t, 10*time.Second, "worker running", func() bool { return len(tickdtest.ReadRuns(t, logPath)) == 1 })
+	expect.WaitFor(t, 10*time.Second, "worker running", func() bool { return len(tickdtest.ReadRuns(t, logPath)) == 1 })
 	p.Signal(syscall.SIGTERM)
 	p.WaitNotify(10*time.Second, "STOPPING=1", 1)
 	start := time.Now()
@@ -322,7 +322,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	}
 	// The run's process died with tickd (Pdeathsig).
 	pid := tickdtest.ReadRuns(t, logPath)[0].Start.Pid
-	redistest.WaitFor(t, 5*time.Second, "worker gone", func() bool { return syscall.Kill(pid, 0) != nil })
+	expect.WaitFor(t, 5*time.Second, "worker gone", func() bool { return syscall.Kill(pid, 0) != nil })
 }
 
 // TestSIGTERMDuringStartUp: a SIGTERM that arrives while tickd is still
@@ -340,7 +340,7 @@ func TestSIGTERMDuringStartUp(t *testing.T) {
 		// A writer can open the FIFO once tickd opens it to read; tickd
 		// then waits for the config in read(2).
 		var f *os.File
-		redistest.WaitFor(t, 10*time.Second, "tickd to open its config", func() bool {
+		expect.WaitFor(t, 10*time.Second, "tickd to open its config", func() bool {
 			var err error
 			f, err = os.OpenFile(cfg, os.O_WRONLY|syscall.O_NONBLOCK, 0)
 			return err == nil
@@ -370,7 +370,7 @@ func TestOnlyJSONLinesWhileRedisIsUnreachable(t *testing.T) {
 	p := tickdtest.Start(t, "A", nil, "-config", cfg)
 	p.WaitLog(20*time.Second, `"msg":"redis client: connection pool: failed to dial`)
 	started := time.Now()
-	redistest.WaitFor(t, 20*time.Second, "two more acquire rounds to fail", func() bool {
+	expect.WaitFor(t, 20*time.Second, "two more acquire rounds to fail", func() bool {
 		return strings.Count(p.Log(), `"msg":"cannot acquire leases; retrying"`) >= 1 && time.Since(started) > 3*time.Second
 	})
 	p.Signal(syscall.SIGTERM)

@@ -110,7 +110,7 @@ every = "1s"
 command = ["true"]
 `)
 	e.daemon("A", "1h")
-	redistest.WaitFor(t, 20*time.Second, "leases and a last run", func() bool {
+	expect.WaitFor(t, 20*time.Second, "leases and a last run", func() bool {
 		return e.status("hold").LeaseCount == 2 && e.status("quick").LastRunCount == 1
 	})
 	h := e.status("hold")
@@ -176,7 +176,7 @@ command = ["WORKER", "6s"]
 	}
 	// Busy entities: "queued" gets a follow-up after the holder; "skipped"
 	// (on_busy = skip) is reported as skipped.
-	redistest.WaitFor(t, 20*time.Second, "catch-up runs holding the leases", func() bool {
+	expect.WaitFor(t, 20*time.Second, "catch-up runs holding the leases", func() bool {
 		return e.status("queued").LeaseCount == 1 && e.status("skipped").LeaseCount == 1
 	})
 	var wg sync.WaitGroup
@@ -260,7 +260,7 @@ entities = ["x", "y"]
 		defer close(waited)
 		wcode, wout, _ = cli("trigger", "-config", e.cfg, "-wait", "-json", "-timeout", "60s", "w")
 	}()
-	redistest.WaitFor(t, 30*time.Second, "the other 59 triggered runs", func() bool {
+	expect.WaitFor(t, 30*time.Second, "the other 59 triggered runs", func() bool {
 		n := 0
 		e.status("w")                                                            // the schema holds while runs go on
 		holder.LastRuns(context.Background(), "w", func(r lease.LastRun) error { //nolint:errcheck // polled
@@ -309,7 +309,7 @@ entities = ["x", "y"]
 	if code, _, errs := cli("pause", "-config", e.cfg, "s"); code != 0 {
 		t.Fatal(errs)
 	}
-	redistest.WaitFor(t, 10*time.Second, "the daemon sees the pause", func() bool {
+	expect.WaitFor(t, 10*time.Second, "the daemon sees the pause", func() bool {
 		_, m := get(t, "http://"+e.metrics+"/metrics")
 		return strings.Contains(m, `tickd_task_paused{task="s"} 1`)
 	})
@@ -331,7 +331,7 @@ command = ["WORKER"]
 `)
 	e.daemon("A", "0s")
 	e.daemon("B", "0s")
-	redistest.WaitFor(t, 20*time.Second, "runs", func() bool { return len(tickdtest.ReadRuns(t, e.runs)) >= 6 })
+	expect.WaitFor(t, 20*time.Second, "runs", func() bool { return len(tickdtest.ReadRuns(t, e.runs)) >= 6 })
 	if code, out, errs := cli("pause", "-config", e.cfg, "-json", "p"); code != 0 || fmt.Sprint(decodeJSON(t, out)) != "map[paused:true task:p]" {
 		t.Fatal(out, errs)
 	}
@@ -343,7 +343,7 @@ command = ["WORKER"]
 	expect.Equal(t, "trigger of a paused task: exit status", code, 0)
 	expect.True(t, "trigger of a paused task warns: "+out, strings.Contains(out, "note: p is paused"))
 	// Within a second every replica stops; then two more ticks pass.
-	redistest.WaitFor(t, 10*time.Second, "3s after pause", func() bool { return time.Since(paused) > 3*time.Second })
+	expect.WaitFor(t, 10*time.Second, "3s after pause", func() bool { return time.Since(paused) > 3*time.Second })
 	for _, r := range tickdtest.ReadRuns(t, e.runs) {
 		if r.Start.At > paused.Add(1100*time.Millisecond).UnixNano() {
 			t.Fatalf("run started %v after pause", time.Duration(r.Start.At-paused.UnixNano()))
@@ -353,7 +353,7 @@ command = ["WORKER"]
 		t.Fatal("resume")
 	}
 	resumed := time.Now().UnixNano()
-	redistest.WaitFor(t, 10*time.Second, "runs after resume", func() bool {
+	expect.WaitFor(t, 10*time.Second, "runs after resume", func() bool {
 		for _, r := range tickdtest.ReadRuns(t, e.runs) {
 			if r.Start.At > resumed {
 				return true
@@ -372,7 +372,7 @@ catch_up = "1h"
 command = ["WORKER"]
 `)
 	e.daemon("A", "1h")
-	redistest.WaitFor(t, 20*time.Second, "run", func() bool { return len(tickdtest.ReadRuns(t, e.runs)) == 1 })
+	expect.WaitFor(t, 20*time.Second, "run", func() bool { return len(tickdtest.ReadRuns(t, e.runs)) == 1 })
 	code, out, errs := cli("unlock", "-config", e.cfg, "-by", "alice", "-json", "stuck", "stuck")
 	got := decodeJSON(t, out)
 	expect.Equal(t, "unlock exit code", code, 0)
@@ -385,7 +385,7 @@ command = ["WORKER"]
 		t.Fatalf("unlock: %d %s %s", code, out, errs)
 	}
 	unlocked := time.Now()
-	redistest.WaitFor(t, 10*time.Second, "holder stopped", func() bool {
+	expect.WaitFor(t, 10*time.Second, "holder stopped", func() bool {
 		r := tickdtest.ReadRuns(t, e.runs)
 		return len(r) == 1 && r[0].End.Signal == "terminated"
 	})
@@ -409,7 +409,7 @@ func TestLockRunsOnceAcrossProcesses(t *testing.T) {
 	started := filepath.Join(dir, "started")
 	a := tickdtest.Start(t, "lockA", nil, "lock", "-config", cfg, "-ttl", "2s", "job", "--",
 		"sh", "-c", "echo A >> "+out+"; touch "+started+"; sleep 3; echo $TICKD_FENCE > "+out+".fence")
-	redistest.WaitFor(t, 20*time.Second, "A holds the lock", func() bool { _, err := os.Stat(started); return err == nil })
+	expect.WaitFor(t, 20*time.Second, "A holds the lock", func() bool { _, err := os.Stat(started); return err == nil })
 	b := tickdtest.Start(t, "lockB", nil, "lock", "-config", cfg, "-busy-exit", "9", "job", "--", "sh", "-c", "echo B >> "+out)
 	if code := b.Wait(10 * time.Second); code != 9 {
 		t.Fatalf("busy lock exit %d, want 9:\n%s", code, b.Log())
@@ -436,7 +436,7 @@ func TestLockRunsOnceAcrossProcesses(t *testing.T) {
 	}
 	// SIGTERM to tickd lock stops the command and releases.
 	d := tickdtest.Start(t, "lockD", nil, "lock", "-config", cfg, "job", "--", "sh", "-c", "touch "+out+".d; sleep 60")
-	redistest.WaitFor(t, 10*time.Second, "D runs", func() bool { _, err := os.Stat(out + ".d"); return err == nil })
+	expect.WaitFor(t, 10*time.Second, "D runs", func() bool { _, err := os.Stat(out + ".d"); return err == nil })
 	d.Signal(syscall.SIGTERM)
 	d.Wait(10 * time.Second)
 	e := tickdtest.Start(t, "lockE", nil, "lock", "-config", cfg, "job", "--", "true")
@@ -448,13 +448,13 @@ func TestLockRunsOnceAcrossProcesses(t *testing.T) {
 	pidFile := filepath.Join(dir, "f.pid")
 	f := tickdtest.Start(t, "lockF", nil, "lock", "-config", cfg, "job", "--", "sh", "-c", "echo $$ > "+pidFile+"; exec sleep 60")
 	var pid int
-	redistest.WaitFor(t, 10*time.Second, "F's command runs", func() bool {
+	expect.WaitFor(t, 10*time.Second, "F's command runs", func() bool {
 		b, _ := os.ReadFile(pidFile)
 		_, err := fmt.Sscan(string(b), &pid)
 		return err == nil && pid > 0
 	})
 	f.Signal(syscall.SIGKILL)
-	redistest.WaitFor(t, 5*time.Second, "F's command to die with it", func() bool { return !alive(pid) })
+	expect.WaitFor(t, 5*time.Second, "F's command to die with it", func() bool { return !alive(pid) })
 }
 
 // alive says whether pid is a running process (a zombie waiting to be reaped
@@ -503,9 +503,9 @@ command = ["WORKER"]
 		}
 		return ""
 	}
-	redistest.WaitFor(t, 20*time.Second, "runs counted", func() bool { v := value(); return v != "" && v != "0" })
+	expect.WaitFor(t, 20*time.Second, "runs counted", func() bool { v := value(); return v != "" && v != "0" })
 	first := value()
-	redistest.WaitFor(t, 10*time.Second, "counter moves", func() bool { return value() != first })
+	expect.WaitFor(t, 10*time.Second, "counter moves", func() bool { return value() != first })
 	_, body := get(t, base+"/metrics")
 	for _, want := range []string{"tickd_run_duration_seconds_bucket", "tickd_tick_lag_seconds_bucket", `tickd_entities_per_tick{task="m"} 2`, "tickd_lease_renewal_rounds_total", "tickd_due_entries",
 		// series that exist before their first event, and the build
@@ -519,11 +519,11 @@ command = ["WORKER"]
 	if strings.Contains(body, `entity="`) {
 		t.Error("a metric is labelled per entity")
 	}
-	redistest.WaitFor(t, 10*time.Second, "ready", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
+	expect.WaitFor(t, 10*time.Second, "ready", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
 	e.srv.Stop()
-	redistest.WaitFor(t, 10*time.Second, "not ready without Redis", func() bool { code, _ := get(t, base+"/readyz"); return code == 503 })
+	expect.WaitFor(t, 10*time.Second, "not ready without Redis", func() bool { code, _ := get(t, base+"/readyz"); return code == 503 })
 	e.srv.Restart()
-	redistest.WaitFor(t, 10*time.Second, "ready again", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
+	expect.WaitFor(t, 10*time.Second, "ready again", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
 }
 
 func TestStatusWithManyEntities(t *testing.T) {

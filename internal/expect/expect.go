@@ -2,7 +2,11 @@
 // failure says which condition broke (not "got this struct").
 package expect
 
-import "testing"
+import (
+	"context"
+	"testing"
+	"time"
+)
 
 // Equal reports, without stopping the test, that what is got and not want.
 // It returns whether they were equal.
@@ -30,5 +34,23 @@ func NotNil[T any](t testing.TB, what string, p *T) {
 	t.Helper()
 	if p == nil {
 		t.Fatalf("%s: nil", what)
+	}
+}
+
+// WaitFor polls cond every few milliseconds until it is true or d passes, and
+// fails the test with msg when the deadline passes: the way every test here
+// waits for a condition, instead of sleeping.
+func WaitFor(t testing.TB, d time.Duration, msg string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out after %v waiting for %s", d, msg)
+		case <-tick.C:
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/faultproxy"
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/internal/tickdtest"
@@ -86,7 +87,7 @@ func TestSentinelFailoverToALaggingReplica(t *testing.T) {
 	r := c.run(func(c *cluster, until time.Time) {
 		f = c.failOverLagging(pair, func() string {
 			var addr string
-			redistest.WaitFor(t, 60*time.Second, "Sentinel to promote the replica", func() bool {
+			expect.WaitFor(t, 60*time.Second, "Sentinel to promote the replica", func() bool {
 				addr = redistest.MasterAddr(pair.Sentinels[0].Addr)
 				return addr == pair.Replica.Addr
 			})
@@ -96,7 +97,7 @@ func TestSentinelFailoverToALaggingReplica(t *testing.T) {
 	})
 	r.extra = f.extra(c)
 	report(t, "sentinel failover", r)
-	expect(t, r, false)
+	guaranteesHold(t, r, false)
 	expectResumed(t, f, c)
 }
 
@@ -132,7 +133,7 @@ func TestEndpointFailoverToALaggingReplica(t *testing.T) {
 		return // a demonstration: its figures are the point
 	}
 	report(t, "endpoint failover", r)
-	expect(t, r, false)
+	guaranteesHold(t, r, false)
 	expectResumed(t, f, c)
 }
 
@@ -155,14 +156,14 @@ func TestReplicaGoneForGood(t *testing.T) {
 			at := time.Now()
 			pair.Replica.Stop()
 			c.fault()
-			redistest.WaitFor(t, 10*time.Second, "the primary to report the replica gone", func() bool {
+			expect.WaitFor(t, 10*time.Second, "the primary to report the replica gone", func() bool {
 				return redistest.OnlineReplicas(pair.Primary.Addr) == 0
 			})
 			c.blackout(at, time.Now().Add(time.Second))
 			sleepUntil(until)
 		})
 		report(t, "replica gone, acks auto", r)
-		expect(t, r, false)
+		guaranteesHold(t, r, false)
 	})
 	t.Run("fixed", func(t *testing.T) {
 		pair := redistest.StartReplicated(t, redistest.ReplicatedOptions{})
@@ -170,7 +171,7 @@ func TestReplicaGoneForGood(t *testing.T) {
 		for _, r := range c.reps {
 			c.start(r)
 		}
-		redistest.WaitFor(t, 30*time.Second, "first full tick", func() bool { return len(tickdtest.ReadRuns(t, c.runsLog)) >= nEntities })
+		expect.WaitFor(t, 30*time.Second, "first full tick", func() bool { return len(tickdtest.ReadRuns(t, c.runsLog)) >= nEntities })
 		pair.Replica.Stop()
 		gone := time.Now()
 		// Runs granted before the replica died may still start, within

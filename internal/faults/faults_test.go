@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/faultproxy"
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/internal/tickdtest"
@@ -175,12 +176,12 @@ func (c *cluster) run(fault func(c *cluster, until time.Time)) result {
 	}
 	// A fresh Redis is quarantined for one lease TTL; wait for the first tick
 	// that runs everything.
-	redistest.WaitFor(t, 30*time.Second, "first full tick", func() bool { return len(tickdtest.ReadRuns(t, c.runsLog)) >= nEntities })
+	expect.WaitFor(t, 30*time.Second, "first full tick", func() bool { return len(tickdtest.ReadRuns(t, c.runsLog)) >= nEntities })
 	begin := time.Now()
 	fault(c, begin.Add(faultTime))
 	faultEnd := time.Now()
 	// Settle: every fault is undone; two more ticks drain the work.
-	redistest.WaitFor(t, 60*time.Second, "work drained", func() bool { return c.workLeft() == 0 && time.Since(faultEnd) > 2*every })
+	expect.WaitFor(t, 60*time.Second, "work drained", func() bool { return c.workLeft() == 0 && time.Since(faultEnd) > 2*every })
 	end := time.Now()
 	for _, r := range c.reps {
 		r.proc.Signal(syscall.SIGTERM)
@@ -356,9 +357,9 @@ func report(t *testing.T, name string, r result) {
 	tableMu.Unlock()
 }
 
-// expect fails the test on any broken guarantee; overlaps are allowed only
+// guaranteesHold fails the test on any broken guarantee; overlaps are allowed only
 // where the scenario says (SIGSTOP: the frozen replica's orphaned children).
-func expect(t *testing.T, r result, allowOverlaps bool) {
+func guaranteesHold(t *testing.T, r result, allowOverlaps bool) {
 	t.Helper()
 	if r.Overlaps != 0 && !allowOverlaps {
 		t.Errorf("overlaps: %d\n%s", r.Overlaps, strings.Join(r.Examples, "\n"))
@@ -407,7 +408,7 @@ func TestKill9(t *testing.T) {
 		}
 	})
 	report(t, "kill -9", r)
-	expect(t, r, false)
+	guaranteesHold(t, r, false)
 }
 
 func TestRollingRestarts(t *testing.T) {
@@ -429,7 +430,7 @@ func TestRollingRestarts(t *testing.T) {
 		}
 	})
 	report(t, "rolling SIGTERM", r)
-	expect(t, r, false)
+	guaranteesHold(t, r, false)
 }
 
 func TestRedisStopped(t *testing.T) {
@@ -450,7 +451,7 @@ func TestRedisStopped(t *testing.T) {
 	})
 	r.extra = ""
 	report(t, "redis stopped", r)
-	expect(t, r, false)
+	guaranteesHold(t, r, false)
 }
 
 func TestRedisRestartedEmpty(t *testing.T) {
@@ -465,7 +466,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 		sleepUntil(until)
 	})
 	report(t, "redis restarted empty", r)
-	expect(t, r, false)
+	guaranteesHold(t, r, false)
 }
 
 func TestStalledConnection(t *testing.T) {
@@ -501,7 +502,7 @@ func TestStalledConnection(t *testing.T) {
 	}
 	r.extra = fmt.Sprintf("stalled_runs_in_flight=%d stalled_runs_stopped_late=%d", inFlight, late)
 	report(t, "stalled connection", r)
-	expect(t, r, false)
+	guaranteesHold(t, r, false)
 	if inFlight == 0 {
 		t.Errorf("no run of the stalled replica was in flight when its connection stalled: nothing was checked")
 	}
@@ -520,7 +521,7 @@ func TestClockSkew(t *testing.T) {
 		sleepUntil(until)
 	})
 	report(t, "clock skew +5s/-3s", r)
-	expect(t, r, false)
+	guaranteesHold(t, r, false)
 }
 
 func TestSIGSTOP(t *testing.T) {
@@ -601,7 +602,7 @@ func TestSIGSTOP(t *testing.T) {
 	// Overlaps are expected here (the frozen replica's children kept running,
 	// checked above); fencing orders them: the newer run always has the
 	// higher fence (fence_violations = 0).
-	expect(t, r, true)
+	guaranteesHold(t, r, true)
 	if stale == 0 {
 		t.Error("no run was going on when the replica woke: the scenario measured nothing")
 	}

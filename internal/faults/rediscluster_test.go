@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/internal/tickdtest"
 	"github.com/tickd/tickd/lease"
@@ -73,7 +74,7 @@ func startRC(t *testing.T) *rcEnv {
 		e.procs = append(e.procs, tickdtest.Start(t, fmt.Sprint("r", i), []string{"TESTWORKER_LOG=" + e.runsLog, "TESTWORKER_MAX_SLEEP=200ms"}, "-config", cfg))
 	}
 	// A new cluster is quarantined for one lease TTL; then every task runs.
-	redistest.WaitFor(t, 30*time.Second, "every task running", func() bool { return len(e.tasksRunSince(time.Time{})) == rcTasks })
+	expect.WaitFor(t, 30*time.Second, "every task running", func() bool { return len(e.tasksRunSince(time.Time{})) == rcTasks })
 	return e
 }
 
@@ -220,7 +221,7 @@ func TestRedisClusterSteady(t *testing.T) {
 	// (the quarantine of a new Redis ended during it).
 	from := time.Now().Truncate(rcEvery).Add(2 * rcEvery)
 	to := from.Add(5 * rcEvery)
-	redistest.WaitFor(t, 20*time.Second, "five ticks", func() bool { return time.Now().After(to.Add(2 * rcEvery)) })
+	expect.WaitFor(t, 20*time.Second, "five ticks", func() bool { return time.Now().After(to.Add(2 * rcEvery)) })
 	got := e.tickRuns(from, to)
 	ran, eligible, missed := e.liveness(from, to)
 	e.stop("cluster steady", fmt.Sprintf("liveness=%.4f (%d/%d) tick_runs_per_task=%s", float64(ran)/float64(eligible), ran, eligible, sortedCounts(got)))
@@ -251,11 +252,11 @@ func TestRedisClusterMasterKilled(t *testing.T) {
 		}
 	}
 	trigger(other, "triggered-during-failover")
-	redistest.WaitFor(t, 30*time.Second, "its replica promoted", func() bool { return len(e.cl.Masters(t)) == 3 })
+	expect.WaitFor(t, 30*time.Second, "its replica promoted", func() bool { return len(e.cl.Masters(t)) == 3 })
 	e.cl.WaitHealthy(t)
 	healed := time.Now()
 	during := e.tickRuns(killed.Truncate(rcEvery).Add(rcEvery), healed)
-	redistest.WaitFor(t, 30*time.Second, "every task running again", func() bool {
+	expect.WaitFor(t, 30*time.Second, "every task running again", func() bool {
 		return len(e.tasksRunSince(healed.Add(rcEvery))) == rcTasks
 	})
 	resumed := time.Since(healed)
@@ -289,7 +290,7 @@ func TestRedisClusterMasterRestartedEmpty(t *testing.T) {
 	// granted before the restart may start after it: its fence, Redis's
 	// clock in µs at the grant, says which.
 	quiet := restarted.Add(rcTTL - 500*time.Millisecond)
-	redistest.WaitFor(t, 20*time.Second, "the quarantine over", func() bool { return time.Now().After(restarted.Add(rcTTL + 3*rcEvery)) })
+	expect.WaitFor(t, 20*time.Second, "the quarantine over", func() bool { return time.Now().After(restarted.Add(rcTTL + 3*rcEvery)) })
 	var early []string
 	others := map[string]bool{}
 	for _, r := range tickdtest.ReadRuns(t, e.runsLog) {
@@ -303,7 +304,7 @@ func TestRedisClusterMasterRestartedEmpty(t *testing.T) {
 			others[r.Start.Task] = true
 		}
 	}
-	redistest.WaitFor(t, 30*time.Second, "the emptied master's tasks running again", func() bool {
+	expect.WaitFor(t, 30*time.Second, "the emptied master's tasks running again", func() bool {
 		return len(e.tasksRunSince(restarted.Add(rcTTL))) == rcTasks
 	})
 	var resumed time.Duration

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/tickd/tickd/internal/expect"
 )
 
 // Cluster is a Redis Cluster on loopback: three masters, each with one
@@ -63,7 +64,7 @@ func (c *Cluster) WaitInSync(t testing.TB) {
 	t.Helper()
 	for _, m := range c.Masters(t) {
 		key := ownKey(t, m.Addr)
-		WaitFor(t, 20*time.Second, "the replica of "+m.Addr+" in sync", func() bool {
+		expect.WaitFor(t, 20*time.Second, "the replica of "+m.Addr+" in sync", func() bool {
 			n, err := nodeCmd(m.Addr, func(ctx context.Context, r *redis.Client) (string, error) {
 				pipe := r.Pipeline()
 				pipe.Set(ctx, key, "1", time.Minute)
@@ -124,7 +125,7 @@ func (c *Cluster) Addrs() []string {
 // every slot is served by a master that answers.
 func (c *Cluster) WaitHealthy(t testing.TB) {
 	t.Helper()
-	WaitFor(t, 30*time.Second, "the cluster to be healthy", func() bool {
+	expect.WaitFor(t, 30*time.Second, "the cluster to be healthy", func() bool {
 		for _, n := range c.Nodes {
 			if !n.Running() {
 				continue

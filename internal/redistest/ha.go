@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/faultproxy"
 )
 
@@ -53,7 +54,7 @@ func StartReplicated(t testing.TB, o ReplicatedOptions) *Replicated {
 	for range 3 {
 		r.Sentinels = append(r.Sentinels, startSentinel(t, r.Primary.Addr, o.DownAfter))
 	}
-	WaitFor(t, 20*time.Second, "the sentinels to know the replica and each other", func() bool {
+	expect.WaitFor(t, 20*time.Second, "the sentinels to know the replica and each other", func() bool {
 		for _, s := range r.Sentinels {
 			if !sentinelSees(s.Addr) {
 				return false
@@ -74,11 +75,11 @@ func (r *Replicated) WaitInSync(t testing.TB) {
 	rc := redis.NewClient(&redis.Options{Addr: r.Replica.Addr})
 	defer rc.Close()
 	mark := strconv.FormatInt(time.Now().UnixNano(), 10)
-	WaitFor(t, 20*time.Second, "the replica online", func() bool { return OnlineReplicas(r.Primary.Addr) == 1 })
+	expect.WaitFor(t, 20*time.Second, "the replica online", func() bool { return OnlineReplicas(r.Primary.Addr) == 1 })
 	if err := p.Set(context.Background(), "redistest:sync", mark, 0).Err(); err != nil {
 		t.Fatalf("write the sync marker: %v", err)
 	}
-	WaitFor(t, 20*time.Second, "the replica in sync", func() bool {
+	expect.WaitFor(t, 20*time.Second, "the replica in sync", func() bool {
 		return rc.Get(context.Background(), "redistest:sync").Val() == mark
 	})
 }

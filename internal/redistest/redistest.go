@@ -10,7 +10,6 @@ package redistest
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -270,21 +269,4 @@ func FreePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// WaitFor polls cond every few milliseconds until it is true or d passes, and
-// fails the test with msg when the deadline passes.
-func WaitFor(t testing.TB, d time.Duration, msg string, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out after %v waiting for %s", d, msg)
-		case <-tick.C:
-		}
-	}
 }

@@ -23,7 +23,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/workerlog"
 	"github.com/tickd/tickd/lease"
 )
@@ -164,7 +164,7 @@ func (p *Proc) listenNotify(t testing.TB) string {
 // times in all: READY=1 once started, again after each reload.
 func (p *Proc) WaitNotify(d time.Duration, state string, n int) {
 	p.t.Helper()
-	redistest.WaitFor(p.t, d, fmt.Sprintf("%s to notify %s (%d)", p.Name, state, n), func() bool {
+	expect.WaitFor(p.t, d, fmt.Sprintf("%s to notify %s (%d)", p.Name, state, n), func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		got := 0
@@ -226,7 +226,7 @@ func (p *Proc) Wait(d time.Duration) int {
 // WaitLog waits until the log contains s.
 func (p *Proc) WaitLog(d time.Duration, s string) {
 	p.t.Helper()
-	redistest.WaitFor(p.t, d, fmt.Sprintf("%s to log %q", p.Name, s), func() bool { return strings.Contains(p.Log(), s) })
+	expect.WaitFor(p.t, d, fmt.Sprintf("%s to log %q", p.Name, s), func() bool { return strings.Contains(p.Log(), s) })
 }
 
 // Record is one line the test worker writes.
