@@ -279,7 +279,7 @@ func (b *redisBackend) clusterReplication(ctx context.Context, cc *redis.Cluster
 	for bk := range calls {
 		calls[bk] = scriptCall{keys: []string{b.k.bucket(bk) + ":ackprobe"}, args: []any{b.opts.Replica}}
 	}
-	_, err = b.eval(ctx, scriptProbe, calls, ackWaitMax)
+	_, err = b.evalBatch(ctx, scriptProbe, calls, ackWaitMax)
 	return r.probed(err, r.Want)
 }
 

@@ -12,6 +12,17 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// The script runners, named by what fails when:
+//   - evalBatch (evalBatchOn on one node, evalBatchByShard on a Cluster):
+//     the calls go in one pipeline, ending with a WAIT when writes must be
+//     acknowledged; an error fails the whole batch. Acquire, renew, release,
+//     enqueue and take use them, through runGroups and runEach.
+//   - evalEach: one pipeline, each call keeps its own answer or error, so on
+//     a Cluster a shard that does not answer fails only its own calls (the
+//     loss watch, status reads).
+//   - evalEachAlone: each call on its own, after a batch failed: the calls
+//     of the shards that answer still count (take).
+
 // group is the positions in a batch of the requests that share key, in order.
 type group[K comparable] struct {
 	key K
@@ -77,7 +88,7 @@ func (b *redisBackend) runEach(ctx context.Context, sc *redis.Script, calls []sc
 		}
 		return [][]string{splitReply(r)}, nil
 	}
-	cmds, err := b.eval(ctx, sc, calls, ackWithin)
+	cmds, err := b.evalBatch(ctx, sc, calls, ackWithin)
 	if cmds == nil {
 		return nil, err
 	}
@@ -92,7 +103,7 @@ func (b *redisBackend) runEach(ctx context.Context, sc *redis.Script, calls []sc
 	return out, err
 }
 
-// eval runs the calls of sc in one pipeline. A Redis that restarted, or a
+// evalBatch runs the calls of sc in one pipeline. A Redis that restarted, or a
 // primary new after a failover, has not got the script: it is loaded and
 // the pipeline sent again.
 //
@@ -100,20 +111,20 @@ func (b *redisBackend) runEach(ctx context.Context, sc *redis.Script, calls []sc
 // on the same connection (acker.queue): one per batch, not per lease. If
 // the replicas fall short, the commands come back with an *AckError: the
 // writes happened on the primary but must not be trusted.
-func (b *redisBackend) eval(ctx context.Context, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
+func (b *redisBackend) evalBatch(ctx context.Context, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
 	if ackWithin <= 0 || b.acks == nil {
-		return evalOn(ctx, b.c, nil, sc, calls, 0)
+		return evalBatchOn(ctx, b.c, nil, sc, calls, 0)
 	}
 	if cc, ok := b.c.(*redis.ClusterClient); ok { // a Cluster pipeline spans shards: a WAIT per shard
-		return b.evalShards(ctx, cc, sc, calls, ackWithin)
+		return b.evalBatchByShard(ctx, cc, sc, calls, ackWithin)
 	}
-	return evalOn(ctx, b.c, b.acks, sc, calls, ackWithin)
+	return evalBatchOn(ctx, b.c, b.acks, sc, calls, ackWithin)
 }
 
-// evalOn runs calls in one pipeline on c, ending with acks' WAIT when acks
+// evalBatchOn runs calls in one pipeline on c, ending with acks' WAIT when acks
 // is given (c is then one node: the WAIT must run on the connection of the
 // writes).
-func evalOn(ctx context.Context, c RedisClient, acks *acker, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
+func evalBatchOn(ctx context.Context, c RedisClient, acks *acker, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
 	pipe := c.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, call := range calls {
@@ -130,12 +141,12 @@ func evalOn(ctx context.Context, c RedisClient, acks *acker, sc *redis.Script, c
 		if err := sc.Load(ctx, c).Err(); err != nil {
 			return nil, err
 		}
-		return evalOn(ctx, c, acks, sc, calls, ackWithin)
+		return evalBatchOn(ctx, c, acks, sc, calls, ackWithin)
 	}
 	return cmds, round.check(ctx, c)
 }
 
-// evalShards runs calls on a Redis Cluster with acknowledgement per shard:
+// evalBatchByShard runs calls on a Redis Cluster with acknowledgement per shard:
 // the calls of each master in one pipeline on that master, with its own
 // WAIT (and, under AcksAuto, its own count of replicas), the masters in
 // parallel. A shard that falls short fails the whole batch with its
@@ -143,9 +154,9 @@ func evalOn(ctx context.Context, c RedisClient, acks *acker, sc *redis.Script, c
 // rare). A call routed to a master that no longer serves its slot (a
 // failover, a resharding) makes the client reload the slot map, and the
 // batch is sent once more.
-func (b *redisBackend) evalShards(ctx context.Context, cc *redis.ClusterClient, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
+func (b *redisBackend) evalBatchByShard(ctx context.Context, cc *redis.ClusterClient, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
 	for attempt := 0; ; attempt++ {
-		cmds, err := b.evalShardsOnce(ctx, cc, sc, calls, ackWithin)
+		cmds, err := b.evalBatchByShardOnce(ctx, cc, sc, calls, ackWithin)
 		var ackErr *AckError
 		if err == nil || errors.As(err, &ackErr) {
 			return cmds, err
@@ -159,7 +170,7 @@ func (b *redisBackend) evalShards(ctx context.Context, cc *redis.ClusterClient, 
 	}
 }
 
-func (b *redisBackend) evalShardsOnce(ctx context.Context, cc *redis.ClusterClient, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
+func (b *redisBackend) evalBatchByShardOnce(ctx context.Context, cc *redis.ClusterClient, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
 	byNode := map[*redis.Client][]int{}
 	for i, call := range calls {
 		node, err := cc.MasterForKey(ctx, call.keys[0])
@@ -180,7 +191,7 @@ func (b *redisBackend) evalShardsOnce(ctx context.Context, cc *redis.ClusterClie
 			for k, i := range idx {
 				sub[k] = calls[i]
 			}
-			got, err := evalOn(ctx, node, b.ackerFor(node.Options().Addr), sc, sub, ackWithin)
+			got, err := evalBatchOn(ctx, node, b.ackerFor(node.Options().Addr), sc, sub, ackWithin)
 			mu.Lock()
 			defer mu.Unlock()
 			for k, i := range idx {
@@ -258,10 +269,10 @@ func evalEach(ctx context.Context, c RedisClient, sc *redis.Script, calls []scri
 	return cmds
 }
 
-// eachAlone runs each call on its own, after a pipeline of them failed: on
+// evalEachAlone runs each call on its own, after a pipeline of them failed: on
 // a Cluster, the calls of the shards that answer still count. It fails
 // only when every call did.
-func (b *redisBackend) eachAlone(ctx context.Context, sc *redis.Script, calls []scriptCall) ([]*redis.Cmd, error) {
+func (b *redisBackend) evalEachAlone(ctx context.Context, sc *redis.Script, calls []scriptCall) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(calls))
 	var last error
 	ok := 0

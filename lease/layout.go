@@ -123,7 +123,7 @@ func (b *redisBackend) prepare(ctx context.Context) error {
 	for bk := range calls {
 		calls[bk] = scriptCall{keys: []string{b.k.epoch(bk)}, args: []any{ms(b.maxTTL())}}
 	}
-	_, err := b.eval(ctx, scriptEpoch, calls, 0)
+	_, err := b.evalBatch(ctx, scriptEpoch, calls, 0)
 	return err
 }
 

@@ -25,7 +25,7 @@ func (b *redisBackend) enqueue(ctx context.Context, d Due, delay time.Duration) 
 	}
 	// Acknowledged, so that a trigger said to be stored survives a failover.
 	bk := bucketOf(d.Task)
-	_, err := b.eval(ctx, scriptEnqueue, []scriptCall{{keys: []string{b.k.due(bk), b.k.dueInfo(bk)},
+	_, err := b.evalBatch(ctx, scriptEnqueue, []scriptCall{{keys: []string{b.k.due(bk), b.k.dueInfo(bk)},
 		args: []any{member(d.Task, d.Entity), string(d.Reason), ms(delay), strconv.Itoa(d.Attempt), tickMS(d.Tick),
 			strings.Join(d.Requests, ",")}}}, enqueueWait)
 	return err
@@ -105,9 +105,9 @@ func (b *redisBackend) take(ctx context.Context, limit int, vis time.Duration, p
 		calls[i] = scriptCall{keys: []string{b.k.due(r.bk), b.k.dueInfo(r.bk)},
 			args: []any{n, ms(vis), prefix + "." + strconv.Itoa(r.bk)}}
 	}
-	cmds, err := b.eval(ctx, scriptTake, calls, 0)
+	cmds, err := b.evalBatch(ctx, scriptTake, calls, 0)
 	if err != nil && len(calls) > 1 {
-		cmds, err = b.eachAlone(ctx, scriptTake, calls)
+		cmds, err = b.evalEachAlone(ctx, scriptTake, calls)
 	}
 	if err != nil {
 		return nil, err
