@@ -82,12 +82,9 @@ func (s *Store) keep(ctx context.Context) {
 		s.mu.Lock()
 		for l := range s.held {
 			l.mu.Lock()
-			at, skip := l.renewAt, l.noRenewal
+			at := l.renewAt
 			ttl := l.ttl
 			l.mu.Unlock()
-			if skip {
-				continue
-			}
 			if !at.After(now.Add(ttl / 6)) {
 				due = append(due, l)
 			} else if at.Before(next) {
@@ -127,8 +124,10 @@ func (s *Store) sweepAsync(ctx context.Context, every time.Duration) {
 		if mine, err := s.b.claimSweep(sctx, every); err != nil || !mine {
 			return // another replica sweeps; or Redis fails, and the next interval retries
 		}
-		s.swept.Add(1)
 		s.b.sweep(sctx) //nolint:errcheck // retried at the next interval
+		if s.opts.OnSweep != nil {
+			s.opts.OnSweep()
+		}
 	}()
 }
 

@@ -145,14 +145,13 @@ type Lease struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	mu        sync.Mutex
-	trusted   time.Time // the holder may trust the lease until then
-	renewAt   time.Time
-	failures  int
-	group     *trustGroup // Store.mu guards group and slot
-	slot      int
-	released  bool
-	noRenewal bool // tests only: the keeper leaves this lease alone
+	mu       sync.Mutex
+	trusted  time.Time // the holder may trust the lease until then
+	renewAt  time.Time
+	failures int
+	group    *trustGroup // Store.mu guards group and slot
+	slot     int
+	released bool
 }
 
 // Context is cancelled when the lease is lost, untrusted, released or the

@@ -40,6 +40,9 @@ type Options struct {
 	OnAcks func(err error)
 	// Version is this program's version, announced with its tasks.
 	Version string
+	// OnSweep, if set, is called after each periodic sweep this store ran
+	// (one replica sweeps per interval, whichever claims it first).
+	OnSweep func()
 }
 
 // hostname is this host's name, or "unknown".

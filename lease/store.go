@@ -78,15 +78,12 @@ type releaseReply struct {
 // Store hands out leases and keeps them alive. One Store per process: its
 // keeper renews every lease it holds in one round every TTL/3.
 type Store struct {
-	b     backend
-	opts  Options
-	clock Clock
-	nonce string
-	seq   atomic.Uint64
-	// sweeping is true while a sweep runs; swept counts the periodic sweeps
-	// this store ran (tests).
-	sweeping    atomic.Bool
-	swept       atomic.Int64
+	b           backend
+	opts        Options
+	clock       Clock
+	nonce       string
+	seq         atomic.Uint64
+	sweeping    atomic.Bool // true while a sweep runs
 	ackFailures atomic.Int64
 	releasers   sync.Map // task → *releaser
 	host        string   // this host's name, announced
@@ -169,11 +166,4 @@ func (s *Store) Close() error {
 		return fmt.Errorf("%w: %d leases", ErrStillHeld, len(ls))
 	}
 	return nil
-}
-
-// stopRenewing makes the keeper leave l alone, so that it expires: tests only.
-func (l *Lease) stopRenewing() {
-	l.mu.Lock()
-	l.noRenewal = true
-	l.mu.Unlock()
 }
