@@ -25,7 +25,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if _, err := c.args(args, 0, 0); err != nil {
 		return err
 	}
-	start := newClock().Now()
+	start := time.Now()
 	if *from != "" {
 		t, err := time.Parse(time.RFC3339, *from)
 		if err != nil {

@@ -22,8 +22,9 @@ import (
 	"github.com/tickd/tickd/tasks"
 )
 
-// offsetClock adds TICKD_TEST_CLOCK_OFFSET to every wall-clock reading: a
-// seam for tests that need a replica with a skewed clock (faketime cannot
+// offsetClock adds TICKD_TEST_CLOCK_OFFSET to every wall-clock reading of
+// the daemon (tickd run only; the operator commands read the real clock):
+// a seam for the fault suite's replicas with skewed clocks (faketime cannot
 // shift a Go binary's clock). For testing only.
 type offsetClock struct{ d time.Duration }
 

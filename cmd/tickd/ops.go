@@ -34,7 +34,7 @@ func cliStore(cfg *scheduler.Config, cmd string, ttl time.Duration) (*lease.Stor
 		return nil, nil, fmt.Errorf("%s needs a [redis] table in %s: without one, leases live inside the daemon's process", cmd, cfg.Path)
 	}
 	routeRedisLogs(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	s, closeStore, err := cfg.OpenStore(lease.Options{Replica: "cli:" + operator(), MaxTTL: ttl, Clock: newClock()})
+	s, closeStore, err := cfg.OpenStore(lease.Options{Replica: "cli:" + operator(), MaxTTL: ttl})
 	if err != nil {
 		return nil, nil, err
 	}

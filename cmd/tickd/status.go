@@ -72,7 +72,7 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	now := newClock().Now()
+	now := time.Now()
 	var out []taskStatus
 	for _, t := range cfg.Tasks {
 		if only != "" && t.Name != only {
