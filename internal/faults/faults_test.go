@@ -290,14 +290,7 @@ func (c *cluster) check(begin, end time.Time) result {
 			}
 		}
 	}
-	byEntity := map[string][]tickdtest.Run{}
-	tickRan := map[string]bool{}
-	for _, r := range runs {
-		byEntity[r.Start.Entity] = append(byEntity[r.Start.Entity], r)
-		if r.Start.Reason == "tick" || r.Start.Reason == "retry" {
-			tickRan[r.Start.Entity+"@"+r.Start.Tick] = true
-		}
-	}
+	var ticks []time.Time
 	for T := begin.Truncate(every).Add(every); !T.After(end.Add(-2 * every)); T = T.Add(every) {
 		blocked := false
 		for _, b := range c.blackouts {
@@ -305,40 +298,98 @@ func (c *cluster) check(begin, end time.Time) result {
 				blocked = true
 			}
 		}
-		if blocked {
-			continue
+		if !blocked {
+			ticks = append(ticks, T)
 		}
-		label := T.UTC().Format(time.RFC3339)
-		for i := range nEntities {
-			e := fmt.Sprint("e", i)
-			busy := false
-			for _, o := range c.orphaned {
-				// Granted at a tick no later than the kill, expiring by kill + TTL.
-				if o.entities[e] && !T.Before(o.at.Add(-every)) && T.Before(o.at.Add(c.ttl)) {
-					busy = true
-				}
+	}
+	entities := make([]string, nEntities)
+	for i := range entities {
+		entities[i] = fmt.Sprint("e", i)
+	}
+	j := judge{every: every, heldUntil: heldUntil, alsoBusy: func(_, entity string, T time.Time) bool {
+		for _, o := range c.orphaned {
+			// Granted at a tick no later than the kill, expiring by kill + TTL.
+			if o.entities[entity] && !T.Before(o.at.Add(-every)) && T.Before(o.at.Add(c.ttl)) {
+				return true
 			}
-			for _, r := range byEntity[e] {
-				if (r.Start.Reason == "tick" || r.Start.Reason == "retry") && r.Start.Tick == label {
-					continue // the run for T itself
-				}
-				if r.Start.At < T.Add(every/2).UnixNano() && heldUntil(r) > T.UnixNano() {
-					busy = true
-					break
-				}
-			}
-			if busy {
-				continue
-			}
-			res.liveEligible++
-			if tickRan[e+"@"+label] {
-				res.liveRan++
-			} else if len(res.missed) < 20 {
-				res.missed = append(res.missed, e+"@"+label)
+		}
+		return false
+	}}
+	task := ""
+	if len(runs) > 0 {
+		task = runs[0].Start.Task // the scenarios run one task
+	}
+	res.liveRan, res.liveEligible, res.missed = j.liveness(runs, []string{task}, entities, ticks)
+	return res
+}
+
+// judge is the liveness rule every fault scenario is held to, on a single
+// Redis and on a Cluster, and that TestChecker tests. A (task, entity, T)
+// is eligible unless the entity was busy: a run of it other than its run
+// for T started before T+every/2 with its lease still held at T
+// (heldUntil), or alsoBusy says so (a lease known held without a run
+// record). An eligible one ran when a tick run for T, or its hand-over (a
+// retry run carrying tick T), started.
+type judge struct {
+	every     time.Duration
+	heldUntil func(r tickdtest.Run) int64
+	alsoBusy  func(task, entity string, T time.Time) bool // may be nil
+}
+
+// liveness judges every (task, entity, T) and returns how many ran, how
+// many were eligible, and the first 20 that did not run (entity@T, or
+// task/entity@T for several tasks).
+func (j judge) liveness(runs []tickdtest.Run, tasks, entities []string, ticks []time.Time) (ran, eligible int, missed []string) {
+	byKey := map[string][]tickdtest.Run{}
+	tickRan := map[string]bool{}
+	for _, r := range runs {
+		key := r.Start.Task + "/" + r.Start.Entity
+		byKey[key] = append(byKey[key], r)
+		if r.Start.Reason == "tick" || r.Start.Reason == "retry" {
+			if tick, err := time.Parse(time.RFC3339Nano, r.Start.Tick); err == nil {
+				tickRan[key+"@"+tick.UTC().Format(time.RFC3339)] = true
 			}
 		}
 	}
-	return res
+	for _, T := range ticks {
+		label := T.UTC().Format(time.RFC3339)
+		for _, task := range tasks {
+			for _, entity := range entities {
+				key := task + "/" + entity
+				if j.busy(byKey[key], task, entity, T, label) {
+					continue
+				}
+				eligible++
+				if tickRan[key+"@"+label] {
+					ran++
+				} else if len(missed) < 20 {
+					name := entity // one task: the entity names the pair
+					if len(tasks) > 1 {
+						name = key
+					}
+					missed = append(missed, name+"@"+label)
+				}
+			}
+		}
+	}
+	return ran, eligible, missed
+}
+
+func (j judge) busy(runs []tickdtest.Run, task, entity string, T time.Time, label string) bool {
+	if j.alsoBusy != nil && j.alsoBusy(task, entity, T) {
+		return true
+	}
+	for _, r := range runs {
+		if r.Start.Reason == "tick" || r.Start.Reason == "retry" {
+			if tick, err := time.Parse(time.RFC3339Nano, r.Start.Tick); err == nil && tick.UTC().Format(time.RFC3339) == label {
+				continue // the run for T itself
+			}
+		}
+		if r.Start.At < T.Add(j.every/2).UnixNano() && j.heldUntil(r) > T.UnixNano() {
+			return true
+		}
+	}
+	return false
 }
 
 var (

@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -147,52 +148,27 @@ func (e *rcEnv) tickRuns(from, to time.Time) map[string]int {
 	return out
 }
 
-// liveness checks every (task, entity, tick) for the ticks in [from, to):
-// it ran, by a tick run or by its hand-over (a retry carrying the tick, as
-// for a grant the replicas did not acknowledge in time), unless the entity
-// was busy at the tick (a run of it went on across it, or ended less than
-// releaseLag before it: on_busy skip).
-// It returns the pairs that ran, the eligible ones, and up to 10 missed.
+// liveness judges the ticks in [from, to) by the fault suite's one rule
+// (judge): a run's lease is held until its end, and a moment after
+// (releaseLag: it is released once its process has ended); a run that
+// never ended holds it for good.
 func (e *rcEnv) liveness(from, to time.Time) (ran, eligible int, missed []string) {
-	runs := tickdtest.ReadRuns(e.t, e.runsLog)
-	done := map[string]bool{}
-	for _, r := range runs {
-		if r.Start.Reason == "tick" || r.Start.Reason == "retry" {
-			tick, err := time.Parse(time.RFC3339Nano, r.Start.Tick)
-			if err == nil {
-				done[r.Start.Task+"/"+r.Start.Entity+"@"+tick.UTC().Format(time.RFC3339)] = true
-			}
-		}
-	}
-	// A run's lease is released a moment after its process ended.
 	const releaseLag = 100 * time.Millisecond
-	busy := func(task, entity string, T time.Time) bool {
-		for _, r := range runs {
-			if r.Start.Task == task && r.Start.Entity == entity && r.Start.At < T.UnixNano() &&
-				(r.End.At == 0 || r.End.At+releaseLag.Nanoseconds() > T.UnixNano()) {
-				return true
-			}
+	held := func(r tickdtest.Run) int64 {
+		if r.End.At == 0 {
+			return math.MaxInt64
 		}
-		return false
+		return r.End.At + releaseLag.Nanoseconds()
 	}
+	var ticks []time.Time
 	for T := from; T.Before(to); T = T.Add(rcEvery) {
-		for _, task := range e.tasks {
-			for i := range rcEntities {
-				entity := fmt.Sprint("e", i)
-				switch {
-				case done[task+"/"+entity+"@"+T.UTC().Format(time.RFC3339)]:
-					ran++
-					eligible++
-				case !busy(task, entity, T):
-					eligible++
-					if len(missed) < 10 {
-						missed = append(missed, fmt.Sprintf("%s/%s@%s", task, entity, T.Format("15:04:05")))
-					}
-				}
-			}
-		}
+		ticks = append(ticks, T)
 	}
-	return ran, eligible, missed
+	entities := make([]string, rcEntities)
+	for i := range entities {
+		entities[i] = fmt.Sprint("e", i)
+	}
+	return judge{every: rcEvery, heldUntil: held}.liveness(tickdtest.ReadRuns(e.t, e.runsLog), e.tasks, entities, ticks)
 }
 
 // mostTasks is the master that serves the most tasks, and its tasks.
