@@ -24,12 +24,14 @@ func (s *Store) AcquireBatch(ctx context.Context, reqs []Request) []Result {
 	out := make([]Result, len(reqs))
 	for lo := 0; lo < len(reqs); lo += BatchSize {
 		hi := min(lo+BatchSize, len(reqs))
-		s.acquireChunk(ctx, reqs[lo:hi], out[lo:hi])
+		s.acquireRound(ctx, reqs[lo:hi], out[lo:hi])
 	}
 	return out
 }
 
-func (s *Store) acquireChunk(ctx context.Context, reqs []Request, out []Result) {
+// acquireRound acquires at most BatchSize requests in one round trip (a
+// "chunk" is something else: 16 entities of a tick's stream, lease/doc.go).
+func (s *Store) acquireRound(ctx context.Context, reqs []Request, out []Result) {
 	args := make([]acquireArg, len(reqs))
 	for i := range reqs {
 		r := &reqs[i]
