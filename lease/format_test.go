@@ -224,17 +224,20 @@ var fastScript = newScript(`
 local v, now, now_ms = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local now_s, now_ms_s = num(now), num(now_ms)
 local token, last = ARGV[5], ARGV[6]
-local tick_s, exp_s, reason, holder = ARGV[7], num(now_ms + 5000), 'tick', 'me'
+local tick_s, exp_s = ARGV[7], num(now_ms + 5000)
+local reason, holder, run_tick, tsfx = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
 local tick = tonumber(tick_s)
 local fast, slow = 'nil', 'nil'
 local e = entity(v)
 if ARGV[1] == 'grant' then
-  local a, b = grant_fast(v, tick, tick_s, now_s, now_ms_s, '|' .. token, '|', exp_s, reason, tick_s, holder)
+  -- token .. tsfx is the whole token: a chunk's prefix and its position, or
+  -- a token alone and ''; grant_fast gets them between separators.
+  local a, b = grant_fast(v, tick, tick_s, now_s, now_ms_s, '|' .. token, tsfx .. '|', exp_s, reason, run_tick, holder)
   if a == 'ran' then fast = 'ran ' .. b elseif a then fast = a .. ' ' .. b end
   if ran_before(e, tick) then
     slow = 'ran ' .. e.last_tick
   elseif not is_held(e, now_ms) then
-    local fence = grant(e, now, now_s, now_ms_s, tick, tick_s, token, exp_s, reason, tick_s, holder)
+    local fence = grant(e, now, now_s, now_ms_s, tick, tick_s, token .. tsfx, exp_s, reason, run_tick, holder)
     slow = encode_entity(e) .. ' ' .. fence
   end
 else
@@ -272,18 +275,32 @@ func TestFastPathsAgree(t *testing.T) {
 	}
 	// An empty follow-up flag, and values neither path can read.
 	raw = append(raw, "1|2|tok|"+itoa(nowMS+1000)+"||3|tick|4|h#", "", "x", "1|2|3", "1|2|3|4|5|6|7|8|9")
+	// How a grant is asked for: a tick run, a run carrying a due entry's
+	// tick (a retry, a queued run: tick 0, run_tick the entry's), another
+	// holder; the token alone, or a chunk's (its prefix and a position).
+	type grantArgs struct{ reason, holder, runTick, tsfx string }
+	asks := []grantArgs{{"tick", "me", "", ""}, {"retry", "other-replica", itoa(nowMS - 20_000), ""},
+		{"queued", hostile, itoa(maxMS), ""}, {"tick", "me", "", ".7"}, {"tick", "r2", "", ".16"}}
 	applied := map[string]int{}
 	for _, v := range raw {
 		for _, tick := range []int64{0, nowMS - 10_000, nowMS, nowMS + 10} {
 			for _, token := range []string{"tok", "other"} {
-				for _, op := range []string{"grant", "release"} {
-					res, err := fastScript.Run(bg, c, nil, op, v, now, nowMS, token, rr, tick).StringSlice()
+				for k, op := range []string{"grant", "release", "grant", "grant", "grant", "grant"} {
+					a := asks[0]
+					if op == "grant" && k >= 2 {
+						a = asks[k-1]
+					}
+					runTick := a.runTick
+					if runTick == "" {
+						runTick = itoa(tick)
+					}
+					res, err := fastScript.Run(bg, c, nil, op, v, now, nowMS, token, rr, tick, a.reason, escape(a.holder), runTick, a.tsfx).StringSlice()
 					if err != nil {
 						t.Fatalf("%s %q: %v", op, v, err)
 					}
 					fast, slow := res[0], res[1]
 					if fast != "nil" && fast != slow {
-						t.Errorf("%s of %q (tick %d, token %s): fast path %q, codec %q", op, v, tick, token, fast, slow)
+						t.Errorf("%s of %q (tick %d, token %s%s, %+v): fast path %q, codec %q", op, v, tick, token, a.tsfx, a, fast, slow)
 					}
 					if fast != "nil" {
 						applied[op]++
