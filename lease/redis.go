@@ -33,6 +33,8 @@ type redisBackend struct {
 	// counts take's polls.
 	own   atomic.Pointer[[]bool]
 	polls atomic.Uint64
+	// announced is when this store last announced its tasks (Redis ms).
+	announced atomic.Int64
 	// maxTTL is the store's MaxTTL (raised by CoverTTL): the quarantine of a
 	// bucket found without an epoch.
 	maxTTL func() time.Duration

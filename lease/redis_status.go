@@ -281,14 +281,17 @@ func (b *redisBackend) announce(ctx context.Context, a announceValue, ttl time.D
 	}
 	b.own.Store(&own)
 	r, err := scriptAnnounce.Run(ctx, b.c, []string{b.k.replicas()}, escape(b.opts.Replica), ms(ttl),
-		a.tasksField(), a.Process, escape(a.Host), escape(a.Version)).Text()
+		a.tasksField(), a.Process, escape(a.Host), escape(a.Version), strconv.FormatInt(b.announced.Load(), 10)).Text()
 	if err != nil {
 		return err
 	}
-	if rest, ok := strings.CutPrefix(r, "dup|"); ok {
-		h, since, _ := strings.Cut(rest, "|")
-		host, _ := unescape(h)
-		n, _ := number(since)
+	f := strings.Split(r, "|")
+	if now, err := number(f[len(f)-1]); err == nil {
+		b.announced.Store(now)
+	}
+	if f[0] == "dup" && len(f) == 4 {
+		host, _ := unescape(f[1])
+		n, _ := number(f[2])
 		return &DuplicateReplicaError{Replica: b.opts.Replica, Host: host, Since: msTime(n)}
 	}
 	return nil

@@ -1,9 +1,12 @@
 -- KEYS: replicas. ARGV: replica (escaped), ttl_ms, tasks (escaped,
--- space-joined), process (this process's nonce), host, version (escaped).
+-- space-joined), process (this process's nonce), host, version (escaped),
+-- last_ms (this process's previous announcement, 0 for none).
 -- Records which tasks this replica runs, until now + ttl (Redis's clock),
--- and forgets the replicas whose announcement ran out. Returns 'ok', or
--- 'dup|host|since_ms' when another live process announced the same
--- replica id (two replicas sharing one replica_id).
+-- and forgets the replicas whose announcement ran out. Returns 'ok|now_ms',
+-- or 'dup|host|since_ms|now_ms' when this process announced before and
+-- finds another's announcement in its place: two live replicas share one
+-- replica_id. (A process restarted under the same id finds its
+-- predecessor's at its first announcement, which is no duplicate.)
 local now_ms = math.floor(now_us() / 1000)
 local now_s = num(now_ms)
 local old = redis.call('HGET', KEYS[1], ARGV[1])
@@ -12,8 +15,9 @@ local since, dup = now_s, nil
 if old and tonumber(old.until_ms) >= now_ms then
   if old.process == ARGV[4] then
     since = old.since_ms
-  elseif old.process ~= '' then
-    dup = 'dup|' .. old.host .. '|' .. old.since_ms
+  elseif old.process ~= '' and ARGV[7] ~= '0' then
+    -- Another process overwrote this one's announcement since it was made.
+    dup = 'dup|' .. old.host .. '|' .. old.since_ms .. '|'
   end
 end
 redis.call('HSET', KEYS[1], ARGV[1], encode_announce({until_ms = num(now_ms + tonumber(ARGV[2])), tasks = ARGV[3],
@@ -23,4 +27,4 @@ for i = 1, #all, 2 do
   local a = decode_announce(all[i + 1])
   if not a or tonumber(a.until_ms) < now_ms then redis.call('HDEL', KEYS[1], all[i]) end
 end
-return dup or 'ok'
+return (dup or 'ok|') .. now_s
