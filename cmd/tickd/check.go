@@ -59,21 +59,20 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		doc.Tasks = append(doc.Tasks, td)
 	}
+	var redisErr error
 	if *tryRedis {
-		doc.Redis = "answers"
-		if err := pingRedis(ctx, cfg); err != nil {
-			if *asJSON {
-				return printedError{err}
-			}
-			printCheck(stdout, stderr, doc)
-			return err
+		if redisErr = pingRedis(ctx, cfg); redisErr == nil {
+			doc.Redis = "answers"
 		}
 	}
 	if *asJSON {
+		if redisErr != nil {
+			return redisErr // run prints it as {"error": …}
+		}
 		return printJSON(stdout, doc)
 	}
 	printCheck(stdout, stderr, doc)
-	return nil
+	return redisErr
 }
 
 // printCheck writes check's document for people: each task's next ticks in

@@ -94,9 +94,13 @@ func TestCheckCommand(t *testing.T) {
 	expect.Equal(t, "check -redis with Redis up: exit status", code, 0)
 	expect.True(t, "check -redis says Redis answers: "+stdout+errs, strings.Contains(stdout, "answers"))
 	srv.Stop()
-	code, _, errs = cli("check", "-config", withRedis, "-redis")
+	code, stdout, errs = cli("check", "-config", withRedis, "-redis")
 	expect.Equal(t, "check -redis with Redis down: exit status", code, 1)
 	expect.Equal(t, "check -redis with Redis down: lines on stderr", strings.Count(errs, "\n"), 1)
+	expect.True(t, "check -redis with Redis down does not say it answers: "+stdout, !strings.Contains(stdout, "answers"))
+	code, stdout, _ = cli("check", "-config", withRedis, "-redis", "-json")
+	expect.Equal(t, "check -redis -json with Redis down: exit status", code, 1)
+	expect.True(t, "check -redis -json with Redis down: the error as a document: "+stdout, decodeJSON(t, stdout)["error"] != nil)
 }
 
 // replicaConfig is a config for the end-to-end tests: the test worker as the
