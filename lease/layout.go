@@ -119,12 +119,18 @@ func (b *redisBackend) prepare(ctx context.Context) error {
 	if err := b.c.SetNX(ctx, b.k.layout(), LayoutVersion, 0).Err(); err != nil {
 		return err
 	}
+	_, err := b.evalBatch(ctx, scriptEpoch, b.epochCalls(b.maxTTL()), 0)
+	return err
+}
+
+// epochCalls run the epoch script on every bucket: one without an epoch
+// gets one, quarantined for maxTTL from now.
+func (b *redisBackend) epochCalls(maxTTL time.Duration) []scriptCall {
 	calls := make([]scriptCall, buckets)
 	for bk := range calls {
-		calls[bk] = scriptCall{keys: []string{b.k.epoch(bk)}, args: []any{ms(b.maxTTL())}}
+		calls[bk] = scriptCall{keys: []string{b.k.epoch(bk)}, args: []any{ms(maxTTL)}}
 	}
-	_, err := b.evalBatch(ctx, scriptEpoch, calls, 0)
-	return err
+	return calls
 }
 
 // checkEpochs looks for a data loss once the store is prepared (before
@@ -195,13 +201,9 @@ func (b *redisBackend) lossProbes(ctx context.Context) []int {
 // is gone are quarantined for maxTTL from now. It answers the longest
 // quarantine left.
 func (b *redisBackend) quarantineLost(ctx context.Context, maxTTL time.Duration) (time.Duration, error) {
-	calls := make([]scriptCall, buckets)
-	for bk := range calls {
-		calls[bk] = scriptCall{keys: []string{b.k.epoch(bk)}, args: []any{ms(maxTTL)}}
-	}
 	var left time.Duration
 	var failed error
-	for _, cmd := range evalEach(ctx, b.c, scriptEpoch, calls) {
+	for _, cmd := range evalEach(ctx, b.c, scriptEpoch, b.epochCalls(maxTTL)) {
 		n, err := cmd.Int64()
 		if err != nil {
 			failed = err

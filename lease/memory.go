@@ -31,11 +31,10 @@ type memBackend struct {
 	states    map[string]*memState
 	due       map[string]*memDue
 	pausedSet map[string]bool
-	announced []string
-	// announcedBy is the one replica, as it announced itself last.
-	announcedBy Replica
-	followups   map[string][]string           // by member: the requests a follow-up answers
-	answered    map[string]map[string]Outcome // by task and request id: answers by entity
+	// announced is the one replica, as it announced itself last.
+	announced Replica
+	followups map[string][]string           // by member: the requests a follow-up answers
+	answered  map[string]map[string]Outcome // by task and request id: answers by entity
 }
 
 type memLease struct {

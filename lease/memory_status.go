@@ -180,27 +180,27 @@ func (b *memBackend) announce(_ context.Context, a announceValue, _ time.Duratio
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
-	if b.announcedBy.Since.IsZero() {
-		b.announcedBy.Since = now
+	if b.announced.Since.IsZero() {
+		b.announced.Since = now
 	}
-	b.announced = append([]string(nil), a.Tasks...)
-	b.announcedBy.ID, b.announcedBy.Host, b.announcedBy.Version, b.announcedBy.Seen = b.opts.Replica, a.Host, a.Version, now
+	b.announced.ID, b.announced.Host, b.announced.Version, b.announced.Seen = b.opts.Replica, a.Host, a.Version, now
+	b.announced.Tasks = append([]string(nil), a.Tasks...)
 	return nil
 }
 
 func (b *memBackend) replicas(context.Context) ([]Replica, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.announcedBy.Seen.IsZero() {
+	if b.announced.Seen.IsZero() {
 		return nil, nil
 	}
-	r := b.announcedBy
-	r.Tasks = append([]string(nil), b.announced...)
+	r := b.announced
+	r.Tasks = append([]string(nil), r.Tasks...)
 	return []Replica{r}, nil
 }
 
 func (b *memBackend) known(_ context.Context, task string) (bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return slices.Contains(b.announced, task), nil
+	return slices.Contains(b.announced.Tasks, task), nil
 }

@@ -179,12 +179,10 @@ func validateHeaders(t *Task, bad badFunc) {
 	if len(t.Headers) > 0 && t.URL == "" {
 		bad("headers", "only an HTTP action (url) sends headers")
 	}
+	if t.Headers == nil {
+		return
+	}
 	expanded := make(map[string]string, len(t.Headers)) // [defaults]' map is shared by its tasks
-	defer func() {
-		if t.Headers != nil {
-			t.Headers = expanded
-		}
-	}()
 	for _, name := range slices.Sorted(maps.Keys(t.Headers)) {
 		v := t.Headers[name]
 		if !headerName.MatchString(name) {
@@ -214,6 +212,7 @@ func validateHeaders(t *Task, bad badFunc) {
 		}
 		expanded[name] = v
 	}
+	t.Headers = expanded
 }
 
 // validateSource checks the entity source: at most one, and its ids.
