@@ -118,16 +118,12 @@ func (s *Store) Paused(ctx context.Context) (map[string]bool, error) { return s.
 // takes a due run for a task it does not know (during a config rollout)
 // leaves it for one that does (Known).
 //
-// A *DuplicateReplicaError (after the announcement was made) says that
+// An error matching *DuplicateReplicaError (the announcement was made) says that
 // another live process announced the same replica id: two replicas share a
 // replica_id, and their records (holder, status) cannot be told apart.
 func (s *Store) Announce(ctx context.Context, tasks []string, ttl time.Duration) error {
 	a := announceValue{Tasks: tasks, Process: s.nonce, Host: s.host, Version: s.opts.Version}
 	if err := s.b.announce(ctx, a, ttl); err != nil {
-		var dup *DuplicateReplicaError
-		if errors.As(err, &dup) {
-			return err
-		}
 		return fmt.Errorf("announce tasks: %w", err)
 	}
 	return nil
