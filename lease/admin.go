@@ -89,9 +89,13 @@ func (s *Store) Entity(ctx context.Context, task, entity string) (EntityState, e
 // DueCount is the number of pending requests.
 func (s *Store) DueCount(ctx context.Context) (int, error) { return s.b.dueCount(ctx) }
 
-// SetPaused pauses or resumes the ticks of task on every replica.
+// SetPaused pauses (with no reason, until resumed) or resumes the ticks of
+// task on every replica.
 func (s *Store) SetPaused(ctx context.Context, task string, paused bool) error {
-	return s.b.setPaused(ctx, task, paused)
+	if paused {
+		return s.Pause(ctx, task, PauseInfo{At: s.clock.Now()})
+	}
+	return s.b.setPaused(ctx, task, "")
 }
 
 // Taken says, for each of chunks (Request.Chunk) of tick of task, whether a
@@ -111,8 +115,19 @@ func (s *Store) Taken(ctx context.Context, task string, tick time.Time, chunks [
 	return t, nil
 }
 
-// Paused returns the set of paused tasks.
-func (s *Store) Paused(ctx context.Context) (map[string]bool, error) { return s.b.paused(ctx) }
+// Paused returns the set of paused tasks; a pause whose PauseInfo.Until
+// passed is over.
+func (s *Store) Paused(ctx context.Context) (map[string]bool, error) {
+	ps, err := s.Pauses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]bool, len(ps))
+	for t := range ps {
+		m[t] = true
+	}
+	return m, nil
+}
 
 // Announce records, for ttl, the tasks this replica runs: a replica that
 // takes a due run for a task it does not know (during a config rollout)

@@ -58,7 +58,8 @@ func (h *scriptKeys) record(cmd redis.Cmder) {
 // slot, for task names that try to break the hash tag ({, }, :, spaces,
 // escapes), through every kind of call: acquire (with due entries and
 // request ids), renew, release (with next, follow-up and answers),
-// enqueue, take, ack, unlock, sweep, announce, known, and the epochs.
+// enqueue, take, ack, unlock, sweep, announce, known, the epochs, and the
+// history's tick records; a task's failures and actions share its slot.
 func TestScriptsKeepToOneSlot(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	hook := &scriptKeys{}
@@ -109,6 +110,22 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 		}
 		if err := s.Ack(bg, from); err != nil {
 			t.Fatal(err)
+		}
+		// The history: a tick's part (a script), failures and actions.
+		if err := s.RecordTicks(bg, []TickWrite{{Task: task, Tick: time.Now(), Part: TickPart{Replica: "r", Written: time.Now()}, Keep: DefaultRetention}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RecordFailures(bg, []Failure{{Task: task, Entity: "a{1}"}}, func(string) Retention { return DefaultRetention }); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RecordAction(bg, Action{Task: task, What: "pause"}, DefaultRetention); err != nil {
+			t.Fatal(err)
+		}
+		k := keys{"slots"}
+		for _, key := range []string{k.ticks(task), k.list(task, listFailures), k.list(task, listActions)} {
+			if a, b := cl.Slot(t, k.entities(task)), cl.Slot(t, key); a != b {
+				t.Errorf("one task, two slots: %s (%d) and %s (%d)", k.entities(task), a, key, b)
+			}
 		}
 	}
 	if err := s.Sweep(bg); err != nil {

@@ -120,6 +120,10 @@ var conformance = []struct {
 	{"HostileIDs", testHostileIDs},
 	{"Status", testStatus},
 	{"EntityState", testEntityState},
+	{"TickRecords", testTickRecords},
+	{"HistoryRetention", testHistoryRetention},
+	{"FailuresAndActions", testFailuresAndActions},
+	{"Pauses", testPauses},
 }
 
 var bg = context.Background()

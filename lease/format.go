@@ -87,7 +87,7 @@ func (e entityValue) lastRun(task, entity string) (LastRun, bool) {
 	}
 	r := e.Last
 	return LastRun{Task: task, Entity: entity, Outcome: r.Outcome, Started: msTime(r.Start), Ended: msTime(r.End),
-		Fence: r.Fence, Reason: r.Reason, Replica: r.Replica, LastTick: msTime(e.LastTick)}, true
+		Fence: r.Fence, Reason: r.Reason, Replica: r.Replica, LastTick: msTime(e.LastTick), Error: r.Error}, true
 }
 
 // runRecord is an entity's last finished run, kept for status after the
@@ -103,7 +103,14 @@ type runRecord struct {
 	Fence      int64
 	Reason     Reason
 	Replica    string // stored escaped
+	// Error is a failed run's error (at most MaxRunError bytes), stored
+	// escaped after a seventh '|', which a run without one leaves out.
+	Error string
 }
+
+// MaxRunError bounds the error text an entity's last run keeps: it lives
+// in the entity's value, which every acquire reads.
+const MaxRunError = 200
 
 func (r runRecord) encode() string {
 	return string(r.appendTo(nil))
@@ -117,16 +124,23 @@ func (r runRecord) appendTo(buf []byte) []byte {
 	buf = append(strconv.AppendInt(buf, r.End, 10), '|')
 	buf = append(strconv.AppendInt(buf, r.Fence, 10), '|')
 	buf = append(append(buf, r.Reason...), '|')
-	return append(buf, escape(r.Replica)...)
+	buf = append(buf, escape(r.Replica)...)
+	if r.Error != "" {
+		buf = append(append(buf, '|'), escape(r.Error)...)
+	}
+	return buf
 }
 
 func decodeRun(v string) (runRecord, error) {
 	f := strings.Split(v, "|")
-	if len(f) != 6 {
+	if len(f) != 6 && len(f) != 7 {
 		return runRecord{}, fmt.Errorf("%w: run %q", errFormat, v)
 	}
 	r := runRecord{Outcome: Outcome(f[0]), Reason: Reason(f[4])}
-	var err [4]error
+	var err [5]error
+	if len(f) == 7 {
+		r.Error, err[4] = unescape(f[6])
+	}
 	r.Start, err[0] = number(f[1])
 	r.End, err[1] = number(f[2])
 	r.Fence, err[2] = number(f[3])
@@ -378,6 +392,7 @@ func luaConstants() string {
 		{"MAX_REQS", int64(maxRequests)},
 		{"REQUEST_TTL_MS", requestTTL.Milliseconds()},
 		{"CLAIMS_TTL_MS", claimsTTL.Milliseconds()},
+		{"TICK_SCAN", int64(tickScan)},
 		{"ANSWER_SKIPPED", AnswerSkipped},
 		{"ANSWER_DROPPED", AnswerDropped},
 		{"REASON_RETRY", ReasonRetry},

@@ -88,7 +88,7 @@ func entityFields(e entityValue) map[string]string {
 
 func runFields(r runRecord) map[string]string {
 	return map[string]string{"outcome": string(r.Outcome), "start": itoa(r.Start), "end": itoa(r.End),
-		"fence": itoa(r.Fence), "reason": string(r.Reason), "replica": escape(r.Replica)}
+		"fence": itoa(r.Fence), "reason": string(r.Reason), "replica": escape(r.Replica), "error": escape(r.Error)}
 }
 
 func dueFields(d dueInfo) map[string]string {
@@ -123,7 +123,8 @@ func TestCodecsAgree(t *testing.T) {
 	for _, e := range entities {
 		checkCodec(t, lua, "entity", e, e.encode(), entityFields(e), decodeEntity)
 	}
-	for _, r := range []runRecord{{}, fullRR, {Outcome: OutcomeUnlocked, Start: 5, End: 6, Fence: 7, Reason: ReasonTick, Replica: "cli:ops@host"}} {
+	for _, r := range []runRecord{{}, fullRR, {Outcome: OutcomeUnlocked, Start: 5, End: 6, Fence: 7, Reason: ReasonTick, Replica: "cli:ops@host"},
+		{Outcome: OutcomeFailed, Start: 5, End: 6, Fence: 7, Reason: ReasonTick, Replica: "r", Error: hostile}} {
 		checkCodec(t, lua, "run", r, r.encode(), runFields(r), decodeRun)
 	}
 	for _, d := range []dueInfo{{}, {Reason: ReasonRetry, Attempt: 3, Tick: maxMS, Claim: "nonce-12:7"}, {Reason: ReasonTrigger, Reqs: []string{"0a1b", "c-2"}, Claim: "a|b"}} {

@@ -130,13 +130,24 @@ func (k keys) entities(task string) string     { return k.task(task) + ":entitie
 func (k keys) followups(task string) string    { return k.task(task) + ":followups" }
 func (k keys) request(task, id string) string  { return k.task(task) + ":request:" + id }
 func (k keys) claims(task, tick string) string { return k.task(task) + ":claims:" + tick }
+func (k keys) ticks(task string) string        { return k.task(task) + ":ticks" }
 func (k keys) epoch(b int) string              { return k.bucket(b) + ":epoch" }
 func (k keys) due(b int) string                { return k.bucket(b) + ":due" }
 func (k keys) dueInfo(b int) string            { return k.bucket(b) + ":dueinfo" }
 func (k keys) paused() string                  { return k.prefix + ":paused" }
 func (k keys) replicas() string                { return k.prefix + ":replicas" }
+func (k keys) pauses() string                  { return k.prefix + ":pauses" }
 func (k keys) sweep() string                   { return k.prefix + ":sweep" }
 func (k keys) layout() string                  { return k.prefix + ":layout" }
+
+// list is one of a task's lists (listFailures, listActions), or the
+// prefix's for task "" (the actions on no one task: migrate).
+func (k keys) list(task, list string) string {
+	if task == "" {
+		return k.prefix + ":" + list
+	}
+	return k.task(task) + ":" + list
+}
 
 // oldLayout lists keys only layout 1 has: an older tickd on the same prefix
 // writes the first on every acquire.

@@ -228,6 +228,9 @@ type Finished struct {
 	Outcome Outcome
 	Started time.Time
 	Ended   time.Time
+	// Error is a failed run's error, kept as its last run's (cut to
+	// MaxRunError bytes).
+	Error string
 }
 
 // ReleaseTimeout bounds a release made after the run's own context ended
@@ -305,6 +308,7 @@ type LastRun struct {
 	Started  time.Time
 	Ended    time.Time
 	LastTick time.Time
+	Error    string // a failed run's error, its first MaxRunError bytes
 }
 
 // runTick is the tick a run for r carries: its Tick, or its due entry's.

@@ -17,7 +17,8 @@ import (
 func NewMemory(opts Options) *Store {
 	b := &memBackend{
 		held: map[string]*memLease{}, states: map[string]*memState{},
-		due: map[string]*memDue{}, pausedSet: map[string]bool{},
+		due: map[string]*memDue{}, pausedSet: map[string]string{},
+		tickRecs: map[string][]string{}, lists: map[string][]string{},
 		followups: map[string][]string{}, answered: map[string]map[string]Outcome{},
 	}
 	return newStore(b, opts, func(o *Options) { b.opts = o })
@@ -30,7 +31,9 @@ type memBackend struct {
 	held      map[string]*memLease // by member
 	states    map[string]*memState
 	due       map[string]*memDue
-	pausedSet map[string]bool
+	pausedSet map[string]string   // task → PauseInfo, encoded
+	tickRecs  map[string][]string // by task: tick records, newest first (history.go)
+	lists     map[string][]string // by list and task: values, newest first
 	// announced is the one replica, as it announced itself last.
 	announced Replica
 	followups map[string][]string           // by member: the requests a follow-up answers
@@ -173,7 +176,7 @@ func (b *memBackend) releaseOne(l *Lease, o Finished, next *Next) (bool, error) 
 	}
 	delete(b.held, m)
 	s := b.state(m, now)
-	s.last = LastRun{Outcome: o.Outcome, Reason: cur.reason, Replica: b.opts.Replica, Fence: cur.fence, Started: o.Started, Ended: o.Ended}
+	s.last = LastRun{Outcome: o.Outcome, Reason: cur.reason, Replica: b.opts.Replica, Fence: cur.fence, Started: o.Started, Ended: o.Ended, Error: cutError(o.Error)}
 	fu, fuTick := s.followup, l.Tick
 	if fu && !s.fuTick.IsZero() {
 		fuTick = s.fuTick

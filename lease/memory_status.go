@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -142,25 +143,21 @@ func (b *memBackend) dueCount(context.Context) (int, error) {
 	return len(b.due), nil
 }
 
-func (b *memBackend) setPaused(_ context.Context, task string, paused bool) error {
+func (b *memBackend) setPaused(_ context.Context, task, info string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if paused {
-		b.pausedSet[task] = true
+	if info != "" {
+		b.pausedSet[task] = info
 	} else {
 		delete(b.pausedSet, task)
 	}
 	return nil
 }
 
-func (b *memBackend) paused(context.Context) (map[string]bool, error) {
+func (b *memBackend) paused(context.Context) (map[string]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	m := make(map[string]bool, len(b.pausedSet))
-	for k := range b.pausedSet {
-		m[k] = true
-	}
-	return m, nil
+	return maps.Clone(b.pausedSet), nil
 }
 
 func (b *memBackend) ping(context.Context) error { return nil }

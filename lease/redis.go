@@ -251,7 +251,7 @@ func runRecords(rs []releaseArg, idx []int, replica string) []string {
 	for k, i := range idx {
 		r := rs[i]
 		buf = runRecord{Outcome: r.o.Outcome, Start: unixMS(r.o.Started), End: unixMS(r.o.Ended), Fence: r.l.Fence,
-			Reason: r.l.Reason, Replica: replica}.appendTo(buf)
+			Reason: r.l.Reason, Replica: replica, Error: cutError(r.o.Error)}.appendTo(buf)
 		ends[k] = len(buf)
 	}
 	return cut(buf, ends)

@@ -250,21 +250,33 @@ func (b *redisBackend) dueCount(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-func (b *redisBackend) setPaused(ctx context.Context, task string, paused bool) error {
-	if paused {
-		return b.c.SAdd(ctx, b.k.paused(), task).Err()
+func (b *redisBackend) setPaused(ctx context.Context, task, info string) error {
+	// Two slots on a Cluster: no transaction. The info is written first,
+	// so a task in the set has its info.
+	pipe := b.c.Pipeline()
+	if info != "" {
+		pipe.HSet(ctx, b.k.pauses(), task, info)
+		pipe.SAdd(ctx, b.k.paused(), task)
+	} else {
+		pipe.SRem(ctx, b.k.paused(), task)
+		pipe.HDel(ctx, b.k.pauses(), task)
 	}
-	return b.c.SRem(ctx, b.k.paused(), task).Err()
+	_, err := pipe.Exec(ctx)
+	return err
 }
 
-func (b *redisBackend) paused(ctx context.Context) (map[string]bool, error) {
-	ts, err := b.c.SMembers(ctx, b.k.paused()).Result()
-	if err != nil {
+// paused reads the paused set and the pauses' infos: a task in the set
+// without one (paused by an older tickd) gets "".
+func (b *redisBackend) paused(ctx context.Context) (map[string]string, error) {
+	pipe := b.c.Pipeline()
+	set := pipe.SMembers(ctx, b.k.paused())
+	infos := pipe.HGetAll(ctx, b.k.pauses())
+	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, err
 	}
-	m := make(map[string]bool, len(ts))
-	for _, t := range ts {
-		m[t] = true
+	m := make(map[string]string, len(set.Val()))
+	for _, t := range set.Val() {
+		m[t] = infos.Val()[t]
 	}
 	return m, nil
 }

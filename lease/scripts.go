@@ -36,6 +36,7 @@ var (
 	scriptKnown    = newScript(luaFile("known"))
 	scriptEpoch    = newScript(luaFile("epoch"))
 	scriptProbe    = newScript(luaFile("probe"))
+	scriptTick     = newScript(luaFile("tick"))
 )
 
 // luaPrelude begins every script: the shared constants, then lib.lua.

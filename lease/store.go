@@ -33,8 +33,21 @@ type backend interface {
 	dueCount(ctx context.Context) (int, error)
 	// one reads the state of one entity.
 	one(ctx context.Context, task, entity string) (EntityState, error)
-	setPaused(ctx context.Context, task string, paused bool) error
-	paused(ctx context.Context) (map[string]bool, error)
+	// setPaused pauses task with info (PauseInfo, encoded), or resumes it
+	// for info "".
+	setPaused(ctx context.Context, task, info string) error
+	// paused returns the paused tasks' infos.
+	paused(ctx context.Context) (map[string]string, error)
+	// recordTicks puts parts in their tick records, enforcing each one's
+	// retention (tick.lua).
+	recordTicks(ctx context.Context, ws []TickWrite) error
+	// ticks returns task's newest tick records (encoded), newest first.
+	ticks(ctx context.Context, task string, limit int) ([]string, error)
+	// push adds values to tasks' lists (listFailures, listActions), each
+	// cut to its keep.
+	push(ctx context.Context, list string, ps []*listPush) error
+	// list returns task's newest values of list, newest first.
+	list(ctx context.Context, list, task string, limit int) ([]string, error)
 	// announce records the tasks this replica runs (a.Tasks), and which
 	// process announces them, for ttl; a *DuplicateReplicaError when
 	// another live process announced the same replica id.

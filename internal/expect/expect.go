@@ -4,6 +4,7 @@ package expect
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -14,6 +15,17 @@ func Equal[T comparable](t testing.TB, what string, got, want T) bool {
 	t.Helper()
 	if got != want {
 		t.Errorf("%s: got %v, want %v", what, got, want)
+		return false
+	}
+	return true
+}
+
+// Same is Equal for values == cannot compare (slices, maps, structs that
+// hold them): reflect.DeepEqual's equality.
+func Same[T any](t testing.TB, what string, got, want T) bool {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s: got %+v, want %+v", what, got, want)
 		return false
 	}
 	return true

@@ -173,16 +173,19 @@ local function unbar(tokbar)
 end
 
 -- Run record (Go: runRecord), an entity's last run after the '#':
---   outcome|start|end|fence|reason|replica
--- Go writes it at release; unlock writes one here.
+--   outcome|start|end|fence|reason|replica[|error]
+-- Go writes it at release; unlock writes one here. A run without an error
+-- leaves out its field and separator.
 local function encode_run(r)
-  return r.outcome .. '|' .. r.start .. '|' .. r['end'] .. '|' .. r.fence .. '|' .. r.reason .. '|' .. r.replica
+  local v = r.outcome .. '|' .. r.start .. '|' .. r['end'] .. '|' .. r.fence .. '|' .. r.reason .. '|' .. r.replica
+  if r.error and r.error ~= '' then v = v .. '|' .. r.error end
+  return v
 end
 
 local function decode_run(v)
-  local o, s, e, f, r, rep = match(v, '^([^|]*)|(%d*)|(%d*)|(%d*)|([^|]*)|([^|]*)$')
+  local o, s, e, f, r, rep, err = match(v, '^([^|]*)|(%d*)|(%d*)|(%d*)|([^|]*)|([^|]*)|?([^|]*)$')
   if not o then return nil end
-  return {outcome = o, start = s, ['end'] = e, fence = f, reason = r, replica = rep}
+  return {outcome = o, start = s, ['end'] = e, fence = f, reason = r, replica = rep, error = err}
 end
 
 -- Due info (Go: dueInfo), a pending request's details in the due-info hash:

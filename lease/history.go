@@ -1,0 +1,514 @@
+package lease
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// What happened: every tick of a task leaves a TickRecord, every failed
+// run a Failure, every operator's action an Action. They live beside the
+// task's leases (its bucket's hash tag), bounded by a Retention, and are
+// written apart from the runs: the scheduler gathers them in memory and
+// writes a replica's part of a tick once when its fan-out ends and once
+// when its last run of the tick ends, never once per run.
+
+// TickPart is one replica's part in one tick of a task.
+type TickPart struct {
+	Replica string
+	// Final says that every run this replica started for the tick has
+	// ended (or that it started none). A part left not final by a replica
+	// that is gone makes its tick incomplete.
+	Final   bool
+	Written time.Time // when the replica wrote it
+	// Entities is how many entities its source listed; Started how many
+	// tick runs it started.
+	Entities, Started int
+	// Outcomes counts the ended runs by outcome; Skipped the entities it
+	// did not run, by reason (SkipBusy…).
+	Outcomes map[Outcome]int
+	Skipped  map[string]int
+	// SourceFailed: the entity source failed (the entities listed until
+	// then were run).
+	SourceFailed bool
+	// FirstStart is how long after the tick its first run started, LastEnd
+	// how long after the tick its last run ended; -1 when none did.
+	FirstStart, LastEnd time.Duration
+}
+
+// The reasons a tick skips an entity, in TickPart.Skipped.
+const (
+	SkipBusy            = "busy"
+	SkipAlreadyRan      = "already_ran"
+	SkipQuarantined     = "quarantined"
+	SkipNotAcknowledged = "not_acknowledged"
+	SkipError           = "error"   // the store failed until the tick was too late
+	SkipStopped         = "stopped" // shutdown or a reload stopped the fan-out first
+)
+
+// TickRecord is one tick of a task: the parts of the replicas that took
+// part in it.
+type TickRecord struct {
+	Tick  time.Time
+	Parts []TickPart
+}
+
+// Runs is how many runs the tick started, on all replicas.
+func (r TickRecord) Runs() int {
+	n := 0
+	for _, p := range r.Parts {
+		n += p.Started
+	}
+	return n
+}
+
+// Entities is how many entities the tick listed: the most any replica's
+// source listed (each reads the whole source).
+func (r TickRecord) Entities() int {
+	n := 0
+	for _, p := range r.Parts {
+		n = max(n, p.Entities)
+	}
+	return n
+}
+
+// Outcomes counts the tick's ended runs by outcome.
+func (r TickRecord) Outcomes() map[Outcome]int {
+	m := map[Outcome]int{}
+	for _, p := range r.Parts {
+		for o, n := range p.Outcomes {
+			m[o] += n
+		}
+	}
+	return m
+}
+
+// Skipped counts the entities the tick did not run, by reason. The replicas
+// of a tick share its entities out, and what one of them counts as
+// already run is mostly another's run: with several parts, already_ran is
+// what is left of the entities listed once the runs and the other skips are
+// counted.
+func (r TickRecord) Skipped() map[string]int {
+	m := map[string]int{}
+	for _, p := range r.Parts {
+		for k, n := range p.Skipped {
+			m[k] += n
+		}
+	}
+	if len(r.Parts) > 1 {
+		left := r.Entities() - r.Runs()
+		for k, n := range m {
+			if k != SkipAlreadyRan {
+				left -= n
+			}
+		}
+		m[SkipAlreadyRan] = max(0, left)
+	}
+	maps.DeleteFunc(m, func(_ string, n int) bool { return n == 0 })
+	return m
+}
+
+// SourceFailed says whether a replica's entity source failed.
+func (r TickRecord) SourceFailed() bool {
+	return slices.ContainsFunc(r.Parts, func(p TickPart) bool { return p.SourceFailed })
+}
+
+// FirstStart is how long after the tick its first run started; -1: none.
+func (r TickRecord) FirstStart() time.Duration {
+	d := time.Duration(-1)
+	for _, p := range r.Parts {
+		if p.FirstStart >= 0 && (d < 0 || p.FirstStart < d) {
+			d = p.FirstStart
+		}
+	}
+	return d
+}
+
+// LastEnd is how long after the tick its last run ended; -1: none.
+func (r TickRecord) LastEnd() time.Duration {
+	d := time.Duration(-1)
+	for _, p := range r.Parts {
+		d = max(d, p.LastEnd)
+	}
+	return d
+}
+
+// Final says whether every part is final: all the runs the tick started
+// have ended.
+func (r TickRecord) Final() bool {
+	return !slices.ContainsFunc(r.Parts, func(p TickPart) bool { return !p.Final })
+}
+
+// Replicas lists the replicas that took part, in the order they wrote.
+func (r TickRecord) Replicas() []string {
+	rs := make([]string, len(r.Parts))
+	for i, p := range r.Parts {
+		rs[i] = p.Replica
+	}
+	return rs
+}
+
+// Retention bounds what is kept of a task's history. Every write enforces
+// it on what it writes to.
+type Retention struct {
+	Ticks    int           // tick records kept, the newest
+	Age      time.Duration // and none older than this
+	Failures int           // failed runs kept, the newest
+	Actions  int           // operator actions kept, the newest
+}
+
+// DefaultRetention keeps a week of 15-minute ticks.
+var DefaultRetention = Retention{Ticks: 672, Age: 7 * 24 * time.Hour, Failures: 50, Actions: 100}
+
+// TickWrite is one replica's part of one tick, to be written.
+type TickWrite struct {
+	Task string
+	Tick time.Time
+	Part TickPart
+	Keep Retention
+}
+
+// RecordTicks writes replicas' parts of ticks, each over its replica's
+// earlier part of the same tick, in one round trip.
+func (s *Store) RecordTicks(ctx context.Context, ws []TickWrite) error {
+	if len(ws) == 0 {
+		return nil
+	}
+	if err := s.b.recordTicks(ctx, ws); err != nil {
+		return fmt.Errorf("record ticks: %w", err)
+	}
+	return nil
+}
+
+// Ticks returns task's newest tick records, newest first, at most limit.
+func (s *Store) Ticks(ctx context.Context, task string, limit int) ([]TickRecord, error) {
+	els, err := s.b.ticks(ctx, task, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read ticks of %s: %w", task, err)
+	}
+	rs := make([]TickRecord, 0, len(els))
+	for _, el := range els {
+		if r, err := decodeTickRecord(el); err == nil {
+			rs = append(rs, r)
+		}
+	}
+	return rs, nil
+}
+
+// Failure is one failed run (outcome failed, timeout or lease_lost).
+type Failure struct {
+	Task    string    `json:"task"`
+	Entity  string    `json:"entity"`
+	Tick    time.Time `json:"tick"`
+	Reason  Reason    `json:"reason"`
+	Fence   int64     `json:"fence"`
+	Replica string    `json:"replica"`
+	Started time.Time `json:"started_at"`
+	Ended   time.Time `json:"ended_at"`
+	Outcome Outcome   `json:"outcome"`
+	Error   string    `json:"error"`
+	Output  string    `json:"output"` // the end of the run's output
+}
+
+// Failed says whether o is a failure the history keeps.
+func Failed(o Outcome) bool {
+	return o == OutcomeFailed || o == OutcomeTimeout || o == OutcomeLeaseLost
+}
+
+// RecordFailures adds failed runs to their tasks' recent failures, each
+// task's list cut to keep[task].Failures (DefaultRetention's without one).
+func (s *Store) RecordFailures(ctx context.Context, fs []Failure, keep func(task string) Retention) error {
+	return s.push(ctx, listFailures, len(fs), func(i int) (string, any) { return fs[i].Task, fs[i] }, keep)
+}
+
+// Failures returns task's newest failures, newest first, at most limit.
+func (s *Store) Failures(ctx context.Context, task string, limit int) ([]Failure, error) {
+	return readList[Failure](ctx, s, listFailures, task, limit)
+}
+
+// Action is what an operator did: a trigger, pause, resume, unlock or
+// migrate.
+type Action struct {
+	Task     string    `json:"task"` // "" for the whole prefix (migrate)
+	At       time.Time `json:"at"`
+	By       string    `json:"by"`
+	What     string    `json:"action"`
+	Entities []string  `json:"entities"`
+	Reason   string    `json:"reason"`
+	Until    time.Time `json:"until"` // a pause's end; zero: none
+	Detail   string    `json:"detail"`
+}
+
+// RecordAction adds an operator's action to its task's list (or to the
+// prefix's, for a.Task ""), cut to keep.Actions.
+func (s *Store) RecordAction(ctx context.Context, a Action, keep Retention) error {
+	return s.push(ctx, listActions, 1, func(int) (string, any) { return a.Task, a },
+		func(string) Retention { return keep })
+}
+
+// Actions returns task's newest actions (the prefix's for ""), newest
+// first, at most limit.
+func (s *Store) Actions(ctx context.Context, task string, limit int) ([]Action, error) {
+	return readList[Action](ctx, s, listActions, task, limit)
+}
+
+// The lists a task keeps beside its tick records.
+const (
+	listFailures = "failures"
+	listActions  = "actions"
+)
+
+// listPush is values to push onto one task's list, and how many to keep.
+type listPush struct {
+	task string
+	vals []string // oldest first: the last pushed is the newest
+	keep int
+}
+
+func (s *Store) push(ctx context.Context, list string, n int, at func(i int) (string, any), keep func(string) Retention) error {
+	if n == 0 {
+		return nil
+	}
+	by := map[string]*listPush{}
+	var order []*listPush
+	for i := range n {
+		task, v := at(i)
+		data, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		p := by[task]
+		if p == nil {
+			k := keep(task)
+			p = &listPush{task: task, keep: k.Failures}
+			if list == listActions {
+				p.keep = k.Actions
+			}
+			p.keep = max(p.keep, 1)
+			by[task] = p
+			order = append(order, p)
+		}
+		p.vals = append(p.vals, string(data))
+	}
+	if err := s.b.push(ctx, list, order); err != nil {
+		return fmt.Errorf("record %s: %w", list, err)
+	}
+	return nil
+}
+
+func readList[T any](ctx context.Context, s *Store, list, task string, limit int) ([]T, error) {
+	vals, err := s.b.list(ctx, list, task, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read %s of %s: %w", list, task, err)
+	}
+	out := make([]T, 0, len(vals))
+	for _, v := range vals {
+		var x T
+		if json.Unmarshal([]byte(v), &x) == nil {
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+
+// PauseInfo is who paused a task, when, why and until when.
+type PauseInfo struct {
+	By     string    `json:"by"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
+	Until  time.Time `json:"until"` // zero: until resumed
+}
+
+// Pause pauses task's ticks on every replica, with who, why and until when.
+// A pause with an Until ends by itself then.
+func (s *Store) Pause(ctx context.Context, task string, p PauseInfo) error {
+	data, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return s.b.setPaused(ctx, task, string(data))
+}
+
+// Pauses returns the paused tasks and their pauses; a pause whose Until
+// passed is left out.
+func (s *Store) Pauses(ctx context.Context) (map[string]PauseInfo, error) {
+	raw, err := s.b.paused(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := s.clock.Now()
+	m := make(map[string]PauseInfo, len(raw))
+	for task, v := range raw {
+		var p PauseInfo
+		json.Unmarshal([]byte(v), &p) //nolint:errcheck // an older tickd's pause has no info: paused, by nobody known
+		if !p.Until.IsZero() && !now.Before(p.Until) {
+			continue
+		}
+		m[task] = p
+	}
+	return m, nil
+}
+
+// The element of a task's tick list (prefix:{NN}:TASK:ticks, newest first):
+//
+//	tickMs part part…        separated by spaces, one part per replica
+//	part: replica|state|written|entities|started|first|last|outcomes|skipped|src
+//
+// replica escaped; state f (final) or r (runs going on); written in Unix
+// ms; first and last in ms from the tick ('' for none); outcomes and
+// skipped as name=n,name=n; src 1 when the source failed. Lua (tick.lua)
+// reads only the tick and each part's replica, to put a part in place.
+
+func encodeTickPart(p TickPart) string {
+	var b strings.Builder
+	b.WriteString(escape(p.Replica))
+	b.WriteString(map[bool]string{true: "|f|", false: "|r|"}[p.Final])
+	b.WriteString(strconv.FormatInt(p.Written.UnixMilli(), 10))
+	for _, n := range []int{p.Entities, p.Started} {
+		b.WriteByte('|')
+		b.WriteString(strconv.Itoa(n))
+	}
+	for _, d := range []time.Duration{p.FirstStart, p.LastEnd} {
+		b.WriteByte('|')
+		if d >= 0 {
+			b.WriteString(strconv.FormatInt(d.Milliseconds(), 10))
+		}
+	}
+	b.WriteByte('|')
+	writeCounts(&b, p.Outcomes)
+	b.WriteByte('|')
+	writeCounts(&b, p.Skipped)
+	b.WriteString(map[bool]string{true: "|1", false: "|"}[p.SourceFailed])
+	return b.String()
+}
+
+func writeCounts[K ~string](b *strings.Builder, m map[K]int) {
+	ks := slices.Sorted(maps.Keys(m))
+	first := true
+	for _, k := range ks {
+		if m[k] == 0 {
+			continue
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		b.WriteString(escape(string(k)))
+		b.WriteByte('=')
+		b.WriteString(strconv.Itoa(m[k]))
+	}
+}
+
+func readCounts[K ~string](s string) (map[K]int, error) {
+	m := map[K]int{}
+	if s == "" {
+		return m, nil
+	}
+	for kv := range strings.SplitSeq(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("lease: bad count %q", kv)
+		}
+		name, err := unescape(k)
+		if err != nil {
+			return nil, err
+		}
+		m[K(name)] = n
+	}
+	return m, nil
+}
+
+func decodeTickPart(s string) (TickPart, error) {
+	f := strings.Split(s, "|")
+	if len(f) != 10 {
+		return TickPart{}, fmt.Errorf("lease: bad tick part %q", s)
+	}
+	var p TickPart
+	var err error
+	if p.Replica, err = unescape(f[0]); err != nil {
+		return p, err
+	}
+	p.Final = f[1] == "f"
+	written, err1 := number(f[2])
+	entities, err2 := strconv.Atoi(f[3])
+	started, err3 := strconv.Atoi(f[4])
+	p.Written, p.Entities, p.Started = msTime(written), entities, started
+	p.FirstStart, p.LastEnd = -1, -1
+	for i, d := range []*time.Duration{&p.FirstStart, &p.LastEnd} {
+		if f[5+i] == "" {
+			continue
+		}
+		n, err := number(f[5+i])
+		if err != nil {
+			return p, err
+		}
+		*d = time.Duration(n) * time.Millisecond
+	}
+	if p.Outcomes, err = readCounts[Outcome](f[7]); err != nil {
+		return p, err
+	}
+	if p.Skipped, err = readCounts[string](f[8]); err != nil {
+		return p, err
+	}
+	p.SourceFailed = f[9] == "1"
+	for _, err := range []error{err1, err2, err3} {
+		if err != nil {
+			return p, fmt.Errorf("lease: bad tick part %q: %w", s, err)
+		}
+	}
+	return p, nil
+}
+
+func decodeTickRecord(el string) (TickRecord, error) {
+	f := strings.Split(el, " ")
+	tick, err := number(f[0])
+	if err != nil {
+		return TickRecord{}, fmt.Errorf("lease: bad tick record %q", el)
+	}
+	r := TickRecord{Tick: msTime(tick)}
+	for _, s := range f[1:] {
+		p, err := decodeTickPart(s)
+		if err != nil {
+			return r, err
+		}
+		r.Parts = append(r.Parts, p)
+	}
+	return r, nil
+}
+
+// mergeTickPart puts part (of replica, escaped) into the tick list element
+// el, over that replica's earlier part: tick.lua's merge, for the
+// in-process store.
+func mergeTickPart(el, replica, part string) string {
+	f := strings.Split(el, " ")
+	for i, p := range f[1:] {
+		if strings.HasPrefix(p, replica+"|") {
+			f[1+i] = part
+			return strings.Join(f, " ")
+		}
+	}
+	return el + " " + part
+}
+
+// tickScan is how many of a task's newest tick records a write looks
+// through for its tick: a part for an older tick is too late, and dropped.
+const tickScan = 32
+
+// cutError cuts a run's error to MaxRunError bytes, at a rune's start.
+func cutError(s string) string {
+	if len(s) <= MaxRunError {
+		return s
+	}
+	n := MaxRunError
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

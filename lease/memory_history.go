@@ -1,0 +1,82 @@
+package lease
+
+import (
+	"context"
+	"strconv"
+	"strings"
+)
+
+// recordTicks is tick.lua's, in Go.
+func (b *memBackend) recordTicks(_ context.Context, ws []TickWrite) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, w := range ws {
+		b.tickRecs[w.Task] = putTick(b.tickRecs[w.Task], w)
+	}
+	return nil
+}
+
+// putTick puts w's part into the tick list l (newest first) and cuts it to
+// w's retention.
+func putTick(l []string, w TickWrite) []string {
+	tick := w.Tick.UnixMilli()
+	rep, part := escape(w.Part.Replica), encodeTickPart(w.Part)
+	el := strconv.FormatInt(tick, 10) + " " + part
+	placed := false
+	for i, old := range l[:min(len(l), tickScan)] {
+		ts, _, _ := strings.Cut(old, " ")
+		t, _ := strconv.ParseInt(ts, 10, 64)
+		if t == tick {
+			l[i], placed = mergeTickPart(old, rep, part), true
+			break
+		}
+		if t < tick {
+			l, placed = append(l[:i], append([]string{el}, l[i:]...)...), true
+			break
+		}
+	}
+	if !placed {
+		if len(l) >= tickScan {
+			return l
+		}
+		l = append(l, el)
+	}
+	l = l[:min(len(l), max(w.Keep.Ticks, 1))]
+	oldest := w.Part.Written.Add(-w.Keep.Age).UnixMilli()
+	for len(l) > 0 {
+		ts, _, _ := strings.Cut(l[len(l)-1], " ")
+		if t, err := strconv.ParseInt(ts, 10, 64); err == nil && t >= oldest {
+			break
+		}
+		l = l[:len(l)-1]
+	}
+	return l
+}
+
+func (b *memBackend) ticks(_ context.Context, task string, limit int) ([]string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.tickRecs[task]
+	return append([]string(nil), l[:min(len(l), limit)]...), nil
+}
+
+func (b *memBackend) push(_ context.Context, list string, ps []*listPush) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range ps {
+		k := list + "\x00" + p.task
+		l := b.lists[k]
+		for _, v := range p.vals {
+			l = append([]string{v}, l...)
+		}
+		b.lists[k] = l[:min(len(l), p.keep)]
+	}
+	return nil
+}
+
+func (b *memBackend) list(_ context.Context, list, task string, limit int) ([]string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.lists[list+"\x00"+task]
+	return append([]string(nil), l[:min(len(l), limit)]...), nil
+}

@@ -1,0 +1,48 @@
+package lease
+
+import (
+	"context"
+	"strconv"
+	"time"
+)
+
+func (b *redisBackend) recordTicks(ctx context.Context, ws []TickWrite) error {
+	calls := make([]scriptCall, len(ws))
+	for i, w := range ws {
+		k := w.Keep
+		calls[i] = scriptCall{keys: []string{b.k.ticks(w.Task)}, args: []any{
+			strconv.FormatInt(w.Tick.UnixMilli(), 10), escape(w.Part.Replica), encodeTickPart(w.Part),
+			max(k.Ticks, 1), strconv.FormatInt(w.Part.Written.Add(-k.Age).UnixMilli(), 10), ms(k.Age + 24*time.Hour)}}
+	}
+	for _, cmd := range evalEach(ctx, b.c, scriptTick, calls) {
+		if err := cmd.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *redisBackend) ticks(ctx context.Context, task string, limit int) ([]string, error) {
+	return b.c.LRange(ctx, b.k.ticks(task), 0, int64(limit)-1).Result()
+}
+
+// push sends one LPUSH and one LTRIM per list, in one pipeline (on a
+// Cluster, go-redis splits it by shard).
+func (b *redisBackend) push(ctx context.Context, list string, ps []*listPush) error {
+	pipe := b.c.Pipeline()
+	for _, p := range ps {
+		key := b.k.list(p.task, list)
+		vals := make([]any, len(p.vals))
+		for i, v := range p.vals {
+			vals[i] = v
+		}
+		pipe.LPush(ctx, key, vals...)
+		pipe.LTrim(ctx, key, 0, int64(p.keep)-1)
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+func (b *redisBackend) list(ctx context.Context, list, task string, limit int) ([]string, error) {
+	return b.c.LRange(ctx, b.k.list(task, list), 0, int64(limit)-1).Result()
+}
