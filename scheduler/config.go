@@ -161,6 +161,22 @@ type Task struct {
 	// outage, if it is at most this old. Defaults to 0s (off).
 	CatchUp time.Duration `toml:"catch_up"`
 
+	// The history (docs/operations.md, "History").
+	// HistoryTicks is how many tick records are kept. Defaults to 672 (a
+	// week of 15-minute ticks).
+	HistoryTicks int `toml:"history_ticks"`
+	// HistoryAge drops tick records older than this. Defaults to 168h.
+	HistoryAge time.Duration `toml:"history_age"`
+	// FailuresKept is how many failed runs are kept, with their errors.
+	// Defaults to 50.
+	FailuresKept int `toml:"failures_kept"`
+	// FailureOutput is how many bytes of a failed run's output (its end) are
+	// kept. Defaults to 4096.
+	FailureOutput int `toml:"failure_output"`
+	// FlagAfter is how many ticks in a row must fail, or run nothing, for
+	// the task to be flagged failing or starved. Defaults to 3.
+	FlagAfter int `toml:"flag_after"`
+
 	// Derived by validation.
 	Location *time.Location `toml:"-"`
 	Schedule Schedule       `toml:"-"`
@@ -178,7 +194,17 @@ func DefaultTask() Task {
 		OnBusy:             OnBusySkip,
 		RescheduleExitCode: 75,
 		MaxReschedules:     100,
+		HistoryTicks:       lease.DefaultRetention.Ticks,
+		HistoryAge:         lease.DefaultRetention.Age,
+		FailuresKept:       lease.DefaultRetention.Failures,
+		FailureOutput:      4096,
+		FlagAfter:          3,
 	}
+}
+
+// Retention is what the task's history keeps.
+func (t *Task) Retention() lease.Retention {
+	return lease.Retention{Ticks: t.HistoryTicks, Age: t.HistoryAge, Failures: t.FailuresKept, Actions: lease.DefaultRetention.Actions}
 }
 
 // LateLimit is how late a tick may still start its runs: the catch-up

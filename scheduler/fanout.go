@@ -42,6 +42,7 @@ type fanOut struct {
 	ts    *taskState
 	T     time.Time
 	ctx   context.Context
+	tl    *tally // this replica's part of the tick, for the history
 	batch []string
 	reqs  []lease.Request // flush's, reused: the store keeps none of them
 	n     TickCounts
@@ -93,7 +94,7 @@ const chunkSize = 16
 
 // fanOut runs tick T of ts.
 func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
-	f := &fanOut{s: s, ts: ts, T: T, ctx: ctx}
+	f := &fanOut{s: s, ts: ts, T: T, ctx: ctx, tl: s.history.begin(ts.t, T)}
 	var err error
 	if ts.t.Spread > 0 {
 		err = f.spreadOut()
@@ -116,6 +117,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 		f.n.SourceFailed = true
 	}
 	n := f.n
+	s.history.fannedOut(f.tl, n)
 	s.metrics.ticked(t.Name, T, n, err)
 	lvl := slog.LevelInfo
 	if n.Errors > 0 || n.SourceFailed || n.Quarantined > 0 {
@@ -264,7 +266,7 @@ func (f *fanOut) flush() {
 		switch {
 		case r.Err == nil:
 			f.n.Started++
-			s.start(ts, r.Lease)
+			s.start(ts, r.Lease, f.tl)
 			continue
 		case errors.Is(r.Err, lease.ErrBusy):
 			f.n.Busy++

@@ -31,10 +31,16 @@ type Metrics struct {
 	// LastGoodTick is when the task's last tick fanned out without a store
 	// or source error (Unix seconds of the tick): alert on its age.
 	LastGoodTick *prometheus.GaugeVec // task
+	// From the history, read every HealthPoll: the last complete tick's
+	// runs by outcome (of every replica), and the flags.
+	LastTickRuns *prometheus.GaugeVec // task, outcome
+	NotFiring    *prometheus.GaugeVec // task: 1 while no tick is recorded where one was due
+	Failing      *prometheus.GaugeVec // task: 1 while the last flag_after ticks' runs all failed
+	Starved      *prometheus.GaugeVec // task: 1 while the last flag_after ticks ran nothing
 }
 
 // redisOps are the values of RedisErrors' op label.
-var redisOps = []string{"acquire", "renew", "take", "enqueue", "paused", "announce"}
+var redisOps = []string{"acquire", "renew", "take", "enqueue", "paused", "announce", "history"}
 
 // NewMetrics creates the collectors and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -70,8 +76,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		LastGoodTick: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_last_good_tick_timestamp_seconds",
 			Help: "The last tick that fanned out without a store or source error, and with no entity left out for a data-loss quarantine."}, []string{"task"}),
 	}
+	m.LastTickRuns = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_last_tick_runs",
+		Help: "The task's last complete tick (all replicas): its runs by outcome, from the history."}, []string{"task", "outcome"})
+	m.NotFiring = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_task_not_firing",
+		Help: "1 while the task is not firing: no replica runs it, or a tick its schedule expected has no record (paused tasks are 0)."}, []string{"task"})
+	m.Failing = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_task_failing",
+		Help: "1 while the task's last flag_after ticks' runs all failed."}, []string{"task"})
+	m.Starved = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_task_starved",
+		Help: "1 while the task's last flag_after ticks ran nothing (every entity skipped, or none listed)."}, []string{"task"})
 	reg.MustRegister(m.Runs, m.RunDuration, m.Skips, m.Reschedules, m.Retries, m.TickLag, m.EntitiesTick,
-		m.RedisErrors, m.LeaseRenewals, m.LeaseLosses, m.DueDepth, m.ActiveRuns, m.SourceFailures, m.Paused, m.LastGoodTick)
+		m.RedisErrors, m.LeaseRenewals, m.LeaseLosses, m.DueDepth, m.ActiveRuns, m.SourceFailures, m.Paused, m.LastGoodTick,
+		m.LastTickRuns, m.NotFiring, m.Failing, m.Starved)
 	for _, op := range redisOps {
 		m.RedisErrors.WithLabelValues(op)
 	}
@@ -175,5 +190,27 @@ func (m *Metrics) active(n int64) {
 func (m *Metrics) due(n int) {
 	if m != nil {
 		m.DueDepth.Set(float64(n))
+	}
+}
+
+// health publishes what the history says of task: its last complete tick's
+// runs by outcome, and its flags.
+func (m *Metrics) health(task string, views []TickView, h Health) {
+	if m == nil {
+		return
+	}
+	b := map[bool]float64{true: 1}
+	m.NotFiring.WithLabelValues(task).Set(b[h.NotFiring != ""])
+	m.Failing.WithLabelValues(task).Set(b[h.Failing])
+	m.Starved.WithLabelValues(task).Set(b[h.Starved])
+	for _, v := range views {
+		if v.State != TickComplete {
+			continue
+		}
+		outcomes := v.Outcomes()
+		for _, o := range lease.Outcomes {
+			m.LastTickRuns.WithLabelValues(task, string(o)).Set(float64(outcomes[o]))
+		}
+		return
 	}
 }

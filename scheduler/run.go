@@ -19,16 +19,21 @@ func Grace(ttl time.Duration) time.Duration { return min(10*time.Second, lease.M
 
 // start runs l's run on a worker; the caller holds a slot of ts, which the
 // run gives back.
-func (s *Scheduler) start(ts *taskState, l *lease.Lease) {
+func (s *Scheduler) start(ts *taskState, l *lease.Lease, tl *tally) {
 	s.runs.Add(1)
 	s.metrics.active(s.active.Add(1))
-	s.workers.do(job{ts, l})
+	if tl != nil {
+		tl.pending.Add(1)
+	}
+	s.workers.do(job{ts, l, tl})
 }
 
-// job is a run to start: l's, for ts's task.
+// job is a run to start: l's, for ts's task; tl is its tick's tally when
+// a fan-out started it.
 type job struct {
 	ts *taskState
 	l  *lease.Lease
+	tl *tally
 }
 
 // workerIdle is how long a goroutine that ran a run waits for the next one
@@ -85,7 +90,7 @@ func (ws *workers) loop(j job) {
 		ws.mu.Unlock()
 	}()
 	for {
-		ws.s.execute(w, j.ts, j.l)
+		ws.s.execute(w, j)
 		idle.Reset(workerIdle)
 		select {
 		case j = <-ws.idle:
@@ -127,6 +132,8 @@ type running struct {
 	took    time.Duration
 	err     error
 	next    *lease.Next
+	tl      *tally
+	ended   time.Time
 
 	// The timer's: the task's warn_after and timeout count from began, the
 	// run's start by the monotonic clock.
@@ -200,9 +207,10 @@ func (w *worker) fire() {
 // stopped by the lease, the task's timeout or the shutdown; then the
 // release that records the outcome and, in the same step, asks for what
 // comes next.
-func (s *Scheduler) execute(w *worker, ts *taskState, l *lease.Lease) {
+func (s *Scheduler) execute(w *worker, j job) {
+	ts, l := j.ts, j.l
 	t := ts.t
-	r := &running{s: s, ts: ts, l: l}
+	r := &running{s: s, ts: ts, l: l, tl: j.tl}
 	r.h = runHandler{inner: ts.runLog(s.log.Handler(), l.Tick), entity: l.Entity, fence: l.Fence, reason: string(l.Reason)}
 	r.log = *slog.New(&r.h)
 	// The run's context is the lease's own, cancelled when the lease is
@@ -214,6 +222,9 @@ func (s *Scheduler) execute(w *worker, ts *taskState, l *lease.Lease) {
 	started := s.clock.Now()
 	if l.Reason == lease.ReasonTick {
 		s.metrics.lag(t.Name, started.Sub(l.Tick))
+	}
+	if r.tl != nil {
+		r.tl.started(started.Sub(l.Tick))
 	}
 	// One line per run at info, at its end: a tick of 100,000 entities
 	// writes 100,000 lines, not twice that (docs/operations.md, "Logs").
@@ -237,10 +248,17 @@ func (s *Scheduler) execute(w *worker, ts *taskState, l *lease.Lease) {
 	if next != nil && next.Reason == lease.ReasonRetry && !handOver {
 		s.metrics.retry(t.Name)
 	}
-	r.outcome, r.took, r.err, r.next = outcome, ended.Sub(started), err, next
+	r.outcome, r.took, r.err, r.next, r.ended = outcome, ended.Sub(started), err, next, ended
+	fin := lease.Finished{Outcome: outcome, Started: started, Ended: ended}
+	if lease.Failed(outcome) {
+		if err != nil {
+			fin.Error = err.Error()
+		}
+		s.history.failed(r.failure(started, ended))
+	}
 	// Not waited for: the worker is free for the next run once the release
 	// is queued (docs/performance.md); AfterRelease ends the run.
-	l.ReleaseThen(lease.Finished{Outcome: outcome, Started: started, Ended: ended}, next, r)
+	l.ReleaseThen(fin, next, r)
 }
 
 // AfterRelease ends r's run once its lease is released: the run's log line,
@@ -270,6 +288,9 @@ func (r *running) done(rerr error) {
 		ev := r.event(EventRunEnded)
 		ev.Outcome, ev.Err = r.outcome, errors.Join(r.err, rerr)
 		s.observe(ev)
+	}
+	if r.tl != nil {
+		s.history.ended(r.tl, r.outcome, r.ended.Sub(r.l.Tick))
 	}
 	s.metrics.active(s.active.Add(-1))
 	<-r.ts.slots

@@ -84,6 +84,11 @@ type Scheduler struct {
 	// lastStarvedTake is when the due loop last took one with no slot free.
 	dueWaiting      atomic.Int32
 	lastStarvedTake time.Time
+	// history writes this replica's part of the history; historyDone is
+	// closed when its writer has ended (after the runs, at shutdown).
+	history     *history
+	stopHistory context.CancelFunc
+	historyDone chan struct{}
 }
 
 // taskState is one task's running state; a reload that changes the task
@@ -121,6 +126,7 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 		logLimit: NewLogLimiter(LogEvery), tasks: map[string]*taskState{}, metrics: opts.Metrics, observer: opts.Observer,
 	}
 	s.loopCtx, s.stopLoops = context.WithCancel(context.Background())
+	s.history, s.historyDone = newHistory(s), make(chan struct{})
 	s.workers = workers{s: s, idle: make(chan job), quit: s.loopCtx.Done(), all: map[*worker]struct{}{}}
 	s.abort, s.abortRuns = context.WithCancelCause(context.Background())
 	if err := s.checkHandlers(cfg); err != nil {
@@ -165,12 +171,17 @@ func (s *Scheduler) Start() {
 	}
 	loops := []loop{{s.duePoll, s.takeDue}, {s.pausePoll, s.readPaused}, {s.pausePoll, s.announce}}
 	if s.metrics != nil {
-		loops = append(loops, loop{s.pausePoll, s.publishDueDepth})
+		loops = append(loops, loop{s.pausePoll, s.publishDueDepth}, loop{HealthPoll, s.publishHealth})
 	}
 	for _, l := range loops {
 		s.loopWG.Add(1)
 		go func() { defer s.loopWG.Done(); poll(s.loopCtx, l.every, l.fn) }()
 	}
+	// The history's writer outlives the loops: the runs' ends are written
+	// once the runs have ended (Shutdown).
+	var ctx context.Context
+	ctx, s.stopHistory = context.WithCancel(context.Background())
+	go func() { defer close(s.historyDone); s.history.loop(ctx) }()
 }
 
 // startTask starts one task's tick loop; s.mu is held.
@@ -189,9 +200,9 @@ func (s *Scheduler) buildTask(t Task) (tasks.Action, tasks.Source) {
 	var a tasks.Action
 	switch {
 	case t.Command != nil:
-		a = tasks.Exec{Argv: t.Command, RescheduleCode: t.RescheduleExitCode, Grace: Grace(t.LeaseTTL)}
+		a = tasks.Exec{Argv: t.Command, RescheduleCode: t.RescheduleExitCode, Grace: Grace(t.LeaseTTL), KeepOutput: t.FailureOutput}
 	case t.URL != "":
-		a = tasks.HTTP{URL: t.URL, Headers: t.Headers}
+		a = tasks.HTTP{URL: t.URL, Headers: t.Headers, KeepBody: t.FailureOutput}
 	default:
 		h, _ := s.registry.Lookup(t.Handler)
 		a = tasks.HandlerFunc(h)
@@ -265,10 +276,14 @@ func (s *Scheduler) Active() int { return int(s.active.Load()) }
 func (s *Scheduler) Shutdown(timeout time.Duration) {
 	s.mu.Lock()
 	s.stopLoops()
+	started := s.started
 	s.mu.Unlock()
 	s.loopWG.Wait()
 	done := make(chan struct{})
 	go func() { s.runs.Wait(); close(done) }()
+	if started {
+		defer func() { s.stopHistory(); <-s.historyDone }() // a last write, of at most 2s
+	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {

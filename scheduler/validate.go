@@ -249,10 +249,18 @@ func validateLimits(t *Task, bad badFunc) {
 	if t.RescheduleExitCode < 0 || t.RescheduleExitCode > 255 {
 		bad("reschedule_exit_code", "%d: an exit status is 0..255", t.RescheduleExitCode)
 	}
-	for k, n := range map[string]int{"max_reschedules": t.MaxReschedules, "retries": t.Retries} {
+	for k, n := range map[string]int{"max_reschedules": t.MaxReschedules, "retries": t.Retries, "failure_output": t.FailureOutput} {
 		if n < 0 {
 			bad(k, "must not be negative")
 		}
+	}
+	for k, n := range map[string]int{"history_ticks": t.HistoryTicks, "failures_kept": t.FailuresKept, "flag_after": t.FlagAfter} {
+		if n < 1 {
+			bad(k, "%d: must be at least 1", n)
+		}
+	}
+	if t.HistoryAge < time.Minute {
+		bad("history_age", "%v: keep at least 1m", t.HistoryAge)
 	}
 }
 

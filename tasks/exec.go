@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // Exec runs a command: argv with {entity} replaced, never through a shell, in
@@ -27,6 +28,9 @@ type Exec struct {
 	// group and SIGKILL. The scheduler sets it below the lease's safety
 	// margin, so the process is gone before the lease could expire.
 	Grace time.Duration
+	// KeepOutput, when more than 0, keeps that many bytes of the end of a
+	// failed run's output in its error (OutputError).
+	KeepOutput int
 }
 
 // ErrExit is wrapped by the error of a command that exited non-zero.
@@ -71,17 +75,84 @@ func (e Exec) Do(ctx context.Context, run Run) (Result, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	code, err := Start(ctx, cmd, e.Grace, run.Check, log)
-	if err != nil {
-		return Done, err
+	var tail *Tail
+	if e.KeepOutput > 0 {
+		tail = &Tail{Max: e.KeepOutput}
 	}
-	switch {
-	case code == 0:
-		return Done, nil
-	case e.RescheduleCode != 0 && code == e.RescheduleCode:
-		return Reschedule, nil
+	code, err := StartTail(ctx, cmd, e.Grace, run.Check, log, tail)
+	if err == nil {
+		switch {
+		case code == 0:
+			return Done, nil
+		case e.RescheduleCode != 0 && code == e.RescheduleCode:
+			return Reschedule, nil
+		}
+		err = fmt.Errorf("%w: exit status %d", ErrExit, code)
 	}
-	return Done, fmt.Errorf("%w: exit status %d", ErrExit, code)
+	if tail != nil && tail.Len() > 0 {
+		err = &OutputError{Err: err, Output: tail.String()}
+	}
+	return Done, err
+}
+
+// OutputError is a failed run's error with the end of its output (exec) or
+// the start of the response body (HTTP).
+type OutputError struct {
+	Err    error
+	Output string
+}
+
+func (e *OutputError) Error() string { return e.Err.Error() }
+func (e *OutputError) Unwrap() error { return e.Err }
+
+// OutputOf returns the output an error carries (OutputError), or "".
+func OutputOf(err error) string {
+	var oe *OutputError
+	if errors.As(err, &oe) {
+		return oe.Output
+	}
+	return ""
+}
+
+// Tail keeps the last Max bytes written to it.
+type Tail struct {
+	Max int
+	mu  sync.Mutex
+	buf []byte
+}
+
+// Write keeps the end of p and what came before, up to Max bytes.
+func (t *Tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	if len(p) >= t.Max {
+		t.buf = append(t.buf[:0], p[len(p)-t.Max:]...)
+		return n, nil
+	}
+	if over := len(t.buf) + len(p) - t.Max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	t.buf = append(t.buf, p...)
+	return n, nil
+}
+
+// Len is how many bytes it holds.
+func (t *Tail) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.buf)
+}
+
+// String is what it holds, from a rune's start.
+func (t *Tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.buf
+	for len(b) > 0 && !utf8.RuneStart(b[0]) {
+		b = b[1:]
+	}
+	return string(b)
 }
 
 // Start starts cmd (which must have Setpgid), logs its output lines, and
@@ -93,6 +164,13 @@ func (e Exec) Do(ctx context.Context, run Run) (Result, error) {
 // error nothing starts and Start returns it, wrapping ErrNotStarted.
 // With a nil log, the command's output goes wherever cmd says.
 func Start(ctx context.Context, cmd *exec.Cmd, grace time.Duration, check func() error, log *slog.Logger) (int, error) {
+	return StartTail(ctx, cmd, grace, check, log, nil)
+}
+
+// StartTail is Start that also keeps the end of the command's output (its
+// lines, stdout and stderr as they come) in tail, when tail and log are not
+// nil.
+func StartTail(ctx context.Context, cmd *exec.Cmd, grace time.Duration, check func() error, log *slog.Logger, tail *Tail) (int, error) {
 	if err := checkStart(check); err != nil {
 		return -1, err
 	}
@@ -115,7 +193,7 @@ func Start(ctx context.Context, cmd *exec.Cmd, grace time.Duration, check func()
 	var wg sync.WaitGroup
 	for i, r := range readers {
 		wg.Add(1)
-		go func() { defer wg.Done(); logLines(r, log, []string{"stdout", "stderr"}[i]) }()
+		go func() { defer wg.Done(); logLines(r, log, []string{"stdout", "stderr"}[i], tail) }()
 	}
 
 	exited := make(chan struct{})
@@ -162,10 +240,13 @@ func Start(ctx context.Context, cmd *exec.Cmd, grace time.Duration, check func()
 // maxLine bounds one logged line; longer lines are split.
 const maxLine = 16 * 1024
 
-func logLines(r io.Reader, log *slog.Logger, stream string) {
+func logLines(r io.Reader, log *slog.Logger, stream string, tail *Tail) {
 	br := bufio.NewReaderSize(r, maxLine)
 	for {
 		line, err := br.ReadSlice('\n')
+		if len(line) > 0 && tail != nil {
+			tail.Write(line) //nolint:errcheck // never fails
+		}
 		if len(line) > 0 {
 			log.Info(strings.TrimRight(string(line), "\r\n"), "stream", stream)
 		}

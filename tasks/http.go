@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/tickd/tickd/lease"
@@ -24,6 +25,9 @@ type HTTP struct {
 	URL     string
 	Headers map[string]string // sent with each request, after Content-Type
 	Client  *http.Client      // defaults to http.DefaultClient
+	// KeepBody, when more than 0, keeps that many bytes of the start of a
+	// non-2xx response's body in its error (OutputError).
+	KeepBody int
 }
 
 // ErrStatus is wrapped by the error of a non-2xx response.
@@ -66,10 +70,18 @@ func (h HTTP) Do(ctx context.Context, run Run) (Result, error) {
 		return Done, fmt.Errorf("post %s: %w", h.URL, err)
 	}
 	defer resp.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) //nolint:errcheck
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return Done, fmt.Errorf("%w %d from %s", ErrStatus, resp.StatusCode, h.URL)
+		err := fmt.Errorf("%w %d from %s", ErrStatus, resp.StatusCode, h.URL)
+		if h.KeepBody > 0 {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, int64(h.KeepBody))) // what came before an error
+			if len(body) > 0 {
+				err = &OutputError{Err: err, Output: strings.ToValidUTF8(string(body), "\uFFFD")}
+			}
+		}
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) //nolint:errcheck
+		return Done, err
 	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) //nolint:errcheck
 	if resp.Header.Get(RescheduleHeader) == "reschedule" {
 		return Reschedule, nil
 	}

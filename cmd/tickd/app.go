@@ -20,6 +20,8 @@ Usage:
   tickd status -config FILE [TASK]  held leases, last runs, pending requests (-json)
   tickd trigger -config FILE TASK [ENTITY…]   ask for a run now (-wait)
   tickd pause|resume -config FILE TASK        stop/start ticking on every replica
+                                    (pause -reason "…" [-for 2h])
+  tickd history -config FILE TASK   recent ticks, failures and operator actions
   tickd unlock -config FILE TASK ENTITY       force-release a stuck lease
   tickd lock -config FILE [-ttl 1m] [-busy-exit N] KEY -- CMD ARGS…
                                     run CMD under a lease, or exit at once if held
@@ -33,7 +35,7 @@ command's flags; "tickd --version" is "tickd version".
 `
 
 // commands are the subcommands run knows.
-var commands = []string{"run", "check", "status", "trigger", "pause", "resume", "unlock", "lock", "migrate", "version", "help"}
+var commands = []string{"run", "check", "status", "trigger", "pause", "resume", "unlock", "lock", "migrate", "history", "version", "help"}
 
 // run dispatches a subcommand and turns its error into an exit status: a
 // command-line mistake prints what was wrong and the command's usage, exit 2.
@@ -84,6 +86,9 @@ var subcommands = map[string]func(ctx context.Context, args []string, stdout, st
 	"lock":   func(ctx context.Context, args []string, _, stderr io.Writer) error { return runLock(ctx, args, stderr) },
 	"migrate": func(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		return runMigrate(ctx, args, stdout)
+	},
+	"history": func(ctx context.Context, args []string, stdout, _ io.Writer) error {
+		return runHistory(ctx, args, stdout)
 	},
 }
 

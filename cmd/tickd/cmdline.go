@@ -34,6 +34,11 @@ func (c *cmdline) jsonFlag() *bool {
 	return c.fs.Bool("json", false, "print one JSON document for scripts")
 }
 
+// byFlag adds -by: who acts, for the history's record.
+func (c *cmdline) byFlag() *string {
+	return c.fs.String("by", operator(), "who does this, for the record (default: your user@host)")
+}
+
 // parse parses the flags wherever they are among args and returns the
 // arguments, and those after "--" (rest) when the command takes them.
 func (c *cmdline) parse(args []string) (pos, rest []string, err error) {

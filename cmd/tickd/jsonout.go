@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
 )
 
 // The -json documents follow the -json contract (docs/operations.md, "Commands"): snake_case
@@ -86,17 +87,21 @@ func replicationDocOf(r lease.Replication) replicationDoc {
 }
 
 type taskDoc struct {
-	Name         string     `json:"name"`
-	Schedule     string     `json:"schedule"`
-	Timezone     string     `json:"timezone"`
-	NextTick     instant    `json:"next_tick"`
-	Paused       bool       `json:"paused"`
-	Leases       []leaseDoc `json:"leases"`
-	LeaseCount   int        `json:"lease_count"`
-	LastRuns     []runDoc   `json:"last_runs"`
-	LastRunCount int        `json:"last_run_count"`
-	Due          []dueDoc   `json:"due"`
-	DueCount     int        `json:"due_count"`
+	Name         string        `json:"name"`
+	Schedule     string        `json:"schedule"`
+	Timezone     string        `json:"timezone"`
+	NextTick     instant       `json:"next_tick"`
+	Paused       bool          `json:"paused"`
+	Pause        *pauseInfoDoc `json:"pause"`      // null when not paused
+	Flags        []string      `json:"flags"`      // not_firing, failing, starved: the ones up
+	NotFiring    string        `json:"not_firing"` // why it is not firing; "" when it is
+	LastTick     *tickDoc      `json:"last_tick"`  // null before the first
+	Leases       []leaseDoc    `json:"leases"`
+	LeaseCount   int           `json:"lease_count"`
+	LastRuns     []runDoc      `json:"last_runs"`
+	LastRunCount int           `json:"last_run_count"`
+	Due          []dueDoc      `json:"due"`
+	DueCount     int           `json:"due_count"`
 }
 
 type leaseDoc struct {
@@ -120,6 +125,16 @@ type runDoc struct {
 	Ended     instant `json:"ended"`
 	DurationS float64 `json:"duration_s"`
 	LastTick  instant `json:"last_tick"`
+	Error     string  `json:"error"` // a failed run's error; "" otherwise
+}
+
+// pauseInfoDoc is who paused a task, when, why, and until when (null: until
+// resumed).
+type pauseInfoDoc struct {
+	By     string  `json:"by"`
+	At     instant `json:"at"`
+	Reason string  `json:"reason"`
+	Until  instant `json:"until"`
 }
 
 type dueDoc struct {
@@ -134,14 +149,21 @@ type dueDoc struct {
 func (st taskStatus) doc(now time.Time) taskDoc {
 	d := taskDoc{Name: st.Name, Schedule: st.Schedule, Timezone: st.Timezone, NextTick: instant(st.NextTick),
 		Paused: st.Paused, LeaseCount: st.LeaseCount, LastRunCount: st.RunCount, DueCount: st.DueCount,
-		Leases: []leaseDoc{}, LastRuns: []runDoc{}, Due: []dueDoc{}}
+		Leases: []leaseDoc{}, LastRuns: []runDoc{}, Due: []dueDoc{}, Flags: st.Health.Flags(), NotFiring: st.Health.NotFiring}
+	if st.Paused {
+		d.Pause = &pauseInfoDoc{By: st.Pause.By, At: instant(st.Pause.At), Reason: st.Pause.Reason, Until: instant(st.Pause.Until)}
+	}
+	if st.LastTick != nil {
+		td := tickDocOf(*st.LastTick)
+		d.LastTick = &td
+	}
 	for _, h := range st.Leases {
 		d.Leases = append(d.Leases, leaseDoc{Entity: h.Entity, Holder: h.Holder, Since: instant(h.Since),
 			AgeS: seconds(now.Sub(h.Since)), Fence: h.Fence, TTLLeftS: seconds(h.TTL), Reason: string(h.Reason)})
 	}
 	for _, r := range st.LastRuns {
 		rd := runDoc{Entity: r.Entity, Outcome: string(r.Outcome), Reason: string(r.Reason), Replica: r.Replica,
-			Fence: r.Fence, Started: instant(r.Started), Ended: instant(r.Ended), LastTick: instant(r.LastTick)}
+			Fence: r.Fence, Started: instant(r.Started), Ended: instant(r.Ended), LastTick: instant(r.LastTick), Error: r.Error}
 		if r.Outcome == lease.OutcomeUnlocked {
 			rd.Replica, rd.By = "", r.Replica
 		}
@@ -176,8 +198,11 @@ type migrateDoc struct {
 
 // pauseDoc is `tickd pause -json` and `tickd resume -json`.
 type pauseDoc struct {
-	Task   string `json:"task"`
-	Paused bool   `json:"paused"`
+	Task   string  `json:"task"`
+	Paused bool    `json:"paused"`
+	By     string  `json:"by"`
+	Reason string  `json:"reason"`
+	Until  instant `json:"until"` // a pause's end; null: until resumed
 }
 
 // triggerDoc is `tickd trigger -json`: what was triggered and, with -wait,
@@ -224,4 +249,94 @@ type checkTickDoc struct {
 	Tick  instant `json:"tick"`
 	Local string  `json:"local_time"`
 	DST   string  `json:"dst"`
+}
+
+// historyDoc is `tickd history -json`.
+type historyDoc struct {
+	Task      string       `json:"task"`
+	Flags     []string     `json:"flags"`      // not_firing, failing, starved: the ones up
+	NotFiring string       `json:"not_firing"` // why it is not firing; "" when it is
+	Ticks     []tickDoc    `json:"ticks"`
+	Failures  []failureDoc `json:"failures"`
+	Actions   []actionDoc  `json:"actions"`
+}
+
+// tickDoc is one tick of the history; a missed one has no replicas, and
+// null lag and duration.
+type tickDoc struct {
+	Tick           instant        `json:"tick"`
+	State          string         `json:"state"` // complete, running, incomplete, missed
+	Replicas       []string       `json:"replicas"`
+	Entities       int            `json:"entities"`
+	Runs           int            `json:"runs"`
+	Outcomes       map[string]int `json:"outcomes"`
+	Skipped        map[string]int `json:"skipped"`
+	SourceFailed   bool           `json:"source_failed"`
+	FirstStartLagS *float64       `json:"first_start_lag_s"`
+	DurationS      *float64       `json:"duration_s"` // from the tick to its last run's end
+}
+
+type failureDoc struct {
+	Entity    string  `json:"entity"`
+	Tick      instant `json:"tick"`
+	Reason    string  `json:"reason"`
+	Fence     int64   `json:"fence"`
+	Replica   string  `json:"replica"`
+	StartedAt instant `json:"started_at"`
+	EndedAt   instant `json:"ended_at"`
+	Outcome   string  `json:"outcome"`
+	Error     string  `json:"error"`
+	Output    string  `json:"output"`
+}
+
+type actionDoc struct {
+	At       instant  `json:"at"`
+	By       string   `json:"by"`
+	Action   string   `json:"action"`
+	Entities []string `json:"entities"`
+	Reason   string   `json:"reason"`
+	Until    instant  `json:"until"`
+	Detail   string   `json:"detail"`
+}
+
+// secondsOrNull is d in seconds, or nil (null) for none (-1).
+func secondsOrNull(d time.Duration) *float64 {
+	if d < 0 {
+		return nil
+	}
+	s := d.Seconds()
+	return &s
+}
+
+func tickDocOf(v scheduler.TickView) tickDoc {
+	d := tickDoc{Tick: instant(v.Tick), State: v.State, Replicas: append([]string{}, v.Replicas()...),
+		Entities: v.Entities(), Runs: v.Runs(), Outcomes: map[string]int{}, Skipped: v.Skipped(),
+		SourceFailed: v.SourceFailed(), FirstStartLagS: secondsOrNull(v.FirstStart()), DurationS: secondsOrNull(v.LastEnd())}
+	for o, n := range v.Outcomes() {
+		d.Outcomes[string(o)] = n
+	}
+	return d
+}
+
+func actionDocs(as []lease.Action) []actionDoc {
+	out := make([]actionDoc, len(as))
+	for i, a := range as {
+		out[i] = actionDoc{At: instant(a.At), By: a.By, Action: a.What, Entities: append([]string{}, a.Entities...),
+			Reason: a.Reason, Until: instant(a.Until), Detail: a.Detail}
+	}
+	return out
+}
+
+func (h taskHistory) doc() historyDoc {
+	d := historyDoc{Task: h.Task.Name, Flags: h.Health.Flags(), NotFiring: h.Health.NotFiring, Ticks: []tickDoc{},
+		Failures: []failureDoc{}, Actions: actionDocs(h.Actions)}
+	for _, v := range h.Ticks {
+		d.Ticks = append(d.Ticks, tickDocOf(v))
+	}
+	for _, f := range h.Failures {
+		d.Failures = append(d.Failures, failureDoc{Entity: f.Entity, Tick: instant(f.Tick), Reason: string(f.Reason),
+			Fence: f.Fence, Replica: f.Replica, StartedAt: instant(f.Started), EndedAt: instant(f.Ended),
+			Outcome: string(f.Outcome), Error: f.Error, Output: f.Output})
+	}
+	return d
 }

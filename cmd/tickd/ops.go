@@ -72,9 +72,18 @@ func runPause(ctx context.Context, args []string, stdout io.Writer, paused bool)
 	name := map[bool]string{true: "pause", false: "resume"}[paused]
 	c := newCmdline(name, "TASK")
 	asJSON := c.jsonFlag()
+	by := c.byFlag()
+	reason := c.fs.String("reason", "", "why, for the record (tickd history, status)")
+	var until *time.Duration
+	if paused {
+		until = c.fs.Duration("for", 0, "resume by itself after this long (0: when resumed)")
+	}
 	pos, err := c.args(args, 1, 1, "TASK")
 	if err != nil {
 		return err
+	}
+	if until != nil && *until < 0 {
+		return c.usage("-for %v: must not be negative", *until)
 	}
 	cfg, t, err := loadTask(*c.config, pos[0])
 	if err != nil {
@@ -85,12 +94,28 @@ func runPause(ctx context.Context, args []string, stdout io.Writer, paused bool)
 		return err
 	}
 	defer done()
-	if err := store.SetPaused(ctx, t.Name, paused); err != nil {
+	now := time.Now()
+	a := lease.Action{Task: t.Name, At: now, By: *by, What: name, Reason: *reason}
+	if paused {
+		p := lease.PauseInfo{By: *by, At: now, Reason: *reason}
+		if *until > 0 {
+			p.Until = now.Add(*until)
+		}
+		a.Until = p.Until
+		err = store.Pause(ctx, t.Name, p)
+	} else {
+		err = store.SetPaused(ctx, t.Name, false)
+	}
+	if err != nil {
 		return fmt.Errorf("%s %s: %w", name, t.Name, err)
 	}
+	recordAction(ctx, store, t, a)
 	switch {
 	case *asJSON:
-		return printJSON(stdout, pauseDoc{Task: t.Name, Paused: paused})
+		return printJSON(stdout, pauseDoc{Task: t.Name, Paused: paused, By: *by, Reason: *reason, Until: instant(a.Until)})
+	case paused && !a.Until.IsZero():
+		fmt.Fprintf(stdout, "paused %s until %s: every replica stops ticking it within a second; running runs finish\n",
+			t.Name, a.Until.UTC().Format(time.RFC3339))
 	case paused:
 		fmt.Fprintf(stdout, "paused %s: every replica stops ticking it within a second; running runs finish\n", t.Name)
 	default:
@@ -99,10 +124,24 @@ func runPause(ctx context.Context, args []string, stdout io.Writer, paused bool)
 	return nil
 }
 
+// recordAction keeps an operator's action in the task's history (or the
+// prefix's, for t nil). The action is done: a record that cannot be written
+// is said on stderr, not made the command's failure.
+func recordAction(ctx context.Context, store *lease.Store, t *scheduler.Task, a lease.Action) {
+	keep := lease.DefaultRetention
+	if t != nil {
+		keep = t.Retention()
+	}
+	if err := store.RecordAction(ctx, a, keep); err != nil {
+		fmt.Fprintf(os.Stderr, "tickd %s: done, but not recorded in the history: %v\n", a.What, err)
+	}
+}
+
 // runMigrate moves an older tickd's keys into this version's layout.
 func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 	c := newCmdline("migrate", "")
 	asJSON := c.jsonFlag()
+	by := c.byFlag()
 	if _, err := c.args(args, 0, 0); err != nil {
 		return err
 	}
@@ -119,6 +158,8 @@ func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err // "tickd migrate: " is said once, in front
 	}
+	recordAction(ctx, store, nil, lease.Action{At: time.Now(), By: *by, What: "migrate",
+		Detail: fmt.Sprintf("key layout %s: moved %d task(s) and %d pending request(s)", lease.LayoutVersion, m.Tasks, m.Due)})
 	if *asJSON {
 		layout, _ := strconv.Atoi(lease.LayoutVersion)
 		return printJSON(stdout, migrateDoc{Layout: layout, Tasks: m.Tasks, Due: m.Due})
@@ -129,7 +170,7 @@ func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 
 func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newCmdline("unlock", "TASK ENTITY")
-	by := c.fs.String("by", operator(), "who forces the release, for the record")
+	by := c.byFlag()
 	asJSON := c.jsonFlag()
 	pos, err := c.args(args, 2, 2, "TASK", "ENTITY")
 	if err != nil {
@@ -151,6 +192,8 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("unlock %s %q: %w", t.Name, pos[1], err)
 	}
+	recordAction(ctx, store, t, lease.Action{Task: t.Name, At: time.Now(), By: *by, What: "unlock", Entities: []string{h.Entity},
+		Detail: fmt.Sprintf("holder %s, fence %d", h.Holder, h.Fence)})
 	slog.New(slog.NewTextHandler(stderr, nil)).Warn("lease force-released", "task", t.Name, "entity", h.Entity,
 		"holder", h.Holder, "fence", h.Fence, "held_for", time.Since(h.Since).Round(time.Millisecond).String(), "by", *by)
 	if *asJSON {

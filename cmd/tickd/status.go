@@ -20,6 +20,10 @@ type taskStatus struct {
 	Timezone   string
 	NextTick   time.Time
 	Paused     bool
+	Pause      lease.PauseInfo // who, why, until when, when Paused
+	Health     scheduler.Health
+	FlagAfter  int
+	LastTick   *scheduler.TickView // the newest tick recorded or missed
 	Leases     []lease.Held
 	LeaseCount int
 	LastRuns   []lease.LastRun
@@ -60,7 +64,7 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer done()
-	paused, err := store.Paused(ctx)
+	pauses, err := store.Pauses(ctx)
 	if err != nil {
 		return fmt.Errorf("read paused tasks: %w", err)
 	}
@@ -78,8 +82,13 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		if only != "" && t.Name != only {
 			continue
 		}
-		st, err := statusOf(ctx, store, t, paused[t.Name], now, *limit, *outcome)
+		st, err := statusOf(ctx, store, t, now, *limit, *outcome)
 		if err != nil {
+			return err
+		}
+		p, paused := pauses[t.Name]
+		st.Paused, st.Pause = paused, p
+		if err := st.assess(ctx, store, &t, replicas, now); err != nil {
 			return err
 		}
 		out = append(out, st)
@@ -112,8 +121,8 @@ func replicationLine(where string, r lease.Replication) string {
 
 // statusOf reads one task's state with bounded memory: SCAN pages, the
 // first limit leases and due entries, and the limit most recent last runs.
-func statusOf(ctx context.Context, store *lease.Store, t scheduler.Task, paused bool, now time.Time, limit int, outcome string) (taskStatus, error) {
-	st := taskStatus{Name: t.Name, Paused: paused, NextTick: t.Schedule.Next(now), Schedule: "every " + t.Every.String(),
+func statusOf(ctx context.Context, store *lease.Store, t scheduler.Task, now time.Time, limit int, outcome string) (taskStatus, error) {
+	st := taskStatus{Name: t.Name, NextTick: t.Schedule.Next(now), Schedule: "every " + t.Every.String(),
 		Timezone: t.Location.String()}
 	if t.Cron != "" {
 		st.Schedule = "cron " + t.Cron
@@ -152,6 +161,25 @@ func statusOf(ctx context.Context, store *lease.Store, t scheduler.Task, paused 
 	st.LastRuns, st.RunCount = runs.items, runs.count
 	st.Due, st.DueCount = due.items, due.count
 	return st, nil
+}
+
+// assess reads the task's newest ticks and actions for its flags and its
+// last tick.
+func (st *taskStatus) assess(ctx context.Context, store *lease.Store, t *scheduler.Task, replicas []lease.Replica, now time.Time) error {
+	p := scheduler.Past{Paused: st.Paused, Replicas: replicas}
+	var err error
+	if p.Ticks, err = store.Ticks(ctx, t.Name, t.FlagAfter+2); err != nil {
+		return err
+	}
+	if p.Actions, err = store.Actions(ctx, t.Name, 20); err != nil {
+		return err
+	}
+	views, h := t.Assess(now, p)
+	st.Health, st.FlagAfter = h, t.FlagAfter
+	if len(views) > 0 {
+		st.LastTick = &views[0]
+	}
+	return nil
 }
 
 // bounded counts what it is given and keeps the first limit items; full,
@@ -200,13 +228,18 @@ func printStatus(w io.Writer, ts []taskStatus, now time.Time) {
 	for _, t := range ts {
 		state := ""
 		if t.Paused {
-			state = "  PAUSED"
+			state = "  PAUSED" + pauseText(t.Pause)
 		}
 		loc, err := time.LoadLocation(t.Timezone)
 		if err != nil {
 			loc = time.UTC
 		}
 		fmt.Fprintf(w, "%s: %s in %s, next tick %s%s\n", t.Name, t.Schedule, t.Timezone, t.NextTick.In(loc).Format(time.RFC3339), state)
+		printHealth(w, "  ", t.Health, t.FlagAfter)
+		if v := t.LastTick; v != nil {
+			fmt.Fprintf(w, "  last tick: %s %s, %d entities, %d runs (%s), skipped %s\n", v.Tick.In(loc).Format(time.RFC3339),
+				v.State, v.Entities(), v.Runs(), counts(v.Outcomes()), counts(v.Skipped()))
+		}
 		fmt.Fprintf(w, "  leases held: %d%s\n", t.LeaseCount, shown(len(t.Leases), t.LeaseCount))
 		if len(t.Leases) > 0 {
 			tb := table{indent: "    "}
@@ -219,9 +252,10 @@ func printStatus(w io.Writer, ts []taskStatus, now time.Time) {
 		fmt.Fprintf(w, "  last runs: %d%s\n", t.RunCount, shown(len(t.LastRuns), t.RunCount))
 		if len(t.LastRuns) > 0 {
 			tb := table{indent: "    "}
-			tb.row("ENTITY", "ENDED", "REASON", "OUTCOME", "DURATION", "REPLICA", "FENCE")
+			tb.row("ENTITY", "ENDED", "REASON", "OUTCOME", "DURATION", "REPLICA", "FENCE", "ERROR")
 			for _, r := range t.LastRuns {
-				tb.row(fmt.Sprintf("%q", r.Entity), ago(now, r.Ended), r.Reason, r.Outcome, r.Ended.Sub(r.Started), r.Replica, r.Fence)
+				tb.row(fmt.Sprintf("%q", r.Entity), ago(now, r.Ended), r.Reason, r.Outcome, r.Ended.Sub(r.Started), r.Replica, r.Fence,
+					orDash(quoteText(r.Error)))
 			}
 			tb.write(w)
 		}
@@ -249,6 +283,21 @@ func printReplicas(w io.Writer, rs []lease.Replica, now time.Time) {
 		tb.row(r.ID, orDash(r.Host), orDash(r.Version), ago(now, r.Since), ago(now, r.Seen), orDash(strings.Join(r.Tasks, " ")))
 	}
 	tb.write(w)
+}
+
+// pauseText says who paused a task, why and until when.
+func pauseText(p lease.PauseInfo) string {
+	s := ""
+	if p.By != "" {
+		s += " by " + quoteText(p.By)
+	}
+	if !p.Until.IsZero() {
+		s += " until " + p.Until.UTC().Format(time.RFC3339)
+	}
+	if p.Reason != "" {
+		s += ": " + quoteText(p.Reason)
+	}
+	return s
 }
 
 func orDash(s string) string {

@@ -17,6 +17,9 @@ import (
 // on_busy is skip.
 const exitSkipped = 3
 
+// maxRecordedIDs is how many of a trigger's entities its record lists.
+const maxRecordedIDs = 20
+
 func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
 	c := newCmdline("trigger", "TASK [ENTITY…]")
 	fs := c.fs
@@ -24,6 +27,7 @@ func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
 	timeout := fs.Duration("timeout", 10*time.Minute, "with -wait, how long to wait")
 	force := fs.Bool("force", false, "trigger entities the task's static list or file does not have")
 	asJSON := c.jsonFlag()
+	by := c.byFlag()
 	pos, err := c.args(args, 1, -1, "TASK")
 	if err != nil {
 		return err
@@ -41,7 +45,7 @@ func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer done()
-	doc, err := trigger(ctx, store, t.Name, ids, *wait, *timeout)
+	doc, err := trigger(ctx, store, t, ids, *wait, *timeout, *by)
 	if err != nil {
 		return err
 	}
@@ -81,7 +85,8 @@ func triggerIDs(ctx context.Context, t scheduler.Task, given []string, force boo
 
 // trigger enqueues a run of each id and, with wait, waits up to timeout
 // for their answers: the document that says what happened.
-func trigger(ctx context.Context, store *lease.Store, task string, ids []string, wait bool, timeout time.Duration) (triggerDoc, error) {
+func trigger(ctx context.Context, store *lease.Store, t *scheduler.Task, ids []string, wait bool, timeout time.Duration, by string) (triggerDoc, error) {
+	task := t.Name
 	// With -wait, every run the trigger causes answers this request id with
 	// its outcome, whatever that run's reason (a follow-up, a pending
 	// reschedule the trigger joined, a hand-over).
@@ -94,6 +99,11 @@ func trigger(ctx context.Context, store *lease.Store, task string, ids []string,
 			return triggerDoc{}, err
 		}
 	}
+	a := lease.Action{Task: task, At: time.Now(), By: by, What: "trigger", Entities: ids[:min(len(ids), maxRecordedIDs)]}
+	if len(ids) > maxRecordedIDs {
+		a.Detail = fmt.Sprintf("%d entities, the first %d listed", len(ids), maxRecordedIDs)
+	}
+	recordAction(ctx, store, t, a)
 	paused, err := store.Paused(ctx)
 	if err != nil {
 		return triggerDoc{}, fmt.Errorf("read paused tasks: %w", err)

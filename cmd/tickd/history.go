@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
+)
+
+// runHistory prints a task's recent ticks, newest first, then its recent
+// failures and operator actions.
+func runHistory(ctx context.Context, args []string, stdout io.Writer) error {
+	c := newCmdline("history", "TASK")
+	asJSON := c.jsonFlag()
+	limit := c.fs.Int("limit", 20, "at most this many ticks, failures and actions")
+	onlyFailures := c.fs.Bool("failures", false, "print only the recent failures (text output)")
+	onlyActions := c.fs.Bool("actions", false, "print only the operator actions (text output)")
+	pos, err := c.args(args, 1, 1, "TASK")
+	if err != nil {
+		return err
+	}
+	if *limit < 1 {
+		return c.usage("-limit %d: show at least 1 row", *limit)
+	}
+	cfg, t, err := loadTask(*c.config, pos[0])
+	if err != nil {
+		return err
+	}
+	store, done, err := cliStore(cfg, "history", 0)
+	if err != nil {
+		return err
+	}
+	defer done()
+	h, err := readHistory(ctx, store, t, *limit, time.Now())
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(stdout, h.doc())
+	}
+	if !*onlyFailures && !*onlyActions {
+		printTicks(stdout, h)
+	}
+	if !*onlyActions {
+		printFailures(stdout, h.Failures)
+	}
+	if !*onlyFailures {
+		printActions(stdout, h.Actions)
+	}
+	return nil
+}
+
+// taskHistory is what history reads of one task.
+type taskHistory struct {
+	Task     *scheduler.Task
+	Ticks    []scheduler.TickView
+	Health   scheduler.Health
+	Failures []lease.Failure
+	Actions  []lease.Action
+}
+
+func readHistory(ctx context.Context, store *lease.Store, t *scheduler.Task, limit int, now time.Time) (taskHistory, error) {
+	h := taskHistory{Task: t}
+	past, err := scheduler.ReadPast(ctx, store, t, limit)
+	if err != nil {
+		return h, fmt.Errorf("read the history of %s: %w", t.Name, err)
+	}
+	h.Ticks, h.Health = t.Assess(now, past)
+	h.Ticks = h.Ticks[:min(len(h.Ticks), limit)]
+	h.Actions = past.Actions[:min(len(past.Actions), limit)]
+	if h.Failures, err = store.Failures(ctx, t.Name, limit); err != nil {
+		return h, err
+	}
+	return h, nil
+}
+
+// counts writes a count map as "done 3, failed 1", or "-".
+func counts[K ~string](m map[K]int) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// millis writes a duration from a tick, or "-" for none (-1).
+func millis(d time.Duration) string {
+	if d < 0 {
+		return "-"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func printHealth(w io.Writer, indent string, h scheduler.Health, flagAfter int) {
+	if h.NotFiring != "" {
+		fmt.Fprintf(w, "%sNOT FIRING: %s\n", indent, h.NotFiring)
+	}
+	if h.Failing {
+		fmt.Fprintf(w, "%sFAILING: every run of the last %d ticks failed\n", indent, flagAfter)
+	}
+	if h.Starved {
+		fmt.Fprintf(w, "%sSTARVED: the last %d ticks ran nothing\n", indent, flagAfter)
+	}
+}
+
+func printTicks(w io.Writer, h taskHistory) {
+	loc := h.Task.Location
+	fmt.Fprintf(w, "%s: ticks, newest first (%s)\n", h.Task.Name, loc)
+	printHealth(w, "  ", h.Health, h.Task.FlagAfter)
+	if len(h.Ticks) == 0 {
+		fmt.Fprintln(w, "  none recorded")
+		return
+	}
+	tb := table{indent: "  "}
+	tb.row("TICK", "STATE", "ENTITIES", "RUNS", "OUTCOMES", "SKIPPED", "LAG", "DURATION", "REPLICAS")
+	for _, v := range h.Ticks {
+		state := v.State
+		if v.SourceFailed() {
+			state += " (source failed)"
+		}
+		if v.State == scheduler.TickMissed {
+			tb.row(v.Tick.In(loc).Format(time.RFC3339), state, "-", "-", "-", "-", "-", "-", "-")
+			continue
+		}
+		tb.row(v.Tick.In(loc).Format(time.RFC3339), state, v.Entities(), v.Runs(), counts(v.Outcomes()), counts(v.Skipped()),
+			millis(v.FirstStart()), millis(v.LastEnd()), strings.Join(v.Replicas(), " "))
+	}
+	tb.write(w)
+}
+
+func printFailures(w io.Writer, fs []lease.Failure) {
+	fmt.Fprintf(w, "recent failures: %d\n", len(fs))
+	for _, f := range fs {
+		fmt.Fprintf(w, "  %s  %q  %s (%s, tick %s, fence %d, on %s): %s\n", f.Ended.UTC().Format(time.RFC3339), f.Entity,
+			f.Outcome, f.Reason, f.Tick.UTC().Format(time.RFC3339), f.Fence, f.Replica, quoteText(f.Error))
+		for line := range strings.SplitSeq(strings.TrimRight(f.Output, "\n"), "\n") {
+			if f.Output != "" {
+				fmt.Fprintf(w, "    | %s\n", quoteText(line))
+			}
+		}
+	}
+}
+
+func printActions(w io.Writer, as []lease.Action) {
+	fmt.Fprintf(w, "operator actions: %d\n", len(as))
+	for _, a := range as {
+		line := fmt.Sprintf("  %s  %s by %s", a.At.UTC().Format(time.RFC3339), a.What, quoteText(a.By))
+		if len(a.Entities) > 0 {
+			line += fmt.Sprintf(" %q", a.Entities)
+		}
+		if !a.Until.IsZero() {
+			line += " until " + a.Until.UTC().Format(time.RFC3339)
+		}
+		if a.Reason != "" {
+			line += ": " + quoteText(a.Reason)
+		}
+		if a.Detail != "" {
+			line += " (" + quoteText(a.Detail) + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// quoteText keeps text from another's hands (an error, an output line, a
+// reason) to one line of printable characters: control characters are
+// escaped, so it cannot move a terminal's cursor or forge a line.
+func quoteText(s string) string {
+	q := fmt.Sprintf("%q", s)
+	return q[1 : len(q)-1]
+}

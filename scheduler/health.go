@@ -1,0 +1,247 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tickd/tickd/lease"
+)
+
+// The states of a tick in the history.
+const (
+	TickComplete   = "complete"   // every run it started has ended
+	TickRunning    = "running"    // runs go on, on replicas that are up
+	TickIncomplete = "incomplete" // a replica's part was left unfinished: the replica is gone
+	TickMissed     = "missed"     // the schedule expected it; no replica fanned it out
+)
+
+// TickView is one tick of a task's history, with its state; a missed tick
+// has no parts.
+type TickView struct {
+	lease.TickRecord
+	State string
+}
+
+// Health says whether a task has stopped firing, fails, or runs nothing.
+type Health struct {
+	// NotFiring says why the task is not firing; "" when it is.
+	NotFiring string
+	// Failing: the last flag_after ticks' runs all failed. Starved: the last
+	// flag_after ticks ran nothing (every entity skipped, the source listed
+	// none, or it failed).
+	Failing, Starved bool
+}
+
+// Flags lists the flags that are up, by name: not_firing, failing, starved.
+func (h Health) Flags() []string {
+	fs := []string{}
+	if h.NotFiring != "" {
+		fs = append(fs, "not_firing")
+	}
+	if h.Failing {
+		fs = append(fs, "failing")
+	}
+	if h.Starved {
+		fs = append(fs, "starved")
+	}
+	return fs
+}
+
+// Grace is how long after a tick its record may still be missing without
+// the task being taken for not firing: the tick may start as late as its
+// catch-up window, and its first write is batched.
+func (t *Task) Grace() time.Duration { return t.LateLimit() + time.Minute }
+
+// Past is what the history holds about a task, read for Assess.
+type Past struct {
+	Ticks    []lease.TickRecord // newest first
+	Actions  []lease.Action     // newest first
+	Paused   bool
+	Replicas []lease.Replica // every replica whose announcement is current
+}
+
+// ReadPast reads what Assess needs of task t: its newest limit tick records
+// (at least flag_after), its actions, whether it is paused, the replicas.
+func ReadPast(ctx context.Context, store *lease.Store, t *Task, limit int) (Past, error) {
+	var p Past
+	var err error
+	if p.Ticks, err = store.Ticks(ctx, t.Name, max(limit, t.FlagAfter+1)); err != nil {
+		return p, err
+	}
+	if p.Actions, err = store.Actions(ctx, t.Name, lease.DefaultRetention.Actions); err != nil {
+		return p, err
+	}
+	paused, err := store.Paused(ctx)
+	if err != nil {
+		return p, err
+	}
+	p.Paused = paused[t.Name]
+	p.Replicas, err = store.Replicas(ctx)
+	return p, err
+}
+
+// maxMissed bounds the missed ticks Assess shows between two records.
+const maxMissed = 100
+
+// Assess reads task t's history at now: its ticks newest first, the missed
+// ones among them, and its health.
+func (t *Task) Assess(now time.Time, p Past) ([]TickView, Health) {
+	live := map[string]bool{}
+	var runners []lease.Replica
+	for _, r := range p.Replicas {
+		live[r.ID] = true
+		if slices.Contains(r.Tasks, t.Name) {
+			runners = append(runners, r)
+		}
+	}
+	due := now.Add(-t.Grace()) // ticks up to here must have a record
+	views := make([]TickView, 0, len(p.Ticks))
+	// Missed: the ticks the schedule expected between a record and the next
+	// newer one (or due), while the task was not paused.
+	missed := func(after, upTo time.Time) {
+		var ms []TickView
+		for T := t.Schedule.Next(after); !T.IsZero() && !T.After(upTo) && len(ms) < maxMissed; T = t.Schedule.Next(T) {
+			if !pausedAt(p.Actions, T) {
+				ms = append(ms, TickView{TickRecord: lease.TickRecord{Tick: T}, State: TickMissed})
+			}
+		}
+		slices.Reverse(ms)
+		views = append(views, ms...)
+	}
+	newer := due
+	for _, r := range p.Ticks {
+		if r.Tick.Before(newer) {
+			missed(r.Tick, newer)
+		}
+		views = append(views, TickView{TickRecord: r, State: tickState(r, live)})
+		newer = r.Tick.Add(-time.Nanosecond)
+	}
+	var h Health
+	h.NotFiring = t.notFiring(now, p, runners)
+	h.Failing, h.Starved = t.failingStarved(views, due)
+	return views, h
+}
+
+func tickState(r lease.TickRecord, live map[string]bool) string {
+	if r.Final() {
+		return TickComplete
+	}
+	for _, part := range r.Parts {
+		if !part.Final && !live[part.Replica] {
+			return TickIncomplete
+		}
+	}
+	return TickRunning
+}
+
+// notFiring says why t is not firing, or "". A paused task is not flagged.
+// Otherwise it is when no replica runs it, or when a tick the schedule
+// expected after the newest record, after its last resume and after the
+// replicas that run it started, has no record a grace later.
+func (t *Task) notFiring(now time.Time, p Past, runners []lease.Replica) string {
+	if p.Paused {
+		return ""
+	}
+	if len(runners) == 0 {
+		return "no replica runs this task (is every replica's config older?)"
+	}
+	from := runners[0].Since
+	for _, r := range runners[1:] {
+		if r.Since.Before(from) {
+			from = r.Since
+		}
+	}
+	if len(p.Ticks) > 0 && p.Ticks[0].Tick.After(from) {
+		from = p.Ticks[0].Tick
+	}
+	for _, a := range p.Actions {
+		if a.What == "resume" && a.At.After(from) {
+			from = a.At
+			break
+		}
+	}
+	T := t.Schedule.Next(from)
+	if T.IsZero() || T.After(now.Add(-t.Grace())) {
+		return ""
+	}
+	return fmt.Sprintf("no record of the tick at %s, due %s ago", T.UTC().Format(time.RFC3339), now.Sub(T).Round(time.Second))
+}
+
+// failingStarved looks at the newest flag_after ticks that are over (or
+// old enough to be): failing when every one's runs all failed, starved when
+// none ran anything.
+func (t *Task) failingStarved(views []TickView, due time.Time) (failing, starved bool) {
+	n := 0
+	failing, starved = true, true
+	for _, v := range views {
+		if v.State == TickRunning && v.Tick.After(due) || v.State == TickMissed {
+			continue
+		}
+		n++
+		runs := v.Runs()
+		failed := 0
+		for o, c := range v.Outcomes() {
+			if lease.Failed(o) {
+				failed += c
+			}
+		}
+		failing = failing && runs > 0 && failed == runs
+		starved = starved && runs == 0
+		if n == t.FlagAfter {
+			return failing, starved
+		}
+	}
+	return false, false
+}
+
+// pausedAt says whether the actions (newest first) left the task paused at
+// T: the newest pause or resume before it was a pause that had not ended.
+func pausedAt(actions []lease.Action, T time.Time) bool {
+	for _, a := range actions {
+		if a.At.After(T) {
+			continue
+		}
+		switch a.What {
+		case "pause":
+			return a.Until.IsZero() || a.Until.After(T)
+		case "resume":
+			return false
+		}
+	}
+	return false
+}
+
+// HealthPoll is how often a daemon with metrics reads its tasks' history
+// for the flags (Metrics.NotFiring…).
+const HealthPoll = 15 * time.Second
+
+// publishHealth reads the history of every task in the config and
+// publishes its flags: any replica that has a task in its config tells when
+// it stopped firing, even when no replica runs it.
+func (s *Scheduler) publishHealth(ctx context.Context) {
+	cfg := s.Config()
+	paused, err := s.store.Paused(ctx)
+	if err != nil {
+		return // the pause loop says so
+	}
+	replicas, err := s.store.Replicas(ctx)
+	if err != nil {
+		s.storeFailed("history", "health", "cannot read the replicas for the tasks' health", Event{}, err)
+		return
+	}
+	for i := range cfg.Tasks {
+		t := &cfg.Tasks[i]
+		p := Past{Paused: paused[t.Name], Replicas: replicas}
+		if p.Ticks, err = s.store.Ticks(ctx, t.Name, t.FlagAfter+2); err == nil {
+			p.Actions, err = s.store.Actions(ctx, t.Name, 20)
+		}
+		if err != nil {
+			s.storeFailed("history", "health", "cannot read the history for the tasks' health", Event{Task: t.Name}, err)
+			return
+		}
+		views, h := t.Assess(s.clock.Now(), p)
+		s.metrics.health(t.Name, views, h)
+	}
+}

@@ -1,0 +1,293 @@
+package scheduler
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/tasks"
+)
+
+// The history (docs/operations.md, "History"): this replica's part of each
+// tick is tallied in memory while the tick goes on, and written when its
+// fan-out starts, when it ends, and when the last run it started ends: a
+// few writes a tick, never one per run. Failed runs are gathered and
+// written in batches. A writer goroutine does the writing, so a slow or
+// unreachable Redis delays only the history: what it cannot write is kept
+// (the newest, up to a bound) and written when Redis answers.
+
+// tally is this replica's part of one tick of one task, as it goes on.
+type tally struct {
+	task string
+	tick time.Time
+	keep lease.Retention
+	// pending counts the runs the fan-out started that have not ended; one
+	// more while the fan-out goes on.
+	pending  atomic.Int64
+	outcomes [8]atomic.Int64 // by index in lease.Outcomes; the last: any other
+	// firstStart and lastEnd, in ns after the tick; -1: none yet.
+	firstStart, lastEnd atomic.Int64
+
+	mu sync.Mutex // counts, the fan-out's
+	n  TickCounts
+}
+
+// outcomeIndex is o's index in tally.outcomes.
+func outcomeIndex(o lease.Outcome) int {
+	if i := slices.Index(lease.Outcomes, o); i >= 0 {
+		return i
+	}
+	return len(lease.Outcomes)
+}
+
+// part is the tally as a lease.TickPart written at now.
+func (tl *tally) part(replica string, now time.Time) lease.TickPart {
+	tl.mu.Lock()
+	n := tl.n
+	tl.mu.Unlock()
+	p := lease.TickPart{Replica: replica, Final: tl.pending.Load() == 0, Written: now, Entities: n.Entities,
+		Started: n.Started, SourceFailed: n.SourceFailed, Outcomes: map[lease.Outcome]int{}, Skipped: map[string]int{}}
+	for i := range tl.outcomes {
+		if c := int(tl.outcomes[i].Load()); c > 0 {
+			o := lease.Outcome("other")
+			if i < len(lease.Outcomes) {
+				o = lease.Outcomes[i]
+			}
+			p.Outcomes[o] = c
+		}
+	}
+	for reason, c := range map[string]int{lease.SkipBusy: n.Busy, lease.SkipAlreadyRan: n.AlreadyRan,
+		lease.SkipQuarantined: n.Quarantined, lease.SkipNotAcknowledged: n.Unacknowledged, lease.SkipError: n.Errors} {
+		if c > 0 {
+			p.Skipped[reason] = c
+		}
+	}
+	if n.Stopped {
+		// The entities the fan-out did not come to.
+		if left := n.Entities - n.Started - n.Busy - n.AlreadyRan - n.Quarantined - n.Unacknowledged - n.Errors; left > 0 {
+			p.Skipped[lease.SkipStopped] = left
+		}
+	}
+	p.FirstStart = time.Duration(tl.firstStart.Load())
+	p.LastEnd = time.Duration(tl.lastEnd.Load())
+	return p
+}
+
+// history writes this replica's part of the history.
+type history struct {
+	s *Scheduler
+
+	mu      sync.Mutex
+	parts   map[tallyKey]lease.TickWrite // to write: the newest part of each tick
+	fails   []lease.Failure              // to write, oldest first
+	dropped int                          // not written since the last log line: over the bounds
+	wake    chan struct{}
+}
+
+type tallyKey struct {
+	task string
+	tick int64 // Unix ns
+}
+
+// The bounds of what waits to be written while Redis does not answer: the
+// newest are kept.
+const (
+	maxPendingParts = 1000
+	maxPendingFails = 1000
+)
+
+func newHistory(s *Scheduler) *history {
+	return &history{s: s, parts: map[tallyKey]lease.TickWrite{}, wake: make(chan struct{}, 1)}
+}
+
+// begin starts the tally of tick T of t, and writes that the replica took
+// part.
+func (h *history) begin(t Task, T time.Time) *tally {
+	tl := &tally{task: t.Name, tick: T, keep: t.Retention()}
+	tl.firstStart.Store(-1)
+	tl.lastEnd.Store(-1)
+	tl.pending.Store(1) // the fan-out
+	h.put(tl)
+	return tl
+}
+
+// fannedOut ends the fan-out's part of tl with its counts.
+func (h *history) fannedOut(tl *tally, n TickCounts) {
+	tl.mu.Lock()
+	tl.n = n
+	tl.mu.Unlock()
+	tl.pending.Add(-1)
+	h.put(tl)
+}
+
+// started notes that a run of tl started at d after the tick.
+func (tl *tally) started(d time.Duration) {
+	for {
+		cur := tl.firstStart.Load()
+		if cur >= 0 && cur <= int64(d) || tl.firstStart.CompareAndSwap(cur, int64(d)) {
+			return
+		}
+	}
+}
+
+// ended notes a run of tl's end, at d after the tick, and writes the part
+// when it was the last.
+func (h *history) ended(tl *tally, o lease.Outcome, d time.Duration) {
+	tl.outcomes[outcomeIndex(o)].Add(1)
+	for {
+		cur := tl.lastEnd.Load()
+		if cur >= int64(d) || tl.lastEnd.CompareAndSwap(cur, int64(d)) {
+			break
+		}
+	}
+	if tl.pending.Add(-1) == 0 {
+		h.put(tl)
+	}
+}
+
+// put queues tl's part for writing, over its earlier one.
+func (h *history) put(tl *tally) {
+	w := lease.TickWrite{Task: tl.task, Tick: tl.tick, Part: tl.part(h.s.replica, h.s.clock.Now()), Keep: tl.keep}
+	h.mu.Lock()
+	h.parts[tallyKey{tl.task, tl.tick.UnixNano()}] = w
+	if len(h.parts) > maxPendingParts {
+		h.dropOldestPart()
+	}
+	h.mu.Unlock()
+	h.poke()
+}
+
+// dropOldestPart forgets the part of the oldest tick; h.mu is held.
+func (h *history) dropOldestPart() {
+	var oldest tallyKey
+	first := true
+	for k := range h.parts {
+		if first || k.tick < oldest.tick {
+			oldest, first = k, false
+		}
+	}
+	delete(h.parts, oldest)
+	h.dropped++
+}
+
+// failed queues a failed run for writing.
+func (h *history) failed(f lease.Failure) {
+	h.mu.Lock()
+	h.fails = append(h.fails, f)
+	if len(h.fails) > maxPendingFails {
+		h.dropped += len(h.fails) - maxPendingFails
+		h.fails = slices.Delete(h.fails, 0, len(h.fails)-maxPendingFails)
+	}
+	h.mu.Unlock()
+	h.poke()
+}
+
+func (h *history) poke() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// historyBatch is how long the writer gathers what comes before it writes:
+// the parts of a tick's many run ends are one write.
+const historyBatch = 200 * time.Millisecond
+
+// loop writes what is queued until ctx ends, then once more, briefly.
+func (h *history) loop(ctx context.Context) {
+	backoff := time.Second
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			h.flush(fctx) //nolint:errcheck // logged by flush; shutdown does not wait longer
+			cancel()
+			return
+		case <-h.wake:
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(historyBatch):
+		}
+		if err := h.flush(ctx); err != nil {
+			select { // what failed is kept: try again after backoff, or sooner on news
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			h.poke()
+			continue
+		}
+		backoff = time.Second
+	}
+}
+
+// flush writes what is queued; what it could not write stays queued, unless
+// newer came for the same tick.
+func (h *history) flush(ctx context.Context) error {
+	h.mu.Lock()
+	parts, fails, dropped := h.parts, h.fails, h.dropped
+	h.parts, h.fails, h.dropped = map[tallyKey]lease.TickWrite{}, nil, 0
+	h.mu.Unlock()
+	if dropped > 0 {
+		h.s.logLimited("history-dropped", "history records dropped: Redis did not take them in time", "dropped", dropped)
+	}
+	if len(parts) == 0 && len(fails) == 0 {
+		return nil
+	}
+	ws := make([]lease.TickWrite, 0, len(parts))
+	for _, w := range parts {
+		ws = append(ws, w)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := h.s.store.RecordTicks(wctx, ws)
+	if err == nil && len(fails) > 0 {
+		err = h.s.store.RecordFailures(wctx, fails, h.s.retention)
+	}
+	if err == nil {
+		return nil
+	}
+	h.s.storeFailed("history", "history", "cannot write the history; will retry", Event{}, err)
+	h.mu.Lock()
+	for k, w := range parts {
+		if _, newer := h.parts[k]; !newer {
+			h.parts[k] = w
+		}
+	}
+	for len(h.parts) > maxPendingParts {
+		h.dropOldestPart()
+	}
+	h.fails = append(fails, h.fails...)
+	if len(h.fails) > maxPendingFails {
+		h.dropped += len(h.fails) - maxPendingFails
+		h.fails = slices.Delete(h.fails, 0, len(h.fails)-maxPendingFails)
+	}
+	h.mu.Unlock()
+	return err
+}
+
+// retention is task's history retention in the config in force.
+func (s *Scheduler) retention(task string) lease.Retention {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ts, ok := s.tasks[task]; ok {
+		return ts.t.Retention()
+	}
+	return s.cfg.Defaults.Retention()
+}
+
+// failure is r's run as a lease.Failure.
+func (r *running) failure(started, ended time.Time) lease.Failure {
+	l := r.l
+	f := lease.Failure{Task: r.ts.t.Name, Entity: l.Entity, Tick: l.Tick.UTC(), Reason: l.Reason, Fence: l.Fence,
+		Replica: r.s.replica, Started: started.UTC(), Ended: ended.UTC(), Outcome: r.outcome}
+	if r.err != nil {
+		f.Error = r.err.Error()
+		f.Output = tasks.OutputOf(r.err)
+	}
+	return f
+}
