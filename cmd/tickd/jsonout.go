@@ -87,21 +87,21 @@ func replicationDocOf(r lease.Replication) replicationDoc {
 }
 
 type taskDoc struct {
-	Name         string        `json:"name"`
-	Schedule     string        `json:"schedule"`
-	Timezone     string        `json:"timezone"`
-	NextTick     instant       `json:"next_tick"`
-	Paused       bool          `json:"paused"`
-	Pause        *pauseInfoDoc `json:"pause"`      // null when not paused
-	Flags        []string      `json:"flags"`      // not_firing, failing, starved: the ones up
-	NotFiring    string        `json:"not_firing"` // why it is not firing; "" when it is
-	LastTick     *tickDoc      `json:"last_tick"`  // null before the first
-	Leases       []leaseDoc    `json:"leases"`
-	LeaseCount   int           `json:"lease_count"`
-	LastRuns     []runDoc      `json:"last_runs"`
-	LastRunCount int           `json:"last_run_count"`
-	Due          []dueDoc      `json:"due"`
-	DueCount     int           `json:"due_count"`
+	Name         string       `json:"name"`
+	Schedule     string       `json:"schedule"`
+	Timezone     string       `json:"timezone"`
+	NextTick     instant      `json:"next_tick"`
+	Paused       bool         `json:"paused"`
+	Pause        pauseInfoDoc `json:"pause"`       // empty, with null instants, when not paused
+	Flags        []string     `json:"flags"`       // not_firing, failing, starved: the ones up
+	NotFiring    string       `json:"not_firing"`  // why it is not firing; "" when it is
+	LastTick     tickDoc      `json:"latest_tick"` // state "none" and tick null before the first
+	Leases       []leaseDoc   `json:"leases"`
+	LeaseCount   int          `json:"lease_count"`
+	LastRuns     []runDoc     `json:"last_runs"`
+	LastRunCount int          `json:"last_run_count"`
+	Due          []dueDoc     `json:"due"`
+	DueCount     int          `json:"due_count"`
 }
 
 type leaseDoc struct {
@@ -151,11 +151,11 @@ func (st taskStatus) doc(now time.Time) taskDoc {
 		Paused: st.Paused, LeaseCount: st.LeaseCount, LastRunCount: st.RunCount, DueCount: st.DueCount,
 		Leases: []leaseDoc{}, LastRuns: []runDoc{}, Due: []dueDoc{}, Flags: st.Health.Flags(), NotFiring: st.Health.NotFiring}
 	if st.Paused {
-		d.Pause = &pauseInfoDoc{By: st.Pause.By, At: instant(st.Pause.At), Reason: st.Pause.Reason, Until: instant(st.Pause.Until)}
+		d.Pause = pauseInfoDoc{By: st.Pause.By, At: instant(st.Pause.At), Reason: st.Pause.Reason, Until: instant(st.Pause.Until)}
 	}
+	d.LastTick = tickDoc{State: "none", Replicas: []string{}, Outcomes: map[string]int{}, Skipped: map[string]int{}}
 	if st.LastTick != nil {
-		td := tickDocOf(*st.LastTick)
-		d.LastTick = &td
+		d.LastTick = tickDocOf(*st.LastTick)
 	}
 	for _, h := range st.Leases {
 		d.Leases = append(d.Leases, leaseDoc{Entity: h.Entity, Holder: h.Holder, Since: instant(h.Since),
@@ -261,8 +261,8 @@ type historyDoc struct {
 	Actions   []actionDoc  `json:"actions"`
 }
 
-// tickDoc is one tick of the history; a missed one has no replicas, and
-// null lag and duration.
+// tickDoc is one tick of the history; a missed one has no replicas. The lag
+// and duration are 0 when no run started (runs 0).
 type tickDoc struct {
 	Tick           instant        `json:"tick"`
 	State          string         `json:"state"` // complete, running, incomplete, missed
@@ -272,8 +272,8 @@ type tickDoc struct {
 	Outcomes       map[string]int `json:"outcomes"`
 	Skipped        map[string]int `json:"skipped"`
 	SourceFailed   bool           `json:"source_failed"`
-	FirstStartLagS *float64       `json:"first_start_lag_s"`
-	DurationS      *float64       `json:"duration_s"` // from the tick to its last run's end
+	FirstStartLagS float64        `json:"first_start_lag_s"`
+	DurationS      float64        `json:"duration_s"` // from the tick to its last run's end
 }
 
 type failureDoc struct {
@@ -299,19 +299,13 @@ type actionDoc struct {
 	Detail   string   `json:"detail"`
 }
 
-// secondsOrNull is d in seconds, or nil (null) for none (-1).
-func secondsOrNull(d time.Duration) *float64 {
-	if d < 0 {
-		return nil
-	}
-	s := d.Seconds()
-	return &s
-}
+// secondsOrZero is d in seconds, or 0 for none (-1).
+func secondsOrZero(d time.Duration) float64 { return max(d, 0).Seconds() }
 
 func tickDocOf(v scheduler.TickView) tickDoc {
 	d := tickDoc{Tick: instant(v.Tick), State: v.State, Replicas: append([]string{}, v.Replicas()...),
 		Entities: v.Entities(), Runs: v.Runs(), Outcomes: map[string]int{}, Skipped: v.Skipped(),
-		SourceFailed: v.SourceFailed(), FirstStartLagS: secondsOrNull(v.FirstStart()), DurationS: secondsOrNull(v.LastEnd())}
+		SourceFailed: v.SourceFailed(), FirstStartLagS: secondsOrZero(v.FirstStart()), DurationS: secondsOrZero(v.LastEnd())}
 	for o, n := range v.Outcomes() {
 		d.Outcomes[string(o)] = n
 	}

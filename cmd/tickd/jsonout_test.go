@@ -10,10 +10,12 @@ import (
 	"github.com/mattn/go-runewidth"
 
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
 )
 
 // instantKeys are the keys whose values are instants.
-var instantKeys = map[string]bool{"next_tick": true, "since": true, "started": true, "ended": true, "last_tick": true, "tick": true, "due_at": true, "last_seen": true}
+var instantKeys = map[string]bool{"next_tick": true, "since": true, "started": true, "ended": true, "last_tick": true, "tick": true, "due_at": true, "last_seen": true,
+	"at": true, "until": true, "started_at": true, "ended_at": true}
 
 var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
@@ -84,7 +86,9 @@ func TestJSONSchema(t *testing.T) {
 		Leases:     []lease.Held{{Task: "t", Entity: "a", Holder: "r1", Since: now.Add(-time.Second), Fence: 7, TTL: 40 * time.Second, Reason: lease.ReasonTick}},
 		LastRuns:   []lease.LastRun{{Task: "t", Entity: "b", Outcome: lease.OutcomeUnlocked, Replica: "alice", Started: now.Add(-time.Minute), Ended: now}},
 		Due:        []lease.Due{{Task: "t", Entity: "c", Reason: lease.ReasonTrigger, At: now}}, // no tick: null
-		LeaseCount: 1, RunCount: 1, DueCount: 1}
+		LeaseCount: 1, RunCount: 1, DueCount: 1, Paused: true, Pause: lease.PauseInfo{By: "ops", At: now, Reason: "db"},
+		Health: scheduler.Health{Starved: true}, LastTick: &scheduler.TickView{State: scheduler.TickMissed, TickRecord: lease.TickRecord{Tick: now}}}
+	checkHistorySchema(t, now)
 	for name, st := range map[string]taskStatus{"full": full, "empty": {Name: "e", Schedule: "every 1h0m0s", Timezone: "UTC"}} {
 		replicas := replicaDocs(nil)
 		if name == "full" {
@@ -149,5 +153,25 @@ func TestStatusColumnsAlignWideCharacters(t *testing.T) {
 	}
 	if col < 0 {
 		t.Fatalf("no rows:\n%s", b.String())
+	}
+}
+
+// checkHistorySchema: history's document keeps the contract, with every
+// kind of row and with none.
+func checkHistorySchema(t *testing.T, now time.Time) {
+	task := &scheduler.Task{Name: "t"}
+	full := taskHistory{Task: task, Health: scheduler.Health{NotFiring: "no replica runs this task"},
+		Ticks: []scheduler.TickView{{State: scheduler.TickComplete, TickRecord: lease.TickRecord{Tick: now, Parts: []lease.TickPart{{
+			Replica: "r1", Final: true, Written: now, Entities: 3, Started: 2, Outcomes: map[lease.Outcome]int{lease.OutcomeDone: 2},
+			Skipped: map[string]int{lease.SkipBusy: 1}, FirstStart: time.Millisecond, LastEnd: time.Second}}}},
+			{State: scheduler.TickMissed, TickRecord: lease.TickRecord{Tick: now.Add(-time.Minute)}}},
+		Failures: []lease.Failure{{Task: "t", Entity: "a", Tick: now, Outcome: lease.OutcomeFailed, Error: "exit status 3"}},
+		Actions:  []lease.Action{{Task: "t", At: now, By: "ops", What: "trigger", Entities: []string{"a"}}, {Task: "t", At: now, What: "pause"}}}
+	for _, h := range []taskHistory{full, {Task: task}} {
+		b, err := json.Marshal(h.doc())
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSchema(t, string(b))
 	}
 }
