@@ -90,10 +90,11 @@ func (r TickRecord) Outcomes() map[Outcome]int {
 }
 
 // Skipped counts the entities the tick did not run, by reason. The replicas
-// of a tick share its entities out, and what one of them counts as
-// already run is mostly another's run: with several parts, already_ran is
-// what is left of the entities listed once the runs and the other skips are
-// counted.
+// of a tick share its entities out: what one of them counts as already run
+// is mostly another's run, and an entity sent entity by entity (not in a
+// chunk) may be found busy by each. With several parts, each reason's count
+// is the parts' sum cut to what the runs left of the entities listed, and
+// already_ran is what is left after the other reasons.
 func (r TickRecord) Skipped() map[string]int {
 	m := map[string]int{}
 	for _, p := range r.Parts {
@@ -102,13 +103,14 @@ func (r TickRecord) Skipped() map[string]int {
 		}
 	}
 	if len(r.Parts) > 1 {
-		left := r.Entities() - r.Runs()
-		for k, n := range m {
+		left := max(0, r.Entities()-r.Runs())
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			if k != SkipAlreadyRan {
-				left -= n
+				m[k] = min(m[k], left)
+				left -= m[k]
 			}
 		}
-		m[SkipAlreadyRan] = max(0, left)
+		m[SkipAlreadyRan] = left
 	}
 	maps.DeleteFunc(m, func(_ string, n int) bool { return n == 0 })
 	return m

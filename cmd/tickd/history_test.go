@@ -1,0 +1,206 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/internal/expect"
+	"github.com/tickd/tickd/internal/tickdtest"
+	"github.com/tickd/tickd/lease"
+)
+
+func (e *opsEnv) history(cfg, task string) historyDoc {
+	e.t.Helper()
+	code, out, errs := cli("history", "-config", cfg, "-json", "-limit", "50", task)
+	if code != 0 {
+		e.t.Fatalf("history: %d %s", code, errs)
+	}
+	checkSchema(e.t, out)
+	var h historyDoc
+	if err := json.Unmarshal([]byte(out), &h); err != nil {
+		e.t.Fatalf("history json %v: %s", err, out)
+	}
+	return h
+}
+
+// TestHistoryAcrossReplicas: three tickd processes share a task whose
+// entity e3 fails. Each complete tick's record counts exactly the runs the
+// worker recorded, by outcome; the failure keeps its exit status and
+// output; a replica killed -9 during a run leaves its tick incomplete; the
+// operator's actions are kept with who and why.
+func TestHistoryAcrossReplicas(t *testing.T) {
+	var ids []string
+	for i := range 12 {
+		ids = append(ids, fmt.Sprintf(`"e%d"`, i))
+	}
+	e := newOpsEnv(t, false, `
+[[tasks]]
+name = "fan"
+every = "1s"
+entities = [`+strings.Join(ids, ", ")+`]
+command = ["sh", "-c", 'WORKER; if [ "$TICKD_ENTITY" = e3 ]; then echo "quota exceeded" >&2; exit 3; fi']
+`)
+	procs := map[string]*tickdtest.Proc{}
+	for _, name := range []string{"A", "B", "C"} {
+		procs[name] = tickdtest.Start(t, name, []string{"TESTWORKER_LOG=" + e.runs, "TESTWORKER_MAX_SLEEP=20ms",
+			"TESTWORKER_SLOW=e5", "TESTWORKER_SLOW_SLEEP=1h"}, "-config", e.cfg)
+	}
+	for _, p := range procs {
+		p.WaitReady(20 * time.Second)
+	}
+	// A replica writes its part of a tick within a second or so of its
+	// fan-out and runs: the ticks compared are a few seconds old.
+	settled := func(tk tickDoc) bool {
+		return tk.State == "complete" && tk.Runs > 0 && time.Since(tk.Tick.Time()) > 3*time.Second
+	}
+	var h historyDoc
+	expect.WaitFor(t, 30*time.Second, "three settled complete ticks", func() bool {
+		h = e.history(e.cfg, "fan")
+		n := 0
+		for _, tk := range h.Ticks {
+			if settled(tk) {
+				n++
+			}
+		}
+		return n >= 3
+	})
+	byTick := map[string]map[string]int{}
+	for _, r := range tickdtest.ReadRuns(t, e.runs) {
+		if r.Start.Reason != "tick" || r.End.Event == "" {
+			continue
+		}
+		if byTick[r.Start.Tick] == nil {
+			byTick[r.Start.Tick] = map[string]int{}
+		}
+		o := string(lease.OutcomeDone)
+		if r.Start.Entity == "e3" {
+			o = string(lease.OutcomeFailed)
+		}
+		byTick[r.Start.Tick][o]++
+	}
+	checked := 0
+	for _, tk := range h.Ticks {
+		if !settled(tk) {
+			continue
+		}
+		want := byTick[tk.Tick.Time().UTC().Format(time.RFC3339)]
+		// e5 sleeps: its first run holds its lease, so every later tick
+		// skips it as busy, and runs the 11 others.
+		expect.Same(t, "outcomes of "+tk.Tick.Time().String(), tk.Outcomes, want)
+		expect.Equal(t, "entities", tk.Entities, 12)
+		expect.Equal(t, "runs and skips add up", tk.Runs+tk.Skipped["busy"]+tk.Skipped["already_ran"], 12)
+		expect.Equal(t, "replicas that took part", len(tk.Replicas), 3)
+		checked++
+	}
+	expect.True(t, "complete ticks checked", checked >= 3)
+	expect.True(t, "e3's failure kept", len(h.Failures) > 0 && h.Failures[0].Entity == "e3" &&
+		strings.Contains(h.Failures[0].Error, "exit status 3") && strings.Contains(h.Failures[0].Output, "quota exceeded"))
+	st := e.status("fan")
+	for _, r := range st.LastRuns {
+		if r.Entity == "e3" {
+			expect.True(t, "status shows e3's error", strings.Contains(r.Error, "exit status 3"))
+		}
+	}
+
+	// The replica running e5's endless run is killed: its part of that
+	// tick stays unfinished, and the tick shows as incomplete.
+	leases := tickdtest.HeldLeases(t, e.srv.Addr, "tickd")
+	var holder string
+	var heldTick time.Time
+	for _, l := range leases {
+		if l.Entity == "e5" {
+			holder = l.Holder
+		}
+	}
+	for _, r := range tickdtest.ReadRuns(t, e.runs) {
+		if r.Start.Entity == "e5" && r.End.Event == "" {
+			heldTick, _ = time.Parse(time.RFC3339, r.Start.Tick)
+		}
+	}
+	var victim *tickdtest.Proc
+	for _, p := range procs {
+		if strings.HasSuffix(holder, fmt.Sprintf("-%d", p.Pid())) {
+			victim = p
+		}
+	}
+	if victim == nil {
+		t.Fatalf("no process holds e5 (holder %q)", holder)
+	}
+	victim.Signal(syscall.SIGKILL)
+	expect.WaitFor(t, 30*time.Second, "the killed replica's tick incomplete", func() bool {
+		for _, tk := range e.history(e.cfg, "fan").Ticks {
+			if tk.Tick.Time().Equal(heldTick) {
+				return tk.State == "incomplete"
+			}
+		}
+		return false
+	})
+
+	// Operator actions, with who and why; a pause with an end.
+	if code, _, errs := cli("pause", "-config", e.cfg, "-by", "ops", "-reason", "db <migration>", "-for", "1h", "fan"); code != 0 {
+		t.Fatal(errs)
+	}
+	if code, _, errs := cli("trigger", "-config", e.cfg, "-by", "ops", "fan", "e1"); code != 0 {
+		t.Fatal(errs)
+	}
+	as := e.history(e.cfg, "fan").Actions
+	expect.True(t, "two actions, newest first", len(as) == 2 && as[0].Action == "trigger" && as[1].Action == "pause")
+	expect.True(t, "the pause's who, why and end", as[1].By == "ops" && as[1].Reason == "db <migration>" &&
+		as[1].Until.Time().After(time.Now().Add(50*time.Minute)))
+	st = e.status("fan")
+	expect.True(t, "status shows the pause", st.Paused && st.Pause.Reason == "db <migration>" && st.Pause.By == "ops")
+	expect.Same(t, "a paused task is not flagged not firing", st.Flags, []string{})
+}
+
+// TestNotFiringWhenNoReplicaRunsIt: every replica runs a config without a
+// task; status and history with the config that has it flag it, and a
+// pause lifts the flag.
+func TestNotFiringWhenNoReplicaRunsIt(t *testing.T) {
+	e := newOpsEnv(t, false, `
+[[tasks]]
+name = "old"
+every = "1s"
+command = ["true"]
+`)
+	e.daemon("A", "1h")
+	newer := strings.Replace(e.cfg, "tickd.toml", "newer.toml", 1)
+	tickdtest.WriteFile(t, newer, readFile(t, e.cfg)+`
+[[tasks]]
+name = "added"
+every = "1s"
+command = ["true"]
+`)
+	code, out, errs := cli("status", "-config", newer, "-json", "added")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	var doc statusDoc
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	expect.Same(t, "the added task's flags", doc.Tasks[0].Flags, []string{"not_firing"})
+	expect.True(t, "it says why", strings.Contains(doc.Tasks[0].NotFiring, "no replica runs this task"))
+	h := e.history(newer, "added")
+	expect.Same(t, "history flags it too", h.Flags, []string{"not_firing"})
+	expect.Same(t, "the task the replica runs is not flagged", e.history(e.cfg, "old").Flags, []string{})
+	code, text, _ := cli("status", "-config", newer, "added")
+	expect.True(t, "text status says so", code == 0 && strings.Contains(text, "NOT FIRING: no replica runs this task"))
+	if code, _, errs := cli("pause", "-config", newer, "added"); code != 0 {
+		t.Fatal(errs)
+	}
+	expect.Same(t, "a paused task is not flagged", e.history(newer, "added").Flags, []string{})
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
