@@ -217,7 +217,7 @@ func (h *history) loop(ctx context.Context) {
 			case <-ctx.Done():
 			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 30*time.Second)
+			backoff = min(2*backoff, 10*time.Second)
 			h.poke()
 			continue
 		}
