@@ -148,7 +148,12 @@
 //	prefix:{NN}:TASK:claims:TICK   set: the chunks of the tick's entity stream
 //	                               taken (Request.Chunk), kept 2 minutes after the last;
 //	                               Store.Taken reads it
+//	prefix:{NN}:TASK:ticks         list: the task's tick records, newest first (tick.lua)
+//	prefix:{NN}:TASK:failures      list: recent failed runs, JSON (Failure), newest first
+//	prefix:{NN}:TASK:actions       list: operator actions, JSON (Action), newest first
+//	prefix:actions                 list: the actions on no one task (migrate)
 //	prefix:paused                  set of paused tasks (no script reads it)
+//	prefix:pauses                  hash: task → PauseInfo, JSON (who, when, why, until)
 //	prefix:replicas                hash: replica (escaped) → announceValue
 //	prefix:sweep, prefix:ackprobe, prefix:layout
 //
@@ -177,7 +182,8 @@
 // The formats, fields separated by '|':
 //
 //	entityValue  last_tick|fence|token|exp|fu|touched|reason|tick|holder#last
-//	runRecord    outcome|start|end|fence|reason|replica   (the last after '#')
+//	runRecord    outcome|start|end|fence|reason|replica[|error]   (the last after '#';
+//	                                     a failed run's error, escaped, cut to MaxRunError)
 //	dueInfo      reason|attempt|tick|reqs|claim   (reqs: request ids, comma-joined; layout 1 had no reqs)
 //	epochValue   quarantine_until|lost_at
 //	dueFrom      claim|tick|reqs         (acquire's argument: the due entry a run carries out)
@@ -187,6 +193,25 @@
 //	                                     process: two with one replica id are told so)
 //	followUp     tick|reqs               (Lua only: the latest tick of the requests a
 //	                                     queued run stands for, which it carries)
+//
+// A tick record is Go's (history.go); tick.lua reads only the tick and
+// each part's replica, to put a replica's part in place over its earlier
+// one:
+//
+//	tick record  tickMs part part…       one part per replica, space-joined
+//	tick part    replica|state|written|entities|started|first|last|outcomes|skipped|src
+//
+// # History
+//
+// What happened (history.go) is written apart from the leases: a replica's
+// part of a tick when its fan-out starts and ends and when its last run
+// ends (Store.RecordTicks, one tick.lua call per part, acknowledged like an
+// enqueue), failed runs in batches (Store.RecordFailures: LPUSH and LTRIM),
+// operator actions (Store.RecordAction). Each write enforces its retention
+// (Retention): the tick list is cut to Ticks records and to ticks within
+// Age of the part's writing, and expires Age+24h after its last write (a
+// task removed from every config leaves nothing behind); the lists are cut
+// to their counts. The scheduler never writes them on a run's path.
 //
 // Three formats travel between Go and the scripts without being stored:
 //

@@ -14,7 +14,15 @@ func (b *redisBackend) recordTicks(ctx context.Context, ws []TickWrite) error {
 			strconv.FormatInt(w.Tick.UnixMilli(), 10), escape(w.Part.Replica), encodeTickPart(w.Part),
 			max(k.Ticks, 1), strconv.FormatInt(w.Part.Written.Add(-k.Age).UnixMilli(), 10), ms(k.Age + 24*time.Hour)}}
 	}
-	for _, cmd := range evalEach(ctx, b.c, scriptTick, calls) {
+	// Acknowledged, as an enqueue is: a part the replicas lack is written
+	// again (over itself) by the writer's retry, to whichever primary then
+	// serves, so a failover leaves no record short of a part it was told
+	// was written.
+	cmds, err := b.evalBatch(ctx, scriptTick, calls, enqueueWait)
+	if err != nil {
+		return err
+	}
+	for _, cmd := range cmds {
 		if err := cmd.Err(); err != nil {
 			return err
 		}

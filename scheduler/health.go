@@ -213,10 +213,6 @@ func pausedAt(actions []lease.Action, T time.Time) bool {
 	return false
 }
 
-// HealthPoll is how often a daemon with metrics reads its tasks' history
-// for the flags (Metrics.NotFiring…).
-const HealthPoll = 15 * time.Second
-
 // publishHealth reads the history of every task in the config and
 // publishes its flags: any replica that has a task in its config tells when
 // it stopped firing, even when no replica runs it.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/faultproxy"
@@ -269,4 +271,89 @@ entities = ["a", "b", "c"]
 	})
 	fs, err := st.Failures(context.Background(), "rec", 100)
 	expect.True(t, "the refused failures written", err == nil && len(fs) >= 15)
+}
+
+// TestHealthMetrics: the flags and the last complete tick's outcomes reach
+// the metrics, for a task every replica runs and for one none does.
+func TestHealthMetrics(t *testing.T) {
+	e := newEnv(t, true)
+	m := NewMetrics(prometheus.NewRegistry())
+	e.rec.body = func(_ context.Context, r tasks.Run) (tasks.Result, error) {
+		if r.Entity == "b" {
+			return tasks.Done, errors.New("down")
+		}
+		return tasks.Done, nil
+	}
+	e.run(`
+[defaults]
+handler = "rec"
+flag_after = 1
+[[tasks]]
+name = "rec"
+every = "1s"
+entities = ["a", "b"]
+[[tasks]]
+name = "starves"
+every = "1s"
+entities_file = "/nonexistent/tickd-test-entities"
+`, Options{Store: e.store("r1"), DuePoll: 20 * time.Millisecond, PausePoll: 100 * time.Millisecond, Metrics: m, HealthPoll: 100 * time.Millisecond})
+	expect.WaitFor(t, 10*time.Second, "the last tick's outcomes and the starved flag", func() bool {
+		return testutil.ToFloat64(m.LastTickRuns.WithLabelValues("rec", "done")) == 1 &&
+			testutil.ToFloat64(m.LastTickRuns.WithLabelValues("rec", "failed")) == 1 &&
+			testutil.ToFloat64(m.Starved.WithLabelValues("starves")) == 1
+	})
+	expect.Equal(t, "a ticking task is firing", testutil.ToFloat64(m.NotFiring.WithLabelValues("rec")), 0)
+	expect.Equal(t, "half failing is not failing", testutil.ToFloat64(m.Failing.WithLabelValues("rec")), 0)
+}
+
+// TestAssessMissedAndNotFiring: the ticks the schedule expected between
+// records are missed, unless the task was paused then; a task whose runner
+// is up and whose expected tick has no record a grace later is not firing.
+func TestAssessMissedAndNotFiring(t *testing.T) {
+	cfg, err := ParseConfig("t.toml", []byte(`
+[[tasks]]
+name = "t"
+every = "1m"
+handler = "h"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := &cfg.Tasks[0]
+	now := time.Date(2026, 11, 24, 12, 0, 30, 0, time.UTC)
+	at := func(min int) time.Time { return now.Truncate(time.Minute).Add(time.Duration(min) * time.Minute) }
+	rec := func(min int) lease.TickRecord {
+		return lease.TickRecord{Tick: at(min), Parts: []lease.TickPart{{Replica: "r", Final: true, Started: 1,
+			Outcomes: map[lease.Outcome]int{lease.OutcomeDone: 1}, FirstStart: -1, LastEnd: -1}}}
+	}
+	runner := []lease.Replica{{ID: "r", Tasks: []string{"t"}, Since: at(-60)}}
+	p := Past{Ticks: []lease.TickRecord{rec(-8), rec(-10)}, Replicas: runner}
+	views, h := task.Assess(now, p)
+	var states []string
+	for _, v := range views {
+		states = append(states, v.Tick.Format("15:04")+" "+v.State)
+	}
+	// Due up to now − (10s + 1m): 11:59:20, so 11:53…11:59 are missed.
+	want := []string{"11:59 missed", "11:58 missed", "11:57 missed", "11:56 missed", "11:55 missed", "11:54 missed",
+		"11:53 missed", "11:52 complete", "11:51 missed", "11:50 complete"}
+	expect.Same(t, "ticks", states, want)
+	expect.True(t, "not firing: "+h.NotFiring, strings.Contains(h.NotFiring, "no record of the tick at 2026-11-24T11:53:00Z"))
+
+	// Paused from 11:50:30 to 11:51:30: 11:51 was not missed.
+	p.Actions = []lease.Action{{What: "resume", At: at(-9).Add(30 * time.Second)}, {What: "pause", At: at(-10).Add(30 * time.Second)}}
+	views, _ = task.Assess(now, p)
+	for _, v := range views {
+		expect.True(t, "11:51 not missed while paused", !(v.Tick.Equal(at(-9)) && v.State == TickMissed))
+	}
+	// The runner started after the newest record: the first tick after its
+	// start is the one due.
+	p.Replicas = []lease.Replica{{ID: "r", Tasks: []string{"t"}, Since: at(0).Add(-20 * time.Second)}}
+	if _, h := task.Assess(now, p); h.NotFiring != "" {
+		t.Errorf("a runner that started 20s ago is not yet late: %s", h.NotFiring)
+	}
+	p.Paused = true
+	p.Replicas = nil
+	if _, h := task.Assess(now, p); h.NotFiring != "" {
+		t.Errorf("a paused task is not flagged: %s", h.NotFiring)
+	}
 }

@@ -31,7 +31,7 @@ type Metrics struct {
 	// LastGoodTick is when the task's last tick fanned out without a store
 	// or source error (Unix seconds of the tick): alert on its age.
 	LastGoodTick *prometheus.GaugeVec // task
-	// From the history, read every HealthPoll: the last complete tick's
+	// From the history, read every Options.HealthPoll: the last complete tick's
 	// runs by outcome (of every replica), and the flags.
 	LastTickRuns *prometheus.GaugeVec // task, outcome
 	NotFiring    *prometheus.GaugeVec // task: 1 while no tick is recorded where one was due

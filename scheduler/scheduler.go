@@ -37,6 +37,9 @@ type Options struct {
 	PausePoll time.Duration
 	// Metrics, if set, receives the scheduler's measurements.
 	Metrics *Metrics
+	// HealthPoll is how often, with Metrics, the tasks' history is read for
+	// their flags. Defaults to 15s.
+	HealthPoll time.Duration
 	// Observer, if set, is told of what the scheduler does (Event). It is
 	// called synchronously, from many goroutines: keep it quick. Runs end
 	// (EventRunEnded) once their leases are released, one after another for
@@ -50,16 +53,17 @@ func (sysClock) Now() time.Time { return time.Now() }
 
 // Scheduler runs a config's tasks.
 type Scheduler struct {
-	store     *lease.Store
-	log       *slog.Logger
-	registry  *tasks.Registry
-	clock     lease.Clock
-	replica   string
-	duePoll   time.Duration
-	pausePoll time.Duration
-	logLimit  *LogLimiter // rate-limits lines about failures that repeat
-	metrics   *Metrics
-	observer  func(Event)
+	store      *lease.Store
+	log        *slog.Logger
+	registry   *tasks.Registry
+	clock      lease.Clock
+	replica    string
+	duePoll    time.Duration
+	pausePoll  time.Duration
+	healthPoll time.Duration
+	logLimit   *LogLimiter // rate-limits lines about failures that repeat
+	metrics    *Metrics
+	observer   func(Event)
 
 	mu    sync.Mutex
 	cfg   *Config
@@ -120,9 +124,12 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 	if opts.PausePoll <= 0 {
 		opts.PausePoll = 500 * time.Millisecond
 	}
+	if opts.HealthPoll <= 0 {
+		opts.HealthPoll = 15 * time.Second
+	}
 	s := &Scheduler{
 		store: opts.Store, log: opts.Logger.With(KeyReplica, opts.Store.Replica()), registry: opts.Registry, clock: opts.Clock,
-		replica: opts.Store.Replica(), duePoll: opts.DuePoll, pausePoll: opts.PausePoll,
+		replica: opts.Store.Replica(), duePoll: opts.DuePoll, pausePoll: opts.PausePoll, healthPoll: opts.HealthPoll,
 		logLimit: NewLogLimiter(LogEvery), tasks: map[string]*taskState{}, metrics: opts.Metrics, observer: opts.Observer,
 	}
 	s.loopCtx, s.stopLoops = context.WithCancel(context.Background())
@@ -171,7 +178,7 @@ func (s *Scheduler) Start() {
 	}
 	loops := []loop{{s.duePoll, s.takeDue}, {s.pausePoll, s.readPaused}, {s.pausePoll, s.announce}}
 	if s.metrics != nil {
-		loops = append(loops, loop{s.pausePoll, s.publishDueDepth}, loop{HealthPoll, s.publishHealth})
+		loops = append(loops, loop{s.pausePoll, s.publishDueDepth}, loop{s.healthPoll, s.publishHealth})
 	}
 	for _, l := range loops {
 		s.loopWG.Add(1)

@@ -17,6 +17,7 @@ import (
 	"github.com/tickd/tickd/internal/faultproxy"
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/internal/tickdtest"
+	"github.com/tickd/tickd/lease"
 )
 
 // The cluster under test: 3 replicas, 200 entities, a tick every 2s, runs
@@ -206,7 +207,40 @@ func (c *cluster) run(fault func(c *cluster, until time.Time)) result {
 	}
 	res.strays = c.strayLeases()
 	res.workLeft = c.workLeft()
+	c.checkHistory(&res, begin, end)
 	return res
+}
+
+// checkHistory compares the tick records of the ticks in [begin, end] with
+// the worker's records: a complete record (every replica's part final)
+// counts as done or rescheduled exactly the tick's runs that exited 0 or
+// 75. A record left unfinished by a killed replica, or missing its part,
+// is incomplete, never wrong.
+func (c *cluster) checkHistory(res *result, begin, end time.Time) {
+	ok := map[string]int{} // tick → its runs that ended done or rescheduled
+	for _, r := range tickdtest.ReadRuns(c.t, c.runsLog) {
+		if r.Start.Reason == "tick" && r.End.Event == "end" && (r.End.Exit == 0 || r.End.Exit == 75) {
+			ok[r.Start.Tick]++
+		}
+	}
+	for _, rec := range tickdtest.Ticks(c.t, c.primary(), "faults", "sync", 1000) {
+		if rec.Tick.Before(begin) || rec.Tick.After(end) {
+			continue
+		}
+		if !rec.Final() {
+			res.historyIncomplete++
+			continue
+		}
+		res.historyComplete++
+		o := rec.Outcomes()
+		label := rec.Tick.UTC().Format(time.RFC3339)
+		if got := o[lease.OutcomeDone] + o[lease.OutcomeReschedule]; got != ok[label] {
+			res.historyWrong++
+			if len(res.Examples) < 20 {
+				res.Examples = append(res.Examples, fmt.Sprintf("tick %s: the record says %d done or rescheduled, the worker %d (%v)", label, got, ok[label], o))
+			}
+		}
+	}
 }
 
 func (c *cluster) workLeft() int {
@@ -231,6 +265,9 @@ type result struct {
 	faults                int
 	extra                 string
 	missed                []string // eligible pairs that did not run (the first 20)
+	// The history of the ticks checked: complete records, records left
+	// incomplete, and complete records that disagree with the worker.
+	historyComplete, historyIncomplete, historyWrong int
 }
 
 func (r result) liveness() float64 {
@@ -399,9 +436,10 @@ var (
 
 func report(t *testing.T, name string, r result) {
 	t.Helper()
-	row := fmt.Sprintf("%-22s faults=%-3d runs=%-5d tick_runs=%-5d reschedules=%-4d overlaps=%d dup_tick_runs=%d fence_violations=%d liveness=%.4f (%d/%d) runs_without_redis=%d work_left=%d stray_leases=%d %s",
+	row := fmt.Sprintf("%-22s faults=%-3d runs=%-5d tick_runs=%-5d reschedules=%-4d overlaps=%d dup_tick_runs=%d fence_violations=%d liveness=%.4f (%d/%d) runs_without_redis=%d work_left=%d stray_leases=%d history=%d/%d/%d %s",
 		name, r.faults, r.Runs, r.TickRuns, r.Reschedules, r.Overlaps, r.DuplicateTickRuns, r.FenceViolations,
-		r.liveness(), r.liveRan, r.liveEligible, r.runsWithoutRedis, r.workLeft, r.strays, r.extra)
+		r.liveness(), r.liveRan, r.liveEligible, r.runsWithoutRedis, r.workLeft, r.strays,
+		r.historyComplete, r.historyIncomplete, r.historyWrong, r.extra)
 	t.Log(row)
 	tableMu.Lock()
 	table = append(table, row)
@@ -429,6 +467,10 @@ func guaranteesHold(t *testing.T, r result, allowOverlaps bool) {
 	}
 	if r.strays != 0 {
 		t.Errorf("%d leases left in Redis after every replica stopped", r.strays)
+	}
+	if r.historyWrong != 0 || r.historyComplete == 0 {
+		t.Errorf("tick records: %d complete, %d of them wrong, %d incomplete\n%s", r.historyComplete, r.historyWrong,
+			r.historyIncomplete, strings.Join(r.Examples, "\n"))
 	}
 }
 

@@ -357,6 +357,19 @@ func HeldLeases(t testing.TB, addr, prefix string) []lease.Held {
 	return hs
 }
 
+// Ticks reads task's newest tick records from the Redis at addr under
+// prefix, as tickd history reads them.
+func Ticks(t testing.TB, addr, prefix, task string, limit int) []lease.TickRecord {
+	t.Helper()
+	s := store(t, addr, prefix)
+	defer s.Close()
+	rs, err := s.Ticks(context.Background(), task, limit)
+	if err != nil {
+		t.Fatalf("read tick records: %v", err)
+	}
+	return rs
+}
+
 // DueCount is how many due entries the Redis at addr holds under prefix.
 func DueCount(t testing.TB, addr, prefix string) int {
 	t.Helper()
