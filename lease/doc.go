@@ -211,7 +211,10 @@
 // (Retention): the tick list is cut to Ticks records and to ticks within
 // Age of the part's writing, and expires Age+24h after its last write (a
 // task removed from every config leaves nothing behind); the lists are cut
-// to their counts. The scheduler never writes them on a run's path.
+// to their counts. The scheduler writes a replica's first part of a tick
+// before its fan-out starts a run (so a replica killed mid-tick leaves an
+// unfinished part: the tick is incomplete, not short), the rest from a
+// writer goroutine, never on a run's path.
 //
 // Three formats travel between Go and the scripts without being stored:
 //

@@ -94,7 +94,7 @@ const chunkSize = 16
 
 // fanOut runs tick T of ts.
 func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
-	f := &fanOut{s: s, ts: ts, T: T, ctx: ctx, tl: s.history.begin(ts.t, T)}
+	f := &fanOut{s: s, ts: ts, T: T, ctx: ctx, tl: s.history.begin(ctx, ts.t, T)}
 	var err error
 	if ts.t.Spread > 0 {
 		err = f.spreadOut()

@@ -13,11 +13,12 @@ import (
 
 // The history (docs/operations.md, "History"): this replica's part of each
 // tick is tallied in memory while the tick goes on, and written when its
-// fan-out starts, when it ends, and when the last run it started ends: a
-// few writes a tick, never one per run. Failed runs are gathered and
-// written in batches. A writer goroutine does the writing, so a slow or
-// unreachable Redis delays only the history: what it cannot write is kept
-// (the newest, up to a bound) and written when Redis answers.
+// fan-out starts (before any run: begin), when it ends, and when the last
+// run it started ends: a few writes a tick, never one per run. Failed runs
+// are gathered and written in batches. A writer goroutine does all but the
+// first write, so a slow or unreachable Redis delays only the history: what
+// it cannot write is kept (the newest, up to a bound) and written when
+// Redis answers.
 
 // tally is this replica's part of one tick of one task, as it goes on.
 type tally struct {
@@ -103,14 +104,26 @@ func newHistory(s *Scheduler) *history {
 	return &history{s: s, parts: map[tallyKey]lease.TickWrite{}, wake: make(chan struct{}, 1)}
 }
 
-// begin starts the tally of tick T of t, and writes that the replica took
-// part.
-func (h *history) begin(t Task, T time.Time) *tally {
+// beginWait bounds how long a fan-out waits for its first write.
+const beginWait = 500 * time.Millisecond
+
+// begin starts the tally of tick T of t, and writes that the replica takes
+// part before the fan-out starts a run: a replica killed during the tick
+// then leaves its unfinished part, and the tick shows as incomplete, not
+// as complete without its runs. It is the one history write a fan-out
+// waits for: one round trip a tick (its first run starts that much later),
+// at most beginWait; one not written by then is left to the writer.
+func (h *history) begin(ctx context.Context, t Task, T time.Time) *tally {
 	tl := &tally{task: t.Name, tick: T, keep: t.Retention()}
 	tl.firstStart.Store(-1)
 	tl.lastEnd.Store(-1)
 	tl.pending.Store(1) // the fan-out
-	h.put(tl)
+	w := lease.TickWrite{Task: tl.task, Tick: tl.tick, Part: tl.part(h.s.replica, h.s.clock.Now()), Keep: tl.keep}
+	wctx, cancel := context.WithTimeout(ctx, beginWait)
+	defer cancel()
+	if h.s.store.RecordTicks(wctx, []lease.TickWrite{w}) != nil {
+		h.put(tl)
+	}
 	return tl
 }
 

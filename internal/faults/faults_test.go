@@ -212,14 +212,21 @@ func (c *cluster) run(fault func(c *cluster, until time.Time)) result {
 }
 
 // checkHistory compares the tick records of the ticks in [begin, end] with
-// the worker's records: a complete record (every replica's part final)
-// counts as done or rescheduled exactly the tick's runs that exited 0 or
-// 75. A record left unfinished by a killed replica, or missing its part,
-// is incomplete, never wrong.
+// the worker's records. A complete record (every replica's part final)
+// must count every tick run the worker started (a run tickd did not begin
+// has no worker record, so the record may count more), no more done or
+// rescheduled runs than the worker saw exit 0 or 75, and no fewer once the
+// runs tickd stopped are added (a run stopped as it exited 0 is tickd's
+// canceled or lease_lost, the worker's success). A record left unfinished by
+// a killed replica is incomplete, never wrong.
 func (c *cluster) checkHistory(res *result, begin, end time.Time) {
-	ok := map[string]int{} // tick → its runs that ended done or rescheduled
+	started, ok := map[string]int{}, map[string]int{} // by tick
 	for _, r := range tickdtest.ReadRuns(c.t, c.runsLog) {
-		if r.Start.Reason == "tick" && r.End.Event == "end" && (r.End.Exit == 0 || r.End.Exit == 75) {
+		if r.Start.Reason != "tick" {
+			continue
+		}
+		started[r.Start.Tick]++
+		if r.End.Event == "end" && (r.End.Exit == 0 || r.End.Exit == 75) {
 			ok[r.Start.Tick]++
 		}
 	}
@@ -234,10 +241,13 @@ func (c *cluster) checkHistory(res *result, begin, end time.Time) {
 		res.historyComplete++
 		o := rec.Outcomes()
 		label := rec.Tick.UTC().Format(time.RFC3339)
-		if got := o[lease.OutcomeDone] + o[lease.OutcomeReschedule]; got != ok[label] {
+		good := o[lease.OutcomeDone] + o[lease.OutcomeReschedule]
+		stopped := o[lease.OutcomeCanceled] + o[lease.OutcomeLeaseLost] + o[lease.OutcomeTimeout]
+		if rec.Runs() < started[label] || good > ok[label] || good+stopped < ok[label] {
 			res.historyWrong++
 			if len(res.Examples) < 20 {
-				res.Examples = append(res.Examples, fmt.Sprintf("tick %s: the record says %d done or rescheduled, the worker %d (%v)", label, got, ok[label], o))
+				res.Examples = append(res.Examples, fmt.Sprintf("tick %s: the record counts %d runs, %d done or rescheduled (%v); the worker %d started, %d exited 0 or 75; parts %+v",
+					label, rec.Runs(), good, o, started[label], ok[label], rec.Parts))
 			}
 		}
 	}
