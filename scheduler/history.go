@@ -294,13 +294,9 @@ func (s *Scheduler) retention(task string) lease.Retention {
 }
 
 // failure is r's run as a lease.Failure.
-func (r *running) failure(started, ended time.Time) lease.Failure {
+func (r *running) failure(started, ended time.Time, text string) lease.Failure {
 	l := r.l
-	f := lease.Failure{Task: r.ts.t.Name, Entity: l.Entity, Tick: l.Tick.UTC(), Reason: l.Reason, Fence: l.Fence,
-		Replica: r.s.replica, Started: started.UTC(), Ended: ended.UTC(), Outcome: r.outcome}
-	if r.err != nil {
-		f.Error = r.err.Error()
-		f.Output = tasks.OutputOf(r.err)
-	}
-	return f
+	return lease.Failure{Task: r.ts.t.Name, Entity: l.Entity, Tick: l.Tick.UTC(), Reason: l.Reason, Fence: l.Fence,
+		Replica: r.s.replica, Started: started.UTC(), Ended: ended.UTC(), Outcome: r.outcome, Error: text,
+		Output: tasks.OutputOf(r.err)}
 }

@@ -357,3 +357,29 @@ handler = "h"
 		t.Errorf("a paused task is not flagged: %s", h.NotFiring)
 	}
 }
+
+// TestFailureSaysWhyItStopped: a Go handler stopped by its timeout returns
+// "context canceled"; its failure says it timed out.
+func TestFailureSaysWhyItStopped(t *testing.T) {
+	e := newEnv(t, false)
+	e.rec.body = func(ctx context.Context, _ tasks.Run) (tasks.Result, error) {
+		<-ctx.Done()
+		return tasks.Done, ctx.Err()
+	}
+	_, st := e.start(`
+[[tasks]]
+name = "rec"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+timeout = "100ms"
+entities = ["slow"]
+`)
+	var fs []lease.Failure
+	expect.WaitFor(t, 10*time.Second, "the timeout recorded", func() bool {
+		fs, _ = st.Failures(context.Background(), "rec", 10)
+		return len(fs) > 0
+	})
+	expect.Equal(t, "outcome", fs[0].Outcome, lease.OutcomeTimeout)
+	expect.Equal(t, "error", fs[0].Error, "context canceled ("+ErrTimeout.Error()+")")
+}

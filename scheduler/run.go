@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -251,10 +252,8 @@ func (s *Scheduler) execute(w *worker, j job) {
 	r.outcome, r.took, r.err, r.next, r.ended = outcome, ended.Sub(started), err, next, ended
 	fin := lease.Finished{Outcome: outcome, Started: started, Ended: ended}
 	if lease.Failed(outcome) {
-		if err != nil {
-			fin.Error = err.Error()
-		}
-		s.history.failed(r.failure(started, ended))
+		fin.Error = failureText(err, context.Cause(&r.ctx))
+		s.history.failed(r.failure(started, ended, fin.Error))
 	}
 	// Not waited for: the worker is free for the next run once the release
 	// is queued (docs/performance.md); AfterRelease ends the run.
@@ -334,6 +333,21 @@ func outcomeOf(res tasks.Result, err, cause error) lease.Outcome {
 		return lease.OutcomeCanceled
 	}
 	return lease.OutcomeFailed
+}
+
+// failureText is a failed run's error as the history keeps it, with the
+// cause of its stop (a timeout, a lost lease) when the error does not say
+// it (a Go handler's "context canceled").
+func failureText(err, cause error) string {
+	switch {
+	case err == nil && cause == nil:
+		return ""
+	case err == nil:
+		return cause.Error()
+	case cause != nil && !strings.Contains(err.Error(), cause.Error()):
+		return err.Error() + " (" + cause.Error() + ")"
+	}
+	return err.Error()
 }
 
 // logEnd logs a run's end, at info when it did its work, warn otherwise,

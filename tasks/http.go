@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tickd/tickd/lease"
 )
@@ -75,7 +76,7 @@ func (h HTTP) Do(ctx context.Context, run Run) (Result, error) {
 		if h.KeepBody > 0 {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, int64(h.KeepBody))) // what came before an error
 			if len(body) > 0 {
-				err = &OutputError{Err: err, Output: strings.ToValidUTF8(string(body), "\uFFFD")}
+				err = &OutputError{Err: err, Output: validText(body)}
 			}
 		}
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) //nolint:errcheck
@@ -86,4 +87,18 @@ func (h HTTP) Do(ctx context.Context, run Run) (Result, error) {
 		return Reschedule, nil
 	}
 	return Done, nil
+}
+
+// validText is b as text: a rune cut at its end is left out, other invalid
+// bytes become U+FFFD.
+func validText(b []byte) string {
+	for j := len(b) - 1; j >= max(0, len(b)-utf8.UTFMax); j-- {
+		if utf8.RuneStart(b[j]) {
+			if !utf8.FullRune(b[j:]) {
+				b = b[:j]
+			}
+			break
+		}
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
 }

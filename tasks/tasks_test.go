@@ -171,6 +171,7 @@ func TestHTTPAction(t *testing.T) {
 			w.Header().Set(RescheduleHeader, "reschedule")
 		case "bad":
 			w.WriteHeader(500)
+			w.Write([]byte(strings.Repeat("upstream down <b>é", 40))) //nolint:errcheck
 		}
 	}))
 	defer srv.Close()
@@ -190,8 +191,39 @@ func TestHTTPAction(t *testing.T) {
 		t.Fatalf("%v %v", res, err)
 	}
 	run.Entity = "bad"
-	if _, err := h.Do(context.Background(), run); !errors.Is(err, ErrStatus) {
-		t.Fatalf("500: %v", err)
+	if _, err := h.Do(context.Background(), run); !errors.Is(err, ErrStatus) || OutputOf(err) != "" {
+		t.Fatalf("500: %v (output %q)", err, OutputOf(err))
+	}
+	// With KeepBody, the start of the body comes with the error.
+	h.KeepBody = 18 // the last byte is half of é: left out
+	_, err := h.Do(context.Background(), run)
+	if !errors.Is(err, ErrStatus) || OutputOf(err) != "upstream down <b>" {
+		t.Fatalf("500 with KeepBody: %v (output %q)", err, OutputOf(err))
+	}
+}
+
+// TestExecKeepsTheEndOfItsOutput: a failed command's error carries the
+// last KeepOutput bytes of its output lines, stdout and stderr.
+func TestExecKeepsTheEndOfItsOutput(t *testing.T) {
+	e := Exec{Argv: []string{"sh", "-c", `i=0; while [ $i -lt 100 ]; do echo "line $i"; i=$((i+1)); done; echo "it broke"; exit 3`}, KeepOutput: 30}
+	_, err := e.Do(context.Background(), Run{Entity: "e"})
+	if !errors.Is(err, ErrExit) || !strings.Contains(err.Error(), "exit status 3") {
+		t.Fatalf("error %v", err)
+	}
+	out := OutputOf(err)
+	if len(out) > 30 || !strings.HasSuffix(out, "it broke\n") || !strings.Contains(out, "line 99\n") {
+		t.Fatalf("output kept: %q", out)
+	}
+	e.Argv = []string{"sh", "-c", `echo "to stderr" >&2; exit 1`}
+	if _, err := e.Do(context.Background(), Run{}); OutputOf(err) != "to stderr\n" {
+		t.Fatalf("stderr kept: %q (%v)", OutputOf(err), err)
+	}
+	var tl Tail
+	tl.Max = 3
+	tl.Write([]byte("ab"))  //nolint:errcheck
+	tl.Write([]byte("cé")) //nolint:errcheck
+	if got := tl.String(); got != "cé" {
+		t.Fatalf("tail %q, want the last 3 bytes from a rune's start", got)
 	}
 }
 
