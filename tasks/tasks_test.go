@@ -220,7 +220,7 @@ func TestExecKeepsTheEndOfItsOutput(t *testing.T) {
 	}
 	var tl Tail
 	tl.Max = 3
-	tl.Write([]byte("ab"))  //nolint:errcheck
+	tl.Write([]byte("ab")) //nolint:errcheck
 	tl.Write([]byte("cé")) //nolint:errcheck
 	if got := tl.String(); got != "cé" {
 		t.Fatalf("tail %q, want the last 3 bytes from a rune's start", got)
