@@ -332,7 +332,7 @@ command = ["WORKER"]
 	e.daemon("A", "0s")
 	e.daemon("B", "0s")
 	expect.WaitFor(t, 20*time.Second, "runs", func() bool { return len(tickdtest.ReadRuns(t, e.runs)) >= 6 })
-	if code, out, errs := cli("pause", "-config", e.cfg, "-json", "p"); code != 0 || fmt.Sprint(decodeJSON(t, out)) != "map[paused:true task:p]" {
+	if code, out, errs := cli("pause", "-config", e.cfg, "-json", "p"); code != 0 || decodeJSON(t, out)["paused"] != true {
 		t.Fatal(out, errs)
 	}
 	paused := time.Now()
