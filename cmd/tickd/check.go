@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 )
@@ -19,7 +20,7 @@ import (
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newCmdline("check", "")
 	tryRedis := c.fs.Bool("redis", false, "also connect to the config's Redis")
-	from := c.fs.String("from", "", "list the ticks after this instant (RFC 3339, e.g. 2027-03-28T00:00:00Z) instead of now")
+	from := c.fs.String("from", "", "list the ticks after this report.Instant (RFC 3339, e.g. 2027-03-28T00:00:00Z) instead of now")
 	n := c.fs.Int("n", 5, "how many ticks to list per task")
 	asJSON := c.jsonFlag()
 	if _, err := c.args(args, 0, 0); err != nil {
@@ -29,7 +30,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *from != "" {
 		t, err := time.Parse(time.RFC3339, *from)
 		if err != nil {
-			return c.usage("-from %q: want an RFC 3339 instant such as 2027-03-28T00:00:00Z", *from)
+			return c.usage("-from %q: want an RFC 3339 report.Instant such as 2027-03-28T00:00:00Z", *from)
 		}
 		start = t
 	}
@@ -55,7 +56,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if at = t.Schedule.Next(at); at.IsZero() {
 				break
 			}
-			td.Ticks = append(td.Ticks, checkTickDoc{Tick: instant(at), Local: at.In(t.Location).Format(time.RFC3339), DST: scheduler.DSTNote(t.Schedule, at)})
+			td.Ticks = append(td.Ticks, checkTickDoc{Tick: report.Instant(at), Local: at.In(t.Location).Format(time.RFC3339), DST: scheduler.DSTNote(t.Schedule, at)})
 		}
 		doc.Tasks = append(doc.Tasks, td)
 	}

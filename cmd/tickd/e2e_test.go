@@ -37,7 +37,7 @@ func TestCheckCommand(t *testing.T) {
 	if lines := strings.Count(out.String(), ":00Z") + strings.Count(out.String(), ":15:00Z") + strings.Count(out.String(), ":30:00Z") + strings.Count(out.String(), ":45:00Z"); lines < 5 {
 		t.Fatalf("want 5 fire times:\n%s", out.String())
 	}
-	// A preview from any instant, as a document: Berlin's spring-forward
+	// A preview from any report.Instant, as a document: Berlin's spring-forward
 	// day, the tick daylight saving moved marked.
 	dst := filepath.Join(dir, "dst.toml")
 	tickdtest.WriteFile(t, dst, "[[tasks]]\nname = \"a\"\ncron = \"30 2 * * *\"\ntimezone = \"Europe/Berlin\"\ncommand = [\"true\"]\n")
@@ -277,7 +277,7 @@ func TestSIGHUPReload(t *testing.T) {
 }
 
 func TestExampleConfigRuns(t *testing.T) {
-	// The README's first command: the example config shows output within seconds.
+	// The README's first command: the example config shows output within report.Seconds.
 	p := tickdtest.Start(t, "example", nil, "-config", filepath.Join("..", "..", "config.example.toml"))
 	p.WaitLog(10*time.Second, "syncing alice for tick")
 	p.WaitLog(10*time.Second, `"reason":"reschedule"`)

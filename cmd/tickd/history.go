@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 )
@@ -37,12 +38,12 @@ func runHistory(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer done()
-	h, err := readHistory(ctx, store, t, *limit, time.Now())
+	h, err := report.ReadHistory(ctx, store, t, *limit, time.Now())
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		return printJSON(stdout, h.doc())
+		return printJSON(stdout, h.Doc())
 	}
 	if !*onlyFailures && !*onlyActions {
 		printTicks(stdout, h)
@@ -54,30 +55,6 @@ func runHistory(ctx context.Context, args []string, stdout io.Writer) error {
 		printActions(stdout, h.Actions)
 	}
 	return nil
-}
-
-// taskHistory is what history reads of one task.
-type taskHistory struct {
-	Task     *scheduler.Task
-	Ticks    []scheduler.TickView
-	Health   scheduler.Health
-	Failures []lease.Failure
-	Actions  []lease.Action
-}
-
-func readHistory(ctx context.Context, store *lease.Store, t *scheduler.Task, limit int, now time.Time) (taskHistory, error) {
-	h := taskHistory{Task: t}
-	past, err := scheduler.ReadPast(ctx, store, t, limit)
-	if err != nil {
-		return h, fmt.Errorf("read the history of %s: %w", t.Name, err)
-	}
-	h.Ticks, h.Health = t.Assess(now, past)
-	h.Ticks = h.Ticks[:min(len(h.Ticks), limit)]
-	h.Actions = past.Actions[:min(len(past.Actions), limit)]
-	if h.Failures, err = store.Failures(ctx, t.Name, limit); err != nil {
-		return h, err
-	}
-	return h, nil
 }
 
 // counts writes a count map as "done 3, failed 1", or "-".
@@ -112,7 +89,7 @@ func printHealth(w io.Writer, indent string, h scheduler.Health, flagAfter int) 
 	}
 }
 
-func printTicks(w io.Writer, h taskHistory) {
+func printTicks(w io.Writer, h report.TaskHistory) {
 	loc := h.Task.Location
 	fmt.Fprintf(w, "%s: ticks, newest first (%s)\n", h.Task.Name, loc)
 	printHealth(w, "  ", h.Health, h.Task.FlagAfter)

@@ -10,18 +10,19 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/expect"
+	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/tickdtest"
 	"github.com/tickd/tickd/lease"
 )
 
-func (e *opsEnv) history(cfg, task string) historyDoc {
+func (e *opsEnv) history(cfg, task string) report.HistoryDoc {
 	e.t.Helper()
 	code, out, errs := cli("history", "-config", cfg, "-json", "-limit", "50", task)
 	if code != 0 {
 		e.t.Fatalf("history: %d %s", code, errs)
 	}
 	checkSchema(e.t, out)
-	var h historyDoc
+	var h report.HistoryDoc
 	if err := json.Unmarshal([]byte(out), &h); err != nil {
 		e.t.Fatalf("history json %v: %s", err, out)
 	}
@@ -54,11 +55,11 @@ command = ["sh", "-c", 'WORKER; if [ "$TICKD_ENTITY" = e3 ]; then echo "quota ex
 		p.WaitReady(20 * time.Second)
 	}
 	// A replica writes its part of a tick within a second or so of its
-	// fan-out and runs: the ticks compared are a few seconds old.
-	settled := func(tk tickDoc) bool {
+	// fan-out and runs: the ticks compared are a few report.Seconds old.
+	settled := func(tk report.TickDoc) bool {
 		return tk.State == "complete" && tk.Runs > 0 && time.Since(tk.Tick.Time()) > 3*time.Second
 	}
-	var h historyDoc
+	var h report.HistoryDoc
 	expect.WaitFor(t, 30*time.Second, "three settled complete ticks", func() bool {
 		h = e.history(e.cfg, "fan")
 		n := 0
@@ -179,7 +180,7 @@ command = ["true"]
 	if code != 0 {
 		t.Fatal(errs)
 	}
-	var doc statusDoc
+	var doc report.StatusDoc
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mattn/go-runewidth"
 
+	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 )
@@ -21,7 +22,7 @@ var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
 // schemaErrors lists where a -json document breaks the -json contract
 // (docs/operations.md, "Commands"): a key not in snake_case, a _s key that is not a number of
-// seconds, an instant that is not RFC 3339 UTC or null, a zero time, a list
+// report.Seconds, an report.Instant that is not RFC 3339 UTC or null, a zero time, a list
 // that is null.
 func schemaErrors(doc string) []string {
 	var v any
@@ -46,11 +47,11 @@ func schemaErrors(doc string) []string {
 				if instantKeys[k] && e != nil {
 					s, _ := e.(string)
 					if t, err := time.Parse(time.RFC3339Nano, s); err != nil || !strings.HasSuffix(s, "Z") || t.IsZero() {
-						errs = append(errs, p+": an instant is RFC 3339 UTC or null, not "+s)
+						errs = append(errs, p+": an report.Instant is RFC 3339 UTC or null, not "+s)
 					}
 				}
 				if e == nil && !instantKeys[k] {
-					errs = append(errs, p+": null (an empty list is [], a missing instant is the only null)")
+					errs = append(errs, p+": null (an empty list is [], a missing report.Instant is the only null)")
 				}
 				walk(p, e)
 			}
@@ -82,26 +83,26 @@ func checkSchema(t testing.TB, doc string) {
 // null lists and "0001-01-01T00:00:00Z").
 func TestJSONSchema(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	full := taskStatus{Name: "t", Schedule: "every 15m0s", Timezone: "Europe/Berlin", NextTick: now.Add(time.Minute),
+	full := report.TaskStatus{Name: "t", Schedule: "every 15m0s", Timezone: "Europe/Berlin", NextTick: now.Add(time.Minute),
 		Leases:     []lease.Held{{Task: "t", Entity: "a", Holder: "r1", Since: now.Add(-time.Second), Fence: 7, TTL: 40 * time.Second, Reason: lease.ReasonTick}},
 		LastRuns:   []lease.LastRun{{Task: "t", Entity: "b", Outcome: lease.OutcomeUnlocked, Replica: "alice", Started: now.Add(-time.Minute), Ended: now}},
 		Due:        []lease.Due{{Task: "t", Entity: "c", Reason: lease.ReasonTrigger, At: now}}, // no tick: null
 		LeaseCount: 1, RunCount: 1, DueCount: 1, Paused: true, Pause: lease.PauseInfo{By: "ops", At: now, Reason: "db"},
 		Health: scheduler.Health{Starved: true}, LastTick: &scheduler.TickView{State: scheduler.TickMissed, TickRecord: lease.TickRecord{Tick: now}}}
 	checkHistorySchema(t, now)
-	for name, st := range map[string]taskStatus{"full": full, "empty": {Name: "e", Schedule: "every 1h0m0s", Timezone: "UTC"}} {
-		replicas := replicaDocs(nil)
+	for name, st := range map[string]report.TaskStatus{"full": full, "empty": {Name: "e", Schedule: "every 1h0m0s", Timezone: "UTC"}} {
+		replicas := report.ReplicaDocs(nil)
 		if name == "full" {
-			replicas = replicaDocs([]lease.Replica{{ID: "r1", Host: "h", Version: "v", Tasks: []string{"t"}, Since: now, Seen: now},
+			replicas = report.ReplicaDocs([]lease.Replica{{ID: "r1", Host: "h", Version: "v", Tasks: []string{"t"}, Since: now, Seen: now},
 				{ID: "old", Tasks: nil}}) // a replica of an older tickd: no host, version or start
 		}
-		b, err := json.Marshal(statusDoc{Replicas: replicas, Tasks: []taskDoc{st.doc(now)}})
+		b, err := json.Marshal(report.StatusDoc{Replicas: replicas, Tasks: []report.TaskDoc{st.Doc(now)}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		checkSchema(t, string(b))
 		if name == "full" {
-			var back statusDoc
+			var back report.StatusDoc
 			json.Unmarshal(b, &back) //nolint:errcheck // checked by checkSchema
 			r := back.Tasks[0].LastRuns[0]
 			if r.By != "alice" || r.Replica != "" || r.DurationS != 60 {
@@ -135,7 +136,7 @@ func TestStatusColumnsAlignWideCharacters(t *testing.T) {
 		runs = append(runs, lease.LastRun{Entity: id, Outcome: lease.OutcomeDone, Reason: lease.ReasonTick, Replica: "r1", Started: now, Ended: now})
 	}
 	var b strings.Builder
-	printStatus(&b, []taskStatus{{Name: "t", Schedule: "every 1m0s", Timezone: "UTC", LastRuns: runs, RunCount: len(runs)}}, now)
+	printStatus(&b, []report.TaskStatus{{Name: "t", Schedule: "every 1m0s", Timezone: "UTC", LastRuns: runs, RunCount: len(runs)}}, now)
 	col := -1
 	for _, line := range strings.Split(b.String(), "\n") {
 		i := strings.Index(line, "ENDED")
@@ -160,15 +161,15 @@ func TestStatusColumnsAlignWideCharacters(t *testing.T) {
 // kind of row and with none.
 func checkHistorySchema(t *testing.T, now time.Time) {
 	task := &scheduler.Task{Name: "t"}
-	full := taskHistory{Task: task, Health: scheduler.Health{NotFiring: "no replica runs this task"},
+	full := report.TaskHistory{Task: task, Health: scheduler.Health{NotFiring: "no replica runs this task"},
 		Ticks: []scheduler.TickView{{State: scheduler.TickComplete, TickRecord: lease.TickRecord{Tick: now, Parts: []lease.TickPart{{
 			Replica: "r1", Final: true, Written: now, Entities: 3, Started: 2, Outcomes: map[lease.Outcome]int{lease.OutcomeDone: 2},
 			Skipped: map[string]int{lease.SkipBusy: 1}, FirstStart: time.Millisecond, LastEnd: time.Second}}}},
 			{State: scheduler.TickMissed, TickRecord: lease.TickRecord{Tick: now.Add(-time.Minute)}}},
 		Failures: []lease.Failure{{Task: "t", Entity: "a", Tick: now, Outcome: lease.OutcomeFailed, Error: "exit status 3"}},
 		Actions:  []lease.Action{{Task: "t", At: now, By: "ops", What: "trigger", Entities: []string{"a"}}, {Task: "t", At: now, What: "pause"}}}
-	for _, h := range []taskHistory{full, {Task: task}} {
-		b, err := json.Marshal(h.doc())
+	for _, h := range []report.TaskHistory{full, {Task: task}} {
+		b, err := json.Marshal(h.Doc())
 		if err != nil {
 			t.Fatal(err)
 		}

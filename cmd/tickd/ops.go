@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 )
@@ -112,7 +113,7 @@ func runPause(ctx context.Context, args []string, stdout io.Writer, paused bool)
 	recordAction(ctx, store, t, a)
 	switch {
 	case *asJSON:
-		return printJSON(stdout, pauseDoc{Task: t.Name, Paused: paused, By: *by, Reason: *reason, Until: instant(a.Until)})
+		return printJSON(stdout, pauseDoc{Task: t.Name, Paused: paused, By: *by, Reason: *reason, Until: report.Instant(a.Until)})
 	case paused && !a.Until.IsZero():
 		fmt.Fprintf(stdout, "paused %s until %s: every replica stops ticking it within a second; running runs finish\n",
 			t.Name, a.Until.UTC().Format(time.RFC3339))
@@ -198,7 +199,7 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		"holder", h.Holder, "fence", h.Fence, "held_for", time.Since(h.Since).Round(time.Millisecond).String(), "by", *by)
 	if *asJSON {
 		return printJSON(stdout, unlockDoc{Task: t.Name, Entity: h.Entity, Holder: h.Holder, Fence: h.Fence,
-			Since: instant(h.Since), By: *by})
+			Since: report.Instant(h.Since), By: *by})
 	}
 	fmt.Fprintf(stdout, "released %s/%s (holder %s, fence %d); the holder stops its run at its next renewal\n", t.Name, h.Entity, h.Holder, h.Fence)
 	return nil

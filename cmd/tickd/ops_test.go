@@ -18,6 +18,7 @@ import (
 
 	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/tickdtest"
 	"github.com/tickd/tickd/lease"
 )
@@ -82,14 +83,14 @@ func (e *opsEnv) daemon(name string, sleep string) *tickdtest.Proc {
 	return p
 }
 
-func (e *opsEnv) status(task string) taskDoc {
+func (e *opsEnv) status(task string) report.TaskDoc {
 	e.t.Helper()
 	code, out, errs := cli("status", "-config", e.cfg, "-json", task)
 	if code != 0 {
 		e.t.Fatalf("status: %d %s", code, errs)
 	}
 	checkSchema(e.t, out)
-	var st statusDoc
+	var st report.StatusDoc
 	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Tasks) != 1 {
 		e.t.Fatalf("status json %v: %s", err, out)
 	}
@@ -126,7 +127,7 @@ command = ["true"]
 	expect.True(t, "last run names its replica", r.Replica != "")
 	// The replicas running now, as they announced themselves.
 	_, js, _ := cli("status", "-config", e.cfg, "-json")
-	var doc statusDoc
+	var doc report.StatusDoc
 	if err := json.Unmarshal([]byte(js), &doc); err != nil || len(doc.Replicas) != 1 {
 		t.Fatalf("status -json replicas: %v %s", err, js)
 	}
@@ -572,7 +573,7 @@ func TestStatusWithManyEntities(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status: %s", errs)
 	}
-	var st statusDoc
+	var st report.StatusDoc
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatal(err)
 	}

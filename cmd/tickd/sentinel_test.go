@@ -9,6 +9,7 @@ import (
 
 	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/tickdtest"
 )
 
@@ -47,7 +48,7 @@ func operatorCommands(t *testing.T, cfg, role, where string, pending int, entiti
 	code, out, errs = cli("status", "-config", cfg, "-json", "sync")
 	expect.Equal(t, "status exit status ("+errs+")", code, 0)
 	checkSchema(t, out)
-	var st statusDoc
+	var st report.StatusDoc
 	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Tasks) != 1 {
 		t.Fatalf("status json %v: %s", err, out)
 	}

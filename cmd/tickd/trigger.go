@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
@@ -266,20 +267,20 @@ func waitAnswers(ctx context.Context, store *lease.Store, task, id string, ids [
 // whereIs says where the run of an entity whose trigger was not answered
 // in time is: running (since when, where), queued (due since when), or
 // neither.
-func whereIs(ctx context.Context, store *lease.Store, task, id string) (string, instant, string) {
+func whereIs(ctx context.Context, store *lease.Store, task, id string) (string, report.Instant, string) {
 	st, err := store.Entity(ctx, task, id)
 	now := time.Now()
 	switch {
 	case err != nil:
-		return "unknown", instant{}, answerText(answerPending) + "; its state cannot be read: " + err.Error()
+		return "unknown", report.Instant{}, answerText(answerPending) + "; its state cannot be read: " + err.Error()
 	case st.Held != nil:
-		return "running", instant(st.Held.Since), fmt.Sprintf("%s: running on %s for %v (reason %s)",
+		return "running", report.Instant(st.Held.Since), fmt.Sprintf("%s: running on %s for %v (reason %s)",
 			answerText(answerPending), st.Held.Holder, now.Sub(st.Held.Since).Round(time.Second), st.Held.Reason)
 	case st.Pending != nil:
-		return "queued", instant(st.Pending.At), fmt.Sprintf("%s: queued as %s, due for %v and waiting for a free run slot on a replica",
+		return "queued", report.Instant(st.Pending.At), fmt.Sprintf("%s: queued as %s, due for %v and waiting for a free run slot on a replica",
 			answerText(answerPending), st.Pending.Reason, max(0, now.Sub(st.Pending.At)).Round(time.Second))
 	}
-	return "unknown", instant{}, answerText(answerPending) + ": neither running nor queued now (its run may have ended just after -timeout)"
+	return "unknown", report.Instant{}, answerText(answerPending) + ": neither running nor queued now (its run may have ended just after -timeout)"
 }
 
 // unique drops repeated ids, keeping the first of each.

@@ -1,0 +1,121 @@
+package report
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
+)
+
+// TaskStatus is what status reads of one task: the first -limit rows of
+// each section, and complete counts.
+type TaskStatus struct {
+	Name       string
+	Schedule   string
+	Timezone   string
+	NextTick   time.Time
+	Paused     bool
+	Pause      lease.PauseInfo // who, why, until when, when Paused
+	Health     scheduler.Health
+	FlagAfter  int
+	LastTick   *scheduler.TickView // the newest tick recorded or missed
+	Leases     []lease.Held
+	LeaseCount int
+	LastRuns   []lease.LastRun
+	RunCount   int
+	Due        []lease.Due
+	DueCount   int
+}
+
+// StatusOf reads one task's state with bounded memory: SCAN pages, the
+// first limit leases and due entries, and the limit most recent last runs.
+func StatusOf(ctx context.Context, store *lease.Store, t scheduler.Task, now time.Time, limit int, outcome string) (TaskStatus, error) {
+	st := TaskStatus{Name: t.Name, NextTick: t.Schedule.Next(now), Schedule: "every " + t.Every.String(),
+		Timezone: t.Location.String()}
+	if t.Cron != "" {
+		st.Schedule = "cron " + t.Cron
+	}
+	leases, runs, due := firstN[lease.Held](limit), firstN[lease.LastRun](limit), firstN[lease.Due](limit)
+	if err := store.Leases(ctx, t.Name, leases.add); err != nil {
+		return st, fmt.Errorf("list leases: %w", err)
+	}
+	// The limit most recent last runs: a new run replaces the oldest kept.
+	runs.full = func(r lease.LastRun) {
+		oldest := 0
+		for i, x := range runs.items {
+			if x.Ended.Before(runs.items[oldest].Ended) {
+				oldest = i
+			}
+		}
+		if r.Ended.After(runs.items[oldest].Ended) {
+			runs.items[oldest] = r
+		}
+	}
+	err := store.LastRuns(ctx, t.Name, func(r lease.LastRun) error {
+		if outcome != "" && r.Outcome != lease.Outcome(outcome) {
+			return nil
+		}
+		return runs.add(r)
+	})
+	if err != nil {
+		return st, fmt.Errorf("list last runs: %w", err)
+	}
+	err = store.DueEntries(ctx, t.Name, due.add)
+	if err != nil {
+		return st, fmt.Errorf("list due entries: %w", err)
+	}
+	SortRuns(runs.items)
+	st.Leases, st.LeaseCount = leases.items, leases.count
+	st.LastRuns, st.RunCount = runs.items, runs.count
+	st.Due, st.DueCount = due.items, due.count
+	return st, nil
+}
+
+// assess reads the task's newest ticks and actions for its flags and its
+// last tick.
+func (st *TaskStatus) Assess(ctx context.Context, store *lease.Store, t *scheduler.Task, replicas []lease.Replica, now time.Time) error {
+	p := scheduler.Past{Paused: st.Paused, Replicas: replicas}
+	var err error
+	if p.Ticks, err = store.Ticks(ctx, t.Name, t.FlagAfter+2); err != nil {
+		return err
+	}
+	if p.Actions, err = store.Actions(ctx, t.Name, 20); err != nil {
+		return err
+	}
+	views, h := t.Assess(now, p)
+	st.Health, st.FlagAfter = h, t.FlagAfter
+	if len(views) > 0 {
+		st.LastTick = &views[0]
+	}
+	return nil
+}
+
+// bounded counts what it is given and keeps the first limit items; full,
+// if set, sees each item that comes once limit are kept.
+type bounded[T any] struct {
+	limit int
+	count int
+	items []T
+	full  func(T)
+}
+
+func firstN[T any](limit int) *bounded[T] { return &bounded[T]{limit: limit, items: []T{}} }
+
+func (b *bounded[T]) add(x T) error {
+	b.count++
+	switch {
+	case len(b.items) < b.limit:
+		b.items = append(b.items, x)
+	case b.full != nil:
+		b.full(x)
+	}
+	return nil
+}
+
+// SortRuns puts the most recent runs first.
+func SortRuns(rs []lease.LastRun) {
+	slices.SortStableFunc(rs, func(a, b lease.LastRun) int { return b.Ended.Compare(a.Ended) })
+}
