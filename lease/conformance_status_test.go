@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -57,4 +58,53 @@ func testStatus(t *testing.T, k kit) {
 		t.Fatalf("all leases: %+v", all)
 	}
 	mustRelease(t, l)
+}
+
+// testEntityPage: a task's entities come a page at a time, each once, and
+// a search keeps the ids that begin with (or contain) its text, hostile
+// ids included.
+func testEntityPage(t *testing.T, k kit) {
+	s := k.client(Options{Replica: "A"})
+	want := map[string]bool{}
+	for i := range 25 {
+		id := fmt.Sprintf("user-%02d", i)
+		if i == 7 {
+			id = "user-07 " + hostile
+		}
+		l := mustAcquire(t, s, Request{Task: "p", Entity: id, TTL: time.Minute, Reason: ReasonTrigger})
+		if i%2 == 0 {
+			mustRelease(t, l)
+		}
+		want[id] = true
+	}
+	mustAcquire(t, s, Request{Task: "other", Entity: "user-99", TTL: time.Minute, Reason: ReasonTrigger})
+	got := map[string]bool{}
+	held := 0
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages > 25 {
+			t.Fatal("the walk does not end")
+		}
+		p, err := s.EntityPage(bg, "p", PageQuery{Cursor: cursor, Size: 10, MaxScan: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect.True(t, "at most a page", len(p.Rows) <= 10)
+		for _, r := range p.Rows {
+			expect.True(t, "each entity once: "+r.Entity, !got[r.Entity])
+			got[r.Entity] = true
+			if r.Held != nil {
+				held++
+			}
+		}
+		if cursor = p.Next; cursor == "" {
+			break
+		}
+	}
+	expect.Equal(t, "entities walked", len(got), 25)
+	expect.Equal(t, "held", held, 12)
+	p, err := s.EntityPage(bg, "p", PageQuery{Search: "user-1", Size: 100, MaxScan: 1000})
+	expect.True(t, "prefix search", err == nil && len(p.Rows) == 10)
+	p, err = s.EntityPage(bg, "p", PageQuery{Search: "#c d%", Substring: true, Size: 100, MaxScan: 1000})
+	expect.True(t, "substring search finds the hostile id", err == nil && len(p.Rows) == 1 && p.Rows[0].Entity == "user-07 "+hostile)
 }

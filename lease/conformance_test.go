@@ -124,6 +124,7 @@ var conformance = []struct {
 	{"HistoryRetention", testHistoryRetention},
 	{"FailuresAndActions", testFailuresAndActions},
 	{"Pauses", testPauses},
+	{"EntityPage", testEntityPage},
 }
 
 var bg = context.Background()

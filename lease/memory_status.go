@@ -118,8 +118,12 @@ func (b *memBackend) dueEntries(_ context.Context, task string, fn func(Due) err
 func (b *memBackend) one(_ context.Context, task, entity string) (EntityState, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.oneLocked(task, entity, b.now()), nil
+}
+
+// oneLocked is one's, with b.mu held.
+func (b *memBackend) oneLocked(task, entity string, now time.Time) EntityState {
 	m := member(task, entity)
-	now := b.now()
 	b.gc(m, now)
 	var st EntityState
 	if l, ok := b.held[m]; ok {
@@ -134,7 +138,7 @@ func (b *memBackend) one(_ context.Context, task, entity string) (EntityState, e
 		d := e.d
 		st.Pending = &d
 	}
-	return st, nil
+	return st
 }
 
 func (b *memBackend) dueCount(context.Context) (int, error) {

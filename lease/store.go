@@ -31,6 +31,8 @@ type backend interface {
 	lastRuns(ctx context.Context, task string, fn func(LastRun) error) error
 	dueEntries(ctx context.Context, task string, fn func(Due) error) error
 	dueCount(ctx context.Context) (int, error)
+	// entityPage reads one page of a task's entities.
+	entityPage(ctx context.Context, task string, q PageQuery) (Page, error)
 	// one reads the state of one entity.
 	one(ctx context.Context, task, entity string) (EntityState, error)
 	// setPaused pauses task with info (PauseInfo, encoded), or resumes it

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 type Config struct {
 	Daemon Daemon
 	Redis  *Redis // nil: in-process leases, one replica
+	Web    *Web   // nil: no console
 	// Defaults is [defaults] over the built-in defaults: what a task that
 	// gives none of its own keys gets.
 	Defaults Task
@@ -82,6 +84,36 @@ type Redis struct {
 	// before it is trusted: "auto" (default; every replica the primary
 	// reports online, none if it has none), a number, or 0 (never wait).
 	ReplicaAcks lease.ReplicaAcks `toml:"replica_acks"`
+}
+
+// Web is the [web] table: the console (package console). Leave it out for
+// none; `tickd web` serves it alone.
+type Web struct {
+	// Listen is the console's host:port. Required.
+	Listen string `toml:"listen"`
+	// HtpasswdFile names a file of user:bcrypt-hash lines (htpasswd -B).
+	// Required unless Listen is a loopback address; without it, anyone who
+	// reaches the loopback address is an admin.
+	HtpasswdFile string `toml:"htpasswd_file"`
+	// Admins may trigger, pause, resume and unlock; the other users only
+	// look. Defaults to none.
+	Admins []string `toml:"admins"`
+	// TLSCertFile and TLSKeyFile, together, serve HTTPS.
+	TLSCertFile string `toml:"tls_cert_file"`
+	TLSKeyFile  string `toml:"tls_key_file"`
+}
+
+// Loopback says whether the address host:port listens on loopback only.
+func Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // DefaultRedis is [redis] when the table is given with no keys.
@@ -279,6 +311,9 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 	if cfg.Redis != nil {
 		validateRedis(d, cfg.Redis, redisGiven["url"])
 	}
+	if cfg.Web != nil {
+		validateWeb(d, cfg.Web)
+	}
 	if defaultsGiven["name"] {
 		d.bad("defaults.name", "a name is per task; it cannot have a default")
 	}
@@ -306,6 +341,10 @@ func decodeTables(d *decoder, raw map[string]any, cfg *Config) (defaultsGiven ke
 			cfg.Redis = &r
 		case "defaults":
 			defaultsGiven = d.table(k, raw[k], &cfg.Defaults)
+		case "web":
+			w := Web{}
+			d.table(k, raw[k], &w)
+			cfg.Web = &w
 		case "tasks":
 			ts, ok := raw[k].([]map[string]any)
 			if !ok {
@@ -387,7 +426,7 @@ func NewConfig(daemon Daemon, r *Redis, tasks ...Task) (*Config, error) {
 }
 
 // topLevel names the tables of a config file, for "did you mean".
-var topLevel = []string{"daemon", "redis", "defaults", "tasks"}
+var topLevel = []string{"daemon", "redis", "web", "defaults", "tasks"}
 
 // MaxLeaseTTL is the longest lease_ttl of the config's tasks.
 func (c *Config) MaxLeaseTTL() time.Duration {

@@ -58,6 +58,10 @@ func TestConfigErrors(t *testing.T) {
 		{"hint for a table", "[redis_]\nurl = \"x\"\n" + goodTask, `cfg.toml:2: redis_.url: unknown key: no table [redis_] (did you mean "redis"?)`},
 		{"[[task]] for [[tasks]]", "[[task]]\nname = \"a\"\n", `cfg.toml:1: task: unknown key (did you mean "tasks"?)`},
 		{"tasks as a table", "[tasks]\nname = \"a\"\n", `cfg.toml:1: tasks: want [[tasks]] tables, got a table`},
+		{"console off loopback without auth", "[web]\nlisten = \"0.0.0.0:8080\"\n" + goodTask, `cfg.toml:2: web.listen: "0.0.0.0:8080" is not a loopback address: set htpasswd_file`},
+		{"console without an address", "[web]\nadmins = [\"ops\"]\n" + goodTask, `cfg.toml:1: web.listen: required`},
+		{"console admins without users", "[web]\nlisten = \"127.0.0.1:8080\"\nadmins = [\"ops\"]\n" + goodTask, `cfg.toml:3: web.admins: admins need users`},
+		{"console TLS half given", "[web]\nlisten = \"127.0.0.1:8080\"\ntls_key_file = \"k\"\n" + goodTask, `web.tls_cert_file: give tls_cert_file and tls_key_file together`},
 		{"bad duration", "[[tasks]]\nname = \"a\"\nevery = \"15 minutes\"\ncommand = [\"true\"]\n", `cfg.toml:3: tasks[0].every: bad duration "15 minutes"`},
 		{"zero every", "[[tasks]]\nname = \"a\"\nevery = \"0s\"\ncommand = [\"true\"]\n", "cfg.toml:3: tasks[0].every: must be more than 0s"},
 		{"sub-second every", "[[tasks]]\nname = \"a\"\nevery = \"1500ms\"\ncommand = [\"true\"]\n", "tasks[0].every: 1.5s: must be a whole number of seconds"},
@@ -226,7 +230,7 @@ func TestExampleConfigIsValid(t *testing.T) {
 	}
 	// Every key the config structs declare is documented in the example.
 	data, _ := os.ReadFile(filepath.Join("..", "config.example.toml"))
-	keys := slices.Concat(Keys[Daemon](), Keys[Redis](), Keys[Task]())
+	keys := slices.Concat(Keys[Daemon](), Keys[Redis](), Keys[Web](), Keys[Task]())
 	if len(keys) < 25 {
 		t.Fatalf("only %d keys declared: %v", len(keys), keys)
 	}

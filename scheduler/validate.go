@@ -35,6 +35,25 @@ func validateDaemon(d *decoder, dm Daemon) {
 	}
 }
 
+// validateWeb checks [web]: an address, auth off loopback, both TLS files
+// or neither.
+func validateWeb(d *decoder, w *Web) {
+	switch _, _, err := net.SplitHostPort(w.Listen); {
+	case w.Listen == "":
+		d.bad("web.listen", "required: the console's host:port, e.g. \"127.0.0.1:8080\"")
+	case err != nil:
+		d.bad("web.listen", "%q: want host:port, e.g. \"127.0.0.1:8080\"", w.Listen)
+	case w.HtpasswdFile == "" && !Loopback(w.Listen):
+		d.bad("web.listen", "%q is not a loopback address: set htpasswd_file (htpasswd -B), or listen on 127.0.0.1", w.Listen)
+	}
+	if len(w.Admins) > 0 && w.HtpasswdFile == "" {
+		d.bad("web.admins", "admins need users: set htpasswd_file")
+	}
+	if (w.TLSCertFile == "") != (w.TLSKeyFile == "") {
+		d.bad("web.tls_cert_file", "give tls_cert_file and tls_key_file together")
+	}
+}
+
 func validateRedis(d *decoder, r *Redis, urlGiven bool) {
 	if r.URLFile != "" {
 		if urlGiven {
