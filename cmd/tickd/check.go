@@ -47,7 +47,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	for _, t := range cfg.Tasks {
 		td := checkTaskDoc{Name: t.Name, Schedule: "every " + t.Every.String(), Timezone: t.Location.String(),
-			Source: describeSource(t), Ticks: []checkTickDoc{}}
+			Source: report.DescribeSource(t), Ticks: []checkTickDoc{}}
 		if t.Cron != "" {
 			td.Schedule = "cron " + strconv.Quote(t.Cron)
 		}
@@ -156,16 +156,4 @@ func pingRedis(ctx context.Context, cfg *scheduler.Config) error {
 		return fmt.Errorf("redis %s answers, but: %w", cfg.Redis.Where(), err)
 	}
 	return nil
-}
-
-func describeSource(t scheduler.Task) string {
-	switch {
-	case t.Entities != nil:
-		return fmt.Sprintf("%d static entities", len(t.Entities))
-	case t.EntitiesFile != "":
-		return "entities from " + t.EntitiesFile
-	case t.EntitiesCommand != nil:
-		return fmt.Sprintf("entities from command %q", t.EntitiesCommand[0])
-	}
-	return "singleton"
 }

@@ -4,14 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
-	"github.com/tickd/tickd/tasks"
 )
 
 // exitSkipped is trigger -wait's exit status when an entity was busy and
@@ -37,7 +34,7 @@ func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ids, err := triggerIDs(ctx, *t, pos[1:], *force)
+	ids, err := report.TriggerIDs(ctx, *t, pos[1:], *force)
 	if err != nil {
 		return err
 	}
@@ -58,30 +55,6 @@ func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
 		printTrigger(stdout, doc)
 	}
 	return triggerStatus(doc, *timeout, *asJSON)
-}
-
-// triggerIDs are the entities to trigger: those given (checked against
-// the task's list unless force), or every entity of the task.
-func triggerIDs(ctx context.Context, t scheduler.Task, given []string, force bool) ([]string, error) {
-	ids := given
-	if len(ids) == 0 {
-		var err error
-		if ids, err = allEntities(ctx, t); err != nil {
-			return nil, err
-		}
-	}
-	ids = unique(ids)
-	for _, id := range ids {
-		if err := tasks.CheckID(id); err != nil || id == "" {
-			return nil, fmt.Errorf("entity %q: %v", id, err)
-		}
-	}
-	if len(given) > 0 && !force {
-		if err := checkListed(ctx, t, ids); err != nil {
-			return nil, err
-		}
-	}
-	return ids, nil
 }
 
 // trigger enqueues a run of each id and, with wait, waits up to timeout
@@ -181,45 +154,6 @@ func triggerStatus(doc triggerDoc, timeout time.Duration, asJSON bool) error {
 	return err
 }
 
-// allEntities reads a task's entity source (a singleton's one entity is its
-// name).
-func allEntities(ctx context.Context, t scheduler.Task) ([]string, error) {
-	var ids []string
-	err := t.Source(nil).Each(ctx, func(id string) error { ids = append(ids, id); return nil })
-	return ids, err
-}
-
-// checkListed refuses ids that the task's entity source does not list: a
-// typo would otherwise run a task for an entity that does not exist. A
-// static list, a file and a singleton's name are checked; an
-// entities_command is not run (it may be slow, or have effects).
-func checkListed(ctx context.Context, t scheduler.Task, ids []string) error {
-	if t.EntitiesCommand != nil {
-		return nil
-	}
-	want := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		want[id] = true
-	}
-	err := t.Source(nil).Each(ctx, func(id string) error {
-		delete(want, id)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("read the entities of %s: %w", t.Name, err)
-	}
-	if len(want) == 0 {
-		return nil
-	}
-	var missing []string
-	for _, id := range ids {
-		if want[id] {
-			missing = append(missing, strconv.Quote(id))
-		}
-	}
-	return fmt.Errorf("%s does not list %s (%s): give -force to trigger it anyway", t.Name, strings.Join(missing, ", "), describeSource(t))
-}
-
 // answerPending is -wait's answer for an entity whose run had not ended
 // when -timeout passed.
 const answerPending = "pending"
@@ -281,17 +215,4 @@ func whereIs(ctx context.Context, store *lease.Store, task, id string) (string, 
 			answerText(answerPending), st.Pending.Reason, max(0, now.Sub(st.Pending.At)).Round(time.Second))
 	}
 	return "unknown", report.Instant{}, answerText(answerPending) + ": neither running nor queued now (its run may have ended just after -timeout)"
-}
-
-// unique drops repeated ids, keeping the first of each.
-func unique(ids []string) []string {
-	seen := make(map[string]bool, len(ids))
-	out := ids[:0:0]
-	for _, id := range ids {
-		if !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	return out
 }

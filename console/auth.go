@@ -1,0 +1,168 @@
+package console
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Role is what a user may do: look, or act too.
+type Role int
+
+// The roles.
+const (
+	Viewer Role = iota // sees every page
+	Admin              // also triggers, pauses, resumes and unlocks
+)
+
+// users are the htpasswd file's users and their bcrypt hashes.
+type users map[string][]byte
+
+// readHtpasswd reads an htpasswd file of bcrypt entries (htpasswd -B): one
+// user:hash a line; blank lines and # comments are skipped. Any other kind
+// of hash is refused, with the file and line: tickd compares bcrypt only.
+func readHtpasswd(path string) (users, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("web.htpasswd_file: %w", err)
+	}
+	us := users{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		user, hash, ok := strings.Cut(line, ":")
+		if !ok || user == "" {
+			return nil, fmt.Errorf("%s:%d: want user:hash", path, n)
+		}
+		if _, err := bcrypt.Cost([]byte(hash)); err != nil {
+			return nil, fmt.Errorf("%s:%d: user %q: not a bcrypt hash (make it with htpasswd -B)", path, n, user)
+		}
+		if _, dup := us[user]; dup {
+			return nil, fmt.Errorf("%s:%d: user %q given twice", path, n, user)
+		}
+		us[user] = []byte(hash)
+	}
+	if len(us) == 0 {
+		return nil, fmt.Errorf("%s: no users", path)
+	}
+	return us, nil
+}
+
+// unknownUser is compared against for a user the file does not have, so
+// that a wrong name costs the time a wrong password does.
+var unknownUser, _ = bcrypt.GenerateFromPassword([]byte("tickd: no such user"), bcrypt.DefaultCost)
+
+// authenticator checks basic auth against the users, remembers the
+// credentials it accepted (bcrypt is slow on purpose; a page refreshes
+// every few seconds), and slows down an address that keeps failing.
+type authenticator struct {
+	users  users
+	admins map[string]bool
+	fails  *failures
+
+	mu   sync.Mutex
+	good map[[32]byte]bool // sha256 of user, password and hash: accepted
+}
+
+// maxGood bounds the accepted credentials remembered.
+const maxGood = 256
+
+// check returns r's user and role; ok is false when r does not carry valid
+// credentials.
+func (a *authenticator) check(r *http.Request) (user string, role Role, ok bool) {
+	user, pass, given := r.BasicAuth()
+	if !given {
+		return "", Viewer, false
+	}
+	hash, known := a.users[user]
+	if !known {
+		hash = unknownUser
+	}
+	key := sha256.Sum256([]byte(user + "\x00" + pass + "\x00" + string(hash)))
+	a.mu.Lock()
+	cached := a.good[key]
+	a.mu.Unlock()
+	if !cached {
+		// bcrypt compares in constant time; an unknown user is compared
+		// too, against a hash no password matches.
+		if bcrypt.CompareHashAndPassword(hash, []byte(pass)) != nil || !known {
+			return user, Viewer, false
+		}
+		a.mu.Lock()
+		if len(a.good) >= maxGood {
+			clear(a.good)
+		}
+		a.good[key] = true
+		a.mu.Unlock()
+	}
+	if a.admins[user] {
+		return user, Admin, true
+	}
+	return user, Viewer, true
+}
+
+// failures counts failed logins by remote address: after maxFails within
+// failWindow, the address is refused (429) until the window ends, without
+// a password being looked at.
+type failures struct {
+	mu sync.Mutex
+	by map[string]*failCount
+}
+
+type failCount struct {
+	n      int
+	since  time.Time
+	logged bool
+}
+
+const (
+	maxFails   = 5
+	failWindow = time.Minute
+)
+
+// blocked says whether addr failed too often lately.
+func (f *failures) blocked(addr string, now time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.by[addr]
+	return c != nil && now.Sub(c.since) < failWindow && c.n >= maxFails
+}
+
+// failed counts a failure of addr; it returns whether to log it (the
+// first of each window).
+func (f *failures) failed(addr string, now time.Time) (n int, log bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.by) > 10000 { // a bound: many addresses trying at once
+		clear(f.by)
+	}
+	c := f.by[addr]
+	if c == nil || now.Sub(c.since) >= failWindow {
+		c = &failCount{since: now}
+		f.by[addr] = c
+	}
+	c.n++
+	log = !c.logged
+	c.logged = true
+	return c.n, log
+}
+
+// remoteHost is r's remote address without the port.
+func remoteHost(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return h
+	}
+	return r.RemoteAddr
+}
