@@ -22,6 +22,7 @@ Usage:
   tickd pause|resume -config FILE TASK        stop/start ticking on every replica
                                     (pause -reason "…" [-for 2h])
   tickd history -config FILE TASK   recent ticks, failures and operator actions
+  tickd web -config FILE            the console alone (the [web] table)
   tickd unlock -config FILE TASK ENTITY       force-release a stuck lease
   tickd lock -config FILE [-ttl 1m] [-busy-exit N] KEY -- CMD ARGS…
                                     run CMD under a lease, or exit at once if held
@@ -35,7 +36,7 @@ command's flags; "tickd --version" is "tickd version".
 `
 
 // commands are the subcommands run knows.
-var commands = []string{"run", "check", "status", "trigger", "pause", "resume", "unlock", "lock", "migrate", "history", "version", "help"}
+var commands = []string{"run", "check", "status", "trigger", "pause", "resume", "unlock", "lock", "migrate", "history", "web", "version", "help"}
 
 // run dispatches a subcommand and turns its error into an exit status: a
 // command-line mistake prints what was wrong and the command's usage, exit 2.
@@ -90,6 +91,7 @@ var subcommands = map[string]func(ctx context.Context, args []string, stdout, st
 	"history": func(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		return runHistory(ctx, args, stdout)
 	},
+	"web": func(ctx context.Context, args []string, _, stderr io.Writer) error { return runWeb(ctx, args, stderr) },
 }
 
 // command splits the command line into the command and its arguments;

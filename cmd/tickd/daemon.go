@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/console"
 	"github.com/tickd/tickd/internal/gcpolicy"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
@@ -201,6 +202,17 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		defer stop()
 	}
+	var con *console.Console
+	if cfg.Web != nil {
+		if con, err = console.New(console.Options{Config: cfg, Store: store, Logger: log}); err != nil {
+			return err
+		}
+		stop, err := console.Start(con, cfg.Web, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 
 	if sig, ok := stopRequested(sigs); ok {
 		log.Info("signal received during start-up: stopping before any run", "signal", sig.String())
@@ -223,7 +235,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				daemon.SdNotify(false, daemon.SdNotifyReloading) //nolint:errcheck
-				reloads.record(reload(sch, *path, &level, log))
+				reloads.record(reload(sch, con, *path, &level, log))
 				daemon.SdNotify(false, daemon.SdNotifyReady) //nolint:errcheck
 				continue
 			}
@@ -249,7 +261,7 @@ func stopRequested(sigs <-chan os.Signal) (os.Signal, bool) {
 }
 
 // reload re-reads the config; a bad one is reported and the old one kept.
-func reload(sch *scheduler.Scheduler, path string, level *slog.LevelVar, log *slog.Logger) error {
+func reload(sch *scheduler.Scheduler, con *console.Console, path string, level *slog.LevelVar, log *slog.Logger) error {
 	cfg, err := scheduler.LoadConfig(path)
 	if err == nil {
 		err = sch.Reload(cfg)
@@ -259,6 +271,9 @@ func reload(sch *scheduler.Scheduler, path string, level *slog.LevelVar, log *sl
 		return err
 	}
 	level.Set(parseLevel(cfg.Daemon.LogLevel))
+	if con != nil {
+		con.Reload(cfg)
+	}
 	return nil
 }
 

@@ -45,42 +45,14 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer done()
-	pauses, err := store.Pauses(ctx)
-	if err != nil {
-		return fmt.Errorf("read paused tasks: %w", err)
-	}
-	repl, err := store.Replication(ctx)
-	if err != nil {
-		return fmt.Errorf("read replication: %w", err)
-	}
-	replicas, err := store.Replicas(ctx)
+	st, err := report.ReadStatus(ctx, store, cfg, only, *limit, *outcome, time.Now())
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	var out []report.TaskStatus
-	for _, t := range cfg.Tasks {
-		if only != "" && t.Name != only {
-			continue
-		}
-		st, err := report.StatusOf(ctx, store, t, now, *limit, *outcome)
-		if err != nil {
-			return err
-		}
-		p, paused := pauses[t.Name]
-		st.Paused, st.Pause = paused, p
-		if err := st.Assess(ctx, store, &t, replicas, now); err != nil {
-			return err
-		}
-		out = append(out, st)
-	}
 	if *asJSON {
-		doc := report.StatusDoc{Replication: report.ReplicationDocOf(repl), Replicas: report.ReplicaDocs(replicas), Tasks: []report.TaskDoc{}}
-		for _, st := range out {
-			doc.Tasks = append(doc.Tasks, st.Doc(now))
-		}
-		return printJSON(stdout, doc)
+		return printJSON(stdout, st.Doc())
 	}
+	repl, replicas, out, now := st.Replication, st.Replicas, st.Tasks, st.Now
 	fmt.Fprintln(stdout, replicationLine(cfg.Redis.Where(), repl))
 	printReplicas(stdout, replicas, now)
 	printStatus(stdout, out, now)

@@ -119,3 +119,54 @@ func (b *bounded[T]) add(x T) error {
 func SortRuns(rs []lease.LastRun) {
 	slices.SortStableFunc(rs, func(a, b lease.LastRun) int { return b.Ended.Compare(a.Ended) })
 }
+
+// Status is what `tickd status` reads: the Redis replication, the running
+// replicas, and each task's status.
+type Status struct {
+	Replication lease.Replication
+	Replicas    []lease.Replica
+	Tasks       []TaskStatus
+	Now         time.Time
+}
+
+// ReadStatus reads the status of cfg's tasks (only one, if only is not
+// ""), at most limit rows a section, the last runs filtered by outcome
+// when it is not "".
+func ReadStatus(ctx context.Context, store *lease.Store, cfg *scheduler.Config, only string, limit int, outcome string, now time.Time) (Status, error) {
+	st := Status{Now: now}
+	pauses, err := store.Pauses(ctx)
+	if err != nil {
+		return st, fmt.Errorf("read paused tasks: %w", err)
+	}
+	if st.Replication, err = store.Replication(ctx); err != nil {
+		return st, fmt.Errorf("read replication: %w", err)
+	}
+	if st.Replicas, err = store.Replicas(ctx); err != nil {
+		return st, err
+	}
+	for _, t := range cfg.Tasks {
+		if only != "" && t.Name != only {
+			continue
+		}
+		ts, err := StatusOf(ctx, store, t, now, limit, outcome)
+		if err != nil {
+			return st, err
+		}
+		p, paused := pauses[t.Name]
+		ts.Paused, ts.Pause = paused, p
+		if err := ts.Assess(ctx, store, &t, st.Replicas, now); err != nil {
+			return st, err
+		}
+		st.Tasks = append(st.Tasks, ts)
+	}
+	return st, nil
+}
+
+// Doc is the status as `tickd status -json` prints it.
+func (st Status) Doc() StatusDoc {
+	doc := StatusDoc{Replication: ReplicationDocOf(st.Replication), Replicas: ReplicaDocs(st.Replicas), Tasks: []TaskDoc{}}
+	for _, ts := range st.Tasks {
+		doc.Tasks = append(doc.Tasks, ts.Doc(st.Now))
+	}
+	return doc
+}

@@ -1,0 +1,149 @@
+package console
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/tickd/tickd/internal/report"
+	"github.com/tickd/tickd/lease"
+)
+
+// The actions: POST only, admins only (Console.admin), behind
+// http.CrossOriginProtection; each leaves the same record as the command
+// that does it, with the console's user as who.
+
+// maxWatched bounds the entities a trigger's answers page follows.
+const maxWatched = 100
+
+// trigger enqueues a run of the entities given (one a line), or of every
+// entity with all=1, each answering one request id, and sends the browser
+// to the page that watches the answers arrive.
+func (c *Console) trigger(w http.ResponseWriter, r *http.Request) {
+	t, ok := c.task(w, r)
+	if !ok {
+		return
+	}
+	var given []string
+	if r.FormValue("all") != "1" {
+		for line := range strings.SplitSeq(r.FormValue("entities"), "\n") {
+			if id := strings.TrimRight(line, "\r"); strings.TrimSpace(id) != "" {
+				given = append(given, id)
+			}
+		}
+		if len(given) == 0 {
+			http.Error(w, "name an entity (one a line), or trigger all", http.StatusBadRequest)
+			return
+		}
+	}
+	ctx := r.Context()
+	ids, err := report.TriggerIDs(ctx, *t, given, false)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	req := lease.NewRequestID()
+	for _, id := range ids {
+		if err := c.store.Enqueue(ctx, lease.Due{Task: t.Name, Entity: id, Reason: lease.ReasonTrigger, Requests: []string{req}}, 0); err != nil {
+			c.fail(w, err)
+			return
+		}
+	}
+	a := lease.Action{Task: t.Name, At: time.Now(), By: by(r), What: "trigger", Entities: ids[:min(len(ids), 20)]}
+	if len(ids) > 20 {
+		a.Detail = fmt.Sprintf("%d entities, the first 20 listed", len(ids))
+	}
+	c.record(r, a)
+	q := url.Values{}
+	for _, id := range ids[:min(len(ids), maxWatched)] {
+		q.Add("e", id)
+	}
+	http.Redirect(w, r, "/tasks/"+url.PathEscape(t.Name)+"/requests/"+req+"?"+q.Encode(), http.StatusSeeOther)
+}
+
+// pause pauses the task with a reason and, if given, an end (for, a Go
+// duration such as 2h).
+func (c *Console) pause(w http.ResponseWriter, r *http.Request) {
+	t, ok := c.task(w, r)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	p := lease.PauseInfo{By: by(r), At: now, Reason: strings.TrimSpace(r.FormValue("reason"))}
+	if f := strings.TrimSpace(r.FormValue("for")); f != "" {
+		d, err := time.ParseDuration(f)
+		if err != nil || d <= 0 {
+			http.Error(w, fmt.Sprintf("for %q: give a duration such as 30m or 2h", f), http.StatusBadRequest)
+			return
+		}
+		p.Until = now.Add(d)
+	}
+	if err := c.store.Pause(r.Context(), t.Name, p); err != nil {
+		c.fail(w, err)
+		return
+	}
+	c.record(r, lease.Action{Task: t.Name, At: now, By: p.By, What: "pause", Reason: p.Reason, Until: p.Until})
+	c.back(w, r, "/tasks/"+url.PathEscape(t.Name), "paused")
+}
+
+func (c *Console) resume(w http.ResponseWriter, r *http.Request) {
+	t, ok := c.task(w, r)
+	if !ok {
+		return
+	}
+	if err := c.store.SetPaused(r.Context(), t.Name, false); err != nil {
+		c.fail(w, err)
+		return
+	}
+	c.record(r, lease.Action{Task: t.Name, At: time.Now(), By: by(r), What: "resume", Reason: strings.TrimSpace(r.FormValue("reason"))})
+	c.back(w, r, "/tasks/"+url.PathEscape(t.Name), "resumed")
+}
+
+// unlock force-releases an entity's lease once the entity id is typed
+// again (confirm), as a guard against a slip.
+func (c *Console) unlock(w http.ResponseWriter, r *http.Request) {
+	t, ok := c.task(w, r)
+	if !ok {
+		return
+	}
+	id := r.FormValue("entity")
+	if r.FormValue("confirm") != id || id == "" {
+		http.Error(w, "type the entity id again to unlock it", http.StatusBadRequest)
+		return
+	}
+	h, err := c.store.Unlock(r.Context(), t.Name, id, by(r))
+	switch {
+	case err == lease.ErrNotHeld:
+		http.Error(w, "no lease is held on that entity", http.StatusConflict)
+		return
+	case err != nil:
+		c.fail(w, err)
+		return
+	}
+	c.record(r, lease.Action{Task: t.Name, At: time.Now(), By: by(r), What: "unlock", Entities: []string{id},
+		Detail: fmt.Sprintf("holder %s, fence %d", h.Holder, h.Fence)})
+	c.back(w, r, "/tasks/"+url.PathEscape(t.Name)+"/entity?id="+url.QueryEscape(id), "unlocked")
+}
+
+// record keeps an action in the history and logs it.
+func (c *Console) record(r *http.Request, a lease.Action) {
+	keep := lease.DefaultRetention
+	if t, ok := c.cfg().Task(a.Task); ok {
+		keep = t.Retention()
+	}
+	if err := c.store.RecordAction(r.Context(), a, keep); err != nil {
+		c.log.Warn("console action not recorded in the history", "action", a.What, "task", a.Task, "error", err)
+	}
+	c.log.Info("console action", "action", a.What, "task", a.Task, "by", a.By, "entities", len(a.Entities), "reason", a.Reason)
+}
+
+// back sends the browser to path after an action, saying what was done.
+func (c *Console) back(w http.ResponseWriter, r *http.Request, path, done string) {
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	http.Redirect(w, r, path+sep+"done="+url.QueryEscape(done), http.StatusSeeOther)
+}

@@ -1,0 +1,216 @@
+// Package console is tickd's web console (docs/console.md): what each task
+// is doing and did, and the operator's actions, for the people who run a
+// fleet. `tickd run` serves it when the config has a [web] table, `tickd
+// web` serves it alone, and a Go program mounts it as an http.Handler (New).
+//
+// Pages are rendered on the server (html/template, which escapes every task
+// name, entity id and error) and work without JavaScript; a small script of
+// the console's own (no inline script: the Content-Security-Policy forbids
+// it) refreshes the page every few seconds, pausably, and shows times in
+// the viewer's zone. State changes are POST only, for admins only, behind
+// http.CrossOriginProtection. Users and their bcrypt hashes come from an
+// htpasswd file (htpasswd -B); without one (allowed on loopback only), the
+// viewer is an admin.
+package console
+
+import (
+	"context"
+	"crypto/tls"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
+)
+
+// Options builds a Console.
+type Options struct {
+	Config *scheduler.Config // its tasks, and its [web] table (may be nil: no auth)
+	Store  *lease.Store
+	Logger *slog.Logger // failed logins, actions; defaults to discarding
+	// Refresh is how often the pages refresh themselves. Defaults to 5s.
+	Refresh time.Duration
+}
+
+// Console is the console's http.Handler.
+type Console struct {
+	config  atomic.Pointer[scheduler.Config]
+	store   *lease.Store
+	log     *slog.Logger
+	refresh time.Duration
+	auth    *authenticator // nil: no users; everyone is an admin
+	pages   *template.Template
+	h       http.Handler
+}
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+//go:embed static
+var staticFiles embed.FS
+
+// New builds the console for opts.Config's tasks over opts.Store. With an
+// htpasswd_file in [web], every request needs a user's credentials.
+func New(opts Options) (*Console, error) {
+	if opts.Config == nil || opts.Store == nil {
+		return nil, errors.New("console: a config and a store are needed")
+	}
+	c := &Console{store: opts.Store, log: opts.Logger, refresh: opts.Refresh}
+	c.config.Store(opts.Config)
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.refresh <= 0 {
+		c.refresh = 5 * time.Second
+	}
+	if w := opts.Config.Web; w != nil && w.HtpasswdFile != "" {
+		us, err := readHtpasswd(w.HtpasswdFile)
+		if err != nil {
+			return nil, err
+		}
+		admins := map[string]bool{}
+		for _, a := range w.Admins {
+			if _, ok := us[a]; !ok {
+				return nil, fmt.Errorf("web.admins: %q is not a user of %s", a, w.HtpasswdFile)
+			}
+			admins[a] = true
+		}
+		c.auth = &authenticator{users: us, admins: admins, fails: &failures{by: map[string]*failCount{}}, good: map[[32]byte]bool{}}
+	}
+	t, err := template.New("").Funcs(funcs).ParseFS(templateFiles, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	c.pages = t
+	c.h = secure(c.authenticate(http.NewCrossOriginProtection().Handler(c.routes())))
+	return c, nil
+}
+
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.h.ServeHTTP(w, r) }
+
+// Reload shows cfg's tasks from now on (the daemon calls it on SIGHUP).
+// The users and the [web] table are read by New only.
+func (c *Console) Reload(cfg *scheduler.Config) { c.config.Store(cfg) }
+
+func (c *Console) cfg() *scheduler.Config { return c.config.Load() }
+
+// routes maps every page and action. GET routes only read; the POST ones
+// are the actions, for admins.
+func (c *Console) routes() http.Handler {
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(staticFiles, "static")
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /{$}", c.tasksPage)
+	mux.HandleFunc("GET /tasks/{task}", c.taskPage)
+	mux.HandleFunc("GET /tasks/{task}/entity", c.entityPage)
+	mux.HandleFunc("GET /tasks/{task}/requests/{id}", c.requestPage)
+	mux.HandleFunc("GET /replicas", c.replicasPage)
+	mux.HandleFunc("GET /actions", c.actionsPage)
+	mux.HandleFunc("GET /api/status", c.statusJSON)
+	mux.HandleFunc("GET /api/tasks/{task}/history", c.historyJSON)
+	mux.HandleFunc("POST /tasks/{task}/trigger", c.admin(c.trigger))
+	mux.HandleFunc("POST /tasks/{task}/pause", c.admin(c.pause))
+	mux.HandleFunc("POST /tasks/{task}/resume", c.admin(c.resume))
+	mux.HandleFunc("POST /tasks/{task}/unlock", c.admin(c.unlock))
+	return mux
+}
+
+// userKey carries the request's user and role in its context.
+type userKey struct{}
+
+type user struct {
+	name string // "" without auth
+	role Role
+}
+
+func userOf(r *http.Request) user {
+	u, _ := r.Context().Value(userKey{}).(user)
+	return u
+}
+
+// authenticate lets a request through with its user, or answers 401 (no
+// or wrong credentials: a failed login is logged, once a minute per
+// address) or 429 (an address that failed too often lately).
+func (c *Console) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u := user{role: Admin}
+		if a := c.auth; a != nil {
+			host, now := remoteHost(r), time.Now()
+			if a.fails.blocked(host, now) {
+				http.Error(w, "too many failed logins: try again in a minute", http.StatusTooManyRequests)
+				return
+			}
+			name, role, ok := a.check(r)
+			if !ok {
+				if _, _, given := r.BasicAuth(); given {
+					if n, log := a.fails.failed(host, now); log {
+						c.log.Warn("console login failed", "user", name, "remote", host, "failures", n)
+					}
+				}
+				w.Header().Set("WWW-Authenticate", `Basic realm="tickd", charset="UTF-8"`)
+				http.Error(w, "log in to see the tickd console", http.StatusUnauthorized)
+				return
+			}
+			u = user{name: name, role: role}
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
+	})
+}
+
+// admin lets only admins through to an action.
+func (c *Console) admin(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if userOf(r).role != Admin {
+			http.Error(w, "only an admin may do this (web.admins)", http.StatusForbidden)
+			return
+		}
+		next(w, r)
+	}
+}
+
+// by is who acts, for the actions' records.
+func by(r *http.Request) string {
+	if u := userOf(r); u.name != "" {
+		return u.name + " (console)"
+	}
+	return "console@" + remoteHost(r)
+}
+
+// Start serves the console on w.Listen (HTTPS with w's TLS files) until
+// stop is called. It refuses an address off loopback without users (the
+// config's check says so too: this is the last line).
+func Start(c *Console, w *scheduler.Web, log *slog.Logger) (stop func(), err error) {
+	if c.auth == nil && !scheduler.Loopback(w.Listen) {
+		return nil, fmt.Errorf("web.listen %q is not a loopback address: the console needs htpasswd_file there", w.Listen)
+	}
+	srv := &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	if w.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(w.TLSCertFile, w.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("web.tls_cert_file: %w", err)
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	ln, err := net.Listen("tcp", w.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	if srv.TLSConfig != nil {
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
+	log.Info("console listening", "addr", ln.Addr().String(), "tls", w.TLSCertFile != "", "auth", c.auth != nil)
+	go srv.Serve(ln) //nolint:errcheck // ErrServerClosed at stop
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx) //nolint:errcheck // stopping: what is left is closed
+	}, nil
+}

@@ -1,0 +1,36 @@
+package console
+
+import (
+	"html/template"
+	"net/url"
+	"time"
+
+	"github.com/tickd/tickd/lease"
+)
+
+// funcs are the templates' helpers. None of them returns template.HTML:
+// everything a page shows is escaped by html/template.
+var funcs = template.FuncMap{
+	"utc":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"zoned":  func(t time.Time, loc *time.Location) string { return t.In(loc).Format("2006-01-02 15:04:05 MST") },
+	"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+	"ago":    func(now, t time.Time) string { return now.Sub(t).Round(time.Second).String() },
+	"dur":    durText,
+	"round":  func(d time.Duration) string { return d.Round(time.Millisecond).String() },
+	"counts": func(m map[lease.Outcome]int) string { return countText(m) },
+	"skips":  func(m map[string]int) string { return countText(m) },
+	"path":   url.PathEscape,
+	"query":  url.QueryEscape,
+	"join": func(ss []string) string {
+		out := ""
+		for i, s := range ss {
+			if i > 0 {
+				out += ", "
+			}
+			out += s
+		}
+		return out
+	},
+	"zero":  func(t time.Time) bool { return t.IsZero() },
+	"chart": chartOf,
+}

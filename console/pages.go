@@ -1,0 +1,497 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tickd/tickd/internal/report"
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
+)
+
+// What a page reads is bounded, whatever the number of entities: the
+// newest tick records and actions, a page of entities (at most maxScan
+// looked at for a search), the first pending requests.
+const (
+	recentTicks   = 40
+	recentActions = 20
+	recentFails   = 10
+	entityRows    = 50
+	maxScan       = 20000
+	pendingRows   = 20
+)
+
+// Page is what every page's layout needs (exported for the templates only).
+type Page struct {
+	Title   string
+	User    string
+	Admin   bool
+	Refresh int // seconds
+	Now     time.Time
+	Flash   string
+}
+
+func (c *Console) page(r *http.Request, title string) Page {
+	u := userOf(r)
+	return Page{Title: title, User: u.name, Admin: u.role == Admin, Refresh: int(c.refresh.Seconds()), Now: time.Now(),
+		Flash: r.URL.Query().Get("done")}
+}
+
+// render writes template name with data, or a 500 that says what failed.
+func (c *Console) render(w http.ResponseWriter, name string, data any) {
+	var b bytes.Buffer
+	if err := c.pages.ExecuteTemplate(&b, name, data); err != nil {
+		c.log.Error("console page", "page", name, "error", err)
+		http.Error(w, "page failed: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Write(b.Bytes()) //nolint:errcheck // the client went away
+}
+
+// fail answers a store error.
+func (c *Console) fail(w http.ResponseWriter, err error) {
+	http.Error(w, "cannot read the store: "+err.Error(), http.StatusBadGateway)
+}
+
+// task finds the path's task, or answers 404.
+func (c *Console) task(w http.ResponseWriter, r *http.Request) (*scheduler.Task, bool) {
+	t, ok := c.cfg().Task(r.PathValue("task"))
+	if !ok {
+		http.Error(w, "no such task in the config", http.StatusNotFound)
+	}
+	return t, ok
+}
+
+// taskRow is a task as the tasks page and the task page show it.
+type taskRow struct {
+	T        *scheduler.Task
+	Schedule string // as written
+	Words    string // in words
+	Next     []time.Time
+	Paused   bool
+	Pause    lease.PauseInfo
+	Health   scheduler.Health
+	Ticks    []scheduler.TickView // newest first
+	Last     *scheduler.TickView  // the newest not running
+	Replicas []string             // the replicas running it
+}
+
+// world is what every task row needs that is read once a page.
+type world struct {
+	pauses   map[string]lease.PauseInfo
+	replicas []lease.Replica
+}
+
+func (c *Console) readWorld(ctx context.Context) (world, error) {
+	var wd world
+	var err error
+	if wd.pauses, err = c.store.Pauses(ctx); err != nil {
+		return wd, err
+	}
+	wd.replicas, err = c.store.Replicas(ctx)
+	return wd, err
+}
+
+func (c *Console) taskRow(ctx context.Context, t *scheduler.Task, wd world, ticks int) (taskRow, error) {
+	row := taskRow{T: t, Schedule: schedule(t), Words: words(t)}
+	now := time.Now()
+	for at := now; len(row.Next) < 3; {
+		if at = t.Schedule.Next(at); at.IsZero() {
+			break
+		}
+		row.Next = append(row.Next, at)
+	}
+	row.Pause, row.Paused = wd.pauses[t.Name]
+	p := scheduler.Past{Paused: row.Paused, Replicas: wd.replicas}
+	var err error
+	if p.Ticks, err = c.store.Ticks(ctx, t.Name, max(ticks, t.FlagAfter+2)); err != nil {
+		return row, err
+	}
+	if p.Actions, err = c.store.Actions(ctx, t.Name, recentActions); err != nil {
+		return row, err
+	}
+	row.Ticks, row.Health = t.Assess(now, p)
+	row.Ticks = row.Ticks[:min(len(row.Ticks), ticks)]
+	for i := range row.Ticks {
+		if row.Ticks[i].State != scheduler.TickRunning {
+			row.Last = &row.Ticks[i]
+			break
+		}
+	}
+	for _, r := range wd.replicas {
+		if slices.Contains(r.Tasks, t.Name) {
+			row.Replicas = append(row.Replicas, r.ID)
+		}
+	}
+	return row, nil
+}
+
+func (c *Console) tasksPage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	wd, err := c.readWorld(ctx)
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	data := struct {
+		Page
+		Tasks []taskRow
+	}{Page: c.page(r, "Tasks")}
+	cfg := c.cfg()
+	for i := range cfg.Tasks {
+		row, err := c.taskRow(ctx, &cfg.Tasks[i], wd, 20)
+		if err != nil {
+			c.fail(w, err)
+			return
+		}
+		data.Tasks = append(data.Tasks, row)
+	}
+	c.render(w, "tasks.html", data)
+}
+
+func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
+	t, ok := c.task(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	wd, err := c.readWorld(ctx)
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	row, err := c.taskRow(ctx, t, wd, recentTicks)
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	q := r.URL.Query()
+	pq := lease.PageQuery{Cursor: q.Get("cursor"), Search: q.Get("q"), Substring: q.Get("mode") == "substring",
+		Size: entityRows, MaxScan: maxScan}
+	ents, err := c.store.EntityPage(ctx, t.Name, pq)
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	data := struct {
+		Page
+		Task     taskRow
+		Chart    chart
+		Query    lease.PageQuery
+		Entities lease.Page
+		NextURL  string
+		Pending  []lease.Due
+		Failures []lease.Failure
+		Actions  []lease.Action
+	}{Page: c.page(r, t.Name), Task: row, Chart: chartOf(row.Ticks), Query: pq, Entities: ents}
+	if ents.Next != "" {
+		nq := url.Values{"cursor": {ents.Next}, "q": {pq.Search}, "mode": {q.Get("mode")}}
+		data.NextURL = "/tasks/" + url.PathEscape(t.Name) + "?" + nq.Encode()
+	}
+	errFull := errors.New("full")
+	err = c.store.DueEntries(ctx, t.Name, func(d lease.Due) error {
+		if data.Pending = append(data.Pending, d); len(data.Pending) >= pendingRows {
+			return errFull
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errFull) {
+		c.fail(w, err)
+		return
+	}
+	if data.Failures, err = c.store.Failures(ctx, t.Name, recentFails); err != nil {
+		c.fail(w, err)
+		return
+	}
+	if data.Actions, err = c.store.Actions(ctx, t.Name, recentActions); err != nil {
+		c.fail(w, err)
+		return
+	}
+	c.render(w, "task.html", data)
+}
+
+func (c *Console) entityPage(w http.ResponseWriter, r *http.Request) {
+	t, ok := c.task(w, r)
+	if !ok {
+		return
+	}
+	id := r.URL.Query().Get("id")
+	ctx := r.Context()
+	st, err := c.store.Entity(ctx, t.Name, id)
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	fs, err := c.store.Failures(ctx, t.Name, lease.DefaultRetention.Failures)
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	fs = slices.DeleteFunc(fs, func(f lease.Failure) bool { return f.Entity != id })
+	c.render(w, "entity.html", struct {
+		Page
+		Task     *scheduler.Task
+		ID       string
+		State    lease.EntityState
+		Failures []lease.Failure
+	}{c.page(r, t.Name+" / "+id), t, id, st, fs})
+}
+
+func (c *Console) requestPage(w http.ResponseWriter, r *http.Request) {
+	t, ok := c.task(w, r)
+	if !ok {
+		return
+	}
+	ids := r.URL.Query()["e"]
+	answers, err := c.store.Answers(r.Context(), t.Name, r.PathValue("id"))
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	type answer struct{ Entity, Outcome string }
+	var as []answer
+	for _, id := range ids {
+		a := answer{Entity: id, Outcome: "pending"}
+		if o, ok := answers[id]; ok {
+			a.Outcome = string(o)
+		}
+		as = append(as, a)
+	}
+	c.render(w, "request.html", struct {
+		Page
+		Task    *scheduler.Task
+		Answers []answer
+		Total   int
+	}{c.page(r, t.Name+": trigger"), t, as, len(answers)})
+}
+
+func (c *Console) replicasPage(w http.ResponseWriter, r *http.Request) {
+	rs, err := c.store.Replicas(r.Context())
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	c.render(w, "replicas.html", struct {
+		Page
+		Replicas []lease.Replica
+	}{c.page(r, "Replicas"), rs})
+}
+
+// taskAction is an action with its task, for the actions log.
+func (c *Console) actionsPage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	all, err := c.store.Actions(ctx, "", lease.DefaultRetention.Actions)
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	for _, t := range c.cfg().Tasks {
+		as, err := c.store.Actions(ctx, t.Name, lease.DefaultRetention.Actions)
+		if err != nil {
+			c.fail(w, err)
+			return
+		}
+		all = append(all, as...)
+	}
+	slices.SortStableFunc(all, func(a, b lease.Action) int { return b.At.Compare(a.At) })
+	all = all[:min(len(all), lease.DefaultRetention.Actions)]
+	c.render(w, "actions.html", struct {
+		Page
+		Actions []lease.Action
+	}{c.page(r, "Actions"), all})
+}
+
+// schedule is t's schedule as written.
+func schedule(t *scheduler.Task) string {
+	if t.Cron != "" {
+		return "cron " + t.Cron
+	}
+	return "every " + t.Every.String()
+}
+
+// words is t's schedule in words: an interval, or the common cron forms;
+// other cron expressions are said by their next ticks.
+func words(t *scheduler.Task) string {
+	if t.Cron == "" {
+		return "every " + everyWords(t.Every)
+	}
+	switch t.Cron {
+	case "@hourly":
+		return "every hour, on the hour"
+	case "@daily", "@midnight":
+		return "every day at midnight"
+	case "@weekly":
+		return "every Sunday at midnight"
+	case "@monthly":
+		return "on the first of every month at midnight"
+	case "@yearly", "@annually":
+		return "every 1 January at midnight"
+	}
+	f := strings.Fields(t.Cron)
+	if len(f) == 5 && isNumber(f[0]) && isNumber(f[1]) && f[2] == "*" && f[3] == "*" {
+		at := fmt.Sprintf("%02s:%02s", f[1], f[0])
+		switch f[4] {
+		case "*":
+			return "every day at " + at
+		case "1-5":
+			return "every weekday at " + at
+		}
+		return "at " + at + " on days of the week " + f[4]
+	}
+	if len(f) == 5 && isNumber(f[0]) && f[1] == "*" && f[2] == "*" && f[3] == "*" && f[4] == "*" {
+		return "every hour at minute " + f[0]
+	}
+	if len(f) == 5 && strings.HasPrefix(f[0], "*/") && f[1] == "*" && f[2] == "*" && f[3] == "*" && f[4] == "*" {
+		return "every " + f[0][2:] + " minutes"
+	}
+	return "as the cron expression says (see the next ticks)"
+}
+
+func everyWords(d time.Duration) string {
+	switch {
+	case d%(24*time.Hour) == 0:
+		return plural(int(d/(24*time.Hour)), "day")
+	case d%time.Hour == 0:
+		return plural(int(d/time.Hour), "hour")
+	case d%time.Minute == 0:
+		return plural(int(d/time.Minute), "minute")
+	}
+	return plural(int(d/time.Second), "second")
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
+}
+
+func isNumber(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
+}
+
+// chart is the task page's chart of its recent ticks: a bar per tick,
+// oldest left, its runs stacked by outcome (an SVG drawn on the server).
+type chart struct {
+	Width, Height int
+	Bars          []bar
+	Max           int
+}
+
+type bar struct {
+	X     int
+	Tick  scheduler.TickView
+	Parts []barPart
+	Label string // the tick, its counts, lag and duration, for the title
+}
+
+type barPart struct {
+	Class   string // the outcome, for its colour
+	Y, H    int
+	Outcome string
+	N       int
+}
+
+const chartH, barW = 120, 14
+
+func chartOf(ticks []scheduler.TickView) chart {
+	ch := chart{Height: chartH, Width: max(len(ticks), 1) * (barW + 2)}
+	for _, v := range ticks {
+		ch.Max = max(ch.Max, v.Runs(), v.Entities())
+	}
+	scale := float64(chartH-10) / float64(max(ch.Max, 1))
+	for i := range ticks {
+		v := ticks[len(ticks)-1-i]
+		b := bar{X: i * (barW + 2), Tick: v}
+		y := chartH
+		os := v.Outcomes()
+		for _, o := range lease.Outcomes {
+			n := os[o]
+			if n == 0 {
+				continue
+			}
+			h := max(1, int(float64(n)*scale))
+			y -= h
+			b.Parts = append(b.Parts, barPart{Class: string(o), Y: y, H: h, Outcome: string(o), N: n})
+		}
+		b.Label = fmt.Sprintf("%s %s: %d runs (%s), lag %s, duration %s", v.Tick.UTC().Format(time.RFC3339), v.State,
+			v.Runs(), countText(os), durText(v.FirstStart()), durText(v.LastEnd()))
+		ch.Bars = append(ch.Bars, b)
+	}
+	return ch
+}
+
+func countText[K ~string](m map[K]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func durText(d time.Duration) string {
+	if d < 0 {
+		return "-"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// JSON endpoints: the documents of the -json commands.
+
+func (c *Console) statusJSON(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	only, cfg := r.URL.Query().Get("task"), c.cfg()
+	if only != "" {
+		if _, ok := cfg.Task(only); !ok {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no task " + only + " in the config"})
+			return
+		}
+	}
+	st, err := report.ReadStatus(ctx, c.store, cfg, only, 20, "", time.Now())
+	if err != nil {
+		writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, st.Doc())
+}
+
+func (c *Console) historyJSON(w http.ResponseWriter, r *http.Request) {
+	t, ok := c.cfg().Task(r.PathValue("task"))
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no task " + r.PathValue("task") + " in the config"})
+		return
+	}
+	h, err := report.ReadHistory(r.Context(), c.store, t, 20, time.Now())
+	if err != nil {
+		writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, h.Doc())
+}
+
+// writeJSON writes doc as the -json commands do, with status code.
+func writeJSON(w http.ResponseWriter, code int, doc any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(doc) //nolint:errcheck // the client went away
+}
