@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,65 +13,10 @@ import (
 	"github.com/tickd/tickd/scheduler"
 )
 
-// instantKeys are the keys whose values are instants.
-var instantKeys = map[string]bool{"next_tick": true, "since": true, "started": true, "ended": true, "last_tick": true, "tick": true, "due_at": true, "last_seen": true,
-	"at": true, "until": true, "started_at": true, "ended_at": true}
-
-var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
-
-// schemaErrors lists where a -json document breaks the -json contract
-// (docs/operations.md, "Commands"): a key not in snake_case, a _s key that is not a number of
-// report.Seconds, an report.Instant that is not RFC 3339 UTC or null, a zero time, a list
-// that is null.
-func schemaErrors(doc string) []string {
-	var v any
-	if err := json.Unmarshal([]byte(doc), &v); err != nil {
-		return []string{"not one JSON document: " + err.Error()}
-	}
-	var errs []string
-	var walk func(path string, v any)
-	walk = func(path string, v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			for k, e := range x {
-				p := path + "." + k
-				if !snakeCase.MatchString(k) {
-					errs = append(errs, p+": key not in snake_case")
-				}
-				if strings.HasSuffix(k, "_s") {
-					if _, ok := e.(float64); !ok {
-						errs = append(errs, p+": a _s key holds a number of seconds")
-					}
-				}
-				if instantKeys[k] && e != nil {
-					s, _ := e.(string)
-					if t, err := time.Parse(time.RFC3339Nano, s); err != nil || !strings.HasSuffix(s, "Z") || t.IsZero() {
-						errs = append(errs, p+": an report.Instant is RFC 3339 UTC or null, not "+s)
-					}
-				}
-				if e == nil && !instantKeys[k] {
-					errs = append(errs, p+": null (an empty list is [], a missing report.Instant is the only null)")
-				}
-				walk(p, e)
-			}
-		case []any:
-			for _, e := range x {
-				walk(path+"[]", e)
-			}
-		case string:
-			if strings.HasPrefix(x, "0001-01-01") {
-				errs = append(errs, path+": a zero time")
-			}
-		}
-	}
-	walk("", v)
-	return errs
-}
-
 // checkSchema fails the test when doc breaks the -json contract.
 func checkSchema(t testing.TB, doc string) {
 	t.Helper()
-	for _, e := range schemaErrors(doc) {
+	for _, e := range report.SchemaErrors(doc) {
 		t.Errorf("-json output: %s\n%s", e, doc)
 	}
 }
@@ -120,7 +64,7 @@ func TestJSONSchema(t *testing.T) {
 		`{"tick": "2026-11-22T13:00:00+01:00"}`: "RFC 3339 UTC or null",
 		`{"leases": null}`:                      "an empty list is []",
 	} {
-		if errs := schemaErrors(doc); len(errs) == 0 || !strings.Contains(strings.Join(errs, ";"), want) {
+		if errs := report.SchemaErrors(doc); len(errs) == 0 || !strings.Contains(strings.Join(errs, ";"), want) {
 			t.Errorf("the checker passes %s (errors %v, want one saying %q)", doc, errs, want)
 		}
 	}
