@@ -36,7 +36,8 @@ type Options struct {
 	Config *scheduler.Config // its tasks, and its [web] table (may be nil: no auth)
 	Store  *lease.Store
 	Logger *slog.Logger // failed logins, actions; defaults to discarding
-	// Refresh is how often the pages refresh themselves. Defaults to 5s.
+	// Refresh is how often the pages refresh themselves. Defaults to
+	// [web] refresh, or 5s.
 	Refresh time.Duration
 }
 
@@ -67,6 +68,9 @@ func New(opts Options) (*Console, error) {
 	c.config.Store(opts.Config)
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
+	}
+	if w := opts.Config.Web; c.refresh <= 0 && w != nil {
+		c.refresh = w.Refresh
 	}
 	if c.refresh <= 0 {
 		c.refresh = 5 * time.Second

@@ -101,6 +101,9 @@ type Web struct {
 	// TLSCertFile and TLSKeyFile, together, serve HTTPS.
 	TLSCertFile string `toml:"tls_cert_file"`
 	TLSKeyFile  string `toml:"tls_key_file"`
+	// Refresh is how often the pages refresh themselves (a viewer may
+	// pause it). Defaults to 5s.
+	Refresh time.Duration `toml:"refresh"`
 }
 
 // Loopback says whether the address host:port listens on loopback only.
@@ -342,7 +345,7 @@ func decodeTables(d *decoder, raw map[string]any, cfg *Config) (defaultsGiven ke
 		case "defaults":
 			defaultsGiven = d.table(k, raw[k], &cfg.Defaults)
 		case "web":
-			w := Web{}
+			w := Web{Refresh: 5 * time.Second}
 			d.table(k, raw[k], &w)
 			cfg.Web = &w
 		case "tasks":

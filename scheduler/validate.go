@@ -49,6 +49,9 @@ func validateWeb(d *decoder, w *Web) {
 	if len(w.Admins) > 0 && w.HtpasswdFile == "" {
 		d.bad("web.admins", "admins need users: set htpasswd_file")
 	}
+	if w.Refresh < time.Second {
+		d.bad("web.refresh", "%v: at least 1s", w.Refresh)
+	}
 	if (w.TLSCertFile == "") != (w.TLSKeyFile == "") {
 		d.bad("web.tls_cert_file", "give tls_cert_file and tls_key_file together")
 	}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/tickd/tickd/internal/expect"
+	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/internal/tickdtest"
+)
+
+// chromium finds Debian's chromium, or fails the test saying how to get it:
+// the browser test does not skip.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no chromium on PATH: the console's browser test needs it (Debian: apt-get install -y chromium; .ci/run installs it)")
+	return ""
+}
+
+// screenshotDir is where the browser test saves its screenshots: the
+// docs' own with TICKD_UPDATE_SCREENSHOTS=1, TICKD_ARTIFACTS when set (CI
+// keeps them), else the test's temporary directory.
+func screenshotDir(t *testing.T) string {
+	switch {
+	case os.Getenv("TICKD_UPDATE_SCREENSHOTS") == "1":
+		return filepath.Join("..", "..", "docs", "screenshots")
+	case os.Getenv("TICKD_ARTIFACTS") != "":
+		return os.Getenv("TICKD_ARTIFACTS")
+	}
+	return t.TempDir()
+}
+
+// TestConsoleInABrowser drives the console of a real daemon on a real
+// Redis in headless Chromium, as an admin: the tasks, a task, a trigger
+// and its answer, the new ticks in the chart, a pause with a reason seen on
+// the tasks page, a resume, and an unlock after typing the entity id.
+func TestConsoleInABrowser(t *testing.T) {
+	browser := chromium(t)
+	srv := redistest.Start(t)
+	tickdtest.InitEpoch(t, srv.Addr, "tickd")
+	_, worker := tickdtest.Binaries(t)
+	dir := t.TempDir()
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	htpasswd := filepath.Join(dir, "htpasswd")
+	tickdtest.WriteFile(t, htpasswd, "ops:"+string(hash)+"\n")
+	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+	cfg := filepath.Join(dir, "tickd.toml")
+	tickdtest.WriteFile(t, cfg, fmt.Sprintf(`
+[daemon]
+log_format = "json"
+shutdown_timeout = "300ms"
+[redis]
+url = %q
+[web]
+listen = %q
+htpasswd_file = %q
+admins = ["ops"]
+refresh = "1s"
+[[tasks]]
+name = "sync-users"
+every = "2s"
+lease_ttl = "3s"
+timezone = "Europe/Berlin"
+entities = ["alpha", "beta", "<b>gamma</b>"]
+command = [%q]
+`, srv.URL(), addr, htpasswd, worker))
+	d := tickdtest.Start(t, "A", []string{"TESTWORKER_LOG=" + filepath.Join(dir, "runs.log"), "TESTWORKER_MAX_SLEEP=50ms",
+		"TESTWORKER_SLOW=beta", "TESTWORKER_SLOW_SLEEP=1h"}, "-config", cfg)
+	d.WaitReady(20 * time.Second)
+	base := "http://" + addr
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 900), chromedp.Flag("disable-dev-shm-usage", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelTime := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelTime()
+	shots := screenshotDir(t)
+	shot := func(name string) chromedp.Action {
+		return chromedp.ActionFunc(func(ctx context.Context) error {
+			var b []byte
+			if err := chromedp.FullScreenshot(&b, 100).Do(ctx); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(shots, name), b, 0o644)
+		})
+	}
+	run := func(what string, actions ...chromedp.Action) {
+		t.Helper()
+		if err := chromedp.Run(ctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	// Log in: the browser sends the user's credentials with every request.
+	run("log in", network.Enable(), network.SetExtraHTTPHeaders(network.Headers{"Authorization": "Basic " + basicAuth("ops", "s3cret")}))
+
+	var text string
+	run("the tasks page", chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(`a[href="/tasks/sync-users"]`),
+		chromedp.WaitVisible(`svg.spark rect.done`), // a tick ran and is in the history
+		chromedp.Text("main", &text))
+	expect.True(t, "the tasks page shows the schedule in words and the zone", strings.Contains(text, "every 2 seconds") && strings.Contains(text, "Europe/Berlin"))
+	run("screenshot of the tasks page", shot("tasks.png"))
+
+	var bars int
+	run("the task page", chromedp.Click(`a[href="/tasks/sync-users"]`), chromedp.WaitVisible(`svg.chart`),
+		chromedp.Evaluate(`document.querySelectorAll("svg.chart g").length`, &bars))
+	expect.True(t, "the chart has ticks", bars > 0)
+	run("screenshot of the task page", shot("task.png"))
+
+	// Trigger alpha and watch its answer arrive.
+	var outcome string
+	run("trigger", chromedp.SendKeys(`textarea[name=entities]`, "alpha"), chromedp.Submit(`textarea[name=entities]`),
+		chromedp.WaitVisible(`td.outcome`),
+		chromedp.Poll(`document.querySelector("td.outcome") && document.querySelector("td.outcome").textContent === "done"`, nil,
+			chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Text(`td.outcome`, &outcome))
+	expect.Equal(t, "the trigger's answer", outcome, "done")
+	run("screenshot of a trigger's answers", shot("trigger.png"))
+
+	// The chart gains ticks while the page refreshes itself.
+	run("new ticks in the chart", chromedp.Navigate(base+"/tasks/sync-users"), chromedp.WaitVisible(`svg.chart`),
+		chromedp.Evaluate(`document.querySelectorAll("svg.chart g").length`, &bars),
+		chromedp.Poll(fmt.Sprintf(`document.querySelectorAll("svg.chart g").length > %d`, bars), nil, chromedp.WithPollingTimeout(30*time.Second)))
+
+	// Pause with a reason and an end; the tasks page says so.
+	run("pause", chromedp.SendKeys(`input[name=reason]`, "db migration <tonight>"), chromedp.SendKeys(`input[name=for]`, "2h"),
+		chromedp.Submit(`input[name=reason]`), chromedp.WaitVisible(`p.flash`),
+		chromedp.Navigate(base+"/"), chromedp.WaitVisible(`span.paused`), chromedp.Text("main", &text))
+	expect.True(t, "the tasks page shows the pause, who and why", strings.Contains(text, "db migration <tonight>") && strings.Contains(text, "ops (console)"))
+	run("screenshot of a paused task", shot("paused.png"))
+	run("resume", chromedp.Navigate(base+"/tasks/sync-users"), chromedp.WaitVisible(`form[action$="/resume"] button`),
+		chromedp.Click(`form[action$="/resume"] button`), chromedp.WaitVisible(`p.flash`),
+		chromedp.Navigate(base+"/"), chromedp.WaitVisible(`a[href="/tasks/sync-users"]`), chromedp.Text("main", &text))
+	expect.True(t, "resumed", !strings.Contains(text, "db migration") && strings.Contains(text, "running"))
+
+	// beta's run sleeps for ever: unlock it, typing its id.
+	run("unlock", chromedp.Navigate(base+"/tasks/sync-users/entity?id=beta"),
+		chromedp.Poll(`document.querySelector("input[name=confirm]") !== null`, nil, chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Navigate(base+"/tasks/sync-users/entity?id=beta"), chromedp.WaitVisible(`input[name=confirm]`),
+		shot("entity.png"),
+		chromedp.SendKeys(`input[name=confirm]`, "beta"), chromedp.Submit(`input[name=confirm]`),
+		chromedp.WaitVisible(`p.flash`), chromedp.Text("main", &text))
+	expect.True(t, "unlocked: "+text, strings.Contains(text, "Done: unlocked"))
+
+	run("the actions log", chromedp.Navigate(base+"/actions"), chromedp.WaitVisible(`table`), chromedp.Text("main", &text))
+	for _, want := range []string{"trigger", "pause", "resume", "unlock", "ops (console)"} {
+		expect.True(t, "the actions log has "+want, strings.Contains(text, want))
+	}
+	run("screenshot of the actions log", shot("actions.png"))
+	t.Logf("screenshots in %s", shots)
+}
+
+func basicAuth(user, pass string) string {
+	r, _ := http.NewRequest("GET", "/", nil)
+	r.SetBasicAuth(user, pass)
+	return strings.TrimPrefix(r.Header.Get("Authorization"), "Basic ")
+}
