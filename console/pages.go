@@ -25,7 +25,7 @@ const (
 	recentActions = 20
 	recentFails   = 10
 	entityRows    = 50
-	maxScan       = 20000
+	maxScan       = 10000
 	pendingRows   = 20
 )
 

@@ -91,6 +91,10 @@ func (b *redisBackend) entityPage(ctx context.Context, task string, q PageQuery)
 	if err != nil {
 		return p, err
 	}
+	// A call looks at up to pageSize entries (bounded work; a small hash
+	// comes whole, so the same cursor gives the same rows). Like any SCAN,
+	// a walk over a hash that grows or shrinks meanwhile may show an entity
+	// twice.
 	count := int64(min(q.MaxScan, pageSize))
 	for {
 		kv, next, err := b.c.HScan(ctx, b.k.entities(task), cursor, q.pattern(), count).Result()

@@ -1,0 +1,143 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
+)
+
+// BenchmarkPageView1M: the pages of a task with 1,000,000 entities on a
+// real Redis (CONSOLE_BENCH_ENTITIES changes the number): the server time
+// and Redis CPU of one view, which is also one refresh — the task page,
+// its next page of entities, a prefix search, a substring search (capped at
+// maxScan entities looked at), and the tasks page. Targets: under 100 ms and
+// under 10 ms of Redis CPU a view.
+//
+//	go test -run XXX -bench PageView1M -benchtime 20x ./console
+func BenchmarkPageView1M(b *testing.B) {
+	n := 1_000_000
+	if v, err := strconv.Atoi(os.Getenv("CONSOLE_BENCH_ENTITIES")); err == nil {
+		n = v
+	}
+	srv := redistest.Start(b)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	b.Cleanup(func() { c.Close() })
+	store, err := lease.NewRedis(c, "bench", lease.Options{Replica: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	ctx := context.Background()
+	if err := store.InitEpoch(ctx); err != nil {
+		b.Fatal(err)
+	}
+	fill(b, store, n)
+	cfg, err := scheduler.ParseConfig("b.toml", []byte(`
+[[tasks]]
+name = "big"
+every = "15m"
+handler = "h"
+entities_file = "/nonexistent/big-entities"
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	con, err := New(Options{Config: cfg, Store: store})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := httptest.NewServer(con)
+	b.Cleanup(hs.Close)
+	// The second page's cursor, from the first.
+	_, first := get(b, hs.URL+"/tasks/big")
+	next := ""
+	if i := strings.Index(first, `href="/tasks/big?cursor=`); i >= 0 {
+		next = first[i+len(`href="`):]
+		next = strings.ReplaceAll(next[:strings.IndexByte(next, '"')], "&amp;", "&")
+	}
+	if next == "" {
+		b.Fatal("the task page has no next page")
+	}
+	for _, v := range []struct{ name, path string }{
+		{"task", "/tasks/big"}, {"next", next}, {"prefix", "/tasks/big?q=user-00042&mode=prefix"},
+		{"substring", "/tasks/big?q=4242&mode=substring"}, {"tasks", "/"},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			cpu0 := redisCPU(b, c)
+			start := time.Now()
+			for range b.N {
+				if code, _ := get(b, hs.URL+v.path); code != http.StatusOK {
+					b.Fatalf("%s: %d", v.path, code)
+				}
+			}
+			b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N), "ms/view")
+			b.ReportMetric((redisCPU(b, c)-cpu0)/1000/float64(b.N), "redis-ms/view")
+		})
+	}
+}
+
+// fill gives task "big" n entities, half of them with a last run, a tenth
+// held, as releases and grants leave them: n/256 batches.
+func fill(b *testing.B, s *lease.Store, n int) {
+	ctx := context.Background()
+	reqs := make([]lease.Request, 0, lease.BatchSize)
+	for i := 0; i < n; i += lease.BatchSize {
+		reqs = reqs[:0]
+		for j := i; j < min(n, i+lease.BatchSize); j++ {
+			reqs = append(reqs, lease.Request{Task: "big", Entity: fmt.Sprintf("user-%07d", j), TTL: time.Hour, Reason: lease.ReasonTrigger})
+		}
+		for k, r := range s.AcquireBatch(ctx, reqs) {
+			if r.Err != nil {
+				b.Fatal(r.Err)
+			}
+			if (i+k)%10 != 0 {
+				r.Lease.ReleaseThen(lease.Finished{Outcome: lease.OutcomeDone, Started: time.Now(), Ended: time.Now()}, nil, released{})
+			}
+		}
+	}
+}
+
+func get(b *testing.B, u string) (int, string) {
+	resp, err := http.Get(u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// redisCPU is the CPU time, in µs, Redis's main thread has used (INFO cpu).
+func redisCPU(b *testing.B, c *redis.Client) float64 {
+	info, err := c.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for line := range strings.SplitSeq(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_sys_main_thread" || k == "used_cpu_user_main_thread" {
+			f, _ := strconv.ParseFloat(v, 64)
+			sum += f
+		}
+	}
+	return sum * 1e6
+}
+
+// released is an AfterRelease that does nothing.
+type released struct{}
+
+func (released) AfterRelease(lease.Released, error) {}
