@@ -2,9 +2,18 @@ package console
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -357,3 +366,55 @@ func TestStartRefusedOffLoopbackWithoutAuth(t *testing.T) {
 var inlineAttr = regexp.MustCompile(`<[a-zA-Z]+(\s+[a-zA-Z-]+(="[^"]*")?)*\s+(style|on[a-z]+)=`)
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TestHTTPS: with tls_cert_file and tls_key_file the console speaks TLS,
+// and nothing else.
+func TestHTTPS(t *testing.T) {
+	e := newEnv(t, false)
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	certFile, keyFile := filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)  //nolint:errcheck
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600) //nolint:errcheck
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	stop, err := Start(e.con, &scheduler.Web{Listen: addr, TLSCertFile: certFile, TLSKeyFile: keyFile}, discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	pool := x509.NewCertPool()
+	pool.AddCert(must(x509.ParseCertificate(der)))
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := c.Get("https://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	expect.Equal(t, "over HTTPS", resp.StatusCode, http.StatusOK)
+	if resp, err := http.Get("http://" + addr + "/"); err == nil {
+		resp.Body.Close()
+		expect.True(t, "plain HTTP is not served", resp.StatusCode == http.StatusBadRequest)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
