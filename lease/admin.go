@@ -171,6 +171,10 @@ type Replica struct {
 	Tasks   []string
 	Since   time.Time // when this process first announced (zero from an older tickd)
 	Seen    time.Time // its last announcement
+	// DuplicateOn is, while two live processes announce this replica id,
+	// the host of the other one (as the last of them to find it saw it);
+	// "" otherwise.
+	DuplicateOn string
 }
 
 // Replicas lists the replicas whose announcement is current, by id.

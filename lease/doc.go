@@ -155,6 +155,8 @@
 //	prefix:paused                  set of paused tasks (no script reads it)
 //	prefix:pauses                  hash: task → PauseInfo, JSON (who, when, why, until)
 //	prefix:replicas                hash: replica (escaped) → announceValue
+//	prefix:duplicates              hash: replica → host|until_ms: another live process
+//	                               announces its id (written by either one that finds it)
 //	prefix:sweep, prefix:ackprobe, prefix:layout
 //
 // Why buckets and not one tag per task: the epoch detects a data loss (a

@@ -304,16 +304,22 @@ func (b *redisBackend) announce(ctx context.Context, a announceValue, ttl time.D
 	if f[0] == "dup" && len(f) == 4 {
 		host, _ := unescape(f[1])
 		n, _ := number(f[2])
+		// Kept for the console's replicas page, while it goes on (the two
+		// processes find each other every announcement or two).
+		now, _ := number(f[3])
+		b.c.HSet(ctx, b.k.duplicates(), escape(b.opts.Replica), f[1]+"|"+strconv.FormatInt(now+3*ttl.Milliseconds(), 10)) //nolint:errcheck // the warning is logged either way
 		return &DuplicateReplicaError{Replica: b.opts.Replica, Host: host, Since: msTime(n)}
 	}
 	return nil
 }
 
 func (b *redisBackend) replicas(ctx context.Context) ([]Replica, error) {
-	all, err := b.c.HGetAll(ctx, b.k.replicas()).Result()
-	if err != nil {
+	pipe := b.c.Pipeline()
+	allCmd, dupCmd := pipe.HGetAll(ctx, b.k.replicas()), pipe.HGetAll(ctx, b.k.duplicates())
+	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, err
 	}
+	all, dups := allCmd.Val(), dupCmd.Val()
 	now, err := b.serverMS(ctx)
 	if err != nil {
 		return nil, err
@@ -325,7 +331,13 @@ func (b *redisBackend) replicas(ctx context.Context) ([]Replica, error) {
 			continue
 		}
 		name, _ := unescape(id)
-		rs = append(rs, Replica{ID: name, Host: a.Host, Version: a.Version, Tasks: a.Tasks, Since: msTime(a.Since), Seen: msTime(a.Seen)})
+		r := Replica{ID: name, Host: a.Host, Version: a.Version, Tasks: a.Tasks, Since: msTime(a.Since), Seen: msTime(a.Seen)}
+		if host, until, ok := strings.Cut(dups[id], "|"); ok {
+			if n, err := number(until); err == nil && n >= now {
+				r.DuplicateOn, _ = unescape(host)
+			}
+		}
+		rs = append(rs, r)
 	}
 	return rs, nil
 }

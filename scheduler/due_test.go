@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -156,4 +157,7 @@ func TestDuplicateReplicaIDIsWarned(t *testing.T) {
 	expect.WaitFor(t, 10*time.Second, "the duplicate warned", func() bool {
 		return e.logs.countPrefix("another tickd process uses this replica_id") >= 1
 	})
+	// The replicas list flags it too, for status and the console.
+	rs, err := e.redisStore("tickd", lease.Options{Replica: "reader"}).Replicas(context.Background())
+	expect.True(t, fmt.Sprintf("the duplicate flagged in the replicas list: %+v %v", rs, err), err == nil && len(rs) == 1 && rs[0].DuplicateOn != "")
 }

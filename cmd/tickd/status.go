@@ -143,7 +143,11 @@ func printReplicas(w io.Writer, rs []lease.Replica, now time.Time) {
 	tb := table{indent: "  "}
 	tb.row("ID", "HOST", "VERSION", "STARTED", "LAST SEEN", "TASKS")
 	for _, r := range rs {
-		tb.row(r.ID, orDash(r.Host), orDash(r.Version), ago(now, r.Since), ago(now, r.Seen), orDash(strings.Join(r.Tasks, " ")))
+		id := r.ID
+		if r.DuplicateOn != "" {
+			id += " (DUPLICATE: also on " + quoteText(r.DuplicateOn) + ")"
+		}
+		tb.row(id, orDash(r.Host), orDash(r.Version), ago(now, r.Since), ago(now, r.Seen), orDash(strings.Join(r.Tasks, " ")))
 	}
 	tb.write(w)
 }

@@ -53,13 +53,16 @@ type ReplicaDoc struct {
 	Tasks    []string `json:"tasks"`
 	Since    Instant  `json:"since"`
 	LastSeen Instant  `json:"last_seen"`
+	// DuplicateOn is the host of another live process announcing this
+	// replica id; "" when none.
+	DuplicateOn string `json:"duplicate_on"`
 }
 
 func ReplicaDocs(rs []lease.Replica) []ReplicaDoc {
 	out := make([]ReplicaDoc, len(rs))
 	for i, r := range rs {
 		out[i] = ReplicaDoc{ID: r.ID, Host: r.Host, Version: r.Version, Tasks: append([]string{}, r.Tasks...),
-			Since: Instant(r.Since), LastSeen: Instant(r.Seen)}
+			Since: Instant(r.Since), LastSeen: Instant(r.Seen), DuplicateOn: r.DuplicateOn}
 	}
 	return out
 }
