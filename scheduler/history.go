@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -86,7 +87,15 @@ type history struct {
 	fails   []lease.Failure              // to write, oldest first
 	dropped int                          // not written since the last log line: over the bounds
 	wake    chan struct{}
+	// written are the parts written within rewriteWithin, by tick: after a
+	// data loss (Redis restarted empty, a failover that lost writes) they
+	// are written again, so the records of the ticks around it are whole.
+	written map[tallyKey]lease.TickWrite
 }
+
+// rewriteWithin is how far back the parts written are kept, to be written
+// again after a data loss: the loss is found within about a second.
+const rewriteWithin = time.Minute
 
 type tallyKey struct {
 	task string
@@ -101,7 +110,7 @@ const (
 )
 
 func newHistory(s *Scheduler) *history {
-	return &history{s: s, parts: map[tallyKey]lease.TickWrite{}, wake: make(chan struct{}, 1)}
+	return &history{s: s, parts: map[tallyKey]lease.TickWrite{}, written: map[tallyKey]lease.TickWrite{}, wake: make(chan struct{}, 1)}
 }
 
 // beginWait bounds how long a fan-out waits for its first write.
@@ -123,8 +132,38 @@ func (h *history) begin(ctx context.Context, t Task, T time.Time) *tally {
 	defer cancel()
 	if h.s.store.RecordTicks(wctx, []lease.TickWrite{w}) != nil {
 		h.put(tl)
+	} else {
+		h.wrote(map[tallyKey]lease.TickWrite{{tl.task, tl.tick.UnixNano()}: w})
 	}
 	return tl
+}
+
+// wrote keeps the parts written, and forgets those older than
+// rewriteWithin.
+func (h *history) wrote(parts map[tallyKey]lease.TickWrite) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, w := range parts {
+		if old, ok := h.written[k]; !ok || !old.Part.Written.After(w.Part.Written) {
+			h.written[k] = w
+		}
+	}
+	cut := h.s.clock.Now().Add(-rewriteWithin)
+	maps.DeleteFunc(h.written, func(_ tallyKey, w lease.TickWrite) bool { return w.Part.Written.Before(cut) })
+}
+
+// lost writes again the parts written lately: Redis lost its data (the
+// store's data-loss watch found it), and with it the records of the ticks
+// just before. A part queued since is newer, and kept.
+func (h *history) lost() {
+	h.mu.Lock()
+	for k, w := range h.written {
+		if _, newer := h.parts[k]; !newer {
+			h.parts[k] = w
+		}
+	}
+	h.mu.Unlock()
+	h.poke()
 }
 
 // fannedOut ends the fan-out's part of tl with its counts.
@@ -258,6 +297,9 @@ func (h *history) flush(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	err := h.s.store.RecordTicks(wctx, ws)
+	if err == nil {
+		h.wrote(parts)
+	}
 	if err == nil && len(fails) > 0 {
 		err = h.s.store.RecordFailures(wctx, fails, h.s.retention)
 	}

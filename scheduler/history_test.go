@@ -269,8 +269,10 @@ entities = ["a", "b", "c"]
 		}
 		return n > 0
 	})
-	fs, err := st.Failures(context.Background(), "rec", 100)
-	expect.True(t, "the refused failures written", err == nil && len(fs) >= 15)
+	expect.WaitFor(t, 10*time.Second, "the refused failures written", func() bool {
+		fs, err := st.Failures(context.Background(), "rec", 100)
+		return err == nil && len(fs) >= 15
+	})
 }
 
 // TestHealthMetrics: the flags and the last complete tick's outcomes reach
@@ -382,4 +384,44 @@ entities = ["slow"]
 	})
 	expect.Equal(t, "outcome", fs[0].Outcome, lease.OutcomeTimeout)
 	expect.Equal(t, "error", fs[0].Error, "context canceled ("+ErrTimeout.Error()+")")
+}
+
+// TestHistoryRewrittenAfterADataLoss: Redis loses its data (FLUSHALL, as a
+// restart without persistence would); the records of the ticks just before
+// come back, written again by the replica that ran them.
+func TestHistoryRewrittenAfterADataLoss(t *testing.T) {
+	e := newEnv(t, true)
+	_, st := e.start(`
+[[tasks]]
+name = "rec"
+every = "1s"
+handler = "rec"
+lease_ttl = "2s"
+entities = ["a", "b"]
+`)
+	var before lease.TickRecord
+	expect.WaitFor(t, 10*time.Second, "a complete record", func() bool {
+		rs, _ := st.Ticks(context.Background(), "rec", 10)
+		for _, r := range rs {
+			if r.Final() && r.Runs() == 2 {
+				before = r
+				return true
+			}
+		}
+		return false
+	})
+	admin := redis.NewClient(&redis.Options{Addr: e.srv.Addr})
+	t.Cleanup(func() { admin.Close() })
+	if err := admin.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	expect.WaitFor(t, 15*time.Second, "the record of a tick before the loss written again", func() bool {
+		rs, _ := st.Ticks(context.Background(), "rec", 100)
+		for _, r := range rs {
+			if r.Tick.Equal(before.Tick) {
+				return r.Final() && r.Runs() == 2
+			}
+		}
+		return false
+	})
 }

@@ -103,6 +103,7 @@ func (s *Scheduler) quarantined(left time.Duration) {
 			break
 		}
 	}
+	s.history.lost()
 	s.log.Info("no tickd state in this Redis: a first start, or a data loss; nothing is granted for "+
 		left.Round(time.Second).String()+", so that no lease it may have forgotten is granted twice", "quarantine_left", left.Round(time.Millisecond).String())
 }
