@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -15,10 +16,10 @@ var funcs = template.FuncMap{
 	"zoned":  func(t time.Time, loc *time.Location) string { return t.In(loc).Format("2006-01-02 15:04:05 MST") },
 	"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 	"ago":    func(now, t time.Time) string { return now.Sub(t).Round(time.Second).String() },
-	"dur":    durText,
+	"dur":    report.Millis,
 	"round":  func(d time.Duration) string { return d.Round(time.Millisecond).String() },
-	"counts": func(m map[lease.Outcome]int) string { return countText(m) },
-	"skips":  func(m map[string]int) string { return countText(m) },
+	"counts": func(m map[lease.Outcome]int) string { return report.Counts(m, "none") },
+	"skips":  func(m map[string]int) string { return report.Counts(m, "none") },
 	"path":   url.PathEscape,
 	"query":  url.QueryEscape,
 	"join": func(ss []string) string {

@@ -424,34 +424,10 @@ func chartOf(ticks []scheduler.TickView) chart {
 			b.Parts = append(b.Parts, barPart{Class: string(o), Y: y, H: h, Outcome: string(o), N: n})
 		}
 		b.Label = fmt.Sprintf("%s %s: %d runs (%s), lag %s, duration %s", v.Tick.UTC().Format(time.RFC3339), v.State,
-			v.Runs(), countText(os), durText(v.FirstStart()), durText(v.LastEnd()))
+			v.Runs(), report.Counts(os, "none"), report.Millis(v.FirstStart()), report.Millis(v.LastEnd()))
 		ch.Bars = append(ch.Bars, b)
 	}
 	return ch
-}
-
-func countText[K ~string](m map[K]int) string {
-	if len(m) == 0 {
-		return "none"
-	}
-	var parts []string
-	for _, k := range slices.Sorted(func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
-		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
-	}
-	return strings.Join(parts, ", ")
-}
-
-func durText(d time.Duration) string {
-	if d < 0 {
-		return "-"
-	}
-	return d.Round(time.Millisecond).String()
 }
 
 // JSON endpoints: the documents of the -json commands.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -57,26 +55,6 @@ func runHistory(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// counts writes a count map as "done 3, failed 1", or "-".
-func counts[K ~string](m map[K]int) string {
-	if len(m) == 0 {
-		return "-"
-	}
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// millis writes a duration from a tick, or "-" for none (-1).
-func millis(d time.Duration) string {
-	if d < 0 {
-		return "-"
-	}
-	return d.Round(time.Millisecond).String()
-}
-
 func printHealth(w io.Writer, indent string, h scheduler.Health, flagAfter int) {
 	if h.NotFiring != "" {
 		fmt.Fprintf(w, "%sNOT FIRING: %s\n", indent, h.NotFiring)
@@ -108,8 +86,8 @@ func printTicks(w io.Writer, h report.TaskHistory) {
 			tb.row(v.Tick.In(loc).Format(time.RFC3339), state, "-", "-", "-", "-", "-", "-", "-")
 			continue
 		}
-		tb.row(v.Tick.In(loc).Format(time.RFC3339), state, v.Entities(), v.Runs(), counts(v.Outcomes()), counts(v.Skipped()),
-			millis(v.FirstStart()), millis(v.LastEnd()), strings.Join(v.Replicas(), " "))
+		tb.row(v.Tick.In(loc).Format(time.RFC3339), state, v.Entities(), v.Runs(), report.Counts(v.Outcomes(), "-"), report.Counts(v.Skipped(), "-"),
+			report.Millis(v.FirstStart()), report.Millis(v.LastEnd()), strings.Join(v.Replicas(), " "))
 	}
 	tb.write(w)
 }

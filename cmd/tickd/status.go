@@ -101,7 +101,7 @@ func printStatus(w io.Writer, ts []report.TaskStatus, now time.Time) {
 		printHealth(w, "  ", t.Health, t.FlagAfter)
 		if v := t.LastTick; v != nil {
 			fmt.Fprintf(w, "  last tick: %s %s, %d entities, %d runs (%s), skipped %s\n", v.Tick.In(loc).Format(time.RFC3339),
-				v.State, v.Entities(), v.Runs(), counts(v.Outcomes()), counts(v.Skipped()))
+				v.State, v.Entities(), v.Runs(), report.Counts(v.Outcomes(), "-"), report.Counts(v.Skipped(), "-"))
 		}
 		fmt.Fprintf(w, "  leases held: %d%s\n", t.LeaseCount, shown(len(t.Leases), t.LeaseCount))
 		if len(t.Leases) > 0 {
