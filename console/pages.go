@@ -21,12 +21,11 @@ import (
 // newest tick records and actions, a page of entities (at most maxScan
 // looked at for a search), the first pending requests.
 const (
-	recentTicks   = 40
-	recentActions = 20
-	recentFails   = 10
-	entityRows    = 50
-	maxScan       = 10000
-	pendingRows   = 20
+	recentTicks = 40
+	recentFails = 10
+	entityRows  = 50
+	maxScan     = 10000
+	pendingRows = 20
 )
 
 // Page is what every page's layout needs (exported for the templates only).
@@ -83,6 +82,7 @@ type taskRow struct {
 	Ticks    []scheduler.TickView // newest first
 	Last     *scheduler.TickView  // the newest not running
 	Replicas []string             // the replicas running it
+	Actions  []lease.Action       // its newest actions
 }
 
 // world is what every task row needs that is read once a page.
@@ -112,13 +112,10 @@ func (c *Console) taskRow(ctx context.Context, t *scheduler.Task, wd world, tick
 	}
 	row.Pause, row.Paused = wd.pauses[t.Name]
 	p := scheduler.Past{Paused: row.Paused, Replicas: wd.replicas}
-	var err error
-	if p.Ticks, err = c.store.Ticks(ctx, t.Name, max(ticks, t.FlagAfter+2)); err != nil {
+	if err := p.Read(ctx, c.store, t, ticks, scheduler.RecentActions); err != nil {
 		return row, err
 	}
-	if p.Actions, err = c.store.Actions(ctx, t.Name, recentActions); err != nil {
-		return row, err
-	}
+	row.Actions = p.Actions
 	row.Ticks, row.Health = t.Assess(now, p)
 	row.Ticks = row.Ticks[:min(len(row.Ticks), ticks)]
 	for i := range row.Ticks {
@@ -192,7 +189,7 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 		Pending  []lease.Due
 		Failures []lease.Failure
 		Actions  []lease.Action
-	}{Page: c.page(r, t.Name), Task: row, Chart: chartOf(row.Ticks), Query: pq, Entities: ents}
+	}{Page: c.page(r, t.Name), Task: row, Chart: chartOf(row.Ticks), Query: pq, Entities: ents, Actions: row.Actions}
 	if ents.Next != "" {
 		nq := url.Values{"cursor": {ents.Next}, "q": {pq.Search}, "mode": {q.Get("mode")}}
 		data.NextURL = "/tasks/" + url.PathEscape(t.Name) + "?" + nq.Encode()
@@ -209,10 +206,6 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if data.Failures, err = c.store.Failures(ctx, t.Name, recentFails); err != nil {
-		c.fail(w, err)
-		return
-	}
-	if data.Actions, err = c.store.Actions(ctx, t.Name, recentActions); err != nil {
 		c.fail(w, err)
 		return
 	}

@@ -66,20 +66,33 @@ type Past struct {
 // (at least flag_after), its actions, whether it is paused, the replicas.
 func ReadPast(ctx context.Context, store *lease.Store, t *Task, limit int) (Past, error) {
 	var p Past
-	var err error
-	if p.Ticks, err = store.Ticks(ctx, t.Name, max(limit, t.FlagAfter+1)); err != nil {
-		return p, err
-	}
-	if p.Actions, err = store.Actions(ctx, t.Name, lease.DefaultRetention.Actions); err != nil {
-		return p, err
-	}
 	paused, err := store.Paused(ctx)
 	if err != nil {
 		return p, err
 	}
 	p.Paused = paused[t.Name]
-	p.Replicas, err = store.Replicas(ctx)
-	return p, err
+	if p.Replicas, err = store.Replicas(ctx); err != nil {
+		return p, err
+	}
+	return p, p.Read(ctx, store, t, limit, lease.DefaultRetention.Actions)
+}
+
+// RecentActions is how many of a task's actions Assess is given where only
+// its flags and latest ticks are shown: the pauses and resumes among them
+// say which expected ticks were not missed.
+const RecentActions = 20
+
+// Read fills p's ticks (the newest ticks, at least flag_after + 2, the
+// most the flags look at) and actions (the newest actions) for t; whether
+// it is paused and the replicas are read once for all tasks, by the
+// caller.
+func (p *Past) Read(ctx context.Context, store *lease.Store, t *Task, ticks, actions int) error {
+	var err error
+	if p.Ticks, err = store.Ticks(ctx, t.Name, max(ticks, t.FlagAfter+2)); err != nil {
+		return err
+	}
+	p.Actions, err = store.Actions(ctx, t.Name, actions)
+	return err
 }
 
 // maxMissed bounds the missed ticks Assess shows between two records.
@@ -230,10 +243,7 @@ func (s *Scheduler) publishHealth(ctx context.Context) {
 	for i := range cfg.Tasks {
 		t := &cfg.Tasks[i]
 		p := Past{Paused: paused[t.Name], Replicas: replicas}
-		if p.Ticks, err = s.store.Ticks(ctx, t.Name, t.FlagAfter+2); err == nil {
-			p.Actions, err = s.store.Actions(ctx, t.Name, 20)
-		}
-		if err != nil {
+		if err := p.Read(ctx, s.store, t, 0, RecentActions); err != nil {
 			s.storeFailed("history", "health", "cannot read the history for the tasks' health", Event{Task: t.Name}, err)
 			return
 		}

@@ -78,11 +78,7 @@ func StatusOf(ctx context.Context, store *lease.Store, t scheduler.Task, now tim
 // last tick.
 func (st *TaskStatus) Assess(ctx context.Context, store *lease.Store, t *scheduler.Task, replicas []lease.Replica, now time.Time) error {
 	p := scheduler.Past{Paused: st.Paused, Replicas: replicas}
-	var err error
-	if p.Ticks, err = store.Ticks(ctx, t.Name, t.FlagAfter+2); err != nil {
-		return err
-	}
-	if p.Actions, err = store.Actions(ctx, t.Name, 20); err != nil {
+	if err := p.Read(ctx, store, t, 0, scheduler.RecentActions); err != nil {
 		return err
 	}
 	views, h := t.Assess(now, p)
