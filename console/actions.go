@@ -45,15 +45,10 @@ func (c *Console) trigger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := lease.NewRequestID()
-	for _, id := range ids {
-		if err := c.store.Enqueue(ctx, lease.Due{Task: t.Name, Entity: id, Reason: lease.ReasonTrigger, Requests: []string{req}}, 0); err != nil {
-			c.fail(w, err)
-			return
-		}
-	}
-	a := lease.Action{Task: t.Name, At: time.Now(), By: by(r), What: "trigger", Entities: ids[:min(len(ids), 20)]}
-	if len(ids) > 20 {
-		a.Detail = fmt.Sprintf("%d entities, the first 20 listed", len(ids))
+	a, err := report.Trigger(ctx, c.store, t, ids, []string{req}, by(r))
+	if err != nil {
+		c.fail(w, err)
+		return
 	}
 	c.record(r, a)
 	q := url.Values{}
@@ -129,11 +124,8 @@ func (c *Console) unlock(w http.ResponseWriter, r *http.Request) {
 
 // record keeps an action in the history and logs it.
 func (c *Console) record(r *http.Request, a lease.Action) {
-	keep := lease.DefaultRetention
-	if t, ok := c.cfg().Task(a.Task); ok {
-		keep = t.Retention()
-	}
-	if err := c.store.RecordAction(r.Context(), a, keep); err != nil {
+	t, _ := c.cfg().Task(a.Task)
+	if err := report.RecordAction(r.Context(), c.store, t, a); err != nil {
 		c.log.Warn("console action not recorded in the history", "action", a.What, "task", a.Task, "error", err)
 	}
 	c.log.Info("console action", "action", a.What, "task", a.Task, "by", a.By, "entities", len(a.Entities), "reason", a.Reason)

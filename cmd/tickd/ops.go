@@ -129,11 +129,7 @@ func runPause(ctx context.Context, args []string, stdout io.Writer, paused bool)
 // prefix's, for t nil). The action is done: a record that cannot be written
 // is said on stderr, not made the command's failure.
 func recordAction(ctx context.Context, store *lease.Store, t *scheduler.Task, a lease.Action) {
-	keep := lease.DefaultRetention
-	if t != nil {
-		keep = t.Retention()
-	}
-	if err := store.RecordAction(ctx, a, keep); err != nil {
+	if err := report.RecordAction(ctx, store, t, a); err != nil {
 		fmt.Fprintf(os.Stderr, "tickd %s: done, but not recorded in the history: %v\n", a.What, err)
 	}
 }

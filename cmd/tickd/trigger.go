@@ -15,9 +15,6 @@ import (
 // on_busy is skip.
 const exitSkipped = 3
 
-// maxRecordedIDs is how many of a trigger's entities its record lists.
-const maxRecordedIDs = 20
-
 func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
 	c := newCmdline("trigger", "TASK [ENTITY…]")
 	fs := c.fs
@@ -68,14 +65,9 @@ func trigger(ctx context.Context, store *lease.Store, t *scheduler.Task, ids []s
 	if wait {
 		reqs = []string{lease.NewRequestID()}
 	}
-	for _, id := range ids {
-		if err := store.Enqueue(ctx, lease.Due{Task: task, Entity: id, Reason: lease.ReasonTrigger, Requests: reqs}, 0); err != nil {
-			return triggerDoc{}, err
-		}
-	}
-	a := lease.Action{Task: task, At: time.Now(), By: by, What: "trigger", Entities: ids[:min(len(ids), maxRecordedIDs)]}
-	if len(ids) > maxRecordedIDs {
-		a.Detail = fmt.Sprintf("%d entities, the first %d listed", len(ids), maxRecordedIDs)
+	a, err := report.Trigger(ctx, store, t, ids, reqs, by)
+	if err != nil {
+		return triggerDoc{}, err
 	}
 	recordAction(ctx, store, t, a)
 	paused, err := store.Paused(ctx)

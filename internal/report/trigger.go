@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
 )
@@ -97,4 +99,34 @@ func DescribeSource(t scheduler.Task) string {
 		return fmt.Sprintf("entities from command %q", t.EntitiesCommand[0])
 	}
 	return "singleton"
+}
+
+// maxRecordedIDs is how many of a trigger's entities its action record
+// lists.
+const maxRecordedIDs = 20
+
+// Trigger enqueues a run of each id of t, each answering the request ids
+// reqs (none: nothing waits for the answers), and returns the action to
+// record, by by: what `tickd trigger` and the console do alike.
+func Trigger(ctx context.Context, store *lease.Store, t *scheduler.Task, ids, reqs []string, by string) (lease.Action, error) {
+	for _, id := range ids {
+		if err := store.Enqueue(ctx, lease.Due{Task: t.Name, Entity: id, Reason: lease.ReasonTrigger, Requests: reqs}, 0); err != nil {
+			return lease.Action{}, err
+		}
+	}
+	a := lease.Action{Task: t.Name, At: time.Now(), By: by, What: "trigger", Entities: ids[:min(len(ids), maxRecordedIDs)]}
+	if len(ids) > maxRecordedIDs {
+		a.Detail = fmt.Sprintf("%d entities, the first %d listed", len(ids), maxRecordedIDs)
+	}
+	return a, nil
+}
+
+// RecordAction keeps an operator's action in the history of t (of the
+// prefix for t nil), under t's retention.
+func RecordAction(ctx context.Context, store *lease.Store, t *scheduler.Task, a lease.Action) error {
+	keep := lease.DefaultRetention
+	if t != nil {
+		keep = t.Retention()
+	}
+	return store.RecordAction(ctx, a, keep)
 }
