@@ -162,6 +162,7 @@ func (h *history) lost() {
 			h.parts[k] = w
 		}
 	}
+	h.bound()
 	h.mu.Unlock()
 	h.poke()
 }
@@ -205,34 +206,37 @@ func (h *history) put(tl *tally) {
 	w := lease.TickWrite{Task: tl.task, Tick: tl.tick, Part: tl.part(h.s.replica, h.s.clock.Now()), Keep: tl.keep}
 	h.mu.Lock()
 	h.parts[tallyKey{tl.task, tl.tick.UnixNano()}] = w
-	if len(h.parts) > maxPendingParts {
-		h.dropOldestPart()
-	}
+	h.bound()
 	h.mu.Unlock()
 	h.poke()
 }
 
-// dropOldestPart forgets the part of the oldest tick; h.mu is held.
-func (h *history) dropOldestPart() {
-	var oldest tallyKey
-	first := true
-	for k := range h.parts {
-		if first || k.tick < oldest.tick {
-			oldest, first = k, false
+// bound keeps what waits to be written within its bounds, the newest: it
+// forgets the parts of the oldest ticks and the oldest failures, and counts
+// them. h.mu is held.
+func (h *history) bound() {
+	for len(h.parts) > maxPendingParts {
+		var oldest tallyKey
+		first := true
+		for k := range h.parts {
+			if first || k.tick < oldest.tick {
+				oldest, first = k, false
+			}
 		}
+		delete(h.parts, oldest)
+		h.dropped++
 	}
-	delete(h.parts, oldest)
-	h.dropped++
+	if over := len(h.fails) - maxPendingFails; over > 0 {
+		h.dropped += over
+		h.fails = slices.Delete(h.fails, 0, over)
+	}
 }
 
 // failed queues a failed run for writing.
 func (h *history) failed(f lease.Failure) {
 	h.mu.Lock()
 	h.fails = append(h.fails, f)
-	if len(h.fails) > maxPendingFails {
-		h.dropped += len(h.fails) - maxPendingFails
-		h.fails = slices.Delete(h.fails, 0, len(h.fails)-maxPendingFails)
-	}
+	h.bound()
 	h.mu.Unlock()
 	h.poke()
 }
@@ -313,14 +317,8 @@ func (h *history) flush(ctx context.Context) error {
 			h.parts[k] = w
 		}
 	}
-	for len(h.parts) > maxPendingParts {
-		h.dropOldestPart()
-	}
 	h.fails = append(fails, h.fails...)
-	if len(h.fails) > maxPendingFails {
-		h.dropped += len(h.fails) - maxPendingFails
-		h.fails = slices.Delete(h.fails, 0, len(h.fails)-maxPendingFails)
-	}
+	h.bound()
 	h.mu.Unlock()
 	return err
 }
