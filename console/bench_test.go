@@ -76,7 +76,7 @@ entities_file = "/nonexistent/big-entities"
 		{"substring", "/tasks/big?q=4242&mode=substring"}, {"tasks", "/"},
 	} {
 		b.Run(v.name, func(b *testing.B) {
-			cpu0 := redisCPU(b, c)
+			cpu0 := redistest.MainThreadCPU(b, c)
 			start := time.Now()
 			for range b.N {
 				if code, _ := get(b, hs.URL+v.path); code != http.StatusOK {
@@ -84,7 +84,7 @@ entities_file = "/nonexistent/big-entities"
 				}
 			}
 			b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N), "ms/view")
-			b.ReportMetric((redisCPU(b, c)-cpu0)/1000/float64(b.N), "redis-ms/view")
+			b.ReportMetric((redistest.MainThreadCPU(b, c)-cpu0)/1000/float64(b.N), "redis-ms/view")
 		})
 	}
 }
@@ -118,23 +118,6 @@ func get(b *testing.B, u string) (int, string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
-}
-
-// redisCPU is the CPU time, in µs, Redis's main thread has used (INFO cpu).
-func redisCPU(b *testing.B, c *redis.Client) float64 {
-	info, err := c.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var sum float64
-	for line := range strings.SplitSeq(info, "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		if k == "used_cpu_sys_main_thread" || k == "used_cpu_user_main_thread" {
-			f, _ := strconv.ParseFloat(v, 64)
-			sum += f
-		}
-	}
-	return sum * 1e6
 }
 
 // released is an AfterRelease that does nothing.

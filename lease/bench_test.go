@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -100,24 +99,9 @@ func batches(b *testing.B, s *Store, mk func(i int) Request) {
 	b.ReportMetric((selfCPU()-self0)/float64(b.N), "client-µs/lease")
 }
 
-// redisCPU is the CPU time, in µs, Redis's main thread has used (INFO cpu).
+// redisCPU is the CPU time, in µs, Redis's main thread has used.
 func redisCPU(b *testing.B, s *Store) float64 {
-	info, err := s.b.(*redisBackend).c.Info(bg, "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var sum float64
-	for _, line := range strings.Split(info, "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		if k == "used_cpu_sys_main_thread" || k == "used_cpu_user_main_thread" {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				b.Fatalf("INFO cpu: %q: %v", line, err)
-			}
-			sum += f
-		}
-	}
-	return sum * 1e6
+	return redistest.MainThreadCPU(b, s.b.(*redisBackend).c)
 }
 
 // selfCPU is the CPU time, in µs, this process has used.

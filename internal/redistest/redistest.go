@@ -10,6 +10,7 @@ package redistest
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -21,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // HowToInstall is the one line a test prints when it cannot find redis-server.
@@ -269,4 +272,26 @@ func FreePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// MainThreadCPU is the CPU time, in µs, the main thread of the Redis c
+// talks to has used (INFO cpu: its user and system time), for benchmarks.
+func MainThreadCPU(tb testing.TB, c redis.Cmdable) float64 {
+	tb.Helper()
+	info, err := c.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var sum float64
+	for line := range strings.SplitSeq(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_sys_main_thread" || k == "used_cpu_user_main_thread" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				tb.Fatalf("INFO cpu: %q: %v", line, err)
+			}
+			sum += f
+		}
+	}
+	return sum * 1e6
 }
