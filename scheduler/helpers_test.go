@@ -247,7 +247,17 @@ func (e *env) store(replica string) *lease.Store {
 // redisStore returns a store on the test's Redis under prefix, closed when
 // the test ends. Its epoch is not initialised: a Redis new to tickd.
 func (e *env) redisStore(prefix string, opts lease.Options) *lease.Store {
-	c := redis.NewClient(&redis.Options{Addr: e.srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	return e.redisStoreVia(redis.Options{MaxRetries: -1}, prefix, opts)
+}
+
+// redisStoreVia is redisStore with a client of co's options (a proxy's
+// address, a user), on the test's Redis unless co names another address.
+func (e *env) redisStoreVia(co redis.Options, prefix string, opts lease.Options) *lease.Store {
+	if co.Addr == "" {
+		co.Addr = e.srv.Addr
+	}
+	co.ContextTimeoutEnabled = true
+	c := redis.NewClient(&co)
 	s, err := lease.NewRedis(c, prefix, opts)
 	if err != nil {
 		e.t.Fatal(err)

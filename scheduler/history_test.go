@@ -140,14 +140,8 @@ entities = ["a", "b"]
 func TestHistoryCatchesUpAfterAStall(t *testing.T) {
 	e := newEnv(t, true)
 	proxy := faultproxy.Start(t, e.srv.Addr)
-	c := redis.NewClient(&redis.Options{Addr: proxy.Addr, ContextTimeoutEnabled: true, MaxRetries: -1,
-		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
-	t.Cleanup(func() { c.Close() })
-	st, err := lease.NewRedis(c, "tickd", lease.Options{Replica: "r1", MaxTTL: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := e.redisStoreVia(redis.Options{Addr: proxy.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+		ReadTimeout: time.Second, WriteTimeout: time.Second}, "tickd", lease.Options{Replica: "r1", MaxTTL: 2 * time.Second})
 	st.InitEpoch(context.Background()) //nolint:errcheck
 	e.run(`
 [[tasks]]
@@ -209,13 +203,7 @@ func TestRunsGoOnWhenHistoryWritesFail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: e.srv.Addr, Username: "nohistory", Password: "pw", ContextTimeoutEnabled: true})
-	t.Cleanup(func() { c.Close() })
-	st, err := lease.NewRedis(c, "tickd", lease.Options{Replica: "r1", MaxTTL: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := e.redisStoreVia(redis.Options{Username: "nohistory", Password: "pw"}, "tickd", lease.Options{Replica: "r1", MaxTTL: 2 * time.Second})
 	if err := st.RecordTicks(context.Background(), []lease.TickWrite{{Task: "rec", Tick: time.Now(),
 		Part: lease.TickPart{Replica: "x", Written: time.Now()}, Keep: lease.DefaultRetention}}); err == nil {
 		t.Fatal("the user may write the history: the test tests nothing")
