@@ -1,6 +1,7 @@
 package console
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -96,8 +97,9 @@ func (c *Console) resume(w http.ResponseWriter, r *http.Request) {
 	c.back(w, r, "/tasks/"+url.PathEscape(t.Name), "resumed")
 }
 
-// unlock force-releases an entity's lease once the entity id is typed
-// again (confirm), as a guard against a slip.
+// unlock revokes an entity's lease once the entity id is typed again
+// (confirm), as a guard against a slip: its holder stops, then the entity
+// is free (lease.Store.Unlock). With force=1 it frees it at once.
 func (c *Console) unlock(w http.ResponseWriter, r *http.Request) {
 	t, ok := c.task(w, r)
 	if !ok {
@@ -108,18 +110,20 @@ func (c *Console) unlock(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "type the entity id again to unlock it", http.StatusBadRequest)
 		return
 	}
-	h, err := c.store.Unlock(r.Context(), t.Name, id, by(r))
+	u, err := c.store.Unlock(r.Context(), t.Name, id, by(r), r.FormValue("force") == "1")
 	switch {
-	case err == lease.ErrNotHeld:
+	case errors.Is(err, lease.ErrNotHeld):
 		http.Error(w, "no lease is held on that entity", http.StatusConflict)
 		return
 	case err != nil:
 		c.fail(w, err)
 		return
 	}
-	c.record(r, lease.Action{Task: t.Name, At: time.Now(), By: by(r), What: "unlock", Entities: []string{id},
-		Detail: fmt.Sprintf("holder %s, fence %d", h.Holder, h.Fence)})
-	c.back(w, r, "/tasks/"+url.PathEscape(t.Name)+"/entity?id="+url.QueryEscape(id), "unlocked")
+	said := report.UnlockSaid(u, t.LeaseTTL)
+	if !u.Already {
+		c.record(r, lease.Action{Task: t.Name, At: time.Now(), By: by(r), What: "unlock", Entities: []string{id}, Detail: said})
+	}
+	c.back(w, r, "/tasks/"+url.PathEscape(t.Name)+"/entity?id="+url.QueryEscape(id), said)
 }
 
 // record keeps an action in the history and logs it.

@@ -105,8 +105,10 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 		if _, err := rs[0].Lease.Release(bg, Finished{Outcome: OutcomeDone}, &Next{Reason: ReasonReschedule, Delay: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Unlock(bg, task, "b}2{", "op"); err != nil {
-			t.Fatal(err)
+		for _, force := range []bool{false, true} { // revoke, then free
+			if _, err := s.Unlock(bg, task, "b}2{", "op", force); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if err := s.Ack(bg, from); err != nil {
 			t.Fatal(err)

@@ -340,25 +340,120 @@ func testRenewal(t *testing.T, k kit) {
 	}
 }
 
+// testUnlock: an unlock from another store revokes the lease: the holder
+// is told to stop at its next renewal (ErrRevoked), the entity stays busy
+// until the holder has released it, and the release frees it and records
+// the run.
 func testUnlock(t *testing.T, k kit) {
 	s := k.client(Options{Replica: "A"})
 	op := k.client(Options{Replica: "op"})
-	l := mustAcquire(t, s, req("e", 600*time.Millisecond))
-	h, err := op.Unlock(bg, "t", "e", "alice")
+	l := mustAcquire(t, s, req("e", 1500*time.Millisecond))
+	u, err := op.Unlock(bg, "t", "e", "alice", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Fence != l.Fence {
-		t.Fatalf("unlocked %+v, held fence %d", h, l.Fence)
+	expect.Equal(t, "unlocked fence", u.Fence, l.Fence)
+	expect.Equal(t, "freed at once", u.Freed, false)
+	expect.Equal(t, "told at once (only where it is the unlocking store's)", u.Told, op == s)
+	expect.True(t, "free at the latest within the TTL", u.TTL > 0 && u.TTL <= 1500*time.Millisecond)
+	if _, err := op.Acquire(bg, req("e", time.Minute)); !errors.Is(err, ErrBusy) {
+		t.Fatalf("acquire of a revoked lease: %v, want busy", err)
+	}
+	again, err := op.Unlock(bg, "t", "e", "bob", false)
+	expect.Equal(t, "second unlock's error", err, nil)
+	expect.Equal(t, "second unlock: already revoked", again.Already, true)
+	expect.Equal(t, "status shows it revoked", again.Revoked, true)
+	if err := waitCause(t, l, 5*time.Second); !errors.Is(err, ErrRevoked) {
+		t.Fatalf("cause %v, want ErrRevoked", err)
+	}
+	// Told to stop, the holder has not released it yet: still busy.
+	if _, err := op.Acquire(bg, req("e", time.Minute)); !errors.Is(err, ErrBusy) {
+		t.Fatalf("acquire of a revoked lease not yet released: %v, want busy", err)
+	}
+	if _, err := l.Release(bg, Finished{Outcome: OutcomeUnlocked}, nil); err != nil {
+		t.Fatalf("the holder's release of its revoked lease: %v", err)
+	}
+	st, err := op.Entity(bg, "t", "e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.NotNil(t, "the holder's record of its run", st.Last)
+	expect.Equal(t, "run record's outcome", st.Last.Outcome, OutcomeUnlocked)
+	expect.Equal(t, "run record's replica (the holder)", st.Last.Replica, "A")
+	mustRelease(t, mustAcquire(t, op, req("e", time.Minute)))
+	if _, err := op.Unlock(bg, "t", "e", "alice", false); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("unlock of a free entity: %v", err)
+	}
+}
+
+// testUnlockOwnLease: an unlock by the store that holds the lease tells
+// its run at once.
+func testUnlockOwnLease(t *testing.T, k kit) {
+	s := k.client(Options{Replica: "A"})
+	l := mustAcquire(t, s, req("e", time.Minute))
+	u, err := s.Unlock(bg, "t", "e", "alice", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "told at once", u.Told, true)
+	if err := context.Cause(l.Context()); !errors.Is(err, ErrRevoked) {
+		t.Fatalf("cause right after the unlock: %v, want ErrRevoked", err)
+	}
+	if _, err := s.Acquire(bg, req("e", time.Minute)); !errors.Is(err, ErrBusy) {
+		t.Fatalf("acquire before the holder's release: %v, want busy", err)
+	}
+	if _, err := l.Release(bg, Finished{Outcome: OutcomeUnlocked}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustRelease(t, mustAcquire(t, s, req("e", time.Minute)))
+}
+
+// testUnlockExpires: a revoked lease whose holder never releases it (a
+// frozen process) is free once its TTL passes, not before.
+func testUnlockExpires(t *testing.T, k kit) {
+	s := k.client(Options{Replica: "A"})
+	op := k.client(Options{Replica: "op"})
+	mustAcquire(t, s, req("e", 800*time.Millisecond))
+	if op != s {
+		s.Close() //nolint:errcheck // renewed no more, never released: a frozen holder
+	}
+	u, err := op.Unlock(bg, "t", "e", "alice", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(u.TTL)
+	var nl *Lease
+	expect.WaitFor(t, 5*time.Second, "the revoked lease free", func() bool {
+		var err error
+		nl, err = op.Acquire(bg, req("e", time.Minute))
+		if err == nil && time.Now().Before(deadline.Add(-50*time.Millisecond)) {
+			t.Fatalf("granted %v before the revoked lease expired", time.Until(deadline))
+		}
+		return err == nil
+	})
+	mustRelease(t, nl)
+}
+
+// testForceUnlock: -force frees the lease at once and records the unlock
+// as the entity's last run, with who did it; the stale holder's release
+// does not overwrite it.
+func testForceUnlock(t *testing.T, k kit) {
+	s := k.client(Options{Replica: "A"})
+	op := k.client(Options{Replica: "op"})
+	l := mustAcquire(t, s, req("e", 600*time.Millisecond))
+	u, err := op.Unlock(bg, "t", "e", "alice", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Fence != l.Fence || !u.Freed {
+		t.Fatalf("unlocked %+v, held fence %d", u, l.Fence)
 	}
 	if err := waitCause(t, l, 5*time.Second); !errors.Is(err, ErrLost) {
 		t.Fatalf("cause %v, want ErrLost", err)
 	}
-	if _, err := op.Unlock(bg, "t", "e", "alice"); !errors.Is(err, ErrNotHeld) {
+	if _, err := op.Unlock(bg, "t", "e", "alice", true); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("second unlock: %v", err)
 	}
-	// The unlock is on record, with who did it; the stale holder's release
-	// does not overwrite it.
 	if _, err := l.Release(bg, Finished{Outcome: OutcomeDone}, nil); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("stale holder's release: %v", err)
 	}

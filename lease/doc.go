@@ -11,7 +11,10 @@
 //	                     │   ▲                                  ▲
 //	                     │   └── renewal (keeper, every TTL/3) ─┘
 //	                     ├── TTL passes without renewal ───────▶ free (expired)
-//	                     └── Unlock (operator) ────────────────▶ free
+//	                     ├── Unlock(force) (operator) ─────────▶ free
+//	                     └── Unlock (operator) ──▶ revoked(token)
+//	                                                 ├── Release(token) ▶ free
+//	                                                 └── TTL passes ────▶ free
 //
 // Acquire is one Lua script (one round trip; AcquireBatch carries up to 256
 // entities in one). It answers, in this order:
@@ -70,6 +73,21 @@
 // the scheduler calls it right before the irreversible step of a run (the
 // process start, the HTTP request, the Go handler call), so no run begins
 // outside its trust window.
+//
+// # Unlock
+//
+// An operator's Unlock revokes a lease without freeing it: unlock.lua puts
+// a mark ('!') in front of its token. Every other acquire still finds it
+// busy; the holder's next renewal is answered "revoked" (the keeper drops
+// it, cause ErrRevoked, and the scheduler stops the run); the holder's
+// release, token-checked, takes the marked token as its own and frees it.
+// A holder that never renews nor releases (frozen, cut off) loses it when it
+// expires, one TTL after its last renewal at most, as any lease. So an
+// unlock never lets two runs of one entity overlap. A store that holds the
+// lease it unlocks tells its run at once. Unlock with force frees the lease
+// at once (the old behaviour, for a holder known to be dead): its holder
+// hears of it at its next renewal (ErrLost), and until then its run may
+// overlap a new one.
 //
 // # Replicas and failover
 //

@@ -19,7 +19,7 @@ var errFormat = errors.New("lease: stored value in an unknown format")
 type entityValue struct {
 	LastTick int64  // the latest tick that started a run
 	Fence    int64  // the latest fence granted
-	Token    string // the holder's; "" when free
+	Token    string // the holder's, with revokedMark first once an operator revoked it; "" when free
 	Exp      int64  // when the lease expires: held means Token != "" and Exp > now
 	FollowUp bool   // a follow-up was asked for while held ("1"; "0")
 	Touched  int64  // the last grant or release: the sweep's clock, the grant's since
@@ -77,7 +77,7 @@ func (e entityValue) held(task, entity string, now int64) (Held, bool) {
 		return Held{}, false
 	}
 	return Held{Task: task, Entity: entity, Holder: e.Holder, Since: msTime(e.Touched), Fence: e.Fence,
-		Reason: e.Reason, TTL: time.Duration(e.Exp-now) * time.Millisecond}, true
+		Reason: e.Reason, TTL: time.Duration(e.Exp-now) * time.Millisecond, Revoked: strings.HasPrefix(e.Token, revokedMark)}, true
 }
 
 // lastRun returns an entity's last finished run, if any.
@@ -378,6 +378,19 @@ const (
 	releasedNotHeld  = "notheld" // the token no longer holds the lease: nothing touched
 	renewedOK        = "1"
 	renewedLost      = "0"
+	renewedRevoked   = "r" // an operator revoked it (unlock.lua): stop, then release
+)
+
+// What unlock.lua is asked to do, and what it did.
+const (
+	unlockRevoke    = "revoke"
+	unlockForce     = "force"
+	unlockedFreed   = "freed"
+	unlockedRevoked = "revoked"
+	unlockedAlready = "already" // revoked before
+	// revokedMark begins the token of a revoked lease: its holder's renewals
+	// are refused and its release still frees it.
+	revokedMark = "!"
 )
 
 // luaConstants hands the scripts what Go and Lua share, defined once here:
@@ -407,6 +420,13 @@ func luaConstants() string {
 		{"RELEASED_NOT_HELD", releasedNotHeld},
 		{"RENEWED_OK", renewedOK},
 		{"RENEWED_LOST", renewedLost},
+		{"RENEWED_REVOKED", renewedRevoked},
+		{"UNLOCK_REVOKE", unlockRevoke},
+		{"UNLOCK_FORCE", unlockForce},
+		{"UNLOCKED_FREED", unlockedFreed},
+		{"UNLOCKED_REVOKED", unlockedRevoked},
+		{"UNLOCKED_ALREADY", unlockedAlready},
+		{"REVOKED", revokedMark},
 	} {
 		switch v := c.v.(type) {
 		case int64:

@@ -136,6 +136,15 @@ func (s *Store) sweepAsync(ctx context.Context, every time.Duration) {
 // most every hour).
 func (s *Store) Sweep(ctx context.Context) error { return s.b.sweep(ctx) }
 
+// renewal is a renewal round's answer for one lease.
+type renewal uint8
+
+const (
+	renewLost    renewal = iota // expired, or held under another token
+	renewOK                     // renewed: its trust window moves
+	renewRevoked                // an operator revoked it (Store.Unlock)
+)
+
 func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 	shortest := ls[0].ttl
 	for _, l := range ls {
@@ -170,8 +179,12 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 	}
 	renewed := make([]*Lease, 0, len(ls))
 	for i, l := range ls {
-		if !ok[i] {
+		switch ok[i] {
+		case renewLost:
 			s.drop(l, ErrLost)
+			continue
+		case renewRevoked:
+			s.drop(l, ErrRevoked)
 			continue
 		}
 		l.mu.Lock()

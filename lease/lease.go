@@ -29,8 +29,11 @@ var (
 	// Causes of a lease context's cancellation (context.Cause).
 	ErrLost      = errors.New("lease: lost (released by force, expired or taken over)")
 	ErrUntrusted = errors.New("lease: not renewed within its trust window")
-	ErrReleased  = errors.New("lease: released")
-	ErrClosed    = errors.New("lease: store closed")
+	// ErrRevoked: an operator unlocked the lease (Store.Unlock). It stays
+	// held, busy for everyone else, until its holder releases it.
+	ErrRevoked  = errors.New("lease: revoked by an operator (tickd unlock)")
+	ErrReleased = errors.New("lease: released")
+	ErrClosed   = errors.New("lease: store closed")
 	// ErrStillHeld is Close's report of leases it dropped unreleased: they
 	// stay in the backend until their TTL passes.
 	ErrStillHeld = errors.New("lease: store closed with leases not released")
@@ -295,6 +298,9 @@ type Held struct {
 	Fence  int64
 	Reason Reason
 	TTL    time.Duration // time left
+	// Revoked: an operator unlocked it (Store.Unlock); its holder is told
+	// to stop, and it is free once released or after TTL.
+	Revoked bool
 }
 
 // LastRun describes the last finished run of a (task, entity), for status.

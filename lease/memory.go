@@ -45,6 +45,7 @@ type memLease struct {
 	since, expire time.Time
 	fence         int64
 	reason        Reason
+	revoked       bool // by an operator: renewals refused, release still frees it
 }
 
 type memState struct {
@@ -139,17 +140,21 @@ func (b *memBackend) acquire(_ context.Context, holder string, _ time.Duration, 
 	return out, nil
 }
 
-func (b *memBackend) renew(_ context.Context, ls []*Lease) ([]bool, error) {
+func (b *memBackend) renew(_ context.Context, ls []*Lease) ([]renewal, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
-	ok := make([]bool, len(ls))
+	ok := make([]renewal, len(ls))
 	for i, l := range ls {
 		m := member(l.Task, l.Entity)
 		b.gc(m, now)
-		if cur, found := b.held[m]; found && cur.token == l.token {
+		switch cur, found := b.held[m]; {
+		case !found || cur.token != l.token:
+		case cur.revoked:
+			ok[i] = renewRevoked
+		default:
 			cur.expire = now.Add(l.ttl)
-			ok[i] = true
+			ok[i] = renewOK
 		}
 	}
 	return ok, nil

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-func (b *memBackend) unlock(_ context.Context, task, entity, by string) (Held, bool, error) {
+func (b *memBackend) unlock(_ context.Context, task, entity, by string, force bool) (Unlocked, bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	m := member(task, entity)
@@ -17,12 +17,22 @@ func (b *memBackend) unlock(_ context.Context, task, entity, by string) (Held, b
 	b.gc(m, now)
 	cur, ok := b.held[m]
 	if !ok {
-		return Held{}, false, nil
+		return Unlocked{}, false, nil
 	}
-	delete(b.held, m)
-	st := b.state(m, now)
-	st.last = LastRun{Outcome: OutcomeUnlocked, Started: cur.since, Ended: now, Fence: cur.fence, Reason: cur.reason, Replica: by}
-	return Held{Task: task, Entity: entity, Holder: cur.holder, Since: cur.since, Fence: cur.fence}, true, nil
+	u := Unlocked{Held: Held{Task: task, Entity: entity, Holder: cur.holder, Since: cur.since, Fence: cur.fence,
+		Reason: cur.reason, TTL: cur.expire.Sub(now), Revoked: cur.revoked}}
+	switch {
+	case force:
+		delete(b.held, m)
+		st := b.state(m, now)
+		st.last = LastRun{Outcome: OutcomeUnlocked, Started: cur.since, Ended: now, Fence: cur.fence, Reason: cur.reason, Replica: by}
+		u.Freed = true
+	case cur.revoked:
+		u.Already = true
+	default:
+		cur.revoked = true
+	}
+	return u, true, nil
 }
 
 // claimSweep: the in-process store has one replica.
@@ -64,7 +74,7 @@ func (b *memBackend) leases(_ context.Context, task string, fn func(Held) error)
 			continue
 		}
 		t, e, _ := splitMember(m)
-		hs = append(hs, Held{Task: t, Entity: e, Holder: l.holder, Since: l.since, Fence: l.fence, Reason: l.reason, TTL: l.expire.Sub(now)})
+		hs = append(hs, Held{Task: t, Entity: e, Holder: l.holder, Since: l.since, Fence: l.fence, Reason: l.reason, TTL: l.expire.Sub(now), Revoked: l.revoked})
 	}
 	b.mu.Unlock()
 	for _, h := range hs {
@@ -127,7 +137,7 @@ func (b *memBackend) oneLocked(task, entity string, now time.Time) EntityState {
 	b.gc(m, now)
 	var st EntityState
 	if l, ok := b.held[m]; ok {
-		st.Held = &Held{Task: task, Entity: entity, Holder: l.holder, Since: l.since, Fence: l.fence, Reason: l.reason, TTL: l.expire.Sub(now)}
+		st.Held = &Held{Task: task, Entity: entity, Holder: l.holder, Since: l.since, Fence: l.fence, Reason: l.reason, TTL: l.expire.Sub(now), Revoked: l.revoked}
 	}
 	if s, ok := b.states[m]; ok && s.last.Outcome != "" {
 		r := s.last

@@ -216,7 +216,7 @@ func (b *redisBackend) taken(ctx context.Context, task string, tick time.Time, c
 	return out, nil
 }
 
-func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]bool, error) {
+func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]renewal, error) {
 	gs := groupBy(len(ls), func(i int) string { return ls[i].Task })
 	calls := make([]scriptCall, len(gs))
 	for g, gr := range gs {
@@ -236,9 +236,14 @@ func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	ok := make([]bool, len(ls))
+	ok := make([]renewal, len(ls))
 	for i, v := range res {
-		ok[i] = v == renewedOK
+		switch v {
+		case renewedOK:
+			ok[i] = renewOK
+		case renewedRevoked:
+			ok[i] = renewRevoked
+		}
 	}
 	return ok, nil
 }

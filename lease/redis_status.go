@@ -12,14 +12,28 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func (b *redisBackend) unlock(ctx context.Context, task, entity, by string) (Held, bool, error) {
-	res, err := scriptUnlock.Run(ctx, b.c, []string{b.k.entities(task)}, escape(entity), escape(by)).StringSlice()
-	if err != nil || len(res) < 3 {
-		return Held{}, false, err
+func (b *redisBackend) unlock(ctx context.Context, task, entity, by string, force bool) (Unlocked, bool, error) {
+	mode := unlockRevoke
+	if force {
+		mode = unlockForce
+	}
+	res, err := scriptUnlock.Run(ctx, b.c, []string{b.k.entities(task)}, escape(entity), escape(by), mode).StringSlice()
+	if err != nil || len(res) < 5 {
+		return Unlocked{}, false, err
 	}
 	f, _ := strconv.ParseInt(res[2], 10, 64)
+	exp, _ := strconv.ParseInt(res[3], 10, 64)
 	holder, _ := unescape(res[0])
-	return Held{Task: task, Entity: entity, Holder: holder, Since: fromMS(res[1]), Fence: f}, true, nil
+	ms, err := b.serverMS(ctx)
+	if err != nil {
+		ms = exp // the unlock is done; only how long it lasts is unknown
+	}
+	return Unlocked{
+		Held: Held{Task: task, Entity: entity, Holder: holder, Since: fromMS(res[1]), Fence: f,
+			TTL: time.Duration(max(0, exp-ms)) * time.Millisecond, Revoked: res[4] == unlockedAlready},
+		Freed:   res[4] == unlockedFreed,
+		Already: res[4] == unlockedAlready,
+	}, true, nil
 }
 
 // serverMS reads Redis's clock, against which leases expire.

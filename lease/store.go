@@ -15,7 +15,7 @@ import (
 type backend interface {
 	// acquire asks for leases; maxTTL is the quarantine after a data loss.
 	acquire(ctx context.Context, holder string, maxTTL time.Duration, reqs []acquireArg) ([]acquireReply, error)
-	renew(ctx context.Context, ls []*Lease) ([]bool, error)
+	renew(ctx context.Context, ls []*Lease) ([]renewal, error)
 	// release returns, per lease, whether a follow-up had been requested,
 	// or ErrNotHeld.
 	release(ctx context.Context, rs []releaseArg) ([]releaseReply, error)
@@ -26,7 +26,8 @@ type backend interface {
 	// answers reads a request's answers by entity; forget deletes them.
 	answers(ctx context.Context, task, id string) (map[string]Outcome, error)
 	forget(ctx context.Context, task, id string) error
-	unlock(ctx context.Context, task, entity, by string) (Held, bool, error)
+	// unlock revokes (force false) or frees the lease of (task, entity).
+	unlock(ctx context.Context, task, entity, by string, force bool) (Unlocked, bool, error)
 	leases(ctx context.Context, task string, fn func(Held) error) error
 	lastRuns(ctx context.Context, task string, fn func(LastRun) error) error
 	dueEntries(ctx context.Context, task string, fn func(Due) error) error

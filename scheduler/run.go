@@ -327,6 +327,8 @@ func outcomeOf(res tasks.Result, err, cause error) lease.Outcome {
 		return lease.OutcomeDone
 	case errors.Is(cause, ErrTimeout):
 		return lease.OutcomeTimeout
+	case errors.Is(cause, lease.ErrRevoked):
+		return lease.OutcomeUnlocked
 	case errors.Is(cause, lease.ErrLost), errors.Is(cause, lease.ErrUntrusted):
 		return lease.OutcomeLeaseLost
 	case errors.Is(cause, ErrShutdown):
@@ -387,8 +389,8 @@ func durationString(d time.Duration) string {
 
 // logReleaseFailed says why a release failed. A lease no longer held was
 // taken away while the run went on, before a renewal could notice: by an
-// operator's unlock (recorded as the entity's last run, with who did it),
-// or by its expiry.
+// operator's unlock -force (recorded as the entity's last run, with who did
+// it), or by its expiry.
 func (s *Scheduler) logReleaseFailed(log *slog.Logger, l *lease.Lease, err error) {
 	if !errors.Is(err, lease.ErrNotHeld) {
 		log.Warn("release failed", KeyError, err)

@@ -152,7 +152,7 @@ handler = "rec"
 lease_ttl = "1500ms"
 `)
 	expect.WaitFor(t, 10*time.Second, "run started", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
-	if _, err := st.Unlock(context.Background(), "lost", "lost", "test"); err != nil {
+	if _, err := st.Unlock(context.Background(), "lost", "lost", "test", true); err != nil {
 		t.Fatal(err)
 	}
 	expect.WaitFor(t, 5*time.Second, "run stopped", func() bool {
@@ -163,6 +163,32 @@ lease_ttl = "1500ms"
 		t.Fatalf("cause %v", r.cause)
 	}
 	e.ev.waitFor(t, 5*time.Second, "the run to end as lease_lost", ended(lease.OutcomeLeaseLost))
+}
+
+// TestUnlockRevokesTheRun: an operator's unlock (not forced) stops the
+// run, with cause lease.ErrRevoked, and the run's release records it as
+// unlocked; the entity is free once it has.
+func TestUnlockRevokesTheRun(t *testing.T) {
+	bothStores(t, func(t *testing.T, withRedis bool) {
+		e := newEnv(t, withRedis)
+		e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+			<-ctx.Done()
+			return tasks.Done, context.Cause(ctx)
+		}
+		_, st := e.start("[[tasks]]\nname = \"u\"\nevery = \"1h\"\ncatch_up = \"1h\"\nhandler = \"rec\"\nlease_ttl = \"1500ms\"\n")
+		expect.WaitFor(t, 10*time.Second, "run started", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
+		if _, err := st.Unlock(context.Background(), "u", "u", "alice", false); err != nil {
+			t.Fatal(err)
+		}
+		e.ev.waitFor(t, 5*time.Second, "the run to end as unlocked", ended(lease.OutcomeUnlocked))
+		if c := e.rec.snapshot()[0].cause; !errors.Is(c, lease.ErrRevoked) {
+			t.Fatalf("cause %v, want lease.ErrRevoked", c)
+		}
+		expect.WaitFor(t, 5*time.Second, "the entity free, its run recorded", func() bool {
+			es, err := st.Entity(context.Background(), "u", "u")
+			return err == nil && es.Held == nil && es.Last != nil && es.Last.Outcome == lease.OutcomeUnlocked
+		})
+	})
 }
 
 // leapClock moves 10s forward at every reading: a process frozen between any
@@ -254,7 +280,7 @@ retries = 1
 func TestUnlockDuringARunIsSaid(t *testing.T) {
 	e := newEnv(t, true)
 	finish, _, st := e.startOneRun("stuck", tasks.Done)
-	if _, err := st.Unlock(context.Background(), "stuck", "stuck", "alice"); err != nil {
+	if _, err := st.Unlock(context.Background(), "stuck", "stuck", "alice", true); err != nil {
 		t.Fatal(err)
 	}
 	close(finish) // long before the next renewal (every 10s) could notice

@@ -23,7 +23,7 @@ Usage:
                                     (pause -reason "…" [-for 2h])
   tickd history -config FILE TASK   recent ticks, failures and operator actions
   tickd web -config FILE            the console alone (the [web] table)
-  tickd unlock -config FILE TASK ENTITY       force-release a stuck lease
+  tickd unlock -config FILE TASK ENTITY       revoke a lease: its run stops, then the entity is free
   tickd lock -config FILE [-ttl 1m] [-busy-exit N] KEY -- CMD ARGS…
                                     run CMD under a lease, or exit at once if held
   tickd migrate -config FILE        move an older tickd's keys to this key layout

@@ -162,7 +162,7 @@ command = [%q]
 		shot("entity.png"),
 		chromedp.SendKeys(`input[name=confirm]`, "beta"), chromedp.Submit(`input[name=confirm]`),
 		chromedp.WaitVisible(`p.flash`), chromedp.Text("main", &text))
-	expect.True(t, "unlocked: "+text, strings.Contains(text, "Done: unlocked"))
+	expect.True(t, "unlocked: "+text, strings.Contains(text, "Done: revoked the lease of sync-users/beta"))
 
 	run("the actions log", chromedp.Navigate(base+"/actions"), chromedp.WaitVisible(`table`), chromedp.Text("main", &text))
 	for _, want := range []string{"trigger", "pause", "resume", "unlock", "ops (console)"} {

@@ -10,6 +10,11 @@ type unlockDoc struct {
 	Fence  int64          `json:"fence"`
 	Since  report.Instant `json:"since"`
 	By     string         `json:"by"`
+	// Freed: the lease is free now (-force); otherwise it is revoked, and
+	// free once its holder has stopped, at the latest in free_within_s.
+	Freed      bool    `json:"freed"`
+	FreeWithin float64 `json:"free_within_s"`
+	Said       string  `json:"said"`
 }
 
 // migrateDoc is `tickd migrate -json`: what was moved into the key layout.

@@ -169,6 +169,7 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	c := newCmdline("unlock", "TASK ENTITY")
 	by := c.byFlag()
 	asJSON := c.jsonFlag()
+	force := c.fs.Bool("force", false, "free the lease at once, though its holder's run may still be going (it may overlap the next run)")
 	pos, err := c.args(args, 2, 2, "TASK", "ENTITY")
 	if err != nil {
 		return err
@@ -182,21 +183,25 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer done()
-	h, err := store.Unlock(ctx, t.Name, pos[1], *by)
+	u, err := store.Unlock(ctx, t.Name, pos[1], *by, *force)
 	if errors.Is(err, lease.ErrNotHeld) {
 		return fmt.Errorf("no lease held on %s %q: nothing to release", t.Name, pos[1])
 	}
 	if err != nil {
 		return fmt.Errorf("unlock %s %q: %w", t.Name, pos[1], err)
 	}
-	recordAction(ctx, store, t, lease.Action{Task: t.Name, At: time.Now(), By: *by, What: "unlock", Entities: []string{h.Entity},
-		Detail: fmt.Sprintf("holder %s, fence %d", h.Holder, h.Fence)})
-	slog.New(slog.NewTextHandler(stderr, nil)).Warn("lease force-released", "task", t.Name, "entity", h.Entity,
-		"holder", h.Holder, "fence", h.Fence, "held_for", time.Since(h.Since).Round(time.Millisecond).String(), "by", *by)
-	if *asJSON {
-		return printJSON(stdout, unlockDoc{Task: t.Name, Entity: h.Entity, Holder: h.Holder, Fence: h.Fence,
-			Since: report.Instant(h.Since), By: *by})
+	said := report.UnlockSaid(u, t.LeaseTTL)
+	if !u.Already {
+		recordAction(ctx, store, t, lease.Action{Task: t.Name, At: time.Now(), By: *by, What: "unlock", Entities: []string{u.Entity}, Detail: said})
 	}
-	fmt.Fprintf(stdout, "released %s/%s (holder %s, fence %d); the holder stops its run at its next renewal\n", t.Name, h.Entity, h.Holder, h.Fence)
+	if u.Freed {
+		slog.New(slog.NewTextHandler(stderr, nil)).Warn("lease force-released: the holder's run may still be going", "task", t.Name, "entity", u.Entity,
+			"holder", u.Holder, "fence", u.Fence, "held_for", time.Since(u.Since).Round(time.Millisecond).String(), "by", *by)
+	}
+	if *asJSON {
+		return printJSON(stdout, unlockDoc{Task: t.Name, Entity: u.Entity, Holder: u.Holder, Fence: u.Fence,
+			Since: report.Instant(u.Since), By: *by, Freed: u.Freed, FreeWithin: u.TTL.Seconds(), Said: said})
+	}
+	fmt.Fprintln(stdout, said)
 	return nil
 }

@@ -364,15 +364,23 @@ command = ["WORKER"]
 	})
 }
 
+// TestUnlockStopsTheHolder: tickd unlock on an entity whose run is going
+// revokes its lease; the holder (another process) stops its run at its next
+// renewal, and a run triggered right after the unlock starts only once the
+// old one has ended (its worker takes 100ms to exit after SIGTERM). With
+// -force the lease is free at once, and the command warns that the old run
+// may still be going.
 func TestUnlockStopsTheHolder(t *testing.T) {
 	e := newOpsEnv(t, false, `
 [[tasks]]
 name = "stuck"
 every = "1h"
 catch_up = "1h"
+on_busy = "queue"
 command = ["WORKER"]
 `)
-	e.daemon("A", "1h")
+	tickdtest.Start(t, "A", []string{"TESTWORKER_LOG=" + e.runs, "TESTWORKER_MAX_SLEEP=1h", "TESTWORKER_TERM_DELAY=100ms"},
+		"-config", e.cfg).WaitReady(20 * time.Second)
 	expect.WaitFor(t, 20*time.Second, "run", func() bool { return len(tickdtest.ReadRuns(t, e.runs)) == 1 })
 	code, out, errs := cli("unlock", "-config", e.cfg, "-by", "alice", "-json", "stuck", "stuck")
 	got := decodeJSON(t, out)
@@ -381,24 +389,70 @@ command = ["WORKER"]
 	expect.True(t, "unlock names the holder", got["holder"] != nil && got["holder"] != "")
 	expect.Equal[any](t, "unlocked by", got["by"], "alice")
 	expect.True(t, "unlock gives the fence", got["fence"] != nil)
-	expect.True(t, "the unlock is logged with who did it", strings.Contains(errs, "by=alice"))
+	expect.Equal[any](t, "freed at once", got["freed"], false)
+	expect.True(t, "free within the lease's TTL at most", got["free_within_s"].(float64) <= 1.5)
 	if t.Failed() {
 		t.Fatalf("unlock: %d %s %s", code, out, errs)
 	}
+	if code, _, errs := cli("trigger", "-config", e.cfg, "stuck", "stuck"); code != 0 {
+		t.Fatalf("trigger: %s", errs)
+	}
 	unlocked := time.Now()
-	expect.WaitFor(t, 10*time.Second, "holder stopped", func() bool {
-		r := tickdtest.ReadRuns(t, e.runs)
-		return len(r) == 1 && r[0].End.Signal == "terminated"
-	})
-	if d := time.Since(unlocked); d > 3*time.Second {
+	expect.WaitFor(t, 10*time.Second, "the triggered run", func() bool { return len(tickdtest.ReadRuns(t, e.runs)) == 2 })
+	runs := tickdtest.ReadRuns(t, e.runs)
+	if runs[0].End.At == 0 || runs[1].Start.At < runs[0].End.At {
+		t.Fatalf("the triggered run started before the unlocked one ended: %+v", runs)
+	}
+	expect.Equal(t, "the old run was stopped", runs[0].End.Signal, "terminated")
+	if d := time.Duration(runs[0].End.At - unlocked.UnixNano()); d > 3*time.Second {
 		t.Fatalf("holder stopped %v after unlock", d)
 	}
+	expect.Equal(t, "the triggered run's reason", runs[1].Start.Reason, "queued")
+
+	// -force frees the lease at once, and says what that risks.
+	code, out, errs = cli("unlock", "-config", e.cfg, "-force", "stuck", "stuck")
+	expect.Equal(t, "unlock -force: exit status", code, 0)
+	expect.True(t, "unlock -force says it freed the lease: "+out, strings.Contains(out, "released stuck/stuck"))
+	expect.True(t, "unlock -force warns the run may still be going: "+errs, strings.Contains(errs, "may still be going"))
+	expect.WaitFor(t, 10*time.Second, "the forced holder stopped", func() bool {
+		r := tickdtest.ReadRuns(t, e.runs)
+		return len(r) == 2 && r[1].End.Signal == "terminated"
+	})
 	code, _, errs = cli("unlock", "-config", e.cfg, "stuck", "stuck")
 	expect.Equal(t, "second unlock: exit status", code, 1)
 	expect.Equal(t, "second unlock says nothing was held", errs, "tickd unlock: no lease held on stuck \"stuck\": nothing to release\n")
 	code, out, _ = cli("unlock", "-config", e.cfg, "-json", "stuck", "stuck")
 	expect.Equal(t, "second unlock -json: exit status", code, 1)
 	expect.Equal[any](t, "second unlock -json: the error object", decodeJSON(t, out)["error"], "no lease held on stuck \"stuck\": nothing to release")
+}
+
+// TestUnlockOfAFrozenHolder: an unlock of a lease whose holder is stopped
+// (SIGSTOP) cannot tell it anything; the entity is free once the lease
+// expires, within one lease_ttl of the unlock, and no run starts before.
+func TestUnlockOfAFrozenHolder(t *testing.T) {
+	e := newOpsEnv(t, false, `
+[[tasks]]
+name = "stuck"
+every = "1h"
+catch_up = "1h"
+command = ["WORKER"]
+`)
+	a := e.daemon("A", "1h")
+	expect.WaitFor(t, 20*time.Second, "run", func() bool { return len(tickdtest.ReadRuns(t, e.runs)) == 1 })
+	a.Signal(syscall.SIGSTOP)
+	t.Cleanup(func() { a.Signal(syscall.SIGCONT) })
+	unlocked := time.Now()
+	code, out, errs := cli("unlock", "-config", e.cfg, "-json", "stuck", "stuck")
+	if code != 0 {
+		t.Fatalf("unlock: %s %s", out, errs)
+	}
+	expect.Equal[any](t, "freed at once", decodeJSON(t, out)["freed"], false)
+	held := func() bool { return len(tickdtest.HeldLeases(t, e.srv.Addr, "tickd")) > 0 }
+	expect.True(t, "held right after the unlock", held())
+	expect.WaitFor(t, 5*time.Second, "the lease free", func() bool { return !held() })
+	if d := time.Since(unlocked); d > 1500*time.Millisecond+250*time.Millisecond {
+		t.Fatalf("free %v after the unlock of a frozen holder, want within lease_ttl (1.5s)", d)
+	}
 }
 
 func TestLockRunsOnceAcrossProcesses(t *testing.T) {

@@ -108,7 +108,11 @@ func printStatus(w io.Writer, ts []report.TaskStatus, now time.Time) {
 			tb := table{indent: "    "}
 			tb.row("ENTITY", "HOLDER", "AGE", "FENCE", "TTL LEFT", "REASON")
 			for _, h := range t.Leases {
-				tb.row(fmt.Sprintf("%q", h.Entity), h.Holder, ago(now, h.Since), h.Fence, h.TTL.Round(time.Millisecond), h.Reason)
+				reason := string(h.Reason)
+				if h.Revoked {
+					reason += " (revoked: stopping)"
+				}
+				tb.row(fmt.Sprintf("%q", h.Entity), h.Holder, ago(now, h.Since), h.Fence, h.TTL.Round(time.Millisecond), reason)
 			}
 			tb.write(w)
 		}

@@ -109,6 +109,8 @@ type LeaseDoc struct {
 	Fence    int64   `json:"fence"`
 	TTLLeftS float64 `json:"ttl_left_s"`
 	Reason   string  `json:"reason"`
+	// Revoked: an operator unlocked it; free once its holder has stopped.
+	Revoked bool `json:"revoked"`
 }
 
 type RunDoc struct {
@@ -156,7 +158,7 @@ func (st TaskStatus) Doc(now time.Time) TaskDoc {
 	}
 	for _, h := range st.Leases {
 		d.Leases = append(d.Leases, LeaseDoc{Entity: h.Entity, Holder: h.Holder, Since: Instant(h.Since),
-			AgeS: Seconds(now.Sub(h.Since)), Fence: h.Fence, TTLLeftS: Seconds(h.TTL), Reason: string(h.Reason)})
+			AgeS: Seconds(now.Sub(h.Since)), Fence: h.Fence, TTLLeftS: Seconds(h.TTL), Reason: string(h.Reason), Revoked: h.Revoked})
 	}
 	for _, r := range st.LastRuns {
 		rd := RunDoc{Entity: r.Entity, Outcome: string(r.Outcome), Reason: string(r.Reason), Replica: r.Replica,

@@ -3,7 +3,8 @@
 // each) to the file named by TESTWORKER_LOG, with the TICKD_* environment,
 // its pid and timestamps; sleeps (its first argument, or TESTWORKER_SLOW_SLEEP
 // for the entities listed in TESTWORKER_SLOW, or a random time up to
-// TESTWORKER_MAX_SLEEP);
+// TESTWORKER_MAX_SLEEP), and, told to stop by SIGTERM, goes on for
+// TESTWORKER_TERM_DELAY before it exits;
 // and, if TESTWORKER_WORK_DIR holds a counter file named after the entity,
 // decrements it and exits with the reschedule code (75) while work is left.
 package main
@@ -58,6 +59,9 @@ func main() {
 		select {
 		case <-time.After(sleep):
 		case s := <-sigs:
+			// A worker that takes a while to stop (TESTWORKER_TERM_DELAY).
+			d, _ := time.ParseDuration(os.Getenv("TESTWORKER_TERM_DELAY"))
+			time.Sleep(d)
 			write("end", 143, s.String())
 			os.Exit(143)
 		}

@@ -12,7 +12,8 @@
 -- answers with its outcome; a run handed over (next's carry) passes them on
 -- to the next run instead, as a follow-up takes the ids of the triggers it
 -- stands for.
--- A lease whose token does not hold it is left alone (a taken-over holder
+-- A lease whose token does not hold it (bare, or with unlock.lua's REVOKED
+-- mark) is left alone (a taken-over holder
 -- must not release the new holder's lease): RELEASED_NOT_HELD. Otherwise the
 -- lease is freed, the run recorded, and next or a requested follow-up
 -- enqueued: RELEASED_OK, or RELEASED_FOLLOW_UP when a follow-up was asked for.
@@ -37,7 +38,9 @@ for i = 1, n do
     out[i] = RELEASED_OK
   else
     entity(v, e)
-    if e.token ~= unbar(ARGV[b + 1]) or not is_held(e, now_ms) then
+    -- A revoked lease (unlock.lua) is still its holder's to release.
+    local tok = unbar(ARGV[b + 1])
+    if (e.token ~= tok and e.token ~= REVOKED .. tok) or not is_held(e, now_ms) then
       if reqs ~= '' then answer(5, reqs, field, decode_run(ARGV[b + 2]).outcome) end
       out[i] = RELEASED_NOT_HELD
     else

@@ -1,6 +1,8 @@
 -- KEYS: entities (the task's hash). ARGV: for each lease: field, token
 -- (between its separators: lib.lua's unbar), ttl_ms.
--- Returns for each RENEWED_OK when renewed, RENEWED_LOST when the lease
+-- Returns for each RENEWED_OK when renewed, RENEWED_REVOKED when an
+-- operator revoked it (unlock.lua: the lease stays held, not renewed, until
+-- the holder releases it or it expires), RENEWED_LOST when the lease
 -- expired or is held under another token.
 local now_ms = math.floor(now_us() / 1000)
 local out = {}
@@ -10,11 +12,14 @@ for i = 1, #ARGV / 3 do
   local b = 1 + 3 * (i - 1)
   entity(vals[i], e)
   out[i] = RENEWED_LOST
-  if e.token == unbar(ARGV[b + 1]) and is_held(e, now_ms) then
+  local tok = unbar(ARGV[b + 1])
+  if e.token == tok and is_held(e, now_ms) then
     e.exp = num(now_ms + tonumber(ARGV[b + 2]))
     writes[#writes + 1] = ARGV[b]
     writes[#writes + 1] = encode_entity(e)
     out[i] = RENEWED_OK
+  elseif e.token == REVOKED .. tok and is_held(e, now_ms) then
+    out[i] = RENEWED_REVOKED
   end
 end
 if #writes > 0 then redis.call('HSET', KEYS[1], unpack(writes)) end

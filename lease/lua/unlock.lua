@@ -1,14 +1,28 @@
--- KEYS: entities (the task's hash). ARGV: field, by (escaped).
--- Force-releases the lease whatever its token and records it as the last
--- run, outcome OUTCOME_UNLOCKED, ended now, by whom; returns {holder, since,
--- fence} of the lease removed, or {} when none was held.
+-- KEYS: entities (the task's hash). ARGV: field, by (escaped), mode
+-- (UNLOCK_REVOKE or UNLOCK_FORCE).
+-- UNLOCK_REVOKE revokes the lease: its token gets the REVOKED mark, so the
+-- holder's next renewal is refused (RENEWED_REVOKED) while the lease stays
+-- held, and busy for everyone else, until the holder releases it (release.lua
+-- takes the marked token as its own) or it expires. The run's record is the
+-- holder's to write.
+-- UNLOCK_FORCE frees the lease at once whatever its token and records it as
+-- the last run, outcome OUTCOME_UNLOCKED, ended now, by whom.
+-- Returns {holder, since, fence, exp, state} of the lease unlocked, state
+-- UNLOCKED_FREED, UNLOCKED_REVOKED or UNLOCKED_ALREADY (a revoked lease
+-- revoked again); {} when none was held.
 local now_ms = math.floor(now_us() / 1000)
 local now_ms_s = num(now_ms)
 local e = entity(redis.call('HGET', KEYS[1], ARGV[1]))
 if not is_held(e, now_ms) then return {} end
-local holder, since = e.holder, e.touched
+local holder, since, exp = e.holder, e.touched, e.exp
+if ARGV[3] == UNLOCK_REVOKE then
+  if sub(e.token, 1, #REVOKED) == REVOKED then return {holder, since, e.fence, exp, UNLOCKED_ALREADY} end
+  e.token = REVOKED .. e.token
+  redis.call('HSET', KEYS[1], ARGV[1], encode_entity(e))
+  return {holder, since, e.fence, exp, UNLOCKED_REVOKED}
+end
 e.last = encode_run({outcome = OUTCOME_UNLOCKED, start = since, ['end'] = now_ms_s, fence = e.fence,
   reason = e.reason, replica = ARGV[2]})
 free(e, now_ms_s)
 redis.call('HSET', KEYS[1], ARGV[1], encode_entity(e))
-return {holder, since, e.fence}
+return {holder, since, e.fence, exp, UNLOCKED_FREED}
