@@ -17,12 +17,16 @@ type Schedule interface {
 	Next(t time.Time) time.Time
 }
 
-// Wall-clock schedules are computed on local wall-clock times, then mapped
-// to instants by resolve:
-//   - a wall time that occurs twice (fall-back hour) maps to its first
-//     occurrence, so a tick in a repeated hour runs once, not twice;
+// Wall-clock schedules are computed on local wall-clock times (UTC times
+// holding the local fields: see wall), then placed on the instants of
+// their zone by next, which walks the zone's offset periods:
 //   - a wall time that does not exist (spring-forward gap) maps to the first
-//     instant after the gap, so the tick still runs.
+//     instant after the gap, so the tick still runs (once, merged with any
+//     tick there);
+//   - in the repeated hour of a fall-back day, a schedule that runs more
+//     often than daily (repeat) ticks at both occurrences of each wall time,
+//     as Vixie cron and cronie run a job whose minute or hour field starts
+//     with '*'; any other ticks at the first occurrence only.
 
 // wall returns t's local wall-clock reading in loc, as a UTC time.
 func wall(t time.Time, loc *time.Location) time.Time {
@@ -30,32 +34,52 @@ func wall(t time.Time, loc *time.Location) time.Time {
 	return time.Date(l.Year(), l.Month(), l.Day(), l.Hour(), l.Minute(), l.Second(), l.Nanosecond(), time.UTC)
 }
 
-// resolve maps wall-clock time w (a UTC time holding local fields) to the
-// instant it names in loc.
-func resolve(w time.Time, loc *time.Location) time.Time {
-	// The offsets in force well before and well after w: real zones never
-	// change offset twice within 28 hours.
-	_, offBefore := w.Add(-14 * time.Hour).In(loc).Zone()
-	_, offAfter := w.Add(14 * time.Hour).In(loc).Zone()
-	// Recompute with the instants those offsets give, which is exact away
-	// from the transition.
-	a := w.Add(-time.Duration(offBefore) * time.Second)
-	b := w.Add(-time.Duration(offAfter) * time.Second)
-	var best time.Time
-	for _, c := range []time.Time{a, b} {
-		if wall(c, loc).Equal(w) && (best.IsZero() || c.Before(best)) {
-			best = c
+// next returns the first instant after t whose wall-clock reading in loc
+// is a tick, given after(w): the first tick's wall time strictly after wall
+// time w (zero for none). It follows loc's offset periods from t's: within
+// one the wall clock runs with the instants; at a spring-forward change the
+// skipped wall times map to the change's instant; at a fall-back change the
+// wall times the clock reads a second time tick again only when repeat.
+func next(t time.Time, loc *time.Location, repeat bool, after func(w time.Time) time.Time) time.Time {
+	at, floor, incl := t, wall(t, loc), false
+	if start, _ := t.In(loc).ZoneBounds(); !repeat && !start.IsZero() {
+		// t in the second occurrence of a repeated hour: its wall times ran.
+		_, off := start.In(loc).Zone()
+		_, offPrev := start.Add(-time.Nanosecond).In(loc).Zone()
+		if ran := start.Add(time.Duration(offPrev) * time.Second).UTC(); offPrev > off && floor.Before(ran) {
+			floor, incl = ran, true
 		}
 	}
-	if !best.IsZero() {
-		return best
+	for range 1000 { // offset periods: real zones have a few a year
+		_, off := at.In(loc).Zone()
+		_, end := at.In(loc).ZoneBounds()
+		w := floor
+		if incl {
+			w = w.Add(-time.Nanosecond)
+		}
+		if w = after(w); w.IsZero() {
+			return w
+		}
+		x := w.Add(-time.Duration(off) * time.Second)
+		if end.IsZero() || x.Before(end) {
+			return x
+		}
+		// w lies past this period's end, where the wall clock moves from
+		// before to resume.
+		_, off2 := end.In(loc).Zone()
+		before := end.Add(time.Duration(off) * time.Second).UTC()
+		resume := end.Add(time.Duration(off2) * time.Second).UTC()
+		switch {
+		case resume.After(before) && w.Before(resume): // in the gap
+			return end
+		case resume.Before(before) && !repeat: // the repeated wall times tick once
+			floor = before
+		default:
+			floor = resume
+		}
+		at, incl = end, true
 	}
-	// In a gap: the first instant after it is where the new offset starts.
-	start, _ := a.In(loc).ZoneBounds()
-	if start.IsZero() || start.After(a) {
-		start, _ = b.In(loc).ZoneBounds()
-	}
-	return start
+	return time.Time{}
 }
 
 // Every ticks at wall-clock multiples of Interval in Location: "15m" ticks
@@ -66,17 +90,15 @@ type Every struct {
 	Location *time.Location
 }
 
-// Next returns the first tick after t.
+// Next returns the first tick after t. An interval shorter than a day ticks
+// in both occurrences of a fall-back day's repeated hour (Repeats).
 func (e Every) Next(t time.Time) time.Time {
-	w := wall(t, e.Location).Truncate(e.Interval)
-	for i := 0; i < 100000; i++ {
-		w = w.Add(e.Interval)
-		if at := resolve(w, e.Location); at.After(t) {
-			return at
-		}
-	}
-	return time.Time{}
+	return next(t, e.Location, e.Repeats(), func(w time.Time) time.Time { return w.Truncate(e.Interval).Add(e.Interval) })
 }
+
+// Repeats says whether e ticks again in a fall-back day's repeated hour:
+// when it ticks more often than daily, as its crontab twin would.
+func (e Every) Repeats() bool { return e.Interval < 24*time.Hour }
 
 // Cron is a robfig/cron schedule evaluated on wall-clock time, so that
 // daylight saving gaps and repeats follow the rules above (robfig alone
@@ -84,7 +106,14 @@ func (e Every) Next(t time.Time) time.Time {
 type Cron struct {
 	Spec     cron.Schedule
 	Location *time.Location
+	// Repeat: the schedule ticks in both occurrences of a fall-back day's
+	// repeated hour. ParseCron sets it as cronie does: for an expression
+	// whose minute or hour field starts with '*' (@hourly too).
+	Repeat bool
 }
+
+// Repeats says whether c ticks again in a fall-back day's repeated hour.
+func (c Cron) Repeats() bool { return c.Repeat }
 
 var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
@@ -110,10 +139,13 @@ func ParseCron(spec string, loc *time.Location) (Cron, error) {
 	if err != nil {
 		return Cron{}, fmt.Errorf("bad cron expression %q: %v", spec, err)
 	}
+	repeat := s == "@hourly"
 	if ss, ok := sch.(*cron.SpecSchedule); ok && !strings.HasPrefix(s, "@") {
 		crontabDays(ss, fields[len(fields)-3], fields[len(fields)-1])
+		minute, hour := fields[len(fields)-5], fields[len(fields)-4]
+		repeat = strings.HasPrefix(minute, "*") || strings.HasPrefix(hour, "*")
 	}
-	c := Cron{Spec: sch, Location: loc}
+	c := Cron{Spec: sch, Location: loc, Repeat: repeat}
 	if c.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).IsZero() {
 		return Cron{}, fmt.Errorf("%q can never fire: no date has that day of the month in that month", spec)
 	}
@@ -165,20 +197,13 @@ const cronYears = 30
 // Next returns the first tick after t, or zero if none comes within
 // cronYears.
 func (c Cron) Next(t time.Time) time.Time {
-	w := wall(t, c.Location)
-	for i := 0; i < 100000; i++ {
+	return next(t, c.Location, c.Repeat, func(w time.Time) time.Time {
 		n := c.Spec.Next(w)
 		for y := 5; n.IsZero() && y < cronYears; y += 5 { // robfig/cron looks 5 years ahead
 			n = c.Spec.Next(w.AddDate(y, 0, 0))
 		}
-		if w = n; w.IsZero() {
-			return w
-		}
-		if at := resolve(w, c.Location); at.After(t) {
-			return at
-		}
-	}
-	return time.Time{}
+		return n
+	})
 }
 
 // SpreadOffset is where in [0, spread) the run of entity starts after its
@@ -206,18 +231,19 @@ func Prev(s Schedule, t time.Time, within time.Duration) time.Time {
 
 // DSTNote says how daylight saving shaped the tick at of s, or "": a tick
 // moved out of a spring-forward gap (its wall-clock time does not exist
-// that day), or one whose wall-clock time comes twice (fall-back), which
-// runs at the first only.
+// that day), or one whose wall-clock time comes twice (fall-back): a
+// schedule that runs more often than daily ticks at both, any other at the
+// first only.
 func DSTNote(s Schedule, at time.Time) string {
 	var loc *time.Location
-	moved := false
+	moved, repeat := false, false
 	switch x := s.(type) {
 	case Every:
-		loc = x.Location
+		loc, repeat = x.Location, x.Repeats()
 		w := wall(at, loc)
 		moved = !w.Truncate(x.Interval).Equal(w)
 	case Cron:
-		loc = x.Location
+		loc, repeat = x.Location, x.Repeat
 		w := wall(at, loc)
 		moved = !x.Spec.Next(w.Add(-time.Second)).Equal(w)
 	default:
@@ -228,8 +254,16 @@ func DSTNote(s Schedule, at time.Time) string {
 	}
 	_, before := at.Add(-14 * time.Hour).In(loc).Zone()
 	_, after := at.Add(14 * time.Hour).In(loc).Zone()
-	if d := time.Duration(before-after) * time.Second; d > 0 && wall(at.Add(d), loc).Equal(wall(at, loc)) {
-		return "its wall-clock time comes twice (fall back): it runs at the first only"
+	d := time.Duration(before-after) * time.Second
+	switch {
+	case d <= 0:
+		return ""
+	case wall(at.Add(d), loc).Equal(wall(at, loc)) && repeat:
+		return "its wall-clock time comes twice (fall back): it runs at both, as cron runs a schedule more frequent than daily; this is the first"
+	case wall(at.Add(d), loc).Equal(wall(at, loc)):
+		return "its wall-clock time comes twice (fall back): it runs at the first only, as cron runs a fixed time"
+	case wall(at.Add(-d), loc).Equal(wall(at, loc)):
+		return "the second time its wall-clock time comes (fall back): a schedule more frequent than daily runs at both, as cron does"
 	}
 	return ""
 }

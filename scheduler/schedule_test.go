@@ -48,25 +48,63 @@ func TestScheduleTable(t *testing.T) {
 			from: "2026-03-28T12:00:00Z", want: []string{"2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"}},
 		{name: "Berlin spring-forward: every 15m, the gap's ticks collapse into one", zone: "Europe/Berlin", every: 15 * time.Minute,
 			from: "2026-03-29T00:40:00Z", want: []string{"2026-03-29T00:45:00Z", "2026-03-29T01:00:00Z", "2026-03-29T01:15:00Z"}},
-		{name: "Berlin fall-back: every 30m, the repeated hour does not tick twice", zone: "Europe/Berlin", every: 30 * time.Minute,
-			from: "2026-10-24T23:50:00Z", want: []string{"2026-10-25T00:00:00Z", "2026-10-25T00:30:00Z", "2026-10-25T02:00:00Z"}},
+		{name: "Berlin fall-back: every 30m ticks in both occurrences of the repeated hour", zone: "Europe/Berlin", every: 30 * time.Minute,
+			from: "2026-10-24T23:50:00Z", want: []string{"2026-10-25T00:00:00Z", "2026-10-25T00:30:00Z", "2026-10-25T01:00:00Z", "2026-10-25T01:30:00Z", "2026-10-25T02:00:00Z"}},
+		{name: "Berlin fall-back: every 15m leaves no 75-minute hole", zone: "Europe/Berlin", every: 15 * time.Minute,
+			from: "2026-10-25T00:40:00Z", want: []string{"2026-10-25T00:45:00Z", "2026-10-25T01:00:00Z", "2026-10-25T01:15:00Z"}},
+		{name: "Berlin fall-back: */15 * * * * as every 15m", zone: "Europe/Berlin", cron: "*/15 * * * *",
+			from: "2026-10-25T00:40:00Z", want: []string{"2026-10-25T00:45:00Z", "2026-10-25T01:00:00Z", "2026-10-25T01:15:00Z"}},
+		{name: "Berlin fall-back: */20 2 * * * (minute starts with *) runs in both", zone: "Europe/Berlin", cron: "*/20 2 * * *",
+			from: "2026-10-24T12:00:00Z", want: []string{"2026-10-25T00:00:00Z", "2026-10-25T00:20:00Z", "2026-10-25T00:40:00Z",
+				"2026-10-25T01:00:00Z", "2026-10-25T01:20:00Z", "2026-10-25T01:40:00Z", "2026-10-26T01:00:00Z"}},
+		{name: "Berlin fall-back: 30 * * * * (hour starts with *) runs in both", zone: "Europe/Berlin", cron: "30 * * * *",
+			from: "2026-10-25T00:00:00Z", want: []string{"2026-10-25T00:30:00Z", "2026-10-25T01:30:00Z", "2026-10-25T02:30:00Z"}},
 		{name: "Berlin fall-back: daily 02:30 runs once", zone: "Europe/Berlin", cron: "30 2 * * *",
 			from: "2026-10-24T12:00:00Z", want: []string{"2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"}},
-		{name: "Berlin fall-back: started inside the repeated hour", zone: "Europe/Berlin", every: 15 * time.Minute,
-			from: "2026-10-25T01:10:00Z", want: []string{"2026-10-25T02:00:00Z"}},
+		{name: "Berlin fall-back: 0,30 2 * * * (fixed minutes and hour) runs once", zone: "Europe/Berlin", cron: "0,30 2 * * *",
+			from: "2026-10-24T12:00:00Z", want: []string{"2026-10-25T00:00:00Z", "2026-10-25T00:30:00Z", "2026-10-26T01:00:00Z"}},
+		{name: "Berlin fall-back: every 24h runs once", zone: "Europe/Berlin", every: 24 * time.Hour,
+			from: "2026-10-24T12:00:00Z", want: []string{"2026-10-24T22:00:00Z", "2026-10-25T23:00:00Z"}},
+		{name: "Berlin fall-back: started inside the repeated hour's first occurrence", zone: "Europe/Berlin", every: 15 * time.Minute,
+			from: "2026-10-25T00:50:00Z", want: []string{"2026-10-25T01:00:00Z", "2026-10-25T01:15:00Z"}},
+		{name: "Berlin fall-back: started inside the repeated hour's second occurrence", zone: "Europe/Berlin", every: 15 * time.Minute,
+			from: "2026-10-25T01:10:00Z", want: []string{"2026-10-25T01:15:00Z", "2026-10-25T01:30:00Z"}},
+		{name: "Berlin fall-back: daily 02:30 from inside the second occurrence", zone: "Europe/Berlin", cron: "30 2 * * *",
+			from: "2026-10-25T01:10:00Z", want: []string{"2026-10-26T01:30:00Z"}},
 
 		// America/New_York: 2026-03-08 02:00 EST -> 03:00 EDT; 2026-11-01 02:00 EDT -> 01:00 EST.
 		{name: "New York spring-forward: daily 02:00", zone: "America/New_York", cron: "0 2 * * *",
 			from: "2026-03-07T12:00:00Z", want: []string{"2026-03-08T07:00:00Z", "2026-03-09T06:00:00Z"}},
-		{name: "New York fall-back: hourly skips the repeated 01:00", zone: "America/New_York", cron: "0 * * * *",
-			from: "2026-11-01T04:30:00Z", want: []string{"2026-11-01T05:00:00Z", "2026-11-01T07:00:00Z", "2026-11-01T08:00:00Z"}},
+		{name: "New York fall-back: 0 * * * * runs at both 01:00s", zone: "America/New_York", cron: "0 * * * *",
+			from: "2026-11-01T04:30:00Z", want: []string{"2026-11-01T05:00:00Z", "2026-11-01T06:00:00Z", "2026-11-01T07:00:00Z"}},
+		{name: "New York fall-back: @hourly runs at both 01:00s", zone: "America/New_York", cron: "@hourly",
+			from: "2026-11-01T04:30:00Z", want: []string{"2026-11-01T05:00:00Z", "2026-11-01T06:00:00Z", "2026-11-01T07:00:00Z"}},
+		{name: "New York fall-back: daily 01:30 runs once", zone: "America/New_York", cron: "30 1 * * *",
+			from: "2026-10-31T12:00:00Z", want: []string{"2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"}},
 
 		// Australia/Lord_Howe shifts by 30 minutes: 2026-10-04 02:00 +10:30 -> 02:30 +11;
 		// 2026-04-05 02:00 +11 -> 01:30 +10:30.
 		{name: "Lord Howe spring-forward (30 min)", zone: "Australia/Lord_Howe", every: 15 * time.Minute,
 			from: "2026-10-03T15:20:00Z", want: []string{"2026-10-03T15:30:00Z", "2026-10-03T15:45:00Z"}},
-		{name: "Lord Howe fall-back (30 min)", zone: "Australia/Lord_Howe", every: 15 * time.Minute,
-			from: "2026-04-04T14:10:00Z", want: []string{"2026-04-04T14:15:00Z", "2026-04-04T14:30:00Z", "2026-04-04T14:45:00Z", "2026-04-04T15:30:00Z"}},
+		{name: "Lord Howe fall-back (30 min): every 15m runs in both", zone: "Australia/Lord_Howe", every: 15 * time.Minute,
+			from: "2026-04-04T14:10:00Z", want: []string{"2026-04-04T14:15:00Z", "2026-04-04T14:30:00Z", "2026-04-04T14:45:00Z",
+				"2026-04-04T15:00:00Z", "2026-04-04T15:15:00Z", "2026-04-04T15:30:00Z"}},
+		{name: "Lord Howe fall-back (30 min): daily 01:45 runs once", zone: "Australia/Lord_Howe", cron: "45 1 * * *",
+			from: "2026-04-04T12:00:00Z", want: []string{"2026-04-04T14:45:00Z", "2026-04-05T15:15:00Z"}},
+
+		// America/Havana changes at midnight: 2026-03-08 00:00 CST -> 01:00 CDT;
+		// 2026-11-01 01:00 CDT -> 00:00 CST.
+		{name: "Havana spring-forward: daily midnight runs at 01:00", zone: "America/Havana", cron: "0 0 * * *",
+			from: "2026-03-07T12:00:00Z", want: []string{"2026-03-08T05:00:00Z", "2026-03-09T04:00:00Z"}},
+		{name: "Havana spring-forward: every 30m, the gap collapses into 01:00", zone: "America/Havana", every: 30 * time.Minute,
+			from: "2026-03-08T04:40:00Z", want: []string{"2026-03-08T05:00:00Z", "2026-03-08T05:30:00Z"}},
+		{name: "Havana fall-back: every 30m runs in both 00:00 hours", zone: "America/Havana", every: 30 * time.Minute,
+			from: "2026-11-01T03:50:00Z", want: []string{"2026-11-01T04:00:00Z", "2026-11-01T04:30:00Z", "2026-11-01T05:00:00Z",
+				"2026-11-01T05:30:00Z", "2026-11-01T06:00:00Z"}},
+		{name: "Havana fall-back: daily 00:30 runs once", zone: "America/Havana", cron: "30 0 * * *",
+			from: "2026-10-31T12:00:00Z", want: []string{"2026-11-01T04:30:00Z", "2026-11-02T05:30:00Z"}},
+		{name: "Havana fall-back: every 24h (local midnight) runs once", zone: "America/Havana", every: 24 * time.Hour,
+			from: "2026-10-31T12:00:00Z", want: []string{"2026-11-01T04:00:00Z", "2026-11-02T05:00:00Z"}},
 
 		{name: "cron with seconds", zone: "UTC", cron: "*/10 * * * * *",
 			from: "2026-11-22T10:00:03Z", want: []string{"2026-11-22T10:00:10Z", "2026-11-22T10:00:20Z"}},
@@ -173,13 +211,53 @@ func TestDSTNote(t *testing.T) {
 		{"daily 02:30 the day after", cronAt("30 2 * * *"), "2026-03-30T00:30:00Z", ""},
 		{"daily 03:00 on the spring day is not moved", cronAt("0 3 * * *"), "2026-03-29T01:00:00Z", ""},
 		{"every 15m: the gap's ticks collapse into 03:00", Every{15 * time.Minute, berlin}, "2026-03-29T01:00:00Z", ""},
-		{"daily 02:30 in the repeated hour", cronAt("30 2 * * *"), "2026-10-25T00:30:00Z", "comes twice"},
-		{"every 1h at 02:00 in the repeated hour", Every{time.Hour, berlin}, "2026-10-25T00:00:00Z", "comes twice"},
+		{"daily 02:30 in the repeated hour", cronAt("30 2 * * *"), "2026-10-25T00:30:00Z", "runs at the first only"},
+		{"every 1h at 02:00 in the repeated hour", Every{time.Hour, berlin}, "2026-10-25T00:00:00Z", "runs at both"},
+		{"every 1h at 02:00, the second time", Every{time.Hour, berlin}, "2026-10-25T01:00:00Z", "the second time"},
+		{"*/15 * * * * at 02:15, the second time", cronAt("*/15 * * * *"), "2026-10-25T01:15:00Z", "the second time"},
 		{"a plain day", cronAt("30 2 * * *"), "2026-11-24T01:30:00Z", ""},
 	} {
 		got := DSTNote(c.s, utc(c.at))
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
+	}
+}
+
+// TestScheduleOverAYear walks a year of ticks in zones with every kind of
+// daylight-saving change (an hour, 30 minutes, at midnight, southern, none)
+// and holds the repeated-hour rule: every 15m never leaves more than 15
+// minutes between ticks, nor ticks twice at one instant; a fixed daily time
+// ticks once on each local date.
+func TestScheduleOverAYear(t *testing.T) {
+	from, to := utc("2026-01-01T00:00:00Z"), utc("2027-01-01T00:00:00Z")
+	for _, zone := range []string{"Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Havana",
+		"America/Santiago", "Pacific/Chatham", "Australia/Sydney", "Asia/Kolkata", "UTC"} {
+		t.Run(zone, func(t *testing.T) {
+			loc := mustLoc(t, zone)
+			prev := from
+			for at := (Every{15 * time.Minute, loc}).Next(from); at.Before(to); at = (Every{15 * time.Minute, loc}).Next(at) {
+				if d := at.Sub(prev); d <= 0 || d > 15*time.Minute {
+					t.Fatalf("every 15m: %v between %s and %s", d, prev.In(loc).Format(time.RFC3339), at.In(loc).Format(time.RFC3339))
+				}
+				prev = at
+			}
+			daily, err := ParseCron("30 2 * * *", loc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			days := map[string]int{}
+			for at := daily.Next(from); at.Before(to); at = daily.Next(at) {
+				days[at.In(loc).Format(time.DateOnly)]++
+			}
+			for d, n := range days {
+				if n != 1 {
+					t.Errorf("30 2 * * * ran %d times on %s", n, d)
+				}
+			}
+			if len(days) < 364 {
+				t.Errorf("30 2 * * * ran on %d days of 2026", len(days))
+			}
+		})
 	}
 }
