@@ -440,7 +440,7 @@ func testUnlockExpires(t *testing.T, k kit) {
 func testForceUnlock(t *testing.T, k kit) {
 	s := k.client(Options{Replica: "A"})
 	op := k.client(Options{Replica: "op"})
-	l := mustAcquire(t, s, req("e", 600*time.Millisecond))
+	l := mustAcquire(t, s, req("e", 1500*time.Millisecond))
 	u, err := op.Unlock(bg, "t", "e", "alice", true)
 	if err != nil {
 		t.Fatal(err)

@@ -25,5 +25,5 @@ func UnlockSaid(u lease.Unlocked, ttl time.Duration) string {
 			"stopped, at the latest in %s", what, left)
 	}
 	return fmt.Sprintf("revoked the lease of %s: the holder stops its run at its next renewal (within %s); the entity is "+
-		"free once it has stopped, at the latest in %s, and nothing else runs on it before", what, (ttl/3).Round(time.Millisecond), left)
+		"free once it has stopped, at the latest in %s, and nothing else runs on it before", what, (ttl / 3).Round(time.Millisecond), left)
 }
