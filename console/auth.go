@@ -1,18 +1,15 @@
 package console
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/sha256"
-	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/tickd/tickd/internal/htpasswd"
 )
 
 // Role is what a user may do: look, or act too.
@@ -24,51 +21,20 @@ const (
 	Admin              // also triggers, pauses, resumes and unlocks
 )
 
-// users are the htpasswd file's users and their bcrypt hashes.
-type users map[string][]byte
-
-// readHtpasswd reads an htpasswd file of bcrypt entries (htpasswd -B): one
-// user:hash a line; blank lines and # comments are skipped. Any other kind
-// of hash is refused, with the file and line: tickd compares bcrypt only.
-func readHtpasswd(path string) (users, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("web.htpasswd_file: %w", err)
-	}
-	us := users{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		user, hash, ok := strings.Cut(line, ":")
-		if !ok || user == "" {
-			return nil, fmt.Errorf("%s:%d: want user:hash", path, n)
-		}
-		if _, err := bcrypt.Cost([]byte(hash)); err != nil {
-			return nil, fmt.Errorf("%s:%d: user %q: not a bcrypt hash (make it with htpasswd -B)", path, n, user)
-		}
-		if _, dup := us[user]; dup {
-			return nil, fmt.Errorf("%s:%d: user %q given twice", path, n, user)
-		}
-		us[user] = []byte(hash)
-	}
-	if len(us) == 0 {
-		return nil, fmt.Errorf("%s: no users", path)
-	}
-	return us, nil
+// decoy is a bcrypt hash of cost no password matches: an unknown user's
+// password is compared against it, so that a wrong name costs the time a
+// wrong password does. Made when the console starts, never at package
+// init (every tickd command would pay for it).
+func decoy(cost int) ([]byte, error) {
+	return bcrypt.GenerateFromPassword([]byte("tickd: no such user"), cost)
 }
-
-// unknownUser is compared against for a user the file does not have, so
-// that a wrong name costs the time a wrong password does.
-var unknownUser, _ = bcrypt.GenerateFromPassword([]byte("tickd: no such user"), bcrypt.DefaultCost)
 
 // authenticator checks basic auth against the users, remembers the
 // credentials it accepted (bcrypt is slow on purpose; a page refreshes
 // every few seconds), and slows down an address that keeps failing.
 type authenticator struct {
-	users  users
+	users  htpasswd.Users
+	decoy  []byte // compared against for an unknown user: the users' cost
 	admins map[string]bool
 	fails  *failures
 
@@ -88,7 +54,7 @@ func (a *authenticator) check(r *http.Request) (user string, role Role, ok bool)
 	}
 	hash, known := a.users[user]
 	if !known {
-		hash = unknownUser
+		hash = a.decoy
 	}
 	key := sha256.Sum256([]byte(user + "\x00" + pass + "\x00" + string(hash)))
 	a.mu.Lock()

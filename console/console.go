@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tickd/tickd/internal/htpasswd"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 )
@@ -76,7 +77,11 @@ func New(opts Options) (*Console, error) {
 		c.refresh = 5 * time.Second
 	}
 	if w := opts.Config.Web; w != nil && w.HtpasswdFile != "" {
-		us, err := readHtpasswd(w.HtpasswdFile)
+		us, err := htpasswd.Read(w.HtpasswdFile)
+		if err != nil {
+			return nil, fmt.Errorf("web.htpasswd_file: %w", err)
+		}
+		d, err := decoy(us.Cost())
 		if err != nil {
 			return nil, err
 		}
@@ -87,7 +92,7 @@ func New(opts Options) (*Console, error) {
 			}
 			admins[a] = true
 		}
-		c.auth = &authenticator{users: us, admins: admins, fails: &failures{by: map[string]*failCount{}}, good: map[[32]byte]bool{}}
+		c.auth = &authenticator{users: us, decoy: d, admins: admins, fails: &failures{by: map[string]*failCount{}}, good: map[[32]byte]bool{}}
 	}
 	t, err := template.New("").Funcs(funcs).ParseFS(templateFiles, "templates/*.html")
 	if err != nil {

@@ -391,15 +391,17 @@ func decodeTasks(d *decoder, tasksRaw []map[string]any, defaults Task, defaultsG
 // the names so far to their index).
 func validTask(d *decoder, seen map[string]int, i int, t Task, given keySet) (Task, bool) {
 	key := fmt.Sprintf("tasks[%d]", i)
-	if !validateTask(d, key, &t, given) {
-		return t, false
+	ok := validateTask(d, key, &t, given)
+	// A name is checked for duplicates whatever else is wrong with its
+	// task, so that every mistake of a file is said at once.
+	if t.Name != "" && !d.failed[key+".name"] {
+		if j, dup := seen[t.Name]; dup {
+			d.bad(key+".name", "duplicate task name %q (also tasks[%d])", t.Name, j)
+			return t, false
+		}
+		seen[t.Name] = i
 	}
-	if j, dup := seen[t.Name]; dup {
-		d.bad(key+".name", "duplicate task name %q (also tasks[%d])", t.Name, j)
-		return t, false
-	}
-	seen[t.Name] = i
-	return t, true
+	return t, ok
 }
 
 // NewConfig builds a config in code, for a program that embeds tickd: each

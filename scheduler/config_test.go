@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/lease"
@@ -330,5 +331,68 @@ func TestConfigCluster(t *testing.T) {
 	defer c.Close()
 	if _, ok := c.(*redis.ClusterClient); !ok {
 		t.Fatalf("client %T, want a cluster client", c)
+	}
+}
+
+// TestWebUsersChecked: the [web] users are read as the console reads them
+// at start, so a config tickd run would refuse is refused by LoadConfig
+// (tickd check) too, each mistake with the file, line and key.
+func TestWebUsersChecked(t *testing.T) {
+	dir := t.TempDir()
+	hash := func(cost int) string {
+		h, err := bcrypt.GenerateFromPassword([]byte("pw"), cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(h)
+	}
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good", "ops:"+hash(bcrypt.MinCost)+"\nalice:"+hash(bcrypt.MinCost)+"\n")
+	md5 := write("md5", "ops:$apr1$hGv1Y0Ej$0Vf8yqZQ4XqfIq1bF7L3f/\n")
+	mixed := write("mixed", "ops:"+hash(bcrypt.MinCost)+"\nalice:"+hash(bcrypt.MinCost+1)+"\n")
+	web := func(file string, admins string) string {
+		return fmt.Sprintf("[web]\nlisten = \"127.0.0.1:8080\"\nhtpasswd_file = %q\nadmins = %s\n", file, admins) + goodTask
+	}
+	for _, c := range []struct{ name, toml, want string }{
+		{"a missing file", web(filepath.Join(dir, "none"), `["ops"]`), "cfg.toml:3: web.htpasswd_file: open " + filepath.Join(dir, "none") + ": no such file or directory"},
+		{"an MD5 entry", web(md5, `["ops"]`), "cfg.toml:3: web.htpasswd_file: " + md5 + `:1: user "ops": not a bcrypt hash (make it with htpasswd -B -C 10)`},
+		{"hashes of two costs", web(mixed, `["ops"]`), "cfg.toml:3: web.htpasswd_file: " + mixed + ": the hashes have different bcrypt costs (cost 4: ops; cost 5: alice)"},
+		{"an admin who is no user", web(good, `["ops", "bob"]`), `cfg.toml:4: web.admins: "bob" is not a user of ` + good},
+		{"an unreadable TLS pair", "[web]\nlisten = \"127.0.0.1:8080\"\ntls_cert_file = \"/nonexistent/c\"\ntls_key_file = \"/nonexistent/k\"\n" + goodTask, "cfg.toml:3: web.tls_cert_file: open /nonexistent/c: no such file or directory"},
+	} {
+		_, err := ParseConfig("cfg.toml", []byte(c.toml))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
+	}
+	if _, err := ParseConfig("cfg.toml", []byte(web(good, `["ops"]`))); err != nil {
+		t.Errorf("good users refused: %v", err)
+	}
+}
+
+// TestEveryMistakeAtOnce: a task with a type error is still checked for a
+// duplicate name, and each task's mistakes are all said, in one report.
+func TestEveryMistakeAtOnce(t *testing.T) {
+	toml := goodTask + "concurrency = \"8\"\n" + goodTask + "timeout = 5\n[[tasks]]\nname = \"b\"\nevery = \"15 minutes\"\ncomand = [\"x\"]\n"
+	_, err := ParseConfig("cfg.toml", []byte(toml))
+	if err == nil {
+		t.Fatal("taken")
+	}
+	for _, want := range []string{
+		`cfg.toml:6: tasks[0].concurrency: want an integer, got the string "8"`,
+		`cfg.toml:9: tasks[1].name: duplicate task name "sync" (also tasks[0])`,
+		`cfg.toml:12: tasks[1].timeout: want a duration`,
+		`cfg.toml:15: tasks[2].every: bad duration "15 minutes"`,
+		`cfg.toml:16: tasks[2].comand: unknown key (did you mean "command"?)`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
 	}
 }

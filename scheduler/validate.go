@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"crypto/tls"
 	"maps"
 	"net"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/htpasswd"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
 )
@@ -49,11 +51,28 @@ func validateWeb(d *decoder, w *Web) {
 	if len(w.Admins) > 0 && w.HtpasswdFile == "" {
 		d.bad("web.admins", "admins need users: set htpasswd_file")
 	}
+	if w.HtpasswdFile != "" {
+		// The users are read as the console reads them at start, so that
+		// tickd check refuses what tickd run would.
+		us, err := htpasswd.Read(w.HtpasswdFile)
+		if err != nil {
+			d.bad("web.htpasswd_file", "%v", err)
+		}
+		for _, a := range w.Admins {
+			if _, ok := us[a]; err == nil && !ok {
+				d.bad("web.admins", "%q is not a user of %s", a, w.HtpasswdFile)
+			}
+		}
+	}
 	if w.Refresh < time.Second {
 		d.bad("web.refresh", "%v: at least 1s", w.Refresh)
 	}
 	if (w.TLSCertFile == "") != (w.TLSKeyFile == "") {
 		d.bad("web.tls_cert_file", "give tls_cert_file and tls_key_file together")
+	} else if w.TLSCertFile != "" {
+		if _, err := tls.LoadX509KeyPair(w.TLSCertFile, w.TLSKeyFile); err != nil {
+			d.bad("web.tls_cert_file", "%v", err)
+		}
 	}
 }
 
