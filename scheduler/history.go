@@ -258,17 +258,19 @@ func (h *history) loop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			h.flush(fctx) //nolint:errcheck // logged by flush; shutdown does not wait longer
-			cancel()
+			h.final()
 			return
 		case <-h.wake:
 		}
 		select {
 		case <-ctx.Done():
+			continue // the stop's own flush writes it
 		case <-time.After(historyBatch):
 		}
 		if err := h.flush(ctx); err != nil {
+			if ctx.Err() == nil { // a write cut short by the stop is the stop's flush's to say
+				h.s.storeFailed("history", "history", "cannot write the history; will retry", Event{}, err)
+			}
 			select { // what failed is kept: try again after backoff, or sooner on news
 			case <-ctx.Done():
 			case <-time.After(backoff):
@@ -281,8 +283,21 @@ func (h *history) loop(ctx context.Context) {
 	}
 }
 
+// final is the stop's flush: what is queued gets 2s more, and only what
+// even that could not write is said, at ERROR.
+func (h *history) final() {
+	fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := h.flush(fctx); err != nil {
+		h.mu.Lock()
+		parts, fails := len(h.parts), len(h.fails)
+		h.mu.Unlock()
+		h.s.log.Error("history not written before stopping: these records are lost", "tick_parts", parts, "failures", fails, KeyError, err)
+	}
+}
+
 // flush writes what is queued; what it could not write stays queued, unless
-// newer came for the same tick.
+// newer came for the same tick. The caller says why it failed.
 func (h *history) flush(ctx context.Context) error {
 	h.mu.Lock()
 	parts, fails, dropped := h.parts, h.fails, h.dropped
@@ -310,7 +325,6 @@ func (h *history) flush(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	h.s.storeFailed("history", "history", "cannot write the history; will retry", Event{}, err)
 	h.mu.Lock()
 	for k, w := range parts {
 		if _, newer := h.parts[k]; !newer {

@@ -10,6 +10,8 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+
+	"github.com/tickd/tickd/internal/earlysignal"
 )
 
 const usage = `tickd — recurring singleton tasks under Redis leases
@@ -56,6 +58,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0
+	}
+	if cmd != "run" && cmd != "lock" && cmd != "web" {
+		earlysignal.Default() // the signals that stop a command stop it as they would without tickd
 	}
 	run, ok := subcommands[cmd]
 	if !ok {

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/console"
+	"github.com/tickd/tickd/internal/earlysignal"
 	"github.com/tickd/tickd/internal/gcpolicy"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
@@ -158,7 +159,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	// rolling restart) must stop tickd cleanly, not kill it with the
 	// signal's default action.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	earlysignal.Hand(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	defer gcpolicy.Apply(ctx)()
 	c := newCmdline("run", "")

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tickd/tickd/internal/earlysignal"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
@@ -79,7 +80,7 @@ func runLock(ctx context.Context, args []string, stderr io.Writer) error {
 	runCtx, cancel := context.WithCancelCause(l.Context())
 	defer cancel(nil)
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	earlysignal.Hand(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	go func() {
 		if s, ok := <-sigs; ok {

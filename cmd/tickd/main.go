@@ -5,6 +5,8 @@ import (
 	"context"
 	"os"
 	_ "time/tzdata" // every timezone works on a host or container without tzdata (about 450 KB)
+
+	_ "github.com/tickd/tickd/internal/earlysignal" // signals are tickd's before its packages are initialized
 )
 
 func main() {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/tickd/tickd/console"
+	"github.com/tickd/tickd/internal/earlysignal"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 )
@@ -49,7 +50,7 @@ func runWeb(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer stop()
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	earlysignal.Hand(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
 	select {
 	case <-ctx.Done():
