@@ -123,8 +123,8 @@ entities = [%q]
 		msg   string
 		attrs map[string]string
 	}{
-		{"env execd|" + hostile + "|" + tick.UTC().Format(time.RFC3339) + "|" + fence + "|tick", map[string]string{"stream": "stdout"}},
-		{"oops", map[string]string{"stream": "stderr"}},
+		{"env execd|" + hostile + "|" + tick.UTC().Format(time.RFC3339) + "|" + fence + "|tick", map[string]string{}},
+		{"oops", map[string]string{}},
 		{"run ended", map[string]string{KeyOutcome: "done"}},
 	} {
 		maps.Copy(want.attrs, run)

@@ -169,31 +169,35 @@ func Start(ctx context.Context, cmd *exec.Cmd, grace time.Duration, check func()
 
 // StartTail is Start that also keeps the end of the command's output (its
 // lines, stdout and stderr as they come) in tail, when tail and log are not
-// nil.
+// nil. Both streams go to one pipe, so that their lines are logged and kept
+// in the order the command wrote them (two pipes read apart lose it: a
+// script's "processing…" on stdout came after the "ERROR" it wrote to
+// stderr next).
 func StartTail(ctx context.Context, cmd *exec.Cmd, grace time.Duration, check func() error, log *slog.Logger, tail *Tail) (int, error) {
 	if err := checkStart(check); err != nil {
 		return -1, err
 	}
-	var readers []io.Reader
+	var out, in *os.File
 	if log != nil {
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
+		var err error
+		if out, in, err = os.Pipe(); err != nil {
 			return -1, err
 		}
-		stderr, err := cmd.StderrPipe()
-		if err != nil {
-			return -1, err
-		}
-		readers = []io.Reader{stdout, stderr}
+		defer out.Close()
+		cmd.Stdout, cmd.Stderr = in, in
 	}
-	if err := cmd.Start(); err != nil {
+	err := cmd.Start()
+	if in != nil {
+		in.Close() // the command has its own copy: the pipe ends when its copies close
+	}
+	if err != nil {
 		return -1, fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
 	pgid := cmd.Process.Pid
 	var wg sync.WaitGroup
-	for i, r := range readers {
+	if out != nil {
 		wg.Add(1)
-		go func() { defer wg.Done(); logLines(r, log, []string{"stdout", "stderr"}[i], tail) }()
+		go func() { defer wg.Done(); logLines(out, log, tail) }()
 	}
 
 	exited := make(chan struct{})
@@ -214,8 +218,8 @@ func StartTail(ctx context.Context, cmd *exec.Cmd, grace time.Duration, check fu
 			syscall.Kill(-pgid, syscall.SIGKILL) //nolint:errcheck
 		}
 	}()
-	wg.Wait() // all output read: the pipes are closed
-	err := cmd.Wait()
+	wg.Wait() // all output read: the pipe is closed
+	err = cmd.Wait()
 	close(exited)
 	select {
 	case <-stopped:
@@ -240,7 +244,7 @@ func StartTail(ctx context.Context, cmd *exec.Cmd, grace time.Duration, check fu
 // maxLine bounds one logged line; longer lines are split.
 const maxLine = 16 * 1024
 
-func logLines(r io.Reader, log *slog.Logger, stream string, tail *Tail) {
+func logLines(r io.Reader, log *slog.Logger, tail *Tail) {
 	br := bufio.NewReaderSize(r, maxLine)
 	for {
 		line, err := br.ReadSlice('\n')
@@ -248,7 +252,7 @@ func logLines(r io.Reader, log *slog.Logger, stream string, tail *Tail) {
 			tail.Write(line) //nolint:errcheck // never fails
 		}
 		if len(line) > 0 {
-			log.Info(strings.TrimRight(string(line), "\r\n"), "stream", stream)
+			log.Info(strings.TrimRight(string(line), "\r\n"))
 		}
 		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 			return

@@ -227,6 +227,25 @@ func TestExecKeepsTheEndOfItsOutput(t *testing.T) {
 	}
 }
 
+// TestExecKeepsTheOrderOfStdoutAndStderr: lines written to stdout and
+// stderr in turn are kept (and logged) in the order written, 20 times over
+// (with two pipes, the stderr line came first in about half the runs).
+func TestExecKeepsTheOrderOfStdoutAndStderr(t *testing.T) {
+	e := Exec{Argv: []string{"sh", "-c", `echo "processing 1"; echo "ERROR 1" >&2; echo "processing 2"; echo "ERROR 2" >&2; exit 1`}, KeepOutput: 4096}
+	want := "processing 1\nERROR 1\nprocessing 2\nERROR 2\n"
+	for i := range 20 {
+		var logged buf
+		_, err := e.Do(context.Background(), Run{Entity: "e", Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+		if got := OutputOf(err); got != want {
+			t.Fatalf("run %d kept %q, want %q", i, got, want)
+		}
+		if l := logged.String(); !(strings.Index(l, "processing 1") < strings.Index(l, "ERROR 1") &&
+			strings.Index(l, "ERROR 1") < strings.Index(l, "processing 2") && strings.Index(l, "processing 2") < strings.Index(l, "ERROR 2")) {
+			t.Fatalf("run %d logged out of order:\n%s", i, l)
+		}
+	}
+}
+
 func TestHandlerPanicIsAFailure(t *testing.T) {
 	h := HandlerFunc(func(context.Context, Run) (Result, error) { panic("boom") })
 	if _, err := h.Do(context.Background(), Run{}); !errors.Is(err, ErrPanic) {
