@@ -10,6 +10,7 @@ import (
 
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
 )
 
 // The actions: POST only, admins only (Console.admin), behind
@@ -66,22 +67,16 @@ func (c *Console) pause(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	now := time.Now()
-	p := lease.PauseInfo{By: by(r), At: now, Reason: strings.TrimSpace(r.FormValue("reason"))}
+	var forD time.Duration
 	if f := strings.TrimSpace(r.FormValue("for")); f != "" {
 		d, err := time.ParseDuration(f)
 		if err != nil || d <= 0 {
 			http.Error(w, fmt.Sprintf("for %q: give a duration such as 30m or 2h", f), http.StatusBadRequest)
 			return
 		}
-		p.Until = now.Add(d)
+		forD = d
 	}
-	if err := c.store.Pause(r.Context(), t.Name, p); err != nil {
-		c.fail(w, err)
-		return
-	}
-	c.record(r, lease.Action{Task: t.Name, At: now, By: p.By, What: "pause", Reason: p.Reason, Until: p.Until})
-	c.back(w, r, "/tasks/"+url.PathEscape(t.Name), "paused")
+	c.setPause(w, r, t, true, forD)
 }
 
 func (c *Console) resume(w http.ResponseWriter, r *http.Request) {
@@ -89,12 +84,21 @@ func (c *Console) resume(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := c.store.SetPaused(r.Context(), t.Name, false); err != nil {
+	c.setPause(w, r, t, false, 0)
+}
+
+// setPause pauses or resumes t as tickd pause|resume does, and says what
+// changed.
+func (c *Console) setPause(w http.ResponseWriter, r *http.Request, t *scheduler.Task, paused bool, forD time.Duration) {
+	res, err := report.SetPause(r.Context(), c.store, t, paused, by(r), strings.TrimSpace(r.FormValue("reason")), forD, time.Now())
+	if err != nil {
 		c.fail(w, err)
 		return
 	}
-	c.record(r, lease.Action{Task: t.Name, At: time.Now(), By: by(r), What: "resume", Reason: strings.TrimSpace(r.FormValue("reason"))})
-	c.back(w, r, "/tasks/"+url.PathEscape(t.Name), "resumed")
+	if res.Changed {
+		c.log.Info("console action", "action", map[bool]string{true: "pause", false: "resume"}[paused], "task", t.Name, "by", by(r))
+	}
+	c.back(w, r, "/tasks/"+url.PathEscape(t.Name), res.Said)
 }
 
 // unlock revokes an entity's lease once the entity id is typed again

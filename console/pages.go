@@ -63,11 +63,30 @@ func (c *Console) fail(w http.ResponseWriter, err error) {
 
 // task finds the path's task, or answers 404.
 func (c *Console) task(w http.ResponseWriter, r *http.Request) (*scheduler.Task, bool) {
-	t, ok := c.cfg().Task(r.PathValue("task"))
-	if !ok {
-		http.Error(w, "no such task in the config", http.StatusNotFound)
+	name := r.PathValue("task")
+	if t, ok := c.cfg().Task(name); ok {
+		return t, true
 	}
-	return t, ok
+	if o, ok := c.unlisted(r.Context(), name); ok {
+		return &o.Task, true
+	}
+	http.Error(w, "no such task in the config nor in the task registry", http.StatusNotFound)
+	return nil, false
+}
+
+// unlisted returns the task named name of the task registry that the config
+// does not list, if any.
+func (c *Console) unlisted(ctx context.Context, name string) (*scheduler.Orphan, bool) {
+	reg, err := c.store.Registry(ctx)
+	if err != nil {
+		return nil, false
+	}
+	for _, o := range scheduler.Orphans(c.cfg(), reg) {
+		if o.Name == name {
+			return &o, true
+		}
+	}
+	return nil, false
 }
 
 // taskRow is a task as the tasks page and the task page show it.
@@ -83,6 +102,9 @@ type taskRow struct {
 	Last     *scheduler.TickView  // the newest not running
 	Replicas []string             // the replicas running it
 	Actions  []lease.Action       // its newest actions
+	// Unlisted is, for a task the config does not list (the task registry
+	// remembers it), what the registry keeps; nil otherwise.
+	Unlisted *lease.TaskInfo
 }
 
 // world is what every task row needs that is read once a page.
@@ -104,7 +126,11 @@ func (c *Console) readWorld(ctx context.Context) (world, error) {
 func (c *Console) taskRow(ctx context.Context, t *scheduler.Task, wd world, ticks int) (taskRow, error) {
 	row := taskRow{T: t, Schedule: schedule(t), Words: words(t)}
 	now := time.Now()
-	for at := now; len(row.Next) < 3; {
+	var orphan *scheduler.Orphan
+	if _, listed := c.cfg().Task(t.Name); !listed {
+		orphan, _ = c.unlisted(ctx, t.Name)
+	}
+	for at := now; len(row.Next) < 3 && orphan == nil; { // a task no config lists has no next ticks
 		if at = t.Schedule.Next(at); at.IsZero() {
 			break
 		}
@@ -117,6 +143,10 @@ func (c *Console) taskRow(ctx context.Context, t *scheduler.Task, wd world, tick
 	}
 	row.Actions = p.Actions
 	row.Ticks, row.Health = t.Assess(now, p)
+	if orphan != nil {
+		row.Ticks, row.Health = orphan.Assess(now, p)
+		row.Unlisted = &orphan.Info
+	}
 	row.Ticks = row.Ticks[:min(len(row.Ticks), ticks)]
 	for i := range row.Ticks {
 		if row.Ticks[i].State != scheduler.TickRunning {
@@ -144,8 +174,20 @@ func (c *Console) tasksPage(w http.ResponseWriter, r *http.Request) {
 		Tasks []taskRow
 	}{Page: c.page(r, "Tasks")}
 	cfg := c.cfg()
+	reg, err := c.store.Registry(ctx)
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	ts := make([]*scheduler.Task, 0, len(cfg.Tasks))
 	for i := range cfg.Tasks {
-		row, err := c.taskRow(ctx, &cfg.Tasks[i], wd, 20)
+		ts = append(ts, &cfg.Tasks[i])
+	}
+	for _, o := range scheduler.Orphans(cfg, reg) {
+		ts = append(ts, &o.Task)
+	}
+	for _, t := range ts {
+		row, err := c.taskRow(ctx, t, wd, 20)
 		if err != nil {
 			c.fail(w, err)
 			return

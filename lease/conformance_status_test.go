@@ -108,3 +108,34 @@ func testEntityPage(t *testing.T, k kit) {
 	p, err = s.EntityPage(bg, "p", PageQuery{Search: "#c d%", Substring: true, Size: 100, MaxScan: 1000})
 	expect.True(t, "substring search finds the hostile id", err == nil && len(p.Rows) == 1 && p.Rows[0].Entity == "user-07 "+hostile)
 }
+
+// testTaskRegistry: tasks registered are remembered with their schedule,
+// zone, when and by whom, until forgotten; a second registration updates
+// them; hostile names stay whole.
+func testTaskRegistry(t *testing.T, k kit) {
+	s := k.client(Options{Replica: "A"})
+	hostile := "x y{1}:%|#\n"
+	if err := s.RegisterTasks(bg, []TaskInfo{{Name: "sync", Schedule: "every 15m0s", Timezone: "Europe/Berlin"}, {Name: hostile, Schedule: `cron "* * * * *"`, Timezone: "UTC"}}); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := s.Registry(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reg) != 2 || reg[0].Name != "sync" || reg[1].Name != hostile {
+		t.Fatalf("registry %+v", reg)
+	}
+	expect.Equal(t, "schedule as written", reg[0].Schedule, "every 15m0s")
+	expect.Equal(t, "zone", reg[0].Timezone, "Europe/Berlin")
+	expect.Equal(t, "registered by", reg[0].By, "A")
+	expect.True(t, "registered now", time.Since(reg[0].Seen) < time.Minute)
+	ok, err := s.ForgetTask(bg, "sync")
+	expect.Equal(t, "forget's error", err, nil)
+	expect.Equal(t, "forget found it", ok, true)
+	if ok, _ := s.ForgetTask(bg, "sync"); ok {
+		t.Fatal("forgot sync twice")
+	}
+	if reg, _ := s.Registry(bg); len(reg) != 1 || reg[0].Name != hostile {
+		t.Fatalf("after forget: %+v", reg)
+	}
+}

@@ -128,6 +128,7 @@ var conformance = []struct {
 	{"FailuresAndActions", testFailuresAndActions},
 	{"Pauses", testPauses},
 	{"EntityPage", testEntityPage},
+	{"TaskRegistry", testTaskRegistry},
 }
 
 var bg = context.Background()

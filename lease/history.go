@@ -35,8 +35,10 @@ type TickPart struct {
 	Outcomes map[Outcome]int
 	Skipped  map[string]int
 	// SourceFailed: the entity source failed (the entities listed until
-	// then were run).
+	// then were run); SourceError is why (its first MaxSourceError bytes:
+	// for a command, its exit status and the end of its stderr).
 	SourceFailed bool
+	SourceError  string
 	// FirstStart is how long after the tick its first run started, LastEnd
 	// how long after the tick its last run ended; -1 when none did.
 	FirstStart, LastEnd time.Duration
@@ -119,6 +121,17 @@ func (r TickRecord) Skipped() map[string]int {
 // SourceFailed says whether a replica's entity source failed.
 func (r TickRecord) SourceFailed() bool {
 	return slices.ContainsFunc(r.Parts, func(p TickPart) bool { return p.SourceFailed })
+}
+
+// SourceError is why a replica's entity source failed (the first replica's
+// that says), or "".
+func (r TickRecord) SourceError() string {
+	for _, p := range r.Parts {
+		if p.SourceError != "" {
+			return p.SourceError
+		}
+	}
+	return ""
 }
 
 // FirstStart is how long after the tick its first run started; -1: none.
@@ -364,7 +377,8 @@ func (s *Store) Pauses(ctx context.Context) (map[string]PauseInfo, error) {
 //
 // replica escaped; state f (final) or r (runs going on); written in Unix
 // ms; first and last in ms from the tick ('' for none); outcomes and
-// skipped as name=n,name=n; src 1 when the source failed. Lua (tick.lua)
+// skipped as name=n,name=n; src 1 when the source failed, then ":" and its
+// error, escaped, when it is known. Lua (tick.lua)
 // reads only the tick and each part's replica, to put a part in place.
 
 func encodeTickPart(p TickPart) string {
@@ -387,6 +401,10 @@ func encodeTickPart(p TickPart) string {
 	b.WriteByte('|')
 	writeCounts(&b, p.Skipped)
 	b.WriteString(map[bool]string{true: "|1", false: "|"}[p.SourceFailed])
+	if p.SourceFailed && p.SourceError != "" {
+		b.WriteByte(':')
+		b.WriteString(escape(cutAt(p.SourceError, MaxSourceError)))
+	}
 	return b.String()
 }
 
@@ -459,7 +477,11 @@ func decodeTickPart(s string) (TickPart, error) {
 	if p.Skipped, err = readCounts[string](f[8]); err != nil {
 		return p, err
 	}
-	p.SourceFailed = f[9] == "1"
+	src, srcErr, _ := strings.Cut(f[9], ":")
+	p.SourceFailed = src == "1"
+	if p.SourceError, err = unescape(srcErr); err != nil {
+		return p, fmt.Errorf("lease: bad tick part %q: %w", s, err)
+	}
 	for _, err := range []error{err1, err2, err3} {
 		if err != nil {
 			return p, fmt.Errorf("lease: bad tick part %q: %w", s, err)
@@ -504,11 +526,18 @@ func mergeTickPart(el, replica, part string) string {
 const tickScan = 32
 
 // cutError cuts a run's error to MaxRunError bytes, at a rune's start.
-func cutError(s string) string {
-	if len(s) <= MaxRunError {
+func cutError(s string) string { return cutAt(s, MaxRunError) }
+
+// MaxSourceError bounds the error of a failed entity source that a tick's
+// record keeps.
+const MaxSourceError = 1024
+
+// cutAt is s's first max bytes, cut at a rune's start.
+func cutAt(s string, max int) string {
+	if len(s) <= max {
 		return s
 	}
-	n := MaxRunError
+	n := max
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}

@@ -138,6 +138,7 @@ func (k keys) paused() string                  { return k.prefix + ":paused" }
 func (k keys) replicas() string                { return k.prefix + ":replicas" }
 func (k keys) duplicates() string              { return k.prefix + ":duplicates" }
 func (k keys) pauses() string                  { return k.prefix + ":pauses" }
+func (k keys) registry() string                { return k.prefix + ":tasks" }
 func (k keys) sweep() string                   { return k.prefix + ":sweep" }
 func (k keys) layout() string                  { return k.prefix + ":layout" }
 

@@ -17,7 +17,7 @@ import (
 func NewMemory(opts Options) *Store {
 	b := &memBackend{
 		held: map[string]*memLease{}, states: map[string]*memState{},
-		due: map[string]*memDue{}, pausedSet: map[string]string{},
+		due: map[string]*memDue{}, pausedSet: map[string]string{}, tasks: map[string]string{},
 		tickRecs: map[string][]string{}, lists: map[string][]string{},
 		followups: map[string][]string{}, answered: map[string]map[string]Outcome{},
 	}
@@ -32,6 +32,7 @@ type memBackend struct {
 	states    map[string]*memState
 	due       map[string]*memDue
 	pausedSet map[string]string   // task → PauseInfo, encoded
+	tasks     map[string]string   // the task registry: name → TaskInfo, encoded
 	tickRecs  map[string][]string // by task: tick records, newest first (history.go)
 	lists     map[string][]string // by list and task: values, newest first
 	// announced is the one replica, as it announced itself last.

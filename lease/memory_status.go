@@ -174,6 +174,27 @@ func (b *memBackend) paused(context.Context) (map[string]string, error) {
 	return maps.Clone(b.pausedSet), nil
 }
 
+func (b *memBackend) registerTasks(_ context.Context, vals map[string]string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	maps.Copy(b.tasks, vals)
+	return nil
+}
+
+func (b *memBackend) registry(context.Context) (map[string]string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(b.tasks), nil
+}
+
+func (b *memBackend) forgetTask(_ context.Context, task string) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.tasks[task]
+	delete(b.tasks, task)
+	return ok, nil
+}
+
 func (b *memBackend) ping(context.Context) error { return nil }
 
 // checkEpochs: the process's memory cannot lose its data and keep running.

@@ -279,6 +279,19 @@ func (b *redisBackend) setPaused(ctx context.Context, task, info string) error {
 	return err
 }
 
+func (b *redisBackend) registerTasks(ctx context.Context, vals map[string]string) error {
+	return b.c.HSet(ctx, b.k.registry(), vals).Err()
+}
+
+func (b *redisBackend) registry(ctx context.Context) (map[string]string, error) {
+	return b.c.HGetAll(ctx, b.k.registry()).Result()
+}
+
+func (b *redisBackend) forgetTask(ctx context.Context, task string) (bool, error) {
+	n, err := b.c.HDel(ctx, b.k.registry(), task).Result()
+	return n > 0, err
+}
+
 // paused reads the paused set and the pauses' infos: a task in the set
 // without one (paused by an older tickd) gets "".
 func (b *redisBackend) paused(ctx context.Context) (map[string]string, error) {

@@ -41,6 +41,11 @@ type backend interface {
 	setPaused(ctx context.Context, task, info string) error
 	// paused returns the paused tasks' infos.
 	paused(ctx context.Context) (map[string]string, error)
+	// registerTasks, registry and forgetTask keep the task registry: task
+	// name → TaskInfo, encoded.
+	registerTasks(ctx context.Context, vals map[string]string) error
+	registry(ctx context.Context) (map[string]string, error)
+	forgetTask(ctx context.Context, task string) (bool, error)
 	// recordTicks puts parts in their tick records, enforcing each one's
 	// retention (tick.lua).
 	recordTicks(ctx context.Context, ws []TickWrite) error

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"time"
@@ -49,11 +50,14 @@ func (s *Scheduler) unknownTask(ctx context.Context, d lease.Due) {
 func (s *Scheduler) announce(ctx context.Context) {
 	s.mu.Lock()
 	names := make([]string, 0, len(s.tasks))
-	for name := range s.tasks {
+	infos := make([]lease.TaskInfo, 0, len(s.tasks))
+	for name, ts := range s.tasks {
 		names = append(names, name)
+		infos = append(infos, ts.t.Info())
 	}
 	s.mu.Unlock()
 	sort.Strings(names)
+	s.register(ctx, infos)
 	err := s.store.Announce(ctx, names, max(10*time.Second, 5*s.pausePoll))
 	var dup *lease.DuplicateReplicaError
 	switch {
@@ -66,6 +70,27 @@ func (s *Scheduler) announce(ctx context.Context) {
 	if left := s.store.Quarantine(); left > 0 {
 		s.quarantined(left) // found by the store's loss watch, or by a grant
 	}
+}
+
+// registerEvery is how often a replica tells the task registry again that
+// it runs its tasks, when they have not changed.
+const registerEvery = 5 * time.Minute
+
+// register tells the task registry which tasks this replica runs, when
+// they changed or registerEvery passed (the announce loop's).
+func (s *Scheduler) register(ctx context.Context, infos []lease.TaskInfo) {
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
+	key := fmt.Sprint(infos)
+	if key == s.registered && time.Since(s.registeredAt) < registerEvery {
+		return
+	}
+	if err := s.store.RegisterTasks(ctx, infos); err != nil {
+		if ctx.Err() == nil {
+			s.storeFailed("announce", "register", "cannot record this replica's tasks in the task registry", Event{}, err)
+		}
+		return
+	}
+	s.registered, s.registeredAt = key, time.Now()
 }
 
 // takeDue carries out durable requests: reschedules, retries, triggers and

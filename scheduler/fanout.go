@@ -28,6 +28,7 @@ type TickCounts struct {
 	// SourceFailed: the entity source failed (the entities read before the
 	// failure were run).
 	SourceFailed bool
+	SourceError  string // why it failed
 	// Stopped: shutdown or a reload stopped the fan-out before it had read
 	// and run its whole source; Entities counts those read until then.
 	Stopped bool
@@ -114,7 +115,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	}
 	if err != nil {
 		s.log.Error("entity source failed", KeyTask, t.Name, tickAttr(T), KeyError, err)
-		f.n.SourceFailed = true
+		f.n.SourceFailed, f.n.SourceError = true, err.Error()
 	}
 	n := f.n
 	s.history.fannedOut(f.tl, n)

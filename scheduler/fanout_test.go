@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -392,20 +393,32 @@ entities_file = %q
 }
 
 // TestSourceFailureIsCounted: a tick whose entity source fails says so on
-// its tick line and event (it used to show as entities=0 errors=0).
+// its tick line and event (it used to show as entities=0 errors=0), and
+// its record keeps why, with the end of the command's stderr.
 func TestSourceFailureIsCounted(t *testing.T) {
 	e := newEnv(t, false)
-	e.start(`
+	_, st := e.start(`
 [[tasks]]
 name = "nofile"
 every = "1h"
 catch_up = "1h"
 handler = "rec"
-entities_file = "/nonexistent/ids"
+entities_command = ["sh", "-c", "echo a; echo 'the database is down' >&2; exit 3"]
 `)
 	e.ev.waitFor(t, 10*time.Second, "the tick", kind(EventTick))
 	expect.Equal(t, "ticks whose source failed", e.ev.count(func(ev Event) bool { return ev.Kind == EventTick && ev.Counts.SourceFailed }), 1)
 	expect.Equal(t, "tick lines saying so", e.logs.count("tick", map[string]string{KeyTask: "nofile", "source_failed": "true"}), 1)
+	var rec lease.TickRecord
+	expect.WaitFor(t, 10*time.Second, "the tick's record, final", func() bool {
+		rs, err := st.Ticks(context.Background(), "nofile", 1)
+		if err != nil || len(rs) == 0 || !rs[0].Final() {
+			return false
+		}
+		rec = rs[0]
+		return true
+	})
+	expect.True(t, "the record says the source failed", rec.SourceFailed())
+	expect.True(t, "and why, with its stderr: "+rec.SourceError(), strings.Contains(rec.SourceError(), "exit status 3") && strings.Contains(rec.SourceError(), "the database is down"))
 }
 
 // TestTickStoppedByShutdownSaysSo: a fan-out that shutdown stops while it

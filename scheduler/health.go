@@ -226,9 +226,11 @@ func pausedAt(actions []lease.Action, T time.Time) bool {
 	return false
 }
 
-// publishHealth reads the history of every task in the config and
-// publishes its flags: any replica that has a task in its config tells when
-// it stopped firing, even when no replica runs it.
+// publishHealth reads the history of every task in the config and in the
+// task registry and publishes its flags: any replica tells when a task it
+// has in its config stopped firing, even when no replica runs it, and
+// every replica tells it of a task no config lists any more, until an
+// operator forgets it (tickd forget).
 func (s *Scheduler) publishHealth(ctx context.Context) {
 	cfg := s.Config()
 	paused, err := s.store.Paused(ctx)
@@ -240,8 +242,22 @@ func (s *Scheduler) publishHealth(ctx context.Context) {
 		s.storeFailed("history", "health", "cannot read the replicas for the tasks' health", Event{}, err)
 		return
 	}
+	reg, err := s.store.Registry(ctx)
+	if err != nil {
+		s.storeFailed("history", "health", "cannot read the task registry for the tasks' health", Event{}, err)
+		return
+	}
+	all := make([]*Task, 0, len(cfg.Tasks))
 	for i := range cfg.Tasks {
-		t := &cfg.Tasks[i]
+		all = append(all, &cfg.Tasks[i])
+	}
+	orphans := Orphans(cfg, reg)
+	published := map[string]bool{}
+	for i := range orphans {
+		all = append(all, &orphans[i].Task)
+		published[orphans[i].Name] = true
+	}
+	for _, t := range all {
 		p := Past{Paused: paused[t.Name], Replicas: replicas}
 		if err := p.Read(ctx, s.store, t, 0, RecentActions); err != nil {
 			s.storeFailed("history", "health", "cannot read the history for the tasks' health", Event{Task: t.Name}, err)
@@ -250,4 +266,10 @@ func (s *Scheduler) publishHealth(ctx context.Context) {
 		views, h := t.Assess(s.clock.Now(), p)
 		s.metrics.health(t.Name, views, h)
 	}
+	for name := range s.orphansPublished { // forgotten since, or back in the config
+		if _, inConfig := cfg.Task(name); !published[name] && !inConfig {
+			s.metrics.forget(name)
+		}
+	}
+	s.orphansPublished = published
 }

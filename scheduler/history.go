@@ -51,7 +51,7 @@ func (tl *tally) part(replica string, now time.Time) lease.TickPart {
 	n := tl.n
 	tl.mu.Unlock()
 	p := lease.TickPart{Replica: replica, Final: tl.pending.Load() == 0, Written: now, Entities: n.Entities,
-		Started: n.Started, SourceFailed: n.SourceFailed, Outcomes: map[lease.Outcome]int{}, Skipped: map[string]int{}}
+		Started: n.Started, SourceFailed: n.SourceFailed, SourceError: n.SourceError, Outcomes: map[lease.Outcome]int{}, Skipped: map[string]int{}}
 	for i := range tl.outcomes {
 		if c := int(tl.outcomes[i].Load()); c > 0 {
 			o := lease.Outcome("other")

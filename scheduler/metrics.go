@@ -195,6 +195,17 @@ func (m *Metrics) due(n int) {
 
 // health publishes what the history says of task: its last complete tick's
 // runs by outcome, and its flags.
+// forget drops a task's health series: it is no longer in the config nor
+// in the task registry.
+func (m *Metrics) forget(task string) {
+	if m == nil {
+		return
+	}
+	for _, v := range []*prometheus.GaugeVec{m.NotFiring, m.Failing, m.Starved, m.LastTickRuns} {
+		v.DeletePartialMatch(prometheus.Labels{"task": task})
+	}
+}
+
 func (m *Metrics) health(task string, views []TickView, h Health) {
 	if m == nil {
 		return

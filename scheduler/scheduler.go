@@ -62,8 +62,15 @@ type Scheduler struct {
 	pausePoll  time.Duration
 	healthPoll time.Duration
 	logLimit   *LogLimiter // rate-limits lines about failures that repeat
-	metrics    *Metrics
-	observer   func(Event)
+	// registered is what the task registry was last told of this
+	// replica's tasks, and when (the announce loop's).
+	registered   string
+	registeredAt time.Time
+	// orphansPublished are the registry's tasks outside the config whose
+	// health the last publishHealth published (the health loop's).
+	orphansPublished map[string]bool
+	metrics          *Metrics
+	observer         func(Event)
 
 	mu    sync.Mutex
 	cfg   *Config
@@ -264,6 +271,13 @@ func (s *Scheduler) Reload(cfg *Config) error {
 	sort.Strings(removed)
 	sort.Strings(changed)
 	s.log.Info("config reloaded", "added", added, "removed", removed, "changed", changed)
+	if len(removed) > 0 {
+		msg := "tasks taken out of the config stay in the task registry: once no replica runs them they are flagged as not firing, until tickd forget says they are gone on purpose"
+		if len(added) > 0 {
+			msg += "; a renamed task is, to tickd, one gone and one new"
+		}
+		s.log.Warn(msg, "removed", removed, "added", added)
+	}
 	return nil
 }
 

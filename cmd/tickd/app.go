@@ -26,6 +26,7 @@ Usage:
   tickd history -config FILE TASK   recent ticks, failures and operator actions
   tickd web -config FILE            the console alone (the [web] table)
   tickd unlock -config FILE TASK ENTITY       revoke a lease: its run stops, then the entity is free
+  tickd forget -config FILE TASK    a task no replica runs is gone on purpose: stop flagging it
   tickd lock -config FILE [-ttl 1m] [-busy-exit N] KEY -- CMD ARGS…
                                     run CMD under a lease, or exit at once if held
   tickd migrate -config FILE        move an older tickd's keys to this key layout
@@ -38,7 +39,7 @@ command's flags; "tickd --version" is "tickd version".
 `
 
 // commands are the subcommands run knows.
-var commands = []string{"run", "check", "status", "trigger", "pause", "resume", "unlock", "lock", "migrate", "history", "web", "version", "help"}
+var commands = []string{"run", "check", "status", "trigger", "pause", "resume", "unlock", "forget", "lock", "migrate", "history", "web", "version", "help"}
 
 // run dispatches a subcommand and turns its error into an exit status: a
 // command-line mistake prints what was wrong and the command's usage, exit 2.
@@ -92,6 +93,9 @@ var subcommands = map[string]func(ctx context.Context, args []string, stdout, st
 	"lock":   func(ctx context.Context, args []string, _, stderr io.Writer) error { return runLock(ctx, args, stderr) },
 	"migrate": func(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		return runMigrate(ctx, args, stdout)
+	},
+	"forget": func(ctx context.Context, args []string, stdout, _ io.Writer) error {
+		return runForget(ctx, args, stdout)
 	},
 	"history": func(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		return runHistory(ctx, args, stdout)

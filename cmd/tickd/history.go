@@ -27,7 +27,7 @@ func runHistory(ctx context.Context, args []string, stdout io.Writer) error {
 	if *limit < 1 {
 		return c.usage("-limit %d: show at least 1 row", *limit)
 	}
-	cfg, t, err := loadTask(*c.config, pos[0])
+	cfg, err := scheduler.LoadConfig(*c.config)
 	if err != nil {
 		return err
 	}
@@ -36,6 +36,10 @@ func runHistory(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer done()
+	t, err := configOrRegistry(ctx, cfg, store, pos[0])
+	if err != nil {
+		return err
+	}
 	h, err := report.ReadHistory(ctx, store, t, *limit, time.Now())
 	if err != nil {
 		return err
@@ -90,6 +94,11 @@ func printTicks(w io.Writer, h report.TaskHistory) {
 			report.Millis(v.FirstStart()), report.Millis(v.LastEnd()), strings.Join(v.Replicas(), " "))
 	}
 	tb.write(w)
+	for _, v := range h.Ticks {
+		if e := v.SourceError(); e != "" {
+			fmt.Fprintf(w, "  the source of the tick at %s failed: %s\n", v.Tick.In(loc).Format(time.RFC3339), quoteText(e))
+		}
+	}
 }
 
 func printFailures(w io.Writer, fs []lease.Failure) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -204,4 +205,69 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestTaskRegistryKeepsADroppedTaskFlagged: a task taken out of the only
+// replica's config stays flagged as not firing after that replica restarts
+// with the new config, in status, history and the replica's metrics, until
+// tickd forget says it is gone on purpose.
+func TestTaskRegistryKeepsADroppedTaskFlagged(t *testing.T) {
+	const keep, drop = "\n[[tasks]]\nname = \"keep\"\nevery = \"1s\"\ncommand = [\"true\"]\n", "\n[[tasks]]\nname = \"drop\"\nevery = \"1s\"\ncommand = [\"WORKER\"]\n"
+	e := newOpsEnv(t, true, keep+drop)
+	a := e.daemon("A", "0s")
+	expect.WaitFor(t, 20*time.Second, "a run of drop", func() bool { return len(tickdtest.ReadRuns(t, e.runs)) > 0 })
+	a.Signal(syscall.SIGTERM)
+	if code := a.Wait(20 * time.Second); code != 0 {
+		t.Fatalf("A: exit %d", code)
+	}
+	full := readFile(t, e.cfg)
+	worker := strings.ReplaceAll(drop, "WORKER", e.worker)
+	expect.True(t, "the config holds drop", strings.Contains(full, worker))
+	tickdtest.WriteFile(t, e.cfg, strings.Replace(full, worker, "", 1))
+	e.daemon("A2", "0s") // the same replica, restarted without drop
+	status := func() (report.TaskDoc, bool) {
+		code, out, _ := cli("status", "-config", e.cfg, "-json")
+		var doc report.StatusDoc
+		if code != 0 || json.Unmarshal([]byte(out), &doc) != nil {
+			return report.TaskDoc{}, false
+		}
+		for _, td := range doc.Tasks {
+			if td.Name == "drop" {
+				return td, true
+			}
+		}
+		return report.TaskDoc{}, false
+	}
+	expect.WaitFor(t, 30*time.Second, "drop flagged in status", func() bool {
+		td, ok := status()
+		return ok && slices.Contains(td.Flags, "not_firing")
+	})
+	td, _ := status()
+	expect.Equal(t, "in_config", td.InConfig, false)
+	expect.True(t, "says no config lists it: "+td.NotFiring, strings.Contains(td.NotFiring, "no config lists this task any more") && strings.Contains(td.NotFiring, "tickd forget drop"))
+	expect.Same(t, "history of drop, with the config that lacks it", e.history(e.cfg, "drop").Flags, []string{"not_firing"})
+	expect.WaitFor(t, 40*time.Second, "the replica's metric", func() bool {
+		_, m := get(t, "http://"+e.metrics+"/metrics")
+		return strings.Contains(m, `tickd_task_not_firing{task="drop"} 1`)
+	})
+
+	code, out, errs := cli("forget", "-config", e.cfg, "-by", "alice", "-reason", "replaced by keep", "-json", "drop")
+	expect.Equal(t, "forget: exit status", code, 0)
+	expect.Equal[any](t, "forget -json names the task", decodeJSON(t, out)["task"], "drop")
+	if t.Failed() {
+		t.Fatal(errs)
+	}
+	if _, ok := status(); ok {
+		t.Fatal("drop still in status after forget")
+	}
+	expect.WaitFor(t, 40*time.Second, "the metric gone", func() bool {
+		_, m := get(t, "http://"+e.metrics+"/metrics")
+		return !strings.Contains(m, `tickd_task_not_firing{task="drop"}`)
+	})
+	code, _, errs = cli("forget", "-config", e.cfg, "drop")
+	expect.Equal(t, "second forget: exit status", code, 1)
+	expect.True(t, "second forget says why: "+errs, strings.Contains(errs, "nothing to forget"))
+	code, _, errs = cli("forget", "-config", e.cfg, "keep")
+	expect.Equal(t, "forget of a task a replica runs: exit status", code, 1)
+	expect.True(t, "it says who runs it: "+errs, strings.Contains(errs, "keep is run by"))
 }

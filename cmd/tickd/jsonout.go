@@ -26,11 +26,13 @@ type migrateDoc struct {
 
 // pauseDoc is `tickd pause -json` and `tickd resume -json`.
 type pauseDoc struct {
-	Task   string         `json:"task"`
-	Paused bool           `json:"paused"`
-	By     string         `json:"by"`
-	Reason string         `json:"reason"`
-	Until  report.Instant `json:"until"` // a pause's end; null: until resumed
+	Task    string         `json:"task"`
+	Paused  bool           `json:"paused"`
+	Changed bool           `json:"changed"` // false: it was already so, and nothing was recorded
+	By      string         `json:"by"`      // who did this
+	Reason  string         `json:"reason"`
+	Until   report.Instant `json:"until"` // a pause's end; null: until resumed
+	Said    string         `json:"said"`
 }
 
 // triggerDoc is `tickd trigger -json`: what was triggered and, with -wait,

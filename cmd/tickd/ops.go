@@ -69,6 +69,25 @@ func loadTask(path, task string) (*scheduler.Config, *scheduler.Task, error) {
 	return cfg, t, nil
 }
 
+// configOrRegistry returns the config's task named task, or else the task
+// as the task registry remembers it (a replica ran it; no config lists it
+// any more): its history and status are still there to read.
+func configOrRegistry(ctx context.Context, cfg *scheduler.Config, store *lease.Store, task string) (*scheduler.Task, error) {
+	if t, ok := cfg.Task(task); ok {
+		return t, nil
+	}
+	reg, err := store.Registry(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range scheduler.Orphans(cfg, reg) {
+		if o.Name == task {
+			return &o.Task, nil
+		}
+	}
+	return nil, fmt.Errorf("no task %q in %s, nor in the task registry", task, cfg.Path)
+}
+
 func runPause(ctx context.Context, args []string, stdout io.Writer, paused bool) error {
 	name := map[bool]string{true: "pause", false: "resume"}[paused]
 	c := newCmdline(name, "TASK")
@@ -95,33 +114,19 @@ func runPause(ctx context.Context, args []string, stdout io.Writer, paused bool)
 		return err
 	}
 	defer done()
-	now := time.Now()
-	a := lease.Action{Task: t.Name, At: now, By: *by, What: name, Reason: *reason}
-	if paused {
-		p := lease.PauseInfo{By: *by, At: now, Reason: *reason}
-		if *until > 0 {
-			p.Until = now.Add(*until)
-		}
-		a.Until = p.Until
-		err = store.Pause(ctx, t.Name, p)
-	} else {
-		err = store.SetPaused(ctx, t.Name, false)
+	var forD time.Duration
+	if until != nil {
+		forD = *until
 	}
+	res, err := report.SetPause(ctx, store, t, paused, *by, *reason, forD, time.Now())
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", name, t.Name, err)
 	}
-	recordAction(ctx, store, t, a)
-	switch {
-	case *asJSON:
-		return printJSON(stdout, pauseDoc{Task: t.Name, Paused: paused, By: *by, Reason: *reason, Until: report.Instant(a.Until)})
-	case paused && !a.Until.IsZero():
-		fmt.Fprintf(stdout, "paused %s until %s: every replica stops ticking it within a second; running runs finish\n",
-			t.Name, a.Until.UTC().Format(time.RFC3339))
-	case paused:
-		fmt.Fprintf(stdout, "paused %s: every replica stops ticking it within a second; running runs finish\n", t.Name)
-	default:
-		fmt.Fprintf(stdout, "resumed %s\n", t.Name)
+	if *asJSON {
+		return printJSON(stdout, pauseDoc{Task: t.Name, Paused: paused, Changed: res.Changed, By: *by, Reason: *reason,
+			Until: report.Instant(res.Pause.Until), Said: res.Said})
 	}
+	fmt.Fprintln(stdout, res.Said)
 	return nil
 }
 

@@ -319,6 +319,7 @@ entities = ["x", "y"]
 	expect.True(t, "paused: pending:\n"+out+errs, strings.Contains(out, `s "y": pending`) && strings.Contains(errs, "not answered within -timeout"))
 	// -wait says where the pending run is: queued (the task is paused).
 	expect.True(t, "paused: pending says where the run is:\n"+out, strings.Contains(out, `s "y": pending (no answer within -timeout): queued as trigger`))
+	expect.True(t, "paused: it waits for the resume, not for a slot:\n"+out, strings.Contains(out, "the task is paused: it runs once the task is resumed"))
 	held.Release(context.Background(), lease.Finished{Outcome: lease.OutcomeDone}, nil) //nolint:errcheck
 }
 
@@ -711,4 +712,39 @@ command = ["true"]
 			t.Errorf("trigger %v: %d %s %s", args, code, out, errs)
 		}
 	}
+}
+
+// TestPauseSaysWhatChanged: a pause of a paused task changes only what is
+// given (its -for is kept otherwise), a resume of a running task changes
+// nothing, and only real changes are recorded.
+func TestPauseSaysWhatChanged(t *testing.T) {
+	e := newOpsEnv(t, false, "\n[[tasks]]\nname = \"p\"\nevery = \"1h\"\ncommand = [\"true\"]\n")
+	pause := func(args ...string) map[string]any {
+		t.Helper()
+		code, out, errs := cli(append([]string{"pause", "-config", e.cfg, "-json"}, append(args, "p")...)...)
+		if code != 0 {
+			t.Fatalf("pause %v: %s", args, errs)
+		}
+		return decodeJSON(t, out)
+	}
+	first := pause("-reason", "migration", "-for", "2h")
+	expect.Equal[any](t, "first pause changed", first["changed"], true)
+	again := pause()
+	expect.Equal[any](t, "a second pause without anything new changes nothing", again["changed"], false)
+	expect.True(t, "it says so: "+fmt.Sprint(again["said"]), strings.Contains(fmt.Sprint(again["said"]), "already paused") && strings.Contains(fmt.Sprint(again["said"]), "nothing changed"))
+	expect.Equal[any](t, "its end is kept", again["until"], first["until"])
+	reason := pause("-reason", "migration, part 2")
+	expect.Equal[any](t, "a new reason changes the pause", reason["changed"], true)
+	expect.Equal[any](t, "and keeps its end", reason["until"], first["until"])
+	if code, out, _ := cli("resume", "-config", e.cfg, "p"); code != 0 || !strings.HasPrefix(out, "resumed p (paused by ") {
+		t.Fatalf("resume: %d %q", code, out)
+	}
+	code, out, _ := cli("resume", "-config", e.cfg, "p")
+	expect.Equal(t, "resume of a running task: exit status", code, 0)
+	expect.Equal(t, "it says nothing changed", out, "p is not paused: nothing changed\n")
+	var whats []string
+	for _, a := range e.history(e.cfg, "p").Actions {
+		whats = append(whats, a.Action)
+	}
+	expect.Same(t, "actions recorded, newest first", whats, []string{"resume", "pause", "pause"})
 }

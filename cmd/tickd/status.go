@@ -36,15 +36,17 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	var only string
 	if len(pos) > 0 {
 		only = pos[0]
-		if _, ok := cfg.Task(only); !ok {
-			return fmt.Errorf("no task %q in %s", only, *c.config)
-		}
 	}
 	store, done, err := cliStore(cfg, "status", 0)
 	if err != nil {
 		return err
 	}
 	defer done()
+	if only != "" {
+		if _, err := configOrRegistry(ctx, cfg, store, only); err != nil {
+			return err
+		}
+	}
 	st, err := report.ReadStatus(ctx, store, cfg, only, *limit, *outcome, time.Now())
 	if err != nil {
 		return err
@@ -97,11 +99,19 @@ func printStatus(w io.Writer, ts []report.TaskStatus, now time.Time) {
 		if err != nil {
 			loc = time.UTC
 		}
-		fmt.Fprintf(w, "%s: %s in %s, next tick %s%s\n", t.Name, t.Schedule, t.Timezone, t.NextTick.In(loc).Format(time.RFC3339), state)
+		if u := t.Unlisted; u != nil {
+			fmt.Fprintf(w, "%s: %s in %s; not in this config: the task registry remembers it (last run by %s, registered %s)%s\n",
+				t.Name, t.Schedule, t.Timezone, u.By, u.Seen.In(loc).Format(time.RFC3339), state)
+		} else {
+			fmt.Fprintf(w, "%s: %s in %s, next tick %s%s\n", t.Name, t.Schedule, t.Timezone, t.NextTick.In(loc).Format(time.RFC3339), state)
+		}
 		printHealth(w, "  ", t.Health, t.FlagAfter)
 		if v := t.LastTick; v != nil {
 			fmt.Fprintf(w, "  last tick: %s %s, %d entities, %d runs (%s), skipped %s\n", v.Tick.In(loc).Format(time.RFC3339),
 				v.State, v.Entities(), v.Runs(), report.Counts(v.Outcomes(), "-"), report.Counts(v.Skipped(), "-"))
+			if e := v.SourceError(); e != "" {
+				fmt.Fprintf(w, "  its entity source failed: %s\n", quoteText(e))
+			}
 		}
 		fmt.Fprintf(w, "  leases held: %d%s\n", t.LeaseCount, shown(len(t.Leases), t.LeaseCount))
 		if len(t.Leases) > 0 {

@@ -87,7 +87,7 @@ func trigger(ctx context.Context, store *lease.Store, t *scheduler.Task, ids []s
 		if a, ok := answers[id]; ok {
 			r.Outcome = string(a)
 		} else {
-			r.State, r.Since, r.where = whereIs(ctx, store, task, id)
+			r.State, r.Since, r.where = whereIs(ctx, store, task, id, doc.Paused)
 		}
 		doc.Runs = append(doc.Runs, r)
 	}
@@ -193,7 +193,7 @@ func waitAnswers(ctx context.Context, store *lease.Store, task, id string, ids [
 // whereIs says where the run of an entity whose trigger was not answered
 // in time is: running (since when, where), queued (due since when), or
 // neither.
-func whereIs(ctx context.Context, store *lease.Store, task, id string) (string, report.Instant, string) {
+func whereIs(ctx context.Context, store *lease.Store, task, id string, paused bool) (string, report.Instant, string) {
 	st, err := store.Entity(ctx, task, id)
 	now := time.Now()
 	switch {
@@ -202,6 +202,9 @@ func whereIs(ctx context.Context, store *lease.Store, task, id string) (string, 
 	case st.Held != nil:
 		return "running", report.Instant(st.Held.Since), fmt.Sprintf("%s: running on %s for %v (reason %s)",
 			answerText(answerPending), st.Held.Holder, now.Sub(st.Held.Since).Round(time.Second), st.Held.Reason)
+	case st.Pending != nil && paused:
+		return "queued", report.Instant(st.Pending.At), fmt.Sprintf("%s: queued as %s, due for %v; the task is paused: it runs once the task is resumed",
+			answerText(answerPending), st.Pending.Reason, max(0, now.Sub(st.Pending.At)).Round(time.Second))
 	case st.Pending != nil:
 		return "queued", report.Instant(st.Pending.At), fmt.Sprintf("%s: queued as %s, due for %v and waiting for a free run slot on a replica",
 			answerText(answerPending), st.Pending.Reason, max(0, now.Sub(st.Pending.At)).Round(time.Second))

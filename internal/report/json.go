@@ -84,21 +84,27 @@ func ReplicationDocOf(r lease.Replication) ReplicationDoc {
 }
 
 type TaskDoc struct {
-	Name         string       `json:"name"`
-	Schedule     string       `json:"schedule"`
-	Timezone     string       `json:"timezone"`
-	NextTick     Instant      `json:"next_tick"`
-	Paused       bool         `json:"paused"`
-	Pause        PauseInfoDoc `json:"pause"`       // empty, with null instants, when not paused
-	Flags        []string     `json:"flags"`       // not_firing, failing, starved: the ones up
-	NotFiring    string       `json:"not_firing"`  // why it is not firing; "" when it is
-	LastTick     TickDoc      `json:"latest_tick"` // state "none" and tick null before the first
-	Leases       []LeaseDoc   `json:"leases"`
-	LeaseCount   int          `json:"lease_count"`
-	LastRuns     []RunDoc     `json:"last_runs"`
-	LastRunCount int          `json:"last_run_count"`
-	Due          []DueDoc     `json:"due"`
-	DueCount     int          `json:"due_count"`
+	Name     string `json:"name"`
+	Schedule string `json:"schedule"` // as written: `every 15m`, `cron "…"`
+	Timezone string `json:"timezone"`
+	// InConfig is false for a task the config does not list but the task
+	// registry remembers (a replica ran it); LastRegistered is when a
+	// replica last said it ran it, and by whom.
+	InConfig         bool         `json:"in_config"`
+	LastRegistered   Instant      `json:"last_registered"`
+	LastRegisteredBy string       `json:"last_registered_by"`
+	NextTick         Instant      `json:"next_tick"`
+	Paused           bool         `json:"paused"`
+	Pause            PauseInfoDoc `json:"pause"`       // empty, with null instants, when not paused
+	Flags            []string     `json:"flags"`       // not_firing, failing, starved: the ones up
+	NotFiring        string       `json:"not_firing"`  // why it is not firing; "" when it is
+	LastTick         TickDoc      `json:"latest_tick"` // state "none" and tick null before the first
+	Leases           []LeaseDoc   `json:"leases"`
+	LeaseCount       int          `json:"lease_count"`
+	LastRuns         []RunDoc     `json:"last_runs"`
+	LastRunCount     int          `json:"last_run_count"`
+	Due              []DueDoc     `json:"due"`
+	DueCount         int          `json:"due_count"`
 }
 
 type LeaseDoc struct {
@@ -148,7 +154,11 @@ type DueDoc struct {
 func (st TaskStatus) Doc(now time.Time) TaskDoc {
 	d := TaskDoc{Name: st.Name, Schedule: st.Schedule, Timezone: st.Timezone, NextTick: Instant(st.NextTick),
 		Paused: st.Paused, LeaseCount: st.LeaseCount, LastRunCount: st.RunCount, DueCount: st.DueCount,
-		Leases: []LeaseDoc{}, LastRuns: []RunDoc{}, Due: []DueDoc{}, Flags: st.Health.Flags(), NotFiring: st.Health.NotFiring}
+		Leases: []LeaseDoc{}, LastRuns: []RunDoc{}, Due: []DueDoc{}, Flags: st.Health.Flags(), NotFiring: st.Health.NotFiring,
+		InConfig: st.Unlisted == nil}
+	if st.Unlisted != nil {
+		d.LastRegistered, d.LastRegisteredBy = Instant(st.Unlisted.Seen), st.Unlisted.By
+	}
 	if st.Paused {
 		d.Pause = PauseInfoDoc{By: st.Pause.By, At: Instant(st.Pause.At), Reason: st.Pause.Reason, Until: Instant(st.Pause.Until)}
 	}
@@ -199,6 +209,7 @@ type TickDoc struct {
 	Outcomes       map[string]int `json:"outcomes"`
 	Skipped        map[string]int `json:"skipped"`
 	SourceFailed   bool           `json:"source_failed"`
+	SourceError    string         `json:"source_error"` // why, with the end of a command's stderr; "" when it did not fail
 	FirstStartLagS float64        `json:"first_start_lag_s"`
 	DurationS      float64        `json:"duration_s"` // from the tick to its last run's end
 }
@@ -232,7 +243,7 @@ func SecondsOrZero(d time.Duration) float64 { return max(d, 0).Seconds() }
 func TickDocOf(v scheduler.TickView) TickDoc {
 	d := TickDoc{Tick: Instant(v.Tick), State: v.State, Replicas: append([]string{}, v.Replicas()...),
 		Entities: v.Entities(), Runs: v.Runs(), Outcomes: map[string]int{}, Skipped: v.Skipped(),
-		SourceFailed: v.SourceFailed(), FirstStartLagS: SecondsOrZero(v.FirstStart()), DurationS: SecondsOrZero(v.LastEnd())}
+		SourceFailed: v.SourceFailed(), SourceError: v.SourceError(), FirstStartLagS: SecondsOrZero(v.FirstStart()), DurationS: SecondsOrZero(v.LastEnd())}
 	for o, n := range v.Outcomes() {
 		d.Outcomes[string(o)] = n
 	}

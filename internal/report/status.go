@@ -28,16 +28,15 @@ type TaskStatus struct {
 	RunCount   int
 	Due        []lease.Due
 	DueCount   int
+	// Unlisted is, for a task the config does not list but the task
+	// registry remembers, what the registry keeps of it; nil otherwise.
+	Unlisted *lease.TaskInfo
 }
 
 // StatusOf reads one task's state with bounded memory: SCAN pages, the
 // first limit leases and due entries, and the limit most recent last runs.
 func StatusOf(ctx context.Context, store *lease.Store, t scheduler.Task, now time.Time, limit int, outcome string) (TaskStatus, error) {
-	st := TaskStatus{Name: t.Name, NextTick: t.Schedule.Next(now), Schedule: "every " + t.Every.String(),
-		Timezone: t.Location.String()}
-	if t.Cron != "" {
-		st.Schedule = "cron " + t.Cron
-	}
+	st := TaskStatus{Name: t.Name, NextTick: t.Schedule.Next(now), Schedule: t.ScheduleText(), Timezone: t.Location.String()}
 	leases, runs, due := firstN[lease.Held](limit), firstN[lease.LastRun](limit), firstN[lease.Due](limit)
 	if err := store.Leases(ctx, t.Name, leases.add); err != nil {
 		return st, fmt.Errorf("list leases: %w", err)
@@ -82,6 +81,9 @@ func (st *TaskStatus) Assess(ctx context.Context, store *lease.Store, t *schedul
 		return err
 	}
 	views, h := t.Assess(now, p)
+	if st.Unlisted != nil {
+		views, h = (&scheduler.Orphan{Task: *t, Info: *st.Unlisted}).Assess(now, p)
+	}
 	st.Health, st.FlagAfter = h, t.FlagAfter
 	if len(views) > 0 {
 		st.LastTick = &views[0]
@@ -140,7 +142,23 @@ func ReadStatus(ctx context.Context, store *lease.Store, cfg *scheduler.Config, 
 	if st.Replicas, err = store.Replicas(ctx); err != nil {
 		return st, err
 	}
+	reg, err := store.Registry(ctx)
+	if err != nil {
+		return st, err
+	}
+	type one struct {
+		t        scheduler.Task
+		unlisted *lease.TaskInfo
+	}
+	all := make([]one, 0, len(cfg.Tasks))
 	for _, t := range cfg.Tasks {
+		all = append(all, one{t: t})
+	}
+	for _, o := range scheduler.Orphans(cfg, reg) {
+		all = append(all, one{t: o.Task, unlisted: &o.Info})
+	}
+	for _, o := range all {
+		t := o.t
 		if only != "" && t.Name != only {
 			continue
 		}
@@ -149,7 +167,7 @@ func ReadStatus(ctx context.Context, store *lease.Store, cfg *scheduler.Config, 
 			return st, err
 		}
 		p, paused := pauses[t.Name]
-		ts.Paused, ts.Pause = paused, p
+		ts.Paused, ts.Pause, ts.Unlisted = paused, p, o.unlisted
 		if err := ts.Assess(ctx, store, &t, st.Replicas, now); err != nil {
 			return st, err
 		}

@@ -1,0 +1,75 @@
+package lease
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// TaskInfo is what the task registry remembers of a task some replica ran:
+// enough to say, once no config lists it, that it stopped firing, and what
+// it was. The registry is kept apart from the leases (prefix:tasks), read
+// by status, history, the console and every replica's health metrics,
+// whatever their config, until an operator forgets the task (ForgetTask).
+type TaskInfo struct {
+	Name     string    `json:"name"`
+	Schedule string    `json:"schedule"` // as written: `every 15m0s`, `cron "*/5 * * * *"`
+	Timezone string    `json:"timezone"`
+	Seen     time.Time `json:"seen"` // when a replica last registered it
+	By       string    `json:"by"`   // that replica
+}
+
+// RegisterTasks records that this replica runs ts, now: a replica calls it
+// when its tasks change and every few minutes.
+func (s *Store) RegisterTasks(ctx context.Context, ts []TaskInfo) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	now := s.clock.Now().UTC()
+	vals := make(map[string]string, len(ts))
+	for _, t := range ts {
+		t.Seen, t.By = now, s.opts.Replica
+		b, err := json.Marshal(t)
+		if err != nil {
+			return err
+		}
+		vals[t.Name] = string(b)
+	}
+	if err := s.b.registerTasks(ctx, vals); err != nil {
+		return fmt.Errorf("register tasks: %w", err)
+	}
+	return nil
+}
+
+// Registry returns every task the registry remembers, by name.
+func (s *Store) Registry(ctx context.Context) ([]TaskInfo, error) {
+	vals, err := s.b.registry(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the task registry: %w", err)
+	}
+	out := make([]TaskInfo, 0, len(vals))
+	for name, v := range vals {
+		var t TaskInfo
+		if json.Unmarshal([]byte(v), &t) != nil {
+			t = TaskInfo{} // another version's: its name is still known
+		}
+		t.Name = name
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b TaskInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// ForgetTask takes task out of the registry: it is gone on purpose, and
+// no longer flagged as not firing. It says whether the registry had it. A
+// replica that still runs the task registers it again.
+func (s *Store) ForgetTask(ctx context.Context, task string) (bool, error) {
+	ok, err := s.b.forgetTask(ctx, task)
+	if err != nil {
+		return false, fmt.Errorf("forget task %s: %w", task, err)
+	}
+	return ok, nil
+}

@@ -1,0 +1,115 @@
+package scheduler
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tickd/tickd/lease"
+)
+
+// ScheduleText is t's schedule as written in its config: `every 15m` or
+// `cron "*/15 * * * *"`.
+func (t *Task) ScheduleText() string {
+	if t.Cron != "" {
+		return "cron " + strconv.Quote(t.Cron)
+	}
+	return "every " + ShortDuration(t.Every)
+}
+
+// ShortDuration is d as a config writes it: 15m, 1h, 1h30m, 90s, 1500ms.
+func ShortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// Info is what the task registry keeps of t (lease.Store.RegisterTasks).
+func (t *Task) Info() lease.TaskInfo {
+	return lease.TaskInfo{Name: t.Name, Schedule: t.ScheduleText(), Timezone: t.Location.String()}
+}
+
+// RegisteredTask is a task the registry remembers but a config does not
+// list, rebuilt from what the registry kept (its schedule as written and
+// zone, the other keys their defaults): enough to judge its history and
+// flag it as not firing. Its action is none: it is never run.
+func RegisteredTask(ti lease.TaskInfo) (Task, error) {
+	t := DefaultTask()
+	t.Name = ti.Name
+	loc, err := time.LoadLocation(ti.Timezone)
+	if err != nil {
+		return t, fmt.Errorf("task %s in the registry: timezone %q: %w", ti.Name, ti.Timezone, err)
+	}
+	t.Timezone, t.Location = ti.Timezone, loc
+	switch kind, spec, _ := strings.Cut(ti.Schedule, " "); kind {
+	case "every":
+		if t.Every, err = time.ParseDuration(spec); err != nil || t.Every <= 0 {
+			return t, fmt.Errorf("task %s in the registry: schedule %q", ti.Name, ti.Schedule)
+		}
+		t.Schedule = Every{Interval: t.Every, Location: loc}
+	case "cron":
+		if t.Cron, err = strconv.Unquote(spec); err != nil {
+			return t, fmt.Errorf("task %s in the registry: schedule %q", ti.Name, ti.Schedule)
+		}
+		if t.Schedule, err = ParseCron(t.Cron, loc); err != nil {
+			return t, fmt.Errorf("task %s in the registry: %w", ti.Name, err)
+		}
+	default:
+		return t, fmt.Errorf("task %s in the registry: schedule %q", ti.Name, ti.Schedule)
+	}
+	return t, nil
+}
+
+// Orphan is a task of the registry that a config does not list.
+type Orphan struct {
+	Task
+	Info lease.TaskInfo
+}
+
+// Orphans returns the registry's tasks that cfg does not list, rebuilt
+// (RegisteredTask); one the registry kept in a form this version cannot
+// read is rebuilt with an hourly schedule in UTC, so it is still shown.
+func Orphans(cfg *Config, reg []lease.TaskInfo) []Orphan {
+	var out []Orphan
+	for _, ti := range reg {
+		if _, ok := cfg.Task(ti.Name); ok {
+			continue
+		}
+		t, err := RegisteredTask(ti)
+		if err != nil {
+			t = DefaultTask()
+			t.Name, t.Every, t.Timezone, t.Location = ti.Name, time.Hour, "UTC", time.UTC
+			t.Schedule = Every{Interval: time.Hour, Location: time.UTC}
+		}
+		out = append(out, Orphan{Task: t, Info: ti})
+	}
+	return out
+}
+
+// Assess is Task.Assess for a task no config lists: while no replica runs
+// it, it is not firing, and says since when and what to do about it.
+func (o *Orphan) Assess(now time.Time, p Past) ([]TickView, Health) {
+	views, h := o.Task.Assess(now, p)
+	if h.NotFiring != "" && !runBy(p.Replicas, o.Name) {
+		h.NotFiring = fmt.Sprintf("no config lists this task any more: last run by %s, registered %s; "+
+			"if it is gone on purpose, say so with tickd forget %s", o.Info.By, o.Info.Seen.UTC().Format(time.RFC3339), o.Name)
+	}
+	return views, h
+}
+
+// runBy says whether a replica whose announcement is current runs task.
+func runBy(rs []lease.Replica, task string) bool {
+	for _, r := range rs {
+		if slices.Contains(r.Tasks, task) {
+			return true
+		}
+	}
+	return false
+}
