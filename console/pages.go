@@ -130,13 +130,14 @@ func (c *Console) taskRow(ctx context.Context, t *scheduler.Task, wd world, tick
 	if _, listed := c.cfg().Task(t.Name); !listed {
 		orphan, _ = c.unlisted(ctx, t.Name)
 	}
-	for at := now; len(row.Next) < 3 && orphan == nil; { // a task no config lists has no next ticks
+	row.Pause, row.Paused = wd.pauses[t.Name]
+	// A paused task, or one no config lists, has no next ticks to show.
+	for at := now; len(row.Next) < 3 && orphan == nil && !row.Paused; {
 		if at = t.Schedule.Next(at); at.IsZero() {
 			break
 		}
 		row.Next = append(row.Next, at)
 	}
-	row.Pause, row.Paused = wd.pauses[t.Name]
 	p := scheduler.Past{Paused: row.Paused, Replicas: wd.replicas}
 	if err := p.Read(ctx, c.store, t, ticks, scheduler.RecentActions); err != nil {
 		return row, err
@@ -460,6 +461,9 @@ func chartOf(ticks []scheduler.TickView) chart {
 		}
 		b.Label = fmt.Sprintf("%s %s: %d runs (%s), lag %s, duration %s", v.Tick.UTC().Format(time.RFC3339), v.State,
 			v.Runs(), report.Counts(os, "none"), report.Millis(v.FirstStart()), report.Millis(v.LastEnd()))
+		if v.Pause != nil {
+			b.Label = fmt.Sprintf("%s paused by %s: %s", v.Tick.UTC().Format(time.RFC3339), v.Pause.By, v.Pause.Reason)
+		}
 		ch.Bars = append(ch.Bars, b)
 	}
 	return ch

@@ -15,13 +15,16 @@ const (
 	TickRunning    = "running"    // runs go on, on replicas that are up
 	TickIncomplete = "incomplete" // a replica's part was left unfinished: the replica is gone
 	TickMissed     = "missed"     // the schedule expected it; no replica fanned it out
+	TickPaused     = "paused"     // the ticks of one pause, folded into one row: Pause says whose
 )
 
 // TickView is one tick of a task's history, with its state; a missed tick
-// has no parts.
+// has no parts. A paused row stands for the ticks one pause held back: its
+// Tick is the first of them, Pause the action that paused.
 type TickView struct {
 	lease.TickRecord
 	State string
+	Pause *lease.Action
 }
 
 // Health says whether a task has stopped firing, fails, or runs nothing.
@@ -110,20 +113,30 @@ func (t *Task) Assess(now time.Time, p Past) ([]TickView, Health) {
 		}
 	}
 	due := now.Add(-t.Grace()) // ticks up to here must have a record
+	// A tick is missed as soon as a later one is due too (a catch-up runs
+	// only the latest): every tick before the latest due one needs a record.
+	upTo := due
+	if latest := latestTick(t.Schedule, now); !latest.IsZero() && latest.Add(-time.Nanosecond).After(due) {
+		upTo = latest.Add(-time.Nanosecond)
+	}
 	views := make([]TickView, 0, len(p.Ticks))
 	// Missed: the ticks the schedule expected between a record and the next
-	// newer one (or due), while the task was not paused.
+	// newer one (or due), while the task was not paused; the ticks a pause
+	// held back are one paused row.
 	missed := func(after, upTo time.Time) {
 		var ms []TickView
 		for T := t.Schedule.Next(after); !T.IsZero() && !T.After(upTo) && len(ms) < maxMissed; T = t.Schedule.Next(T) {
-			if !pausedAt(p.Actions, T) {
+			switch a := pauseAt(p.Actions, T); {
+			case a == nil:
 				ms = append(ms, TickView{TickRecord: lease.TickRecord{Tick: T}, State: TickMissed})
+			case len(ms) == 0 || ms[len(ms)-1].Pause != a:
+				ms = append(ms, TickView{TickRecord: lease.TickRecord{Tick: T}, State: TickPaused, Pause: a})
 			}
 		}
 		slices.Reverse(ms)
 		views = append(views, ms...)
 	}
-	newer := due
+	newer := upTo
 	for _, r := range p.Ticks {
 		if r.Tick.Before(newer) {
 			missed(r.Tick, newer)
@@ -189,7 +202,7 @@ func (t *Task) failingStarved(views []TickView, due time.Time) (failing, starved
 	n := 0
 	failing, starved = true, true
 	for _, v := range views {
-		if v.State == TickRunning && v.Tick.After(due) || v.State == TickMissed {
+		if v.State == TickRunning && v.Tick.After(due) || v.State == TickMissed || v.State == TickPaused {
 			continue
 		}
 		n++
@@ -209,21 +222,30 @@ func (t *Task) failingStarved(views []TickView, due time.Time) (failing, starved
 	return false, false
 }
 
-// pausedAt says whether the actions (newest first) left the task paused at
-// T: the newest pause or resume before it was a pause that had not ended.
-func pausedAt(actions []lease.Action, T time.Time) bool {
-	for _, a := range actions {
+// pauseAt is the pause action (of actions, newest first) that held the task
+// paused at T, or nil: the newest pause or resume before T, when it was a
+// pause that had not ended. A pause changed later (its reason, its end) is
+// the one that began it.
+func pauseAt(actions []lease.Action, T time.Time) *lease.Action {
+	for i := range actions {
+		a := &actions[i]
 		if a.At.After(T) {
 			continue
 		}
 		switch a.What {
 		case "pause":
-			return a.Until.IsZero() || a.Until.After(T)
+			if !a.Until.IsZero() && !a.Until.After(T) {
+				return nil
+			}
+			for j := i + 1; j < len(actions) && actions[j].What == "pause"; j++ {
+				a = &actions[j] // an earlier pause this one changed
+			}
+			return a
 		case "resume":
-			return false
+			return nil
 		}
 	}
-	return false
+	return nil
 }
 
 // publishHealth reads the history of every task in the config and in the
@@ -272,4 +294,16 @@ func (s *Scheduler) publishHealth(ctx context.Context) {
 		}
 	}
 	s.orphansPublished = published
+}
+
+// latestTick is the latest tick of s at or before now (zero for none within
+// a year), looked for in windows that grow, so that a schedule of seconds
+// is not walked over a year.
+func latestTick(s Schedule, now time.Time) time.Time {
+	for _, w := range []time.Duration{time.Second, time.Minute, time.Hour, 24 * time.Hour, 32 * 24 * time.Hour, 366 * 24 * time.Hour} {
+		if T := Prev(s, now, w); !T.IsZero() {
+			return T
+		}
+	}
+	return time.Time{}
 }

@@ -329,12 +329,30 @@ handler = "h"
 	expect.Same(t, "ticks", states, want)
 	expect.True(t, "not firing: "+h.NotFiring, strings.Contains(h.NotFiring, "no record of the tick at 2026-11-24T11:53:00Z"))
 
-	// Paused from 11:50:30 to 11:51:30: 11:51 was not missed.
-	p.Actions = []lease.Action{{What: "resume", At: at(-9).Add(30 * time.Second)}, {What: "pause", At: at(-10).Add(30 * time.Second)}}
+	// Paused from 11:50:30 to 11:51:30: 11:51 was not missed but paused,
+	// by whom and why; paused from 11:53:30 on, the ticks since are one
+	// paused row.
+	p.Actions = []lease.Action{{What: "pause", At: at(-7).Add(30 * time.Second), By: "bob", Reason: "deploy"},
+		{What: "resume", At: at(-9).Add(30 * time.Second)}, {What: "pause", At: at(-10).Add(30 * time.Second), By: "alice", Reason: "db"}}
 	views, _ = task.Assess(now, p)
+	states = nil
 	for _, v := range views {
-		expect.True(t, "11:51 not missed while paused", !(v.Tick.Equal(at(-9)) && v.State == TickMissed))
+		s := v.Tick.Format("15:04") + " " + v.State
+		if v.Pause != nil {
+			s += " by " + v.Pause.By + ": " + v.Pause.Reason
+		}
+		states = append(states, s)
 	}
+	expect.Same(t, "ticks with pauses", states, []string{"11:54 paused by bob: deploy", "11:53 missed", "11:52 complete",
+		"11:51 paused by alice: db", "11:50 complete"})
+	p.Actions = nil
+
+	// A tick is missed as soon as a later one is due, whatever catch_up
+	// allows: with catch_up 10m, 11:59 is missed at 12:00:30.
+	late := *task
+	late.CatchUp = 10 * time.Minute
+	views, _ = late.Assess(now, Past{Ticks: []lease.TickRecord{rec(-8)}, Replicas: runner})
+	expect.Equal(t, "the newest tick before the latest due one", views[0].Tick.Format("15:04")+" "+views[0].State, "11:59 missed")
 	// The runner started after the newest record: the first tick after its
 	// start is the one due.
 	p.Replicas = []lease.Replica{{ID: "r", Tasks: []string{"t"}, Since: at(0).Add(-20 * time.Second)}}

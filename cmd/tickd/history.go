@@ -90,6 +90,11 @@ func printTicks(w io.Writer, h report.TaskHistory) {
 			tb.row(v.Tick.In(loc).Format(time.RFC3339), state, "-", "-", "-", "-", "-", "-", "-")
 			continue
 		}
+		if a := v.Pause; a != nil {
+			state = fmt.Sprintf("paused by %s: %s", a.By, quoteText(a.Reason))
+			tb.row(v.Tick.In(loc).Format(time.RFC3339), state, "-", "-", "-", "-", "-", "-", "-")
+			continue
+		}
 		tb.row(v.Tick.In(loc).Format(time.RFC3339), state, v.Entities(), v.Runs(), report.Counts(v.Outcomes(), "-"), report.Counts(v.Skipped(), "-"),
 			report.Millis(v.FirstStart()), report.Millis(v.LastEnd()), strings.Join(v.Replicas(), " "))
 	}

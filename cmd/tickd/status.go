@@ -102,8 +102,10 @@ func printStatus(w io.Writer, ts []report.TaskStatus, now time.Time) {
 		if u := t.Unlisted; u != nil {
 			fmt.Fprintf(w, "%s: %s in %s; not in this config: the task registry remembers it (last run by %s, registered %s)%s\n",
 				t.Name, t.Schedule, t.Timezone, u.By, u.Seen.In(loc).Format(time.RFC3339), state)
+		} else if t.Paused {
+			fmt.Fprintf(w, "%s: %s in %s%s\n", t.Name, t.Schedule, t.Timezone, state)
 		} else {
-			fmt.Fprintf(w, "%s: %s in %s, next tick %s%s\n", t.Name, t.Schedule, t.Timezone, t.NextTick.In(loc).Format(time.RFC3339), state)
+			fmt.Fprintf(w, "%s: %s in %s, next tick %s\n", t.Name, t.Schedule, t.Timezone, t.NextTick.In(loc).Format(time.RFC3339))
 		}
 		printHealth(w, "  ", t.Health, t.FlagAfter)
 		if v := t.LastTick; v != nil {

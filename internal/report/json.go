@@ -159,6 +159,9 @@ func (st TaskStatus) Doc(now time.Time) TaskDoc {
 	if st.Unlisted != nil {
 		d.LastRegistered, d.LastRegisteredBy = Instant(st.Unlisted.Seen), st.Unlisted.By
 	}
+	if st.Paused || st.Unlisted != nil {
+		d.NextTick = Instant{} // it does not tick
+	}
 	if st.Paused {
 		d.Pause = PauseInfoDoc{By: st.Pause.By, At: Instant(st.Pause.At), Reason: st.Pause.Reason, Until: Instant(st.Pause.Until)}
 	}
@@ -201,8 +204,12 @@ type HistoryDoc struct {
 // TickDoc is one tick of the history; a missed one has no replicas. The lag
 // and duration are 0 when no run started (runs 0).
 type TickDoc struct {
-	Tick           Instant        `json:"tick"`
-	State          string         `json:"state"` // complete, running, incomplete, missed
+	Tick  Instant `json:"tick"`
+	State string  `json:"state"` // complete, running, incomplete, missed, paused
+	// PausedBy and PauseReason: for a paused row (the ticks one pause held
+	// back, from tick on), who paused and why; "" otherwise.
+	PausedBy       string         `json:"paused_by"`
+	PauseReason    string         `json:"pause_reason"`
 	Replicas       []string       `json:"replicas"`
 	Entities       int            `json:"entities"`
 	Runs           int            `json:"runs"`
@@ -246,6 +253,9 @@ func TickDocOf(v scheduler.TickView) TickDoc {
 		SourceFailed: v.SourceFailed(), SourceError: v.SourceError(), FirstStartLagS: SecondsOrZero(v.FirstStart()), DurationS: SecondsOrZero(v.LastEnd())}
 	for o, n := range v.Outcomes() {
 		d.Outcomes[string(o)] = n
+	}
+	if v.Pause != nil {
+		d.PausedBy, d.PauseReason = v.Pause.By, v.Pause.Reason
 	}
 	return d
 }
