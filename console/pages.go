@@ -316,10 +316,23 @@ func (c *Console) replicasPage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, err)
 		return
 	}
+	var locks []lease.Held
+	errFull := errors.New("full")
+	err = c.store.Leases(r.Context(), report.LockTask, func(h lease.Held) error {
+		if locks = append(locks, h); len(locks) >= pendingRows {
+			return errFull
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errFull) {
+		c.fail(w, err)
+		return
+	}
 	c.render(w, "replicas.html", struct {
 		Page
 		Replicas []lease.Replica
-	}{c.page(r, "Replicas"), rs})
+		Locks    []lease.Held
+	}{c.page(r, "Replicas"), rs, locks})
 }
 
 // taskAction is an action with its task, for the actions log.

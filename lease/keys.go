@@ -108,6 +108,10 @@ func TaskKey(prefix, task string) string { return keys{prefix}.entities(task) }
 // bucketOf is task's bucket: CRC-32 (IEEE) of its name, modulo buckets.
 func bucketOf(task string) int { return int(crc32.ChecksumIEEE([]byte(task)) % buckets) }
 
+// SameBucket says whether tasks a and b share a bucket: one hash tag, and
+// one data-loss quarantine, whose length must cover both tasks' leases.
+func SameBucket(a, b string) bool { return bucketOf(a) == bucketOf(b) }
+
 // keys holds the key layout under one prefix. A bucket's keys begin with
 // prefix:{NN} (NN its two-digit number, the hash tag):
 //

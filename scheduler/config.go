@@ -295,10 +295,22 @@ func LoadConfig(path string) (*Config, error) {
 	return ParseConfig(path, data)
 }
 
+// LoadConnection loads a config for a command that needs only its [redis]
+// table (tickd lock): [[tasks]] may be left out; any given are checked.
+func LoadConnection(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return parseConfig(path, data, false)
+}
+
 // ParseConfig decodes and validates a config; path names it in errors.
 // Every mistake of the file is reported together (errors.Join of
 // *ConfigError, in line order), those found while decoding too.
-func ParseConfig(path string, data []byte) (*Config, error) {
+func ParseConfig(path string, data []byte) (*Config, error) { return parseConfig(path, data, true) }
+
+func parseConfig(path string, data []byte, needTasks bool) (*Config, error) {
 	var raw map[string]any
 	if _, err := toml.Decode(string(data), &raw); err != nil {
 		var pe toml.ParseError
@@ -320,7 +332,7 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 	if defaultsGiven["name"] {
 		d.bad("defaults.name", "a name is per task; it cannot have a default")
 	}
-	if len(tasksRaw) == 0 {
+	if len(tasksRaw) == 0 && needTasks {
 		d.bad("tasks", "no [[tasks]]: nothing to schedule")
 	}
 	cfg.Tasks = decodeTasks(d, tasksRaw, cfg.Defaults, defaultsGiven)

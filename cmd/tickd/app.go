@@ -151,16 +151,23 @@ func exitStatus(err error, cmd string, args []string, stdout, stderr io.Writer) 
 	code := 1
 	if errors.As(err, &ue) {
 		code = 2
+	}
+	if jsonCommands[cmd] && wantsJSON(args) { // the -json contract: errors too, once, on stdout
+		printJSON(stdout, map[string]string{"error": err.Error()}) //nolint:errcheck // stdout is gone
+		return code
+	}
+	if ue != nil {
 		fmt.Fprintf(stderr, "tickd %s: %s\n\n", cmd, ue.msg)
 		ue.c.printUsage(stderr)
 	} else {
 		fmt.Fprintf(stderr, "tickd %s: %v\n", cmd, err)
 	}
-	if wantsJSON(args) { // the -json contract: errors too
-		printJSON(stdout, map[string]string{"error": err.Error()}) //nolint:errcheck // stdout is gone
-	}
 	return code
 }
+
+// jsonCommands are the commands that take -json.
+var jsonCommands = map[string]bool{"check": true, "status": true, "trigger": true, "pause": true, "resume": true,
+	"unlock": true, "forget": true, "migrate": true, "history": true}
 
 // exitError is a command's exit status, said already (or by its silence):
 // run exits with it and prints nothing more. tickd lock passes CMD's status

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/tickd/tickd/internal/report"
@@ -20,7 +19,7 @@ import (
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newCmdline("check", "")
 	tryRedis := c.fs.Bool("redis", false, "also connect to the config's Redis")
-	from := c.fs.String("from", "", "list the ticks after this report.Instant (RFC 3339, e.g. 2027-03-28T00:00:00Z) instead of now")
+	from := c.fs.String("from", "", "list the ticks after this instant (RFC 3339, e.g. 2027-03-28T00:00:00Z) instead of now")
 	n := c.fs.Int("n", 5, "how many ticks to list per task")
 	asJSON := c.jsonFlag()
 	if _, err := c.args(args, 0, 0); err != nil {
@@ -30,7 +29,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *from != "" {
 		t, err := time.Parse(time.RFC3339, *from)
 		if err != nil {
-			return c.usage("-from %q: want an RFC 3339 report.Instant such as 2027-03-28T00:00:00Z", *from)
+			return c.usage("-from %q: want an RFC 3339 instant such as 2027-03-28T00:00:00Z", *from)
 		}
 		start = t
 	}
@@ -46,11 +45,8 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		doc.Leases = "redis " + cfg.Redis.Where()
 	}
 	for _, t := range cfg.Tasks {
-		td := checkTaskDoc{Name: t.Name, Schedule: "every " + t.Every.String(), Timezone: t.Location.String(),
+		td := checkTaskDoc{Name: t.Name, Schedule: t.ScheduleText(), Timezone: t.Location.String(),
 			Source: report.DescribeSource(t), Ticks: []checkTickDoc{}}
-		if t.Cron != "" {
-			td.Schedule = "cron " + strconv.Quote(t.Cron)
-		}
 		at := start
 		for range *n {
 			if at = t.Schedule.Next(at); at.IsZero() {

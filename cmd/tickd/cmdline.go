@@ -18,6 +18,7 @@ type cmdline struct {
 	synopsis string // the arguments, e.g. "TASK [ENTITY…]"
 	fs       *flag.FlagSet
 	config   *string
+	by       *string // -by, when the command has it
 }
 
 // newCmdline makes a subcommand's command line with -config.
@@ -36,7 +37,8 @@ func (c *cmdline) jsonFlag() *bool {
 
 // byFlag adds -by: who acts, for the history's record.
 func (c *cmdline) byFlag() *string {
-	return c.fs.String("by", operator(), "who does this, for the record (default: your user@host)")
+	c.by = c.fs.String("by", "", "who does this, for the record (default: your user@host)")
+	return c.by
 }
 
 // parse parses the flags wherever they are among args and returns the
@@ -66,6 +68,9 @@ func (c *cmdline) args(args []string, min, max int, names ...string) ([]string, 
 	pos, rest, err := c.parse(args)
 	if err != nil {
 		return nil, err
+	}
+	if c.by != nil && *c.by == "" {
+		*c.by = operator()
 	}
 	pos = append(pos, rest...) // "--" only protects arguments that begin with '-'
 	if !c.given("config") {

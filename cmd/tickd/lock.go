@@ -13,14 +13,14 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/earlysignal"
+	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
 )
 
-// lockTask is the task name under which `tickd lock` keys live; config task
-// names cannot start with '@', so they never collide.
-const lockTask = "@lock"
+// lockTask is the task name under which `tickd lock` keys live.
+const lockTask = report.LockTask
 
 func runLock(ctx context.Context, args []string, stderr io.Writer) error {
 	c := newCmdline("lock", "KEY -- CMD [ARGS…]")
@@ -40,11 +40,22 @@ func runLock(ctx context.Context, args []string, stderr io.Writer) error {
 		return c.usage("-ttl %v is too short to renew; use at least %v", *ttl, lease.MinTTL)
 	}
 	key := pos[0]
-	cfg, err := scheduler.LoadConfig(*c.config)
+	cfg, err := scheduler.LoadConnection(*c.config)
 	if err != nil {
 		return err
 	}
-	store, done, err := cliStore(cfg, "lock", *ttl)
+	// On a Redis new to tickd (or that lost its data), nothing is granted
+	// until the leases it may have forgotten have expired: -ttl's, and
+	// those of the config's tasks that share the locks' bucket (one
+	// quarantine for the bucket), not every task's.
+	same := *cfg
+	same.Tasks = nil
+	for _, t := range cfg.Tasks {
+		if lease.SameBucket(t.Name, lockTask) {
+			same.Tasks = append(same.Tasks, t)
+		}
+	}
+	store, done, err := cliStore(&same, "lock", *ttl)
 	if err != nil {
 		return err
 	}
@@ -105,8 +116,14 @@ func runLock(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if runErr != nil {
 		var ee *exec.Error
-		if errors.As(runErr, &ee) {
-			return runErr
+		var pe *os.PathError
+		switch {
+		case errors.As(runErr, &ee) && errors.Is(ee.Err, exec.ErrNotFound), errors.Is(runErr, os.ErrNotExist):
+			fmt.Fprintf(stderr, "tickd lock: %s: command not found\n", argv[0])
+			return exitError{127} // as a shell says it
+		case errors.As(runErr, &ee), errors.As(runErr, &pe):
+			fmt.Fprintf(stderr, "tickd lock: %s: cannot run it: %v\n", argv[0], runErr)
+			return exitError{126}
 		}
 		log.Error("command stopped", scheduler.KeyError, runErr)
 		return exitError{1}

@@ -748,3 +748,36 @@ func TestPauseSaysWhatChanged(t *testing.T) {
 	}
 	expect.Same(t, "actions recorded, newest first", whats, []string{"resume", "pause", "pause"})
 }
+
+// TestLockWithOnlyARedis: tickd lock takes a config with only [redis], on
+// a Redis new to tickd waits its own -ttl (not the longest lease_ttl of
+// tasks), shows its holder in status, and exits 127 for a command that is
+// not there, as a shell does.
+func TestLockWithOnlyARedis(t *testing.T) {
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "redis.toml")
+	tickdtest.WriteFile(t, cfg, fmt.Sprintf("[redis]\nurl = %q\n", srv.URL()))
+	started, stop := filepath.Join(dir, "started"), filepath.Join(dir, "stop")
+	began := time.Now()
+	a := tickdtest.Start(t, "lockA", nil, "lock", "-config", cfg, "-ttl", "2s", "nightly", "--",
+		"sh", "-c", "touch "+started+"; while [ ! -e "+stop+" ]; do sleep 0.05; done")
+	expect.WaitFor(t, 20*time.Second, "the lock held", func() bool { _, err := os.Stat(started); return err == nil })
+	if d := time.Since(began); d > 10*time.Second {
+		t.Fatalf("the first lock on a new Redis waited %v, want about -ttl (2s)", d)
+	}
+	code, out, errs := cli("status", "-config", cfg, "-json")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	doc := decodeJSON(t, out)
+	expect.Equal[any](t, "lock_count", doc["lock_count"], float64(1))
+	expect.Equal[any](t, "the lock's key", doc["locks"].([]any)[0].(map[string]any)["entity"], "nightly")
+	tickdtest.WriteFile(t, stop, "")
+	if code := a.Wait(10 * time.Second); code != 0 {
+		t.Fatalf("lock exit %d:\n%s", code, a.Log())
+	}
+	b := tickdtest.Start(t, "lockB", nil, "lock", "-config", cfg, "-ttl", "2s", "nightly", "--", filepath.Join(dir, "no-such-command"))
+	expect.Equal(t, "a missing command's exit status", b.Wait(10*time.Second), 127)
+	expect.True(t, "it says so: "+b.Log(), strings.Contains(b.Log(), "command not found"))
+}

@@ -29,7 +29,7 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	if o := lease.Outcome(*outcome); o != "" && !slices.Contains(lease.Outcomes, o) {
 		return c.usage("-outcome %q: use one of %v", *outcome, lease.Outcomes)
 	}
-	cfg, err := scheduler.LoadConfig(*c.config)
+	cfg, err := scheduler.LoadConnection(*c.config) // a config of only [redis] shows tickd lock's locks
 	if err != nil {
 		return err
 	}
@@ -58,6 +58,15 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintln(stdout, replicationLine(cfg.Redis.Where(), repl))
 	printReplicas(stdout, replicas, now)
 	printStatus(stdout, out, now)
+	if st.LockCount > 0 {
+		fmt.Fprintf(stdout, "locks held (tickd lock): %d%s\n", st.LockCount, shown(len(st.Locks), st.LockCount))
+		tb := table{indent: "    "}
+		tb.row("KEY", "HOLDER", "AGE", "FENCE", "TTL LEFT")
+		for _, h := range st.Locks {
+			tb.row(h.Entity, h.Holder, ago(now, h.Since), h.Fence, h.TTL.Round(time.Millisecond))
+		}
+		tb.write(stdout)
+	}
 	return nil
 }
 

@@ -43,6 +43,10 @@ type StatusDoc struct {
 	Replication ReplicationDoc `json:"replication"`
 	Replicas    []ReplicaDoc   `json:"replicas"`
 	Tasks       []TaskDoc      `json:"tasks"`
+	// Locks are the keys tickd lock holds (entity: the key), the first
+	// -limit; lock_count counts them all.
+	Locks     []LeaseDoc `json:"locks"`
+	LockCount int        `json:"lock_count"`
 }
 
 // ReplicaDoc is a running replica, as it last announced itself.
@@ -170,8 +174,7 @@ func (st TaskStatus) Doc(now time.Time) TaskDoc {
 		d.LastTick = TickDocOf(*st.LastTick)
 	}
 	for _, h := range st.Leases {
-		d.Leases = append(d.Leases, LeaseDoc{Entity: h.Entity, Holder: h.Holder, Since: Instant(h.Since),
-			AgeS: Seconds(now.Sub(h.Since)), Fence: h.Fence, TTLLeftS: Seconds(h.TTL), Reason: string(h.Reason), Revoked: h.Revoked})
+		d.Leases = append(d.Leases, leaseDoc(h, now))
 	}
 	for _, r := range st.LastRuns {
 		rd := RunDoc{Entity: r.Entity, Outcome: string(r.Outcome), Reason: string(r.Reason), Replica: r.Replica,
@@ -281,4 +284,9 @@ func (h TaskHistory) Doc() HistoryDoc {
 			Outcome: string(f.Outcome), Error: f.Error, Output: f.Output})
 	}
 	return d
+}
+
+func leaseDoc(h lease.Held, now time.Time) LeaseDoc {
+	return LeaseDoc{Entity: h.Entity, Holder: h.Holder, Since: Instant(h.Since), AgeS: Seconds(now.Sub(h.Since)), Fence: h.Fence,
+		TTLLeftS: Seconds(h.TTL), Reason: string(h.Reason), Revoked: h.Revoked}
 }

@@ -124,8 +124,16 @@ type Status struct {
 	Replication lease.Replication
 	Replicas    []lease.Replica
 	Tasks       []TaskStatus
-	Now         time.Time
+	// Locks are the keys tickd lock holds now (its leases, under LockTask),
+	// the first limit; LockCount counts them all.
+	Locks     []lease.Held
+	LockCount int
+	Now       time.Time
 }
+
+// LockTask is the task name under which tickd lock's keys live; config
+// task names cannot start with '@', so they never collide.
+const LockTask = "@lock"
 
 // ReadStatus reads the status of cfg's tasks (only one, if only is not
 // ""), at most limit rows a section, the last runs filtered by outcome
@@ -146,6 +154,11 @@ func ReadStatus(ctx context.Context, store *lease.Store, cfg *scheduler.Config, 
 	if err != nil {
 		return st, err
 	}
+	locks := firstN[lease.Held](limit)
+	if err := store.Leases(ctx, LockTask, locks.add); err != nil {
+		return st, fmt.Errorf("list locks: %w", err)
+	}
+	st.Locks, st.LockCount = locks.items, locks.count
 	type one struct {
 		t        scheduler.Task
 		unlisted *lease.TaskInfo
@@ -178,9 +191,13 @@ func ReadStatus(ctx context.Context, store *lease.Store, cfg *scheduler.Config, 
 
 // Doc is the status as `tickd status -json` prints it.
 func (st Status) Doc() StatusDoc {
-	doc := StatusDoc{Replication: ReplicationDocOf(st.Replication), Replicas: ReplicaDocs(st.Replicas), Tasks: []TaskDoc{}}
+	doc := StatusDoc{Replication: ReplicationDocOf(st.Replication), Replicas: ReplicaDocs(st.Replicas), Tasks: []TaskDoc{},
+		Locks: []LeaseDoc{}, LockCount: st.LockCount}
 	for _, ts := range st.Tasks {
 		doc.Tasks = append(doc.Tasks, ts.Doc(st.Now))
+	}
+	for _, h := range st.Locks {
+		doc.Locks = append(doc.Locks, leaseDoc(h, st.Now))
 	}
 	return doc
 }
