@@ -463,7 +463,9 @@ func testForceUnlock(t *testing.T, k kit) {
 	}
 	expect.NotNil(t, "record of the unlock", st.Last)
 	expect.Equal(t, "unlock record's outcome", st.Last.Outcome, OutcomeUnlocked)
-	expect.Equal(t, "unlock record's replica (who unlocked)", st.Last.Replica, "alice")
+	expect.Equal(t, "unlock record's replica (the holder)", st.Last.Replica, "A")
+	expect.Equal(t, "unlock record's by (who unlocked)", st.Last.By, "alice")
+	expect.Equal(t, "unlock record's error", st.Last.Error, "")
 	expect.Equal(t, "unlock record's fence", st.Last.Fence, l.Fence)
 }
 

@@ -172,6 +172,8 @@
 //	prefix:actions                 list: the actions on no one task (migrate)
 //	prefix:paused                  set of paused tasks (no script reads it)
 //	prefix:pauses                  hash: task → PauseInfo, JSON (who, when, why, until)
+//	prefix:tasks                   hash: task → TaskInfo, JSON: the task registry, every
+//	                               task a replica ran, until ForgetTask (registry.go)
 //	prefix:replicas                hash: replica (escaped) → announceValue
 //	prefix:duplicates              hash: replica → host|until_ms: another live process
 //	                               announces its id (written by either one that finds it)
@@ -220,6 +222,7 @@
 //
 //	tick record  tickMs part part…       one part per replica, space-joined
 //	tick part    replica|state|written|entities|started|first|last|outcomes|skipped|src
+//	                                     (src: 1 when the source failed, then :error, escaped)
 //
 // # History
 //

@@ -86,8 +86,12 @@ func (e entityValue) lastRun(task, entity string) (LastRun, bool) {
 		return LastRun{}, false
 	}
 	r := e.Last
-	return LastRun{Task: task, Entity: entity, Outcome: r.Outcome, Started: msTime(r.Start), Ended: msTime(r.End),
-		Fence: r.Fence, Reason: r.Reason, Replica: r.Replica, LastTick: msTime(e.LastTick), Error: r.Error}, true
+	lr := LastRun{Task: task, Entity: entity, Outcome: r.Outcome, Started: msTime(r.Start), Ended: msTime(r.End),
+		Fence: r.Fence, Reason: r.Reason, Replica: r.Replica, LastTick: msTime(e.LastTick), Error: r.Error}
+	if by, ok := strings.CutPrefix(lr.Error, unlockedBy); ok && lr.Outcome == OutcomeUnlocked {
+		lr.By, lr.Error = by, ""
+	}
+	return lr, true
 }
 
 // runRecord is an entity's last finished run, kept for status after the
@@ -391,6 +395,8 @@ const (
 	// revokedMark begins the token of a revoked lease: its holder's renewals
 	// are refused and its release still frees it.
 	revokedMark = "!"
+	// unlockedBy begins the error of a forced unlock's run record, then who.
+	unlockedBy = "unlocked by "
 )
 
 // luaConstants hands the scripts what Go and Lua share, defined once here:
@@ -427,6 +433,7 @@ func luaConstants() string {
 		{"UNLOCKED_REVOKED", unlockedRevoked},
 		{"UNLOCKED_ALREADY", unlockedAlready},
 		{"REVOKED", revokedMark},
+		{"UNLOCKED_BY", escape(unlockedBy)},
 	} {
 		switch v := c.v.(type) {
 		case int64:

@@ -315,6 +315,9 @@ type LastRun struct {
 	Ended    time.Time
 	LastTick time.Time
 	Error    string // a failed run's error, its first MaxRunError bytes
+	// By is who ended it with tickd unlock -force (outcome unlocked, on
+	// Replica, the holder); "" otherwise.
+	By string
 }
 
 // runTick is the tick a run for r carries: its Tick, or its due entry's.

@@ -25,7 +25,7 @@ func (b *memBackend) unlock(_ context.Context, task, entity, by string, force bo
 	case force:
 		delete(b.held, m)
 		st := b.state(m, now)
-		st.last = LastRun{Outcome: OutcomeUnlocked, Started: cur.since, Ended: now, Fence: cur.fence, Reason: cur.reason, Replica: by}
+		st.last = LastRun{Outcome: OutcomeUnlocked, Started: cur.since, Ended: now, Fence: cur.fence, Reason: cur.reason, Replica: cur.holder, By: by}
 		u.Freed = true
 	case cur.revoked:
 		u.Already = true

@@ -401,7 +401,7 @@ func (s *Scheduler) logReleaseFailed(log *slog.Logger, l *lease.Lease, err error
 	st, serr := s.store.Entity(ctx, l.Task, l.Entity)
 	if serr == nil && st.Last != nil && st.Last.Outcome == lease.OutcomeUnlocked && st.Last.Fence == l.Fence {
 		log.Warn("the lease was force-released during the run (tickd unlock); the run's outcome is not recorded",
-			"unlocked_by", st.Last.Replica, "unlocked_at", st.Last.Ended.UTC().Format(time.RFC3339))
+			"unlocked_by", st.Last.By, "unlocked_at", st.Last.Ended.UTC().Format(time.RFC3339))
 		return
 	}
 	log.Warn("the lease expired during the run (not renewed in time); the run's outcome is not recorded", KeyError, err)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
@@ -51,10 +53,10 @@ func runHistory(ctx context.Context, args []string, stdout io.Writer) error {
 		printTicks(stdout, h)
 	}
 	if !*onlyActions {
-		printFailures(stdout, h.Failures)
+		printFailures(stdout, h.Failures, t.Location)
 	}
 	if !*onlyFailures {
-		printActions(stdout, h.Actions)
+		printActions(stdout, h.Actions, t.Location)
 	}
 	return nil
 }
@@ -106,11 +108,13 @@ func printTicks(w io.Writer, h report.TaskHistory) {
 	}
 }
 
-func printFailures(w io.Writer, fs []lease.Failure) {
+// printFailures lists failures, their instants in loc (the task's zone),
+// as every text output names a task's instants.
+func printFailures(w io.Writer, fs []lease.Failure, loc *time.Location) {
 	fmt.Fprintf(w, "recent failures: %d\n", len(fs))
 	for _, f := range fs {
-		fmt.Fprintf(w, "  %s  %q  %s (%s, tick %s, fence %d, on %s): %s\n", f.Ended.UTC().Format(time.RFC3339), f.Entity,
-			f.Outcome, f.Reason, f.Tick.UTC().Format(time.RFC3339), f.Fence, f.Replica, quoteText(f.Error))
+		fmt.Fprintf(w, "  %s  %s  %s (%s, tick %s, fence %d, on %s): %s\n", f.Ended.In(loc).Format(time.RFC3339), idCell(f.Entity),
+			f.Outcome, f.Reason, f.Tick.In(loc).Format(time.RFC3339), f.Fence, f.Replica, quoteText(f.Error))
 		for line := range strings.SplitSeq(strings.TrimRight(f.Output, "\n"), "\n") {
 			if f.Output != "" {
 				fmt.Fprintf(w, "    | %s\n", quoteText(line))
@@ -119,15 +123,15 @@ func printFailures(w io.Writer, fs []lease.Failure) {
 	}
 }
 
-func printActions(w io.Writer, as []lease.Action) {
+func printActions(w io.Writer, as []lease.Action, loc *time.Location) {
 	fmt.Fprintf(w, "operator actions: %d\n", len(as))
 	for _, a := range as {
-		line := fmt.Sprintf("  %s  %s by %s", a.At.UTC().Format(time.RFC3339), a.What, quoteText(a.By))
+		line := fmt.Sprintf("  %s  %s by %s", a.At.In(loc).Format(time.RFC3339), a.What, quoteText(a.By))
 		if len(a.Entities) > 0 {
 			line += fmt.Sprintf(" %q", a.Entities)
 		}
 		if !a.Until.IsZero() {
-			line += " until " + a.Until.UTC().Format(time.RFC3339)
+			line += " until " + a.Until.In(loc).Format(time.RFC3339)
 		}
 		if a.Reason != "" {
 			line += ": " + quoteText(a.Reason)
@@ -143,6 +147,23 @@ func printActions(w io.Writer, as []lease.Action) {
 // reason) to one line of printable characters: control characters are
 // escaped, so it cannot move a terminal's cursor or forge a line.
 func quoteText(s string) string {
-	q := fmt.Sprintf("%q", s)
-	return q[1 : len(q)-1]
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsPrint(r) {
+			b.WriteRune(r)
+			continue
+		}
+		q := strconv.QuoteRune(r) // a control byte, a bad rune: escaped, so the line stays one line
+		b.WriteString(q[1 : len(q)-1])
+	}
+	return b.String()
+}
+
+// idCell is an entity id in a table column: as it is when it is plain
+// (printable, no space), quoted otherwise, so that a column stays a column.
+func idCell(id string) string {
+	if id != "" && !strings.ContainsFunc(id, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) || r == '"' }) {
+		return id
+	}
+	return strconv.Quote(id)
 }

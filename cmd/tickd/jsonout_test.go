@@ -29,7 +29,7 @@ func TestJSONSchema(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	full := report.TaskStatus{Name: "t", Schedule: "every 15m0s", Timezone: "Europe/Berlin", NextTick: now.Add(time.Minute),
 		Leases:     []lease.Held{{Task: "t", Entity: "a", Holder: "r1", Since: now.Add(-time.Second), Fence: 7, TTL: 40 * time.Second, Reason: lease.ReasonTick}},
-		LastRuns:   []lease.LastRun{{Task: "t", Entity: "b", Outcome: lease.OutcomeUnlocked, Replica: "alice", Started: now.Add(-time.Minute), Ended: now}},
+		LastRuns:   []lease.LastRun{{Task: "t", Entity: "b", Outcome: lease.OutcomeUnlocked, Replica: "r1", By: "alice", Started: now.Add(-time.Minute), Ended: now}},
 		Due:        []lease.Due{{Task: "t", Entity: "c", Reason: lease.ReasonTrigger, At: now}}, // no tick: null
 		LeaseCount: 1, RunCount: 1, DueCount: 1, Paused: true, Pause: lease.PauseInfo{By: "ops", At: now, Reason: "db"},
 		Health: scheduler.Health{Starved: true}, LastTick: &scheduler.TickView{State: scheduler.TickMissed, TickRecord: lease.TickRecord{Tick: now}}}
@@ -40,7 +40,7 @@ func TestJSONSchema(t *testing.T) {
 			replicas = report.ReplicaDocs([]lease.Replica{{ID: "r1", Host: "h", Version: "v", Tasks: []string{"t"}, Since: now, Seen: now},
 				{ID: "old", Tasks: nil}}) // a replica of an older tickd: no host, version or start
 		}
-		b, err := json.Marshal(report.StatusDoc{Replicas: replicas, Tasks: []report.TaskDoc{st.Doc(now)}})
+		b, err := json.Marshal(report.StatusDoc{Replicas: replicas, Tasks: []report.TaskDoc{st.Doc(now)}, Locks: []report.LeaseDoc{}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,8 +49,8 @@ func TestJSONSchema(t *testing.T) {
 			var back report.StatusDoc
 			json.Unmarshal(b, &back) //nolint:errcheck // checked by checkSchema
 			r := back.Tasks[0].LastRuns[0]
-			if r.By != "alice" || r.Replica != "" || r.DurationS != 60 {
-				t.Errorf("an unlock's record: by %q, replica %q, duration %v s; want by alice, no replica, 60 s", r.By, r.Replica, r.DurationS)
+			if r.By != "alice" || r.Replica != "r1" || r.DurationS != 60 {
+				t.Errorf("an unlock's record: by %q, replica %q, duration %v s; want by alice, on its holder r1, 60 s", r.By, r.Replica, r.DurationS)
 			}
 			if l := back.Tasks[0].Leases[0]; l.TTLLeftS != 40 || l.AgeS != 1 {
 				t.Errorf("lease: ttl_left_s %v, age_s %v; want 40 and 1", l.TTLLeftS, l.AgeS)

@@ -100,13 +100,13 @@ func ago(now, t time.Time) string {
 
 func printStatus(w io.Writer, ts []report.TaskStatus, now time.Time) {
 	for _, t := range ts {
-		state := ""
-		if t.Paused {
-			state = "  PAUSED" + pauseText(t.Pause)
-		}
 		loc, err := time.LoadLocation(t.Timezone)
 		if err != nil {
 			loc = time.UTC
+		}
+		state := ""
+		if t.Paused {
+			state = "  PAUSED" + pauseText(t.Pause, loc)
 		}
 		if u := t.Unlisted; u != nil {
 			fmt.Fprintf(w, "%s: %s in %s; not in this config: the task registry remembers it (last run by %s, registered %s)%s\n",
@@ -133,7 +133,7 @@ func printStatus(w io.Writer, ts []report.TaskStatus, now time.Time) {
 				if h.Revoked {
 					reason += " (revoked: stopping)"
 				}
-				tb.row(fmt.Sprintf("%q", h.Entity), h.Holder, ago(now, h.Since), h.Fence, h.TTL.Round(time.Millisecond), reason)
+				tb.row(idCell(h.Entity), h.Holder, ago(now, h.Since), h.Fence, h.TTL.Round(time.Millisecond), reason)
 			}
 			tb.write(w)
 		}
@@ -142,7 +142,11 @@ func printStatus(w io.Writer, ts []report.TaskStatus, now time.Time) {
 			tb := table{indent: "    "}
 			tb.row("ENTITY", "ENDED", "REASON", "OUTCOME", "DURATION", "REPLICA", "FENCE", "ERROR")
 			for _, r := range t.LastRuns {
-				tb.row(fmt.Sprintf("%q", r.Entity), ago(now, r.Ended), r.Reason, r.Outcome, r.Ended.Sub(r.Started), r.Replica, r.Fence,
+				outcome := string(r.Outcome)
+				if r.By != "" {
+					outcome += " by " + quoteText(r.By)
+				}
+				tb.row(idCell(r.Entity), ago(now, r.Ended), r.Reason, outcome, r.Ended.Sub(r.Started), r.Replica, r.Fence,
 					orDash(quoteText(r.Error)))
 			}
 			tb.write(w)
@@ -152,7 +156,7 @@ func printStatus(w io.Writer, ts []report.TaskStatus, now time.Time) {
 			tb := table{indent: "    "}
 			tb.row("ENTITY", "REASON", "ATTEMPT", "DUE")
 			for _, d := range t.Due {
-				tb.row(fmt.Sprintf("%q", d.Entity), d.Reason, d.Attempt, d.At.UTC().Format(time.RFC3339))
+				tb.row(idCell(d.Entity), d.Reason, d.Attempt, d.At.In(loc).Format(time.RFC3339))
 			}
 			tb.write(w)
 		}
@@ -178,13 +182,13 @@ func printReplicas(w io.Writer, rs []lease.Replica, now time.Time) {
 }
 
 // pauseText says who paused a task, why and until when.
-func pauseText(p lease.PauseInfo) string {
+func pauseText(p lease.PauseInfo, loc *time.Location) string {
 	s := ""
 	if p.By != "" {
 		s += " by " + quoteText(p.By)
 	}
 	if !p.Until.IsZero() {
-		s += " until " + p.Until.UTC().Format(time.RFC3339)
+		s += " until " + p.Until.In(loc).Format(time.RFC3339)
 	}
 	if p.Reason != "" {
 		s += ": " + quoteText(p.Reason)

@@ -180,7 +180,7 @@ func (st TaskStatus) Doc(now time.Time) TaskDoc {
 		rd := RunDoc{Entity: r.Entity, Outcome: string(r.Outcome), Reason: string(r.Reason), Replica: r.Replica,
 			Fence: r.Fence, Started: Instant(r.Started), Ended: Instant(r.Ended), LastTick: Instant(r.LastTick), Error: r.Error}
 		if r.Outcome == lease.OutcomeUnlocked {
-			rd.Replica, rd.By = "", r.Replica
+			rd.By = r.By
 		}
 		if !r.Started.IsZero() && !r.Ended.IsZero() {
 			rd.DurationS = Seconds(r.Ended.Sub(r.Started))

@@ -40,11 +40,11 @@ func SchemaErrors(doc string) []string {
 				if instantKeys[k] && e != nil {
 					s, _ := e.(string)
 					if t, err := time.Parse(time.RFC3339Nano, s); err != nil || !strings.HasSuffix(s, "Z") || t.IsZero() {
-						errs = append(errs, p+": an report.Instant is RFC 3339 UTC or null, not "+s)
+						errs = append(errs, p+": an instant is RFC 3339 UTC or null, not "+s)
 					}
 				}
 				if e == nil && !instantKeys[k] {
-					errs = append(errs, p+": null (an empty list is [], a missing report.Instant is the only null)")
+					errs = append(errs, p+": null (an empty list is [], a missing instant is the only null)")
 				}
 				walk(p, e)
 			}

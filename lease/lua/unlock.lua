@@ -6,7 +6,8 @@
 -- takes the marked token as its own) or it expires. The run's record is the
 -- holder's to write.
 -- UNLOCK_FORCE frees the lease at once whatever its token and records it as
--- the last run, outcome OUTCOME_UNLOCKED, ended now, by whom.
+-- the last run: outcome OUTCOME_UNLOCKED, ended now, on its holder, with
+-- "unlocked by WHO" as its error (Go's LastRun.By).
 -- Returns {holder, since, fence, exp, state} of the lease unlocked, state
 -- UNLOCKED_FREED, UNLOCKED_REVOKED or UNLOCKED_ALREADY (a revoked lease
 -- revoked again); {} when none was held.
@@ -22,7 +23,7 @@ if ARGV[3] == UNLOCK_REVOKE then
   return {holder, since, e.fence, exp, UNLOCKED_REVOKED}
 end
 e.last = encode_run({outcome = OUTCOME_UNLOCKED, start = since, ['end'] = now_ms_s, fence = e.fence,
-  reason = e.reason, replica = ARGV[2]})
+  reason = e.reason, replica = holder, error = UNLOCKED_BY .. ARGV[2]})
 free(e, now_ms_s)
 redis.call('HSET', KEYS[1], ARGV[1], encode_entity(e))
 return {holder, since, e.fence, exp, UNLOCKED_FREED}
