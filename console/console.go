@@ -24,8 +24,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/netutil"
 
 	"github.com/tickd/tickd/internal/htpasswd"
 	"github.com/tickd/tickd/lease"
@@ -40,7 +43,23 @@ type Options struct {
 	// Refresh is how often the pages refresh themselves. Defaults to
 	// [web] refresh, or 5s.
 	Refresh time.Duration
+	// Limits bound what a client may hold (Start's server); zero fields
+	// take DefaultLimits'.
+	Limits Limits
 }
+
+// Limits bound what one client can hold of the console's server, so that
+// no one, logged in or not, can hold a connection or a descriptor for free.
+type Limits struct {
+	ReadTimeout  time.Duration // a whole request, body included
+	WriteTimeout time.Duration // a whole response
+	IdleTimeout  time.Duration // a keep-alive connection between requests
+	MaxBody      int64         // a request body's bytes, read before auth
+}
+
+// DefaultLimits are the console's limits unless Options.Limits says
+// otherwise. The number of connections is [web] max_connections.
+var DefaultLimits = Limits{ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 30 * time.Second, MaxBody: 1 << 20}
 
 // Console is the console's http.Handler.
 type Console struct {
@@ -48,7 +67,9 @@ type Console struct {
 	store   *lease.Store
 	log     *slog.Logger
 	refresh time.Duration
-	auth    *authenticator // nil: no users; everyone is an admin
+	limits  Limits
+	hosts   map[string]bool // Host names answered without users, besides loopback ones
+	auth    *authenticator  // nil: no users; everyone is an admin
 	pages   *template.Template
 	h       http.Handler
 }
@@ -65,7 +86,23 @@ func New(opts Options) (*Console, error) {
 	if opts.Config == nil || opts.Store == nil {
 		return nil, errors.New("console: a config and a store are needed")
 	}
-	c := &Console{store: opts.Store, log: opts.Logger, refresh: opts.Refresh}
+	c := &Console{store: opts.Store, log: opts.Logger, refresh: opts.Refresh, limits: opts.Limits, hosts: map[string]bool{}}
+	for _, f := range []struct {
+		v *time.Duration
+		d time.Duration
+	}{{&c.limits.ReadTimeout, DefaultLimits.ReadTimeout}, {&c.limits.WriteTimeout, DefaultLimits.WriteTimeout}, {&c.limits.IdleTimeout, DefaultLimits.IdleTimeout}} {
+		if *f.v <= 0 {
+			*f.v = f.d
+		}
+	}
+	if c.limits.MaxBody <= 0 {
+		c.limits.MaxBody = DefaultLimits.MaxBody
+	}
+	if w := opts.Config.Web; w != nil {
+		for _, h := range w.Hosts {
+			c.hosts[strings.ToLower(h)] = true
+		}
+	}
 	c.config.Store(opts.Config)
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -99,7 +136,7 @@ func New(opts Options) (*Console, error) {
 		return nil, err
 	}
 	c.pages = t
-	c.h = secure(c.authenticate(http.NewCrossOriginProtection().Handler(c.routes())))
+	c.h = secure(c.bounded(c.authenticate(http.NewCrossOriginProtection().Handler(c.routes()))))
 	return c, nil
 }
 
@@ -200,7 +237,10 @@ func Start(c *Console, w *scheduler.Web, log *slog.Logger) (stop func(), err err
 	if c.auth == nil && !scheduler.Loopback(w.Listen) {
 		return nil, fmt.Errorf("web.listen %q is not a loopback address: the console needs htpasswd_file there", w.Listen)
 	}
-	srv := &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	lim := c.limits
+	srv := &http.Server{Handler: c, ReadHeaderTimeout: min(10*time.Second, lim.ReadTimeout), ReadTimeout: lim.ReadTimeout,
+		WriteTimeout: lim.WriteTimeout, IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	if w.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(w.TLSCertFile, w.TLSKeyFile)
 		if err != nil {
@@ -212,6 +252,9 @@ func Start(c *Console, w *scheduler.Web, log *slog.Logger) (stop func(), err err
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
+	// Connections beyond the cap wait in the kernel's backlog: they hold no
+	// descriptor of tickd's.
+	ln = netutil.LimitListener(ln, max(w.MaxConnections, 1))
 	if srv.TLSConfig != nil {
 		ln = tls.NewListener(ln, srv.TLSConfig)
 	}

@@ -104,6 +104,15 @@ type Web struct {
 	// Refresh is how often the pages refresh themselves (a viewer may
 	// pause it). Defaults to 5s.
 	Refresh time.Duration `toml:"refresh"`
+	// Hosts are the Host names a console without users answers besides
+	// loopback ones (localhost, 127.0.0.1, [::1]): a page elsewhere whose
+	// name resolves to 127.0.0.1 (DNS rebinding) is refused. Defaults to
+	// none.
+	Hosts []string `toml:"hosts"`
+	// MaxConnections caps the console's open connections, well below the
+	// daemon's file descriptors, so that clients can never take what runs
+	// need. Defaults to 64.
+	MaxConnections int `toml:"max_connections"`
 }
 
 // Loopback says whether the address host:port listens on loopback only.
@@ -357,7 +366,7 @@ func decodeTables(d *decoder, raw map[string]any, cfg *Config) (defaultsGiven ke
 		case "defaults":
 			defaultsGiven = d.table(k, raw[k], &cfg.Defaults)
 		case "web":
-			w := Web{Refresh: 5 * time.Second}
+			w := Web{Refresh: 5 * time.Second, MaxConnections: 64}
 			d.table(k, raw[k], &w)
 			cfg.Web = &w
 		case "tasks":

@@ -104,6 +104,9 @@ func (s *Scheduler) quarantined(left time.Duration) {
 		}
 	}
 	s.history.lost()
+	if left < time.Second {
+		return // found as it ends (a grant refused at its last instant): not worth a line saying "0s"
+	}
 	s.log.Info("no tickd state in this Redis: a first start, or a data loss; nothing is granted for "+
 		left.Round(time.Second).String()+", so that no lease it may have forgotten is granted twice", "quarantine_left", left.Round(time.Millisecond).String())
 }

@@ -67,6 +67,9 @@ func validateWeb(d *decoder, w *Web) {
 	if w.Refresh < time.Second {
 		d.bad("web.refresh", "%v: at least 1s", w.Refresh)
 	}
+	if w.MaxConnections < 1 {
+		d.bad("web.max_connections", "%d: at least 1", w.MaxConnections)
+	}
 	if (w.TLSCertFile == "") != (w.TLSKeyFile == "") {
 		d.bad("web.tls_cert_file", "give tls_cert_file and tls_key_file together")
 	} else if w.TLSCertFile != "" {
