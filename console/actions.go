@@ -29,8 +29,11 @@ func (c *Console) trigger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var given []string
-	if r.FormValue("all") != "1" {
-		for line := range strings.SplitSeq(r.FormValue("entities"), "\n") {
+	if r.PostFormValue("all") != "1" {
+		// entity: exact ids, whatever they hold (newlines too: the entity
+		// page's button); entities: the textarea's, one a line.
+		given = append(given, r.PostForm["entity"]...)
+		for line := range strings.SplitSeq(r.PostFormValue("entities"), "\n") {
 			if id := strings.TrimRight(line, "\r"); strings.TrimSpace(id) != "" {
 				given = append(given, id)
 			}
@@ -109,12 +112,12 @@ func (c *Console) unlock(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	id := r.FormValue("entity")
-	if r.FormValue("confirm") != id || id == "" {
-		http.Error(w, "type the entity id again to unlock it", http.StatusBadRequest)
+	id := r.PostFormValue("entity")
+	if confirm := r.PostFormValue("confirm"); id == "" || confirm != id && confirm != visible(id) {
+		http.Error(w, "type the entity id again (as the page shows it) to unlock it", http.StatusBadRequest)
 		return
 	}
-	u, err := c.store.Unlock(r.Context(), t.Name, id, by(r), r.FormValue("force") == "1")
+	u, err := c.store.Unlock(r.Context(), t.Name, id, by(r), r.PostFormValue("force") == "1")
 	switch {
 	case errors.Is(err, lease.ErrNotHeld):
 		http.Error(w, "no lease is held on that entity", http.StatusConflict)

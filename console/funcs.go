@@ -3,7 +3,10 @@ package console
 import (
 	"html/template"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
@@ -12,16 +15,16 @@ import (
 // funcs are the templates' helpers. None of them returns template.HTML:
 // everything a page shows is escaped by html/template.
 var funcs = template.FuncMap{
-	"utc":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"zoned":  func(t time.Time, loc *time.Location) string { return t.In(loc).Format("2006-01-02 15:04:05 MST") },
-	"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
-	"ago":    func(now, t time.Time) string { return now.Sub(t).Round(time.Second).String() },
-	"dur":    report.Millis,
-	"round":  func(d time.Duration) string { return d.Round(time.Millisecond).String() },
-	"counts": func(m map[lease.Outcome]int) string { return report.Counts(m, "none") },
-	"skips":  func(m map[string]int) string { return report.Counts(m, "none") },
-	"path":   url.PathEscape,
-	"query":  url.QueryEscape,
+	"utc":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"zoned":   func(t time.Time, loc *time.Location) string { return t.In(loc).Format("2006-01-02 15:04:05 MST") },
+	"iso":     func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+	"ago":     func(now, t time.Time) string { return now.Sub(t).Round(time.Second).String() },
+	"dur":     report.Millis,
+	"round":   func(d time.Duration) string { return d.Round(time.Millisecond).String() },
+	"counts":  func(m map[lease.Outcome]int) string { return report.Counts(m, "none") },
+	"skips":   func(m map[string]int) string { return report.Counts(m, "none") },
+	"path":    url.PathEscape,
+	"visible": visible,
 	"join": func(ss []string) string {
 		out := ""
 		for i, s := range ss {
@@ -34,4 +37,24 @@ var funcs = template.FuncMap{
 	},
 	"zero":  func(t time.Time) bool { return t.IsZero() },
 	"chart": chartOf,
+}
+
+// visible is s with what cannot be seen shown as an escape: control
+// characters (a newline in an entity id), format characters (a
+// right-to-left override that would reorder what follows) and bad bytes.
+// An entity id is typed back in this form to confirm an unlock.
+func visible(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsPrint(r) {
+			b.WriteRune(r)
+			continue
+		}
+		q := strconv.QuoteRune(r)
+		b.WriteString(q[1 : len(q)-1])
+	}
+	return b.String()
 }
