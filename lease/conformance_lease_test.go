@@ -413,7 +413,7 @@ func testUnlockOwnLease(t *testing.T, k kit) {
 func testUnlockExpires(t *testing.T, k kit) {
 	s := k.client(Options{Replica: "A"})
 	op := k.client(Options{Replica: "op"})
-	mustAcquire(t, s, req("e", 800*time.Millisecond))
+	mustAcquire(t, s, req("e", 2*time.Second))
 	if op != s {
 		s.Close() //nolint:errcheck // renewed no more, never released: a frozen holder
 	}
