@@ -153,7 +153,14 @@ func (c *Console) cfg() *scheduler.Config { return c.config.Load() }
 func (c *Console) routes() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(staticFiles, "static")
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	files := http.StripPrefix("/static/", http.FileServerFS(static))
+	mux.Handle("GET /static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") { // the files, never a listing of them
+			http.NotFound(w, r)
+			return
+		}
+		files.ServeHTTP(w, r)
+	}))
 	mux.HandleFunc("GET /{$}", c.tasksPage)
 	mux.HandleFunc("GET /tasks/{task}", c.taskPage)
 	mux.HandleFunc("GET /tasks/{task}/entity", c.entityPage)
@@ -254,7 +261,11 @@ func Start(c *Console, w *scheduler.Web, log *slog.Logger) (stop func(), err err
 	}
 	// Connections beyond the cap wait in the kernel's backlog: they hold no
 	// descriptor of tickd's.
-	ln = netutil.LimitListener(ln, max(w.MaxConnections, 1))
+	maxConns := w.MaxConnections
+	if maxConns <= 0 { // a Web built in code without it
+		maxConns = 64
+	}
+	ln = netutil.LimitListener(ln, maxConns)
 	if srv.TLSConfig != nil {
 		ln = tls.NewListener(ln, srv.TLSConfig)
 	}

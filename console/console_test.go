@@ -406,6 +406,7 @@ func TestHTTPS(t *testing.T) {
 	}
 	resp.Body.Close()
 	expect.Equal(t, "over HTTPS", resp.StatusCode, http.StatusOK)
+	expect.Equal(t, "HSTS over HTTPS", resp.Header.Get("Strict-Transport-Security"), "max-age=31536000")
 	if resp, err := http.Get("http://" + addr + "/"); err == nil {
 		resp.Body.Close()
 		expect.True(t, "plain HTTP is not served", resp.StatusCode == http.StatusBadRequest)

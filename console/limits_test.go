@@ -6,14 +6,18 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 )
 
@@ -188,4 +192,25 @@ func TestHostCheckedWithoutUsers(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("with users, Host tickd.example.com: %d", resp.StatusCode)
 	}
+}
+
+// TestClientMistakesAre400: a cursor no page gave is the client's mistake
+// (400, not 502), and /static/ lists nothing.
+func TestClientMistakesAre400(t *testing.T) {
+	e := newEnv(t, true)
+	srv := redistest.Start(t)
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rc.Close() })
+	st, err := lease.NewRedis(rc, "tickd", lease.Options{Replica: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e.con.store = st
+	for _, cursor := range []string{"garbage", "-1.-5", "1.-1"} {
+		resp, _ := e.do("GET", "/tasks/sync?cursor="+url.QueryEscape(cursor), "view", nil, nil)
+		expect.Equal(t, "cursor "+cursor, resp.StatusCode, http.StatusBadRequest)
+	}
+	resp, _ := e.do("GET", "/static/", "view", nil, nil)
+	expect.Equal(t, "/static/ lists nothing", resp.StatusCode, http.StatusNotFound)
 }

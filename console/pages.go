@@ -218,6 +218,10 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 	pq := lease.PageQuery{Cursor: q.Get("cursor"), Search: q.Get("q"), Substring: q.Get("mode") == "substring",
 		Size: entityRows, MaxScan: maxScan}
 	ents, err := c.store.EntityPage(ctx, t.Name, pq)
+	if errors.Is(err, lease.ErrBadCursor) {
+		http.Error(w, "bad cursor: follow the page's own next link", http.StatusBadRequest)
+		return
+	}
 	if err != nil {
 		c.fail(w, err)
 		return

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -74,6 +75,9 @@ func (q PageQuery) pattern() string {
 	return escape(q.Search) + "*"
 }
 
+// ErrBadCursor: a page's cursor is not one a page gave (Page.Next).
+var ErrBadCursor = errors.New("lease: bad cursor")
+
 // entityPage's cursor is "C.K": HSCAN from cursor C, leaving out the first
 // K rows it keeps (a small hash comes whole from one HSCAN call, a page may
 // end inside a call's answer, and the same cursor gives the same answer
@@ -83,8 +87,8 @@ func (b *redisBackend) entityPage(ctx context.Context, task string, q PageQuery)
 	var cursor uint64
 	skip := 0
 	if q.Cursor != "" {
-		if _, err := fmt.Sscanf(q.Cursor, "%d.%d", &cursor, &skip); err != nil {
-			return p, fmt.Errorf("bad cursor %q", q.Cursor)
+		if _, err := fmt.Sscanf(q.Cursor, "%d.%d", &cursor, &skip); err != nil || skip < 0 {
+			return p, fmt.Errorf("%w %q", ErrBadCursor, q.Cursor)
 		}
 	}
 	now, err := b.serverMS(ctx)
