@@ -1,6 +1,7 @@
 package console
 
 import (
+	"strings"
 	"crypto/sha256"
 	"net"
 	"net/http"
@@ -79,18 +80,21 @@ func (a *authenticator) check(r *http.Request) (user string, role Role, ok bool)
 	return user, Viewer, true
 }
 
-// failures counts failed logins by remote address: after maxFails within
-// failWindow, the address is refused (429) until the window ends, without
-// a password being looked at.
+// failures counts failed logins by client and user: after maxFails within
+// failWindow, that user from that client is refused (429) until the window
+// ends, without a password being looked at; another user, or the same user
+// from another client, is not (a proxy's many clients share its address:
+// Console.client says which one it is).
 type failures struct {
 	mu sync.Mutex
 	by map[string]*failCount
 }
 
 type failCount struct {
-	n      int
-	since  time.Time
-	logged bool
+	n       int // failures in the window
+	refused int // requests refused (429) since, counted for the log
+	since   time.Time
+	logged  bool
 }
 
 const (
@@ -98,12 +102,18 @@ const (
 	failWindow = time.Minute
 )
 
-// blocked says whether addr failed too often lately.
-func (f *failures) blocked(addr string, now time.Time) bool {
+// blocked says whether key (client and user) failed too often lately;
+// refused counts the requests refused so far, log whether to say so (the
+// first of each window).
+func (f *failures) blocked(key string, now time.Time) (blocked bool, refused int, log bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c := f.by[addr]
-	return c != nil && now.Sub(c.since) < failWindow && c.n >= maxFails
+	c := f.by[key]
+	if c == nil || now.Sub(c.since) >= failWindow || c.n < maxFails {
+		return false, 0, false
+	}
+	c.refused++
+	return true, c.refused, c.refused == 1
 }
 
 // failed counts a failure of addr; it returns whether to log it (the
@@ -123,6 +133,38 @@ func (f *failures) failed(addr string, now time.Time) (n int, log bool) {
 	log = !c.logged
 	c.logged = true
 	return c.n, log
+}
+
+// client is who sent r: its peer's address, or, when the peer is a trusted
+// proxy, the nearest address in X-Forwarded-For that is not one.
+func (c *Console) client(r *http.Request) string {
+	peer := remoteHost(r)
+	if !c.trusted(peer) {
+		return peer
+	}
+	xff := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+	for i := len(xff) - 1; i >= 0; i-- {
+		a := strings.TrimSpace(xff[i])
+		if a == "" {
+			continue
+		}
+		if !c.trusted(a) {
+			return a
+		}
+		peer = a
+	}
+	return peer
+}
+
+// trusted says whether addr is in [web] trusted_proxies.
+func (c *Console) trusted(addr string) bool {
+	ip := net.ParseIP(addr)
+	for _, n := range c.proxies {
+		if ip != nil && n.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // remoteHost is r's remote address without the port.

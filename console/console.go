@@ -69,6 +69,7 @@ type Console struct {
 	refresh time.Duration
 	limits  Limits
 	hosts   map[string]bool // Host names answered without users, besides loopback ones
+	proxies []*net.IPNet    // [web] trusted_proxies
 	auth    *authenticator  // nil: no users; everyone is an admin
 	pages   *template.Template
 	h       http.Handler
@@ -101,6 +102,11 @@ func New(opts Options) (*Console, error) {
 	if w := opts.Config.Web; w != nil {
 		for _, h := range w.Hosts {
 			c.hosts[strings.ToLower(h)] = true
+		}
+		for _, p := range w.TrustedProxies {
+			if _, n, err := net.ParseCIDR(p); err == nil {
+				c.proxies = append(c.proxies, n)
+			}
 		}
 	}
 	c.config.Store(opts.Config)
@@ -196,17 +202,21 @@ func (c *Console) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u := user{role: Admin}
 		if a := c.auth; a != nil {
-			host, now := remoteHost(r), time.Now()
-			if a.fails.blocked(host, now) {
+			client, now := c.client(r), time.Now()
+			given, _, _ := r.BasicAuth()
+			key := client + "\x00" + given
+			if blocked, refused, log := a.fails.blocked(key, now); blocked {
+				if log {
+					c.log.Warn("console login refused: too many failures", "user", given, "client", client, "refused", refused)
+				}
 				http.Error(w, "too many failed logins: try again in a minute", http.StatusTooManyRequests)
 				return
 			}
 			name, role, ok := a.check(r)
 			if !ok {
 				if _, _, given := r.BasicAuth(); given {
-					if n, log := a.fails.failed(host, now); log {
-						c.log.Warn("console login failed", "user", name, "remote", host, "failures", n)
-					}
+					n, _ := a.fails.failed(key, now)
+					c.log.Warn("console login failed", "user", name, "client", client, "failures", n)
 				}
 				w.Header().Set("WWW-Authenticate", `Basic realm="tickd", charset="UTF-8"`)
 				http.Error(w, "log in to see the tickd console", http.StatusUnauthorized)

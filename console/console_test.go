@@ -264,6 +264,44 @@ func TestFailedLoginsAreLimited(t *testing.T) {
 	}
 	resp, _ := e.do("GET", "/", "ops", nil, nil)
 	expect.Equal(t, "the right password after too many failures", resp.StatusCode, http.StatusTooManyRequests)
+	resp, _ = e.do("GET", "/", "view", nil, nil)
+	expect.Equal(t, "another user's right password, from the same client", resp.StatusCode, http.StatusOK)
+}
+
+// TestLimiterBehindAProxy: behind a trusted proxy, the limiter counts per
+// client (X-Forwarded-For) and user, so five bad passwords from one client
+// lock out neither the other clients nor the other users; from a peer not
+// in trusted_proxies, X-Forwarded-For is not believed.
+func TestLimiterBehindAProxy(t *testing.T) {
+	e := newEnv(t, true)
+	_, n, _ := net.ParseCIDR("127.0.0.1/32")
+	e.con.proxies = []*net.IPNet{n}
+	from := func(client string, extra map[string]string) map[string]string {
+		h := map[string]string{"X-Forwarded-For": client}
+		for k, v := range extra {
+			h[k] = v
+		}
+		return h
+	}
+	wrong := map[string]string{"Authorization": "Basic " + basic("ops", "wrong")}
+	for range maxFails {
+		resp, _ := e.do("GET", "/", "", nil, from("10.0.0.1", wrong))
+		expect.Equal(t, "a failed login from 10.0.0.1", resp.StatusCode, http.StatusUnauthorized)
+	}
+	resp, _ := e.do("GET", "/", "ops", nil, from("10.0.0.1", nil))
+	expect.Equal(t, "ops from 10.0.0.1, locked out", resp.StatusCode, http.StatusTooManyRequests)
+	resp, _ = e.do("GET", "/", "ops", nil, from("10.0.0.2", nil))
+	expect.Equal(t, "ops from another client behind the proxy", resp.StatusCode, http.StatusOK)
+	resp, _ = e.do("GET", "/", "view", nil, from("10.0.0.1", nil))
+	expect.Equal(t, "another user from the locked-out client", resp.StatusCode, http.StatusOK)
+	// A forged X-Forwarded-For from a peer that is no trusted proxy counts
+	// against the peer itself.
+	e.con.proxies = nil
+	for i := range maxFails {
+		e.do("GET", "/", "", nil, from(fmt.Sprint("10.1.0.", i), wrong))
+	}
+	resp, _ = e.do("GET", "/", "ops", nil, from("10.9.9.9", nil))
+	expect.Equal(t, "an untrusted peer's X-Forwarded-For is not believed", resp.StatusCode, http.StatusTooManyRequests)
 }
 
 // TestCrossOriginPostRefused: an admin's browser tricked into posting from

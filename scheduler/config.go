@@ -109,6 +109,10 @@ type Web struct {
 	// name resolves to 127.0.0.1 (DNS rebinding) is refused. Defaults to
 	// none.
 	Hosts []string `toml:"hosts"`
+	// TrustedProxies are the networks (CIDR) whose X-Forwarded-For is
+	// believed: the login limiter counts per client, and behind a proxy
+	// the client is the address the proxy saw. Defaults to none.
+	TrustedProxies []string `toml:"trusted_proxies"`
 	// MaxConnections caps the console's open connections, well below the
 	// daemon's file descriptors, so that clients can never take what runs
 	// need. Defaults to 64.

@@ -67,6 +67,11 @@ func validateWeb(d *decoder, w *Web) {
 	if w.Refresh < time.Second {
 		d.bad("web.refresh", "%v: at least 1s", w.Refresh)
 	}
+	for i, p := range w.TrustedProxies {
+		if _, _, err := net.ParseCIDR(p); err != nil {
+			d.bad("web.trusted_proxies", "element %d, %q: want a network such as \"127.0.0.1/32\" or \"10.0.0.0/8\"", i, p)
+		}
+	}
 	if w.MaxConnections < 1 {
 		d.bad("web.max_connections", "%d: at least 1", w.MaxConnections)
 	}
