@@ -1,10 +1,10 @@
 package console
 
 import (
-	"strings"
 	"crypto/sha256"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
