@@ -124,6 +124,10 @@ func New(opts Options) (*Console, error) {
 		if err != nil {
 			return nil, fmt.Errorf("web.htpasswd_file: %w", err)
 		}
+		if empty := us.EmptyPasswords(); len(empty) > 0 {
+			return nil, fmt.Errorf("web.htpasswd_file: %s: users with an empty password: %s (set one with htpasswd -B -C 10 %s USER)",
+				w.HtpasswdFile, strings.Join(empty, ", "), w.HtpasswdFile)
+		}
 		d, err := decoy(us.Cost())
 		if err != nil {
 			return nil, err

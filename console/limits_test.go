@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/redistest"
@@ -213,4 +215,37 @@ func TestClientMistakesAre400(t *testing.T) {
 	}
 	resp, _ := e.do("GET", "/static/", "view", nil, nil)
 	expect.Equal(t, "/static/ lists nothing", resp.StatusCode, http.StatusNotFound)
+}
+
+// TestPasswordsBcryptWouldBend: a password longer than bcrypt compares
+// (72 bytes) is refused, not matched by its first 72; an htpasswd entry
+// whose password is empty keeps the console from starting.
+func TestPasswordsBcryptWouldBend(t *testing.T) {
+	long := strings.Repeat("p", 72)
+	h, err := bcrypt.GenerateFromPassword([]byte(long), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, true)
+	e.con.auth.users["long"] = h
+	req, _ := http.NewRequest("GET", e.srv.URL+"/", nil)
+	req.SetBasicAuth("long", long+"anything")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	expect.Equal(t, "a 72-byte password with a suffix", resp.StatusCode, http.StatusUnauthorized)
+	empty, _ := bcrypt.GenerateFromPassword(nil, bcrypt.MinCost)
+	pw := filepath.Join(t.TempDir(), "htpasswd")
+	if err := os.WriteFile(pw, []byte("u:"+string(empty)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := scheduler.ParseConfig("t.toml", []byte(fmt.Sprintf("[web]\nlisten = \"127.0.0.1:0\"\nhtpasswd_file = %q\n[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"true\"]\n", pw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Options{Config: cfg, Store: e.store}); err == nil || !strings.Contains(err.Error(), "empty password: u") {
+		t.Fatalf("a console with an empty password: %v", err)
+	}
 }

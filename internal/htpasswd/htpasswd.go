@@ -65,6 +65,25 @@ func Read(path string) (Users, error) {
 	return us, nil
 }
 
+// EmptyPasswords lists the users whose password is empty (htpasswd -bB
+// FILE USER ''): one bcrypt comparison per user, so it is for a console's
+// start, not for every config load.
+func (us Users) EmptyPasswords() []string {
+	var out []string
+	for u, h := range us {
+		if bcrypt.CompareHashAndPassword(h, nil) == nil {
+			out = append(out, u)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// MaxPassword is the longest password bcrypt compares whole: it ignores
+// the bytes after 72, so a longer one is refused rather than matched by
+// any suffix.
+const MaxPassword = 72
+
 // Cost is the bcrypt cost of the users' hashes (Read makes them all one).
 func (us Users) Cost() int {
 	for _, h := range us {
