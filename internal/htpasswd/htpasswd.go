@@ -66,7 +66,7 @@ func Read(path string) (Users, error) {
 }
 
 // EmptyPasswords lists the users whose password is empty (htpasswd -bB
-// FILE USER ''): one bcrypt comparison per user, so it is for a console's
+// FILE USER ”): one bcrypt comparison per user, so it is for a console's
 // start, not for every config load.
 func (us Users) EmptyPasswords() []string {
 	var out []string
