@@ -65,9 +65,9 @@ func Read(path string) (Users, error) {
 	return us, nil
 }
 
-// EmptyPasswords lists the users whose password is empty (htpasswd -bB
-// FILE USER ”): one bcrypt comparison per user, so it is for a console's
-// start, not for every config load.
+// EmptyPasswords lists the users whose password is empty (made with
+// htpasswd -bB and an empty argument): one bcrypt comparison per user, so
+// it is for a console's start, not for every config load.
 func (us Users) EmptyPasswords() []string {
 	var out []string
 	for u, h := range us {
