@@ -316,3 +316,27 @@ func TestRegisterRefusesNilAndNameless(t *testing.T) {
 		t.Errorf("registered %v", got)
 	}
 }
+
+// TestExecOutputLoggedUpToACap: a run that prints far more than
+// MaxLogged puts at most that much in the log, then one line saying how
+// much was left out; the kept tail is still its output's end.
+func TestExecOutputLoggedUpToACap(t *testing.T) {
+	defer func(m int) { MaxLogged = m }(MaxLogged)
+	MaxLogged = 64 << 10
+	e := Exec{Argv: []string{"sh", "-c", `i=0; while [ $i -lt 20000 ]; do echo "line $i of a chatty run"; i=$((i+1)); done; echo last; exit 1`}, KeepOutput: 100}
+	var logged buf
+	_, err := e.Do(context.Background(), Run{Entity: "e", Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if out := OutputOf(err); !strings.HasSuffix(out, "last\n") {
+		t.Fatalf("kept tail %q", out)
+	}
+	l := logged.String()
+	if n := strings.Count(l, "of a chatty run"); n == 0 || n >= 20000 {
+		t.Fatalf("%d of 20000 lines logged", n)
+	}
+	if n := strings.Count(l, "of a chatty run"); n*len("line 0 of a chatty run\n") > MaxLogged {
+		t.Fatalf("%d lines of output logged, past the cap of %d bytes", n, MaxLogged)
+	}
+	if !strings.Contains(l, "output not logged past the per-run cap") || !strings.Contains(l, "dropped_lines=") {
+		t.Fatalf("no line says what was left out:\n%s", l[len(l)-300:])
+	}
+}
