@@ -70,8 +70,16 @@ func (c *Console) pause(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	switch reason := strings.TrimSpace(r.PostFormValue("reason")); {
+	case reason == "":
+		http.Error(w, "give a reason for the pause (it is shown to everyone and kept in the history)", http.StatusBadRequest)
+		return
+	case len(reason) > report.MaxReason:
+		http.Error(w, fmt.Sprintf("the reason is %d bytes: at most %d", len(reason), report.MaxReason), http.StatusBadRequest)
+		return
+	}
 	var forD time.Duration
-	if f := strings.TrimSpace(r.FormValue("for")); f != "" {
+	if f := strings.TrimSpace(r.PostFormValue("for")); f != "" {
 		d, err := time.ParseDuration(f)
 		if err != nil || d <= 0 {
 			http.Error(w, fmt.Sprintf("for %q: give a duration such as 30m or 2h", f), http.StatusBadRequest)
@@ -93,7 +101,7 @@ func (c *Console) resume(w http.ResponseWriter, r *http.Request) {
 // setPause pauses or resumes t as tickd pause|resume does, and says what
 // changed.
 func (c *Console) setPause(w http.ResponseWriter, r *http.Request, t *scheduler.Task, paused bool, forD time.Duration) {
-	res, err := report.SetPause(r.Context(), c.store, t, paused, by(r), strings.TrimSpace(r.FormValue("reason")), forD, time.Now())
+	res, err := report.SetPause(r.Context(), c.store, t, paused, by(r), strings.TrimSpace(r.PostFormValue("reason")), forD, time.Now())
 	if err != nil {
 		c.fail(w, err)
 		return

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 )
@@ -247,5 +248,23 @@ func TestPasswordsBcryptWouldBend(t *testing.T) {
 	}
 	if _, err := New(Options{Config: cfg, Store: e.store}); err == nil || !strings.Contains(err.Error(), "empty password: u") {
 		t.Fatalf("a console with an empty password: %v", err)
+	}
+}
+
+// TestPauseReasonCheckedOnTheServer: the console's pause needs a reason of
+// at most MaxReason bytes, whatever the form's HTML says; a refused pause
+// changes nothing.
+func TestPauseReasonCheckedOnTheServer(t *testing.T) {
+	e := newEnv(t, true)
+	for what, form := range map[string]url.Values{
+		"no reason":      {"for": {"1h"}},
+		"a blank reason": {"reason": {"   "}},
+		"a long reason":  {"reason": {strings.Repeat("r", report.MaxReason+1)}},
+	} {
+		resp, _ := e.do("POST", "/tasks/sync/pause", "ops", form, nil)
+		expect.Equal(t, what, resp.StatusCode, http.StatusBadRequest)
+	}
+	if ps, _ := e.store.Pauses(t.Context()); len(ps) != 0 {
+		t.Fatalf("paused by a refused form: %v", ps)
 	}
 }

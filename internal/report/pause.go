@@ -10,6 +10,10 @@ import (
 	"github.com/tickd/tickd/scheduler"
 )
 
+// MaxReason bounds a pause's or resume's reason (a 9 MB one was once shown
+// on every page and logged whole).
+const MaxReason = 1000
+
 // Paused is what a pause or a resume did, for tickd pause|resume and the
 // console: Changed is false when the task was already in the state asked
 // for and nothing was given to change (nothing is recorded then).
@@ -25,6 +29,9 @@ type Paused struct {
 // A pause of a paused task keeps who paused it and when, and changes the
 // reason or the end given; without either, nothing changes.
 func SetPause(ctx context.Context, store *lease.Store, t *scheduler.Task, paused bool, by, reason string, forD time.Duration, now time.Time) (Paused, error) {
+	if len(reason) > MaxReason {
+		return Paused{}, fmt.Errorf("the reason is %d bytes: at most %d", len(reason), MaxReason)
+	}
 	pauses, err := store.Pauses(ctx)
 	if err != nil {
 		return Paused{}, err
