@@ -94,7 +94,6 @@ type failCount struct {
 	n       int // failures in the window
 	refused int // requests refused (429) since, counted for the log
 	since   time.Time
-	logged  bool
 }
 
 const (
@@ -116,23 +115,21 @@ func (f *failures) blocked(key string, now time.Time) (blocked bool, refused int
 	return true, c.refused, c.refused == 1
 }
 
-// failed counts a failure of addr; it returns whether to log it (the
-// first of each window).
-func (f *failures) failed(addr string, now time.Time) (n int, log bool) {
+// failed counts a failure of key (client and user) and returns the count
+// in the window.
+func (f *failures) failed(key string, now time.Time) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.by) > 10000 { // a bound: many addresses trying at once
 		clear(f.by)
 	}
-	c := f.by[addr]
+	c := f.by[key]
 	if c == nil || now.Sub(c.since) >= failWindow {
 		c = &failCount{since: now}
-		f.by[addr] = c
+		f.by[key] = c
 	}
 	c.n++
-	log = !c.logged
-	c.logged = true
-	return c.n, log
+	return c.n
 }
 
 // client is who sent r: its peer's address, or, when the peer is a trusted

@@ -219,7 +219,7 @@ func (c *Console) authenticate(next http.Handler) http.Handler {
 			name, role, ok := a.check(r)
 			if !ok {
 				if _, _, given := r.BasicAuth(); given {
-					n, _ := a.fails.failed(key, now)
+					n := a.fails.failed(key, now)
 					c.log.Warn("console login failed", "user", name, "client", client, "failures", n)
 				}
 				w.Header().Set("WWW-Authenticate", `Basic realm="tickd", charset="UTF-8"`)
