@@ -155,11 +155,7 @@ func (c *Console) taskRow(ctx context.Context, t *scheduler.Task, wd world, tick
 			break
 		}
 	}
-	for _, r := range wd.replicas {
-		if slices.Contains(r.Tasks, t.Name) {
-			row.Replicas = append(row.Replicas, r.ID)
-		}
-	}
+	row.Replicas = scheduler.RunnerIDs(wd.replicas, t.Name)
 	return row, nil
 }
 

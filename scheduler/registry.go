@@ -97,19 +97,21 @@ func Orphans(cfg *Config, reg []lease.TaskInfo) []Orphan {
 // it, it is not firing, and says since when and what to do about it.
 func (o *Orphan) Assess(now time.Time, p Past) ([]TickView, Health) {
 	views, h := o.Task.Assess(now, p)
-	if h.NotFiring != "" && !runBy(p.Replicas, o.Name) {
+	if h.NotFiring != "" && len(RunnerIDs(p.Replicas, o.Name)) == 0 {
 		h.NotFiring = fmt.Sprintf("no config lists this task any more: last run by %s, registered %s; "+
 			"if it is gone on purpose, say so with tickd forget %s", o.Info.By, o.Info.Seen.UTC().Format(time.RFC3339), o.Name)
 	}
 	return views, h
 }
 
-// runBy says whether a replica whose announcement is current runs task.
-func runBy(rs []lease.Replica, task string) bool {
+// RunnerIDs are the ids of the replicas of rs (those whose announcement is
+// current) that run task.
+func RunnerIDs(rs []lease.Replica, task string) []string {
+	var ids []string
 	for _, r := range rs {
 		if slices.Contains(r.Tasks, task) {
-			return true
+			ids = append(ids, r.ID)
 		}
 	}
-	return false
+	return ids
 }

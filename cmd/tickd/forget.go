@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -45,13 +44,7 @@ func runForget(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var runners []string
-	for _, r := range replicas {
-		if slices.Contains(r.Tasks, task) {
-			runners = append(runners, r.ID)
-		}
-	}
-	if len(runners) > 0 {
+	if runners := scheduler.RunnerIDs(replicas, task); len(runners) > 0 {
 		return fmt.Errorf("%s is run by %s: take it out of their configs (and reload them) first", task, strings.Join(runners, ", "))
 	}
 	found, err := store.ForgetTask(ctx, task)
