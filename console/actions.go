@@ -121,7 +121,7 @@ func (c *Console) unlock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PostFormValue("entity")
-	if confirm := r.PostFormValue("confirm"); id == "" || confirm != id && confirm != visible(id) {
+	if confirm := r.PostFormValue("confirm"); id == "" || confirm != id && confirm != report.Visible(id) {
 		http.Error(w, "type the entity id again (as the page shows it) to unlock it", http.StatusBadRequest)
 		return
 	}

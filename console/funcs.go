@@ -3,10 +3,7 @@ package console
 import (
 	"html/template"
 	"net/url"
-	"strconv"
-	"strings"
 	"time"
-	"unicode"
 
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
@@ -24,7 +21,7 @@ var funcs = template.FuncMap{
 	"counts":  func(m map[lease.Outcome]int) string { return report.Counts(m, "none") },
 	"skips":   func(m map[string]int) string { return report.Counts(m, "none") },
 	"path":    url.PathEscape,
-	"visible": visible,
+	"visible": report.Visible,
 	"join": func(ss []string) string {
 		out := ""
 		for i, s := range ss {
@@ -37,24 +34,4 @@ var funcs = template.FuncMap{
 	},
 	"zero":  func(t time.Time) bool { return t.IsZero() },
 	"chart": chartOf,
-}
-
-// visible is s with what cannot be seen shown as an escape: control
-// characters (a newline in an entity id), format characters (a
-// right-to-left override that would reorder what follows) and bad bytes.
-// An entity id is typed back in this form to confirm an unlock.
-func visible(s string) string {
-	if !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if unicode.IsPrint(r) {
-			b.WriteRune(r)
-			continue
-		}
-		q := strconv.QuoteRune(r)
-		b.WriteString(q[1 : len(q)-1])
-	}
-	return b.String()
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/expect"
+	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 )
@@ -92,8 +93,8 @@ func TestLinksCarryTheExactID(t *testing.T) {
 	if _, err := e.store.Acquire(ctx, lease.Request{Task: "sync", Entity: id, TTL: time.Minute, Reason: lease.ReasonTrigger}); err != nil {
 		t.Fatal(err)
 	}
-	resp, _ := e.do("POST", "/tasks/sync/unlock", "ops", url.Values{"entity": {id}, "confirm": {visible(id)}}, nil)
+	resp, _ := e.do("POST", "/tasks/sync/unlock", "ops", url.Values{"entity": {id}, "confirm": {report.Visible(id)}}, nil)
 	expect.Equal(t, "unlock confirmed with the visible id", resp.StatusCode, http.StatusSeeOther)
-	expect.Equal(t, "how the page shows it", visible(id), `line\nbreak`)
-	expect.Equal(t, "a bidi override is shown, not obeyed", visible("rtl\u202eevil"), `rtl\u202eevil`)
+	expect.Equal(t, "how the page shows it", report.Visible(id), `line\nbreak`)
+	expect.Equal(t, "a bidi override is shown, not obeyed", report.Visible("rtl\u202eevil"), `rtl\u202eevil`)
 }

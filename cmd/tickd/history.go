@@ -93,7 +93,7 @@ func printTicks(w io.Writer, h report.TaskHistory) {
 			continue
 		}
 		if a := v.Pause; a != nil {
-			state = fmt.Sprintf("paused by %s: %s", a.By, quoteText(a.Reason))
+			state = fmt.Sprintf("paused by %s: %s", a.By, report.Visible(a.Reason))
 			tb.row(v.Tick.In(loc).Format(time.RFC3339), state, "-", "-", "-", "-", "-", "-", "-")
 			continue
 		}
@@ -103,7 +103,7 @@ func printTicks(w io.Writer, h report.TaskHistory) {
 	tb.write(w)
 	for _, v := range h.Ticks {
 		if e := v.SourceError(); e != "" {
-			fmt.Fprintf(w, "  the source of the tick at %s failed: %s\n", v.Tick.In(loc).Format(time.RFC3339), quoteText(e))
+			fmt.Fprintf(w, "  the source of the tick at %s failed: %s\n", v.Tick.In(loc).Format(time.RFC3339), report.Visible(e))
 		}
 	}
 }
@@ -114,10 +114,10 @@ func printFailures(w io.Writer, fs []lease.Failure, loc *time.Location) {
 	fmt.Fprintf(w, "recent failures: %d\n", len(fs))
 	for _, f := range fs {
 		fmt.Fprintf(w, "  %s  %s  %s (%s, tick %s, fence %d, on %s): %s\n", f.Ended.In(loc).Format(time.RFC3339), idCell(f.Entity),
-			f.Outcome, f.Reason, f.Tick.In(loc).Format(time.RFC3339), f.Fence, f.Replica, quoteText(f.Error))
+			f.Outcome, f.Reason, f.Tick.In(loc).Format(time.RFC3339), f.Fence, f.Replica, report.Visible(f.Error))
 		for line := range strings.SplitSeq(strings.TrimRight(f.Output, "\n"), "\n") {
 			if f.Output != "" {
-				fmt.Fprintf(w, "    | %s\n", quoteText(line))
+				fmt.Fprintf(w, "    | %s\n", report.Visible(line))
 			}
 		}
 	}
@@ -126,7 +126,7 @@ func printFailures(w io.Writer, fs []lease.Failure, loc *time.Location) {
 func printActions(w io.Writer, as []lease.Action, loc *time.Location) {
 	fmt.Fprintf(w, "operator actions: %d\n", len(as))
 	for _, a := range as {
-		line := fmt.Sprintf("  %s  %s by %s", a.At.In(loc).Format(time.RFC3339), a.What, quoteText(a.By))
+		line := fmt.Sprintf("  %s  %s by %s", a.At.In(loc).Format(time.RFC3339), a.What, report.Visible(a.By))
 		if len(a.Entities) > 0 {
 			line += fmt.Sprintf(" %q", a.Entities)
 		}
@@ -134,29 +134,13 @@ func printActions(w io.Writer, as []lease.Action, loc *time.Location) {
 			line += " until " + a.Until.In(loc).Format(time.RFC3339)
 		}
 		if a.Reason != "" {
-			line += ": " + quoteText(a.Reason)
+			line += ": " + report.Visible(a.Reason)
 		}
 		if a.Detail != "" {
-			line += " (" + quoteText(a.Detail) + ")"
+			line += " (" + report.Visible(a.Detail) + ")"
 		}
 		fmt.Fprintln(w, line)
 	}
-}
-
-// quoteText keeps text from another's hands (an error, an output line, a
-// reason) to one line of printable characters: control characters are
-// escaped, so it cannot move a terminal's cursor or forge a line.
-func quoteText(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if unicode.IsPrint(r) {
-			b.WriteRune(r)
-			continue
-		}
-		q := strconv.QuoteRune(r) // a control byte, a bad rune: escaped, so the line stays one line
-		b.WriteString(q[1 : len(q)-1])
-	}
-	return b.String()
 }
 
 // idCell is an entity id in a table column: as it is when it is plain

@@ -121,7 +121,7 @@ func printStatus(w io.Writer, ts []report.TaskStatus, now time.Time) {
 			fmt.Fprintf(w, "  last tick: %s %s, %d entities, %d runs (%s), skipped %s\n", v.Tick.In(loc).Format(time.RFC3339),
 				v.State, v.Entities(), v.Runs(), report.Counts(v.Outcomes(), "-"), report.Counts(v.Skipped(), "-"))
 			if e := v.SourceError(); e != "" {
-				fmt.Fprintf(w, "  its entity source failed: %s\n", quoteText(e))
+				fmt.Fprintf(w, "  its entity source failed: %s\n", report.Visible(e))
 			}
 		}
 		fmt.Fprintf(w, "  leases held: %d%s\n", t.LeaseCount, shown(len(t.Leases), t.LeaseCount))
@@ -144,10 +144,10 @@ func printStatus(w io.Writer, ts []report.TaskStatus, now time.Time) {
 			for _, r := range t.LastRuns {
 				outcome := string(r.Outcome)
 				if r.By != "" {
-					outcome += " by " + quoteText(r.By)
+					outcome += " by " + report.Visible(r.By)
 				}
 				tb.row(idCell(r.Entity), ago(now, r.Ended), r.Reason, outcome, r.Ended.Sub(r.Started), r.Replica, r.Fence,
-					orDash(quoteText(r.Error)))
+					orDash(report.Visible(r.Error)))
 			}
 			tb.write(w)
 		}
@@ -174,7 +174,7 @@ func printReplicas(w io.Writer, rs []lease.Replica, now time.Time) {
 	for _, r := range rs {
 		id := r.ID
 		if r.DuplicateOn != "" {
-			id += " (DUPLICATE: also on " + quoteText(r.DuplicateOn) + ")"
+			id += " (DUPLICATE: also on " + report.Visible(r.DuplicateOn) + ")"
 		}
 		tb.row(id, orDash(r.Host), orDash(r.Version), ago(now, r.Since), ago(now, r.Seen), orDash(strings.Join(r.Tasks, " ")))
 	}
@@ -185,13 +185,13 @@ func printReplicas(w io.Writer, rs []lease.Replica, now time.Time) {
 func pauseText(p lease.PauseInfo, loc *time.Location) string {
 	s := ""
 	if p.By != "" {
-		s += " by " + quoteText(p.By)
+		s += " by " + report.Visible(p.By)
 	}
 	if !p.Until.IsZero() {
 		s += " until " + p.Until.In(loc).Format(time.RFC3339)
 	}
 	if p.Reason != "" {
-		s += ": " + quoteText(p.Reason)
+		s += ": " + report.Visible(p.Reason)
 	}
 	return s
 }
