@@ -17,6 +17,10 @@ type Proxy struct {
 	target string
 	ln     net.Listener
 
+	// flow is held for reading by each chunk's write, so that Stall can
+	// wait for the writes already past the check.
+	flow sync.RWMutex
+
 	mu      sync.Mutex
 	stalled bool
 	resume  chan struct{} // closed when a stall ends
@@ -78,14 +82,8 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	buf := make([]byte, 32*1024)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			wait := p.resume
-			p.mu.Unlock()
-			<-wait
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
+		if n > 0 && !p.write(dst, buf[:n]) {
+			return
 		}
 		if err != nil {
 			if err != io.EOF {
@@ -96,14 +94,37 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	}
 }
 
-// Stall stops all traffic until Resume; connections stay open.
+// write sends b to dst once the proxy is not stalled, and reports whether
+// it could.
+func (p *Proxy) write(dst net.Conn, b []byte) bool {
+	for {
+		p.flow.RLock()
+		p.mu.Lock()
+		stalled, wait := p.stalled, p.resume
+		p.mu.Unlock()
+		if !stalled {
+			_, err := dst.Write(b)
+			p.flow.RUnlock()
+			return err == nil
+		}
+		p.flow.RUnlock()
+		<-wait
+	}
+}
+
+// Stall stops all traffic until Resume; connections stay open. When it
+// returns no byte goes through any more: a write already under way has
+// ended, so what the target has seen is all it will see until Resume.
 func (p *Proxy) Stall() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if !p.stalled {
 		p.stalled = true
 		p.resume = make(chan struct{})
 	}
+	p.mu.Unlock()
+	p.flow.Lock()
+	//lint:ignore SA2001 an empty critical section: it waits for the writes under way
+	p.flow.Unlock()
 }
 
 // Resume lets held traffic through again.

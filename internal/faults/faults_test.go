@@ -584,6 +584,13 @@ func TestStalledConnection(t *testing.T) {
 		sleepUntil(time.Now().Add(4 * time.Second))
 		stalledAt = time.Now()
 		proxy.Stall()
+		// A release or a grant Redis had seen without its answer getting
+		// through stays held, unrenewed, until it expires: as after a kill
+		// -9, read those leases from Redis now.
+		held := c.heldBy(c.reps[0].proc.Pid())
+		c.mu.Lock()
+		c.orphaned = append(c.orphaned, orphans{held, stalledAt})
+		c.mu.Unlock()
 		c.fault()
 		sleepUntil(stalledAt.Add(2*leaseTTL + time.Second))
 		proxy.Resume()
