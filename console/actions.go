@@ -60,7 +60,7 @@ func (c *Console) trigger(w http.ResponseWriter, r *http.Request) {
 	for _, id := range ids[:min(len(ids), maxWatched)] {
 		q.Add("e", id)
 	}
-	http.Redirect(w, r, "/tasks/"+url.PathEscape(t.Name)+"/requests/"+req+"?"+q.Encode(), http.StatusSeeOther)
+	http.Redirect(w, r, c.url("/tasks/")+url.PathEscape(t.Name)+"/requests/"+req+"?"+q.Encode(), http.StatusSeeOther)
 }
 
 // pause pauses the task with a reason and, if given, an end (for, a Go
@@ -109,7 +109,7 @@ func (c *Console) setPause(w http.ResponseWriter, r *http.Request, t *scheduler.
 	if res.Changed {
 		c.log.Info("console action", "action", map[bool]string{true: "pause", false: "resume"}[paused], "task", t.Name, "by", by(r))
 	}
-	c.back(w, r, "/tasks/"+url.PathEscape(t.Name), res.Said)
+	c.back(w, r, c.url("/tasks/")+url.PathEscape(t.Name), res.Said)
 }
 
 // unlock revokes an entity's lease once the entity id is typed again
@@ -138,7 +138,7 @@ func (c *Console) unlock(w http.ResponseWriter, r *http.Request) {
 	if !u.Already {
 		c.record(r, lease.Action{Task: t.Name, At: time.Now(), By: by(r), What: "unlock", Entities: []string{id}, Detail: said})
 	}
-	c.back(w, r, "/tasks/"+url.PathEscape(t.Name)+"/entity?id="+url.QueryEscape(id), said)
+	c.back(w, r, c.url("/tasks/")+url.PathEscape(t.Name)+"/entity?id="+url.QueryEscape(id), said)
 }
 
 // record keeps an action in the history and logs it.

@@ -2,8 +2,11 @@ package console
 
 import (
 	"crypto/sha256"
+	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -11,6 +14,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/tickd/tickd/internal/htpasswd"
+	"github.com/tickd/tickd/scheduler"
 )
 
 // Role is what a user may do: look, or act too.
@@ -24,67 +28,220 @@ const (
 
 // decoy is a bcrypt hash of cost no password matches: an unknown user's
 // password is compared against it, so that a wrong name costs the time a
-// wrong password does. Made when the console starts, never at package
+// wrong password does. Made when the users are read, never at package
 // init (every tickd command would pay for it).
 func decoy(cost int) ([]byte, error) {
 	return bcrypt.GenerateFromPassword([]byte("tickd: no such user"), cost)
 }
 
-// authenticator checks basic auth against the users, remembers the
-// credentials it accepted (bcrypt is slow on purpose; a page refreshes
-// every few seconds), and slows down an address that keeps failing.
-type authenticator struct {
+// Auth is basic auth against the [web] table's htpasswd file, with the
+// login limiter: the middleware Front puts in front of a Console that has
+// users. It reads the file again on Reload (the daemon's SIGHUP) and when
+// the file changes (looked at every fileCheck at most, on a request), so
+// that a removed user or a changed password stops working at once.
+type Auth struct {
+	log     *slog.Logger
+	proxies proxies
+	fails   *failures
+
+	mu      sync.Mutex
+	users   *userSet
+	file    string
+	admins  []string
+	stamp   fileStamp // of the file users were read from
+	checked time.Time // when the file was last looked at
+}
+
+// fileCheck is how often, at most, Auth looks whether its file changed.
+const fileCheck = 2 * time.Second
+
+// userSet is one reading of the file: the users, the decoy of their cost,
+// the admins, and the credentials accepted since.
+type userSet struct {
 	users  htpasswd.Users
-	decoy  []byte // compared against for an unknown user: the users' cost
+	decoy  []byte
 	admins map[string]bool
-	fails  *failures
 
 	mu   sync.Mutex
 	good map[[32]byte]bool // sha256 of user, password and hash: accepted
 }
 
+// fileStamp tells a file's versions apart.
+type fileStamp struct {
+	size    int64
+	modTime time.Time
+	ino     uint64
+}
+
+// NewAuth reads w's htpasswd file and admins; an admin who is not a user,
+// or a user with an empty password, is refused.
+func NewAuth(w *scheduler.Web, log *slog.Logger) (*Auth, error) {
+	a := &Auth{log: log, proxies: parseProxies(w.TrustedProxies), fails: &failures{by: map[string]*failCount{}}}
+	us, stamp, err := readUsers(w.HtpasswdFile, w.Admins, nil, true)
+	if err != nil {
+		return nil, err
+	}
+	a.users, a.stamp, a.file, a.admins, a.checked = us, stamp, w.HtpasswdFile, w.Admins, time.Now()
+	return a, nil
+}
+
+// readUsers reads file. strict refuses an admin who is not a user (at
+// start, as tickd check does); otherwise such an admin is left out: a user
+// removed from the file is gone, admin or not. old's decoy is kept when
+// the cost is the same.
+func readUsers(file string, admins []string, old *userSet, strict bool) (*userSet, fileStamp, error) {
+	stamp := stampOf(file)
+	us, err := htpasswd.Read(file)
+	if err != nil {
+		return nil, stamp, fmt.Errorf("web.htpasswd_file: %w", err)
+	}
+	if empty := us.EmptyPasswords(); len(empty) > 0 {
+		return nil, stamp, fmt.Errorf("web.htpasswd_file: %s: users with an empty password: %s (set one with htpasswd -B -C 10 %s USER)",
+			file, strings.Join(empty, ", "), file)
+	}
+	set := &userSet{users: us, admins: map[string]bool{}, good: map[[32]byte]bool{}}
+	if old != nil && costOf(old.decoy) == us.Cost() {
+		set.decoy = old.decoy
+	} else if set.decoy, err = decoy(us.Cost()); err != nil {
+		return nil, stamp, err
+	}
+	for _, name := range admins {
+		if _, ok := us[name]; ok {
+			set.admins[name] = true
+		} else if strict {
+			return nil, stamp, fmt.Errorf("web.admins: %q is not a user of %s", name, file)
+		}
+	}
+	return set, stamp, nil
+}
+
+func costOf(hash []byte) int {
+	c, _ := bcrypt.Cost(hash)
+	return c
+}
+
+func stampOf(file string) fileStamp {
+	fi, err := os.Stat(file)
+	if err != nil {
+		return fileStamp{}
+	}
+	return fileStamp{size: fi.Size(), modTime: fi.ModTime(), ino: inode(fi)}
+}
+
+// Reload reads w's htpasswd file and admins again. A file that cannot be
+// read (or has an empty password) keeps the users it would replace, and
+// the error says why.
+func (a *Auth) Reload(w *scheduler.Web) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.reload(w.HtpasswdFile, w.Admins, "reload")
+}
+
+// reload reads file with admins in place of the users; a.mu is held.
+func (a *Auth) reload(file string, admins []string, why string) error {
+	set, stamp, err := readUsers(file, admins, a.users, false)
+	a.stamp, a.checked = stamp, time.Now() // a bad version is not read again until it changes
+	if err != nil {
+		a.log.Error("console users not reloaded: the old ones stay", "file", file, "why", why, "error", err)
+		return err
+	}
+	a.users, a.file, a.admins = set, file, admins
+	for _, name := range admins {
+		if !set.admins[name] {
+			a.log.Warn("console admin not in the users' file: not an admin", "user", name, "file", file)
+		}
+	}
+	a.log.Info("console users reloaded", "file", file, "why", why, "users", len(set.users))
+	return nil
+}
+
+// current is the users to check against, read again first if the file
+// changed since.
+func (a *Auth) current(now time.Time) *userSet {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if now.Sub(a.checked) >= fileCheck {
+		a.checked = now
+		if stampOf(a.file) != a.stamp {
+			a.reload(a.file, a.admins, "file changed") //nolint:errcheck // logged; the old users stay
+		}
+	}
+	return a.users
+}
+
 // maxGood bounds the accepted credentials remembered.
 const maxGood = 256
 
-// check returns r's user and role; ok is false when r does not carry valid
-// credentials.
-func (a *authenticator) check(r *http.Request) (user string, role Role, ok bool) {
-	user, pass, given := r.BasicAuth()
+// check returns r's user; ok is false when r does not carry valid
+// credentials. Accepted credentials are remembered (bcrypt is slow on
+// purpose; a page refreshes every few seconds).
+func (us *userSet) check(r *http.Request) (u User, ok bool) {
+	name, pass, given := r.BasicAuth()
+	u.Name = name
 	if !given || pass == "" || len(pass) > htpasswd.MaxPassword {
-		return user, Viewer, false // bcrypt would ignore what follows byte 72
+		return u, false // bcrypt would ignore what follows byte 72
 	}
-	hash, known := a.users[user]
+	hash, known := us.users[name]
 	if !known {
-		hash = a.decoy
+		hash = us.decoy
 	}
-	key := sha256.Sum256([]byte(user + "\x00" + pass + "\x00" + string(hash)))
-	a.mu.Lock()
-	cached := a.good[key]
-	a.mu.Unlock()
+	key := sha256.Sum256([]byte(name + "\x00" + pass + "\x00" + string(hash)))
+	us.mu.Lock()
+	cached := us.good[key]
+	us.mu.Unlock()
 	if !cached {
 		// bcrypt compares in constant time; an unknown user is compared
 		// too, against a hash no password matches.
 		if bcrypt.CompareHashAndPassword(hash, []byte(pass)) != nil || !known {
-			return user, Viewer, false
+			return u, false
 		}
-		a.mu.Lock()
-		if len(a.good) >= maxGood {
-			clear(a.good)
+		us.mu.Lock()
+		if len(us.good) >= maxGood {
+			clear(us.good)
 		}
-		a.good[key] = true
-		a.mu.Unlock()
+		us.good[key] = true
+		us.mu.Unlock()
 	}
-	if a.admins[user] {
-		return user, Admin, true
+	if us.admins[name] {
+		u.Role = Admin
 	}
-	return user, Viewer, true
+	return u, true
+}
+
+// Wrap lets a request through to next with its user, or answers 401 (no
+// or wrong credentials: each failure is logged with its count) or 429 (a
+// user that failed too often lately from this client).
+func (a *Auth) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		client, now := a.proxies.client(r), time.Now()
+		given, _, _ := r.BasicAuth()
+		key := client + "\x00" + given
+		if blocked, refused, log := a.fails.blocked(key, now); blocked {
+			if log {
+				a.log.Warn("console login refused: too many failures", "user", given, "client", client, "refused", refused)
+			}
+			http.Error(w, "too many failed logins: try again in a minute", http.StatusTooManyRequests)
+			return
+		}
+		u, ok := a.current(now).check(r)
+		if !ok {
+			if _, _, given := r.BasicAuth(); given {
+				n := a.fails.failed(key, now)
+				a.log.Warn("console login failed", "user", u.Name, "client", client, "failures", n)
+			}
+			w.Header().Set("WWW-Authenticate", `Basic realm="tickd", charset="UTF-8"`)
+			http.Error(w, "log in to see the tickd console", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(WithUser(r.Context(), u)))
+	})
 }
 
 // failures counts failed logins by client and user: after maxFails within
 // failWindow, that user from that client is refused (429) until the window
 // ends, without a password being looked at; another user, or the same user
 // from another client, is not (a proxy's many clients share its address:
-// Console.client says which one it is).
+// proxies.client says which one it is).
 type failures struct {
 	mu sync.Mutex
 	by map[string]*failCount
@@ -132,11 +289,25 @@ func (f *failures) failed(key string, now time.Time) int {
 	return c.n
 }
 
+// proxies are [web] trusted_proxies: the networks whose X-Forwarded-For
+// and X-Forwarded-Proto are believed.
+type proxies []*net.IPNet
+
+func parseProxies(cidrs []string) proxies {
+	var ps proxies
+	for _, p := range cidrs {
+		if _, n, err := net.ParseCIDR(p); err == nil {
+			ps = append(ps, n)
+		}
+	}
+	return ps
+}
+
 // client is who sent r: its peer's address, or, when the peer is a trusted
 // proxy, the nearest address in X-Forwarded-For that is not one.
-func (c *Console) client(r *http.Request) string {
+func (ps proxies) client(r *http.Request) string {
 	peer := remoteHost(r)
-	if !c.trusted(peer) {
+	if !ps.trust(peer) {
 		return peer
 	}
 	xff := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
@@ -145,7 +316,7 @@ func (c *Console) client(r *http.Request) string {
 		if a == "" {
 			continue
 		}
-		if !c.trusted(a) {
+		if !ps.trust(a) {
 			return a
 		}
 		peer = a
@@ -153,10 +324,10 @@ func (c *Console) client(r *http.Request) string {
 	return peer
 }
 
-// trusted says whether addr is in [web] trusted_proxies.
-func (c *Console) trusted(addr string) bool {
+// trust says whether addr is in a trusted network.
+func (ps proxies) trust(addr string) bool {
 	ip := net.ParseIP(addr)
-	for _, n := range c.proxies {
+	for _, n := range ps {
 		if ip != nil && n.Contains(ip) {
 			return true
 		}

@@ -42,7 +42,9 @@ var hostile = `<script>alert("x")</script>'"><img src=x onerror=alert(1)>&amp;` 
 type env struct {
 	t     *testing.T
 	store *lease.Store
+	web   *scheduler.Web // nil: no [web] table
 	con   *Console
+	front *Front
 	srv   *httptest.Server
 }
 
@@ -82,9 +84,32 @@ entities = ["a", "b"]
 	if e.con, err = New(Options{Config: cfg, Store: e.store}); err != nil {
 		t.Fatal(err)
 	}
-	e.srv = httptest.NewServer(e.con)
-	t.Cleanup(e.srv.Close)
+	e.web = cfg.Web
+	e.rewire(nil, Limits{})
 	return e
+}
+
+// rewire serves e's console behind a new Front for e's [web] table as edit
+// changes it (edit may be nil), with lim.
+func (e *env) rewire(edit func(w *scheduler.Web), lim Limits) {
+	e.t.Helper()
+	w := scheduler.Web{Listen: "127.0.0.1:0", MaxConnections: 64}
+	if e.web != nil {
+		w = *e.web
+	}
+	if edit != nil {
+		edit(&w)
+	}
+	e.web = &w
+	f, err := NewFront(e.con, FrontOptions{Web: e.web, Logger: discard(), Limits: lim})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.front = f
+	if e.srv == nil {
+		e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.front.ServeHTTP(w, r) }))
+		e.t.Cleanup(e.srv.Close)
+	}
 }
 
 // seed gives the task a held lease, a failed last run, a tick record, a
@@ -151,7 +176,7 @@ func (e *env) do(method, path, user string, form url.Values, hdr map[string]stri
 // pages are every GET route, with the seeded entities.
 var pages = []string{"/", "/tasks/sync", "/tasks/sync?q=%3Cscript&mode=substring", "/tasks/sync/entity?id=" + url.QueryEscape(hostile),
 	"/tasks/sync/entity?id=a", "/tasks/sync/requests/abc?e=" + url.QueryEscape(hostile), "/replicas", "/actions",
-	"/api/status", "/api/tasks/sync/history", "/static/app.js", "/static/style.css"}
+	"/api/status", "/api/tasks/sync/history", "/static/app.js", "/static/style.css", "/static/favicon.svg"}
 
 // actions are every POST route, with a valid form.
 var actions = map[string]url.Values{
@@ -274,8 +299,7 @@ func TestFailedLoginsAreLimited(t *testing.T) {
 // in trusted_proxies, X-Forwarded-For is not believed.
 func TestLimiterBehindAProxy(t *testing.T) {
 	e := newEnv(t, true)
-	_, n, _ := net.ParseCIDR("127.0.0.1/32")
-	e.con.proxies = []*net.IPNet{n}
+	e.rewire(func(w *scheduler.Web) { w.TrustedProxies = []string{"127.0.0.1/32"} }, Limits{})
 	from := func(client string, extra map[string]string) map[string]string {
 		h := map[string]string{"X-Forwarded-For": client}
 		for k, v := range extra {
@@ -296,7 +320,7 @@ func TestLimiterBehindAProxy(t *testing.T) {
 	expect.Equal(t, "another user from the locked-out client", resp.StatusCode, http.StatusOK)
 	// A forged X-Forwarded-For from a peer that is no trusted proxy counts
 	// against the peer itself.
-	e.con.proxies = nil
+	e.rewire(func(w *scheduler.Web) { w.TrustedProxies = nil }, Limits{})
 	for i := range maxFails {
 		e.do("GET", "/", "", nil, from(fmt.Sprint("10.1.0.", i), wrong))
 	}
@@ -386,10 +410,10 @@ func TestJSONEndpointsKeepTheContract(t *testing.T) {
 // a public address without users, whatever built its config.
 func TestStartRefusedOffLoopbackWithoutAuth(t *testing.T) {
 	e := newEnv(t, false)
-	if _, err := Start(e.con, &scheduler.Web{Listen: "0.0.0.0:0"}, discard()); err == nil {
+	if _, err := Start(e.front, &scheduler.Web{Listen: "0.0.0.0:0"}, discard()); err == nil {
 		t.Fatal("started on 0.0.0.0 without auth")
 	}
-	stop, err := Start(e.con, &scheduler.Web{Listen: "127.0.0.1:0"}, discard())
+	stop, err := Start(e.front, &scheduler.Web{Listen: "127.0.0.1:0"}, discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +454,7 @@ func TestHTTPS(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	stop, err := Start(e.con, &scheduler.Web{Listen: addr, TLSCertFile: certFile, TLSKeyFile: keyFile}, discard())
+	stop, err := Start(e.front, &scheduler.Web{Listen: addr, TLSCertFile: certFile, TLSKeyFile: keyFile}, discard())
 	if err != nil {
 		t.Fatal(err)
 	}

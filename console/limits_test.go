@@ -25,12 +25,14 @@ import (
 )
 
 // startLimited serves e's console with Start on a free loopback port, with
-// short limits and at most maxConns connections; it returns the address.
-func startLimited(t *testing.T, e *env, maxConns int) string {
+// short limits (a read timeout of read) and at most maxConns connections;
+// it returns the address.
+func startLimited(t *testing.T, e *env, maxConns int, read time.Duration) string {
 	t.Helper()
-	e.con.limits = Limits{ReadTimeout: 300 * time.Millisecond, WriteTimeout: time.Second, IdleTimeout: 300 * time.Millisecond, MaxBody: 1 << 20}
 	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
-	stop, err := Start(e.con, &scheduler.Web{Listen: addr, MaxConnections: maxConns}, discard())
+	e.rewire(func(w *scheduler.Web) { w.Listen, w.MaxConnections = addr, maxConns },
+		Limits{ReadTimeout: read, WriteTimeout: time.Second, IdleTimeout: 300 * time.Millisecond, MaxBody: 1 << 20})
+	stop, err := Start(e.front, e.web, discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +54,7 @@ func closedWithin(c net.Conn, d time.Duration) bool {
 // server, without credentials; before, both were held for ever.
 func TestSlowClientsAreCut(t *testing.T) {
 	e := newEnv(t, true)
-	addr := startLimited(t, e, 64)
+	addr := startLimited(t, e, 64, 300*time.Millisecond)
 	slow, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -94,9 +96,7 @@ func openFDs(t *testing.T) int {
 // runs need. (The clients' own 40 are in this process too.)
 func TestConnectionsAreCapped(t *testing.T) {
 	e := newEnv(t, true)
-	e.con.limits.ReadTimeout = 10 * time.Second
-	addr := startLimited(t, e, 4)
-	e.con.limits.ReadTimeout = 10 * time.Second // hold them while counting
+	addr := startLimited(t, e, 4, 10*time.Second) // hold them while counting
 	before := openFDs(t)
 	var cs []net.Conn
 	for range 40 {
@@ -179,7 +179,7 @@ func TestHostCheckedWithoutUsers(t *testing.T) {
 			t.Errorf("Host %s refused", h)
 		}
 	}
-	e.con.hosts["tickd.internal"] = true
+	e.rewire(func(w *scheduler.Web) { w.Hosts = []string{"tickd.internal"} }, Limits{})
 	if code := do("tickd.internal:8080"); code == http.StatusMisdirectedRequest {
 		t.Error("a name in [web] hosts refused")
 	}
@@ -228,7 +228,7 @@ func TestPasswordsBcryptWouldBend(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnv(t, true)
-	e.con.auth.users["long"] = h
+	e.front.auth.users.users["long"] = h
 	req, _ := http.NewRequest("GET", e.srv.URL+"/", nil)
 	req.SetBasicAuth("long", long+"anything")
 	resp, err := http.DefaultClient.Do(req)
@@ -246,7 +246,7 @@ func TestPasswordsBcryptWouldBend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(Options{Config: cfg, Store: e.store}); err == nil || !strings.Contains(err.Error(), "empty password: u") {
+	if _, err := NewFront(e.con, FrontOptions{Web: cfg.Web}); err == nil || !strings.Contains(err.Error(), "empty password: u") {
 		t.Fatalf("a console with an empty password: %v", err)
 	}
 }

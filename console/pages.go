@@ -40,7 +40,7 @@ type Page struct {
 
 func (c *Console) page(r *http.Request, title string) Page {
 	u := userOf(r)
-	return Page{Title: title, User: u.name, Admin: u.role == Admin, Refresh: int(c.refresh.Seconds()), Now: time.Now(),
+	return Page{Title: title, User: u.Name, Admin: u.Role == Admin, Refresh: int(c.refresh.Seconds()), Now: time.Now(),
 		Flash: r.URL.Query().Get("done")}
 }
 
@@ -235,7 +235,7 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 	}{Page: c.page(r, t.Name), Task: row, Chart: chartOf(row.Ticks), Query: pq, Entities: ents, Actions: row.Actions}
 	if ents.Next != "" {
 		nq := url.Values{"cursor": {ents.Next}, "q": {pq.Search}, "mode": {q.Get("mode")}}
-		data.NextURL = "/tasks/" + url.PathEscape(t.Name) + "?" + nq.Encode()
+		data.NextURL = c.url("/tasks/") + url.PathEscape(t.Name) + "?" + nq.Encode()
 	}
 	errFull := errors.New("full")
 	err = c.store.DueEntries(ctx, t.Name, func(d lease.Due) error {

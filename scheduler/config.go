@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -117,6 +118,33 @@ type Web struct {
 	// daemon's file descriptors, so that clients can never take what runs
 	// need. Defaults to 64.
 	MaxConnections int `toml:"max_connections"`
+	// BasePath is the path the console is served under ("/tickd"), for a
+	// reverse proxy that serves it at a path: every link, form, asset and
+	// redirect stays under it. Defaults to "" (the root).
+	BasePath string `toml:"base_path"`
+}
+
+// CheckBasePath says what is wrong with a console's base path, if
+// anything: "" or "/" followed by path segments of letters, digits and
+// "-._~", none of them "." or "..", and no "/" at the end.
+func CheckBasePath(p string) error {
+	if p == "" {
+		return nil
+	}
+	if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") {
+		return errors.New(`want "" or a path such as "/tickd": a leading "/" and none at the end`)
+	}
+	for _, seg := range strings.Split(p[1:], "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return fmt.Errorf("segment %q: want a name (not empty, \".\" or \"..\")", seg)
+		}
+		for _, r := range seg {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-._~", r)) {
+				return fmt.Errorf("segment %q: %q is not a letter, digit or one of -._~", seg, r)
+			}
+		}
+	}
+	return nil
 }
 
 // Loopback says whether the address host:port listens on loopback only.

@@ -62,6 +62,8 @@ func TestConfigErrors(t *testing.T) {
 		{"console off loopback without auth", "[web]\nlisten = \"0.0.0.0:8080\"\n" + goodTask, `cfg.toml:2: web.listen: "0.0.0.0:8080" is not a loopback address: set htpasswd_file`},
 		{"console without an address", "[web]\nadmins = [\"ops\"]\n" + goodTask, `cfg.toml:1: web.listen: required`},
 		{"console admins without users", "[web]\nlisten = \"127.0.0.1:8080\"\nadmins = [\"ops\"]\n" + goodTask, `cfg.toml:3: web.admins: admins need users`},
+		{"console base path ending in /", "[web]\nlisten = \"127.0.0.1:8080\"\nbase_path = \"/tickd/\"\n" + goodTask, `cfg.toml:3: web.base_path: "/tickd/": want "" or a path such as "/tickd"`},
+		{"console base path with ..", "[web]\nlisten = \"127.0.0.1:8080\"\nbase_path = \"/a/../b\"\n" + goodTask, `cfg.toml:3: web.base_path: "/a/../b": segment ".."`},
 		{"console TLS half given", "[web]\nlisten = \"127.0.0.1:8080\"\ntls_key_file = \"k\"\n" + goodTask, `web.tls_cert_file: give tls_cert_file and tls_key_file together`},
 		{"bad duration", "[[tasks]]\nname = \"a\"\nevery = \"15 minutes\"\ncommand = [\"true\"]\n", `cfg.toml:3: tasks[0].every: bad duration "15 minutes"`},
 		{"zero every", "[[tasks]]\nname = \"a\"\nevery = \"0s\"\ncommand = [\"true\"]\n", "cfg.toml:3: tasks[0].every: must be more than 0s"},

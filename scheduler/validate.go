@@ -72,6 +72,9 @@ func validateWeb(d *decoder, w *Web) {
 			d.bad("web.trusted_proxies", "element %d, %q: want a network such as \"127.0.0.1/32\" or \"10.0.0.0/8\"", i, p)
 		}
 	}
+	if err := CheckBasePath(w.BasePath); err != nil {
+		d.bad("web.base_path", "%q: %v", w.BasePath, err)
+	}
 	if w.MaxConnections < 1 {
 		d.bad("web.max_connections", "%d: at least 1", w.MaxConnections)
 	}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,9 +50,12 @@ func screenshotDir(t *testing.T) string {
 }
 
 // TestConsoleInABrowser drives the console of a real daemon on a real
-// Redis in headless Chromium, as an admin: the tasks, a task, a trigger
+// Redis in headless Chromium, as an admin, through a reverse proxy that
+// serves it under /tickd ([web] base_path): the tasks, a task, a trigger
 // and its answer, the new ticks in the chart, a pause with a reason seen on
-// the tasks page, a resume, and an unlock after typing the entity id.
+// the tasks page, a resume, the entity "x y" reached by its link and
+// triggered from its page (not "x+y", as when links were encoded twice),
+// and an unlock after typing the entity id.
 func TestConsoleInABrowser(t *testing.T) {
 	browser := chromium(t)
 	srv := redistest.Start(t)
@@ -75,18 +81,30 @@ listen = %q
 htpasswd_file = %q
 admins = ["ops"]
 refresh = "1s"
+base_path = "/tickd"
 [[tasks]]
 name = "sync-users"
 every = "2s"
 lease_ttl = "3s"
 timezone = "Europe/Berlin"
-entities = ["alpha", "beta", "<b>gamma</b>"]
+entities = ["alpha", "beta", "<b>gamma</b>", "x y", "x+y"]
 command = [%q]
 `, srv.URL(), addr, htpasswd, worker))
 	d := tickdtest.Start(t, "A", []string{"TESTWORKER_LOG=" + filepath.Join(dir, "runs.log"), "TESTWORKER_MAX_SLEEP=50ms",
 		"TESTWORKER_SLOW=beta", "TESTWORKER_SLOW_SLEEP=1h"}, "-config", cfg)
 	d.WaitReady(20 * time.Second)
-	base := "http://" + addr
+	// The reverse proxy: /tickd/ goes to tickd as it is; nothing else may
+	// be asked for.
+	target, _ := url.Parse("http://" + addr)
+	mux := http.NewServeMux()
+	mux.Handle("/tickd/", httputil.NewSingleHostReverseProxy(target))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("the browser asked for %s, outside /tickd/", r.URL)
+		http.NotFound(w, r)
+	})
+	proxy := httptest.NewServer(mux)
+	defer proxy.Close()
+	base := proxy.URL + "/tickd"
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
 		chromedp.WindowSize(1280, 900), chromedp.Flag("disable-dev-shm-usage", true))
@@ -117,14 +135,14 @@ command = [%q]
 
 	var text string
 	run("the tasks page", chromedp.Navigate(base+"/"),
-		chromedp.WaitVisible(`a[href="/tasks/sync-users"]`),
+		chromedp.WaitVisible(`a[href="/tickd/tasks/sync-users"]`),
 		chromedp.WaitVisible(`svg.spark rect.done`), // a tick ran and is in the history
 		chromedp.Text("main", &text))
 	expect.True(t, "the tasks page shows the schedule in words and the zone", strings.Contains(text, "every 2 seconds") && strings.Contains(text, "Europe/Berlin"))
 	run("screenshot of the tasks page", shot("tasks.png"))
 
 	var bars int
-	run("the task page", chromedp.Click(`a[href="/tasks/sync-users"]`), chromedp.WaitVisible(`svg.chart`),
+	run("the task page", chromedp.Click(`a[href="/tickd/tasks/sync-users"]`), chromedp.WaitVisible(`svg.chart`),
 		chromedp.Evaluate(`document.querySelectorAll("svg.chart g").length`, &bars))
 	expect.True(t, "the chart has ticks", bars > 0)
 	run("screenshot of the task page", shot("task.png"))
@@ -152,8 +170,20 @@ command = [%q]
 	run("screenshot of a paused task", shot("paused.png"))
 	run("resume", chromedp.Navigate(base+"/tasks/sync-users"), chromedp.WaitVisible(`form[action$="/resume"] button`),
 		chromedp.Click(`form[action$="/resume"] button`), chromedp.WaitVisible(`p.flash`),
-		chromedp.Navigate(base+"/"), chromedp.WaitVisible(`a[href="/tasks/sync-users"]`), chromedp.Text("main", &text))
+		chromedp.Navigate(base+"/"), chromedp.WaitVisible(`a[href="/tickd/tasks/sync-users"]`), chromedp.Text("main", &text))
 	expect.True(t, "resumed", !strings.Contains(text, "db migration") && strings.Contains(text, "running"))
+
+	// "x y", reached by its link on the task page, triggered from its own
+	// page: the answer is for "x y" itself.
+	var answered string
+	run("trigger x y from its page", chromedp.Navigate(base+"/tasks/sync-users"),
+		chromedp.Poll(`[...document.querySelectorAll("td a")].some(a => a.textContent === "x y")`, nil, chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Evaluate(`[...document.querySelectorAll("td a")].find(a => a.textContent === "x y").click()`, nil),
+		chromedp.WaitVisible(`form[action$="/trigger"] button`), chromedp.Text("h1", &text),
+		chromedp.Click(`form[action$="/trigger"] button`), chromedp.WaitVisible(`td.outcome`),
+		chromedp.Text(`tbody td a`, &answered))
+	expect.Equal(t, "the entity page reached from the x y link", strings.TrimSpace(text[strings.LastIndex(text, "/")+1:]), "x y")
+	expect.Equal(t, "the entity triggered from the x y page", answered, "x y")
 
 	// beta's run sleeps for ever: unlock it, typing its id.
 	run("unlock", chromedp.Navigate(base+"/tasks/sync-users/entity?id=beta"),

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tickd/tickd/console"
 	"github.com/tickd/tickd/internal/earlysignal"
 	"github.com/tickd/tickd/internal/gcpolicy"
 	"github.com/tickd/tickd/lease"
@@ -203,16 +202,14 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		defer stop()
 	}
-	var con *console.Console
+	var con *webConsole
 	if cfg.Web != nil {
-		if con, err = console.New(console.Options{Config: cfg, Store: store, Logger: log}); err != nil {
-			return err
-		}
-		stop, err := console.Start(con, cfg.Web, log)
+		c, stop, err := startConsole(cfg, store, log)
 		if err != nil {
 			return err
 		}
 		defer stop()
+		con = c
 	}
 
 	if sig, ok := stopRequested(sigs); ok {
@@ -262,7 +259,7 @@ func stopRequested(sigs <-chan os.Signal) (os.Signal, bool) {
 }
 
 // reload re-reads the config; a bad one is reported and the old one kept.
-func reload(sch *scheduler.Scheduler, con *console.Console, path string, level *slog.LevelVar, log *slog.Logger) error {
+func reload(sch *scheduler.Scheduler, con *webConsole, path string, level *slog.LevelVar, log *slog.Logger) error {
 	cfg, err := scheduler.LoadConfig(path)
 	if err == nil {
 		err = sch.Reload(cfg)
@@ -273,7 +270,7 @@ func reload(sch *scheduler.Scheduler, con *console.Console, path string, level *
 	}
 	level.Set(parseLevel(cfg.Daemon.LogLevel))
 	if con != nil {
-		con.Reload(cfg)
+		con.reload(cfg)
 	}
 	return nil
 }

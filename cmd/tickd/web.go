@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/tickd/tickd/console"
@@ -40,22 +41,60 @@ func runWeb(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer closeStore() //nolint:errcheck // it holds no lease
-	con, err := console.New(console.Options{Config: cfg, Store: store, Logger: log})
-	if err != nil {
-		return err
-	}
-	stop, err := console.Start(con, cfg.Web, log)
+	con, stop, err := startConsole(cfg, store, log)
 	if err != nil {
 		return err
 	}
 	defer stop()
 	sigs := make(chan os.Signal, 1)
-	earlysignal.Hand(sigs, syscall.SIGTERM, syscall.SIGINT)
+	earlysignal.Hand(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	select {
-	case <-ctx.Done():
-	case sig := <-sigs:
-		log.Info("signal received: stopping", "signal", sig.String())
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				if cfg, err := scheduler.LoadConfig(*c.config); err != nil {
+					log.Error("reload failed: the old config stays", scheduler.KeyError, strings.ReplaceAll(err.Error(), "\n", "; "))
+				} else {
+					con.reload(cfg)
+				}
+				continue
+			}
+			log.Info("signal received: stopping", "signal", sig.String())
+			return nil
+		}
 	}
-	return nil
+}
+
+// webConsole is the console tickd run and tickd web serve: the pages, and
+// the front that [web] puts before them.
+type webConsole struct {
+	con   *console.Console
+	front *console.Front
+}
+
+// startConsole serves cfg's console on [web] listen.
+func startConsole(cfg *scheduler.Config, store *lease.Store, log *slog.Logger) (*webConsole, func(), error) {
+	con, err := console.New(console.Options{Config: cfg, Store: store, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	front, err := console.NewFront(con, console.FrontOptions{Web: cfg.Web, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	stop, err := console.Start(front, cfg.Web, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &webConsole{con, front}, stop, nil
+}
+
+// reload shows cfg's tasks and reads the users again (SIGHUP); a users'
+// file that cannot be read keeps the old users (Front.Reload logs why).
+func (w *webConsole) reload(cfg *scheduler.Config) {
+	w.con.Reload(cfg)
+	w.front.Reload(cfg.Web) //nolint:errcheck // logged; the old users stay
 }

@@ -1,0 +1,142 @@
+package console
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/net/netutil"
+
+	"github.com/tickd/tickd/scheduler"
+)
+
+// Limits bound what one client can hold of the console's server, so that
+// no one, logged in or not, can hold a connection or a descriptor for free.
+type Limits struct {
+	ReadTimeout  time.Duration // a whole request, body included
+	WriteTimeout time.Duration // a whole response
+	IdleTimeout  time.Duration // a keep-alive connection between requests
+	MaxBody      int64         // a request body's bytes, read before auth
+}
+
+// DefaultLimits are the console's limits unless FrontOptions.Limits says
+// otherwise. The number of connections is [web] max_connections.
+var DefaultLimits = Limits{ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 30 * time.Second, MaxBody: 1 << 20}
+
+// orDefault fills l's zero fields from DefaultLimits.
+func (l Limits) orDefault() Limits {
+	for _, f := range []struct {
+		v *time.Duration
+		d time.Duration
+	}{{&l.ReadTimeout, DefaultLimits.ReadTimeout}, {&l.WriteTimeout, DefaultLimits.WriteTimeout}, {&l.IdleTimeout, DefaultLimits.IdleTimeout}} {
+		if *f.v <= 0 {
+			*f.v = f.d
+		}
+	}
+	if l.MaxBody <= 0 {
+		l.MaxBody = DefaultLimits.MaxBody
+	}
+	return l
+}
+
+// FrontOptions builds a Front.
+type FrontOptions struct {
+	Web    *scheduler.Web // the [web] table; nil: no users, loopback only
+	Logger *slog.Logger   // failed logins, users reloaded; defaults to discarding
+	Limits Limits         // zero fields take DefaultLimits'
+}
+
+// Front is what tickd run and tickd web put in front of a Console, as
+// middleware: the body cap, then either the [web] table's users (basic
+// auth against the htpasswd file, with the login limiter) or, without
+// users, the loopback Host check with every request an admin. A Go program
+// may use it too, or put its own sign-on in front of the Console instead
+// (WithUser).
+type Front struct {
+	h      http.Handler
+	auth   *Auth // nil: no users
+	limits Limits
+}
+
+// NewFront wraps c as opts.Web says.
+func NewFront(c http.Handler, opts FrontOptions) (*Front, error) {
+	f := &Front{limits: opts.Limits.orDefault()}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	w := opts.Web
+	if w == nil {
+		w = &scheduler.Web{}
+	}
+	var inner http.Handler
+	if w.HtpasswdFile != "" {
+		a, err := NewAuth(w, log)
+		if err != nil {
+			return nil, err
+		}
+		f.auth, inner = a, a.Wrap(c)
+	} else {
+		inner = LoopbackOnly(Anyone(c, Admin), w.Hosts)
+	}
+	f.h = Headers(Capped(inner, f.limits.MaxBody))
+	return f, nil
+}
+
+func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) { f.h.ServeHTTP(w, r) }
+
+// Reload reads the users again as w names them (the daemon's SIGHUP); a
+// file that cannot be read keeps the users it replaces. Without users at
+// start, there are none to reload: adding an htpasswd_file needs a
+// restart.
+func (f *Front) Reload(w *scheduler.Web) error {
+	if f.auth == nil || w == nil {
+		return nil
+	}
+	return f.auth.Reload(w)
+}
+
+// Start serves f on w.Listen (HTTPS with w's TLS files) until stop is
+// called. It refuses an address off loopback without users (the config's
+// check says so too: this is the last line).
+func Start(f *Front, w *scheduler.Web, log *slog.Logger) (stop func(), err error) {
+	if f.auth == nil && !scheduler.Loopback(w.Listen) {
+		return nil, fmt.Errorf("web.listen %q is not a loopback address: the console needs htpasswd_file there", w.Listen)
+	}
+	lim := f.limits
+	srv := &http.Server{Handler: f, ReadHeaderTimeout: min(10*time.Second, lim.ReadTimeout), ReadTimeout: lim.ReadTimeout,
+		WriteTimeout: lim.WriteTimeout, IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	if w.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(w.TLSCertFile, w.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("web.tls_cert_file: %w", err)
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	ln, err := net.Listen("tcp", w.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	// Connections beyond the cap wait in the kernel's backlog: they hold no
+	// descriptor of tickd's.
+	maxConns := w.MaxConnections
+	if maxConns <= 0 { // a Web built in code without it
+		maxConns = 64
+	}
+	ln = netutil.LimitListener(ln, maxConns)
+	if srv.TLSConfig != nil {
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
+	log.Info("console listening", "addr", ln.Addr().String(), "tls", w.TLSCertFile != "", "auth", f.auth != nil, "base_path", w.BasePath)
+	go srv.Serve(ln) //nolint:errcheck // ErrServerClosed at stop
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx) //nolint:errcheck // stopping: what is left is closed
+	}, nil
+}
