@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/expect"
+	"github.com/tickd/tickd/internal/timedtests"
 	"github.com/tickd/tickd/internal/workerlog"
 	"github.com/tickd/tickd/lease"
 )
@@ -40,10 +41,12 @@ func repoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// Main runs a package's tests (call it from TestMain) and then removes the
-// binaries Binaries built, so a test run leaves nothing in the temp dir.
+// Main runs a package's tests (call it from TestMain), never at the same
+// time as another package that judges timing (internal/timedtests), and
+// then removes the binaries Binaries built, so a test run leaves nothing
+// in the temp dir.
 func Main(m *testing.M) int {
-	code := m.Run()
+	code := timedtests.Run(m)
 	if buildDir != "" {
 		os.RemoveAll(buildDir) //nolint:errcheck // best effort, in the temp dir
 	}
