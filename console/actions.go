@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tickd/tickd/internal/ops"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
@@ -44,18 +45,18 @@ func (c *Console) trigger(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ctx := r.Context()
-	ids, err := report.TriggerIDs(ctx, *t, given, false)
+	ids, err := ops.TriggerIDs(ctx, *t, given, false)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	req := lease.NewRequestID()
-	a, err := report.Trigger(ctx, c.store, t, ids, []string{req}, by(r))
+	d, err := ops.Trigger(ctx, c.store, t, ids, []string{req}, by(r))
 	if err != nil {
 		c.fail(w, err)
 		return
 	}
-	c.record(r, a)
+	c.logAction(d)
 	q := url.Values{}
 	for _, id := range ids[:min(len(ids), maxWatched)] {
 		q.Add("e", id)
@@ -70,12 +71,9 @@ func (c *Console) pause(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	switch reason := strings.TrimSpace(r.PostFormValue("reason")); {
-	case reason == "":
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	if reason == "" {
 		http.Error(w, "give a reason for the pause (it is shown to everyone and kept in the history)", http.StatusBadRequest)
-		return
-	case len(reason) > report.MaxReason:
-		http.Error(w, fmt.Sprintf("the reason is %d bytes: at most %d", len(reason), report.MaxReason), http.StatusBadRequest)
 		return
 	}
 	var forD time.Duration
@@ -87,7 +85,8 @@ func (c *Console) pause(w http.ResponseWriter, r *http.Request) {
 		}
 		forD = d
 	}
-	c.setPause(w, r, t, true, forD)
+	res, err := ops.Pause(r.Context(), c.store, t, by(r), reason, forD, time.Now())
+	c.paused(w, r, t, res, err)
 }
 
 func (c *Console) resume(w http.ResponseWriter, r *http.Request) {
@@ -95,19 +94,22 @@ func (c *Console) resume(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	c.setPause(w, r, t, false, 0)
+	res, err := ops.Resume(r.Context(), c.store, t, by(r), strings.TrimSpace(r.PostFormValue("reason")), time.Now())
+	c.paused(w, r, t, res, err)
 }
 
-// setPause pauses or resumes t as tickd pause|resume does, and says what
-// changed.
-func (c *Console) setPause(w http.ResponseWriter, r *http.Request, t *scheduler.Task, paused bool, forD time.Duration) {
-	res, err := report.SetPause(r.Context(), c.store, t, paused, by(r), strings.TrimSpace(r.PostFormValue("reason")), forD, time.Now())
-	if err != nil {
+// paused answers a pause or a resume: what changed, on the task's page.
+func (c *Console) paused(w http.ResponseWriter, r *http.Request, t *scheduler.Task, res ops.Paused, err error) {
+	switch {
+	case errors.Is(err, ops.ErrReason):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	case err != nil:
 		c.fail(w, err)
 		return
 	}
 	if res.Changed {
-		c.log.Info("console action", "action", map[bool]string{true: "pause", false: "resume"}[paused], "task", t.Name, "by", by(r))
+		c.logAction(res.Done)
 	}
 	c.back(w, r, c.url("/tasks/")+url.PathEscape(t.Name), res.Said)
 }
@@ -125,27 +127,27 @@ func (c *Console) unlock(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "type the entity id again (as the page shows it) to unlock it", http.StatusBadRequest)
 		return
 	}
-	u, err := c.store.Unlock(r.Context(), t.Name, id, by(r), r.PostFormValue("force") == "1")
+	u, err := ops.Unlock(r.Context(), c.store, t, id, by(r), r.PostFormValue("force") == "1")
 	switch {
-	case errors.Is(err, lease.ErrNotHeld):
+	case errors.Is(err, ops.ErrNotHeld):
 		http.Error(w, "no lease is held on that entity", http.StatusConflict)
 		return
 	case err != nil:
 		c.fail(w, err)
 		return
 	}
-	said := report.UnlockSaid(u, t.LeaseTTL)
 	if !u.Already {
-		c.record(r, lease.Action{Task: t.Name, At: time.Now(), By: by(r), What: "unlock", Entities: []string{id}, Detail: said})
+		c.logAction(u.Done)
 	}
-	c.back(w, r, c.url("/tasks/")+url.PathEscape(t.Name)+"/entity?id="+url.QueryEscape(id), said)
+	c.back(w, r, c.url("/tasks/")+url.PathEscape(t.Name)+"/entity?id="+url.QueryEscape(id), u.Said)
 }
 
-// record keeps an action in the history and logs it.
-func (c *Console) record(r *http.Request, a lease.Action) {
-	t, _ := c.cfg().Task(a.Task)
-	if err := report.RecordAction(r.Context(), c.store, t, a); err != nil {
-		c.log.Warn("console action not recorded in the history", "action", a.What, "task", a.Task, "error", err)
+// logAction logs an action done from the console, and that its record
+// could not be written, if so (the action is done all the same).
+func (c *Console) logAction(d ops.Done) {
+	a := d.Action
+	if d.Recorded != nil {
+		c.log.Warn("console action not recorded in the history", "action", a.What, "task", a.Task, "error", d.Recorded)
 	}
 	c.log.Info("console action", "action", a.What, "task", a.Task, "by", a.By, "entities", len(a.Entities), "reason", a.Reason)
 }

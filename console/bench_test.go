@@ -71,15 +71,24 @@ entities_file = "/nonexistent/big-entities"
 	if next == "" {
 		b.Fatal("the task page has no next page")
 	}
-	for _, v := range []struct{ name, path string }{
+	views(b, c, hs.URL, []view{
 		{"task", "/tasks/big"}, {"next", next}, {"prefix", "/tasks/big?q=user-00042&mode=prefix"},
 		{"substring", "/tasks/big?q=4242&mode=substring"}, {"tasks", "/"},
-	} {
+	})
+}
+
+// view is a page a benchmark views, by name.
+type view struct{ name, path string }
+
+// views benchmarks each view of the console at base: server time and the
+// Redis CPU of c's server, a view.
+func views(b *testing.B, c *redis.Client, base string, vs []view) {
+	for _, v := range vs {
 		b.Run(v.name, func(b *testing.B) {
 			cpu0 := redistest.MainThreadCPU(b, c)
 			start := time.Now()
 			for range b.N {
-				if code, _ := get(b, hs.URL+v.path); code != http.StatusOK {
+				if code, _ := get(b, base+v.path); code != http.StatusOK {
 					b.Fatalf("%s: %d", v.path, code)
 				}
 			}
@@ -110,7 +119,7 @@ func fill(b *testing.B, s *lease.Store, n int) {
 	}
 }
 
-func get(b *testing.B, u string) (int, string) {
+func get(b testing.TB, u string) (int, string) {
 	resp, err := http.Get(u)
 	if err != nil {
 		b.Fatal(err)
@@ -124,3 +133,17 @@ func get(b *testing.B, u string) (int, string) {
 type released struct{}
 
 func (released) AfterRelease(lease.Released, error) {}
+
+// BenchmarkTasksPage10k: the tasks page of a config of 10,000 tasks on a
+// real Redis, server time and Redis CPU a view (CONSOLE_BENCH_TASKS
+// changes the number). Target: under 100 ms and 10 ms of Redis CPU.
+//
+//	go test -run XXX -bench TasksPage10k -benchtime 20x ./console
+func BenchmarkTasksPage10k(b *testing.B) {
+	n := 10000
+	if v, err := strconv.Atoi(os.Getenv("CONSOLE_BENCH_TASKS")); err == nil {
+		n = v
+	}
+	hs, c := manyTasks(b, n)
+	views(b, c, hs.URL, []view{{"first", "/"}, {"last", fmt.Sprintf("/?from=%d", n-taskRows)}, {"search", "/?q=task-042"}})
+}

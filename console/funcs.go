@@ -32,6 +32,13 @@ var funcs = template.FuncMap{
 		}
 		return out
 	},
-	"zero":  func(t time.Time) bool { return t.IsZero() },
+	"zero": func(t time.Time) bool { return t.IsZero() },
+	"add": func(ns ...int) int {
+		sum := 0
+		for _, n := range ns {
+			sum += n
+		}
+		return sum
+	},
 	"chart": chartOf,
 }

@@ -18,8 +18,8 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/tickd/tickd/internal/expect"
+	"github.com/tickd/tickd/internal/ops"
 	"github.com/tickd/tickd/internal/redistest"
-	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 )
@@ -259,7 +259,7 @@ func TestPauseReasonCheckedOnTheServer(t *testing.T) {
 	for what, form := range map[string]url.Values{
 		"no reason":      {"for": {"1h"}},
 		"a blank reason": {"reason": {"   "}},
-		"a long reason":  {"reason": {strings.Repeat("r", report.MaxReason+1)}},
+		"a long reason":  {"reason": {strings.Repeat("r", ops.MaxReason+1)}},
 	} {
 		resp, _ := e.do("POST", "/tasks/sync/pause", "ops", form, nil)
 		expect.Equal(t, what, resp.StatusCode, http.StatusBadRequest)

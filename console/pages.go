@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -111,6 +112,7 @@ type taskRow struct {
 type world struct {
 	pauses   map[string]lease.PauseInfo
 	replicas []lease.Replica
+	orphans  []scheduler.Orphan // the task registry's tasks the config does not list
 }
 
 func (c *Console) readWorld(ctx context.Context) (world, error) {
@@ -119,46 +121,73 @@ func (c *Console) readWorld(ctx context.Context) (world, error) {
 	if wd.pauses, err = c.store.Pauses(ctx); err != nil {
 		return wd, err
 	}
-	wd.replicas, err = c.store.Replicas(ctx)
-	return wd, err
+	if wd.replicas, err = c.store.Replicas(ctx); err != nil {
+		return wd, err
+	}
+	reg, err := c.store.Registry(ctx)
+	if err != nil {
+		return wd, err
+	}
+	wd.orphans = scheduler.Orphans(c.cfg(), reg)
+	return wd, nil
 }
 
-func (c *Console) taskRow(ctx context.Context, t *scheduler.Task, wd world, ticks int) (taskRow, error) {
-	row := taskRow{T: t, Schedule: schedule(t), Words: words(t)}
+// taskRows reads the rows of ts (with up to ticks ticks each), their
+// histories in one round trip.
+func (c *Console) taskRows(ctx context.Context, ts []*scheduler.Task, wd world, ticks int) ([]taskRow, error) {
+	paused := make(map[string]bool, len(wd.pauses))
+	for name := range wd.pauses {
+		paused[name] = true
+	}
+	ps, err := scheduler.ReadPasts(ctx, c.store, ts, ticks, scheduler.RecentActions, paused, wd.replicas)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]taskRow, len(ts))
 	now := time.Now()
-	var orphan *scheduler.Orphan
-	if _, listed := c.cfg().Task(t.Name); !listed {
-		orphan, _ = c.unlisted(ctx, t.Name)
-	}
-	row.Pause, row.Paused = wd.pauses[t.Name]
-	// A paused task, or one no config lists, has no next ticks to show.
-	for at := now; len(row.Next) < 3 && orphan == nil && !row.Paused; {
-		if at = t.Schedule.Next(at); at.IsZero() {
-			break
+	for i, t := range ts {
+		row := taskRow{T: t, Schedule: schedule(t), Words: words(t)}
+		var orphan *scheduler.Orphan
+		for j := range wd.orphans {
+			if wd.orphans[j].Name == t.Name {
+				orphan = &wd.orphans[j]
+			}
 		}
-		row.Next = append(row.Next, at)
-	}
-	p := scheduler.Past{Paused: row.Paused, Replicas: wd.replicas}
-	if err := p.Read(ctx, c.store, t, ticks, scheduler.RecentActions); err != nil {
-		return row, err
-	}
-	row.Actions = p.Actions
-	row.Ticks, row.Health = t.Assess(now, p)
-	if orphan != nil {
-		row.Ticks, row.Health = orphan.Assess(now, p)
-		row.Unlisted = &orphan.Info
-	}
-	row.Ticks = row.Ticks[:min(len(row.Ticks), ticks)]
-	for i := range row.Ticks {
-		if row.Ticks[i].State != scheduler.TickRunning {
-			row.Last = &row.Ticks[i]
-			break
+		row.Pause, row.Paused = wd.pauses[t.Name]
+		// A paused task, or one no config lists, has no next ticks to show.
+		for at := now; len(row.Next) < 3 && orphan == nil && !row.Paused; {
+			if at = t.Schedule.Next(at); at.IsZero() {
+				break
+			}
+			row.Next = append(row.Next, at)
 		}
+		p := ps[i]
+		row.Actions = p.Actions
+		row.Ticks, row.Health = t.Assess(now, p)
+		if orphan != nil {
+			row.Ticks, row.Health = orphan.Assess(now, p)
+			row.Unlisted = &orphan.Info
+		}
+		row.Ticks = row.Ticks[:min(len(row.Ticks), ticks)]
+		for i := range row.Ticks {
+			if row.Ticks[i].State != scheduler.TickRunning {
+				row.Last = &row.Ticks[i]
+				break
+			}
+		}
+		row.Replicas = scheduler.RunnerIDs(wd.replicas, t.Name)
+		rows[i] = row
 	}
-	row.Replicas = scheduler.RunnerIDs(wd.replicas, t.Name)
-	return row, nil
+	return rows, nil
 }
 
+// taskRows is how many tasks the tasks page shows at once.
+const taskRows = 50
+
+// tasksPage shows a page of the tasks, by name, optionally those whose
+// name contains q: what it reads from the store is bounded by the page
+// (the pauses, the replicas and the task registry once, then each shown
+// task's recent ticks and actions), whatever the number of tasks.
 func (c *Console) tasksPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	wd, err := c.readWorld(ctx)
@@ -166,30 +195,59 @@ func (c *Console) tasksPage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, err)
 		return
 	}
+	q := r.URL.Query()
 	data := struct {
 		Page
-		Tasks []taskRow
-	}{Page: c.page(r, "Tasks")}
+		Tasks            []taskRow
+		Query            string
+		Shown, Total     int
+		From             int // the first row shown, from 1
+		PrevURL, NextURL string
+	}{Page: c.page(r, "Tasks"), Query: strings.TrimSpace(q.Get("q"))}
 	cfg := c.cfg()
-	reg, err := c.store.Registry(ctx)
-	if err != nil {
-		c.fail(w, err)
-		return
-	}
-	ts := make([]*scheduler.Task, 0, len(cfg.Tasks))
+	var ts []*scheduler.Task
 	for i := range cfg.Tasks {
 		ts = append(ts, &cfg.Tasks[i])
 	}
-	for _, o := range scheduler.Orphans(cfg, reg) {
-		ts = append(ts, &o.Task)
+	for i := range wd.orphans {
+		ts = append(ts, &wd.orphans[i].Task)
 	}
-	for _, t := range ts {
-		row, err := c.taskRow(ctx, t, wd, 20)
-		if err != nil {
-			c.fail(w, err)
-			return
+	ts = slices.DeleteFunc(ts, func(t *scheduler.Task) bool {
+		return data.Query != "" && !strings.Contains(strings.ToLower(t.Name), strings.ToLower(data.Query))
+	})
+	slices.SortFunc(ts, func(a, b *scheduler.Task) int { return strings.Compare(a.Name, b.Name) })
+	data.Total = len(ts)
+	from := 0
+	if f, err := strconv.Atoi(q.Get("from")); q.Get("from") != "" && (err != nil || f < 0) {
+		http.Error(w, "from: want a row number", http.StatusBadRequest)
+		return
+	} else if err == nil {
+		from = min(f, len(ts))
+	}
+	page := ts[from:min(from+taskRows, len(ts))]
+	data.From, data.Shown = from+1, len(page)
+	link := func(f int) string {
+		v := url.Values{}
+		if data.Query != "" {
+			v.Set("q", data.Query)
 		}
-		data.Tasks = append(data.Tasks, row)
+		if f > 0 {
+			v.Set("from", strconv.Itoa(f))
+		}
+		if len(v) == 0 {
+			return c.url("/")
+		}
+		return c.url("/") + "?" + v.Encode()
+	}
+	if from > 0 {
+		data.PrevURL = link(max(0, from-taskRows))
+	}
+	if from+taskRows < len(ts) {
+		data.NextURL = link(from + taskRows)
+	}
+	if data.Tasks, err = c.taskRows(ctx, page, wd, 20); err != nil {
+		c.fail(w, err)
+		return
 	}
 	c.render(w, "tasks.html", data)
 }
@@ -205,11 +263,12 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, err)
 		return
 	}
-	row, err := c.taskRow(ctx, t, wd, recentTicks)
+	rows, err := c.taskRows(ctx, []*scheduler.Task{t}, wd, recentTicks)
 	if err != nil {
 		c.fail(w, err)
 		return
 	}
+	row := rows[0]
 	q := r.URL.Query()
 	pq := lease.PageQuery{Cursor: q.Get("cursor"), Search: q.Get("q"), Substring: q.Get("mode") == "substring",
 		Size: entityRows, MaxScan: maxScan}
@@ -338,21 +397,12 @@ func (c *Console) replicasPage(w http.ResponseWriter, r *http.Request) {
 // taskAction is an action with its task, for the actions log.
 func (c *Console) actionsPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	// The fleet's list holds every action: one read, however many tasks.
 	all, err := c.store.Actions(ctx, "", lease.DefaultRetention.Actions)
 	if err != nil {
 		c.fail(w, err)
 		return
 	}
-	for _, t := range c.cfg().Tasks {
-		as, err := c.store.Actions(ctx, t.Name, lease.DefaultRetention.Actions)
-		if err != nil {
-			c.fail(w, err)
-			return
-		}
-		all = append(all, as...)
-	}
-	slices.SortStableFunc(all, func(a, b lease.Action) int { return b.At.Compare(a.At) })
-	all = all[:min(len(all), lease.DefaultRetention.Actions)]
 	c.render(w, "actions.html", struct {
 		Page
 		Actions []lease.Action

@@ -149,7 +149,7 @@ func testFailuresAndActions(t *testing.T, k kit) {
 	as, _ := s.Actions(bg, "t", 10)
 	expect.Same(t, "the task's actions", as, []Action{a})
 	as, _ = s.Actions(bg, "", 10)
-	expect.Same(t, "the prefix's actions", as, []Action{global})
+	expect.Same(t, "the fleet's actions: the prefix's and every task's, newest first", as, []Action{global, a})
 
 	l := mustAcquire(t, s, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonTick, Tick: tick})
 	long := strings.Repeat("é", MaxRunError)

@@ -247,30 +247,99 @@ func (s *Store) Failures(ctx context.Context, task string, limit int) ([]Failure
 	return readList[Failure](ctx, s, listFailures, task, limit)
 }
 
-// Action is what an operator did: a trigger, pause, resume, unlock or
-// migrate.
+// Action is what an operator did (internal/ops does each).
 type Action struct {
-	Task     string    `json:"task"` // "" for the whole prefix (migrate)
-	At       time.Time `json:"at"`
-	By       string    `json:"by"`
-	What     string    `json:"action"`
-	Entities []string  `json:"entities"`
-	Reason   string    `json:"reason"`
-	Until    time.Time `json:"until"` // a pause's end; zero: none
-	Detail   string    `json:"detail"`
+	Task     string     `json:"task"` // "" for the whole prefix (migrate)
+	At       time.Time  `json:"at"`
+	By       string     `json:"by"`
+	What     ActionKind `json:"action"`
+	Entities []string   `json:"entities"`
+	Reason   string     `json:"reason"`
+	Until    time.Time  `json:"until"` // a pause's end; zero: none
+	Detail   string     `json:"detail"`
 }
+
+// ActionKind is the kind of an operator's action, as the history keeps it.
+type ActionKind string
+
+// The actions.
+const (
+	ActionTrigger ActionKind = "trigger"
+	ActionPause   ActionKind = "pause" // or a change of the pause in force (Detail says so)
+	ActionResume  ActionKind = "resume"
+	ActionUnlock  ActionKind = "unlock"
+	ActionForget  ActionKind = "forget"  // a task taken out of the task registry
+	ActionMigrate ActionKind = "migrate" // of the whole prefix: Task is ""
+)
 
 // RecordAction adds an operator's action to its task's list (or to the
 // prefix's, for a.Task ""), cut to keep.Actions.
+//
+// A task's action goes into the prefix's list too, in the same round trip:
+// that list is every action of the fleet, newest first (kept to
+// DefaultRetention.Actions), which the console's actions page reads in one
+// call however many tasks there are.
 func (s *Store) RecordAction(ctx context.Context, a Action, keep Retention) error {
-	return s.push(ctx, listActions, 1, func(int) (string, any) { return a.Task, a },
-		func(string) Retention { return keep })
+	n := 2
+	if a.Task == "" {
+		n = 1
+	}
+	return s.push(ctx, listActions, n, func(i int) (string, any) {
+		if i == 1 {
+			return "", a
+		}
+		return a.Task, a
+	}, func(task string) Retention {
+		if task == "" {
+			return DefaultRetention
+		}
+		return keep
+	})
 }
 
 // Actions returns task's newest actions (the prefix's for ""), newest
 // first, at most limit.
 func (s *Store) Actions(ctx context.Context, task string, limit int) ([]Action, error) {
 	return readList[Action](ctx, s, listActions, task, limit)
+}
+
+// HistoryRead asks for a task's newest Ticks tick records and Actions
+// actions.
+type HistoryRead struct {
+	Task           string
+	Ticks, Actions int
+}
+
+// TaskHistory is what a HistoryRead found, newest first.
+type TaskHistory struct {
+	Ticks   []TickRecord
+	Actions []Action
+}
+
+// Histories reads the tick records and actions of many tasks in one round
+// trip: what a page of tasks, or the health checks of every task, read.
+func (s *Store) Histories(ctx context.Context, reads []HistoryRead) ([]TaskHistory, error) {
+	ticks, actions, err := s.b.histories(ctx, reads)
+	if err != nil {
+		return nil, fmt.Errorf("read the history of %d task(s): %w", len(reads), err)
+	}
+	out := make([]TaskHistory, len(reads))
+	for i := range reads {
+		out[i].Ticks = make([]TickRecord, 0, len(ticks[i]))
+		for _, el := range ticks[i] {
+			if r, err := decodeTickRecord(el); err == nil {
+				out[i].Ticks = append(out[i].Ticks, r)
+			}
+		}
+		out[i].Actions = make([]Action, 0, len(actions[i]))
+		for _, v := range actions[i] {
+			var a Action
+			if json.Unmarshal([]byte(v), &a) == nil {
+				out[i].Actions = append(out[i].Actions, a)
+			}
+		}
+	}
+	return out, nil
 }
 
 // The lists a task keeps beside its tick records.

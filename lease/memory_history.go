@@ -74,6 +74,15 @@ func (b *memBackend) push(_ context.Context, list string, ps []*listPush) error 
 	return nil
 }
 
+func (b *memBackend) histories(ctx context.Context, reads []HistoryRead) (ticks, actions [][]string, err error) {
+	ticks, actions = make([][]string, len(reads)), make([][]string, len(reads))
+	for i, r := range reads {
+		ticks[i], _ = b.ticks(ctx, r.Task, r.Ticks)
+		actions[i], _ = b.list(ctx, listActions, r.Task, r.Actions)
+	}
+	return ticks, actions, nil
+}
+
 func (b *memBackend) list(_ context.Context, list, task string, limit int) ([]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func (b *redisBackend) recordTicks(ctx context.Context, ws []TickWrite) error {
@@ -53,4 +55,26 @@ func (b *redisBackend) push(ctx context.Context, list string, ps []*listPush) er
 
 func (b *redisBackend) list(ctx context.Context, list, task string, limit int) ([]string, error) {
 	return b.c.LRange(ctx, b.k.list(task, list), 0, int64(limit)-1).Result()
+}
+
+// histories sends every read's two LRANGEs in one pipeline (on a Cluster,
+// go-redis splits it by shard).
+func (b *redisBackend) histories(ctx context.Context, reads []HistoryRead) (ticks, actions [][]string, err error) {
+	pipe := b.c.Pipeline()
+	tc := make([]*redis.StringSliceCmd, len(reads))
+	ac := make([]*redis.StringSliceCmd, len(reads))
+	for i, r := range reads {
+		tc[i] = pipe.LRange(ctx, b.k.ticks(r.Task), 0, int64(r.Ticks)-1)
+		ac[i] = pipe.LRange(ctx, b.k.list(r.Task, listActions), 0, int64(r.Actions)-1)
+	}
+	if len(reads) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	ticks, actions = make([][]string, len(reads)), make([][]string, len(reads))
+	for i := range reads {
+		ticks[i], actions[i] = tc[i].Val(), ac[i].Val()
+	}
+	return ticks, actions, nil
 }

@@ -56,6 +56,9 @@ type backend interface {
 	push(ctx context.Context, list string, ps []*listPush) error
 	// list returns task's newest values of list, newest first.
 	list(ctx context.Context, list, task string, limit int) ([]string, error)
+	// histories returns, for each read, its task's newest tick records
+	// and actions (encoded, newest first), in one round trip.
+	histories(ctx context.Context, reads []HistoryRead) (ticks, actions [][]string, err error)
 	// announce records the tasks this replica runs (a.Tasks), and which
 	// process announces them, for ttl; a *DuplicateReplicaError when
 	// another live process announced the same replica id.

@@ -68,16 +68,19 @@ type Past struct {
 // ReadPast reads what Assess needs of task t: its newest limit tick records
 // (at least flag_after), its actions, whether it is paused, the replicas.
 func ReadPast(ctx context.Context, store *lease.Store, t *Task, limit int) (Past, error) {
-	var p Past
 	paused, err := store.Paused(ctx)
 	if err != nil {
-		return p, err
+		return Past{}, err
 	}
-	p.Paused = paused[t.Name]
-	if p.Replicas, err = store.Replicas(ctx); err != nil {
-		return p, err
+	replicas, err := store.Replicas(ctx)
+	if err != nil {
+		return Past{}, err
 	}
-	return p, p.Read(ctx, store, t, limit, lease.DefaultRetention.Actions)
+	ps, err := ReadPasts(ctx, store, []*Task{t}, limit, lease.DefaultRetention.Actions, paused, replicas)
+	if err != nil {
+		return Past{}, err
+	}
+	return ps[0], nil
 }
 
 // RecentActions is how many of a task's actions Assess is given where only
@@ -85,17 +88,24 @@ func ReadPast(ctx context.Context, store *lease.Store, t *Task, limit int) (Past
 // say which expected ticks were not missed.
 const RecentActions = 20
 
-// Read fills p's ticks (the newest ticks, at least flag_after + 2, the
-// most the flags look at) and actions (the newest actions) for t; whether
-// it is paused and the replicas are read once for all tasks, by the
-// caller.
-func (p *Past) Read(ctx context.Context, store *lease.Store, t *Task, ticks, actions int) error {
-	var err error
-	if p.Ticks, err = store.Ticks(ctx, t.Name, max(ticks, t.FlagAfter+2)); err != nil {
-		return err
+// ReadPasts reads, in one round trip, what Assess needs of each task of ts:
+// its newest ticks (at least flag_after + 2, the most the flags look at)
+// and its newest actions. Whether each is paused and the replicas are read
+// once for all, by the caller.
+func ReadPasts(ctx context.Context, store *lease.Store, ts []*Task, ticks, actions int, paused map[string]bool, replicas []lease.Replica) ([]Past, error) {
+	reads := make([]lease.HistoryRead, len(ts))
+	for i, t := range ts {
+		reads[i] = lease.HistoryRead{Task: t.Name, Ticks: max(ticks, t.FlagAfter+2), Actions: actions}
 	}
-	p.Actions, err = store.Actions(ctx, t.Name, actions)
-	return err
+	hs, err := store.Histories(ctx, reads)
+	if err != nil {
+		return nil, err
+	}
+	ps := make([]Past, len(ts))
+	for i, t := range ts {
+		ps[i] = Past{Ticks: hs[i].Ticks, Actions: hs[i].Actions, Paused: paused[t.Name], Replicas: replicas}
+	}
+	return ps, nil
 }
 
 // maxMissed bounds the missed ticks Assess shows between two records.
@@ -183,7 +193,7 @@ func (t *Task) notFiring(now time.Time, p Past, runners []lease.Replica) string 
 		from = p.Ticks[0].Tick
 	}
 	for _, a := range p.Actions {
-		if a.What == "resume" && a.At.After(from) {
+		if a.What == lease.ActionResume && a.At.After(from) {
 			from = a.At
 			break
 		}
@@ -233,15 +243,15 @@ func pauseAt(actions []lease.Action, T time.Time) *lease.Action {
 			continue
 		}
 		switch a.What {
-		case "pause":
+		case lease.ActionPause:
 			if !a.Until.IsZero() && !a.Until.After(T) {
 				return nil
 			}
-			for j := i + 1; j < len(actions) && actions[j].What == "pause"; j++ {
+			for j := i + 1; j < len(actions) && actions[j].What == lease.ActionPause; j++ {
 				a = &actions[j] // an earlier pause this one changed
 			}
 			return a
-		case "resume":
+		case lease.ActionResume:
 			return nil
 		}
 	}
@@ -253,6 +263,10 @@ func pauseAt(actions []lease.Action, T time.Time) *lease.Action {
 // has in its config stopped firing, even when no replica runs it, and
 // every replica tells it of a task no config lists any more, until an
 // operator forgets it (tickd forget).
+// healthBatch is how many tasks' histories the health checks read in one
+// round trip.
+const healthBatch = 500
+
 func (s *Scheduler) publishHealth(ctx context.Context) {
 	cfg := s.Config()
 	paused, err := s.store.Paused(ctx)
@@ -279,14 +293,20 @@ func (s *Scheduler) publishHealth(ctx context.Context) {
 		all = append(all, &orphans[i].Task)
 		published[orphans[i].Name] = true
 	}
-	for _, t := range all {
-		p := Past{Paused: paused[t.Name], Replicas: replicas}
-		if err := p.Read(ctx, s.store, t, 0, RecentActions); err != nil {
-			s.storeFailed("history", "health", "cannot read the history for the tasks' health", Event{Task: t.Name}, err)
+	// A few round trips however many tasks: healthBatch tasks' histories
+	// in each.
+	for from := 0; from < len(all); from += healthBatch {
+		batch := all[from:min(from+healthBatch, len(all))]
+		ps, err := ReadPasts(ctx, s.store, batch, 0, RecentActions, paused, replicas)
+		if err != nil {
+			s.storeFailed("history", "health", "cannot read the history for the tasks' health", Event{}, err)
 			return
 		}
-		views, h := t.Assess(s.clock.Now(), p)
-		s.metrics.health(t.Name, views, h)
+		now := s.clock.Now()
+		for i, t := range batch {
+			views, h := t.Assess(now, ps[i])
+			s.metrics.health(t.Name, views, h)
+		}
 	}
 	for name := range s.orphansPublished { // forgotten since, or back in the config
 		if _, inConfig := cfg.Task(name); !published[name] && !inConfig {

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
-	"time"
 
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/internal/ops"
 	"github.com/tickd/tickd/scheduler"
 )
 
@@ -40,24 +38,14 @@ func runForget(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer done()
 	task := pos[0]
-	replicas, err := store.Replicas(ctx)
+	d, err := ops.Forget(ctx, store, task, *by, *reason)
 	if err != nil {
 		return err
 	}
-	if runners := scheduler.RunnerIDs(replicas, task); len(runners) > 0 {
-		return fmt.Errorf("%s is run by %s: take it out of their configs (and reload them) first", task, strings.Join(runners, ", "))
-	}
-	found, err := store.ForgetTask(ctx, task)
-	if err != nil {
-		return err
-	}
-	if !found {
-		return fmt.Errorf("no task %q in the task registry: nothing to forget", task)
-	}
-	recordAction(ctx, store, nil, lease.Action{Task: task, At: time.Now(), By: *by, What: "forget", Reason: *reason})
+	notRecorded(d)
 	if *asJSON {
 		return printJSON(stdout, forgetDoc{Task: task, By: *by, Reason: *reason})
 	}
-	fmt.Fprintf(stdout, "forgot %s: it is no longer flagged as not firing; its history stays until its retention ends\n", task)
+	fmt.Fprintln(stdout, d.Said)
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tickd/tickd/internal/ops"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
@@ -114,14 +115,16 @@ func runPause(ctx context.Context, args []string, stdout io.Writer, paused bool)
 		return err
 	}
 	defer done()
-	var forD time.Duration
-	if until != nil {
-		forD = *until
+	var res ops.Paused
+	if paused {
+		res, err = ops.Pause(ctx, store, t, *by, *reason, *until, time.Now())
+	} else {
+		res, err = ops.Resume(ctx, store, t, *by, *reason, time.Now())
 	}
-	res, err := report.SetPause(ctx, store, t, paused, *by, *reason, forD, time.Now())
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", name, t.Name, err)
 	}
+	notRecorded(res.Done)
 	if *asJSON {
 		return printJSON(stdout, pauseDoc{Task: t.Name, Paused: paused, Changed: res.Changed, By: *by, Reason: *reason,
 			Until: report.Instant(res.Pause.Until), Said: res.Said})
@@ -130,12 +133,12 @@ func runPause(ctx context.Context, args []string, stdout io.Writer, paused bool)
 	return nil
 }
 
-// recordAction keeps an operator's action in the task's history (or the
-// prefix's, for t nil). The action is done: a record that cannot be written
-// is said on stderr, not made the command's failure.
-func recordAction(ctx context.Context, store *lease.Store, t *scheduler.Task, a lease.Action) {
-	if err := report.RecordAction(ctx, store, t, a); err != nil {
-		fmt.Fprintf(os.Stderr, "tickd %s: done, but not recorded in the history: %v\n", a.What, err)
+// notRecorded says on stderr that an action was done but could not be
+// recorded in the history: the action is not undone for it, nor made the
+// command's failure.
+func notRecorded(d ops.Done) {
+	if d.Recorded != nil {
+		fmt.Fprintf(os.Stderr, "tickd %s: done, but not recorded in the history: %v\n", d.Action.What, d.Recorded)
 	}
 }
 
@@ -156,17 +159,16 @@ func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer done()
-	m, err := store.Migrate(ctx)
+	m, d, err := ops.Migrate(ctx, store, *by)
 	if err != nil {
 		return err // "tickd migrate: " is said once, in front
 	}
-	recordAction(ctx, store, nil, lease.Action{At: time.Now(), By: *by, What: "migrate",
-		Detail: fmt.Sprintf("key layout %s: moved %d task(s) and %d pending request(s)", lease.LayoutVersion, m.Tasks, m.Due)})
+	notRecorded(d)
 	if *asJSON {
 		layout, _ := strconv.Atoi(lease.LayoutVersion)
 		return printJSON(stdout, migrateDoc{Layout: layout, Tasks: m.Tasks, Due: m.Due})
 	}
-	fmt.Fprintf(stdout, "key layout %s: moved %d task(s) and %d pending request(s)\n", lease.LayoutVersion, m.Tasks, m.Due)
+	fmt.Fprintln(stdout, d.Said)
 	return nil
 }
 
@@ -188,17 +190,15 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer done()
-	u, err := store.Unlock(ctx, t.Name, pos[1], *by, *force)
-	if errors.Is(err, lease.ErrNotHeld) {
+	u, err := ops.Unlock(ctx, store, t, pos[1], *by, *force)
+	if errors.Is(err, ops.ErrNotHeld) {
 		return fmt.Errorf("no lease held on %s %q: nothing to release", t.Name, pos[1])
 	}
 	if err != nil {
 		return fmt.Errorf("unlock %s %q: %w", t.Name, pos[1], err)
 	}
-	said := report.UnlockSaid(u, t.LeaseTTL)
-	if !u.Already {
-		recordAction(ctx, store, t, lease.Action{Task: t.Name, At: time.Now(), By: *by, What: "unlock", Entities: []string{u.Entity}, Detail: said})
-	}
+	notRecorded(u.Done)
+	said := u.Said
 	if u.Freed {
 		slog.New(slog.NewTextHandler(stderr, nil)).Warn("lease force-released: the holder's run may still be going", "task", t.Name, "entity", u.Entity,
 			"holder", u.Holder, "fence", u.Fence, "held_for", time.Since(u.Since).Round(time.Millisecond).String(), "by", *by)

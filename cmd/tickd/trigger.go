@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/tickd/tickd/internal/ops"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
@@ -31,7 +33,11 @@ func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ids, err := report.TriggerIDs(ctx, *t, pos[1:], *force)
+	ids, err := ops.TriggerIDs(ctx, *t, pos[1:], *force)
+	var nl *ops.NotListed
+	if errors.As(err, &nl) {
+		return fmt.Errorf("%w: give -force to trigger it anyway", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -65,11 +71,11 @@ func trigger(ctx context.Context, store *lease.Store, t *scheduler.Task, ids []s
 	if wait {
 		reqs = []string{lease.NewRequestID()}
 	}
-	a, err := report.Trigger(ctx, store, t, ids, reqs, by)
+	d, err := ops.Trigger(ctx, store, t, ids, reqs, by)
 	if err != nil {
 		return triggerDoc{}, err
 	}
-	recordAction(ctx, store, t, a)
+	notRecorded(d)
 	paused, err := store.Paused(ctx)
 	if err != nil {
 		return triggerDoc{}, fmt.Errorf("read paused tasks: %w", err)

@@ -266,7 +266,7 @@ func TickDocOf(v scheduler.TickView) TickDoc {
 func ActionDocs(as []lease.Action) []ActionDoc {
 	out := make([]ActionDoc, len(as))
 	for i, a := range as {
-		out[i] = ActionDoc{At: Instant(a.At), By: a.By, Action: a.What, Entities: append([]string{}, a.Entities...),
+		out[i] = ActionDoc{At: Instant(a.At), By: a.By, Action: string(a.What), Entities: append([]string{}, a.Entities...),
 			Reason: a.Reason, Until: Instant(a.Until), Detail: a.Detail}
 	}
 	return out

@@ -76,10 +76,11 @@ func StatusOf(ctx context.Context, store *lease.Store, t scheduler.Task, now tim
 // assess reads the task's newest ticks and actions for its flags and its
 // last tick.
 func (st *TaskStatus) Assess(ctx context.Context, store *lease.Store, t *scheduler.Task, replicas []lease.Replica, now time.Time) error {
-	p := scheduler.Past{Paused: st.Paused, Replicas: replicas}
-	if err := p.Read(ctx, store, t, 0, scheduler.RecentActions); err != nil {
+	ps, err := scheduler.ReadPasts(ctx, store, []*scheduler.Task{t}, 0, scheduler.RecentActions, map[string]bool{t.Name: st.Paused}, replicas)
+	if err != nil {
 		return err
 	}
+	p := ps[0]
 	views, h := t.Assess(now, p)
 	if st.Unlisted != nil {
 		views, h = (&scheduler.Orphan{Task: *t, Info: *st.Unlisted}).Assess(now, p)

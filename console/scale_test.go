@@ -1,0 +1,83 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tickd/tickd/internal/expect"
+	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
+)
+
+// manyTasks is a console over a real Redis for a config of n tasks
+// (task-00000…), each with one tick record.
+func manyTasks(tb testing.TB, n int) (*httptest.Server, *redis.Client) {
+	tb.Helper()
+	srv := redistest.Start(tb)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	tb.Cleanup(func() { c.Close() })
+	store, err := lease.NewRedis(c, "many", lease.Options{Replica: "r"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { store.Close() })
+	var b strings.Builder
+	var ws []lease.TickWrite
+	tick := time.Now().Add(-time.Minute).Truncate(time.Second)
+	for i := range n {
+		name := fmt.Sprintf("task-%05d", i)
+		fmt.Fprintf(&b, "[[tasks]]\nname = %q\nevery = \"15m\"\nhandler = \"h\"\n", name)
+		ws = append(ws, lease.TickWrite{Task: name, Tick: tick, Keep: lease.DefaultRetention, Part: lease.TickPart{
+			Replica: "r", Final: true, Written: tick, Entities: 1, Started: 1, Outcomes: map[lease.Outcome]int{lease.OutcomeDone: 1}}})
+	}
+	if err := store.RecordTicks(context.Background(), ws); err != nil {
+		tb.Fatal(err)
+	}
+	cfg, err := scheduler.ParseConfig("many.toml", []byte(b.String()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	con, err := New(Options{Config: cfg, Store: store})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	hs := httptest.NewServer(con)
+	tb.Cleanup(hs.Close)
+	return hs, c
+}
+
+// TestTasksPagePages: with 10,000 tasks the tasks page shows 50, reads the
+// history of those 50 only (100 LRANGEs, in one pipeline: before, 20,000
+// commands a view), links to the next and previous pages, and finds tasks
+// by name.
+func TestTasksPagePages(t *testing.T) {
+	hs, c := manyTasks(t, 10000)
+	before := redistest.CommandCalls(t, c, "lrange")
+	code, body := get(t, hs.URL+"/")
+	expect.Equal(t, "the tasks page", code, http.StatusOK)
+	expect.Equal(t, "LRANGEs for one view", redistest.CommandCalls(t, c, "lrange")-before, 2*taskRows)
+	expect.Equal(t, "rows shown", strings.Count(body, `<a href="/tasks/task-`), taskRows)
+	expect.True(t, "the first page starts with the first task", strings.Contains(body, `href="/tasks/task-00000"`))
+	expect.True(t, "says which of how many", strings.Contains(body, "Tasks 1–50 of 10000"))
+	expect.True(t, "a next page", strings.Contains(body, `href="/?from=50"`))
+
+	_, body = get(t, hs.URL+"/?from=9990")
+	expect.Equal(t, "rows on the last page", strings.Count(body, `<a href="/tasks/task-`), 10)
+	expect.True(t, "a previous page", strings.Contains(body, `href="/?from=9940"`))
+	expect.True(t, "no next page", !strings.Contains(body, "Next page"))
+
+	_, body = get(t, hs.URL+"/?q=task-0420")
+	expect.Equal(t, "tasks whose name contains task-0420", strings.Count(body, `<a href="/tasks/task-`), 10)
+	expect.True(t, "the search is said", strings.Contains(body, "of 10 whose name contains"))
+
+	code, _ = get(t, hs.URL+"/?from=-3")
+	expect.Equal(t, "a negative row", code, http.StatusBadRequest)
+}
