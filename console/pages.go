@@ -543,7 +543,9 @@ func (c *Console) statusJSON(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	st, err := report.ReadStatus(ctx, c.store, cfg, only, 20, "", time.Now())
+	// Bounded as tickd status is without -all: at most StatusScan entities
+	// a task (a viewer cannot ask for the whole walk).
+	st, err := report.ReadStatus(ctx, c.store, cfg, only, 20, report.StatusScan, "", time.Now())
 	if err != nil {
 		writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
 		return

@@ -196,3 +196,39 @@ func testPauses(t *testing.T, k kit) {
 	paused, _ = s.Paused(bg)
 	expect.Same(t, "paused after a resume", paused, map[string]bool{"plain": true})
 }
+
+// testHistories: Histories reads several tasks' ticks and actions at once,
+// each task's as Ticks and Actions read it alone, cut to what each read
+// asks; a task with no history reads as empty.
+func testHistories(t *testing.T, k kit) {
+	s := k.client(Options{Replica: "A"})
+	tick := time.Now().Truncate(time.Second).UTC()
+	for _, task := range []string{"a", "b"} {
+		for i := range 3 {
+			T := tick.Add(time.Duration(i) * time.Minute)
+			err := s.RecordTicks(bg, []TickWrite{{Task: task, Tick: T, Keep: DefaultRetention, Part: TickPart{Replica: "A", Final: true, Written: T, Entities: 1}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.RecordAction(bg, Action{Task: task, At: T, By: task, What: ActionTrigger}, DefaultRetention); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	hs, err := s.Histories(bg, []HistoryRead{{Task: "a", Ticks: 2, Actions: 1}, {Task: "none", Ticks: 5, Actions: 5}, {Task: "b", Ticks: 5, Actions: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "one history a read", len(hs), 3)
+	if len(hs) != 3 {
+		return
+	}
+	for i, r := range []HistoryRead{{Task: "a", Ticks: 2, Actions: 1}, {Task: "none", Ticks: 5, Actions: 5}, {Task: "b", Ticks: 5, Actions: 5}} {
+		ticks, _ := s.Ticks(bg, r.Task, r.Ticks)
+		actions, _ := s.Actions(bg, r.Task, r.Actions)
+		expect.Same(t, r.Task+"'s ticks", hs[i].Ticks, ticks)
+		expect.Same(t, r.Task+"'s actions", hs[i].Actions, actions)
+	}
+	expect.Equal(t, "a's ticks, cut to 2", len(hs[0].Ticks), 2)
+	expect.Equal(t, "b's newest tick first", hs[2].Ticks[0].Tick.Equal(tick.Add(2*time.Minute)), true)
+}

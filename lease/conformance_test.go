@@ -126,6 +126,7 @@ var conformance = []struct {
 	{"TickRecords", testTickRecords},
 	{"HistoryRetention", testHistoryRetention},
 	{"FailuresAndActions", testFailuresAndActions},
+	{"Histories", testHistories},
 	{"Pauses", testPauses},
 	{"EntityPage", testEntityPage},
 	{"TaskRegistry", testTaskRegistry},

@@ -584,6 +584,9 @@ command = ["WORKER"]
 	expect.WaitFor(t, 10*time.Second, "ready again", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
 }
 
+// TestStatusWithManyEntities: over 200,000 entities, status looks at about
+// StatusScan of them (and says so: complete false); -all walks every one,
+// with complete counts and the most recent last runs first.
 func TestStatusWithManyEntities(t *testing.T) {
 	e := newOpsEnv(t, false, "[[tasks]]\nname = \"big\"\nevery = \"1h\"\ncommand = [\"true\"]\n")
 	// 200,000 entities, 300 of them held and the others with a last run,
@@ -624,17 +627,29 @@ func TestStatusWithManyEntities(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	start := time.Now()
-	code, out, errs := cli("status", "-config", e.cfg, "-json", "-limit", "5", "big")
-	took := time.Since(start)
-	if code != 0 {
-		t.Fatalf("status: %s", errs)
+	status := func(args ...string) (report.TaskDoc, time.Duration) {
+		start := time.Now()
+		code, out, errs := cli(append([]string{"status", "-config", e.cfg, "-json", "-limit", "5"}, args...)...)
+		took := time.Since(start)
+		if code != 0 {
+			t.Fatalf("status: %s", errs)
+		}
+		var st report.StatusDoc
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Tasks[0], took
 	}
-	var st report.StatusDoc
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		t.Fatal(err)
-	}
-	s := st.Tasks[0]
+	// Without -all: about StatusScan entities looked at, and said so.
+	s, took := status("big")
+	expect.True(t, fmt.Sprintf("entities scanned without -all: %d", s.EntitiesScanned), s.EntitiesScanned >= report.StatusScan && s.EntitiesScanned < report.StatusScan+2000)
+	expect.Equal(t, "complete without -all", s.Complete, false)
+	expect.True(t, "counts of those looked at", s.LastRunCount+s.LeaseCount <= s.EntitiesScanned)
+	t.Logf("status over %d entities took %v (bounded)", n, took)
+
+	s, took = status("-all", "big")
+	expect.Equal(t, "entities scanned with -all", s.EntitiesScanned, n)
+	expect.Equal(t, "complete with -all", s.Complete, true)
 	expect.Equal(t, "last runs counted", s.LastRunCount, n-held)
 	expect.Equal(t, "last runs shown", len(s.LastRuns), 5)
 	expect.Equal(t, "leases counted", s.LeaseCount, held)
@@ -647,7 +662,7 @@ func TestStatusWithManyEntities(t *testing.T) {
 			t.Fatalf("row %d is %s, want the most recent runs first", i, r.Entity)
 		}
 	}
-	t.Logf("status over %d entities took %v", n, took)
+	t.Logf("status -all over %d entities took %v", n, took)
 }
 
 // TestMigrateCommand: beside an older tickd's keys, commands refuse and say

@@ -19,6 +19,7 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	asJSON := c.jsonFlag()
 	limit := fs.Int("limit", 20, "at most this many leases, last runs and due entries per task")
 	outcome := fs.String("outcome", "", "only last runs with this outcome (done, failed, timeout…)")
+	all := fs.Bool("all", false, fmt.Sprintf("read every entity's lease and last run (a walk of the whole task, which grows with it: 0.8s for 200,000 entities on 2 cores); without it, the first %d a task", report.StatusScan))
 	pos, err := c.args(args, 0, 1)
 	if err != nil {
 		return err
@@ -47,7 +48,11 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	st, err := report.ReadStatus(ctx, store, cfg, only, *limit, *outcome, time.Now())
+	scan := report.StatusScan
+	if *all {
+		scan = 0
+	}
+	st, err := report.ReadStatus(ctx, store, cfg, only, *limit, scan, *outcome, time.Now())
 	if err != nil {
 		return err
 	}
@@ -123,6 +128,9 @@ func printStatus(w io.Writer, ts []report.TaskStatus, now time.Time) {
 			if e := v.SourceError(); e != "" {
 				fmt.Fprintf(w, "  its entity source failed: %s\n", report.Visible(e))
 			}
+		}
+		if t.Partial {
+			fmt.Fprintf(w, "  entities: the first %d looked at (-all walks every one); the counts below are of those\n", t.Scanned)
 		}
 		fmt.Fprintf(w, "  leases held: %d%s\n", t.LeaseCount, shown(len(t.Leases), t.LeaseCount))
 		if len(t.Leases) > 0 {

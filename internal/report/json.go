@@ -109,6 +109,11 @@ type TaskDoc struct {
 	LastRunCount     int          `json:"last_run_count"`
 	Due              []DueDoc     `json:"due"`
 	DueCount         int          `json:"due_count"`
+	// EntitiesScanned is how many entities the leases and last runs were
+	// read from; Complete says that was every one (status -all, or a task
+	// of fewer than the bound): otherwise the counts are of those.
+	EntitiesScanned int  `json:"entities_scanned"`
+	Complete        bool `json:"complete"`
 }
 
 type LeaseDoc struct {
@@ -158,6 +163,7 @@ type DueDoc struct {
 func (st TaskStatus) Doc(now time.Time) TaskDoc {
 	d := TaskDoc{Name: st.Name, Schedule: st.Schedule, Timezone: st.Timezone, NextTick: Instant(st.NextTick),
 		Paused: st.Paused, LeaseCount: st.LeaseCount, LastRunCount: st.RunCount, DueCount: st.DueCount,
+		EntitiesScanned: st.Scanned, Complete: !st.Partial,
 		Leases: []LeaseDoc{}, LastRuns: []RunDoc{}, Due: []DueDoc{}, Flags: st.Health.Flags(), NotFiring: st.Health.NotFiring,
 		InConfig: st.Unlisted == nil}
 	if st.Unlisted != nil {

@@ -28,19 +28,30 @@ type TaskStatus struct {
 	RunCount   int
 	Due        []lease.Due
 	DueCount   int
+	// Scanned is how many entities were looked at; Partial says the walk
+	// stopped at the scan bound before the last one (the counts are then
+	// of those looked at).
+	Scanned int
+	Partial bool
 	// Unlisted is, for a task the config does not list but the task
 	// registry remembers, what the registry keeps of it; nil otherwise.
 	Unlisted *lease.TaskInfo
 }
 
-// StatusOf reads one task's state with bounded memory: SCAN pages, the
-// first limit leases and due entries, and the limit most recent last runs.
-func StatusOf(ctx context.Context, store *lease.Store, t scheduler.Task, now time.Time, limit int, outcome string) (TaskStatus, error) {
+// StatusScan is how many entities status looks at per task unless told to
+// walk them all: the leases and last runs it shows and counts are among
+// those, so that a status of a task of 1,000,000 entities costs what one
+// of 2,000 does (3.7 ms of Redis CPU, BenchmarkPageView1M/api-status). The
+// latest tick's counts come from its record, whole.
+const StatusScan = 2000
+
+// StatusOf reads one task's state with bounded memory: one walk of its
+// entities, a page at a time, of at most scan entities (0: all of them),
+// keeping the first limit leases, the limit most recent last runs and the
+// first limit due entries, and counting what it saw.
+func StatusOf(ctx context.Context, store *lease.Store, t scheduler.Task, now time.Time, limit, scan int, outcome string) (TaskStatus, error) {
 	st := TaskStatus{Name: t.Name, NextTick: t.Schedule.Next(now), Schedule: t.ScheduleText(), Timezone: t.Location.String()}
 	leases, runs, due := firstN[lease.Held](limit), firstN[lease.LastRun](limit), firstN[lease.Due](limit)
-	if err := store.Leases(ctx, t.Name, leases.add); err != nil {
-		return st, fmt.Errorf("list leases: %w", err)
-	}
 	// The limit most recent last runs: a new run replaces the oldest kept.
 	runs.full = func(r lease.LastRun) {
 		oldest := 0
@@ -53,17 +64,30 @@ func StatusOf(ctx context.Context, store *lease.Store, t scheduler.Task, now tim
 			runs.items[oldest] = r
 		}
 	}
-	err := store.LastRuns(ctx, t.Name, func(r lease.LastRun) error {
-		if outcome != "" && r.Outcome != lease.Outcome(outcome) {
-			return nil
+	q := lease.PageQuery{Size: statusPage, MaxScan: statusPage}
+	for {
+		p, err := store.EntityPage(ctx, t.Name, q)
+		if err != nil {
+			return st, fmt.Errorf("list the entities: %w", err)
 		}
-		return runs.add(r)
-	})
-	if err != nil {
-		return st, fmt.Errorf("list last runs: %w", err)
+		for _, row := range p.Rows {
+			if row.Held != nil {
+				leases.add(*row.Held) //nolint:errcheck // never fails
+			}
+			if r := row.Last; r != nil && (outcome == "" || r.Outcome == lease.Outcome(outcome)) {
+				runs.add(*r) //nolint:errcheck // never fails
+			}
+		}
+		st.Scanned += len(p.Rows) // without a search, every entity looked at is a row
+		if q.Cursor = p.Next; q.Cursor == "" {
+			break
+		}
+		if scan > 0 && st.Scanned >= scan {
+			st.Partial = true
+			break
+		}
 	}
-	err = store.DueEntries(ctx, t.Name, due.add)
-	if err != nil {
+	if err := store.DueEntries(ctx, t.Name, due.add); err != nil {
 		return st, fmt.Errorf("list due entries: %w", err)
 	}
 	SortRuns(runs.items)
@@ -72,6 +96,9 @@ func StatusOf(ctx context.Context, store *lease.Store, t scheduler.Task, now tim
 	st.Due, st.DueCount = due.items, due.count
 	return st, nil
 }
+
+// statusPage is how many entities a status reads a round trip.
+const statusPage = 1000
 
 // assess reads the task's newest ticks and actions for its flags and its
 // last tick.
@@ -137,9 +164,9 @@ type Status struct {
 const LockTask = "@lock"
 
 // ReadStatus reads the status of cfg's tasks (only one, if only is not
-// ""), at most limit rows a section, the last runs filtered by outcome
-// when it is not "".
-func ReadStatus(ctx context.Context, store *lease.Store, cfg *scheduler.Config, only string, limit int, outcome string, now time.Time) (Status, error) {
+// ""), at most limit rows a section from at most scan entities a task (0:
+// every entity), the last runs filtered by outcome when it is not "".
+func ReadStatus(ctx context.Context, store *lease.Store, cfg *scheduler.Config, only string, limit, scan int, outcome string, now time.Time) (Status, error) {
 	st := Status{Now: now}
 	pauses, err := store.Pauses(ctx)
 	if err != nil {
@@ -176,7 +203,7 @@ func ReadStatus(ctx context.Context, store *lease.Store, cfg *scheduler.Config, 
 		if only != "" && t.Name != only {
 			continue
 		}
-		ts, err := StatusOf(ctx, store, t, now, limit, outcome)
+		ts, err := StatusOf(ctx, store, t, now, limit, scan, outcome)
 		if err != nil {
 			return st, err
 		}
