@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"html/template"
 	"net/url"
 	"time"
@@ -32,7 +33,8 @@ var funcs = template.FuncMap{
 		}
 		return out
 	},
-	"zero": func(t time.Time) bool { return t.IsZero() },
+	"zero":  func(t time.Time) bool { return t.IsZero() },
+	"count": count,
 	"add": func(ns ...int) int {
 		sum := 0
 		for _, n := range ns {
@@ -41,4 +43,12 @@ var funcs = template.FuncMap{
 		return sum
 	},
 	"chart": chartOf,
+}
+
+// count is n units, singular for one: "1 run", "3 runs".
+func count(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
 }

@@ -361,12 +361,22 @@ func (c *Console) requestPage(w http.ResponseWriter, r *http.Request) {
 		}
 		as = append(as, a)
 	}
+	pg := c.page(r, t.Name+": trigger")
+	waiting := 0
+	for _, a := range as {
+		if a.Outcome == "pending" {
+			waiting++
+		}
+	}
+	if waiting == 0 {
+		pg.Refresh = 0 // every answer is in: nothing more will change
+	}
 	c.render(w, "request.html", struct {
 		Page
 		Task    *scheduler.Task
 		Answers []answer
-		Total   int
-	}{c.page(r, t.Name+": trigger"), t, as, len(answers)})
+		Waiting int
+	}{pg, t, as, waiting})
 }
 
 func (c *Console) replicasPage(w http.ResponseWriter, r *http.Request) {
@@ -522,8 +532,8 @@ func chartOf(ticks []scheduler.TickView) chart {
 			y -= h
 			b.Parts = append(b.Parts, barPart{Class: string(o), Y: y, H: h, Outcome: string(o), N: n})
 		}
-		b.Label = fmt.Sprintf("%s %s: %d runs (%s), lag %s, duration %s", v.Tick.UTC().Format(time.RFC3339), v.State,
-			v.Runs(), report.Counts(os, "none"), report.Millis(v.FirstStart()), report.Millis(v.LastEnd()))
+		b.Label = fmt.Sprintf("%s %s: %s (%s), lag %s, duration %s", v.Tick.UTC().Format(time.RFC3339), v.State,
+			count(v.Runs(), "run"), report.Counts(os, "none"), report.Millis(v.FirstStart()), report.Millis(v.LastEnd()))
 		if v.Pause != nil {
 			b.Label = fmt.Sprintf("%s paused by %s: %s", v.Tick.UTC().Format(time.RFC3339), v.Pause.By, v.Pause.Reason)
 		}

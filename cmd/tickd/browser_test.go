@@ -155,6 +155,8 @@ command = [%q]
 			chromedp.WithPollingTimeout(30*time.Second)),
 		chromedp.Text(`td.outcome`, &outcome))
 	expect.Equal(t, "the trigger's answer", outcome, "done")
+	run("the trigger page stops refreshing once answered", chromedp.Poll(
+		`document.getElementById("answers-state").textContent.includes("no longer refreshes")`, nil, chromedp.WithPollingTimeout(10*time.Second)))
 	run("screenshot of a trigger's answers", shot("trigger.png"))
 
 	// The chart gains ticks while the page refreshes itself.
@@ -193,6 +195,23 @@ command = [%q]
 		chromedp.SendKeys(`input[name=confirm]`, "beta"), chromedp.Submit(`input[name=confirm]`),
 		chromedp.WaitVisible(`p.flash`), chromedp.Text("main", &text))
 	expect.True(t, "unlocked: "+text, strings.Contains(text, "Done: revoked the lease of sync-users/beta"))
+
+	// At 1280px no column heading breaks ("runnin g"); on a phone the page
+	// does not scroll sideways (a wide table scrolls in its own box).
+	oneLine := `[...document.querySelectorAll("th")].every(th => th.offsetHeight <= 1.6 * parseFloat(getComputedStyle(th).lineHeight) + 12)`
+	fits := `document.documentElement.scrollWidth <= window.innerWidth + 1`
+	for _, page := range []string{"/", "/tasks/sync-users", "/actions"} {
+		var ok bool
+		run("headings on one line at 1280px: "+page, chromedp.Navigate(base+page), chromedp.WaitVisible("table"), chromedp.Evaluate(oneLine, &ok))
+		expect.True(t, "headings on one line at 1280px on "+page, ok)
+		run("a phone: "+page, chromedp.EmulateViewport(390, 844), chromedp.Navigate(base+page), chromedp.WaitVisible("table"),
+			chromedp.Evaluate(fits, &ok))
+		expect.True(t, "no sideways scroll on a phone on "+page, ok)
+		if page == "/" {
+			run("screenshot of the tasks page on a phone", shot("phone-tasks.png"))
+		}
+		run("back to 1280px", chromedp.EmulateViewport(1280, 900))
+	}
 
 	run("the actions log", chromedp.Navigate(base+"/actions"), chromedp.WaitVisible(`table`), chromedp.Text("main", &text))
 	for _, want := range []string{"trigger", "pause", "resume", "unlock", "ops (console)"} {

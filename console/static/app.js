@@ -39,6 +39,11 @@
         if (fresh && !(active && main.contains(active) && /INPUT|TEXTAREA/.test(active.tagName))) {
           main.innerHTML = fresh.innerHTML;
           localTimes(main);
+          // A page with nothing left to change says so (data-refresh 0).
+          if (parseInt(fresh.getAttribute("data-refresh"), 10) === 0 && timer) {
+            clearInterval(timer);
+            timer = null;
+          }
           document.dispatchEvent(new Event("tickd:refreshed"));
         }
       })
@@ -54,5 +59,5 @@
   }
   label();
   localTimes(document);
-  if (every > 0) setInterval(refresh, every * 1000);
+  var timer = every > 0 ? setInterval(refresh, every * 1000) : null;
 })();
