@@ -271,7 +271,11 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 	row := rows[0]
 	q := r.URL.Query()
 	pq := lease.PageQuery{Cursor: q.Get("cursor"), Search: q.Get("q"), Substring: q.Get("mode") == "substring",
-		Size: entityRows, MaxScan: maxScan}
+		Outcome: q.Get("outcome"), Size: entityRows, MaxScan: maxScan}
+	if o := pq.Outcome; o != "" && o != "held" && !slices.Contains(lease.Outcomes, lease.Outcome(o)) {
+		http.Error(w, fmt.Sprintf("outcome %q: use held or one of %v", o, lease.Outcomes), http.StatusBadRequest)
+		return
+	}
 	ents, err := c.store.EntityPage(ctx, t.Name, pq)
 	if errors.Is(err, lease.ErrBadCursor) {
 		http.Error(w, "bad cursor: follow the page's own next link", http.StatusBadRequest)
@@ -291,9 +295,16 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 		Pending  []lease.Due
 		Failures []lease.Failure
 		Actions  []lease.Action
-	}{Page: c.page(r, t.Name), Task: row, Chart: chartOf(row.Ticks), Query: pq, Entities: ents, Actions: row.Actions}
+		Outcomes []string // what the outcome filter offers
+	}{Page: c.page(r, t.Name), Task: row, Chart: chartOf(row.Ticks).withAxis(t.Location), Query: pq, Entities: ents, Actions: row.Actions}
+	data.Outcomes = append(data.Outcomes, "held")
+	for _, o := range lease.Outcomes {
+		data.Outcomes = append(data.Outcomes, string(o))
+	}
+	// A page comes in the store's scan order: shown by id.
+	slices.SortFunc(data.Entities.Rows, func(a, b lease.EntityRow) int { return strings.Compare(a.Entity, b.Entity) })
 	if ents.Next != "" {
-		nq := url.Values{"cursor": {ents.Next}, "q": {pq.Search}, "mode": {q.Get("mode")}}
+		nq := url.Values{"cursor": {ents.Next}, "q": {pq.Search}, "mode": {q.Get("mode")}, "outcome": {pq.Outcome}}
 		data.NextURL = c.url("/tasks/") + url.PathEscape(t.Name) + "?" + nq.Encode()
 	}
 	errFull := errors.New("full")
@@ -494,6 +505,52 @@ type chart struct {
 	Width, Height int
 	Bars          []bar
 	Max           int
+	// Axis labels the time axis below the bars (withAxis); AxisHeight is
+	// the SVG's height with it.
+	Axis       []axisLabel
+	AxisHeight int
+}
+
+// axisLabel is a time under the chart: X is where, Anchor the SVG
+// text-anchor (start, middle, end).
+type axisLabel struct {
+	X      int
+	Text   string
+	Anchor string
+}
+
+// withAxis labels the chart's oldest, middle and newest ticks in loc: times
+// of day when every tick is on one day there, else dates too.
+func (ch chart) withAxis(loc *time.Location) chart {
+	ch.AxisHeight = ch.Height + 18
+	ch.Width = max(ch.Width, 160) // room for a label under a few bars
+	n := len(ch.Bars)
+	if n == 0 {
+		return ch
+	}
+	layout := "15:04:05"
+	first, last := ch.Bars[0].Tick.Tick.In(loc), ch.Bars[n-1].Tick.Tick.In(loc)
+	if first.YearDay() != last.YearDay() || first.Year() != last.Year() {
+		layout = "Jan 2 15:04"
+	}
+	label := func(i int, anchor string) axisLabel {
+		x := ch.Bars[i].X + barW/2
+		switch anchor {
+		case "start":
+			x = ch.Bars[i].X
+		case "end":
+			x = ch.Bars[i].X + barW
+		}
+		return axisLabel{X: x, Text: ch.Bars[i].Tick.Tick.In(loc).Format(layout), Anchor: anchor}
+	}
+	ch.Axis = append(ch.Axis, label(0, "start"))
+	if n >= 12 {
+		ch.Axis = append(ch.Axis, label(n/2, "middle"))
+	}
+	if n >= 4 {
+		ch.Axis = append(ch.Axis, label(n-1, "end"))
+	}
+	return ch
 }
 
 type bar struct {

@@ -81,3 +81,53 @@ func TestTasksPagePages(t *testing.T) {
 	code, _ = get(t, hs.URL+"/?from=-3")
 	expect.Equal(t, "a negative row", code, http.StatusBadRequest)
 }
+
+// TestEntitiesFilteredByOutcome: the task page keeps the entities whose
+// last run had the outcome asked for (or whose lease is held), on both
+// stores, shows a page by id, and refuses an outcome that is none.
+func TestEntitiesFilteredByOutcome(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { c.Close() })
+	rs, err := lease.NewRedis(c, "f", lease.Options{Replica: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	rs.InitEpoch(context.Background()) //nolint:errcheck
+	for name, store := range map[string]*lease.Store{"memory": nil, "redis": rs} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, false)
+			if store != nil {
+				e.store, e.con.store = store, store
+				e.seed()
+			}
+			ctx := context.Background()
+			for _, id := range []string{"z-done", "m-done"} {
+				l, err := e.store.Acquire(ctx, lease.Request{Task: "sync", Entity: id, TTL: time.Minute, Reason: lease.ReasonTrigger})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := l.Release(ctx, lease.Finished{Outcome: lease.OutcomeDone, Started: time.Now(), Ended: time.Now()}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rows := func(outcome string) []string {
+				_, body := e.do("GET", "/tasks/sync?outcome="+outcome, "", nil, nil)
+				// The entities' table only: the failures below link too.
+				body = body[strings.Index(body, "<h2>Entities</h2>"):]
+				body = body[:strings.Index(body, "<h2>Pending")]
+				var ids []string
+				for _, m := range entityHref.FindAllStringSubmatch(body, -1) {
+					ids = append(ids, m[1][len("/tasks/sync/entity?id="):])
+				}
+				return ids
+			}
+			expect.Same(t, "done, by id", rows("done"), []string{"m-done", "z-done"})
+			expect.Same(t, "held", rows("held"), []string{"a"})
+			expect.Equal(t, "failed", len(rows("failed")), 1)
+			resp, _ := e.do("GET", "/tasks/sync?outcome=nope", "", nil, nil)
+			expect.Equal(t, "an outcome that is none", resp.StatusCode, http.StatusBadRequest)
+		})
+	}
+}

@@ -18,6 +18,9 @@ type PageQuery struct {
 	// Substring, contains it); "" keeps every one.
 	Search    string
 	Substring bool
+	// Outcome keeps the entities whose last run had this outcome, or, for
+	// "held", those whose lease is held; "" keeps every one.
+	Outcome string
 	// Size is the most rows a page holds; MaxScan the most entities it
 	// looks at (a search may have to look at many for few rows).
 	Size, MaxScan int
@@ -59,6 +62,17 @@ func (q PageQuery) matches(id string) bool {
 		return strings.Contains(id, q.Search)
 	}
 	return strings.HasPrefix(id, q.Search)
+}
+
+// keeps says whether r is kept by q's outcome filter.
+func (q PageQuery) keeps(r EntityRow) bool {
+	switch q.Outcome {
+	case "":
+		return true
+	case "held":
+		return r.Held != nil
+	}
+	return r.Last != nil && string(r.Last.Outcome) == q.Outcome
 }
 
 // pattern is q's search as an HSCAN MATCH pattern over escaped ids: escape
@@ -113,6 +127,10 @@ func (b *redisBackend) entityPage(ctx context.Context, task string, q PageQuery)
 			if err != nil || derr != nil || !q.matches(entity) {
 				continue
 			}
+			row := rowOf(task, entity, e, now)
+			if !q.keeps(row) {
+				continue
+			}
 			if kept++; kept <= skip {
 				continue
 			}
@@ -120,7 +138,7 @@ func (b *redisBackend) entityPage(ctx context.Context, task string, q PageQuery)
 				p.Next = fmt.Sprintf("%d.%d", cursor, kept-1)
 				return p, nil
 			}
-			p.Rows = append(p.Rows, rowOf(task, entity, e, now))
+			p.Rows = append(p.Rows, row)
 		}
 		skip, cursor = 0, next
 		if next == 0 {
@@ -183,7 +201,9 @@ func (b *memBackend) entityPage(_ context.Context, task string, q PageQuery) (Pa
 		last = id
 		if q.matches(id) {
 			st := b.oneLocked(task, id, now)
-			p.Rows = append(p.Rows, EntityRow{Entity: id, Held: st.Held, Last: st.Last})
+			if row := (EntityRow{Entity: id, Held: st.Held, Last: st.Last}); q.keeps(row) {
+				p.Rows = append(p.Rows, row)
+			}
 		}
 	}
 	return p, nil

@@ -145,6 +145,9 @@ command = [%q]
 	run("the task page", chromedp.Click(`a[href="/tickd/tasks/sync-users"]`), chromedp.WaitVisible(`svg.chart`),
 		chromedp.Evaluate(`document.querySelectorAll("svg.chart g").length`, &bars))
 	expect.True(t, "the chart has ticks", bars > 0)
+	var axis []string
+	run("the chart's time axis", chromedp.Evaluate(`[...document.querySelectorAll("svg.chart text.axis")].map(t => t.textContent)`, &axis))
+	expect.True(t, fmt.Sprintf("the chart's time axis is labelled with times: %q", axis), len(axis) >= 1 && strings.Count(axis[0], ":") == 2)
 	run("screenshot of the task page", shot("task.png"))
 
 	// Trigger alpha and watch its answer arrive.
