@@ -137,6 +137,7 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET "+p+"/tasks/{task}/requests/{id}", c.requestPage)
 	mux.HandleFunc("GET "+p+"/replicas", c.replicasPage)
 	mux.HandleFunc("GET "+p+"/actions", c.actionsPage)
+	mux.HandleFunc("GET "+p+"/failures", c.failuresPage)
 	mux.HandleFunc("GET "+p+"/api/status", c.statusJSON)
 	mux.HandleFunc("GET "+p+"/api/tasks/{task}/history", c.historyJSON)
 	mux.HandleFunc("POST "+p+"/tasks/{task}/trigger", c.admin(c.trigger))

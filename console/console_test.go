@@ -175,7 +175,7 @@ func (e *env) do(method, path, user string, form url.Values, hdr map[string]stri
 
 // pages are every GET route, with the seeded entities.
 var pages = []string{"/", "/tasks/sync", "/tasks/sync?q=%3Cscript&mode=substring", "/tasks/sync/entity?id=" + url.QueryEscape(hostile),
-	"/tasks/sync/entity?id=a", "/tasks/sync/requests/abc?e=" + url.QueryEscape(hostile), "/replicas", "/actions",
+	"/tasks/sync/entity?id=a", "/tasks/sync/requests/abc?e=" + url.QueryEscape(hostile), "/replicas", "/actions", "/failures",
 	"/api/status", "/api/tasks/sync/history", "/static/app.js", "/static/style.css", "/static/favicon.svg"}
 
 // actions are every POST route, with a valid form.

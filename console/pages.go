@@ -415,6 +415,20 @@ func (c *Console) replicasPage(w http.ResponseWriter, r *http.Request) {
 	}{c.page(r, "Replicas"), rs, locks})
 }
 
+// failuresPage shows the newest failed runs of every task, newest first:
+// one list, which every failure is also written to.
+func (c *Console) failuresPage(w http.ResponseWriter, r *http.Request) {
+	fs, err := c.store.Failures(r.Context(), "", lease.DefaultRetention.Failures)
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	c.render(w, "failures.html", struct {
+		Page
+		Failures []lease.Failure
+	}{c.page(r, "Failures"), fs})
+}
+
 // taskAction is an action with its task, for the actions log.
 func (c *Console) actionsPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()

@@ -131,3 +131,31 @@ func TestEntitiesFilteredByOutcome(t *testing.T) {
 		})
 	}
 }
+
+// TestFailuresAcrossTasks: the failures page shows the newest failures of
+// every task, newest first, from one list; a batch of many failures keeps
+// only its newest there.
+func TestFailuresAcrossTasks(t *testing.T) {
+	e := newEnv(t, false)
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Second)
+	keep := func(string) lease.Retention { return lease.DefaultRetention }
+	var fs []lease.Failure
+	for i := range 200 {
+		fs = append(fs, lease.Failure{Task: "bulk", Entity: fmt.Sprint("b", i), Outcome: lease.OutcomeFailed, Ended: now, Error: "bulk"})
+	}
+	fs = append(fs, lease.Failure{Task: "other", Entity: "o1", Outcome: lease.OutcomeTimeout, Ended: now.Add(time.Second), Error: "too slow"})
+	if err := e.store.RecordFailures(ctx, fs, keep); err != nil {
+		t.Fatal(err)
+	}
+	all, err := e.store.Failures(ctx, "", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "the prefix's list keeps the newest", len(all), lease.DefaultRetention.Failures)
+	expect.Equal(t, "newest first", all[0].Entity, "o1")
+	_, body := e.do("GET", "/failures", "", nil, nil)
+	expect.True(t, "the other task's failure is shown", strings.Contains(body, `href="/tasks/other/entity?id=o1"`))
+	expect.True(t, "the bulk task's newest is shown", strings.Contains(body, `href="/tasks/bulk/entity?id=b199"`))
+	expect.True(t, "its oldest is not", !strings.Contains(body, `id=b0"`))
+}

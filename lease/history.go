@@ -237,9 +237,23 @@ func Failed(o Outcome) bool {
 }
 
 // RecordFailures adds failed runs to their tasks' recent failures, each
-// task's list cut to keep[task].Failures (DefaultRetention's without one).
+// task's list cut to keep[task].Failures (DefaultRetention's without one),
+// and the newest of them to the prefix's list, every task's failures
+// (DefaultRetention.Failures kept), in the same round trip: the console's
+// failures page reads that one list however many tasks there are.
 func (s *Store) RecordFailures(ctx context.Context, fs []Failure, keep func(task string) Retention) error {
-	return s.push(ctx, listFailures, len(fs), func(i int) (string, any) { return fs[i].Task, fs[i] }, keep)
+	fleet := fs[max(0, len(fs)-DefaultRetention.Failures):] // the newest: the prefix's list keeps no more
+	return s.push(ctx, listFailures, len(fs)+len(fleet), func(i int) (string, any) {
+		if i < len(fs) {
+			return fs[i].Task, fs[i]
+		}
+		return "", fleet[i-len(fs)]
+	}, func(task string) Retention {
+		if task == "" {
+			return DefaultRetention
+		}
+		return keep(task)
+	})
 }
 
 // Failures returns task's newest failures, newest first, at most limit.

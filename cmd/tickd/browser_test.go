@@ -203,7 +203,7 @@ command = [%q]
 	// does not scroll sideways (a wide table scrolls in its own box).
 	oneLine := `[...document.querySelectorAll("th")].every(th => th.offsetHeight <= 1.6 * parseFloat(getComputedStyle(th).lineHeight) + 12)`
 	fits := `document.documentElement.scrollWidth <= window.innerWidth + 1`
-	for _, page := range []string{"/", "/tasks/sync-users", "/actions"} {
+	for _, page := range []string{"/", "/tasks/sync-users", "/actions", "/failures"} {
 		var ok bool
 		run("headings on one line at 1280px: "+page, chromedp.Navigate(base+page), chromedp.WaitVisible("table"), chromedp.Evaluate(oneLine, &ok))
 		expect.True(t, "headings on one line at 1280px on "+page, ok)
