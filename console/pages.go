@@ -135,11 +135,7 @@ func (c *Console) readWorld(ctx context.Context) (world, error) {
 // taskRows reads the rows of ts (with up to ticks ticks each), their
 // histories in one round trip.
 func (c *Console) taskRows(ctx context.Context, ts []*scheduler.Task, wd world, ticks int) ([]taskRow, error) {
-	paused := make(map[string]bool, len(wd.pauses))
-	for name := range wd.pauses {
-		paused[name] = true
-	}
-	ps, err := scheduler.ReadPasts(ctx, c.store, ts, ticks, scheduler.RecentActions, paused, wd.replicas)
+	ps, err := scheduler.ReadPasts(ctx, c.store, ts, ticks, scheduler.RecentActions, wd.pauses, wd.replicas)
 	if err != nil {
 		return nil, err
 	}

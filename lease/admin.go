@@ -130,11 +130,13 @@ func (s *Store) DueCount(ctx context.Context) (int, error) { return s.b.dueCount
 
 // SetPaused pauses (with no reason, until resumed) or resumes the ticks of
 // task on every replica.
+//
+// Deprecated: use Pause or Resume.
 func (s *Store) SetPaused(ctx context.Context, task string, paused bool) error {
 	if paused {
 		return s.Pause(ctx, task, PauseInfo{At: s.clock.Now()})
 	}
-	return s.b.setPaused(ctx, task, "")
+	return s.Resume(ctx, task)
 }
 
 // Taken says, for each of chunks (Request.Chunk) of tick of task, whether a
@@ -156,6 +158,8 @@ func (s *Store) Taken(ctx context.Context, task string, tick time.Time, chunks [
 
 // Paused returns the set of paused tasks; a pause whose PauseInfo.Until
 // passed is over.
+//
+// Deprecated: use Pauses, whose keys are the paused tasks.
 func (s *Store) Paused(ctx context.Context) (map[string]bool, error) {
 	ps, err := s.Pauses(ctx)
 	if err != nil {

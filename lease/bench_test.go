@@ -291,7 +291,7 @@ func BenchmarkPoll(b *testing.B) {
 					b.Fatal(ds, err)
 				}
 				if i%5 == 0 {
-					if _, err := s.Paused(bg); err != nil {
+					if _, err := s.Pauses(bg); err != nil {
 						b.Fatal(err)
 					}
 					if err := s.Announce(bg, tasks, time.Minute); err != nil {

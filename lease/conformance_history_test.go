@@ -178,7 +178,7 @@ func testPauses(t *testing.T, k kit) {
 	if err := s.Pause(bg, "gone", PauseInfo{By: "ops", At: now, Until: now.Add(-time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetPaused(bg, "plain", true); err != nil {
+	if err := s.Pause(bg, "plain", PauseInfo{At: now}); err != nil {
 		t.Fatal(err)
 	}
 	ps, err := s.Pauses(bg)
@@ -188,13 +188,21 @@ func testPauses(t *testing.T, k kit) {
 	expect.Same(t, "the pause's info", ps["t"], p)
 	_, ok := ps["gone"]
 	expect.True(t, "a pause past its until is over", !ok)
-	paused, _ := s.Paused(bg)
-	expect.Same(t, "paused", paused, map[string]bool{"t": true, "plain": true})
-	if err := s.SetPaused(bg, "t", false); err != nil {
+	expect.Same(t, "paused", pausedSet(s), map[string]bool{"t": true, "plain": true})
+	if err := s.Resume(bg, "t"); err != nil {
 		t.Fatal(err)
 	}
-	paused, _ = s.Paused(bg)
-	expect.Same(t, "paused after a resume", paused, map[string]bool{"plain": true})
+	expect.Same(t, "paused after a resume", pausedSet(s), map[string]bool{"plain": true})
+}
+
+// pausedSet is the set of s's paused tasks.
+func pausedSet(s *Store) map[string]bool {
+	ps, _ := s.Pauses(bg)
+	m := map[string]bool{}
+	for task := range ps {
+		m[task] = true
+	}
+	return m
 }
 
 // testHistories: Histories reads several tasks' ticks and actions at once,

@@ -74,13 +74,21 @@ func memoryKit(t *testing.T) kit {
 	}}
 }
 
+// TestConformance runs every case on every store. A store's servers (a
+// replicated pair, a Cluster) start when its subtest runs, so that
+// `go test -run TestConformance/memory/Batch` starts none.
 func TestConformance(t *testing.T) {
-	pair := redistest.StartReplicated(t, redistest.ReplicatedOptions{})
-	cluster := redistest.StartCluster(t)
-	kits := map[string]func(*testing.T) kit{"redis": redisKit, "memory": memoryKit, "redis-replicated": replicatedKit(pair),
-		"redis-cluster": clusterKit(cluster)}
-	for name, mk := range kits {
+	kits := map[string]func(*testing.T) func(*testing.T) kit{
+		"redis":  func(*testing.T) func(*testing.T) kit { return redisKit },
+		"memory": func(*testing.T) func(*testing.T) kit { return memoryKit },
+		"redis-replicated": func(t *testing.T) func(*testing.T) kit {
+			return replicatedKit(redistest.StartReplicated(t, redistest.ReplicatedOptions{}))
+		},
+		"redis-cluster": func(t *testing.T) func(*testing.T) kit { return clusterKit(redistest.StartCluster(t)) },
+	}
+	for name, setUp := range kits {
 		t.Run(name, func(t *testing.T) {
+			mk := setUp(t)
 			for _, c := range conformance {
 				t.Run(c.name, func(t *testing.T) { c.fn(t, mk(t)) })
 			}

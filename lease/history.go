@@ -433,6 +433,11 @@ func (s *Store) Pause(ctx context.Context, task string, p PauseInfo) error {
 	return s.b.setPaused(ctx, task, string(data))
 }
 
+// Resume resumes task's ticks on every replica.
+func (s *Store) Resume(ctx context.Context, task string) error {
+	return s.b.setPaused(ctx, task, "")
+}
+
 // Pauses returns the paused tasks and their pauses; a pause whose Until
 // passed is left out.
 func (s *Store) Pauses(ctx context.Context) (map[string]PauseInfo, error) {

@@ -52,10 +52,17 @@ func (h Health) Flags() []string {
 	return fs
 }
 
-// Grace is how long after a tick its record may still be missing without
-// the task being taken for not firing: the tick may start as late as its
-// catch-up window, and its first write is batched.
-func (t *Task) Grace() time.Duration { return t.LateLimit() + time.Minute }
+// MissingAfter is how long after a tick its record may still be missing
+// without the task being taken for not firing (or the tick for missed):
+// the tick may start as late as its catch-up window, and its first write
+// is batched.
+func (t *Task) MissingAfter() time.Duration { return t.LateLimit() + time.Minute }
+
+// Grace is MissingAfter.
+//
+// Deprecated: use MissingAfter; Grace names the SIGTERM-to-SIGKILL time
+// (scheduler.Grace, tasks.Exec.Grace).
+func (t *Task) Grace() time.Duration { return t.MissingAfter() }
 
 // Past is what the history holds about a task, read for Assess.
 type Past struct {
@@ -68,7 +75,7 @@ type Past struct {
 // ReadPast reads what Assess needs of task t: its newest limit tick records
 // (at least flag_after), its actions, whether it is paused, the replicas.
 func ReadPast(ctx context.Context, store *lease.Store, t *Task, limit int) (Past, error) {
-	paused, err := store.Paused(ctx)
+	pauses, err := store.Pauses(ctx)
 	if err != nil {
 		return Past{}, err
 	}
@@ -76,7 +83,7 @@ func ReadPast(ctx context.Context, store *lease.Store, t *Task, limit int) (Past
 	if err != nil {
 		return Past{}, err
 	}
-	ps, err := ReadPasts(ctx, store, []*Task{t}, limit, lease.DefaultRetention.Actions, paused, replicas)
+	ps, err := ReadPasts(ctx, store, []*Task{t}, limit, lease.DefaultRetention.Actions, pauses, replicas)
 	if err != nil {
 		return Past{}, err
 	}
@@ -92,7 +99,7 @@ const RecentActions = 20
 // its newest ticks (at least flag_after + 2, the most the flags look at)
 // and its newest actions. Whether each is paused and the replicas are read
 // once for all, by the caller.
-func ReadPasts(ctx context.Context, store *lease.Store, ts []*Task, ticks, actions int, paused map[string]bool, replicas []lease.Replica) ([]Past, error) {
+func ReadPasts(ctx context.Context, store *lease.Store, ts []*Task, ticks, actions int, pauses map[string]lease.PauseInfo, replicas []lease.Replica) ([]Past, error) {
 	reads := make([]lease.HistoryRead, len(ts))
 	for i, t := range ts {
 		reads[i] = lease.HistoryRead{Task: t.Name, Ticks: max(ticks, t.FlagAfter+2), Actions: actions}
@@ -103,7 +110,8 @@ func ReadPasts(ctx context.Context, store *lease.Store, ts []*Task, ticks, actio
 	}
 	ps := make([]Past, len(ts))
 	for i, t := range ts {
-		ps[i] = Past{Ticks: hs[i].Ticks, Actions: hs[i].Actions, Paused: paused[t.Name], Replicas: replicas}
+		_, paused := pauses[t.Name]
+		ps[i] = Past{Ticks: hs[i].Ticks, Actions: hs[i].Actions, Paused: paused, Replicas: replicas}
 	}
 	return ps, nil
 }
@@ -122,7 +130,7 @@ func (t *Task) Assess(now time.Time, p Past) ([]TickView, Health) {
 			runners = append(runners, r)
 		}
 	}
-	due := now.Add(-t.Grace()) // ticks up to here must have a record
+	due := now.Add(-t.MissingAfter()) // ticks up to here must have a record
 	// A tick is missed as soon as a later one is due too (a catch-up runs
 	// only the latest): every tick before the latest due one needs a record.
 	upTo := due
@@ -199,7 +207,7 @@ func (t *Task) notFiring(now time.Time, p Past, runners []lease.Replica) string 
 		}
 	}
 	T := t.Schedule.Next(from)
-	if T.IsZero() || T.After(now.Add(-t.Grace())) {
+	if T.IsZero() || T.After(now.Add(-t.MissingAfter())) {
 		return ""
 	}
 	return fmt.Sprintf("no record of the tick at %s, due %s ago", T.UTC().Format(time.RFC3339), now.Sub(T).Round(time.Second))
@@ -269,7 +277,7 @@ const healthBatch = 500
 
 func (s *Scheduler) publishHealth(ctx context.Context) {
 	cfg := s.Config()
-	paused, err := s.store.Paused(ctx)
+	pauses, err := s.store.Pauses(ctx)
 	if err != nil {
 		return // the pause loop says so
 	}
@@ -297,7 +305,7 @@ func (s *Scheduler) publishHealth(ctx context.Context) {
 	// in each.
 	for from := 0; from < len(all); from += healthBatch {
 		batch := all[from:min(from+healthBatch, len(all))]
-		ps, err := ReadPasts(ctx, s.store, batch, 0, RecentActions, paused, replicas)
+		ps, err := ReadPasts(ctx, s.store, batch, 0, RecentActions, pauses, replicas)
 		if err != nil {
 			s.storeFailed("history", "health", "cannot read the history for the tasks' health", Event{}, err)
 			return

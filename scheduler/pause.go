@@ -9,7 +9,7 @@ import (
 // PausePoll, so that every replica stops or resumes ticking a task within
 // that long.
 func (s *Scheduler) readPaused(ctx context.Context) {
-	paused, err := s.store.Paused(ctx)
+	pauses, err := s.store.Pauses(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.storeFailed("paused", "paused", "cannot read paused tasks", Event{}, err)
@@ -19,9 +19,10 @@ func (s *Scheduler) readPaused(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for name, ts := range s.tasks {
-		s.metrics.paused(name, paused[name])
-		if was := ts.paused.Swap(paused[name]); was != paused[name] {
-			s.log.Info(map[bool]string{true: "task paused", false: "task resumed"}[paused[name]], KeyTask, name)
+		_, paused := pauses[name]
+		s.metrics.paused(name, paused)
+		if was := ts.paused.Swap(paused); was != paused {
+			s.log.Info(map[bool]string{true: "task paused", false: "task resumed"}[paused], KeyTask, name)
 		}
 	}
 }

@@ -76,11 +76,12 @@ func trigger(ctx context.Context, store *lease.Store, t *scheduler.Task, ids []s
 		return triggerDoc{}, err
 	}
 	notRecorded(d)
-	paused, err := store.Paused(ctx)
+	pauses, err := store.Pauses(ctx)
 	if err != nil {
 		return triggerDoc{}, fmt.Errorf("read paused tasks: %w", err)
 	}
-	doc := triggerDoc{Task: task, Triggered: len(ids), Paused: paused[task], Runs: []triggerRunDoc{}}
+	_, paused := pauses[task]
+	doc := triggerDoc{Task: task, Triggered: len(ids), Paused: paused, Runs: []triggerRunDoc{}}
 	if !wait {
 		return doc, nil
 	}

@@ -220,7 +220,7 @@ func Resume(ctx context.Context, store *lease.Store, t *scheduler.Task, by, reas
 	if !was {
 		return Paused{Done: Done{Said: t.Name + " is not paused: nothing changed"}}, nil
 	}
-	if err := store.SetPaused(ctx, t.Name, false); err != nil {
+	if err := store.Resume(ctx, t.Name); err != nil {
 		return Paused{}, err
 	}
 	a := lease.Action{Task: t.Name, At: now, By: by, What: lease.ActionResume, Reason: reason}

@@ -103,11 +103,12 @@ const statusPage = 1000
 // assess reads the task's newest ticks and actions for its flags and its
 // last tick.
 func (st *TaskStatus) Assess(ctx context.Context, store *lease.Store, t *scheduler.Task, replicas []lease.Replica, now time.Time) error {
-	ps, err := scheduler.ReadPasts(ctx, store, []*scheduler.Task{t}, 0, scheduler.RecentActions, map[string]bool{t.Name: st.Paused}, replicas)
+	ps, err := scheduler.ReadPasts(ctx, store, []*scheduler.Task{t}, 0, scheduler.RecentActions, map[string]lease.PauseInfo{}, replicas)
 	if err != nil {
 		return err
 	}
 	p := ps[0]
+	p.Paused = st.Paused
 	views, h := t.Assess(now, p)
 	if st.Unlisted != nil {
 		views, h = (&scheduler.Orphan{Task: *t, Info: *st.Unlisted}).Assess(now, p)
