@@ -169,7 +169,10 @@
 //	prefix:{NN}:TASK:ticks         list: the task's tick records, newest first (tick.lua)
 //	prefix:{NN}:TASK:failures      list: recent failed runs, JSON (Failure), newest first
 //	prefix:{NN}:TASK:actions       list: operator actions, JSON (Action), newest first
-//	prefix:actions                 list: the actions on no one task (migrate)
+//	prefix:actions                 list: every operator action, of every task and of none
+//	                                   (migrate), newest first, 100 kept: the console's actions page
+//	prefix:failures                list: the newest failed runs of every task, 50 kept:
+//	                                   the console's failures page
 //	prefix:paused                  set of paused tasks (no script reads it)
 //	prefix:pauses                  hash: task → PauseInfo, JSON (who, when, why, until)
 //	prefix:tasks                   hash: task → TaskInfo, JSON: the task registry, every
