@@ -223,8 +223,15 @@ const (
 	OutcomeUnlocked Outcome = "unlocked"
 )
 
+// allOutcomes is every Outcome; its length is a constant (NumOutcomes),
+// for arrays counted by outcome.
+var allOutcomes = [...]Outcome{OutcomeDone, OutcomeReschedule, OutcomeFailed, OutcomeTimeout, OutcomeLeaseLost, OutcomeCanceled, OutcomeUnlocked}
+
+// NumOutcomes is how many Outcomes there are.
+const NumOutcomes = len(allOutcomes)
+
 // Outcomes lists every Outcome.
-var Outcomes = []Outcome{OutcomeDone, OutcomeReschedule, OutcomeFailed, OutcomeTimeout, OutcomeLeaseLost, OutcomeCanceled, OutcomeUnlocked}
+var Outcomes = allOutcomes[:]
 
 // Finished is what a run did, recorded at release for status.
 type Finished struct {

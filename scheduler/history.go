@@ -29,7 +29,7 @@ type tally struct {
 	// pending counts the runs the fan-out started that have not ended; one
 	// more while the fan-out goes on.
 	pending  atomic.Int64
-	outcomes [8]atomic.Int64 // by index in lease.Outcomes; the last: any other
+	outcomes [lease.NumOutcomes + 1]atomic.Int64 // by index in lease.Outcomes; the last: any other
 	// firstStart and lastEnd, in ns after the tick; -1: none yet.
 	firstStart, lastEnd atomic.Int64
 

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -56,6 +57,7 @@ type cluster struct {
 	runsLog   string
 	workDir   string
 	reps      []*replica
+	procs     []*tickdtest.Proc // every tickd started, restarts too: their logs say when runs ended
 
 	mu        sync.Mutex
 	faults    int
@@ -166,6 +168,37 @@ func newClusterOn(t *testing.T, srv *redistest.Server, redis string, ttl time.Du
 
 func (c *cluster) start(r *replica) {
 	r.proc = tickdtest.Start(c.t, r.name, r.env, "-config", r.cfg)
+	c.mu.Lock()
+	c.procs = append(c.procs, r.proc)
+	c.mu.Unlock()
+}
+
+// loggedTook is how long each run took as its replica logged it ("run
+// ended"'s duration, by entity and fence): from before the worker was
+// started until it was reaped. A worker SIGKILLed after its grace, on a
+// machine too loaded for it to write its own end record in time, has no end
+// record; its start plus this bounds its end. (The line's own time is no
+// bound: it is written once the release is answered, which a stalled link
+// delays.) c.mu is held.
+func (c *cluster) loggedTook() map[string]time.Duration {
+	took := map[string]time.Duration{}
+	for _, p := range c.procs {
+		for line := range strings.SplitSeq(p.Log(), "\n") {
+			var rec struct {
+				Msg      string `json:"msg"`
+				Entity   string `json:"entity"`
+				Fence    int64  `json:"fence"`
+				Duration string `json:"duration"`
+			}
+			if !strings.Contains(line, `"run ended"`) || json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "run ended" {
+				continue
+			}
+			if d, err := time.ParseDuration(rec.Duration); err == nil {
+				took[fmt.Sprint(rec.Entity, "/", rec.Fence)] = d + time.Millisecond // logged rounded to the ms
+			}
+		}
+	}
+	return took
 }
 
 // run starts the replicas, waits for runs, injects the fault for faultTime,
@@ -308,9 +341,13 @@ func (c *cluster) check(begin, end time.Time) result {
 	runs := tickdtest.ReadRuns(c.t, c.runsLog)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	logged := c.loggedTook()
 	openEnd := func(r tickdtest.Run) int64 {
 		if at, ok := c.killedAt[r.Start.Ppid]; ok && at > r.Start.At {
 			return at // killed with its replica (Pdeathsig)
+		}
+		if d, ok := logged[fmt.Sprint(r.Start.Entity, "/", r.Start.Fence)]; ok {
+			return r.Start.At + d.Nanoseconds() // SIGKILLed after its grace: reaped within what its replica logged
 		}
 		return end.UnixNano()
 	}
@@ -601,11 +638,20 @@ func TestStalledConnection(t *testing.T) {
 	})
 	// The stalled replica's runs stopped before their leases could expire:
 	// by the last renewal's send time (at most the stall) plus the TTL.
+	// A worker SIGKILLed after its grace left no end record: its replica's
+	// log bounds its end (loggedTook).
 	late, inFlight, stalledPid := 0, 0, c.reps[0].proc.Pid()
+	c.mu.Lock()
+	took := c.loggedTook()
+	c.mu.Unlock()
 	for _, run := range tickdtest.ReadRuns(t, c.runsLog) {
-		if run.Start.Ppid == stalledPid && run.Start.At < stalledAt.UnixNano() && (run.End.At == 0 || run.End.At > stalledAt.UnixNano()) {
+		end := run.End.At
+		if d, ok := took[fmt.Sprint(run.Start.Entity, "/", run.Start.Fence)]; end == 0 && ok {
+			end = run.Start.At + d.Nanoseconds()
+		}
+		if run.Start.Ppid == stalledPid && run.Start.At < stalledAt.UnixNano() && (end == 0 || end > stalledAt.UnixNano()) {
 			inFlight++
-			if run.End.At == 0 || run.End.At > stalledAt.Add(leaseTTL).UnixNano() {
+			if end == 0 || end > stalledAt.Add(leaseTTL).UnixNano() {
 				late++
 			}
 		}
