@@ -155,10 +155,15 @@ func (t *Tail) String() string {
 	return string(b)
 }
 
+// MsgKilled is the message logged when a run's process group did not stop
+// within its grace after SIGTERM and was sent SIGKILL: the moment it ended.
+const MsgKilled = "run's process killed: it did not stop within its grace after SIGTERM"
+
 // Start starts cmd (which must have Setpgid), logs its output lines, and
 // waits. When ctx is cancelled the process group gets SIGTERM, then SIGKILL
-// after grace. It returns the exit status, or an error if the command could
-// not start or was stopped (wrapping context.Cause(ctx)).
+// after grace, which is logged (MsgKilled, with log's attributes: the
+// run's). It returns the exit status, or an error if the command could not
+// start or was stopped (wrapping context.Cause(ctx)).
 //
 // check, when not nil, is called right before the process starts; on an
 // error nothing starts and Start returns it, wrapping ErrNotStarted.
@@ -216,6 +221,9 @@ func StartTail(ctx context.Context, cmd *exec.Cmd, grace time.Duration, check fu
 		case <-exited:
 		case <-t.C:
 			syscall.Kill(-pgid, syscall.SIGKILL) //nolint:errcheck
+			if log != nil {
+				log.Warn(MsgKilled, "grace", grace.String())
+			}
 		}
 	}()
 	wg.Wait() // all output read: the pipe is closed

@@ -103,7 +103,12 @@ func TestExecStopsTheProcessGroup(t *testing.T) {
 	// be gone after the grace, killed with the group.
 	script := fmt.Sprintf(`trap '' TERM; sh -c 'trap "" TERM; echo $$ > %s; sleep 60' & sleep 60`, pidFile)
 	ctx, cancel := context.WithCancelCause(context.Background())
-	log, _ := logger()
+	log, logged := logger()
+	defer func() {
+		if !strings.Contains(logged.String(), MsgKilled) {
+			t.Errorf("the SIGKILL after the grace was not logged:\n%s", logged)
+		}
+	}()
 	done := make(chan error, 1)
 	go func() {
 		_, err := Exec{Argv: []string{"sh", "-c", script}, Grace: 200 * time.Millisecond}.Do(ctx, Run{Logger: log})

@@ -19,6 +19,7 @@ import (
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/internal/tickdtest"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/tasks"
 )
 
 // The cluster under test: 3 replicas, 200 entities, a tick every 2s, runs
@@ -173,32 +174,63 @@ func (c *cluster) start(r *replica) {
 	c.mu.Unlock()
 }
 
-// loggedTook is how long each run took as its replica logged it ("run
-// ended"'s duration, by entity and fence): from before the worker was
-// started until it was reaped. A worker SIGKILLed after its grace, on a
-// machine too loaded for it to write its own end record in time, has no end
-// record; its start plus this bounds its end. (The line's own time is no
-// bound: it is written once the release is answered, which a stalled link
-// delays.) c.mu is held.
-func (c *cluster) loggedTook() map[string]time.Duration {
-	took := map[string]time.Duration{}
+// loggedEnd bounds the end of a run whose worker left no end record: on a
+// loaded machine, a worker told to stop may not write it within its grace,
+// and is SIGKILLed. Its replica logs the kill (tasks.MsgKilled, at the
+// moment it is sent) and the run's end ("run ended", with how long the run
+// took from before the worker was started until it was reaped: its start
+// plus that bounds its end, late by the exec time). The "run ended" line's
+// own time is no bound: a stalled link delays the release before it.
+type loggedEnd struct {
+	killed int64         // when SIGKILL was sent (unix ns); 0: not logged
+	took   time.Duration // 0: not logged
+}
+
+// bound is the latest r can have ended by what its replica logged; 0 when
+// it logged nothing of it.
+func (e loggedEnd) bound(r tickdtest.Run) int64 {
+	switch {
+	case e.killed != 0:
+		return e.killed
+	case e.took != 0:
+		return r.Start.At + e.took.Nanoseconds()
+	}
+	return 0
+}
+
+// loggedEnds reads every replica's log for what bounds its runs' ends, by
+// entity and fence. c.mu is held.
+func (c *cluster) loggedEnds() map[string]loggedEnd {
+	ends := map[string]loggedEnd{}
 	for _, p := range c.procs {
 		for line := range strings.SplitSeq(p.Log(), "\n") {
-			var rec struct {
-				Msg      string `json:"msg"`
-				Entity   string `json:"entity"`
-				Fence    int64  `json:"fence"`
-				Duration string `json:"duration"`
-			}
-			if !strings.Contains(line, `"run ended"`) || json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "run ended" {
+			if !strings.Contains(line, `"run ended"`) && !strings.Contains(line, "process killed") {
 				continue
 			}
-			if d, err := time.ParseDuration(rec.Duration); err == nil {
-				took[fmt.Sprint(rec.Entity, "/", rec.Fence)] = d + time.Millisecond // logged rounded to the ms
+			var rec struct {
+				Time     time.Time `json:"time"`
+				Msg      string    `json:"msg"`
+				Entity   string    `json:"entity"`
+				Fence    int64     `json:"fence"`
+				Duration string    `json:"duration"`
 			}
+			if json.Unmarshal([]byte(line), &rec) != nil {
+				continue
+			}
+			key := fmt.Sprint(rec.Entity, "/", rec.Fence)
+			e := ends[key]
+			switch rec.Msg {
+			case tasks.MsgKilled:
+				e.killed = rec.Time.UnixNano()
+			case "run ended":
+				if d, err := time.ParseDuration(rec.Duration); err == nil {
+					e.took = d + time.Millisecond // logged rounded to the ms
+				}
+			}
+			ends[key] = e
 		}
 	}
-	return took
+	return ends
 }
 
 // run starts the replicas, waits for runs, injects the fault for faultTime,
@@ -341,13 +373,13 @@ func (c *cluster) check(begin, end time.Time) result {
 	runs := tickdtest.ReadRuns(c.t, c.runsLog)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	logged := c.loggedTook()
+	logged := c.loggedEnds()
 	openEnd := func(r tickdtest.Run) int64 {
 		if at, ok := c.killedAt[r.Start.Ppid]; ok && at > r.Start.At {
 			return at // killed with its replica (Pdeathsig)
 		}
-		if d, ok := logged[fmt.Sprint(r.Start.Entity, "/", r.Start.Fence)]; ok {
-			return r.Start.At + d.Nanoseconds() // SIGKILLed after its grace: reaped within what its replica logged
+		if at := logged[fmt.Sprint(r.Start.Entity, "/", r.Start.Fence)].bound(r); at != 0 {
+			return at // SIGKILLed after its grace (loggedEnd)
 		}
 		return end.UnixNano()
 	}
@@ -639,15 +671,15 @@ func TestStalledConnection(t *testing.T) {
 	// The stalled replica's runs stopped before their leases could expire:
 	// by the last renewal's send time (at most the stall) plus the TTL.
 	// A worker SIGKILLed after its grace left no end record: its replica's
-	// log bounds its end (loggedTook).
+	// log bounds its end (loggedEnd).
 	late, inFlight, stalledPid := 0, 0, c.reps[0].proc.Pid()
 	c.mu.Lock()
-	took := c.loggedTook()
+	logged := c.loggedEnds()
 	c.mu.Unlock()
 	for _, run := range tickdtest.ReadRuns(t, c.runsLog) {
 		end := run.End.At
-		if d, ok := took[fmt.Sprint(run.Start.Entity, "/", run.Start.Fence)]; end == 0 && ok {
-			end = run.Start.At + d.Nanoseconds()
+		if end == 0 {
+			end = logged[fmt.Sprint(run.Start.Entity, "/", run.Start.Fence)].bound(run)
 		}
 		if run.Start.Ppid == stalledPid && run.Start.At < stalledAt.UnixNano() && (end == 0 || end > stalledAt.UnixNano()) {
 			inFlight++
