@@ -425,10 +425,10 @@ func (c *Console) failuresPage(w http.ResponseWriter, r *http.Request) {
 	}{c.page(r, "Failures"), fs})
 }
 
-// taskAction is an action with its task, for the actions log.
+// actionsPage shows every operator action, newest first: one list, which
+// every action is also written to.
 func (c *Console) actionsPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	// The fleet's list holds every action: one read, however many tasks.
 	all, err := c.store.Actions(ctx, "", lease.DefaultRetention.Actions)
 	if err != nil {
 		c.fail(w, err)

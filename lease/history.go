@@ -207,13 +207,18 @@ func (s *Store) Ticks(ctx context.Context, task string, limit int) ([]TickRecord
 	if err != nil {
 		return nil, fmt.Errorf("read ticks of %s: %w", task, err)
 	}
+	return decodeTicks(els), nil
+}
+
+// decodeTicks decodes tick records, leaving out any it cannot read.
+func decodeTicks(els []string) []TickRecord {
 	rs := make([]TickRecord, 0, len(els))
 	for _, el := range els {
 		if r, err := decodeTickRecord(el); err == nil {
 			rs = append(rs, r)
 		}
 	}
-	return rs, nil
+	return rs
 }
 
 // Failure is one failed run (outcome failed, timeout or lease_lost).
@@ -242,18 +247,7 @@ func Failed(o Outcome) bool {
 // (DefaultRetention.Failures kept), in the same round trip: the console's
 // failures page reads that one list however many tasks there are.
 func (s *Store) RecordFailures(ctx context.Context, fs []Failure, keep func(task string) Retention) error {
-	fleet := fs[max(0, len(fs)-DefaultRetention.Failures):] // the newest: the prefix's list keeps no more
-	return s.push(ctx, listFailures, len(fs)+len(fleet), func(i int) (string, any) {
-		if i < len(fs) {
-			return fs[i].Task, fs[i]
-		}
-		return "", fleet[i-len(fs)]
-	}, func(task string) Retention {
-		if task == "" {
-			return DefaultRetention
-		}
-		return keep(task)
-	})
+	return s.pushWithFleet(ctx, listFailures, len(fs), func(i int) (string, any) { return fs[i].Task, fs[i] }, keep)
 }
 
 // Failures returns task's newest failures, newest first, at most limit.
@@ -294,20 +288,38 @@ const (
 // DefaultRetention.Actions), which the console's actions page reads in one
 // call however many tasks there are.
 func (s *Store) RecordAction(ctx context.Context, a Action, keep Retention) error {
-	n := 2
-	if a.Task == "" {
-		n = 1
+	return s.pushWithFleet(ctx, listActions, 1, func(int) (string, any) { return a.Task, a }, func(string) Retention { return keep })
+}
+
+// pushWithFleet is push, and also puts the newest of the values of a task
+// (as many as DefaultRetention keeps of list) into the prefix's list, in
+// the same round trip: the prefix's list is the whole fleet's, newest
+// first, kept to DefaultRetention. A value of the prefix itself (task "")
+// goes there once.
+func (s *Store) pushWithFleet(ctx context.Context, list string, n int, at func(i int) (string, any), keep func(string) Retention) error {
+	type value struct {
+		task string
+		v    any
 	}
-	return s.push(ctx, listActions, n, func(i int) (string, any) {
-		if i == 1 {
-			return "", a
+	vals := make([]value, 0, n)
+	var fleet []value
+	for i := range n {
+		task, v := at(i)
+		vals = append(vals, value{task, v})
+		if task != "" {
+			fleet = append(fleet, value{"", v})
 		}
-		return a.Task, a
-	}, func(task string) Retention {
+	}
+	limit := DefaultRetention.Failures
+	if list == listActions {
+		limit = DefaultRetention.Actions
+	}
+	vals = append(vals, fleet[max(0, len(fleet)-limit):]...) // the newest: the prefix's list keeps no more
+	return s.push(ctx, list, len(vals), func(i int) (string, any) { return vals[i].task, vals[i].v }, func(task string) Retention {
 		if task == "" {
 			return DefaultRetention
 		}
-		return keep
+		return keep(task)
 	})
 }
 
@@ -339,19 +351,7 @@ func (s *Store) Histories(ctx context.Context, reads []HistoryRead) ([]TaskHisto
 	}
 	out := make([]TaskHistory, len(reads))
 	for i := range reads {
-		out[i].Ticks = make([]TickRecord, 0, len(ticks[i]))
-		for _, el := range ticks[i] {
-			if r, err := decodeTickRecord(el); err == nil {
-				out[i].Ticks = append(out[i].Ticks, r)
-			}
-		}
-		out[i].Actions = make([]Action, 0, len(actions[i]))
-		for _, v := range actions[i] {
-			var a Action
-			if json.Unmarshal([]byte(v), &a) == nil {
-				out[i].Actions = append(out[i].Actions, a)
-			}
-		}
+		out[i] = TaskHistory{Ticks: decodeTicks(ticks[i]), Actions: decodeJSON[Action](actions[i])}
 	}
 	return out, nil
 }
@@ -405,6 +405,11 @@ func readList[T any](ctx context.Context, s *Store, list, task string, limit int
 	if err != nil {
 		return nil, fmt.Errorf("read %s of %s: %w", list, task, err)
 	}
+	return decodeJSON[T](vals), nil
+}
+
+// decodeJSON decodes a list's JSON values, leaving out any it cannot read.
+func decodeJSON[T any](vals []string) []T {
 	out := make([]T, 0, len(vals))
 	for _, v := range vals {
 		var x T
@@ -412,7 +417,7 @@ func readList[T any](ctx context.Context, s *Store, list, task string, limit int
 			out = append(out, x)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // PauseInfo is who paused a task, when, why and until when.
