@@ -265,7 +265,7 @@ func reload(sch *scheduler.Scheduler, con *webConsole, path string, level *slog.
 		err = sch.Reload(cfg)
 	}
 	if err != nil {
-		log.Error("reload failed: the old config keeps running", scheduler.KeyError, strings.ReplaceAll(err.Error(), "\n", "; "))
+		logReloadFailed(log, err)
 		return err
 	}
 	level.Set(parseLevel(cfg.Daemon.LogLevel))
@@ -273,6 +273,11 @@ func reload(sch *scheduler.Scheduler, con *webConsole, path string, level *slog.
 		con.reload(cfg)
 	}
 	return nil
+}
+
+// logReloadFailed says that a SIGHUP's config was refused, on one line.
+func logReloadFailed(log *slog.Logger, err error) {
+	log.Error("reload failed: the old config keeps running", scheduler.KeyError, strings.ReplaceAll(err.Error(), "\n", "; "))
 }
 
 // reloadMetrics say whether the last SIGHUP's config was taken, as

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/tickd/tickd/console"
@@ -56,7 +55,7 @@ func runWeb(ctx context.Context, args []string, stderr io.Writer) error {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				if cfg, err := scheduler.LoadConfig(*c.config); err != nil {
-					log.Error("reload failed: the old config stays", scheduler.KeyError, strings.ReplaceAll(err.Error(), "\n", "; "))
+					logReloadFailed(log, err)
 				} else {
 					con.reload(cfg)
 				}
