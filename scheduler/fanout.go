@@ -271,7 +271,7 @@ func (f *fanOut) flush() {
 			continue
 		case errors.Is(r.Err, lease.ErrBusy):
 			f.n.Busy++
-			s.log.Debug("entity busy: skipped", KeyTask, t.Name, KeyEntity, f.batch[i], tickAttr(f.T), KeyError, r.Err)
+			s.log.Debug(MsgSkippedBusy, KeyTask, t.Name, KeyEntity, f.batch[i], tickAttr(f.T), KeyError, r.Err)
 		case errors.Is(r.Err, lease.ErrAlreadyRan):
 			f.n.AlreadyRan++
 			s.log.Debug("tick already ran for entity", KeyTask, t.Name, KeyEntity, f.batch[i], tickAttr(f.T))

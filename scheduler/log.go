@@ -20,6 +20,11 @@ const (
 	KeyError    = "error"
 )
 
+// MsgSkippedBusy is the debug line of a tick that found an entity's lease
+// held and skipped it (its task, entity and tick as attributes): what a
+// checker needs to tell a skip from a miss.
+const MsgSkippedBusy = "entity busy: skipped"
+
 // LogEvery is how often a failure that repeats (Redis unreachable, a clock
 // ahead) is logged: once, then with a count of the lines suppressed.
 const LogEvery = 10 * time.Second

@@ -3,9 +3,11 @@ package faults
 import (
 	"encoding/json"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/internal/tickdtest"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -69,6 +72,9 @@ type cluster struct {
 	// orphaned: entities whose lease a killed replica held (granted, perhaps
 	// before any run record was written), busy until the lease expires.
 	orphaned []orphans
+	// skipped: the replicas' busy skips (see skips); read from their logs
+	// when nil (the checker's tests set it).
+	skipped map[string][]time.Time
 }
 
 type orphans struct {
@@ -125,6 +131,7 @@ func configWith(redis string, ttl time.Duration, worker string) string {
 [daemon]
 shutdown_timeout = "1s"
 log_format = "json"
+log_level = "debug"
 
 [redis]
 %s
@@ -198,37 +205,51 @@ func (e loggedEnd) bound(r tickdtest.Run) int64 {
 	return 0
 }
 
+// logLine is what the checker reads of a replica's JSON log line.
+type logLine struct {
+	Time     time.Time `json:"time"`
+	Msg      string    `json:"msg"`
+	Task     string    `json:"task"`
+	Entity   string    `json:"entity"`
+	Tick     time.Time `json:"tick"`
+	Fence    int64     `json:"fence"`
+	Duration string    `json:"duration"`
+}
+
+// logLines yields procs' log lines whose message is one of msgs.
+func logLines(procs []*tickdtest.Proc, msgs ...string) iter.Seq[logLine] {
+	return func(yield func(logLine) bool) {
+		for _, p := range procs {
+			for line := range strings.SplitSeq(p.Log(), "\n") {
+				var rec logLine
+				if !slices.ContainsFunc(msgs, func(m string) bool { return strings.Contains(line, m) }) ||
+					json.Unmarshal([]byte(line), &rec) != nil || !slices.Contains(msgs, rec.Msg) {
+					continue
+				}
+				if !yield(rec) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // loggedEnds reads every replica's log for what bounds its runs' ends, by
 // entity and fence. c.mu is held.
 func (c *cluster) loggedEnds() map[string]loggedEnd {
 	ends := map[string]loggedEnd{}
-	for _, p := range c.procs {
-		for line := range strings.SplitSeq(p.Log(), "\n") {
-			if !strings.Contains(line, `"run ended"`) && !strings.Contains(line, "process killed") {
-				continue
+	for rec := range logLines(c.procs, "run ended", tasks.MsgKilled) {
+		key := fmt.Sprint(rec.Entity, "/", rec.Fence)
+		e := ends[key]
+		switch rec.Msg {
+		case tasks.MsgKilled:
+			e.killed = rec.Time.UnixNano()
+		case "run ended":
+			if d, err := time.ParseDuration(rec.Duration); err == nil {
+				e.took = d + time.Millisecond // logged rounded to the ms
 			}
-			var rec struct {
-				Time     time.Time `json:"time"`
-				Msg      string    `json:"msg"`
-				Entity   string    `json:"entity"`
-				Fence    int64     `json:"fence"`
-				Duration string    `json:"duration"`
-			}
-			if json.Unmarshal([]byte(line), &rec) != nil {
-				continue
-			}
-			key := fmt.Sprint(rec.Entity, "/", rec.Fence)
-			e := ends[key]
-			switch rec.Msg {
-			case tasks.MsgKilled:
-				e.killed = rec.Time.UnixNano()
-			case "run ended":
-				if d, err := time.ParseDuration(rec.Duration); err == nil {
-					e.took = d + time.Millisecond // logged rounded to the ms
-				}
-			}
-			ends[key] = e
 		}
+		ends[key] = e
 	}
 	return ends
 }
@@ -374,6 +395,9 @@ func (c *cluster) check(begin, end time.Time) result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	logged := c.loggedEnds()
+	if c.skipped == nil {
+		c.skipped = skips(c.procs)
+	}
 	openEnd := func(r tickdtest.Run) int64 {
 		if at, ok := c.killedAt[r.Start.Ppid]; ok && at > r.Start.At {
 			return at // killed with its replica (Pdeathsig)
@@ -422,7 +446,7 @@ func (c *cluster) check(begin, end time.Time) result {
 	for i := range entities {
 		entities[i] = fmt.Sprint("e", i)
 	}
-	j := judge{every: every, heldUntil: heldUntil, alsoBusy: func(_, entity string, T time.Time) bool {
+	j := judge{every: every, heldUntil: heldUntil, skippedBusy: c.skipped, alsoBusy: func(_, entity string, T time.Time) bool {
 		for _, o := range c.orphaned {
 			// Granted at a tick no later than the kill, expiring by kill + TTL.
 			if o.entities[entity] && !T.Before(o.at.Add(-every)) && T.Before(o.at.Add(c.ttl)) {
@@ -441,15 +465,37 @@ func (c *cluster) check(begin, end time.Time) result {
 
 // judge is the liveness rule every fault scenario is held to, on a single
 // Redis and on a Cluster, and that TestChecker tests. A (task, entity, T)
-// is eligible unless the entity was busy: a run of it other than its run
-// for T started before T+every/2 with its lease still held at T
-// (heldUntil), or alsoBusy says so (a lease known held without a run
-// record). An eligible one ran when a tick run for T, or its hand-over (a
-// retry run carrying tick T), started.
+// whose tick run for T, or its hand-over (a retry run carrying tick T),
+// started, ran. One that did not is excused if the entity was busy: a run
+// of it other than its run for T started before T+every/2 with its lease
+// still held at T (heldUntil), or alsoBusy says so (a lease known held
+// without a run record), or a replica said it skipped it as busy
+// (skippedBusy) at a moment some other run of it held its lease (within
+// skipSlack: the line is written after Redis answered). Otherwise it was
+// missed.
 type judge struct {
 	every     time.Duration
 	heldUntil func(r tickdtest.Run) int64
 	alsoBusy  func(task, entity string, T time.Time) bool // may be nil
+	// skippedBusy: when replicas logged scheduler.MsgSkippedBusy, by
+	// task/entity@T (see skips).
+	skippedBusy map[string][]time.Time
+}
+
+// skipSlack is how far a replica's "skipped: busy" line may be from the
+// lease that made it skip: the holder's run record is written after its
+// grant, and the line after Redis's answer, on a loaded machine.
+const skipSlack = time.Second
+
+// skips reads every scheduler.MsgSkippedBusy line of procs' logs, by
+// task/entity@T.
+func skips(procs []*tickdtest.Proc) map[string][]time.Time {
+	out := map[string][]time.Time{}
+	for rec := range logLines(procs, scheduler.MsgSkippedBusy) {
+		key := rec.Task + "/" + rec.Entity + "@" + rec.Tick.UTC().Format(time.RFC3339)
+		out[key] = append(out[key], rec.Time)
+	}
+	return out
 }
 
 // liveness judges every (task, entity, T) and returns how many ran, how
@@ -472,13 +518,16 @@ func (j judge) liveness(runs []tickdtest.Run, tasks, entities []string, ticks []
 		for _, task := range tasks {
 			for _, entity := range entities {
 				key := task + "/" + entity
-				if j.busy(byKey[key], task, entity, T, label) {
-					continue
-				}
-				eligible++
-				if tickRan[key+"@"+label] {
+				switch {
+				case tickRan[key+"@"+label]:
+					eligible++
 					ran++
-				} else if len(missed) < 20 {
+				case j.busy(byKey[key], task, entity, T, label):
+				default:
+					eligible++
+					if len(missed) >= 20 {
+						continue
+					}
 					name := entity // one task: the entity names the pair
 					if len(tasks) > 1 {
 						name = key
@@ -495,14 +544,16 @@ func (j judge) busy(runs []tickdtest.Run, task, entity string, T time.Time, labe
 	if j.alsoBusy != nil && j.alsoBusy(task, entity, T) {
 		return true
 	}
-	for _, r := range runs {
-		if r.Start.Reason == "tick" || r.Start.Reason == "retry" {
-			if tick, err := time.Parse(time.RFC3339Nano, r.Start.Tick); err == nil && tick.UTC().Format(time.RFC3339) == label {
-				continue // the run for T itself
-			}
-		}
+	for _, r := range runs { // none of them is the run for T: it did not run
 		if r.Start.At < T.Add(j.every/2).UnixNano() && j.heldUntil(r) > T.UnixNano() {
 			return true
+		}
+	}
+	for _, at := range j.skippedBusy[task+"/"+entity+"@"+label] {
+		for _, r := range runs {
+			if r.Start.At < at.Add(skipSlack).UnixNano() && j.heldUntil(r) > at.Add(-skipSlack).UnixNano() {
+				return true
+			}
 		}
 	}
 	return false

@@ -64,7 +64,7 @@ func startRC(t *testing.T) *rcEnv {
 		ids[i] = fmt.Sprintf("%q", fmt.Sprint("e", i))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "[daemon]\nshutdown_timeout = \"1s\"\nlog_format = \"json\"\n[redis]\nkey_prefix = \"faults\"\ncluster_addrs = [%q]\n[defaults]\nlease_ttl = %q\n",
+	fmt.Fprintf(&b, "[daemon]\nshutdown_timeout = \"1s\"\nlog_format = \"json\"\nlog_level = \"debug\"\n[redis]\nkey_prefix = \"faults\"\ncluster_addrs = [%q]\n[defaults]\nlease_ttl = %q\n",
 		e.cl.Nodes[0].Addr, rcTTL.String())
 	for _, task := range e.tasks {
 		fmt.Fprintf(&b, "[[tasks]]\nname = %q\nevery = %q\ncommand = [%q]\nentities = [%s]\n", task, rcEvery.String(), worker, strings.Join(ids, ", "))
@@ -168,7 +168,7 @@ func (e *rcEnv) liveness(from, to time.Time) (ran, eligible int, missed []string
 	for i := range entities {
 		entities[i] = fmt.Sprint("e", i)
 	}
-	return judge{every: rcEvery, heldUntil: held}.liveness(tickdtest.ReadRuns(e.t, e.runsLog), e.tasks, entities, ticks)
+	return judge{every: rcEvery, heldUntil: held, skippedBusy: skips(e.procs)}.liveness(tickdtest.ReadRuns(e.t, e.runsLog), e.tasks, entities, ticks)
 }
 
 // mostTasks is the master that serves the most tasks, and its tasks.
