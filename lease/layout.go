@@ -220,7 +220,7 @@ type Migrated struct {
 	Due   int // pending requests moved
 }
 
-// ErrReplicasRunning: Migrate found replicas announcing their tasks.
+// ErrReplicasRunning is returned when Migrate finds replicas announcing their tasks.
 var ErrReplicasRunning = errors.New("lease: tickd replicas are running on this prefix")
 
 // Migrate moves the keys of layout 1 (tickd before buckets) into this

@@ -89,7 +89,7 @@ func (q PageQuery) pattern() string {
 	return escape(q.Search) + "*"
 }
 
-// ErrBadCursor: a page's cursor is not one a page gave (Page.Next).
+// ErrBadCursor is returned for a page cursor that no page gave (Page.Next).
 var ErrBadCursor = errors.New("lease: bad cursor")
 
 // entityPage's cursor is "C.K": HSCAN from cursor C, leaving out the first

@@ -53,44 +53,9 @@ func (b *redisBackend) take(ctx context.Context, limit int, vis time.Duration, p
 	if err := b.ready(ctx); err != nil {
 		return nil, err
 	}
-	pipe := b.c.Pipeline()
-	firsts := make([]*redis.ZSliceCmd, buckets)
-	own := b.own.Load()
-	all := own == nil || b.polls.Add(1)%allBucketsEvery == 0
-	for bk := range firsts {
-		if all || (*own)[bk] {
-			firsts[bk] = pipe.ZRangeWithScores(ctx, b.k.due(bk), 0, 0)
-		}
-	}
-	tm := pipe.Time(ctx)
-	// On a Cluster, a shard that does not answer leaves the others' due
-	// entries to be taken: only its buckets are skipped.
-	if _, err := pipe.Exec(ctx); err != nil && !anyOK(firsts) {
+	rs, err := b.dueBuckets(ctx)
+	if err != nil || len(rs) == 0 {
 		return nil, err
-	}
-	// The clock only picks the buckets to take from (the take script asks
-	// its own shard's): a shard's clock a little ahead of the one read, or
-	// this replica's when the node TIME went to did not answer, delays an
-	// entry by a poll at most.
-	now := float64(time.Now().UnixMilli())
-	if tm.Err() == nil {
-		now = float64(tm.Val().UnixMilli())
-	}
-	type ready struct {
-		bk    int
-		first float64
-	}
-	var rs []ready
-	for bk, f := range firsts {
-		if f == nil {
-			continue
-		}
-		if zs := f.Val(); len(zs) == 1 && zs[0].Score <= now {
-			rs = append(rs, ready{bk, zs[0].Score})
-		}
-	}
-	if len(rs) == 0 {
-		return nil, nil
 	}
 	// Never take more than limit in all (what is taken is hidden until its
 	// visibility passes): the limit is shared out, earliest buckets first.
@@ -127,6 +92,50 @@ func (b *redisBackend) take(ctx context.Context, limit int, vis time.Duration, p
 		}
 	}
 	return out, nil
+}
+
+// dueBucket is a bucket whose earliest due entry is due, at first.
+type dueBucket struct {
+	bk    int
+	first float64
+}
+
+// dueBuckets reads, in one round trip, the earliest entry of the due sets
+// take looks at, and returns the buckets where one is due.
+func (b *redisBackend) dueBuckets(ctx context.Context) ([]dueBucket, error) {
+	pipe := b.c.Pipeline()
+	firsts := make([]*redis.ZSliceCmd, buckets)
+	own := b.own.Load()
+	all := own == nil || b.polls.Add(1)%allBucketsEvery == 0
+	for bk := range firsts {
+		if all || (*own)[bk] {
+			firsts[bk] = pipe.ZRangeWithScores(ctx, b.k.due(bk), 0, 0)
+		}
+	}
+	tm := pipe.Time(ctx)
+	// On a Cluster, a shard that does not answer leaves the others' due
+	// entries to be taken: only its buckets are skipped.
+	if _, err := pipe.Exec(ctx); err != nil && !anyOK(firsts) {
+		return nil, err
+	}
+	// The clock only picks the buckets to take from (the take script asks
+	// its own shard's): a shard's clock a little ahead of the one read, or
+	// this replica's when the node TIME went to did not answer, delays an
+	// entry by a poll at most.
+	now := float64(time.Now().UnixMilli())
+	if tm.Err() == nil {
+		now = float64(tm.Val().UnixMilli())
+	}
+	var rs []dueBucket
+	for bk, f := range firsts {
+		if f == nil {
+			continue
+		}
+		if zs := f.Val(); len(zs) == 1 && zs[0].Score <= now {
+			rs = append(rs, dueBucket{bk, zs[0].Score})
+		}
+	}
+	return rs, nil
 }
 
 // anyOK says whether any of cmds succeeded.

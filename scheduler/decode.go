@@ -178,16 +178,9 @@ func set(f reflect.Value, val any) error {
 		}
 		f.SetInt(int64(n))
 	case f.Type() == durationType:
-		s, ok := val.(string)
-		if !ok {
-			return fmt.Errorf("want a duration such as \"90s\" or \"15m\", got %s", describe(val))
-		}
-		v, err := time.ParseDuration(s)
+		v, err := duration(val)
 		if err != nil {
-			return fmt.Errorf("bad duration %q (use e.g. \"90s\", \"15m\", \"2h\")", s)
-		}
-		if v < 0 {
-			return fmt.Errorf("negative duration %q", s)
+			return err
 		}
 		f.SetInt(int64(v))
 	case f.Kind() == reflect.String:
@@ -203,33 +196,67 @@ func set(f reflect.Value, val any) error {
 		}
 		f.SetInt(n)
 	case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String:
-		xs, ok := val.([]any)
-		if !ok {
-			return fmt.Errorf("want a list of strings, got %s", describe(val))
-		}
-		out := make([]string, len(xs))
-		for i, x := range xs {
-			if out[i], ok = x.(string); !ok {
-				return fmt.Errorf("want a list of strings, element %d is %s", i, describe(x))
-			}
+		out, err := stringList(val)
+		if err != nil {
+			return err
 		}
 		f.Set(reflect.ValueOf(out))
 	case f.Kind() == reflect.Map && f.Type().Key().Kind() == reflect.String && f.Type().Elem().Kind() == reflect.String:
-		m, ok := val.(map[string]any)
-		if !ok {
-			return fmt.Errorf("want a table of strings such as { Name = \"value\" }, got %s", describe(val))
-		}
-		out := make(map[string]string, len(m))
-		for k, x := range m {
-			if out[k], ok = x.(string); !ok {
-				return fmt.Errorf("want a table of strings, %s is %s", k, describe(x))
-			}
+		out, err := stringTable(val)
+		if err != nil {
+			return err
 		}
 		f.Set(reflect.ValueOf(out))
 	default:
 		return fmt.Errorf("tickd cannot decode a %s field", f.Type()) // a config struct gained a field of a new kind
 	}
 	return nil
+}
+
+// duration decodes a duration written as "90s".
+func duration(val any) (time.Duration, error) {
+	s, ok := val.(string)
+	if !ok {
+		return 0, fmt.Errorf("want a duration such as \"90s\" or \"15m\", got %s", describe(val))
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("bad duration %q (use e.g. \"90s\", \"15m\", \"2h\")", s)
+	}
+	if v < 0 {
+		return 0, fmt.Errorf("negative duration %q", s)
+	}
+	return v, nil
+}
+
+// stringList decodes a list of strings.
+func stringList(val any) ([]string, error) {
+	xs, ok := val.([]any)
+	if !ok {
+		return nil, fmt.Errorf("want a list of strings, got %s", describe(val))
+	}
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		if out[i], ok = x.(string); !ok {
+			return nil, fmt.Errorf("want a list of strings, element %d is %s", i, describe(x))
+		}
+	}
+	return out, nil
+}
+
+// stringTable decodes a table of strings such as { Name = "value" }.
+func stringTable(val any) (map[string]string, error) {
+	m, ok := val.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("want a table of strings such as { Name = \"value\" }, got %s", describe(val))
+	}
+	out := make(map[string]string, len(m))
+	for k, x := range m {
+		if out[k], ok = x.(string); !ok {
+			return nil, fmt.Errorf("want a table of strings, %s is %s", k, describe(x))
+		}
+	}
+	return out, nil
 }
 
 // describe names a decoded TOML value's type, and the value when short.

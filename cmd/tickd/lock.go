@@ -40,45 +40,13 @@ func runLock(ctx context.Context, args []string, stderr io.Writer) error {
 		return c.usage("-ttl %v is too short to renew; use at least %v", *ttl, lease.MinTTL)
 	}
 	key := pos[0]
-	cfg, err := scheduler.LoadConnection(*c.config)
-	if err != nil {
-		return err
-	}
-	// On a Redis new to tickd (or that lost its data), nothing is granted
-	// until the leases it may have forgotten have expired: -ttl's, and
-	// those of the config's tasks that share the locks' bucket (one
-	// quarantine for the bucket), not every task's.
-	same := *cfg
-	same.Tasks = nil
-	for _, t := range cfg.Tasks {
-		if lease.SameBucket(t.Name, lockTask) {
-			same.Tasks = append(same.Tasks, t)
-		}
-	}
-	store, done, err := cliStore(&same, "lock", *ttl)
+	store, done, err := lockStore(*c.config, *ttl)
 	if err != nil {
 		return err
 	}
 	defer done()
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("key", key)
-
-	var l *lease.Lease
-	for said := false; ; said = true {
-		l, err = store.Acquire(ctx, lease.Request{Task: lockTask, Entity: key, TTL: *ttl, Reason: lease.ReasonTrigger})
-		var qe *lease.QuarantineError
-		if !errors.As(err, &qe) {
-			break
-		}
-		if !said { // once: the wait is known from the start
-			log.Warn("waiting: Redis lost its data or is new to tickd; no lease is granted until every lease it may have forgotten has expired (the config's longest lease_ttl, or -ttl)",
-				"wait", qe.Left.Round(time.Second).String())
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(min(qe.Left, time.Second)):
-		}
-	}
+	l, err := acquireLock(ctx, store, key, *ttl, log)
 	var busy *lease.BusyError
 	if errors.As(err, &busy) {
 		log.Info("held by another holder: not running the command", "holder", busy.Holder, "since", busy.Since.UTC().Format(time.RFC3339), "fence", busy.Fence)
@@ -115,18 +83,64 @@ func runLock(ctx context.Context, args []string, stderr io.Writer) error {
 		log.Warn("release failed; the lease expires by itself", scheduler.KeyError, err)
 	}
 	if runErr != nil {
-		var ee *exec.Error
-		var pe *os.PathError
-		switch {
-		case errors.As(runErr, &ee) && errors.Is(ee.Err, exec.ErrNotFound), errors.Is(runErr, os.ErrNotExist):
-			fmt.Fprintf(stderr, "tickd lock: %s: command not found\n", argv[0])
-			return exitError{127} // as a shell says it
-		case errors.As(runErr, &ee), errors.As(runErr, &pe):
-			fmt.Fprintf(stderr, "tickd lock: %s: cannot run it: %v\n", argv[0], runErr)
-			return exitError{126}
-		}
-		log.Error("command stopped", scheduler.KeyError, runErr)
-		return exitError{1}
+		return commandError(argv[0], runErr, stderr, log)
 	}
 	return exitError{code}
+}
+
+// lockStore opens the store tickd lock takes its lease in, from the config
+// file's connection. On a Redis new to tickd (or that lost its data),
+// nothing is granted until the leases it may have forgotten have expired:
+// ttl's, and those of the config's tasks that share the locks' bucket (one
+// quarantine for the bucket), not every task's.
+func lockStore(config string, ttl time.Duration) (*lease.Store, func(), error) {
+	cfg, err := scheduler.LoadConnection(config)
+	if err != nil {
+		return nil, nil, err
+	}
+	same := *cfg
+	same.Tasks = nil
+	for _, t := range cfg.Tasks {
+		if lease.SameBucket(t.Name, lockTask) {
+			same.Tasks = append(same.Tasks, t)
+		}
+	}
+	return cliStore(&same, "lock", ttl)
+}
+
+// acquireLock takes key's lease, waiting out a quarantine (said once).
+func acquireLock(ctx context.Context, store *lease.Store, key string, ttl time.Duration, log *slog.Logger) (*lease.Lease, error) {
+	for said := false; ; said = true {
+		l, err := store.Acquire(ctx, lease.Request{Task: lockTask, Entity: key, TTL: ttl, Reason: lease.ReasonTrigger})
+		var qe *lease.QuarantineError
+		if !errors.As(err, &qe) {
+			return l, err
+		}
+		if !said { // once: the wait is known from the start
+			log.Warn("waiting: Redis lost its data or is new to tickd; no lease is granted until every lease it may have forgotten has expired (the config's longest lease_ttl, or -ttl)",
+				"wait", qe.Left.Round(time.Second).String())
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(min(qe.Left, time.Second)):
+		}
+	}
+}
+
+// commandError is tickd lock's exit for a command that could not run or
+// was stopped: 127 when not found, 126 when not runnable, as a shell says.
+func commandError(name string, runErr error, stderr io.Writer, log *slog.Logger) error {
+	var ee *exec.Error
+	var pe *os.PathError
+	switch {
+	case errors.As(runErr, &ee) && errors.Is(ee.Err, exec.ErrNotFound), errors.Is(runErr, os.ErrNotExist):
+		fmt.Fprintf(stderr, "tickd lock: %s: command not found\n", name)
+		return exitError{127}
+	case errors.As(runErr, &ee), errors.As(runErr, &pe):
+		fmt.Fprintf(stderr, "tickd lock: %s: cannot run it: %v\n", name, runErr)
+		return exitError{126}
+	}
+	log.Error("command stopped", scheduler.KeyError, runErr)
+	return exitError{1}
 }

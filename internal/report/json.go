@@ -159,7 +159,7 @@ type DueDoc struct {
 	DueAt   Instant `json:"due_at"`
 }
 
-// doc is a task's status as StatusDoc writes it.
+// Doc is the task's status as StatusDoc writes it.
 func (st TaskStatus) Doc(now time.Time) TaskDoc {
 	d := TaskDoc{Name: st.Name, Schedule: st.Schedule, Timezone: st.Timezone, NextTick: Instant(st.NextTick),
 		Paused: st.Paused, LeaseCount: st.LeaseCount, LastRunCount: st.RunCount, DueCount: st.DueCount,

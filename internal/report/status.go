@@ -100,7 +100,7 @@ func StatusOf(ctx context.Context, store *lease.Store, t scheduler.Task, now tim
 // statusPage is how many entities a status reads a round trip.
 const statusPage = 1000
 
-// assess reads the task's newest ticks and actions for its flags and its
+// Assess reads the task's newest ticks and actions for its flags and its
 // last tick.
 func (st *TaskStatus) Assess(ctx context.Context, store *lease.Store, t *scheduler.Task, replicas []lease.Replica, now time.Time) error {
 	ps, err := scheduler.ReadPasts(ctx, store, []*scheduler.Task{t}, 0, scheduler.RecentActions, map[string]lease.PauseInfo{}, replicas)
