@@ -662,12 +662,15 @@ func TestRedisStopped(t *testing.T) {
 		sleepUntil(time.Now().Add(4 * time.Second))
 		down := time.Now()
 		c.srv.Stop()
+		// Redis answers until it has stopped: a lease granted before Stop
+		// returned is a lease granted with Redis up.
+		stopped := time.Now()
 		c.fault()
 		sleepUntil(down.Add(leaseTTL + 2*time.Second))
 		up := time.Now()
 		c.srv.Restart()
 		c.mu.Lock()
-		c.redisDown = append(c.redisDown, interval{down, up})
+		c.redisDown = append(c.redisDown, interval{stopped, up})
 		c.mu.Unlock()
 		c.blackout(down, time.Now().Add(leaseTTL+time.Second))
 		sleepUntil(until)
