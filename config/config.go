@@ -1,4 +1,4 @@
-package scheduler
+package config
 
 import (
 	"errors"
@@ -307,15 +307,15 @@ func (t *Task) Source(log *slog.Logger) tasks.Source {
 	return tasks.Static{t.Name}
 }
 
-// ConfigError is one problem in a config file, at a line where known.
-type ConfigError struct {
+// Error is one problem in a config file, at a line where known.
+type Error struct {
 	File string
 	Line int    // 0: unknown
 	Key  string // dotted path, tasks[2].every
 	Msg  string
 }
 
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	loc := e.File
 	if e.Line > 0 {
 		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
@@ -326,14 +326,14 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("%s: %s: %s", loc, e.Key, e.Msg)
 }
 
-// LoadConfig reads and validates a config file. Every problem is reported
-// (errors.Join of *ConfigError), not only the first.
-func LoadConfig(path string) (*Config, error) {
+// Load reads and validates a config file. Every problem is reported
+// (errors.Join of *Error), not only the first.
+func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return ParseConfig(path, data)
+	return Parse(path, data)
 }
 
 // LoadConnection loads a config for a command that needs only its [redis]
@@ -346,19 +346,19 @@ func LoadConnection(path string) (*Config, error) {
 	return parseConfig(path, data, false)
 }
 
-// ParseConfig decodes and validates a config; path names it in errors.
+// Parse decodes and validates a config; path names it in errors.
 // Every mistake of the file is reported together (errors.Join of
-// *ConfigError, in line order), those found while decoding too.
-func ParseConfig(path string, data []byte) (*Config, error) { return parseConfig(path, data, true) }
+// *Error, in line order), those found while decoding too.
+func Parse(path string, data []byte) (*Config, error) { return parseConfig(path, data, true) }
 
 func parseConfig(path string, data []byte, needTasks bool) (*Config, error) {
 	var raw map[string]any
 	if _, err := toml.Decode(string(data), &raw); err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			return nil, &ConfigError{File: path, Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}
+			return nil, &Error{File: path, Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}
 		}
-		return nil, &ConfigError{File: path, Msg: err.Error()}
+		return nil, &Error{File: path, Msg: err.Error()}
 	}
 	d := newDecoder(path, data)
 	cfg := &Config{Path: path, Daemon: DefaultDaemon(), Defaults: DefaultTask()}
@@ -457,11 +457,11 @@ func validTask(d *decoder, seen map[string]int, i int, t Task, given keySet) (Ta
 	return t, ok
 }
 
-// NewConfig builds a config in code, for a program that embeds tickd: each
+// New builds a config in code, for a program that embeds tickd: each
 // task is DefaultTask() with the keys the program sets, validated as a
 // file's tasks are (its Location and Schedule derived). r nil means
 // in-process leases. Errors name the key as tasks[i].key of "(code)".
-func NewConfig(daemon Daemon, r *Redis, tasks ...Task) (*Config, error) {
+func New(daemon Daemon, r *Redis, tasks ...Task) (*Config, error) {
 	d := newDecoder("(code)", nil)
 	cfg := &Config{Path: "(code)", Daemon: daemon, Redis: r, Defaults: DefaultTask()}
 	validateDaemon(d, daemon)
@@ -504,3 +504,15 @@ func (c *Config) Task(name string) (*Task, bool) {
 	}
 	return nil, false
 }
+
+// MissingAfter is how long after a tick its record may still be missing
+// without the task being taken for not firing (or the tick for missed):
+// the tick may start as late as its catch-up window, and its first write
+// is batched.
+func (t *Task) MissingAfter() time.Duration { return t.LateLimit() + time.Minute }
+
+// Grace is MissingAfter.
+//
+// Deprecated: use MissingAfter; Grace names the SIGTERM-to-SIGKILL time
+// (scheduler.Grace, tasks.Exec.Grace).
+func (t *Task) Grace() time.Duration { return t.MissingAfter() }

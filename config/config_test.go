@@ -1,4 +1,4 @@
-package scheduler
+package config
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ const httpTask = "[[tasks]]\nname = \"h\"\nevery = \"1m\"\nurl = \"http://127.0.
 // NAME, read at load; [defaults]' headers serve every HTTP task.
 func TestHeadersFromTheEnvironment(t *testing.T) {
 	t.Setenv("TICKD_TEST_TOKEN", "s3cret")
-	cfg, err := ParseConfig("cfg.toml", []byte("[defaults]\nheaders = { Authorization = \"Bearer ${TICKD_TEST_TOKEN}\", X-Plain = \"a$b\" }\n"+
+	cfg, err := Parse("cfg.toml", []byte("[defaults]\nheaders = { Authorization = \"Bearer ${TICKD_TEST_TOKEN}\", X-Plain = \"a$b\" }\n"+
 		httpTask+strings.Replace(httpTask, `"h"`, `"h2"`, 1)))
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func TestConfigErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := ParseConfig("cfg.toml", []byte(c.toml))
+			_, err := Parse("cfg.toml", []byte(c.toml))
 			if err == nil {
 				t.Fatalf("accepted:\n%s", c.toml)
 			}
@@ -145,7 +145,7 @@ every = "1m"
 comand = ["true"]
 concurrency = 1.5
 `
-	_, err := ParseConfig("cfg.toml", []byte(data))
+	_, err := Parse("cfg.toml", []byte(data))
 	if err == nil {
 		t.Fatal("accepted")
 	}
@@ -176,7 +176,7 @@ concurrency = 1.5
 }
 
 func TestConfigDefaults(t *testing.T) {
-	cfg, err := ParseConfig("cfg.toml", []byte(`
+	cfg, err := Parse("cfg.toml", []byte(`
 [defaults]
 lease_ttl = "30s"
 timezone = "Europe/Berlin"
@@ -224,7 +224,7 @@ timezone = "UTC"
 }
 
 func TestExampleConfigIsValid(t *testing.T) {
-	cfg, err := LoadConfig(filepath.Join("..", "config.example.toml"))
+	cfg, err := Load(filepath.Join("..", "config.example.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("[daemon]\nlog_level = \"debug\"\n[redis]\nurl = \"redis://x\"\n" + goodTask))
 	f.Add([]byte("[[tasks]]\nname = \"a\"\ncron = \"*/5 * * * *\"\ncommand = [\"x\", \"{entity}\"]\nentities = [\"1\"]\nspread = \"1m\"\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := ParseConfig("fuzz.toml", data)
+		cfg, err := Parse("fuzz.toml", data)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "fuzz.toml") {
 				t.Fatalf("error does not name the file: %v", err)
@@ -272,7 +272,7 @@ func TestConfigURLFile(t *testing.T) {
 	if err := os.WriteFile(f, []byte("redis://:s3cret@127.0.0.1:6379/2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ParseConfig("cfg.toml", []byte("[redis]\nurl_file = \""+f+"\"\n"+goodTask))
+	cfg, err := Parse("cfg.toml", []byte("[redis]\nurl_file = \""+f+"\"\n"+goodTask))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,14 +289,14 @@ func TestNewConfigURLFile(t *testing.T) {
 	}
 	task := DefaultTask()
 	task.Name, task.Every, task.Command = "t", time.Minute, []string{"true"}
-	cfg, err := NewConfig(DefaultDaemon(), &Redis{URLFile: f, KeyPrefix: "tickd"}, task)
+	cfg, err := New(DefaultDaemon(), &Redis{URLFile: f, KeyPrefix: "tickd"}, task)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Redis.URL != "redis://127.0.0.1:6379/3" {
 		t.Errorf("url %q, want the file's", cfg.Redis.URL)
 	}
-	if _, err := NewConfig(DefaultDaemon(), &Redis{URL: "redis://x:1/0", URLFile: f, KeyPrefix: "tickd"}, task); err == nil {
+	if _, err := New(DefaultDaemon(), &Redis{URL: "redis://x:1/0", URLFile: f, KeyPrefix: "tickd"}, task); err == nil {
 		t.Error("url and url_file both accepted")
 	}
 }
@@ -309,7 +309,7 @@ func TestConfigReplicaAcksAndSentinel(t *testing.T) {
 		if val != "" {
 			src += "replica_acks = " + val + "\n"
 		}
-		cfg, err := ParseConfig("cfg.toml", []byte(src+goodTask))
+		cfg, err := Parse("cfg.toml", []byte(src+goodTask))
 		if err != nil {
 			t.Fatalf("replica_acks = %s: %v", val, err)
 		}
@@ -321,7 +321,7 @@ func TestConfigReplicaAcksAndSentinel(t *testing.T) {
 
 // cluster_addrs gives the seed nodes; url then only credentials.
 func TestConfigCluster(t *testing.T) {
-	cfg, err := ParseConfig("cfg.toml", []byte("[redis]\nurl = \"redis://:pw@x:1/0\"\ncluster_addrs = [\"127.0.0.1:7000\", \"127.0.0.1:7001\"]\n"+goodTask))
+	cfg, err := Parse("cfg.toml", []byte("[redis]\nurl = \"redis://:pw@x:1/0\"\ncluster_addrs = [\"127.0.0.1:7000\", \"127.0.0.1:7001\"]\n"+goodTask))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func TestConfigCluster(t *testing.T) {
 }
 
 // TestWebUsersChecked: the [web] users are read as the console reads them
-// at start, so a config tickd run would refuse is refused by LoadConfig
+// at start, so a config tickd run would refuse is refused by Load
 // (tickd check) too, each mistake with the file, line and key.
 func TestWebUsersChecked(t *testing.T) {
 	dir := t.TempDir()
@@ -368,12 +368,12 @@ func TestWebUsersChecked(t *testing.T) {
 		{"an admin who is no user", web(good, `["ops", "bob"]`), `cfg.toml:4: web.admins: "bob" is not a user of ` + good},
 		{"an unreadable TLS pair", "[web]\nlisten = \"127.0.0.1:8080\"\ntls_cert_file = \"/nonexistent/c\"\ntls_key_file = \"/nonexistent/k\"\n" + goodTask, "cfg.toml:3: web.tls_cert_file: open /nonexistent/c: no such file or directory"},
 	} {
-		_, err := ParseConfig("cfg.toml", []byte(c.toml))
+		_, err := Parse("cfg.toml", []byte(c.toml))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
 		}
 	}
-	if _, err := ParseConfig("cfg.toml", []byte(web(good, `["ops"]`))); err != nil {
+	if _, err := Parse("cfg.toml", []byte(web(good, `["ops"]`))); err != nil {
 		t.Errorf("good users refused: %v", err)
 	}
 }
@@ -382,7 +382,7 @@ func TestWebUsersChecked(t *testing.T) {
 // duplicate name, and each task's mistakes are all said, in one report.
 func TestEveryMistakeAtOnce(t *testing.T) {
 	toml := goodTask + "concurrency = \"8\"\n" + goodTask + "timeout = 5\n[[tasks]]\nname = \"b\"\nevery = \"15 minutes\"\ncomand = [\"x\"]\n"
-	_, err := ParseConfig("cfg.toml", []byte(toml))
+	_, err := Parse("cfg.toml", []byte(toml))
 	if err == nil {
 		t.Fatal("taken")
 	}

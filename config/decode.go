@@ -1,4 +1,4 @@
-package scheduler
+package config
 
 import (
 	"errors"
@@ -20,7 +20,7 @@ import (
 type decoder struct {
 	path   string
 	pos    positions
-	errs   []*ConfigError
+	errs   []*Error
 	failed keySet // keys whose value could not be decoded
 }
 
@@ -38,7 +38,7 @@ func (d *decoder) bad(key, format string, args ...any) {
 	if d.failed[key] {
 		return
 	}
-	d.errs = append(d.errs, &ConfigError{File: d.path, Line: d.pos.line(key), Key: key, Msg: fmt.Sprintf(format, args...)})
+	d.errs = append(d.errs, &Error{File: d.path, Line: d.pos.line(key), Key: key, Msg: fmt.Sprintf(format, args...)})
 }
 
 // failedUnder says whether a key under table path failed to decode.
@@ -56,7 +56,7 @@ func (d *decoder) err() error {
 	if len(d.errs) == 0 {
 		return nil
 	}
-	slices.SortStableFunc(d.errs, func(a, b *ConfigError) int { return a.Line - b.Line })
+	slices.SortStableFunc(d.errs, func(a, b *Error) int { return a.Line - b.Line })
 	errs := make([]error, len(d.errs))
 	for i, e := range d.errs {
 		errs[i] = e

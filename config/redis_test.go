@@ -1,4 +1,4 @@
-package scheduler
+package config
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -14,8 +16,8 @@ import (
 // table names (leases there, seen by any other store on that prefix), and
 // the in-process store without one.
 func TestOpenStoreFromConfig(t *testing.T) {
-	e := newEnv(t, true)
-	cfg := e.config(fmt.Sprintf("[redis]\nurl = %q\nkey_prefix = \"emb\"\n[[tasks]]\nname = \"t\"\nevery = \"1h\"\nhandler = \"rec\"\nlease_ttl = \"2s\"\n", e.srv.URL()))
+	srv := redistest.Start(t)
+	cfg := parse(t, fmt.Sprintf("[redis]\nurl = %q\nkey_prefix = \"emb\"\n[[tasks]]\nname = \"t\"\nevery = \"1h\"\nhandler = \"rec\"\nlease_ttl = \"2s\"\n", srv.URL()))
 	st, closeStore, err := cfg.OpenStore(lease.Options{Replica: "emb-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +26,12 @@ func TestOpenStoreFromConfig(t *testing.T) {
 	if st.MaxTTL() != 2*time.Second {
 		t.Errorf("MaxTTL %v, want the config's lease_ttl", st.MaxTTL())
 	}
-	other := e.redisStore("emb", lease.Options{Replica: "other"})
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	other, err := lease.NewRedis(c, "emb", lease.Options{Replica: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close(); c.Close() })
 	other.InitEpoch(context.Background()) //nolint:errcheck
 	l, err := st.Acquire(context.Background(), lease.Request{Task: "t", Entity: "x", TTL: 2 * time.Second, Reason: lease.ReasonTrigger})
 	if err != nil {
@@ -35,9 +42,18 @@ func TestOpenStoreFromConfig(t *testing.T) {
 	if _, err := other.Acquire(context.Background(), lease.Request{Task: "t", Entity: "x", TTL: 2 * time.Second, Reason: lease.ReasonTrigger}); !errors.As(err, &be) || be.Holder != "emb-1" {
 		t.Fatalf("another store on the config's Redis and prefix: %v, want busy, held by emb-1", err)
 	}
-	mem, closeMem, err := e.config("[[tasks]]\nname = \"t\"\nevery = \"1h\"\nhandler = \"rec\"\n").OpenStore(lease.Options{})
+	mem, closeMem, err := parse(t, "[[tasks]]\nname = \"t\"\nevery = \"1h\"\nhandler = \"rec\"\n").OpenStore(lease.Options{})
 	if err != nil || mem == nil {
 		t.Fatalf("without [redis]: %v", err)
 	}
 	closeMem() //nolint:errcheck
+}
+
+func parse(t *testing.T, toml string) *Config {
+	t.Helper()
+	cfg, err := Parse("test.toml", []byte(toml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

@@ -1,4 +1,4 @@
-package scheduler
+package config
 
 import (
 	"fmt"
@@ -91,17 +91,6 @@ func Orphans(cfg *Config, reg []lease.TaskInfo) []Orphan {
 		out = append(out, Orphan{Task: t, Info: ti})
 	}
 	return out
-}
-
-// Assess is Task.Assess for a task no config lists: while no replica runs
-// it, it is not firing, and says since when and what to do about it.
-func (o *Orphan) Assess(now time.Time, p Past) ([]TickView, Health) {
-	views, h := o.Task.Assess(now, p)
-	if h.NotFiring != "" && len(RunnerIDs(p.Replicas, o.Name)) == 0 {
-		h.NotFiring = fmt.Sprintf("no config lists this task any more: last run by %s, registered %s; "+
-			"if it is gone on purpose, say so with tickd forget %s", o.Info.By, o.Info.Seen.UTC().Format(time.RFC3339), o.Name)
-	}
-	return views, h
 }
 
 // RunnerIDs are the ids of the replicas of rs (those whose announcement is

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/ops"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // The actions: POST only, admins only (Console.admin), behind
@@ -99,7 +99,7 @@ func (c *Console) resume(w http.ResponseWriter, r *http.Request) {
 }
 
 // paused answers a pause or a resume: what changed, on the task's page.
-func (c *Console) paused(w http.ResponseWriter, r *http.Request, t *scheduler.Task, res ops.Paused, err error) {
+func (c *Console) paused(w http.ResponseWriter, r *http.Request, t *config.Task, res ops.Paused, err error) {
 	switch {
 	case errors.Is(err, ops.ErrReason):
 		http.Error(w, err.Error(), http.StatusBadRequest)

@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/htpasswd"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // Role is what a user may do: look, or act too.
@@ -75,7 +75,7 @@ type fileStamp struct {
 
 // NewAuth reads w's htpasswd file and admins; an admin who is not a user,
 // or a user with an empty password, is refused.
-func NewAuth(w *scheduler.Web, log *slog.Logger) (*Auth, error) {
+func NewAuth(w *config.Web, log *slog.Logger) (*Auth, error) {
 	a := &Auth{log: log, proxies: parseProxies(w.TrustedProxies), fails: &failures{by: map[string]*failCount{}}}
 	us, stamp, err := readUsers(w.HtpasswdFile, w.Admins, nil, true)
 	if err != nil {
@@ -131,7 +131,7 @@ func stampOf(file string) fileStamp {
 // Reload reads w's htpasswd file and admins again. A file that cannot be
 // read (or has an empty password) keeps the users it would replace, and
 // the error says why.
-func (a *Auth) Reload(w *scheduler.Web) error {
+func (a *Auth) Reload(w *config.Web) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.reload(w.HtpasswdFile, w.Admins, "reload")

@@ -14,9 +14,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // BenchmarkPageView1M: the pages of a task with 1,000,000 entities on a
@@ -46,7 +46,7 @@ func BenchmarkPageView1M(b *testing.B) {
 		b.Fatal(err)
 	}
 	fill(b, store, n)
-	cfg, err := scheduler.ParseConfig("b.toml", []byte(`
+	cfg, err := config.Parse("b.toml", []byte(`
 [[tasks]]
 name = "big"
 every = "15m"

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tickd/tickd/history"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // chart is the task page's chart of its recent ticks: a bar per tick,
@@ -65,7 +65,7 @@ func (ch chart) withAxis(loc *time.Location) chart {
 
 type bar struct {
 	X     int
-	Tick  scheduler.TickView
+	Tick  history.TickView
 	Parts []barPart
 	Label string // the tick, its counts, lag and duration, for the title
 }
@@ -79,7 +79,7 @@ type barPart struct {
 
 const chartH, barW = 120, 14
 
-func chartOf(ticks []scheduler.TickView) chart {
+func chartOf(ticks []history.TickView) chart {
 	ch := chart{Height: chartH, Width: max(len(ticks), 1) * (barW + 2)}
 	for _, v := range ticks {
 		ch.Max = max(ch.Max, v.Runs(), v.Entities())

@@ -30,13 +30,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // Options builds a Console.
 type Options struct {
-	Config *scheduler.Config // its tasks, and its [web] table (may be nil)
+	Config *config.Config // its tasks, and its [web] table (may be nil)
 	Store  *lease.Store
 	Logger *slog.Logger // failed logins, actions; defaults to discarding
 	// Refresh is how often the pages refresh themselves. Defaults to
@@ -57,7 +57,7 @@ type Options struct {
 // users there, a Go program its own sign-on. A request with no user is a
 // viewer.
 type Console struct {
-	config  atomic.Pointer[scheduler.Config]
+	config  atomic.Pointer[config.Config]
 	store   *lease.Store
 	log     *slog.Logger
 	refresh time.Duration
@@ -88,7 +88,7 @@ func New(opts Options) (*Console, error) {
 			c.refresh = w.Refresh
 		}
 	}
-	if err := scheduler.CheckBasePath(c.prefix); err != nil {
+	if err := config.CheckBasePath(c.prefix); err != nil {
 		return nil, fmt.Errorf("console: prefix %q: %w", c.prefix, err)
 	}
 	c.config.Store(opts.Config)
@@ -113,9 +113,9 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.h.ServeH
 // Reload shows cfg's tasks from now on (the daemon calls it on SIGHUP;
 // Front.Reload reads the users again). The rest of the [web] table is
 // read by New and Start only.
-func (c *Console) Reload(cfg *scheduler.Config) { c.config.Store(cfg) }
+func (c *Console) Reload(cfg *config.Config) { c.config.Store(cfg) }
 
-func (c *Console) cfg() *scheduler.Config { return c.config.Load() }
+func (c *Console) cfg() *config.Config { return c.config.Load() }
 
 // routes maps every page and action, under the prefix. GET routes only
 // read; the POST ones are the actions, for admins.

@@ -26,10 +26,10 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // hostile is an entity id, and error text, that would break a page that
@@ -42,7 +42,7 @@ var hostile = `<script>alert("x")</script>'"><img src=x onerror=alert(1)>&amp;` 
 type env struct {
 	t     *testing.T
 	store *lease.Store
-	web   *scheduler.Web // nil: no [web] table
+	web   *config.Web // nil: no [web] table
 	con   *Console
 	front *Front
 	srv   *httptest.Server
@@ -74,7 +74,7 @@ entities = ["a", "b"]
 		}
 		toml = fmt.Sprintf("[web]\nlisten = \"127.0.0.1:0\"\nhtpasswd_file = %q\nadmins = [\"ops\"]\n", pw) + toml
 	}
-	cfg, err := scheduler.ParseConfig("t.toml", []byte(toml))
+	cfg, err := config.Parse("t.toml", []byte(toml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,9 +91,9 @@ entities = ["a", "b"]
 
 // rewire serves e's console behind a new Front for e's [web] table as edit
 // changes it (edit may be nil), with lim.
-func (e *env) rewire(edit func(w *scheduler.Web), lim Limits) {
+func (e *env) rewire(edit func(w *config.Web), lim Limits) {
 	e.t.Helper()
-	w := scheduler.Web{Listen: "127.0.0.1:0", MaxConnections: 64}
+	w := config.Web{Listen: "127.0.0.1:0", MaxConnections: 64}
 	if e.web != nil {
 		w = *e.web
 	}
@@ -299,7 +299,7 @@ func TestFailedLoginsAreLimited(t *testing.T) {
 // in trusted_proxies, X-Forwarded-For is not believed.
 func TestLimiterBehindAProxy(t *testing.T) {
 	e := newEnv(t, true)
-	e.rewire(func(w *scheduler.Web) { w.TrustedProxies = []string{"127.0.0.1/32"} }, Limits{})
+	e.rewire(func(w *config.Web) { w.TrustedProxies = []string{"127.0.0.1/32"} }, Limits{})
 	from := func(client string, extra map[string]string) map[string]string {
 		h := map[string]string{"X-Forwarded-For": client}
 		for k, v := range extra {
@@ -320,7 +320,7 @@ func TestLimiterBehindAProxy(t *testing.T) {
 	expect.Equal(t, "another user from the locked-out client", resp.StatusCode, http.StatusOK)
 	// A forged X-Forwarded-For from a peer that is no trusted proxy counts
 	// against the peer itself.
-	e.rewire(func(w *scheduler.Web) { w.TrustedProxies = nil }, Limits{})
+	e.rewire(func(w *config.Web) { w.TrustedProxies = nil }, Limits{})
 	for i := range maxFails {
 		e.do("GET", "/", "", nil, from(fmt.Sprint("10.1.0.", i), wrong))
 	}
@@ -410,15 +410,15 @@ func TestJSONEndpointsKeepTheContract(t *testing.T) {
 // a public address without users, whatever built its config.
 func TestStartRefusedOffLoopbackWithoutAuth(t *testing.T) {
 	e := newEnv(t, false)
-	if _, err := Start(e.front, &scheduler.Web{Listen: "0.0.0.0:0"}, discard()); err == nil {
+	if _, err := Start(e.front, &config.Web{Listen: "0.0.0.0:0"}, discard()); err == nil {
 		t.Fatal("started on 0.0.0.0 without auth")
 	}
-	stop, err := Start(e.front, &scheduler.Web{Listen: "127.0.0.1:0"}, discard())
+	stop, err := Start(e.front, &config.Web{Listen: "127.0.0.1:0"}, discard())
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop()
-	if _, err := scheduler.ParseConfig("t.toml", []byte("[web]\nlisten = \"0.0.0.0:8080\"\n[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"true\"]\n")); err == nil {
+	if _, err := config.Parse("t.toml", []byte("[web]\nlisten = \"0.0.0.0:8080\"\n[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"true\"]\n")); err == nil {
 		t.Fatal("a config listening off loopback without htpasswd_file was taken")
 	}
 }
@@ -454,7 +454,7 @@ func TestHTTPS(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	stop, err := Start(e.front, &scheduler.Web{Listen: addr, TLSCertFile: certFile, TLSKeyFile: keyFile}, discard())
+	stop, err := Start(e.front, &config.Web{Listen: addr, TLSCertFile: certFile, TLSKeyFile: keyFile}, discard())
 	if err != nil {
 		t.Fatal(err)
 	}

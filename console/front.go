@@ -9,9 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tickd/tickd/config"
 	"golang.org/x/net/netutil"
-
-	"github.com/tickd/tickd/scheduler"
 )
 
 // Limits bound what one client can hold of the console's server, so that
@@ -45,9 +44,9 @@ func (l Limits) orDefault() Limits {
 
 // FrontOptions builds a Front.
 type FrontOptions struct {
-	Web    *scheduler.Web // the [web] table; nil: no users, loopback only
-	Logger *slog.Logger   // failed logins, users reloaded; defaults to discarding
-	Limits Limits         // zero fields take DefaultLimits'
+	Web    *config.Web  // the [web] table; nil: no users, loopback only
+	Logger *slog.Logger // failed logins, users reloaded; defaults to discarding
+	Limits Limits       // zero fields take DefaultLimits'
 }
 
 // Front is what tickd run and tickd web put in front of a Console, as
@@ -71,7 +70,7 @@ func NewFront(c http.Handler, opts FrontOptions) (*Front, error) {
 	}
 	w := opts.Web
 	if w == nil {
-		w = &scheduler.Web{}
+		w = &config.Web{}
 	}
 	var inner http.Handler
 	if w.HtpasswdFile != "" {
@@ -93,7 +92,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) { f.h.ServeHTT
 // file that cannot be read keeps the users it replaces. Without users at
 // start, there are none to reload: adding an htpasswd_file needs a
 // restart.
-func (f *Front) Reload(w *scheduler.Web) error {
+func (f *Front) Reload(w *config.Web) error {
 	if f.auth == nil || w == nil {
 		return nil
 	}
@@ -103,8 +102,8 @@ func (f *Front) Reload(w *scheduler.Web) error {
 // Start serves f on w.Listen (HTTPS with w's TLS files) until stop is
 // called. It refuses an address off loopback without users (the config's
 // check says so too: this is the last line).
-func Start(f *Front, w *scheduler.Web, log *slog.Logger) (stop func(), err error) {
-	if f.auth == nil && !scheduler.Loopback(w.Listen) {
+func Start(f *Front, w *config.Web, log *slog.Logger) (stop func(), err error) {
+	if f.auth == nil && !config.Loopback(w.Listen) {
 		return nil, fmt.Errorf("web.listen %q is not a loopback address: the console needs htpasswd_file there", w.Listen)
 	}
 	lim := f.limits

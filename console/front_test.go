@@ -14,9 +14,9 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // writeUsers writes the htpasswd file users (name to password) make.
@@ -188,7 +188,7 @@ func TestMountedUnderAPrefix(t *testing.T) {
 // ExampleNew mounts the console under /tickd on a program's own mux,
 // behind the program's own sign-on, which says who the user is.
 func ExampleNew() {
-	cfg, err := scheduler.ParseConfig("app.toml", []byte(`
+	cfg, err := config.Parse("app.toml", []byte(`
 [[tasks]]
 name = "sync"
 every = "15m"

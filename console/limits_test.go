@@ -17,11 +17,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/ops"
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // startLimited serves e's console with Start on a free loopback port, with
@@ -30,7 +30,7 @@ import (
 func startLimited(t *testing.T, e *env, maxConns int, read time.Duration) string {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
-	e.rewire(func(w *scheduler.Web) { w.Listen, w.MaxConnections = addr, maxConns },
+	e.rewire(func(w *config.Web) { w.Listen, w.MaxConnections = addr, maxConns },
 		Limits{ReadTimeout: read, WriteTimeout: time.Second, IdleTimeout: 300 * time.Millisecond, MaxBody: 1 << 20})
 	stop, err := Start(e.front, e.web, discard())
 	if err != nil {
@@ -179,7 +179,7 @@ func TestHostCheckedWithoutUsers(t *testing.T) {
 			t.Errorf("Host %s refused", h)
 		}
 	}
-	e.rewire(func(w *scheduler.Web) { w.Hosts = []string{"tickd.internal"} }, Limits{})
+	e.rewire(func(w *config.Web) { w.Hosts = []string{"tickd.internal"} }, Limits{})
 	if code := do("tickd.internal:8080"); code == http.StatusMisdirectedRequest {
 		t.Error("a name in [web] hosts refused")
 	}
@@ -242,7 +242,7 @@ func TestPasswordsBcryptWouldBend(t *testing.T) {
 	if err := os.WriteFile(pw, []byte("u:"+string(empty)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := scheduler.ParseConfig("t.toml", []byte(fmt.Sprintf("[web]\nlisten = \"127.0.0.1:0\"\nhtpasswd_file = %q\n[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"true\"]\n", pw)))
+	cfg, err := config.Parse("t.toml", []byte(fmt.Sprintf("[web]\nlisten = \"127.0.0.1:0\"\nhtpasswd_file = %q\n[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"true\"]\n", pw)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // awkwardIDs are entity ids a link or a form could bend: URL syntax,
@@ -39,7 +39,7 @@ func TestLinksCarryTheExactID(t *testing.T) {
 	for _, id := range awkwardIDs {
 		list = append(list, strconv.Quote(id))
 	}
-	cfg, err := scheduler.ParseConfig("t.toml", []byte("[[tasks]]\nname = \"sync\"\nevery = \"15m\"\nhandler = \"h\"\nentities = ["+strings.Join(list, ", ")+"]\n"))
+	cfg, err := config.Parse("t.toml", []byte("[[tasks]]\nname = \"sync\"\nevery = \"15m\"\nhandler = \"h\"\nentities = ["+strings.Join(list, ", ")+"]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

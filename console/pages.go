@@ -13,9 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/history"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // What a page reads is bounded, whatever the number of entities: the
@@ -63,7 +64,7 @@ func (c *Console) fail(w http.ResponseWriter, err error) {
 }
 
 // task finds the path's task, or answers 404.
-func (c *Console) task(w http.ResponseWriter, r *http.Request) (*scheduler.Task, bool) {
+func (c *Console) task(w http.ResponseWriter, r *http.Request) (*config.Task, bool) {
 	name := r.PathValue("task")
 	if t, ok := c.cfg().Task(name); ok {
 		return t, true
@@ -77,12 +78,12 @@ func (c *Console) task(w http.ResponseWriter, r *http.Request) (*scheduler.Task,
 
 // unlisted returns the task named name of the task registry that the config
 // does not list, if any.
-func (c *Console) unlisted(ctx context.Context, name string) (*scheduler.Orphan, bool) {
+func (c *Console) unlisted(ctx context.Context, name string) (*config.Orphan, bool) {
 	reg, err := c.store.Registry(ctx)
 	if err != nil {
 		return nil, false
 	}
-	for _, o := range scheduler.Orphans(c.cfg(), reg) {
+	for _, o := range config.Orphans(c.cfg(), reg) {
 		if o.Name == name {
 			return &o, true
 		}
@@ -92,17 +93,17 @@ func (c *Console) unlisted(ctx context.Context, name string) (*scheduler.Orphan,
 
 // taskRow is a task as the tasks page and the task page show it.
 type taskRow struct {
-	T        *scheduler.Task
+	T        *config.Task
 	Schedule string // as written
 	Words    string // in words
 	Next     []time.Time
 	Paused   bool
 	Pause    lease.PauseInfo
-	Health   scheduler.Health
-	Ticks    []scheduler.TickView // newest first
-	Last     *scheduler.TickView  // the newest not running
-	Replicas []string             // the replicas running it
-	Actions  []lease.Action       // its newest actions
+	Health   history.Health
+	Ticks    []history.TickView // newest first
+	Last     *history.TickView  // the newest not running
+	Replicas []string           // the replicas running it
+	Actions  []lease.Action     // its newest actions
 	// Unlisted is, for a task the config does not list (the task registry
 	// remembers it), what the registry keeps; nil otherwise.
 	Unlisted *lease.TaskInfo
@@ -112,7 +113,7 @@ type taskRow struct {
 type world struct {
 	pauses   map[string]lease.PauseInfo
 	replicas []lease.Replica
-	orphans  []scheduler.Orphan // the task registry's tasks the config does not list
+	orphans  []config.Orphan // the task registry's tasks the config does not list
 }
 
 func (c *Console) readWorld(ctx context.Context) (world, error) {
@@ -128,14 +129,14 @@ func (c *Console) readWorld(ctx context.Context) (world, error) {
 	if err != nil {
 		return wd, err
 	}
-	wd.orphans = scheduler.Orphans(c.cfg(), reg)
+	wd.orphans = config.Orphans(c.cfg(), reg)
 	return wd, nil
 }
 
 // taskRows reads the rows of ts (with up to ticks ticks each), their
 // histories in one round trip.
-func (c *Console) taskRows(ctx context.Context, ts []*scheduler.Task, wd world, ticks int) ([]taskRow, error) {
-	ps, err := scheduler.ReadPasts(ctx, c.store, ts, ticks, scheduler.RecentActions, wd.pauses, wd.replicas)
+func (c *Console) taskRows(ctx context.Context, ts []*config.Task, wd world, ticks int) ([]taskRow, error) {
+	ps, err := history.ReadPasts(ctx, c.store, ts, ticks, history.RecentActions, wd.pauses, wd.replicas)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +144,7 @@ func (c *Console) taskRows(ctx context.Context, ts []*scheduler.Task, wd world, 
 	now := time.Now()
 	for i, t := range ts {
 		row := taskRow{T: t, Schedule: schedule(t), Words: words(t)}
-		var orphan *scheduler.Orphan
+		var orphan *config.Orphan
 		for j := range wd.orphans {
 			if wd.orphans[j].Name == t.Name {
 				orphan = &wd.orphans[j]
@@ -159,19 +160,19 @@ func (c *Console) taskRows(ctx context.Context, ts []*scheduler.Task, wd world, 
 		}
 		p := ps[i]
 		row.Actions = p.Actions
-		row.Ticks, row.Health = t.Assess(now, p)
+		row.Ticks, row.Health = history.Assess(t, now, p)
 		if orphan != nil {
-			row.Ticks, row.Health = orphan.Assess(now, p)
+			row.Ticks, row.Health = history.AssessOrphan(orphan, now, p)
 			row.Unlisted = &orphan.Info
 		}
 		row.Ticks = row.Ticks[:min(len(row.Ticks), ticks)]
 		for i := range row.Ticks {
-			if row.Ticks[i].State != scheduler.TickRunning {
+			if row.Ticks[i].State != history.TickRunning {
 				row.Last = &row.Ticks[i]
 				break
 			}
 		}
-		row.Replicas = scheduler.RunnerIDs(wd.replicas, t.Name)
+		row.Replicas = config.RunnerIDs(wd.replicas, t.Name)
 		rows[i] = row
 	}
 	return rows, nil
@@ -201,17 +202,17 @@ func (c *Console) tasksPage(w http.ResponseWriter, r *http.Request) {
 		PrevURL, NextURL string
 	}{Page: c.page(r, "Tasks"), Query: strings.TrimSpace(q.Get("q"))}
 	cfg := c.cfg()
-	var ts []*scheduler.Task
+	var ts []*config.Task
 	for i := range cfg.Tasks {
 		ts = append(ts, &cfg.Tasks[i])
 	}
 	for i := range wd.orphans {
 		ts = append(ts, &wd.orphans[i].Task)
 	}
-	ts = slices.DeleteFunc(ts, func(t *scheduler.Task) bool {
+	ts = slices.DeleteFunc(ts, func(t *config.Task) bool {
 		return data.Query != "" && !strings.Contains(strings.ToLower(t.Name), strings.ToLower(data.Query))
 	})
-	slices.SortFunc(ts, func(a, b *scheduler.Task) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(ts, func(a, b *config.Task) int { return strings.Compare(a.Name, b.Name) })
 	data.Total = len(ts)
 	from := 0
 	if f, err := strconv.Atoi(q.Get("from")); q.Get("from") != "" && (err != nil || f < 0) {
@@ -259,7 +260,7 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, err)
 		return
 	}
-	rows, err := c.taskRows(ctx, []*scheduler.Task{t}, wd, recentTicks)
+	rows, err := c.taskRows(ctx, []*config.Task{t}, wd, recentTicks)
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -341,7 +342,7 @@ func (c *Console) entityPage(w http.ResponseWriter, r *http.Request) {
 	fs = slices.DeleteFunc(fs, func(f lease.Failure) bool { return f.Entity != id })
 	c.render(w, "entity.html", struct {
 		Page
-		Task     *scheduler.Task
+		Task     *config.Task
 		ID       string
 		State    lease.EntityState
 		Failures []lease.Failure
@@ -380,7 +381,7 @@ func (c *Console) requestPage(w http.ResponseWriter, r *http.Request) {
 	}
 	c.render(w, "request.html", struct {
 		Page
-		Task    *scheduler.Task
+		Task    *config.Task
 		Answers []answer
 		Waiting int
 	}{pg, t, as, waiting})

@@ -11,10 +11,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // manyTasks is a console over a real Redis for a config of n tasks
@@ -41,7 +41,7 @@ func manyTasks(tb testing.TB, n int) (*httptest.Server, *redis.Client) {
 	if err := store.RecordTicks(context.Background(), ws); err != nil {
 		tb.Fatal(err)
 	}
-	cfg, err := scheduler.ParseConfig("many.toml", []byte(b.String()))
+	cfg, err := config.Parse("many.toml", []byte(b.String()))
 	if err != nil {
 		tb.Fatal(err)
 	}

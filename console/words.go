@@ -5,11 +5,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tickd/tickd/scheduler"
+	"github.com/tickd/tickd/config"
 )
 
 // schedule is t's schedule as written.
-func schedule(t *scheduler.Task) string {
+func schedule(t *config.Task) string {
 	if t.Cron != "" {
 		return "cron " + t.Cron
 	}
@@ -29,7 +29,7 @@ var cronMacros = map[string]string{
 
 // words is t's schedule in words: an interval, or the common cron forms;
 // other cron expressions are said by their next ticks.
-func words(t *scheduler.Task) string {
+func words(t *config.Task) string {
 	if t.Cron == "" {
 		return "every " + everyWords(t.Every)
 	}

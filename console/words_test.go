@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickd/tickd/scheduler"
+	"github.com/tickd/tickd/config"
 )
 
 func TestScheduleInWords(t *testing.T) {
@@ -29,7 +29,7 @@ func TestScheduleInWords(t *testing.T) {
 		{cron: "0 9 1 * *", want: "as the cron expression says (see the next ticks)"},
 		{cron: "7 * * * 1", want: "as the cron expression says (see the next ticks)"},
 	} {
-		if got := words(&scheduler.Task{Cron: c.cron, Every: c.every}); got != c.want {
+		if got := words(&config.Task{Cron: c.cron, Every: c.every}); got != c.want {
 			t.Errorf("words(cron %q, every %v) = %q, want %q", c.cron, c.every, got, c.want)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -181,7 +182,7 @@ func (s *Scheduler) giveBack(ctx context.Context, d lease.Due) {
 // startDue acquires the lease of due entry d, whose run slot of ts is
 // taken, and starts its run; the slot is given back if nothing starts.
 func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d lease.Due) {
-	queue := d.Reason != lease.ReasonTrigger || ts.t.OnBusy == OnBusyQueue
+	queue := d.Reason != lease.ReasonTrigger || ts.t.OnBusy == config.OnBusyQueue
 	l, err := s.store.Acquire(ctx, lease.Request{Task: d.Task, Entity: d.Entity, TTL: ts.t.LeaseTTL, Reason: d.Reason, Queue: queue, From: &d})
 	if err != nil {
 		<-ts.slots

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
@@ -19,7 +20,7 @@ func Example() {
 		done <- "hello, " + r.Entity
 		return tasks.Done, nil
 	})
-	cfg, err := scheduler.ParseConfig("embedded.toml", []byte(`
+	cfg, err := config.Parse("embedded.toml", []byte(`
 [[tasks]]
 name = "greeter"
 every = "1h"
@@ -42,28 +43,6 @@ entities = ["world"]
 	// Output: hello, world
 }
 
-// A config built in code: each task starts from DefaultTask and is
-// validated as a file's would be.
-func ExampleNewConfig() {
-	t := scheduler.DefaultTask()
-	t.Name, t.Every, t.Handler = "sync-users", 15*time.Minute, "sync-user"
-	t.Entities = []string{"1", "2", "3"}
-	cfg, err := scheduler.NewConfig(scheduler.DefaultDaemon(), nil, t)
-	if err != nil {
-		panic(err)
-	}
-	next := cfg.Tasks[0].Schedule.Next(time.Date(2026, 11, 22, 12, 7, 0, 0, time.UTC))
-	fmt.Println(next.Format(time.RFC3339))
-
-	bad := scheduler.DefaultTask()
-	bad.Name, bad.Every, bad.Command = "oops", 90*time.Millisecond, []string{"true"}
-	_, err = scheduler.NewConfig(scheduler.DefaultDaemon(), nil, bad)
-	fmt.Println(err)
-	// Output:
-	// 2026-11-22T12:15:00Z
-	// (code): tasks[0].every: 90ms: must be a whole number of seconds, at least 1s
-}
-
 // A program embedding tickd with its leases in Redis, shared with the
 // tickd daemons (or other embedding programs) on the same key prefix: the
 // config's [redis] table is the only place Redis is described.
@@ -75,7 +54,7 @@ func Example_redis() {
 		// ctx is cancelled if the lease can no longer be trusted.
 		return tasks.Done, nil
 	})
-	cfg, err := scheduler.ParseConfig("embedded.toml", []byte(`
+	cfg, err := config.Parse("embedded.toml", []byte(`
 [redis]
 url = "redis://127.0.0.1:6379/0"
 

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -253,7 +254,7 @@ func (f *fanOut) flush() {
 	s, ts, t := f.s, f.ts, f.ts.t
 	reqs := f.reqs[:0]
 	for _, id := range f.batch {
-		reqs = append(reqs, lease.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: lease.ReasonTick, Tick: f.T, Queue: t.OnBusy == OnBusyQueue})
+		reqs = append(reqs, lease.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: lease.ReasonTick, Tick: f.T, Queue: t.OnBusy == config.OnBusyQueue})
 	}
 	f.reqs = reqs
 	if f.chunked {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/lease"
@@ -266,9 +267,9 @@ func (e *env) redisStoreVia(co redis.Options, prefix string, opts lease.Options)
 	return s
 }
 
-func (e *env) config(toml string) *Config {
+func (e *env) config(toml string) *config.Config {
 	e.t.Helper()
-	cfg, err := ParseConfig("test.toml", []byte(toml))
+	cfg, err := config.Parse("test.toml", []byte(toml))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
+	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/history"
 	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/faultproxy"
 	"github.com/tickd/tickd/lease"
@@ -117,14 +119,14 @@ entities_file = "/nonexistent/tickd-test-entities"
 name = "fails"
 entities = ["a", "b"]
 `)
-	health := func(name string) Health {
+	health := func(name string) history.Health {
 		t.Helper()
 		task, _ := s.Config().Task(name)
-		p, err := ReadPast(context.Background(), st, task, 10)
+		p, err := history.ReadPast(context.Background(), st, task, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, h := task.Assess(time.Now(), p)
+		_, h := history.Assess(task, time.Now(), p)
 		return h
 	}
 	expect.WaitFor(t, 10*time.Second, "starved and failing flagged", func() bool {
@@ -300,7 +302,7 @@ entities_file = "/nonexistent/tickd-test-entities"
 // records are missed, unless the task was paused then; a task whose runner
 // is up and whose expected tick has no record a grace later is not firing.
 func TestAssessMissedAndNotFiring(t *testing.T) {
-	cfg, err := ParseConfig("t.toml", []byte(`
+	cfg, err := config.Parse("t.toml", []byte(`
 [[tasks]]
 name = "t"
 every = "1m"
@@ -317,8 +319,8 @@ handler = "h"
 			Outcomes: map[lease.Outcome]int{lease.OutcomeDone: 1}, FirstStart: -1, LastEnd: -1}}}
 	}
 	runner := []lease.Replica{{ID: "r", Tasks: []string{"t"}, Since: at(-60)}}
-	p := Past{Ticks: []lease.TickRecord{rec(-8), rec(-10)}, Replicas: runner}
-	views, h := task.Assess(now, p)
+	p := history.Past{Ticks: []lease.TickRecord{rec(-8), rec(-10)}, Replicas: runner}
+	views, h := history.Assess(task, now, p)
 	var states []string
 	for _, v := range views {
 		states = append(states, v.Tick.Format("15:04")+" "+v.State)
@@ -334,7 +336,7 @@ handler = "h"
 	// paused row.
 	p.Actions = []lease.Action{{What: "pause", At: at(-7).Add(30 * time.Second), By: "bob", Reason: "deploy"},
 		{What: "resume", At: at(-9).Add(30 * time.Second)}, {What: "pause", At: at(-10).Add(30 * time.Second), By: "alice", Reason: "db"}}
-	views, _ = task.Assess(now, p)
+	views, _ = history.Assess(task, now, p)
 	states = nil
 	for _, v := range views {
 		s := v.Tick.Format("15:04") + " " + v.State
@@ -351,17 +353,17 @@ handler = "h"
 	// allows: with catch_up 10m, 11:59 is missed at 12:00:30.
 	late := *task
 	late.CatchUp = 10 * time.Minute
-	views, _ = late.Assess(now, Past{Ticks: []lease.TickRecord{rec(-8)}, Replicas: runner})
+	views, _ = history.Assess(&late, now, history.Past{Ticks: []lease.TickRecord{rec(-8)}, Replicas: runner})
 	expect.Equal(t, "the newest tick before the latest due one", views[0].Tick.Format("15:04")+" "+views[0].State, "11:59 missed")
 	// The runner started after the newest record: the first tick after its
 	// start is the one due.
 	p.Replicas = []lease.Replica{{ID: "r", Tasks: []string{"t"}, Since: at(0).Add(-20 * time.Second)}}
-	if _, h := task.Assess(now, p); h.NotFiring != "" {
+	if _, h := history.Assess(task, now, p); h.NotFiring != "" {
 		t.Errorf("a runner that started 20s ago is not yet late: %s", h.NotFiring)
 	}
 	p.Paused = true
 	p.Replicas = nil
-	if _, h := task.Assess(now, p); h.NotFiring != "" {
+	if _, h := history.Assess(task, now, p); h.NotFiring != "" {
 		t.Errorf("a paused task is not flagged: %s", h.NotFiring)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
 )
@@ -78,8 +79,8 @@ func (tl *tally) part(replica string, now time.Time) lease.TickPart {
 	return p
 }
 
-// history writes this replica's part of the history.
-type history struct {
+// historyWriter writes this replica's part of the history.
+type historyWriter struct {
 	s *Scheduler
 
 	mu      sync.Mutex
@@ -109,8 +110,8 @@ const (
 	maxPendingFails = 1000
 )
 
-func newHistory(s *Scheduler) *history {
-	return &history{s: s, parts: map[tallyKey]lease.TickWrite{}, written: map[tallyKey]lease.TickWrite{}, wake: make(chan struct{}, 1)}
+func newHistoryWriter(s *Scheduler) *historyWriter {
+	return &historyWriter{s: s, parts: map[tallyKey]lease.TickWrite{}, written: map[tallyKey]lease.TickWrite{}, wake: make(chan struct{}, 1)}
 }
 
 // beginWait bounds how long a fan-out waits for its first write.
@@ -122,7 +123,7 @@ const beginWait = 500 * time.Millisecond
 // as complete without its runs. It is the one history write a fan-out
 // waits for: one round trip a tick (its first run starts that much later),
 // at most beginWait; one not written by then is left to the writer.
-func (h *history) begin(ctx context.Context, t Task, T time.Time) *tally {
+func (h *historyWriter) begin(ctx context.Context, t config.Task, T time.Time) *tally {
 	tl := &tally{task: t.Name, tick: T, keep: t.Retention()}
 	tl.firstStart.Store(-1)
 	tl.lastEnd.Store(-1)
@@ -140,7 +141,7 @@ func (h *history) begin(ctx context.Context, t Task, T time.Time) *tally {
 
 // wrote keeps the parts written, and forgets those older than
 // rewriteWithin.
-func (h *history) wrote(parts map[tallyKey]lease.TickWrite) {
+func (h *historyWriter) wrote(parts map[tallyKey]lease.TickWrite) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for k, w := range parts {
@@ -155,7 +156,7 @@ func (h *history) wrote(parts map[tallyKey]lease.TickWrite) {
 // lost writes again the parts written lately: Redis lost its data (the
 // store's data-loss watch found it), and with it the records of the ticks
 // just before. A part queued since is newer, and kept.
-func (h *history) lost() {
+func (h *historyWriter) lost() {
 	h.mu.Lock()
 	for k, w := range h.written {
 		if _, newer := h.parts[k]; !newer {
@@ -168,7 +169,7 @@ func (h *history) lost() {
 }
 
 // fannedOut ends the fan-out's part of tl with its counts.
-func (h *history) fannedOut(tl *tally, n TickCounts) {
+func (h *historyWriter) fannedOut(tl *tally, n TickCounts) {
 	tl.mu.Lock()
 	tl.n = n
 	tl.mu.Unlock()
@@ -188,7 +189,7 @@ func (tl *tally) started(d time.Duration) {
 
 // ended notes a run of tl's end, at d after the tick, and writes the part
 // when it was the last.
-func (h *history) ended(tl *tally, o lease.Outcome, d time.Duration) {
+func (h *historyWriter) ended(tl *tally, o lease.Outcome, d time.Duration) {
 	tl.outcomes[outcomeIndex(o)].Add(1)
 	for {
 		cur := tl.lastEnd.Load()
@@ -202,7 +203,7 @@ func (h *history) ended(tl *tally, o lease.Outcome, d time.Duration) {
 }
 
 // put queues tl's part for writing, over its earlier one.
-func (h *history) put(tl *tally) {
+func (h *historyWriter) put(tl *tally) {
 	w := lease.TickWrite{Task: tl.task, Tick: tl.tick, Part: tl.part(h.s.replica, h.s.clock.Now()), Keep: tl.keep}
 	h.mu.Lock()
 	h.parts[tallyKey{tl.task, tl.tick.UnixNano()}] = w
@@ -214,7 +215,7 @@ func (h *history) put(tl *tally) {
 // bound keeps what waits to be written within its bounds, the newest: it
 // forgets the parts of the oldest ticks and the oldest failures, and counts
 // them. h.mu is held.
-func (h *history) bound() {
+func (h *historyWriter) bound() {
 	for len(h.parts) > maxPendingParts {
 		var oldest tallyKey
 		first := true
@@ -233,7 +234,7 @@ func (h *history) bound() {
 }
 
 // failed queues a failed run for writing.
-func (h *history) failed(f lease.Failure) {
+func (h *historyWriter) failed(f lease.Failure) {
 	h.mu.Lock()
 	h.fails = append(h.fails, f)
 	h.bound()
@@ -241,7 +242,7 @@ func (h *history) failed(f lease.Failure) {
 	h.poke()
 }
 
-func (h *history) poke() {
+func (h *historyWriter) poke() {
 	select {
 	case h.wake <- struct{}{}:
 	default:
@@ -253,7 +254,7 @@ func (h *history) poke() {
 const historyBatch = 200 * time.Millisecond
 
 // loop writes what is queued until ctx ends, then once more, briefly.
-func (h *history) loop(ctx context.Context) {
+func (h *historyWriter) loop(ctx context.Context) {
 	backoff := time.Second
 	for {
 		select {
@@ -285,7 +286,7 @@ func (h *history) loop(ctx context.Context) {
 
 // final is the stop's flush: what is queued gets 2s more, and only what
 // even that could not write is said, at ERROR.
-func (h *history) final() {
+func (h *historyWriter) final() {
 	fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := h.flush(fctx); err != nil {
@@ -298,7 +299,7 @@ func (h *history) final() {
 
 // flush writes what is queued; what it could not write stays queued, unless
 // newer came for the same tick. The caller says why it failed.
-func (h *history) flush(ctx context.Context) error {
+func (h *historyWriter) flush(ctx context.Context) error {
 	h.mu.Lock()
 	parts, fails, dropped := h.parts, h.fails, h.dropped
 	h.parts, h.fails, h.dropped = map[tallyKey]lease.TickWrite{}, nil, 0

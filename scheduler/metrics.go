@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tickd/tickd/history"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -206,7 +207,7 @@ func (m *Metrics) forget(task string) {
 	}
 }
 
-func (m *Metrics) health(task string, views []TickView, h Health) {
+func (m *Metrics) health(task string, views []history.TickView, h history.Health) {
 	if m == nil {
 		return
 	}
@@ -215,7 +216,7 @@ func (m *Metrics) health(task string, views []TickView, h Health) {
 	m.Failing.WithLabelValues(task).Set(b[h.Failing])
 	m.Starved.WithLabelValues(task).Set(b[h.Starved])
 	for _, v := range views {
-		if v.State != TickComplete {
+		if v.State != history.TickComplete {
 			continue
 		}
 		outcomes := v.Outcomes()

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
 )
@@ -408,7 +409,7 @@ func (s *Scheduler) logReleaseFailed(log *slog.Logger, l *lease.Lease, err error
 }
 
 // nextFor decides what comes after a run.
-func (s *Scheduler) nextFor(t Task, l *lease.Lease, outcome lease.Outcome) *lease.Next {
+func (s *Scheduler) nextFor(t config.Task, l *lease.Lease, outcome lease.Outcome) *lease.Next {
 	switch outcome {
 	case lease.OutcomeReschedule:
 		n := 1
@@ -446,7 +447,7 @@ func Backoff(n int) time.Duration {
 // retrying until Redis answers, for at most max(lease_ttl, 30s), and not
 // past the end of shutdown_timeout: a stop keeps its timeout, and what it
 // could not store is logged.
-func (s *Scheduler) enqueueRetrying(t Task, l *lease.Lease, n lease.Next) {
+func (s *Scheduler) enqueueRetrying(t config.Task, l *lease.Lease, n lease.Next) {
 	d := lease.Due{Task: t.Name, Entity: l.Entity, Reason: n.Reason, Attempt: n.Attempt, Tick: l.Tick}
 	if n.HandOver {
 		d.Requests = l.Requests

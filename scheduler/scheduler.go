@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
 )
@@ -73,7 +74,7 @@ type Scheduler struct {
 	observer         func(Event)
 
 	mu    sync.Mutex
-	cfg   *Config
+	cfg   *config.Config
 	tasks map[string]*taskState
 	// loopCtx is cancelled at shutdown: no new ticks or due runs start. The
 	// loops and fan-outs under it are counted in loopWG.
@@ -97,7 +98,7 @@ type Scheduler struct {
 	lastStarvedTake time.Time
 	// history writes this replica's part of the history; historyDone is
 	// closed when its writer has ended (after the runs, at shutdown).
-	history     *history
+	history     *historyWriter
 	stopHistory context.CancelFunc
 	historyDone chan struct{}
 }
@@ -105,7 +106,7 @@ type Scheduler struct {
 // taskState is one task's running state; a reload that changes the task
 // replaces it, while runs started under the old one finish with it.
 type taskState struct {
-	t                  Task
+	t                  config.Task
 	action             tasks.Action
 	source             tasks.Source
 	slots              chan struct{}
@@ -115,7 +116,7 @@ type taskState struct {
 }
 
 // New prepares a Scheduler for cfg; Start starts it.
-func New(cfg *Config, opts Options) (*Scheduler, error) {
+func New(cfg *config.Config, opts Options) (*Scheduler, error) {
 	if opts.Store == nil {
 		return nil, errors.New("scheduler: no lease store")
 	}
@@ -140,7 +141,7 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 		logLimit: NewLogLimiter(LogEvery), tasks: map[string]*taskState{}, metrics: opts.Metrics, observer: opts.Observer,
 	}
 	s.loopCtx, s.stopLoops = context.WithCancel(context.Background())
-	s.history, s.historyDone = newHistory(s), make(chan struct{})
+	s.history, s.historyDone = newHistoryWriter(s), make(chan struct{})
 	s.workers = workers{s: s, idle: make(chan job), quit: s.loopCtx.Done(), all: map[*worker]struct{}{}}
 	s.abort, s.abortRuns = context.WithCancelCause(context.Background())
 	if err := s.checkHandlers(cfg); err != nil {
@@ -153,14 +154,14 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 }
 
 // checkHandlers makes sure every `handler` task names a registered handler.
-func (s *Scheduler) checkHandlers(cfg *Config) error {
+func (s *Scheduler) checkHandlers(cfg *config.Config) error {
 	var errs []error
 	for i, t := range cfg.Tasks {
 		if t.Handler == "" {
 			continue
 		}
 		if _, ok := s.registry.Lookup(t.Handler); !ok {
-			errs = append(errs, &ConfigError{File: cfg.Path, Key: fmt.Sprintf("tasks[%d].handler", i),
+			errs = append(errs, &config.Error{File: cfg.Path, Key: fmt.Sprintf("tasks[%d].handler", i),
 				Msg: fmt.Sprintf("no Go handler %q is registered in this binary (registered: %v)", t.Handler, s.registry.Names())})
 		}
 	}
@@ -199,7 +200,7 @@ func (s *Scheduler) Start() {
 }
 
 // startTask starts one task's tick loop; s.mu is held.
-func (s *Scheduler) startTask(t Task) {
+func (s *Scheduler) startTask(t config.Task) {
 	s.metrics.task(t.Name)
 	ts := &taskState{t: t, slots: make(chan struct{}, t.Concurrency)}
 	ts.action, ts.source = s.buildTask(t)
@@ -210,7 +211,7 @@ func (s *Scheduler) startTask(t Task) {
 	go func() { defer s.loopWG.Done(); s.tickLoop(ctx, ts) }()
 }
 
-func (s *Scheduler) buildTask(t Task) (tasks.Action, tasks.Source) {
+func (s *Scheduler) buildTask(t config.Task) (tasks.Action, tasks.Source) {
 	var a tasks.Action
 	switch {
 	case t.Command != nil:
@@ -227,7 +228,7 @@ func (s *Scheduler) buildTask(t Task) (tasks.Action, tasks.Source) {
 // Reload switches to cfg: added tasks start, removed ones stop ticking,
 // changed ones restart with the new settings. Running runs are not
 // disturbed; they finish under the settings they started with.
-func (s *Scheduler) Reload(cfg *Config) error {
+func (s *Scheduler) Reload(cfg *config.Config) error {
 	if err := s.checkHandlers(cfg); err != nil {
 		return err
 	}
@@ -240,7 +241,7 @@ func (s *Scheduler) Reload(cfg *Config) error {
 	if !reflect.DeepEqual(s.cfg.Redis, cfg.Redis) {
 		s.log.Warn("the [redis] table changed: restart tickd to use it")
 	}
-	newTasks := map[string]Task{}
+	newTasks := map[string]config.Task{}
 	for _, t := range cfg.Tasks {
 		newTasks[t.Name] = t
 	}
@@ -282,7 +283,7 @@ func (s *Scheduler) Reload(cfg *Config) error {
 }
 
 // Config returns the config in force.
-func (s *Scheduler) Config() *Config {
+func (s *Scheduler) Config() *config.Config {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cfg

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"context"
 	"time"
+
+	"github.com/tickd/tickd/config"
 )
 
 // tickLoop waits for each tick of a task and fans it out. Ticks are computed
@@ -11,7 +13,7 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 	t := ts.t
 	now := s.clock.Now()
 	if t.CatchUp > 0 {
-		if prev := Prev(t.Schedule, now, t.CatchUp); !prev.IsZero() {
+		if prev := config.Prev(t.Schedule, now, t.CatchUp); !prev.IsZero() {
 			s.log.Info("catching up the latest missed tick", KeyTask, t.Name, tickAttr(prev))
 			s.goFanOut(ctx, ts, prev)
 		}

@@ -11,9 +11,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -36,7 +36,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *n < 1 || *n > 1000 {
 		return c.usage("-n %d: list 1 to 1000 ticks", *n)
 	}
-	cfg, err := scheduler.LoadConfig(*c.config)
+	cfg, err := config.Load(*c.config)
 	if err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if at = t.Schedule.Next(at); at.IsZero() {
 				break
 			}
-			td.Ticks = append(td.Ticks, checkTickDoc{Tick: report.Instant(at), Local: at.In(t.Location).Format(time.RFC3339), DST: scheduler.DSTNote(t.Schedule, at)})
+			td.Ticks = append(td.Ticks, checkTickDoc{Tick: report.Instant(at), Local: at.In(t.Location).Format(time.RFC3339), DST: config.DSTNote(t.Schedule, at)})
 		}
 		doc.Tasks = append(doc.Tasks, td)
 	}
@@ -103,7 +103,7 @@ func printCheck(stdout, stderr io.Writer, doc checkDoc) {
 // runWarnings lists what the config names that is not there on this host:
 // an entities_file that cannot be read, a command or entities_command not
 // on PATH.
-func runWarnings(cfg *scheduler.Config) []string {
+func runWarnings(cfg *config.Config) []string {
 	ws := []string{}
 	for i, t := range cfg.Tasks {
 		at := fmt.Sprintf("%s: tasks[%d] (%s)", cfg.Path, i, t.Name)
@@ -128,7 +128,7 @@ func runWarnings(cfg *scheduler.Config) []string {
 
 // pingRedis connects to the config's Redis, as the daemon would, and
 // checks its key layout.
-func pingRedis(ctx context.Context, cfg *scheduler.Config) error {
+func pingRedis(ctx context.Context, cfg *config.Config) error {
 	if cfg.Redis == nil {
 		return errors.New("-redis: the config has no [redis] table")
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/earlysignal"
 	"github.com/tickd/tickd/internal/gcpolicy"
 	"github.com/tickd/tickd/lease"
@@ -37,7 +38,7 @@ func newClock() offsetClock {
 }
 
 // newLogger builds the daemon's logger: tint on a terminal, JSON otherwise.
-func newLogger(d scheduler.Daemon, w io.Writer, level *slog.LevelVar) *slog.Logger {
+func newLogger(d config.Daemon, w io.Writer, level *slog.LevelVar) *slog.Logger {
 	level.Set(parseLevel(d.LogLevel))
 	format := d.LogFormat
 	if format == "auto" {
@@ -64,7 +65,7 @@ func parseLevel(s string) slog.Level {
 }
 
 // replicaID is the configured id, or hostname-pid.
-func replicaID(d scheduler.Daemon) string {
+func replicaID(d config.Daemon) string {
 	if d.ReplicaID != "" {
 		return d.ReplicaID
 	}
@@ -101,7 +102,7 @@ func routeRedisLogs(log *slog.Logger) {
 }
 
 // redisClient builds the client for the config's [redis] table.
-func redisClient(cfg *scheduler.Config) (redis.UniversalClient, error) {
+func redisClient(cfg *config.Config) (redis.UniversalClient, error) {
 	c, err := cfg.Redis.Client()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.Path, err)
@@ -111,7 +112,7 @@ func redisClient(cfg *scheduler.Config) (redis.UniversalClient, error) {
 
 // openStore returns the lease store the config asks for, and a closer for
 // what it opened.
-func openStore(cfg *scheduler.Config, replica string, clock lease.Clock, log *slog.Logger, m *scheduler.Metrics) (*lease.Store, func(), error) {
+func openStore(cfg *config.Config, replica string, clock lease.Clock, log *slog.Logger, m *scheduler.Metrics) (*lease.Store, func(), error) {
 	opts := lease.Options{Replica: replica, Clock: clock, OnRenew: m.Renewed, Version: readBuild().version}
 	if cfg.Redis == nil {
 		log.Warn("no [redis] table: leases are in-process; replicas would not be coordinated")
@@ -166,7 +167,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	path := c.config
-	cfg, err := scheduler.LoadConfig(*path)
+	cfg, err := config.Load(*path)
 	if err != nil {
 		return err
 	}
@@ -260,7 +261,7 @@ func stopRequested(sigs <-chan os.Signal) (os.Signal, bool) {
 
 // reload re-reads the config; a bad one is reported and the old one kept.
 func reload(sch *scheduler.Scheduler, con *webConsole, path string, level *slog.LevelVar, log *slog.Logger) error {
-	cfg, err := scheduler.LoadConfig(path)
+	cfg, err := config.Load(path)
 	if err == nil {
 		err = sch.Reload(cfg)
 	}
@@ -309,7 +310,7 @@ func (m reloadMetrics) record(err error) {
 }
 
 // shutdown stops the scheduler gracefully; a second signal exits at once.
-func shutdown(sch *scheduler.Scheduler, cfg *scheduler.Config, log *slog.Logger, sigs <-chan os.Signal) error {
+func shutdown(sch *scheduler.Scheduler, cfg *config.Config, log *slog.Logger, sigs <-chan os.Signal) error {
 	daemon.SdNotify(false, daemon.SdNotifyStopping) //nolint:errcheck
 	if sigs != nil {
 		go func() {

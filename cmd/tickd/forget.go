@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/ops"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // forgetDoc is `tickd forget -json`.
@@ -28,7 +28,7 @@ func runForget(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := scheduler.LoadConfig(*c.config)
+	cfg, err := config.Load(*c.config)
 	if err != nil {
 		return err
 	}

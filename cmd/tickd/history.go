@@ -9,9 +9,10 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/history"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // runHistory prints a task's recent ticks, newest first, then its recent
@@ -29,7 +30,7 @@ func runHistory(ctx context.Context, args []string, stdout io.Writer) error {
 	if *limit < 1 {
 		return c.usage("-limit %d: show at least 1 row", *limit)
 	}
-	cfg, err := scheduler.LoadConfig(*c.config)
+	cfg, err := config.Load(*c.config)
 	if err != nil {
 		return err
 	}
@@ -61,7 +62,7 @@ func runHistory(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func printHealth(w io.Writer, indent string, h scheduler.Health, flagAfter int) {
+func printHealth(w io.Writer, indent string, h history.Health, flagAfter int) {
 	if h.NotFiring != "" {
 		fmt.Fprintf(w, "%sNOT FIRING: %s\n", indent, h.NotFiring)
 	}
@@ -88,7 +89,7 @@ func printTicks(w io.Writer, h report.TaskHistory) {
 		if v.SourceFailed() {
 			state += " (source failed)"
 		}
-		if v.State == scheduler.TickMissed {
+		if v.State == history.TickMissed {
 			tb.row(v.Tick.In(loc).Format(time.RFC3339), state, "-", "-", "-", "-", "-", "-", "-")
 			continue
 		}

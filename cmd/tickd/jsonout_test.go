@@ -8,9 +8,10 @@ import (
 
 	"github.com/mattn/go-runewidth"
 
+	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/history"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // checkSchema fails the test when doc breaks the -json contract.
@@ -32,7 +33,7 @@ func TestJSONSchema(t *testing.T) {
 		LastRuns:   []lease.LastRun{{Task: "t", Entity: "b", Outcome: lease.OutcomeUnlocked, Replica: "r1", By: "alice", Started: now.Add(-time.Minute), Ended: now}},
 		Due:        []lease.Due{{Task: "t", Entity: "c", Reason: lease.ReasonTrigger, At: now}}, // no tick: null
 		LeaseCount: 1, RunCount: 1, DueCount: 1, Paused: true, Pause: lease.PauseInfo{By: "ops", At: now, Reason: "db"},
-		Health: scheduler.Health{Starved: true}, LastTick: &scheduler.TickView{State: scheduler.TickMissed, TickRecord: lease.TickRecord{Tick: now}}}
+		Health: history.Health{Starved: true}, LastTick: &history.TickView{State: history.TickMissed, TickRecord: lease.TickRecord{Tick: now}}}
 	checkHistorySchema(t, now)
 	for name, st := range map[string]report.TaskStatus{"full": full, "empty": {Name: "e", Schedule: "every 1h0m0s", Timezone: "UTC"}} {
 		replicas := report.ReplicaDocs(nil)
@@ -104,12 +105,12 @@ func TestStatusColumnsAlignWideCharacters(t *testing.T) {
 // checkHistorySchema: history's document keeps the contract, with every
 // kind of row and with none.
 func checkHistorySchema(t *testing.T, now time.Time) {
-	task := &scheduler.Task{Name: "t"}
-	full := report.TaskHistory{Task: task, Health: scheduler.Health{NotFiring: "no replica runs this task"},
-		Ticks: []scheduler.TickView{{State: scheduler.TickComplete, TickRecord: lease.TickRecord{Tick: now, Parts: []lease.TickPart{{
+	task := &config.Task{Name: "t"}
+	full := report.TaskHistory{Task: task, Health: history.Health{NotFiring: "no replica runs this task"},
+		Ticks: []history.TickView{{State: history.TickComplete, TickRecord: lease.TickRecord{Tick: now, Parts: []lease.TickPart{{
 			Replica: "r1", Final: true, Written: now, Entities: 3, Started: 2, Outcomes: map[lease.Outcome]int{lease.OutcomeDone: 2},
 			Skipped: map[string]int{lease.SkipBusy: 1}, FirstStart: time.Millisecond, LastEnd: time.Second}}}},
-			{State: scheduler.TickMissed, TickRecord: lease.TickRecord{Tick: now.Add(-time.Minute)}}},
+			{State: history.TickMissed, TickRecord: lease.TickRecord{Tick: now.Add(-time.Minute)}}},
 		Failures: []lease.Failure{{Task: "t", Entity: "a", Tick: now, Outcome: lease.OutcomeFailed, Error: "exit status 3"}},
 		Actions:  []lease.Action{{Task: "t", At: now, By: "ops", What: "trigger", Entities: []string{"a"}}, {Task: "t", At: now, What: "pause"}}}
 	for _, h := range []report.TaskHistory{full, {Task: task}} {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/earlysignal"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
@@ -93,8 +94,8 @@ func runLock(ctx context.Context, args []string, stderr io.Writer) error {
 // nothing is granted until the leases it may have forgotten have expired:
 // ttl's, and those of the config's tasks that share the locks' bucket (one
 // quarantine for the bucket), not every task's.
-func lockStore(config string, ttl time.Duration) (*lease.Store, func(), error) {
-	cfg, err := scheduler.LoadConnection(config)
+func lockStore(path string, ttl time.Duration) (*lease.Store, func(), error) {
+	cfg, err := config.LoadConnection(path)
 	if err != nil {
 		return nil, nil, err
 	}

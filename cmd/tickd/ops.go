@@ -11,10 +11,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/ops"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // operator is who runs an operator command: user@host, for the records.
@@ -31,7 +31,7 @@ func operator() string {
 // store lives inside the daemon, so these commands need a [redis] table.
 // The data-loss quarantine covers the config's longest lease_ttl, or ttl if
 // the command holds a longer lease itself.
-func cliStore(cfg *scheduler.Config, cmd string, ttl time.Duration) (*lease.Store, func(), error) {
+func cliStore(cfg *config.Config, cmd string, ttl time.Duration) (*lease.Store, func(), error) {
 	if cfg.Redis == nil {
 		return nil, nil, fmt.Errorf("%s needs a [redis] table in %s: without one, leases live inside the daemon's process", cmd, cfg.Path)
 	}
@@ -58,8 +58,8 @@ func cliStore(cfg *scheduler.Config, cmd string, ttl time.Duration) (*lease.Stor
 }
 
 // loadTask loads the config and finds task in it.
-func loadTask(path, task string) (*scheduler.Config, *scheduler.Task, error) {
-	cfg, err := scheduler.LoadConfig(path)
+func loadTask(path, task string) (*config.Config, *config.Task, error) {
+	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -73,7 +73,7 @@ func loadTask(path, task string) (*scheduler.Config, *scheduler.Task, error) {
 // configOrRegistry returns the config's task named task, or else the task
 // as the task registry remembers it (a replica ran it; no config lists it
 // any more): its history and status are still there to read.
-func configOrRegistry(ctx context.Context, cfg *scheduler.Config, store *lease.Store, task string) (*scheduler.Task, error) {
+func configOrRegistry(ctx context.Context, cfg *config.Config, store *lease.Store, task string) (*config.Task, error) {
 	if t, ok := cfg.Task(task); ok {
 		return t, nil
 	}
@@ -81,7 +81,7 @@ func configOrRegistry(ctx context.Context, cfg *scheduler.Config, store *lease.S
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range scheduler.Orphans(cfg, reg) {
+	for _, o := range config.Orphans(cfg, reg) {
 		if o.Name == task {
 			return &o.Task, nil
 		}
@@ -150,7 +150,7 @@ func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 	if _, err := c.args(args, 0, 0); err != nil {
 		return err
 	}
-	cfg, err := scheduler.LoadConfig(*c.config)
+	cfg, err := config.Load(*c.config)
 	if err != nil {
 		return err
 	}

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
@@ -30,7 +30,7 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	if o := lease.Outcome(*outcome); o != "" && !slices.Contains(lease.Outcomes, o) {
 		return c.usage("-outcome %q: use one of %v", *outcome, lease.Outcomes)
 	}
-	cfg, err := scheduler.LoadConnection(*c.config) // a config of only [redis] shows tickd lock's locks
+	cfg, err := config.LoadConnection(*c.config) // a config of only [redis] shows tickd lock's locks
 	if err != nil {
 		return err
 	}

@@ -7,10 +7,10 @@ import (
 	"io"
 	"time"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/ops"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // exitSkipped is trigger -wait's exit status when an entity was busy and
@@ -62,7 +62,7 @@ func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
 
 // trigger enqueues a run of each id and, with wait, waits up to timeout
 // for their answers: the document that says what happened.
-func trigger(ctx context.Context, store *lease.Store, t *scheduler.Task, ids []string, wait bool, timeout time.Duration, by string) (triggerDoc, error) {
+func trigger(ctx context.Context, store *lease.Store, t *config.Task, ids []string, wait bool, timeout time.Duration, by string) (triggerDoc, error) {
 	task := t.Name
 	// With -wait, every run the trigger causes answers this request id with
 	// its outcome, whatever that run's reason (a follow-up, a pending

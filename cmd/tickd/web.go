@@ -9,10 +9,10 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/console"
 	"github.com/tickd/tickd/internal/earlysignal"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // runWeb serves the console alone, from any host that reaches the config's
@@ -22,7 +22,7 @@ func runWeb(ctx context.Context, args []string, stderr io.Writer) error {
 	if _, err := c.args(args, 0, 0); err != nil {
 		return err
 	}
-	cfg, err := scheduler.LoadConfig(*c.config)
+	cfg, err := config.Load(*c.config)
 	if err != nil {
 		return err
 	}
@@ -54,7 +54,7 @@ func runWeb(ctx context.Context, args []string, stderr io.Writer) error {
 			return nil
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				if cfg, err := scheduler.LoadConfig(*c.config); err != nil {
+				if cfg, err := config.Load(*c.config); err != nil {
 					logReloadFailed(log, err)
 				} else {
 					con.reload(cfg)
@@ -75,7 +75,7 @@ type webConsole struct {
 }
 
 // startConsole serves cfg's console on [web] listen.
-func startConsole(cfg *scheduler.Config, store *lease.Store, log *slog.Logger) (*webConsole, func(), error) {
+func startConsole(cfg *config.Config, store *lease.Store, log *slog.Logger) (*webConsole, func(), error) {
 	con, err := console.New(console.Options{Config: cfg, Store: store, Logger: log})
 	if err != nil {
 		return nil, nil, err
@@ -93,7 +93,7 @@ func startConsole(cfg *scheduler.Config, store *lease.Store, log *slog.Logger) (
 
 // reload shows cfg's tasks and reads the users again (SIGHUP); a users'
 // file that cannot be read keeps the old users (Front.Reload logs why).
-func (w *webConsole) reload(cfg *scheduler.Config) {
+func (w *webConsole) reload(cfg *config.Config) {
 	w.con.Reload(cfg)
 	w.front.Reload(cfg.Web) //nolint:errcheck // logged; the old users stay
 }

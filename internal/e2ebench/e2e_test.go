@@ -33,6 +33,7 @@ import (
 	"github.com/bsm/redislock"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/gcpolicy"
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/lease"
@@ -203,9 +204,9 @@ func startTickd(b *testing.B, addr string, ids []string, replicas int, every tim
 	}
 	reg := &tasks.Registry{}
 	reg.Register("noop", func(context.Context, tasks.Run) (tasks.Result, error) { return tasks.Done, nil })
-	t := scheduler.DefaultTask()
+	t := config.DefaultTask()
 	t.Name, t.Every, t.Handler, t.LeaseTTL, t.Concurrency, t.Entities = "bench", every, "noop", 5*time.Second, concurrency, ids
-	cfg, err := scheduler.NewConfig(scheduler.DefaultDaemon(), nil, t)
+	cfg, err := config.New(config.DefaultDaemon(), nil, t)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
@@ -29,12 +30,12 @@ func BenchmarkTickLag(b *testing.B) {
 	srv := redistest.Start(b)
 	reg := &tasks.Registry{}
 	reg.Register("noop", func(context.Context, tasks.Run) (tasks.Result, error) { return tasks.Done, nil })
-	t := scheduler.DefaultTask()
+	t := config.DefaultTask()
 	t.Name, t.Every, t.Handler, t.LeaseTTL = "lag", time.Second, "noop", 5*time.Second
 	for i := range 10 {
 		t.Entities = append(t.Entities, strconv.Itoa(i))
 	}
-	cfg, err := scheduler.NewConfig(scheduler.DefaultDaemon(), nil, t)
+	cfg, err := config.New(config.DefaultDaemon(), nil, t)
 	if err != nil {
 		b.Fatal(err)
 	}

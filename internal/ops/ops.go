@@ -15,9 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -35,7 +35,7 @@ type Done struct {
 
 // record keeps a in the history of t (of the prefix for t nil), under t's
 // retention, into d.
-func record(ctx context.Context, store *lease.Store, t *scheduler.Task, a lease.Action, said string) Done {
+func record(ctx context.Context, store *lease.Store, t *config.Task, a lease.Action, said string) Done {
 	keep := lease.DefaultRetention
 	if t != nil {
 		keep = t.Retention()
@@ -77,7 +77,7 @@ func (e *NotListed) Error() string {
 
 // TriggerIDs are the entities to trigger: those given (checked against
 // the task's list unless force: *NotListed), or every entity of the task.
-func TriggerIDs(ctx context.Context, t scheduler.Task, given []string, force bool) ([]string, error) {
+func TriggerIDs(ctx context.Context, t config.Task, given []string, force bool) ([]string, error) {
 	ids := given
 	if len(ids) == 0 {
 		err := t.Source(nil).Each(ctx, func(id string) error { ids = append(ids, id); return nil })
@@ -102,7 +102,7 @@ func TriggerIDs(ctx context.Context, t scheduler.Task, given []string, force boo
 // checkListed refuses ids that the task's entity source does not list. A
 // static list, a file and a singleton's name are checked; an
 // entities_command is not run (it may be slow, or have effects).
-func checkListed(ctx context.Context, t scheduler.Task, ids []string) error {
+func checkListed(ctx context.Context, t config.Task, ids []string) error {
 	if t.EntitiesCommand != nil {
 		return nil
 	}
@@ -144,7 +144,7 @@ func unique(ids []string) []string {
 
 // Trigger enqueues a run of each id of t (TriggerIDs), each answering the
 // request ids reqs (none: nothing waits for the answers).
-func Trigger(ctx context.Context, store *lease.Store, t *scheduler.Task, ids, reqs []string, by string) (Done, error) {
+func Trigger(ctx context.Context, store *lease.Store, t *config.Task, ids, reqs []string, by string) (Done, error) {
 	for _, id := range ids {
 		if err := store.Enqueue(ctx, lease.Due{Task: t.Name, Entity: id, Reason: lease.ReasonTrigger, Requests: reqs}, 0); err != nil {
 			return Done{}, err
@@ -169,7 +169,7 @@ type Paused struct {
 // Pause pauses t with who, why (required) and for how long (0: until
 // resumed). A pause of a paused task keeps who paused it and when, and
 // changes the reason or the end given; without either, nothing changes.
-func Pause(ctx context.Context, store *lease.Store, t *scheduler.Task, by, reason string, forD time.Duration, now time.Time) (Paused, error) {
+func Pause(ctx context.Context, store *lease.Store, t *config.Task, by, reason string, forD time.Duration, now time.Time) (Paused, error) {
 	if err := checkReason(reason); err != nil {
 		return Paused{}, err
 	}
@@ -208,7 +208,7 @@ func Pause(ctx context.Context, store *lease.Store, t *scheduler.Task, by, reaso
 }
 
 // Resume resumes t, with who and why (may be empty).
-func Resume(ctx context.Context, store *lease.Store, t *scheduler.Task, by, reason string, now time.Time) (Paused, error) {
+func Resume(ctx context.Context, store *lease.Store, t *config.Task, by, reason string, now time.Time) (Paused, error) {
 	if err := checkReason(reason); err != nil {
 		return Paused{}, err
 	}
@@ -228,7 +228,7 @@ func Resume(ctx context.Context, store *lease.Store, t *scheduler.Task, by, reas
 }
 
 // pauseWords says who paused, when, why and until when, in t's zone.
-func pauseWords(p lease.PauseInfo, t *scheduler.Task) string {
+func pauseWords(p lease.PauseInfo, t *config.Task) string {
 	var b strings.Builder
 	b.WriteString("by " + p.By)
 	if !p.At.IsZero() {
@@ -241,7 +241,7 @@ func pauseWords(p lease.PauseInfo, t *scheduler.Task) string {
 	return b.String()
 }
 
-func untilWords(p lease.PauseInfo, t *scheduler.Task) string {
+func untilWords(p lease.PauseInfo, t *config.Task) string {
 	if p.Until.IsZero() {
 		return ""
 	}
@@ -262,7 +262,7 @@ var ErrNotHeld = lease.ErrNotHeld
 // stops, then the entity is free; with force it is freed at once, though
 // the holder's run may still be going. An unlock of a lease already
 // revoked is not recorded again.
-func Unlock(ctx context.Context, store *lease.Store, t *scheduler.Task, entity, by string, force bool) (Unlocked, error) {
+func Unlock(ctx context.Context, store *lease.Store, t *config.Task, entity, by string, force bool) (Unlocked, error) {
 	u, err := store.Unlock(ctx, t.Name, entity, by, force)
 	if err != nil {
 		return Unlocked{}, err
@@ -309,7 +309,7 @@ func Forget(ctx context.Context, store *lease.Store, task, by, reason string) (D
 	if err != nil {
 		return Done{}, err
 	}
-	if runners := scheduler.RunnerIDs(replicas, task); len(runners) > 0 {
+	if runners := config.RunnerIDs(replicas, task); len(runners) > 0 {
 		return Done{}, fmt.Errorf("%s is run by %s: take it out of their configs (and reload them) first: %w", task, strings.Join(runners, ", "), ErrStillRun)
 	}
 	found, err := store.ForgetTask(ctx, task)

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/tickd/tickd/history"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // Instant is a time written as RFC 3339 UTC, or null for the zero time.
@@ -256,7 +256,7 @@ type ActionDoc struct {
 // SecondsOrZero is d in Seconds, or 0 for none (-1).
 func SecondsOrZero(d time.Duration) float64 { return max(d, 0).Seconds() }
 
-func TickDocOf(v scheduler.TickView) TickDoc {
+func TickDocOf(v history.TickView) TickDoc {
 	d := TickDoc{Tick: Instant(v.Tick), State: v.State, Replicas: append([]string{}, v.Replicas()...),
 		Entities: v.Entities(), Runs: v.Runs(), Outcomes: map[string]int{}, Skipped: v.Skipped(),
 		SourceFailed: v.SourceFailed(), SourceError: v.SourceError(), FirstStartLagS: SecondsOrZero(v.FirstStart()), DurationS: SecondsOrZero(v.LastEnd())}

@@ -3,11 +3,11 @@ package report
 import (
 	"fmt"
 
-	"github.com/tickd/tickd/scheduler"
+	"github.com/tickd/tickd/config"
 )
 
 // DescribeSource says where a task's entities come from, in a few words.
-func DescribeSource(t scheduler.Task) string {
+func DescribeSource(t config.Task) string {
 	switch {
 	case t.Entities != nil:
 		return fmt.Sprintf("%d static entities", len(t.Entities))

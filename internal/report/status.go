@@ -6,8 +6,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/history"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // TaskStatus is what status reads of one task: the first -limit rows of
@@ -19,9 +20,9 @@ type TaskStatus struct {
 	NextTick   time.Time
 	Paused     bool
 	Pause      lease.PauseInfo // who, why, until when, when Paused
-	Health     scheduler.Health
+	Health     history.Health
 	FlagAfter  int
-	LastTick   *scheduler.TickView // the newest tick recorded or missed
+	LastTick   *history.TickView // the newest tick recorded or missed
 	Leases     []lease.Held
 	LeaseCount int
 	LastRuns   []lease.LastRun
@@ -49,7 +50,7 @@ const StatusScan = 2000
 // entities, a page at a time, of at most scan entities (0: all of them),
 // keeping the first limit leases, the limit most recent last runs and the
 // first limit due entries, and counting what it saw.
-func StatusOf(ctx context.Context, store *lease.Store, t scheduler.Task, now time.Time, limit, scan int, outcome string) (TaskStatus, error) {
+func StatusOf(ctx context.Context, store *lease.Store, t config.Task, now time.Time, limit, scan int, outcome string) (TaskStatus, error) {
 	st := TaskStatus{Name: t.Name, NextTick: t.Schedule.Next(now), Schedule: t.ScheduleText(), Timezone: t.Location.String()}
 	leases, runs, due := firstN[lease.Held](limit), firstN[lease.LastRun](limit), firstN[lease.Due](limit)
 	// The limit most recent last runs: a new run replaces the oldest kept.
@@ -102,16 +103,16 @@ const statusPage = 1000
 
 // Assess reads the task's newest ticks and actions for its flags and its
 // last tick.
-func (st *TaskStatus) Assess(ctx context.Context, store *lease.Store, t *scheduler.Task, replicas []lease.Replica, now time.Time) error {
-	ps, err := scheduler.ReadPasts(ctx, store, []*scheduler.Task{t}, 0, scheduler.RecentActions, map[string]lease.PauseInfo{}, replicas)
+func (st *TaskStatus) Assess(ctx context.Context, store *lease.Store, t *config.Task, replicas []lease.Replica, now time.Time) error {
+	ps, err := history.ReadPasts(ctx, store, []*config.Task{t}, 0, history.RecentActions, map[string]lease.PauseInfo{}, replicas)
 	if err != nil {
 		return err
 	}
 	p := ps[0]
 	p.Paused = st.Paused
-	views, h := t.Assess(now, p)
+	views, h := history.Assess(t, now, p)
 	if st.Unlisted != nil {
-		views, h = (&scheduler.Orphan{Task: *t, Info: *st.Unlisted}).Assess(now, p)
+		views, h = history.AssessOrphan(&config.Orphan{Task: *t, Info: *st.Unlisted}, now, p)
 	}
 	st.Health, st.FlagAfter = h, t.FlagAfter
 	if len(views) > 0 {
@@ -167,7 +168,7 @@ const LockTask = "@lock"
 // ReadStatus reads the status of cfg's tasks (only one, if only is not
 // ""), at most limit rows a section from at most scan entities a task (0:
 // every entity), the last runs filtered by outcome when it is not "".
-func ReadStatus(ctx context.Context, store *lease.Store, cfg *scheduler.Config, only string, limit, scan int, outcome string, now time.Time) (Status, error) {
+func ReadStatus(ctx context.Context, store *lease.Store, cfg *config.Config, only string, limit, scan int, outcome string, now time.Time) (Status, error) {
 	st := Status{Now: now}
 	pauses, err := store.Pauses(ctx)
 	if err != nil {
@@ -189,14 +190,14 @@ func ReadStatus(ctx context.Context, store *lease.Store, cfg *scheduler.Config, 
 	}
 	st.Locks, st.LockCount = locks.items, locks.count
 	type one struct {
-		t        scheduler.Task
+		t        config.Task
 		unlisted *lease.TaskInfo
 	}
 	all := make([]one, 0, len(cfg.Tasks))
 	for _, t := range cfg.Tasks {
 		all = append(all, one{t: t})
 	}
-	for _, o := range scheduler.Orphans(cfg, reg) {
+	for _, o := range config.Orphans(cfg, reg) {
 		all = append(all, one{t: o.Task, unlisted: &o.Info})
 	}
 	for _, o := range all {
