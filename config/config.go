@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/tasks"
 )
 
 // Config is a whole tickd config file.
@@ -162,150 +160,6 @@ func Loopback(addr string) bool {
 
 // DefaultRedis is [redis] when the table is given with no keys.
 func DefaultRedis() Redis { return Redis{URL: "redis://127.0.0.1:6379/0", KeyPrefix: "tickd"} }
-
-// OnBusy says what a tick does for an entity whose lease is held.
-type OnBusy string
-
-// The values of on_busy.
-const (
-	OnBusySkip  OnBusy = "skip"  // skip the entity this tick
-	OnBusyQueue OnBusy = "queue" // run once more right after the holder ends
-)
-
-// Task is one [[tasks]] entry with [defaults] and the built-in defaults
-// applied, validated. Each key is declared once, here: its toml tag names it,
-// DefaultTask gives its default, [defaults] and then the task's own table
-// are decoded over that, and config.example.toml documents it.
-type Task struct {
-	// Name identifies the task in keys, logs and commands: letters, digits
-	// and . _ - (at most 200). Required; it has no default.
-	Name string `toml:"name"`
-	// Every ticks at wall-clock multiples of the interval in Timezone,
-	// whole seconds. One of Every and Cron is required.
-	Every time.Duration `toml:"every"`
-	// Cron is a cron expression: 5 fields, 6 with seconds first, @hourly…
-	Cron string `toml:"cron"`
-	// Timezone is an IANA zone name. Defaults to UTC.
-	Timezone string `toml:"timezone"`
-	// Spread spreads entity start times over this window, by a hash of the
-	// entity. Defaults to 0s (off).
-	Spread time.Duration `toml:"spread"`
-
-	// At most one entity source; none makes a singleton task.
-	Entities        []string `toml:"entities"`
-	EntitiesFile    string   `toml:"entities_file"`
-	EntitiesCommand []string `toml:"entities_command"`
-	// EntitiesTimeout stops an entities_command. Defaults to 1m.
-	EntitiesTimeout time.Duration `toml:"entities_timeout"`
-
-	// Exactly one action.
-	Command []string `toml:"command"`
-	URL     string   `toml:"url"`
-	Handler string   `toml:"handler"`
-	// Headers are the HTTP action's request headers. ${NAME} in a value is
-	// the environment variable NAME, read when the config is loaded (a
-	// secret stays out of the file); an unset one is an error. Defaults to
-	// none.
-	Headers map[string]string `toml:"headers"`
-
-	// Concurrency is how many runs of this task go on at once on this
-	// replica. Defaults to 4.
-	Concurrency int `toml:"concurrency"`
-	// Timeout stops a run that goes on longer. Defaults to 1h.
-	Timeout time.Duration `toml:"timeout"`
-	// WarnAfter logs one warning when a run is still going. Defaults to 0s
-	// (off).
-	WarnAfter time.Duration `toml:"warn_after"`
-	// LeaseTTL is renewed every LeaseTTL/3 while a run goes on. Defaults to
-	// 1m; at least lease.MinTTL.
-	LeaseTTL time.Duration `toml:"lease_ttl"`
-	// OnBusy defaults to skip.
-	OnBusy OnBusy `toml:"on_busy"`
-	// RescheduleExitCode is the exec exit status that means "more work
-	// left, run me again". Defaults to 75 (EX_TEMPFAIL).
-	RescheduleExitCode int `toml:"reschedule_exit_code"`
-	// RescheduleDelay is how soon a rescheduled run may start. Defaults to
-	// 0s.
-	RescheduleDelay time.Duration `toml:"reschedule_delay"`
-	// MaxReschedules is how many consecutive reschedules run before the
-	// next tick is waited for. Defaults to 100.
-	MaxReschedules int `toml:"max_reschedules"`
-	// Retries is how many times a failed run is retried, with backoff.
-	// Defaults to 0.
-	Retries int `toml:"retries"`
-	// CatchUp runs the latest missed tick once, at start or after an
-	// outage, if it is at most this old. Defaults to 0s (off).
-	CatchUp time.Duration `toml:"catch_up"`
-
-	// The history (docs/operations.md, "History").
-	// HistoryTicks is how many tick records are kept. Defaults to 672 (a
-	// week of 15-minute ticks).
-	HistoryTicks int `toml:"history_ticks"`
-	// HistoryAge drops tick records older than this. Defaults to 168h.
-	HistoryAge time.Duration `toml:"history_age"`
-	// FailuresKept is how many failed runs are kept, with their errors.
-	// Defaults to 50.
-	FailuresKept int `toml:"failures_kept"`
-	// FailureOutput is how many bytes of a failed run's output (its end) are
-	// kept. Defaults to 4096.
-	FailureOutput int `toml:"failure_output"`
-	// FlagAfter is how many ticks in a row must fail, or run nothing, for
-	// the task to be flagged failing or starved. Defaults to 3.
-	FlagAfter int `toml:"flag_after"`
-
-	// Derived by validation.
-	Location *time.Location `toml:"-"`
-	Schedule Schedule       `toml:"-"`
-}
-
-// DefaultTask is every per-task key's built-in default. [defaults]
-// overrides it, and a task's own keys override [defaults].
-func DefaultTask() Task {
-	return Task{
-		Timezone:           "UTC",
-		EntitiesTimeout:    time.Minute,
-		Concurrency:        4,
-		Timeout:            time.Hour,
-		LeaseTTL:           time.Minute,
-		OnBusy:             OnBusySkip,
-		RescheduleExitCode: 75,
-		MaxReschedules:     100,
-		HistoryTicks:       lease.DefaultRetention.Ticks,
-		HistoryAge:         lease.DefaultRetention.Age,
-		FailuresKept:       lease.DefaultRetention.Failures,
-		FailureOutput:      4096,
-		FlagAfter:          3,
-	}
-}
-
-// Retention is what the task's history keeps.
-func (t *Task) Retention() lease.Retention {
-	return lease.Retention{Ticks: t.HistoryTicks, Age: t.HistoryAge, Failures: t.FailuresKept, Actions: lease.DefaultRetention.Actions}
-}
-
-// LateLimit is how late a tick may still start its runs: the catch-up
-// window, and at least 10s (a timer woken late, a Redis that answered late).
-func (t *Task) LateLimit() time.Duration { return max(t.CatchUp, 10*time.Second) }
-
-// Singleton reports whether the task has no entity source: it runs for one
-// implicit entity, its own name.
-func (t *Task) Singleton() bool {
-	return t.Entities == nil && t.EntitiesFile == "" && t.EntitiesCommand == nil
-}
-
-// Source is where the task's entities come from; a singleton's one entity
-// is its name. log (may be nil) hears about skipped bad lines.
-func (t *Task) Source(log *slog.Logger) tasks.Source {
-	switch {
-	case t.Entities != nil:
-		return tasks.Static(t.Entities)
-	case t.EntitiesFile != "":
-		return tasks.File{Path: t.EntitiesFile, Log: log}
-	case t.EntitiesCommand != nil:
-		return tasks.Command{Argv: t.EntitiesCommand, Timeout: t.EntitiesTimeout, Log: log}
-	}
-	return tasks.Static{t.Name}
-}
 
 // Error is one problem in a config file, at a line where known.
 type Error struct {
@@ -504,15 +358,3 @@ func (c *Config) Task(name string) (*Task, bool) {
 	}
 	return nil, false
 }
-
-// MissingAfter is how long after a tick its record may still be missing
-// without the task being taken for not firing (or the tick for missed):
-// the tick may start as late as its catch-up window, and its first write
-// is batched.
-func (t *Task) MissingAfter() time.Duration { return t.LateLimit() + time.Minute }
-
-// Grace is MissingAfter.
-//
-// Deprecated: use MissingAfter; Grace names the SIGTERM-to-SIGKILL time
-// (scheduler.Grace, tasks.Exec.Grace).
-func (t *Task) Grace() time.Duration { return t.MissingAfter() }

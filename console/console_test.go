@@ -27,8 +27,8 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/tickd/tickd/config"
-	"github.com/tickd/tickd/internal/expect"
-	"github.com/tickd/tickd/internal/report"
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/jsoncontract"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -398,7 +398,7 @@ func TestJSONEndpointsKeepTheContract(t *testing.T) {
 	for _, p := range []string{"/api/status", "/api/status?task=sync", "/api/tasks/sync/history"} {
 		resp, body := e.do("GET", p, "", nil, nil)
 		expect.Equal(t, p+" content type", resp.Header.Get("Content-Type"), "application/json")
-		for _, msg := range report.SchemaErrors(body) {
+		for _, msg := range jsoncontract.Errors(body) {
 			t.Errorf("%s: %s", p, msg)
 		}
 	}

@@ -18,9 +18,9 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/tickd/tickd/config"
-	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/ops"
-	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/lease"
 )
 

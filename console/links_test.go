@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
-	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/report"
+	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/lease"
 )
 

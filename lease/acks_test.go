@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickd/tickd/internal/expect"
-	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/redistest"
 )
 
 // tickReq asks for a tick run of entity at T.

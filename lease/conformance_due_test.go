@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickd/tickd/internal/expect"
+	"github.com/tickd/tickd/internal/testkit/expect"
 )
 
 func dues(t *testing.T, s *Store) []Due {

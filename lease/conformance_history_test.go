@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickd/tickd/internal/expect"
+	"github.com/tickd/tickd/internal/testkit/expect"
 )
 
 // testTickRecords: each replica's part of a tick lands in the tick's one

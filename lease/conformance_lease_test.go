@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickd/tickd/internal/expect"
+	"github.com/tickd/tickd/internal/testkit/expect"
 )
 
 func testExclusion(t *testing.T, k kit) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/internal/testkit/redistest"
 )
 
 // kit builds stores on one backend: the conformance suite runs against each.

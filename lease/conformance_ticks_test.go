@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickd/tickd/internal/expect"
+	"github.com/tickd/tickd/internal/testkit/expect"
 )
 
 // What the store keeps about an entity is forgotten StateTTL after it was

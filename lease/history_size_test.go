@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/internal/testkit/redistest"
 )
 
 // TestTickRecordBytes measures what a week of 15-minute tick records (the

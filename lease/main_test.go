@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/tickd/tickd/internal/timedtests"
+	"github.com/tickd/tickd/internal/testkit/timedtests"
 )
 
 // TestMain runs the lease tests, which judge how soon a lease stops, never

@@ -14,9 +14,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tickd/tickd/internal/expect"
-	"github.com/tickd/tickd/internal/faultproxy"
-	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/faultproxy"
+	"github.com/tickd/tickd/internal/testkit/redistest"
 )
 
 func newClient(t testing.TB, addr string) *redis.Client {

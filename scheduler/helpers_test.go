@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/config"
-	"github.com/tickd/tickd/internal/expect"
-	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
 )

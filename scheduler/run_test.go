@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickd/tickd/internal/expect"
+	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
 )

@@ -1,7 +1,12 @@
 // Package scheduler turns a config into runs: it computes each task's ticks,
 // fans a tick out over the task's entities, takes each entity's lease, runs
 // the task's action under it, and carries out reschedules, retries, triggers
-// and follow-ups from the durable due set.
+// and follow-ups from the durable due set. It writes its part of each
+// tick's history and publishes the tasks' health as metrics.
+//
+// The config it runs is package config's (its file, schedules and store);
+// reading what the ticks left is package history's. The names that lived
+// here before are kept as deprecated aliases (compat.go).
 package scheduler
 
 import (

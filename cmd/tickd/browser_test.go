@@ -18,9 +18,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/tickd/tickd/internal/expect"
-	"github.com/tickd/tickd/internal/redistest"
-	"github.com/tickd/tickd/internal/tickdtest"
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/tickdtest"
 )
 
 // chromium finds Debian's chromium, or fails the test saying how to get it:

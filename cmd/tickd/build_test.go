@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tickd/tickd/internal/tickdtest"
+	"github.com/tickd/tickd/internal/testkit/tickdtest"
 )
 
 // TestStaticBinaryWithZones: the binary built as the README builds it

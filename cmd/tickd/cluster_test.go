@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tickd/tickd/internal/redistest"
-	"github.com/tickd/tickd/internal/tickdtest"
+	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/tickdtest"
 )
 
 // The operator commands on a Redis Cluster: trigger stores a due run in

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tickd/tickd/internal/expect"
-	"github.com/tickd/tickd/internal/tickdtest"
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/tickdtest"
 )
 
 // TestUsageMistakes: every command-line mistake says what was wrong and

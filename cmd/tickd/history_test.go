@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickd/tickd/internal/expect"
 	"github.com/tickd/tickd/internal/report"
-	"github.com/tickd/tickd/internal/tickdtest"
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/tickdtest"
 	"github.com/tickd/tickd/lease"
 )
 

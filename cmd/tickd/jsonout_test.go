@@ -11,13 +11,14 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/history"
 	"github.com/tickd/tickd/internal/report"
+	"github.com/tickd/tickd/internal/testkit/jsoncontract"
 	"github.com/tickd/tickd/lease"
 )
 
 // checkSchema fails the test when doc breaks the -json contract.
 func checkSchema(t testing.TB, doc string) {
 	t.Helper()
-	for _, e := range report.SchemaErrors(doc) {
+	for _, e := range jsoncontract.Errors(doc) {
 		t.Errorf("-json output: %s\n%s", e, doc)
 	}
 }
@@ -65,7 +66,7 @@ func TestJSONSchema(t *testing.T) {
 		`{"tick": "2026-11-22T13:00:00+01:00"}`: "RFC 3339 UTC or null",
 		`{"leases": null}`:                      "an empty list is []",
 	} {
-		if errs := report.SchemaErrors(doc); len(errs) == 0 || !strings.Contains(strings.Join(errs, ";"), want) {
+		if errs := jsoncontract.Errors(doc); len(errs) == 0 || !strings.Contains(strings.Join(errs, ";"), want) {
 			t.Errorf("the checker passes %s (errors %v, want one saying %q)", doc, errs, want)
 		}
 	}

@@ -16,10 +16,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tickd/tickd/internal/expect"
-	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/internal/report"
-	"github.com/tickd/tickd/internal/tickdtest"
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/tickdtest"
 	"github.com/tickd/tickd/lease"
 )
 

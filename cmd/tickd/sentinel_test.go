@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tickd/tickd/internal/expect"
-	"github.com/tickd/tickd/internal/redistest"
 	"github.com/tickd/tickd/internal/report"
-	"github.com/tickd/tickd/internal/tickdtest"
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/tickdtest"
 )
 
 // The operator commands reach Redis through Sentinel as the daemon does:

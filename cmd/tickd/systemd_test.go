@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickd/tickd/internal/redistest"
-	"github.com/tickd/tickd/internal/tickdtest"
+	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/tickdtest"
 )
 
 // TestSystemdNotify runs tickd with NOTIFY_SOCKET pointing at a unix datagram

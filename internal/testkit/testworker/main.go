@@ -21,7 +21,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tickd/tickd/internal/workerlog"
+	"github.com/tickd/tickd/internal/testkit/workerlog"
 )
 
 func main() {

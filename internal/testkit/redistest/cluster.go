@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/tickd/tickd/internal/expect"
+	"github.com/tickd/tickd/internal/testkit/expect"
 )
 
 // Cluster is a Redis Cluster on loopback: three masters, each with one

@@ -23,9 +23,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tickd/tickd/internal/expect"
-	"github.com/tickd/tickd/internal/timedtests"
-	"github.com/tickd/tickd/internal/workerlog"
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/timedtests"
+	"github.com/tickd/tickd/internal/testkit/workerlog"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -38,11 +38,11 @@ var (
 // repoRoot is the module root, found from this file's location.
 func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
 
 // Main runs a package's tests (call it from TestMain), never at the same
-// time as another package that judges timing (internal/timedtests), and
+// time as another package that judges timing (internal/testkit/timedtests), and
 // then removes the binaries Binaries built, so a test run leaves nothing
 // in the temp dir.
 func Main(m *testing.M) int {
@@ -62,7 +62,7 @@ func Binaries(t testing.TB) (tickd, worker string) {
 		if buildErr != nil {
 			return
 		}
-		for _, pkg := range []string{"./cmd/tickd", "./internal/testworker"} {
+		for _, pkg := range []string{"./cmd/tickd", "./internal/testkit/testworker"} {
 			cmd := exec.Command("go", "build", "-o", buildDir, pkg)
 			cmd.Dir = repoRoot()
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as the README builds it: static

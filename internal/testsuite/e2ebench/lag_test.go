@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/config"
-	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
@@ -24,7 +24,7 @@ import (
 // its first run starts, over E2E_LAG_TICKS ticks (100), and reports the
 // median and p99 (docs/performance.md, "Targets": p99 within 10ms).
 //
-//	go test -run XXX -bench TickLag -benchtime 1x ./internal/e2ebench
+//	go test -run XXX -bench TickLag -benchtime 1x ./internal/testsuite/e2ebench
 func BenchmarkTickLag(b *testing.B) {
 	ticks := envInt("E2E_LAG_TICKS", 100)
 	srv := redistest.Start(b)

@@ -13,8 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tickd/tickd/internal/expect"
-	"github.com/tickd/tickd/internal/faultproxy"
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/faultproxy"
 )
 
 // MasterName is the name the sentinels of StartReplicated monitor.

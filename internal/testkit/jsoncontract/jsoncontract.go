@@ -1,4 +1,7 @@
-package report
+// Package jsoncontract checks a -json document, of the command line or the
+// console, against the output contract for scripts (docs/operations.md,
+// "Commands"). Tests only.
+package jsoncontract
 
 import (
 	"encoding/json"
@@ -13,11 +16,11 @@ var instantKeys = map[string]bool{"next_tick": true, "since": true, "started": t
 
 var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
-// SchemaErrors lists where a -json document breaks the -json contract
+// Errors lists where a -json document breaks the -json contract
 // (docs/operations.md, "Commands"): a key not in snake_case, a _s key that is not a number of
 // seconds, an instant that is not RFC 3339 UTC or null, a zero time, a list
 // that is null.
-func SchemaErrors(doc string) []string {
+func Errors(doc string) []string {
 	var v any
 	if err := json.Unmarshal([]byte(doc), &v); err != nil {
 		return []string{"not one JSON document: " + err.Error()}

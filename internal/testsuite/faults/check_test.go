@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickd/tickd/internal/tickdtest"
+	"github.com/tickd/tickd/internal/testkit/tickdtest"
 )
 
 // The checker judges every fault scenario, so it has tests of its own: runs

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickd/tickd/internal/expect"
-	"github.com/tickd/tickd/internal/faultproxy"
-	"github.com/tickd/tickd/internal/redistest"
-	"github.com/tickd/tickd/internal/tickdtest"
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/faultproxy"
+	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/tickdtest"
 )
 
 // haTTL is the lease TTL of the failover scenarios: longer than a Sentinel

@@ -2,8 +2,8 @@
 // user would write by hand, in the same run (docs/performance.md): a tick
 // fanned out over N entities, each run started, finished and released.
 //
-//	go test -run XXX -bench 'Tick$' -benchtime 1x ./internal/e2ebench
-//	go test -run XXX -bench Replicas -benchtime 1x ./internal/e2ebench
+//	go test -run XXX -bench 'Tick$' -benchtime 1x ./internal/testsuite/e2ebench
+//	go test -run XXX -bench Replicas -benchtime 1x ./internal/testsuite/e2ebench
 //
 // E2E_ENTITIES (100000; Replicas: 20000), E2E_REPLICAS (1; Replicas: 3),
 // E2E_TICKS (3 measured ticks, after a first one that is not), E2E_EVERY
@@ -35,7 +35,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/gcpolicy"
-	"github.com/tickd/tickd/internal/redistest"
+	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
