@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
+	"github.com/tickd/tickd/scheduler"
 )
 
 // The checker judges every fault scenario, so it has tests of its own: runs
@@ -219,5 +220,22 @@ func TestChecker(t *testing.T) {
 				t.Errorf("missed %v, want %v", r.missed, c.missed)
 			}
 		})
+	}
+}
+
+// TestLogLines: the checker reads the lines it needs of a replica's log,
+// those of a run of no tick too ("tick":"", a trigger's).
+func TestLogLines(t *testing.T) {
+	log := `{"time":"2026-11-25T20:10:15Z","level":"INFO","msg":"run ended","task":"sync","tick":"","entity":"e1","fence":7,"reason":"trigger","duration":"502ms"}
+{"time":"2026-11-25T20:10:16Z","level":"INFO","msg":"working on e1","task":"sync","tick":"","entity":"e1","fence":7}
+{"time":"2026-11-25T20:10:17Z","level":"DEBUG","msg":"entity busy: skipped","task":"sync","entity":"e2","tick":"2026-11-25T20:10:14Z","error":"busy"}
+not json, run ended`
+	var got []string
+	for rec := range logLines([]string{log}, "run ended", scheduler.MsgSkippedBusy) {
+		got = append(got, rec.Msg+" "+rec.Entity+" "+rec.Tick)
+	}
+	want := []string{"run ended e1 ", scheduler.MsgSkippedBusy + " e2 2026-11-25T20:10:14Z"}
+	if !slices.Equal(got, want) {
+		t.Errorf("read %q, want %q", got, want)
 	}
 }

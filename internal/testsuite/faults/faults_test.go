@@ -211,16 +211,25 @@ type logLine struct {
 	Msg      string    `json:"msg"`
 	Task     string    `json:"task"`
 	Entity   string    `json:"entity"`
-	Tick     time.Time `json:"tick"`
+	Tick     string    `json:"tick"` // "" for a run of no tick (a trigger): a time.Time would refuse the line
 	Fence    int64     `json:"fence"`
 	Duration string    `json:"duration"`
 }
 
-// logLines yields procs' log lines whose message is one of msgs.
-func logLines(procs []*tickdtest.Proc, msgs ...string) iter.Seq[logLine] {
+// logsOf is the logs of procs.
+func logsOf(procs ...*tickdtest.Proc) []string {
+	logs := make([]string, len(procs))
+	for i, p := range procs {
+		logs[i] = p.Log()
+	}
+	return logs
+}
+
+// logLines yields the lines of logs whose message is one of msgs.
+func logLines(logs []string, msgs ...string) iter.Seq[logLine] {
 	return func(yield func(logLine) bool) {
-		for _, p := range procs {
-			for line := range strings.SplitSeq(p.Log(), "\n") {
+		for _, log := range logs {
+			for line := range strings.SplitSeq(log, "\n") {
 				var rec logLine
 				if !slices.ContainsFunc(msgs, func(m string) bool { return strings.Contains(line, m) }) ||
 					json.Unmarshal([]byte(line), &rec) != nil || !slices.Contains(msgs, rec.Msg) {
@@ -238,7 +247,7 @@ func logLines(procs []*tickdtest.Proc, msgs ...string) iter.Seq[logLine] {
 // entity and fence. c.mu is held.
 func (c *cluster) loggedEnds() map[string]loggedEnd {
 	ends := map[string]loggedEnd{}
-	for rec := range logLines(c.procs, "run ended", tasks.MsgKilled) {
+	for rec := range logLines(logsOf(c.procs...), "run ended", tasks.MsgKilled) {
 		key := fmt.Sprint(rec.Entity, "/", rec.Fence)
 		e := ends[key]
 		switch rec.Msg {
@@ -491,8 +500,8 @@ const skipSlack = time.Second
 // task/entity@T.
 func skips(procs []*tickdtest.Proc) map[string][]time.Time {
 	out := map[string][]time.Time{}
-	for rec := range logLines(procs, scheduler.MsgSkippedBusy) {
-		key := rec.Task + "/" + rec.Entity + "@" + rec.Tick.UTC().Format(time.RFC3339)
+	for rec := range logLines(logsOf(procs...), scheduler.MsgSkippedBusy) {
+		key := rec.Task + "/" + rec.Entity + "@" + rec.Tick // RFC 3339, UTC, as the judge's labels
 		out[key] = append(out[key], rec.Time)
 	}
 	return out
