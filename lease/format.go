@@ -412,6 +412,7 @@ func luaConstants() string {
 		{"REQUEST_TTL_MS", requestTTL.Milliseconds()},
 		{"CLAIMS_TTL_MS", claimsTTL.Milliseconds()},
 		{"TICK_SCAN", int64(tickScan)},
+		{"TICK_AGE_DROP", int64(tickAgeDrop)},
 		{"ANSWER_SKIPPED", AnswerSkipped},
 		{"ANSWER_DROPPED", AnswerDropped},
 		{"REASON_RETRY", ReasonRetry},

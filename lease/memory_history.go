@@ -43,7 +43,10 @@ func putTick(l []string, w TickWrite) []string {
 	}
 	l = l[:min(len(l), max(w.Keep.Ticks, 1))]
 	oldest := w.Part.Written.Add(-w.Keep.Age).UnixMilli()
-	for len(l) > 0 {
+	for range tickAgeDrop {
+		if len(l) == 0 {
+			break
+		}
 		ts, _, _ := strings.Cut(l[len(l)-1], " ")
 		if t, err := strconv.ParseInt(ts, 10, 64); err == nil && t >= oldest {
 			break

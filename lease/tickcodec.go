@@ -164,6 +164,12 @@ func mergeTickPart(el, replica, part string) string {
 // through for its tick: a part for an older tick is too late, and dropped.
 const tickScan = 32
 
+// tickAgeDrop is how many records older than the retention's age a write
+// drops at most, oldest first (the rest go with later writes, or with the
+// list's expiry): a write's cost stays bounded however long the list was
+// left alone.
+const tickAgeDrop = 16
+
 // cutError cuts a run's error to MaxRunError bytes, at a rune's start.
 func cutError(s string) string { return cutAt(s, MaxRunError) }
 

@@ -35,7 +35,7 @@ if not done then
 end
 redis.call('LTRIM', key, 0, tonumber(ARGV[4]) - 1)
 local oldest = tonumber(ARGV[5])
-for _ = 1, 16 do
+for _ = 1, TICK_AGE_DROP do
   local el = redis.call('LINDEX', key, -1)
   if not el then break end
   local t = tonumber(string.match(el, '^%d+'))

@@ -1,0 +1,238 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestDriversAgree runs the same random operations against the Redis store
+// and the in-process one, and compares every answer: the in-process store
+// is a Go twin of the Lua scripts, and a twin drifts (tick.lua dropped at
+// most tickAgeDrop too-old records a write while the twin dropped all).
+// CI runs a fixed seed; TICKD_DIFF_SEED and TICKD_DIFF_OPS run others,
+// longer:
+//
+//	TICKD_DIFF_SEED=$RANDOM TICKD_DIFF_OPS=20000 go test -run TestDriversAgree ./lease
+func TestDriversAgree(t *testing.T) {
+	seed, ops := uint64(20261125), 1500
+	if s, err := strconv.ParseUint(os.Getenv("TICKD_DIFF_SEED"), 10, 64); err == nil {
+		seed = s
+	}
+	if n, err := strconv.Atoi(os.Getenv("TICKD_DIFF_OPS")); err == nil {
+		ops = n
+	}
+	t.Logf("seed %d, %d operations", seed, ops)
+	d := &differ{
+		t:     t,
+		rnd:   rand.New(rand.NewPCG(seed, 1)),
+		now:   time.Now().Truncate(time.Hour).Add(-24 * time.Hour),
+		redis: redisKit(t).client(Options{Replica: "diff"}),
+		mem:   memoryKit(t).client(Options{Replica: "diff"}),
+		held:  map[string][2]*Lease{},
+	}
+	for i := range ops {
+		d.step(i)
+		if t.Failed() {
+			t.Fatalf("the stores disagree at operation %d (seed %d)", i, seed)
+		}
+	}
+	d.releaseAll()
+}
+
+// differ drives both stores and compares their answers.
+type differ struct {
+	t          *testing.T
+	rnd        *rand.Rand
+	now        time.Time // the operations' notion of now: a day ago, moving on
+	redis, mem *Store
+	held       map[string][2]*Lease // task/entity -> the lease on each store
+}
+
+var (
+	diffTasks    = []string{"sync", "bill"}
+	diffEntities = []string{"e1", "e2", "e3", "a/b", "x y"}
+	diffReplicas = []string{"r1", "r2", "r3"}
+)
+
+func (d *differ) pick(xs []string) string { return xs[d.rnd.IntN(len(xs))] }
+
+func (d *differ) step(i int) {
+	d.now = d.now.Add(time.Duration(d.rnd.IntN(90)) * time.Second)
+	switch n := d.rnd.IntN(100); {
+	case n < 35:
+		d.recordTick()
+	case n < 45:
+		d.recordAction()
+	case n < 55:
+		d.recordFailure()
+	case n < 65:
+		d.pauseOrResume()
+	case n < 85:
+		d.acquire()
+	default:
+		d.release()
+	}
+	if i%10 == 0 {
+		d.compareReads()
+	}
+}
+
+// both runs op on each store; the answers must be the same.
+func both[T any](d *differ, what string, op func(s *Store) (T, error)) {
+	d.t.Helper()
+	r, rerr := op(d.redis)
+	m, merr := op(d.mem)
+	if !sameError(rerr, merr) {
+		d.t.Errorf("%s: redis %v, memory %v", what, rerr, merr)
+		return
+	}
+	if !reflect.DeepEqual(r, m) {
+		d.t.Errorf("%s:\n redis  %+v\n memory %+v", what, r, m)
+	}
+}
+
+// sameError: both nil, or of the same kind.
+func sameError(a, b error) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	for _, kind := range []error{ErrBusy, ErrAlreadyRan, ErrQuarantine, ErrNotHeld} {
+		if errors.Is(a, kind) != errors.Is(b, kind) {
+			return false
+		}
+	}
+	return true
+}
+
+// recordTick writes a replica's part of a tick near now, some of them
+// older than the retention keeps or the tick scan reaches.
+func (d *differ) recordTick() {
+	tick := d.now.Add(-time.Duration(d.rnd.IntN(60)) * 15 * time.Minute).Truncate(time.Minute)
+	w := TickWrite{
+		Task: d.pick(diffTasks),
+		Tick: tick,
+		Part: TickPart{
+			Replica: d.pick(diffReplicas), Final: d.rnd.IntN(2) == 0, Written: d.now.Truncate(time.Millisecond),
+			Entities: d.rnd.IntN(1000), Started: d.rnd.IntN(1000),
+			Outcomes:   map[Outcome]int{OutcomeDone: d.rnd.IntN(50), OutcomeFailed: d.rnd.IntN(3)},
+			Skipped:    map[string]int{SkipBusy: d.rnd.IntN(5)},
+			FirstStart: time.Duration(d.rnd.IntN(5000)) * time.Millisecond, LastEnd: -1,
+		},
+		// Mostly a long age, at times a short one: a write then finds many
+		// records too old at once (more than tickAgeDrop).
+		Keep: Retention{Ticks: 60, Age: 24 * time.Hour},
+	}
+	switch d.rnd.IntN(10) {
+	case 0:
+		w.Keep.Age = time.Duration(1+d.rnd.IntN(3)) * time.Hour
+	case 1:
+		w.Keep.Ticks = 1 + d.rnd.IntN(60)
+	}
+	both(d, fmt.Sprintf("record tick %s@%s by %s", w.Task, w.Tick.Format(time.TimeOnly), w.Part.Replica),
+		func(s *Store) (struct{}, error) {
+			return struct{}{}, s.RecordTicks(context.Background(), []TickWrite{w})
+		})
+	both(d, "ticks of "+w.Task+" after the write", func(s *Store) ([]TickRecord, error) { return s.Ticks(context.Background(), w.Task, 100) })
+}
+
+func (d *differ) recordAction() {
+	a := Action{Task: d.pick(diffTasks), At: d.now.UTC(), By: d.pick(diffReplicas), What: ActionTrigger,
+		Entities: []string{d.pick(diffEntities)}, Reason: "diff"}
+	keep := Retention{Actions: 1 + d.rnd.IntN(8)}
+	both(d, "record action", func(s *Store) (struct{}, error) {
+		return struct{}{}, s.RecordAction(context.Background(), a, keep)
+	})
+}
+
+func (d *differ) recordFailure() {
+	f := Failure{Task: d.pick(diffTasks), Entity: d.pick(diffEntities), Tick: d.now.UTC(), Reason: ReasonTick,
+		Replica: d.pick(diffReplicas), Started: d.now.UTC(), Ended: d.now.UTC(), Outcome: OutcomeFailed, Error: "exit 1"}
+	n := 1 + d.rnd.IntN(6)
+	keep := func(string) Retention { return Retention{Failures: n} }
+	both(d, "record failure", func(s *Store) (struct{}, error) {
+		return struct{}{}, s.RecordFailures(context.Background(), []Failure{f}, keep)
+	})
+}
+
+func (d *differ) pauseOrResume() {
+	task := d.pick(diffTasks)
+	if d.rnd.IntN(2) == 0 {
+		both(d, "resume "+task, func(s *Store) (struct{}, error) { return struct{}{}, s.Resume(context.Background(), task) })
+		return
+	}
+	p := PauseInfo{By: d.pick(diffReplicas), At: d.now.UTC(), Reason: "diff"}
+	if d.rnd.IntN(2) == 0 {
+		p.Until = time.Now().Add(time.Hour).UTC().Truncate(time.Second) // not over while the test runs
+	}
+	both(d, "pause "+task, func(s *Store) (struct{}, error) { return struct{}{}, s.Pause(context.Background(), task, p) })
+}
+
+// acquire asks for a tick run of an entity at a tick in the past (ticks
+// ahead of the store's clock are refused by each for its own clock).
+func (d *differ) acquire() {
+	task, entity := d.pick(diffTasks), d.pick(diffEntities)
+	req := Request{Task: task, Entity: entity, TTL: time.Minute, Reason: ReasonTick,
+		Tick: d.now.Truncate(15 * time.Minute).Add(-time.Duration(d.rnd.IntN(3)) * 15 * time.Minute)}
+	switch d.rnd.IntN(4) {
+	case 0:
+		req.Reason, req.Tick = ReasonTrigger, time.Time{}
+	case 1:
+		req.Queue = true // a busy entity gets a follow-up after its holder
+	}
+	var got [2]*Lease
+	i := 0
+	both(d, fmt.Sprintf("acquire %s/%s %s", task, entity, req.Reason), func(s *Store) (bool, error) {
+		l, err := s.Acquire(context.Background(), req)
+		got[i] = l
+		i++
+		return l != nil, err
+	})
+	if got[0] != nil && got[1] != nil {
+		d.held[task+"/"+entity] = got
+	} else {
+		for _, l := range got {
+			if l != nil {
+				l.Release(context.Background(), Finished{Outcome: OutcomeDone}, nil) //nolint:errcheck // the test has failed
+			}
+		}
+	}
+}
+
+// release ends one held lease on both stores with a random outcome.
+func (d *differ) release() {
+	for key, ls := range d.held {
+		o := []Outcome{OutcomeDone, OutcomeFailed, OutcomeReschedule}[d.rnd.IntN(3)]
+		i := 0
+		both(d, "release "+key, func(s *Store) (Released, error) {
+			l := ls[i]
+			i++
+			return l.Release(context.Background(), Finished{Outcome: o, Started: d.now, Ended: d.now}, nil)
+		})
+		delete(d.held, key)
+		return // one
+	}
+}
+
+func (d *differ) releaseAll() {
+	for len(d.held) > 0 {
+		d.release()
+	}
+}
+
+// compareReads reads everything the operations wrote back from both.
+func (d *differ) compareReads() {
+	ctx := context.Background()
+	for _, task := range diffTasks {
+		both(d, "ticks of "+task, func(s *Store) ([]TickRecord, error) { return s.Ticks(ctx, task, 100) })
+		both(d, "actions of "+task, func(s *Store) ([]Action, error) { return s.Actions(ctx, task, 100) })
+		both(d, "failures of "+task, func(s *Store) ([]Failure, error) { return s.Failures(ctx, task, 100) })
+	}
+	both(d, "pauses", func(s *Store) (map[string]PauseInfo, error) { return s.Pauses(ctx) })
+}
