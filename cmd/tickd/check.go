@@ -40,19 +40,19 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	doc := checkDoc{Tasks: []checkTaskDoc{}, Leases: "in-process", Warnings: runWarnings(cfg)}
+	doc := report.CheckDoc{Tasks: []report.CheckTaskDoc{}, Leases: "in-process", Warnings: runWarnings(cfg)}
 	if cfg.Redis != nil {
 		doc.Leases = "redis " + cfg.Redis.Where()
 	}
 	for _, t := range cfg.Tasks {
-		td := checkTaskDoc{Name: t.Name, Schedule: t.ScheduleText(), Timezone: t.Location.String(),
-			Source: report.DescribeSource(t), Ticks: []checkTickDoc{}}
+		td := report.CheckTaskDoc{Name: t.Name, Schedule: t.ScheduleText(), Timezone: t.Location.String(),
+			Source: report.DescribeSource(t), Ticks: []report.CheckTickDoc{}}
 		at := start
 		for range *n {
 			if at = t.Schedule.Next(at); at.IsZero() {
 				break
 			}
-			td.Ticks = append(td.Ticks, checkTickDoc{Tick: report.Instant(at), Local: at.In(t.Location).Format(time.RFC3339), DST: config.DSTNote(t.Schedule, at)})
+			td.Ticks = append(td.Ticks, report.CheckTickDoc{Tick: report.Instant(at), Local: at.In(t.Location).Format(time.RFC3339), DST: config.DSTNote(t.Schedule, at)})
 		}
 		doc.Tasks = append(doc.Tasks, td)
 	}
@@ -74,7 +74,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // printCheck writes check's document for people: each task's next ticks in
 // its zone, marked where daylight saving moved one; warnings on stderr.
-func printCheck(stdout, stderr io.Writer, doc checkDoc) {
+func printCheck(stdout, stderr io.Writer, doc report.CheckDoc) {
 	for _, t := range doc.Tasks {
 		fmt.Fprintf(stdout, "%s: %s in %s, %s\n", t.Name, t.Schedule, t.Timezone, t.Source)
 		for _, tk := range t.Ticks {

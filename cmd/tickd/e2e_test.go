@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
@@ -47,7 +48,7 @@ func TestCheckCommand(t *testing.T) {
 	code, js, errs := cli("check", "-config", dst, "-json", "-from", "2026-03-28T00:00:00Z", "-n", "3")
 	expect.Equal(t, "check -json: exit status "+errs, code, 0)
 	checkSchema(t, js)
-	var doc checkDoc
+	var doc report.CheckDoc
 	if err := json.Unmarshal([]byte(js), &doc); err != nil || len(doc.Tasks) != 1 || len(doc.Tasks[0].Ticks) != 3 {
 		t.Fatalf("check -json: %v %s", err, js)
 	}
@@ -140,19 +141,11 @@ func TestTwoProcessesNeverOverlap(t *testing.T) {
 	a := tickdtest.Start(t, "A", append(env, "X=a"), "run", "-config", cfg)
 	b := tickdtest.Start(t, "B", env, "-config", cfg)
 	// Fresh Redis: the data-loss quarantine (one lease_ttl) passes first.
-	deadline := time.Now().Add(30 * time.Second)
 	var runs []tickdtest.Run
-	for {
+	expect.Within(30*time.Second, func() bool {
 		runs = tickdtest.ReadRuns(t, logPath)
-		pids := map[int]bool{}
-		for _, r := range runs {
-			pids[r.Start.Pid] = true
-		}
-		if len(runs) >= 150 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
-	}
+		return len(runs) >= 150
+	})
 	a.Signal(syscall.SIGTERM)
 	b.Signal(syscall.SIGTERM)
 	if ca, cb := a.Wait(20*time.Second), b.Wait(20*time.Second); ca != 0 || cb != 0 {

@@ -7,14 +7,8 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/ops"
+	"github.com/tickd/tickd/internal/report"
 )
-
-// forgetDoc is `tickd forget -json`.
-type forgetDoc struct {
-	Task   string `json:"task"`
-	By     string `json:"by"`
-	Reason string `json:"reason"`
-}
 
 // runForget takes a task no replica runs any more out of the task
 // registry: it is gone on purpose, and no longer flagged as not firing.
@@ -44,7 +38,7 @@ func runForget(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	notRecorded(d)
 	if *asJSON {
-		return printJSON(stdout, forgetDoc{Task: task, By: *by, Reason: *reason})
+		return printJSON(stdout, report.ForgetDoc{Task: task, By: *by, Reason: *reason})
 	}
 	fmt.Fprintln(stdout, d.Said)
 	return nil

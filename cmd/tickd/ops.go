@@ -126,7 +126,7 @@ func runPause(ctx context.Context, args []string, stdout io.Writer, paused bool)
 	}
 	notRecorded(res.Done)
 	if *asJSON {
-		return printJSON(stdout, pauseDoc{Task: t.Name, Paused: paused, Changed: res.Changed, By: *by, Reason: *reason,
+		return printJSON(stdout, report.PauseDoc{Task: t.Name, Paused: paused, Changed: res.Changed, By: *by, Reason: *reason,
 			Until: report.Instant(res.Pause.Until), Said: res.Said})
 	}
 	fmt.Fprintln(stdout, res.Said)
@@ -166,7 +166,7 @@ func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 	notRecorded(d)
 	if *asJSON {
 		layout, _ := strconv.Atoi(lease.LayoutVersion)
-		return printJSON(stdout, migrateDoc{Layout: layout, Tasks: m.Tasks, Due: m.Due})
+		return printJSON(stdout, report.MigrateDoc{Layout: layout, Tasks: m.Tasks, Due: m.Due})
 	}
 	fmt.Fprintln(stdout, d.Said)
 	return nil
@@ -204,7 +204,7 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"holder", u.Holder, "fence", u.Fence, "held_for", time.Since(u.Since).Round(time.Millisecond).String(), "by", *by)
 	}
 	if *asJSON {
-		return printJSON(stdout, unlockDoc{Task: t.Name, Entity: u.Entity, Holder: u.Holder, Fence: u.Fence,
+		return printJSON(stdout, report.UnlockDoc{Task: t.Name, Entity: u.Entity, Holder: u.Holder, Fence: u.Fence,
 			Since: report.Instant(u.Since), By: *by, Freed: u.Freed, FreeWithin: u.TTL.Seconds(), Said: said})
 	}
 	fmt.Fprintln(stdout, said)

@@ -62,7 +62,7 @@ func runTrigger(ctx context.Context, args []string, stdout io.Writer) error {
 
 // trigger enqueues a run of each id and, with wait, waits up to timeout
 // for their answers: the document that says what happened.
-func trigger(ctx context.Context, store *lease.Store, t *config.Task, ids []string, wait bool, timeout time.Duration, by string) (triggerDoc, error) {
+func trigger(ctx context.Context, store *lease.Store, t *config.Task, ids []string, wait bool, timeout time.Duration, by string) (report.TriggerDoc, error) {
 	task := t.Name
 	// With -wait, every run the trigger causes answers this request id with
 	// its outcome, whatever that run's reason (a follow-up, a pending
@@ -73,28 +73,28 @@ func trigger(ctx context.Context, store *lease.Store, t *config.Task, ids []stri
 	}
 	d, err := ops.Trigger(ctx, store, t, ids, reqs, by)
 	if err != nil {
-		return triggerDoc{}, err
+		return report.TriggerDoc{}, err
 	}
 	notRecorded(d)
 	pauses, err := store.Pauses(ctx)
 	if err != nil {
-		return triggerDoc{}, fmt.Errorf("read paused tasks: %w", err)
+		return report.TriggerDoc{}, fmt.Errorf("read paused tasks: %w", err)
 	}
 	_, paused := pauses[task]
-	doc := triggerDoc{Task: task, Triggered: len(ids), Paused: paused, Runs: []triggerRunDoc{}}
+	doc := report.TriggerDoc{Task: task, Triggered: len(ids), Paused: paused, Runs: []report.TriggerRunDoc{}}
 	if !wait {
 		return doc, nil
 	}
 	answers, err := waitAnswers(ctx, store, task, reqs[0], ids, timeout)
 	if err != nil {
-		return triggerDoc{}, err
+		return report.TriggerDoc{}, err
 	}
 	for _, id := range ids {
-		r := triggerRunDoc{Entity: id, Outcome: answerPending}
+		r := report.TriggerRunDoc{Entity: id, Outcome: answerPending}
 		if a, ok := answers[id]; ok {
 			r.Outcome = string(a)
 		} else {
-			r.State, r.Since, r.where = whereIs(ctx, store, task, id, doc.Paused)
+			r.State, r.Since, r.Where = whereIs(ctx, store, task, id, doc.Paused)
 		}
 		doc.Runs = append(doc.Runs, r)
 	}
@@ -102,15 +102,15 @@ func trigger(ctx context.Context, store *lease.Store, t *config.Task, ids []stri
 }
 
 // printTrigger writes the document for people.
-func printTrigger(w io.Writer, doc triggerDoc) {
+func printTrigger(w io.Writer, doc report.TriggerDoc) {
 	fmt.Fprintf(w, "triggered %d run(s) of %s\n", doc.Triggered, doc.Task)
 	if doc.Paused {
 		fmt.Fprintf(w, "note: %s is paused: the runs wait until it is resumed (tickd resume)\n", doc.Task)
 	}
 	for _, r := range doc.Runs {
 		text := answerText(r.Outcome)
-		if r.where != "" {
-			text = r.where
+		if r.Where != "" {
+			text = r.Where
 		}
 		fmt.Fprintf(w, "%s %q: %s\n", doc.Task, r.Entity, text)
 	}
@@ -120,7 +120,7 @@ func printTrigger(w io.Writer, doc triggerDoc) {
 // nil when every run succeeded (or nothing was waited for), exitSkipped
 // when one was skipped as busy, else an error saying how many did not
 // succeed or were not answered (1).
-func triggerStatus(doc triggerDoc, timeout time.Duration, asJSON bool) error {
+func triggerStatus(doc report.TriggerDoc, timeout time.Duration, asJSON bool) error {
 	var failed, skipped, pending int
 	for _, r := range doc.Runs {
 		switch lease.Outcome(r.Outcome) {
