@@ -65,6 +65,7 @@ func (s *Scheduler) announce(ctx context.Context) {
 	case errors.As(err, &dup):
 		s.logLimit.Log(s.log, slog.LevelWarn, "duplicate-replica", "another tickd process uses this replica_id: their leases and records cannot be told apart; give each replica its own",
 			"other_host", dup.Host, "other_since", dup.Since.UTC().Format(time.RFC3339))
+		s.observe(Event{Kind: EventDuplicateReplica, Err: err})
 	case err != nil && ctx.Err() == nil:
 		s.storeFailed("announce", "announce", "cannot announce this replica's tasks", Event{}, err)
 	}

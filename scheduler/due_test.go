@@ -154,9 +154,8 @@ func TestDuplicateReplicaIDIsWarned(t *testing.T) {
 		st := e.redisStore("tickd", lease.Options{Replica: "same"})
 		e.run(cfg, Options{Store: st, PausePoll: 50 * time.Millisecond})
 	}
-	expect.WaitFor(t, 10*time.Second, "the duplicate warned", func() bool {
-		return e.logs.countPrefix("another tickd process uses this replica_id") >= 1
-	})
+	e.ev.waitFor(t, 10*time.Second, "the duplicate found", func(ev Event) bool { return ev.Kind == EventDuplicateReplica })
+	expect.True(t, "the duplicate warned", e.logs.countPrefix("another tickd process uses this replica_id") >= 1)
 	// The replicas list flags it too, for status and the console.
 	rs, err := e.redisStore("tickd", lease.Options{Replica: "reader"}).Replicas(context.Background())
 	expect.True(t, fmt.Sprintf("the duplicate flagged in the replicas list: %+v %v", rs, err), err == nil && len(rs) == 1 && rs[0].DuplicateOn != "")

@@ -29,12 +29,16 @@ const (
 	EventDueDeferred
 	// EventDueDropped: a due run for a task no replica knows was dropped.
 	EventDueDropped
+	// EventDuplicateReplica: another process announces this replica's id
+	// (Err: a *lease.DuplicateReplicaError); logged at warn first.
+	EventDuplicateReplica
 )
 
 var eventNames = map[EventKind]string{
 	EventTick: "tick", EventRunStarted: "run_started", EventRunEnded: "run_ended",
 	EventRescheduleLimit: "reschedule_limit", EventStoreError: "store_error",
 	EventDueDeferred: "due_deferred", EventDueDropped: "due_dropped",
+	EventDuplicateReplica: "duplicate_replica",
 }
 
 func (k EventKind) String() string { return eventNames[k] }

@@ -73,19 +73,15 @@ entities = ` + entities(n)
 	// not have reached their handler yet. Wait for them, then say which
 	// are missing.
 	var runs map[string]int
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	expect.Within(10*time.Second, func() bool {
 		runs = map[string]int{}
 		for _, r := range e.rec.snapshot() {
 			if r.Tick.Equal(T) {
 				runs[r.Entity]++
 			}
 		}
-		if len(runs) >= n-concurrency || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return len(runs) >= n-concurrency
+	})
 	var missing []string
 	for i := range n {
 		id := fmt.Sprint("e", i)
@@ -230,11 +226,14 @@ entities = ` + entities(40))
 			t.Fatalf("%d overlaps", e.rec.overlaps)
 		}
 		// A fan-out reports its tick once its last batch is answered, which
-		// may be just after that batch's runs were recorded.
-		expect.WaitFor(t, 5*time.Second, "a tick event and a per-tick summary line for each full tick", func() bool {
-			return e.ev.count(func(ev Event) bool { return ev.Kind == EventTick && ev.Counts.Entities == 40 }) >= 2 &&
-				e.logs.count("tick", map[string]string{KeyTask: "fan", "entities": "40"}) >= 2
+		// may be just after that batch's runs were recorded; its summary
+		// line is written before the event.
+		expect.WaitFor(t, 5*time.Second, "a tick event for each full tick", func() bool {
+			return e.ev.count(func(ev Event) bool { return ev.Kind == EventTick && ev.Counts.Entities == 40 }) >= 2
 		})
+		if n := e.logs.count("tick", map[string]string{KeyTask: "fan", "entities": "40"}); n < 2 {
+			t.Fatalf("%d per-tick summary lines for the full ticks, want one each (2)", n)
+		}
 	})
 }
 

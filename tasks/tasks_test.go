@@ -115,15 +115,11 @@ func TestExecStopsTheProcessGroup(t *testing.T) {
 		done <- err
 	}()
 	var childPid int
-	deadline := time.Now().Add(10 * time.Second)
-	for childPid == 0 && time.Now().Before(deadline) {
+	expect.WaitFor(t, 10*time.Second, "the child to start", func() bool {
 		b, _ := os.ReadFile(pidFile)
-		fmt.Sscan(string(b), &childPid)   //nolint:errcheck
-		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
-	}
-	if childPid == 0 {
-		t.Fatal("child never started")
-	}
+		fmt.Sscan(string(b), &childPid) //nolint:errcheck
+		return childPid != 0
+	})
 	stopped := time.Now()
 	cause := errors.New("lease lost (test)")
 	cancel(cause)
@@ -138,13 +134,9 @@ func TestExecStopsTheProcessGroup(t *testing.T) {
 	if d := time.Since(stopped); d > 5*time.Second {
 		t.Fatalf("stop took %v", d)
 	}
-	deadline = time.Now().Add(5 * time.Second)
-	for syscall.Kill(childPid, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("grandchild %d survived the run", childPid)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
-	}
+	expect.WaitFor(t, 5*time.Second, fmt.Sprintf("grandchild %d to be gone with the run", childPid), func() bool {
+		return syscall.Kill(childPid, 0) != nil
+	})
 }
 
 func TestExecResults(t *testing.T) {

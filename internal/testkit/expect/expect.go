@@ -54,6 +54,14 @@ func NotNil[T any](t testing.TB, what string, p *T) {
 // waits for a condition, instead of sleeping.
 func WaitFor(t testing.TB, d time.Duration, msg string, cond func() bool) {
 	t.Helper()
+	if !Within(d, cond) {
+		t.Fatalf("timed out after %v waiting for %s", d, msg)
+	}
+}
+
+// Within is WaitFor that does not fail: it says whether cond held within
+// d, for a test that then says in detail what was missing.
+func Within(d time.Duration, cond func() bool) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -61,8 +69,9 @@ func WaitFor(t testing.TB, d time.Duration, msg string, cond func() bool) {
 	for !cond() {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("timed out after %v waiting for %s", d, msg)
+			return false
 		case <-tick.C:
 		}
 	}
+	return true
 }

@@ -35,6 +35,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/gcpolicy"
+	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
@@ -554,11 +555,8 @@ func (s *side) add(s0, s1 sample) {
 // waitUntil polls cond until it holds, failing with what state says when
 // deadline has passed by a minute.
 func waitUntil(b *testing.B, deadline time.Time, cond func() bool, state func() string) {
-	for !cond() {
-		if time.Now().After(deadline.Add(time.Minute)) {
-			b.Fatal("tick not done a minute after the next one; runs per tick:" + state())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !expect.Within(time.Until(deadline.Add(time.Minute)), cond) {
+		b.Fatal("tick not done a minute after the next one; runs per tick:" + state())
 	}
 }
 
