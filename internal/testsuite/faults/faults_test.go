@@ -205,6 +205,21 @@ func (e loggedEnd) bound(r tickdtest.Run) int64 {
 	return 0
 }
 
+// openEnd bounds a run with no end record: killed with its replica
+// (Pdeathsig) at the kill, SIGKILLed after its grace when its replica
+// logged so (loggedEnd), else running until end. c.mu is held.
+func (c *cluster) openEnd(logged map[string]loggedEnd, end time.Time) func(tickdtest.Run) int64 {
+	return func(r tickdtest.Run) int64 {
+		if at, ok := c.killedAt[r.Start.Ppid]; ok && at > r.Start.At {
+			return at
+		}
+		if at := logged[fmt.Sprint(r.Start.Entity, "/", r.Start.Fence)].bound(r); at != 0 {
+			return at
+		}
+		return end.UnixNano()
+	}
+}
+
 // logLine is what the checker reads of a replica's JSON log line.
 type logLine struct {
 	Time     time.Time `json:"time"`
@@ -407,15 +422,7 @@ func (c *cluster) check(begin, end time.Time) result {
 	if c.skipped == nil {
 		c.skipped = skips(c.procs)
 	}
-	openEnd := func(r tickdtest.Run) int64 {
-		if at, ok := c.killedAt[r.Start.Ppid]; ok && at > r.Start.At {
-			return at // killed with its replica (Pdeathsig)
-		}
-		if at := logged[fmt.Sprint(r.Start.Entity, "/", r.Start.Fence)].bound(r); at != 0 {
-			return at // SIGKILLed after its grace (loggedEnd)
-		}
-		return end.UnixNano()
-	}
+	openEnd := c.openEnd(logged, end)
 	res := result{Figures: tickdtest.Check(runs, openEnd), faults: c.faults}
 	heldUntil := func(r tickdtest.Run) int64 {
 		e := r.End.At
@@ -427,30 +434,8 @@ func (c *cluster) check(begin, end time.Time) result {
 		}
 		return e
 	}
-	// A run may start during an outage only under a lease granted before it
-	// and still trusted: the fence is Redis's TIME (µs) at the grant.
-	trust := (c.ttl - c.ttl/5).Nanoseconds()
-	for _, r := range runs {
-		granted := r.Start.Fence * 1000
-		for _, d := range c.redisDown {
-			during := r.Start.At > d.from.UnixNano() && r.Start.At < d.to.UnixNano()
-			if during && (granted > d.from.UnixNano() || r.Start.At > granted+trust) {
-				res.runsWithoutRedis++
-			}
-		}
-	}
-	var ticks []time.Time
-	for T := begin.Truncate(every).Add(every); !T.After(end.Add(-2 * every)); T = T.Add(every) {
-		blocked := false
-		for _, b := range c.blackouts {
-			if b.overlaps(T.Add(-c.ttl), T.Add(every)) {
-				blocked = true
-			}
-		}
-		if !blocked {
-			ticks = append(ticks, T)
-		}
-	}
+	res.runsWithoutRedis = c.runsWithoutRedis(runs)
+	ticks := c.judgedTicks(begin, end)
 	entities := make([]string, nEntities)
 	for i := range entities {
 		entities[i] = fmt.Sprint("e", i)
@@ -470,6 +455,36 @@ func (c *cluster) check(begin, end time.Time) result {
 	}
 	res.liveRan, res.liveEligible, res.missed = j.liveness(runs, []string{task}, entities, ticks)
 	return res
+}
+
+// runsWithoutRedis counts the runs that started while Redis was down
+// without a lease granted before and still trusted: the fence is Redis's
+// TIME (µs) at the grant. c.mu is held.
+func (c *cluster) runsWithoutRedis(runs []tickdtest.Run) int {
+	n := 0
+	trust := (c.ttl - c.ttl/5).Nanoseconds()
+	for _, r := range runs {
+		granted := r.Start.Fence * 1000
+		for _, d := range c.redisDown {
+			during := r.Start.At > d.from.UnixNano() && r.Start.At < d.to.UnixNano()
+			if during && (granted > d.from.UnixNano() || r.Start.At > granted+trust) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// judgedTicks are the ticks T with begin+every <= T <= end-2*every whose
+// window [T-ttl, T+every] meets no blackout. c.mu is held.
+func (c *cluster) judgedTicks(begin, end time.Time) []time.Time {
+	var ticks []time.Time
+	for T := begin.Truncate(every).Add(every); !T.After(end.Add(-2 * every)); T = T.Add(every) {
+		if !slices.ContainsFunc(c.blackouts, func(b interval) bool { return b.overlaps(T.Add(-c.ttl), T.Add(every)) }) {
+			ticks = append(ticks, T)
+		}
+	}
+	return ticks
 }
 
 // judge is the liveness rule every fault scenario is held to, on a single
@@ -775,6 +790,23 @@ func TestClockSkew(t *testing.T) {
 	guaranteesHold(t, r, false)
 }
 
+// runningMost is the replica running the most runs of entities now.
+func (c *cluster) runningMost(entities []string) *replica {
+	counts := map[int]int{}
+	for _, run := range tickdtest.ReadRuns(c.t, c.runsLog) {
+		if run.End.At == 0 && slices.Contains(entities, run.Start.Entity) {
+			counts[run.Start.Ppid]++
+		}
+	}
+	rep := c.reps[0]
+	for _, x := range c.reps {
+		if counts[x.proc.Pid()] > counts[rep.proc.Pid()] {
+			rep = x
+		}
+	}
+	return rep
+}
+
 func TestSIGSTOP(t *testing.T) {
 	c := newCluster(t, false)
 	// Some entities run long, so that runs are going on when the replica
@@ -788,22 +820,7 @@ func TestSIGSTOP(t *testing.T) {
 	r := c.run(func(c *cluster, until time.Time) {
 		sleepUntil(time.Now().Add(4 * time.Second))
 		// Freeze the replica that holds the most slow runs right now.
-		counts := map[int]int{}
-		isSlow := map[string]bool{}
-		for _, e := range slow {
-			isSlow[e] = true
-		}
-		for _, run := range tickdtest.ReadRuns(t, c.runsLog) {
-			if run.End.At == 0 && isSlow[run.Start.Entity] {
-				counts[run.Start.Ppid]++
-			}
-		}
-		rep := c.reps[0]
-		for _, x := range c.reps {
-			if counts[x.proc.Pid()] > counts[rep.proc.Pid()] {
-				rep = x
-			}
-		}
+		rep := c.runningMost(slow)
 		frozenPid = rep.proc.Pid()
 		stop = time.Now()
 		rep.proc.Signal(syscall.SIGSTOP)
@@ -832,7 +849,13 @@ func TestSIGSTOP(t *testing.T) {
 		}
 		others = append(others, run)
 	}
-	if f := tickdtest.Check(others, func(tickdtest.Run) int64 { return time.Now().UnixNano() }); f.Overlaps != 0 {
+	// A run with no end record ends where its replica's log bounds it
+	// (SIGKILLed after its grace); with no bound, at the end of the test.
+	c.mu.Lock()
+	logged := c.loggedEnds()
+	openEnd := c.openEnd(logged, time.Now())
+	c.mu.Unlock()
+	if f := tickdtest.Check(others, openEnd); f.Overlaps != 0 {
 		t.Errorf("%d overlaps not involving the frozen replica's stale runs\n%s", f.Overlaps, strings.Join(f.Examples, "\n"))
 	}
 	// On waking, the frozen replica stops its stale runs at once.
@@ -842,11 +865,15 @@ func TestSIGSTOP(t *testing.T) {
 			continue
 		}
 		stale++
-		if run.End.At == 0 {
+		ended := run.End.At
+		if ended == 0 {
+			ended = logged[fmt.Sprint(run.Start.Entity, "/", run.Start.Fence)].bound(run)
+		}
+		if ended == 0 {
 			t.Errorf("stale run %+v never ended", run.Start)
 			continue
 		}
-		slowStop = max(slowStop, time.Duration(run.End.At-cont.UnixNano()))
+		slowStop = max(slowStop, time.Duration(ended-cont.UnixNano()))
 	}
 	r.extra = fmt.Sprintf("stale_runs=%d slowest_stop_after_wake=%v", stale, slowStop.Round(time.Millisecond))
 	report(t, "SIGSTOP > lease_ttl", r)
