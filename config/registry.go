@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -91,6 +92,26 @@ func Orphans(cfg *Config, reg []lease.TaskInfo) []Orphan {
 		out = append(out, Orphan{Task: t, Info: ti})
 	}
 	return out
+}
+
+// Unlisted returns the task named name as the task registry remembers it
+// (rebuilt as Orphans does) when cfg does not list it; nil when cfg lists
+// it or the registry does not know it. The one lookup of such a task, for
+// the commands, the console and the reports.
+func Unlisted(ctx context.Context, store *lease.Store, cfg *Config, name string) (*Orphan, error) {
+	if _, ok := cfg.Task(name); ok {
+		return nil, nil
+	}
+	reg, err := store.Registry(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range Orphans(cfg, reg) {
+		if o.Name == name {
+			return &o, nil
+		}
+	}
+	return nil, nil
 }
 
 // RunnerIDs are the ids of the replicas of rs (those whose announcement is

@@ -90,7 +90,7 @@ func chartOf(ticks []history.TickView) chart {
 		b := bar{X: i * (barW + 2), Tick: v}
 		y := chartH
 		os := v.Outcomes()
-		for _, o := range lease.Outcomes {
+		for _, o := range lease.AllOutcomes() {
 			n := os[o]
 			if n == 0 {
 				continue

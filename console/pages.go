@@ -79,16 +79,8 @@ func (c *Console) task(w http.ResponseWriter, r *http.Request) (*config.Task, bo
 // unlisted returns the task named name of the task registry that the config
 // does not list, if any.
 func (c *Console) unlisted(ctx context.Context, name string) (*config.Orphan, bool) {
-	reg, err := c.store.Registry(ctx)
-	if err != nil {
-		return nil, false
-	}
-	for _, o := range config.Orphans(c.cfg(), reg) {
-		if o.Name == name {
-			return &o, true
-		}
-	}
-	return nil, false
+	o, err := config.Unlisted(ctx, c.store, c.cfg(), name)
+	return o, err == nil && o != nil
 }
 
 // taskRow is a task as the tasks page and the task page show it.
@@ -143,7 +135,7 @@ func (c *Console) taskRows(ctx context.Context, ts []*config.Task, wd world, tic
 	rows := make([]taskRow, len(ts))
 	now := time.Now()
 	for i, t := range ts {
-		row := taskRow{T: t, Schedule: schedule(t), Words: words(t)}
+		row := taskRow{T: t, Schedule: t.ScheduleText(), Words: words(t)}
 		var orphan *config.Orphan
 		for j := range wd.orphans {
 			if wd.orphans[j].Name == t.Name {
@@ -269,8 +261,8 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	pq := lease.PageQuery{Cursor: q.Get("cursor"), Search: q.Get("q"), Substring: q.Get("mode") == "substring",
 		Outcome: q.Get("outcome"), Size: entityRows, MaxScan: maxScan}
-	if o := pq.Outcome; o != "" && o != "held" && !slices.Contains(lease.Outcomes, lease.Outcome(o)) {
-		http.Error(w, fmt.Sprintf("outcome %q: use held or one of %v", o, lease.Outcomes), http.StatusBadRequest)
+	if all := lease.AllOutcomes(); pq.Outcome != "" && pq.Outcome != "held" && !slices.Contains(all[:], lease.Outcome(pq.Outcome)) {
+		http.Error(w, fmt.Sprintf("outcome %q: use held or one of %v", pq.Outcome, all), http.StatusBadRequest)
 		return
 	}
 	ents, err := c.store.EntityPage(ctx, t.Name, pq)
@@ -295,7 +287,7 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 		Outcomes []string // what the outcome filter offers
 	}{Page: c.page(r, t.Name), Task: row, Chart: chartOf(row.Ticks).withAxis(t.Location), Query: pq, Entities: ents, Actions: row.Actions}
 	data.Outcomes = append(data.Outcomes, "held")
-	for _, o := range lease.Outcomes {
+	for _, o := range lease.AllOutcomes() {
 		data.Outcomes = append(data.Outcomes, string(o))
 	}
 	// A page comes in the store's scan order: shown by id.

@@ -8,14 +8,6 @@ import (
 	"github.com/tickd/tickd/config"
 )
 
-// schedule is t's schedule as written.
-func schedule(t *config.Task) string {
-	if t.Cron != "" {
-		return "cron " + t.Cron
-	}
-	return "every " + t.Every.String()
-}
-
 // cronMacros says the cron macros in words.
 var cronMacros = map[string]string{
 	"@hourly":   "every hour, on the hour",

@@ -81,54 +81,7 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 	}
 	tasks := []string{"{x}", "a}b{c", "}{", "x:{y}:z", "{}", "{{a}}", "t%7Bx", "sp ace", "plain"}
 	for _, task := range tasks {
-		req := func(e string) Request {
-			return Request{Task: task, Entity: e, TTL: time.Minute, Reason: ReasonTrigger, Queue: true}
-		}
-		rs := s.AcquireBatch(bg, []Request{req("a{1}"), req("b}2{")})
-		for _, r := range rs {
-			if r.Err != nil {
-				t.Fatalf("%s: %v", task, r.Err)
-			}
-		}
-		s.renewRound(bg, []*Lease{rs[0].Lease, rs[1].Lease})
-		if err := s.Enqueue(bg, Due{Task: task, Entity: "a{1}", Reason: ReasonTrigger, Requests: []string{"req-1"}}, 0); err != nil {
-			t.Fatal(err)
-		}
-		ds, err := s.TakeDue(bg, 10, time.Minute)
-		if err != nil || len(ds) != 1 {
-			t.Fatalf("%s: take %v, %v", task, ds, err)
-		}
-		from := ds[0]
-		if _, err := s.Acquire(bg, Request{Task: task, Entity: "a{1}", TTL: time.Minute, Reason: ReasonTrigger, Queue: true, From: &from}); err == nil {
-			t.Fatalf("%s: acquired a held lease", task)
-		}
-		if _, err := rs[0].Lease.Release(bg, Finished{Outcome: OutcomeDone}, &Next{Reason: ReasonReschedule, Delay: time.Hour}); err != nil {
-			t.Fatal(err)
-		}
-		for _, force := range []bool{false, true} { // revoke, then free
-			if _, err := s.Unlock(bg, task, "b}2{", "op", force); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := s.Ack(bg, from); err != nil {
-			t.Fatal(err)
-		}
-		// The history: a tick's part (a script), failures and actions.
-		if err := s.RecordTicks(bg, []TickWrite{{Task: task, Tick: time.Now(), Part: TickPart{Replica: "r", Written: time.Now()}, Keep: DefaultRetention}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.RecordFailures(bg, []Failure{{Task: task, Entity: "a{1}"}}, func(string) Retention { return DefaultRetention }); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.RecordAction(bg, Action{Task: task, What: "pause"}, DefaultRetention); err != nil {
-			t.Fatal(err)
-		}
-		k := keys{"slots"}
-		for _, key := range []string{k.ticks(task), k.list(task, listFailures), k.list(task, listActions)} {
-			if a, b := cl.Slot(t, k.entities(task)), cl.Slot(t, key); a != b {
-				t.Errorf("one task, two slots: %s (%d) and %s (%d)", k.entities(task), a, key, b)
-			}
-		}
+		everyScriptOf(t, s, cl, task)
 	}
 	if err := s.Sweep(bg); err != nil {
 		t.Fatal(err)
@@ -302,5 +255,59 @@ func TestLossWatchOnClusterQuarantinesOnlyTheShard(t *testing.T) {
 	mustRelease(t, l)
 	if v := c.Get(bg, k.epoch(bucketOf(other))).Val(); v != (epochValue{}).encode() {
 		t.Errorf("another master's epoch %q: it lost nothing", v)
+	}
+}
+
+// everyScriptOf runs every script (and the history's writes) for task on
+// the Cluster, and checks that the task's keys share one slot.
+func everyScriptOf(t *testing.T, s *Store, cl *redistest.Cluster, task string) {
+	t.Helper()
+	req := func(e string) Request {
+		return Request{Task: task, Entity: e, TTL: time.Minute, Reason: ReasonTrigger, Queue: true}
+	}
+	rs := s.AcquireBatch(bg, []Request{req("a{1}"), req("b}2{")})
+	for _, r := range rs {
+		if r.Err != nil {
+			t.Fatalf("%s: %v", task, r.Err)
+		}
+	}
+	s.renewRound(bg, []*Lease{rs[0].Lease, rs[1].Lease})
+	if err := s.Enqueue(bg, Due{Task: task, Entity: "a{1}", Reason: ReasonTrigger, Requests: []string{"req-1"}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := s.TakeDue(bg, 10, time.Minute)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("%s: take %v, %v", task, ds, err)
+	}
+	from := ds[0]
+	if _, err := s.Acquire(bg, Request{Task: task, Entity: "a{1}", TTL: time.Minute, Reason: ReasonTrigger, Queue: true, From: &from}); err == nil {
+		t.Fatalf("%s: acquired a held lease", task)
+	}
+	if _, err := rs[0].Lease.Release(bg, Finished{Outcome: OutcomeDone}, &Next{Reason: ReasonReschedule, Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	for _, force := range []bool{false, true} { // revoke, then free
+		if _, err := s.Unlock(bg, task, "b}2{", "op", force); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Ack(bg, from); err != nil {
+		t.Fatal(err)
+	}
+	// The history: a tick's part (a script), failures and actions.
+	if err := s.RecordTicks(bg, []TickWrite{{Task: task, Tick: time.Now(), Part: TickPart{Replica: "r", Written: time.Now()}, Keep: DefaultRetention}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordFailures(bg, []Failure{{Task: task, Entity: "a{1}"}}, func(string) Retention { return DefaultRetention }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordAction(bg, Action{Task: task, What: "pause"}, DefaultRetention); err != nil {
+		t.Fatal(err)
+	}
+	k := keys{"slots"}
+	for _, key := range []string{k.ticks(task), k.list(task, listFailures), k.list(task, listActions)} {
+		if a, b := cl.Slot(t, k.entities(task)), cl.Slot(t, key); a != b {
+			t.Errorf("one task, two slots: %s (%d) and %s (%d)", k.entities(task), a, key, b)
+		}
 	}
 }

@@ -136,31 +136,7 @@ func TestCodecsAgree(t *testing.T) {
 		checkCodec(t, lua, "epoch", ep, ep.encode(), fields, nil)
 	}
 
-	for _, a := range []announceValue{{Until: 1, Tasks: nil}, {Until: maxMS, Tasks: []string{"sync-users", hostile},
-		Process: "0123456789abcdef", Host: hostile, Version: "v1.2.3 (" + hostile + ")", Since: maxMS - 1, Seen: maxMS}} {
-		checkCodec(t, lua, "announce", a, a.encode(), map[string]string{"until_ms": itoa(a.Until), "tasks": a.tasksField(),
-			"process": a.Process, "host": escape(a.Host), "version": escape(a.Version), "since_ms": itoa(a.Since), "seen_ms": itoa(a.Seen)}, decodeAnnounce)
-	}
-	// An announcement of a tickd before the process fields.
-	if got, ok := lua.decode("announce", "5|a%20b c"); !ok || fmt.Sprint(got) != "map[host: process: seen_ms:0 since_ms:0 tasks:a%20b c until_ms:5 version:]" {
-		t.Errorf("lua decodes an older announcement as %v (%v)", got, ok)
-	}
-	if a, err := decodeAnnounce("5|a%20b c"); err != nil || a.Until != 5 || fmt.Sprint(a.Tasks) != "[a b c]" || a.Process != "" {
-		t.Errorf("go decodes an older announcement as %+v, %v", a, err)
-	}
-
-	for _, f := range []dueFrom{{Claim: "nonce-1:2", Tick: 0}, {Claim: "c", Tick: maxMS, Reqs: []string{"r1", "r2"}}} {
-		want := map[string]string{"claim": f.Claim, "tick": itoa(f.Tick), "reqs": strings.Join(f.Reqs, ",")}
-		if got, ok := lua.decode("from", f.encode()); !ok || !reflect.DeepEqual(got, want) {
-			t.Errorf("from %q: lua decodes %v (%v), want %v", f.encode(), got, ok, want)
-		}
-	}
-	for _, n := range []nextRun{{Reason: ReasonRetry, DelayMS: 0, Attempt: 0}, {Reason: ReasonReschedule, DelayMS: maxMS, Attempt: 100, Carry: true}} {
-		want := map[string]string{"reason": string(n.Reason), "delay_ms": itoa(n.DelayMS), "attempt": itoa(n.Attempt), "carry": flag(n.Carry)}
-		if got, ok := lua.decode("next", n.encode()); !ok || !reflect.DeepEqual(got, want) {
-			t.Errorf("next %q: lua decodes %v (%v), want %v", n.encode(), got, ok, want)
-		}
-	}
+	codecsAgreeOnArguments(t, lua)
 
 	// Acquire's busy answer, written by Lua, read by Go.
 	busy := entityValue{Touched: 1_700_000_000_001, Fence: maxMS, Holder: hostile}
@@ -173,17 +149,7 @@ func TestCodecsAgree(t *testing.T) {
 	expect.Equal(t, "busy reply's holder", rep.holder, hostile)
 	expect.True(t, "busy reply's since is the grant's", rep.at.Equal(msTime(busy.Touched)))
 
-	// What neither side understands is refused by both, not misread.
-	for format, v := range map[string]string{"entity": "1|2|3", "run": "done|1|2", "due": "retry|1", "epoch": "12", "from": "c|x", "next": "retry|1|2|x"} {
-		if got, ok := lua.decode(format, v); ok {
-			t.Errorf("lua decodes a bad %s %q as %v", format, v, got)
-		}
-	}
-	for _, v := range []string{"1|2|3", "x|2||4|0|6|tick|8|h#", "1|2||4|0|6|tick|8|h#done|1"} {
-		if _, err := decodeEntity(v); !errors.Is(err, errFormat) {
-			t.Errorf("go decodes a bad entity %q: %v", v, err)
-		}
-	}
+	badValuesRefused(t, lua)
 }
 
 // checkCodec holds one value's Go encoding (enc) against lib.lua: Lua
@@ -387,4 +353,50 @@ func TestTickPartKeepsTheSourceError(t *testing.T) {
 	back, err = decodeTickPart(old)
 	expect.Equal(t, "an older part's error", err, nil)
 	expect.True(t, "an older part still failed", back.SourceFailed && back.SourceError == "")
+}
+
+// codecsAgreeOnArguments: announcements (an older tickd's too), a due
+// entry's origin and a release's next run, as Lua decodes them.
+func codecsAgreeOnArguments(t *testing.T, lua luaCodec) {
+	t.Helper()
+	for _, a := range []announceValue{{Until: 1, Tasks: nil}, {Until: maxMS, Tasks: []string{"sync-users", hostile},
+		Process: "0123456789abcdef", Host: hostile, Version: "v1.2.3 (" + hostile + ")", Since: maxMS - 1, Seen: maxMS}} {
+		checkCodec(t, lua, "announce", a, a.encode(), map[string]string{"until_ms": itoa(a.Until), "tasks": a.tasksField(),
+			"process": a.Process, "host": escape(a.Host), "version": escape(a.Version), "since_ms": itoa(a.Since), "seen_ms": itoa(a.Seen)}, decodeAnnounce)
+	}
+	// An announcement of a tickd before the process fields.
+	if got, ok := lua.decode("announce", "5|a%20b c"); !ok || fmt.Sprint(got) != "map[host: process: seen_ms:0 since_ms:0 tasks:a%20b c until_ms:5 version:]" {
+		t.Errorf("lua decodes an older announcement as %v (%v)", got, ok)
+	}
+	if a, err := decodeAnnounce("5|a%20b c"); err != nil || a.Until != 5 || fmt.Sprint(a.Tasks) != "[a b c]" || a.Process != "" {
+		t.Errorf("go decodes an older announcement as %+v, %v", a, err)
+	}
+
+	for _, f := range []dueFrom{{Claim: "nonce-1:2", Tick: 0}, {Claim: "c", Tick: maxMS, Reqs: []string{"r1", "r2"}}} {
+		want := map[string]string{"claim": f.Claim, "tick": itoa(f.Tick), "reqs": strings.Join(f.Reqs, ",")}
+		if got, ok := lua.decode("from", f.encode()); !ok || !reflect.DeepEqual(got, want) {
+			t.Errorf("from %q: lua decodes %v (%v), want %v", f.encode(), got, ok, want)
+		}
+	}
+	for _, n := range []nextRun{{Reason: ReasonRetry, DelayMS: 0, Attempt: 0}, {Reason: ReasonReschedule, DelayMS: maxMS, Attempt: 100, Carry: true}} {
+		want := map[string]string{"reason": string(n.Reason), "delay_ms": itoa(n.DelayMS), "attempt": itoa(n.Attempt), "carry": flag(n.Carry)}
+		if got, ok := lua.decode("next", n.encode()); !ok || !reflect.DeepEqual(got, want) {
+			t.Errorf("next %q: lua decodes %v (%v), want %v", n.encode(), got, ok, want)
+		}
+	}
+}
+
+// badValuesRefused: what neither side understands is refused by both.
+func badValuesRefused(t *testing.T, lua luaCodec) {
+	t.Helper()
+	for format, v := range map[string]string{"entity": "1|2|3", "run": "done|1|2", "due": "retry|1", "epoch": "12", "from": "c|x", "next": "retry|1|2|x"} {
+		if got, ok := lua.decode(format, v); ok {
+			t.Errorf("lua decodes a bad %s %q as %v", format, v, got)
+		}
+	}
+	for _, v := range []string{"1|2|3", "x|2||4|0|6|tick|8|h#", "1|2||4|0|6|tick|8|h#done|1"} {
+		if _, err := decodeEntity(v); !errors.Is(err, errFormat) {
+			t.Errorf("go decodes a bad entity %q: %v", v, err)
+		}
+	}
 }

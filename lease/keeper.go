@@ -9,7 +9,7 @@ import (
 // LossWatch is how often a store looks for a data loss (a bucket whose
 // epoch is gone), so that the quarantine is counted from the loss for every
 // task, whether or not it ticks then.
-var LossWatch = time.Second
+const LossWatch = time.Second
 
 // watchLoss looks for a data loss every LossWatch: a Redis that restarted
 // empty, or a Cluster shard that lost its data, gets every bucket's epoch

@@ -230,7 +230,14 @@ var allOutcomes = [...]Outcome{OutcomeDone, OutcomeReschedule, OutcomeFailed, Ou
 // NumOutcomes is how many Outcomes there are.
 const NumOutcomes = len(allOutcomes)
 
+// AllOutcomes is every Outcome, in a fixed order (an array: a caller's
+// copy, no global to change).
+func AllOutcomes() [NumOutcomes]Outcome { return allOutcomes }
+
 // Outcomes lists every Outcome.
+//
+// Deprecated: use AllOutcomes; a slice any package can change is no list
+// of constants.
 var Outcomes = allOutcomes[:]
 
 // Finished is what a run did, recorded at release for status.

@@ -5,12 +5,15 @@ import (
 	"time"
 )
 
-// Clock reads the wall clock. Tests inject offsets through it.
+// Clock reads the wall clock: tickd's one clock interface, for the store,
+// the scheduler and the daemon. Tests inject offsets through it.
 type Clock interface{ Now() time.Time }
 
-type realClock struct{}
+// SystemClock is the Clock everything uses unless told otherwise.
+type SystemClock struct{}
 
-func (realClock) Now() time.Time { return time.Now() }
+// Now is time.Now.
+func (SystemClock) Now() time.Time { return time.Now() }
 
 // Options configure a Store. The zero value is usable.
 type Options struct {
@@ -64,6 +67,6 @@ func (o *Options) fill() {
 		o.StateTTL = 7 * 24 * time.Hour
 	}
 	if o.Clock == nil {
-		o.Clock = realClock{}
+		o.Clock = SystemClock{}
 	}
 }

@@ -30,7 +30,7 @@ type tally struct {
 	// pending counts the runs the fan-out started that have not ended; one
 	// more while the fan-out goes on.
 	pending  atomic.Int64
-	outcomes [lease.NumOutcomes + 1]atomic.Int64 // by index in lease.Outcomes; the last: any other
+	outcomes [lease.NumOutcomes + 1]atomic.Int64 // by index in lease.AllOutcomes; the last: any other
 	// firstStart and lastEnd, in ns after the tick; -1: none yet.
 	firstStart, lastEnd atomic.Int64
 
@@ -40,10 +40,11 @@ type tally struct {
 
 // outcomeIndex is o's index in tally.outcomes.
 func outcomeIndex(o lease.Outcome) int {
-	if i := slices.Index(lease.Outcomes, o); i >= 0 {
+	all := lease.AllOutcomes()
+	if i := slices.Index(all[:], o); i >= 0 {
 		return i
 	}
-	return len(lease.Outcomes)
+	return lease.NumOutcomes
 }
 
 // part is the tally as a lease.TickPart written at now.
@@ -56,8 +57,8 @@ func (tl *tally) part(replica string, now time.Time) lease.TickPart {
 	for i := range tl.outcomes {
 		if c := int(tl.outcomes[i].Load()); c > 0 {
 			o := lease.Outcome("other")
-			if i < len(lease.Outcomes) {
-				o = lease.Outcomes[i]
+			if i < lease.NumOutcomes {
+				o = lease.AllOutcomes()[i]
 			}
 			p.Outcomes[o] = c
 		}

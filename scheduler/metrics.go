@@ -220,7 +220,7 @@ func (m *Metrics) health(task string, views []history.TickView, h history.Health
 			continue
 		}
 		outcomes := v.Outcomes()
-		for _, o := range lease.Outcomes {
+		for _, o := range lease.AllOutcomes() {
 			m.LastTickRuns.WithLabelValues(task, string(o)).Set(float64(outcomes[o]))
 		}
 		return

@@ -53,10 +53,6 @@ type Options struct {
 	Observer func(Event)
 }
 
-type sysClock struct{}
-
-func (sysClock) Now() time.Time { return time.Now() }
-
 // Scheduler runs a config's tasks.
 type Scheduler struct {
 	store      *lease.Store
@@ -129,7 +125,7 @@ func New(cfg *config.Config, opts Options) (*Scheduler, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Clock == nil {
-		opts.Clock = sysClock{}
+		opts.Clock = lease.SystemClock{}
 	}
 	if opts.DuePoll <= 0 {
 		opts.DuePoll = 100 * time.Millisecond

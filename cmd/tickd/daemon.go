@@ -24,19 +24,6 @@ import (
 	"github.com/tickd/tickd/tasks"
 )
 
-// offsetClock adds TICKD_TEST_CLOCK_OFFSET to every wall-clock reading of
-// the daemon (tickd run only; the operator commands read the real clock):
-// a seam for the fault suite's replicas with skewed clocks (faketime cannot
-// shift a Go binary's clock). For testing only.
-type offsetClock struct{ d time.Duration }
-
-func (c offsetClock) Now() time.Time { return time.Now().Add(c.d) }
-
-func newClock() offsetClock {
-	d, _ := time.ParseDuration(os.Getenv("TICKD_TEST_CLOCK_OFFSET"))
-	return offsetClock{d}
-}
-
 // newLogger builds the daemon's logger: tint on a terminal, JSON otherwise.
 func newLogger(d config.Daemon, w io.Writer, level *slog.LevelVar) *slog.Logger {
 	level.Set(parseLevel(d.LogLevel))
@@ -174,10 +161,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	var level slog.LevelVar
 	log := newLogger(cfg.Daemon, stderr, &level)
 	routeRedisLogs(log)
-	clock := newClock()
-	if clock.d != 0 {
-		log.Warn("TICKD_TEST_CLOCK_OFFSET is set: the wall clock is shifted (testing only)", "offset", clock.d.String())
-	}
+	clock := newClock(log)
 	replica := replicaID(cfg.Daemon)
 	reg := prometheus.NewRegistry()
 	metrics := scheduler.NewMetrics(reg)

@@ -71,6 +71,46 @@ command = ["sh", "-c", 'WORKER; if [ "$TICKD_ENTITY" = e3 ]; then echo "quota ex
 		}
 		return n >= 3
 	})
+	checkRecordsMatchTheRuns(t, e, h, settled)
+	st := e.status("fan")
+	for _, r := range st.LastRuns {
+		if r.Entity == "e3" {
+			expect.True(t, "status shows e3's error", strings.Contains(r.Error, "exit status 3"))
+		}
+	}
+
+	// The replica running e5's endless run is killed: its part of that
+	// tick stays unfinished, and the tick shows as incomplete.
+	heldTick := killHolder(t, e, procs, "e5")
+	expect.WaitFor(t, 30*time.Second, "the killed replica's tick incomplete", func() bool {
+		for _, tk := range e.history(e.cfg, "fan").Ticks {
+			if tk.Tick.Time().Equal(heldTick) {
+				return tk.State == "incomplete"
+			}
+		}
+		return false
+	})
+
+	// Operator actions, with who and why; a pause with an end.
+	if code, _, errs := cli("pause", "-config", e.cfg, "-by", "ops", "-reason", "db <migration>", "-for", "1h", "fan"); code != 0 {
+		t.Fatal(errs)
+	}
+	if code, _, errs := cli("trigger", "-config", e.cfg, "-by", "ops", "fan", "e1"); code != 0 {
+		t.Fatal(errs)
+	}
+	as := e.history(e.cfg, "fan").Actions
+	expect.True(t, "two actions, newest first", len(as) == 2 && as[0].Action == "trigger" && as[1].Action == "pause")
+	expect.True(t, "the pause's who, why and end", as[1].By == "ops" && as[1].Reason == "db <migration>" &&
+		as[1].Until.Time().After(time.Now().Add(50*time.Minute)))
+	st = e.status("fan")
+	expect.True(t, "status shows the pause", st.Paused && st.Pause.Reason == "db <migration>" && st.Pause.By == "ops")
+	expect.Same(t, "a paused task is not flagged not firing", st.Flags, []string{})
+}
+
+// checkRecordsMatchTheRuns: each settled tick of h counts exactly the runs
+// the worker recorded, by outcome (e3 fails).
+func checkRecordsMatchTheRuns(t *testing.T, e *opsEnv, h report.HistoryDoc, settled func(report.TickDoc) bool) {
+	t.Helper()
 	byTick := map[string]map[string]int{}
 	for _, r := range tickdtest.ReadRuns(t, e.runs) {
 		if r.Start.Reason != "tick" || r.End.Event == "" {
@@ -102,61 +142,32 @@ command = ["sh", "-c", 'WORKER; if [ "$TICKD_ENTITY" = e3 ]; then echo "quota ex
 	expect.True(t, "complete ticks checked", checked >= 3)
 	expect.True(t, "e3's failure kept", len(h.Failures) > 0 && h.Failures[0].Entity == "e3" &&
 		strings.Contains(h.Failures[0].Error, "exit status 3") && strings.Contains(h.Failures[0].Output, "quota exceeded"))
-	st := e.status("fan")
-	for _, r := range st.LastRuns {
-		if r.Entity == "e3" {
-			expect.True(t, "status shows e3's error", strings.Contains(r.Error, "exit status 3"))
-		}
-	}
+}
 
-	// The replica running e5's endless run is killed: its part of that
-	// tick stays unfinished, and the tick shows as incomplete.
-	leases := tickdtest.HeldLeases(t, e.srv.Addr, "tickd")
+// killHolder kills -9 the process of procs holding entity's lease, and
+// returns the tick of the run it kills.
+func killHolder(t *testing.T, e *opsEnv, procs map[string]*tickdtest.Proc, entity string) time.Time {
+	t.Helper()
 	var holder string
 	var heldTick time.Time
-	for _, l := range leases {
-		if l.Entity == "e5" {
+	for _, l := range tickdtest.HeldLeases(t, e.srv.Addr, "tickd") {
+		if l.Entity == entity {
 			holder = l.Holder
 		}
 	}
 	for _, r := range tickdtest.ReadRuns(t, e.runs) {
-		if r.Start.Entity == "e5" && r.End.Event == "" {
+		if r.Start.Entity == entity && r.End.Event == "" {
 			heldTick, _ = time.Parse(time.RFC3339, r.Start.Tick)
 		}
 	}
-	var victim *tickdtest.Proc
 	for _, p := range procs {
 		if strings.HasSuffix(holder, fmt.Sprintf("-%d", p.Pid())) {
-			victim = p
+			p.Signal(syscall.SIGKILL)
+			return heldTick
 		}
 	}
-	if victim == nil {
-		t.Fatalf("no process holds e5 (holder %q)", holder)
-	}
-	victim.Signal(syscall.SIGKILL)
-	expect.WaitFor(t, 30*time.Second, "the killed replica's tick incomplete", func() bool {
-		for _, tk := range e.history(e.cfg, "fan").Ticks {
-			if tk.Tick.Time().Equal(heldTick) {
-				return tk.State == "incomplete"
-			}
-		}
-		return false
-	})
-
-	// Operator actions, with who and why; a pause with an end.
-	if code, _, errs := cli("pause", "-config", e.cfg, "-by", "ops", "-reason", "db <migration>", "-for", "1h", "fan"); code != 0 {
-		t.Fatal(errs)
-	}
-	if code, _, errs := cli("trigger", "-config", e.cfg, "-by", "ops", "fan", "e1"); code != 0 {
-		t.Fatal(errs)
-	}
-	as := e.history(e.cfg, "fan").Actions
-	expect.True(t, "two actions, newest first", len(as) == 2 && as[0].Action == "trigger" && as[1].Action == "pause")
-	expect.True(t, "the pause's who, why and end", as[1].By == "ops" && as[1].Reason == "db <migration>" &&
-		as[1].Until.Time().After(time.Now().Add(50*time.Minute)))
-	st = e.status("fan")
-	expect.True(t, "status shows the pause", st.Paused && st.Pause.Reason == "db <migration>" && st.Pause.By == "ops")
-	expect.Same(t, "a paused task is not flagged not firing", st.Flags, []string{})
+	t.Fatalf("no process holds %s (holder %q)", entity, holder)
+	return time.Time{}
 }
 
 // TestNotFiringWhenNoReplicaRunsIt: every replica runs a config without a

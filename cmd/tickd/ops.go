@@ -77,16 +77,14 @@ func configOrRegistry(ctx context.Context, cfg *config.Config, store *lease.Stor
 	if t, ok := cfg.Task(task); ok {
 		return t, nil
 	}
-	reg, err := store.Registry(ctx)
+	o, err := config.Unlisted(ctx, store, cfg, task)
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range config.Orphans(cfg, reg) {
-		if o.Name == task {
-			return &o.Task, nil
-		}
+	if o == nil {
+		return nil, fmt.Errorf("no task %q in %s, nor in the task registry", task, cfg.Path)
 	}
-	return nil, fmt.Errorf("no task %q in %s, nor in the task registry", task, cfg.Path)
+	return &o.Task, nil
 }
 
 func runPause(ctx context.Context, args []string, stdout io.Writer, paused bool) error {

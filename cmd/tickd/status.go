@@ -27,8 +27,8 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	if *limit < 1 {
 		return c.usage("-limit %d: show at least 1 row", *limit)
 	}
-	if o := lease.Outcome(*outcome); o != "" && !slices.Contains(lease.Outcomes, o) {
-		return c.usage("-outcome %q: use one of %v", *outcome, lease.Outcomes)
+	if all, o := lease.AllOutcomes(), lease.Outcome(*outcome); o != "" && !slices.Contains(all[:], o) {
+		return c.usage("-outcome %q: use one of %v", *outcome, all)
 	}
 	cfg, err := config.LoadConnection(*c.config) // a config of only [redis] shows tickd lock's locks
 	if err != nil {

@@ -43,14 +43,9 @@ func unlisted(ctx context.Context, store *lease.Store, t *config.Task) (*config.
 	if t.Command != nil || t.URL != "" || t.Handler != "" {
 		return nil, false // a config's task: it has an action
 	}
-	reg, err := store.Registry(ctx)
-	if err != nil {
+	o, err := config.Unlisted(ctx, store, &config.Config{}, t.Name)
+	if err != nil || o == nil {
 		return nil, false
 	}
-	for _, ti := range reg {
-		if ti.Name == t.Name {
-			return &config.Orphan{Task: *t, Info: ti}, true
-		}
-	}
-	return nil, false
+	return &config.Orphan{Task: *t, Info: o.Info}, true
 }

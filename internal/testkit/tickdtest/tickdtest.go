@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -51,6 +52,36 @@ func Main(m *testing.M) int {
 		os.RemoveAll(buildDir) //nolint:errcheck // best effort, in the temp dir
 	}
 	return code
+}
+
+// TestClockEnv shifts the wall clock of a tickd built with the
+// tickd_testclock tag (a Go binary's clock cannot be shifted from outside):
+// Start runs that build for a process given it. The binaries users run
+// do not read it.
+const TestClockEnv = "TICKD_TEST_CLOCK_OFFSET"
+
+var (
+	testClockOnce sync.Once
+	testClockErr  error
+)
+
+// testClockBinary builds, once, tickd with the tickd_testclock tag.
+func testClockBinary(t testing.TB) string {
+	t.Helper()
+	Binaries(t) // the build dir
+	bin := filepath.Join(buildDir, "tickd-testclock")
+	testClockOnce.Do(func() {
+		cmd := exec.Command("go", "build", "-tags", "tickd_testclock", "-o", bin, "./cmd/tickd")
+		cmd.Dir = repoRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			testClockErr = fmt.Errorf("go build -tags tickd_testclock ./cmd/tickd: %v\n%s", err, out)
+		}
+	})
+	if testClockErr != nil {
+		t.Fatal(testClockErr)
+	}
+	return bin
 }
 
 // Binaries builds tickd and testworker once per test binary and returns
@@ -96,6 +127,9 @@ type Proc struct {
 func Start(t testing.TB, name string, env []string, args ...string) *Proc {
 	t.Helper()
 	bin, _ := Binaries(t)
+	if slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, TestClockEnv+"=") }) {
+		bin = testClockBinary(t)
+	}
 	p := &Proc{Name: name, t: t, exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	sock := p.listenNotify(t)
