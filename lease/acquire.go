@@ -233,3 +233,20 @@ func (s *Store) hold(ls []*Lease, sent time.Time) {
 		s.poke()
 	}
 }
+
+// Taken says, for each of chunks (Request.Chunk) of tick of task, whether a
+// fan-out took it already: the leases of its entities were granted then, in
+// the step that took it, so a fan-out that sent it now would get
+// ErrAlreadyRan for all of it. A fan-out that skipped part of the stream
+// asks this before it comes back to that part. The in-process store takes
+// no chunks: it answers false for each.
+func (s *Store) Taken(ctx context.Context, task string, tick time.Time, chunks []string) ([]bool, error) {
+	if len(chunks) == 0 {
+		return nil, nil
+	}
+	t, err := s.b.taken(ctx, task, tick, chunks)
+	if err != nil {
+		return nil, fmt.Errorf("taken chunks of %s: %w", task, err)
+	}
+	return t, nil
+}

@@ -2,8 +2,6 @@ package lease
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -37,7 +35,6 @@ func (b *memBackend) unlock(_ context.Context, task, entity, by string, force bo
 
 // claimSweep: the in-process store has one replica.
 func (b *memBackend) claimSweep(context.Context, time.Duration) (bool, error) { return true, nil }
-
 func (b *memBackend) sweep(context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -157,46 +154,6 @@ func (b *memBackend) dueCount(context.Context) (int, error) {
 	return len(b.due), nil
 }
 
-func (b *memBackend) setPaused(_ context.Context, task, info string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if info != "" {
-		b.pausedSet[task] = info
-	} else {
-		delete(b.pausedSet, task)
-	}
-	return nil
-}
-
-func (b *memBackend) paused(context.Context) (map[string]string, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return maps.Clone(b.pausedSet), nil
-}
-
-func (b *memBackend) registerTasks(_ context.Context, vals map[string]string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	maps.Copy(b.tasks, vals)
-	return nil
-}
-
-func (b *memBackend) registry(context.Context) (map[string]string, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return maps.Clone(b.tasks), nil
-}
-
-func (b *memBackend) forgetTask(_ context.Context, task string) (bool, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	_, ok := b.tasks[task]
-	delete(b.tasks, task)
-	return ok, nil
-}
-
-func (b *memBackend) ping(context.Context) error { return nil }
-
 // checkEpochs: the process's memory cannot lose its data and keep running.
 func (b *memBackend) checkEpochs(context.Context, time.Duration) (time.Duration, error) {
 	return 0, nil
@@ -204,35 +161,4 @@ func (b *memBackend) checkEpochs(context.Context, time.Duration) (time.Duration,
 
 func (b *memBackend) taken(_ context.Context, _ string, _ time.Time, chunks []string) ([]bool, error) {
 	return make([]bool, len(chunks)), nil
-}
-
-// announce and known: the in-process store has one replica, whose tasks are
-// the ones it announced last.
-func (b *memBackend) announce(_ context.Context, a announceValue, _ time.Duration) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := b.now()
-	if b.announced.Since.IsZero() {
-		b.announced.Since = now
-	}
-	b.announced.ID, b.announced.Host, b.announced.Version, b.announced.Seen = b.opts.Replica, a.Host, a.Version, now
-	b.announced.Tasks = append([]string(nil), a.Tasks...)
-	return nil
-}
-
-func (b *memBackend) replicas(context.Context) ([]Replica, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.announced.Seen.IsZero() {
-		return nil, nil
-	}
-	r := b.announced
-	r.Tasks = append([]string(nil), r.Tasks...)
-	return []Replica{r}, nil
-}
-
-func (b *memBackend) known(_ context.Context, task string) (bool, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return slices.Contains(b.announced.Tasks, task), nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -92,69 +91,6 @@ func (q PageQuery) pattern() string {
 // ErrBadCursor is returned for a page cursor that no page gave (Page.Next).
 var ErrBadCursor = errors.New("lease: bad cursor")
 
-// entityPage's cursor is "C.K": HSCAN from cursor C, leaving out the first
-// K rows it keeps (a small hash comes whole from one HSCAN call, a page may
-// end inside a call's answer, and the same cursor gives the same answer
-// while the hash keeps its size).
-func (b *redisBackend) entityPage(ctx context.Context, task string, q PageQuery) (Page, error) {
-	var p Page
-	var cursor uint64
-	skip := 0
-	if q.Cursor != "" {
-		if _, err := fmt.Sscanf(q.Cursor, "%d.%d", &cursor, &skip); err != nil || skip < 0 {
-			return p, fmt.Errorf("%w %q", ErrBadCursor, q.Cursor)
-		}
-	}
-	now, err := b.serverMS(ctx)
-	if err != nil {
-		return p, err
-	}
-	// A call looks at up to pageSize entries (bounded work; a small hash
-	// comes whole, so the same cursor gives the same rows). Like any SCAN,
-	// a walk over a hash that grows or shrinks meanwhile may show an entity
-	// twice.
-	count := int64(min(q.MaxScan, pageSize))
-	for {
-		kv, next, err := b.c.HScan(ctx, b.k.entities(task), cursor, q.pattern(), count).Result()
-		if err != nil {
-			return p, err
-		}
-		p.Scanned += int(count)
-		kept := 0
-		for i := 0; i+1 < len(kv); i += 2 {
-			entity, err := unescape(kv[i])
-			e, derr := decodeEntity(kv[i+1])
-			if err != nil || derr != nil || !q.matches(entity) {
-				continue
-			}
-			row := rowOf(task, entity, e, now)
-			if !q.keeps(row) {
-				continue
-			}
-			if kept++; kept <= skip {
-				continue
-			}
-			if len(p.Rows) == q.Size {
-				p.Next = fmt.Sprintf("%d.%d", cursor, kept-1)
-				return p, nil
-			}
-			p.Rows = append(p.Rows, row)
-		}
-		skip, cursor = 0, next
-		if next == 0 {
-			return p, nil
-		}
-		p.Next = fmt.Sprintf("%d.0", next)
-		if len(p.Rows) == q.Size {
-			return p, nil
-		}
-		if p.Scanned >= q.MaxScan {
-			p.Capped = true
-			return p, nil
-		}
-	}
-}
-
 func rowOf(task, entity string, e entityValue, now int64) EntityRow {
 	r := EntityRow{Entity: entity}
 	if h, ok := e.held(task, entity, now); ok {
@@ -164,47 +100,4 @@ func rowOf(task, entity string, e entityValue, now int64) EntityRow {
 		r.Last = &l
 	}
 	return r
-}
-
-// entityPage walks the entities in id order; the cursor is the last id
-// of the page before.
-func (b *memBackend) entityPage(_ context.Context, task string, q PageQuery) (Page, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := b.now()
-	seen := map[string]bool{}
-	var ids []string
-	for _, ms := range [][]string{sortedMembers(b.held, task), sortedMembers(b.states, task)} {
-		for _, m := range ms {
-			if _, e, err := splitMember(m); err == nil && !seen[e] {
-				seen[e] = true
-				ids = append(ids, e)
-			}
-		}
-	}
-	sort.Strings(ids)
-	var p Page
-	last := ""
-	for _, id := range ids {
-		if q.Cursor != "" && id <= q.Cursor {
-			continue
-		}
-		if len(p.Rows) == q.Size {
-			p.Next = last
-			return p, nil
-		}
-		if p.Scanned >= q.MaxScan {
-			p.Capped, p.Next = true, last
-			return p, nil
-		}
-		p.Scanned++
-		last = id
-		if q.matches(id) {
-			st := b.oneLocked(task, id, now)
-			if row := (EntityRow{Entity: id, Held: st.Held, Last: st.Last}); q.keeps(row) {
-				p.Rows = append(p.Rows, row)
-			}
-		}
-	}
-	return p, nil
 }

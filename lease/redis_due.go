@@ -186,3 +186,65 @@ func (b *redisBackend) answers(ctx context.Context, task, id string) (map[string
 func (b *redisBackend) forget(ctx context.Context, task, id string) error {
 	return b.c.Del(ctx, b.k.request(task, id)).Err()
 }
+
+// dueEntries walks the due entries of task's bucket (every bucket for ""),
+// a page at a time, earliest first within a bucket.
+func (b *redisBackend) dueEntries(ctx context.Context, task string, fn func(Due) error) error {
+	for bk := range buckets {
+		if task != "" && bk != bucketOf(task) {
+			continue
+		}
+		if err := b.bucketDue(ctx, bk, task, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *redisBackend) bucketDue(ctx context.Context, bk int, task string, fn func(Due) error) error {
+	for off := int64(0); ; off += pageSize {
+		zs, err := b.c.ZRangeWithScores(ctx, b.k.due(bk), off, off+pageSize-1).Result()
+		if err != nil {
+			return err
+		}
+		if len(zs) == 0 {
+			return nil
+		}
+		ms := make([]string, len(zs))
+		for i, z := range zs {
+			ms[i] = z.Member.(string)
+		}
+		infos, err := b.c.HMGet(ctx, b.k.dueInfo(bk), ms...).Result()
+		if err != nil {
+			return err
+		}
+		for i, z := range zs {
+			d, err := parseDue(ms[i], str(infos[i]), strconv.FormatFloat(z.Score, 'f', 0, 64))
+			if err != nil || (task != "" && d.Task != task) {
+				continue
+			}
+			if err := fn(d); err != nil {
+				return err
+			}
+		}
+		if len(zs) < pageSize {
+			return nil
+		}
+	}
+}
+
+func (b *redisBackend) dueCount(ctx context.Context) (int, error) {
+	pipe := b.c.Pipeline()
+	cards := make([]*redis.IntCmd, buckets)
+	for bk := range cards {
+		cards[bk] = pipe.ZCard(ctx, b.k.due(bk))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, c := range cards {
+		n += int(c.Val())
+	}
+	return n, nil
+}

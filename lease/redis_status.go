@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -118,7 +117,6 @@ func (b *redisBackend) entities(ctx context.Context, task string, fn func(task, 
 		}
 	})
 }
-
 func (b *redisBackend) leases(ctx context.Context, task string, fn func(Held) error) error {
 	return b.entities(ctx, task, func(task, entity string, e entityValue, now int64) error {
 		if h, ok := e.held(task, entity, now); ok {
@@ -127,7 +125,6 @@ func (b *redisBackend) leases(ctx context.Context, task string, fn func(Held) er
 		return nil
 	})
 }
-
 func (b *redisBackend) lastRuns(ctx context.Context, task string, fn func(LastRun) error) error {
 	return b.entities(ctx, task, func(task, entity string, e entityValue, _ int64) error {
 		if r, ok := e.lastRun(task, entity); ok {
@@ -175,53 +172,6 @@ func str(v any) string {
 	}
 	return fmt.Sprint(v)
 }
-
-// dueEntries walks the due entries of task's bucket (every bucket for ""),
-// a page at a time, earliest first within a bucket.
-func (b *redisBackend) dueEntries(ctx context.Context, task string, fn func(Due) error) error {
-	for bk := range buckets {
-		if task != "" && bk != bucketOf(task) {
-			continue
-		}
-		if err := b.bucketDue(ctx, bk, task, fn); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (b *redisBackend) bucketDue(ctx context.Context, bk int, task string, fn func(Due) error) error {
-	for off := int64(0); ; off += pageSize {
-		zs, err := b.c.ZRangeWithScores(ctx, b.k.due(bk), off, off+pageSize-1).Result()
-		if err != nil {
-			return err
-		}
-		if len(zs) == 0 {
-			return nil
-		}
-		ms := make([]string, len(zs))
-		for i, z := range zs {
-			ms[i] = z.Member.(string)
-		}
-		infos, err := b.c.HMGet(ctx, b.k.dueInfo(bk), ms...).Result()
-		if err != nil {
-			return err
-		}
-		for i, z := range zs {
-			d, err := parseDue(ms[i], str(infos[i]), strconv.FormatFloat(z.Score, 'f', 0, 64))
-			if err != nil || (task != "" && d.Task != task) {
-				continue
-			}
-			if err := fn(d); err != nil {
-				return err
-			}
-		}
-		if len(zs) < pageSize {
-			return nil
-		}
-	}
-}
-
 func (b *redisBackend) one(ctx context.Context, task, entity string) (EntityState, error) {
 	m := member(task, entity)
 	pipe := b.c.Pipeline()
@@ -246,147 +196,4 @@ func (b *redisBackend) one(ctx context.Context, task, entity string) (EntityStat
 		}
 	}
 	return st, nil
-}
-
-func (b *redisBackend) dueCount(ctx context.Context) (int, error) {
-	pipe := b.c.Pipeline()
-	cards := make([]*redis.IntCmd, buckets)
-	for bk := range cards {
-		cards[bk] = pipe.ZCard(ctx, b.k.due(bk))
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, c := range cards {
-		n += int(c.Val())
-	}
-	return n, nil
-}
-
-func (b *redisBackend) setPaused(ctx context.Context, task, info string) error {
-	// Two slots on a Cluster: no transaction. The info is written first,
-	// so a task in the set has its info.
-	pipe := b.c.Pipeline()
-	if info != "" {
-		pipe.HSet(ctx, b.k.pauses(), task, info)
-		pipe.SAdd(ctx, b.k.paused(), task)
-	} else {
-		pipe.SRem(ctx, b.k.paused(), task)
-		pipe.HDel(ctx, b.k.pauses(), task)
-	}
-	_, err := pipe.Exec(ctx)
-	return err
-}
-
-func (b *redisBackend) registerTasks(ctx context.Context, vals map[string]string) error {
-	return b.c.HSet(ctx, b.k.registry(), vals).Err()
-}
-
-func (b *redisBackend) registry(ctx context.Context) (map[string]string, error) {
-	return b.c.HGetAll(ctx, b.k.registry()).Result()
-}
-
-func (b *redisBackend) forgetTask(ctx context.Context, task string) (bool, error) {
-	n, err := b.c.HDel(ctx, b.k.registry(), task).Result()
-	return n > 0, err
-}
-
-// paused reads the paused set and the pauses' infos: a task in the set
-// without one (paused by an older tickd) gets "".
-func (b *redisBackend) paused(ctx context.Context) (map[string]string, error) {
-	pipe := b.c.Pipeline()
-	set := pipe.SMembers(ctx, b.k.paused())
-	infos := pipe.HGetAll(ctx, b.k.pauses())
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, err
-	}
-	m := make(map[string]string, len(set.Val()))
-	for _, t := range set.Val() {
-		m[t] = infos.Val()[t]
-	}
-	return m, nil
-}
-
-func (b *redisBackend) ping(ctx context.Context) error { return b.c.Ping(ctx).Err() }
-
-func (b *redisBackend) announce(ctx context.Context, a announceValue, ttl time.Duration) error {
-	if err := b.ready(ctx); err != nil { // a replica that refuses the layout is not running
-		return err
-	}
-	own := make([]bool, buckets)
-	for _, t := range a.Tasks {
-		own[bucketOf(t)] = true
-	}
-	b.own.Store(&own)
-	r, err := scriptAnnounce.Run(ctx, b.c, []string{b.k.replicas()}, escape(b.opts.Replica), ms(ttl),
-		a.tasksField(), a.Process, escape(a.Host), escape(a.Version), strconv.FormatInt(b.announced.Load(), 10)).Text()
-	if err != nil {
-		return err
-	}
-	f := strings.Split(r, "|")
-	if now, err := number(f[len(f)-1]); err == nil {
-		b.announced.Store(now)
-	}
-	if f[0] == "dup" && len(f) == 4 {
-		host, _ := unescape(f[1])
-		n, _ := number(f[2])
-		// Kept for the console's replicas page, while it goes on (the two
-		// processes find each other every announcement or two).
-		now, _ := number(f[3])
-		b.c.HSet(ctx, b.k.duplicates(), escape(b.opts.Replica), f[1]+"|"+strconv.FormatInt(now+3*ttl.Milliseconds(), 10)) //nolint:errcheck // the warning is logged either way
-		return &DuplicateReplicaError{Replica: b.opts.Replica, Host: host, Since: msTime(n)}
-	}
-	return nil
-}
-
-func (b *redisBackend) replicas(ctx context.Context) ([]Replica, error) {
-	pipe := b.c.Pipeline()
-	allCmd, dupCmd := pipe.HGetAll(ctx, b.k.replicas()), pipe.HGetAll(ctx, b.k.duplicates())
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, err
-	}
-	all, dups := allCmd.Val(), dupCmd.Val()
-	now, err := b.serverMS(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var rs []Replica
-	for id, v := range all {
-		a, err := decodeAnnounce(v)
-		if err != nil || a.Until < now {
-			continue
-		}
-		name, _ := unescape(id)
-		r := Replica{ID: name, Host: a.Host, Version: a.Version, Tasks: a.Tasks, Since: msTime(a.Since), Seen: msTime(a.Seen)}
-		if host, until, ok := strings.Cut(dups[id], "|"); ok {
-			if n, err := number(until); err == nil && n >= now {
-				r.DuplicateOn, _ = unescape(host)
-			}
-		}
-		rs = append(rs, r)
-	}
-	return rs, nil
-}
-
-func (b *redisBackend) known(ctx context.Context, task string) (bool, error) {
-	n, err := scriptKnown.Run(ctx, b.c, []string{b.k.replicas()}, escape(task)).Int()
-	return n == 1, err
-}
-
-// InitEpoch declares that this Redis holds no lease any process could still
-// trust, so the data-loss quarantine does not apply to it. Use it only on a
-// Redis that is new to tickd (tests, a fresh deployment); after a real data
-// loss, let the quarantine run its course.
-func (s *Store) InitEpoch(ctx context.Context) error {
-	b, ok := s.b.(*redisBackend)
-	if !ok {
-		return nil
-	}
-	pipe := b.c.Pipeline()
-	for bk := range buckets {
-		pipe.SetNX(ctx, b.k.epoch(bk), epochValue{}.encode(), 0)
-	}
-	_, err := pipe.Exec(ctx)
-	return err
 }

@@ -191,3 +191,20 @@ func (s *Store) Close() error {
 	}
 	return nil
 }
+
+// InitEpoch declares that this Redis holds no lease any process could still
+// trust, so the data-loss quarantine does not apply to it. Use it only on a
+// Redis that is new to tickd (tests, a fresh deployment); after a real data
+// loss, let the quarantine run its course.
+func (s *Store) InitEpoch(ctx context.Context) error {
+	b, ok := s.b.(*redisBackend)
+	if !ok {
+		return nil
+	}
+	pipe := b.c.Pipeline()
+	for bk := range buckets {
+		pipe.SetNX(ctx, b.k.epoch(bk), epochValue{}.encode(), 0)
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}

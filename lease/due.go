@@ -1,0 +1,50 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Enqueue stores a durable request for a run of (task, entity) after delay.
+// One request per (task, entity) is kept: an earlier pending one covers it.
+func (s *Store) Enqueue(ctx context.Context, d Due, delay time.Duration) error {
+	if err := checkRequestIDs(d.Requests); err != nil {
+		return err
+	}
+	err := s.b.enqueue(ctx, d, delay)
+	s.noteAcks(err)
+	if err != nil {
+		return fmt.Errorf("enqueue %s/%s: %w", d.Task, d.Entity, err)
+	}
+	return nil
+}
+
+// TakeDue takes up to limit due requests. Each is hidden from other takers
+// for visibility; pass it as Request.From so the release acks it, or Ack it.
+// A request whose taker dies comes back after visibility.
+func (s *Store) TakeDue(ctx context.Context, limit int, visibility time.Duration) ([]Due, error) {
+	ds, err := s.b.take(ctx, limit, visibility, s.token())
+	if err != nil {
+		return nil, fmt.Errorf("take due entries: %w", err)
+	}
+	return ds, nil
+}
+
+// Ack removes a taken due request, if it is still the one taken, without a
+// run: its requests are answered AnswerDropped.
+func (s *Store) Ack(ctx context.Context, d Due) error {
+	if err := s.b.ack(ctx, d); err != nil {
+		return fmt.Errorf("ack %s/%s: %w", d.Task, d.Entity, err)
+	}
+	return nil
+}
+
+// DueEntries calls fn for each pending request of task ("" for all tasks):
+// earliest first for one task.
+func (s *Store) DueEntries(ctx context.Context, task string, fn func(Due) error) error {
+	return s.b.dueEntries(ctx, task, fn)
+}
+
+// DueCount is the number of pending requests.
+func (s *Store) DueCount(ctx context.Context) (int, error) { return s.b.dueCount(ctx) }

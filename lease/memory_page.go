@@ -1,0 +1,49 @@
+package lease
+
+import (
+	"context"
+	"sort"
+)
+
+// entityPage walks the entities in id order; the cursor is the last id
+// of the page before.
+func (b *memBackend) entityPage(_ context.Context, task string, q PageQuery) (Page, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	seen := map[string]bool{}
+	var ids []string
+	for _, ms := range [][]string{sortedMembers(b.held, task), sortedMembers(b.states, task)} {
+		for _, m := range ms {
+			if _, e, err := splitMember(m); err == nil && !seen[e] {
+				seen[e] = true
+				ids = append(ids, e)
+			}
+		}
+	}
+	sort.Strings(ids)
+	var p Page
+	last := ""
+	for _, id := range ids {
+		if q.Cursor != "" && id <= q.Cursor {
+			continue
+		}
+		if len(p.Rows) == q.Size {
+			p.Next = last
+			return p, nil
+		}
+		if p.Scanned >= q.MaxScan {
+			p.Capped, p.Next = true, last
+			return p, nil
+		}
+		p.Scanned++
+		last = id
+		if q.matches(id) {
+			st := b.oneLocked(task, id, now)
+			if row := (EntityRow{Entity: id, Held: st.Held, Last: st.Last}); q.keeps(row) {
+				p.Rows = append(p.Rows, row)
+			}
+		}
+	}
+	return p, nil
+}

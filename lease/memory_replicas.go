@@ -1,0 +1,79 @@
+package lease
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+)
+
+func (b *memBackend) setPaused(_ context.Context, task, info string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if info != "" {
+		b.pausedSet[task] = info
+	} else {
+		delete(b.pausedSet, task)
+	}
+	return nil
+}
+
+func (b *memBackend) paused(context.Context) (map[string]string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(b.pausedSet), nil
+}
+
+func (b *memBackend) registerTasks(_ context.Context, vals map[string]string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	maps.Copy(b.tasks, vals)
+	return nil
+}
+
+func (b *memBackend) registry(context.Context) (map[string]string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(b.tasks), nil
+}
+
+func (b *memBackend) forgetTask(_ context.Context, task string) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.tasks[task]
+	delete(b.tasks, task)
+	return ok, nil
+}
+
+func (b *memBackend) ping(context.Context) error { return nil }
+
+// announce and known: the in-process store has one replica, whose tasks are
+// the ones it announced last.
+func (b *memBackend) announce(_ context.Context, a announceValue, _ time.Duration) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	if b.announced.Since.IsZero() {
+		b.announced.Since = now
+	}
+	b.announced.ID, b.announced.Host, b.announced.Version, b.announced.Seen = b.opts.Replica, a.Host, a.Version, now
+	b.announced.Tasks = append([]string(nil), a.Tasks...)
+	return nil
+}
+
+func (b *memBackend) replicas(context.Context) ([]Replica, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.announced.Seen.IsZero() {
+		return nil, nil
+	}
+	r := b.announced
+	r.Tasks = append([]string(nil), r.Tasks...)
+	return []Replica{r}, nil
+}
+
+func (b *memBackend) known(_ context.Context, task string) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Contains(b.announced.Tasks, task), nil
+}

@@ -1,0 +1,69 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+)
+
+// entityPage's cursor is "C.K": HSCAN from cursor C, leaving out the first
+// K rows it keeps (a small hash comes whole from one HSCAN call, a page may
+// end inside a call's answer, and the same cursor gives the same answer
+// while the hash keeps its size).
+func (b *redisBackend) entityPage(ctx context.Context, task string, q PageQuery) (Page, error) {
+	var p Page
+	var cursor uint64
+	skip := 0
+	if q.Cursor != "" {
+		if _, err := fmt.Sscanf(q.Cursor, "%d.%d", &cursor, &skip); err != nil || skip < 0 {
+			return p, fmt.Errorf("%w %q", ErrBadCursor, q.Cursor)
+		}
+	}
+	now, err := b.serverMS(ctx)
+	if err != nil {
+		return p, err
+	}
+	// A call looks at up to pageSize entries (bounded work; a small hash
+	// comes whole, so the same cursor gives the same rows). Like any SCAN,
+	// a walk over a hash that grows or shrinks meanwhile may show an entity
+	// twice.
+	count := int64(min(q.MaxScan, pageSize))
+	for {
+		kv, next, err := b.c.HScan(ctx, b.k.entities(task), cursor, q.pattern(), count).Result()
+		if err != nil {
+			return p, err
+		}
+		p.Scanned += int(count)
+		kept := 0
+		for i := 0; i+1 < len(kv); i += 2 {
+			entity, err := unescape(kv[i])
+			e, derr := decodeEntity(kv[i+1])
+			if err != nil || derr != nil || !q.matches(entity) {
+				continue
+			}
+			row := rowOf(task, entity, e, now)
+			if !q.keeps(row) {
+				continue
+			}
+			if kept++; kept <= skip {
+				continue
+			}
+			if len(p.Rows) == q.Size {
+				p.Next = fmt.Sprintf("%d.%d", cursor, kept-1)
+				return p, nil
+			}
+			p.Rows = append(p.Rows, row)
+		}
+		skip, cursor = 0, next
+		if next == 0 {
+			return p, nil
+		}
+		p.Next = fmt.Sprintf("%d.0", next)
+		if len(p.Rows) == q.Size {
+			return p, nil
+		}
+		if p.Scanned >= q.MaxScan {
+			p.Capped = true
+			return p, nil
+		}
+	}
+}

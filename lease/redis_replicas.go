@@ -1,0 +1,118 @@
+package lease
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func (b *redisBackend) setPaused(ctx context.Context, task, info string) error {
+	// Two slots on a Cluster: no transaction. The info is written first,
+	// so a task in the set has its info.
+	pipe := b.c.Pipeline()
+	if info != "" {
+		pipe.HSet(ctx, b.k.pauses(), task, info)
+		pipe.SAdd(ctx, b.k.paused(), task)
+	} else {
+		pipe.SRem(ctx, b.k.paused(), task)
+		pipe.HDel(ctx, b.k.pauses(), task)
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// paused reads the paused set and the pauses' infos: a task in the set
+// without one (paused by an older tickd) gets "".
+func (b *redisBackend) paused(ctx context.Context) (map[string]string, error) {
+	pipe := b.c.Pipeline()
+	set := pipe.SMembers(ctx, b.k.paused())
+	infos := pipe.HGetAll(ctx, b.k.pauses())
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	m := make(map[string]string, len(set.Val()))
+	for _, t := range set.Val() {
+		m[t] = infos.Val()[t]
+	}
+	return m, nil
+}
+
+func (b *redisBackend) registerTasks(ctx context.Context, vals map[string]string) error {
+	return b.c.HSet(ctx, b.k.registry(), vals).Err()
+}
+
+func (b *redisBackend) registry(ctx context.Context) (map[string]string, error) {
+	return b.c.HGetAll(ctx, b.k.registry()).Result()
+}
+
+func (b *redisBackend) forgetTask(ctx context.Context, task string) (bool, error) {
+	n, err := b.c.HDel(ctx, b.k.registry(), task).Result()
+	return n > 0, err
+}
+
+func (b *redisBackend) ping(ctx context.Context) error { return b.c.Ping(ctx).Err() }
+
+func (b *redisBackend) announce(ctx context.Context, a announceValue, ttl time.Duration) error {
+	if err := b.ready(ctx); err != nil { // a replica that refuses the layout is not running
+		return err
+	}
+	own := make([]bool, buckets)
+	for _, t := range a.Tasks {
+		own[bucketOf(t)] = true
+	}
+	b.own.Store(&own)
+	r, err := scriptAnnounce.Run(ctx, b.c, []string{b.k.replicas()}, escape(b.opts.Replica), ms(ttl),
+		a.tasksField(), a.Process, escape(a.Host), escape(a.Version), strconv.FormatInt(b.announced.Load(), 10)).Text()
+	if err != nil {
+		return err
+	}
+	f := strings.Split(r, "|")
+	if now, err := number(f[len(f)-1]); err == nil {
+		b.announced.Store(now)
+	}
+	if f[0] == "dup" && len(f) == 4 {
+		host, _ := unescape(f[1])
+		n, _ := number(f[2])
+		// Kept for the console's replicas page, while it goes on (the two
+		// processes find each other every announcement or two).
+		now, _ := number(f[3])
+		b.c.HSet(ctx, b.k.duplicates(), escape(b.opts.Replica), f[1]+"|"+strconv.FormatInt(now+3*ttl.Milliseconds(), 10)) //nolint:errcheck // the warning is logged either way
+		return &DuplicateReplicaError{Replica: b.opts.Replica, Host: host, Since: msTime(n)}
+	}
+	return nil
+}
+
+func (b *redisBackend) replicas(ctx context.Context) ([]Replica, error) {
+	pipe := b.c.Pipeline()
+	allCmd, dupCmd := pipe.HGetAll(ctx, b.k.replicas()), pipe.HGetAll(ctx, b.k.duplicates())
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	all, dups := allCmd.Val(), dupCmd.Val()
+	now, err := b.serverMS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var rs []Replica
+	for id, v := range all {
+		a, err := decodeAnnounce(v)
+		if err != nil || a.Until < now {
+			continue
+		}
+		name, _ := unescape(id)
+		r := Replica{ID: name, Host: a.Host, Version: a.Version, Tasks: a.Tasks, Since: msTime(a.Since), Seen: msTime(a.Seen)}
+		if host, until, ok := strings.Cut(dups[id], "|"); ok {
+			if n, err := number(until); err == nil && n >= now {
+				r.DuplicateOn, _ = unescape(host)
+			}
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
+}
+
+func (b *redisBackend) known(ctx context.Context, task string) (bool, error) {
+	n, err := scriptKnown.Run(ctx, b.c, []string{b.k.replicas()}, escape(task)).Int()
+	return n == 1, err
+}

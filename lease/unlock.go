@@ -1,0 +1,58 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+)
+
+// Unlocked is what an unlock did to a held lease.
+type Unlocked struct {
+	// Held is the lease as it was found; its TTL is how long it has left
+	// at most: a revoked lease is free by then, released or not.
+	Held
+	Freed   bool // force: the lease is free now
+	Already bool // it had been revoked before: nothing changed
+	// Told: this store held the lease, and its run was told to stop at
+	// once; otherwise the holder hears it at its next renewal.
+	Told bool
+}
+
+// Unlock revokes the lease of (task, entity), whoever holds it: the
+// holder is told to stop (at once when this store holds it, at its next
+// renewal otherwise), and the lease stays held, busy for every other run,
+// until the holder has released it or its TTL has passed, whichever comes
+// first. So an unlock never lets two runs of one entity overlap. With force
+// the lease is freed at once and the unlock recorded as the entity's last
+// run by who: a holder still running then overlaps the next run. It
+// returns what it found and did, or ErrNotHeld.
+func (s *Store) Unlock(ctx context.Context, task, entity, by string, force bool) (Unlocked, error) {
+	u, ok, err := s.b.unlock(ctx, task, entity, by, force)
+	if err != nil {
+		return Unlocked{}, fmt.Errorf("unlock %s/%s: %w", task, entity, err)
+	}
+	if !ok {
+		return Unlocked{}, ErrNotHeld
+	}
+	if l := s.holding(task, entity, u.Fence); l != nil {
+		cause := ErrRevoked
+		if u.Freed {
+			cause = ErrLost
+		}
+		s.drop(l, cause)
+		u.Told = true
+	}
+	return u, nil
+}
+
+// holding returns the lease of (task, entity) with fence that this store
+// holds, if any.
+func (s *Store) holding(task, entity string, fence int64) *Lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for l := range s.held {
+		if l.Fence == fence && l.Task == task && l.Entity == entity {
+			return l
+		}
+	}
+	return nil
+}
