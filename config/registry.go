@@ -75,23 +75,28 @@ type Orphan struct {
 }
 
 // Orphans returns the registry's tasks that cfg does not list, rebuilt
-// (RegisteredTask); one the registry kept in a form this version cannot
-// read is rebuilt with an hourly schedule in UTC, so it is still shown.
+// (orphanOf).
 func Orphans(cfg *Config, reg []lease.TaskInfo) []Orphan {
 	var out []Orphan
 	for _, ti := range reg {
-		if _, ok := cfg.Task(ti.Name); ok {
-			continue
+		if _, ok := cfg.Task(ti.Name); !ok {
+			out = append(out, orphanOf(ti))
 		}
-		t, err := RegisteredTask(ti)
-		if err != nil {
-			t = DefaultTask()
-			t.Name, t.Every, t.Timezone, t.Location = ti.Name, time.Hour, "UTC", time.UTC
-			t.Schedule = Every{Interval: time.Hour, Location: time.UTC}
-		}
-		out = append(out, Orphan{Task: t, Info: ti})
 	}
 	return out
+}
+
+// orphanOf is the registry's task ti rebuilt (RegisteredTask); one the
+// registry kept in a form this version cannot read is rebuilt with an
+// hourly schedule in UTC, so it is still shown.
+func orphanOf(ti lease.TaskInfo) Orphan {
+	t, err := RegisteredTask(ti)
+	if err != nil {
+		t = DefaultTask()
+		t.Name, t.Every, t.Timezone, t.Location = ti.Name, time.Hour, "UTC", time.UTC
+		t.Schedule = Every{Interval: time.Hour, Location: time.UTC}
+	}
+	return Orphan{Task: t, Info: ti}
 }
 
 // Unlisted returns the task named name as the task registry remembers it
@@ -106,8 +111,9 @@ func Unlisted(ctx context.Context, store *lease.Store, cfg *Config, name string)
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range Orphans(cfg, reg) {
-		if o.Name == name {
+	for _, ti := range reg {
+		if ti.Name == name {
+			o := orphanOf(ti)
 			return &o, nil
 		}
 	}

@@ -261,8 +261,8 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	pq := lease.PageQuery{Cursor: q.Get("cursor"), Search: q.Get("q"), Substring: q.Get("mode") == "substring",
 		Outcome: q.Get("outcome"), Size: entityRows, MaxScan: maxScan}
-	if all := lease.AllOutcomes(); pq.Outcome != "" && pq.Outcome != "held" && !slices.Contains(all[:], lease.Outcome(pq.Outcome)) {
-		http.Error(w, fmt.Sprintf("outcome %q: use held or one of %v", pq.Outcome, all), http.StatusBadRequest)
+	if o := lease.Outcome(pq.Outcome); o != "" && o != "held" && o.Index() < 0 {
+		http.Error(w, fmt.Sprintf("outcome %q: use held or one of %v", o, lease.AllOutcomes()), http.StatusBadRequest)
 		return
 	}
 	ents, err := c.store.EntityPage(ctx, t.Name, pq)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -233,6 +234,10 @@ const NumOutcomes = len(allOutcomes)
 // AllOutcomes is every Outcome, in a fixed order (an array: a caller's
 // copy, no global to change).
 func AllOutcomes() [NumOutcomes]Outcome { return allOutcomes }
+
+// Index is o's position in AllOutcomes, or -1 when o is no Outcome of
+// tickd's.
+func (o Outcome) Index() int { return slices.Index(allOutcomes[:], o) }
 
 // Outcomes lists every Outcome.
 //

@@ -40,8 +40,7 @@ type tally struct {
 
 // outcomeIndex is o's index in tally.outcomes.
 func outcomeIndex(o lease.Outcome) int {
-	all := lease.AllOutcomes()
-	if i := slices.Index(all[:], o); i >= 0 {
+	if i := o.Index(); i >= 0 {
 		return i
 	}
 	return lease.NumOutcomes
@@ -54,11 +53,12 @@ func (tl *tally) part(replica string, now time.Time) lease.TickPart {
 	tl.mu.Unlock()
 	p := lease.TickPart{Replica: replica, Final: tl.pending.Load() == 0, Written: now, Entities: n.Entities,
 		Started: n.Started, SourceFailed: n.SourceFailed, SourceError: n.SourceError, Outcomes: map[lease.Outcome]int{}, Skipped: map[string]int{}}
+	all := lease.AllOutcomes()
 	for i := range tl.outcomes {
 		if c := int(tl.outcomes[i].Load()); c > 0 {
 			o := lease.Outcome("other")
 			if i < lease.NumOutcomes {
-				o = lease.AllOutcomes()[i]
+				o = all[i]
 			}
 			p.Outcomes[o] = c
 		}

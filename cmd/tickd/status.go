@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -27,8 +26,8 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	if *limit < 1 {
 		return c.usage("-limit %d: show at least 1 row", *limit)
 	}
-	if all, o := lease.AllOutcomes(), lease.Outcome(*outcome); o != "" && !slices.Contains(all[:], o) {
-		return c.usage("-outcome %q: use one of %v", *outcome, all)
+	if o := lease.Outcome(*outcome); o != "" && o.Index() < 0 {
+		return c.usage("-outcome %q: use one of %v", *outcome, lease.AllOutcomes())
 	}
 	cfg, err := config.LoadConnection(*c.config) // a config of only [redis] shows tickd lock's locks
 	if err != nil {
