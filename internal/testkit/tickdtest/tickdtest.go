@@ -71,17 +71,25 @@ func testClockBinary(t testing.TB) string {
 	Binaries(t) // the build dir
 	bin := filepath.Join(buildDir, "tickd-testclock")
 	testClockOnce.Do(func() {
-		cmd := exec.Command("go", "build", "-tags", "tickd_testclock", "-o", bin, "./cmd/tickd")
-		cmd.Dir = repoRoot()
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			testClockErr = fmt.Errorf("go build -tags tickd_testclock ./cmd/tickd: %v\n%s", err, out)
-		}
+		testClockErr = goBuild(bin, "./cmd/tickd", "-tags", "tickd_testclock")
 	})
 	if testClockErr != nil {
 		t.Fatal(testClockErr)
 	}
 	return bin
+}
+
+// goBuild builds pkg into out (a file, or a directory) with flags, static
+// as the README builds it.
+func goBuild(out, pkg string, flags ...string) error {
+	args := append(append([]string{"build"}, flags...), "-o", out, pkg)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = repoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	return nil
 }
 
 // Binaries builds tickd and testworker once per test binary and returns
@@ -94,11 +102,7 @@ func Binaries(t testing.TB) (tickd, worker string) {
 			return
 		}
 		for _, pkg := range []string{"./cmd/tickd", "./internal/testkit/testworker"} {
-			cmd := exec.Command("go", "build", "-o", buildDir, pkg)
-			cmd.Dir = repoRoot()
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as the README builds it: static
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+			if buildErr = goBuild(buildDir, pkg); buildErr != nil {
 				return
 			}
 		}
