@@ -186,6 +186,28 @@ func TestChecker(t *testing.T) {
 			eligible: all - 1, ran: all - 1,
 		},
 		{
+			// Its replica lived on, to be killed -9 a tick later.
+			name: "a run SIGKILLed after its grace ended at that, not at its replica's later kill",
+			runs: append(without(without(steady(), "e5", 2), "e5", 1),
+				synthRun{entity: "e5", reason: "tick", tick: tickAt(1), granted: tickAt(1), from: tickAt(1).Add(10 * time.Millisecond), pid: 1, ppid: 7},
+				synthRun{entity: "e5", reason: "tick", tick: tickAt(2), granted: tickAt(2).Add(400 * time.Millisecond),
+					from: tickAt(2).Add(410 * time.Millisecond), to: tickAt(2).Add(500 * time.Millisecond), pid: 2, ppid: 8}),
+			setup: func(c *cluster) {
+				c.logged = map[string]loggedEnd{fmt.Sprint("e5/", tickAt(1).UnixMicro()): {killed: tickAt(2).Add(300 * time.Millisecond).UnixNano()}}
+				c.killedAt[7] = tickAt(3).Add(500 * time.Millisecond).UnixNano()
+			},
+			eligible: all, ran: all,
+		},
+		{
+			name: "… and its lease, perhaps never released, is busy until it could expire",
+			runs: append(without(without(steady(), "e5", 2), "e5", 1),
+				synthRun{entity: "e5", reason: "tick", tick: tickAt(1), granted: tickAt(1), from: tickAt(1).Add(10 * time.Millisecond), pid: 1, ppid: 7}),
+			setup: func(c *cluster) {
+				c.logged = map[string]loggedEnd{fmt.Sprint("e5/", tickAt(1).UnixMicro()): {killed: tickAt(2).Add(-time.Second).UnixNano()}}
+			},
+			eligible: all - 1, ran: all - 1,
+		},
+		{
 			name: "a lease a killed replica held is busy until it expires",
 			runs: without(without(steady(), "e5", 2), "e5", 3),
 			setup: func(c *cluster) {

@@ -75,6 +75,10 @@ type cluster struct {
 	// skipped: the replicas' busy skips (see skips); read from their logs
 	// when nil (the checker's tests set it).
 	skipped map[string][]time.Time
+	// logged: what the replicas logged of their runs' ends, by entity and
+	// fence (see loggedEnds); read from their logs when nil (the checker's
+	// tests set it).
+	logged map[string]loggedEnd
 }
 
 type orphans struct {
@@ -205,19 +209,30 @@ func (e loggedEnd) bound(r tickdtest.Run) int64 {
 	return 0
 }
 
-// openEnd bounds a run with no end record: killed with its replica
-// (Pdeathsig) at the kill, SIGKILLed after its grace when its replica
-// logged so (loggedEnd), else running until end. c.mu is held.
+// openEnd bounds a run with no end record: what its replica logged of it
+// (SIGKILLed after its grace, or its end), else killed with its replica
+// (Pdeathsig) at the kill, else running until end. The logged bound comes
+// first: a replica that SIGKILLed a run lives on, and its own kill -9,
+// later, says nothing of that run. c.mu is held.
 func (c *cluster) openEnd(logged map[string]loggedEnd, end time.Time) func(tickdtest.Run) int64 {
 	return func(r tickdtest.Run) int64 {
-		if at, ok := c.killedAt[r.Start.Ppid]; ok && at > r.Start.At {
+		if at := logged[fmt.Sprint(r.Start.Entity, "/", r.Start.Fence)].bound(r); at != 0 {
 			return at
 		}
-		if at := logged[fmt.Sprint(r.Start.Entity, "/", r.Start.Fence)].bound(r); at != 0 {
+		if at, ok := c.killedAt[r.Start.Ppid]; ok && at > r.Start.At {
 			return at
 		}
 		return end.UnixNano()
 	}
+}
+
+// ends is what the replicas logged of their runs' ends: c.logged when set
+// (the checker's tests set it), else read from their logs. c.mu is held.
+func (c *cluster) ends() map[string]loggedEnd {
+	if c.logged != nil {
+		return c.logged
+	}
+	return c.loggedEnds()
 }
 
 // logLine is what the checker reads of a replica's JSON log line.
@@ -404,7 +419,9 @@ func (r result) liveness() float64 {
 // blackout (Redis stopped or quarantined after a data loss). An (entity, T)
 // pair of such a tick is eligible unless the entity was busy: some run of it
 // other than a tick run for T started before T+every/2 and its lease was
-// still held at T. A lease is held until the run's end, except for a replica
+// still held at T. A lease is held until the run's end; a run that wrote no
+// end was killed (openEnd bounds it), and its lease, perhaps not released,
+// is held until a lease TTL after that. So is the lease of a replica
 // hit by a fault (killed, stalled, frozen) whose run was going on during the
 // fault: its lease is held until it expires, max(end, fault start) +
 // leaseTTL; so is a lease a killed or frozen replica held, read from Redis
@@ -418,7 +435,7 @@ func (c *cluster) check(begin, end time.Time) result {
 	runs := tickdtest.ReadRuns(c.t, c.runsLog)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	logged := c.loggedEnds()
+	logged := c.ends()
 	if c.skipped == nil {
 		c.skipped = skips(c.procs)
 	}
@@ -427,7 +444,9 @@ func (c *cluster) check(begin, end time.Time) result {
 	heldUntil := func(r tickdtest.Run) int64 {
 		e := r.End.At
 		if e == 0 {
-			e = openEnd(r)
+			// Killed (it wrote no end): its lease, perhaps not released
+			// (lost, or its replica gone), may stay until it expires.
+			e = openEnd(r) + c.ttl.Nanoseconds()
 		}
 		if f, ok := c.linger[r.Start.Ppid]; ok && r.Start.At < f.to.UnixNano() && e >= f.from.UnixNano() {
 			e = max(e, f.from.UnixNano()) + c.ttl.Nanoseconds()
@@ -752,7 +771,7 @@ func TestStalledConnection(t *testing.T) {
 	// log bounds its end (loggedEnd).
 	late, inFlight, stalledPid := 0, 0, c.reps[0].proc.Pid()
 	c.mu.Lock()
-	logged := c.loggedEnds()
+	logged := c.ends()
 	c.mu.Unlock()
 	for _, run := range tickdtest.ReadRuns(t, c.runsLog) {
 		end := run.End.At
@@ -852,7 +871,7 @@ func TestSIGSTOP(t *testing.T) {
 	// A run with no end record ends where its replica's log bounds it
 	// (SIGKILLed after its grace); with no bound, at the end of the test.
 	c.mu.Lock()
-	logged := c.loggedEnds()
+	logged := c.ends()
 	openEnd := c.openEnd(logged, time.Now())
 	c.mu.Unlock()
 	if f := tickdtest.Check(others, openEnd); f.Overlaps != 0 {
