@@ -250,7 +250,7 @@ func (s *Store) Replication(ctx context.Context) (Replication, error) {
 // Online the fewest replicas any master reports online, and a probe write
 // into every bucket, acknowledged per shard as lease writes are.
 func (b *redisBackend) clusterReplication(ctx context.Context, cc *redis.ClusterClient) (Replication, error) {
-	r := Replication{Role: "cluster", Mode: b.opts.ReplicaAcks, Online: -1}
+	r := Replication{Role: "cluster", Mode: b.acksMode, Online: -1}
 	var mu sync.Mutex
 	err := cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
 		info, err := node.Info(ctx, "replication").Result()
@@ -277,7 +277,7 @@ func (b *redisBackend) clusterReplication(ctx context.Context, cc *redis.Cluster
 	}
 	calls := make([]scriptCall, buckets)
 	for bk := range calls {
-		calls[bk] = scriptCall{keys: []string{b.k.bucket(bk) + ":ackprobe"}, args: []any{b.opts.Replica}}
+		calls[bk] = scriptCall{keys: []string{b.k.bucket(bk) + ":ackprobe"}, args: []any{b.cfg.Replica}}
 	}
 	_, err = b.evalBatch(ctx, scriptProbe, calls, ackWaitMax)
 	return r.probed(err, r.Want)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // Acquire asks for one lease. It fails with a *BusyError, an
@@ -32,18 +34,18 @@ func (s *Store) AcquireBatch(ctx context.Context, reqs []Request) []Result {
 // acquireRound acquires at most BatchSize requests in one round trip (a
 // "chunk" is something else: 16 entities of a tick's stream, lease/doc.go).
 func (s *Store) acquireRound(ctx context.Context, reqs []Request, out []Result) {
-	args := make([]acquireArg, len(reqs))
+	args := make([]driver.AcquireArg, len(reqs))
 	for i := range reqs {
 		r := &reqs[i]
 		if r.TTL <= 0 {
 			out[i].Err = fmt.Errorf("lease: acquire %s/%s: ttl must be positive", r.Task, r.Entity)
 			continue
 		}
-		args[i] = acquireArg{req: r, field: escape(r.Entity)}
+		args[i] = driver.AcquireArg{Req: r, Field: driver.Escape(r.Entity)}
 	}
 	for i, t := range s.tokens(len(args), chunkPositions(args)) {
-		if args[i].req != nil {
-			args[i].token = t
+		if args[i].Req != nil {
+			args[i].Token = t
 		}
 	}
 	s.mu.Lock()
@@ -56,7 +58,7 @@ func (s *Store) acquireRound(ctx context.Context, reqs []Request, out []Result) 
 		return
 	}
 	sent := s.clock.Now()
-	replies, err := s.b.acquire(ctx, s.opts.Replica, maxTTL, args)
+	replies, err := s.b.Acquire(ctx, s.opts.Replica, maxTTL, args)
 	s.noteAcks(err)
 	var ackErr *AckError
 	if errors.As(err, &ackErr) && replies != nil {
@@ -77,9 +79,9 @@ func (s *Store) acquireRound(ctx context.Context, reqs []Request, out []Result) 
 			continue
 		}
 		a := args[i]
-		switch rep.status {
-		case grantOK:
-			out[i].Lease = s.newLease(a, rep.fence, sent)
+		switch rep.Status {
+		case driver.GrantOK:
+			out[i].Lease = s.newLease(a, rep.Fence, sent)
 			granted = append(granted, out[i].Lease)
 		default:
 			out[i].Err = s.refusal(a, rep)
@@ -91,19 +93,19 @@ func (s *Store) acquireRound(ctx context.Context, reqs []Request, out []Result) 
 }
 
 // refusal is the error of an acquire reply that granted nothing.
-func (s *Store) refusal(a acquireArg, rep acquireReply) error {
-	switch rep.status {
-	case grantBusy:
-		return &BusyError{Holder: rep.holder, Since: rep.at, Fence: rep.fence, Queued: a.req.Queue}
-	case grantRan:
-		return &AlreadyRanError{LastTick: rep.at}
-	case grantQuarantine:
-		s.quarantinedFor(rep.left)
-		return &QuarantineError{Left: rep.left}
-	case grantEarly:
-		return &EarlyError{Wait: rep.left}
+func (s *Store) refusal(a driver.AcquireArg, rep driver.AcquireReply) error {
+	switch rep.Status {
+	case driver.GrantBusy:
+		return &BusyError{Holder: rep.Holder, Since: rep.At, Fence: rep.Fence, Queued: a.Req.Queue}
+	case driver.GrantRan:
+		return &AlreadyRanError{LastTick: rep.At}
+	case driver.GrantQuarantine:
+		s.quarantinedFor(rep.Left)
+		return &QuarantineError{Left: rep.Left}
+	case driver.GrantEarly:
+		return &EarlyError{Wait: rep.Left}
 	}
-	return fmt.Errorf("lease: unexpected acquire reply %q", rep.status)
+	return fmt.Errorf("lease: unexpected acquire reply %q", rep.Status)
 }
 
 // handBack answers a batch whose grants the replicas did not acknowledge:
@@ -111,32 +113,34 @@ func (s *Store) refusal(a acquireArg, rep acquireReply) error {
 // recorded as canceled and handed over (a due entry, after a second, with
 // the request's reason and tick) so that it happens once the replicas
 // acknowledge again; the other answers stand.
-func (s *Store) handBack(ctx context.Context, args []acquireArg, replies []acquireReply, out []Result, ackErr *AckError, sent time.Time) {
-	var rs []releaseArg
+func (s *Store) handBack(ctx context.Context, args []driver.AcquireArg, replies []driver.AcquireReply, out []Result, ackErr *AckError, sent time.Time) {
+	var rs []driver.ReleaseArg
+	var ls []*Lease
 	for i, rep := range replies {
 		if out[i].Err != nil {
 			continue
 		}
-		if rep.status != grantOK {
+		if rep.Status != driver.GrantOK {
 			out[i].Err = s.refusal(args[i], rep)
 			continue
 		}
-		out[i].Err = fmt.Errorf("lease %s/%s: %w", args[i].req.Task, args[i].req.Entity, ackErr)
-		l := s.newLease(args[i], rep.fence, sent)
+		out[i].Err = fmt.Errorf("lease %s/%s: %w", args[i].Req.Task, args[i].Req.Entity, ackErr)
+		l := s.newLease(args[i], rep.Fence, sent)
 		next := &Next{Reason: ReasonRetry, Delay: handBackDelay, Attempt: l.Attempt, HandOver: true}
-		if d := args[i].req.From; d != nil {
+		if d := args[i].Req.From; d != nil {
 			next.Reason = d.Reason
 		}
-		rs = append(rs, releaseArg{l: l, o: Finished{Outcome: OutcomeCanceled, Started: sent, Ended: s.clock.Now()}, next: next})
+		ls = append(ls, l)
+		rs = append(rs, driver.ReleaseArg{Lease: l.ref(), Finished: Finished{Outcome: OutcomeCanceled, Started: sent, Ended: s.clock.Now()}, Next: next})
 	}
 	if len(rs) == 0 {
 		return
 	}
 	// Best effort: a grant not released expires after its TTL, and a due
 	// entry not handed back returns after its visibility timeout.
-	s.b.release(ctx, rs) //nolint:errcheck
-	for _, r := range rs {
-		r.l.cancel(ackErr)
+	s.b.Release(ctx, rs) //nolint:errcheck
+	for _, l := range ls {
+		l.cancel(ackErr)
 	}
 }
 
@@ -188,24 +192,25 @@ func (s *Store) AckErr() error {
 	return s.ackErr
 }
 
-func (s *Store) newLease(a acquireArg, fence int64, sent time.Time) *Lease {
+func (s *Store) newLease(a driver.AcquireArg, fence int64, sent time.Time) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Lease{
-		Task: a.req.Task, Entity: a.req.Entity, Reason: a.req.Reason, Fence: fence,
-		Acquired: sent, token: a.token, field: a.field, ttl: a.req.TTL, store: s,
+		Task: a.Req.Task, Entity: a.Req.Entity, Reason: a.Req.Reason, Fence: fence,
+		Acquired: sent, store: s,
+		d:   driver.Lease{Task: a.Req.Task, Entity: a.Req.Entity, Field: a.Field, Token: a.Token, TTL: a.Req.TTL},
 		ctx: ctx, cancel: cancel,
 	}
-	if a.req.Reason == ReasonTick {
-		l.Tick = a.req.Tick
+	if a.Req.Reason == ReasonTick {
+		l.Tick = a.Req.Tick
 	}
-	if d := a.req.From; d != nil {
+	if d := a.Req.From; d != nil {
 		l.Attempt, l.Requests = d.Attempt, d.Requests
 		if l.Tick.IsZero() {
 			l.Tick = d.Tick
 		}
 	}
-	l.trusted = trustEnd(sent, l.ttl)
-	l.renewAt = sent.Add(l.ttl / 3)
+	l.trusted = trustEnd(sent, l.d.TTL)
+	l.renewAt = sent.Add(l.d.TTL / 3)
 	return l
 }
 
@@ -244,7 +249,7 @@ func (s *Store) Taken(ctx context.Context, task string, tick time.Time, chunks [
 	if len(chunks) == 0 {
 		return nil, nil
 	}
-	t, err := s.b.taken(ctx, task, tick, chunks)
+	t, err := s.b.Taken(ctx, task, tick, chunks)
 	if err != nil {
 		return nil, fmt.Errorf("taken chunks of %s: %w", task, err)
 	}

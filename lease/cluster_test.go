@@ -13,6 +13,7 @@ import (
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // scriptKeys is a go-redis hook that records the keys of every script call.
@@ -305,7 +306,7 @@ func everyScriptOf(t *testing.T, s *Store, cl *redistest.Cluster, task string) {
 		t.Fatal(err)
 	}
 	k := keys{"slots"}
-	for _, key := range []string{k.ticks(task), k.list(task, listFailures), k.list(task, listActions)} {
+	for _, key := range []string{k.ticks(task), k.list(task, driver.ListFailures), k.list(task, driver.ListActions)} {
 		if a, b := cl.Slot(t, k.entities(task)), cl.Slot(t, key); a != b {
 			t.Errorf("one task, two slots: %s (%d) and %s (%d)", k.entities(task), a, key, b)
 		}

@@ -12,7 +12,7 @@ func (s *Store) Enqueue(ctx context.Context, d Due, delay time.Duration) error {
 	if err := checkRequestIDs(d.Requests); err != nil {
 		return err
 	}
-	err := s.b.enqueue(ctx, d, delay)
+	err := s.b.Enqueue(ctx, d, delay)
 	s.noteAcks(err)
 	if err != nil {
 		return fmt.Errorf("enqueue %s/%s: %w", d.Task, d.Entity, err)
@@ -24,7 +24,7 @@ func (s *Store) Enqueue(ctx context.Context, d Due, delay time.Duration) error {
 // for visibility; pass it as Request.From so the release acks it, or Ack it.
 // A request whose taker dies comes back after visibility.
 func (s *Store) TakeDue(ctx context.Context, limit int, visibility time.Duration) ([]Due, error) {
-	ds, err := s.b.take(ctx, limit, visibility, s.token())
+	ds, err := s.b.Take(ctx, limit, visibility, s.token())
 	if err != nil {
 		return nil, fmt.Errorf("take due entries: %w", err)
 	}
@@ -34,7 +34,7 @@ func (s *Store) TakeDue(ctx context.Context, limit int, visibility time.Duration
 // Ack removes a taken due request, if it is still the one taken, without a
 // run: its requests are answered AnswerDropped.
 func (s *Store) Ack(ctx context.Context, d Due) error {
-	if err := s.b.ack(ctx, d); err != nil {
+	if err := s.b.Ack(ctx, d); err != nil {
 		return fmt.Errorf("ack %s/%s: %w", d.Task, d.Entity, err)
 	}
 	return nil
@@ -43,8 +43,8 @@ func (s *Store) Ack(ctx context.Context, d Due) error {
 // DueEntries calls fn for each pending request of task ("" for all tasks):
 // earliest first for one task.
 func (s *Store) DueEntries(ctx context.Context, task string, fn func(Due) error) error {
-	return s.b.dueEntries(ctx, task, fn)
+	return s.b.DueEntries(ctx, task, fn)
 }
 
 // DueCount is the number of pending requests.
-func (s *Store) DueCount(ctx context.Context) (int, error) { return s.b.dueCount(ctx) }
+func (s *Store) DueCount(ctx context.Context) (int, error) { return s.b.DueCount(ctx) }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // errFormat is wrapped by every decode error: a value this code does not
@@ -37,7 +39,7 @@ func (e entityValue) encode() string {
 	}
 	return strconv.FormatInt(e.LastTick, 10) + "|" + strconv.FormatInt(e.Fence, 10) + "|" + e.Token + "|" +
 		strconv.FormatInt(e.Exp, 10) + "|" + flag(e.FollowUp) + "|" + strconv.FormatInt(e.Touched, 10) + "|" +
-		string(e.Reason) + "|" + strconv.FormatInt(e.Tick, 10) + "|" + escape(e.Holder) + "#" + last
+		string(e.Reason) + "|" + strconv.FormatInt(e.Tick, 10) + "|" + driver.Escape(e.Holder) + "#" + last
 }
 
 // decodeEntity reads a value of the task's hash.
@@ -58,7 +60,7 @@ func decodeEntity(v string) (entityValue, error) {
 		}
 	}
 	e.Token, e.FollowUp, e.Reason = f[2], f[4] == "1", Reason(f[6])
-	if e.Holder, err = unescape(f[8]); err != nil {
+	if e.Holder, err = driver.Unescape(f[8]); err != nil {
 		return entityValue{}, fmt.Errorf("%w: entity %q", errFormat, v)
 	}
 	if last != "" {
@@ -112,10 +114,6 @@ type runRecord struct {
 	Error string
 }
 
-// MaxRunError bounds the error text an entity's last run keeps: it lives
-// in the entity's value, which every acquire reads.
-const MaxRunError = 200
-
 func (r runRecord) encode() string {
 	return string(r.appendTo(nil))
 }
@@ -128,9 +126,9 @@ func (r runRecord) appendTo(buf []byte) []byte {
 	buf = append(strconv.AppendInt(buf, r.End, 10), '|')
 	buf = append(strconv.AppendInt(buf, r.Fence, 10), '|')
 	buf = append(append(buf, r.Reason...), '|')
-	buf = append(buf, escape(r.Replica)...)
+	buf = append(buf, driver.Escape(r.Replica)...)
 	if r.Error != "" {
-		buf = append(append(buf, '|'), escape(r.Error)...)
+		buf = append(append(buf, '|'), driver.Escape(r.Error)...)
 	}
 	return buf
 }
@@ -143,12 +141,12 @@ func decodeRun(v string) (runRecord, error) {
 	r := runRecord{Outcome: Outcome(f[0]), Reason: Reason(f[4])}
 	var err [5]error
 	if len(f) == 7 {
-		r.Error, err[4] = unescape(f[6])
+		r.Error, err[4] = driver.Unescape(f[6])
 	}
 	r.Start, err[0] = number(f[1])
 	r.End, err[1] = number(f[2])
 	r.Fence, err[2] = number(f[3])
-	r.Replica, err[3] = unescape(f[5])
+	r.Replica, err[3] = driver.Unescape(f[5])
 	if errors.Join(err[:]...) != nil {
 		return runRecord{}, fmt.Errorf("%w: run %q", errFormat, v)
 	}
@@ -257,36 +255,26 @@ func decodeEpoch(v string) (epochValue, error) {
 //	                                               host and version escaped)
 //
 // A value of tickd before the process fields is until|tasks.
-type announceValue struct {
-	Until   int64
-	Tasks   []string
-	Process string // the announcing store's nonce
-	Host    string
-	Version string
-	Since   int64 // first announcement of this process (ms)
-	Seen    int64 // last announcement (ms)
+func encodeAnnounce(a driver.Announcement) string {
+	return strconv.FormatInt(a.Until, 10) + "|" + announceTasks(a) + "|" + a.Process + "|" + driver.Escape(a.Host) + "|" +
+		driver.Escape(a.Version) + "|" + strconv.FormatInt(a.Since, 10) + "|" + strconv.FormatInt(a.Seen, 10)
 }
 
-func (a announceValue) encode() string {
-	return strconv.FormatInt(a.Until, 10) + "|" + a.tasksField() + "|" + a.Process + "|" + escape(a.Host) + "|" +
-		escape(a.Version) + "|" + strconv.FormatInt(a.Since, 10) + "|" + strconv.FormatInt(a.Seen, 10)
-}
-
-func decodeAnnounce(v string) (announceValue, error) {
+func decodeAnnounce(v string) (driver.Announcement, error) {
 	bad := fmt.Errorf("%w: announcement %q", errFormat, v)
 	f := strings.Split(v, "|")
 	if len(f) != 2 && len(f) != 7 {
-		return announceValue{}, bad
+		return driver.Announcement{}, bad
 	}
 	n, err := number(f[0])
 	if err != nil || f[0] == "" {
-		return announceValue{}, bad
+		return driver.Announcement{}, bad
 	}
-	a := announceValue{Until: n}
+	a := driver.Announcement{Until: n}
 	for _, t := range strings.Fields(f[1]) {
-		task, err := unescape(t)
+		task, err := driver.Unescape(t)
 		if err != nil {
-			return announceValue{}, bad
+			return driver.Announcement{}, bad
 		}
 		a.Tasks = append(a.Tasks, task)
 	}
@@ -294,12 +282,12 @@ func decodeAnnounce(v string) (announceValue, error) {
 		return a, nil
 	}
 	a.Process = f[2]
-	h, herr := unescape(f[3])
-	ver, verr := unescape(f[4])
+	h, herr := driver.Unescape(f[3])
+	ver, verr := driver.Unescape(f[4])
 	since, serr := number(f[5])
 	seen, seerr := number(f[6])
 	if herr != nil || verr != nil || serr != nil || seerr != nil || f[5] == "" || f[6] == "" {
-		return announceValue{}, bad
+		return driver.Announcement{}, bad
 	}
 	a.Host, a.Version, a.Since, a.Seen = h, ver, since, seen
 	return a, nil
@@ -307,68 +295,48 @@ func decodeAnnounce(v string) (announceValue, error) {
 
 // tasksField is the tasks part: announce.lua adds the until part itself,
 // from Redis's clock.
-func (a announceValue) tasksField() string {
+func announceTasks(a driver.Announcement) string {
 	esc := make([]string, len(a.Tasks))
 	for i, t := range a.Tasks {
-		esc[i] = escape(t)
+		esc[i] = driver.Escape(t)
 	}
 	return strings.Join(esc, " ")
 }
 
-// grantStatus is how acquire.lua answers for one entity.
-type grantStatus string
-
-const (
-	grantOK         grantStatus = "ok"         // granted: the reply is the fence alone
-	grantBusy       grantStatus = "busy"       // busy|since|fence|holder
-	grantRan        grantStatus = "ran"        // ran|last_tick: a run for a tick >= this one started
-	grantQuarantine grantStatus = "quarantine" // quarantine|ms_left
-	grantEarly      grantStatus = "early"      // early|ms_until_tick: the tick is in Redis's future
-)
-
-// acquireReply is one entity's answer of acquire.lua, decoded.
-type acquireReply struct {
-	status grantStatus
-	fence  int64
-	at     time.Time // busy: the holder's since; ran: the last tick run
-	holder string
-	left   time.Duration // quarantine or early: time left
-}
-
 // decodeAcquireReply decodes one entity's answer: digits alone are a
 // granted fence; otherwise "status|fields…".
-func decodeAcquireReply(v string) (acquireReply, error) {
+func decodeAcquireReply(v string) (driver.AcquireReply, error) {
 	status, rest, _ := strings.Cut(v, "|")
 	if fence, err := strconv.ParseInt(status, 10, 64); err == nil {
-		return acquireReply{status: grantOK, fence: fence}, nil
+		return driver.AcquireReply{Status: driver.GrantOK, Fence: fence}, nil
 	}
-	r := acquireReply{status: grantStatus(status)}
+	r := driver.AcquireReply{Status: driver.GrantStatus(status)}
 	bad := fmt.Errorf("%w: acquire reply %q", errFormat, v)
-	switch r.status {
-	case grantBusy:
+	switch r.Status {
+	case driver.GrantBusy:
 		f := strings.SplitN(rest, "|", 3)
 		if len(f) != 3 {
 			return r, bad
 		}
 		since, e1 := number(f[0])
 		fence, e2 := number(f[1])
-		holder, e3 := unescape(f[2])
+		holder, e3 := driver.Unescape(f[2])
 		if errors.Join(e1, e2, e3) != nil {
 			return r, bad
 		}
-		r.at, r.fence, r.holder = msTime(since), fence, holder
-	case grantRan:
+		r.At, r.Fence, r.Holder = msTime(since), fence, holder
+	case driver.GrantRan:
 		n, err := number(rest)
 		if err != nil {
 			return r, bad
 		}
-		r.at = msTime(n)
-	case grantQuarantine, grantEarly:
+		r.At = msTime(n)
+	case driver.GrantQuarantine, driver.GrantEarly:
 		n, err := number(rest)
 		if err != nil {
 			return r, bad
 		}
-		r.left = time.Duration(n) * time.Millisecond
+		r.Left = time.Duration(n) * time.Millisecond
 	default:
 		return r, bad
 	}
@@ -418,10 +386,10 @@ func luaConstants() string {
 		{"REASON_RETRY", ReasonRetry},
 		{"REASON_QUEUED", ReasonQueued},
 		{"OUTCOME_UNLOCKED", OutcomeUnlocked},
-		{"GRANT_BUSY", grantBusy},
-		{"GRANT_RAN", grantRan},
-		{"GRANT_QUARANTINE", grantQuarantine},
-		{"GRANT_EARLY", grantEarly},
+		{"GRANT_BUSY", driver.GrantBusy},
+		{"GRANT_RAN", driver.GrantRan},
+		{"GRANT_QUARANTINE", driver.GrantQuarantine},
+		{"GRANT_EARLY", driver.GrantEarly},
 		{"RELEASED_OK", releasedOK},
 		{"RELEASED_FOLLOW_UP", releasedFollowUp},
 		{"RELEASED_NOT_HELD", releasedNotHeld},
@@ -434,7 +402,7 @@ func luaConstants() string {
 		{"UNLOCKED_REVOKED", unlockedRevoked},
 		{"UNLOCKED_ALREADY", unlockedAlready},
 		{"REVOKED", revokedMark},
-		{"UNLOCKED_BY", escape(unlockedBy)},
+		{"UNLOCKED_BY", driver.Escape(unlockedBy)},
 	} {
 		switch v := c.v.(type) {
 		case int64:

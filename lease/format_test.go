@@ -17,6 +17,7 @@ import (
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // codecScript runs lib.lua's codecs: ARGV format, "decode" or "encode", and
@@ -84,12 +85,12 @@ func entityFields(e entityValue) map[string]string {
 	}
 	return map[string]string{"last_tick": itoa(e.LastTick), "fence": itoa(e.Fence), "token": e.Token,
 		"exp": itoa(e.Exp), "fu": flag(e.FollowUp), "touched": itoa(e.Touched), "reason": string(e.Reason),
-		"tick": itoa(e.Tick), "holder": escape(e.Holder), "last": last}
+		"tick": itoa(e.Tick), "holder": driver.Escape(e.Holder), "last": last}
 }
 
 func runFields(r runRecord) map[string]string {
 	return map[string]string{"outcome": string(r.Outcome), "start": itoa(r.Start), "end": itoa(r.End),
-		"fence": itoa(r.Fence), "reason": string(r.Reason), "replica": escape(r.Replica), "error": escape(r.Error)}
+		"fence": itoa(r.Fence), "reason": string(r.Reason), "replica": driver.Escape(r.Replica), "error": driver.Escape(r.Error)}
 }
 
 func dueFields(d dueInfo) map[string]string {
@@ -144,10 +145,10 @@ func TestCodecsAgree(t *testing.T) {
 	if err != nil {
 		t.Fatalf("busy reply: %v", err)
 	}
-	expect.Equal(t, "busy reply's status", rep.status, grantBusy)
-	expect.Equal(t, "busy reply's fence", rep.fence, busy.Fence)
-	expect.Equal(t, "busy reply's holder", rep.holder, hostile)
-	expect.True(t, "busy reply's since is the grant's", rep.at.Equal(msTime(busy.Touched)))
+	expect.Equal(t, "busy reply's status", rep.Status, driver.GrantBusy)
+	expect.Equal(t, "busy reply's fence", rep.Fence, busy.Fence)
+	expect.Equal(t, "busy reply's holder", rep.Holder, hostile)
+	expect.True(t, "busy reply's since is the grant's", rep.At.Equal(msTime(busy.Touched)))
 
 	badValuesRefused(t, lua)
 }
@@ -262,7 +263,7 @@ func TestFastPathsAgree(t *testing.T) {
 					if runTick == "" {
 						runTick = itoa(tick)
 					}
-					res, err := fastScript.Run(bg, c, nil, op, v, now, nowMS, token, rr, tick, a.reason, escape(a.holder), runTick, a.tsfx).StringSlice()
+					res, err := fastScript.Run(bg, c, nil, op, v, now, nowMS, token, rr, tick, a.reason, driver.Escape(a.holder), runTick, a.tsfx).StringSlice()
 					if err != nil {
 						t.Fatalf("%s %q: %v", op, v, err)
 					}
@@ -292,11 +293,11 @@ func TestFastPathsAgree(t *testing.T) {
 // tokens that are not a chunk's have no prefix.
 func TestChunkTokens(t *testing.T) {
 	reqs := []Request{{Entity: "a"}, {Entity: "b", Chunk: "c1"}, {Entity: "c", Chunk: "c1"}, {Entity: "d", Chunk: "c1"}, {Entity: "e", Chunk: "c2"}, {Entity: "f", Chunk: "c3"}, {Entity: "g", Chunk: "c3"}}
-	args := make([]acquireArg, len(reqs))
+	args := make([]driver.AcquireArg, len(reqs))
 	for i := range reqs {
-		args[i] = acquireArg{req: &reqs[i]}
+		args[i] = driver.AcquireArg{Req: &reqs[i]}
 	}
-	args[6].req = nil // rejected: c3 is then a single request
+	args[6].Req = nil // rejected: c3 is then a single request
 	pos := chunkPositions(args)
 	if want := []int{0, 1, 2, 3, 0, 0, 0}; !slices.Equal(pos, want) {
 		t.Errorf("chunkPositions: %v, want %v", pos, want)
@@ -349,7 +350,7 @@ func TestTickPartKeepsTheSourceError(t *testing.T) {
 	}
 	expect.Equal(t, "source error, cut to MaxSourceError", back.SourceError, hostile[:MaxSourceError])
 	expect.True(t, "source failed", back.SourceFailed)
-	old := strings.TrimSuffix(encodeTickPart(p), ":"+escape(hostile[:MaxSourceError]))
+	old := strings.TrimSuffix(encodeTickPart(p), ":"+driver.Escape(hostile[:MaxSourceError]))
 	back, err = decodeTickPart(old)
 	expect.Equal(t, "an older part's error", err, nil)
 	expect.True(t, "an older part still failed", back.SourceFailed && back.SourceError == "")
@@ -359,10 +360,10 @@ func TestTickPartKeepsTheSourceError(t *testing.T) {
 // entry's origin and a release's next run, as Lua decodes them.
 func codecsAgreeOnArguments(t *testing.T, lua luaCodec) {
 	t.Helper()
-	for _, a := range []announceValue{{Until: 1, Tasks: nil}, {Until: maxMS, Tasks: []string{"sync-users", hostile},
+	for _, a := range []driver.Announcement{{Until: 1, Tasks: nil}, {Until: maxMS, Tasks: []string{"sync-users", hostile},
 		Process: "0123456789abcdef", Host: hostile, Version: "v1.2.3 (" + hostile + ")", Since: maxMS - 1, Seen: maxMS}} {
-		checkCodec(t, lua, "announce", a, a.encode(), map[string]string{"until_ms": itoa(a.Until), "tasks": a.tasksField(),
-			"process": a.Process, "host": escape(a.Host), "version": escape(a.Version), "since_ms": itoa(a.Since), "seen_ms": itoa(a.Seen)}, decodeAnnounce)
+		checkCodec(t, lua, "announce", a, encodeAnnounce(a), map[string]string{"until_ms": itoa(a.Until), "tasks": announceTasks(a),
+			"process": a.Process, "host": driver.Escape(a.Host), "version": driver.Escape(a.Version), "since_ms": itoa(a.Since), "seen_ms": itoa(a.Seen)}, decodeAnnounce)
 	}
 	// An announcement of a tickd before the process fields.
 	if got, ok := lua.decode("announce", "5|a%20b c"); !ok || fmt.Sprint(got) != "map[host: process: seen_ms:0 since_ms:0 tasks:a%20b c until_ms:5 version:]" {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // What happened: every tick of a task leaves a TickRecord, every failed
@@ -16,175 +16,8 @@ import (
 // writes a replica's part of a tick once when its fan-out ends and once
 // when its last run of the tick ends, never once per run.
 
-// TickPart is one replica's part in one tick of a task.
-type TickPart struct {
-	Replica string
-	// Final says that every run this replica started for the tick has
-	// ended (or that it started none). A part left not final by a replica
-	// that is gone makes its tick incomplete.
-	Final   bool
-	Written time.Time // when the replica wrote it
-	// Entities is how many entities its source listed; Started how many
-	// tick runs it started.
-	Entities, Started int
-	// Outcomes counts the ended runs by outcome; Skipped the entities it
-	// did not run, by reason (SkipBusy…).
-	Outcomes map[Outcome]int
-	Skipped  map[string]int
-	// SourceFailed: the entity source failed (the entities listed until
-	// then were run); SourceError is why (its first MaxSourceError bytes:
-	// for a command, its exit status and the end of its stderr).
-	SourceFailed bool
-	SourceError  string
-	// FirstStart is how long after the tick its first run started, LastEnd
-	// how long after the tick its last run ended; -1 when none did.
-	FirstStart, LastEnd time.Duration
-}
-
-// The reasons a tick skips an entity, in TickPart.Skipped.
-const (
-	SkipBusy            = "busy"
-	SkipAlreadyRan      = "already_ran"
-	SkipQuarantined     = "quarantined"
-	SkipNotAcknowledged = "not_acknowledged"
-	SkipError           = "error"   // the store failed until the tick was too late
-	SkipStopped         = "stopped" // shutdown or a reload stopped the fan-out first
-)
-
-// TickRecord is one tick of a task: the parts of the replicas that took
-// part in it.
-type TickRecord struct {
-	Tick  time.Time
-	Parts []TickPart
-}
-
-// Runs is how many runs the tick started, on all replicas.
-func (r TickRecord) Runs() int {
-	n := 0
-	for _, p := range r.Parts {
-		n += p.Started
-	}
-	return n
-}
-
-// Entities is how many entities the tick listed: the most any replica's
-// source listed (each reads the whole source).
-func (r TickRecord) Entities() int {
-	n := 0
-	for _, p := range r.Parts {
-		n = max(n, p.Entities)
-	}
-	return n
-}
-
-// Outcomes counts the tick's ended runs by outcome.
-func (r TickRecord) Outcomes() map[Outcome]int {
-	m := map[Outcome]int{}
-	for _, p := range r.Parts {
-		for o, n := range p.Outcomes {
-			m[o] += n
-		}
-	}
-	return m
-}
-
-// Skipped counts the entities the tick did not run, by reason. The replicas
-// of a tick share its entities out: what one of them counts as already run
-// is mostly another's run, and an entity sent entity by entity (not in a
-// chunk) may be found busy by each. With several parts, each reason's count
-// is the parts' sum cut to what the runs left of the entities listed, and
-// already_ran is what is left after the other reasons.
-func (r TickRecord) Skipped() map[string]int {
-	m := map[string]int{}
-	for _, p := range r.Parts {
-		for k, n := range p.Skipped {
-			m[k] += n
-		}
-	}
-	if len(r.Parts) > 1 {
-		left := max(0, r.Entities()-r.Runs())
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			if k != SkipAlreadyRan {
-				m[k] = min(m[k], left)
-				left -= m[k]
-			}
-		}
-		m[SkipAlreadyRan] = left
-	}
-	maps.DeleteFunc(m, func(_ string, n int) bool { return n == 0 })
-	return m
-}
-
-// SourceFailed says whether a replica's entity source failed.
-func (r TickRecord) SourceFailed() bool {
-	return slices.ContainsFunc(r.Parts, func(p TickPart) bool { return p.SourceFailed })
-}
-
-// SourceError is why a replica's entity source failed (the first replica's
-// that says), or "".
-func (r TickRecord) SourceError() string {
-	for _, p := range r.Parts {
-		if p.SourceError != "" {
-			return p.SourceError
-		}
-	}
-	return ""
-}
-
-// FirstStart is how long after the tick its first run started; -1: none.
-func (r TickRecord) FirstStart() time.Duration {
-	d := time.Duration(-1)
-	for _, p := range r.Parts {
-		if p.FirstStart >= 0 && (d < 0 || p.FirstStart < d) {
-			d = p.FirstStart
-		}
-	}
-	return d
-}
-
-// LastEnd is how long after the tick its last run ended; -1: none.
-func (r TickRecord) LastEnd() time.Duration {
-	d := time.Duration(-1)
-	for _, p := range r.Parts {
-		d = max(d, p.LastEnd)
-	}
-	return d
-}
-
-// Final says whether every part is final: all the runs the tick started
-// have ended.
-func (r TickRecord) Final() bool {
-	return !slices.ContainsFunc(r.Parts, func(p TickPart) bool { return !p.Final })
-}
-
-// Replicas lists the replicas that took part, in the order they wrote.
-func (r TickRecord) Replicas() []string {
-	rs := make([]string, len(r.Parts))
-	for i, p := range r.Parts {
-		rs[i] = p.Replica
-	}
-	return rs
-}
-
-// Retention bounds what is kept of a task's history. Every write enforces
-// it on what it writes to.
-type Retention struct {
-	Ticks    int           // tick records kept, the newest
-	Age      time.Duration // and none older than this
-	Failures int           // failed runs kept, the newest
-	Actions  int           // operator actions kept, the newest
-}
-
 // DefaultRetention keeps a week of 15-minute ticks.
 var DefaultRetention = Retention{Ticks: 672, Age: 7 * 24 * time.Hour, Failures: 50, Actions: 100}
-
-// TickWrite is one replica's part of one tick, to be written.
-type TickWrite struct {
-	Task string
-	Tick time.Time
-	Part TickPart
-	Keep Retention
-}
 
 // RecordTicks writes replicas' parts of ticks, each over its replica's
 // earlier part of the same tick, in one round trip.
@@ -192,7 +25,7 @@ func (s *Store) RecordTicks(ctx context.Context, ws []TickWrite) error {
 	if len(ws) == 0 {
 		return nil
 	}
-	if err := s.b.recordTicks(ctx, ws); err != nil {
+	if err := s.b.RecordTicks(ctx, ws); err != nil {
 		return fmt.Errorf("record ticks: %w", err)
 	}
 	return nil
@@ -200,7 +33,7 @@ func (s *Store) RecordTicks(ctx context.Context, ws []TickWrite) error {
 
 // Ticks returns task's newest tick records, newest first, at most limit.
 func (s *Store) Ticks(ctx context.Context, task string, limit int) ([]TickRecord, error) {
-	els, err := s.b.ticks(ctx, task, limit)
+	els, err := s.b.Ticks(ctx, task, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read ticks of %s: %w", task, err)
 	}
@@ -244,12 +77,12 @@ func Failed(o Outcome) bool {
 // (DefaultRetention.Failures kept), in the same round trip: the console's
 // failures page reads that one list however many tasks there are.
 func (s *Store) RecordFailures(ctx context.Context, fs []Failure, keep func(task string) Retention) error {
-	return s.pushWithFleet(ctx, listFailures, len(fs), func(i int) (string, any) { return fs[i].Task, fs[i] }, keep)
+	return s.pushWithFleet(ctx, driver.ListFailures, len(fs), func(i int) (string, any) { return fs[i].Task, fs[i] }, keep)
 }
 
 // Failures returns task's newest failures, newest first, at most limit.
 func (s *Store) Failures(ctx context.Context, task string, limit int) ([]Failure, error) {
-	return readList[Failure](ctx, s, listFailures, task, limit)
+	return readList[Failure](ctx, s, driver.ListFailures, task, limit)
 }
 
 // Action is what an operator did (internal/ops does each).
@@ -285,7 +118,7 @@ const (
 // DefaultRetention.Actions), which the console's actions page reads in one
 // call however many tasks there are.
 func (s *Store) RecordAction(ctx context.Context, a Action, keep Retention) error {
-	return s.pushWithFleet(ctx, listActions, 1, func(int) (string, any) { return a.Task, a }, func(string) Retention { return keep })
+	return s.pushWithFleet(ctx, driver.ListActions, 1, func(int) (string, any) { return a.Task, a }, func(string) Retention { return keep })
 }
 
 // pushWithFleet is push, and also puts the newest of the values of a task
@@ -308,7 +141,7 @@ func (s *Store) pushWithFleet(ctx context.Context, list string, n int, at func(i
 		}
 	}
 	limit := DefaultRetention.Failures
-	if list == listActions {
+	if list == driver.ListActions {
 		limit = DefaultRetention.Actions
 	}
 	vals = append(vals, fleet[max(0, len(fleet)-limit):]...) // the newest: the prefix's list keeps no more
@@ -323,14 +156,7 @@ func (s *Store) pushWithFleet(ctx context.Context, list string, n int, at func(i
 // Actions returns task's newest actions (the prefix's for ""), newest
 // first, at most limit.
 func (s *Store) Actions(ctx context.Context, task string, limit int) ([]Action, error) {
-	return readList[Action](ctx, s, listActions, task, limit)
-}
-
-// HistoryRead asks for a task's newest Ticks tick records and Actions
-// actions.
-type HistoryRead struct {
-	Task           string
-	Ticks, Actions int
+	return readList[Action](ctx, s, driver.ListActions, task, limit)
 }
 
 // TaskHistory is what a HistoryRead found, newest first.
@@ -342,7 +168,7 @@ type TaskHistory struct {
 // Histories reads the tick records and actions of many tasks in one round
 // trip: what a page of tasks, or the health checks of every task, read.
 func (s *Store) Histories(ctx context.Context, reads []HistoryRead) ([]TaskHistory, error) {
-	ticks, actions, err := s.b.histories(ctx, reads)
+	ticks, actions, err := s.b.Histories(ctx, reads)
 	if err != nil {
 		return nil, fmt.Errorf("read the history of %d task(s): %w", len(reads), err)
 	}
@@ -353,25 +179,12 @@ func (s *Store) Histories(ctx context.Context, reads []HistoryRead) ([]TaskHisto
 	return out, nil
 }
 
-// The lists a task keeps beside its tick records.
-const (
-	listFailures = "failures"
-	listActions  = "actions"
-)
-
-// listPush is values to push onto one task's list, and how many to keep.
-type listPush struct {
-	task string
-	vals []string // oldest first: the last pushed is the newest
-	keep int
-}
-
 func (s *Store) push(ctx context.Context, list string, n int, at func(i int) (string, any), keep func(string) Retention) error {
 	if n == 0 {
 		return nil
 	}
-	by := map[string]*listPush{}
-	var order []*listPush
+	by := map[string]*driver.ListPush{}
+	var order []*driver.ListPush
 	for i := range n {
 		task, v := at(i)
 		data, err := json.Marshal(v)
@@ -381,24 +194,24 @@ func (s *Store) push(ctx context.Context, list string, n int, at func(i int) (st
 		p := by[task]
 		if p == nil {
 			k := keep(task)
-			p = &listPush{task: task, keep: k.Failures}
-			if list == listActions {
-				p.keep = k.Actions
+			p = &driver.ListPush{Task: task, Keep: k.Failures}
+			if list == driver.ListActions {
+				p.Keep = k.Actions
 			}
-			p.keep = max(p.keep, 1)
+			p.Keep = max(p.Keep, 1)
 			by[task] = p
 			order = append(order, p)
 		}
-		p.vals = append(p.vals, string(data))
+		p.Vals = append(p.Vals, string(data))
 	}
-	if err := s.b.push(ctx, list, order); err != nil {
+	if err := s.b.Push(ctx, list, order); err != nil {
 		return fmt.Errorf("record %s: %w", list, err)
 	}
 	return nil
 }
 
 func readList[T any](ctx context.Context, s *Store, list, task string, limit int) ([]T, error) {
-	vals, err := s.b.list(ctx, list, task, limit)
+	vals, err := s.b.List(ctx, list, task, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read %s of %s: %w", list, task, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // LossWatch is how often a store looks for a data loss (a bucket whose
@@ -26,7 +28,7 @@ func (s *Store) watchLoss(ctx context.Context) {
 		case <-t.C:
 		}
 		cctx, cancel := context.WithTimeout(ctx, LossWatch)
-		left, err := s.b.checkEpochs(cctx, s.MaxTTL())
+		left, err := s.b.CheckEpochs(cctx, s.MaxTTL())
 		cancel()
 		if err == nil && left > 0 {
 			s.quarantinedFor(left)
@@ -83,7 +85,7 @@ func (s *Store) keep(ctx context.Context) {
 		for l := range s.held {
 			l.mu.Lock()
 			at := l.renewAt
-			ttl := l.ttl
+			ttl := l.d.TTL
 			l.mu.Unlock()
 			if !at.After(now.Add(ttl / 6)) {
 				due = append(due, l)
@@ -121,10 +123,10 @@ func (s *Store) sweepAsync(ctx context.Context, every time.Duration) {
 		defer s.sweeping.Store(false)
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		if mine, err := s.b.claimSweep(sctx, every); err != nil || !mine {
+		if mine, err := s.b.ClaimSweep(sctx, every); err != nil || !mine {
 			return // another replica sweeps; or Redis fails, and the next interval retries
 		}
-		s.b.sweep(sctx) //nolint:errcheck // retried at the next interval
+		s.b.Sweep(sctx) //nolint:errcheck // retried at the next interval
 		if s.opts.OnSweep != nil {
 			s.opts.OnSweep()
 		}
@@ -134,26 +136,21 @@ func (s *Store) sweepAsync(ctx context.Context, every time.Duration) {
 // Sweep forgets at once the entities neither held nor touched within
 // Options.StateTTL; the store also does it by itself every StateTTL/10 (at
 // most every hour).
-func (s *Store) Sweep(ctx context.Context) error { return s.b.sweep(ctx) }
-
-// renewal is a renewal round's answer for one lease.
-type renewal uint8
-
-const (
-	renewLost    renewal = iota // expired, or held under another token
-	renewOK                     // renewed: its trust window moves
-	renewRevoked                // an operator revoked it (Store.Unlock)
-)
+func (s *Store) Sweep(ctx context.Context) error { return s.b.Sweep(ctx) }
 
 func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
-	shortest := ls[0].ttl
+	shortest := ls[0].d.TTL
 	for _, l := range ls {
-		shortest = min(shortest, l.ttl)
+		shortest = min(shortest, l.d.TTL)
 	}
 	rctx, cancel := context.WithTimeout(ctx, max(shortest/3, 50*time.Millisecond))
 	defer cancel()
 	sent := s.clock.Now()
-	ok, err := s.b.renew(rctx, ls)
+	refs := make([]*driver.Lease, len(ls))
+	for i, l := range ls {
+		refs[i] = &l.d
+	}
+	ok, err := s.b.Renew(rctx, refs)
 	s.noteAcks(err)
 	if err != nil {
 		if s.opts.OnRenewError != nil && ctx.Err() == nil && !errors.Is(err, ErrNotAcknowledged) {
@@ -163,7 +160,7 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 			l.mu.Lock()
 			l.failures++
 			// Retry soon, but never spin: a tenth of the TTL.
-			l.renewAt = s.clock.Now().Add(max(l.ttl/10, 10*time.Millisecond))
+			l.renewAt = s.clock.Now().Add(max(l.d.TTL/10, 10*time.Millisecond))
 			l.mu.Unlock()
 		}
 		if ctx.Err() == nil {
@@ -180,18 +177,18 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 	renewed := make([]*Lease, 0, len(ls))
 	for i, l := range ls {
 		switch ok[i] {
-		case renewLost:
+		case driver.RenewLost:
 			s.drop(l, ErrLost)
 			continue
-		case renewRevoked:
+		case driver.RenewRevoked:
 			s.drop(l, ErrRevoked)
 			continue
 		}
 		l.mu.Lock()
 		l.failures = 0
 		if !l.released {
-			l.trusted = trustEnd(sent, l.ttl)
-			l.renewAt = sent.Add(l.ttl / 3)
+			l.trusted = trustEnd(sent, l.d.TTL)
+			l.renewAt = sent.Add(l.d.TTL / 3)
 			renewed = append(renewed, l)
 		}
 		l.mu.Unlock()

@@ -1,95 +1,11 @@
 package lease
 
 import (
-	"fmt"
 	"hash/crc32"
 	"strings"
+
+	"github.com/tickd/tickd/lease/driver"
 )
-
-// escape maps any string to a key-safe, collision-free form: bytes in
-// [A-Za-z0-9._-] stay as they are, every other byte becomes %XX. The result
-// never holds ':', '{', '}', glob characters, spaces or control bytes, and
-// escape is injective, so two ids never share a key.
-func escape(s string) string {
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if !plain(s[i]) {
-			n++
-		}
-	}
-	if n == 0 {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 2*n)
-	const hex = "0123456789ABCDEF"
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if plain(c) {
-			b.WriteByte(c)
-			continue
-		}
-		b.WriteByte('%')
-		b.WriteByte(hex[c>>4])
-		b.WriteByte(hex[c&15])
-	}
-	return b.String()
-}
-
-func plain(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
-}
-
-// unescape reverses escape.
-func unescape(s string) (string, error) {
-	if !strings.Contains(s, "%") {
-		return s, nil
-	}
-	b := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b = append(b, s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", fmt.Errorf("lease: bad escape in %q", s)
-		}
-		hi, ok1 := unhex(s[i+1])
-		lo, ok2 := unhex(s[i+2])
-		if !ok1 || !ok2 {
-			return "", fmt.Errorf("lease: bad escape in %q", s)
-		}
-		b = append(b, hi<<4|lo)
-		i += 2
-	}
-	return string(b), nil
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'A' && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
-}
-
-// member names one (task, entity) in the due set and inside hash tags.
-func member(task, entity string) string { return escape(task) + ":" + escape(entity) }
-
-// splitMember reverses member.
-func splitMember(m string) (task, entity string, err error) {
-	i := strings.IndexByte(m, ':')
-	if i < 0 {
-		return "", "", fmt.Errorf("lease: bad member %q", m)
-	}
-	if task, err = unescape(m[:i]); err != nil {
-		return "", "", err
-	}
-	entity, err = unescape(m[i+1:])
-	return task, entity, err
-}
 
 // buckets is how many hash slots tickd's keys use: each task belongs to one
 // bucket (bucketOf), and everything a script touches for a task shares the
@@ -129,7 +45,7 @@ type keys struct{ prefix string }
 func (k keys) bucket(b int) string {
 	return k.prefix + ":{" + string(rune('0'+b/10)) + string(rune('0'+b%10)) + "}"
 }
-func (k keys) task(task string) string         { return k.bucket(bucketOf(task)) + ":" + escape(task) }
+func (k keys) task(task string) string         { return k.bucket(bucketOf(task)) + ":" + driver.Escape(task) }
 func (k keys) entities(task string) string     { return k.task(task) + ":entities" }
 func (k keys) followups(task string) string    { return k.task(task) + ":followups" }
 func (k keys) request(task, id string) string  { return k.task(task) + ":request:" + id }
@@ -146,7 +62,7 @@ func (k keys) registry() string                { return k.prefix + ":tasks" }
 func (k keys) sweep() string                   { return k.prefix + ":sweep" }
 func (k keys) layout() string                  { return k.prefix + ":layout" }
 
-// list is one of a task's lists (listFailures, listActions), or the
+// list is one of a task's lists (driver.ListFailures, driver.ListActions), or the
 // prefix's for task "" (the actions on no one task: migrate).
 func (k keys) list(task, list string) string {
 	if task == "" {
@@ -176,7 +92,7 @@ func (k keys) taskOf(key string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	task, err := unescape(esc)
+	task, err := driver.Unescape(esc)
 	return task, err == nil && k.entities(task) == key
 }
 
@@ -187,7 +103,7 @@ func ValidPrefix(p string) bool {
 		return false
 	}
 	for i := 0; i < len(p); i++ {
-		if !plain(p[i]) && p[i] != ':' {
+		if !driver.Plain(p[i]) && p[i] != ':' {
 			return false
 		}
 	}

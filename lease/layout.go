@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // ErrLayout is matched by a *LayoutError.
@@ -142,7 +143,7 @@ func (b *redisBackend) epochCalls(maxTTL time.Duration) []scriptCall {
 // bucket, quarantining those that lost theirs from now (on a Cluster, a
 // shard that does not answer fails only its own buckets). It answers the
 // longest quarantine left.
-func (b *redisBackend) checkEpochs(ctx context.Context, maxTTL time.Duration) (time.Duration, error) {
+func (b *redisBackend) CheckEpochs(ctx context.Context, maxTTL time.Duration) (time.Duration, error) {
 	b.gate.mu.Lock()
 	prepared := !b.gate.checked.IsZero()
 	b.gate.mu.Unlock()
@@ -277,7 +278,7 @@ func (s *Store) Migrate(ctx context.Context) (Migrated, error) {
 
 // liveReplicas lists the replicas whose announcement is current.
 func (b *redisBackend) liveReplicas(ctx context.Context) ([]string, error) {
-	rs, err := b.replicas(ctx)
+	rs, err := b.Replicas(ctx)
 	live := make([]string, len(rs))
 	for i, r := range rs {
 		live[i] = r.ID
@@ -291,7 +292,7 @@ func (b *redisBackend) migrateTasks(ctx context.Context) (int, error) {
 	n := 0
 	err := b.scan(ctx, b.k.prefix+":{*}:entities", func(k string) error {
 		esc, ok := strings.CutSuffix(strings.TrimPrefix(k, b.k.prefix+":{"), "}:entities")
-		task, err := unescape(esc)
+		task, err := driver.Unescape(esc)
 		if !ok || strings.ContainsAny(esc, ":{}") || err != nil {
 			return nil // this layout's, or not tickd's
 		}
@@ -319,7 +320,7 @@ func (b *redisBackend) migrateDue(ctx context.Context, due, info string) (int, e
 	n := 0
 	for _, z := range zs {
 		m := z.Member.(string)
-		task, _, err := splitMember(m)
+		task, _, err := driver.SplitMember(m)
 		f := strings.SplitN(infos[m], "|", 4) // layout 1: reason|attempt|tick|claim
 		if err != nil || len(f) != 4 {
 			continue

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // twoBuckets returns two task names in different buckets.
@@ -117,7 +118,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 	c.HSet(bg, "f:dueinfo", "sync-users:u%202", "retry|2|"+itoa(T.UnixMilli())+"|nonce:1")
 	s := newRedisStore(t, c, Options{})
 
-	c.HSet(bg, "f:replicas", "old-replica", announceValue{Until: time.Now().Add(time.Hour).UnixMilli(), Tasks: []string{"sync-users"}}.encode())
+	c.HSet(bg, "f:replicas", "old-replica", encodeAnnounce(driver.Announcement{Until: time.Now().Add(time.Hour).UnixMilli(), Tasks: []string{"sync-users"}}))
 	if _, err := s.Migrate(bg); !errors.Is(err, ErrReplicasRunning) {
 		t.Fatalf("migrate while a replica announces its tasks: %v", err)
 	}

@@ -4,21 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
-)
 
-// Reason says why a run happens.
-type Reason string
-
-// The reasons of a run.
-const (
-	ReasonTick       Reason = "tick"
-	ReasonReschedule Reason = "reschedule"
-	ReasonRetry      Reason = "retry"
-	ReasonTrigger    Reason = "trigger"
-	ReasonQueued     Reason = "queued"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // Errors returned by the store. Compare with errors.Is.
@@ -26,7 +15,7 @@ var (
 	ErrBusy       = errors.New("lease: busy")
 	ErrAlreadyRan = errors.New("lease: tick already ran")
 	ErrQuarantine = errors.New("lease: redis lost its data; granting nothing until old leases have expired")
-	ErrNotHeld    = errors.New("lease: not held")
+	ErrNotHeld    = driver.ErrNotHeld
 	// Causes of a lease context's cancellation (context.Cause).
 	ErrLost      = errors.New("lease: lost (released by force, expired or taken over)")
 	ErrUntrusted = errors.New("lease: not renewed within its trust window")
@@ -67,11 +56,6 @@ func (e *QuarantineError) Error() string {
 // Is makes errors.Is(err, ErrQuarantine) true.
 func (e *QuarantineError) Is(target error) bool { return target == ErrQuarantine }
 
-// EarlyTolerance is how far ahead of the store's clock (Redis's TIME) a
-// tick may be started. A replica whose clock runs ahead gets an
-// *EarlyError instead, so that it cannot start ticks before the others.
-const EarlyTolerance = 500 * time.Millisecond
-
 // ErrEarly is matched by an *EarlyError.
 var ErrEarly = errors.New("lease: tick not yet due by the store's clock")
 
@@ -95,32 +79,6 @@ func (e *AlreadyRanError) Error() string {
 // Is makes errors.Is(err, ErrAlreadyRan) true.
 func (e *AlreadyRanError) Is(target error) bool { return target == ErrAlreadyRan }
 
-// Request asks for the lease of one (task, entity).
-type Request struct {
-	Task   string
-	Entity string
-	TTL    time.Duration // lease time to live; renewed every TTL/3
-	Reason Reason
-	// Tick is the scheduled instant of a ReasonTick run. The acquire fails
-	// with ErrAlreadyRan when a tick run for a tick >= Tick already started.
-	Tick time.Time
-	// Queue, when the entity is busy, leaves a follow-up request that the
-	// holder's release turns into one run after it.
-	Queue bool
-	// Chunk names the part of a tick's entity stream this request belongs
-	// to (ReasonTick only), when the whole part is in one AcquireBatch call,
-	// its requests one after the other. Any string: the store sends a hash
-	// of it. The replicas' fan-outs send the same
-	// chunks (the same ids, in the same order) for the same tick: the first
-	// to send one takes it whole, in the step that grants its leases; the
-	// others get ErrAlreadyRan for all of it without their entities being
-	// read. So several replicas do not multiply the work of a tick.
-	Chunk string
-	// From is the due entry this run carries out. It is acked when the lease
-	// is granted, and when it is busy (becoming a follow-up with Queue).
-	From *Due
-}
-
 // Result is one answer of AcquireBatch: a Lease or an error.
 type Result struct {
 	Lease *Lease
@@ -141,9 +99,9 @@ type Lease struct {
 	// answers with its outcome at release.
 	Requests []string
 
-	token string
-	field string // the escaped entity id
-	ttl   time.Duration
+	// d is the lease as its driver sees it (ids, token, TTL); ref fills in
+	// what the run carried for a release.
+	d     driver.Lease
 	store *Store
 
 	ctx    context.Context
@@ -194,7 +152,14 @@ func (l *Lease) Check() error {
 }
 
 // TTL is the lease's time to live.
-func (l *Lease) TTL() time.Duration { return l.ttl }
+func (l *Lease) TTL() time.Duration { return l.d.TTL }
+
+// ref is the lease as its driver sees it, with what the run carries now
+// (its holder may have set Tick).
+func (l *Lease) ref() *driver.Lease {
+	l.d.Reason, l.d.Tick, l.d.Fence, l.d.Requests = l.Reason, l.Tick, l.Fence, l.Requests
+	return &l.d
+}
 
 // MinTTL is the shortest lease TTL a holder can keep: renewed every TTL/3,
 // a shorter one leaves too little time for a renewal round to arrive.
@@ -209,66 +174,15 @@ func Margin(ttl time.Duration) time.Duration { return ttl / 5 }
 // renewed by a request sent at sent.
 func trustEnd(sent time.Time, ttl time.Duration) time.Time { return sent.Add(ttl - Margin(ttl)) }
 
-// Outcome says how a run ended, as recorded for status.
-type Outcome string
-
-// The outcomes of a run.
-const (
-	OutcomeDone       Outcome = "done"
-	OutcomeReschedule Outcome = "reschedule" // done for now, asked to run again
-	OutcomeFailed     Outcome = "failed"
-	OutcomeTimeout    Outcome = "timeout"
-	OutcomeLeaseLost  Outcome = "lease_lost"
-	OutcomeCanceled   Outcome = "canceled" // stopped by shutdown, or never begun: handed over
-	// OutcomeUnlocked records an operator's Unlock of a held lease.
-	OutcomeUnlocked Outcome = "unlocked"
-)
-
-// allOutcomes is every Outcome; its length is a constant (NumOutcomes),
-// for arrays counted by outcome.
-var allOutcomes = [...]Outcome{OutcomeDone, OutcomeReschedule, OutcomeFailed, OutcomeTimeout, OutcomeLeaseLost, OutcomeCanceled, OutcomeUnlocked}
-
-// NumOutcomes is how many Outcomes there are.
-const NumOutcomes = len(allOutcomes)
-
-// AllOutcomes is every Outcome, in a fixed order (an array: a caller's
-// copy, no global to change).
-func AllOutcomes() [NumOutcomes]Outcome { return allOutcomes }
-
-// Index is o's position in AllOutcomes, or -1 when o is no Outcome of
-// tickd's.
-func (o Outcome) Index() int { return slices.Index(allOutcomes[:], o) }
-
 // Outcomes lists every Outcome.
 //
 // Deprecated: use AllOutcomes; a slice any package can change is no list
 // of constants.
-var Outcomes = allOutcomes[:]
-
-// Finished is what a run did, recorded at release for status.
-type Finished struct {
-	Outcome Outcome
-	Started time.Time
-	Ended   time.Time
-	// Error is a failed run's error, kept as its last run's (cut to
-	// MaxRunError bytes).
-	Error string
-}
+var Outcomes = func() []Outcome { all := AllOutcomes(); return all[:] }()
 
 // ReleaseTimeout bounds a release made after the run's own context ended
 // (context.WithoutCancel): shutdown and a lost run still clean up, briefly.
 const ReleaseTimeout = 5 * time.Second
-
-// Next asks, atomically with the release, for another run of the same
-// (task, entity) after Delay. It is durable: any replica carries it out.
-type Next struct {
-	Reason  Reason
-	Delay   time.Duration
-	Attempt int
-	// HandOver says the run did not do its work (stopped by shutdown, or
-	// never begun): the next run answers its Requests in its stead.
-	HandOver bool
-}
 
 // Released is what a release hands back.
 type Released struct {
@@ -291,58 +205,4 @@ func (l *Lease) Release(ctx context.Context, o Finished, next *Next) (Released, 
 // scheduler's runs) so frees its goroutine at once.
 func (l *Lease) ReleaseThen(o Finished, next *Next, then AfterRelease) {
 	l.store.releaseThen(l, o, next, then)
-}
-
-// Due is a pending request for a run: a reschedule, retry, trigger or
-// queued follow-up.
-type Due struct {
-	Task    string
-	Entity  string
-	Reason  Reason
-	Attempt int       // consecutive reschedules or retries so far
-	Tick    time.Time // the tick the chain started from, if any
-	At      time.Time // when it is due
-	// Requests are the ids of the requests the run answers (see
-	// NewRequestID). Enqueue merges them into a pending entry it joins.
-	Requests []string
-	claim    string
-}
-
-// Held describes a lease someone holds, for status.
-type Held struct {
-	Task   string
-	Entity string
-	Holder string
-	Since  time.Time
-	Fence  int64
-	Reason Reason
-	TTL    time.Duration // time left
-	// Revoked: an operator unlocked it (Store.Unlock); its holder is told
-	// to stop, and it is free once released or after TTL.
-	Revoked bool
-}
-
-// LastRun describes the last finished run of a (task, entity), for status.
-type LastRun struct {
-	Task     string
-	Entity   string
-	Outcome  Outcome
-	Reason   Reason
-	Replica  string
-	Fence    int64
-	Started  time.Time
-	Ended    time.Time
-	LastTick time.Time
-	Error    string // a failed run's error, its first MaxRunError bytes
-	// By is who ended it with tickd unlock -force (outcome unlocked, on
-	// Replica, the holder); "" otherwise.
-	By string
-}
-
-// runTick is the tick a run for r carries: its Tick, or its due entry's.
-func (r *Request) runTick() time.Time {
-	if r.Tick.IsZero() && r.From != nil {
-		return r.From.Tick
-	}
-	return r.Tick
 }

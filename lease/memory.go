@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // NewMemory returns a Store whose leases live in this process: the embedded
@@ -21,11 +23,11 @@ func NewMemory(opts Options) *Store {
 		tickRecs: map[string][]string{}, lists: map[string][]string{},
 		followups: map[string][]string{}, answered: map[string]map[string]Outcome{},
 	}
-	return newStore(b, opts, func(o *Options) { b.opts = o })
+	return newStore(b, opts)
 }
 
 type memBackend struct {
-	opts *Options
+	cfg driver.Config
 
 	mu        sync.Mutex
 	held      map[string]*memLease // by member
@@ -62,7 +64,10 @@ type memDue struct {
 	d Due // At is the score; claim is the current claim
 }
 
-func (b *memBackend) now() time.Time { return b.opts.Clock.Now() }
+// Configure keeps the store's settings.
+func (b *memBackend) Configure(cfg driver.Config) { b.cfg = cfg }
+
+func (b *memBackend) now() time.Time { return b.cfg.Clock.Now() }
 
 // gc drops what has expired for one member.
 func (b *memBackend) gc(m string, now time.Time) {
@@ -80,109 +85,109 @@ func (b *memBackend) state(m string, now time.Time) *memState {
 		s = &memState{}
 		b.states[m] = s
 	}
-	s.expire = now.Add(b.opts.StateTTL)
+	s.expire = now.Add(b.cfg.StateTTL)
 	return s
 }
 
-func (b *memBackend) acquire(_ context.Context, holder string, _ time.Duration, reqs []acquireArg) ([]acquireReply, error) {
+func (b *memBackend) Acquire(_ context.Context, holder string, _ time.Duration, reqs []driver.AcquireArg) ([]driver.AcquireReply, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
-	out := make([]acquireReply, len(reqs))
+	out := make([]driver.AcquireReply, len(reqs))
 	for i, a := range reqs {
-		if a.token == "" {
+		if a.Token == "" {
 			continue
 		}
-		m := member(a.req.Task, a.req.Entity)
+		m := driver.Member(a.Req.Task, a.Req.Entity)
 		b.gc(m, now)
 		st := b.states[m]
-		if a.req.Reason == ReasonTick && a.req.Tick.Sub(now) > EarlyTolerance {
-			out[i] = acquireReply{status: grantEarly, left: a.req.Tick.Sub(now)}
+		if a.Req.Reason == ReasonTick && a.Req.Tick.Sub(now) > EarlyTolerance {
+			out[i] = driver.AcquireReply{Status: driver.GrantEarly, Left: a.Req.Tick.Sub(now)}
 			continue
 		}
-		if a.req.Reason == ReasonTick && st != nil && !st.tick.IsZero() && !st.tick.Before(a.req.Tick) {
-			out[i] = acquireReply{status: grantRan, at: st.tick}
+		if a.Req.Reason == ReasonTick && st != nil && !st.tick.IsZero() && !st.tick.Before(a.Req.Tick) {
+			out[i] = driver.AcquireReply{Status: driver.GrantRan, At: st.tick}
 			continue
 		}
 		if cur, ok := b.held[m]; ok {
-			if a.req.Queue {
+			if a.Req.Queue {
 				s := b.state(m, now)
 				s.followup = true
-				if t := a.req.runTick(); t.After(s.fuTick) {
+				if t := a.Req.RunTick(); t.After(s.fuTick) {
 					s.fuTick = t
 				}
-				if a.req.Reason == ReasonTick && a.req.Tick.After(s.tick) {
-					s.tick = a.req.Tick // carried by the follow-up: not queued again
+				if a.Req.Reason == ReasonTick && a.Req.Tick.After(s.tick) {
+					s.tick = a.Req.Tick // carried by the follow-up: not queued again
 				}
 			}
-			if d := a.req.From; d != nil && a.req.Queue {
+			if d := a.Req.From; d != nil && a.Req.Queue {
 				b.followups[m] = joinRequests(b.followups[m], d.Requests)
 			} else if d != nil {
-				b.answerLocked(a.req.Task, a.req.Entity, d.Requests, AnswerSkipped)
+				b.answerLocked(a.Req.Task, a.Req.Entity, d.Requests, AnswerSkipped)
 			}
-			if a.req.From != nil {
-				b.ackLocked(m, a.req.From.claim)
+			if a.Req.From != nil {
+				b.ackLocked(m, a.Req.From.Claim)
 			}
-			out[i] = acquireReply{status: grantBusy, holder: cur.holder, at: cur.since, fence: cur.fence}
+			out[i] = driver.AcquireReply{Status: driver.GrantBusy, Holder: cur.holder, At: cur.since, Fence: cur.fence}
 			continue
 		}
 		s := b.state(m, now)
 		fence := max(s.fence+1, now.UnixMicro())
 		s.fence = fence
-		if a.req.Reason == ReasonTick {
-			s.tick = a.req.Tick
+		if a.Req.Reason == ReasonTick {
+			s.tick = a.Req.Tick
 		}
-		if a.req.From != nil {
-			b.ackLocked(m, a.req.From.claim)
+		if a.Req.From != nil {
+			b.ackLocked(m, a.Req.From.Claim)
 		}
-		b.held[m] = &memLease{token: a.token, holder: holder, since: now, expire: now.Add(a.req.TTL), fence: fence, reason: a.req.Reason}
-		out[i] = acquireReply{status: grantOK, fence: fence, at: now}
+		b.held[m] = &memLease{token: a.Token, holder: holder, since: now, expire: now.Add(a.Req.TTL), fence: fence, reason: a.Req.Reason}
+		out[i] = driver.AcquireReply{Status: driver.GrantOK, Fence: fence, At: now}
 	}
 	return out, nil
 }
 
-func (b *memBackend) renew(_ context.Context, ls []*Lease) ([]renewal, error) {
+func (b *memBackend) Renew(_ context.Context, ls []*driver.Lease) ([]driver.Renewal, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
-	ok := make([]renewal, len(ls))
+	ok := make([]driver.Renewal, len(ls))
 	for i, l := range ls {
-		m := member(l.Task, l.Entity)
+		m := driver.Member(l.Task, l.Entity)
 		b.gc(m, now)
 		switch cur, found := b.held[m]; {
-		case !found || cur.token != l.token:
+		case !found || cur.token != l.Token:
 		case cur.revoked:
-			ok[i] = renewRevoked
+			ok[i] = driver.RenewRevoked
 		default:
-			cur.expire = now.Add(l.ttl)
-			ok[i] = renewOK
+			cur.expire = now.Add(l.TTL)
+			ok[i] = driver.RenewOK
 		}
 	}
 	return ok, nil
 }
 
-func (b *memBackend) release(_ context.Context, rs []releaseArg) ([]releaseReply, error) {
+func (b *memBackend) Release(_ context.Context, rs []driver.ReleaseArg) ([]driver.ReleaseReply, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]releaseReply, len(rs))
+	out := make([]driver.ReleaseReply, len(rs))
 	for i, r := range rs {
-		out[i].followUp, out[i].err = b.releaseOne(r.l, r.o, r.next)
+		out[i].FollowUp, out[i].Err = b.releaseOne(r.Lease, r.Finished, r.Next)
 	}
 	return out, nil
 }
 
-func (b *memBackend) releaseOne(l *Lease, o Finished, next *Next) (bool, error) {
+func (b *memBackend) releaseOne(l *driver.Lease, o Finished, next *Next) (bool, error) {
 	now := b.now()
-	m := member(l.Task, l.Entity)
+	m := driver.Member(l.Task, l.Entity)
 	b.gc(m, now)
 	cur, ok := b.held[m]
-	if !ok || cur.token != l.token {
+	if !ok || cur.token != l.Token {
 		b.answerLocked(l.Task, l.Entity, l.Requests, o.Outcome)
 		return false, ErrNotHeld
 	}
 	delete(b.held, m)
 	s := b.state(m, now)
-	s.last = LastRun{Outcome: o.Outcome, Reason: cur.reason, Replica: b.opts.Replica, Fence: cur.fence, Started: o.Started, Ended: o.Ended, Error: cutError(o.Error)}
+	s.last = LastRun{Outcome: o.Outcome, Reason: cur.reason, Replica: b.cfg.Replica, Fence: cur.fence, Started: o.Started, Ended: o.Ended, Error: cutError(o.Error)}
 	fu, fuTick := s.followup, l.Tick
 	if fu && !s.fuTick.IsZero() {
 		fuTick = s.fuTick
@@ -210,7 +215,7 @@ func (b *memBackend) releaseOne(l *Lease, o Finished, next *Next) (bool, error) 
 // answerLocked records outcome as the answer of each request to entity.
 func (b *memBackend) answerLocked(task, entity string, ids []string, outcome Outcome) {
 	for _, id := range ids {
-		k := member(task, id)
+		k := driver.Member(task, id)
 		if b.answered[k] == nil {
 			b.answered[k] = map[string]Outcome{}
 		}
@@ -235,7 +240,7 @@ func (b *memBackend) ackLocked(m, claim string) bool {
 	if claim == "" {
 		return false
 	}
-	if e, ok := b.due[m]; ok && e.d.claim == claim {
+	if e, ok := b.due[m]; ok && e.d.Claim == claim {
 		delete(b.due, m)
 		return true
 	}
@@ -245,25 +250,25 @@ func (b *memBackend) ackLocked(m, claim string) bool {
 // addDueLocked keeps one request per member as add_due in lib.lua does;
 // the conformance suite holds the two stores to the same behaviour.
 func (b *memBackend) addDueLocked(m string, d Due, at time.Time) {
-	if e, ok := b.due[m]; ok && e.d.claim == "" {
+	if e, ok := b.due[m]; ok && e.d.Claim == "" {
 		d.Requests = joinRequests(e.d.Requests, d.Requests)
 		if !e.d.At.After(at) {
 			e.d.Requests = d.Requests
 			return
 		}
 	}
-	d.At, d.claim = at, ""
+	d.At, d.Claim = at, ""
 	b.due[m] = &memDue{d: d}
 }
 
-func (b *memBackend) enqueue(_ context.Context, d Due, delay time.Duration) error {
+func (b *memBackend) Enqueue(_ context.Context, d Due, delay time.Duration) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.addDueLocked(member(d.Task, d.Entity), d, b.now().Add(delay))
+	b.addDueLocked(driver.Member(d.Task, d.Entity), d, b.now().Add(delay))
 	return nil
 }
 
-func (b *memBackend) take(_ context.Context, limit int, vis time.Duration, prefix string) ([]Due, error) {
+func (b *memBackend) Take(_ context.Context, limit int, vis time.Duration, prefix string) ([]Due, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
@@ -280,31 +285,31 @@ func (b *memBackend) take(_ context.Context, limit int, vis time.Duration, prefi
 	out := make([]Due, len(ready))
 	for i, e := range ready {
 		out[i] = e.d
-		e.d.claim = prefix + ":" + strconv.Itoa(i+1)
+		e.d.Claim = prefix + ":" + strconv.Itoa(i+1)
 		e.d.At = now.Add(vis)
-		out[i].claim = e.d.claim
+		out[i].Claim = e.d.Claim
 	}
 	return out, nil
 }
 
-func (b *memBackend) ack(_ context.Context, d Due) error {
+func (b *memBackend) Ack(_ context.Context, d Due) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.ackLocked(member(d.Task, d.Entity), d.claim) {
+	if b.ackLocked(driver.Member(d.Task, d.Entity), d.Claim) {
 		b.answerLocked(d.Task, d.Entity, d.Requests, AnswerDropped)
 	}
 	return nil
 }
 
-func (b *memBackend) answers(_ context.Context, task, id string) (map[string]Outcome, error) {
+func (b *memBackend) Answers(_ context.Context, task, id string) (map[string]Outcome, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return maps.Clone(b.answered[member(task, id)]), nil
+	return maps.Clone(b.answered[driver.Member(task, id)]), nil
 }
 
-func (b *memBackend) forget(_ context.Context, task, id string) error {
+func (b *memBackend) Forget(_ context.Context, task, id string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.answered, member(task, id))
+	delete(b.answered, driver.Member(task, id))
 	return nil
 }

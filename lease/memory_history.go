@@ -4,10 +4,12 @@ import (
 	"context"
 	"strconv"
 	"strings"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // recordTicks is tick.lua's, in Go.
-func (b *memBackend) recordTicks(_ context.Context, ws []TickWrite) error {
+func (b *memBackend) RecordTicks(_ context.Context, ws []TickWrite) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, w := range ws {
@@ -20,7 +22,7 @@ func (b *memBackend) recordTicks(_ context.Context, ws []TickWrite) error {
 // w's retention.
 func putTick(l []string, w TickWrite) []string {
 	tick := w.Tick.UnixMilli()
-	rep, part := escape(w.Part.Replica), encodeTickPart(w.Part)
+	rep, part := driver.Escape(w.Part.Replica), encodeTickPart(w.Part)
 	el := strconv.FormatInt(tick, 10) + " " + part
 	placed := false
 	for i, old := range l[:min(len(l), tickScan)] {
@@ -56,37 +58,37 @@ func putTick(l []string, w TickWrite) []string {
 	return l
 }
 
-func (b *memBackend) ticks(_ context.Context, task string, limit int) ([]string, error) {
+func (b *memBackend) Ticks(_ context.Context, task string, limit int) ([]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l := b.tickRecs[task]
 	return append([]string(nil), l[:min(len(l), limit)]...), nil
 }
 
-func (b *memBackend) push(_ context.Context, list string, ps []*listPush) error {
+func (b *memBackend) Push(_ context.Context, list string, ps []*driver.ListPush) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, p := range ps {
-		k := list + "\x00" + p.task
+		k := list + "\x00" + p.Task
 		l := b.lists[k]
-		for _, v := range p.vals {
+		for _, v := range p.Vals {
 			l = append([]string{v}, l...)
 		}
-		b.lists[k] = l[:min(len(l), p.keep)]
+		b.lists[k] = l[:min(len(l), p.Keep)]
 	}
 	return nil
 }
 
-func (b *memBackend) histories(ctx context.Context, reads []HistoryRead) (ticks, actions [][]string, err error) {
+func (b *memBackend) Histories(ctx context.Context, reads []HistoryRead) (ticks, actions [][]string, err error) {
 	ticks, actions = make([][]string, len(reads)), make([][]string, len(reads))
 	for i, r := range reads {
-		ticks[i], _ = b.ticks(ctx, r.Task, r.Ticks)
-		actions[i], _ = b.list(ctx, listActions, r.Task, r.Actions)
+		ticks[i], _ = b.Ticks(ctx, r.Task, r.Ticks)
+		actions[i], _ = b.List(ctx, driver.ListActions, r.Task, r.Actions)
 	}
 	return ticks, actions, nil
 }
 
-func (b *memBackend) list(_ context.Context, list, task string, limit int) ([]string, error) {
+func (b *memBackend) List(_ context.Context, list, task string, limit int) ([]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l := b.lists[list+"\x00"+task]

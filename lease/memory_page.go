@@ -3,11 +3,13 @@ package lease
 import (
 	"context"
 	"sort"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // entityPage walks the entities in id order; the cursor is the last id
 // of the page before.
-func (b *memBackend) entityPage(_ context.Context, task string, q PageQuery) (Page, error) {
+func (b *memBackend) EntityPage(_ context.Context, task string, q PageQuery) (Page, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
@@ -15,7 +17,7 @@ func (b *memBackend) entityPage(_ context.Context, task string, q PageQuery) (Pa
 	var ids []string
 	for _, ms := range [][]string{sortedMembers(b.held, task), sortedMembers(b.states, task)} {
 		for _, m := range ms {
-			if _, e, err := splitMember(m); err == nil && !seen[e] {
+			if _, e, err := driver.SplitMember(m); err == nil && !seen[e] {
 				seen[e] = true
 				ids = append(ids, e)
 			}
@@ -38,9 +40,9 @@ func (b *memBackend) entityPage(_ context.Context, task string, q PageQuery) (Pa
 		}
 		p.Scanned++
 		last = id
-		if q.matches(id) {
+		if q.Matches(id) {
 			st := b.oneLocked(task, id, now)
-			if row := (EntityRow{Entity: id, Held: st.Held, Last: st.Last}); q.keeps(row) {
+			if row := (EntityRow{Entity: id, Held: st.Held, Last: st.Last}); q.Keeps(row) {
 				p.Rows = append(p.Rows, row)
 			}
 		}

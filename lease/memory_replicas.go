@@ -5,9 +5,11 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
-func (b *memBackend) setPaused(_ context.Context, task, info string) error {
+func (b *memBackend) SetPaused(_ context.Context, task, info string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if info != "" {
@@ -18,26 +20,26 @@ func (b *memBackend) setPaused(_ context.Context, task, info string) error {
 	return nil
 }
 
-func (b *memBackend) paused(context.Context) (map[string]string, error) {
+func (b *memBackend) Paused(context.Context) (map[string]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return maps.Clone(b.pausedSet), nil
 }
 
-func (b *memBackend) registerTasks(_ context.Context, vals map[string]string) error {
+func (b *memBackend) RegisterTasks(_ context.Context, vals map[string]string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	maps.Copy(b.tasks, vals)
 	return nil
 }
 
-func (b *memBackend) registry(context.Context) (map[string]string, error) {
+func (b *memBackend) Registry(context.Context) (map[string]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return maps.Clone(b.tasks), nil
 }
 
-func (b *memBackend) forgetTask(_ context.Context, task string) (bool, error) {
+func (b *memBackend) ForgetTask(_ context.Context, task string) (bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	_, ok := b.tasks[task]
@@ -45,23 +47,23 @@ func (b *memBackend) forgetTask(_ context.Context, task string) (bool, error) {
 	return ok, nil
 }
 
-func (b *memBackend) ping(context.Context) error { return nil }
+func (b *memBackend) Ping(context.Context) error { return nil }
 
 // announce and known: the in-process store has one replica, whose tasks are
 // the ones it announced last.
-func (b *memBackend) announce(_ context.Context, a announceValue, _ time.Duration) error {
+func (b *memBackend) Announce(_ context.Context, a driver.Announcement, _ time.Duration) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
 	if b.announced.Since.IsZero() {
 		b.announced.Since = now
 	}
-	b.announced.ID, b.announced.Host, b.announced.Version, b.announced.Seen = b.opts.Replica, a.Host, a.Version, now
+	b.announced.ID, b.announced.Host, b.announced.Version, b.announced.Seen = b.cfg.Replica, a.Host, a.Version, now
 	b.announced.Tasks = append([]string(nil), a.Tasks...)
 	return nil
 }
 
-func (b *memBackend) replicas(context.Context) ([]Replica, error) {
+func (b *memBackend) Replicas(context.Context) ([]Replica, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.announced.Seen.IsZero() {
@@ -72,7 +74,7 @@ func (b *memBackend) replicas(context.Context) ([]Replica, error) {
 	return []Replica{r}, nil
 }
 
-func (b *memBackend) known(_ context.Context, task string) (bool, error) {
+func (b *memBackend) Known(_ context.Context, task string) (bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return slices.Contains(b.announced.Tasks, task), nil

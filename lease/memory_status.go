@@ -5,12 +5,14 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
-func (b *memBackend) unlock(_ context.Context, task, entity, by string, force bool) (Unlocked, bool, error) {
+func (b *memBackend) Unlock(_ context.Context, task, entity, by string, force bool) (Unlocked, bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	m := member(task, entity)
+	m := driver.Member(task, entity)
 	now := b.now()
 	b.gc(m, now)
 	cur, ok := b.held[m]
@@ -34,8 +36,8 @@ func (b *memBackend) unlock(_ context.Context, task, entity, by string, force bo
 }
 
 // claimSweep: the in-process store has one replica.
-func (b *memBackend) claimSweep(context.Context, time.Duration) (bool, error) { return true, nil }
-func (b *memBackend) sweep(context.Context) error {
+func (b *memBackend) ClaimSweep(context.Context, time.Duration) (bool, error) { return true, nil }
+func (b *memBackend) Sweep(context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
@@ -52,7 +54,7 @@ func (b *memBackend) sweep(context.Context) error {
 func sortedMembers[V any](mp map[string]V, task string) []string {
 	var ms []string
 	for m := range mp {
-		if task == "" || strings.HasPrefix(m, escape(task)+":") {
+		if task == "" || strings.HasPrefix(m, driver.Escape(task)+":") {
 			ms = append(ms, m)
 		}
 	}
@@ -60,7 +62,7 @@ func sortedMembers[V any](mp map[string]V, task string) []string {
 	return ms
 }
 
-func (b *memBackend) leases(_ context.Context, task string, fn func(Held) error) error {
+func (b *memBackend) Leases(_ context.Context, task string, fn func(Held) error) error {
 	b.mu.Lock()
 	now := b.now()
 	var hs []Held
@@ -70,7 +72,7 @@ func (b *memBackend) leases(_ context.Context, task string, fn func(Held) error)
 		if !ok {
 			continue
 		}
-		t, e, _ := splitMember(m)
+		t, e, _ := driver.SplitMember(m)
 		hs = append(hs, Held{Task: t, Entity: e, Holder: l.holder, Since: l.since, Fence: l.fence, Reason: l.reason, TTL: l.expire.Sub(now), Revoked: l.revoked})
 	}
 	b.mu.Unlock()
@@ -82,7 +84,7 @@ func (b *memBackend) leases(_ context.Context, task string, fn func(Held) error)
 	return nil
 }
 
-func (b *memBackend) lastRuns(_ context.Context, task string, fn func(LastRun) error) error {
+func (b *memBackend) LastRuns(_ context.Context, task string, fn func(LastRun) error) error {
 	b.mu.Lock()
 	var rs []LastRun
 	for _, m := range sortedMembers(b.states, task) {
@@ -91,7 +93,7 @@ func (b *memBackend) lastRuns(_ context.Context, task string, fn func(LastRun) e
 			continue
 		}
 		r := s.last
-		r.Task, r.Entity, _ = splitMember(m)
+		r.Task, r.Entity, _ = driver.SplitMember(m)
 		r.LastTick = s.tick
 		rs = append(rs, r)
 	}
@@ -104,7 +106,7 @@ func (b *memBackend) lastRuns(_ context.Context, task string, fn func(LastRun) e
 	return nil
 }
 
-func (b *memBackend) dueEntries(_ context.Context, task string, fn func(Due) error) error {
+func (b *memBackend) DueEntries(_ context.Context, task string, fn func(Due) error) error {
 	b.mu.Lock()
 	ds := make([]Due, 0, len(b.due))
 	for _, e := range b.due {
@@ -122,7 +124,7 @@ func (b *memBackend) dueEntries(_ context.Context, task string, fn func(Due) err
 	return nil
 }
 
-func (b *memBackend) one(_ context.Context, task, entity string) (EntityState, error) {
+func (b *memBackend) One(_ context.Context, task, entity string) (EntityState, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.oneLocked(task, entity, b.now()), nil
@@ -130,7 +132,7 @@ func (b *memBackend) one(_ context.Context, task, entity string) (EntityState, e
 
 // oneLocked is one's, with b.mu held.
 func (b *memBackend) oneLocked(task, entity string, now time.Time) EntityState {
-	m := member(task, entity)
+	m := driver.Member(task, entity)
 	b.gc(m, now)
 	var st EntityState
 	if l, ok := b.held[m]; ok {
@@ -148,17 +150,17 @@ func (b *memBackend) oneLocked(task, entity string, now time.Time) EntityState {
 	return st
 }
 
-func (b *memBackend) dueCount(context.Context) (int, error) {
+func (b *memBackend) DueCount(context.Context) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.due), nil
 }
 
 // checkEpochs: the process's memory cannot lose its data and keep running.
-func (b *memBackend) checkEpochs(context.Context, time.Duration) (time.Duration, error) {
+func (b *memBackend) CheckEpochs(context.Context, time.Duration) (time.Duration, error) {
 	return 0, nil
 }
 
-func (b *memBackend) taken(_ context.Context, _ string, _ time.Time, chunks []string) ([]bool, error) {
+func (b *memBackend) Taken(_ context.Context, _ string, _ time.Time, chunks []string) ([]bool, error) {
 	return make([]bool, len(chunks)), nil
 }

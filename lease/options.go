@@ -3,11 +3,13 @@ package lease
 import (
 	"os"
 	"time"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // Clock reads the wall clock: tickd's one clock interface, for the store,
 // the scheduler and the daemon. Tests inject offsets through it.
-type Clock interface{ Now() time.Time }
+type Clock = driver.Clock
 
 // SystemClock is the Clock everything uses unless told otherwise.
 type SystemClock struct{}

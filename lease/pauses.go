@@ -21,18 +21,18 @@ func (s *Store) Pause(ctx context.Context, task string, p PauseInfo) error {
 	if err != nil {
 		return err
 	}
-	return s.b.setPaused(ctx, task, string(data))
+	return s.b.SetPaused(ctx, task, string(data))
 }
 
 // Resume resumes task's ticks on every replica.
 func (s *Store) Resume(ctx context.Context, task string) error {
-	return s.b.setPaused(ctx, task, "")
+	return s.b.SetPaused(ctx, task, "")
 }
 
 // Pauses returns the paused tasks and their pauses; a pause whose Until
 // passed is left out.
 func (s *Store) Pauses(ctx context.Context) (map[string]PauseInfo, error) {
-	raw, err := s.b.paused(ctx)
+	raw, err := s.b.Paused(ctx)
 	if err != nil {
 		return nil, err
 	}

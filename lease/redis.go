@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // RedisClient is what the store needs of a go-redis client.
@@ -22,11 +23,12 @@ type RedisClient interface {
 }
 
 type redisBackend struct {
-	c    RedisClient
-	k    keys
-	opts *Options
-	acks *acker // nil: never wait for replicas
-	gate layoutGate
+	c        RedisClient
+	k        keys
+	cfg      driver.Config
+	acksMode ReplicaAcks // Options.ReplicaAcks
+	acks     *acker      // nil: never wait for replicas
+	gate     layoutGate
 	// shardAcks holds an acker per Cluster master, by address.
 	shardAcks sync.Map
 	// own marks the buckets of the tasks this replica last announced; polls
@@ -47,28 +49,31 @@ func NewRedis(c RedisClient, prefix string, opts Options) (*Store, error) {
 	if !ValidPrefix(prefix) {
 		return nil, fmt.Errorf("lease: key prefix %q: use letters, digits and . _ - : only", prefix)
 	}
-	b := &redisBackend{c: c, k: keys{prefix: prefix}}
+	b := &redisBackend{c: c, k: keys{prefix: prefix}, acksMode: opts.ReplicaAcks}
 	if opts.ReplicaAcks != AcksNever {
 		b.acks = &acker{mode: opts.ReplicaAcks}
 	}
-	s := newStore(b, opts, func(o *Options) { b.opts = o })
+	s := newStore(b, opts)
 	b.maxTTL = s.MaxTTL
 	return s, nil
 }
+
+// Configure keeps the store's settings.
+func (b *redisBackend) Configure(cfg driver.Config) { b.cfg = cfg }
 
 // pageSize is how many keys, fields or due entries one SCAN, HSCAN, sweep
 // or ZRANGE page reads (status and the sweep walk everything a page at a
 // time).
 const pageSize = 1000
 
-func (b *redisBackend) acquire(ctx context.Context, holder string, maxTTL time.Duration, reqs []acquireArg) ([]acquireReply, error) {
+func (b *redisBackend) Acquire(ctx context.Context, holder string, maxTTL time.Duration, reqs []driver.AcquireArg) ([]driver.AcquireReply, error) {
 	if err := b.ready(ctx); err != nil {
 		return nil, err
 	}
-	out := make([]acquireReply, len(reqs))
+	out := make([]driver.AcquireReply, len(reqs))
 	var live []int // requests to send: the others were rejected before
 	for i, a := range reqs {
-		if a.token != "" {
+		if a.Token != "" {
 			live = append(live, i)
 		}
 	}
@@ -82,7 +87,7 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, maxTTL time.D
 	var lastTick time.Time // a fan-out batch's requests share their tick: formatted once
 	lastTickS := ""
 	gs := groupBy(len(live), func(i int) shared {
-		r := reqs[live[i]].req
+		r := reqs[live[i]].Req
 		tick := "0"
 		if r.Reason == ReasonTick {
 			if lastTickS == "" || !r.Tick.Equal(lastTick) {
@@ -92,7 +97,7 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, maxTTL time.D
 		}
 		return shared{task: r.Task, reason: string(r.Reason), tick: tick, ttl: r.TTL, queue: r.Queue}
 	})
-	holderArg := escape(holder)
+	holderArg := driver.Escape(holder)
 	calls := make([]scriptCall, len(gs))
 	for g, gr := range gs {
 		k := gr.key
@@ -101,7 +106,7 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, maxTTL time.D
 			queue = "1"
 		}
 		args := make([]any, 8, 8+3*len(gr.idx))
-		args[0], args[1], args[2], args[3], args[4], args[5], args[6] = ms(maxTTL), holderArg, escape(k.task)+":", ms(k.ttl), k.reason, k.tick, queue
+		args[0], args[1], args[2], args[3], args[4], args[5], args[6] = ms(maxTTL), holderArg, driver.Escape(k.task)+":", ms(k.ttl), k.reason, k.tick, queue
 		bk := bucketOf(k.task)
 		ks := []string{b.k.epoch(bk), b.k.due(bk), b.k.dueInfo(bk), b.k.entities(k.task), b.k.followups(k.task)}
 		var chunks strings.Builder
@@ -112,11 +117,11 @@ func (b *redisBackend) acquire(ctx context.Context, holder string, maxTTL time.D
 			}
 			a := &reqs[live[gr.idx[x]]] // pointers: go-redis boxes a string with an allocation
 			var from any = ""
-			if d := a.req.From; d != nil {
-				from = dueFrom{Claim: d.claim, Tick: unixMS(d.Tick), Reqs: d.Requests}.encode()
+			if d := a.Req.From; d != nil {
+				from = dueFrom{Claim: d.Claim, Tick: unixMS(d.Tick), Reqs: d.Requests}.encode()
 				ks = b.requestKeys(ks, k.task, d.Requests)
 			}
-			args = append(args, &a.field, &a.token, from)
+			args = append(args, &a.Field, &a.Token, from)
 			x++
 		}
 		args[7] = chunks.String()
@@ -157,20 +162,20 @@ const claimsTTL = 2 * time.Minute
 // chunk's length and a hash of its id. It answers the position after the
 // chunk, or false for a request in no chunk (or one whose tokens are not a
 // chunk's), which is sent alone.
-func (b *redisBackend) chunkArgs(args *[]any, chunks *strings.Builder, reqs []acquireArg, live, idx []int, x int) (int, bool) {
-	at := func(k int) *acquireArg { return &reqs[live[idx[x+k]]] }
-	c := at(0).req.Chunk
+func (b *redisBackend) chunkArgs(args *[]any, chunks *strings.Builder, reqs []driver.AcquireArg, live, idx []int, x int) (int, bool) {
+	at := func(k int) *driver.AcquireArg { return &reqs[live[idx[x+k]]] }
+	c := at(0).Req.Chunk
 	if c == "" {
 		return x, false
 	}
 	m := 1
-	for x+m < len(idx) && at(m).req.Chunk == c {
+	for x+m < len(idx) && at(m).Req.Chunk == c {
 		m++
 	}
 	if m < 2 {
 		return x, false
 	}
-	prefix, ok := chunkPrefix(func(k int) string { return at(k).token }, m)
+	prefix, ok := chunkPrefix(func(k int) string { return at(k).Token }, m)
 	if !ok {
 		return x, false
 	}
@@ -179,7 +184,7 @@ func (b *redisBackend) chunkArgs(args *[]any, chunks *strings.Builder, reqs []ac
 		if k > 0 {
 			fields.WriteByte(' ')
 		}
-		fields.WriteString(at(k).field)
+		fields.WriteString(at(k).Field)
 	}
 	if chunks.Len() > 0 {
 		chunks.WriteByte(' ')
@@ -199,7 +204,7 @@ func chunkHash(c string) string {
 // takenMax bounds the chunks one SMISMEMBER asks about.
 const takenMax = 4096
 
-func (b *redisBackend) taken(ctx context.Context, task string, tick time.Time, chunks []string) ([]bool, error) {
+func (b *redisBackend) Taken(ctx context.Context, task string, tick time.Time, chunks []string) ([]bool, error) {
 	key := b.k.claims(task, tickMS(tick))
 	out := make([]bool, 0, len(chunks))
 	for lo := 0; lo < len(chunks); lo += takenMax {
@@ -216,19 +221,19 @@ func (b *redisBackend) taken(ctx context.Context, task string, tick time.Time, c
 	return out, nil
 }
 
-func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]renewal, error) {
+func (b *redisBackend) Renew(ctx context.Context, ls []*driver.Lease) ([]driver.Renewal, error) {
 	gs := groupBy(len(ls), func(i int) string { return ls[i].Task })
 	calls := make([]scriptCall, len(gs))
 	for g, gr := range gs {
 		args := make([]any, 0, 3*len(gr.idx))
 		for _, j := range gr.idx {
-			args = append(args, &ls[j].field, &ls[j].token, ms(ls[j].ttl))
+			args = append(args, &ls[j].Field, &ls[j].Token, ms(ls[j].TTL))
 		}
 		calls[g] = scriptCall{keys: []string{b.k.entities(gr.key)}, args: args}
 	}
-	shortest := ls[0].ttl
+	shortest := ls[0].TTL
 	for _, l := range ls {
-		shortest = min(shortest, l.ttl)
+		shortest = min(shortest, l.TTL)
 	}
 	// A renewal the replicas lack does not move the trust window: the
 	// round fails as if Redis had not answered.
@@ -236,13 +241,13 @@ func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]renewal, error
 	if err != nil {
 		return nil, err
 	}
-	ok := make([]renewal, len(ls))
+	ok := make([]driver.Renewal, len(ls))
 	for i, v := range res {
 		switch v {
 		case renewedOK:
-			ok[i] = renewOK
+			ok[i] = driver.RenewOK
 		case renewedRevoked:
-			ok[i] = renewRevoked
+			ok[i] = driver.RenewRevoked
 		}
 	}
 	return ok, nil
@@ -250,52 +255,52 @@ func (b *redisBackend) renew(ctx context.Context, ls []*Lease) ([]renewal, error
 
 // runRecords encodes the run record of each lease at idx, cut from one
 // allocation.
-func runRecords(rs []releaseArg, idx []int, replica string) []string {
+func runRecords(rs []driver.ReleaseArg, idx []int, replica string) []string {
 	buf := make([]byte, 0, len(idx)*(72+len(replica)))
 	ends := make([]int, len(idx))
 	for k, i := range idx {
 		r := rs[i]
-		buf = runRecord{Outcome: r.o.Outcome, Start: unixMS(r.o.Started), End: unixMS(r.o.Ended), Fence: r.l.Fence,
-			Reason: r.l.Reason, Replica: replica, Error: cutError(r.o.Error)}.appendTo(buf)
+		buf = runRecord{Outcome: r.Finished.Outcome, Start: unixMS(r.Finished.Started), End: unixMS(r.Finished.Ended), Fence: r.Lease.Fence,
+			Reason: r.Lease.Reason, Replica: replica, Error: cutError(r.Finished.Error)}.appendTo(buf)
 		ends[k] = len(buf)
 	}
 	return cut(buf, ends)
 }
 
-func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseReply, error) {
-	replica := b.opts.Replica
-	gs := groupBy(len(rs), func(i int) string { return rs[i].l.Task })
+func (b *redisBackend) Release(ctx context.Context, rs []driver.ReleaseArg) ([]driver.ReleaseReply, error) {
+	replica := b.cfg.Replica
+	gs := groupBy(len(rs), func(i int) string { return rs[i].Lease.Task })
 	calls := make([]scriptCall, len(gs))
 	for g, gr := range gs {
 		// A batch of plain releases (nothing asked for after the runs, no
 		// requests to answer: the fan-out's usual) leaves next and reqs out.
 		stride := 3
 		for _, j := range gr.idx {
-			if rs[j].next != nil || len(rs[j].l.Requests) > 0 {
+			if rs[j].Next != nil || len(rs[j].Lease.Requests) > 0 {
 				stride = 5
 				break
 			}
 		}
 		args := make([]any, 0, 2+stride*len(gr.idx))
-		args = append(args, escape(gr.key)+":", strconv.Itoa(stride))
+		args = append(args, driver.Escape(gr.key)+":", strconv.Itoa(stride))
 		bk := bucketOf(gr.key)
 		ks := []string{b.k.due(bk), b.k.dueInfo(bk), b.k.entities(gr.key), b.k.followups(gr.key)}
 		recs := runRecords(rs, gr.idx, replica)
 		for k, j := range gr.idx {
 			r := rs[j]
 			// pointers: go-redis boxes a string with an allocation
-			args = append(args, &r.l.field, &r.l.token, &recs[k])
+			args = append(args, &r.Lease.Field, &r.Lease.Token, &recs[k])
 			if stride == 3 {
 				continue
 			}
 			var next any = ""
-			if n := r.next; n != nil {
+			if n := r.Next; n != nil {
 				next = nextRun{Reason: n.Reason, DelayMS: n.Delay.Milliseconds(), Attempt: int64(n.Attempt), Carry: n.HandOver}.encode()
 			}
 			var reqs any = ""
-			if len(r.l.Requests) > 0 {
-				reqs = strings.Join(r.l.Requests, ",")
-				ks = b.requestKeys(ks, gr.key, r.l.Requests)
+			if len(r.Lease.Requests) > 0 {
+				reqs = strings.Join(r.Lease.Requests, ",")
+				ks = b.requestKeys(ks, gr.key, r.Lease.Requests)
 			}
 			args = append(args, next, reqs)
 		}
@@ -306,7 +311,7 @@ func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseR
 	// call succeeds or fails alone: on a Cluster, the releases batched with
 	// those of a task on a master that does not answer still go through.
 	cmds := evalEach(ctx, b.c, scriptRelease, calls)
-	out := make([]releaseReply, len(rs))
+	out := make([]driver.ReleaseReply, len(rs))
 	for g, gr := range gs {
 		r, err := cmds[g].Text()
 		vs := strings.Split(r, " ")
@@ -315,17 +320,17 @@ func (b *redisBackend) release(ctx context.Context, rs []releaseArg) ([]releaseR
 		}
 		for k, i := range gr.idx {
 			if err != nil {
-				out[i].err = err
+				out[i].Err = err
 				continue
 			}
 			switch vs[k] {
 			case releasedNotHeld:
-				out[i].err = ErrNotHeld
+				out[i].Err = ErrNotHeld
 			case releasedFollowUp:
-				out[i].followUp = true
+				out[i].FollowUp = true
 			case releasedOK:
 			default:
-				out[i].err = fmt.Errorf("%w: release reply %q", errFormat, vs[k])
+				out[i].Err = fmt.Errorf("%w: release reply %q", errFormat, vs[k])
 			}
 		}
 	}

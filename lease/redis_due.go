@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // allBucketsEvery is how often a due poll looks at every bucket, not only
@@ -19,14 +20,14 @@ const allBucketsEvery = 10
 // trigger, a given-back entry) waits for the replicas.
 const enqueueWait = ackWaitMax
 
-func (b *redisBackend) enqueue(ctx context.Context, d Due, delay time.Duration) error {
+func (b *redisBackend) Enqueue(ctx context.Context, d Due, delay time.Duration) error {
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
 	// Acknowledged, so that a trigger said to be stored survives a failover.
 	bk := bucketOf(d.Task)
 	_, err := b.evalBatch(ctx, scriptEnqueue, []scriptCall{{keys: []string{b.k.due(bk), b.k.dueInfo(bk)},
-		args: []any{member(d.Task, d.Entity), string(d.Reason), ms(delay), strconv.Itoa(d.Attempt), tickMS(d.Tick),
+		args: []any{driver.Member(d.Task, d.Entity), string(d.Reason), ms(delay), strconv.Itoa(d.Attempt), tickMS(d.Tick),
 			strings.Join(d.Requests, ",")}}}, enqueueWait)
 	return err
 }
@@ -49,7 +50,7 @@ func (b *redisBackend) requestKeys(ks []string, task string, ids []string) []str
 // round trip. A poll with nothing due costs one cheap read per bucket
 // looked at; an entry of a task no announced task shares a bucket with (a
 // task this replica does not run) is seen within allBucketsEvery polls.
-func (b *redisBackend) take(ctx context.Context, limit int, vis time.Duration, prefix string) ([]Due, error) {
+func (b *redisBackend) Take(ctx context.Context, limit int, vis time.Duration, prefix string) ([]Due, error) {
 	if err := b.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -150,7 +151,7 @@ func anyOK(cmds []*redis.ZSliceCmd) bool {
 
 // parseDue decodes a due member, its info (dueInfo) and its score.
 func parseDue(m, info, score string) (Due, error) {
-	task, entity, err := splitMember(m)
+	task, entity, err := driver.SplitMember(m)
 	if err != nil {
 		return Due{}, err
 	}
@@ -160,36 +161,36 @@ func parseDue(m, info, score string) (Due, error) {
 	}
 	sc, _ := strconv.ParseFloat(score, 64)
 	return Due{Task: task, Entity: entity, Reason: d.Reason, Attempt: int(d.Attempt), Tick: msTime(d.Tick),
-		At: time.UnixMilli(int64(sc)), Requests: d.Reqs, claim: d.Claim}, nil
+		At: time.UnixMilli(int64(sc)), Requests: d.Reqs, Claim: d.Claim}, nil
 }
 
-func (b *redisBackend) ack(ctx context.Context, d Due) error {
+func (b *redisBackend) Ack(ctx context.Context, d Due) error {
 	bk := bucketOf(d.Task)
 	ks := b.requestKeys([]string{b.k.due(bk), b.k.dueInfo(bk)}, d.Task, d.Requests)
-	return scriptAck.Run(ctx, b.c, ks, member(d.Task, d.Entity), d.claim, escape(d.Entity), strings.Join(d.Requests, ",")).Err()
+	return scriptAck.Run(ctx, b.c, ks, driver.Member(d.Task, d.Entity), d.Claim, driver.Escape(d.Entity), strings.Join(d.Requests, ",")).Err()
 }
 
-func (b *redisBackend) answers(ctx context.Context, task, id string) (map[string]Outcome, error) {
+func (b *redisBackend) Answers(ctx context.Context, task, id string) (map[string]Outcome, error) {
 	m, err := b.c.HGetAll(ctx, b.k.request(task, id)).Result()
 	if err != nil {
 		return nil, err
 	}
 	out := make(map[string]Outcome, len(m))
 	for f, v := range m {
-		if e, err := unescape(f); err == nil {
+		if e, err := driver.Unescape(f); err == nil {
 			out[e] = Outcome(v)
 		}
 	}
 	return out, nil
 }
 
-func (b *redisBackend) forget(ctx context.Context, task, id string) error {
+func (b *redisBackend) Forget(ctx context.Context, task, id string) error {
 	return b.c.Del(ctx, b.k.request(task, id)).Err()
 }
 
 // dueEntries walks the due entries of task's bucket (every bucket for ""),
 // a page at a time, earliest first within a bucket.
-func (b *redisBackend) dueEntries(ctx context.Context, task string, fn func(Due) error) error {
+func (b *redisBackend) DueEntries(ctx context.Context, task string, fn func(Due) error) error {
 	for bk := range buckets {
 		if task != "" && bk != bucketOf(task) {
 			continue
@@ -233,7 +234,7 @@ func (b *redisBackend) bucketDue(ctx context.Context, bk int, task string, fn fu
 	}
 }
 
-func (b *redisBackend) dueCount(ctx context.Context) (int, error) {
+func (b *redisBackend) DueCount(ctx context.Context) (int, error) {
 	pipe := b.c.Pipeline()
 	cards := make([]*redis.IntCmd, buckets)
 	for bk := range cards {

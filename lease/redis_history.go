@@ -6,14 +6,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/tickd/tickd/lease/driver"
 )
 
-func (b *redisBackend) recordTicks(ctx context.Context, ws []TickWrite) error {
+func (b *redisBackend) RecordTicks(ctx context.Context, ws []TickWrite) error {
 	calls := make([]scriptCall, len(ws))
 	for i, w := range ws {
 		k := w.Keep
 		calls[i] = scriptCall{keys: []string{b.k.ticks(w.Task)}, args: []any{
-			strconv.FormatInt(w.Tick.UnixMilli(), 10), escape(w.Part.Replica), encodeTickPart(w.Part),
+			strconv.FormatInt(w.Tick.UnixMilli(), 10), driver.Escape(w.Part.Replica), encodeTickPart(w.Part),
 			max(k.Ticks, 1), strconv.FormatInt(w.Part.Written.Add(-k.Age).UnixMilli(), 10), ms(k.Age + 24*time.Hour)}}
 	}
 	// Acknowledged, as an enqueue is: a part the replicas lack is written
@@ -32,40 +33,40 @@ func (b *redisBackend) recordTicks(ctx context.Context, ws []TickWrite) error {
 	return nil
 }
 
-func (b *redisBackend) ticks(ctx context.Context, task string, limit int) ([]string, error) {
+func (b *redisBackend) Ticks(ctx context.Context, task string, limit int) ([]string, error) {
 	return b.c.LRange(ctx, b.k.ticks(task), 0, int64(limit)-1).Result()
 }
 
 // push sends one LPUSH and one LTRIM per list, in one pipeline (on a
 // Cluster, go-redis splits it by shard).
-func (b *redisBackend) push(ctx context.Context, list string, ps []*listPush) error {
+func (b *redisBackend) Push(ctx context.Context, list string, ps []*driver.ListPush) error {
 	pipe := b.c.Pipeline()
 	for _, p := range ps {
-		key := b.k.list(p.task, list)
-		vals := make([]any, len(p.vals))
-		for i, v := range p.vals {
+		key := b.k.list(p.Task, list)
+		vals := make([]any, len(p.Vals))
+		for i, v := range p.Vals {
 			vals[i] = v
 		}
 		pipe.LPush(ctx, key, vals...)
-		pipe.LTrim(ctx, key, 0, int64(p.keep)-1)
+		pipe.LTrim(ctx, key, 0, int64(p.Keep)-1)
 	}
 	_, err := pipe.Exec(ctx)
 	return err
 }
 
-func (b *redisBackend) list(ctx context.Context, list, task string, limit int) ([]string, error) {
+func (b *redisBackend) List(ctx context.Context, list, task string, limit int) ([]string, error) {
 	return b.c.LRange(ctx, b.k.list(task, list), 0, int64(limit)-1).Result()
 }
 
 // histories sends every read's two LRANGEs in one pipeline (on a Cluster,
 // go-redis splits it by shard).
-func (b *redisBackend) histories(ctx context.Context, reads []HistoryRead) (ticks, actions [][]string, err error) {
+func (b *redisBackend) Histories(ctx context.Context, reads []HistoryRead) (ticks, actions [][]string, err error) {
 	pipe := b.c.Pipeline()
 	tc := make([]*redis.StringSliceCmd, len(reads))
 	ac := make([]*redis.StringSliceCmd, len(reads))
 	for i, r := range reads {
 		tc[i] = pipe.LRange(ctx, b.k.ticks(r.Task), 0, int64(r.Ticks)-1)
-		ac[i] = pipe.LRange(ctx, b.k.list(r.Task, listActions), 0, int64(r.Actions)-1)
+		ac[i] = pipe.LRange(ctx, b.k.list(r.Task, driver.ListActions), 0, int64(r.Actions)-1)
 	}
 	if len(reads) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {

@@ -3,13 +3,15 @@ package lease
 import (
 	"context"
 	"fmt"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // entityPage's cursor is "C.K": HSCAN from cursor C, leaving out the first
 // K rows it keeps (a small hash comes whole from one HSCAN call, a page may
 // end inside a call's answer, and the same cursor gives the same answer
 // while the hash keeps its size).
-func (b *redisBackend) entityPage(ctx context.Context, task string, q PageQuery) (Page, error) {
+func (b *redisBackend) EntityPage(ctx context.Context, task string, q PageQuery) (Page, error) {
 	var p Page
 	var cursor uint64
 	skip := 0
@@ -28,20 +30,20 @@ func (b *redisBackend) entityPage(ctx context.Context, task string, q PageQuery)
 	// twice.
 	count := int64(min(q.MaxScan, pageSize))
 	for {
-		kv, next, err := b.c.HScan(ctx, b.k.entities(task), cursor, q.pattern(), count).Result()
+		kv, next, err := b.c.HScan(ctx, b.k.entities(task), cursor, q.Pattern(), count).Result()
 		if err != nil {
 			return p, err
 		}
 		p.Scanned += int(count)
 		kept := 0
 		for i := 0; i+1 < len(kv); i += 2 {
-			entity, err := unescape(kv[i])
+			entity, err := driver.Unescape(kv[i])
 			e, derr := decodeEntity(kv[i+1])
-			if err != nil || derr != nil || !q.matches(entity) {
+			if err != nil || derr != nil || !q.Matches(entity) {
 				continue
 			}
 			row := rowOf(task, entity, e, now)
-			if !q.keeps(row) {
+			if !q.Keeps(row) {
 				continue
 			}
 			if kept++; kept <= skip {

@@ -5,9 +5,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
-func (b *redisBackend) setPaused(ctx context.Context, task, info string) error {
+func (b *redisBackend) SetPaused(ctx context.Context, task, info string) error {
 	// Two slots on a Cluster: no transaction. The info is written first,
 	// so a task in the set has its info.
 	pipe := b.c.Pipeline()
@@ -24,7 +26,7 @@ func (b *redisBackend) setPaused(ctx context.Context, task, info string) error {
 
 // paused reads the paused set and the pauses' infos: a task in the set
 // without one (paused by an older tickd) gets "".
-func (b *redisBackend) paused(ctx context.Context) (map[string]string, error) {
+func (b *redisBackend) Paused(ctx context.Context) (map[string]string, error) {
 	pipe := b.c.Pipeline()
 	set := pipe.SMembers(ctx, b.k.paused())
 	infos := pipe.HGetAll(ctx, b.k.pauses())
@@ -38,22 +40,22 @@ func (b *redisBackend) paused(ctx context.Context) (map[string]string, error) {
 	return m, nil
 }
 
-func (b *redisBackend) registerTasks(ctx context.Context, vals map[string]string) error {
+func (b *redisBackend) RegisterTasks(ctx context.Context, vals map[string]string) error {
 	return b.c.HSet(ctx, b.k.registry(), vals).Err()
 }
 
-func (b *redisBackend) registry(ctx context.Context) (map[string]string, error) {
+func (b *redisBackend) Registry(ctx context.Context) (map[string]string, error) {
 	return b.c.HGetAll(ctx, b.k.registry()).Result()
 }
 
-func (b *redisBackend) forgetTask(ctx context.Context, task string) (bool, error) {
+func (b *redisBackend) ForgetTask(ctx context.Context, task string) (bool, error) {
 	n, err := b.c.HDel(ctx, b.k.registry(), task).Result()
 	return n > 0, err
 }
 
-func (b *redisBackend) ping(ctx context.Context) error { return b.c.Ping(ctx).Err() }
+func (b *redisBackend) Ping(ctx context.Context) error { return b.c.Ping(ctx).Err() }
 
-func (b *redisBackend) announce(ctx context.Context, a announceValue, ttl time.Duration) error {
+func (b *redisBackend) Announce(ctx context.Context, a driver.Announcement, ttl time.Duration) error {
 	if err := b.ready(ctx); err != nil { // a replica that refuses the layout is not running
 		return err
 	}
@@ -62,8 +64,8 @@ func (b *redisBackend) announce(ctx context.Context, a announceValue, ttl time.D
 		own[bucketOf(t)] = true
 	}
 	b.own.Store(&own)
-	r, err := scriptAnnounce.Run(ctx, b.c, []string{b.k.replicas()}, escape(b.opts.Replica), ms(ttl),
-		a.tasksField(), a.Process, escape(a.Host), escape(a.Version), strconv.FormatInt(b.announced.Load(), 10)).Text()
+	r, err := scriptAnnounce.Run(ctx, b.c, []string{b.k.replicas()}, driver.Escape(b.cfg.Replica), ms(ttl),
+		announceTasks(a), a.Process, driver.Escape(a.Host), driver.Escape(a.Version), strconv.FormatInt(b.announced.Load(), 10)).Text()
 	if err != nil {
 		return err
 	}
@@ -72,18 +74,18 @@ func (b *redisBackend) announce(ctx context.Context, a announceValue, ttl time.D
 		b.announced.Store(now)
 	}
 	if f[0] == "dup" && len(f) == 4 {
-		host, _ := unescape(f[1])
+		host, _ := driver.Unescape(f[1])
 		n, _ := number(f[2])
 		// Kept for the console's replicas page, while it goes on (the two
 		// processes find each other every announcement or two).
 		now, _ := number(f[3])
-		b.c.HSet(ctx, b.k.duplicates(), escape(b.opts.Replica), f[1]+"|"+strconv.FormatInt(now+3*ttl.Milliseconds(), 10)) //nolint:errcheck // the warning is logged either way
-		return &DuplicateReplicaError{Replica: b.opts.Replica, Host: host, Since: msTime(n)}
+		b.c.HSet(ctx, b.k.duplicates(), driver.Escape(b.cfg.Replica), f[1]+"|"+strconv.FormatInt(now+3*ttl.Milliseconds(), 10)) //nolint:errcheck // the warning is logged either way
+		return &DuplicateReplicaError{Replica: b.cfg.Replica, Host: host, Since: msTime(n)}
 	}
 	return nil
 }
 
-func (b *redisBackend) replicas(ctx context.Context) ([]Replica, error) {
+func (b *redisBackend) Replicas(ctx context.Context) ([]Replica, error) {
 	pipe := b.c.Pipeline()
 	allCmd, dupCmd := pipe.HGetAll(ctx, b.k.replicas()), pipe.HGetAll(ctx, b.k.duplicates())
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -100,11 +102,11 @@ func (b *redisBackend) replicas(ctx context.Context) ([]Replica, error) {
 		if err != nil || a.Until < now {
 			continue
 		}
-		name, _ := unescape(id)
+		name, _ := driver.Unescape(id)
 		r := Replica{ID: name, Host: a.Host, Version: a.Version, Tasks: a.Tasks, Since: msTime(a.Since), Seen: msTime(a.Seen)}
 		if host, until, ok := strings.Cut(dups[id], "|"); ok {
 			if n, err := number(until); err == nil && n >= now {
-				r.DuplicateOn, _ = unescape(host)
+				r.DuplicateOn, _ = driver.Unescape(host)
 			}
 		}
 		rs = append(rs, r)
@@ -112,7 +114,7 @@ func (b *redisBackend) replicas(ctx context.Context) ([]Replica, error) {
 	return rs, nil
 }
 
-func (b *redisBackend) known(ctx context.Context, task string) (bool, error) {
-	n, err := scriptKnown.Run(ctx, b.c, []string{b.k.replicas()}, escape(task)).Int()
+func (b *redisBackend) Known(ctx context.Context, task string) (bool, error) {
+	n, err := scriptKnown.Run(ctx, b.c, []string{b.k.replicas()}, driver.Escape(task)).Int()
 	return n == 1, err
 }

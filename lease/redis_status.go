@@ -9,20 +9,21 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/tickd/tickd/lease/driver"
 )
 
-func (b *redisBackend) unlock(ctx context.Context, task, entity, by string, force bool) (Unlocked, bool, error) {
+func (b *redisBackend) Unlock(ctx context.Context, task, entity, by string, force bool) (Unlocked, bool, error) {
 	mode := unlockRevoke
 	if force {
 		mode = unlockForce
 	}
-	res, err := scriptUnlock.Run(ctx, b.c, []string{b.k.entities(task)}, escape(entity), escape(by), mode).StringSlice()
+	res, err := scriptUnlock.Run(ctx, b.c, []string{b.k.entities(task)}, driver.Escape(entity), driver.Escape(by), mode).StringSlice()
 	if err != nil || len(res) < 5 {
 		return Unlocked{}, false, err
 	}
 	f, _ := strconv.ParseInt(res[2], 10, 64)
 	exp, _ := strconv.ParseInt(res[3], 10, 64)
-	holder, _ := unescape(res[0])
+	holder, _ := driver.Unescape(res[0])
 	ms, err := b.serverMS(ctx)
 	if err != nil {
 		ms = exp // the unlock is done; only how long it lasts is unknown
@@ -101,7 +102,7 @@ func (b *redisBackend) entities(ctx context.Context, task string, fn func(task, 
 				return err
 			}
 			for i := 0; i+1 < len(kv); i += 2 {
-				entity, err := unescape(kv[i])
+				entity, err := driver.Unescape(kv[i])
 				e, derr := decodeEntity(kv[i+1])
 				if err != nil || derr != nil {
 					continue // not ours to understand
@@ -117,7 +118,7 @@ func (b *redisBackend) entities(ctx context.Context, task string, fn func(task, 
 		}
 	})
 }
-func (b *redisBackend) leases(ctx context.Context, task string, fn func(Held) error) error {
+func (b *redisBackend) Leases(ctx context.Context, task string, fn func(Held) error) error {
 	return b.entities(ctx, task, func(task, entity string, e entityValue, now int64) error {
 		if h, ok := e.held(task, entity, now); ok {
 			return fn(h)
@@ -125,7 +126,7 @@ func (b *redisBackend) leases(ctx context.Context, task string, fn func(Held) er
 		return nil
 	})
 }
-func (b *redisBackend) lastRuns(ctx context.Context, task string, fn func(LastRun) error) error {
+func (b *redisBackend) LastRuns(ctx context.Context, task string, fn func(LastRun) error) error {
 	return b.entities(ctx, task, func(task, entity string, e entityValue, _ int64) error {
 		if r, ok := e.lastRun(task, entity); ok {
 			return fn(r)
@@ -136,17 +137,17 @@ func (b *redisBackend) lastRuns(ctx context.Context, task string, fn func(LastRu
 
 // claimSweep takes the sweep key for one interval: the replicas sharing a
 // Redis sweep once per interval between them, not once each.
-func (b *redisBackend) claimSweep(ctx context.Context, every time.Duration) (bool, error) {
-	return b.c.SetNX(ctx, b.k.sweep(), b.opts.Replica, every).Result()
+func (b *redisBackend) ClaimSweep(ctx context.Context, every time.Duration) (bool, error) {
+	return b.c.SetNX(ctx, b.k.sweep(), b.cfg.Replica, every).Result()
 }
 
 // sweep deletes, a page at a time, the entities neither held nor touched
 // within StateTTL (Redis 7.0 has no expiry for hash fields).
-func (b *redisBackend) sweep(ctx context.Context) error {
+func (b *redisBackend) Sweep(ctx context.Context) error {
 	return b.tasks(ctx, "", func(task string) error {
 		cursor := "0"
 		for {
-			res, err := scriptSweep.Run(ctx, b.c, []string{b.k.entities(task)}, cursor, pageSize, ms(b.opts.StateTTL)).Slice()
+			res, err := scriptSweep.Run(ctx, b.c, []string{b.k.entities(task)}, cursor, pageSize, ms(b.cfg.StateTTL)).Slice()
 			if err != nil {
 				return fmt.Errorf("sweep %s: %w", task, err)
 			}
@@ -172,10 +173,10 @@ func str(v any) string {
 	}
 	return fmt.Sprint(v)
 }
-func (b *redisBackend) one(ctx context.Context, task, entity string) (EntityState, error) {
-	m := member(task, entity)
+func (b *redisBackend) One(ctx context.Context, task, entity string) (EntityState, error) {
+	m := driver.Member(task, entity)
 	pipe := b.c.Pipeline()
-	eg, tm := pipe.HGet(ctx, b.k.entities(task), escape(entity)), pipe.Time(ctx)
+	eg, tm := pipe.HGet(ctx, b.k.entities(task), driver.Escape(entity)), pipe.Time(ctx)
 	bk := bucketOf(task)
 	ds, di := pipe.ZScore(ctx, b.k.due(bk), m), pipe.HGet(ctx, b.k.dueInfo(bk), m)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {

@@ -17,6 +17,7 @@ import (
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/faultproxy"
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 func newClient(t testing.TB, addr string) *redis.Client {
@@ -64,7 +65,7 @@ func checkStoppedInTime(t *testing.T, ls []*Lease, at []time.Time, want error) {
 		if c := context.Cause(l.Context()); !errors.Is(c, want) {
 			t.Errorf("lease %s: cause %v, want %v", l.Entity, c, want)
 		}
-		expiry := l.TrustedUntil().Add(Margin(l.ttl))
+		expiry := l.TrustedUntil().Add(Margin(l.TTL()))
 		if !at[i].Before(expiry) {
 			t.Errorf("lease %s cancelled %v after it could have expired", l.Entity, at[i].Sub(expiry))
 		}
@@ -231,15 +232,15 @@ func FuzzKeyEncoding(f *testing.F) {
 		}
 		// An entity's hash field holds none of the separators of the values
 		// stored beside it, and decodes back.
-		field := escape(entity)
+		field := driver.Escape(entity)
 		if strings.ContainsAny(field, "|#:{}*?[]\\ \n\r\t\x00") {
 			t.Fatalf("unsafe field %q", field)
 		}
-		if got, err := unescape(field); err != nil || got != entity {
+		if got, err := driver.Unescape(field); err != nil || got != entity {
 			t.Fatalf("field %q decodes to %q %v", field, got, err)
 		}
-		m := member(task, entity)
-		gt, ge, err := splitMember(m)
+		m := driver.Member(task, entity)
+		gt, ge, err := driver.SplitMember(m)
 		if err != nil || gt != task || ge != entity {
 			t.Fatalf("member %q decodes to %q %q %v", m, gt, ge, err)
 		}

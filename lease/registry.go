@@ -38,7 +38,7 @@ func (s *Store) RegisterTasks(ctx context.Context, ts []TaskInfo) error {
 		}
 		vals[t.Name] = string(b)
 	}
-	if err := s.b.registerTasks(ctx, vals); err != nil {
+	if err := s.b.RegisterTasks(ctx, vals); err != nil {
 		return fmt.Errorf("register tasks: %w", err)
 	}
 	return nil
@@ -46,7 +46,7 @@ func (s *Store) RegisterTasks(ctx context.Context, ts []TaskInfo) error {
 
 // Registry returns every task the registry remembers, by name.
 func (s *Store) Registry(ctx context.Context) ([]TaskInfo, error) {
-	vals, err := s.b.registry(ctx)
+	vals, err := s.b.Registry(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the task registry: %w", err)
 	}
@@ -67,7 +67,7 @@ func (s *Store) Registry(ctx context.Context) ([]TaskInfo, error) {
 // no longer flagged as not firing. It says whether the registry had it. A
 // replica that still runs the task registers it again.
 func (s *Store) ForgetTask(ctx context.Context, task string) (bool, error) {
-	ok, err := s.b.forgetTask(ctx, task)
+	ok, err := s.b.ForgetTask(ctx, task)
 	if err != nil {
 		return false, fmt.Errorf("forget task %s: %w", task, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // drop forgets a lease and cancels its context with cause.
@@ -33,7 +35,7 @@ func (s *Store) release(ctx context.Context, l *Lease, o Finished, next *Next) (
 	if errors.Is(context.Cause(l.ctx), ErrReleased) {
 		return Released{}, ErrNotHeld
 	}
-	rep, err := s.releaseOne(ctx, releaseArg{l: l, o: o, next: next})
+	rep, err := s.releaseOne(ctx, l, driver.ReleaseArg{Lease: l.ref(), Finished: o, Next: next})
 	if err != nil { // stopped waiting: the flush drops it too, later
 		s.drop(l, ErrReleased)
 	}
@@ -46,7 +48,7 @@ func (s *Store) releaseThen(l *Lease, o Finished, next *Next, then AfterRelease)
 		then.AfterRelease(Released{}, ErrNotHeld)
 		return
 	}
-	s.queueRelease(releaseReq{arg: releaseArg{l: l, o: o, next: next}, then: then})
+	s.queueRelease(releaseReq{l: l, arg: driver.ReleaseArg{Lease: l.ref(), Finished: o, Next: next}, then: then})
 }
 
 // ReleaseBatch releases many leases with one outcome in one round trip per
@@ -56,11 +58,11 @@ func (s *Store) ReleaseBatch(ctx context.Context, ls []*Lease, o Finished) ([]er
 	errs := make([]error, len(ls))
 	for lo := 0; lo < len(ls); lo += BatchSize {
 		hi := min(lo+BatchSize, len(ls))
-		args := make([]releaseArg, hi-lo)
+		args := make([]driver.ReleaseArg, hi-lo)
 		for i, l := range ls[lo:hi] {
-			args[i] = releaseArg{l: l, o: o}
+			args[i] = driver.ReleaseArg{Lease: l.ref(), Finished: o}
 		}
-		reps, err := s.b.release(ctx, args)
+		reps, err := s.b.Release(ctx, args)
 		if err != nil {
 			rest := ls[lo:] // renewed no more: they expire
 			s.dropEach(len(rest), func(i int) *Lease { return rest[i] }, ErrReleased)
@@ -69,7 +71,7 @@ func (s *Store) ReleaseBatch(ctx context.Context, ls []*Lease, o Finished) ([]er
 		batch := ls[lo:hi]
 		s.dropEach(len(batch), func(i int) *Lease { return batch[i] }, ErrReleased)
 		for i, r := range reps {
-			errs[lo+i] = r.err
+			errs[lo+i] = r.Err
 		}
 	}
 	return errs, nil

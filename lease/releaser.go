@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // releaser batches the releases of one task's runs that end at about the
@@ -20,19 +22,20 @@ type releaser struct {
 	queue    []releaseReq
 	spare    []releaseReq // the last batch's array, for the next queue
 	flushing bool
-	args     []releaseArg // the flush's, reused
+	args     []driver.ReleaseArg // the flush's, reused
 }
 
 // releaseReq is a queued release: its answer goes to done (Release) or to
 // then (ReleaseThen).
 type releaseReq struct {
-	arg  releaseArg
+	l    *Lease
+	arg  driver.ReleaseArg // l's
 	done chan releaseDone
 	then AfterRelease
 }
 
 type releaseDone struct {
-	rep releaseReply
+	rep driver.ReleaseReply
 	err error
 }
 
@@ -49,15 +52,15 @@ type AfterRelease interface {
 const releaseBatchMax = 4 * BatchSize
 
 // releaseOne queues arg and waits for its answer, or for ctx.
-func (s *Store) releaseOne(ctx context.Context, arg releaseArg) (releaseReply, error) {
+func (s *Store) releaseOne(ctx context.Context, l *Lease, arg driver.ReleaseArg) (driver.ReleaseReply, error) {
 	done := doneChans.Get().(chan releaseDone)
-	s.queueRelease(releaseReq{arg: arg, done: done})
+	s.queueRelease(releaseReq{l: l, arg: arg, done: done})
 	select {
 	case d := <-done:
 		doneChans.Put(done) // empty again, and no one else sends on it
 		return d.rep, d.err
 	case <-ctx.Done():
-		return releaseReply{}, ctx.Err() // done is not reused: the answer may still come
+		return driver.ReleaseReply{}, ctx.Err() // done is not reused: the answer may still come
 	}
 }
 
@@ -68,9 +71,9 @@ var doneChans = sync.Pool{New: func() any { return make(chan releaseDone, 1) }}
 // queueRelease queues q with its task's releases, and starts a flush if
 // none is going on.
 func (s *Store) queueRelease(q releaseReq) {
-	v, ok := s.releasers.Load(q.arg.l.Task)
+	v, ok := s.releasers.Load(q.l.Task)
 	if !ok {
-		v, _ = s.releasers.LoadOrStore(q.arg.l.Task, &releaser{})
+		v, _ = s.releasers.LoadOrStore(q.l.Task, &releaser{})
 	}
 	r := v.(*releaser)
 	r.mu.Lock()
@@ -108,12 +111,12 @@ func (s *Store) flushReleases(r *releaser) {
 		}
 		r.args = args
 		ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
-		reps, err := s.b.release(ctx, args)
+		reps, err := s.b.Release(ctx, args)
 		cancel()
 		// Released or not, the leases are renewed no more: a release that
 		// failed leaves its lease in Redis until its TTL passes, never held
 		// for good.
-		s.dropEach(len(args), func(i int) *Lease { return args[i].l }, ErrReleased)
+		s.dropEach(len(batch), func(i int) *Lease { return batch[i].l }, ErrReleased)
 		var then *[]answer
 		for i, q := range batch {
 			d := releaseDone{err: err}
@@ -127,7 +130,7 @@ func (s *Store) flushReleases(r *releaser) {
 			if then == nil {
 				then = answers.Get().(*[]answer)
 			}
-			*then = append(*then, answer{q.arg.l, d, q.then})
+			*then = append(*then, answer{q.l, d, q.then})
 		}
 		if then != nil {
 			go answerAll(then)
@@ -163,12 +166,12 @@ func answerAll(as *[]answer) {
 
 // released is what Release returns for l's release, given its reply or
 // the error of its batch.
-func released(l *Lease, rep releaseReply, err error) (Released, error) {
+func released(l *Lease, rep driver.ReleaseReply, err error) (Released, error) {
 	if err == nil {
-		err = rep.err
+		err = rep.Err
 	}
 	if err != nil {
 		return Released{}, fmt.Errorf("release lease %s/%s: %w", l.Task, l.Entity, err)
 	}
-	return Released{FollowUp: rep.followUp}, nil
+	return Released{FollowUp: rep.FollowUp}, nil
 }

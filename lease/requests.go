@@ -16,14 +16,6 @@ import (
 // AnswerDropped. Answers are kept per request and entity (Answers) for
 // requestTTL after the last one.
 
-// Answers that are not a run's outcome.
-const (
-	// AnswerSkipped: the entity was busy and the task's on_busy is skip.
-	AnswerSkipped Outcome = "skipped"
-	// AnswerDropped: no replica runs the task.
-	AnswerDropped Outcome = "dropped"
-)
-
 const (
 	// maxRequests bounds the ids one due entry carries: the newest are kept.
 	maxRequests = 32
@@ -65,7 +57,7 @@ func (s *Store) Answers(ctx context.Context, task, id string) (map[string]Outcom
 	if err := checkRequestIDs([]string{id}); err != nil {
 		return nil, err
 	}
-	m, err := s.b.answers(ctx, task, id)
+	m, err := s.b.Answers(ctx, task, id)
 	if err != nil {
 		return nil, fmt.Errorf("read answers to request %s: %w", id, err)
 	}
@@ -74,5 +66,5 @@ func (s *Store) Answers(ctx context.Context, task, id string) (map[string]Outcom
 
 // Forget deletes the answers to request id of task.
 func (s *Store) Forget(ctx context.Context, task, id string) error {
-	return s.b.forget(ctx, task, id)
+	return s.b.Forget(ctx, task, id)
 }

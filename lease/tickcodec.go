@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // The element of a task's tick list (prefix:{NN}:TASK:ticks, newest first):
@@ -22,7 +24,7 @@ import (
 // reads only the tick and each part's replica, to put a part in place.
 func encodeTickPart(p TickPart) string {
 	var b strings.Builder
-	b.WriteString(escape(p.Replica))
+	b.WriteString(driver.Escape(p.Replica))
 	b.WriteString(map[bool]string{true: "|f|", false: "|r|"}[p.Final])
 	b.WriteString(strconv.FormatInt(p.Written.UnixMilli(), 10))
 	for _, n := range []int{p.Entities, p.Started} {
@@ -42,7 +44,7 @@ func encodeTickPart(p TickPart) string {
 	b.WriteString(map[bool]string{true: "|1", false: "|"}[p.SourceFailed])
 	if p.SourceFailed && p.SourceError != "" {
 		b.WriteByte(':')
-		b.WriteString(escape(cutAt(p.SourceError, MaxSourceError)))
+		b.WriteString(driver.Escape(cutAt(p.SourceError, MaxSourceError)))
 	}
 	return b.String()
 }
@@ -58,7 +60,7 @@ func writeCounts[K ~string](b *strings.Builder, m map[K]int) {
 			b.WriteByte(',')
 		}
 		first = false
-		b.WriteString(escape(string(k)))
+		b.WriteString(driver.Escape(string(k)))
 		b.WriteByte('=')
 		b.WriteString(strconv.Itoa(m[k]))
 	}
@@ -75,7 +77,7 @@ func readCounts[K ~string](s string) (map[K]int, error) {
 		if !ok || err != nil {
 			return nil, fmt.Errorf("lease: bad count %q", kv)
 		}
-		name, err := unescape(k)
+		name, err := driver.Unescape(k)
 		if err != nil {
 			return nil, err
 		}
@@ -91,7 +93,7 @@ func decodeTickPart(s string) (TickPart, error) {
 	}
 	var p TickPart
 	var err error
-	if p.Replica, err = unescape(f[0]); err != nil {
+	if p.Replica, err = driver.Unescape(f[0]); err != nil {
 		return p, err
 	}
 	p.Final = f[1] == "f"
@@ -118,7 +120,7 @@ func decodeTickPart(s string) (TickPart, error) {
 	}
 	src, srcErr, _ := strings.Cut(f[9], ":")
 	p.SourceFailed = src == "1"
-	if p.SourceError, err = unescape(srcErr); err != nil {
+	if p.SourceError, err = driver.Unescape(srcErr); err != nil {
 		return p, fmt.Errorf("lease: bad tick part %q: %w", s, err)
 	}
 	for _, err := range []error{err1, err2, err3} {

@@ -3,6 +3,8 @@ package lease
 import (
 	"strconv"
 	"strings"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // token returns a new token, "nonce-seq": a take's claim.
@@ -48,15 +50,15 @@ func (s *Store) tokens(n int, pos []int) []string {
 // chunkPositions places each request of args in its chunk: 1, 2, … along a
 // run of two or more requests with one Request.Chunk (among those sent,
 // with a req), 0 for the others; nil when no request is in one.
-func chunkPositions(args []acquireArg) []int {
+func chunkPositions(args []driver.AcquireArg) []int {
 	var pos []int
 	for i := 0; i < len(args); {
-		if args[i].req == nil || args[i].req.Chunk == "" {
+		if args[i].Req == nil || args[i].Req.Chunk == "" {
 			i++
 			continue
 		}
-		c, j := args[i].req.Chunk, i+1
-		for j < len(args) && args[j].req != nil && args[j].req.Chunk == c {
+		c, j := args[i].Req.Chunk, i+1
+		for j < len(args) && args[j].Req != nil && args[j].Req.Chunk == c {
 			j++
 		}
 		if j-i >= 2 {

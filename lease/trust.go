@@ -29,7 +29,7 @@ func (s *Store) watchLocked(at time.Time, ls []*Lease) {
 // watchAllLocked watches held leases that were granted or renewed by one
 // request sent at sent, one group per TTL. Call with s.mu held.
 func (s *Store) watchAllLocked(sent time.Time, ls []*Lease) {
-	for _, g := range groupBy(len(ls), func(i int) time.Duration { return ls[i].ttl }) {
+	for _, g := range groupBy(len(ls), func(i int) time.Duration { return ls[i].d.TTL }) {
 		sub := ls
 		if len(g.idx) < len(ls) {
 			sub = make([]*Lease, len(g.idx))

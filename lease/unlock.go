@@ -5,18 +5,6 @@ import (
 	"fmt"
 )
 
-// Unlocked is what an unlock did to a held lease.
-type Unlocked struct {
-	// Held is the lease as it was found; its TTL is how long it has left
-	// at most: a revoked lease is free by then, released or not.
-	Held
-	Freed   bool // force: the lease is free now
-	Already bool // it had been revoked before: nothing changed
-	// Told: this store held the lease, and its run was told to stop at
-	// once; otherwise the holder hears it at its next renewal.
-	Told bool
-}
-
 // Unlock revokes the lease of (task, entity), whoever holds it: the
 // holder is told to stop (at once when this store holds it, at its next
 // renewal otherwise), and the lease stays held, busy for every other run,
@@ -26,7 +14,7 @@ type Unlocked struct {
 // run by who: a holder still running then overlaps the next run. It
 // returns what it found and did, or ErrNotHeld.
 func (s *Store) Unlock(ctx context.Context, task, entity, by string, force bool) (Unlocked, error) {
-	u, ok, err := s.b.unlock(ctx, task, entity, by, force)
+	u, ok, err := s.b.Unlock(ctx, task, entity, by, force)
 	if err != nil {
 		return Unlocked{}, fmt.Errorf("unlock %s/%s: %w", task, entity, err)
 	}

@@ -1,0 +1,15 @@
+// Package driver is what a lease store is built on: the vocabulary the
+// lease protocol and its storage backends share (requests, due entries,
+// outcomes, tick records, pages of entities) and the key-safe encoding of
+// task and entity ids.
+//
+// Package lease keeps the protocol: leases, their trust windows, the
+// keeper that renews them, releases, fencing tokens and the errors. A
+// driver keeps the state: the Redis driver in Lua scripts over a key layout
+// of its own, the in-process driver in maps. Package lease re-exports every
+// name here, so that a program embedding tickd imports lease alone.
+//
+// What does not live here: the Redis key layout and scripts, the
+// protocol's rules, history's JSON values (failures, actions), which the
+// store encodes and a driver stores as it gets them.
+package driver

@@ -1,0 +1,196 @@
+package driver
+
+import (
+	"context"
+	"time"
+)
+
+// Driver keeps a lease store's state: what differs between Redis and the
+// in-process store. Package lease runs the protocol over it. Every method
+// is one round trip; a driver answers as the conformance suite
+// (lease/drivertest) says, whatever it stores the state in.
+type Driver interface {
+	// Configure hands the driver the store's settings, once, before any
+	// other call.
+	Configure(cfg Config)
+
+	// Acquire asks for leases, answering each AcquireArg in order; maxTTL
+	// is the quarantine after a data loss. An arg with no Token is left
+	// out (its reply is the zero AcquireReply).
+	Acquire(ctx context.Context, holder string, maxTTL time.Duration, reqs []AcquireArg) ([]AcquireReply, error)
+	Renew(ctx context.Context, ls []*Lease) ([]Renewal, error)
+	// Release returns, per lease, whether a follow-up had been requested,
+	// or ErrNotHeld.
+	Release(ctx context.Context, rs []ReleaseArg) ([]ReleaseReply, error)
+	// Unlock revokes (force false) or frees the lease of (task, entity).
+	Unlock(ctx context.Context, task, entity, by string, force bool) (Unlocked, bool, error)
+	// Taken says which of a tick's chunks (Request.Chunk) were taken.
+	Taken(ctx context.Context, task string, tick time.Time, chunks []string) ([]bool, error)
+
+	// The due queue: runs asked for later (reschedules, retries,
+	// triggers, follow-ups).
+	Enqueue(ctx context.Context, d Due, delay time.Duration) error
+	Take(ctx context.Context, limit int, visibility time.Duration, claimPrefix string) ([]Due, error)
+	// Ack removes a taken due entry and answers its requests AnswerDropped.
+	Ack(ctx context.Context, d Due) error
+	// Answers reads a request's answers by entity; Forget deletes them.
+	Answers(ctx context.Context, task, id string) (map[string]Outcome, error)
+	Forget(ctx context.Context, task, id string) error
+
+	// Status: what is held, what ran, what is due.
+	Leases(ctx context.Context, task string, fn func(Held) error) error
+	LastRuns(ctx context.Context, task string, fn func(LastRun) error) error
+	DueEntries(ctx context.Context, task string, fn func(Due) error) error
+	DueCount(ctx context.Context) (int, error)
+	// EntityPage reads one page of a task's entities.
+	EntityPage(ctx context.Context, task string, q PageQuery) (Page, error)
+	// One reads the state of one entity.
+	One(ctx context.Context, task, entity string) (EntityState, error)
+
+	// Pauses: SetPaused pauses task with info (encoded by the store), or
+	// resumes it for info ""; Paused returns the paused tasks' infos.
+	SetPaused(ctx context.Context, task, info string) error
+	Paused(ctx context.Context) (map[string]string, error)
+
+	// The task registry: task name → its info, encoded by the store.
+	RegisterTasks(ctx context.Context, vals map[string]string) error
+	Registry(ctx context.Context) (map[string]string, error)
+	ForgetTask(ctx context.Context, task string) (bool, error)
+
+	// The history. RecordTicks puts parts in their tick records, enforcing
+	// each one's retention; Ticks returns task's newest tick records
+	// (EncodeTickPart's records), newest first.
+	RecordTicks(ctx context.Context, ws []TickWrite) error
+	Ticks(ctx context.Context, task string, limit int) ([]string, error)
+	// Push adds values to tasks' lists (ListFailures, ListActions), each
+	// cut to its keep; List returns task's newest values of list, newest
+	// first.
+	Push(ctx context.Context, list string, ps []*ListPush) error
+	List(ctx context.Context, list, task string, limit int) ([]string, error)
+	// Histories returns, for each read, its task's newest tick records
+	// and actions (newest first), in one round trip.
+	Histories(ctx context.Context, reads []HistoryRead) (ticks, actions [][]string, err error)
+
+	// The replica registry. Announce records the tasks this replica runs,
+	// and which process announces them, for ttl; a *DuplicateReplicaError
+	// when another live process announced the same replica id.
+	Announce(ctx context.Context, a Announcement, ttl time.Duration) error
+	// Replicas lists the replicas whose announcement is current.
+	Replicas(ctx context.Context) ([]Replica, error)
+	// Known says whether a replica whose announcement is current runs task.
+	Known(ctx context.Context, task string) (bool, error)
+
+	Ping(ctx context.Context) error
+	// Sweep forgets the entities neither held nor touched within StateTTL.
+	Sweep(ctx context.Context) error
+	// ClaimSweep says whether this replica is the one to sweep now: one
+	// replica per interval, whichever asks first.
+	ClaimSweep(ctx context.Context, every time.Duration) (bool, error)
+	// CheckEpochs finds a data loss: it gives every bucket found without an
+	// epoch one, quarantined for maxTTL from now, and returns the longest
+	// quarantine left. It does nothing before the store's first grant,
+	// enqueue, take or announce.
+	CheckEpochs(ctx context.Context, maxTTL time.Duration) (time.Duration, error)
+}
+
+// Clock reads the wall clock: tickd's one clock interface, for the store,
+// its drivers, the scheduler and the daemon. Tests inject offsets through
+// it.
+type Clock interface{ Now() time.Time }
+
+// Config is what a driver is told of the store it serves.
+type Config struct {
+	Replica  string        // this process's id, recorded as the holder
+	StateTTL time.Duration // how long per-entity state is kept after its last write
+	Clock    Clock         // the in-process driver's clock (Redis has its own)
+}
+
+// Lease is a held lease as a driver sees it: its ids, its token and TTL,
+// and, at a release, what the run carried.
+type Lease struct {
+	Task, Entity string
+	Field        string // Escape(Entity)
+	Token        string
+	TTL          time.Duration
+	Reason       Reason
+	Tick         time.Time
+	Fence        int64
+	Requests     []string
+}
+
+// AcquireArg is one request of an Acquire.
+type AcquireArg struct {
+	Req   *Request // the caller's
+	Token string
+	Field string // Escape(Req.Entity)
+}
+
+// GrantStatus is how a driver answers an acquire for one entity.
+type GrantStatus string
+
+// The answers of an acquire.
+const (
+	GrantOK         GrantStatus = "ok"         // granted, with a fence
+	GrantBusy       GrantStatus = "busy"       // held: by Holder since At, with Fence
+	GrantRan        GrantStatus = "ran"        // a run for a tick >= this one started (at At)
+	GrantQuarantine GrantStatus = "quarantine" // a data loss: Left until anything is granted
+	GrantEarly      GrantStatus = "early"      // the tick is Left in the store's future
+)
+
+// AcquireReply is one entity's answer of an Acquire.
+type AcquireReply struct {
+	Status GrantStatus
+	Fence  int64
+	At     time.Time // busy: the holder's since; ran: the last tick run
+	Holder string
+	Left   time.Duration // quarantine or early: time left
+}
+
+// Renewal is a renewal round's answer for one lease.
+type Renewal uint8
+
+// The answers of a renewal.
+const (
+	RenewLost    Renewal = iota // expired, or held under another token
+	RenewOK                     // renewed: its trust window moves
+	RenewRevoked                // an operator revoked it (Store.Unlock)
+)
+
+// ReleaseArg is one lease to release, what its run did, and the run asked
+// for after it, if any.
+type ReleaseArg struct {
+	Lease    *Lease
+	Finished Finished
+	Next     *Next
+}
+
+// ReleaseReply is a release's answer for one lease.
+type ReleaseReply struct {
+	FollowUp bool
+	Err      error
+}
+
+// The lists a task keeps beside its tick records.
+const (
+	ListFailures = "failures"
+	ListActions  = "actions"
+)
+
+// ListPush is values to push onto one task's list, and how many to keep.
+type ListPush struct {
+	Task string
+	Vals []string // oldest first: the last pushed is the newest
+	Keep int
+}
+
+// Announcement is what a replica announces of itself; the driver adds
+// when (Until, Since, Seen: ms by the store's clock).
+type Announcement struct {
+	Until   int64
+	Tasks   []string
+	Process string // the announcing store's nonce
+	Host    string
+	Version string
+	Since   int64 // first announcement of this process (ms)
+	Seen    int64 // last announcement (ms)
+}

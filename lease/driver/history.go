@@ -1,0 +1,181 @@
+package driver
+
+import (
+	"maps"
+	"slices"
+	"time"
+)
+
+// TickPart is one replica's part in one tick of a task.
+type TickPart struct {
+	Replica string
+	// Final says that every run this replica started for the tick has
+	// ended (or that it started none). A part left not final by a replica
+	// that is gone makes its tick incomplete.
+	Final   bool
+	Written time.Time // when the replica wrote it
+	// Entities is how many entities its source listed; Started how many
+	// tick runs it started.
+	Entities, Started int
+	// Outcomes counts the ended runs by outcome; Skipped the entities it
+	// did not run, by reason (SkipBusy…).
+	Outcomes map[Outcome]int
+	Skipped  map[string]int
+	// SourceFailed: the entity source failed (the entities listed until
+	// then were run); SourceError is why (its first MaxSourceError bytes:
+	// for a command, its exit status and the end of its stderr).
+	SourceFailed bool
+	SourceError  string
+	// FirstStart is how long after the tick its first run started, LastEnd
+	// how long after the tick its last run ended; -1 when none did.
+	FirstStart, LastEnd time.Duration
+}
+
+// The reasons a tick skips an entity, in TickPart.Skipped.
+const (
+	SkipBusy            = "busy"
+	SkipAlreadyRan      = "already_ran"
+	SkipQuarantined     = "quarantined"
+	SkipNotAcknowledged = "not_acknowledged"
+	SkipError           = "error"   // the store failed until the tick was too late
+	SkipStopped         = "stopped" // shutdown or a reload stopped the fan-out first
+)
+
+// TickRecord is one tick of a task: the parts of the replicas that took
+// part in it.
+type TickRecord struct {
+	Tick  time.Time
+	Parts []TickPart
+}
+
+// Runs is how many runs the tick started, on all replicas.
+func (r TickRecord) Runs() int {
+	n := 0
+	for _, p := range r.Parts {
+		n += p.Started
+	}
+	return n
+}
+
+// Entities is how many entities the tick listed: the most any replica's
+// source listed (each reads the whole source).
+func (r TickRecord) Entities() int {
+	n := 0
+	for _, p := range r.Parts {
+		n = max(n, p.Entities)
+	}
+	return n
+}
+
+// Outcomes counts the tick's ended runs by outcome.
+func (r TickRecord) Outcomes() map[Outcome]int {
+	m := map[Outcome]int{}
+	for _, p := range r.Parts {
+		for o, n := range p.Outcomes {
+			m[o] += n
+		}
+	}
+	return m
+}
+
+// Skipped counts the entities the tick did not run, by reason. The replicas
+// of a tick share its entities out: what one of them counts as already run
+// is mostly another's run, and an entity sent entity by entity (not in a
+// chunk) may be found busy by each. With several parts, each reason's count
+// is the parts' sum cut to what the runs left of the entities listed, and
+// already_ran is what is left after the other reasons.
+func (r TickRecord) Skipped() map[string]int {
+	m := map[string]int{}
+	for _, p := range r.Parts {
+		for k, n := range p.Skipped {
+			m[k] += n
+		}
+	}
+	if len(r.Parts) > 1 {
+		left := max(0, r.Entities()-r.Runs())
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if k != SkipAlreadyRan {
+				m[k] = min(m[k], left)
+				left -= m[k]
+			}
+		}
+		m[SkipAlreadyRan] = left
+	}
+	maps.DeleteFunc(m, func(_ string, n int) bool { return n == 0 })
+	return m
+}
+
+// SourceFailed says whether a replica's entity source failed.
+func (r TickRecord) SourceFailed() bool {
+	return slices.ContainsFunc(r.Parts, func(p TickPart) bool { return p.SourceFailed })
+}
+
+// SourceError is why a replica's entity source failed (the first replica's
+// that says), or "".
+func (r TickRecord) SourceError() string {
+	for _, p := range r.Parts {
+		if p.SourceError != "" {
+			return p.SourceError
+		}
+	}
+	return ""
+}
+
+// FirstStart is how long after the tick its first run started; -1: none.
+func (r TickRecord) FirstStart() time.Duration {
+	d := time.Duration(-1)
+	for _, p := range r.Parts {
+		if p.FirstStart >= 0 && (d < 0 || p.FirstStart < d) {
+			d = p.FirstStart
+		}
+	}
+	return d
+}
+
+// LastEnd is how long after the tick its last run ended; -1: none.
+func (r TickRecord) LastEnd() time.Duration {
+	d := time.Duration(-1)
+	for _, p := range r.Parts {
+		d = max(d, p.LastEnd)
+	}
+	return d
+}
+
+// Final says whether every part is final: all the runs the tick started
+// have ended.
+func (r TickRecord) Final() bool {
+	return !slices.ContainsFunc(r.Parts, func(p TickPart) bool { return !p.Final })
+}
+
+// Replicas lists the replicas that took part, in the order they wrote.
+func (r TickRecord) Replicas() []string {
+	rs := make([]string, len(r.Parts))
+	for i, p := range r.Parts {
+		rs[i] = p.Replica
+	}
+	return rs
+}
+
+// Retention bounds what is kept of a task's history. Every write enforces
+// it on what it writes to.
+type Retention struct {
+	Ticks    int           // tick records kept, the newest
+	Age      time.Duration // and none older than this
+	Failures int           // failed runs kept, the newest
+	Actions  int           // operator actions kept, the newest
+}
+
+// TickWrite is one replica's part of one tick, to be written.
+type TickWrite struct {
+	Task string
+	Tick time.Time
+	Part TickPart
+	Keep Retention
+}
+
+// HistoryRead asks for a task's newest Ticks tick records and Actions
+// actions.
+type HistoryRead struct {
+	Task           string
+	Ticks, Actions int
+}

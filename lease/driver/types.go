@@ -1,0 +1,299 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// MaxRunError bounds the error text an entity's last run keeps: it lives
+// in the entity's value, which every acquire reads.
+const MaxRunError = 200
+
+// Reason says why a run happens.
+type Reason string
+
+// EarlyTolerance is how far ahead of the store's clock (Redis's TIME) a
+// tick may be started. A replica whose clock runs ahead gets an
+// *EarlyError instead, so that it cannot start ticks before the others.
+const EarlyTolerance = 500 * time.Millisecond
+
+// Request asks for the lease of one (task, entity).
+type Request struct {
+	Task   string
+	Entity string
+	TTL    time.Duration // lease time to live; renewed every TTL/3
+	Reason Reason
+	// Tick is the scheduled instant of a ReasonTick run. The acquire fails
+	// with ErrAlreadyRan when a tick run for a tick >= Tick already started.
+	Tick time.Time
+	// Queue, when the entity is busy, leaves a follow-up request that the
+	// holder's release turns into one run after it.
+	Queue bool
+	// Chunk names the part of a tick's entity stream this request belongs
+	// to (ReasonTick only), when the whole part is in one AcquireBatch call,
+	// its requests one after the other. Any string: the store sends a hash
+	// of it. The replicas' fan-outs send the same
+	// chunks (the same ids, in the same order) for the same tick: the first
+	// to send one takes it whole, in the step that grants its leases; the
+	// others get ErrAlreadyRan for all of it without their entities being
+	// read. So several replicas do not multiply the work of a tick.
+	Chunk string
+	// From is the due entry this run carries out. It is acked when the lease
+	// is granted, and when it is busy (becoming a follow-up with Queue).
+	From *Due
+}
+
+// Outcome says how a run ended, as recorded for status.
+type Outcome string
+
+// allOutcomes is every Outcome; its length is a constant (NumOutcomes),
+// for arrays counted by outcome.
+var allOutcomes = [...]Outcome{OutcomeDone, OutcomeReschedule, OutcomeFailed, OutcomeTimeout, OutcomeLeaseLost, OutcomeCanceled, OutcomeUnlocked}
+
+// NumOutcomes is how many Outcomes there are.
+const NumOutcomes = len(allOutcomes)
+
+// AllOutcomes is every Outcome, in a fixed order (an array: a caller's
+// copy, no global to change).
+func AllOutcomes() [NumOutcomes]Outcome { return allOutcomes }
+
+// Index is o's position in AllOutcomes, or -1 when o is no Outcome of
+// tickd's.
+func (o Outcome) Index() int { return slices.Index(allOutcomes[:], o) }
+
+// Finished is what a run did, recorded at release for status.
+type Finished struct {
+	Outcome Outcome
+	Started time.Time
+	Ended   time.Time
+	// Error is a failed run's error, kept as its last run's (cut to
+	// MaxRunError bytes).
+	Error string
+}
+
+// Next asks, atomically with the release, for another run of the same
+// (task, entity) after Delay. It is durable: any replica carries it out.
+type Next struct {
+	Reason  Reason
+	Delay   time.Duration
+	Attempt int
+	// HandOver says the run did not do its work (stopped by shutdown, or
+	// never begun): the next run answers its Requests in its stead.
+	HandOver bool
+}
+
+// Due is a pending request for a run: a reschedule, retry, trigger or
+// queued follow-up.
+type Due struct {
+	Task    string
+	Entity  string
+	Reason  Reason
+	Attempt int       // consecutive reschedules or retries so far
+	Tick    time.Time // the tick the chain started from, if any
+	At      time.Time // when it is due
+	// Requests are the ids of the requests the run answers (see
+	// NewRequestID). Enqueue merges them into a pending entry it joins.
+	Requests []string
+	// Claim is the driver's mark of a taken entry (Take sets it, Ack
+	// reads it); "" for an entry not taken.
+	Claim string
+}
+
+// Held describes a lease someone holds, for status.
+type Held struct {
+	Task   string
+	Entity string
+	Holder string
+	Since  time.Time
+	Fence  int64
+	Reason Reason
+	TTL    time.Duration // time left
+	// Revoked: an operator unlocked it (Store.Unlock); its holder is told
+	// to stop, and it is free once released or after TTL.
+	Revoked bool
+}
+
+// LastRun describes the last finished run of a (task, entity), for status.
+type LastRun struct {
+	Task     string
+	Entity   string
+	Outcome  Outcome
+	Reason   Reason
+	Replica  string
+	Fence    int64
+	Started  time.Time
+	Ended    time.Time
+	LastTick time.Time
+	Error    string // a failed run's error, its first MaxRunError bytes
+	// By is who ended it with tickd unlock -force (outcome unlocked, on
+	// Replica, the holder); "" otherwise.
+	By string
+}
+
+// RunTick is the tick a run for r carries: its Tick, or its due entry's.
+func (r *Request) RunTick() time.Time {
+	if r.Tick.IsZero() && r.From != nil {
+		return r.From.Tick
+	}
+	return r.Tick
+}
+
+// PageQuery asks for one page of a task's entities (the ones the store
+// knows: held, or run within StateTTL), for the console: a bounded amount
+// of work whatever the number of entities.
+type PageQuery struct {
+	// Cursor is where the page starts: "" for the first, Page.Next after.
+	Cursor string
+	// Search keeps the entities whose id begins with it (or, with
+	// Substring, contains it); "" keeps every one.
+	Search    string
+	Substring bool
+	// Outcome keeps the entities whose last run had this outcome, or, for
+	// "held", those whose lease is held; "" keeps every one.
+	Outcome string
+	// Size is the most rows a page holds; MaxScan the most entities it
+	// looks at (a search may have to look at many for few rows).
+	Size, MaxScan int
+}
+
+// EntityRow is one entity of a page.
+type EntityRow struct {
+	Entity string
+	Held   *Held    // its lease, if held
+	Last   *LastRun // its last finished run, if retained
+}
+
+// Page is a page of a task's entities.
+type Page struct {
+	Rows []EntityRow
+	// Next is the cursor of the next page; "" when the walk is over.
+	Next string
+	// Scanned is about how many entities the page looked at; Capped says
+	// it stopped at MaxScan before Size rows were found.
+	Scanned int
+	Capped  bool
+}
+
+// Matches says whether entity id is kept by q's search.
+func (q PageQuery) Matches(id string) bool {
+	if q.Substring {
+		return strings.Contains(id, q.Search)
+	}
+	return strings.HasPrefix(id, q.Search)
+}
+
+// Keeps says whether r is kept by q's outcome filter.
+func (q PageQuery) Keeps(r EntityRow) bool {
+	switch q.Outcome {
+	case "":
+		return true
+	case "held":
+		return r.Held != nil
+	}
+	return r.Last != nil && string(r.Last.Outcome) == q.Outcome
+}
+
+// Pattern is q's search as an HSCAN MATCH pattern over escaped ids: escape
+// leaves no glob character, so the id's text is matched as it is. A
+// substring match of the escaped form can straddle an escape (%41 for
+// "A"): rows are checked again on the decoded id.
+func (q PageQuery) Pattern() string {
+	switch {
+	case q.Search == "":
+		return ""
+	case q.Substring:
+		return "*" + Escape(q.Search) + "*"
+	}
+	return Escape(q.Search) + "*"
+}
+
+// ErrBadCursor is returned for a page cursor that no page gave (Page.Next).
+var ErrBadCursor = errors.New("lease: bad cursor")
+
+// ErrDuplicateReplica is matched by a *DuplicateReplicaError.
+var ErrDuplicateReplica = errors.New("lease: another process announces the same replica id")
+
+// DuplicateReplicaError says which other process announced this store's
+// replica id.
+type DuplicateReplicaError struct {
+	Replica string
+	Host    string    // the other process's host
+	Since   time.Time // when it started announcing
+}
+
+func (e *DuplicateReplicaError) Error() string {
+	return fmt.Sprintf("%v %q (on host %s, since %s): give each replica its own replica_id", ErrDuplicateReplica, e.Replica,
+		e.Host, e.Since.UTC().Format(time.RFC3339))
+}
+
+// Is makes errors.Is(err, ErrDuplicateReplica) true.
+func (e *DuplicateReplicaError) Is(target error) bool { return target == ErrDuplicateReplica }
+
+// Replica is a replica's current announcement.
+type Replica struct {
+	ID      string
+	Host    string
+	Version string
+	Tasks   []string
+	Since   time.Time // when this process first announced (zero from an older tickd)
+	Seen    time.Time // its last announcement
+	// DuplicateOn is, while two live processes announce this replica id,
+	// the host of the other one (as the last of them to find it saw it);
+	// "" otherwise.
+	DuplicateOn string
+}
+
+// Answers that are not a run's outcome.
+const (
+	// AnswerSkipped: the entity was busy and the task's on_busy is skip.
+	AnswerSkipped Outcome = "skipped"
+	// AnswerDropped: no replica runs the task.
+	AnswerDropped Outcome = "dropped"
+)
+
+// EntityState is what the store knows of one (task, entity).
+type EntityState struct {
+	Held    *Held    // the lease, if someone holds it
+	Last    *LastRun // the last finished run, if retained
+	Pending *Due     // the pending request, if any
+}
+
+// Unlocked is what an unlock did to a held lease.
+type Unlocked struct {
+	// Held is the lease as it was found; its TTL is how long it has left
+	// at most: a revoked lease is free by then, released or not.
+	Held
+	Freed   bool // force: the lease is free now
+	Already bool // it had been revoked before: nothing changed
+	// Told: this store held the lease, and its run was told to stop at
+	// once; otherwise the holder hears it at its next renewal.
+	Told bool
+}
+
+// The reasons of a run.
+const (
+	ReasonTick       Reason = "tick"
+	ReasonReschedule Reason = "reschedule"
+	ReasonRetry      Reason = "retry"
+	ReasonTrigger    Reason = "trigger"
+	ReasonQueued     Reason = "queued"
+)
+
+// The outcomes of a run.
+const (
+	OutcomeDone       Outcome = "done"
+	OutcomeReschedule Outcome = "reschedule" // done for now, asked to run again
+	OutcomeFailed     Outcome = "failed"
+	OutcomeTimeout    Outcome = "timeout"
+	OutcomeLeaseLost  Outcome = "lease_lost"
+	OutcomeCanceled   Outcome = "canceled" // stopped by shutdown, or never begun: handed over
+	// OutcomeUnlocked records an operator's Unlock of a held lease.
+	OutcomeUnlocked Outcome = "unlocked"
+)
+
+// ErrNotHeld is the answer to a release or renewal of a lease its holder
+// no longer holds.
+var ErrNotHeld = errors.New("lease: not held")
