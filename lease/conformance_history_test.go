@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // testTickRecords: each replica's part of a tick lands in the tick's one
@@ -62,7 +63,7 @@ func mustTicks(t *testing.T, s *Store, task string) []TickRecord {
 }
 
 // testHistoryRetention: the records are cut by count and by age in the
-// write, and a part for a tick older than the newest tickScan is dropped.
+// write, and a part for a tick older than the newest driver.TickScan is dropped.
 func testHistoryRetention(t *testing.T, k kit) {
 	s := k.client(Options{Replica: "A"})
 	now := time.Now().Truncate(time.Millisecond)
@@ -86,17 +87,17 @@ func testHistoryRetention(t *testing.T, k kit) {
 	}
 	expect.Equal(t, "records after an hour", len(mustTicks(t, s, "t")), 1)
 
-	// A part for a tick older than the tickScan newest records is dropped.
+	// A part for a tick older than the driver.TickScan newest records is dropped.
 	keep.Ticks, keep.Age = 100, 24*time.Hour
 	ws = ws[:0]
-	for i := range tickScan {
+	for i := range driver.TickScan {
 		ws = append(ws, TickWrite{Task: "u", Tick: now.Add(time.Duration(i) * time.Second), Part: TickPart{Replica: "A", Written: now}, Keep: keep})
 	}
 	ws = append(ws, TickWrite{Task: "u", Tick: now.Add(-time.Second), Part: TickPart{Replica: "A", Written: now}, Keep: keep})
 	if err := s.RecordTicks(bg, ws); err != nil {
 		t.Fatal(err)
 	}
-	expect.Equal(t, "records after a late part", len(mustTicks(t, s, "u")), tickScan)
+	expect.Equal(t, "records after a late part", len(mustTicks(t, s, "u")), driver.TickScan)
 
 	var fs []Failure
 	for i := range 5 {

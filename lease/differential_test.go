@@ -15,7 +15,7 @@ import (
 // TestDriversAgree runs the same random operations against the Redis store
 // and the in-process one, and compares every answer: the in-process store
 // is a Go twin of the Lua scripts, and a twin drifts (tick.lua dropped at
-// most tickAgeDrop too-old records a write while the twin dropped all).
+// most driver.TickAgeDrop too-old records a write while the twin dropped all).
 // CI runs a fixed seed; TICKD_DIFF_SEED and TICKD_DIFF_OPS run others,
 // longer:
 //
@@ -126,7 +126,7 @@ func (d *differ) recordTick() {
 			FirstStart: time.Duration(d.rnd.IntN(5000)) * time.Millisecond, LastEnd: -1,
 		},
 		// Mostly a long age, at times a short one: a write then finds many
-		// records too old at once (more than tickAgeDrop).
+		// records too old at once (more than driver.TickAgeDrop).
 		Keep: Retention{Ticks: 60, Age: 24 * time.Hour},
 	}
 	switch d.rnd.IntN(10) {

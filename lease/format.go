@@ -10,10 +10,6 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-// errFormat is wrapped by every decode error: a value this code does not
-// understand (another version's, or damaged) is skipped, never misread.
-var errFormat = errors.New("lease: stored value in an unknown format")
-
 // entityValue is everything tickd keeps about one entity of a task: one
 // field of the task's hash (keys.entities), the entity's escaped id, holding
 //
@@ -47,7 +43,7 @@ func decodeEntity(v string) (entityValue, error) {
 	lease, last, ok := strings.Cut(v, "#")
 	f := strings.Split(lease, "|")
 	if !ok || len(f) != 9 {
-		return entityValue{}, fmt.Errorf("%w: entity %q", errFormat, v)
+		return entityValue{}, fmt.Errorf("%w: entity %q", driver.ErrFormat, v)
 	}
 	var e entityValue
 	var err error
@@ -55,13 +51,13 @@ func decodeEntity(v string) (entityValue, error) {
 		dst *int64
 		s   string
 	}{{&e.LastTick, f[0]}, {&e.Fence, f[1]}, {&e.Exp, f[3]}, {&e.Touched, f[5]}, {&e.Tick, f[7]}} {
-		if *n.dst, err = number(n.s); err != nil {
-			return entityValue{}, fmt.Errorf("%w: entity %q", errFormat, v)
+		if *n.dst, err = driver.Number(n.s); err != nil {
+			return entityValue{}, fmt.Errorf("%w: entity %q", driver.ErrFormat, v)
 		}
 	}
 	e.Token, e.FollowUp, e.Reason = f[2], f[4] == "1", Reason(f[6])
 	if e.Holder, err = driver.Unescape(f[8]); err != nil {
-		return entityValue{}, fmt.Errorf("%w: entity %q", errFormat, v)
+		return entityValue{}, fmt.Errorf("%w: entity %q", driver.ErrFormat, v)
 	}
 	if last != "" {
 		r, err := decodeRun(last)
@@ -78,7 +74,7 @@ func (e entityValue) held(task, entity string, now int64) (Held, bool) {
 	if e.Token == "" || e.Exp <= now {
 		return Held{}, false
 	}
-	return Held{Task: task, Entity: entity, Holder: e.Holder, Since: msTime(e.Touched), Fence: e.Fence,
+	return Held{Task: task, Entity: entity, Holder: e.Holder, Since: driver.MSTime(e.Touched), Fence: e.Fence,
 		Reason: e.Reason, TTL: time.Duration(e.Exp-now) * time.Millisecond, Revoked: strings.HasPrefix(e.Token, revokedMark)}, true
 }
 
@@ -88,8 +84,8 @@ func (e entityValue) lastRun(task, entity string) (LastRun, bool) {
 		return LastRun{}, false
 	}
 	r := e.Last
-	lr := LastRun{Task: task, Entity: entity, Outcome: r.Outcome, Started: msTime(r.Start), Ended: msTime(r.End),
-		Fence: r.Fence, Reason: r.Reason, Replica: r.Replica, LastTick: msTime(e.LastTick), Error: r.Error}
+	lr := LastRun{Task: task, Entity: entity, Outcome: r.Outcome, Started: driver.MSTime(r.Start), Ended: driver.MSTime(r.End),
+		Fence: r.Fence, Reason: r.Reason, Replica: r.Replica, LastTick: driver.MSTime(e.LastTick), Error: r.Error}
 	if by, ok := strings.CutPrefix(lr.Error, unlockedBy); ok && lr.Outcome == OutcomeUnlocked {
 		lr.By, lr.Error = by, ""
 	}
@@ -136,19 +132,19 @@ func (r runRecord) appendTo(buf []byte) []byte {
 func decodeRun(v string) (runRecord, error) {
 	f := strings.Split(v, "|")
 	if len(f) != 6 && len(f) != 7 {
-		return runRecord{}, fmt.Errorf("%w: run %q", errFormat, v)
+		return runRecord{}, fmt.Errorf("%w: run %q", driver.ErrFormat, v)
 	}
 	r := runRecord{Outcome: Outcome(f[0]), Reason: Reason(f[4])}
 	var err [5]error
 	if len(f) == 7 {
 		r.Error, err[4] = driver.Unescape(f[6])
 	}
-	r.Start, err[0] = number(f[1])
-	r.End, err[1] = number(f[2])
-	r.Fence, err[2] = number(f[3])
+	r.Start, err[0] = driver.Number(f[1])
+	r.End, err[1] = driver.Number(f[2])
+	r.Fence, err[2] = driver.Number(f[3])
 	r.Replica, err[3] = driver.Unescape(f[5])
 	if errors.Join(err[:]...) != nil {
-		return runRecord{}, fmt.Errorf("%w: run %q", errFormat, v)
+		return runRecord{}, fmt.Errorf("%w: run %q", driver.ErrFormat, v)
 	}
 	return r, nil
 }
@@ -177,14 +173,14 @@ func (d dueInfo) encode() string {
 func decodeDueInfo(v string) (dueInfo, error) {
 	f := strings.SplitN(v, "|", 5)
 	if len(f) != 5 {
-		return dueInfo{}, fmt.Errorf("%w: due info %q", errFormat, v)
+		return dueInfo{}, fmt.Errorf("%w: due info %q", driver.ErrFormat, v)
 	}
 	d := dueInfo{Reason: Reason(f[0]), Reqs: splitReqs(f[3]), Claim: f[4]}
 	var e1, e2 error
-	d.Attempt, e1 = number(f[1])
-	d.Tick, e2 = number(f[2])
+	d.Attempt, e1 = driver.Number(f[1])
+	d.Tick, e2 = driver.Number(f[2])
 	if e1 != nil || e2 != nil {
-		return dueInfo{}, fmt.Errorf("%w: due info %q", errFormat, v)
+		return dueInfo{}, fmt.Errorf("%w: due info %q", driver.ErrFormat, v)
 	}
 	return d, nil
 }
@@ -238,10 +234,10 @@ func (e epochValue) encode() string {
 
 func decodeEpoch(v string) (epochValue, error) {
 	q, l, ok := strings.Cut(v, "|")
-	qn, qerr := number(q)
-	ln, lerr := number(l)
+	qn, qerr := driver.Number(q)
+	ln, lerr := driver.Number(l)
 	if !ok || qerr != nil || lerr != nil {
-		return epochValue{}, fmt.Errorf("%w: epoch %q", errFormat, v)
+		return epochValue{}, fmt.Errorf("%w: epoch %q", driver.ErrFormat, v)
 	}
 	return epochValue{QuarantineUntil: qn, LostAt: ln}, nil
 }
@@ -261,12 +257,12 @@ func encodeAnnounce(a driver.Announcement) string {
 }
 
 func decodeAnnounce(v string) (driver.Announcement, error) {
-	bad := fmt.Errorf("%w: announcement %q", errFormat, v)
+	bad := fmt.Errorf("%w: announcement %q", driver.ErrFormat, v)
 	f := strings.Split(v, "|")
 	if len(f) != 2 && len(f) != 7 {
 		return driver.Announcement{}, bad
 	}
-	n, err := number(f[0])
+	n, err := driver.Number(f[0])
 	if err != nil || f[0] == "" {
 		return driver.Announcement{}, bad
 	}
@@ -284,8 +280,8 @@ func decodeAnnounce(v string) (driver.Announcement, error) {
 	a.Process = f[2]
 	h, herr := driver.Unescape(f[3])
 	ver, verr := driver.Unescape(f[4])
-	since, serr := number(f[5])
-	seen, seerr := number(f[6])
+	since, serr := driver.Number(f[5])
+	seen, seerr := driver.Number(f[6])
 	if herr != nil || verr != nil || serr != nil || seerr != nil || f[5] == "" || f[6] == "" {
 		return driver.Announcement{}, bad
 	}
@@ -311,28 +307,28 @@ func decodeAcquireReply(v string) (driver.AcquireReply, error) {
 		return driver.AcquireReply{Status: driver.GrantOK, Fence: fence}, nil
 	}
 	r := driver.AcquireReply{Status: driver.GrantStatus(status)}
-	bad := fmt.Errorf("%w: acquire reply %q", errFormat, v)
+	bad := fmt.Errorf("%w: acquire reply %q", driver.ErrFormat, v)
 	switch r.Status {
 	case driver.GrantBusy:
 		f := strings.SplitN(rest, "|", 3)
 		if len(f) != 3 {
 			return r, bad
 		}
-		since, e1 := number(f[0])
-		fence, e2 := number(f[1])
+		since, e1 := driver.Number(f[0])
+		fence, e2 := driver.Number(f[1])
 		holder, e3 := driver.Unescape(f[2])
 		if errors.Join(e1, e2, e3) != nil {
 			return r, bad
 		}
-		r.At, r.Fence, r.Holder = msTime(since), fence, holder
+		r.At, r.Fence, r.Holder = driver.MSTime(since), fence, holder
 	case driver.GrantRan:
-		n, err := number(rest)
+		n, err := driver.Number(rest)
 		if err != nil {
 			return r, bad
 		}
-		r.At = msTime(n)
+		r.At = driver.MSTime(n)
 	case driver.GrantQuarantine, driver.GrantEarly:
-		n, err := number(rest)
+		n, err := driver.Number(rest)
 		if err != nil {
 			return r, bad
 		}
@@ -376,11 +372,11 @@ func luaConstants() string {
 		v    any
 	}{
 		{"EARLY_MS", EarlyTolerance.Milliseconds()},
-		{"MAX_REQS", int64(maxRequests)},
-		{"REQUEST_TTL_MS", requestTTL.Milliseconds()},
+		{"MAX_REQS", int64(driver.MaxRequests)},
+		{"REQUEST_TTL_MS", driver.RequestTTL.Milliseconds()},
 		{"CLAIMS_TTL_MS", claimsTTL.Milliseconds()},
-		{"TICK_SCAN", int64(tickScan)},
-		{"TICK_AGE_DROP", int64(tickAgeDrop)},
+		{"TICK_SCAN", int64(driver.TickScan)},
+		{"TICK_AGE_DROP", int64(driver.TickAgeDrop)},
 		{"ANSWER_SKIPPED", AnswerSkipped},
 		{"ANSWER_DROPPED", AnswerDropped},
 		{"REASON_RETRY", ReasonRetry},
@@ -414,14 +410,6 @@ func luaConstants() string {
 	return b.String()
 }
 
-// number parses a stored integer; "" (a field left empty) is 0.
-func number(s string) (int64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	return strconv.ParseInt(s, 10, 64)
-}
-
 func flag(b bool) string {
 	if b {
 		return "1"
@@ -440,16 +428,9 @@ func unixMS(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-func msTime(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(n)
-}
-
 func fromMS(s string) time.Time {
 	n, _ := strconv.ParseInt(s, 10, 64)
-	return msTime(n)
+	return driver.MSTime(n)
 }
 
 func tickMS(t time.Time) string { return strconv.FormatInt(unixMS(t), 10) }

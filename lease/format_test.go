@@ -148,7 +148,7 @@ func TestCodecsAgree(t *testing.T) {
 	expect.Equal(t, "busy reply's status", rep.Status, driver.GrantBusy)
 	expect.Equal(t, "busy reply's fence", rep.Fence, busy.Fence)
 	expect.Equal(t, "busy reply's holder", rep.Holder, hostile)
-	expect.True(t, "busy reply's since is the grant's", rep.At.Equal(msTime(busy.Touched)))
+	expect.True(t, "busy reply's since is the grant's", rep.At.Equal(driver.MSTime(busy.Touched)))
 
 	badValuesRefused(t, lua)
 }
@@ -344,14 +344,14 @@ func TestTickPartKeepsTheSourceError(t *testing.T) {
 	hostile := "exit status 3: a b|c\n#%:é " + strings.Repeat("x", MaxSourceError)
 	p := TickPart{Replica: "r 1", Written: time.UnixMilli(1000), SourceFailed: true, SourceError: hostile,
 		Outcomes: map[Outcome]int{}, Skipped: map[string]int{}, FirstStart: -1, LastEnd: -1}
-	back, err := decodeTickPart(encodeTickPart(p))
+	back, err := driver.DecodeTickPart(driver.EncodeTickPart(p))
 	if err != nil {
 		t.Fatal(err)
 	}
 	expect.Equal(t, "source error, cut to MaxSourceError", back.SourceError, hostile[:MaxSourceError])
 	expect.True(t, "source failed", back.SourceFailed)
-	old := strings.TrimSuffix(encodeTickPart(p), ":"+driver.Escape(hostile[:MaxSourceError]))
-	back, err = decodeTickPart(old)
+	old := strings.TrimSuffix(driver.EncodeTickPart(p), ":"+driver.Escape(hostile[:MaxSourceError]))
+	back, err = driver.DecodeTickPart(old)
 	expect.Equal(t, "an older part's error", err, nil)
 	expect.True(t, "an older part still failed", back.SourceFailed && back.SourceError == "")
 }
@@ -396,7 +396,7 @@ func badValuesRefused(t *testing.T, lua luaCodec) {
 		}
 	}
 	for _, v := range []string{"1|2|3", "x|2||4|0|6|tick|8|h#", "1|2||4|0|6|tick|8|h#done|1"} {
-		if _, err := decodeEntity(v); !errors.Is(err, errFormat) {
+		if _, err := decodeEntity(v); !errors.Is(err, driver.ErrFormat) {
 			t.Errorf("go decodes a bad entity %q: %v", v, err)
 		}
 	}

@@ -44,7 +44,7 @@ func (s *Store) Ticks(ctx context.Context, task string, limit int) ([]TickRecord
 func decodeTicks(els []string) []TickRecord {
 	rs := make([]TickRecord, 0, len(els))
 	for _, el := range els {
-		if r, err := decodeTickRecord(el); err == nil {
+		if r, err := driver.DecodeTickRecord(el); err == nil {
 			rs = append(rs, r)
 		}
 	}

@@ -325,8 +325,8 @@ func (b *redisBackend) migrateDue(ctx context.Context, due, info string) (int, e
 		if err != nil || len(f) != 4 {
 			continue
 		}
-		attempt, aerr := number(f[1])
-		tick, terr := number(f[2])
+		attempt, aerr := driver.Number(f[1])
+		tick, terr := driver.Number(f[2])
 		if aerr != nil || terr != nil {
 			continue
 		}

@@ -53,7 +53,7 @@ func NewRedis(c RedisClient, prefix string, opts Options) (*Store, error) {
 	if opts.ReplicaAcks != AcksNever {
 		b.acks = &acker{mode: opts.ReplicaAcks}
 	}
-	s := newStore(b, opts)
+	s := New(b, opts)
 	b.maxTTL = s.MaxTTL
 	return s, nil
 }
@@ -261,7 +261,7 @@ func runRecords(rs []driver.ReleaseArg, idx []int, replica string) []string {
 	for k, i := range idx {
 		r := rs[i]
 		buf = runRecord{Outcome: r.Finished.Outcome, Start: unixMS(r.Finished.Started), End: unixMS(r.Finished.Ended), Fence: r.Lease.Fence,
-			Reason: r.Lease.Reason, Replica: replica, Error: cutError(r.Finished.Error)}.appendTo(buf)
+			Reason: r.Lease.Reason, Replica: replica, Error: driver.CutError(r.Finished.Error)}.appendTo(buf)
 		ends[k] = len(buf)
 	}
 	return cut(buf, ends)
@@ -330,7 +330,7 @@ func (b *redisBackend) Release(ctx context.Context, rs []driver.ReleaseArg) ([]d
 				out[i].FollowUp = true
 			case releasedOK:
 			default:
-				out[i].Err = fmt.Errorf("%w: release reply %q", errFormat, vs[k])
+				out[i].Err = fmt.Errorf("%w: release reply %q", driver.ErrFormat, vs[k])
 			}
 		}
 	}

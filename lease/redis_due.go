@@ -160,7 +160,7 @@ func parseDue(m, info, score string) (Due, error) {
 		return Due{}, err
 	}
 	sc, _ := strconv.ParseFloat(score, 64)
-	return Due{Task: task, Entity: entity, Reason: d.Reason, Attempt: int(d.Attempt), Tick: msTime(d.Tick),
+	return Due{Task: task, Entity: entity, Reason: d.Reason, Attempt: int(d.Attempt), Tick: driver.MSTime(d.Tick),
 		At: time.UnixMilli(int64(sc)), Requests: d.Reqs, Claim: d.Claim}, nil
 }
 

@@ -14,7 +14,7 @@ func (b *redisBackend) RecordTicks(ctx context.Context, ws []TickWrite) error {
 	for i, w := range ws {
 		k := w.Keep
 		calls[i] = scriptCall{keys: []string{b.k.ticks(w.Task)}, args: []any{
-			strconv.FormatInt(w.Tick.UnixMilli(), 10), driver.Escape(w.Part.Replica), encodeTickPart(w.Part),
+			strconv.FormatInt(w.Tick.UnixMilli(), 10), driver.Escape(w.Part.Replica), driver.EncodeTickPart(w.Part),
 			max(k.Ticks, 1), strconv.FormatInt(w.Part.Written.Add(-k.Age).UnixMilli(), 10), ms(k.Age + 24*time.Hour)}}
 	}
 	// Acknowledged, as an enqueue is: a part the replicas lack is written

@@ -70,17 +70,17 @@ func (b *redisBackend) Announce(ctx context.Context, a driver.Announcement, ttl 
 		return err
 	}
 	f := strings.Split(r, "|")
-	if now, err := number(f[len(f)-1]); err == nil {
+	if now, err := driver.Number(f[len(f)-1]); err == nil {
 		b.announced.Store(now)
 	}
 	if f[0] == "dup" && len(f) == 4 {
 		host, _ := driver.Unescape(f[1])
-		n, _ := number(f[2])
+		n, _ := driver.Number(f[2])
 		// Kept for the console's replicas page, while it goes on (the two
 		// processes find each other every announcement or two).
-		now, _ := number(f[3])
+		now, _ := driver.Number(f[3])
 		b.c.HSet(ctx, b.k.duplicates(), driver.Escape(b.cfg.Replica), f[1]+"|"+strconv.FormatInt(now+3*ttl.Milliseconds(), 10)) //nolint:errcheck // the warning is logged either way
-		return &DuplicateReplicaError{Replica: b.cfg.Replica, Host: host, Since: msTime(n)}
+		return &DuplicateReplicaError{Replica: b.cfg.Replica, Host: host, Since: driver.MSTime(n)}
 	}
 	return nil
 }
@@ -103,9 +103,9 @@ func (b *redisBackend) Replicas(ctx context.Context) ([]Replica, error) {
 			continue
 		}
 		name, _ := driver.Unescape(id)
-		r := Replica{ID: name, Host: a.Host, Version: a.Version, Tasks: a.Tasks, Since: msTime(a.Since), Seen: msTime(a.Seen)}
+		r := Replica{ID: name, Host: a.Host, Version: a.Version, Tasks: a.Tasks, Since: driver.MSTime(a.Since), Seen: driver.MSTime(a.Seen)}
 		if host, until, ok := strings.Cut(dups[id], "|"); ok {
-			if n, err := number(until); err == nil && n >= now {
+			if n, err := driver.Number(until); err == nil && n >= now {
 				r.DuplicateOn, _ = driver.Unescape(host)
 			}
 		}

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"time"
 )
 
 // A request id follows one trigger (tickd trigger -wait) through whatever
@@ -14,14 +13,7 @@ import (
 // passes it to. Each run answers the ids it carried, at release, with its
 // outcome; a trigger that causes no run is answered AnswerSkipped or
 // AnswerDropped. Answers are kept per request and entity (Answers) for
-// requestTTL after the last one.
-
-const (
-	// maxRequests bounds the ids one due entry carries: the newest are kept.
-	maxRequests = 32
-	// requestTTL is how long a request's answers are kept after the last.
-	requestTTL = time.Hour
-)
+// driver.RequestTTL after the last one.
 
 // NewRequestID returns a fresh request id.
 func NewRequestID() string {

@@ -39,9 +39,12 @@ type Store struct {
 	stop   context.CancelFunc
 }
 
-// newStore returns a Store over b, configured before the keeper starts:
-// the keeper's sweeps read its settings.
-func newStore(b driver.Driver, opts Options) *Store {
+// New returns a Store over a driver: memdriver.New() for leases in this
+// process (NewMemory), the Redis driver for leases shared by replicas
+// (NewRedis), or a driver of your own that passes the conformance suite.
+// The Store configures the driver and starts its keeper. Close the Store
+// when done.
+func New(b driver.Driver, opts Options) *Store {
 	opts.fill()
 	var n [8]byte
 	rand.Read(n[:]) //nolint:errcheck // crypto/rand never fails on Linux

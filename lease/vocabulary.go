@@ -94,6 +94,9 @@ const (
 	EarlyTolerance = driver.EarlyTolerance
 	// MaxRunError is how much of a failed run's error is kept.
 	MaxRunError = driver.MaxRunError
+	// MaxSourceError bounds the error of a failed entity source that a
+	// tick's record keeps.
+	MaxSourceError = driver.MaxSourceError
 )
 
 var (

@@ -1,8 +1,11 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Escape maps any string to a key-safe, collision-free form: bytes in
@@ -89,4 +92,25 @@ func SplitMember(m string) (task, entity string, err error) {
 	}
 	entity, err = Unescape(m[i+1:])
 	return task, entity, err
+}
+
+// ErrFormat is wrapped by every decode error: a value this code does not
+// understand (another version's, or damaged) is skipped, never misread.
+var ErrFormat = errors.New("lease: stored value in an unknown format")
+
+// Number parses a stored integer; "" (a field left empty) is 0.
+func Number(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+// MSTime is the instant of Unix ms n; the zero time for 0 (a field left
+// empty).
+func MSTime(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
 }

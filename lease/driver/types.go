@@ -297,3 +297,10 @@ const (
 // ErrNotHeld is the answer to a release or renewal of a lease its holder
 // no longer holds.
 var ErrNotHeld = errors.New("lease: not held")
+
+const (
+	// MaxRequests bounds the ids one due entry carries: the newest are kept.
+	MaxRequests = 32
+	// RequestTTL is how long a request's answers are kept after the last.
+	RequestTTL = time.Hour
+)

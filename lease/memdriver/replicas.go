@@ -1,4 +1,4 @@
-package lease
+package memdriver
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-func (b *memBackend) SetPaused(_ context.Context, task, info string) error {
+func (b *Driver) SetPaused(_ context.Context, task, info string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if info != "" {
@@ -20,26 +20,26 @@ func (b *memBackend) SetPaused(_ context.Context, task, info string) error {
 	return nil
 }
 
-func (b *memBackend) Paused(context.Context) (map[string]string, error) {
+func (b *Driver) Paused(context.Context) (map[string]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return maps.Clone(b.pausedSet), nil
 }
 
-func (b *memBackend) RegisterTasks(_ context.Context, vals map[string]string) error {
+func (b *Driver) RegisterTasks(_ context.Context, vals map[string]string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	maps.Copy(b.tasks, vals)
 	return nil
 }
 
-func (b *memBackend) Registry(context.Context) (map[string]string, error) {
+func (b *Driver) Registry(context.Context) (map[string]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return maps.Clone(b.tasks), nil
 }
 
-func (b *memBackend) ForgetTask(_ context.Context, task string) (bool, error) {
+func (b *Driver) ForgetTask(_ context.Context, task string) (bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	_, ok := b.tasks[task]
@@ -47,11 +47,11 @@ func (b *memBackend) ForgetTask(_ context.Context, task string) (bool, error) {
 	return ok, nil
 }
 
-func (b *memBackend) Ping(context.Context) error { return nil }
+func (b *Driver) Ping(context.Context) error { return nil }
 
-// announce and known: the in-process store has one replica, whose tasks are
+// Announce and Known: the in-process store has one replica, whose tasks are
 // the ones it announced last.
-func (b *memBackend) Announce(_ context.Context, a driver.Announcement, _ time.Duration) error {
+func (b *Driver) Announce(_ context.Context, a driver.Announcement, _ time.Duration) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
@@ -63,7 +63,7 @@ func (b *memBackend) Announce(_ context.Context, a driver.Announcement, _ time.D
 	return nil
 }
 
-func (b *memBackend) Replicas(context.Context) ([]Replica, error) {
+func (b *Driver) Replicas(context.Context) ([]driver.Replica, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.announced.Seen.IsZero() {
@@ -71,10 +71,10 @@ func (b *memBackend) Replicas(context.Context) ([]Replica, error) {
 	}
 	r := b.announced
 	r.Tasks = append([]string(nil), r.Tasks...)
-	return []Replica{r}, nil
+	return []driver.Replica{r}, nil
 }
 
-func (b *memBackend) Known(_ context.Context, task string) (bool, error) {
+func (b *Driver) Known(_ context.Context, task string) (bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return slices.Contains(b.announced.Tasks, task), nil

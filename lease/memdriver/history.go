@@ -1,4 +1,4 @@
-package lease
+package memdriver
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-// recordTicks is tick.lua's, in Go.
-func (b *memBackend) RecordTicks(_ context.Context, ws []TickWrite) error {
+// RecordTicks is tick.lua's, in Go.
+func (b *Driver) RecordTicks(_ context.Context, ws []driver.TickWrite) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, w := range ws {
@@ -20,16 +20,16 @@ func (b *memBackend) RecordTicks(_ context.Context, ws []TickWrite) error {
 
 // putTick puts w's part into the tick list l (newest first) and cuts it to
 // w's retention.
-func putTick(l []string, w TickWrite) []string {
+func putTick(l []string, w driver.TickWrite) []string {
 	tick := w.Tick.UnixMilli()
-	rep, part := driver.Escape(w.Part.Replica), encodeTickPart(w.Part)
+	rep, part := driver.Escape(w.Part.Replica), driver.EncodeTickPart(w.Part)
 	el := strconv.FormatInt(tick, 10) + " " + part
 	placed := false
-	for i, old := range l[:min(len(l), tickScan)] {
+	for i, old := range l[:min(len(l), driver.TickScan)] {
 		ts, _, _ := strings.Cut(old, " ")
 		t, _ := strconv.ParseInt(ts, 10, 64)
 		if t == tick {
-			l[i], placed = mergeTickPart(old, rep, part), true
+			l[i], placed = driver.MergeTickPart(old, rep, part), true
 			break
 		}
 		if t < tick {
@@ -38,14 +38,14 @@ func putTick(l []string, w TickWrite) []string {
 		}
 	}
 	if !placed {
-		if len(l) >= tickScan {
+		if len(l) >= driver.TickScan {
 			return l
 		}
 		l = append(l, el)
 	}
 	l = l[:min(len(l), max(w.Keep.Ticks, 1))]
 	oldest := w.Part.Written.Add(-w.Keep.Age).UnixMilli()
-	for range tickAgeDrop {
+	for range driver.TickAgeDrop {
 		if len(l) == 0 {
 			break
 		}
@@ -58,14 +58,14 @@ func putTick(l []string, w TickWrite) []string {
 	return l
 }
 
-func (b *memBackend) Ticks(_ context.Context, task string, limit int) ([]string, error) {
+func (b *Driver) Ticks(_ context.Context, task string, limit int) ([]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l := b.tickRecs[task]
 	return append([]string(nil), l[:min(len(l), limit)]...), nil
 }
 
-func (b *memBackend) Push(_ context.Context, list string, ps []*driver.ListPush) error {
+func (b *Driver) Push(_ context.Context, list string, ps []*driver.ListPush) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, p := range ps {
@@ -79,7 +79,7 @@ func (b *memBackend) Push(_ context.Context, list string, ps []*driver.ListPush)
 	return nil
 }
 
-func (b *memBackend) Histories(ctx context.Context, reads []HistoryRead) (ticks, actions [][]string, err error) {
+func (b *Driver) Histories(ctx context.Context, reads []driver.HistoryRead) (ticks, actions [][]string, err error) {
 	ticks, actions = make([][]string, len(reads)), make([][]string, len(reads))
 	for i, r := range reads {
 		ticks[i], _ = b.Ticks(ctx, r.Task, r.Ticks)
@@ -88,7 +88,7 @@ func (b *memBackend) Histories(ctx context.Context, reads []HistoryRead) (ticks,
 	return ticks, actions, nil
 }
 
-func (b *memBackend) List(_ context.Context, list, task string, limit int) ([]string, error) {
+func (b *Driver) List(_ context.Context, list, task string, limit int) ([]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l := b.lists[list+"\x00"+task]

@@ -1,4 +1,4 @@
-package lease
+package memdriver
 
 import (
 	"context"
@@ -7,9 +7,9 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-// entityPage walks the entities in id order; the cursor is the last id
+// EntityPage walks the entities in id order; the cursor is the last id
 // of the page before.
-func (b *memBackend) EntityPage(_ context.Context, task string, q PageQuery) (Page, error) {
+func (b *Driver) EntityPage(_ context.Context, task string, q driver.PageQuery) (driver.Page, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
@@ -24,7 +24,7 @@ func (b *memBackend) EntityPage(_ context.Context, task string, q PageQuery) (Pa
 		}
 	}
 	sort.Strings(ids)
-	var p Page
+	var p driver.Page
 	last := ""
 	for _, id := range ids {
 		if q.Cursor != "" && id <= q.Cursor {
@@ -42,7 +42,7 @@ func (b *memBackend) EntityPage(_ context.Context, task string, q PageQuery) (Pa
 		last = id
 		if q.Matches(id) {
 			st := b.oneLocked(task, id, now)
-			if row := (EntityRow{Entity: id, Held: st.Held, Last: st.Last}); q.Keeps(row) {
+			if row := (driver.EntityRow{Entity: id, Held: st.Held, Last: st.Last}); q.Keeps(row) {
 				p.Rows = append(p.Rows, row)
 			}
 		}

@@ -1,4 +1,4 @@
-package lease
+package memdriver
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-func (b *memBackend) Unlock(_ context.Context, task, entity, by string, force bool) (Unlocked, bool, error) {
+func (b *Driver) Unlock(_ context.Context, task, entity, by string, force bool) (driver.Unlocked, bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	m := driver.Member(task, entity)
@@ -17,15 +17,15 @@ func (b *memBackend) Unlock(_ context.Context, task, entity, by string, force bo
 	b.gc(m, now)
 	cur, ok := b.held[m]
 	if !ok {
-		return Unlocked{}, false, nil
+		return driver.Unlocked{}, false, nil
 	}
-	u := Unlocked{Held: Held{Task: task, Entity: entity, Holder: cur.holder, Since: cur.since, Fence: cur.fence,
+	u := driver.Unlocked{Held: driver.Held{Task: task, Entity: entity, Holder: cur.holder, Since: cur.since, Fence: cur.fence,
 		Reason: cur.reason, TTL: cur.expire.Sub(now), Revoked: cur.revoked}}
 	switch {
 	case force:
 		delete(b.held, m)
 		st := b.state(m, now)
-		st.last = LastRun{Outcome: OutcomeUnlocked, Started: cur.since, Ended: now, Fence: cur.fence, Reason: cur.reason, Replica: cur.holder, By: by}
+		st.last = driver.LastRun{Outcome: driver.OutcomeUnlocked, Started: cur.since, Ended: now, Fence: cur.fence, Reason: cur.reason, Replica: cur.holder, By: by}
 		u.Freed = true
 	case cur.revoked:
 		u.Already = true
@@ -35,9 +35,9 @@ func (b *memBackend) Unlock(_ context.Context, task, entity, by string, force bo
 	return u, true, nil
 }
 
-// claimSweep: the in-process store has one replica.
-func (b *memBackend) ClaimSweep(context.Context, time.Duration) (bool, error) { return true, nil }
-func (b *memBackend) Sweep(context.Context) error {
+// ClaimSweep says yes: the in-process store has one replica.
+func (b *Driver) ClaimSweep(context.Context, time.Duration) (bool, error) { return true, nil }
+func (b *Driver) Sweep(context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
@@ -62,10 +62,10 @@ func sortedMembers[V any](mp map[string]V, task string) []string {
 	return ms
 }
 
-func (b *memBackend) Leases(_ context.Context, task string, fn func(Held) error) error {
+func (b *Driver) Leases(_ context.Context, task string, fn func(driver.Held) error) error {
 	b.mu.Lock()
 	now := b.now()
-	var hs []Held
+	var hs []driver.Held
 	for _, m := range sortedMembers(b.held, task) {
 		b.gc(m, now)
 		l, ok := b.held[m]
@@ -73,7 +73,7 @@ func (b *memBackend) Leases(_ context.Context, task string, fn func(Held) error)
 			continue
 		}
 		t, e, _ := driver.SplitMember(m)
-		hs = append(hs, Held{Task: t, Entity: e, Holder: l.holder, Since: l.since, Fence: l.fence, Reason: l.reason, TTL: l.expire.Sub(now), Revoked: l.revoked})
+		hs = append(hs, driver.Held{Task: t, Entity: e, Holder: l.holder, Since: l.since, Fence: l.fence, Reason: l.reason, TTL: l.expire.Sub(now), Revoked: l.revoked})
 	}
 	b.mu.Unlock()
 	for _, h := range hs {
@@ -84,9 +84,9 @@ func (b *memBackend) Leases(_ context.Context, task string, fn func(Held) error)
 	return nil
 }
 
-func (b *memBackend) LastRuns(_ context.Context, task string, fn func(LastRun) error) error {
+func (b *Driver) LastRuns(_ context.Context, task string, fn func(driver.LastRun) error) error {
 	b.mu.Lock()
-	var rs []LastRun
+	var rs []driver.LastRun
 	for _, m := range sortedMembers(b.states, task) {
 		s := b.states[m]
 		if s.last.Outcome == "" {
@@ -106,9 +106,9 @@ func (b *memBackend) LastRuns(_ context.Context, task string, fn func(LastRun) e
 	return nil
 }
 
-func (b *memBackend) DueEntries(_ context.Context, task string, fn func(Due) error) error {
+func (b *Driver) DueEntries(_ context.Context, task string, fn func(driver.Due) error) error {
 	b.mu.Lock()
-	ds := make([]Due, 0, len(b.due))
+	ds := make([]driver.Due, 0, len(b.due))
 	for _, e := range b.due {
 		if task == "" || e.d.Task == task {
 			ds = append(ds, e.d)
@@ -124,19 +124,19 @@ func (b *memBackend) DueEntries(_ context.Context, task string, fn func(Due) err
 	return nil
 }
 
-func (b *memBackend) One(_ context.Context, task, entity string) (EntityState, error) {
+func (b *Driver) One(_ context.Context, task, entity string) (driver.EntityState, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.oneLocked(task, entity, b.now()), nil
 }
 
 // oneLocked is one's, with b.mu held.
-func (b *memBackend) oneLocked(task, entity string, now time.Time) EntityState {
+func (b *Driver) oneLocked(task, entity string, now time.Time) driver.EntityState {
 	m := driver.Member(task, entity)
 	b.gc(m, now)
-	var st EntityState
+	var st driver.EntityState
 	if l, ok := b.held[m]; ok {
-		st.Held = &Held{Task: task, Entity: entity, Holder: l.holder, Since: l.since, Fence: l.fence, Reason: l.reason, TTL: l.expire.Sub(now), Revoked: l.revoked}
+		st.Held = &driver.Held{Task: task, Entity: entity, Holder: l.holder, Since: l.since, Fence: l.fence, Reason: l.reason, TTL: l.expire.Sub(now), Revoked: l.revoked}
 	}
 	if s, ok := b.states[m]; ok && s.last.Outcome != "" {
 		r := s.last
@@ -150,17 +150,18 @@ func (b *memBackend) oneLocked(task, entity string, now time.Time) EntityState {
 	return st
 }
 
-func (b *memBackend) DueCount(context.Context) (int, error) {
+func (b *Driver) DueCount(context.Context) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.due), nil
 }
 
-// checkEpochs: the process's memory cannot lose its data and keep running.
-func (b *memBackend) CheckEpochs(context.Context, time.Duration) (time.Duration, error) {
+// CheckEpochs finds nothing: the process's memory cannot lose its data
+// and keep running.
+func (b *Driver) CheckEpochs(context.Context, time.Duration) (time.Duration, error) {
 	return 0, nil
 }
 
-func (b *memBackend) Taken(_ context.Context, _ string, _ time.Time, chunks []string) ([]bool, error) {
+func (b *Driver) Taken(_ context.Context, _ string, _ time.Time, chunks []string) ([]bool, error) {
 	return make([]bool, len(chunks)), nil
 }

@@ -1,4 +1,4 @@
-package lease
+package driver
 
 import (
 	"fmt"
@@ -8,11 +8,10 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/tickd/tickd/lease/driver"
 )
 
-// The element of a task's tick list (prefix:{NN}:TASK:ticks, newest first):
+// EncodeTickPart encodes one replica's part of a tick record. The element
+// of a task's tick list (prefix:{NN}:TASK:ticks, newest first):
 //
 //	tickMs part part…        separated by spaces, one part per replica
 //	part: replica|state|written|entities|started|first|last|outcomes|skipped|src
@@ -22,9 +21,9 @@ import (
 // skipped as name=n,name=n; src 1 when the source failed, then ":" and its
 // error, escaped, when it is known. Lua (tick.lua)
 // reads only the tick and each part's replica, to put a part in place.
-func encodeTickPart(p TickPart) string {
+func EncodeTickPart(p TickPart) string {
 	var b strings.Builder
-	b.WriteString(driver.Escape(p.Replica))
+	b.WriteString(Escape(p.Replica))
 	b.WriteString(map[bool]string{true: "|f|", false: "|r|"}[p.Final])
 	b.WriteString(strconv.FormatInt(p.Written.UnixMilli(), 10))
 	for _, n := range []int{p.Entities, p.Started} {
@@ -44,7 +43,7 @@ func encodeTickPart(p TickPart) string {
 	b.WriteString(map[bool]string{true: "|1", false: "|"}[p.SourceFailed])
 	if p.SourceFailed && p.SourceError != "" {
 		b.WriteByte(':')
-		b.WriteString(driver.Escape(cutAt(p.SourceError, MaxSourceError)))
+		b.WriteString(Escape(cutAt(p.SourceError, MaxSourceError)))
 	}
 	return b.String()
 }
@@ -60,7 +59,7 @@ func writeCounts[K ~string](b *strings.Builder, m map[K]int) {
 			b.WriteByte(',')
 		}
 		first = false
-		b.WriteString(driver.Escape(string(k)))
+		b.WriteString(Escape(string(k)))
 		b.WriteByte('=')
 		b.WriteString(strconv.Itoa(m[k]))
 	}
@@ -77,7 +76,7 @@ func readCounts[K ~string](s string) (map[K]int, error) {
 		if !ok || err != nil {
 			return nil, fmt.Errorf("lease: bad count %q", kv)
 		}
-		name, err := driver.Unescape(k)
+		name, err := Unescape(k)
 		if err != nil {
 			return nil, err
 		}
@@ -86,27 +85,27 @@ func readCounts[K ~string](s string) (map[K]int, error) {
 	return m, nil
 }
 
-func decodeTickPart(s string) (TickPart, error) {
+func DecodeTickPart(s string) (TickPart, error) {
 	f := strings.Split(s, "|")
 	if len(f) != 10 {
 		return TickPart{}, fmt.Errorf("lease: bad tick part %q", s)
 	}
 	var p TickPart
 	var err error
-	if p.Replica, err = driver.Unescape(f[0]); err != nil {
+	if p.Replica, err = Unescape(f[0]); err != nil {
 		return p, err
 	}
 	p.Final = f[1] == "f"
-	written, err1 := number(f[2])
+	written, err1 := Number(f[2])
 	entities, err2 := strconv.Atoi(f[3])
 	started, err3 := strconv.Atoi(f[4])
-	p.Written, p.Entities, p.Started = msTime(written), entities, started
+	p.Written, p.Entities, p.Started = MSTime(written), entities, started
 	p.FirstStart, p.LastEnd = -1, -1
 	for i, d := range []*time.Duration{&p.FirstStart, &p.LastEnd} {
 		if f[5+i] == "" {
 			continue
 		}
-		n, err := number(f[5+i])
+		n, err := Number(f[5+i])
 		if err != nil {
 			return p, err
 		}
@@ -120,7 +119,7 @@ func decodeTickPart(s string) (TickPart, error) {
 	}
 	src, srcErr, _ := strings.Cut(f[9], ":")
 	p.SourceFailed = src == "1"
-	if p.SourceError, err = driver.Unescape(srcErr); err != nil {
+	if p.SourceError, err = Unescape(srcErr); err != nil {
 		return p, fmt.Errorf("lease: bad tick part %q: %w", s, err)
 	}
 	for _, err := range []error{err1, err2, err3} {
@@ -131,15 +130,15 @@ func decodeTickPart(s string) (TickPart, error) {
 	return p, nil
 }
 
-func decodeTickRecord(el string) (TickRecord, error) {
+func DecodeTickRecord(el string) (TickRecord, error) {
 	f := strings.Split(el, " ")
-	tick, err := number(f[0])
+	tick, err := Number(f[0])
 	if err != nil {
 		return TickRecord{}, fmt.Errorf("lease: bad tick record %q", el)
 	}
-	r := TickRecord{Tick: msTime(tick)}
+	r := TickRecord{Tick: MSTime(tick)}
 	for _, s := range f[1:] {
-		p, err := decodeTickPart(s)
+		p, err := DecodeTickPart(s)
 		if err != nil {
 			return r, err
 		}
@@ -148,10 +147,10 @@ func decodeTickRecord(el string) (TickRecord, error) {
 	return r, nil
 }
 
-// mergeTickPart puts part (of replica, escaped) into the tick list element
+// MergeTickPart puts part (of replica, escaped) into the tick list element
 // el, over that replica's earlier part: tick.lua's merge, for the
 // in-process store.
-func mergeTickPart(el, replica, part string) string {
+func MergeTickPart(el, replica, part string) string {
 	f := strings.Split(el, " ")
 	for i, p := range f[1:] {
 		if strings.HasPrefix(p, replica+"|") {
@@ -162,18 +161,18 @@ func mergeTickPart(el, replica, part string) string {
 	return el + " " + part
 }
 
-// tickScan is how many of a task's newest tick records a write looks
+// TickScan is how many of a task's newest tick records a write looks
 // through for its tick: a part for an older tick is too late, and dropped.
-const tickScan = 32
+const TickScan = 32
 
-// tickAgeDrop is how many records older than the retention's age a write
+// TickAgeDrop is how many records older than the retention's age a write
 // drops at most, oldest first (the rest go with later writes, or with the
 // list's expiry): a write's cost stays bounded however long the list was
 // left alone.
-const tickAgeDrop = 16
+const TickAgeDrop = 16
 
-// cutError cuts a run's error to MaxRunError bytes, at a rune's start.
-func cutError(s string) string { return cutAt(s, MaxRunError) }
+// CutError cuts a run's error to MaxRunError bytes, at a rune's start.
+func CutError(s string) string { return cutAt(s, MaxRunError) }
 
 // MaxSourceError bounds the error of a failed entity source that a tick's
 // record keeps.

@@ -1,0 +1,11 @@
+// Package memdriver keeps a lease store's state in this process: the
+// driver (lease/driver) behind lease.NewMemory, tickd's embedded default
+// for one replica without Redis.
+//
+// Each method is a Go twin of the Redis driver's Lua script for the same
+// operation, under one mutex; the conformance suite and a randomized
+// differential test (lease's TestDriversAgree) hold the two to the same
+// answers. What does not live here: the lease protocol (trust windows,
+// renewals, releases: package lease) and anything shared between
+// processes.
+package memdriver

@@ -1,0 +1,317 @@
+package memdriver
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tickd/tickd/lease/driver"
+)
+
+// New returns a driver that keeps a store's state in this process: the
+// embedded default for one replica without Redis. Its semantics are those
+// of the Redis driver (the same conformance suite runs against both),
+// except that there is no data loss to detect and nothing is shared
+// between processes.
+func New() *Driver {
+	return &Driver{
+		held: map[string]*memLease{}, states: map[string]*memState{},
+		due: map[string]*memDue{}, pausedSet: map[string]string{}, tasks: map[string]string{},
+		tickRecs: map[string][]string{}, lists: map[string][]string{},
+		followups: map[string][]string{}, answered: map[string]map[string]driver.Outcome{},
+	}
+}
+
+// Driver is the in-process driver: maps under one mutex, each method a Go
+// twin of the Redis driver's script.
+type Driver struct {
+	cfg driver.Config
+
+	mu        sync.Mutex
+	held      map[string]*memLease // by member
+	states    map[string]*memState
+	due       map[string]*memDue
+	pausedSet map[string]string   // task → PauseInfo, encoded
+	tasks     map[string]string   // the task registry: name → TaskInfo, encoded
+	tickRecs  map[string][]string // by task: tick records, newest first (history.go)
+	lists     map[string][]string // by list and task: values, newest first
+	// announced is the one replica, as it announced itself last.
+	announced driver.Replica
+	followups map[string][]string                  // by member: the requests a follow-up answers
+	answered  map[string]map[string]driver.Outcome // by task and request id: answers by entity
+}
+
+type memLease struct {
+	token, holder string
+	since, expire time.Time
+	fence         int64
+	reason        driver.Reason
+	revoked       bool // by an operator: renewals refused, release still frees it
+}
+
+type memState struct {
+	tick     time.Time
+	fence    int64
+	followup bool
+	fuTick   time.Time // the latest tick of the requests the follow-up stands for
+	last     driver.LastRun
+	expire   time.Time
+}
+
+type memDue struct {
+	d driver.Due // At is the score; claim is the current claim
+}
+
+// Configure keeps the store's settings.
+func (b *Driver) Configure(cfg driver.Config) { b.cfg = cfg }
+
+func (b *Driver) now() time.Time { return b.cfg.Clock.Now() }
+
+// gc drops what has expired for one member.
+func (b *Driver) gc(m string, now time.Time) {
+	if l, ok := b.held[m]; ok && !now.Before(l.expire) {
+		delete(b.held, m)
+	}
+	if s, ok := b.states[m]; ok && !now.Before(s.expire) {
+		delete(b.states, m)
+	}
+}
+
+func (b *Driver) state(m string, now time.Time) *memState {
+	s, ok := b.states[m]
+	if !ok {
+		s = &memState{}
+		b.states[m] = s
+	}
+	s.expire = now.Add(b.cfg.StateTTL)
+	return s
+}
+
+func (b *Driver) Acquire(_ context.Context, holder string, _ time.Duration, reqs []driver.AcquireArg) ([]driver.AcquireReply, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	out := make([]driver.AcquireReply, len(reqs))
+	for i, a := range reqs {
+		if a.Token == "" {
+			continue
+		}
+		m := driver.Member(a.Req.Task, a.Req.Entity)
+		b.gc(m, now)
+		st := b.states[m]
+		if a.Req.Reason == driver.ReasonTick && a.Req.Tick.Sub(now) > driver.EarlyTolerance {
+			out[i] = driver.AcquireReply{Status: driver.GrantEarly, Left: a.Req.Tick.Sub(now)}
+			continue
+		}
+		if a.Req.Reason == driver.ReasonTick && st != nil && !st.tick.IsZero() && !st.tick.Before(a.Req.Tick) {
+			out[i] = driver.AcquireReply{Status: driver.GrantRan, At: st.tick}
+			continue
+		}
+		if cur, ok := b.held[m]; ok {
+			if a.Req.Queue {
+				s := b.state(m, now)
+				s.followup = true
+				if t := a.Req.RunTick(); t.After(s.fuTick) {
+					s.fuTick = t
+				}
+				if a.Req.Reason == driver.ReasonTick && a.Req.Tick.After(s.tick) {
+					s.tick = a.Req.Tick // carried by the follow-up: not queued again
+				}
+			}
+			if d := a.Req.From; d != nil && a.Req.Queue {
+				b.followups[m] = joinRequests(b.followups[m], d.Requests)
+			} else if d != nil {
+				b.answerLocked(a.Req.Task, a.Req.Entity, d.Requests, driver.AnswerSkipped)
+			}
+			if a.Req.From != nil {
+				b.ackLocked(m, a.Req.From.Claim)
+			}
+			out[i] = driver.AcquireReply{Status: driver.GrantBusy, Holder: cur.holder, At: cur.since, Fence: cur.fence}
+			continue
+		}
+		s := b.state(m, now)
+		fence := max(s.fence+1, now.UnixMicro())
+		s.fence = fence
+		if a.Req.Reason == driver.ReasonTick {
+			s.tick = a.Req.Tick
+		}
+		if a.Req.From != nil {
+			b.ackLocked(m, a.Req.From.Claim)
+		}
+		b.held[m] = &memLease{token: a.Token, holder: holder, since: now, expire: now.Add(a.Req.TTL), fence: fence, reason: a.Req.Reason}
+		out[i] = driver.AcquireReply{Status: driver.GrantOK, Fence: fence, At: now}
+	}
+	return out, nil
+}
+
+func (b *Driver) Renew(_ context.Context, ls []*driver.Lease) ([]driver.Renewal, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	ok := make([]driver.Renewal, len(ls))
+	for i, l := range ls {
+		m := driver.Member(l.Task, l.Entity)
+		b.gc(m, now)
+		switch cur, found := b.held[m]; {
+		case !found || cur.token != l.Token:
+		case cur.revoked:
+			ok[i] = driver.RenewRevoked
+		default:
+			cur.expire = now.Add(l.TTL)
+			ok[i] = driver.RenewOK
+		}
+	}
+	return ok, nil
+}
+
+func (b *Driver) Release(_ context.Context, rs []driver.ReleaseArg) ([]driver.ReleaseReply, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]driver.ReleaseReply, len(rs))
+	for i, r := range rs {
+		out[i].FollowUp, out[i].Err = b.releaseOne(r.Lease, r.Finished, r.Next)
+	}
+	return out, nil
+}
+
+func (b *Driver) releaseOne(l *driver.Lease, o driver.Finished, next *driver.Next) (bool, error) {
+	now := b.now()
+	m := driver.Member(l.Task, l.Entity)
+	b.gc(m, now)
+	cur, ok := b.held[m]
+	if !ok || cur.token != l.Token {
+		b.answerLocked(l.Task, l.Entity, l.Requests, o.Outcome)
+		return false, driver.ErrNotHeld
+	}
+	delete(b.held, m)
+	s := b.state(m, now)
+	s.last = driver.LastRun{Outcome: o.Outcome, Reason: cur.reason, Replica: b.cfg.Replica, Fence: cur.fence, Started: o.Started, Ended: o.Ended, Error: driver.CutError(o.Error)}
+	fu, fuTick := s.followup, l.Tick
+	if fu && !s.fuTick.IsZero() {
+		fuTick = s.fuTick
+	}
+	s.followup, s.fuTick = false, time.Time{}
+	var fuReqs []string
+	if fu {
+		fuReqs = b.followups[m]
+		delete(b.followups, m)
+	}
+	reqs := l.Requests
+	if next == nil || !next.HandOver {
+		b.answerLocked(l.Task, l.Entity, reqs, o.Outcome)
+		reqs = nil
+	}
+	if next != nil {
+		b.addDueLocked(m, driver.Due{Task: l.Task, Entity: l.Entity, Reason: next.Reason, Attempt: next.Attempt, Tick: fuTick,
+			Requests: joinRequests(reqs, fuReqs)}, now.Add(next.Delay))
+	} else if fu {
+		b.addDueLocked(m, driver.Due{Task: l.Task, Entity: l.Entity, Reason: driver.ReasonQueued, Tick: fuTick, Requests: fuReqs}, now)
+	}
+	return fu, nil
+}
+
+// answerLocked records outcome as the answer of each request to entity.
+func (b *Driver) answerLocked(task, entity string, ids []string, outcome driver.Outcome) {
+	for _, id := range ids {
+		k := driver.Member(task, id)
+		if b.answered[k] == nil {
+			b.answered[k] = map[string]driver.Outcome{}
+		}
+		b.answered[k][entity] = outcome
+	}
+}
+
+// joinRequests adds ids b to a, keeping the newest driver.MaxRequests, as
+// join_reqs in lib.lua does.
+func joinRequests(a, b []string) []string {
+	all := append(slices.Clip(a), b...)
+	if len(all) > driver.MaxRequests {
+		all = all[len(all)-driver.MaxRequests:]
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	return all
+}
+
+func (b *Driver) ackLocked(m, claim string) bool {
+	if claim == "" {
+		return false
+	}
+	if e, ok := b.due[m]; ok && e.d.Claim == claim {
+		delete(b.due, m)
+		return true
+	}
+	return false
+}
+
+// addDueLocked keeps one request per member as add_due in lib.lua does;
+// the conformance suite holds the two stores to the same behaviour.
+func (b *Driver) addDueLocked(m string, d driver.Due, at time.Time) {
+	if e, ok := b.due[m]; ok && e.d.Claim == "" {
+		d.Requests = joinRequests(e.d.Requests, d.Requests)
+		if !e.d.At.After(at) {
+			e.d.Requests = d.Requests
+			return
+		}
+	}
+	d.At, d.Claim = at, ""
+	b.due[m] = &memDue{d: d}
+}
+
+func (b *Driver) Enqueue(_ context.Context, d driver.Due, delay time.Duration) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.addDueLocked(driver.Member(d.Task, d.Entity), d, b.now().Add(delay))
+	return nil
+}
+
+func (b *Driver) Take(_ context.Context, limit int, vis time.Duration, prefix string) ([]driver.Due, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	var ready []*memDue
+	for _, e := range b.due {
+		if !e.d.At.After(now) {
+			ready = append(ready, e)
+		}
+	}
+	sort.Slice(ready, func(i, j int) bool { return ready[i].d.At.Before(ready[j].d.At) })
+	if len(ready) > limit {
+		ready = ready[:limit]
+	}
+	out := make([]driver.Due, len(ready))
+	for i, e := range ready {
+		out[i] = e.d
+		e.d.Claim = prefix + ":" + strconv.Itoa(i+1)
+		e.d.At = now.Add(vis)
+		out[i].Claim = e.d.Claim
+	}
+	return out, nil
+}
+
+func (b *Driver) Ack(_ context.Context, d driver.Due) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ackLocked(driver.Member(d.Task, d.Entity), d.Claim) {
+		b.answerLocked(d.Task, d.Entity, d.Requests, driver.AnswerDropped)
+	}
+	return nil
+}
+
+func (b *Driver) Answers(_ context.Context, task, id string) (map[string]driver.Outcome, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(b.answered[driver.Member(task, id)]), nil
+}
+
+func (b *Driver) Forget(_ context.Context, task, id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.answered, driver.Member(task, id))
+	return nil
+}
