@@ -11,6 +11,7 @@ import (
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // tickReq asks for a tick run of entity at T.
@@ -47,8 +48,8 @@ func TestAcksRefuseAGrantTheReplicaLacks(t *testing.T) {
 
 	pair.Link.Stall()
 	_, err := s.Acquire(bg, tickReq("e1", ttl, T))
-	expect.True(t, "acquire with the replica lagging fails with ErrNotAcknowledged", errors.Is(err, ErrNotAcknowledged))
-	var ae *AckError
+	expect.True(t, "acquire with the replica lagging fails with driver.ErrNotAcknowledged", errors.Is(err, driver.ErrNotAcknowledged))
+	var ae *driver.AckError
 	if errors.As(err, &ae) {
 		expect.Equal(t, "acknowledgements wanted", ae.Want, 1)
 		expect.Equal(t, "acknowledgements got", ae.Got, 0)
@@ -62,7 +63,7 @@ func TestAcksRefuseAGrantTheReplicaLacks(t *testing.T) {
 		expect.True(t, "the hand-over carries the tick", st.Pending.Tick.Equal(T))
 	}
 	expect.Equal(t, "writes refused", s.AckFailures(), int64(1))
-	expect.True(t, "AckErr while failing", errors.Is(s.AckErr(), ErrNotAcknowledged))
+	expect.True(t, "AckErr while failing", errors.Is(s.AckErr(), driver.ErrNotAcknowledged))
 
 	// The same grant without acknowledgement is trusted: the failover bug.
 	never := newRedisStore(t, newClient(t, pair.Primary.Addr), Options{Replica: "N", MaxTTL: ttl, ReplicaAcks: AcksNever})
@@ -83,7 +84,7 @@ func TestAcksRefuseAGrantTheReplicaLacks(t *testing.T) {
 	got := heard.get()
 	expect.Equal(t, "OnAcks calls", len(got), 2)
 	if len(got) == 2 {
-		expect.True(t, "OnAcks first hears the failure", errors.Is(got[0], ErrNotAcknowledged))
+		expect.True(t, "OnAcks first hears the failure", errors.Is(got[0], driver.ErrNotAcknowledged))
 		expect.Equal(t, "OnAcks then hears the recovery", got[1], nil)
 	}
 	expect.Equal(t, "AckErr after recovery", s.AckErr(), nil)
@@ -129,7 +130,7 @@ func TestAcksAutoFollowsTheReplicas(t *testing.T) {
 		mustRelease(t, l)
 	}
 	_, err = one.Acquire(bg, req("b", ttl))
-	expect.True(t, "replica_acks=1 refuses with no replica", errors.Is(err, ErrNotAcknowledged))
+	expect.True(t, "replica_acks=1 refuses with no replica", errors.Is(err, driver.ErrNotAcknowledged))
 }
 
 // What was acknowledged survives a failover to the replica, even one that
@@ -170,7 +171,7 @@ func TestAcksAcknowledgedSurvivesAFailover(t *testing.T) {
 				expect.Equal(t, "second grant of late after the failover (no acks)", err, nil)
 				return
 			}
-			expect.True(t, "the unacknowledged grant was refused", errors.Is(lerr, ErrNotAcknowledged) && late == nil)
+			expect.True(t, "the unacknowledged grant was refused", errors.Is(lerr, driver.ErrNotAcknowledged) && late == nil)
 			expect.Equal(t, "late is granted by the new primary", err, nil)
 			_ = held
 			_ = l2

@@ -16,10 +16,6 @@ func (s *Store) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	return r[0].Lease, r[0].Err
 }
 
-// BatchSize bounds the entities one acquire or release round trip carries;
-// callers that gather requests (the scheduler's fan-out) batch by it.
-const BatchSize = 256
-
 // AcquireBatch asks for many leases in as few round trips as it can (one per
 // BatchSize requests). Results are in the order of reqs.
 func (s *Store) AcquireBatch(ctx context.Context, reqs []Request) []Result {
@@ -60,7 +56,7 @@ func (s *Store) acquireRound(ctx context.Context, reqs []Request, out []Result) 
 	sent := s.clock.Now()
 	replies, err := s.b.Acquire(ctx, s.opts.Replica, maxTTL, args)
 	s.noteAcks(err)
-	var ackErr *AckError
+	var ackErr *driver.AckError
 	if errors.As(err, &ackErr) && replies != nil {
 		s.handBack(ctx, args, replies, out, ackErr, sent)
 		return
@@ -113,7 +109,7 @@ func (s *Store) refusal(a driver.AcquireArg, rep driver.AcquireReply) error {
 // recorded as canceled and handed over (a due entry, after a second, with
 // the request's reason and tick) so that it happens once the replicas
 // acknowledge again; the other answers stand.
-func (s *Store) handBack(ctx context.Context, args []driver.AcquireArg, replies []driver.AcquireReply, out []Result, ackErr *AckError, sent time.Time) {
+func (s *Store) handBack(ctx context.Context, args []driver.AcquireArg, replies []driver.AcquireReply, out []Result, ackErr *driver.AckError, sent time.Time) {
 	var rs []driver.ReleaseArg
 	var ls []*Lease
 	for i, rep := range replies {
@@ -152,7 +148,7 @@ const handBackDelay = time.Second
 // backend answer to a write that waited for them. OnAcks hears of each
 // change, and AckFailures counts the writes refused.
 func (s *Store) noteAcks(err error) {
-	var ae *AckError
+	var ae *driver.AckError
 	failing := errors.As(err, &ae)
 	if !failing && err != nil {
 		return // no answer: nothing learnt about the replicas

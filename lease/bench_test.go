@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/lease/redisdriver"
 )
 
 // BenchmarkAcquireRelease measures acquire+release of distinct entities
@@ -101,7 +102,7 @@ func batches(b *testing.B, s *Store, mk func(i int) Request) {
 
 // redisCPU is the CPU time, in µs, Redis's main thread has used.
 func redisCPU(b *testing.B, s *Store) float64 {
-	return redistest.MainThreadCPU(b, s.b.(*redisBackend).c)
+	return redistest.MainThreadCPU(b, s.Driver().(*redisdriver.Driver).Client())
 }
 
 // selfCPU is the CPU time, in µs, this process has used.
@@ -257,9 +258,7 @@ func BenchmarkClusterSpread(b *testing.B) {
 func nodesCPU(b *testing.B, addrs []string) []float64 {
 	out := make([]float64, len(addrs))
 	for i, a := range addrs {
-		c := newClient(b, a)
-		s := &Store{b: &redisBackend{c: c}}
-		out[i] = redisCPU(b, s)
+		out[i] = redistest.MainThreadCPU(b, newClient(b, a))
 	}
 	return out
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
-	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/lease/redisdriver"
 )
 
 // scriptKeys is a go-redis hook that records the keys of every script call.
@@ -239,12 +239,12 @@ func TestLossWatchOnClusterQuarantinesOnlyTheShard(t *testing.T) {
 	for _, task := range []string{"task-0", other} { // the store is prepared: the watch is on
 		mustRelease(t, mustAcquire(t, s, Request{Task: task, Entity: "e", TTL: time.Minute, Reason: ReasonTrigger}))
 	}
+	lostEpoch, otherEpoch := redisdriver.EpochKey("loss", "task-0"), redisdriver.EpochKey("loss", other)
+	otherBefore := c.Get(bg, otherEpoch).Val()
 	m := newClient(t, lost.Addr)
 	if err := m.FlushAll(bg).Err(); err != nil {
 		t.Fatal(err)
 	}
-	k := s.b.(*redisBackend).k
-	lostEpoch := k.epoch(bucketOf("task-0"))
 	expect.WaitFor(t, 5*LossWatch, "the lost shard's epochs back", func() bool { return c.Exists(bg, lostEpoch).Val() == 1 })
 	if _, err := s.Acquire(bg, Request{Task: "task-0", Entity: "e", TTL: time.Minute, Reason: ReasonTrigger}); !errors.Is(err, ErrQuarantine) {
 		t.Fatalf("a task of the shard that lost its data: %v, want the quarantine", err)
@@ -254,7 +254,7 @@ func TestLossWatchOnClusterQuarantinesOnlyTheShard(t *testing.T) {
 		t.Fatalf("a task of another master: %v, want a grant", err)
 	}
 	mustRelease(t, l)
-	if v := c.Get(bg, k.epoch(bucketOf(other))).Val(); v != (epochValue{}).encode() {
+	if v := c.Get(bg, otherEpoch).Val(); v != otherBefore {
 		t.Errorf("another master's epoch %q: it lost nothing", v)
 	}
 }
@@ -305,10 +305,10 @@ func everyScriptOf(t *testing.T, s *Store, cl *redistest.Cluster, task string) {
 	if err := s.RecordAction(bg, Action{Task: task, What: "pause"}, DefaultRetention); err != nil {
 		t.Fatal(err)
 	}
-	k := keys{"slots"}
-	for _, key := range []string{k.ticks(task), k.list(task, driver.ListFailures), k.list(task, driver.ListActions)} {
-		if a, b := cl.Slot(t, k.entities(task)), cl.Slot(t, key); a != b {
-			t.Errorf("one task, two slots: %s (%d) and %s (%d)", k.entities(task), a, key, b)
+	entities := TaskKey("slots", task)
+	for _, key := range redisdriver.HistoryKeys("slots", task) {
+		if a, b := cl.Slot(t, entities), cl.Slot(t, key); a != b {
+			t.Errorf("one task, two slots: %s (%d) and %s (%d)", entities, a, key, b)
 		}
 	}
 }

@@ -205,6 +205,9 @@ func testEarly(t *testing.T, k kit) {
 	mustRelease(t, mustAcquire(t, s, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonRetry, Tick: time.Now().Add(time.Hour)}))
 }
 
+// hostile is an id or text with every separator the stored values use.
+const hostile = "a|b#c d%\x00{}:*\n\"'\\é"
+
 var hostileIDs = []string{
 	"", " ", "a b", "a:b", "{x}", "}{", "a}:{b", "*", "?", "[a-z]", "\\", "%41", "A",
 	"line\nbreak", "nul\x00byte", "ünïcødé 🎉", "$(touch /tmp/x)", "a b;$(touch /tmp/x)",

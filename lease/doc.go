@@ -3,6 +3,13 @@
 // default for one replica). Both keep the same promises; one conformance
 // suite runs against both.
 //
+// This package is the protocol: leases, their trust windows, the keeper
+// that renews them, releases, fencing tokens and the errors. The state
+// lives in a driver (lease/driver's Driver): lease/redisdriver, its keys
+// and Lua scripts, or lease/memdriver, its Go twin; New runs a Store over
+// any driver. The vocabulary (Request, Due, Outcome, TickRecord…) is
+// lease/driver's, re-exported here under the same names.
+//
 // # The lease state machine
 //
 // A (task, entity) is, at any instant, in one of these states:
@@ -98,7 +105,7 @@
 // that moves a trust window is trusted only once the replicas have it:
 //
 //	acquire batch ─▶ [EVALSHA …, WAIT n t] ─▶ n acked: granted, trusted from sent
-//	                                       └▶ fewer:   *AckError; each grant is
+//	                                       └▶ fewer:   *driver.AckError; each grant is
 //	                                                   released and handed over
 //	                                                   (a due run, its tick kept)
 //	renewal round ─▶ [EVALSHA …, WAIT n t] ─▶ n acked: trust window moves
@@ -201,8 +208,8 @@
 // older tickd is stopped.
 //
 // Each stored or passed format is defined once per language, with the same
-// field names: a type with encode and decode in format.go, and decode_* and
-// encode_* in lua/lib.lua; TestCodecsAgree puts the same values (empty
+// field names: a type with encode and decode in redisdriver/format.go, and decode_* and
+// encode_* in redisdriver/lua/lib.lua; TestCodecsAgree puts the same values (empty
 // fields, hostile ids, the largest numbers) through both on a real Redis.
 // The formats, fields separated by '|':
 //
@@ -262,9 +269,9 @@
 // follow-up flag; touched is also when the entity was last released) and the
 // last run for status. Acquire answers each entity with the fence alone when
 // granted, or busy|since|fence|holder, ran|last_tick, quarantine|ms_left,
-// early|ms_until_tick (grantStatus). The words and numbers Go and the
+// early|ms_until_tick (driver.GrantStatus). The words and numbers Go and the
 // scripts share (EarlyTolerance, reasons, outcomes, reply words) are handed
-// to every script as constants by format.go's luaConstants, never written
+// to every script as constants by redisdriver/format.go's luaConstants, never written
 // twice.
 //
 // An acquire, release or renewal of a batch of one task is one script doing

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/lease/redisdriver"
 )
 
 // TestTickRecordBytes measures what a week of 15-minute tick records (the
@@ -42,7 +43,7 @@ func TestTickRecordBytes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		key := keys{"f"}.ticks(task)
+		key := redisdriver.HistoryKeys("f", task)[0]
 		n, err := c.LLen(bg, key).Result()
 		if err != nil || n != int64(DefaultRetention.Ticks) {
 			t.Fatalf("%d records kept (%v), want %d", n, err, DefaultRetention.Ticks)

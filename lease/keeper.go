@@ -153,7 +153,7 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 	ok, err := s.b.Renew(rctx, refs)
 	s.noteAcks(err)
 	if err != nil {
-		if s.opts.OnRenewError != nil && ctx.Err() == nil && !errors.Is(err, ErrNotAcknowledged) {
+		if s.opts.OnRenewError != nil && ctx.Err() == nil && !errors.Is(err, driver.ErrNotAcknowledged) {
 			s.opts.OnRenewError(err) // a shortfall of acknowledgements is OnAcks's to report
 		}
 		for _, l := range ls {

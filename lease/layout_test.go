@@ -3,6 +3,7 @@ package lease
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,14 +12,14 @@ import (
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
-	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/lease/redisdriver"
 )
 
 // twoBuckets returns two task names in different buckets.
 func twoBuckets() (string, string) {
 	a := "t"
 	for _, b := range []string{"u", "v", "w", "x", "y"} {
-		if bucketOf(b) != bucketOf(a) {
+		if !SameBucket(a, b) {
 			return a, b
 		}
 	}
@@ -28,13 +29,13 @@ func twoBuckets() (string, string) {
 // TestOldLayoutRefused: beside a key only the older layout has (an older
 // tickd runs on the prefix), a store grants, enqueues and takes nothing and
 // says why; once the old keys are gone (tickd migrate), it goes on. A key
-// of the old layout that appears later stops it within layoutRecheck.
+// of the old layout that appears later stops it within the driver's layout recheck.
 func TestOldLayoutRefused(t *testing.T) {
-	defer func(d time.Duration) { layoutRecheck = d }(layoutRecheck)
-	layoutRecheck = 50 * time.Millisecond
+	const recheck = 50 * time.Millisecond
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr)
 	s := newRedisStore(t, c, Options{})
+	s.Driver().(*redisdriver.Driver).SetLayoutRecheck(recheck)
 	c.Set(bg, "f:epoch", "0|0", 0)
 	_, err := s.Acquire(bg, req("e", time.Minute))
 	var le *LayoutError
@@ -93,7 +94,7 @@ func TestNewTaskIsNotQuarantined(t *testing.T) {
 	}
 	mustRelease(t, l)
 
-	c.Del(bg, s.b.(*redisBackend).k.epoch(bucketOf(old))) // that bucket's shard lost its data
+	c.Del(bg, redisdriver.EpochKey("f", old)) // that bucket's shard lost its data
 	if _, err := s.Acquire(bg, Request{Task: old, Entity: "e", TTL: maxTTL, Reason: ReasonTrigger}); !errors.Is(err, ErrQuarantine) {
 		t.Fatalf("acquire in a bucket that lost its epoch: %v, want the quarantine", err)
 	}
@@ -110,15 +111,15 @@ func TestMigrateFromLayout1(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr)
 	T := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	ran := entityValue{LastTick: T.UnixMilli(), Fence: 42, Touched: T.UnixMilli(),
-		Last: &runRecord{Outcome: OutcomeDone, Start: T.UnixMilli(), End: T.UnixMilli() + 5, Fence: 42, Reason: ReasonTick, Replica: "old"}}
+	// A run of u 1 that ended 5ms after T: its value as layout 1 stored it.
+	ran := "1767225600000|42||0|0|1767225600000||0|#done|1767225600000|1767225600005|42|tick|old"
 	c.Set(bg, "f:epoch", "0|0", 0)
-	c.HSet(bg, "f:{sync-users}:entities", "u%201", ran.encode())
+	c.HSet(bg, "f:{sync-users}:entities", "u%201", ran)
 	c.ZAdd(bg, "f:due", redis.Z{Score: float64(T.UnixMilli()), Member: "sync-users:u%202"})
-	c.HSet(bg, "f:dueinfo", "sync-users:u%202", "retry|2|"+itoa(T.UnixMilli())+"|nonce:1")
+	c.HSet(bg, "f:dueinfo", "sync-users:u%202", "retry|2|"+strconv.FormatInt(T.UnixMilli(), 10)+"|nonce:1")
 	s := newRedisStore(t, c, Options{})
 
-	c.HSet(bg, "f:replicas", "old-replica", encodeAnnounce(driver.Announcement{Until: time.Now().Add(time.Hour).UnixMilli(), Tasks: []string{"sync-users"}}))
+	c.HSet(bg, "f:replicas", "old-replica", fmt.Sprintf("%d|sync-users||||0|0", time.Now().Add(time.Hour).UnixMilli())) // announcing sync-users for an hour
 	if _, err := s.Migrate(bg); !errors.Is(err, ErrReplicasRunning) {
 		t.Fatalf("migrate while a replica announces its tasks: %v", err)
 	}
@@ -148,7 +149,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 }
 
 // TestDuePollFindsOtherTasks: a replica that announced its tasks polls
-// their buckets, and every bucket every allBucketsEvery polls: a request
+// their buckets, and every bucket every redisdriver.AllBucketsEvery polls: a request
 // for a task it does not run (in another bucket) is still taken, so that it
 // can be left for a replica that runs it, or dropped.
 func TestDuePollFindsOtherTasks(t *testing.T) {
@@ -163,7 +164,7 @@ func TestDuePollFindsOtherTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	polls := 0
-	for ; polls < 2*allBucketsEvery; polls++ {
+	for ; polls < 2*redisdriver.AllBucketsEvery; polls++ {
 		ds, err := s.TakeDue(bg, 10, time.Minute)
 		if err != nil {
 			t.Fatal(err)
@@ -172,8 +173,8 @@ func TestDuePollFindsOtherTasks(t *testing.T) {
 			break
 		}
 	}
-	if polls >= allBucketsEvery {
-		t.Fatalf("the other task's request was not taken within %d polls", allBucketsEvery)
+	if polls >= redisdriver.AllBucketsEvery {
+		t.Fatalf("the other task's request was not taken within %d polls", redisdriver.AllBucketsEvery)
 	}
 }
 
@@ -196,10 +197,9 @@ func TestLossQuarantinesEveryBucketAtOnce(t *testing.T) {
 	if err := c.FlushAll(bg).Err(); err != nil { // the data loss
 		t.Fatal(err)
 	}
-	k := s.b.(*redisBackend).k
 	expect.WaitFor(t, 5*LossWatch, "every bucket's epoch back after the loss", func() bool {
-		for bk := range buckets {
-			if c.Exists(bg, k.epoch(bk)).Val() == 0 {
+		for _, k := range redisdriver.EpochKeys("f") {
+			if c.Exists(bg, k).Val() == 0 {
 				return false
 			}
 		}

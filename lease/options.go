@@ -41,7 +41,7 @@ type Options struct {
 	// every replica the primary reports online.
 	ReplicaAcks ReplicaAcks
 	// OnAcks, if set, is called when lease writes stop being acknowledged
-	// by the replicas (with the *AckError) and when they are again (nil).
+	// by the replicas (with the *driver.AckError) and when they are again (nil).
 	OnAcks func(err error)
 	// Version is this program's version, announced with its tasks.
 	Version string

@@ -16,14 +16,3 @@ func (s *Store) EntityPage(ctx context.Context, task string, q PageQuery) (Page,
 	}
 	return p, nil
 }
-
-func rowOf(task, entity string, e entityValue, now int64) EntityRow {
-	r := EntityRow{Entity: entity}
-	if h, ok := e.held(task, entity, now); ok {
-		r.Held = &h
-	}
-	if l, ok := e.lastRun(task, entity); ok {
-		r.Last = &l
-	}
-	return r
-}

@@ -2,337 +2,104 @@ package lease
 
 import (
 	"context"
-	"encoding/hex"
-	"fmt"
-	"hash/fnv"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
+	"errors"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/lease/redisdriver"
 )
-
-// RedisClient is what the store needs of a go-redis client.
-type RedisClient interface {
-	redis.Scripter
-	redis.Cmdable
-}
-
-type redisBackend struct {
-	c        RedisClient
-	k        keys
-	cfg      driver.Config
-	acksMode ReplicaAcks // Options.ReplicaAcks
-	acks     *acker      // nil: never wait for replicas
-	gate     layoutGate
-	// shardAcks holds an acker per Cluster master, by address.
-	shardAcks sync.Map
-	// own marks the buckets of the tasks this replica last announced; polls
-	// counts take's polls.
-	own   atomic.Pointer[[]bool]
-	polls atomic.Uint64
-	// announced is when this store last announced its tasks (Redis ms).
-	announced atomic.Int64
-	// maxTTL is the store's MaxTTL (raised by CoverTTL): the quarantine of a
-	// bucket found without an epoch.
-	maxTTL func() time.Duration
-}
 
 // NewRedis returns a Store whose leases live in Redis under prefix. Replicas
 // that share the Redis and the prefix coordinate. Close the Store when done;
 // the client is the caller's.
 func NewRedis(c RedisClient, prefix string, opts Options) (*Store, error) {
-	if !ValidPrefix(prefix) {
-		return nil, fmt.Errorf("lease: key prefix %q: use letters, digits and . _ - : only", prefix)
-	}
-	b := &redisBackend{c: c, k: keys{prefix: prefix}, acksMode: opts.ReplicaAcks}
-	if opts.ReplicaAcks != AcksNever {
-		b.acks = &acker{mode: opts.ReplicaAcks}
-	}
-	s := New(b, opts)
-	b.maxTTL = s.MaxTTL
-	return s, nil
-}
-
-// Configure keeps the store's settings.
-func (b *redisBackend) Configure(cfg driver.Config) { b.cfg = cfg }
-
-// pageSize is how many keys, fields or due entries one SCAN, HSCAN, sweep
-// or ZRANGE page reads (status and the sweep walk everything a page at a
-// time).
-const pageSize = 1000
-
-func (b *redisBackend) Acquire(ctx context.Context, holder string, maxTTL time.Duration, reqs []driver.AcquireArg) ([]driver.AcquireReply, error) {
-	if err := b.ready(ctx); err != nil {
-		return nil, err
-	}
-	out := make([]driver.AcquireReply, len(reqs))
-	var live []int // requests to send: the others were rejected before
-	for i, a := range reqs {
-		if a.Token != "" {
-			live = append(live, i)
-		}
-	}
-	// What a fan-out batch shares is sent once: task, TTL, reason, tick and
-	// queue; per entity only its field, token and due entry.
-	type shared struct {
-		task, reason, tick string
-		ttl                time.Duration
-		queue              bool
-	}
-	var lastTick time.Time // a fan-out batch's requests share their tick: formatted once
-	lastTickS := ""
-	gs := groupBy(len(live), func(i int) shared {
-		r := reqs[live[i]].Req
-		tick := "0"
-		if r.Reason == ReasonTick {
-			if lastTickS == "" || !r.Tick.Equal(lastTick) {
-				lastTick, lastTickS = r.Tick, tickMS(r.Tick)
-			}
-			tick = lastTickS
-		}
-		return shared{task: r.Task, reason: string(r.Reason), tick: tick, ttl: r.TTL, queue: r.Queue}
-	})
-	holderArg := driver.Escape(holder)
-	calls := make([]scriptCall, len(gs))
-	for g, gr := range gs {
-		k := gr.key
-		queue := "0"
-		if k.queue {
-			queue = "1"
-		}
-		args := make([]any, 8, 8+3*len(gr.idx))
-		args[0], args[1], args[2], args[3], args[4], args[5], args[6] = ms(maxTTL), holderArg, driver.Escape(k.task)+":", ms(k.ttl), k.reason, k.tick, queue
-		bk := bucketOf(k.task)
-		ks := []string{b.k.epoch(bk), b.k.due(bk), b.k.dueInfo(bk), b.k.entities(k.task), b.k.followups(k.task)}
-		var chunks strings.Builder
-		for x := 0; x < len(gr.idx); {
-			if y, ok := b.chunkArgs(&args, &chunks, reqs, live, gr.idx, x); ok {
-				x = y
-				continue
-			}
-			a := &reqs[live[gr.idx[x]]] // pointers: go-redis boxes a string with an allocation
-			var from any = ""
-			if d := a.Req.From; d != nil {
-				from = dueFrom{Claim: d.Claim, Tick: unixMS(d.Tick), Reqs: d.Requests}.encode()
-				ks = b.requestKeys(ks, k.task, d.Requests)
-			}
-			args = append(args, &a.Field, &a.Token, from)
-			x++
-		}
-		args[7] = chunks.String()
-		if chunks.Len() > 0 {
-			ks = slices.Insert(ks, 5, b.k.claims(k.task, k.tick))
-		}
-		calls[g] = scriptCall{keys: ks, args: args}
-	}
-	var shortest time.Duration
-	for _, g := range gs {
-		if shortest == 0 || g.key.ttl < shortest {
-			shortest = g.key.ttl
-		}
-	}
-	res, err := runGroups(ctx, b, scriptAcquire, gs, calls, len(live), ackWait(shortest))
-	if res == nil {
-		return nil, err
-	}
-	for j, v := range res {
-		var derr error
-		if out[live[j]], derr = decodeAcquireReply(v); derr != nil {
-			return nil, derr
-		}
-	}
-	return out, err // an *AckError: the grants stand on the primary, untrusted
-}
-
-// claimsTTL is how long a tick's taken chunks (Request.Chunk) are kept
-// after the last one was taken: longer than replicas' fan-outs of one tick
-// drift apart. A fan-out later than that reads each of its entities again,
-// which is correct, only dearer.
-const claimsTTL = 2 * time.Minute
-
-// chunkArgs sends the chunk (Request.Chunk) that starts at a group's x-th
-// request, if one does, as one triple of acquire.lua's arguments: its
-// fields space-joined, its tokens' prefix (Store.tokens), and "" for its due
-// entry; chunks gets "t:m:id", the triple's position among the triples, the
-// chunk's length and a hash of its id. It answers the position after the
-// chunk, or false for a request in no chunk (or one whose tokens are not a
-// chunk's), which is sent alone.
-func (b *redisBackend) chunkArgs(args *[]any, chunks *strings.Builder, reqs []driver.AcquireArg, live, idx []int, x int) (int, bool) {
-	at := func(k int) *driver.AcquireArg { return &reqs[live[idx[x+k]]] }
-	c := at(0).Req.Chunk
-	if c == "" {
-		return x, false
-	}
-	m := 1
-	for x+m < len(idx) && at(m).Req.Chunk == c {
-		m++
-	}
-	if m < 2 {
-		return x, false
-	}
-	prefix, ok := chunkPrefix(func(k int) string { return at(k).Token }, m)
-	if !ok {
-		return x, false
-	}
-	var fields strings.Builder
-	for k := range m {
-		if k > 0 {
-			fields.WriteByte(' ')
-		}
-		fields.WriteString(at(k).Field)
-	}
-	if chunks.Len() > 0 {
-		chunks.WriteByte(' ')
-	}
-	fmt.Fprintf(chunks, "%d:%d:%s", (len(*args)-8)/3+1, m, chunkHash(c))
-	*args = append(*args, fields.String(), prefix, "")
-	return x + m, true
-}
-
-// chunkHash is what the claims set holds of a chunk's name.
-func chunkHash(c string) string {
-	h := fnv.New128a()
-	h.Write([]byte(c))
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// takenMax bounds the chunks one SMISMEMBER asks about.
-const takenMax = 4096
-
-func (b *redisBackend) Taken(ctx context.Context, task string, tick time.Time, chunks []string) ([]bool, error) {
-	key := b.k.claims(task, tickMS(tick))
-	out := make([]bool, 0, len(chunks))
-	for lo := 0; lo < len(chunks); lo += takenMax {
-		hs := make([]any, 0, min(takenMax, len(chunks)-lo))
-		for _, c := range chunks[lo:min(lo+takenMax, len(chunks))] {
-			hs = append(hs, chunkHash(c))
-		}
-		t, err := b.c.SMIsMember(ctx, key, hs...).Result()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t...)
-	}
-	return out, nil
-}
-
-func (b *redisBackend) Renew(ctx context.Context, ls []*driver.Lease) ([]driver.Renewal, error) {
-	gs := groupBy(len(ls), func(i int) string { return ls[i].Task })
-	calls := make([]scriptCall, len(gs))
-	for g, gr := range gs {
-		args := make([]any, 0, 3*len(gr.idx))
-		for _, j := range gr.idx {
-			args = append(args, &ls[j].Field, &ls[j].Token, ms(ls[j].TTL))
-		}
-		calls[g] = scriptCall{keys: []string{b.k.entities(gr.key)}, args: args}
-	}
-	shortest := ls[0].TTL
-	for _, l := range ls {
-		shortest = min(shortest, l.TTL)
-	}
-	// A renewal the replicas lack does not move the trust window: the
-	// round fails as if Redis had not answered.
-	res, err := runGroups(ctx, b, scriptRenew, gs, calls, len(ls), ackWait(shortest))
+	d, err := redisdriver.New(c, prefix, opts.ReplicaAcks)
 	if err != nil {
 		return nil, err
 	}
-	ok := make([]driver.Renewal, len(ls))
-	for i, v := range res {
-		switch v {
-		case renewedOK:
-			ok[i] = driver.RenewOK
-		case renewedRevoked:
-			ok[i] = driver.RenewRevoked
-		}
-	}
-	return ok, nil
+	return New(d, opts), nil
 }
 
-// runRecords encodes the run record of each lease at idx, cut from one
-// allocation.
-func runRecords(rs []driver.ReleaseArg, idx []int, replica string) []string {
-	buf := make([]byte, 0, len(idx)*(72+len(replica)))
-	ends := make([]int, len(idx))
-	for k, i := range idx {
-		r := rs[i]
-		buf = runRecord{Outcome: r.Finished.Outcome, Start: unixMS(r.Finished.Started), End: unixMS(r.Finished.Ended), Fence: r.Lease.Fence,
-			Reason: r.Lease.Reason, Replica: replica, Error: driver.CutError(r.Finished.Error)}.appendTo(buf)
-		ends[k] = len(buf)
+// The Redis driver's names, for callers of lease.
+type (
+	// RedisClient is what the Redis store needs of a go-redis client: a
+	// *redis.Client, a failover client (Sentinel) or a *redis.ClusterClient.
+	RedisClient = redisdriver.RedisClient
+	// LayoutError says which keys of another key layout were found.
+	LayoutError = redisdriver.LayoutError
+)
+
+// LayoutVersion is the Redis key layout this tickd reads and writes.
+const LayoutVersion = redisdriver.LayoutVersion
+
+var (
+	// ErrLayout is matched by a *LayoutError.
+	ErrLayout = redisdriver.ErrLayout
+	// ErrReplicasRunning is returned when Migrate finds replicas
+	// announcing their tasks.
+	ErrReplicasRunning = redisdriver.ErrReplicasRunning
+)
+
+// TaskKey is the Redis key of task's entities under prefix.
+func TaskKey(prefix, task string) string { return redisdriver.TaskKey(prefix, task) }
+
+// SameBucket says whether tasks a and b share a bucket (a hash slot).
+func SameBucket(a, b string) bool { return redisdriver.SameBucket(a, b) }
+
+// ValidPrefix reports whether p can be used as a key prefix.
+func ValidPrefix(p string) bool { return redisdriver.ValidPrefix(p) }
+
+// CheckLayout returns a *LayoutError when the prefix holds keys of an
+// older key layout or names a newer one: what the store reads there would
+// not be what the replicas running beside it write. Nil for a driver with
+// no layout (the in-process one).
+func (s *Store) CheckLayout(ctx context.Context) error {
+	if d, ok := s.b.(interface{ CheckLayout(context.Context) error }); ok {
+		return d.CheckLayout(ctx)
 	}
-	return cut(buf, ends)
+	return nil
 }
 
-func (b *redisBackend) Release(ctx context.Context, rs []driver.ReleaseArg) ([]driver.ReleaseReply, error) {
-	replica := b.cfg.Replica
-	gs := groupBy(len(rs), func(i int) string { return rs[i].Lease.Task })
-	calls := make([]scriptCall, len(gs))
-	for g, gr := range gs {
-		// A batch of plain releases (nothing asked for after the runs, no
-		// requests to answer: the fan-out's usual) leaves next and reqs out.
-		stride := 3
-		for _, j := range gr.idx {
-			if rs[j].Next != nil || len(rs[j].Lease.Requests) > 0 {
-				stride = 5
-				break
-			}
-		}
-		args := make([]any, 0, 2+stride*len(gr.idx))
-		args = append(args, driver.Escape(gr.key)+":", strconv.Itoa(stride))
-		bk := bucketOf(gr.key)
-		ks := []string{b.k.due(bk), b.k.dueInfo(bk), b.k.entities(gr.key), b.k.followups(gr.key)}
-		recs := runRecords(rs, gr.idx, replica)
-		for k, j := range gr.idx {
-			r := rs[j]
-			// pointers: go-redis boxes a string with an allocation
-			args = append(args, &r.Lease.Field, &r.Lease.Token, &recs[k])
-			if stride == 3 {
-				continue
-			}
-			var next any = ""
-			if n := r.Next; n != nil {
-				next = nextRun{Reason: n.Reason, DelayMS: n.Delay.Milliseconds(), Attempt: int64(n.Attempt), Carry: n.HandOver}.encode()
-			}
-			var reqs any = ""
-			if len(r.Lease.Requests) > 0 {
-				reqs = strings.Join(r.Lease.Requests, ",")
-				ks = b.requestKeys(ks, gr.key, r.Lease.Requests)
-			}
-			args = append(args, next, reqs)
-		}
-		calls[g] = scriptCall{keys: ks, args: args}
+// Migrate moves the keys of layout 1 (tickd before buckets) into this
+// layout (the Redis driver's Migrate says how). Every tickd must be stopped
+// first.
+func (s *Store) Migrate(ctx context.Context) (Migrated, error) {
+	if d, ok := s.b.(interface {
+		Migrate(context.Context) (Migrated, error)
+	}); ok {
+		return d.Migrate(ctx)
 	}
-	// A release is not waited for: a failover that loses it leaves the
-	// lease held on the promoted replica until its TTL passes. Each task's
-	// call succeeds or fails alone: on a Cluster, the releases batched with
-	// those of a task on a master that does not answer still go through.
-	cmds := evalEach(ctx, b.c, scriptRelease, calls)
-	out := make([]driver.ReleaseReply, len(rs))
-	for g, gr := range gs {
-		r, err := cmds[g].Text()
-		vs := strings.Split(r, " ")
-		if err == nil && len(vs) != len(gr.idx) {
-			err = fmt.Errorf("lease: script reply has %d entries for %d requests", len(vs), len(gr.idx))
-		}
-		for k, i := range gr.idx {
-			if err != nil {
-				out[i].Err = err
-				continue
-			}
-			switch vs[k] {
-			case releasedNotHeld:
-				out[i].Err = ErrNotHeld
-			case releasedFollowUp:
-				out[i].FollowUp = true
-			case releasedOK:
-			default:
-				out[i].Err = fmt.Errorf("%w: release reply %q", driver.ErrFormat, vs[k])
-			}
-		}
-	}
-	return out, nil
+	return Migrated{}, errors.New("lease: migrate: the in-process store has no keys")
 }
+
+// Replication probes the replicas: one small write (a key that expires in a
+// minute) and one WAIT, as a lease write does. The in-process store has no
+// replicas.
+func (s *Store) Replication(ctx context.Context) (Replication, error) {
+	if d, ok := s.b.(interface {
+		Replication(context.Context) (Replication, error)
+	}); ok {
+		return d.Replication(ctx)
+	}
+	return Replication{Role: "in-process", Mode: AcksNever}, nil
+}
+
+// The replication vocabulary (package driver's).
+type (
+	// ReplicaAcks is how many replicas must acknowledge a lease write.
+	ReplicaAcks = driver.ReplicaAcks
+	// AckError says a lease write was not acknowledged by enough replicas.
+	AckError = driver.AckError
+	// Replication is what the primary says of its replicas.
+	Replication = driver.Replication
+	// Migrated is what Store.Migrate moved to this layout.
+	Migrated = driver.Migrated
+)
+
+// The ReplicaAcks settings with names.
+const (
+	AcksAuto  = driver.AcksAuto
+	AcksNever = driver.AcksNever
+)
+
+// ErrNotAcknowledged is matched by an *AckError.
+var ErrNotAcknowledged = driver.ErrNotAcknowledged

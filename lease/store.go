@@ -29,8 +29,8 @@ type Store struct {
 	quarantineEnd atomic.Int64
 
 	mu     sync.Mutex
-	maxTTL time.Duration // Options.MaxTTL, raised by CoverTTL
-	ackErr *AckError     // while lease writes are not acknowledged
+	maxTTL time.Duration    // Options.MaxTTL, raised by CoverTTL
+	ackErr *driver.AckError // while lease writes are not acknowledged
 	held   map[*Lease]struct{}
 	wake   chan struct{}
 	wakeAt time.Time // when the keeper plans to wake; zero while it works
@@ -54,11 +54,14 @@ func New(b driver.Driver, opts Options) *Store {
 		maxTTL: opts.MaxTTL, held: map[*Lease]struct{}{}, wake: make(chan struct{}, 1), host: hostname(),
 		done: make(chan struct{}), stop: stop,
 	}
-	b.Configure(driver.Config{Replica: opts.Replica, StateTTL: opts.StateTTL, Clock: opts.Clock})
+	b.Configure(driver.Config{Replica: opts.Replica, StateTTL: opts.StateTTL, Clock: opts.Clock, MaxTTL: s.MaxTTL})
 	go s.keep(ctx)
 	go s.watchLoss(ctx)
 	return s
 }
+
+// Driver is the driver the store runs on.
+func (s *Store) Driver() driver.Driver { return s.b }
 
 // Replica is the holder id this store records.
 func (s *Store) Replica() string { return s.opts.Replica }
@@ -111,16 +114,11 @@ func (s *Store) Close() error {
 // InitEpoch declares that this Redis holds no lease any process could still
 // trust, so the data-loss quarantine does not apply to it. Use it only on a
 // Redis that is new to tickd (tests, a fresh deployment); after a real data
-// loss, let the quarantine run its course.
+// loss, let the quarantine run its course. Nothing for a driver that cannot
+// lose its data.
 func (s *Store) InitEpoch(ctx context.Context) error {
-	b, ok := s.b.(*redisBackend)
-	if !ok {
-		return nil
+	if d, ok := s.b.(interface{ InitEpoch(context.Context) error }); ok {
+		return d.InitEpoch(ctx)
 	}
-	pipe := b.c.Pipeline()
-	for bk := range buckets {
-		pipe.SetNX(ctx, b.k.epoch(bk), epochValue{}.encode(), 0)
-	}
-	_, err := pipe.Exec(ctx)
-	return err
+	return nil
 }

@@ -2,7 +2,6 @@ package lease
 
 import (
 	"strconv"
-	"strings"
 
 	"github.com/tickd/tickd/lease/driver"
 )
@@ -44,7 +43,7 @@ func (s *Store) tokens(n int, pos []int) []string {
 		buf = append(buf, '|')
 		ends[i] = len(buf)
 	}
-	return cut(buf, ends)
+	return driver.Strings(buf, ends)
 }
 
 // chunkPositions places each request of args in its chunk: 1, 2, … along a
@@ -72,36 +71,4 @@ func chunkPositions(args []driver.AcquireArg) []int {
 		i = j
 	}
 	return pos
-}
-
-// chunkPrefix is the prefix the tokens of a chunk's requests share (all of
-// a token but its position and closing separator), when tokens gave them
-// their chunk positions.
-func chunkPrefix(tokens func(k int) string, n int) (string, bool) {
-	first := tokens(0)
-	prefix, ok := strings.CutSuffix(first, ".1|")
-	if !ok {
-		return "", false
-	}
-	prefix += "."
-	var num [20]byte
-	for k := 1; k < n; k++ {
-		t := tokens(k)
-		rest, ok := strings.CutPrefix(t, prefix)
-		if !ok || len(rest) < 2 || rest[len(rest)-1] != '|' || rest[:len(rest)-1] != string(strconv.AppendInt(num[:0], int64(k+1), 10)) {
-			return "", false
-		}
-	}
-	return prefix, true
-}
-
-// cut converts buf to one string and returns its pieces ending at ends: many
-// short strings for the price of one allocation.
-func cut(buf []byte, ends []int) []string {
-	all, out := string(buf), make([]string, len(ends))
-	start := 0
-	for i, end := range ends {
-		out[i], start = all[start:end], end
-	}
-	return out
 }

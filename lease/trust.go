@@ -1,6 +1,10 @@
 package lease
 
-import "time"
+import (
+	"time"
+
+	"github.com/tickd/tickd/lease/driver"
+)
 
 // trustGroup is leases whose trust windows end at the same instant, watched
 // by one timer: the leases of one TTL granted by one acquire round trip, or
@@ -29,15 +33,15 @@ func (s *Store) watchLocked(at time.Time, ls []*Lease) {
 // watchAllLocked watches held leases that were granted or renewed by one
 // request sent at sent, one group per TTL. Call with s.mu held.
 func (s *Store) watchAllLocked(sent time.Time, ls []*Lease) {
-	for _, g := range groupBy(len(ls), func(i int) time.Duration { return ls[i].d.TTL }) {
+	for _, g := range driver.GroupBy(len(ls), func(i int) time.Duration { return ls[i].d.TTL }) {
 		sub := ls
-		if len(g.idx) < len(ls) {
-			sub = make([]*Lease, len(g.idx))
-			for k, i := range g.idx {
+		if len(g.Idx) < len(ls) {
+			sub = make([]*Lease, len(g.Idx))
+			for k, i := range g.Idx {
 				sub[k] = ls[i]
 			}
 		}
-		s.watchLocked(trustEnd(sent, g.key), sub)
+		s.watchLocked(trustEnd(sent, g.Key), sub)
 	}
 }
 

@@ -92,6 +92,10 @@ const (
 	// EarlyTolerance is how far ahead of the store's clock a tick may be
 	// started.
 	EarlyTolerance = driver.EarlyTolerance
+	// BatchSize bounds the entities one acquire or release round trip
+	// carries; callers that gather requests (the scheduler's fan-out)
+	// batch by it.
+	BatchSize = driver.BatchSize
 	// MaxRunError is how much of a failed run's error is kept.
 	MaxRunError = driver.MaxRunError
 	// MaxSourceError bounds the error of a failed entity source that a

@@ -103,6 +103,9 @@ type Config struct {
 	Replica  string        // this process's id, recorded as the holder
 	StateTTL time.Duration // how long per-entity state is kept after its last write
 	Clock    Clock         // the in-process driver's clock (Redis has its own)
+	// MaxTTL is the store's longest lease TTL: the quarantine of a store
+	// found to have lost its data.
+	MaxTTL func() time.Duration
 }
 
 // Lease is a held lease as a driver sees it: its ids, its token and TTL,

@@ -225,7 +225,7 @@ func (b *Driver) answerLocked(task, entity string, ids []string, outcome driver.
 	}
 }
 
-// joinRequests adds ids b to a, keeping the newest driver.MaxRequests, as
+// joinRequests adds ids b to a, keeping the newest MaxRequests, as
 // join_reqs in lib.lua does.
 func joinRequests(a, b []string) []string {
 	all := append(slices.Clip(a), b...)

@@ -1,4 +1,4 @@
-package lease
+package redisdriver
 
 import (
 	"context"
@@ -12,15 +12,15 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-// allBucketsEvery is how often a due poll looks at every bucket, not only
+// AllBucketsEvery is how often a due poll looks at every bucket, not only
 // those of the replica's own tasks.
-const allBucketsEvery = 10
+const AllBucketsEvery = 10
 
 // enqueueWait bounds how long a due entry written outside a lease (a
 // trigger, a given-back entry) waits for the replicas.
 const enqueueWait = ackWaitMax
 
-func (b *redisBackend) Enqueue(ctx context.Context, d Due, delay time.Duration) error {
+func (b *Driver) Enqueue(ctx context.Context, d driver.Due, delay time.Duration) error {
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
@@ -34,7 +34,7 @@ func (b *redisBackend) Enqueue(ctx context.Context, d Due, delay time.Duration) 
 
 // requestKeys adds to ks the answer hashes of task's requests ids that it
 // does not hold yet: a script finds each among its KEYS by the id.
-func (b *redisBackend) requestKeys(ks []string, task string, ids []string) []string {
+func (b *Driver) requestKeys(ks []string, task string, ids []string) []string {
 	for _, id := range ids {
 		if k := b.k.request(task, id); !slices.Contains(ks, k) {
 			ks = append(ks, k)
@@ -43,14 +43,14 @@ func (b *redisBackend) requestKeys(ks []string, task string, ids []string) []str
 	return ks
 }
 
-// take looks, in one round trip, at the earliest entry of the due sets of
+// Take looks, in one round trip, at the earliest entry of the due sets of
 // the buckets of the tasks this replica announced (of all 64 every
-// allBucketsEvery polls, and always when it announced none), then takes
+// AllBucketsEvery polls, and always when it announced none), then takes
 // from the buckets where one is due, one script call each, in a second
 // round trip. A poll with nothing due costs one cheap read per bucket
 // looked at; an entry of a task no announced task shares a bucket with (a
-// task this replica does not run) is seen within allBucketsEvery polls.
-func (b *redisBackend) Take(ctx context.Context, limit int, vis time.Duration, prefix string) ([]Due, error) {
+// task this replica does not run) is seen within AllBucketsEvery polls.
+func (b *Driver) Take(ctx context.Context, limit int, vis time.Duration, prefix string) ([]driver.Due, error) {
 	if err := b.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func (b *redisBackend) Take(ctx context.Context, limit int, vis time.Duration, p
 	if err != nil {
 		return nil, err
 	}
-	var out []Due
+	var out []driver.Due
 	for _, c := range cmds {
 		res, err := c.Slice()
 		if err != nil {
@@ -103,11 +103,11 @@ type dueBucket struct {
 
 // dueBuckets reads, in one round trip, the earliest entry of the due sets
 // take looks at, and returns the buckets where one is due.
-func (b *redisBackend) dueBuckets(ctx context.Context) ([]dueBucket, error) {
+func (b *Driver) dueBuckets(ctx context.Context) ([]dueBucket, error) {
 	pipe := b.c.Pipeline()
 	firsts := make([]*redis.ZSliceCmd, buckets)
 	own := b.own.Load()
-	all := own == nil || b.polls.Add(1)%allBucketsEvery == 0
+	all := own == nil || b.polls.Add(1)%AllBucketsEvery == 0
 	for bk := range firsts {
 		if all || (*own)[bk] {
 			firsts[bk] = pipe.ZRangeWithScores(ctx, b.k.due(bk), 0, 0)
@@ -150,47 +150,47 @@ func anyOK(cmds []*redis.ZSliceCmd) bool {
 }
 
 // parseDue decodes a due member, its info (dueInfo) and its score.
-func parseDue(m, info, score string) (Due, error) {
+func parseDue(m, info, score string) (driver.Due, error) {
 	task, entity, err := driver.SplitMember(m)
 	if err != nil {
-		return Due{}, err
+		return driver.Due{}, err
 	}
 	d, err := decodeDueInfo(info)
 	if err != nil {
-		return Due{}, err
+		return driver.Due{}, err
 	}
 	sc, _ := strconv.ParseFloat(score, 64)
-	return Due{Task: task, Entity: entity, Reason: d.Reason, Attempt: int(d.Attempt), Tick: driver.MSTime(d.Tick),
+	return driver.Due{Task: task, Entity: entity, Reason: d.Reason, Attempt: int(d.Attempt), Tick: driver.MSTime(d.Tick),
 		At: time.UnixMilli(int64(sc)), Requests: d.Reqs, Claim: d.Claim}, nil
 }
 
-func (b *redisBackend) Ack(ctx context.Context, d Due) error {
+func (b *Driver) Ack(ctx context.Context, d driver.Due) error {
 	bk := bucketOf(d.Task)
 	ks := b.requestKeys([]string{b.k.due(bk), b.k.dueInfo(bk)}, d.Task, d.Requests)
 	return scriptAck.Run(ctx, b.c, ks, driver.Member(d.Task, d.Entity), d.Claim, driver.Escape(d.Entity), strings.Join(d.Requests, ",")).Err()
 }
 
-func (b *redisBackend) Answers(ctx context.Context, task, id string) (map[string]Outcome, error) {
+func (b *Driver) Answers(ctx context.Context, task, id string) (map[string]driver.Outcome, error) {
 	m, err := b.c.HGetAll(ctx, b.k.request(task, id)).Result()
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]Outcome, len(m))
+	out := make(map[string]driver.Outcome, len(m))
 	for f, v := range m {
 		if e, err := driver.Unescape(f); err == nil {
-			out[e] = Outcome(v)
+			out[e] = driver.Outcome(v)
 		}
 	}
 	return out, nil
 }
 
-func (b *redisBackend) Forget(ctx context.Context, task, id string) error {
+func (b *Driver) Forget(ctx context.Context, task, id string) error {
 	return b.c.Del(ctx, b.k.request(task, id)).Err()
 }
 
-// dueEntries walks the due entries of task's bucket (every bucket for ""),
+// DueEntries walks the due entries of task's bucket (every bucket for ""),
 // a page at a time, earliest first within a bucket.
-func (b *redisBackend) DueEntries(ctx context.Context, task string, fn func(Due) error) error {
+func (b *Driver) DueEntries(ctx context.Context, task string, fn func(driver.Due) error) error {
 	for bk := range buckets {
 		if task != "" && bk != bucketOf(task) {
 			continue
@@ -202,7 +202,7 @@ func (b *redisBackend) DueEntries(ctx context.Context, task string, fn func(Due)
 	return nil
 }
 
-func (b *redisBackend) bucketDue(ctx context.Context, bk int, task string, fn func(Due) error) error {
+func (b *Driver) bucketDue(ctx context.Context, bk int, task string, fn func(driver.Due) error) error {
 	for off := int64(0); ; off += pageSize {
 		zs, err := b.c.ZRangeWithScores(ctx, b.k.due(bk), off, off+pageSize-1).Result()
 		if err != nil {
@@ -234,7 +234,7 @@ func (b *redisBackend) bucketDue(ctx context.Context, bk int, task string, fn fu
 	}
 }
 
-func (b *redisBackend) DueCount(ctx context.Context) (int, error) {
+func (b *Driver) DueCount(ctx context.Context) (int, error) {
 	pipe := b.c.Pipeline()
 	cards := make([]*redis.IntCmd, buckets)
 	for bk := range cards {

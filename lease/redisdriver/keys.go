@@ -1,4 +1,4 @@
-package lease
+package redisdriver
 
 import (
 	"hash/crc32"
@@ -23,6 +23,26 @@ func TaskKey(prefix, task string) string { return keys{prefix}.entities(task) }
 
 // bucketOf is task's bucket: CRC-32 (IEEE) of its name, modulo buckets.
 func bucketOf(task string) int { return int(crc32.ChecksumIEEE([]byte(task)) % buckets) }
+
+// EpochKey is the key of the epoch of task's bucket under prefix: what a
+// data loss of its shard removes, and the quarantine brings back.
+func EpochKey(prefix, task string) string { return keys{prefix}.epoch(bucketOf(task)) }
+
+// EpochKeys are the keys of every bucket's epoch under prefix.
+func EpochKeys(prefix string) []string {
+	ks := make([]string, buckets)
+	for bk := range ks {
+		ks[bk] = keys{prefix}.epoch(bk)
+	}
+	return ks
+}
+
+// HistoryKeys are the keys of task's history under prefix: its tick
+// records, failures and actions, in the slot of its entities (TaskKey).
+func HistoryKeys(prefix, task string) []string {
+	k := keys{prefix}
+	return []string{k.ticks(task), k.list(task, driver.ListFailures), k.list(task, driver.ListActions)}
+}
 
 // SameBucket says whether tasks a and b share a bucket: one hash tag, and
 // one data-loss quarantine, whose length must cover both tasks' leases.
@@ -62,7 +82,7 @@ func (k keys) registry() string                { return k.prefix + ":tasks" }
 func (k keys) sweep() string                   { return k.prefix + ":sweep" }
 func (k keys) layout() string                  { return k.prefix + ":layout" }
 
-// list is one of a task's lists (driver.ListFailures, driver.ListActions), or the
+// list is one of a task's lists (ListFailures, ListActions), or the
 // prefix's for task "" (the actions on no one task: migrate).
 func (k keys) list(task, list string) string {
 	if task == "" {

@@ -1,4 +1,4 @@
-package lease
+package redisdriver
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // The script runners, named by what fails when:
@@ -23,30 +24,6 @@ import (
 //   - evalEachAlone: each call on its own, after a batch failed: the calls
 //     of the shards that answer still count (take).
 
-// group is the positions in a batch of the requests that share key, in order.
-type group[K comparable] struct {
-	key K
-	idx []int
-}
-
-// groupBy splits a batch by key, in first-seen order. Each task's entities
-// live in one hash, read and written by one script call per group.
-func groupBy[K comparable](n int, key func(i int) K) []group[K] {
-	var gs []group[K]
-	at := map[K]int{}
-	for i := range n {
-		k := key(i)
-		j, ok := at[k]
-		if !ok {
-			j = len(gs)
-			at[k] = j
-			gs = append(gs, group[K]{key: k})
-		}
-		gs[j].idx = append(gs[j].idx, i)
-	}
-	return gs
-}
-
 // scriptCall is one call of a script.
 type scriptCall struct {
 	keys []string
@@ -58,7 +35,7 @@ type scriptCall struct {
 // position i, out of n. Each call must answer one element per request. With
 // ackWithin > 0, the round trip also waits that long for the replicas; a
 // shortfall returns the replies with an *AckError.
-func runGroups[K comparable](ctx context.Context, b *redisBackend, sc *redis.Script, gs []group[K], calls []scriptCall, n int, ackWithin time.Duration) ([]string, error) {
+func runGroups[K comparable](ctx context.Context, b *Driver, sc *redis.Script, gs []driver.Group[K], calls []scriptCall, n int, ackWithin time.Duration) ([]string, error) {
 	out := make([]string, n)
 	if len(calls) == 0 {
 		return out, nil
@@ -68,10 +45,10 @@ func runGroups[K comparable](ctx context.Context, b *redisBackend, sc *redis.Scr
 		return nil, err
 	}
 	for g, gr := range gs {
-		if len(res[g]) != len(gr.idx) {
-			return nil, fmt.Errorf("lease: script reply has %d entries for %d requests", len(res[g]), len(gr.idx))
+		if len(res[g]) != len(gr.Idx) {
+			return nil, fmt.Errorf("lease: script reply has %d entries for %d requests", len(res[g]), len(gr.Idx))
 		}
-		for k, i := range gr.idx {
+		for k, i := range gr.Idx {
 			out[i] = res[g][k]
 		}
 	}
@@ -80,7 +57,7 @@ func runGroups[K comparable](ctx context.Context, b *redisBackend, sc *redis.Scr
 
 // runEach runs one call of sc per group in one round trip and returns each
 // call's answers: the scripts join them with spaces (lib.lua's reply).
-func (b *redisBackend) runEach(ctx context.Context, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([][]string, error) {
+func (b *Driver) runEach(ctx context.Context, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([][]string, error) {
 	if len(calls) == 1 && (ackWithin <= 0 || b.acks == nil) { // Run loads the script itself when needed
 		r, err := sc.Run(ctx, b.c, calls[0].keys, calls[0].args...).Text()
 		if err != nil {
@@ -111,7 +88,7 @@ func (b *redisBackend) runEach(ctx context.Context, sc *redis.Script, calls []sc
 // on the same connection (acker.queue): one per batch, not per lease. If
 // the replicas fall short, the commands come back with an *AckError: the
 // writes happened on the primary but must not be trusted.
-func (b *redisBackend) evalBatch(ctx context.Context, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
+func (b *Driver) evalBatch(ctx context.Context, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
 	if ackWithin <= 0 || b.acks == nil {
 		return evalBatchOn(ctx, b.c, nil, sc, calls, 0)
 	}
@@ -154,10 +131,10 @@ func evalBatchOn(ctx context.Context, c RedisClient, acks *acker, sc *redis.Scri
 // rare). A call routed to a master that no longer serves its slot (a
 // failover, a resharding) makes the client reload the slot map, and the
 // batch is sent once more.
-func (b *redisBackend) evalBatchByShard(ctx context.Context, cc *redis.ClusterClient, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
+func (b *Driver) evalBatchByShard(ctx context.Context, cc *redis.ClusterClient, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
 	for attempt := 0; ; attempt++ {
 		cmds, err := b.evalBatchByShardOnce(ctx, cc, sc, calls, ackWithin)
-		var ackErr *AckError
+		var ackErr *driver.AckError
 		if err == nil || errors.As(err, &ackErr) {
 			return cmds, err
 		}
@@ -170,7 +147,7 @@ func (b *redisBackend) evalBatchByShard(ctx context.Context, cc *redis.ClusterCl
 	}
 }
 
-func (b *redisBackend) evalBatchByShardOnce(ctx context.Context, cc *redis.ClusterClient, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
+func (b *Driver) evalBatchByShardOnce(ctx context.Context, cc *redis.ClusterClient, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
 	byNode := map[*redis.Client][]int{}
 	for i, call := range calls {
 		node, err := cc.MasterForKey(ctx, call.keys[0])
@@ -205,7 +182,7 @@ func (b *redisBackend) evalBatchByShardOnce(ctx context.Context, cc *redis.Clust
 		}()
 	}
 	wg.Wait()
-	var ackErr *AckError
+	var ackErr *driver.AckError
 	for _, err := range errs {
 		if !errors.As(err, &ackErr) {
 			return nil, err // no answer from a shard: the batch has none
@@ -219,7 +196,7 @@ func (b *redisBackend) evalBatchByShardOnce(ctx context.Context, cc *redis.Clust
 
 // ackerFor is the acker of one Cluster master: each counts its own
 // replicas.
-func (b *redisBackend) ackerFor(addr string) *acker {
+func (b *Driver) ackerFor(addr string) *acker {
 	if a, ok := b.shardAcks.Load(addr); ok {
 		return a.(*acker)
 	}
@@ -272,7 +249,7 @@ func evalEach(ctx context.Context, c RedisClient, sc *redis.Script, calls []scri
 // evalEachAlone runs each call on its own, after a pipeline of them failed: on
 // a Cluster, the calls of the shards that answer still count. It fails
 // only when every call did.
-func (b *redisBackend) evalEachAlone(ctx context.Context, sc *redis.Script, calls []scriptCall) ([]*redis.Cmd, error) {
+func (b *Driver) evalEachAlone(ctx context.Context, sc *redis.Script, calls []scriptCall) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(calls))
 	var last error
 	ok := 0
@@ -312,4 +289,4 @@ func splitReply(r string) []string {
 
 // maxRepeat bounds the count of a repeated answer (splitReply): no call
 // answers more requests than a batch holds.
-const maxRepeat = BatchSize
+const maxRepeat = driver.BatchSize

@@ -1,4 +1,4 @@
-package lease
+package redisdriver
 
 import (
 	"context"
@@ -12,14 +12,14 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-func (b *redisBackend) Unlock(ctx context.Context, task, entity, by string, force bool) (Unlocked, bool, error) {
+func (b *Driver) Unlock(ctx context.Context, task, entity, by string, force bool) (driver.Unlocked, bool, error) {
 	mode := unlockRevoke
 	if force {
 		mode = unlockForce
 	}
 	res, err := scriptUnlock.Run(ctx, b.c, []string{b.k.entities(task)}, driver.Escape(entity), driver.Escape(by), mode).StringSlice()
 	if err != nil || len(res) < 5 {
-		return Unlocked{}, false, err
+		return driver.Unlocked{}, false, err
 	}
 	f, _ := strconv.ParseInt(res[2], 10, 64)
 	exp, _ := strconv.ParseInt(res[3], 10, 64)
@@ -28,8 +28,8 @@ func (b *redisBackend) Unlock(ctx context.Context, task, entity, by string, forc
 	if err != nil {
 		ms = exp // the unlock is done; only how long it lasts is unknown
 	}
-	return Unlocked{
-		Held: Held{Task: task, Entity: entity, Holder: holder, Since: fromMS(res[1]), Fence: f,
+	return driver.Unlocked{
+		Held: driver.Held{Task: task, Entity: entity, Holder: holder, Since: fromMS(res[1]), Fence: f,
 			TTL: time.Duration(max(0, exp-ms)) * time.Millisecond, Revoked: res[4] == unlockedAlready},
 		Freed:   res[4] == unlockedFreed,
 		Already: res[4] == unlockedAlready,
@@ -37,13 +37,13 @@ func (b *redisBackend) Unlock(ctx context.Context, task, entity, by string, forc
 }
 
 // serverMS reads Redis's clock, against which leases expire.
-func (b *redisBackend) serverMS(ctx context.Context) (int64, error) {
+func (b *Driver) serverMS(ctx context.Context) (int64, error) {
 	t, err := b.c.Time(ctx).Result()
 	return t.UnixMilli(), err
 }
 
 // tasks walks the tasks that have a hash: task, or every one for "".
-func (b *redisBackend) tasks(ctx context.Context, task string, fn func(task string) error) error {
+func (b *Driver) tasks(ctx context.Context, task string, fn func(task string) error) error {
 	if task != "" {
 		return fn(task)
 	}
@@ -57,7 +57,7 @@ func (b *redisBackend) tasks(ctx context.Context, task string, fn func(task stri
 
 // scan walks the keys that match pattern, a SCAN page at a time: on every
 // master of a Cluster, one after the other.
-func (b *redisBackend) scan(ctx context.Context, pattern string, fn func(key string) error) error {
+func (b *Driver) scan(ctx context.Context, pattern string, fn func(key string) error) error {
 	one := func(ctx context.Context, c redis.Cmdable) error {
 		var cursor uint64
 		for {
@@ -89,7 +89,7 @@ func (b *redisBackend) scan(ctx context.Context, pattern string, fn func(key str
 
 // entities walks the entities of task ("" for every task) a page at a time
 // (HSCAN), with Redis's clock read once per page.
-func (b *redisBackend) entities(ctx context.Context, task string, fn func(task, entity string, e entityValue, now int64) error) error {
+func (b *Driver) entities(ctx context.Context, task string, fn func(task, entity string, e entityValue, now int64) error) error {
 	return b.tasks(ctx, task, func(task string) error {
 		var cursor uint64
 		for {
@@ -118,7 +118,7 @@ func (b *redisBackend) entities(ctx context.Context, task string, fn func(task, 
 		}
 	})
 }
-func (b *redisBackend) Leases(ctx context.Context, task string, fn func(Held) error) error {
+func (b *Driver) Leases(ctx context.Context, task string, fn func(driver.Held) error) error {
 	return b.entities(ctx, task, func(task, entity string, e entityValue, now int64) error {
 		if h, ok := e.held(task, entity, now); ok {
 			return fn(h)
@@ -126,7 +126,7 @@ func (b *redisBackend) Leases(ctx context.Context, task string, fn func(Held) er
 		return nil
 	})
 }
-func (b *redisBackend) LastRuns(ctx context.Context, task string, fn func(LastRun) error) error {
+func (b *Driver) LastRuns(ctx context.Context, task string, fn func(driver.LastRun) error) error {
 	return b.entities(ctx, task, func(task, entity string, e entityValue, _ int64) error {
 		if r, ok := e.lastRun(task, entity); ok {
 			return fn(r)
@@ -135,15 +135,15 @@ func (b *redisBackend) LastRuns(ctx context.Context, task string, fn func(LastRu
 	})
 }
 
-// claimSweep takes the sweep key for one interval: the replicas sharing a
+// ClaimSweep takes the sweep key for one interval: the replicas sharing a
 // Redis sweep once per interval between them, not once each.
-func (b *redisBackend) ClaimSweep(ctx context.Context, every time.Duration) (bool, error) {
+func (b *Driver) ClaimSweep(ctx context.Context, every time.Duration) (bool, error) {
 	return b.c.SetNX(ctx, b.k.sweep(), b.cfg.Replica, every).Result()
 }
 
-// sweep deletes, a page at a time, the entities neither held nor touched
+// Sweep deletes, a page at a time, the entities neither held nor touched
 // within StateTTL (Redis 7.0 has no expiry for hash fields).
-func (b *redisBackend) Sweep(ctx context.Context) error {
+func (b *Driver) Sweep(ctx context.Context) error {
 	return b.tasks(ctx, "", func(task string) error {
 		cursor := "0"
 		for {
@@ -173,16 +173,16 @@ func str(v any) string {
 	}
 	return fmt.Sprint(v)
 }
-func (b *redisBackend) One(ctx context.Context, task, entity string) (EntityState, error) {
+func (b *Driver) One(ctx context.Context, task, entity string) (driver.EntityState, error) {
 	m := driver.Member(task, entity)
 	pipe := b.c.Pipeline()
 	eg, tm := pipe.HGet(ctx, b.k.entities(task), driver.Escape(entity)), pipe.Time(ctx)
 	bk := bucketOf(task)
 	ds, di := pipe.ZScore(ctx, b.k.due(bk), m), pipe.HGet(ctx, b.k.dueInfo(bk), m)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return EntityState{}, err
+		return driver.EntityState{}, err
 	}
-	var st EntityState
+	var st driver.EntityState
 	if e, err := decodeEntity(eg.Val()); err == nil {
 		if h, ok := e.held(task, entity, tm.Val().UnixMilli()); ok {
 			st.Held = &h

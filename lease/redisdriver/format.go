@@ -1,4 +1,4 @@
-package lease
+package redisdriver
 
 import (
 	"errors"
@@ -15,15 +15,15 @@ import (
 //
 //	last_tick|fence|token|exp|fu|touched|reason|tick|holder#last
 type entityValue struct {
-	LastTick int64  // the latest tick that started a run
-	Fence    int64  // the latest fence granted
-	Token    string // the holder's, with revokedMark first once an operator revoked it; "" when free
-	Exp      int64  // when the lease expires: held means Token != "" and Exp > now
-	FollowUp bool   // a follow-up was asked for while held ("1"; "0")
-	Touched  int64  // the last grant or release: the sweep's clock, the grant's since
-	Reason   Reason // the current grant's
-	Tick     int64  // the current grant's run tick: its own, or its due entry's
-	Holder   string // the current grant's replica (stored escaped)
+	LastTick int64         // the latest tick that started a run
+	Fence    int64         // the latest fence granted
+	Token    string        // the holder's, with revokedMark first once an operator revoked it; "" when free
+	Exp      int64         // when the lease expires: held means Token != "" and Exp > now
+	FollowUp bool          // a follow-up was asked for while held ("1"; "0")
+	Touched  int64         // the last grant or release: the sweep's clock, the grant's since
+	Reason   driver.Reason // the current grant's
+	Tick     int64         // the current grant's run tick: its own, or its due entry's
+	Holder   string        // the current grant's replica (stored escaped)
 	Last     *runRecord
 }
 
@@ -55,7 +55,7 @@ func decodeEntity(v string) (entityValue, error) {
 			return entityValue{}, fmt.Errorf("%w: entity %q", driver.ErrFormat, v)
 		}
 	}
-	e.Token, e.FollowUp, e.Reason = f[2], f[4] == "1", Reason(f[6])
+	e.Token, e.FollowUp, e.Reason = f[2], f[4] == "1", driver.Reason(f[6])
 	if e.Holder, err = driver.Unescape(f[8]); err != nil {
 		return entityValue{}, fmt.Errorf("%w: entity %q", driver.ErrFormat, v)
 	}
@@ -70,23 +70,23 @@ func decodeEntity(v string) (entityValue, error) {
 }
 
 // held returns the lease an entity's value holds at Redis time now, if any.
-func (e entityValue) held(task, entity string, now int64) (Held, bool) {
+func (e entityValue) held(task, entity string, now int64) (driver.Held, bool) {
 	if e.Token == "" || e.Exp <= now {
-		return Held{}, false
+		return driver.Held{}, false
 	}
-	return Held{Task: task, Entity: entity, Holder: e.Holder, Since: driver.MSTime(e.Touched), Fence: e.Fence,
+	return driver.Held{Task: task, Entity: entity, Holder: e.Holder, Since: driver.MSTime(e.Touched), Fence: e.Fence,
 		Reason: e.Reason, TTL: time.Duration(e.Exp-now) * time.Millisecond, Revoked: strings.HasPrefix(e.Token, revokedMark)}, true
 }
 
 // lastRun returns an entity's last finished run, if any.
-func (e entityValue) lastRun(task, entity string) (LastRun, bool) {
+func (e entityValue) lastRun(task, entity string) (driver.LastRun, bool) {
 	if e.Last == nil {
-		return LastRun{}, false
+		return driver.LastRun{}, false
 	}
 	r := e.Last
-	lr := LastRun{Task: task, Entity: entity, Outcome: r.Outcome, Started: driver.MSTime(r.Start), Ended: driver.MSTime(r.End),
+	lr := driver.LastRun{Task: task, Entity: entity, Outcome: r.Outcome, Started: driver.MSTime(r.Start), Ended: driver.MSTime(r.End),
 		Fence: r.Fence, Reason: r.Reason, Replica: r.Replica, LastTick: driver.MSTime(e.LastTick), Error: r.Error}
-	if by, ok := strings.CutPrefix(lr.Error, unlockedBy); ok && lr.Outcome == OutcomeUnlocked {
+	if by, ok := strings.CutPrefix(lr.Error, unlockedBy); ok && lr.Outcome == driver.OutcomeUnlocked {
 		lr.By, lr.Error = by, ""
 	}
 	return lr, true
@@ -100,10 +100,10 @@ func (e entityValue) lastRun(task, entity string) (LastRun, bool) {
 // The holder writes it at release (its token proves the fence and reason
 // are its lease's); unlock.lua writes one for a lease it removes.
 type runRecord struct {
-	Outcome    Outcome
+	Outcome    driver.Outcome
 	Start, End int64
 	Fence      int64
-	Reason     Reason
+	Reason     driver.Reason
 	Replica    string // stored escaped
 	// Error is a failed run's error (at most MaxRunError bytes), stored
 	// escaped after a seventh '|', which a run without one leaves out.
@@ -134,7 +134,7 @@ func decodeRun(v string) (runRecord, error) {
 	if len(f) != 6 && len(f) != 7 {
 		return runRecord{}, fmt.Errorf("%w: run %q", driver.ErrFormat, v)
 	}
-	r := runRecord{Outcome: Outcome(f[0]), Reason: Reason(f[4])}
+	r := runRecord{Outcome: driver.Outcome(f[0]), Reason: driver.Reason(f[4])}
 	var err [5]error
 	if len(f) == 7 {
 		r.Error, err[4] = driver.Unescape(f[6])
@@ -158,7 +158,7 @@ func decodeRun(v string) (runRecord, error) {
 // comma-joined; claim is "" until TakeDue takes the entry, then the taker's
 // claim.
 type dueInfo struct {
-	Reason  Reason
+	Reason  driver.Reason
 	Attempt int64
 	Tick    int64
 	Reqs    []string
@@ -175,7 +175,7 @@ func decodeDueInfo(v string) (dueInfo, error) {
 	if len(f) != 5 {
 		return dueInfo{}, fmt.Errorf("%w: due info %q", driver.ErrFormat, v)
 	}
-	d := dueInfo{Reason: Reason(f[0]), Reqs: splitReqs(f[3]), Claim: f[4]}
+	d := dueInfo{Reason: driver.Reason(f[0]), Reqs: splitReqs(f[3]), Claim: f[4]}
 	var e1, e2 error
 	d.Attempt, e1 = driver.Number(f[1])
 	d.Tick, e2 = driver.Number(f[2])
@@ -209,7 +209,7 @@ func (f dueFrom) encode() string {
 // "reason|delay_ms|attempt|carry", or "" for none. carry ("1") hands the
 // run's request ids on to the next run: the run did not do its work.
 type nextRun struct {
-	Reason  Reason
+	Reason  driver.Reason
 	DelayMS int64
 	Attempt int64
 	Carry   bool
@@ -371,17 +371,17 @@ func luaConstants() string {
 		name string
 		v    any
 	}{
-		{"EARLY_MS", EarlyTolerance.Milliseconds()},
+		{"EARLY_MS", driver.EarlyTolerance.Milliseconds()},
 		{"MAX_REQS", int64(driver.MaxRequests)},
 		{"REQUEST_TTL_MS", driver.RequestTTL.Milliseconds()},
 		{"CLAIMS_TTL_MS", claimsTTL.Milliseconds()},
 		{"TICK_SCAN", int64(driver.TickScan)},
 		{"TICK_AGE_DROP", int64(driver.TickAgeDrop)},
-		{"ANSWER_SKIPPED", AnswerSkipped},
-		{"ANSWER_DROPPED", AnswerDropped},
-		{"REASON_RETRY", ReasonRetry},
-		{"REASON_QUEUED", ReasonQueued},
-		{"OUTCOME_UNLOCKED", OutcomeUnlocked},
+		{"ANSWER_SKIPPED", driver.AnswerSkipped},
+		{"ANSWER_DROPPED", driver.AnswerDropped},
+		{"REASON_RETRY", driver.ReasonRetry},
+		{"REASON_QUEUED", driver.ReasonQueued},
+		{"OUTCOME_UNLOCKED", driver.OutcomeUnlocked},
 		{"GRANT_BUSY", driver.GrantBusy},
 		{"GRANT_RAN", driver.GrantRan},
 		{"GRANT_QUARANTINE", driver.GrantQuarantine},

@@ -1,4 +1,4 @@
-package lease
+package redisdriver
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-func (b *redisBackend) SetPaused(ctx context.Context, task, info string) error {
+func (b *Driver) SetPaused(ctx context.Context, task, info string) error {
 	// Two slots on a Cluster: no transaction. The info is written first,
 	// so a task in the set has its info.
 	pipe := b.c.Pipeline()
@@ -24,9 +24,9 @@ func (b *redisBackend) SetPaused(ctx context.Context, task, info string) error {
 	return err
 }
 
-// paused reads the paused set and the pauses' infos: a task in the set
+// Paused reads the paused set and the pauses' infos: a task in the set
 // without one (paused by an older tickd) gets "".
-func (b *redisBackend) Paused(ctx context.Context) (map[string]string, error) {
+func (b *Driver) Paused(ctx context.Context) (map[string]string, error) {
 	pipe := b.c.Pipeline()
 	set := pipe.SMembers(ctx, b.k.paused())
 	infos := pipe.HGetAll(ctx, b.k.pauses())
@@ -40,22 +40,22 @@ func (b *redisBackend) Paused(ctx context.Context) (map[string]string, error) {
 	return m, nil
 }
 
-func (b *redisBackend) RegisterTasks(ctx context.Context, vals map[string]string) error {
+func (b *Driver) RegisterTasks(ctx context.Context, vals map[string]string) error {
 	return b.c.HSet(ctx, b.k.registry(), vals).Err()
 }
 
-func (b *redisBackend) Registry(ctx context.Context) (map[string]string, error) {
+func (b *Driver) Registry(ctx context.Context) (map[string]string, error) {
 	return b.c.HGetAll(ctx, b.k.registry()).Result()
 }
 
-func (b *redisBackend) ForgetTask(ctx context.Context, task string) (bool, error) {
+func (b *Driver) ForgetTask(ctx context.Context, task string) (bool, error) {
 	n, err := b.c.HDel(ctx, b.k.registry(), task).Result()
 	return n > 0, err
 }
 
-func (b *redisBackend) Ping(ctx context.Context) error { return b.c.Ping(ctx).Err() }
+func (b *Driver) Ping(ctx context.Context) error { return b.c.Ping(ctx).Err() }
 
-func (b *redisBackend) Announce(ctx context.Context, a driver.Announcement, ttl time.Duration) error {
+func (b *Driver) Announce(ctx context.Context, a driver.Announcement, ttl time.Duration) error {
 	if err := b.ready(ctx); err != nil { // a replica that refuses the layout is not running
 		return err
 	}
@@ -80,12 +80,12 @@ func (b *redisBackend) Announce(ctx context.Context, a driver.Announcement, ttl 
 		// processes find each other every announcement or two).
 		now, _ := driver.Number(f[3])
 		b.c.HSet(ctx, b.k.duplicates(), driver.Escape(b.cfg.Replica), f[1]+"|"+strconv.FormatInt(now+3*ttl.Milliseconds(), 10)) //nolint:errcheck // the warning is logged either way
-		return &DuplicateReplicaError{Replica: b.cfg.Replica, Host: host, Since: driver.MSTime(n)}
+		return &driver.DuplicateReplicaError{Replica: b.cfg.Replica, Host: host, Since: driver.MSTime(n)}
 	}
 	return nil
 }
 
-func (b *redisBackend) Replicas(ctx context.Context) ([]Replica, error) {
+func (b *Driver) Replicas(ctx context.Context) ([]driver.Replica, error) {
 	pipe := b.c.Pipeline()
 	allCmd, dupCmd := pipe.HGetAll(ctx, b.k.replicas()), pipe.HGetAll(ctx, b.k.duplicates())
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -96,14 +96,14 @@ func (b *redisBackend) Replicas(ctx context.Context) ([]Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	var rs []Replica
+	var rs []driver.Replica
 	for id, v := range all {
 		a, err := decodeAnnounce(v)
 		if err != nil || a.Until < now {
 			continue
 		}
 		name, _ := driver.Unescape(id)
-		r := Replica{ID: name, Host: a.Host, Version: a.Version, Tasks: a.Tasks, Since: driver.MSTime(a.Since), Seen: driver.MSTime(a.Seen)}
+		r := driver.Replica{ID: name, Host: a.Host, Version: a.Version, Tasks: a.Tasks, Since: driver.MSTime(a.Since), Seen: driver.MSTime(a.Seen)}
 		if host, until, ok := strings.Cut(dups[id], "|"); ok {
 			if n, err := driver.Number(until); err == nil && n >= now {
 				r.DuplicateOn, _ = driver.Unescape(host)
@@ -114,7 +114,7 @@ func (b *redisBackend) Replicas(ctx context.Context) ([]Replica, error) {
 	return rs, nil
 }
 
-func (b *redisBackend) Known(ctx context.Context, task string) (bool, error) {
+func (b *Driver) Known(ctx context.Context, task string) (bool, error) {
 	n, err := scriptKnown.Run(ctx, b.c, []string{b.k.replicas()}, driver.Escape(task)).Int()
 	return n == 1, err
 }

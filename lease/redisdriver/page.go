@@ -1,4 +1,4 @@
-package lease
+package redisdriver
 
 import (
 	"context"
@@ -7,17 +7,17 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-// entityPage's cursor is "C.K": HSCAN from cursor C, leaving out the first
+// EntityPage reads one page of task's entities. Its cursor is "C.K": HSCAN from cursor C, leaving out the first
 // K rows it keeps (a small hash comes whole from one HSCAN call, a page may
 // end inside a call's answer, and the same cursor gives the same answer
 // while the hash keeps its size).
-func (b *redisBackend) EntityPage(ctx context.Context, task string, q PageQuery) (Page, error) {
-	var p Page
+func (b *Driver) EntityPage(ctx context.Context, task string, q driver.PageQuery) (driver.Page, error) {
+	var p driver.Page
 	var cursor uint64
 	skip := 0
 	if q.Cursor != "" {
 		if _, err := fmt.Sscanf(q.Cursor, "%d.%d", &cursor, &skip); err != nil || skip < 0 {
-			return p, fmt.Errorf("%w %q", ErrBadCursor, q.Cursor)
+			return p, fmt.Errorf("%w %q", driver.ErrBadCursor, q.Cursor)
 		}
 	}
 	now, err := b.serverMS(ctx)
@@ -68,4 +68,16 @@ func (b *redisBackend) EntityPage(ctx context.Context, task string, q PageQuery)
 			return p, nil
 		}
 	}
+}
+
+// rowOf is the row of entity, whose value is e, at now (Unix ms).
+func rowOf(task, entity string, e entityValue, now int64) driver.EntityRow {
+	r := driver.EntityRow{Entity: entity}
+	if h, ok := e.held(task, entity, now); ok {
+		r.Held = &h
+	}
+	if l, ok := e.lastRun(task, entity); ok {
+		r.Last = &l
+	}
+	return r
 }

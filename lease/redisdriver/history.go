@@ -1,4 +1,4 @@
-package lease
+package redisdriver
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-func (b *redisBackend) RecordTicks(ctx context.Context, ws []TickWrite) error {
+func (b *Driver) RecordTicks(ctx context.Context, ws []driver.TickWrite) error {
 	calls := make([]scriptCall, len(ws))
 	for i, w := range ws {
 		k := w.Keep
@@ -33,13 +33,13 @@ func (b *redisBackend) RecordTicks(ctx context.Context, ws []TickWrite) error {
 	return nil
 }
 
-func (b *redisBackend) Ticks(ctx context.Context, task string, limit int) ([]string, error) {
+func (b *Driver) Ticks(ctx context.Context, task string, limit int) ([]string, error) {
 	return b.c.LRange(ctx, b.k.ticks(task), 0, int64(limit)-1).Result()
 }
 
-// push sends one LPUSH and one LTRIM per list, in one pipeline (on a
+// Push sends one LPUSH and one LTRIM per list, in one pipeline (on a
 // Cluster, go-redis splits it by shard).
-func (b *redisBackend) Push(ctx context.Context, list string, ps []*driver.ListPush) error {
+func (b *Driver) Push(ctx context.Context, list string, ps []*driver.ListPush) error {
 	pipe := b.c.Pipeline()
 	for _, p := range ps {
 		key := b.k.list(p.Task, list)
@@ -54,13 +54,13 @@ func (b *redisBackend) Push(ctx context.Context, list string, ps []*driver.ListP
 	return err
 }
 
-func (b *redisBackend) List(ctx context.Context, list, task string, limit int) ([]string, error) {
+func (b *Driver) List(ctx context.Context, list, task string, limit int) ([]string, error) {
 	return b.c.LRange(ctx, b.k.list(task, list), 0, int64(limit)-1).Result()
 }
 
-// histories sends every read's two LRANGEs in one pipeline (on a Cluster,
+// Histories sends every read's two LRANGEs in one pipeline (on a Cluster,
 // go-redis splits it by shard).
-func (b *redisBackend) Histories(ctx context.Context, reads []HistoryRead) (ticks, actions [][]string, err error) {
+func (b *Driver) Histories(ctx context.Context, reads []driver.HistoryRead) (ticks, actions [][]string, err error) {
 	pipe := b.c.Pipeline()
 	tc := make([]*redis.StringSliceCmd, len(reads))
 	ac := make([]*redis.StringSliceCmd, len(reads))

@@ -1,4 +1,4 @@
-package lease
+package redisdriver
 
 import (
 	"context"
@@ -34,15 +34,25 @@ func (e *LayoutError) Error() string {
 // Is makes errors.Is(err, ErrLayout) true.
 func (e *LayoutError) Is(target error) bool { return target == ErrLayout }
 
-// layoutRecheck is how often a store looks again for keys of an older
-// layout (an older tickd started beside this one).
-var layoutRecheck = 5 * time.Second
+// layoutRecheck is how often a driver looks again for keys of an older
+// layout (an older tickd started beside this one), unless told otherwise
+// (SetLayoutRecheck).
+const layoutRecheck = 5 * time.Second
 
 // layoutGate runs the layout check before the first grant, enqueue or take
-// of a store, and again every layoutRecheck.
+// of a store, and again every recheck.
 type layoutGate struct {
 	mu      sync.Mutex
-	checked time.Time // last check that passed
+	checked time.Time     // last check that passed
+	recheck time.Duration // 0: layoutRecheck
+}
+
+// SetLayoutRecheck sets how often the driver looks again for keys of an
+// older layout: every 5s unless set (tests shorten it).
+func (b *Driver) SetLayoutRecheck(d time.Duration) {
+	b.gate.mu.Lock()
+	defer b.gate.mu.Unlock()
+	b.gate.recheck = d
 }
 
 // ready returns nil once the layout is this one: the first time, it also
@@ -50,15 +60,19 @@ type layoutGate struct {
 // is quarantined, as an acquire would find it), so that a task new to this
 // Redis finds its bucket's epoch and is not taken for one whose state was
 // lost.
-func (b *redisBackend) ready(ctx context.Context) error {
+func (b *Driver) ready(ctx context.Context) error {
 	g := &b.gate
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.checked.IsZero() && time.Since(g.checked) < layoutRecheck {
+	recheck := g.recheck
+	if recheck <= 0 {
+		recheck = layoutRecheck
+	}
+	if !g.checked.IsZero() && time.Since(g.checked) < recheck {
 		return nil
 	}
 	first := g.checked.IsZero()
-	if err := b.checkLayout(ctx); err != nil {
+	if err := b.CheckLayout(ctx); err != nil {
 		var le *LayoutError
 		if !first && !errors.As(err, &le) {
 			// The layout keys' shard does not answer: what the last check
@@ -79,17 +93,8 @@ func (b *redisBackend) ready(ctx context.Context) error {
 
 // CheckLayout returns a *LayoutError when the prefix holds keys of an
 // older key layout or names a newer one: what the store reads there would
-// not be what the replicas running beside it write. Nil for the in-process
-// store.
-func (s *Store) CheckLayout(ctx context.Context) error {
-	if b, ok := s.b.(*redisBackend); ok {
-		return b.checkLayout(ctx)
-	}
-	return nil
-}
-
-// checkLayout looks for keys of an older layout and for a newer one.
-func (b *redisBackend) checkLayout(ctx context.Context) error {
+// not be what the replicas running beside it write.
+func (b *Driver) CheckLayout(ctx context.Context) error {
 	pipe := b.c.Pipeline()
 	olds := b.k.oldLayout()
 	exists := make([]*redis.IntCmd, len(olds))
@@ -116,7 +121,7 @@ func (b *redisBackend) checkLayout(ctx context.Context) error {
 }
 
 // prepare records the layout and makes sure every bucket has an epoch.
-func (b *redisBackend) prepare(ctx context.Context) error {
+func (b *Driver) prepare(ctx context.Context) error {
 	if err := b.c.SetNX(ctx, b.k.layout(), LayoutVersion, 0).Err(); err != nil {
 		return err
 	}
@@ -126,7 +131,7 @@ func (b *redisBackend) prepare(ctx context.Context) error {
 
 // epochCalls run the epoch script on every bucket: one without an epoch
 // gets one, quarantined for maxTTL from now.
-func (b *redisBackend) epochCalls(maxTTL time.Duration) []scriptCall {
+func (b *Driver) epochCalls(maxTTL time.Duration) []scriptCall {
 	calls := make([]scriptCall, buckets)
 	for bk := range calls {
 		calls[bk] = scriptCall{keys: []string{b.k.epoch(bk)}, args: []any{ms(maxTTL)}}
@@ -134,7 +139,7 @@ func (b *redisBackend) epochCalls(maxTTL time.Duration) []scriptCall {
 	return calls
 }
 
-// checkEpochs looks for a data loss once the store is prepared (before
+// CheckEpochs looks for a data loss once the store is prepared (before
 // that, the first grant's prepare gives every bucket its epoch). It reads
 // one bucket's epoch per server, bucket 0's on a single Redis and the first
 // bucket of each master on a Cluster, since a server that lost its data
@@ -143,7 +148,7 @@ func (b *redisBackend) epochCalls(maxTTL time.Duration) []scriptCall {
 // bucket, quarantining those that lost theirs from now (on a Cluster, a
 // shard that does not answer fails only its own buckets). It answers the
 // longest quarantine left.
-func (b *redisBackend) CheckEpochs(ctx context.Context, maxTTL time.Duration) (time.Duration, error) {
+func (b *Driver) CheckEpochs(ctx context.Context, maxTTL time.Duration) (time.Duration, error) {
 	b.gate.mu.Lock()
 	prepared := !b.gate.checked.IsZero()
 	b.gate.mu.Unlock()
@@ -177,7 +182,7 @@ func (b *redisBackend) CheckEpochs(ctx context.Context, maxTTL time.Duration) (t
 }
 
 // lossProbes are the buckets checkEpochs reads: one per server.
-func (b *redisBackend) lossProbes(ctx context.Context) []int {
+func (b *Driver) lossProbes(ctx context.Context) []int {
 	cc, ok := b.c.(*redis.ClusterClient)
 	if !ok {
 		return []int{0}
@@ -201,7 +206,7 @@ func (b *redisBackend) lossProbes(ctx context.Context) []int {
 // quarantineLost runs the epoch script on every bucket: those whose epoch
 // is gone are quarantined for maxTTL from now. It answers the longest
 // quarantine left.
-func (b *redisBackend) quarantineLost(ctx context.Context, maxTTL time.Duration) (time.Duration, error) {
+func (b *Driver) quarantineLost(ctx context.Context, maxTTL time.Duration) (time.Duration, error) {
 	var left time.Duration
 	var failed error
 	for _, cmd := range evalEach(ctx, b.c, scriptEpoch, b.epochCalls(maxTTL)) {
@@ -215,12 +220,6 @@ func (b *redisBackend) quarantineLost(ctx context.Context, maxTTL time.Duration)
 	return left, failed
 }
 
-// Migrated is what Store.Migrate moved to this layout.
-type Migrated struct {
-	Tasks int // task hashes moved into their buckets
-	Due   int // pending requests moved
-}
-
 // ErrReplicasRunning is returned when Migrate finds replicas announcing their tasks.
 var ErrReplicasRunning = errors.New("lease: tickd replicas are running on this prefix")
 
@@ -232,12 +231,8 @@ var ErrReplicasRunning = errors.New("lease: tickd replicas are running on this p
 // refuse to run beside the old keys, and Migrate refuses while any replica
 // announces its tasks. A Migrate cut short is run again; the old epoch,
 // deleted last, is what keeps this version's replicas waiting until then.
-func (s *Store) Migrate(ctx context.Context) (Migrated, error) {
-	b, ok := s.b.(*redisBackend)
-	if !ok {
-		return Migrated{}, errors.New("lease: migrate: the in-process store has no keys")
-	}
-	var m Migrated
+func (b *Driver) Migrate(ctx context.Context) (driver.Migrated, error) {
+	var m driver.Migrated
 	live, err := b.liveReplicas(ctx)
 	if err != nil {
 		return m, err
@@ -277,7 +272,7 @@ func (s *Store) Migrate(ctx context.Context) (Migrated, error) {
 }
 
 // liveReplicas lists the replicas whose announcement is current.
-func (b *redisBackend) liveReplicas(ctx context.Context) ([]string, error) {
+func (b *Driver) liveReplicas(ctx context.Context) ([]string, error) {
 	rs, err := b.Replicas(ctx)
 	live := make([]string, len(rs))
 	for i, r := range rs {
@@ -288,7 +283,7 @@ func (b *redisBackend) liveReplicas(ctx context.Context) ([]string, error) {
 
 // migrateTasks renames each layout-1 task hash, prefix:{task}:entities,
 // into its bucket.
-func (b *redisBackend) migrateTasks(ctx context.Context) (int, error) {
+func (b *Driver) migrateTasks(ctx context.Context) (int, error) {
 	n := 0
 	err := b.scan(ctx, b.k.prefix+":{*}:entities", func(k string) error {
 		esc, ok := strings.CutSuffix(strings.TrimPrefix(k, b.k.prefix+":{"), "}:entities")
@@ -307,7 +302,7 @@ func (b *redisBackend) migrateTasks(ctx context.Context) (int, error) {
 
 // migrateDue moves the layout-1 due entries into their buckets, untaken
 // (a claim from before is moot: every taker is stopped).
-func (b *redisBackend) migrateDue(ctx context.Context, due, info string) (int, error) {
+func (b *Driver) migrateDue(ctx context.Context, due, info string) (int, error) {
 	zs, err := b.c.ZRangeWithScores(ctx, due, 0, -1).Result()
 	if err != nil {
 		return 0, err
@@ -332,7 +327,7 @@ func (b *redisBackend) migrateDue(ctx context.Context, due, info string) (int, e
 		}
 		bk := bucketOf(task)
 		pipe.ZAdd(ctx, b.k.due(bk), redis.Z{Score: z.Score, Member: m})
-		pipe.HSet(ctx, b.k.dueInfo(bk), m, dueInfo{Reason: Reason(f[0]), Attempt: attempt, Tick: tick}.encode()) // untaken: no claim
+		pipe.HSet(ctx, b.k.dueInfo(bk), m, dueInfo{Reason: driver.Reason(f[0]), Attempt: attempt, Tick: tick}.encode()) // untaken: no claim
 		n++
 	}
 	if n == 0 {
@@ -340,4 +335,16 @@ func (b *redisBackend) migrateDue(ctx context.Context, due, info string) (int, e
 	}
 	_, err = pipe.Exec(ctx)
 	return n, err
+}
+
+// InitEpoch gives every bucket an epoch that is not quarantined: this
+// Redis holds no lease any process could still trust (lease's
+// Store.InitEpoch).
+func (b *Driver) InitEpoch(ctx context.Context) error {
+	pipe := b.c.Pipeline()
+	for bk := range buckets {
+		pipe.SetNX(ctx, b.k.epoch(bk), epochValue{}.encode(), 0)
+	}
+	_, err := pipe.Exec(ctx)
+	return err
 }

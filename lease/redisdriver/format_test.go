@@ -1,4 +1,4 @@
-package lease
+package redisdriver
 
 import (
 	"encoding/json"
@@ -102,7 +102,7 @@ const hostile = "a|b#c d%\x00{}:*\n\"'\\é"
 
 var (
 	maxMS  = int64(math.MaxInt64)
-	fullRR = runRecord{Outcome: OutcomeLeaseLost, Start: maxMS, End: maxMS, Fence: maxMS, Reason: ReasonReschedule, Replica: hostile}
+	fullRR = runRecord{Outcome: driver.OutcomeLeaseLost, Start: maxMS, End: maxMS, Fence: maxMS, Reason: driver.ReasonReschedule, Replica: hostile}
 )
 
 // TestCodecsAgree puts the same values through format.go's codecs and
@@ -116,20 +116,20 @@ func TestCodecsAgree(t *testing.T) {
 	entities := []entityValue{
 		{},
 		{LastTick: 1_700_000_000_000, Fence: 1_700_000_000_000_123, Token: "0123abcd-1z", Exp: 1_700_000_060_000,
-			FollowUp: true, Touched: 1_700_000_000_001, Reason: ReasonTick, Tick: 1_700_000_000_000, Holder: "host-42",
-			Last: &runRecord{Outcome: OutcomeDone, Start: 1, End: 2, Fence: 3, Reason: ReasonTrigger, Replica: "r"}},
-		{LastTick: maxMS, Fence: maxMS, Token: "t", Exp: maxMS, Touched: maxMS, Reason: ReasonQueued, Tick: maxMS,
+			FollowUp: true, Touched: 1_700_000_000_001, Reason: driver.ReasonTick, Tick: 1_700_000_000_000, Holder: "host-42",
+			Last: &runRecord{Outcome: driver.OutcomeDone, Start: 1, End: 2, Fence: 3, Reason: driver.ReasonTrigger, Replica: "r"}},
+		{LastTick: maxMS, Fence: maxMS, Token: "t", Exp: maxMS, Touched: maxMS, Reason: driver.ReasonQueued, Tick: maxMS,
 			Holder: hostile, Last: &fullRR},
 		{Last: &runRecord{}},
 	}
 	for _, e := range entities {
 		checkCodec(t, lua, "entity", e, e.encode(), entityFields(e), decodeEntity)
 	}
-	for _, r := range []runRecord{{}, fullRR, {Outcome: OutcomeUnlocked, Start: 5, End: 6, Fence: 7, Reason: ReasonTick, Replica: "cli:ops@host"},
-		{Outcome: OutcomeFailed, Start: 5, End: 6, Fence: 7, Reason: ReasonTick, Replica: "r", Error: hostile}} {
+	for _, r := range []runRecord{{}, fullRR, {Outcome: driver.OutcomeUnlocked, Start: 5, End: 6, Fence: 7, Reason: driver.ReasonTick, Replica: "cli:ops@host"},
+		{Outcome: driver.OutcomeFailed, Start: 5, End: 6, Fence: 7, Reason: driver.ReasonTick, Replica: "r", Error: hostile}} {
 		checkCodec(t, lua, "run", r, r.encode(), runFields(r), decodeRun)
 	}
-	for _, d := range []dueInfo{{}, {Reason: ReasonRetry, Attempt: 3, Tick: maxMS, Claim: "nonce-12:7"}, {Reason: ReasonTrigger, Reqs: []string{"0a1b", "c-2"}, Claim: "a|b"}} {
+	for _, d := range []dueInfo{{}, {Reason: driver.ReasonRetry, Attempt: 3, Tick: maxMS, Claim: "nonce-12:7"}, {Reason: driver.ReasonTrigger, Reqs: []string{"0a1b", "c-2"}, Claim: "a|b"}} {
 		checkCodec(t, lua, "due", d, d.encode(), dueFields(d), decodeDueInfo)
 	}
 	for _, ep := range []epochValue{{}, {QuarantineUntil: maxMS, LostAt: 1_700_000_000_000}} {
@@ -181,8 +181,8 @@ func TestLuaConstantsArePlain(t *testing.T) {
 			t.Errorf("constant line %q", l)
 		}
 	}
-	if want := "local EARLY_MS = " + itoa(EarlyTolerance.Milliseconds()) + "\n"; !strings.Contains(luaConstants(), want) {
-		t.Errorf("EARLY_MS is not EarlyTolerance (%v)", EarlyTolerance)
+	if want := "local EARLY_MS = " + itoa(driver.EarlyTolerance.Milliseconds()) + "\n"; !strings.Contains(luaConstants(), want) {
+		t.Errorf("EARLY_MS is not driver.EarlyTolerance (%v)", driver.EarlyTolerance)
 	}
 }
 
@@ -231,12 +231,12 @@ func TestFastPathsAgree(t *testing.T) {
 	values := []entityValue{
 		{Last: &runRecord{}},
 		{LastTick: nowMS - 10_000, Fence: now - 5, Touched: nowMS - 1, Last: &fullRR},
-		{LastTick: nowMS - 10_000, Fence: now + 7, Token: "tok", Exp: nowMS + 1000, Touched: nowMS - 1, Reason: ReasonTick, Tick: nowMS - 10_000, Holder: "h|x", Last: &fullRR},
-		{LastTick: nowMS - 10_000, Fence: now - 5, Token: "tok", Exp: nowMS - 1, Touched: nowMS - 1, Reason: ReasonRetry, Holder: hostile, Last: &fullRR},
-		{LastTick: nowMS, Fence: 12, Token: "tok", Exp: nowMS + 1000, FollowUp: true, Touched: 1, Reason: ReasonQueued, Tick: 5, Holder: "h", Last: &fullRR},
+		{LastTick: nowMS - 10_000, Fence: now + 7, Token: "tok", Exp: nowMS + 1000, Touched: nowMS - 1, Reason: driver.ReasonTick, Tick: nowMS - 10_000, Holder: "h|x", Last: &fullRR},
+		{LastTick: nowMS - 10_000, Fence: now - 5, Token: "tok", Exp: nowMS - 1, Touched: nowMS - 1, Reason: driver.ReasonRetry, Holder: hostile, Last: &fullRR},
+		{LastTick: nowMS, Fence: 12, Token: "tok", Exp: nowMS + 1000, FollowUp: true, Touched: 1, Reason: driver.ReasonQueued, Tick: 5, Holder: "h", Last: &fullRR},
 		{LastTick: nowMS, Fence: 12, FollowUp: true, Touched: 1},
 		{LastTick: nowMS - 10_000, Fence: now, Touched: nowMS - 1, Last: &fullRR},
-		{LastTick: maxMS, Fence: maxMS, Token: "tok", Exp: maxMS, Touched: maxMS, Reason: ReasonQueued, Tick: maxMS, Holder: hostile, Last: &fullRR},
+		{LastTick: maxMS, Fence: maxMS, Token: "tok", Exp: maxMS, Touched: maxMS, Reason: driver.ReasonQueued, Tick: maxMS, Holder: hostile, Last: &fullRR},
 	}
 	var raw []string
 	for _, v := range values {
@@ -287,40 +287,6 @@ func TestFastPathsAgree(t *testing.T) {
 	}
 }
 
-// TestChunkTokens: the requests of a chunk get tokens that share a prefix,
-// which chunkPrefix recovers and acquire.lua extends by position; requests
-// outside a chunk, or rejected before sending (no req), are not in one, and
-// tokens that are not a chunk's have no prefix.
-func TestChunkTokens(t *testing.T) {
-	reqs := []Request{{Entity: "a"}, {Entity: "b", Chunk: "c1"}, {Entity: "c", Chunk: "c1"}, {Entity: "d", Chunk: "c1"}, {Entity: "e", Chunk: "c2"}, {Entity: "f", Chunk: "c3"}, {Entity: "g", Chunk: "c3"}}
-	args := make([]driver.AcquireArg, len(reqs))
-	for i := range reqs {
-		args[i] = driver.AcquireArg{Req: &reqs[i]}
-	}
-	args[6].Req = nil // rejected: c3 is then a single request
-	pos := chunkPositions(args)
-	if want := []int{0, 1, 2, 3, 0, 0, 0}; !slices.Equal(pos, want) {
-		t.Errorf("chunkPositions: %v, want %v", pos, want)
-	}
-	s := &Store{nonce: "n"}
-	got := s.tokens(len(args), pos)
-	if want := []string{"|n-1|", "|n-2.1|", "|n-2.2|", "|n-2.3|", "|n-5|", "|n-6|", "|n-7|"}; !slices.Equal(got, want) {
-		t.Errorf("tokens: %q, want %q", got, want)
-	}
-	if pos := chunkPositions(args[4:]); pos != nil {
-		t.Errorf("chunkPositions of no chunk: %v, want nil", pos)
-	}
-	tok := func(ts ...string) func(int) string { return func(k int) string { return ts[k] } }
-	if p, ok := chunkPrefix(tok(got[1], got[2], got[3]), 3); !ok || p != "|n-2." {
-		t.Errorf("chunkPrefix: %q, %v; want %q", p, ok, "|n-2.")
-	}
-	for _, ts := range [][]string{{"|n-1.1|", "|n-1.3|"}, {"|n-1|", "|n-1.2|"}, {"|n-1.1|", "|n-2.2|"}, {"|n-1.1|", "|n-1."}} {
-		if p, ok := chunkPrefix(tok(ts...), len(ts)); ok {
-			t.Errorf("chunkPrefix(%q) = %q: want none", ts, p)
-		}
-	}
-}
-
 // TestSplitReply: a script's answers split at spaces, "x*N" standing for N
 // answers x; a count that is not one stays as it is, for the decoder to
 // refuse.
@@ -341,16 +307,16 @@ func TestSplitReply(t *testing.T) {
 // holds, comes back whole from a tick part; a part from before it was kept
 // ("1" alone) still reads as failed.
 func TestTickPartKeepsTheSourceError(t *testing.T) {
-	hostile := "exit status 3: a b|c\n#%:é " + strings.Repeat("x", MaxSourceError)
-	p := TickPart{Replica: "r 1", Written: time.UnixMilli(1000), SourceFailed: true, SourceError: hostile,
-		Outcomes: map[Outcome]int{}, Skipped: map[string]int{}, FirstStart: -1, LastEnd: -1}
+	hostile := "exit status 3: a b|c\n#%:é " + strings.Repeat("x", driver.MaxSourceError)
+	p := driver.TickPart{Replica: "r 1", Written: time.UnixMilli(1000), SourceFailed: true, SourceError: hostile,
+		Outcomes: map[driver.Outcome]int{}, Skipped: map[string]int{}, FirstStart: -1, LastEnd: -1}
 	back, err := driver.DecodeTickPart(driver.EncodeTickPart(p))
 	if err != nil {
 		t.Fatal(err)
 	}
-	expect.Equal(t, "source error, cut to MaxSourceError", back.SourceError, hostile[:MaxSourceError])
+	expect.Equal(t, "source error, cut to driver.MaxSourceError", back.SourceError, hostile[:driver.MaxSourceError])
 	expect.True(t, "source failed", back.SourceFailed)
-	old := strings.TrimSuffix(driver.EncodeTickPart(p), ":"+driver.Escape(hostile[:MaxSourceError]))
+	old := strings.TrimSuffix(driver.EncodeTickPart(p), ":"+driver.Escape(hostile[:driver.MaxSourceError]))
 	back, err = driver.DecodeTickPart(old)
 	expect.Equal(t, "an older part's error", err, nil)
 	expect.True(t, "an older part still failed", back.SourceFailed && back.SourceError == "")
@@ -379,7 +345,7 @@ func codecsAgreeOnArguments(t *testing.T, lua luaCodec) {
 			t.Errorf("from %q: lua decodes %v (%v), want %v", f.encode(), got, ok, want)
 		}
 	}
-	for _, n := range []nextRun{{Reason: ReasonRetry, DelayMS: 0, Attempt: 0}, {Reason: ReasonReschedule, DelayMS: maxMS, Attempt: 100, Carry: true}} {
+	for _, n := range []nextRun{{Reason: driver.ReasonRetry, DelayMS: 0, Attempt: 0}, {Reason: driver.ReasonReschedule, DelayMS: maxMS, Attempt: 100, Carry: true}} {
 		want := map[string]string{"reason": string(n.Reason), "delay_ms": itoa(n.DelayMS), "attempt": itoa(n.Attempt), "carry": flag(n.Carry)}
 		if got, ok := lua.decode("next", n.encode()); !ok || !reflect.DeepEqual(got, want) {
 			t.Errorf("next %q: lua decodes %v (%v), want %v", n.encode(), got, ok, want)

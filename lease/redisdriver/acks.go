@@ -1,60 +1,15 @@
-package lease
+package redisdriver
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/tickd/tickd/lease/driver"
 )
-
-// ReplicaAcks is how many of the primary's replicas must have a lease write
-// (a grant or a renewal) before the store trusts it: after a failover to a
-// replica that lacked the write, a second holder could be granted while
-// the first still runs. The zero value is AcksAuto.
-type ReplicaAcks int
-
-const (
-	// AcksAuto waits for every replica the primary reports online, read
-	// from INFO replication at most a second ago; a primary with none does
-	// not wait.
-	AcksAuto ReplicaAcks = 0
-	// AcksNever never waits: a failover may then lose grants that runs
-	// were started under.
-	AcksNever ReplicaAcks = -1
-)
-
-func (a ReplicaAcks) String() string {
-	switch {
-	case a == AcksAuto:
-		return "auto"
-	case a < 0:
-		return "0"
-	}
-	return strconv.Itoa(int(a))
-}
-
-// ErrNotAcknowledged is matched by an *AckError.
-var ErrNotAcknowledged = errors.New("lease: replicas did not acknowledge the write")
-
-// AckError says that fewer replicas than required acknowledged a lease
-// write in time: a grant so refused was not trusted (nothing started under
-// it), a renewal so refused did not move the trust window.
-type AckError struct {
-	Want, Got int
-	Within    time.Duration
-}
-
-func (e *AckError) Error() string {
-	return fmt.Sprintf("%v: %d of %d replicas within %v (a replica is down or lagging)", ErrNotAcknowledged, e.Got, e.Want, e.Within)
-}
-
-// Is makes errors.Is(err, ErrNotAcknowledged) true.
-func (e *AckError) Is(target error) bool { return target == ErrNotAcknowledged }
 
 // ackWaitMax bounds one WAIT: a write the replicas lack after this long is
 // refused rather than delaying the batch further.
@@ -72,7 +27,7 @@ const onlineFresh = time.Second
 // acker asks the primary for acknowledgement of a batch's writes: one WAIT
 // in the batch's pipeline, on the batch's connection.
 type acker struct {
-	mode ReplicaAcks
+	mode driver.ReplicaAcks
 
 	mu     sync.Mutex
 	online int // AcksAuto: replicas the primary reported online
@@ -127,7 +82,7 @@ func (a *acker) queue(ctx context.Context, c redis.Cmdable, pipe redis.Pipeliner
 	if a == nil || a.mode < 0 {
 		return nil, nil
 	}
-	if a.mode == AcksAuto && a.readAtZero() {
+	if a.mode == driver.AcksAuto && a.readAtZero() {
 		if err := a.refresh(ctx, c); err != nil {
 			return nil, err
 		}
@@ -179,7 +134,7 @@ func (r *ackRound) check(ctx context.Context, c redis.Cmdable) error {
 		return nil
 	}
 	want := r.want
-	if r.a.mode == AcksAuto {
+	if r.a.mode == driver.AcksAuto {
 		if r.info == nil {
 			if err := r.a.refresh(ctx, c); err != nil {
 				return err
@@ -189,36 +144,20 @@ func (r *ackRound) check(ctx context.Context, c redis.Cmdable) error {
 			return nil
 		}
 	}
-	return &AckError{Want: want, Got: int(got), Within: r.within}
-}
-
-// Replication is what the primary says of its replicas, and whether a write
-// made now is acknowledged as ReplicaAcks requires.
-type Replication struct {
-	Role   string      // "master", or "slave" when the store reaches a replica
-	Online int         // replicas the primary reports online
-	Mode   ReplicaAcks // the store's setting
-	Want   int         // replicas a write waits for now (0: none)
-	Got    int         // replicas that acknowledged a probe write
-	Err    error       // the probe's *AckError, or nil when acknowledged
+	return &driver.AckError{Want: want, Got: int(got), Within: r.within}
 }
 
 // Replication probes the replicas: one small write (a key that expires in a
-// minute) and one WAIT, as a lease write does. The in-process store has no
-// replicas.
-func (s *Store) Replication(ctx context.Context) (Replication, error) {
-	b, ok := s.b.(*redisBackend)
-	if !ok {
-		return Replication{Role: "in-process", Mode: AcksNever}, nil
-	}
+// minute) and one WAIT, as a lease write does.
+func (b *Driver) Replication(ctx context.Context) (driver.Replication, error) {
 	if cc, ok := b.c.(*redis.ClusterClient); ok {
 		return b.clusterReplication(ctx, cc)
 	}
 	info, err := b.c.Info(ctx, "replication").Result()
 	if err != nil {
-		return Replication{}, err
+		return driver.Replication{}, err
 	}
-	r := Replication{Mode: s.opts.ReplicaAcks, Online: onlineReplicas(info)}
+	r := driver.Replication{Mode: b.acksMode, Online: onlineReplicas(info)}
 	for _, line := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "role:"); ok {
 			r.Role = v
@@ -230,7 +169,7 @@ func (s *Store) Replication(ctx context.Context) (Replication, error) {
 	b.acks.setOnline(r.Online)
 	r.Want, _ = b.acks.want()
 	pipe := b.c.Pipeline()
-	pipe.Set(ctx, b.k.probe(), s.opts.Replica, time.Minute)
+	pipe.Set(ctx, b.k.probe(), b.cfg.Replica, time.Minute)
 	round, err := b.acks.queue(ctx, b.c, pipe, ackWaitMax)
 	if err != nil {
 		return r, err
@@ -243,14 +182,14 @@ func (s *Store) Replication(ctx context.Context) (Replication, error) {
 		n, _ := round.wait.Int64()
 		got = int(n)
 	}
-	return r.probed(round.check(ctx, b.c), got)
+	return probed(r, round.check(ctx, b.c), got)
 }
 
 // clusterReplication is Replication on a Redis Cluster: Role "cluster",
 // Online the fewest replicas any master reports online, and a probe write
 // into every bucket, acknowledged per shard as lease writes are.
-func (b *redisBackend) clusterReplication(ctx context.Context, cc *redis.ClusterClient) (Replication, error) {
-	r := Replication{Role: "cluster", Mode: b.acksMode, Online: -1}
+func (b *Driver) clusterReplication(ctx context.Context, cc *redis.ClusterClient) (driver.Replication, error) {
+	r := driver.Replication{Role: "cluster", Mode: b.acksMode, Online: -1}
 	var mu sync.Mutex
 	err := cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
 		info, err := node.Info(ctx, "replication").Result()
@@ -280,13 +219,13 @@ func (b *redisBackend) clusterReplication(ctx context.Context, cc *redis.Cluster
 		calls[bk] = scriptCall{keys: []string{b.k.bucket(bk) + ":ackprobe"}, args: []any{b.cfg.Replica}}
 	}
 	_, err = b.evalBatch(ctx, scriptProbe, calls, ackWaitMax)
-	return r.probed(err, r.Want)
+	return probed(r, err, r.Want)
 }
 
 // probed completes r with a probe's answer: its *AckError, or got
 // acknowledgements; another error is the probe's failure.
-func (r Replication) probed(err error, got int) (Replication, error) {
-	var ae *AckError
+func probed(r driver.Replication, err error, got int) (driver.Replication, error) {
+	var ae *driver.AckError
 	switch {
 	case errors.As(err, &ae):
 		r.Got, r.Err = ae.Got, ae

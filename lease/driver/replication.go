@@ -1,0 +1,69 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// ReplicaAcks is how many of the primary's replicas must have a lease write
+// (a grant or a renewal) before the store trusts it: after a failover to a
+// replica that lacked the write, a second holder could be granted while
+// the first still runs. The zero value is AcksAuto.
+type ReplicaAcks int
+
+func (a ReplicaAcks) String() string {
+	switch {
+	case a == AcksAuto:
+		return "auto"
+	case a < 0:
+		return "0"
+	}
+	return strconv.Itoa(int(a))
+}
+
+// ErrNotAcknowledged is matched by an *AckError.
+var ErrNotAcknowledged = errors.New("lease: replicas did not acknowledge the write")
+
+// AckError says that fewer replicas than required acknowledged a lease
+// write in time: a grant so refused was not trusted (nothing started under
+// it), a renewal so refused did not move the trust window.
+type AckError struct {
+	Want, Got int
+	Within    time.Duration
+}
+
+func (e *AckError) Error() string {
+	return fmt.Sprintf("%v: %d of %d replicas within %v (a replica is down or lagging)", ErrNotAcknowledged, e.Got, e.Want, e.Within)
+}
+
+// Is makes errors.Is(err, ErrNotAcknowledged) true.
+func (e *AckError) Is(target error) bool { return target == ErrNotAcknowledged }
+
+// Replication is what the primary says of its replicas, and whether a write
+// made now is acknowledged as ReplicaAcks requires.
+type Replication struct {
+	Role   string      // "master", or "slave" when the store reaches a replica
+	Online int         // replicas the primary reports online
+	Mode   ReplicaAcks // the store's setting
+	Want   int         // replicas a write waits for now (0: none)
+	Got    int         // replicas that acknowledged a probe write
+	Err    error       // the probe's *AckError, or nil when acknowledged
+}
+
+// Migrated is what Store.Migrate moved to this layout.
+type Migrated struct {
+	Tasks int // task hashes moved into their buckets
+	Due   int // pending requests moved
+}
+
+const (
+	// AcksAuto waits for every replica the primary reports online, read
+	// from INFO replication at most a second ago; a primary with none does
+	// not wait.
+	AcksAuto ReplicaAcks = 0
+	// AcksNever never waits: a failover may then lose grants that runs
+	// were started under.
+	AcksNever ReplicaAcks = -1
+)
