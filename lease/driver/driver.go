@@ -7,13 +7,28 @@ import (
 
 // Driver keeps a lease store's state: what differs between Redis and the
 // in-process store. Package lease runs the protocol over it. Every method
-// is one round trip; a driver answers as the conformance suite
-// (lease/drivertest) says, whatever it stores the state in.
+// is one round trip; a driver answers as the conformance suite says,
+// whatever it stores the state in. Its parts are stores of their own,
+// each an interface below: the grants, the due queue, the status reads,
+// the pauses, the task registry, the history, the replica registry and the
+// upkeep.
 type Driver interface {
 	// Configure hands the driver the store's settings, once, before any
 	// other call.
 	Configure(cfg Config)
 
+	Grants
+	DueQueue
+	Status
+	Pauses
+	TaskRegistry
+	History
+	ReplicaRegistry
+	Upkeep
+}
+
+// Grants grants, renews, releases and unlocks leases.
+type Grants interface {
 	// Acquire asks for leases, answering each AcquireArg in order; maxTTL
 	// is the quarantine after a data loss. An arg with no Token is left
 	// out (its reply is the zero AcquireReply).
@@ -26,9 +41,11 @@ type Driver interface {
 	Unlock(ctx context.Context, task, entity, by string, force bool) (Unlocked, bool, error)
 	// Taken says which of a tick's chunks (Request.Chunk) were taken.
 	Taken(ctx context.Context, task string, tick time.Time, chunks []string) ([]bool, error)
+}
 
-	// The due queue: runs asked for later (reschedules, retries,
-	// triggers, follow-ups).
+// DueQueue keeps the runs asked for later (reschedules, retries, triggers,
+// follow-ups) and the answers to the requests they carry.
+type DueQueue interface {
 	Enqueue(ctx context.Context, d Due, delay time.Duration) error
 	Take(ctx context.Context, limit int, visibility time.Duration, claimPrefix string) ([]Due, error)
 	// Ack removes a taken due entry and answers its requests AnswerDropped.
@@ -36,8 +53,10 @@ type Driver interface {
 	// Answers reads a request's answers by entity; Forget deletes them.
 	Answers(ctx context.Context, task, id string) (map[string]Outcome, error)
 	Forget(ctx context.Context, task, id string) error
+}
 
-	// Status: what is held, what ran, what is due.
+// Status reads what is held, what ran and what is due.
+type Status interface {
 	Leases(ctx context.Context, task string, fn func(Held) error) error
 	LastRuns(ctx context.Context, task string, fn func(LastRun) error) error
 	DueEntries(ctx context.Context, task string, fn func(Due) error) error
@@ -46,19 +65,28 @@ type Driver interface {
 	EntityPage(ctx context.Context, task string, q PageQuery) (Page, error)
 	// One reads the state of one entity.
 	One(ctx context.Context, task, entity string) (EntityState, error)
+}
 
-	// Pauses: SetPaused pauses task with info (encoded by the store), or
-	// resumes it for info ""; Paused returns the paused tasks' infos.
+// Pauses keeps the paused tasks: SetPaused pauses task with info (encoded
+// by the store), or resumes it for info ""; Paused returns the paused
+// tasks' infos.
+type Pauses interface {
 	SetPaused(ctx context.Context, task, info string) error
 	Paused(ctx context.Context) (map[string]string, error)
+}
 
-	// The task registry: task name → its info, encoded by the store.
+// TaskRegistry keeps every task a replica registered: name → its info,
+// encoded by the store.
+type TaskRegistry interface {
 	RegisterTasks(ctx context.Context, vals map[string]string) error
 	Registry(ctx context.Context) (map[string]string, error)
 	ForgetTask(ctx context.Context, task string) (bool, error)
+}
 
-	// The history. RecordTicks puts parts in their tick records, enforcing
-	// each one's retention; Ticks returns task's newest tick records
+// History keeps what happened: tick records, failures and actions.
+type History interface {
+	// RecordTicks puts parts in their tick records, enforcing each one's
+	// retention; Ticks returns task's newest tick records
 	// (EncodeTickPart's records), newest first.
 	RecordTicks(ctx context.Context, ws []TickWrite) error
 	Ticks(ctx context.Context, task string, limit int) ([]string, error)
@@ -70,16 +98,23 @@ type Driver interface {
 	// Histories returns, for each read, its task's newest tick records
 	// and actions (newest first), in one round trip.
 	Histories(ctx context.Context, reads []HistoryRead) (ticks, actions [][]string, err error)
+}
 
-	// The replica registry. Announce records the tasks this replica runs,
-	// and which process announces them, for ttl; a *DuplicateReplicaError
-	// when another live process announced the same replica id.
+// ReplicaRegistry keeps the live replicas and the tasks each runs.
+type ReplicaRegistry interface {
+	// Announce records the tasks this replica runs, and which process
+	// announces them, for ttl; a *DuplicateReplicaError when another live
+	// process announced the same replica id.
 	Announce(ctx context.Context, a Announcement, ttl time.Duration) error
 	// Replicas lists the replicas whose announcement is current.
 	Replicas(ctx context.Context) ([]Replica, error)
 	// Known says whether a replica whose announcement is current runs task.
 	Known(ctx context.Context, task string) (bool, error)
+}
 
+// Upkeep is the store's housekeeping: reachability, the sweep of old
+// state, the watch for a data loss.
+type Upkeep interface {
 	Ping(ctx context.Context) error
 	// Sweep forgets the entities neither held nor touched within StateTTL.
 	Sweep(ctx context.Context) error

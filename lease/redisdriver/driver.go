@@ -110,8 +110,9 @@ func (b *Driver) Acquire(ctx context.Context, holder string, maxTTL time.Duratio
 		if k.queue {
 			queue = "1"
 		}
-		args := make([]any, 8, 8+3*len(gr.Idx))
-		args[0], args[1], args[2], args[3], args[4], args[5], args[6] = ms(maxTTL), holderArg, driver.Escape(k.task)+":", ms(k.ttl), k.reason, k.tick, queue
+		args := make([]any, acqFixed, acqFixed+acqStride*len(gr.Idx))
+		args[acqMaxTTL], args[acqHolder], args[acqPrefix] = ms(maxTTL), holderArg, driver.Escape(k.task)+":"
+		args[acqTTL], args[acqReason], args[acqTick], args[acqQueue] = ms(k.ttl), k.reason, k.tick, queue
 		bk := bucketOf(k.task)
 		ks := []string{b.k.epoch(bk), b.k.due(bk), b.k.dueInfo(bk), b.k.entities(k.task), b.k.followups(k.task)}
 		var chunks strings.Builder
@@ -126,10 +127,12 @@ func (b *Driver) Acquire(ctx context.Context, holder string, maxTTL time.Duratio
 				from = dueFrom{Claim: d.Claim, Tick: unixMS(d.Tick), Reqs: d.Requests}.encode()
 				ks = b.requestKeys(ks, k.task, d.Requests)
 			}
-			args = append(args, &a.Field, &a.Token, from)
+			var part [acqStride]any
+			part[acqField], part[acqToken], part[acqFrom] = &a.Field, &a.Token, from
+			args = append(args, part[:]...)
 			x++
 		}
-		args[7] = chunks.String()
+		args[acqChunks] = chunks.String()
 		if chunks.Len() > 0 {
 			ks = slices.Insert(ks, 5, b.k.claims(k.task, k.tick))
 		}
@@ -194,8 +197,10 @@ func (b *Driver) chunkArgs(args *[]any, chunks *strings.Builder, reqs []driver.A
 	if chunks.Len() > 0 {
 		chunks.WriteByte(' ')
 	}
-	fmt.Fprintf(chunks, "%d:%d:%s", (len(*args)-8)/3+1, m, chunkHash(c))
-	*args = append(*args, fields.String(), prefix, "")
+	fmt.Fprintf(chunks, "%d:%d:%s", (len(*args)-acqFixed)/acqStride+1, m, chunkHash(c))
+	var part [acqStride]any
+	part[acqField], part[acqToken], part[acqFrom] = fields.String(), prefix, ""
+	*args = append(*args, part[:]...)
 	return x + m, true
 }
 
@@ -230,9 +235,11 @@ func (b *Driver) Renew(ctx context.Context, ls []*driver.Lease) ([]driver.Renewa
 	gs := driver.GroupBy(len(ls), func(i int) string { return ls[i].Task })
 	calls := make([]scriptCall, len(gs))
 	for g, gr := range gs {
-		args := make([]any, 0, 3*len(gr.Idx))
+		args := make([]any, 0, renStride*len(gr.Idx))
 		for _, j := range gr.Idx {
-			args = append(args, &ls[j].Field, &ls[j].Token, ms(ls[j].TTL))
+			var part [renStride]any
+			part[renField], part[renToken], part[renTTL] = &ls[j].Field, &ls[j].Token, ms(ls[j].TTL)
+			args = append(args, part[:]...)
 		}
 		calls[g] = scriptCall{keys: []string{b.k.entities(gr.Key)}, args: args}
 	}
@@ -279,23 +286,25 @@ func (b *Driver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]driver.
 	for g, gr := range gs {
 		// A batch of plain releases (nothing asked for after the runs, no
 		// requests to answer: the fan-out's usual) leaves next and reqs out.
-		stride := 3
+		stride := relStrideShort
 		for _, j := range gr.Idx {
 			if rs[j].Next != nil || len(rs[j].Lease.Requests) > 0 {
-				stride = 5
+				stride = relStrideLong
 				break
 			}
 		}
-		args := make([]any, 0, 2+stride*len(gr.Idx))
-		args = append(args, driver.Escape(gr.Key)+":", strconv.Itoa(stride))
+		args := make([]any, relFixed, relFixed+stride*len(gr.Idx))
+		args[relPrefix], args[relStrideArg] = driver.Escape(gr.Key)+":", strconv.Itoa(stride)
 		bk := bucketOf(gr.Key)
 		ks := []string{b.k.due(bk), b.k.dueInfo(bk), b.k.entities(gr.Key), b.k.followups(gr.Key)}
 		recs := runRecords(rs, gr.Idx, replica)
 		for k, j := range gr.Idx {
 			r := rs[j]
 			// pointers: go-redis boxes a string with an allocation
-			args = append(args, &r.Lease.Field, &r.Lease.Token, &recs[k])
-			if stride == 3 {
+			var part [relStrideLong]any
+			part[relField], part[relToken], part[relRecord] = &r.Lease.Field, &r.Lease.Token, &recs[k]
+			if stride == relStrideShort {
+				args = append(args, part[:relStrideShort]...)
 				continue
 			}
 			var next any = ""
@@ -307,7 +316,8 @@ func (b *Driver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]driver.
 				reqs = strings.Join(r.Lease.Requests, ",")
 				ks = b.requestKeys(ks, gr.Key, r.Lease.Requests)
 			}
-			args = append(args, next, reqs)
+			part[relNext], part[relReqs] = next, reqs
+			args = append(args, part[:]...)
 		}
 		calls[g] = scriptCall{keys: ks, args: args}
 	}

@@ -26,9 +26,10 @@ func (b *Driver) Enqueue(ctx context.Context, d driver.Due, delay time.Duration)
 	}
 	// Acknowledged, so that a trigger said to be stored survives a failover.
 	bk := bucketOf(d.Task)
-	_, err := b.evalBatch(ctx, scriptEnqueue, []scriptCall{{keys: []string{b.k.due(bk), b.k.dueInfo(bk)},
-		args: []any{driver.Member(d.Task, d.Entity), string(d.Reason), ms(delay), strconv.Itoa(d.Attempt), tickMS(d.Tick),
-			strings.Join(d.Requests, ",")}}}, enqueueWait)
+	args := make([]any, enqFixed)
+	args[enqMember], args[enqReason], args[enqDelay] = driver.Member(d.Task, d.Entity), string(d.Reason), ms(delay)
+	args[enqAttempt], args[enqTick], args[enqReqs] = strconv.Itoa(d.Attempt), tickMS(d.Tick), strings.Join(d.Requests, ",")
+	_, err := b.evalBatch(ctx, scriptEnqueue, []scriptCall{{keys: []string{b.k.due(bk), b.k.dueInfo(bk)}, args: args}}, enqueueWait)
 	return err
 }
 
@@ -68,8 +69,9 @@ func (b *Driver) Take(ctx context.Context, limit int, vis time.Duration, prefix 
 		if i < limit%len(rs) {
 			n++
 		}
-		calls[i] = scriptCall{keys: []string{b.k.due(r.bk), b.k.dueInfo(r.bk)},
-			args: []any{n, ms(vis), prefix + "." + strconv.Itoa(r.bk)}}
+		args := make([]any, takeFixed)
+		args[takeLimit], args[takeVisibility], args[takeClaim] = n, ms(vis), prefix+"."+strconv.Itoa(r.bk)
+		calls[i] = scriptCall{keys: []string{b.k.due(r.bk), b.k.dueInfo(r.bk)}, args: args}
 	}
 	cmds, err := b.evalBatch(ctx, scriptTake, calls, 0)
 	if err != nil && len(calls) > 1 {
@@ -167,7 +169,10 @@ func parseDue(m, info, score string) (driver.Due, error) {
 func (b *Driver) Ack(ctx context.Context, d driver.Due) error {
 	bk := bucketOf(d.Task)
 	ks := b.requestKeys([]string{b.k.due(bk), b.k.dueInfo(bk)}, d.Task, d.Requests)
-	return scriptAck.Run(ctx, b.c, ks, driver.Member(d.Task, d.Entity), d.Claim, driver.Escape(d.Entity), strings.Join(d.Requests, ",")).Err()
+	args := make([]any, ackFixed)
+	args[ackMember], args[ackClaim] = driver.Member(d.Task, d.Entity), d.Claim
+	args[ackField], args[ackReqs] = driver.Escape(d.Entity), strings.Join(d.Requests, ",")
+	return scriptAck.Run(ctx, b.c, ks, args...).Err()
 }
 
 func (b *Driver) Answers(ctx context.Context, task, id string) (map[string]driver.Outcome, error) {

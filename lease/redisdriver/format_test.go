@@ -23,7 +23,7 @@ import (
 // codecScript runs lib.lua's codecs: ARGV format, "decode" or "encode", and
 // the value (encoded, or the fields as a JSON object). decode answers the
 // fields as a JSON object, or nil when the value is not understood.
-var codecScript = newScript(`
+var codecScript = testScript(`
 local codecs = {
   entity = {decode_entity, encode_entity}, run = {decode_run, encode_run},
   due = {decode_due, encode_due}, epoch = {decode_epoch, encode_epoch},
@@ -189,7 +189,7 @@ func TestLuaConstantsArePlain(t *testing.T) {
 // fastScript runs lib.lua's grant_fast or release_fast on a value, and the
 // same step through decode_entity and encode_entity as acquire.lua and
 // release.lua take it, and answers both: "nil" where a path does not apply.
-var fastScript = newScript(`
+var fastScript = testScript(`
 local v, now, now_ms = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local now_s, now_ms_s = num(now), num(now_ms)
 local token, last = ARGV[5], ARGV[6]

@@ -13,9 +13,10 @@ func (b *Driver) RecordTicks(ctx context.Context, ws []driver.TickWrite) error {
 	calls := make([]scriptCall, len(ws))
 	for i, w := range ws {
 		k := w.Keep
-		calls[i] = scriptCall{keys: []string{b.k.ticks(w.Task)}, args: []any{
-			strconv.FormatInt(w.Tick.UnixMilli(), 10), driver.Escape(w.Part.Replica), driver.EncodeTickPart(w.Part),
-			max(k.Ticks, 1), strconv.FormatInt(w.Part.Written.Add(-k.Age).UnixMilli(), 10), ms(k.Age + 24*time.Hour)}}
+		args := make([]any, tickFixed)
+		args[tickTick], args[tickReplica], args[tickPart] = strconv.FormatInt(w.Tick.UnixMilli(), 10), driver.Escape(w.Part.Replica), driver.EncodeTickPart(w.Part)
+		args[tickKeep], args[tickOldest], args[tickExpiry] = max(k.Ticks, 1), strconv.FormatInt(w.Part.Written.Add(-k.Age).UnixMilli(), 10), ms(k.Age+24*time.Hour)
+		calls[i] = scriptCall{keys: []string{b.k.ticks(w.Task)}, args: args}
 	}
 	// Acknowledged, as an enqueue is: a part the replicas lack is written
 	// again (over itself) by the writer's retry, to whichever primary then

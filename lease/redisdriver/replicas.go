@@ -64,8 +64,11 @@ func (b *Driver) Announce(ctx context.Context, a driver.Announcement, ttl time.D
 		own[bucketOf(t)] = true
 	}
 	b.own.Store(&own)
-	r, err := scriptAnnounce.Run(ctx, b.c, []string{b.k.replicas()}, driver.Escape(b.cfg.Replica), ms(ttl),
-		announceTasks(a), a.Process, driver.Escape(a.Host), driver.Escape(a.Version), strconv.FormatInt(b.announced.Load(), 10)).Text()
+	args := make([]any, annFixed)
+	args[annReplica], args[annTTL], args[annTasks] = driver.Escape(b.cfg.Replica), ms(ttl), announceTasks(a)
+	args[annProcess], args[annHost], args[annVersion] = a.Process, driver.Escape(a.Host), driver.Escape(a.Version)
+	args[annLast] = strconv.FormatInt(b.announced.Load(), 10)
+	r, err := scriptAnnounce.Run(ctx, b.c, []string{b.k.replicas()}, args...).Text()
 	if err != nil {
 		return err
 	}

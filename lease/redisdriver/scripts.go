@@ -2,6 +2,8 @@ package redisdriver
 
 import (
 	"embed"
+	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -21,25 +23,215 @@ func luaFile(name string) string {
 	return string(b)
 }
 
-// Every script is the constants Go shares with Lua, the shared library, then
-// its own body.
+// Every script is the constants Go shares with Lua, its arguments' names,
+// the shared library, then its own body.
 var (
-	scriptAcquire  = newScript(luaFile("acquire"))
-	scriptRenew    = newScript(luaFile("renew"))
-	scriptRelease  = newScript(luaFile("release"))
-	scriptEnqueue  = newScript(luaFile("enqueue"))
-	scriptTake     = newScript(luaFile("take"))
-	scriptAck      = newScript(luaFile("ack"))
-	scriptUnlock   = newScript(luaFile("unlock"))
-	scriptSweep    = newScript(luaFile("sweep"))
-	scriptAnnounce = newScript(luaFile("announce"))
-	scriptKnown    = newScript(luaFile("known"))
-	scriptEpoch    = newScript(luaFile("epoch"))
-	scriptProbe    = newScript(luaFile("probe"))
-	scriptTick     = newScript(luaFile("tick"))
+	scriptAcquire  = newScript("acquire", acquireArgs)
+	scriptRenew    = newScript("renew", renewArgs)
+	scriptRelease  = newScript("release", releaseArgs)
+	scriptEnqueue  = newScript("enqueue", enqueueArgs)
+	scriptTake     = newScript("take", takeArgs)
+	scriptAck      = newScript("ack", ackArgs)
+	scriptUnlock   = newScript("unlock", unlockArgs)
+	scriptSweep    = newScript("sweep", sweepArgs)
+	scriptAnnounce = newScript("announce", announceArgs)
+	scriptKnown    = newScript("known", knownArgs)
+	scriptEpoch    = newScript("epoch", epochArgs)
+	scriptProbe    = newScript("probe", probeArgs)
+	scriptTick     = newScript("tick", tickArgs)
 )
 
 // luaPrelude begins every script: the shared constants, then lib.lua.
 var luaPrelude = luaConstants() + luaFile("lib")
 
-func newScript(body string) *redis.Script { return redis.NewScript(luaPrelude + body) }
+// newScript is lua/name.lua after the prelude and its arguments' names.
+func newScript(name string, a argv) *redis.Script {
+	return redis.NewScript(luaPrelude + a.lua() + luaFile(name))
+}
+
+// An argv declares where a script's arguments are, once: Go places each
+// at its constant (the positions below, from 0), and the script reads it
+// by name, a local its prelude sets: ARGV[A_NAME] for a fixed argument,
+// and, for the part repeated per lease or entity after the A_FIXED fixed
+// ones, ARGV[b + E_NAME] from the part's base b = A_FIXED + E_STRIDE * (i -
+// 1). No script indexes ARGV by a number (TestScriptsNameTheirArguments).
+type argv struct {
+	fixed []arg // in ARGV order
+	each  []arg // an entity's part, in order; nil when none repeats
+}
+
+// arg names an argument at position pos (of the fixed ones, or in an
+// entity's part).
+type arg struct {
+	name string
+	pos  int
+}
+
+// lua is the Lua locals that name a's positions (1-based, as ARGV is).
+func (a argv) lua() string {
+	var b strings.Builder
+	for _, f := range a.fixed {
+		fmt.Fprintf(&b, "local A_%s = %d\n", f.name, f.pos+1)
+	}
+	fmt.Fprintf(&b, "local A_FIXED = %d\n", len(a.fixed))
+	for _, e := range a.each {
+		fmt.Fprintf(&b, "local E_%s = %d\n", e.name, e.pos+1)
+	}
+	if len(a.each) > 0 {
+		fmt.Fprintf(&b, "local E_STRIDE = %d\n", len(a.each))
+	}
+	return b.String()
+}
+
+// acquire.lua's: the batch's arguments, then a triple per entity (or per
+// chunk: its fields space-joined, its tokens' prefix, "").
+const (
+	acqMaxTTL = iota // the quarantine after a data loss, ms
+	acqHolder        // the holder, escaped
+	acqPrefix        // the member prefix: the escaped task .. ":"
+	acqTTL           // ms
+	acqReason
+	acqTick   // ms; 0: not a tick run
+	acqQueue  // 0|1
+	acqChunks // "" or "t:m:id …": triple t holds the m entities of chunk id
+	acqFixed
+)
+
+const (
+	acqField = iota // the entity's field
+	acqToken        // its token
+	acqFrom         // "" or the due entry the run carries out
+	acqStride
+)
+
+var acquireArgs = argv{
+	fixed: []arg{{"MAX_TTL", acqMaxTTL}, {"HOLDER", acqHolder}, {"PREFIX", acqPrefix}, {"TTL", acqTTL},
+		{"REASON", acqReason}, {"TICK", acqTick}, {"QUEUE", acqQueue}, {"CHUNKS", acqChunks}},
+	each: []arg{{"FIELD", acqField}, {"TOKEN", acqToken}, {"FROM", acqFrom}},
+}
+
+// release.lua's: the member prefix and the stride, then per lease its
+// field, token, run record and, with the long stride, next and reqs.
+const (
+	relPrefix = iota
+	relStrideArg
+	relFixed
+)
+
+const (
+	relField = iota
+	relToken
+	relRecord
+	relNext
+	relReqs
+	relStrideLong
+	// relStrideShort: a batch of plain releases (nothing asked for after
+	// the runs, no requests to answer) leaves next and reqs out.
+	relStrideShort = relNext
+)
+
+var releaseArgs = argv{
+	fixed: []arg{{"PREFIX", relPrefix}, {"STRIDE", relStrideArg}},
+	each:  []arg{{"FIELD", relField}, {"TOKEN", relToken}, {"RECORD", relRecord}, {"NEXT", relNext}, {"REQS", relReqs}},
+}
+
+// renew.lua's: per lease its field, token and TTL (ms).
+const (
+	renField = iota
+	renToken
+	renTTL
+	renStride
+)
+
+var renewArgs = argv{each: []arg{{"FIELD", renField}, {"TOKEN", renToken}, {"TTL", renTTL}}}
+
+// enqueue.lua's.
+const (
+	enqMember = iota
+	enqReason
+	enqDelay // ms
+	enqAttempt
+	enqTick // ms
+	enqReqs // request ids, comma-joined
+	enqFixed
+)
+
+var enqueueArgs = argv{fixed: []arg{{"MEMBER", enqMember}, {"REASON", enqReason}, {"DELAY", enqDelay},
+	{"ATTEMPT", enqAttempt}, {"TICK", enqTick}, {"REQS", enqReqs}}}
+
+// take.lua's.
+const (
+	takeLimit      = iota
+	takeVisibility // ms
+	takeClaim      // the claim prefix
+	takeFixed
+)
+
+var takeArgs = argv{fixed: []arg{{"LIMIT", takeLimit}, {"VISIBILITY", takeVisibility}, {"CLAIM", takeClaim}}}
+
+// ack.lua's.
+const (
+	ackMember = iota
+	ackClaim
+	ackField
+	ackReqs
+	ackFixed
+)
+
+var ackArgs = argv{fixed: []arg{{"MEMBER", ackMember}, {"CLAIM", ackClaim}, {"FIELD", ackField}, {"REQS", ackReqs}}}
+
+// unlock.lua's.
+const (
+	unlField = iota
+	unlBy    // escaped
+	unlMode  // unlockRevoke or unlockForce
+	unlFixed
+)
+
+var unlockArgs = argv{fixed: []arg{{"FIELD", unlField}, {"BY", unlBy}, {"MODE", unlMode}}}
+
+// sweep.lua's.
+const (
+	swpCursor = iota
+	swpCount
+	swpStateTTL // ms
+	swpFixed
+)
+
+var sweepArgs = argv{fixed: []arg{{"CURSOR", swpCursor}, {"COUNT", swpCount}, {"STATE_TTL", swpStateTTL}}}
+
+// announce.lua's.
+const (
+	annReplica = iota // escaped
+	annTTL            // ms
+	annTasks          // escaped, space-joined
+	annProcess
+	annHost    // escaped
+	annVersion // escaped
+	annLast    // ms of this process's previous announcement; 0: none
+	annFixed
+)
+
+var announceArgs = argv{fixed: []arg{{"REPLICA", annReplica}, {"TTL", annTTL}, {"TASKS", annTasks},
+	{"PROCESS", annProcess}, {"HOST", annHost}, {"VERSION", annVersion}, {"LAST", annLast}}}
+
+// known.lua's, epoch.lua's and probe.lua's: one argument each.
+var (
+	knownArgs = argv{fixed: []arg{{"TASK", 0}}}    // escaped
+	epochArgs = argv{fixed: []arg{{"MAX_TTL", 0}}} // ms
+	probeArgs = argv{fixed: []arg{{"VALUE", 0}}}
+)
+
+// tick.lua's.
+const (
+	tickTick    = iota // ms
+	tickReplica        // escaped
+	tickPart
+	tickKeep   // records kept
+	tickOldest // ms: a record for an older tick goes
+	tickExpiry // ms: the list's
+	tickFixed
+)
+
+var tickArgs = argv{fixed: []arg{{"TICK", tickTick}, {"REPLICA", tickReplica}, {"PART", tickPart},
+	{"KEEP", tickKeep}, {"OLDEST", tickOldest}, {"EXPIRY", tickExpiry}}}

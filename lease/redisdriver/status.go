@@ -17,7 +17,9 @@ func (b *Driver) Unlock(ctx context.Context, task, entity, by string, force bool
 	if force {
 		mode = unlockForce
 	}
-	res, err := scriptUnlock.Run(ctx, b.c, []string{b.k.entities(task)}, driver.Escape(entity), driver.Escape(by), mode).StringSlice()
+	args := make([]any, unlFixed)
+	args[unlField], args[unlBy], args[unlMode] = driver.Escape(entity), driver.Escape(by), mode
+	res, err := scriptUnlock.Run(ctx, b.c, []string{b.k.entities(task)}, args...).StringSlice()
 	if err != nil || len(res) < 5 {
 		return driver.Unlocked{}, false, err
 	}
@@ -147,7 +149,9 @@ func (b *Driver) Sweep(ctx context.Context) error {
 	return b.tasks(ctx, "", func(task string) error {
 		cursor := "0"
 		for {
-			res, err := scriptSweep.Run(ctx, b.c, []string{b.k.entities(task)}, cursor, pageSize, ms(b.cfg.StateTTL)).Slice()
+			args := make([]any, swpFixed)
+			args[swpCursor], args[swpCount], args[swpStateTTL] = cursor, pageSize, ms(b.cfg.StateTTL)
+			res, err := scriptSweep.Run(ctx, b.c, []string{b.k.entities(task)}, args...).Slice()
 			if err != nil {
 				return fmt.Errorf("sweep %s: %w", task, err)
 			}

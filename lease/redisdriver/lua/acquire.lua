@@ -1,7 +1,7 @@
 -- KEYS: epoch, due, dueinfo, entities (the task's hash), followups (the
 --   task's), then the tick's claims (when chunks ~= ''), then the hashes of
 --   the requests the batch's due entries answer.
--- ARGV: max_ttl_ms, holder (escaped), member_prefix (escaped task .. ':'),
+-- ARGV (scripts.go's acquireArgs): max_ttl_ms, holder (escaped), member_prefix (escaped task .. ':'),
 --   ttl_ms, reason, tick_ms (0: not a tick run), queue (0|1), chunks
 --   ('' or "t:m:id …": triple t holds the m entities of chunk id of the
 --   tick's entity stream) -- shared by the batch -- then a triple per
@@ -27,13 +27,13 @@ local ARGV = ARGV
 local now = now_us()
 local now_ms = math.floor(now / 1000)
 local now_s, now_ms_s = num(now), num(now_ms)
-local max_ttl, holder, mprefix = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local max_ttl, holder, mprefix = tonumber(ARGV[A_MAX_TTL]), ARGV[A_HOLDER], ARGV[A_PREFIX]
 local q, lost_at = quarantine(KEYS[1], now_ms, max_ttl)
 local out = {}
-local nt = (#ARGV - 8) / 3
+local nt = (#ARGV - A_FIXED) / E_STRIDE
 local n, cm, cid, cms = nt, {}, {}, {}
-if ARGV[8] ~= '' then
-  for t, m, id in string.gmatch(ARGV[8], '(%d+):(%d+):(%x+)') do
+if ARGV[A_CHUNKS] ~= '' then
+  for t, m, id in string.gmatch(ARGV[A_CHUNKS], '(%d+):(%d+):(%x+)') do
     t = tonumber(t)
     cm[t], cid[t], cms[t], n = tonumber(m), id, m, n + tonumber(m) - 1
   end
@@ -42,7 +42,7 @@ if q > 0 then
   for i = 1, n do out[i] = reply_quarantine(num(q)) end
   return reply(out)
 end
-local ttl, reason, tick_s, queue = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
+local ttl, reason, tick_s, queue = tonumber(ARGV[A_TTL]), ARGV[A_REASON], ARGV[A_TICK], ARGV[A_QUEUE]
 local tick = tonumber(tick_s)
 local exp_s = num(now_ms + ttl)
 local refused
@@ -65,14 +65,14 @@ local POSITION = {'1|', '2|', '3|', '4|', '5|', '6|', '7|', '8|', '9|', '10|', '
 -- answer stands for all its entities (taken[t]). One HMGET reads them.
 local fs, nf, taken = {}, 0, {}
 for t = 1, nt do
-  local b, m = 6 + 3 * t, cm[t]
+  local b, m = A_FIXED + E_STRIDE * (t - 1), cm[t]
   if not m then
     nf = nf + 1
-    fs[nf] = ARGV[b]
+    fs[nf] = ARGV[b + E_FIELD]
   elseif redis.call('SADD', KEYS[6], cid[t]) == 0 then
     taken[t] = true
   else
-    local s, p, q, j = ARGV[b], 1, 0, 0
+    local s, p, q, j = ARGV[b + E_FIELD], 1, 0, 0
     while q do
       q, j, nf = find(s, ' ', p, true), j + 1, nf + 1
       fs[nf] = sub(s, p, (q or 0) - 1)
@@ -83,7 +83,7 @@ for t = 1, nt do
     end
   end
 end
-if ARGV[8] ~= '' then redis.call('PEXPIRE', KEYS[6], CLAIMS_TTL_MS) end
+if ARGV[A_CHUNKS] ~= '' then redis.call('PEXPIRE', KEYS[6], CLAIMS_TTL_MS) end
 local vals = {}
 if nf > 0 then vals = redis.call('HMGET', KEYS[4], unpack(fs)) end
 local taken_reply = reply_ran(tick_s)
@@ -119,9 +119,9 @@ local cur, writes, nw, e, k, i = {}, {}, 0, {}, 0, 0
 for t = 1, nt do
   -- Request t is one entity (its token whole, its due entry), or a chunk
   -- of m (their tokens a prefix and a position, no due entries).
-  local b, m = 6 + 3 * t, cm[t]
-  local tok, from_s, count = ARGV[b + 1], '', 1
-  if m then count = m else from_s = ARGV[b + 2] end
+  local b, m = A_FIXED + E_STRIDE * (t - 1), cm[t]
+  local tok, from_s, count = ARGV[b + E_TOKEN], '', 1
+  if m then count = m else from_s = ARGV[b + E_FROM] end
   if taken[t] then
     i, count = i + 1, 0
     out[i] = taken_reply .. '*' .. cms[t]

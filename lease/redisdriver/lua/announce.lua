@@ -1,4 +1,4 @@
--- KEYS: replicas. ARGV: replica (escaped), ttl_ms, tasks (escaped,
+-- KEYS: replicas. ARGV (announceArgs): replica (escaped), ttl_ms, tasks (escaped,
 -- space-joined), process (this process's nonce), host, version (escaped),
 -- last_ms (this process's previous announcement, 0 for none).
 -- Records which tasks this replica runs, until now + ttl (Redis's clock),
@@ -9,19 +9,19 @@
 -- predecessor's at its first announcement, which is no duplicate.)
 local now_ms = math.floor(now_us() / 1000)
 local now_s = num(now_ms)
-local old = redis.call('HGET', KEYS[1], ARGV[1])
+local old = redis.call('HGET', KEYS[1], ARGV[A_REPLICA])
 old = old and decode_announce(old)
 local since, dup = now_s, nil
 if old and tonumber(old.until_ms) >= now_ms then
-  if old.process == ARGV[4] then
+  if old.process == ARGV[A_PROCESS] then
     since = old.since_ms
-  elseif old.process ~= '' and ARGV[7] ~= '0' then
+  elseif old.process ~= '' and ARGV[A_LAST] ~= '0' then
     -- Another process overwrote this one's announcement since it was made.
     dup = 'dup|' .. old.host .. '|' .. old.since_ms .. '|'
   end
 end
-redis.call('HSET', KEYS[1], ARGV[1], encode_announce({until_ms = num(now_ms + tonumber(ARGV[2])), tasks = ARGV[3],
-  process = ARGV[4], host = ARGV[5], version = ARGV[6], since_ms = since, seen_ms = now_s}))
+redis.call('HSET', KEYS[1], ARGV[A_REPLICA], encode_announce({until_ms = num(now_ms + tonumber(ARGV[A_TTL])), tasks = ARGV[A_TASKS],
+  process = ARGV[A_PROCESS], host = ARGV[A_HOST], version = ARGV[A_VERSION], since_ms = since, seen_ms = now_s}))
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
   local a = decode_announce(all[i + 1])

@@ -1,4 +1,4 @@
--- KEYS: a probe key. ARGV: value. A small write for Store.Replication to
+-- KEYS: a probe key. ARGV (probeArgs): value. A small write for Store.Replication to
 -- see acknowledged; it expires after a minute.
-redis.call('SET', KEYS[1], ARGV[1], 'PX', 60000)
+redis.call('SET', KEYS[1], ARGV[A_VALUE], 'PX', 60000)
 return 1

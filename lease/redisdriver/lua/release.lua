@@ -1,6 +1,6 @@
 -- KEYS: due, dueinfo, entities (the task's hash), followups (the task's),
 --   then the hashes of the requests the batch's runs answer.
--- ARGV: member_prefix (escaped task .. ':'), stride (3 or 5), then for each
+-- ARGV (releaseArgs): member_prefix (escaped task .. ':'), stride (3 or 5), then for each
 --   lease: field, token (between its separators: lib.lua's unbar), last,
 --   next, reqs; with stride 3 (a batch of plain releases, the fan-out's
 --   usual) next and reqs are left out, as ''.
@@ -20,32 +20,32 @@
 local ARGV = ARGV
 local now_ms = math.floor(now_us() / 1000)
 local now_ms_s = num(now_ms)
-local mprefix, stride = ARGV[1], tonumber(ARGV[2])
+local mprefix, stride = ARGV[A_PREFIX], tonumber(ARGV[A_STRIDE])
 local out = {}
-local n = (#ARGV - 2) / stride
-local vals = redis.call('HMGET', KEYS[3], unpack(fields(3, stride)))
+local n = (#ARGV - A_FIXED) / stride
+local vals = redis.call('HMGET', KEYS[3], unpack(fields(A_FIXED + E_FIELD, stride)))
 local cur, writes, nw, e = {}, {}, 0, {}
 for i = 1, n do
-  local b = 3 + stride * (i - 1)
-  local field, nxt, reqs = ARGV[b], '', ''
-  if stride == 5 then nxt, reqs = ARGV[b + 3], ARGV[b + 4] end
+  local b = A_FIXED + stride * (i - 1)
+  local field, nxt, reqs = ARGV[b + E_FIELD], '', ''
+  if stride == E_STRIDE then nxt, reqs = ARGV[b + E_NEXT], ARGV[b + E_REQS] end
   -- The common case needs no decoding (lib.lua's release_fast): held by
   -- this token, nothing asked for after the run.
   local v = cur[field] or vals[i]
-  local fast = v and reqs == '' and nxt == '' and release_fast(v, ARGV[b + 1], ARGV[b + 2], now_ms_s)
+  local fast = v and reqs == '' and nxt == '' and release_fast(v, ARGV[b + E_TOKEN], ARGV[b + E_RECORD], now_ms_s)
   if fast then
     cur[field], writes[nw + 1], writes[nw + 2], nw = fast, field, fast, nw + 2
     out[i] = RELEASED_OK
   else
     entity(v, e)
     -- A revoked lease (unlock.lua) is still its holder's to release.
-    local tok = unbar(ARGV[b + 1])
+    local tok = unbar(ARGV[b + E_TOKEN])
     if (e.token ~= tok and e.token ~= REVOKED .. tok) or not is_held(e, now_ms) then
-      if reqs ~= '' then answer(5, reqs, field, decode_run(ARGV[b + 2]).outcome) end
+      if reqs ~= '' then answer(5, reqs, field, decode_run(ARGV[b + E_RECORD]).outcome) end
       out[i] = RELEASED_NOT_HELD
     else
       local fu, run_tick = e.fu, e.tick
-      release(e, now_ms_s, ARGV[b + 2])
+      release(e, now_ms_s, ARGV[b + E_RECORD])
       v = encode_entity(e)
       cur[field], writes[nw + 1], writes[nw + 2], nw = v, field, v, nw + 2
       local fu_reqs, fu_tick = '', run_tick
@@ -58,7 +58,7 @@ for i = 1, n do
       end
       local x = nxt ~= '' and decode_next(nxt)
       if reqs ~= '' and not (x and x.carry == '1') then
-        answer(5, reqs, field, decode_run(ARGV[b + 2]).outcome)
+        answer(5, reqs, field, decode_run(ARGV[b + E_RECORD]).outcome)
         reqs = ''
       end
       if x then

@@ -1,4 +1,4 @@
--- KEYS: entities (the task's hash). ARGV: for each lease: field, token
+-- KEYS: entities (the task's hash). ARGV (renewArgs): for each lease: field, token
 -- (between its separators: lib.lua's unbar), ttl_ms.
 -- Returns for each RENEWED_OK when renewed, RENEWED_REVOKED when an
 -- operator revoked it (unlock.lua: the lease stays held, not renewed, until
@@ -6,16 +6,16 @@
 -- expired or is held under another token.
 local now_ms = math.floor(now_us() / 1000)
 local out = {}
-local vals = redis.call('HMGET', KEYS[1], unpack(fields(1, 3)))
+local vals = redis.call('HMGET', KEYS[1], unpack(fields(A_FIXED + E_FIELD, E_STRIDE)))
 local writes, e = {}, {}
-for i = 1, #ARGV / 3 do
-  local b = 1 + 3 * (i - 1)
+for i = 1, (#ARGV - A_FIXED) / E_STRIDE do
+  local b = A_FIXED + E_STRIDE * (i - 1)
   entity(vals[i], e)
   out[i] = RENEWED_LOST
-  local tok = unbar(ARGV[b + 1])
+  local tok = unbar(ARGV[b + E_TOKEN])
   if e.token == tok and is_held(e, now_ms) then
-    e.exp = num(now_ms + tonumber(ARGV[b + 2]))
-    writes[#writes + 1] = ARGV[b]
+    e.exp = num(now_ms + tonumber(ARGV[b + E_TTL]))
+    writes[#writes + 1] = ARGV[b + E_FIELD]
     writes[#writes + 1] = encode_entity(e)
     out[i] = RENEWED_OK
   elseif e.token == REVOKED .. tok and is_held(e, now_ms) then

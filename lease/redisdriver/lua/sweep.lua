@@ -1,11 +1,11 @@
--- KEYS: entities (the task's hash). ARGV: cursor, count, state_ttl_ms.
+-- KEYS: entities (the task's hash). ARGV (sweepArgs): cursor, count, state_ttl_ms.
 -- One HSCAN page: deletes the entities neither held nor touched (granted or
 -- released) within state_ttl, which bounds what tickd keeps (Redis 7.0 has
 -- no per-field expiry). A value in a format this code does not know is left
 -- alone. Returns {next_cursor, deleted}.
 local now_ms = math.floor(now_us() / 1000)
-local cutoff = now_ms - tonumber(ARGV[3])
-local page = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', ARGV[2])
+local cutoff = now_ms - tonumber(ARGV[A_STATE_TTL])
+local page = redis.call('HSCAN', KEYS[1], ARGV[A_CURSOR], 'COUNT', ARGV[A_COUNT])
 local kv, dels, e = page[2], {}, {}
 for i = 1, #kv, 2 do
   local ok = decode_entity(kv[i + 1], e)

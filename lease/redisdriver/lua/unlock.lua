@@ -1,4 +1,4 @@
--- KEYS: entities (the task's hash). ARGV: field, by (escaped), mode
+-- KEYS: entities (the task's hash). ARGV (unlockArgs): field, by (escaped), mode
 -- (UNLOCK_REVOKE or UNLOCK_FORCE).
 -- UNLOCK_REVOKE revokes the lease: its token gets the REVOKED mark, so the
 -- holder's next renewal is refused (RENEWED_REVOKED) while the lease stays
@@ -13,17 +13,17 @@
 -- revoked again); {} when none was held.
 local now_ms = math.floor(now_us() / 1000)
 local now_ms_s = num(now_ms)
-local e = entity(redis.call('HGET', KEYS[1], ARGV[1]))
+local e = entity(redis.call('HGET', KEYS[1], ARGV[A_FIELD]))
 if not is_held(e, now_ms) then return {} end
 local holder, since, exp = e.holder, e.touched, e.exp
-if ARGV[3] == UNLOCK_REVOKE then
+if ARGV[A_MODE] == UNLOCK_REVOKE then
   if sub(e.token, 1, #REVOKED) == REVOKED then return {holder, since, e.fence, exp, UNLOCKED_ALREADY} end
   e.token = REVOKED .. e.token
-  redis.call('HSET', KEYS[1], ARGV[1], encode_entity(e))
+  redis.call('HSET', KEYS[1], ARGV[A_FIELD], encode_entity(e))
   return {holder, since, e.fence, exp, UNLOCKED_REVOKED}
 end
 e.last = encode_run({outcome = OUTCOME_UNLOCKED, start = since, ['end'] = now_ms_s, fence = e.fence,
-  reason = e.reason, replica = holder, error = UNLOCKED_BY .. ARGV[2]})
+  reason = e.reason, replica = holder, error = UNLOCKED_BY .. ARGV[A_BY]})
 free(e, now_ms_s)
-redis.call('HSET', KEYS[1], ARGV[1], encode_entity(e))
+redis.call('HSET', KEYS[1], ARGV[A_FIELD], encode_entity(e))
 return {holder, since, e.fence, exp, UNLOCKED_FREED}
