@@ -115,9 +115,9 @@ func DefaultTask() Task {
 		OnBusy:             OnBusySkip,
 		RescheduleExitCode: 75,
 		MaxReschedules:     100,
-		HistoryTicks:       lease.DefaultRetention.Ticks,
-		HistoryAge:         lease.DefaultRetention.Age,
-		FailuresKept:       lease.DefaultRetention.Failures,
+		HistoryTicks:       lease.DefaultHistory().Ticks,
+		HistoryAge:         lease.DefaultHistory().Age,
+		FailuresKept:       lease.DefaultHistory().Failures,
 		FailureOutput:      4096,
 		FlagAfter:          3,
 	}
@@ -125,7 +125,7 @@ func DefaultTask() Task {
 
 // Retention is what the task's history keeps.
 func (t *Task) Retention() lease.Retention {
-	return lease.Retention{Ticks: t.HistoryTicks, Age: t.HistoryAge, Failures: t.FailuresKept, Actions: lease.DefaultRetention.Actions}
+	return lease.Retention{Ticks: t.HistoryTicks, Age: t.HistoryAge, Failures: t.FailuresKept, Actions: lease.DefaultHistory().Actions}
 }
 
 // LateLimit is how late a tick may still start its runs: the catch-up

@@ -127,18 +127,18 @@ func (e *env) seed() {
 	if _, err := e.store.Acquire(ctx, lease.Request{Task: "sync", Entity: "a", TTL: time.Minute, Reason: lease.ReasonTrigger}); err != nil {
 		e.t.Fatal(err)
 	}
-	err = e.store.RecordTicks(ctx, []lease.TickWrite{{Task: "sync", Tick: tick, Keep: lease.DefaultRetention, Part: lease.TickPart{
+	err = e.store.RecordTicks(ctx, []lease.TickWrite{{Task: "sync", Tick: tick, Keep: lease.DefaultHistory(), Part: lease.TickPart{
 		Replica: hostile, Final: true, Written: tick, Entities: 2, Started: 1, Outcomes: map[lease.Outcome]int{lease.OutcomeFailed: 1},
 		Skipped: map[string]int{}, FirstStart: time.Millisecond, LastEnd: time.Second}}})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	keep := func(string) lease.Retention { return lease.DefaultRetention }
+	keep := func(string) lease.Retention { return lease.DefaultHistory() }
 	if err := e.store.RecordFailures(ctx, []lease.Failure{{Task: "sync", Entity: hostile, Tick: tick, Outcome: lease.OutcomeFailed,
 		Error: hostile, Output: hostile + "\n"}}, keep); err != nil {
 		e.t.Fatal(err)
 	}
-	if err := e.store.RecordAction(ctx, lease.Action{Task: "sync", At: tick, By: hostile, What: "pause", Reason: hostile}, lease.DefaultRetention); err != nil {
+	if err := e.store.RecordAction(ctx, lease.Action{Task: "sync", At: tick, By: hostile, What: "pause", Reason: hostile}, lease.DefaultHistory()); err != nil {
 		e.t.Fatal(err)
 	}
 }

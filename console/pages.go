@@ -326,7 +326,7 @@ func (c *Console) entityPage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, err)
 		return
 	}
-	fs, err := c.store.Failures(ctx, t.Name, lease.DefaultRetention.Failures)
+	fs, err := c.store.Failures(ctx, t.Name, lease.DefaultHistory().Failures)
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -407,7 +407,7 @@ func (c *Console) replicasPage(w http.ResponseWriter, r *http.Request) {
 // failuresPage shows the newest failed runs of every task, newest first:
 // one list, which every failure is also written to.
 func (c *Console) failuresPage(w http.ResponseWriter, r *http.Request) {
-	fs, err := c.store.Failures(r.Context(), "", lease.DefaultRetention.Failures)
+	fs, err := c.store.Failures(r.Context(), "", lease.DefaultHistory().Failures)
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -422,7 +422,7 @@ func (c *Console) failuresPage(w http.ResponseWriter, r *http.Request) {
 // every action is also written to.
 func (c *Console) actionsPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	all, err := c.store.Actions(ctx, "", lease.DefaultRetention.Actions)
+	all, err := c.store.Actions(ctx, "", lease.DefaultHistory().Actions)
 	if err != nil {
 		c.fail(w, err)
 		return

@@ -35,7 +35,7 @@ func manyTasks(tb testing.TB, n int) (*httptest.Server, *redis.Client) {
 	for i := range n {
 		name := fmt.Sprintf("task-%05d", i)
 		fmt.Fprintf(&b, "[[tasks]]\nname = %q\nevery = \"15m\"\nhandler = \"h\"\n", name)
-		ws = append(ws, lease.TickWrite{Task: name, Tick: tick, Keep: lease.DefaultRetention, Part: lease.TickPart{
+		ws = append(ws, lease.TickWrite{Task: name, Tick: tick, Keep: lease.DefaultHistory(), Part: lease.TickPart{
 			Replica: "r", Final: true, Written: tick, Entities: 1, Started: 1, Outcomes: map[lease.Outcome]int{lease.OutcomeDone: 1}}})
 	}
 	if err := store.RecordTicks(context.Background(), ws); err != nil {
@@ -139,7 +139,7 @@ func TestFailuresAcrossTasks(t *testing.T) {
 	e := newEnv(t, false)
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Second)
-	keep := func(string) lease.Retention { return lease.DefaultRetention }
+	keep := func(string) lease.Retention { return lease.DefaultHistory() }
 	var fs []lease.Failure
 	for i := range 200 {
 		fs = append(fs, lease.Failure{Task: "bulk", Entity: fmt.Sprint("b", i), Outcome: lease.OutcomeFailed, Ended: now, Error: "bulk"})
@@ -152,7 +152,7 @@ func TestFailuresAcrossTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expect.Equal(t, "the prefix's list keeps the newest", len(all), lease.DefaultRetention.Failures)
+	expect.Equal(t, "the prefix's list keeps the newest", len(all), lease.DefaultHistory().Failures)
 	expect.Equal(t, "newest first", all[0].Entity, "o1")
 	_, body := e.do("GET", "/failures", "", nil, nil)
 	expect.True(t, "the other task's failure is shown", strings.Contains(body, `href="/tasks/other/entity?id=o1"`))

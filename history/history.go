@@ -80,7 +80,7 @@ func ReadPast(ctx context.Context, store *lease.Store, t *config.Task, limit int
 	if err != nil {
 		return Past{}, err
 	}
-	ps, err := ReadPasts(ctx, store, []*config.Task{t}, limit, lease.DefaultRetention.Actions, pauses, replicas)
+	ps, err := ReadPasts(ctx, store, []*config.Task{t}, limit, lease.DefaultHistory().Actions, pauses, replicas)
 	if err != nil {
 		return Past{}, err
 	}

@@ -296,13 +296,13 @@ func everyScriptOf(t *testing.T, s *Store, cl *redistest.Cluster, task string) {
 		t.Fatal(err)
 	}
 	// The history: a tick's part (a script), failures and actions.
-	if err := s.RecordTicks(bg, []TickWrite{{Task: task, Tick: time.Now(), Part: TickPart{Replica: "r", Written: time.Now()}, Keep: DefaultRetention}}); err != nil {
+	if err := s.RecordTicks(bg, []TickWrite{{Task: task, Tick: time.Now(), Part: TickPart{Replica: "r", Written: time.Now()}, Keep: DefaultHistory()}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordFailures(bg, []Failure{{Task: task, Entity: "a{1}"}}, func(string) Retention { return DefaultRetention }); err != nil {
+	if err := s.RecordFailures(bg, []Failure{{Task: task, Entity: "a{1}"}}, func(string) Retention { return DefaultHistory() }); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordAction(bg, Action{Task: task, What: "pause"}, DefaultRetention); err != nil {
+	if err := s.RecordAction(bg, Action{Task: task, What: "pause"}, DefaultHistory()); err != nil {
 		t.Fatal(err)
 	}
 	entities := TaskKey("slots", task)

@@ -16,8 +16,18 @@ import (
 // writes a replica's part of a tick once when its fan-out ends and once
 // when its last run of the tick ends, never once per run.
 
+// DefaultHistory is what the history keeps unless told otherwise: a week
+// of 15-minute ticks, 50 failed runs and 100 operator actions a task (and
+// as many for the fleet's lists).
+func DefaultHistory() Retention {
+	return Retention{Ticks: 672, Age: 7 * 24 * time.Hour, Failures: 50, Actions: 100}
+}
+
 // DefaultRetention keeps a week of 15-minute ticks.
-var DefaultRetention = Retention{Ticks: 672, Age: 7 * 24 * time.Hour, Failures: 50, Actions: 100}
+//
+// Deprecated: use DefaultHistory; a variable any package can change is no
+// default.
+var DefaultRetention = DefaultHistory()
 
 // RecordTicks writes replicas' parts of ticks, each over its replica's
 // earlier part of the same tick, in one round trip.
@@ -72,9 +82,9 @@ func Failed(o Outcome) bool {
 }
 
 // RecordFailures adds failed runs to their tasks' recent failures, each
-// task's list cut to keep[task].Failures (DefaultRetention's without one),
+// task's list cut to keep[task].Failures (DefaultHistory's without one),
 // and the newest of them to the prefix's list, every task's failures
-// (DefaultRetention.Failures kept), in the same round trip: the console's
+// (DefaultHistory's Failures kept), in the same round trip: the console's
 // failures page reads that one list however many tasks there are.
 func (s *Store) RecordFailures(ctx context.Context, fs []Failure, keep func(task string) Retention) error {
 	return s.pushWithFleet(ctx, driver.ListFailures, len(fs), func(i int) (string, any) { return fs[i].Task, fs[i] }, keep)
@@ -115,16 +125,16 @@ const (
 //
 // A task's action goes into the prefix's list too, in the same round trip:
 // that list is every action of the fleet, newest first (kept to
-// DefaultRetention.Actions), which the console's actions page reads in one
+// DefaultHistory's Actions), which the console's actions page reads in one
 // call however many tasks there are.
 func (s *Store) RecordAction(ctx context.Context, a Action, keep Retention) error {
 	return s.pushWithFleet(ctx, driver.ListActions, 1, func(int) (string, any) { return a.Task, a }, func(string) Retention { return keep })
 }
 
 // pushWithFleet is push, and also puts the newest of the values of a task
-// (as many as DefaultRetention keeps of list) into the prefix's list, in
+// (as many as DefaultHistory keeps of list) into the prefix's list, in
 // the same round trip: the prefix's list is the whole fleet's, newest
-// first, kept to DefaultRetention. A value of the prefix itself (task "")
+// first, kept to DefaultHistory. A value of the prefix itself (task "")
 // goes there once.
 func (s *Store) pushWithFleet(ctx context.Context, list string, n int, at func(i int) (string, any), keep func(string) Retention) error {
 	type value struct {
@@ -140,14 +150,14 @@ func (s *Store) pushWithFleet(ctx context.Context, list string, n int, at func(i
 			fleet = append(fleet, value{"", v})
 		}
 	}
-	limit := DefaultRetention.Failures
+	limit := DefaultHistory().Failures
 	if list == driver.ListActions {
-		limit = DefaultRetention.Actions
+		limit = DefaultHistory().Actions
 	}
 	vals = append(vals, fleet[max(0, len(fleet)-limit):]...) // the newest: the prefix's list keeps no more
 	return s.push(ctx, list, len(vals), func(i int) (string, any) { return vals[i].task, vals[i].v }, func(task string) Retention {
 		if task == "" {
-			return DefaultRetention
+			return DefaultHistory()
 		}
 		return keep(task)
 	})

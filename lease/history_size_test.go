@@ -29,10 +29,10 @@ func TestTickRecordBytes(t *testing.T) {
 		}
 		task := fmt.Sprintf("sync-users-%d-%v", replicas, tc.compress)
 		var ws []TickWrite
-		for i := range DefaultRetention.Ticks {
+		for i := range DefaultHistory().Ticks {
 			tick := start.Add(time.Duration(i) * 15 * time.Minute)
 			for r := range replicas {
-				ws = append(ws, TickWrite{Task: task, Tick: tick, Keep: DefaultRetention, Part: TickPart{
+				ws = append(ws, TickWrite{Task: task, Tick: tick, Keep: DefaultHistory(), Part: TickPart{
 					Replica: fmt.Sprintf("web-%d.prod-12345", r), Final: true, Written: tick.Add(40 * time.Second),
 					Entities: 250, Started: 250 / replicas, Outcomes: map[Outcome]int{OutcomeDone: 250/replicas - 2, OutcomeFailed: 2},
 					Skipped: map[string]int{SkipBusy: 1, SkipAlreadyRan: 250 - 250/replicas}, FirstStart: 4 * time.Millisecond, LastEnd: 38 * time.Second}})
@@ -45,8 +45,8 @@ func TestTickRecordBytes(t *testing.T) {
 		}
 		key := redisdriver.HistoryKeys("f", task)[0]
 		n, err := c.LLen(bg, key).Result()
-		if err != nil || n != int64(DefaultRetention.Ticks) {
-			t.Fatalf("%d records kept (%v), want %d", n, err, DefaultRetention.Ticks)
+		if err != nil || n != int64(DefaultHistory().Ticks) {
+			t.Fatalf("%d records kept (%v), want %d", n, err, DefaultHistory().Ticks)
 		}
 		bytes, err := c.MemoryUsage(bg, key).Result()
 		if err != nil {

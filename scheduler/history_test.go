@@ -207,7 +207,7 @@ func TestRunsGoOnWhenHistoryWritesFail(t *testing.T) {
 	}
 	st := e.redisStoreVia(redis.Options{Username: "nohistory", Password: "pw"}, "tickd", lease.Options{Replica: "r1", MaxTTL: 2 * time.Second})
 	if err := st.RecordTicks(context.Background(), []lease.TickWrite{{Task: "rec", Tick: time.Now(),
-		Part: lease.TickPart{Replica: "x", Written: time.Now()}, Keep: lease.DefaultRetention}}); err == nil {
+		Part: lease.TickPart{Replica: "x", Written: time.Now()}, Keep: lease.DefaultHistory()}}); err == nil {
 		t.Fatal("the user may write the history: the test tests nothing")
 	}
 	st.InitEpoch(context.Background()) //nolint:errcheck

@@ -36,7 +36,7 @@ type Done struct {
 // record keeps a in the history of t (of the prefix for t nil), under t's
 // retention, into d.
 func record(ctx context.Context, store *lease.Store, t *config.Task, a lease.Action, said string) Done {
-	keep := lease.DefaultRetention
+	keep := lease.DefaultHistory()
 	if t != nil {
 		keep = t.Retention()
 	}

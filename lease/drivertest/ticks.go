@@ -1,4 +1,4 @@
-package lease
+package drivertest
 
 import (
 	"context"
@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/lease"
 )
 
 // What the store keeps about an entity is forgotten StateTTL after it was
 // last granted or released, by the store itself; a held lease never is.
-func testRetention(t *testing.T, k kit) {
+func testRetention(t *testing.T, k Kit) {
 	const stateTTL = 300 * time.Millisecond
-	s := k.client(Options{StateTTL: stateTTL})
+	s := k(lease.Options{StateTTL: stateTTL})
 	mustRelease(t, mustAcquire(t, s, req("old", time.Minute)))
 	held := mustAcquire(t, s, req("held", 3*time.Second))
 	if st, err := s.Entity(bg, "t", "old"); err != nil || st.Last == nil {
@@ -27,59 +28,17 @@ func testRetention(t *testing.T, k kit) {
 	if held.Context().Err() != nil {
 		t.Fatalf("held lease lost: %v", context.Cause(held.Context()))
 	}
-	if _, err := s.Acquire(bg, req("held", time.Minute)); !errors.Is(err, ErrBusy) {
+	if _, err := s.Acquire(bg, req("held", time.Minute)); !errors.Is(err, lease.ErrBusy) {
 		t.Fatalf("held lease swept: acquire gave %v", err)
 	}
 	mustRelease(t, held)
 }
-
-func testFences(t *testing.T, k kit) {
-	s := k.client(Options{StateTTL: 200 * time.Millisecond})
-	var last int64
-	check := func(l *Lease) {
-		t.Helper()
-		if l.Fence <= last {
-			t.Fatalf("fence %d after %d", l.Fence, last)
-		}
-		last = l.Fence
-	}
-	for range 5 {
-		l := mustAcquire(t, s, req("e", time.Minute))
-		check(l)
-		mustRelease(t, l)
-	}
-	// After the lease expired.
-	l := mustAcquire(t, s, req("e", 200*time.Millisecond))
-	check(l)
-	l.stopRenewing()
-	expect.WaitFor(t, 5*time.Second, "expiry", func() bool {
-		l2, err := s.Acquire(bg, req("e", time.Minute))
-		if err == nil {
-			check(l2)
-			mustRelease(t, l2)
-		}
-		return err == nil
-	})
-	// After the state expired (StateTTL 200ms) and was swept: the entity's
-	// last run is forgotten, and a fresh grant still gets a higher fence.
-	expect.WaitFor(t, 5*time.Second, "state swept", func() bool {
-		if err := s.Sweep(bg); err != nil {
-			t.Fatal(err)
-		}
-		st, err := s.Entity(bg, "t", "e")
-		return err == nil && st.Last == nil
-	})
-	l = mustAcquire(t, s, req("e", time.Minute))
-	check(l)
-	mustRelease(t, l)
-}
-
-func testOncePerTick(t *testing.T, k kit) {
-	a := k.client(Options{Replica: "A"})
-	b := k.client(Options{Replica: "B"})
+func testOncePerTick(t *testing.T, k Kit) {
+	a := k(lease.Options{Replica: "A"})
+	b := k(lease.Options{Replica: "B"})
 	T := time.Date(2026, 1, 22, 10, 15, 0, 0, time.UTC)
-	tick := func(s *Store, e string, at time.Time) (*Lease, error) {
-		return s.Acquire(bg, Request{Task: "t", Entity: e, TTL: time.Minute, Reason: ReasonTick, Tick: at})
+	tick := func(s *lease.Store, e string, at time.Time) (*lease.Lease, error) {
+		return s.Acquire(bg, lease.Request{Task: "t", Entity: e, TTL: time.Minute, Reason: lease.ReasonTick, Tick: at})
 	}
 	l, err := tick(a, "e", T)
 	if err != nil {
@@ -94,13 +53,13 @@ func testOncePerTick(t *testing.T, k kit) {
 		at   time.Time
 	}{{"same tick, other replica", T}, {"late older tick", T.Add(-15 * time.Minute)}} {
 		_, err := tick(b, "e", c.at)
-		var ar *AlreadyRanError
+		var ar *lease.AlreadyRanError
 		if !errors.As(err, &ar) || !ar.LastTick.Equal(T) {
 			t.Fatalf("%s: got %v, want already ran at %v", c.name, err, T)
 		}
 	}
 	// Other reasons skip the tick check.
-	mustRelease(t, mustAcquire(t, b, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonReschedule}))
+	mustRelease(t, mustAcquire(t, b, lease.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: lease.ReasonReschedule}))
 	// Other entities have their own record.
 	l, err = tick(b, "f", T)
 	if err != nil {
@@ -109,7 +68,7 @@ func testOncePerTick(t *testing.T, k kit) {
 	mustRelease(t, l)
 	// A busy entity does not consume the tick.
 	hold := mustAcquire(t, a, req("e", time.Minute))
-	if _, err := tick(b, "e", T.Add(15*time.Minute)); !errors.Is(err, ErrBusy) {
+	if _, err := tick(b, "e", T.Add(15*time.Minute)); !errors.Is(err, lease.ErrBusy) {
 		t.Fatalf("tick on busy entity: %v", err)
 	}
 	mustRelease(t, hold)
@@ -119,15 +78,14 @@ func testOncePerTick(t *testing.T, k kit) {
 	}
 	mustRelease(t, l)
 }
-
-func testBatch(t *testing.T, k kit) {
-	a := k.client(Options{Replica: "A"})
-	b := k.client(Options{Replica: "B"})
+func testBatch(t *testing.T, k Kit) {
+	a := k(lease.Options{Replica: "A"})
+	b := k(lease.Options{Replica: "B"})
 	const n = 700 // more than one round trip's worth
 	T := time.Now().Truncate(time.Second).Add(-5 * time.Second)
-	reqs := make([]Request, n)
+	reqs := make([]lease.Request, n)
 	for i := range reqs {
-		reqs[i] = Request{Task: "t", Entity: fmt.Sprint("e", i), TTL: time.Minute, Reason: ReasonTick, Tick: T}
+		reqs[i] = lease.Request{Task: "t", Entity: fmt.Sprint("e", i), TTL: time.Minute, Reason: lease.ReasonTick, Tick: T}
 	}
 	reqs[5].TTL = 0 // one bad request does not spoil the batch
 	res := a.AcquireBatch(bg, reqs)
@@ -138,17 +96,17 @@ func testBatch(t *testing.T, k kit) {
 	}
 	// The same tick on another replica: already ran; another reason: busy.
 	for i, r := range b.AcquireBatch(bg, reqs) {
-		if i != 5 && !errors.Is(r.Err, ErrAlreadyRan) {
+		if i != 5 && !errors.Is(r.Err, lease.ErrAlreadyRan) {
 			t.Fatalf("same tick on B, entity %d: %v", i, r.Err)
 		}
 	}
-	triggers := make([]Request, n)
+	triggers := make([]lease.Request, n)
 	for i, r := range reqs {
-		r.Reason = ReasonTrigger
+		r.Reason = lease.ReasonTrigger
 		triggers[i] = r
 	}
 	for i, r := range b.AcquireBatch(bg, triggers) {
-		if i != 5 && !errors.Is(r.Err, ErrBusy) {
+		if i != 5 && !errors.Is(r.Err, lease.ErrBusy) {
 			t.Fatalf("trigger on B, entity %d: %v", i, r.Err)
 		}
 	}
@@ -158,11 +116,11 @@ func testBatch(t *testing.T, k kit) {
 		}
 	}
 	for i, r := range b.AcquireBatch(bg, reqs) {
-		if i != 5 && !errors.Is(r.Err, ErrAlreadyRan) {
+		if i != 5 && !errors.Is(r.Err, lease.ErrAlreadyRan) {
 			t.Fatalf("after release entity %d: %v", i, r.Err)
 		}
 	}
-	next := make([]Request, n)
+	next := make([]lease.Request, n)
 	for i, r := range reqs {
 		r.Tick = T.Add(time.Second)
 		next[i] = r
@@ -176,11 +134,10 @@ func testBatch(t *testing.T, k kit) {
 		}
 	}
 }
-
-func testEarly(t *testing.T, k kit) {
-	s := k.client(Options{})
+func testEarly(t *testing.T, k Kit) {
+	s := k(lease.Options{})
 	tick := func(at time.Time) error {
-		l, err := s.Acquire(bg, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonTick, Tick: at})
+		l, err := s.Acquire(bg, lease.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: lease.ReasonTick, Tick: at})
 		if err == nil {
 			mustRelease(t, l)
 		}
@@ -188,9 +145,9 @@ func testEarly(t *testing.T, k kit) {
 	}
 	// A replica whose clock runs 5s ahead asks for a tick 5s early.
 	err := tick(time.Now().Add(5 * time.Second))
-	var ee *EarlyError
-	if !errors.As(err, &ee) || !errors.Is(err, ErrEarly) {
-		t.Fatalf("early tick: %v, want an *EarlyError", err)
+	var ee *lease.EarlyError
+	if !errors.As(err, &ee) || !errors.Is(err, lease.ErrEarly) {
+		t.Fatalf("early tick: %v, want an *lease.EarlyError", err)
 	}
 	expect.True(t, "the wait is about the 5s the clock is ahead", ee.Wait > 4*time.Second && ee.Wait < 6*time.Second)
 	// Nothing was recorded: the tick now is not refused as already ran.
@@ -198,11 +155,11 @@ func testEarly(t *testing.T, k kit) {
 		t.Fatalf("tick due now: %v", err)
 	}
 	// Within the tolerance is fine.
-	if err := tick(time.Now().Add(EarlyTolerance / 2)); err != nil {
+	if err := tick(time.Now().Add(lease.EarlyTolerance / 2)); err != nil {
 		t.Fatalf("tick within tolerance: %v", err)
 	}
 	// Other reasons carry no tick to check.
-	mustRelease(t, mustAcquire(t, s, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonRetry, Tick: time.Now().Add(time.Hour)}))
+	mustRelease(t, mustAcquire(t, s, lease.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: lease.ReasonRetry, Tick: time.Now().Add(time.Hour)}))
 }
 
 // hostile is an id or text with every separator the stored values use.
@@ -214,21 +171,21 @@ var hostileIDs = []string{
 	string(make([]byte, 10*1024)), fmt.Sprintf("%010240d", 7),
 }
 
-func testHostileIDs(t *testing.T, k kit) {
-	s := k.client(Options{})
-	var ls []*Lease
+func testHostileIDs(t *testing.T, k Kit) {
+	s := k(lease.Options{})
+	var ls []*lease.Lease
 	for _, id := range hostileIDs {
-		ls = append(ls, mustAcquire(t, s, Request{Task: "we:ird {task}", Entity: id, TTL: time.Minute, Reason: ReasonTrigger}))
+		ls = append(ls, mustAcquire(t, s, lease.Request{Task: "we:ird {task}", Entity: id, TTL: time.Minute, Reason: lease.ReasonTrigger}))
 	}
 	got := map[string]bool{}
-	if err := s.Leases(bg, "we:ird {task}", func(h Held) error { got[h.Entity] = true; return nil }); err != nil {
+	if err := s.Leases(bg, "we:ird {task}", func(h lease.Held) error { got[h.Entity] = true; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range hostileIDs {
 		if !got[id] {
 			t.Errorf("lease of %q not listed", id)
 		}
-		if _, err := s.Acquire(bg, Request{Task: "we:ird {task}", Entity: id, TTL: time.Minute, Reason: ReasonTrigger}); !errors.Is(err, ErrBusy) {
+		if _, err := s.Acquire(bg, lease.Request{Task: "we:ird {task}", Entity: id, TTL: time.Minute, Reason: lease.ReasonTrigger}); !errors.Is(err, lease.ErrBusy) {
 			t.Errorf("%q: %v", id, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package lease
+package drivertest
 
 import (
 	"errors"
@@ -10,26 +10,26 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/lease"
 )
 
-func dues(t *testing.T, s *Store) []Due {
+func dues(t *testing.T, s *lease.Store) []lease.Due {
 	t.Helper()
-	var ds []Due
-	if err := s.DueEntries(bg, "", func(d Due) error { ds = append(ds, d); return nil }); err != nil {
+	var ds []lease.Due
+	if err := s.DueEntries(bg, "", func(d lease.Due) error { ds = append(ds, d); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return ds
 }
-
-func testFollowUp(t *testing.T, k kit) {
-	a := k.client(Options{Replica: "A"})
-	b := k.client(Options{Replica: "B"})
+func testFollowUp(t *testing.T, k Kit) {
+	a := k(lease.Options{Replica: "A"})
+	b := k(lease.Options{Replica: "B"})
 	l := mustAcquire(t, a, req("e", time.Minute))
 	for range 3 { // several requests, one follow-up
 		r := req("e", time.Minute)
 		r.Queue = true
 		_, err := b.Acquire(bg, r)
-		var be *BusyError
+		var be *lease.BusyError
 		if !errors.As(err, &be) || !be.Queued {
 			t.Fatalf("queued acquire: %v", err)
 		}
@@ -44,10 +44,10 @@ func testFollowUp(t *testing.T, k kit) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ds) != 1 || ds[0].Reason != ReasonQueued || ds[0].Entity != "e" {
+	if len(ds) != 1 || ds[0].Reason != lease.ReasonQueued || ds[0].Entity != "e" {
 		t.Fatalf("due after release: %+v", ds)
 	}
-	f := mustAcquire(t, b, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonQueued, From: &ds[0]})
+	f := mustAcquire(t, b, lease.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: lease.ReasonQueued, From: &ds[0]})
 	if r := mustRelease(t, f); r.FollowUp {
 		t.Fatal("follow-up of the follow-up")
 	}
@@ -61,60 +61,59 @@ func testFollowUp(t *testing.T, k kit) {
 // every queued run of a long job redo one old tick); that tick counts as
 // run, so a late replica's request for it is not queued again; and a
 // reschedule the follow-up folds into carries it too.
-func testFollowUpTick(t *testing.T, k kit) {
-	a := k.client(Options{Replica: "A"})
-	b := k.client(Options{Replica: "B"})
+func testFollowUpTick(t *testing.T, k Kit) {
+	a := k(lease.Options{Replica: "A"})
+	b := k(lease.Options{Replica: "B"})
 	T := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	tick := func(n int) Request {
-		return Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonTick, Tick: T.Add(time.Duration(n) * time.Minute), Queue: true}
+	tick := func(n int) lease.Request {
+		return lease.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: lease.ReasonTick, Tick: T.Add(time.Duration(n) * time.Minute), Queue: true}
 	}
 	l := mustAcquire(t, a, tick(0))
 	for _, n := range []int{1, 2} {
-		if _, err := b.Acquire(bg, tick(n)); !errors.Is(err, ErrBusy) {
+		if _, err := b.Acquire(bg, tick(n)); !errors.Is(err, lease.ErrBusy) {
 			t.Fatalf("tick %d while the holder runs: %v, want busy", n, err)
 		}
 	}
-	if _, err := b.Acquire(bg, tick(1)); !errors.Is(err, ErrAlreadyRan) {
+	if _, err := b.Acquire(bg, tick(1)); !errors.Is(err, lease.ErrAlreadyRan) {
 		t.Fatalf("a late request for a tick already queued: %v, want already ran", err)
 	}
 	mustRelease(t, l)
 	ds := dues(t, a)
-	if len(ds) != 1 || ds[0].Reason != ReasonQueued || !ds[0].Tick.Equal(T.Add(2*time.Minute)) {
+	if len(ds) != 1 || ds[0].Reason != lease.ReasonQueued || !ds[0].Tick.Equal(T.Add(2*time.Minute)) {
 		t.Fatalf("follow-up %+v, want one queued run for the tick %v", ds, T.Add(2*time.Minute))
 	}
 	taken, err := b.TakeDue(bg, 10, time.Minute)
 	if err != nil || len(taken) != 1 {
 		t.Fatalf("take: %v %+v", err, taken)
 	}
-	f := mustAcquire(t, b, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonQueued, From: &taken[0]})
+	f := mustAcquire(t, b, lease.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: lease.ReasonQueued, From: &taken[0]})
 	if !f.Tick.Equal(T.Add(2 * time.Minute)) {
 		t.Fatalf("queued run's tick %v, want %v", f.Tick, T.Add(2*time.Minute))
 	}
 	// A reschedule of the queued run, with tick 3 queued meanwhile: the
 	// next run stands for tick 3 too, and carries it.
-	if _, err := a.Acquire(bg, tick(3)); !errors.Is(err, ErrBusy) {
+	if _, err := a.Acquire(bg, tick(3)); !errors.Is(err, lease.ErrBusy) {
 		t.Fatalf("tick 3: %v, want busy", err)
 	}
-	if _, err := f.Release(bg, Finished{Outcome: OutcomeReschedule}, &Next{Reason: ReasonReschedule, Attempt: 1}); err != nil {
+	if _, err := f.Release(bg, lease.Finished{Outcome: lease.OutcomeReschedule}, &lease.Next{Reason: lease.ReasonReschedule, Attempt: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if ds := dues(t, a); len(ds) != 1 || ds[0].Reason != ReasonReschedule || !ds[0].Tick.Equal(T.Add(3*time.Minute)) {
+	if ds := dues(t, a); len(ds) != 1 || ds[0].Reason != lease.ReasonReschedule || !ds[0].Tick.Equal(T.Add(3*time.Minute)) {
 		t.Fatalf("next run %+v, want one reschedule for the tick %v", ds, T.Add(3*time.Minute))
 	}
 }
-
-func testReleaseNext(t *testing.T, k kit) {
-	s := k.client(Options{})
+func testReleaseNext(t *testing.T, k Kit) {
+	s := k(lease.Options{})
 	T := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	l := mustAcquire(t, s, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonTick, Tick: T})
-	if _, err := l.Release(bg, Finished{Outcome: "reschedule"}, &Next{Reason: ReasonReschedule, Delay: time.Hour, Attempt: 1}); err != nil {
+	l := mustAcquire(t, s, lease.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: lease.ReasonTick, Tick: T})
+	if _, err := l.Release(bg, lease.Finished{Outcome: "reschedule"}, &lease.Next{Reason: lease.ReasonReschedule, Delay: time.Hour, Attempt: 1}); err != nil {
 		t.Fatal(err)
 	}
 	ds := dues(t, s)
 	if len(ds) != 1 {
 		t.Fatalf("%d due entries, want 1: %+v", len(ds), ds)
 	}
-	expect.Equal(t, "due reason", ds[0].Reason, ReasonReschedule)
+	expect.Equal(t, "due reason", ds[0].Reason, lease.ReasonReschedule)
 	expect.Equal(t, "due attempt", ds[0].Attempt, 1)
 	expect.True(t, "the due entry keeps the run's tick", ds[0].Tick.Equal(T))
 	if d := time.Until(ds[0].At); d < 59*time.Minute || d > 61*time.Minute {
@@ -124,11 +123,11 @@ func testReleaseNext(t *testing.T, k kit) {
 		t.Fatalf("taken before due: %+v", got)
 	}
 	// An earlier request replaces nothing: the earliest pending one is kept.
-	if err := s.Enqueue(bg, Due{Task: "t", Entity: "e", Reason: ReasonTrigger}, 0); err != nil {
+	if err := s.Enqueue(bg, lease.Due{Task: "t", Entity: "e", Reason: lease.ReasonTrigger}, 0); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := s.TakeDue(bg, 10, time.Minute)
-	if len(got) != 1 || got[0].Reason != ReasonTrigger {
+	if len(got) != 1 || got[0].Reason != lease.ReasonTrigger {
 		t.Fatalf("taken %+v", got)
 	}
 	if err := s.Ack(bg, got[0]); err != nil {
@@ -141,10 +140,10 @@ func testReleaseNext(t *testing.T, k kit) {
 
 // A run that carries out a due entry runs for the entry's tick: what it
 // enqueues at release (Next, or a follow-up) carries that tick on.
-func testChainTick(t *testing.T, k kit) {
-	s := k.client(Options{})
+func testChainTick(t *testing.T, k Kit) {
+	s := k(lease.Options{})
 	T := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	take := func() Due {
+	take := func() lease.Due {
 		t.Helper()
 		got, err := s.TakeDue(bg, 10, time.Minute)
 		if err != nil || len(got) != 1 || !got[0].Tick.Equal(T) {
@@ -152,40 +151,39 @@ func testChainTick(t *testing.T, k kit) {
 		}
 		return got[0]
 	}
-	if err := s.Enqueue(bg, Due{Task: "t", Entity: "e", Reason: ReasonRetry, Attempt: 1, Tick: T}, 0); err != nil {
+	if err := s.Enqueue(bg, lease.Due{Task: "t", Entity: "e", Reason: lease.ReasonRetry, Attempt: 1, Tick: T}, 0); err != nil {
 		t.Fatal(err)
 	}
 	d := take()
-	l := mustAcquire(t, s, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: d.Reason, From: &d})
-	if _, err := l.Release(bg, Finished{Outcome: "failed"}, &Next{Reason: ReasonRetry, Attempt: 2}); err != nil {
+	l := mustAcquire(t, s, lease.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: d.Reason, From: &d})
+	if _, err := l.Release(bg, lease.Finished{Outcome: "failed"}, &lease.Next{Reason: lease.ReasonRetry, Attempt: 2}); err != nil {
 		t.Fatal(err)
 	}
 	d = take()
-	l = mustAcquire(t, s, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: d.Reason, From: &d})
-	if _, err := s.Acquire(bg, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonTrigger, Queue: true}); !errors.Is(err, ErrBusy) {
+	l = mustAcquire(t, s, lease.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: d.Reason, From: &d})
+	if _, err := s.Acquire(bg, lease.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: lease.ReasonTrigger, Queue: true}); !errors.Is(err, lease.ErrBusy) {
 		t.Fatalf("acquire while held: %v", err)
 	}
 	if r := mustRelease(t, l); !r.FollowUp {
 		t.Fatal("no follow-up")
 	}
-	if d = take(); d.Reason != ReasonQueued {
+	if d = take(); d.Reason != lease.ReasonQueued {
 		t.Fatalf("follow-up %+v", d)
 	}
 }
-
-func testDueTakenOnce(t *testing.T, k kit) {
-	a := k.client(Options{Replica: "A"})
-	b := k.client(Options{Replica: "B"})
+func testDueTakenOnce(t *testing.T, k Kit) {
+	a := k(lease.Options{Replica: "A"})
+	b := k(lease.Options{Replica: "B"})
 	const n = 300
 	for i := range n {
-		if err := a.Enqueue(bg, Due{Task: "t", Entity: strconv.Itoa(i), Reason: ReasonTrigger}, 0); err != nil {
+		if err := a.Enqueue(bg, lease.Due{Task: "t", Entity: strconv.Itoa(i), Reason: lease.ReasonTrigger}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var mu sync.Mutex
 	seen := map[string]int{}
 	var wg sync.WaitGroup
-	for _, s := range []*Store{a, b, a, b} {
+	for _, s := range []*lease.Store{a, b, a, b} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -219,11 +217,10 @@ func testDueTakenOnce(t *testing.T, k kit) {
 		}
 	}
 }
-
-func testVisibility(t *testing.T, k kit) {
-	a := k.client(Options{Replica: "A"})
-	b := k.client(Options{Replica: "B"})
-	if err := a.Enqueue(bg, Due{Task: "t", Entity: "e", Reason: ReasonRetry, Attempt: 2}, 0); err != nil {
+func testVisibility(t *testing.T, k Kit) {
+	a := k(lease.Options{Replica: "A"})
+	b := k(lease.Options{Replica: "B"})
+	if err := a.Enqueue(bg, lease.Due{Task: "t", Entity: "e", Reason: lease.ReasonRetry, Attempt: 2}, 0); err != nil {
 		t.Fatal(err)
 	}
 	first, _ := a.TakeDue(bg, 10, 300*time.Millisecond)
@@ -234,12 +231,12 @@ func testVisibility(t *testing.T, k kit) {
 		t.Fatalf("taken twice within visibility: %+v", again)
 	}
 	// A dies: the entry comes back to B after the visibility timeout.
-	var second []Due
+	var second []lease.Due
 	expect.WaitFor(t, 5*time.Second, "entry back after visibility", func() bool {
 		second, _ = b.TakeDue(bg, 10, time.Minute)
 		return len(second) == 1
 	})
-	if second[0].Attempt != 2 || second[0].Reason != ReasonRetry {
+	if second[0].Attempt != 2 || second[0].Reason != lease.ReasonRetry {
 		t.Fatalf("entry changed: %+v", second[0])
 	}
 	// A's late ack must not remove B's claim.
@@ -256,19 +253,18 @@ func testVisibility(t *testing.T, k kit) {
 		t.Fatalf("ack left %+v", ds)
 	}
 }
-
-func testBusyDue(t *testing.T, k kit) {
-	s := k.client(Options{})
+func testBusyDue(t *testing.T, k Kit) {
+	s := k(lease.Options{})
 	hold := mustAcquire(t, s, req("e", time.Minute))
-	if err := s.Enqueue(bg, Due{Task: "t", Entity: "e", Reason: ReasonReschedule}, 0); err != nil {
+	if err := s.Enqueue(bg, lease.Due{Task: "t", Entity: "e", Reason: lease.ReasonReschedule}, 0); err != nil {
 		t.Fatal(err)
 	}
 	ds, _ := s.TakeDue(bg, 10, time.Minute)
 	if len(ds) != 1 {
 		t.Fatalf("taken %+v", ds)
 	}
-	_, err := s.Acquire(bg, Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: ReasonReschedule, Queue: true, From: &ds[0]})
-	if !errors.Is(err, ErrBusy) {
+	_, err := s.Acquire(bg, lease.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: lease.ReasonReschedule, Queue: true, From: &ds[0]})
+	if !errors.Is(err, lease.ErrBusy) {
 		t.Fatalf("acquire: %v", err)
 	}
 	if left := dues(t, s); len(left) != 0 {
@@ -277,24 +273,24 @@ func testBusyDue(t *testing.T, k kit) {
 	if r := mustRelease(t, hold); !r.FollowUp {
 		t.Fatal("no follow-up after the holder")
 	}
-	if left := dues(t, s); len(left) != 1 || left[0].Reason != ReasonQueued {
+	if left := dues(t, s); len(left) != 1 || left[0].Reason != lease.ReasonQueued {
 		t.Fatalf("after release: %+v", left)
 	}
 }
 
 // Each trigger's request id is answered by exactly the run it causes,
 // whatever that run's reason, or by why none ran; never by another run.
-func testRequests(t *testing.T, k kit) {
-	s := k.client(Options{Replica: "A"})
-	other := k.client(Options{Replica: "B"})
+func testRequests(t *testing.T, k Kit) {
+	s := k(lease.Options{Replica: "A"})
+	other := k(lease.Options{Replica: "B"})
 	const r1, r2 = "req-1", "req-2"
 	trigger := func(t *testing.T, entity string, ids ...string) {
 		t.Helper()
-		if err := s.Enqueue(bg, Due{Task: "t", Entity: entity, Reason: ReasonTrigger, Requests: ids}, 0); err != nil {
+		if err := s.Enqueue(bg, lease.Due{Task: "t", Entity: entity, Reason: lease.ReasonTrigger, Requests: ids}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	take := func(t *testing.T, entity string) Due {
+	take := func(t *testing.T, entity string) lease.Due {
 		t.Helper()
 		ds, err := s.TakeDue(bg, 10, time.Minute)
 		if err != nil || len(ds) != 1 || ds[0].Entity != entity {
@@ -302,27 +298,27 @@ func testRequests(t *testing.T, k kit) {
 		}
 		return ds[0]
 	}
-	run := func(t *testing.T, d Due, queue bool) *Lease {
+	run := func(t *testing.T, d lease.Due, queue bool) *lease.Lease {
 		t.Helper()
-		l, err := s.Acquire(bg, Request{Task: "t", Entity: d.Entity, TTL: time.Minute, Reason: d.Reason, Queue: queue, From: &d})
+		l, err := s.Acquire(bg, lease.Request{Task: "t", Entity: d.Entity, TTL: time.Minute, Reason: d.Reason, Queue: queue, From: &d})
 		if err != nil {
 			t.Fatalf("acquire %s: %v", d.Entity, err)
 		}
 		return l
 	}
-	busy := func(t *testing.T, d Due, queue bool) {
+	busy := func(t *testing.T, d lease.Due, queue bool) {
 		t.Helper()
-		if _, err := s.Acquire(bg, Request{Task: "t", Entity: d.Entity, TTL: time.Minute, Reason: d.Reason, Queue: queue, From: &d}); !errors.Is(err, ErrBusy) {
+		if _, err := s.Acquire(bg, lease.Request{Task: "t", Entity: d.Entity, TTL: time.Minute, Reason: d.Reason, Queue: queue, From: &d}); !errors.Is(err, lease.ErrBusy) {
 			t.Fatalf("acquire %s: %v, want busy", d.Entity, err)
 		}
 	}
-	end := func(t *testing.T, l *Lease, o Outcome, next *Next) {
+	end := func(t *testing.T, l *lease.Lease, o lease.Outcome, next *lease.Next) {
 		t.Helper()
-		if _, err := l.Release(bg, Finished{Outcome: o}, next); err != nil {
+		if _, err := l.Release(bg, lease.Finished{Outcome: o}, next); err != nil {
 			t.Fatal(err)
 		}
 	}
-	answered := func(t *testing.T, id string) map[string]Outcome {
+	answered := func(t *testing.T, id string) map[string]lease.Outcome {
 		t.Helper()
 		m, err := other.Answers(bg, "t", id)
 		if err != nil {
@@ -335,42 +331,42 @@ func testRequests(t *testing.T, k kit) {
 		trigger(t, "a", r1)
 		l := run(t, take(t, "a"), false)
 		expect.Equal(t, "the run carries the request", strings.Join(l.Requests, ","), r1)
-		end(t, l, OutcomeDone, nil)
+		end(t, l, lease.OutcomeDone, nil)
 	})
 	t.Run("busy with on_busy queue: the follow-up answers, not the holder", func(t *testing.T) {
 		hold := mustAcquire(t, other, req("b", time.Minute))
 		trigger(t, "b", r1)
 		busy(t, take(t, "b"), true)
-		end(t, hold, OutcomeDone, nil)
+		end(t, hold, lease.OutcomeDone, nil)
 		if _, ok := answered(t, r1)["b"]; ok {
 			t.Fatal("the holder's run answered the trigger it was busy for")
 		}
 		fu := take(t, "b")
-		expect.Equal(t, "follow-up reason", fu.Reason, ReasonQueued)
-		end(t, run(t, fu, true), OutcomeFailed, nil)
+		expect.Equal(t, "follow-up reason", fu.Reason, lease.ReasonQueued)
+		end(t, run(t, fu, true), lease.OutcomeFailed, nil)
 	})
 	t.Run("busy with on_busy skip", func(t *testing.T) {
 		hold := mustAcquire(t, other, req("c", time.Minute))
 		trigger(t, "c", r1)
 		busy(t, take(t, "c"), false)
-		end(t, hold, OutcomeDone, nil)
+		end(t, hold, lease.OutcomeDone, nil)
 	})
 	t.Run("joining a pending reschedule: that run answers", func(t *testing.T) {
-		if err := s.Enqueue(bg, Due{Task: "t", Entity: "d", Reason: ReasonReschedule, Attempt: 1}, 0); err != nil {
+		if err := s.Enqueue(bg, lease.Due{Task: "t", Entity: "d", Reason: lease.ReasonReschedule, Attempt: 1}, 0); err != nil {
 			t.Fatal(err)
 		}
 		trigger(t, "d", r1)
 		d := take(t, "d")
-		expect.Equal(t, "joined entry's reason", d.Reason, ReasonReschedule)
-		end(t, run(t, d, true), OutcomeReschedule, nil)
+		expect.Equal(t, "joined entry's reason", d.Reason, lease.ReasonReschedule)
+		end(t, run(t, d, true), lease.OutcomeReschedule, nil)
 	})
 	t.Run("handed over (never begun): the next run answers", func(t *testing.T) {
 		trigger(t, "e", r1)
-		end(t, run(t, take(t, "e"), false), OutcomeCanceled, &Next{Reason: ReasonRetry, HandOver: true})
+		end(t, run(t, take(t, "e"), false), lease.OutcomeCanceled, &lease.Next{Reason: lease.ReasonRetry, HandOver: true})
 		if _, ok := answered(t, r1)["e"]; ok {
 			t.Fatal("a hand-over answered the trigger")
 		}
-		end(t, run(t, take(t, "e"), false), OutcomeTimeout, nil)
+		end(t, run(t, take(t, "e"), false), lease.OutcomeTimeout, nil)
 	})
 	t.Run("dropped (no replica runs the task), and another request", func(t *testing.T) {
 		trigger(t, "f", r1)
@@ -378,18 +374,18 @@ func testRequests(t *testing.T, k kit) {
 			t.Fatal(err)
 		}
 		trigger(t, "g", r2)
-		end(t, run(t, take(t, "g"), false), OutcomeDone, nil)
+		end(t, run(t, take(t, "g"), false), lease.OutcomeDone, nil)
 	})
 
-	want := map[string]Outcome{"a": OutcomeDone, "b": OutcomeFailed, "c": AnswerSkipped, "d": OutcomeReschedule,
-		"e": OutcomeTimeout, "f": AnswerDropped}
+	want := map[string]lease.Outcome{"a": lease.OutcomeDone, "b": lease.OutcomeFailed, "c": lease.AnswerSkipped, "d": lease.OutcomeReschedule,
+		"e": lease.OutcomeTimeout, "f": lease.AnswerDropped}
 	expect.Equal(t, "answers to the first request", fmt.Sprint(answered(t, r1)), fmt.Sprint(want))
-	expect.Equal(t, "answers to the second request", fmt.Sprint(answered(t, r2)), fmt.Sprint(map[string]Outcome{"g": OutcomeDone}))
+	expect.Equal(t, "answers to the second request", fmt.Sprint(answered(t, r2)), fmt.Sprint(map[string]lease.Outcome{"g": lease.OutcomeDone}))
 	if err := other.Forget(bg, "t", r1); err != nil {
 		t.Fatal(err)
 	}
 	expect.Equal(t, "answers after Forget", len(answered(t, r1)), 0)
-	if err := s.Enqueue(bg, Due{Task: "t", Entity: "x", Requests: []string{"a,b"}}, 0); err == nil {
+	if err := s.Enqueue(bg, lease.Due{Task: "t", Entity: "x", Requests: []string{"a,b"}}, 0); err == nil {
 		t.Fatal("a request id with a comma was accepted")
 	}
 }

@@ -1,4 +1,4 @@
-package lease
+package drivertest
 
 import (
 	"fmt"
@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/lease"
 )
 
-func testEntityState(t *testing.T, k kit) {
-	s := k.client(Options{Replica: "A"})
+func testEntityState(t *testing.T, k Kit) {
+	s := k(lease.Options{Replica: "A"})
 	st, err := s.Entity(bg, "t", "e")
 	if err != nil {
 		t.Fatal(err)
@@ -22,38 +23,37 @@ func testEntityState(t *testing.T, k kit) {
 	expect.NotNil(t, "held lease", st.Held)
 	expect.Equal(t, "held lease's fence", st.Held.Fence, l.Fence)
 	expect.Equal(t, "held lease's holder", st.Held.Holder, "A")
-	if _, err := l.Release(bg, Finished{Outcome: OutcomeDone}, &Next{Reason: ReasonReschedule, Delay: time.Hour, Attempt: 1}); err != nil {
+	if _, err := l.Release(bg, lease.Finished{Outcome: lease.OutcomeDone}, &lease.Next{Reason: lease.ReasonReschedule, Delay: time.Hour, Attempt: 1}); err != nil {
 		t.Fatal(err)
 	}
 	st, _ = s.Entity(bg, "t", "e")
 	expect.Equal(t, "held after release", st.Held, nil)
 	expect.NotNil(t, "last run after release", st.Last)
-	expect.Equal(t, "last run's outcome", st.Last.Outcome, OutcomeDone)
+	expect.Equal(t, "last run's outcome", st.Last.Outcome, lease.OutcomeDone)
 	expect.Equal(t, "last run's fence", st.Last.Fence, l.Fence)
-	expect.NotNil(t, "pending after a release with Next", st.Pending)
-	expect.Equal(t, "pending reason", st.Pending.Reason, ReasonReschedule)
+	expect.NotNil(t, "pending after a release with lease.Next", st.Pending)
+	expect.Equal(t, "pending reason", st.Pending.Reason, lease.ReasonReschedule)
 	expect.Equal(t, "pending attempt", st.Pending.Attempt, 1)
 }
-
-func testStatus(t *testing.T, k kit) {
-	s := k.client(Options{Replica: "A"})
+func testStatus(t *testing.T, k Kit) {
+	s := k(lease.Options{Replica: "A"})
 	l := mustAcquire(t, s, req("held", time.Minute))
-	done := mustAcquire(t, s, Request{Task: "other", Entity: "x", TTL: time.Minute, Reason: ReasonTrigger})
-	if _, err := done.Release(bg, Finished{Outcome: "failed", Started: time.UnixMilli(1000), Ended: time.UnixMilli(3000)}, nil); err != nil {
+	done := mustAcquire(t, s, lease.Request{Task: "other", Entity: "x", TTL: time.Minute, Reason: lease.ReasonTrigger})
+	if _, err := done.Release(bg, lease.Finished{Outcome: "failed", Started: time.UnixMilli(1000), Ended: time.UnixMilli(3000)}, nil); err != nil {
 		t.Fatal(err)
 	}
-	var hs []Held
-	s.Leases(bg, "t", func(h Held) error { hs = append(hs, h); return nil }) //nolint:errcheck
+	var hs []lease.Held
+	s.Leases(bg, "t", func(h lease.Held) error { hs = append(hs, h); return nil }) //nolint:errcheck
 	if len(hs) != 1 || hs[0].Entity != "held" || hs[0].Fence != l.Fence || hs[0].TTL <= 0 || hs[0].TTL > time.Minute {
 		t.Fatalf("leases of t: %+v", hs)
 	}
-	var rs []LastRun
-	s.LastRuns(bg, "other", func(r LastRun) error { rs = append(rs, r); return nil }) //nolint:errcheck
+	var rs []lease.LastRun
+	s.LastRuns(bg, "other", func(r lease.LastRun) error { rs = append(rs, r); return nil }) //nolint:errcheck
 	if len(rs) != 1 || rs[0].Outcome != "failed" || rs[0].Fence != done.Fence || rs[0].Ended.Sub(rs[0].Started) != 2*time.Second {
 		t.Fatalf("last runs: %+v", rs)
 	}
-	var all []Held
-	s.Leases(bg, "", func(h Held) error { all = append(all, h); return nil }) //nolint:errcheck
+	var all []lease.Held
+	s.Leases(bg, "", func(h lease.Held) error { all = append(all, h); return nil }) //nolint:errcheck
 	if len(all) != 1 {
 		t.Fatalf("all leases: %+v", all)
 	}
@@ -63,21 +63,21 @@ func testStatus(t *testing.T, k kit) {
 // testEntityPage: a task's entities come a page at a time, each once, and
 // a search keeps the ids that begin with (or contain) its text, hostile
 // ids included.
-func testEntityPage(t *testing.T, k kit) {
-	s := k.client(Options{Replica: "A"})
+func testEntityPage(t *testing.T, k Kit) {
+	s := k(lease.Options{Replica: "A"})
 	want := map[string]bool{}
 	for i := range 25 {
 		id := fmt.Sprintf("user-%02d", i)
 		if i == 7 {
 			id = "user-07 " + hostile
 		}
-		l := mustAcquire(t, s, Request{Task: "p", Entity: id, TTL: time.Minute, Reason: ReasonTrigger})
+		l := mustAcquire(t, s, lease.Request{Task: "p", Entity: id, TTL: time.Minute, Reason: lease.ReasonTrigger})
 		if i%2 == 0 {
 			mustRelease(t, l)
 		}
 		want[id] = true
 	}
-	mustAcquire(t, s, Request{Task: "other", Entity: "user-99", TTL: time.Minute, Reason: ReasonTrigger})
+	mustAcquire(t, s, lease.Request{Task: "other", Entity: "user-99", TTL: time.Minute, Reason: lease.ReasonTrigger})
 	got := map[string]bool{}
 	held := 0
 	cursor := ""
@@ -85,7 +85,7 @@ func testEntityPage(t *testing.T, k kit) {
 		if pages > 25 {
 			t.Fatal("the walk does not end")
 		}
-		p, err := s.EntityPage(bg, "p", PageQuery{Cursor: cursor, Size: 10, MaxScan: 1000})
+		p, err := s.EntityPage(bg, "p", lease.PageQuery{Cursor: cursor, Size: 10, MaxScan: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,19 +103,19 @@ func testEntityPage(t *testing.T, k kit) {
 	}
 	expect.Equal(t, "entities walked", len(got), 25)
 	expect.Equal(t, "held", held, 12)
-	p, err := s.EntityPage(bg, "p", PageQuery{Search: "user-1", Size: 100, MaxScan: 1000})
+	p, err := s.EntityPage(bg, "p", lease.PageQuery{Search: "user-1", Size: 100, MaxScan: 1000})
 	expect.True(t, "prefix search", err == nil && len(p.Rows) == 10)
-	p, err = s.EntityPage(bg, "p", PageQuery{Search: "#c d%", Substring: true, Size: 100, MaxScan: 1000})
+	p, err = s.EntityPage(bg, "p", lease.PageQuery{Search: "#c d%", Substring: true, Size: 100, MaxScan: 1000})
 	expect.True(t, "substring search finds the hostile id", err == nil && len(p.Rows) == 1 && p.Rows[0].Entity == "user-07 "+hostile)
 }
 
 // testTaskRegistry: tasks registered are remembered with their schedule,
 // zone, when and by whom, until forgotten; a second registration updates
 // them; hostile names stay whole.
-func testTaskRegistry(t *testing.T, k kit) {
-	s := k.client(Options{Replica: "A"})
+func testTaskRegistry(t *testing.T, k Kit) {
+	s := k(lease.Options{Replica: "A"})
 	hostile := "x y{1}:%|#\n"
-	if err := s.RegisterTasks(bg, []TaskInfo{{Name: "sync", Schedule: "every 15m0s", Timezone: "Europe/Berlin"}, {Name: hostile, Schedule: `cron "* * * * *"`, Timezone: "UTC"}}); err != nil {
+	if err := s.RegisterTasks(bg, []lease.TaskInfo{{Name: "sync", Schedule: "every 15m0s", Timezone: "Europe/Berlin"}, {Name: hostile, Schedule: `cron "* * * * *"`, Timezone: "UTC"}}); err != nil {
 		t.Fatal(err)
 	}
 	reg, err := s.Registry(bg)

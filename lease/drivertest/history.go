@@ -1,0 +1,243 @@
+package drivertest
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
+)
+
+// testTickRecords: each replica's part of a tick lands in the tick's one
+// record, over its own earlier part; records come newest first, whatever
+// order the ticks were written in.
+func testTickRecords(t *testing.T, k Kit) {
+	s := k(lease.Options{Replica: "A"})
+	now := time.Now().Truncate(time.Millisecond)
+	t1, t2 := now.Add(-2*time.Minute), now.Add(-time.Minute)
+	part := func(replica string, final bool, started int, outcomes map[lease.Outcome]int, skipped map[string]int) lease.TickPart {
+		return lease.TickPart{Replica: replica, Final: final, Written: now, Entities: 10, Started: started, Outcomes: outcomes,
+			Skipped: skipped, FirstStart: 3 * time.Millisecond, LastEnd: time.Duration(started) * time.Second}
+	}
+	write := func(task string, tick time.Time, p lease.TickPart) {
+		t.Helper()
+		if err := s.RecordTicks(bg, []lease.TickWrite{{Task: task, Tick: tick, Part: p, Keep: lease.DefaultHistory()}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("t", t2, part("A", false, 4, nil, map[string]int{lease.SkipAlreadyRan: 6}))
+	write("t", t1, part(hostile, true, 10, map[lease.Outcome]int{lease.OutcomeDone: 9, lease.OutcomeFailed: 1}, nil))
+	write("t", t2, part("B", true, 6, map[lease.Outcome]int{lease.OutcomeDone: 6}, map[string]int{lease.SkipAlreadyRan: 4}))
+	write("t", t2, part("A", true, 4, map[lease.Outcome]int{lease.OutcomeDone: 3, lease.OutcomeTimeout: 1}, map[string]int{lease.SkipAlreadyRan: 6}))
+	rs, err := s.Ticks(bg, "t", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "records", len(rs), 2)
+	r := rs[0]
+	expect.True(t, "newest first", r.Tick.Equal(t2))
+	expect.Same(t, "replicas of t2", r.Replicas(), []string{"A", "B"})
+	expect.Equal(t, "runs of t2", r.Runs(), 10)
+	expect.Same(t, "outcomes of t2", r.Outcomes(), map[lease.Outcome]int{lease.OutcomeDone: 9, lease.OutcomeTimeout: 1})
+	expect.Same(t, "skips of t2 (the replicas ran every entity)", r.Skipped(), map[string]int{})
+	expect.True(t, "t2 final", r.Final())
+	expect.Equal(t, "t2's first start", r.FirstStart(), 3*time.Millisecond)
+	expect.Equal(t, "t2's last end", r.LastEnd(), 6*time.Second)
+	expect.Same(t, "t1's replica (hostile id)", rs[1].Replicas(), []string{hostile})
+	expect.Same(t, "t1's outcomes", rs[1].Outcomes(), map[lease.Outcome]int{lease.OutcomeDone: 9, lease.OutcomeFailed: 1})
+	expect.Equal(t, "another task's records", len(mustTicks(t, s, "other")), 0)
+
+	// A part written before its run ended, left so (the replica died).
+	write("t", now, part("C", false, 2, map[lease.Outcome]int{lease.OutcomeDone: 1}, nil))
+	expect.True(t, "a part not final leaves its tick not final", !mustTicks(t, s, "t")[0].Final())
+}
+func mustTicks(t *testing.T, s *lease.Store, task string) []lease.TickRecord {
+	t.Helper()
+	rs, err := s.Ticks(bg, task, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// testHistoryRetention: the records are cut by count and by age in the
+// write, and a part for a tick older than the newest driver.TickScan is dropped.
+func testHistoryRetention(t *testing.T, k Kit) {
+	s := k(lease.Options{Replica: "A"})
+	now := time.Now().Truncate(time.Millisecond)
+	keep := lease.Retention{Ticks: 5, Age: time.Hour, Failures: 3, Actions: 2}
+	var ws []lease.TickWrite
+	for i := range 8 {
+		ws = append(ws, lease.TickWrite{Task: "t", Tick: now.Add(time.Duration(i-8) * time.Minute),
+			Part: lease.TickPart{Replica: "A", Final: true, Written: now, Started: i}, Keep: keep})
+	}
+	if err := s.RecordTicks(bg, ws); err != nil {
+		t.Fatal(err)
+	}
+	rs := mustTicks(t, s, "t")
+	expect.Equal(t, "records kept", len(rs), 5)
+	expect.Equal(t, "the newest kept", rs[0].Runs(), 7)
+	expect.Equal(t, "the oldest kept", rs[4].Runs(), 3)
+	// A part that is written two hours on drops every record older than an hour.
+	later := lease.TickWrite{Task: "t", Tick: now.Add(2 * time.Hour), Part: lease.TickPart{Replica: "A", Written: now.Add(2 * time.Hour)}, Keep: keep}
+	if err := s.RecordTicks(bg, []lease.TickWrite{later}); err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "records after an hour", len(mustTicks(t, s, "t")), 1)
+
+	// A part for a tick older than the driver.TickScan newest records is dropped.
+	keep.Ticks, keep.Age = 100, 24*time.Hour
+	ws = ws[:0]
+	for i := range driver.TickScan {
+		ws = append(ws, lease.TickWrite{Task: "u", Tick: now.Add(time.Duration(i) * time.Second), Part: lease.TickPart{Replica: "A", Written: now}, Keep: keep})
+	}
+	ws = append(ws, lease.TickWrite{Task: "u", Tick: now.Add(-time.Second), Part: lease.TickPart{Replica: "A", Written: now}, Keep: keep})
+	if err := s.RecordTicks(bg, ws); err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "records after a late part", len(mustTicks(t, s, "u")), driver.TickScan)
+
+	var fs []lease.Failure
+	for i := range 5 {
+		fs = append(fs, lease.Failure{Task: "t", Entity: strings.Repeat("e", i+1), Outcome: lease.OutcomeFailed})
+	}
+	if err := s.RecordFailures(bg, fs, func(string) lease.Retention { return keep }); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Failures(bg, "t", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "failures kept", len(got), 3)
+	expect.Equal(t, "the newest failure first", got[0].Entity, "eeeee")
+	for i := range 3 {
+		if err := s.RecordAction(bg, lease.Action{Task: "t", What: "trigger", By: strings.Repeat("o", i+1)}, keep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as, err := s.Actions(bg, "t", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "actions kept", len(as), 2)
+	expect.Equal(t, "the newest action first", as[0].By, "ooo")
+}
+
+// testFailuresAndActions: what a failure and an action keep comes back as it
+// was, hostile text included; an entity's last run keeps its error.
+func testFailuresAndActions(t *testing.T, k Kit) {
+	s := k(lease.Options{Replica: "A"})
+	tick := time.Now().Truncate(time.Second).UTC()
+	f := lease.Failure{Task: "t", Entity: hostile, Tick: tick, Reason: lease.ReasonTick, Fence: 42, Replica: "A", Started: tick,
+		Ended: tick.Add(time.Second), Outcome: lease.OutcomeFailed, Error: "exit status 3 " + hostile, Output: "line 1\n<script>\n"}
+	if err := s.RecordFailures(bg, []lease.Failure{f}, func(string) lease.Retention { return lease.DefaultHistory() }); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := s.Failures(bg, "t", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Same(t, "failures", fs, []lease.Failure{f})
+	a := lease.Action{Task: "t", At: tick, By: "ops@host", What: "pause", Reason: hostile, Until: tick.Add(time.Hour)}
+	global := lease.Action{At: tick, By: "ops@host", What: "migrate", Detail: "moved 3 keys"}
+	for _, a := range []lease.Action{a, global} {
+		if err := s.RecordAction(bg, a, lease.DefaultHistory()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as, _ := s.Actions(bg, "t", 10)
+	expect.Same(t, "the task's actions", as, []lease.Action{a})
+	as, _ = s.Actions(bg, "", 10)
+	expect.Same(t, "the fleet's actions: the prefix's and every task's, newest first", as, []lease.Action{global, a})
+
+	l := mustAcquire(t, s, lease.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: lease.ReasonTick, Tick: tick})
+	long := strings.Repeat("é", lease.MaxRunError)
+	if _, err := l.Release(bg, lease.Finished{Outcome: lease.OutcomeFailed, Started: tick, Ended: tick, Error: long}, nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Entity(bg, "t", "e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "the last run's error, cut at a rune", st.Last.Error, long[:lease.MaxRunError])
+	l = mustAcquire(t, s, lease.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: lease.ReasonTrigger})
+	mustRelease(t, l)
+	st, _ = s.Entity(bg, "t", "e")
+	expect.Equal(t, "a run that did not fail has no error", st.Last.Error, "")
+}
+
+// testPauses: a pause keeps who, why and until when, and ends by itself.
+func testPauses(t *testing.T, k Kit) {
+	s := k(lease.Options{Replica: "A"})
+	now := time.Now().Truncate(time.Second).UTC()
+	p := lease.PauseInfo{By: "ops", At: now, Reason: hostile, Until: now.Add(time.Hour)}
+	if err := s.Pause(bg, "t", p); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Pause(bg, "gone", lease.PauseInfo{By: "ops", At: now, Until: now.Add(-time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Pause(bg, "plain", lease.PauseInfo{At: now}); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := s.Pauses(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Same(t, "the pause's info", ps["t"], p)
+	_, ok := ps["gone"]
+	expect.True(t, "a pause past its until is over", !ok)
+	expect.Same(t, "paused", pausedSet(s), map[string]bool{"t": true, "plain": true})
+	if err := s.Resume(bg, "t"); err != nil {
+		t.Fatal(err)
+	}
+	expect.Same(t, "paused after a resume", pausedSet(s), map[string]bool{"plain": true})
+}
+
+// pausedSet is the set of s's paused tasks.
+func pausedSet(s *lease.Store) map[string]bool {
+	ps, _ := s.Pauses(bg)
+	m := map[string]bool{}
+	for task := range ps {
+		m[task] = true
+	}
+	return m
+}
+
+// testHistories: Histories reads several tasks' ticks and actions at once,
+// each task's as Ticks and Actions read it alone, cut to what each read
+// asks; a task with no history reads as empty.
+func testHistories(t *testing.T, k Kit) {
+	s := k(lease.Options{Replica: "A"})
+	tick := time.Now().Truncate(time.Second).UTC()
+	for _, task := range []string{"a", "b"} {
+		for i := range 3 {
+			T := tick.Add(time.Duration(i) * time.Minute)
+			err := s.RecordTicks(bg, []lease.TickWrite{{Task: task, Tick: T, Keep: lease.DefaultHistory(), Part: lease.TickPart{Replica: "A", Final: true, Written: T, Entities: 1}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.RecordAction(bg, lease.Action{Task: task, At: T, By: task, What: lease.ActionTrigger}, lease.DefaultHistory()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	hs, err := s.Histories(bg, []lease.HistoryRead{{Task: "a", Ticks: 2, Actions: 1}, {Task: "none", Ticks: 5, Actions: 5}, {Task: "b", Ticks: 5, Actions: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "one history a read", len(hs), 3)
+	if len(hs) != 3 {
+		return
+	}
+	for i, r := range []lease.HistoryRead{{Task: "a", Ticks: 2, Actions: 1}, {Task: "none", Ticks: 5, Actions: 5}, {Task: "b", Ticks: 5, Actions: 5}} {
+		ticks, _ := s.Ticks(bg, r.Task, r.Ticks)
+		actions, _ := s.Actions(bg, r.Task, r.Actions)
+		expect.Same(t, r.Task+"'s ticks", hs[i].Ticks, ticks)
+		expect.Same(t, r.Task+"'s actions", hs[i].Actions, actions)
+	}
+	expect.Equal(t, "a's ticks, cut to 2", len(hs[0].Ticks), 2)
+	expect.Equal(t, "b's newest tick first", hs[2].Ticks[0].Tick.Equal(tick.Add(2*time.Minute)), true)
+}

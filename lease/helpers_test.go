@@ -1,0 +1,132 @@
+package lease
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tickd/tickd/internal/testkit/redistest"
+)
+
+// kit builds stores on one backend: the conformance suite runs against each.
+type kit struct {
+	// client returns a store on the shared backend; for Redis each call is
+	// a new client (as another replica would be), for memory the same store.
+	client func(opts Options) *Store
+}
+
+func redisKit(t *testing.T) kit { return redisKitOn(t, redistest.Start(t).Addr) }
+
+// redisKitOn builds stores on the Redis at addr with the default
+// acknowledgement (AcksAuto).
+func redisKitOn(t *testing.T, addr string) kit {
+	return redisKitWith(t, func() RedisClient { return redis.NewClient(&redis.Options{Addr: addr}) })
+}
+
+// redisKitWith builds stores on the clients newClient makes, one each.
+func redisKitWith(t *testing.T, newClient func() RedisClient) kit {
+	prefix := "t" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	first := true
+	return kit{client: func(opts Options) *Store {
+		c := newClient()
+		t.Cleanup(func() { c.(interface{ Close() error }).Close() })
+		s, err := NewRedis(c, prefix, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if first {
+			if err := s.InitEpoch(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			first = false
+		}
+		return s
+	}}
+}
+
+func memoryKit(t *testing.T) kit {
+	var s *Store
+	return kit{client: func(opts Options) *Store {
+		if s == nil {
+			s = NewMemory(opts)
+			t.Cleanup(func() { s.Close() })
+		}
+		return s
+	}}
+}
+
+// TestProtocol runs the protocol's own cases (how a Store trusts, renews
+// and closes over its leases: they need its insides) on both drivers; the
+// driver's promises are lease/drivertest's, run by TestConformance.
+func TestProtocol(t *testing.T) {
+	kits := map[string]func(*testing.T) kit{"redis": redisKit, "memory": memoryKit}
+	for name, mk := range kits {
+		t.Run(name, func(t *testing.T) {
+			for _, c := range protocol {
+				t.Run(c.name, func(t *testing.T) { c.fn(t, mk(t)) })
+			}
+		})
+	}
+}
+
+var protocol = []struct {
+	name string
+	fn   func(t *testing.T, k kit)
+}{
+	{"TakenOverHolderCannotRelease", testTakenOver},
+	{"ReleaseThenAnswersAsRelease", testReleaseThen},
+	{"ExpiryAndTrustWindow", testExpiry},
+	{"BatchLeasesLiveApart", testBatchTrust},
+	{"GrantedWhileClosing", testGrantedWhileClosing},
+	{"FencesIncrease", testFences},
+}
+
+var bg = context.Background()
+
+func req(entity string, ttl time.Duration) Request {
+	return Request{Task: "t", Entity: entity, TTL: ttl, Reason: ReasonTrigger}
+}
+
+func mustAcquire(t *testing.T, s *Store, r Request) *Lease {
+	t.Helper()
+	l, err := s.Acquire(bg, r)
+	if err != nil {
+		t.Fatalf("acquire %s: %v", r.Entity, err)
+	}
+	return l
+}
+
+func mustRelease(t *testing.T, l *Lease) Released {
+	t.Helper()
+	r, err := l.Release(bg, Finished{Outcome: OutcomeDone, Started: l.Acquired, Ended: time.Now()}, nil)
+	if err != nil {
+		t.Fatalf("release %s: %v", l.Entity, err)
+	}
+	return r
+}
+
+// waitCause waits until the lease's context is cancelled and returns the cause.
+func waitCause(t *testing.T, l *Lease, d time.Duration) error {
+	t.Helper()
+	select {
+	case <-l.Context().Done():
+		return context.Cause(l.Context())
+	case <-time.After(d):
+		t.Fatalf("lease %s not cancelled within %v", l.Entity, d)
+		return nil
+	}
+}
+
+// dues lists every due entry.
+func dues(t *testing.T, s *Store) []Due {
+	t.Helper()
+	var ds []Due
+	if err := s.DueEntries(bg, "", func(d Due) error { ds = append(ds, d); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
