@@ -58,7 +58,11 @@
 // A holder trusts its lease until sent + TTL - Margin(TTL), where sent is
 // taken before the acquire or renewal request was sent. The Store's keeper
 // renews every held lease in one pipelined round every TTL/3 (token-checked:
-// a lease that is gone or under another token is lost). The lease's Context
+// a lease that is gone or under another token is lost). A round is waited
+// for until the earliest trust end of its leases: an answer however late
+// moves each window from when the round was sent, so a slow Redis or a
+// loaded replica loses no lease that an answer inside the window would
+// keep (TestSlowRenewalIsWaitedFor). The lease's Context
 // is cancelled, with a cause, the moment the lease is lost (ErrLost) or its
 // trust window ends without a successful renewal (ErrUntrusted, e.g. Redis
 // unreachable or the process frozen past the window). Margin(TTL) is TTL/5:

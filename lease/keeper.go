@@ -143,9 +143,22 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 	for _, l := range ls {
 		shortest = min(shortest, l.d.TTL)
 	}
-	rctx, cancel := context.WithTimeout(ctx, max(shortest/3, 50*time.Millisecond))
-	defer cancel()
+	// The round is waited for until its leases' trust ends, not less: an
+	// answer however late moves a window from when the round was sent, and
+	// a round given up early (at TTL/3, as it once was) left its retry,
+	// paced, past the window of every lease of a loaded replica's first
+	// tick (TestSlowRenewalIsWaitedFor).
 	sent := s.clock.Now()
+	until := sent.Add(shortest)
+	for _, l := range ls {
+		l.mu.Lock()
+		if l.trusted.Before(until) {
+			until = l.trusted
+		}
+		l.mu.Unlock()
+	}
+	rctx, cancel := context.WithTimeout(ctx, max(until.Sub(sent), 50*time.Millisecond))
+	defer cancel()
 	refs := make([]*driver.Lease, len(ls))
 	for i, l := range ls {
 		refs[i] = &l.d

@@ -427,3 +427,36 @@ func TestReplicasAnnounced(t *testing.T) {
 		t.Fatalf("replicas %+v", rs)
 	}
 }
+
+// TestSlowRenewalIsWaitedFor: a renewal round slower than a third of the
+// TTL, answered within its lease's trust window, renews the lease and is
+// no failure. The keeper once gave a round up at TTL/3 and retried after a
+// pause: under load (a replica's first tick, 80 processes starting at
+// once), the retry came after the window closed and every lease of the
+// batch was lost.
+func TestSlowRenewalIsWaitedFor(t *testing.T) {
+	const ttl = 3 * time.Second
+	srv := redistest.Start(t)
+	proxy := faultproxy.Start(t, srv.Addr)
+	c := redis.NewClient(&redis.Options{Addr: proxy.Addr, ContextTimeoutEnabled: true, MaxRetries: -1,
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
+	t.Cleanup(func() { c.Close() })
+	var failed, renewed atomic.Int64
+	s := newRedisStore(t, c, Options{Replica: "A", MaxTTL: ttl, ReplicaAcks: AcksNever,
+		OnRenewError: func(error) { failed.Add(1) }, OnRenew: func() { renewed.Add(1) }})
+	s.InitEpoch(bg) //nolint:errcheck
+	l := mustAcquire(t, s, req("e", ttl))
+	// The first round goes out at TTL/3 (1s); the link stalls from before
+	// it until more than TTL/3 after it (2.2s), before the trust window
+	// (0.8 TTL, 2.4s) ends.
+	time.Sleep(time.Until(l.Acquired.Add(800 * time.Millisecond))) // the fault's schedule
+	proxy.Stall()
+	time.Sleep(time.Until(l.Acquired.Add(2200 * time.Millisecond)))
+	proxy.Resume()
+	expect.WaitFor(t, 2*time.Second, "a renewal round", func() bool { return renewed.Load() > 0 })
+	if err := l.Check(); err != nil {
+		t.Fatalf("lease after a slow renewal: %v", err)
+	}
+	expect.Equal(t, "renewal rounds reported failed", failed.Load(), int64(0))
+	mustRelease(t, l)
+}
