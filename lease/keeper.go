@@ -149,15 +149,7 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 	// paced, past the window of every lease of a loaded replica's first
 	// tick (TestSlowRenewalIsWaitedFor).
 	sent := s.clock.Now()
-	until := sent.Add(shortest)
-	for _, l := range ls {
-		l.mu.Lock()
-		if l.trusted.Before(until) {
-			until = l.trusted
-		}
-		l.mu.Unlock()
-	}
-	rctx, cancel := context.WithTimeout(ctx, max(until.Sub(sent), 50*time.Millisecond))
+	rctx, cancel := context.WithTimeout(ctx, max(trustedUntil(ls, sent.Add(shortest)).Sub(sent), 50*time.Millisecond))
 	defer cancel()
 	refs := make([]*driver.Lease, len(ls))
 	for i, l := range ls {
@@ -218,4 +210,17 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 	if len(still) > 0 {
 		s.watchAllLocked(sent, still)
 	}
+}
+
+// trustedUntil is the earliest end of ls's trust windows, or until if
+// that is earlier.
+func trustedUntil(ls []*Lease, until time.Time) time.Time {
+	for _, l := range ls {
+		l.mu.Lock()
+		if l.trusted.Before(until) {
+			until = l.trusted
+		}
+		l.mu.Unlock()
+	}
+	return until
 }
