@@ -13,9 +13,12 @@ import (
 
 // OpenStore opens the lease store the config describes: in Redis when it
 // has a [redis] table (its client, key prefix and replica_acks), else in
-// this process. opts gives the rest (Replica, Clock, callbacks); MaxTTL is
-// raised to the config's longest lease_ttl. The returned close closes the
-// store, then the Redis client it opened.
+// this process. opts gives the rest (Replica, Clock, callbacks); the
+// quarantine's bound at open (Options.MaxTTL) is raised to the config's
+// longest lease_ttl (CoverTTL raises it later, not below it: a store opened
+// with the 1m default and covered with 2s would quarantine a fresh Redis
+// for 1m). The returned close closes the store, then the Redis client it
+// opened.
 func (c *Config) OpenStore(opts lease.Options) (*lease.Store, func() error, error) {
 	opts.MaxTTL = max(opts.MaxTTL, c.MaxLeaseTTL())
 	if c.Redis == nil {

@@ -23,7 +23,11 @@ type Options struct {
 	// "local".
 	Replica string
 	// MaxTTL is the longest lease TTL in use: after Redis lost its data,
-	// nothing is granted for this long. Defaults to 1m.
+	// nothing is granted for this long. Defaults to 1m. The quarantine's
+	// bound has two doors, one for each moment: this one when the store
+	// opens (config.OpenStore sets it to the config's longest lease_ttl),
+	// and Store.CoverTTL, which only raises it, for a longer TTL later (the
+	// scheduler's reload).
 	MaxTTL time.Duration
 	// StateTTL bounds how long per-entity state (last tick, last run,
 	// follow-up flag) is kept after its last write. It must cover catch_up

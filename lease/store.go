@@ -76,8 +76,10 @@ func (s *Store) MaxTTL() time.Duration {
 
 // CoverTTL makes the data-loss quarantine cover leases of ttl: after Redis
 // lost its data, nothing is granted for the longest TTL in use, so no
-// holder can still trust a lease Redis forgot. The scheduler calls it with
-// its config's longest lease_ttl, at start and at each reload.
+// holder can still trust a lease Redis forgot. It only raises the bound
+// set at open (Options.MaxTTL). The scheduler calls it with its config's
+// longest lease_ttl, at start (for a store opened without it) and at each
+// reload.
 func (s *Store) CoverTTL(ttl time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
