@@ -139,7 +139,7 @@ func TestEndpointFailoverToALaggingReplica(t *testing.T) {
 func expectResumed(t *testing.T, f *failover, c *cluster) {
 	t.Helper()
 	if d := c.resumedAfter(f.promoted); d < 0 || d > 5*time.Second {
-		t.Errorf("runs resumed %v after the promotion, want within 5s", d)
+		failf(t, "runs resumed %v after the promotion, want within 5s", d)
 	}
 }
 
@@ -190,7 +190,7 @@ func TestReplicaGoneForGood(t *testing.T) {
 			}
 		}
 		if late != 0 {
-			t.Errorf("%d runs started after the replica was gone with replica_acks = 1", late)
+			failf(t, "%d runs started after the replica was gone with replica_acks = 1", late)
 		}
 		// Each replica logs the reason once, not per write: once per
 		// change of state, ending in "do not acknowledge" (a dying replica
@@ -207,7 +207,7 @@ func TestReplicaGoneForGood(t *testing.T) {
 				}
 			}
 			if gone == 0 || gone != back+1 {
-				t.Errorf("%s logged %d times that the replicas do not acknowledge and %d times that they do again, want once more the first", rep.name, gone, back)
+				failf(t, "%s logged %d times that the replicas do not acknowledge and %d times that they do again, want once more the first", rep.name, gone, back)
 			}
 			logged += min(gone, 1)
 		}

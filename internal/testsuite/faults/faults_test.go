@@ -161,6 +161,7 @@ func newCluster(t *testing.T, persist bool) *cluster {
 // reached as the [redis] keys redis say, with a lease_ttl of ttl.
 func newClusterOn(t *testing.T, srv *redistest.Server, redis string, ttl time.Duration) *cluster {
 	_, worker := tickdtest.Binaries(t)
+	t.Cleanup(func() { failedUnsaid(t) })
 	c := &cluster{t: t, srv: srv, redisAddr: srv.Addr, ttl: ttl, dir: t.TempDir(),
 		killedAt: map[int]int64{}, linger: map[int]interval{}}
 	c.runsLog = filepath.Join(c.dir, "runs.log")
@@ -314,7 +315,7 @@ func (c *cluster) run(fault func(c *cluster, until time.Time)) result {
 	}
 	for _, r := range c.reps {
 		if code := r.proc.Wait(30 * time.Second); code != 0 {
-			t.Errorf("%s exited %d on SIGTERM", r.name, code)
+			failf(t, "%s exited %d on SIGTERM; its log ends:\n%s", r.name, code, tail(r.proc.Log(), 8))
 		}
 	}
 	res := c.check(begin, end)
@@ -624,25 +625,25 @@ func report(t *testing.T, name string, r result) {
 func guaranteesHold(t *testing.T, r result, allowOverlaps bool) {
 	t.Helper()
 	if r.Overlaps != 0 && !allowOverlaps {
-		t.Errorf("overlaps: %d\n%s", r.Overlaps, strings.Join(r.Examples, "\n"))
+		failf(t, "overlaps: %d\n%s", r.Overlaps, strings.Join(r.Examples, "\n"))
 	}
 	if r.DuplicateTickRuns != 0 || r.FenceViolations != 0 {
-		t.Errorf("duplicate tick runs %d, fence violations %d\n%s", r.DuplicateTickRuns, r.FenceViolations, strings.Join(r.Examples, "\n"))
+		failf(t, "duplicate tick runs %d, fence violations %d\n%s", r.DuplicateTickRuns, r.FenceViolations, strings.Join(r.Examples, "\n"))
 	}
 	if r.liveEligible == 0 || r.liveness() < 0.99 {
-		t.Errorf("liveness %.4f over %d eligible (entity, tick) pairs, want >= 0.99; missed e.g. %v", r.liveness(), r.liveEligible, r.missed)
+		failf(t, "liveness %.4f over %d eligible (entity, tick) pairs, want >= 0.99; missed e.g. %v", r.liveness(), r.liveEligible, r.missed)
 	}
 	if r.runsWithoutRedis != 0 {
-		t.Errorf("%d runs started while Redis was down", r.runsWithoutRedis)
+		failf(t, "%d runs started while Redis was down", r.runsWithoutRedis)
 	}
 	if r.workLeft != 0 {
-		t.Errorf("%d units of work left", r.workLeft)
+		failf(t, "%d units of work left", r.workLeft)
 	}
 	if r.strays != 0 {
-		t.Errorf("%d leases left in Redis after every replica stopped", r.strays)
+		failf(t, "%d leases left in Redis after every replica stopped", r.strays)
 	}
 	if r.historyWrong != 0 || r.historyComplete == 0 {
-		t.Errorf("tick records: %d complete, %d of them wrong, %d incomplete\n%s", r.historyComplete, r.historyWrong,
+		failf(t, "tick records: %d complete, %d of them wrong, %d incomplete\n%s", r.historyComplete, r.historyWrong,
 			r.historyIncomplete, strings.Join(r.Examples, "\n"))
 	}
 }
@@ -685,7 +686,7 @@ func TestRollingRestarts(t *testing.T) {
 				at := time.Now()
 				rep.proc.Signal(syscall.SIGTERM)
 				if code := rep.proc.Wait(20 * time.Second); code != 0 {
-					t.Errorf("%s exited %d on SIGTERM", rep.name, code)
+					failf(t, "%s exited %d on SIGTERM; its log ends:\n%s", rep.name, code, tail(rep.proc.Log(), 8))
 				}
 				c.fault()
 				c.start(rep)
@@ -789,10 +790,10 @@ func TestStalledConnection(t *testing.T) {
 	report(t, "stalled connection", r)
 	guaranteesHold(t, r, false)
 	if inFlight == 0 {
-		t.Errorf("no run of the stalled replica was in flight when its connection stalled: nothing was checked")
+		failf(t, "no run of the stalled replica was in flight when its connection stalled: nothing was checked")
 	}
 	if late != 0 {
-		t.Errorf("%d runs of the stalled replica outlived their lease", late)
+		failf(t, "%d runs of the stalled replica outlived their lease", late)
 	}
 }
 
@@ -875,7 +876,7 @@ func TestSIGSTOP(t *testing.T) {
 	openEnd := c.openEnd(logged, time.Now())
 	c.mu.Unlock()
 	if f := tickdtest.Check(others, openEnd); f.Overlaps != 0 {
-		t.Errorf("%d overlaps not involving the frozen replica's stale runs\n%s", f.Overlaps, strings.Join(f.Examples, "\n"))
+		failf(t, "%d overlaps not involving the frozen replica's stale runs\n%s", f.Overlaps, strings.Join(f.Examples, "\n"))
 	}
 	// On waking, the frozen replica stops its stale runs at once.
 	stale, slowStop := 0, time.Duration(0)
@@ -889,7 +890,7 @@ func TestSIGSTOP(t *testing.T) {
 			ended = logged[fmt.Sprint(run.Start.Entity, "/", run.Start.Fence)].bound(run)
 		}
 		if ended == 0 {
-			t.Errorf("stale run %+v never ended", run.Start)
+			failf(t, "stale run %+v never ended", run.Start)
 			continue
 		}
 		slowStop = max(slowStop, time.Duration(ended-cont.UnixNano()))
@@ -901,11 +902,56 @@ func TestSIGSTOP(t *testing.T) {
 	// higher fence (fence_violations = 0).
 	guaranteesHold(t, r, true)
 	if stale == 0 {
-		t.Error("no run was going on when the replica woke: the scenario measured nothing")
+		failf(t, "%s", "no run was going on when the replica woke: the scenario measured nothing")
 	}
 	if slowStop > time.Second {
-		t.Errorf("a stale run went on %v after the replica woke, want < 1s", slowStop)
+		failf(t, "a stale run went on %v after the replica woke, want < 1s", slowStop)
 	}
+}
+
+// failures are the suite's failures, repeated under its summary: a CI log
+// that keeps only its end still says what failed.
+var failures []string
+
+// failf is t.Errorf, and the message kept for the summary.
+func failf(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	t.Error(msg)
+	if len(msg) > 2000 {
+		msg = msg[:2000] + "…"
+	}
+	tableMu.Lock()
+	failures = append(failures, t.Name()+": "+msg)
+	tableMu.Unlock()
+}
+
+// failedUnsaid keeps a line for a test that failed without failf (a Fatal:
+// a wait that timed out).
+func failedUnsaid(t *testing.T) {
+	if !t.Failed() {
+		return
+	}
+	tableMu.Lock()
+	defer tableMu.Unlock()
+	for _, f := range failures {
+		if strings.HasPrefix(f, t.Name()+": ") {
+			return
+		}
+	}
+	failures = append(failures, t.Name()+": failed by a Fatal; its message is in the test's output")
+}
+
+// tail is the last n lines of log, each cut to 300 bytes.
+func tail(log string, n int) string {
+	lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
+	lines = lines[max(0, len(lines)-n):]
+	for i, l := range lines {
+		if len(l) > 300 {
+			lines[i] = l[:300] + "…"
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 func TestMain(m *testing.M) {
@@ -915,6 +961,12 @@ func TestMain(m *testing.M) {
 		fmt.Println("\nfault-injection summary:")
 		for _, row := range table {
 			fmt.Println("  " + row)
+		}
+	}
+	if len(failures) > 0 {
+		fmt.Println("\nfault-injection failures:")
+		for _, f := range failures {
+			fmt.Println("  " + strings.ReplaceAll(f, "\n", "\n    "))
 		}
 	}
 	os.Exit(code)

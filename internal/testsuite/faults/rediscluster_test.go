@@ -113,7 +113,7 @@ func (e *rcEnv) stop(name string, extra string) tickdtest.Figures {
 	}
 	for _, p := range e.procs {
 		if code := p.Wait(30 * time.Second); code != 0 {
-			t.Errorf("%s exited %d on SIGTERM", p.Name, code)
+			failf(t, "%s exited %d on SIGTERM", p.Name, code)
 		}
 	}
 	runs := tickdtest.ReadRuns(t, e.runsLog)
@@ -125,7 +125,7 @@ func (e *rcEnv) stop(name string, extra string) tickdtest.Figures {
 	table = append(table, row)
 	tableMu.Unlock()
 	if f.Overlaps != 0 || f.DuplicateTickRuns != 0 || f.FenceViolations != 0 {
-		t.Errorf("guarantees broken: %v\n%s", f, strings.Join(f.Examples, "\n"))
+		failf(t, "guarantees broken: %v\n%s", f, strings.Join(f.Examples, "\n"))
 	}
 	return f
 }
@@ -150,7 +150,7 @@ func (e *rcEnv) store() *lease.Store {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(func() { s.Close() })
+	e.t.Cleanup(func() { s.Stop(context.Background()) })
 	return s
 }
 
@@ -236,7 +236,7 @@ func TestRedisClusterSteady(t *testing.T) {
 	ran, eligible, missed := e.liveness(from, to)
 	e.stop("cluster steady", fmt.Sprintf("liveness=%.4f (%d/%d) tick_runs_per_task=%s", float64(ran)/float64(eligible), ran, eligible, sortedCounts(got)))
 	if ran != eligible || eligible < 4*rcTasks*rcEntities {
-		t.Errorf("%d of %d eligible (task, entity, tick) ran; missed: %v", ran, eligible, missed)
+		failf(t, "%d of %d eligible (task, entity, tick) ran; missed: %v", ran, eligible, missed)
 	}
 }
 
@@ -273,7 +273,7 @@ func TestRedisClusterMasterKilled(t *testing.T) {
 	e.stop("cluster master kill -9", fmt.Sprintf("killed_tasks=%d failover=%v resumed_within=%v", len(its), healed.Sub(killed).Round(100*time.Millisecond), resumed.Round(100*time.Millisecond)))
 	for _, task := range e.tasks {
 		if !its[task] && during[task] == 0 && healed.Sub(killed) > 2*rcEvery {
-			t.Errorf("%s (another master's) did not run during the failover", task)
+			failf(t, "%s (another master's) did not run during the failover", task)
 		}
 	}
 	triggered := false
@@ -281,7 +281,7 @@ func TestRedisClusterMasterKilled(t *testing.T) {
 		triggered = triggered || r.Start.Task == other && r.Start.Reason == "trigger" && r.Start.At < healed.UnixNano()
 	}
 	if !triggered && healed.Sub(killed) > 2*rcEvery {
-		t.Errorf("a trigger of %s (another master's) made during the failover did not run during it", other)
+		failf(t, "a trigger of %s (another master's) made during the failover did not run during it", other)
 	}
 }
 
@@ -326,10 +326,10 @@ func TestRedisClusterMasterRestartedEmpty(t *testing.T) {
 	e.stop("cluster master empty", fmt.Sprintf("quarantined_tasks=%d others_running=%d/%d its_tasks_resumed_after=%v",
 		len(its), len(others), rcTasks-len(its), resumed.Round(100*time.Millisecond)))
 	if len(early) > 0 {
-		t.Errorf("runs of the emptied master's tasks during its quarantine: %v", early)
+		failf(t, "runs of the emptied master's tasks during its quarantine: %v", early)
 	}
 	if len(others) != rcTasks-len(its) {
-		t.Errorf("%d of %d other tasks ran during the quarantine", len(others), rcTasks-len(its))
+		failf(t, "%d of %d other tasks ran during the quarantine", len(others), rcTasks-len(its))
 	}
 }
 
