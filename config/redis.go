@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"net/url"
 	"time"
@@ -17,25 +16,25 @@ import (
 // quarantine's bound at open (Options.MaxTTL) is raised to the config's
 // longest lease_ttl (CoverTTL raises it later, not below it: a store opened
 // with the 1m default and covered with 2s would quarantine a fresh Redis
-// for 1m). The returned close closes the store, then the Redis client it
-// opened.
-func (c *Config) OpenStore(opts lease.Options) (*lease.Store, func() error, error) {
+// for 1m). The store owns the Redis client it opened: its Stop closes it
+// (Options.Closer).
+func (c *Config) OpenStore(opts lease.Options) (*lease.Store, error) {
 	opts.MaxTTL = max(opts.MaxTTL, c.MaxLeaseTTL())
 	if c.Redis == nil {
-		s := lease.NewMemory(opts)
-		return s, s.Close, nil
+		return lease.NewMemory(opts), nil
 	}
 	opts.ReplicaAcks = c.Redis.ReplicaAcks
 	rc, err := c.Redis.Client()
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", c.Path, err)
+		return nil, fmt.Errorf("%s: %w", c.Path, err)
 	}
+	opts.Closer = rc
 	s, err := lease.NewRedis(rc, c.Redis.KeyPrefix, opts)
 	if err != nil {
 		rc.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return s, func() error { return errors.Join(s.Close(), rc.Close()) }, nil
+	return s, nil
 }
 
 // Client builds the go-redis client for the [redis] table: go-redis's

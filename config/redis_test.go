@@ -18,11 +18,11 @@ import (
 func TestOpenStoreFromConfig(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := parse(t, fmt.Sprintf("[redis]\nurl = %q\nkey_prefix = \"emb\"\n[[tasks]]\nname = \"t\"\nevery = \"1h\"\nhandler = \"rec\"\nlease_ttl = \"2s\"\n", srv.URL()))
-	st, closeStore, err := cfg.OpenStore(lease.Options{Replica: "emb-1"})
+	st, err := cfg.OpenStore(lease.Options{Replica: "emb-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeStore() //nolint:errcheck
+	defer st.Stop(context.Background()) //nolint:errcheck
 	if st.MaxTTL() != 2*time.Second {
 		t.Errorf("MaxTTL %v, want the config's lease_ttl", st.MaxTTL())
 	}
@@ -31,7 +31,7 @@ func TestOpenStoreFromConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { other.Close(); c.Close() })
+	t.Cleanup(func() { other.Stop(context.Background()); c.Close() })
 	other.InitEpoch(context.Background()) //nolint:errcheck
 	l, err := st.Acquire(context.Background(), lease.Request{Task: "t", Entity: "x", TTL: 2 * time.Second, Reason: lease.ReasonTrigger})
 	if err != nil {
@@ -42,11 +42,11 @@ func TestOpenStoreFromConfig(t *testing.T) {
 	if _, err := other.Acquire(context.Background(), lease.Request{Task: "t", Entity: "x", TTL: 2 * time.Second, Reason: lease.ReasonTrigger}); !errors.As(err, &be) || be.Holder != "emb-1" {
 		t.Fatalf("another store on the config's Redis and prefix: %v, want busy, held by emb-1", err)
 	}
-	mem, closeMem, err := parse(t, "[[tasks]]\nname = \"t\"\nevery = \"1h\"\nhandler = \"rec\"\n").OpenStore(lease.Options{})
+	mem, err := parse(t, "[[tasks]]\nname = \"t\"\nevery = \"1h\"\nhandler = \"rec\"\n").OpenStore(lease.Options{})
 	if err != nil || mem == nil {
 		t.Fatalf("without [redis]: %v", err)
 	}
-	closeMem() //nolint:errcheck
+	mem.Stop(context.Background()) //nolint:errcheck
 }
 
 func parse(t *testing.T, toml string) *Config {

@@ -40,7 +40,7 @@ func BenchmarkPageView1M(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { store.Close() })
+	b.Cleanup(func() { store.Stop(context.Background()) })
 	ctx := context.Background()
 	if err := store.InitEpoch(ctx); err != nil {
 		b.Fatal(err)

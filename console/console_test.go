@@ -79,7 +79,7 @@ entities = ["a", "b"]
 		t.Fatal(err)
 	}
 	e := &env{t: t, store: lease.NewMemory(lease.Options{Replica: "r1"})}
-	t.Cleanup(func() { e.store.Close() })
+	t.Cleanup(func() { e.store.Stop(context.Background()) })
 	e.seed()
 	if e.con, err = New(Options{Config: cfg, Store: e.store}); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -23,7 +24,7 @@ func ExampleNew() {
 		panic(err)
 	}
 	store := lease.NewMemory(lease.Options{Replica: "example"})
-	defer store.Close()
+	defer store.Stop(context.Background())
 	c, err := console.New(console.Options{Config: cfg, Store: store, Prefix: "/tickd"})
 	if err != nil {
 		panic(err)

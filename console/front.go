@@ -3,10 +3,12 @@ package console
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/tickd/tickd/config"
@@ -59,11 +61,15 @@ type Front struct {
 	h      http.Handler
 	auth   *Auth // nil: no users
 	limits Limits
+	web    *config.Web
+	log    *slog.Logger
+
+	mu  sync.Mutex
+	srv *http.Server // while started
 }
 
 // NewFront wraps c as opts.Web says.
 func NewFront(c http.Handler, opts FrontOptions) (*Front, error) {
-	f := &Front{limits: opts.Limits.orDefault()}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -72,6 +78,7 @@ func NewFront(c http.Handler, opts FrontOptions) (*Front, error) {
 	if w == nil {
 		w = &config.Web{}
 	}
+	f := &Front{limits: opts.Limits.orDefault(), web: w, log: log}
 	var inner http.Handler
 	if w.HtpasswdFile != "" {
 		a, err := NewAuth(w, log)
@@ -99,12 +106,19 @@ func (f *Front) Reload(w *config.Web) error {
 	return f.auth.Reload(w)
 }
 
-// Start serves f on w.Listen (HTTPS with w's TLS files) until stop is
-// called. It refuses an address off loopback without users (the config's
-// check says so too: this is the last line).
-func Start(f *Front, w *config.Web, log *slog.Logger) (stop func(), err error) {
+// Start serves f on the [web] table's listen address (HTTPS with its TLS
+// files) until Stop. It refuses an address off loopback without users (the
+// config's check says so too: this is the last line). ctx bounds the start
+// only. A second Start does nothing.
+func (f *Front) Start(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.srv != nil {
+		return nil
+	}
+	w, log := f.web, f.log
 	if f.auth == nil && !config.Loopback(w.Listen) {
-		return nil, fmt.Errorf("web.listen %q is not a loopback address: the console needs htpasswd_file there", w.Listen)
+		return fmt.Errorf("web.listen %q is not a loopback address: the console needs htpasswd_file there", w.Listen)
 	}
 	lim := f.limits
 	srv := &http.Server{Handler: f, ReadHeaderTimeout: min(10*time.Second, lim.ReadTimeout), ReadTimeout: lim.ReadTimeout,
@@ -113,13 +127,13 @@ func Start(f *Front, w *config.Web, log *slog.Logger) (stop func(), err error) {
 	if w.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(w.TLSCertFile, w.TLSKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("web.tls_cert_file: %w", err)
+			return fmt.Errorf("web.tls_cert_file: %w", err)
 		}
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	ln, err := net.Listen("tcp", w.Listen)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", w.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("console: %w", err)
+		return fmt.Errorf("console: %w", err)
 	}
 	// Connections beyond the cap wait in the kernel's backlog: they hold no
 	// descriptor of tickd's.
@@ -132,10 +146,38 @@ func Start(f *Front, w *config.Web, log *slog.Logger) (stop func(), err error) {
 		ln = tls.NewListener(ln, srv.TLSConfig)
 	}
 	log.Info("console listening", "addr", ln.Addr().String(), "tls", w.TLSCertFile != "", "auth", f.auth != nil, "base_path", w.BasePath)
+	f.srv = srv
 	go srv.Serve(ln) //nolint:errcheck // ErrServerClosed at stop
+	return nil
+}
+
+// Stop stops serving: it closes the listener and waits, until ctx is done,
+// for the requests going on; then it closes their connections.
+func (f *Front) Stop(ctx context.Context) error {
+	f.mu.Lock()
+	srv := f.srv
+	f.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	if err := srv.Shutdown(ctx); err != nil {
+		return errors.Join(err, srv.Close())
+	}
+	return nil
+}
+
+// Start serves f on w.Listen until stop is called.
+//
+// Deprecated: build the Front with FrontOptions.Web, then use its Start and
+// Stop.
+func Start(f *Front, w *config.Web, log *slog.Logger) (stop func(), err error) {
+	f.web, f.log = w, log
+	if err := f.Start(context.Background()); err != nil {
+		return nil, err
+	}
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		srv.Shutdown(ctx) //nolint:errcheck // stopping: what is left is closed
+		f.Stop(ctx) //nolint:errcheck // stopping: what is left is closed
 	}, nil
 }

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"html"
 	"io"
@@ -198,7 +199,7 @@ command = ["true"]
 		panic(err)
 	}
 	store := lease.NewMemory(lease.Options{Replica: "app"})
-	defer store.Close()
+	defer store.Stop(context.Background())
 	con, err := New(Options{Config: cfg, Store: store, Prefix: "/tickd"})
 	if err != nil {
 		panic(err)

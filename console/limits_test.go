@@ -2,6 +2,7 @@ package console
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -208,7 +209,7 @@ func TestClientMistakesAre400(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() { st.Stop(context.Background()) })
 	e.con.store = st
 	for _, cursor := range []string{"garbage", "-1.-5", "1.-1"} {
 		resp, _ := e.do("GET", "/tasks/sync?cursor="+url.QueryEscape(cursor), "view", nil, nil)

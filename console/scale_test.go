@@ -28,7 +28,7 @@ func manyTasks(tb testing.TB, n int) (*httptest.Server, *redis.Client) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { store.Close() })
+	tb.Cleanup(func() { store.Stop(context.Background()) })
 	var b strings.Builder
 	var ws []lease.TickWrite
 	tick := time.Now().Add(-time.Minute).Truncate(time.Second)
@@ -93,7 +93,7 @@ func TestEntitiesFilteredByOutcome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { rs.Close() })
+	t.Cleanup(func() { rs.Stop(context.Background()) })
 	rs.InitEpoch(context.Background()) //nolint:errcheck
 	for name, store := range map[string]*lease.Store{"memory": nil, "redis": rs} {
 		t.Run(name, func(t *testing.T) {

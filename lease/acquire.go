@@ -213,7 +213,7 @@ func (s *Store) newLease(a driver.AcquireArg, fence int64, sent time.Time) *Leas
 // hold registers leases granted by one request, sent at sent, with the
 // keeper and watches their trust windows. The keeper is woken only when one
 // is due for renewal before it planned to wake. Leases granted while the
-// store was being closed are dropped at once, as Close drops the others.
+// store was being stopped are dropped at once, as Stop drops the others.
 func (s *Store) hold(ls []*Lease, sent time.Time) {
 	s.mu.Lock()
 	if s.closed {
@@ -224,6 +224,7 @@ func (s *Store) hold(ls []*Lease, sent time.Time) {
 		return
 	}
 	defer s.mu.Unlock()
+	s.startLocked() // a store not started starts at its first grant
 	wake := false
 	for _, l := range ls {
 		s.held[l] = struct{}{}

@@ -24,7 +24,7 @@ var (
 	ErrRevoked  = errors.New("lease: revoked by an operator (tickd unlock)")
 	ErrReleased = errors.New("lease: released")
 	ErrClosed   = errors.New("lease: store closed")
-	// ErrStillHeld is Close's report of leases it dropped unreleased: they
+	// ErrStillHeld is Stop's report of leases it dropped unreleased: they
 	// stay in the backend until their TTL passes.
 	ErrStillHeld = errors.New("lease: store closed with leases not released")
 )

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"io"
 	"os"
 	"time"
 
@@ -52,6 +53,9 @@ type Options struct {
 	// OnSweep, if set, is called after each periodic sweep this store ran
 	// (one replica sweeps per interval, whichever claims it first).
 	OnSweep func()
+	// Closer, if set, is closed by Stop once the store has stopped: the
+	// Redis client opened for the store alone (config.OpenStore's).
+	Closer io.Closer
 }
 
 // hostname is this host's name, or "unknown".

@@ -9,8 +9,8 @@ import (
 )
 
 // NewRedis returns a Store whose leases live in Redis under prefix. Replicas
-// that share the Redis and the prefix coordinate. Close the Store when done;
-// the client is the caller's.
+// that share the Redis and the prefix coordinate. Stop the Store when done;
+// the client is the caller's (or the store's to close, given as Options.Closer).
 func NewRedis(c RedisClient, prefix string, opts Options) (*Store, error) {
 	d, err := redisdriver.New(c, prefix, opts.ReplicaAcks)
 	if err != nil {

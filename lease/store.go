@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -28,36 +29,66 @@ type Store struct {
 	// ns, by this process's clock); zero when none was found.
 	quarantineEnd atomic.Int64
 
-	mu     sync.Mutex
-	maxTTL time.Duration    // Options.MaxTTL, raised by CoverTTL
-	ackErr *driver.AckError // while lease writes are not acknowledged
-	held   map[*Lease]struct{}
-	wake   chan struct{}
-	wakeAt time.Time // when the keeper plans to wake; zero while it works
-	closed bool
-	done   chan struct{}
-	stop   context.CancelFunc
+	mu      sync.Mutex
+	maxTTL  time.Duration    // Options.MaxTTL, raised by CoverTTL
+	ackErr  *driver.AckError // while lease writes are not acknowledged
+	held    map[*Lease]struct{}
+	wake    chan struct{}
+	wakeAt  time.Time // when the keeper plans to wake; zero while it works
+	started bool      // Start ran, or the first grant started the store
+	closed  bool      // Stop ran
+	done    chan struct{}
+	stop    context.CancelFunc
 }
 
 // New returns a Store over a driver: memdriver.New() for leases in this
 // process (NewMemory), the Redis driver for leases shared by replicas
 // (NewRedis), or a driver of your own that passes the conformance suite.
-// The Store configures the driver and starts its keeper. Close the Store
-// when done.
+// New configures the driver and starts nothing: Start starts the store's
+// work, Stop ends it.
 func New(b driver.Driver, opts Options) *Store {
 	opts.fill()
 	var n [8]byte
 	rand.Read(n[:]) //nolint:errcheck // crypto/rand never fails on Linux
-	ctx, stop := context.WithCancel(context.Background())
 	s := &Store{
 		b: b, opts: opts, clock: opts.Clock, nonce: hex.EncodeToString(n[:]),
 		maxTTL: opts.MaxTTL, held: map[*Lease]struct{}{}, wake: make(chan struct{}, 1), host: hostname(),
-		done: make(chan struct{}), stop: stop,
+		done: make(chan struct{}),
 	}
 	b.Configure(driver.Config{Replica: opts.Replica, StateTTL: opts.StateTTL, Clock: opts.Clock, MaxTTL: s.MaxTTL})
+	return s
+}
+
+// Start starts the store's work: the keeper, which renews the leases held
+// and sweeps what outlived Options.StateTTL, and the watch for a data loss
+// (LossWatch), which starts the quarantine from the moment of the loss. A
+// store that was not started starts itself at its first grant, so that no
+// lease goes unrenewed; a store that only reads (status, the console)
+// needs no Start. ctx bounds the start only: the store runs until Stop.
+// Start after Stop returns ErrClosed.
+func (s *Store) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.startLocked()
+	return nil
+}
+
+// startLocked starts the store's goroutines once; s.mu is held.
+func (s *Store) startLocked() {
+	if s.started {
+		return
+	}
+	s.started = true
+	ctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
 	go s.keep(ctx)
 	go s.watchLoss(ctx)
-	return s
 }
 
 // Driver is the driver the store runs on.
@@ -86,32 +117,50 @@ func (s *Store) CoverTTL(ttl time.Duration) {
 	s.maxTTL = max(s.maxTTL, ttl)
 }
 
-// Close stops the keeper and cancels the context of every lease still held
-// (cause ErrClosed). It does not release them: callers release first. A
-// lease still held stays in the backend until its TTL passes; Close reports
-// how many there were with ErrStillHeld.
-func (s *Store) Close() error {
+// Stop stops the keeper and cancels the context of every lease still held
+// (cause ErrClosed), then closes Options.Closer. It does not release the
+// leases: callers release first. A lease still held stays in the backend
+// until its TTL passes; Stop reports how many there were with
+// ErrStillHeld. It waits for the keeper's round in flight to end, or for
+// ctx. A second Stop does nothing.
+func (s *Store) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil
 	}
 	s.closed = true
+	started := s.started
 	ls := make([]*Lease, 0, len(s.held))
 	for l := range s.held {
 		ls = append(ls, l)
 	}
 	s.mu.Unlock()
-	s.stop()
-	<-s.done
+	var errs []error
+	if started {
+		s.stop()
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("lease store: stopping its keeper: %w", ctx.Err()))
+		}
+	}
 	for _, l := range ls {
 		s.drop(l, ErrClosed)
 	}
 	if len(ls) > 0 {
-		return fmt.Errorf("%w: %d leases", ErrStillHeld, len(ls))
+		errs = append(errs, fmt.Errorf("%w: %d leases", ErrStillHeld, len(ls)))
 	}
-	return nil
+	if s.opts.Closer != nil {
+		errs = append(errs, s.opts.Closer.Close())
+	}
+	return errors.Join(errs...)
 }
+
+// Close is Stop without a deadline.
+//
+// Deprecated: use Stop, the shape every part of tickd stops with.
+func (s *Store) Close() error { return s.Stop(context.Background()) }
 
 // InitEpoch declares that this Redis holds no lease any process could still
 // trust, so the data-loss quarantine does not apply to it. Use it only on a

@@ -31,15 +31,20 @@ entities = ["world"]
 	if err != nil {
 		panic(err)
 	}
+	ctx := context.Background()
 	store := lease.NewMemory(lease.Options{Replica: "example"})
-	defer store.Close()
+	defer store.Stop(ctx) //nolint:errcheck // after the scheduler's
 	s, err := scheduler.New(cfg, scheduler.Options{Store: store, Registry: reg})
 	if err != nil {
 		panic(err)
 	}
-	s.Start()
+	if err := s.Start(ctx); err != nil { // starts the store too
+		panic(err)
+	}
 	fmt.Println(<-done)
-	s.Shutdown(time.Second)
+	stopCtx, cancel := context.WithTimeout(ctx, time.Second) // the runs' shutdown timeout
+	defer cancel()
+	s.Stop(stopCtx) //nolint:errcheck // nil
 	// Output: hello, world
 }
 
@@ -67,16 +72,20 @@ entities = ["1", "2", "3"]
 	if err != nil {
 		panic(err)
 	}
-	store, closeStore, err := cfg.OpenStore(lease.Options{Replica: "my-service-1"})
+	store, err := cfg.OpenStore(lease.Options{Replica: "my-service-1"})
 	if err != nil {
 		panic(err)
 	}
-	defer closeStore() //nolint:errcheck
+	defer store.Stop(context.Background()) //nolint:errcheck // after the scheduler's
 	s, err := scheduler.New(cfg, scheduler.Options{Store: store, Registry: reg})
 	if err != nil {
 		panic(err)
 	}
-	s.Start()
-	defer s.Shutdown(30 * time.Second)
-	// … the program's own work …
+	if err := s.Start(context.Background()); err != nil {
+		panic(err)
+	}
+	// … the program's own work, then …
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // the runs' shutdown timeout
+	defer cancel()
+	s.Stop(ctx) //nolint:errcheck // nil
 }

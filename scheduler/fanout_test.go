@@ -150,7 +150,7 @@ entities = ` + entities(n)
 	start := time.Now()
 	expect.WaitFor(t, 60*time.Second, "three ticks fanned out by every replica", func() bool { return len(done(start)) >= 3 })
 	for _, s := range scheds {
-		s.Shutdown(5 * time.Second)
+		stopWithin(s, 5*time.Second)
 	}
 	seen := map[string]int{}
 	for _, r := range e.rec.snapshot() {
@@ -440,7 +440,7 @@ handler = "rec"
 entities = ["a", "b", "c", "d"]
 `)
 	expect.WaitFor(t, 10*time.Second, "the first run", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
-	s.Shutdown(100 * time.Millisecond)
+	stopWithin(s, 100*time.Millisecond)
 	ticks := e.ev.events(kind(EventTick))
 	if len(ticks) != 1 || !ticks[0].Counts.Stopped || ticks[0].Counts.Entities >= 4 {
 		t.Fatalf("tick events %+v: want one, stopped, with fewer than the 4 entities read", ticks)

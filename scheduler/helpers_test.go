@@ -236,7 +236,7 @@ func (e *env) store(replica string) *lease.Store {
 	if e.srv == nil {
 		if e.mem == nil {
 			e.mem = lease.NewMemory(lease.Options{Replica: replica})
-			t.Cleanup(func() { e.mem.Close() })
+			t.Cleanup(func() { e.mem.Stop(context.Background()) })
 		}
 		return e.mem
 	}
@@ -263,7 +263,7 @@ func (e *env) redisStoreVia(co redis.Options, prefix string, opts lease.Options)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(func() { s.Close(); c.Close() })
+	e.t.Cleanup(func() { s.Stop(context.Background()); c.Close() })
 	return s
 }
 
@@ -294,8 +294,10 @@ func (e *env) run(toml string, opts Options) *Scheduler {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	s.Start()
-	e.t.Cleanup(func() { s.Shutdown(5 * time.Second) })
+	if err := s.Start(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { stopWithin(s, 5*time.Second) })
 	return s
 }
 
@@ -338,4 +340,12 @@ func bothStores(t *testing.T, fn func(t *testing.T, withRedis bool)) {
 			fn(t, withRedis)
 		})
 	}
+}
+
+// stopWithin stops s, giving its runs d to end (the daemon's
+// shutdown_timeout).
+func stopWithin(s *Scheduler, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	s.Stop(ctx) //nolint:errcheck // nil
 }

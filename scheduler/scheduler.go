@@ -169,13 +169,22 @@ func (s *Scheduler) checkHandlers(cfg *config.Config) error {
 	return errors.Join(errs...)
 }
 
-// Start starts every task's ticks and the loops that poll the store: due
-// requests, paused tasks and (with metrics) the due set's size.
-func (s *Scheduler) Start() {
+// Start starts the lease store (if not yet started), every task's ticks and
+// the loops that poll the store: due requests, paused tasks and (with
+// metrics) the due set's size. ctx bounds the start only: the scheduler
+// runs until Stop. A second Start does nothing; Start after Stop returns
+// ErrShutdown.
+func (s *Scheduler) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.loopCtx.Err() != nil {
+		return ErrShutdown
+	}
 	if s.started {
-		return
+		return nil
+	}
+	if err := s.store.Start(ctx); err != nil {
+		return err
 	}
 	s.started = true
 	for _, t := range s.cfg.Tasks {
@@ -195,9 +204,10 @@ func (s *Scheduler) Start() {
 	}
 	// The history's writer outlives the loops: the runs' ends are written
 	// once the runs have ended (Shutdown).
-	var ctx context.Context
-	ctx, s.stopHistory = context.WithCancel(context.Background())
-	go func() { defer close(s.historyDone); s.history.loop(ctx) }()
+	hctx, stop := context.WithCancel(context.Background())
+	s.stopHistory = stop
+	go func() { defer close(s.historyDone); s.history.loop(hctx) }()
+	return nil
 }
 
 // startTask starts one task's tick loop; s.mu is held.
@@ -293,11 +303,18 @@ func (s *Scheduler) Config() *config.Config {
 // Active is the number of runs going on.
 func (s *Scheduler) Active() int { return int(s.active.Load()) }
 
-// Shutdown stops new runs, waits up to timeout for running ones, then stops
-// the rest and hands each over (a durable retry another replica takes),
-// releases every lease and closes nothing it did not open.
-func (s *Scheduler) Shutdown(timeout time.Duration) {
+// Stop stops new runs and waits for the running ones until ctx is done (the
+// daemon's shutdown_timeout), then stops the rest and hands each over (a
+// durable retry another replica takes), waits for them to end, and writes
+// the history's last part. Each run releases its lease. Stop closes nothing
+// it did not open: the store is the caller's to stop, after. A second Stop
+// does nothing.
+func (s *Scheduler) Stop(ctx context.Context) error {
 	s.mu.Lock()
+	if s.loopCtx.Err() != nil {
+		s.mu.Unlock()
+		return nil
+	}
 	s.stopLoops()
 	started := s.started
 	s.mu.Unlock()
@@ -307,16 +324,23 @@ func (s *Scheduler) Shutdown(timeout time.Duration) {
 	if started {
 		defer func() { s.stopHistory(); <-s.historyDone }() // a last write, of at most 2s
 	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
 	select {
 	case <-done:
-		return
-	case <-t.C:
+		return nil
+	case <-ctx.Done():
 	}
-	n := s.Active()
-	s.log.Warn("shutdown timeout reached: stopping runs and handing them over", "runs", n, "shutdown_timeout", timeout.String())
+	s.log.Warn("shutdown timeout reached: stopping runs and handing them over", "runs", s.Active(), "cause", context.Cause(ctx).Error())
 	s.abortRuns(ErrShutdown)
 	s.workers.abort(ErrShutdown)
 	<-done
+	return nil
+}
+
+// Shutdown is Stop with a timeout.
+//
+// Deprecated: use Stop with a context that has the timeout.
+func (s *Scheduler) Shutdown(timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	s.Stop(ctx) //nolint:errcheck // Stop returns nil
 }

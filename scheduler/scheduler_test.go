@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -53,7 +54,10 @@ entities = ["x", "y"]
 `
 	s, st := e.start(cfg)
 	expect.WaitFor(t, 10*time.Second, "runs started", func() bool { return e.rec.count(func(runRec) bool { return true }) == 2 })
-	s.Shutdown(200 * time.Millisecond)
+	stopWithin(s, 200*time.Millisecond)
+	if err := s.Start(context.Background()); !errors.Is(err, ErrShutdown) {
+		t.Errorf("Start after Stop: %v, want ErrShutdown", err)
+	}
 	var held []lease.Held
 	st.Leases(context.Background(), "", func(h lease.Held) error { held = append(held, h); return nil }) //nolint:errcheck
 	if len(held) != 0 {
@@ -212,7 +216,7 @@ entities = ["a", "b", "c"]
 func TestStoreCoversTheLongestLease(t *testing.T) {
 	e := newEnv(t, false)
 	st := lease.NewMemory(lease.Options{MaxTTL: time.Second})
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() { st.Stop(context.Background()) })
 	task := "[[tasks]]\nname = \"long\"\nevery = \"1h\"\nhandler = \"rec\"\nlease_ttl = \"%s\"\n"
 	s, err := New(e.config(fmt.Sprintf(task, "5m")), Options{Store: st, Registry: e.reg})
 	if err != nil {
@@ -238,7 +242,7 @@ func TestShutdownWithRedisDownKeepsItsTimeout(t *testing.T) {
 	const timeout = 500 * time.Millisecond
 	stopped := make(chan struct{})
 	start := time.Now()
-	go func() { s.Shutdown(timeout); close(stopped) }()
+	go func() { stopWithin(s, timeout); close(stopped) }()
 	bound := timeout + lease.ReleaseTimeout + 3*time.Second
 	select {
 	case <-stopped:

@@ -147,7 +147,7 @@ func pingRedis(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	defer s.Close()
+	defer s.Stop(context.Background())
 	if err := s.CheckLayout(pctx); err != nil {
 		return fmt.Errorf("redis %s answers, but: %w", cfg.Redis.Where(), err)
 	}

@@ -97,9 +97,9 @@ func redisClient(cfg *config.Config) (redis.UniversalClient, error) {
 	return c, nil
 }
 
-// openStore returns the lease store the config asks for, and a closer for
+// openStore returns the lease store the config asks for; its Stop closes
 // what it opened.
-func openStore(cfg *config.Config, replica string, clock lease.Clock, log *slog.Logger, m *scheduler.Metrics) (*lease.Store, func(), error) {
+func openStore(cfg *config.Config, replica string, clock lease.Clock, log *slog.Logger, m *scheduler.Metrics) (*lease.Store, error) {
 	opts := lease.Options{Replica: replica, Clock: clock, OnRenew: m.Renewed, Version: readBuild().version}
 	if cfg.Redis == nil {
 		log.Warn("no [redis] table: leases are in-process; replicas would not be coordinated")
@@ -118,18 +118,14 @@ func openStore(cfg *config.Config, replica string, clock lease.Clock, log *slog.
 			log.Info("redis replicas acknowledge lease writes again", "replica_acks", cfg.Redis.ReplicaAcks.String())
 		}
 	}
-	s, closeStore, err := cfg.OpenStore(opts)
+	s, err := cfg.OpenStore(opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if cfg.Redis != nil {
 		log.Info("leases in redis", "redis", cfg.Redis.Where(), "key_prefix", cfg.Redis.KeyPrefix, "replica_acks", cfg.Redis.ReplicaAcks.String())
 	}
-	return s, func() {
-		if err := closeStore(); err != nil {
-			log.Warn("lease store closed", scheduler.KeyError, err)
-		}
-	}, nil
+	return s, nil
 }
 
 // stockHandlers are the Go handlers of the stock binary: the demo one. A Go
@@ -148,7 +144,9 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	sigs := make(chan os.Signal, 4)
 	earlysignal.Hand(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	defer gcpolicy.Apply(ctx)()
+	var gc gcpolicy.Policy
+	gc.Start(ctx)      //nolint:errcheck // nil
+	defer gc.Stop(ctx) //nolint:errcheck // nil
 	c := newCmdline("run", "")
 	if _, err := c.args(args, 0, 0); err != nil {
 		return err
@@ -171,50 +169,58 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	buildInfo.WithLabelValues(b.version, b.revision, b.goVersion).Set(1)
 	reg.MustRegister(buildInfo)
 	reloads := newReloadMetrics(reg)
-	store, closeStore, err := openStore(cfg, replica, clock, log, metrics)
+	store, err := openStore(cfg, replica, clock, log, metrics)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
 	sch, err := scheduler.New(cfg, scheduler.Options{Store: store, Logger: log, Registry: stockHandlers(), Clock: clock, Metrics: metrics})
 	if err != nil {
+		store.Stop(ctx) //nolint:errcheck // nothing was started
+		return err
+	}
+	// The parts start in this order and stop in reverse (services).
+	ss := &services{log: log}
+	defer ss.stopAll()
+	if err := ss.start(ctx, "systemd watchdog", watchdog(), shortStop); err != nil {
+		return err
+	}
+	if err := ss.start(ctx, "lease store", store, shortStop); err != nil {
 		return err
 	}
 	if cfg.Daemon.MetricsAddr != "" {
-		stop, err := serveMetrics(cfg.Daemon.MetricsAddr, reg, store, log)
-		if err != nil {
+		if err := ss.start(ctx, "metrics server", metricsServer(cfg.Daemon.MetricsAddr, reg, store, log), shortStop); err != nil {
 			return err
 		}
-		defer stop()
 	}
 	var con *webConsole
 	if cfg.Web != nil {
-		c, stop, err := startConsole(cfg, store, log)
-		if err != nil {
+		if con, err = newConsole(cfg, store, log); err != nil {
 			return err
 		}
-		defer stop()
-		con = c
+		if err := ss.start(ctx, "console", con.front, shortStop); err != nil {
+			return err
+		}
 	}
-
 	if sig, ok := stopRequested(sigs); ok {
 		log.Info("signal received during start-up: stopping before any run", "signal", sig.String())
 		return nil
 	}
-	sch.Start()
+	// The scheduler's stop waits for the runs up to the shutdown_timeout of
+	// the config in force then.
+	if err := ss.start(ctx, "scheduler", sch, func() time.Duration { return sch.Config().Daemon.ShutdownTimeout }); err != nil {
+		return err
+	}
 	log.Info("tickd started", "config", cfg.Path, "tasks", len(cfg.Tasks), scheduler.KeyReplica, replica)
 	// READY=1 as soon as tickd runs: it waits for Redis by itself (and
 	// /readyz says whether Redis answers), so a wrong password or a Redis
 	// down at boot must not hold systemctl start for ever.
-	daemon.SdNotify(false, daemon.SdNotifyReady) //nolint:errcheck
-	go watchRedis(ctx, store, log)
-	stopWatchdog := watchdog()
-	defer stopWatchdog()
+	daemon.SdNotify(false, daemon.SdNotifyReady)                                                             //nolint:errcheck
+	ss.start(ctx, "redis watch", loop(func(ctx context.Context) { watchRedis(ctx, store, log) }), shortStop) //nolint:errcheck // nil
 
 	for {
 		select {
 		case <-ctx.Done():
-			return shutdown(sch, cfg, log, nil)
+			return shutdown(ss, log, nil)
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				daemon.SdNotify(false, daemon.SdNotifyReloading) //nolint:errcheck
@@ -223,7 +229,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 				continue
 			}
 			log.Info("signal received: stopping", "signal", sig.String())
-			return shutdown(sch, sch.Config(), log, sigs)
+			return shutdown(ss, log, sigs)
 		}
 	}
 }
@@ -293,8 +299,9 @@ func (m reloadMetrics) record(err error) {
 	m.at.SetToCurrentTime()
 }
 
-// shutdown stops the scheduler gracefully; a second signal exits at once.
-func shutdown(sch *scheduler.Scheduler, cfg *config.Config, log *slog.Logger, sigs <-chan os.Signal) error {
+// shutdown stops the daemon's parts, the scheduler first, gracefully; a
+// second signal exits at once.
+func shutdown(ss *services, log *slog.Logger, sigs <-chan os.Signal) error {
 	daemon.SdNotify(false, daemon.SdNotifyStopping) //nolint:errcheck
 	if sigs != nil {
 		go func() {
@@ -306,7 +313,7 @@ func shutdown(sch *scheduler.Scheduler, cfg *config.Config, log *slog.Logger, si
 			}
 		}()
 	}
-	sch.Shutdown(cfg.Daemon.ShutdownTimeout)
+	ss.stopAll()
 	log.Info("tickd stopped")
 	return nil
 }
@@ -333,25 +340,4 @@ func watchRedis(ctx context.Context, store *lease.Store, log *slog.Logger) {
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-// watchdog sends WATCHDOG=1 at half the interval systemd asks for.
-func watchdog() func() {
-	iv, err := daemon.SdWatchdogEnabled(false)
-	if err != nil || iv == 0 {
-		return func() {}
-	}
-	t := time.NewTicker(iv / 2)
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				daemon.SdNotify(false, daemon.SdNotifyWatchdog) //nolint:errcheck
-			}
-		}
-	}()
-	return func() { t.Stop(); close(done) }
 }

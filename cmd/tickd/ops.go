@@ -36,11 +36,11 @@ func cliStore(cfg *config.Config, cmd string, ttl time.Duration) (*lease.Store, 
 		return nil, nil, fmt.Errorf("%s needs a [redis] table in %s: without one, leases live inside the daemon's process", cmd, cfg.Path)
 	}
 	routeRedisLogs(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	s, closeStore, err := cfg.OpenStore(lease.Options{Replica: "cli:" + operator(), MaxTTL: ttl})
+	s, err := cfg.OpenStore(lease.Options{Replica: "cli:" + operator(), MaxTTL: ttl})
 	if err != nil {
 		return nil, nil, err
 	}
-	done := func() { closeStore() } //nolint:errcheck // a lease left held was reported by its release
+	done := func() { s.Stop(context.Background()) } //nolint:errcheck // a lease left held was reported by its release
 	// Beside keys of another layout, what a command reads or writes is not
 	// what the replicas see: every command but migrate refuses, and says
 	// what to do.

@@ -242,7 +242,7 @@ entities = ["x", "y"]
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { holder.Close() })
+	t.Cleanup(func() { holder.Stop(context.Background()) })
 	hold := func(task, entity string) *lease.Lease {
 		l, err := holder.Acquire(context.Background(), lease.Request{Task: task, Entity: entity, TTL: 30 * time.Second, Reason: lease.ReasonTick, Tick: time.Now()})
 		if err != nil {
@@ -601,7 +601,7 @@ func TestStatusWithManyEntities(t *testing.T) {
 		t.Fatal(err)
 	}
 	store.InitEpoch(ctx) //nolint:errcheck
-	defer store.Close()
+	defer store.Stop(context.Background())
 	now := time.Now()
 	for lo := 0; lo < n; lo += lease.BatchSize {
 		reqs := make([]lease.Request, min(lease.BatchSize, n-lo))

@@ -17,11 +17,10 @@ import (
 	"github.com/tickd/tickd/scheduler"
 )
 
-// serveMetrics serves /metrics, /healthz (the process is alive) and /readyz
-// (the config is loaded, the lease store answers, and its replicas
-// acknowledge lease writes) on addr, until the
-// returned stop is called.
-func serveMetrics(addr string, reg *prometheus.Registry, store *lease.Store, log *slog.Logger) (stop func(), err error) {
+// metricsServer serves /metrics, /healthz (the process is alive) and
+// /readyz (the config is loaded, the lease store answers, and its replicas
+// acknowledge lease writes) on addr, from Start to Stop.
+func metricsServer(addr string, reg *prometheus.Registry, store *lease.Store, log *slog.Logger) service {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tickd_replica_ack_failures_total",
 			Help: "Lease writes (a batch's grants, a renewal round, a due entry) that the Redis replicas did not acknowledge in time (replica_acks): nothing started under them."},
@@ -44,20 +43,26 @@ func serveMetrics(addr string, reg *prometheus.Registry, store *lease.Store, log
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics_addr: %w", err)
-	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server stopped", scheduler.KeyError, err)
-		}
-	}()
-	log.Info("serving metrics and health", "addr", ln.Addr().String())
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx) //nolint:errcheck
-	}, nil
+	return funcs{
+		start: func(ctx context.Context) error {
+			ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+			if err != nil {
+				return fmt.Errorf("metrics_addr: %w", err)
+			}
+			go func() {
+				if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					log.Error("metrics server stopped", scheduler.KeyError, err)
+				}
+			}()
+			log.Info("serving metrics and health", "addr", ln.Addr().String())
+			return nil
+		},
+		stop: func(ctx context.Context) error {
+			if err := srv.Shutdown(ctx); err != nil {
+				return errors.Join(err, srv.Close())
+			}
+			return nil
+		},
+	}
 }

@@ -35,16 +35,25 @@ func runWeb(ctx context.Context, args []string, stderr io.Writer) error {
 	var level slog.LevelVar
 	log := newLogger(cfg.Daemon, stderr, &level)
 	routeRedisLogs(log)
-	store, closeStore, err := cfg.OpenStore(lease.Options{Replica: "web:" + operator()})
+	store, err := cfg.OpenStore(lease.Options{Replica: "web:" + operator()})
 	if err != nil {
 		return err
 	}
-	defer closeStore() //nolint:errcheck // it holds no lease
-	con, stop, err := startConsole(cfg, store, log)
+	con, err := newConsole(cfg, store, log)
 	if err != nil {
+		store.Stop(ctx) //nolint:errcheck // nothing was started
 		return err
 	}
-	defer stop()
+	ss := &services{log: log}
+	defer ss.stopAll()
+	for _, p := range []struct {
+		name string
+		svc  service
+	}{{"lease store", store}, {"console", con.front}} {
+		if err := ss.start(ctx, p.name, p.svc, shortStop); err != nil {
+			return err
+		}
+	}
 	sigs := make(chan os.Signal, 1)
 	earlysignal.Hand(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -74,21 +83,18 @@ type webConsole struct {
 	front *console.Front
 }
 
-// startConsole serves cfg's console on [web] listen.
-func startConsole(cfg *config.Config, store *lease.Store, log *slog.Logger) (*webConsole, func(), error) {
+// newConsole builds cfg's console, which its front serves on [web] listen
+// from Start to Stop.
+func newConsole(cfg *config.Config, store *lease.Store, log *slog.Logger) (*webConsole, error) {
 	con, err := console.New(console.Options{Config: cfg, Store: store, Logger: log})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	front, err := console.NewFront(con, console.FrontOptions{Web: cfg.Web, Logger: log})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	stop, err := console.Start(front, cfg.Web, log)
-	if err != nil {
-		return nil, nil, err
-	}
-	return &webConsole{con, front}, stop, nil
+	return &webConsole{con, front}, nil
 }
 
 // reload shows cfg's tasks and reads the users again (SIGHUP); a users'

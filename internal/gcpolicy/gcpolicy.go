@@ -35,21 +35,28 @@ func Limit(live uint64) int64 {
 	return max(Floor, 2*int64(live))
 }
 
-// Apply sets GOGC to Percent and a soft memory limit of Limit(live heap),
-// which follows the live heap every second until ctx ends, and returns a
-// function that stops that and restores both. When the environment sets
-// GOGC or GOMEMLIMIT, the operator's choice stands and Apply changes
-// nothing.
-func Apply(ctx context.Context) (restore func()) {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
-		return func() {}
+// Policy is the policy in force between Start and Stop.
+type Policy struct {
+	stop           context.CancelFunc // nil: not applied
+	done           chan struct{}
+	percent, limit int64 // what Start found, restored by Stop
+}
+
+// Start sets GOGC to Percent and a soft memory limit of Limit(live heap),
+// which follows the live heap every second until Stop. When the
+// environment sets GOGC or GOMEMLIMIT, the operator's choice stands and
+// the policy changes nothing. ctx bounds the start only. A second Start
+// does nothing.
+func (p *Policy) Start(context.Context) error {
+	if p.stop != nil || os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return nil
 	}
-	percent, limit := debug.SetGCPercent(Percent), debug.SetMemoryLimit(-1)
+	p.percent, p.limit = int64(debug.SetGCPercent(Percent)), debug.SetMemoryLimit(-1)
 	update()
-	ctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
+	ctx, stop := context.WithCancel(context.Background())
+	p.stop, p.done = stop, make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(p.done)
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
@@ -61,12 +68,21 @@ func Apply(ctx context.Context) (restore func()) {
 			}
 		}
 	}()
-	return func() {
-		stop()
-		<-done
-		debug.SetGCPercent(percent)
-		debug.SetMemoryLimit(limit)
+	return nil
+}
+
+// Stop stops following the live heap and restores GOGC and the memory
+// limit Start found.
+func (p *Policy) Stop(context.Context) error {
+	if p.stop == nil {
+		return nil
 	}
+	p.stop()
+	<-p.done // at most one update away
+	p.stop = nil
+	debug.SetGCPercent(int(p.percent))
+	debug.SetMemoryLimit(p.limit)
+	return nil
 }
 
 // update sets the soft memory limit for the live heap the last collection

@@ -31,11 +31,20 @@ func settings() (int, int64) {
 	return p, debug.SetMemoryLimit(-1)
 }
 
-func TestApplySetsThePolicyAndRestores(t *testing.T) {
+// apply starts a Policy and returns its Stop.
+func apply(t *testing.T) (restore func()) {
+	var p Policy
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return func() { p.Stop(context.Background()) } //nolint:errcheck // nil
+}
+
+func TestPolicySetsItAndRestores(t *testing.T) {
 	t.Setenv("GOGC", "")
 	t.Setenv("GOMEMLIMIT", "")
 	percent, limit := settings()
-	restore := Apply(context.Background())
+	restore := apply(t)
 	p, l := settings()
 	restore()
 	if p != Percent || l < Floor || l == math.MaxInt64 {
@@ -50,7 +59,7 @@ func TestApplySetsThePolicyAndRestores(t *testing.T) {
 func TestLimitFollowsTheLiveHeap(t *testing.T) {
 	t.Setenv("GOGC", "")
 	t.Setenv("GOMEMLIMIT", "")
-	defer Apply(context.Background())()
+	defer apply(t)()
 	live := make([]byte, 2*Floor)
 	runtime.GC()
 	update()
@@ -67,7 +76,7 @@ func TestTheEnvironmentWins(t *testing.T) {
 			t.Setenv("GOMEMLIMIT", "")
 			t.Setenv(env, "200")
 			percent, limit := settings()
-			restore := Apply(context.Background())
+			restore := apply(t)
 			p, l := settings()
 			restore()
 			if p != percent || l != limit {

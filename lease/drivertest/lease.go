@@ -209,7 +209,7 @@ func testUnlockExpires(t *testing.T, k Kit) {
 	op := k(lease.Options{Replica: "op"})
 	mustAcquire(t, s, req("e", 2*time.Second))
 	if op != s {
-		s.Close() //nolint:errcheck // renewed no more, never released: a frozen holder
+		s.Stop(context.Background()) //nolint:errcheck // renewed no more, never released: a frozen holder
 	}
 	u, err := op.Unlock(bg, "t", "e", "alice", false)
 	if err != nil {
@@ -283,7 +283,7 @@ func testCloseReportsHeld(t *testing.T, k Kit) {
 	s := k(lease.Options{})
 	mustRelease(t, mustAcquire(t, s, req("released", time.Minute)))
 	held := mustAcquire(t, s, req("held", time.Minute))
-	err := s.Close()
+	err := s.Stop(context.Background())
 	if !errors.Is(err, lease.ErrStillHeld) {
 		t.Fatalf("Close with a lease not released: %v, want lease.ErrStillHeld", err)
 	}
@@ -293,7 +293,7 @@ func testCloseReportsHeld(t *testing.T, k Kit) {
 	if cause := context.Cause(held.Context()); !errors.Is(cause, lease.ErrClosed) {
 		t.Errorf("lease held at Close: cause %v, want lease.ErrClosed", cause)
 	}
-	if err := s.Close(); err != nil {
+	if err := s.Stop(context.Background()); err != nil {
 		t.Errorf("second Close: %v, want nil", err)
 	}
 }

@@ -390,7 +390,7 @@ func WriteFile(t testing.TB, path, content string) {
 func HeldLeases(t testing.TB, addr, prefix string) []lease.Held {
 	t.Helper()
 	s := store(t, addr, prefix)
-	defer s.Close()
+	defer s.Stop(context.Background())
 	var hs []lease.Held
 	if err := s.Leases(context.Background(), "", func(h lease.Held) error { hs = append(hs, h); return nil }); err != nil {
 		t.Errorf("read leases: %v", err)
@@ -403,7 +403,7 @@ func HeldLeases(t testing.TB, addr, prefix string) []lease.Held {
 func Ticks(t testing.TB, addr, prefix, task string, limit int) []lease.TickRecord {
 	t.Helper()
 	s := store(t, addr, prefix)
-	defer s.Close()
+	defer s.Stop(context.Background())
 	rs, err := s.Ticks(context.Background(), task, limit)
 	if err != nil {
 		t.Fatalf("read tick records: %v", err)
@@ -415,7 +415,7 @@ func Ticks(t testing.TB, addr, prefix, task string, limit int) []lease.TickRecor
 func DueCount(t testing.TB, addr, prefix string) int {
 	t.Helper()
 	s := store(t, addr, prefix)
-	defer s.Close()
+	defer s.Stop(context.Background())
 	n, err := s.DueCount(context.Background())
 	if err != nil {
 		t.Fatalf("count due entries: %v", err)
@@ -457,7 +457,7 @@ func initEpoch(t testing.TB, c redis.UniversalClient, prefix string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Stop(context.Background())
 	if err := s.InitEpoch(context.Background()); err != nil {
 		t.Fatalf("init epoch: %v", err)
 	}

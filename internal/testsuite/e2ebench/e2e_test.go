@@ -201,7 +201,10 @@ func startTickd(b *testing.B, addr string, ids []string, replicas int, every tim
 	// "Memory and the garbage collector"); E2E_GCPOLICY=0 leaves Go's default, which a program
 	// embedding the scheduler has unless it chooses otherwise.
 	if os.Getenv("E2E_GCPOLICY") != "0" {
-		td.restore = gcpolicy.Apply(context.Background())
+		var p gcpolicy.Policy
+		p.Start(context.Background())                        //nolint:errcheck // nil
+		td.restore = func() { p.Stop(context.Background()) } //nolint:errcheck // nil
+
 	}
 	reg := &tasks.Registry{}
 	reg.Register("noop", func(context.Context, tasks.Run) (tasks.Result, error) { return tasks.Done, nil })
@@ -235,7 +238,9 @@ func startTickd(b *testing.B, addr string, ids []string, replicas int, every tim
 	}
 	td.first = time.Now().Truncate(every).Add(every)
 	for _, s := range td.scheds {
-		s.Start()
+		if err := s.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
 	}
 	return td
 }
@@ -296,10 +301,12 @@ func (td *tickd) wait(b *testing.B, T, deadline time.Time) {
 // back.
 func (td *tickd) stop() {
 	for _, s := range td.scheds {
-		s.Shutdown(10 * time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		s.Stop(ctx) //nolint:errcheck // nil
+		cancel()
 	}
 	for _, st := range td.stores {
-		st.Close()
+		st.Stop(context.Background())
 	}
 	for _, c := range td.clients {
 		c.Close()

@@ -64,7 +64,9 @@ func BenchmarkTickLag(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s.Start()
+		if err := s.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
 		// The first tick after start is left out, as a warm-up.
 		start := time.Now().Truncate(time.Second).Add(time.Second)
 		end := start.Add(time.Duration(ticks) * time.Second)
@@ -79,8 +81,10 @@ func BenchmarkTickLag(b *testing.B) {
 			}
 			return n >= ticks
 		}, func() string { return "" })
-		s.Shutdown(10 * time.Second)
-		st.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		s.Stop(ctx) //nolint:errcheck // nil
+		cancel()
+		st.Stop(context.Background())
 		c.Close()
 		var lags []time.Duration
 		for k, d := range first {
