@@ -222,7 +222,10 @@ func TestRedisOneSweepPerInterval(t *testing.T) {
 	start := time.Now()
 	var swept atomic.Int64
 	for _, r := range []string{"A", "B", "C"} {
-		newRedisStore(t, newClient(t, srv.Addr), Options{Replica: r, StateTTL: stateTTL, OnSweep: func() { swept.Add(1) }})
+		s := newRedisStore(t, newClient(t, srv.Addr), Options{Replica: r, StateTTL: stateTTL, OnSweep: func() { swept.Add(1) }})
+		if err := s.Start(context.Background()); err != nil { // the keeper sweeps; these stores grant nothing
+			t.Fatal(err)
+		}
 	}
 	total := swept.Load
 	expect.WaitFor(t, 10*time.Second, "ten sweeps", func() bool { return total() >= 10 })
