@@ -155,6 +155,8 @@ func BenchmarkReplicas(b *testing.B) {
 		b.ReportMetric(perRun(one), "one-redis-µs/run")
 		b.ReportMetric(perRun(many), "many-redis-µs/run")
 		b.ReportMetric(perRun(many)/perRun(one), "redis-cpu-ratio")
+		calls := func(s side) float64 { return float64(s.commands) / float64(s.runs) }
+		b.ReportMetric(calls(many)/calls(one), "cmds-ratio")
 		for _, s := range []side{one, many} {
 			if s.dup+s.lost > 0 {
 				b.Errorf("runs not exactly once per tick: %+v", s)
