@@ -180,7 +180,7 @@ type closingClock struct {
 
 func (c *closingClock) Now() time.Time {
 	if c.armed.CompareAndSwap(true, false) {
-		go c.s.Close()
+		go c.s.Stop(context.Background())
 		for {
 			c.s.mu.Lock()
 			closed := c.s.closed
@@ -198,6 +198,9 @@ func testGrantedWhileClosing(t *testing.T, k kit) {
 	clock := &closingClock{}
 	s := k.client(Options{Clock: clock})
 	clock.s = s
+	if err := s.Start(bg); err != nil {
+		t.Fatal(err)
+	}
 	// The keeper reads the clock too: arm it once the keeper sleeps.
 	expect.WaitFor(t, 5*time.Second, "keeper asleep", func() bool {
 		s.mu.Lock()
