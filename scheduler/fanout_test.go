@@ -179,10 +179,11 @@ entities = ` + entities(n)
 	}
 	sadd := redistest.CommandCalls(t, c, "sadd")
 	// Without skipping ahead, each replica sends each chunk: 3 per chunk;
-	// with skipping ahead alone, 1.4 to 1.5; with shares, about 1.05.
+	// with skipping ahead alone, 1.4 to 1.56; with shares, 1.03 to 1.26 (under
+	// CI's load).
 	perChunk := float64(sadd) / float64(len(begun)*n/chunkSize)
 	t.Logf("%d ticks since the reset, %d SADDs: %.2f per chunk; runs by replica %v", len(begun), sadd, perChunk, byReplica)
-	if perChunk > 1.25 {
+	if perChunk > 1.35 {
 		t.Fatalf("%.2f chunk claims per chunk of a tick: the replicas raced for the stream instead of sending their shares", perChunk)
 	}
 }
