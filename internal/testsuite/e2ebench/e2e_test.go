@@ -4,6 +4,7 @@
 //
 //	go test -run XXX -bench 'Tick$' -benchtime 1x ./internal/testsuite/e2ebench
 //	go test -run XXX -bench Replicas -benchtime 1x ./internal/testsuite/e2ebench
+//	go test -run XXX -bench ClusterTick -benchtime 1x -timeout 60m ./internal/testsuite/e2ebench
 //
 // E2E_ENTITIES (100000; Replicas: 20000), E2E_REPLICAS (1; Replicas: 3),
 // E2E_TICKS (3 measured ticks, after a first one that is not), E2E_EVERY
@@ -63,6 +64,16 @@ type side struct {
 	byCommand map[string]cmdStat // the same, by command
 	dup, lost int                // entities run twice, or not at all, in a tick
 	byReplica map[string]int     // tickd: runs per replica, over the measured ticks
+	byNode    []float64          // Redis CPU by node sampled (a Cluster's masters), µs
+}
+
+// busiest is the busiest node's share of the Redis CPU.
+func (s side) busiest() float64 {
+	var most, total float64
+	for _, us := range s.byNode {
+		most, total = max(most, us), total+us
+	}
+	return most / total
 }
 
 func (s side) median() time.Duration {
@@ -109,7 +120,7 @@ func BenchmarkTick(b *testing.B) {
 	for range b.N {
 		var t, p side
 		if os.Getenv("E2E_PEER") == "0" {
-			t = runTickd(b, srv.Addr, ids, replicas, ticks, every)
+			t = runTickd(b, single(srv.Addr), ids, replicas, ticks, every)
 		} else {
 			t, p = interleaved(b, srv.Addr, ids, replicas, ticks, every)
 		}
@@ -147,9 +158,9 @@ func BenchmarkReplicas(b *testing.B) {
 	replicas := envInt("E2E_REPLICAS", 3)
 	srv, ids, ticks, every := setup(b, 20000, 10*time.Second)
 	for range b.N {
-		one := runTickd(b, srv.Addr, ids, 1, ticks, every)
+		one := runTickd(b, single(srv.Addr), ids, 1, ticks, every)
 		b.Logf("tickd, 1 replica: %v", one)
-		many := runTickd(b, srv.Addr, ids, replicas, ticks, every)
+		many := runTickd(b, single(srv.Addr), ids, replicas, ticks, every)
 		b.Logf("tickd, %d replicas: %v", replicas, many)
 		perRun := func(s side) float64 { return s.redisUS / float64(s.runs) }
 		b.ReportMetric(perRun(one), "one-redis-µs/run")
@@ -191,13 +202,27 @@ type tickd struct {
 	byTick  map[int64]*tickRecord // by tick, Unix ns
 	scheds  []*scheduler.Scheduler
 	stores  []*lease.Store
-	clients []*redis.Client
+	clients []redis.UniversalClient
 	restore func() // the garbage collector policy before
 }
 
+// target is the Redis the schedulers use and the benchmark samples: one
+// server, or a Cluster, sampled on each master.
+type target struct {
+	nodes     []string                     // sampled
+	newClient func() redis.UniversalClient // one scheduler's
+}
+
+// single is the one server at addr.
+func single(addr string) target {
+	return target{nodes: []string{addr}, newClient: func() redis.UniversalClient {
+		return redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
+	}}
+}
+
 // startTickd starts replicas schedulers over ids on the schedule every,
-// each with its own store and client on addr.
-func startTickd(b *testing.B, addr string, ids []string, replicas int, every time.Duration) *tickd {
+// each with its own store and client on tgt.
+func startTickd(b *testing.B, tgt target, ids []string, replicas int, every time.Duration) *tickd {
 	td := &tickd{ids: ids, byTick: map[int64]*tickRecord{}, restore: func() {}}
 	// The daemon's garbage collector policy, which tickd run sets (docs/operations.md,
 	// "Memory and the garbage collector"); E2E_GCPOLICY=0 leaves Go's default, which a program
@@ -222,7 +247,7 @@ func startTickd(b *testing.B, addr string, ids []string, replicas int, every tim
 	level.UnmarshalText([]byte(os.Getenv("E2E_LOG_LEVEL"))) //nolint:errcheck // "" is info
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: level}))
 	for i := range replicas {
-		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
+		c := tgt.newClient()
 		td.clients = append(td.clients, c)
 		st, err := lease.NewRedis(c, "e2e", lease.Options{Replica: "r" + strconv.Itoa(i), MaxTTL: 5 * time.Second})
 		if err != nil {
@@ -338,17 +363,17 @@ func (td *tickd) count(T time.Time, out *side) {
 
 // runTickd runs tickd until ticks+1 ticks are done, and measures the last
 // ticks and the idle time between them.
-func runTickd(b *testing.B, addr string, ids []string, replicas, ticks int, every time.Duration) side {
-	td := startTickd(b, addr, ids, replicas, every)
+func runTickd(b *testing.B, tgt target, ids []string, replicas, ticks int, every time.Duration) side {
+	td := startTickd(b, tgt, ids, replicas, every)
 	// The first tick after start is not measured: measurement starts right
 	// after it ended.
 	td.wait(b, td.first, td.first.Add(every))
-	s0 := takeSample(b, addr)
+	s0 := takeSample(b, tgt.nodes)
 	for k := 1; k <= ticks; k++ {
 		T := td.first.Add(time.Duration(k) * every)
 		td.wait(b, T, T.Add(every))
 	}
-	s1 := takeSample(b, addr)
+	s1 := takeSample(b, tgt.nodes)
 	td.stop()
 	out := side{byReplica: map[string]int{}, byCommand: map[string]cmdStat{}}
 	out.add(s0, s1)
@@ -373,12 +398,12 @@ func interleaved(b *testing.B, addr string, ids []string, replicas, ticks int, e
 	half := every / 2
 	pr := startPeer(b, addr, len(ids))
 	defer pr.stop()
-	td := startTickd(b, addr, ids, replicas, every)
+	td := startTickd(b, single(addr), ids, replicas, every)
 	defer td.stop()
 	t = side{byReplica: map[string]int{}, byCommand: map[string]cmdStat{}}
 	p = side{byCommand: map[string]cmdStat{}}
 	sleepUntil(td.first.Add(-lead))
-	s0 := takeSample(b, addr)
+	s0 := takeSample(b, []string{addr})
 	var peerCPU float64           // the peer's process's CPU at its last tick's end, µs
 	for k := 0; k <= ticks; k++ { // tick 0, the first after start, is not measured
 		T := td.first.Add(time.Duration(k) * every)
@@ -387,13 +412,13 @@ func interleaved(b *testing.B, addr string, ids []string, replicas, ticks int, e
 			b.Fatalf("tickd's tick %v took %v, into the peer's half of the period: raise E2E_EVERY", T, end.Sub(T))
 		}
 		sleepUntil(T.Add(half - lead))
-		s1 := takeSample(b, addr)
+		s1 := takeSample(b, []string{addr})
 		r := pr.tick(b, T.Add(half))
 		if time.Now().After(T.Add(every - lead)) {
 			b.Fatalf("the peer's tick %v took %v, into tickd's half of the period: raise E2E_EVERY", T.Add(half), r.took)
 		}
 		sleepUntil(T.Add(every - lead))
-		s2 := takeSample(b, addr)
+		s2 := takeSample(b, []string{addr})
 		if k > 0 {
 			t.add(s0, s1)
 			t.ownUS += s1.ownUS - s0.ownUS
@@ -543,8 +568,9 @@ func (pp *peerProcess) stop() {
 
 // sample is what Redis and this process had spent at one moment.
 type sample struct {
-	redisUS float64 // Redis main-thread CPU, µs
-	ownUS   float64 // this process's CPU, µs
+	redisUS float64   // Redis main-thread CPU, µs
+	byNode  []float64 // the same, node by node
+	ownUS   float64   // this process's CPU, µs
 	cmds    int64
 	by      map[string]cmdStat
 }
@@ -552,6 +578,12 @@ type sample struct {
 // add adds what Redis spent from s0 to s1 to s.
 func (s *side) add(s0, s1 sample) {
 	s.redisUS += s1.redisUS - s0.redisUS
+	if s.byNode == nil {
+		s.byNode = make([]float64, len(s1.byNode))
+	}
+	for i := range s1.byNode {
+		s.byNode[i] += s1.byNode[i] - s0.byNode[i]
+	}
 	s.commands += s1.cmds - s0.cmds
 	for k, v := range s1.by {
 		c := s.byCommand[k]
@@ -601,22 +633,35 @@ func processCPU() float64 {
 	return float64(ru.Utime.Sec+ru.Stime.Sec)*1e6 + float64(ru.Utime.Usec+ru.Stime.Usec)
 }
 
-// takeSample reads Redis's main-thread CPU and the commands it ran, in all
-// and by command (INFO cpu and commandstats), and this process's CPU.
-func takeSample(b *testing.B, addr string) sample {
+// takeSample reads the main-thread CPU and the commands run (INFO cpu and
+// commandstats) of each node at nodes, summed and by command, and this
+// process's CPU.
+func takeSample(b *testing.B, nodes []string) sample {
+	s := sample{by: map[string]cmdStat{}}
+	for _, addr := range nodes {
+		us := readNode(b, addr, &s)
+		s.redisUS += us
+		s.byNode = append(s.byNode, us)
+	}
+	s.ownUS = processCPU()
+	return s
+}
+
+// readNode adds the commands the node at addr ran to s, and returns its
+// main-thread CPU, µs.
+func readNode(b *testing.B, addr string, s *sample) (cpuUS float64) {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 	info, err := c.Info(context.Background(), "cpu", "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := sample{by: map[string]cmdStat{}}
 	for _, line := range strings.Split(info, "\n") {
 		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
 		switch {
 		case k == "used_cpu_sys_main_thread" || k == "used_cpu_user_main_thread":
 			f, _ := strconv.ParseFloat(v, 64)
-			s.redisUS += f * 1e6
+			cpuUS += f * 1e6
 		case strings.HasPrefix(k, "cmdstat_"):
 			calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
 			n, _ := strconv.ParseInt(calls, 10, 64)
@@ -626,9 +671,10 @@ func takeSample(b *testing.B, addr string) sample {
 				u, _, _ = strings.Cut(u, ",")
 				usec, _ = strconv.ParseFloat(u, 64)
 			}
-			s.by[strings.TrimPrefix(k, "cmdstat_")] = cmdStat{n, usec}
+			name := strings.TrimPrefix(k, "cmdstat_")
+			c := s.by[name]
+			s.by[name] = cmdStat{c.calls + n, c.usec + usec}
 		}
 	}
-	s.ownUS = processCPU()
-	return s
+	return cpuUS
 }
