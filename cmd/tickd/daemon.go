@@ -214,8 +214,11 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	// READY=1 as soon as tickd runs: it waits for Redis by itself (and
 	// /readyz says whether Redis answers), so a wrong password or a Redis
 	// down at boot must not hold systemctl start for ever.
-	daemon.SdNotify(false, daemon.SdNotifyReady)                                                             //nolint:errcheck
-	ss.start(ctx, "redis watch", loop(func(ctx context.Context) { watchRedis(ctx, store, log) }), shortStop) //nolint:errcheck // nil
+	daemon.SdNotify(false, daemon.SdNotifyReady) //nolint:errcheck
+
+	// Whether Redis answers, said once it does (or every 10s until then).
+	watch := loop(func(ctx context.Context) { watchRedis(ctx, store, log) })
+	ss.start(ctx, "redis watch", watch, shortStop) //nolint:errcheck // a loop's start is nil
 
 	for {
 		select {
