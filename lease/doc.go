@@ -202,7 +202,7 @@
 // a shard that loses its data quarantines only the tasks of its buckets.
 // Buckets also bound the polls: the due loop reads the first entry of the
 // due sets of the buckets of the tasks the replica announced (of all 64
-// every tenth poll) in one pipelined round trip, then takes from the
+// every 50th poll) in one pipelined round trip, then takes from the
 // buckets where one is due: at most 64 reads, whatever the number of tasks.
 //
 // A store grants, enqueues, takes and announces nothing while the prefix

@@ -102,7 +102,7 @@ func TestDueRunDuringARolloutWaits(t *testing.T) {
 	if err := st.Enqueue(context.Background(), lease.Due{Task: "ghost", Entity: "y", Reason: lease.ReasonTrigger}, 0); err != nil {
 		t.Fatal(err)
 	}
-	e.ev.waitFor(t, 10*time.Second, "the ghost's run dropped", func(ev Event) bool { return ev.Kind == EventDueDropped && ev.Task == "ghost" })
+	e.ev.waitFor(t, 30*time.Second, "the ghost's run dropped", func(ev Event) bool { return ev.Kind == EventDueDropped && ev.Task == "ghost" })
 	state, _ = st.Entity(context.Background(), "ghost", "y")
 	expect.True(t, "the ghost's run is gone", state.Pending == nil)
 }
