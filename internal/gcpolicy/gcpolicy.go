@@ -37,9 +37,10 @@ func Limit(live uint64) int64 {
 
 // Policy is the policy in force between Start and Stop.
 type Policy struct {
-	stop           context.CancelFunc // nil: not applied
-	done           chan struct{}
-	percent, limit int64 // what Start found, restored by Stop
+	stop    context.CancelFunc // nil: not applied
+	done    chan struct{}
+	percent int   // the GOGC Start found, restored by Stop
+	limit   int64 // the memory limit Start found, restored by Stop
 }
 
 // Start sets GOGC to Percent and a soft memory limit of Limit(live heap),
@@ -51,7 +52,7 @@ func (p *Policy) Start(context.Context) error {
 	if p.stop != nil || os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return nil
 	}
-	p.percent, p.limit = int64(debug.SetGCPercent(Percent)), debug.SetMemoryLimit(-1)
+	p.percent, p.limit = debug.SetGCPercent(Percent), debug.SetMemoryLimit(-1)
 	update()
 	ctx, stop := context.WithCancel(context.Background())
 	p.stop, p.done = stop, make(chan struct{})
@@ -80,7 +81,7 @@ func (p *Policy) Stop(context.Context) error {
 	p.stop()
 	<-p.done // at most one update away
 	p.stop = nil
-	debug.SetGCPercent(int(p.percent))
+	debug.SetGCPercent(p.percent)
 	debug.SetMemoryLimit(p.limit)
 	return nil
 }
