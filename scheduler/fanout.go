@@ -54,10 +54,6 @@ type fanOut struct {
 	chunked bool
 	pos     int // the stream position of the next entity read
 	first   int // the stream position of batch[0]
-	// The live replicas that run the task split the stream up front: this
-	// one's share is the blocks it sends first; it sets the others' aside
-	// and comes back to them, as to what it skipped, once the stream ends.
-	share share
 	// A batch whose chunks another replica took, all of them, says that
 	// replica reads this part of the stream now: rather than follow it and
 	// lose each chunk to it, this fan-out skips ahead, and comes back to
@@ -65,44 +61,11 @@ type fanOut struct {
 	ahead skipAhead
 }
 
-// share is a replica's part of a tick's stream: the blocks of shareBlock
-// entities whose index modulo of is rank, rank being the replica's place
-// among the of live replicas that run the task (the replica registry's,
-// read when the fan-out starts). Each sends its own blocks first, so that
-// replicas do not race for the same batches; once its stream ends, it
-// comes back to the others' (revisit) and sends the chunks nobody took: a
-// replica that is slow, or gone, leaves its blocks to the others. Replicas
-// that see the registry differently for a moment only race, as without a
-// share: a chunk is still taken once.
-type share struct{ rank, of int }
-
-// shareBlock is a share's block: one batch, whole chunks.
-const shareBlock = lease.BatchSize
-
-// mine says whether the entity at stream position pos is in the share.
-func (sh share) mine(pos int) bool { return sh.of <= 1 || (pos/shareBlock)%sh.of == sh.rank }
-
-// shareOf is this replica's share of task's ticks: the whole stream when it
-// runs alone, or when the registry cannot be read.
-func (s *Scheduler) shareOf(ctx context.Context, task string) share {
-	rs, err := s.store.Replicas(ctx)
-	if err != nil {
-		return share{}
-	}
-	ids := config.RunnerIDs(rs, task)
-	if !slices.Contains(ids, s.replica) { // not announced yet
-		ids = append(ids, s.replica)
-		slices.Sort(ids)
-	}
-	return share{rank: slices.Index(ids, s.replica), of: len(ids)}
-}
-
 // skipAhead is a fan-out's skipping ahead of another replica.
 type skipAhead struct {
-	jump       int       // the chunk ends still to pass before taking entities again
-	skipped    []skipped // what was passed, for revisit
-	revisiting bool      // in revisit: every entity is sent, whoever's share it is in
-	lastRound  bool      // revisit's last: no more skipping
+	jump      int       // the chunk ends still to pass before taking entities again
+	skipped   []skipped // what was passed, for revisit
+	lastRound bool      // revisit's last: no more skipping
 }
 
 // reservation is what reserve got.
@@ -138,7 +101,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	if ts.t.Spread > 0 {
 		err = f.spreadOut()
 	} else {
-		f.chunked, f.share = true, s.shareOf(ctx, ts.t.Name)
+		f.chunked = true
 		err = ts.source.Each(ctx, f.add)
 		f.flush()
 		if rerr := f.revisit(); err == nil {
@@ -179,10 +142,6 @@ func (f *fanOut) add(id string) error {
 // addAt takes the entity at stream position pos into the batch once a run
 // slot is free for it.
 func (f *fanOut) addAt(id string, pos int) error {
-	if !f.ahead.revisiting && !f.share.mine(pos) {
-		f.skip(id, pos)
-		return nil
-	}
 	switch f.reserve() {
 	case skipping:
 		f.skip(id, pos)

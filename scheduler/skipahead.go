@@ -1,7 +1,5 @@
 package scheduler
 
-import "slices"
-
 // skip sets the entity at pos aside, for revisit.
 func (f *fanOut) skip(id string, pos int) {
 	if n := len(f.ahead.skipped); n == 0 || f.ahead.skipped[n-1].pos+len(f.ahead.skipped[n-1].ids) != pos {
@@ -9,7 +7,7 @@ func (f *fanOut) skip(id string, pos int) {
 	}
 	sk := &f.ahead.skipped[len(f.ahead.skipped)-1]
 	sk.ids = append(sk.ids, id)
-	if (pos+1)%chunkSize == 0 && f.ahead.jump > 0 {
+	if (pos+1)%chunkSize == 0 {
 		f.ahead.jump--
 	}
 }
@@ -30,28 +28,16 @@ func (sk skipped) firstChunk() int { return (chunkSize - sk.pos%chunkSize) % chu
 // slower). Each round asks about all the skipped chunks in one round trip;
 // one may skip again, the last does not.
 func (f *fanOut) revisit() error {
-	f.ahead.revisiting = true
 	for round := 1; len(f.ahead.skipped) > 0 && f.ctx.Err() == nil; round++ {
 		f.ahead.jump, f.ahead.lastRound = 0, round >= revisitRounds
 		skipped := f.ahead.skipped
 		f.ahead.skipped = nil
-		if round == 1 {
-			// Each replica comes back to the others' shares from another
-			// place, so that two that finished theirs do not race for the
-			// same leftovers.
-			skipped = rotate(skipped, len(skipped)*f.share.rank/max(1, f.share.of))
-		}
 		if err := f.revisitRound(skipped); err != nil {
 			return err
 		}
 		f.flush()
 	}
 	return nil
-}
-
-// rotate moves the first k of xs to its end.
-func rotate[T any](xs []T, k int) []T {
-	return append(slices.Clone(xs[k:]), xs[:k]...)
 }
 
 // revisitRounds bounds the rounds of revisit.
