@@ -56,6 +56,13 @@ type Task struct {
 	// Concurrency is how many runs of this task go on at once on this
 	// replica. Defaults to 4.
 	Concurrency int `toml:"concurrency"`
+	// Shards is how many shards the task's lease state is kept in: its
+	// entities are spread over them by a hash of their id, and a Redis
+	// Cluster serves each from its master, so that one task of millions
+	// of entities is not one master's work. 1..64; defaults to 1. The
+	// count is recorded at the task's first run; a change takes effect
+	// once `tickd migrate` reshards the task.
+	Shards int `toml:"shards"`
 	// Timeout stops a run that goes on longer. Defaults to 1h.
 	Timeout time.Duration `toml:"timeout"`
 	// WarnAfter logs one warning when a run is still going. Defaults to 0s
@@ -110,6 +117,7 @@ func DefaultTask() Task {
 		Timezone:           "UTC",
 		EntitiesTimeout:    time.Minute,
 		Concurrency:        4,
+		Shards:             1,
 		Timeout:            time.Hour,
 		LeaseTTL:           time.Minute,
 		OnBusy:             OnBusySkip,

@@ -289,6 +289,9 @@ func validateLimits(t *Task, bad badFunc) {
 	if t.Concurrency < 1 {
 		bad("concurrency", "%d: must be at least 1", t.Concurrency)
 	}
+	if t.Shards < 1 || t.Shards > lease.MaxShards {
+		bad("shards", "%d: use 1..%d", t.Shards, lease.MaxShards)
+	}
 	if t.LeaseTTL < lease.MinTTL {
 		bad("lease_ttl", "%v: too short to renew (every lease_ttl/3) before it expires; use at least %v", t.LeaseTTL, lease.MinTTL)
 	}

@@ -31,8 +31,13 @@ func (s *Store) AcquireBatch(ctx context.Context, reqs []Request) []Result {
 // "chunk" is something else: 16 entities of a tick's stream, lease/doc.go).
 func (s *Store) acquireRound(ctx context.Context, reqs []Request, out []Result) {
 	args := make([]driver.AcquireArg, len(reqs))
+	reqs, bad := s.sharded(ctx, reqs)
 	for i := range reqs {
 		r := &reqs[i]
+		if bad != nil && bad[i] != nil {
+			out[i].Err = bad[i]
+			continue
+		}
 		if r.TTL <= 0 {
 			out[i].Err = fmt.Errorf("lease: acquire %s/%s: ttl must be positive", r.Task, r.Entity)
 			continue
@@ -120,7 +125,7 @@ func (s *Store) handBack(ctx context.Context, args []driver.AcquireArg, replies 
 			out[i].Err = s.refusal(args[i], rep)
 			continue
 		}
-		out[i].Err = fmt.Errorf("lease %s/%s: %w", args[i].Req.Task, args[i].Req.Entity, ackErr)
+		out[i].Err = fmt.Errorf("lease %s/%s: %w", taskOf(args[i].Req.Task), args[i].Req.Entity, ackErr)
 		l := s.newLease(args[i], rep.Fence, sent)
 		next := &Next{Reason: ReasonRetry, Delay: handBackDelay, Attempt: l.Attempt, HandOver: true}
 		if d := args[i].Req.From; d != nil {
@@ -191,7 +196,7 @@ func (s *Store) AckErr() error {
 func (s *Store) newLease(a driver.AcquireArg, fence int64, sent time.Time) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Lease{
-		Task: a.Req.Task, Entity: a.Req.Entity, Reason: a.Req.Reason, Fence: fence,
+		Task: taskOf(a.Req.Task), Entity: a.Req.Entity, Reason: a.Req.Reason, Fence: fence,
 		Acquired: sent, store: s,
 		d:   driver.Lease{Task: a.Req.Task, Entity: a.Req.Entity, Field: a.Field, Token: a.Token, TTL: a.Req.TTL},
 		ctx: ctx, cancel: cancel,
@@ -236,7 +241,8 @@ func (s *Store) hold(ls []*Lease, sent time.Time) {
 	}
 }
 
-// Taken says, for each of chunks (Request.Chunk) of tick of task, whether a
+// Taken says, for each of chunks (Request.Chunk) of tick of task (or of
+// one of its shards, by the driver's name: ShardName), whether a
 // fan-out took it already: the leases of its entities were granted then, in
 // the step that took it, so a fan-out that sent it now would get
 // ErrAlreadyRan for all of it. A fan-out that skipped part of the stream

@@ -81,6 +81,8 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	tasks := []string{"{x}", "a}b{c", "}{", "x:{y}:z", "{}", "{{a}}", "t%7Bx", "sp ace", "plain"}
+	s.WantShards("plain", 4) // a shard's keys share its own slot
+	s.WantShards("}{", 3)
 	for _, task := range tasks {
 		everyScriptOf(t, s, cl, task)
 	}

@@ -13,7 +13,8 @@ import (
 // TestConformance runs lease/drivertest on every store: the Redis driver
 // on a single Redis, a replicated pair (every grant and renewal
 // acknowledged by the replica) and a Cluster (three masters with a
-// replica each, acknowledged per shard), and the in-process driver. A
+// replica each, acknowledged per shard), and the in-process driver; and on
+// a single Redis and in-process again with every task in 4 shards. A
 // store's servers start when its subtest runs, so that
 // `go test -run TestConformance/memory/Batch` starts none.
 func TestConformance(t *testing.T) {
@@ -22,6 +23,13 @@ func TestConformance(t *testing.T) {
 			return func(t *testing.T) drivertest.Kit { return redisKit(t, redistest.Start(t).Addr) }
 		},
 		"memory": func(*testing.T) func(*testing.T) drivertest.Kit { return memoryKit },
+		// Every case again, each task in 4 shards.
+		"redis-sharded": func(*testing.T) func(*testing.T) drivertest.Kit {
+			return func(t *testing.T) drivertest.Kit { return drivertest.Sharded(redisKit(t, redistest.Start(t).Addr), 4) }
+		},
+		"memory-sharded": func(*testing.T) func(*testing.T) drivertest.Kit {
+			return func(t *testing.T) drivertest.Kit { return drivertest.Sharded(memoryKit(t), 4) }
+		},
 		"redis-replicated": func(t *testing.T) func(*testing.T) drivertest.Kit {
 			pair := redistest.StartReplicated(t, redistest.ReplicatedOptions{})
 			return func(t *testing.T) drivertest.Kit { return redisKit(t, pair.Primary.Addr) }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // Enqueue stores a durable request for a run of (task, entity) after delay.
@@ -12,8 +14,15 @@ func (s *Store) Enqueue(ctx context.Context, d Due, delay time.Duration) error {
 	if err := checkRequestIDs(d.Requests); err != nil {
 		return err
 	}
-	err := s.b.Enqueue(ctx, d, delay)
+	name, err := s.dueName(ctx, d)
+	if err != nil {
+		return fmt.Errorf("enqueue %s/%s: %w", d.Task, d.Entity, err)
+	}
+	task := d.Task
+	d.Task = name
+	err = s.b.Enqueue(ctx, d, delay)
 	s.noteAcks(err)
+	d.Task = task
 	if err != nil {
 		return fmt.Errorf("enqueue %s/%s: %w", d.Task, d.Entity, err)
 	}
@@ -28,13 +37,23 @@ func (s *Store) TakeDue(ctx context.Context, limit int, visibility time.Duration
 	if err != nil {
 		return nil, fmt.Errorf("take due entries: %w", err)
 	}
+	for i := range ds {
+		ds[i].Task, ds[i].Shard = driver.SplitShard(ds[i].Task)
+	}
 	return ds, nil
 }
 
 // Ack removes a taken due request, if it is still the one taken, without a
 // run: its requests are answered AnswerDropped.
 func (s *Store) Ack(ctx context.Context, d Due) error {
-	if err := s.b.Ack(ctx, d); err != nil {
+	name, err := s.dueName(ctx, d)
+	if err == nil {
+		task := d.Task
+		d.Task = name
+		err = s.b.Ack(ctx, d)
+		d.Task = task
+	}
+	if err != nil {
 		return fmt.Errorf("ack %s/%s: %w", d.Task, d.Entity, err)
 	}
 	return nil
@@ -43,7 +62,12 @@ func (s *Store) Ack(ctx context.Context, d Due) error {
 // DueEntries calls fn for each pending request of task ("" for all tasks):
 // earliest first for one task.
 func (s *Store) DueEntries(ctx context.Context, task string, fn func(Due) error) error {
-	return s.b.DueEntries(ctx, task, fn)
+	return s.eachShard(ctx, task, func(name string) error {
+		return s.b.DueEntries(ctx, name, func(d Due) error {
+			d.Task, d.Shard = driver.SplitShard(d.Task)
+			return fn(d)
+		})
+	})
 }
 
 // DueCount is the number of pending requests.

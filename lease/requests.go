@@ -49,7 +49,7 @@ func (s *Store) Answers(ctx context.Context, task, id string) (map[string]Outcom
 	if err := checkRequestIDs([]string{id}); err != nil {
 		return nil, err
 	}
-	m, err := s.b.Answers(ctx, task, id)
+	m, err := s.mergeAnswers(ctx, task, id)
 	if err != nil {
 		return nil, fmt.Errorf("read answers to request %s: %w", id, err)
 	}
@@ -58,5 +58,5 @@ func (s *Store) Answers(ctx context.Context, task, id string) (map[string]Outcom
 
 // Forget deletes the answers to request id of task.
 func (s *Store) Forget(ctx context.Context, task, id string) error {
-	return s.b.Forget(ctx, task, id)
+	return s.eachShard(ctx, task, func(name string) error { return s.b.Forget(ctx, name, id) })
 }

@@ -1,20 +1,48 @@
 package lease
 
-import "context"
+import (
+	"context"
+
+	"github.com/tickd/tickd/lease/driver"
+)
 
 // Leases calls fn for each held lease of task ("" for all tasks). Redis is
 // read with SCAN, a page at a time.
 func (s *Store) Leases(ctx context.Context, task string, fn func(Held) error) error {
-	return s.b.Leases(ctx, task, fn)
+	return s.eachShard(ctx, task, func(name string) error {
+		return s.b.Leases(ctx, name, func(h Held) error {
+			h.Task = taskOf(h.Task)
+			return fn(h)
+		})
+	})
 }
 
 // LastRuns calls fn for the last finished run of each entity of task ("" for
 // all), as long as its state is retained.
 func (s *Store) LastRuns(ctx context.Context, task string, fn func(LastRun) error) error {
-	return s.b.LastRuns(ctx, task, fn)
+	return s.eachShard(ctx, task, func(name string) error {
+		return s.b.LastRuns(ctx, name, func(r LastRun) error {
+			r.Task = taskOf(r.Task)
+			return fn(r)
+		})
+	})
 }
 
 // Entity reads the state of one (task, entity) in one round trip.
 func (s *Store) Entity(ctx context.Context, task, entity string) (EntityState, error) {
-	return s.b.One(ctx, task, entity)
+	name, err := s.shardName(ctx, task, entity)
+	if err != nil {
+		return EntityState{}, err
+	}
+	st, err := s.b.One(ctx, name, entity)
+	if st.Held != nil {
+		st.Held.Task = task
+	}
+	if st.Last != nil {
+		st.Last.Task = task
+	}
+	if st.Pending != nil {
+		st.Pending.Task, st.Pending.Shard = driver.SplitShard(st.Pending.Task)
+	}
+	return st, err
 }

@@ -29,6 +29,8 @@ type Store struct {
 	// ns, by this process's clock); zero when none was found.
 	quarantineEnd atomic.Int64
 
+	shards shardCounts // by task (shards.go)
+
 	mu      sync.Mutex
 	maxTTL  time.Duration    // Options.MaxTTL, raised by CoverTTL
 	ackErr  *driver.AckError // while lease writes are not acknowledged

@@ -14,7 +14,12 @@ import (
 // run by who: a holder still running then overlaps the next run. It
 // returns what it found and did, or ErrNotHeld.
 func (s *Store) Unlock(ctx context.Context, task, entity, by string, force bool) (Unlocked, error) {
-	u, ok, err := s.b.Unlock(ctx, task, entity, by, force)
+	name, err := s.shardName(ctx, task, entity)
+	if err != nil {
+		return Unlocked{}, fmt.Errorf("unlock %s/%s: %w", task, entity, err)
+	}
+	u, ok, err := s.b.Unlock(ctx, name, entity, by, force)
+	u.Task = taskOf(u.Task)
 	if err != nil {
 		return Unlocked{}, fmt.Errorf("unlock %s/%s: %w", task, entity, err)
 	}

@@ -112,3 +112,13 @@ var (
 
 // AllOutcomes is every Outcome, in a fixed order.
 func AllOutcomes() [NumOutcomes]Outcome { return driver.AllOutcomes() }
+
+// MaxShards bounds a task's shards.
+const MaxShards = driver.MaxShards
+
+// ShardName is the name the driver knows shard s of task by (shards.go);
+// ShardOf is the shard of entity among n.
+var (
+	ShardName = driver.ShardName
+	ShardOf   = driver.ShardOf
+)

@@ -44,10 +44,17 @@ type fanOut struct {
 	ts    *taskState
 	T     time.Time
 	ctx   context.Context
-	tl    *tally // this replica's part of the tick, for the history
+	tl    *tally      // this replica's part of the tick, for the history
+	n     *TickCounts // the tick's, shared by its shards' streams
 	batch []string
 	reqs  []lease.Request // flush's, reused: the store keeps none of them
-	n     TickCounts
+	// A task of several shards is fanned out one stream per shard: each
+	// entity goes to its shard's (lease.ShardOf), so that a batch is one
+	// shard's, one script call. name is the driver's name of this stream's
+	// shard (lease.ShardName); others the task's streams, this one among
+	// them (nil for a task of one shard).
+	name   string
+	others []*fanOut
 	// In a fan-out in source order (no spread), the stream is cut into
 	// chunks of chunkSize entities: a batch that holds a whole chunk sends
 	// it as a chunk (lease.Request.Chunk), which only one replica takes.
@@ -96,17 +103,12 @@ const chunkSize = 16
 
 // fanOut runs tick T of ts.
 func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
-	f := &fanOut{s: s, ts: ts, T: T, ctx: ctx, tl: s.history.begin(ctx, ts.t, T)}
+	f := &fanOut{s: s, ts: ts, T: T, ctx: ctx, tl: s.history.begin(ctx, ts.t, T), n: &TickCounts{}, name: ts.t.Name}
 	var err error
 	if ts.t.Spread > 0 {
 		err = f.spreadOut()
 	} else {
-		f.chunked = true
-		err = ts.source.Each(ctx, f.add)
-		f.flush()
-		if rerr := f.revisit(); err == nil {
-			err = rerr
-		}
+		err = f.inOrder()
 	}
 	f.flush()
 	t := ts.t
@@ -118,7 +120,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 		s.log.Error("entity source failed", KeyTask, t.Name, tickAttr(T), KeyError, err)
 		f.n.SourceFailed, f.n.SourceError = true, err.Error()
 	}
-	n := f.n
+	n := *f.n
 	s.history.fannedOut(f.tl, n)
 	s.metrics.ticked(t.Name, T, n, err)
 	lvl := slog.LevelInfo
@@ -130,6 +132,51 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 		"quarantined", n.Quarantined, "unacknowledged", n.Unacknowledged, "errors", n.Errors, "source_failed", n.SourceFailed,
 		"stopped", n.Stopped)
 	s.observe(Event{Kind: EventTick, Task: t.Name, Tick: T, Counts: n})
+}
+
+// inOrder fans the source out in its order, in chunks, one stream per
+// shard of the task.
+func (f *fanOut) inOrder() error {
+	streams := f.shardStreams()
+	add := f.add
+	if len(streams) > 1 {
+		add = func(id string) error { return streams[lease.ShardOf(id, len(streams))].add(id) }
+	}
+	err := f.ts.source.Each(f.ctx, add)
+	for _, st := range streams {
+		st.flush()
+	}
+	for _, st := range streams {
+		if rerr := st.revisit(); err == nil {
+			err = rerr
+		}
+	}
+	return err
+}
+
+// shardStreams are the streams of f's tick: f alone for a task of one
+// shard (or while its count cannot be read: the store still puts each
+// entity in its shard, a batch may only cost more calls).
+func (f *fanOut) shardStreams() []*fanOut {
+	f.chunked = true
+	t := f.ts.t
+	n, err := f.s.store.Shards(f.ctx, t.Name)
+	if err == nil && n != max(t.Shards, 1) && f.ts.shardsSaid.CompareAndSwap(false, true) {
+		f.s.log.Warn("the task's lease state is kept in another number of shards than its config says: tickd migrate reshards it (docs/operations.md, \"Shards\")",
+			KeyTask, t.Name, "shards", n, "config_shards", t.Shards)
+	}
+	if err != nil || n <= 1 {
+		return []*fanOut{f}
+	}
+	streams := make([]*fanOut, n)
+	streams[0] = f
+	for i := 1; i < n; i++ {
+		streams[i] = &fanOut{s: f.s, ts: f.ts, T: f.T, ctx: f.ctx, tl: f.tl, n: f.n, chunked: true, name: lease.ShardName(t.Name, i)}
+	}
+	for _, st := range streams {
+		st.others = streams
+	}
+	return streams
 }
 
 // add takes the source's next entity.
@@ -198,6 +245,19 @@ func (f *fanOut) reserve() reservation {
 	f.flush()
 	if f.ahead.jump > 0 {
 		return f.skippingUnlessStopped()
+	}
+	if f.others != nil {
+		select {
+		case f.ts.slots <- struct{}{}:
+			return gotSlot
+		default:
+		}
+		// The other shards' batches hold slots too: sent now, their
+		// answers may free some, and nothing waits on a slot a batch
+		// holds.
+		for _, o := range f.others {
+			o.flush()
+		}
 	}
 	select {
 	case f.ts.slots <- struct{}{}:

@@ -105,6 +105,12 @@ entities = ` + entities(n)
 // chunk: the ones that lose a batch skip ahead. Each entity still runs at
 // most once per tick, and every replica runs some.
 func TestReplicasSkipAhead(t *testing.T) {
+	for _, shards := range []int{1, 4} { // 4: each shard's stream skips ahead on its own
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) { replicasSkipAhead(t, shards) })
+	}
+}
+
+func replicasSkipAhead(t *testing.T, shards int) {
 	e := newEnv(t, true)
 	const n = 4000
 	cfg := `
@@ -114,6 +120,7 @@ every = "2s"
 handler = "rec"
 concurrency = 256
 lease_ttl = "3s"
+shards = ` + strconv.Itoa(shards) + `
 entities = ` + entities(n)
 	st := e.store("r0") // InitEpoch: a Redis new to tickd
 	var scheds []*Scheduler
@@ -185,7 +192,16 @@ entities = ` + entities(n)
 	}
 }
 
+// TestTickRunsEachEntityOnce, in one shard and in three: a shard's stream
+// waiting for a run slot sends the others' batches, whose entities hold
+// the slots.
 func TestTickRunsEachEntityOnce(t *testing.T) {
+	for _, shards := range []int{1, 3} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) { tickRunsEachEntityOnce(t, shards) })
+	}
+}
+
+func tickRunsEachEntityOnce(t *testing.T, shards int) {
 	bothStores(t, func(t *testing.T, withRedis bool) {
 		e := newEnv(t, withRedis)
 		e.start(`
@@ -195,21 +211,10 @@ every = "1s"
 handler = "rec"
 concurrency = 7
 lease_ttl = "3s"
+shards = ` + strconv.Itoa(shards) + `
 entities = ` + entities(40))
 		// Wait for two complete ticks.
-		expect.WaitFor(t, 10*time.Second, "two full ticks", func() bool {
-			ticks := map[time.Time]int{}
-			for _, r := range e.rec.snapshot() {
-				ticks[r.Tick]++
-			}
-			full := 0
-			for _, n := range ticks {
-				if n == 40 {
-					full++
-				}
-			}
-			return full >= 2
-		})
+		expect.WaitFor(t, 10*time.Second, "two full ticks", func() bool { return e.rec.fullTicks(40) >= 2 })
 		seen := map[string]int{}
 		for _, r := range e.rec.snapshot() {
 			if r.Reason != "tick" || r.Tick.Nanosecond() != 0 {
@@ -297,19 +302,7 @@ lease_ttl = "3s"
 entities = ` + entities(60)
 	e.start(cfg)
 	e.start(cfg)
-	expect.WaitFor(t, 15*time.Second, "three full ticks", func() bool {
-		ticks := map[time.Time]int{}
-		for _, r := range e.rec.snapshot() {
-			ticks[r.Tick]++
-		}
-		full := 0
-		for _, n := range ticks {
-			if n >= 60 {
-				full++
-			}
-		}
-		return full >= 3
-	})
+	expect.WaitFor(t, 15*time.Second, "three full ticks", func() bool { return e.rec.fullTicks(60) >= 3 })
 	seen := map[string]int{}
 	byReplica := map[int64]bool{}
 	for _, r := range e.rec.snapshot() {
@@ -445,4 +438,27 @@ entities = ["a", "b", "c", "d"]
 	if len(ticks) != 1 || !ticks[0].Counts.Stopped || ticks[0].Counts.Entities >= 4 {
 		t.Fatalf("tick events %+v: want one, stopped, with fewer than the 4 entities read", ticks)
 	}
+}
+
+// TestShardStreamsShareTheRunSlots: the run slots are held by one shard's
+// batch when an entity of another shard comes: that shard's stream sends
+// the first's batch rather than wait for a slot it holds.
+func TestShardStreamsShareTheRunSlots(t *testing.T) {
+	var ids []string // two of shard 0, then one of shard 1
+	for i := 0; len(ids) < 3; i++ {
+		id := fmt.Sprint("e", i)
+		if want := min(len(ids)/2, 1); lease.ShardOf(id, 2) == want {
+			ids = append(ids, id)
+		}
+	}
+	e := newEnv(t, false)
+	e.start(`
+[[tasks]]
+name = "slots"
+every = "1s"
+handler = "rec"
+concurrency = 2
+shards = 2
+entities = ["` + strings.Join(ids, `", "`) + `"]`)
+	expect.WaitFor(t, 10*time.Second, "a tick's three runs", func() bool { return e.rec.fullTicks(3) >= 1 })
 }

@@ -21,6 +21,21 @@ import (
 
 // recorder is a Go handler that records every run and detects overlaps of
 // one entity's runs, across all schedulers of a test.
+// fullTicks counts the ticks with n runs recorded, or more.
+func (r *recorder) fullTicks(n int) int {
+	ticks := map[time.Time]int{}
+	for _, run := range r.snapshot() {
+		ticks[run.Tick]++
+	}
+	full := 0
+	for _, k := range ticks {
+		if k >= n {
+			full++
+		}
+	}
+	return full
+}
+
 type recorder struct {
 	mu       sync.Mutex
 	runs     []runRec

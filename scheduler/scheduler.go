@@ -114,6 +114,7 @@ type taskState struct {
 	stop               context.CancelFunc
 	paused             atomic.Bool
 	tickLog, noTickLog atomic.Pointer[runLog] // runLog's
+	shardsSaid         atomic.Bool            // the recorded shard count differs from t's: logged
 }
 
 // New prepares a Scheduler for cfg; Start starts it.
@@ -213,6 +214,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 // startTask starts one task's tick loop; s.mu is held.
 func (s *Scheduler) startTask(t config.Task) {
 	s.metrics.task(t.Name)
+	s.store.WantShards(t.Name, t.Shards)
 	ts := &taskState{t: t, slots: make(chan struct{}, t.Concurrency)}
 	ts.action, ts.source = s.buildTask(t)
 	ctx, cancel := context.WithCancel(s.loopCtx)

@@ -50,7 +50,7 @@ func (f *fanOut) revisitRound(skipped []skipped) error {
 			names = append(names, chunkName(sk.ids[lo:lo+chunkSize]))
 		}
 	}
-	taken, err := f.s.store.Taken(f.ctx, f.ts.t.Name, f.T, names)
+	taken, err := f.s.store.Taken(f.ctx, f.name, f.T, names)
 	if err != nil {
 		// Not knowing is no answer: the chunks are sent again, and those
 		// taken are answered so.

@@ -81,6 +81,13 @@ type TaskRegistry interface {
 	RegisterTasks(ctx context.Context, vals map[string]string) error
 	Registry(ctx context.Context) (map[string]string, error)
 	ForgetTask(ctx context.Context, task string) (bool, error)
+	// Shards returns how many shards (ShardName) each task of want is kept
+	// in: the count recorded for it, or else want's, which it records (1
+	// for a task found with state in its one shard already); a want of 0
+	// only reads. A task with no count recorded is left out. Only an
+	// operator's migration changes a recorded count, so that every replica
+	// looks for an entity in one place.
+	Shards(ctx context.Context, want map[string]int) (map[string]int, error)
 }
 
 // History keeps what happened: tick records, failures and actions.
@@ -227,6 +234,9 @@ type Announcement struct {
 	Until   int64
 	Tasks   []string
 	Process string // the announcing store's nonce
+	// Shards are the names (ShardName) of Tasks' other shards: their due
+	// entries are this replica's to take too. They are not announced.
+	Shards  []string
 	Host    string
 	Version string
 	Since   int64 // first announcement of this process (ms)

@@ -100,6 +100,9 @@ type Due struct {
 	// Claim is the driver's mark of a taken entry (Take sets it, Ack
 	// reads it); "" for an entry not taken.
 	Claim string
+	// Shard is the shard of Task the entry is in (ShardName): the store
+	// sets it at a take, where a driver's Task is the shard's name.
+	Shard int
 }
 
 // Held describes a lease someone holds, for status.

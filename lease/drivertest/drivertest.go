@@ -45,6 +45,22 @@ func Run(t *testing.T, newKit func(t *testing.T) Kit) {
 	}
 }
 
+// Sharded makes k's stores keep each task the cases use in n shards
+// (lease.Store.WantShards): every case then holds for a task whose
+// entities are spread over shards, as for one in one.
+func Sharded(k Kit, n int) Kit {
+	return func(opts lease.Options) *lease.Store {
+		s := k(opts)
+		for _, task := range taskNames {
+			s.WantShards(task, n)
+		}
+		return s
+	}
+}
+
+// taskNames are the tasks the cases use.
+var taskNames = []string{"t", "a", "b", "u", "p", "none", "other", "sync", "we:ird {task}", "x y{1}:%|#\n"}
+
 // Cases names the cases Run runs, in order.
 func Cases() []string {
 	names := make([]string, len(cases))

@@ -20,7 +20,7 @@ import (
 func New() *Driver {
 	return &Driver{
 		held: map[string]*memLease{}, states: map[string]*memState{},
-		due: map[string]*memDue{}, pausedSet: map[string]string{}, tasks: map[string]string{},
+		due: map[string]*memDue{}, pausedSet: map[string]string{}, tasks: map[string]string{}, shards: map[string]int{},
 		tickRecs: map[string][]string{}, lists: map[string][]string{},
 		followups: map[string][]string{}, answered: map[string]map[string]driver.Outcome{},
 	}
@@ -37,6 +37,7 @@ type Driver struct {
 	due       map[string]*memDue
 	pausedSet map[string]string   // task → PauseInfo, encoded
 	tasks     map[string]string   // the task registry: name → TaskInfo, encoded
+	shards    map[string]int      // by task: its shard count, once recorded
 	tickRecs  map[string][]string // by task: tick records, newest first (history.go)
 	lists     map[string][]string // by list and task: values, newest first
 	// announced is the one replica, as it announced itself last.

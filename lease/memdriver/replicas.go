@@ -47,6 +47,21 @@ func (b *Driver) ForgetTask(_ context.Context, task string) (bool, error) {
 	return ok, nil
 }
 
+func (b *Driver) Shards(_ context.Context, want map[string]int) (map[string]int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string]int, len(want))
+	for task, n := range want {
+		if _, ok := b.shards[task]; !ok && n > 0 {
+			b.shards[task] = n
+		}
+		if n, ok := b.shards[task]; ok {
+			out[task] = n
+		}
+	}
+	return out, nil
+}
+
 func (b *Driver) Ping(context.Context) error { return nil }
 
 // Announce and Known: the in-process store has one replica, whose tasks are

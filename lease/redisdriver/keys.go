@@ -1,7 +1,10 @@
 package redisdriver
 
 import (
+	"cmp"
 	"hash/crc32"
+	"math/bits"
+	"slices"
 	"strings"
 
 	"github.com/tickd/tickd/lease/driver"
@@ -22,7 +25,53 @@ const LayoutVersion = "2"
 func TaskKey(prefix, task string) string { return keys{prefix}.entities(task) }
 
 // bucketOf is task's bucket: CRC-32 (IEEE) of its name, modulo buckets.
-func bucketOf(task string) int { return int(crc32.ChecksumIEEE([]byte(task)) % buckets) }
+// Shard s > 0 of a task (driver.ShardName) is in another bucket, each in
+// its own: the buckets in the order of their hash slots, from the task's,
+// s places on with s's 6 bits reversed (0, 32, 16, 48, 8…). However many
+// shards a task has, they are spread evenly over the slots, so over
+// masters that own equal ranges of them (a Cluster as created).
+func bucketOf(task string) int {
+	t, s := driver.SplitShard(task)
+	b := int(crc32.ChecksumIEEE([]byte(t)) % buckets)
+	if s == 0 {
+		return b
+	}
+	return bySlot[(slotRank[b]+int(bits.Reverse8(uint8(s))>>2))%buckets]
+}
+
+// bySlot lists the buckets in the order of their hash slots; slotRank is
+// a bucket's place in it.
+var bySlot, slotRank = slotOrder()
+
+func slotOrder() (order, rank []int) {
+	order = make([]int, buckets)
+	for b := range order {
+		order[b] = b
+	}
+	slot := func(b int) int { return int(crc16(keys{}.bucket(b)[2:4]) % 16384) }
+	slices.SortFunc(order, func(a, b int) int { return cmp.Or(cmp.Compare(slot(a), slot(b)), cmp.Compare(a, b)) })
+	rank = make([]int, buckets)
+	for i, b := range order {
+		rank[b] = i
+	}
+	return order, rank
+}
+
+// crc16 is Redis Cluster's key hash (CRC-16/XMODEM) of a hash tag.
+func crc16(tag string) uint16 {
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc ^= uint16(tag[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
 
 // EpochKey is the key of the epoch of task's bucket under prefix: what a
 // data loss of its shard removes, and the quarantine brings back.
@@ -58,8 +107,11 @@ func SameBucket(a, b string) bool { return bucketOf(a) == bucketOf(b) }
 //	prefix:{NN}:TASK:request:ID       a request's answers
 //
 // A batch of one task's entities is read and written with one HMGET and one
-// HSET. The keys no script touches with others are global: prefix:paused,
-// prefix:replicas, prefix:sweep, prefix:ackprobe, prefix:layout.
+// HSET. A task of several shards keeps shard s's (s > 0) under the name
+// TASK~s (driver.ShardName), in bucket s after its own. The keys no script
+// touches with others are global: prefix:paused, prefix:replicas,
+// prefix:sweep, prefix:ackprobe, prefix:layout, prefix:shards (each task's
+// shard count).
 type keys struct{ prefix string }
 
 func (k keys) bucket(b int) string {
@@ -79,6 +131,7 @@ func (k keys) replicas() string                { return k.prefix + ":replicas" }
 func (k keys) duplicates() string              { return k.prefix + ":duplicates" }
 func (k keys) pauses() string                  { return k.prefix + ":pauses" }
 func (k keys) registry() string                { return k.prefix + ":tasks" }
+func (k keys) shards() string                  { return k.prefix + ":shards" }
 func (k keys) sweep() string                   { return k.prefix + ":sweep" }
 func (k keys) layout() string                  { return k.prefix + ":layout" }
 

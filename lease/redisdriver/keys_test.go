@@ -1,6 +1,8 @@
 package redisdriver
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -40,4 +42,35 @@ func FuzzKeyEncoding(f *testing.F) {
 			t.Fatalf("member %q decodes to %q %q %v", m, gt, ge, err)
 		}
 	})
+}
+
+// TestShardBuckets: Redis Cluster's hash is the one computed (CRC-16/XMODEM's
+// check value), a task's shards are each in a bucket of their own, and 16
+// of them, from any task's bucket, leave no third of the slots more than
+// 6 (a master of three as created: at most 37.5% of the task).
+func TestShardBuckets(t *testing.T) {
+	if got := crc16("123456789"); got != 0x31C3 {
+		t.Fatalf("crc16 = %#x, want 0x31c3", got)
+	}
+	for b := range buckets {
+		task := ""
+		for i := 0; bucketOf(task) != b; i++ {
+			task = "task-" + strconv.Itoa(i)
+		}
+		seen := map[int]bool{}
+		var thirds [3]int
+		for s := range driver.MaxShards {
+			bk := bucketOf(driver.ShardName(task, s))
+			if seen[bk] {
+				t.Fatalf("%s: shard %d in bucket %d, taken", task, s, bk)
+			}
+			seen[bk] = true
+			if s < 16 {
+				thirds[int(crc16(keys{}.bucket(bk)[2:4])%16384)*3/16384]++
+			}
+		}
+		if slices.Max(thirds[:]) > 6 {
+			t.Errorf("%s (bucket %d): 16 shards over the thirds of the slots %v", task, b, thirds)
+		}
+	}
 }

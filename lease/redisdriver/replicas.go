@@ -2,10 +2,15 @@ package redisdriver
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -53,6 +58,57 @@ func (b *Driver) ForgetTask(ctx context.Context, task string) (bool, error) {
 	return n > 0, err
 }
 
+func (b *Driver) Shards(ctx context.Context, want map[string]int) (map[string]int, error) {
+	tasks := slices.Sorted(maps.Keys(want))
+	pipe := b.c.Pipeline()
+	got := make([]*redis.StringCmd, len(tasks))
+	had := make([]*redis.IntCmd, len(tasks))
+	for i, t := range tasks {
+		got[i] = pipe.HGet(ctx, b.k.shards(), t)
+		if want[t] > 1 { // one key per command: they may live on different shards
+			had[i] = pipe.Exists(ctx, b.k.entities(t))
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	out := make(map[string]int, len(tasks))
+	set := map[string]any{}
+	for i, t := range tasks {
+		if n, err := strconv.Atoi(got[i].Val()); err == nil && n > 0 {
+			out[t] = n
+			continue
+		}
+		switch {
+		case want[t] <= 0:
+		case had[i] != nil && had[i].Val() > 0:
+			set[t] = 1 // state of a tickd before shards: in the task's one
+		default:
+			set[t] = want[t]
+		}
+	}
+	if len(set) == 0 {
+		return out, nil
+	}
+	pipe = b.c.Pipeline()
+	after := map[string]*redis.StringCmd{}
+	for t, n := range set { // the first writer wins: every replica reads its count
+		pipe.HSetNX(ctx, b.k.shards(), t, n)
+		after[t] = pipe.HGet(ctx, b.k.shards(), t)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	for t, c := range after {
+		n, err := strconv.Atoi(c.Val())
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("the shard count of %s: %q", t, c.Val())
+		}
+		out[t] = n
+	}
+	return out, nil
+}
+
 func (b *Driver) Ping(ctx context.Context) error { return b.c.Ping(ctx).Err() }
 
 func (b *Driver) Announce(ctx context.Context, a driver.Announcement, ttl time.Duration) error {
@@ -61,6 +117,9 @@ func (b *Driver) Announce(ctx context.Context, a driver.Announcement, ttl time.D
 	}
 	own := make([]bool, buckets)
 	for _, t := range a.Tasks {
+		own[bucketOf(t)] = true
+	}
+	for _, t := range a.Shards {
 		own[bucketOf(t)] = true
 	}
 	b.own.Store(&own)

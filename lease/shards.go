@@ -1,0 +1,232 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/tickd/tickd/lease/driver"
+)
+
+// A task's entities may be kept in several shards, so that a task of
+// millions of entities is spread over a Redis Cluster's masters: shard s
+// of task is what the driver knows as driver.ShardName(task, s), and an
+// entity's shard is driver.ShardOf(entity, n). The store translates: its
+// callers name the task, and a lease, a due entry or a status row carries
+// the task's own name. Only a fan-out asks which shard an entity is in
+// (ShardOf), to send each shard's entities in batches of their own: a
+// batch of one shard is one script call.
+//
+// How many shards a task has is recorded in the driver the first time a
+// store needs it (driver.Shards): what this process's config wants
+// (WantShards) for a task new to the store, 1 for one that has state from
+// before. Every replica then reads the same count, whatever its config
+// says, so that an entity is looked for in one place; a migration changes
+// it while no replica runs the task.
+
+// ErrShardName is returned for a task whose name holds driver.ShardMark:
+// the store keeps a task's shards under such names.
+var ErrShardName = errors.New("lease: a task name cannot hold " + driver.ShardMark)
+
+// shardCounts are the shard counts a store knows.
+type shardCounts struct {
+	mu     sync.Mutex
+	want   map[string]int // WantShards: for a task no count is recorded for
+	counts map[string]int // as recorded, by task
+}
+
+// WantShards says how many shards task is to be kept in when the store
+// records its count: before the store's first use of the task, or the
+// count recorded stands (Shards). 1 unless said.
+func (s *Store) WantShards(task string, n int) {
+	c := &s.shards
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.want == nil {
+		c.want = map[string]int{}
+	}
+	c.want[task] = min(max(n, 1), driver.MaxShards)
+}
+
+// Shards returns how many shards task is kept in, as recorded: it reads
+// the count the first time, and records the wanted one (WantShards) if
+// none is.
+func (s *Store) Shards(ctx context.Context, task string) (int, error) {
+	c := &s.shards
+	c.mu.Lock()
+	n, ok := c.counts[task]
+	want := max(c.want[task], 1)
+	c.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	if strings.Contains(task, driver.ShardMark) {
+		return 0, fmt.Errorf("%w: %q", ErrShardName, task)
+	}
+	got, err := s.b.Shards(ctx, map[string]int{task: want})
+	if err != nil {
+		return 0, fmt.Errorf("read the shard count of %s: %w", task, err)
+	}
+	n = max(got[task], 1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.counts == nil {
+		c.counts = map[string]int{}
+	}
+	c.counts[task] = n
+	return n, nil
+}
+
+// ReadShards reads tasks' shard counts as recorded, without recording
+// any: a task with none is in one shard. The store forgets what it knew
+// of them (a migration changed them).
+func (s *Store) ReadShards(ctx context.Context, tasks []string) (map[string]int, error) {
+	q := make(map[string]int, len(tasks))
+	for _, t := range tasks {
+		q[t] = 0
+	}
+	got, err := s.b.Shards(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("read shard counts: %w", err)
+	}
+	c := &s.shards
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range tasks {
+		if c.counts == nil {
+			c.counts = map[string]int{}
+		}
+		c.counts[t] = max(got[t], 1)
+		q[t] = c.counts[t]
+	}
+	return q, nil
+}
+
+// shardNames are the driver's names of task's shards.
+func (s *Store) shardNames(ctx context.Context, task string) ([]string, error) {
+	if task == "" {
+		return []string{""}, nil // every task: the driver's rows are translated back
+	}
+	n, err := s.Shards(ctx, task)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = driver.ShardName(task, i)
+	}
+	return names, nil
+}
+
+// shardName is the driver's name of the shard entity of task is in.
+func (s *Store) shardName(ctx context.Context, task, entity string) (string, error) {
+	n, err := s.Shards(ctx, task)
+	if err != nil {
+		return "", err
+	}
+	return driver.ShardName(task, driver.ShardOf(entity, n)), nil
+}
+
+// dueName is the driver's name of the shard d is in: the one it was taken
+// from, or its entity's.
+func (s *Store) dueName(ctx context.Context, d Due) (string, error) {
+	if d.Claim != "" {
+		return driver.ShardName(d.Task, d.Shard), nil
+	}
+	return s.shardName(ctx, d.Task, d.Entity)
+}
+
+// taskOf is the task of a driver's name.
+func taskOf(name string) string {
+	t, _ := driver.SplitShard(name)
+	return t
+}
+
+// sharded returns reqs as the driver is to see them: each request of a
+// task of several shards copied, with its shard's name, and its due entry
+// too. reqs itself when no task has more than one; bad[i] is the error of
+// a request the store cannot name.
+func (s *Store) sharded(ctx context.Context, reqs []Request) ([]Request, []error) {
+	var out []Request
+	var bad []error
+	last, lastN := "", 1
+	for i := range reqs {
+		r := &reqs[i]
+		if r.Task != last || i == 0 {
+			n, err := s.Shards(ctx, r.Task)
+			if err != nil {
+				if bad == nil {
+					bad = make([]error, len(reqs))
+				}
+				bad[i] = err
+				continue
+			}
+			last, lastN = r.Task, n
+		}
+		if lastN == 1 {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(reqs)
+		}
+		name := driver.ShardName(r.Task, driver.ShardOf(r.Entity, lastN))
+		out[i].Task = name
+		if d := r.From; d != nil {
+			from := *d
+			if d.Claim != "" {
+				name = driver.ShardName(d.Task, d.Shard)
+			}
+			from.Task = name
+			out[i].From = &from
+		}
+	}
+	if out == nil {
+		out = reqs
+	}
+	return out, bad
+}
+
+// eachShard calls fn with the driver's name of each of task's shards.
+func (s *Store) eachShard(ctx context.Context, task string, fn func(name string) error) error {
+	names, err := s.shardNames(ctx, task)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if err := fn(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mergeAnswers reads the answers to request id from each of task's shards.
+func (s *Store) mergeAnswers(ctx context.Context, task, id string) (map[string]Outcome, error) {
+	out := map[string]Outcome{}
+	err := s.eachShard(ctx, task, func(name string) error {
+		m, err := s.b.Answers(ctx, name, id)
+		maps.Copy(out, m)
+		return err
+	})
+	return out, err
+}
+
+// announcedShards are the names of the other shards of tasks: their due
+// entries are this replica's to take too.
+func (s *Store) announcedShards(ctx context.Context, tasks []string) []string {
+	var out []string
+	for _, t := range tasks {
+		n, err := s.Shards(ctx, t)
+		if err != nil {
+			continue // announced again in a while
+		}
+		for i := 1; i < n; i++ {
+			out = append(out, driver.ShardName(t, i))
+		}
+	}
+	return out
+}

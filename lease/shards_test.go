@@ -1,0 +1,114 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/lease/redisdriver"
+)
+
+// TestShardsSpreadATaskOverTheMasters: a task in 16 shards keeps its
+// entities on every master of a 3-master Cluster, none with more than half
+// of them, and a store of another replica finds each one where the first
+// put it.
+func TestShardsSpreadATaskOverTheMasters(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	newStore := func(want int) *Store {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+		t.Cleanup(func() { c.Close() })
+		s, err := NewRedis(c, "spread", Options{Replica: "r", ReplicaAcks: AcksNever})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		s.WantShards("big", want)
+		return s
+	}
+	a := newStore(16)
+	if err := a.InitEpoch(bg); err != nil {
+		t.Fatal(err)
+	}
+	const n = 3000
+	reqs := make([]Request, n)
+	for i := range reqs {
+		reqs[i] = Request{Task: "big", Entity: fmt.Sprintf("user-%d", i), TTL: time.Minute, Reason: ReasonTick, Tick: time.Now().Truncate(time.Second)}
+	}
+	for _, r := range a.AcquireBatch(bg, reqs) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		expect.Equal(t, "a lease's task", r.Lease.Task, "big")
+	}
+	total := 0
+	for _, m := range cl.Masters(t) {
+		c := newClient(t, m.Addr)
+		held := 0
+		for _, k := range c.Keys(bg, "spread:*:entities").Val() {
+			expect.True(t, "a shard's key: "+k, strings.Contains(k, ":big"))
+			held += int(c.HLen(bg, k).Val())
+		}
+		t.Logf("master %s: %d entities", m.Addr, held)
+		expect.True(t, fmt.Sprintf("master %s holds %d of %d: some, and not half", m.Addr, held, n), held > 0 && held < n/2)
+		total += held
+	}
+	expect.Equal(t, "entities kept", total, n)
+	b := newStore(1) // another replica, whose config says otherwise: the recorded count stands
+	got, err := b.Shards(bg, "big")
+	expect.True(t, "the recorded count", err == nil && got == 16)
+	for i := range reqs {
+		reqs[i].Reason = ReasonTrigger
+	}
+	for i, r := range b.AcquireBatch(bg, reqs) {
+		if !errors.Is(r.Err, ErrBusy) {
+			t.Fatalf("%s from another replica: %v, want busy", reqs[i].Entity, r.Err)
+		}
+	}
+	held := 0
+	if err := b.Leases(bg, "big", func(h Held) error {
+		expect.Equal(t, "a held lease's task", h.Task, "big")
+		held++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "leases listed", held, n)
+}
+
+// TestShardCountOfATaskFromBefore: a task with state in its one shard
+// (written by a tickd before shards) stays in one, whatever a config
+// wants, so that no entity is looked for where it is not.
+func TestShardCountOfATaskFromBefore(t *testing.T) {
+	k := redisKit(t)
+	a := k.client(Options{Replica: "A"})
+	mustAcquire(t, a, Request{Task: "old", Entity: "e", TTL: time.Minute, Reason: ReasonTrigger})
+	c := redis.NewClient(&redis.Options{Addr: a.Driver().(*redisdriver.Driver).Client().(*redis.Client).Options().Addr})
+	t.Cleanup(func() { c.Close() })
+	var shardsKey string
+	for _, key := range c.Keys(bg, "*:shards").Val() {
+		shardsKey = key
+	}
+	if shardsKey == "" {
+		t.Fatal("no shard count recorded")
+	}
+	c.Del(bg, shardsKey) // as a tickd before shards left it
+	b := k.client(Options{Replica: "B"})
+	b.WantShards("old", 8)
+	n, err := b.Shards(bg, "old")
+	expect.True(t, fmt.Sprintf("shards %d, %v: want 1", n, err), err == nil && n == 1)
+	if _, err := b.Acquire(bg, Request{Task: "old", Entity: "e", TTL: time.Minute, Reason: ReasonTrigger}); !errors.Is(err, ErrBusy) {
+		t.Fatalf("the entity held from before: %v, want busy", err)
+	}
+	b.WantShards("new", 8)
+	n, err = b.Shards(bg, "new")
+	expect.True(t, fmt.Sprintf("a new task: shards %d, %v: want 8", n, err), err == nil && n == 8)
+	if _, err := b.Acquire(bg, Request{Task: "a" + "~1", Entity: "e", TTL: time.Minute, Reason: ReasonTrigger}); !errors.Is(err, ErrShardName) {
+		t.Fatalf("a task named like a shard: %v, want ErrShardName", err)
+	}
+}
