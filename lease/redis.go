@@ -71,6 +71,25 @@ func (s *Store) Migrate(ctx context.Context) (Migrated, error) {
 	return Migrated{}, errors.New("lease: migrate: the in-process store has no keys")
 }
 
+// Reshard keeps task in n shards from now on, moving what its entities
+// have to their new shards (the Redis driver's Reshard says how); it
+// refuses while a replica runs the task.
+func (s *Store) Reshard(ctx context.Context, task string, n int) (Resharded, error) {
+	d, ok := s.b.(interface {
+		Reshard(context.Context, string, int) (Resharded, error)
+	})
+	if !ok {
+		return Resharded{}, errors.New("lease: reshard: the in-process store has no keys")
+	}
+	r, err := d.Reshard(ctx, task, n)
+	if err == nil {
+		s.shards.mu.Lock()
+		delete(s.shards.counts, task) // read again
+		s.shards.mu.Unlock()
+	}
+	return r, err
+}
+
 // Replication probes the replicas: one small write (a key that expires in a
 // minute) and one WAIT, as a lease write does. The in-process store has no
 // replicas.
@@ -93,6 +112,8 @@ type (
 	Replication = driver.Replication
 	// Migrated is what Store.Migrate moved to this layout.
 	Migrated = driver.Migrated
+	// Resharded is what Store.Reshard moved.
+	Resharded = driver.Resharded
 )
 
 // The ReplicaAcks settings with names.

@@ -112,3 +112,69 @@ func TestShardCountOfATaskFromBefore(t *testing.T) {
 		t.Fatalf("a task named like a shard: %v, want ErrShardName", err)
 	}
 }
+
+// TestReshardKeepsEveryEntitysState: a task of one shard resharded into 4,
+// then back into 2: each entity's once-per-tick record, fence, lease and
+// pending request are where the new count looks for them; a replica that
+// announces the task makes the reshard refuse.
+func TestReshardKeepsEveryEntitysState(t *testing.T) {
+	k := redisKit(t)
+	a := k.client(Options{Replica: "A"})
+	T := time.Now().Truncate(time.Second)
+	const n = 40
+	fences := map[string]int64{}
+	for i := range n {
+		e := fmt.Sprint("e", i)
+		l := mustAcquire(t, a, Request{Task: "r", Entity: e, TTL: time.Minute, Reason: ReasonTick, Tick: T})
+		fences[e] = l.Fence
+		mustRelease(t, l)
+	}
+	// A lease of a replica gone (it runs the task no more): it is held
+	// where it moves, until it expires.
+	mustAcquire(t, a, Request{Task: "r", Entity: "held", TTL: time.Minute, Reason: ReasonTrigger}).stopRenewing()
+	if err := a.Enqueue(bg, Due{Task: "r", Entity: "e7", Reason: ReasonTrigger}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Announce(bg, []string{"r"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Reshard(bg, "r", 4); !errors.Is(err, redisdriver.ErrReplicasRunning) {
+		t.Fatalf("reshard of a task a replica runs: %v, want refused", err)
+	}
+	if err := a.Announce(bg, nil, time.Minute); err != nil { // it runs the task no more
+		t.Fatal(err)
+	}
+	for _, to := range []int{4, 2} {
+		r, err := a.Reshard(bg, "r", to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("resharded: %+v", r)
+		expect.True(t, fmt.Sprintf("entities moved: %d of %d", r.Entities, n+1), r.Entities > 0 && r.Entities < n+1)
+		b := k.client(Options{Replica: "B"})
+		got, err := b.Shards(bg, "r")
+		expect.True(t, fmt.Sprintf("the count read: %d, %v", got, err), err == nil && got == to)
+		for e, fence := range fences {
+			_, err := b.Acquire(bg, Request{Task: "r", Entity: e, TTL: time.Minute, Reason: ReasonTick, Tick: T})
+			if !errors.Is(err, ErrAlreadyRan) {
+				t.Fatalf("%d shards: %s's tick: %v, want already ran", to, e, err)
+			}
+			l := mustAcquire(t, b, Request{Task: "r", Entity: e, TTL: time.Minute, Reason: ReasonTrigger})
+			expect.True(t, fmt.Sprintf("%s's fence %d after %d", e, l.Fence, fence), l.Fence > fence)
+			fences[e] = l.Fence
+			mustRelease(t, l)
+		}
+		if _, err := b.Acquire(bg, Request{Task: "r", Entity: "held", TTL: time.Minute, Reason: ReasonTrigger}); !errors.Is(err, ErrBusy) {
+			t.Fatalf("%d shards: the held lease: %v, want busy", to, err)
+		}
+		pending := 0
+		if err := b.DueEntries(bg, "r", func(d Due) error {
+			expect.Equal(t, "the pending request's entity", d.Entity, "e7")
+			pending++
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		expect.Equal(t, "pending requests", pending, 1)
+	}
+}

@@ -22,9 +22,9 @@ import (
 // recorder is a Go handler that records every run and detects overlaps of
 // one entity's runs, across all schedulers of a test.
 // fullTicks counts the ticks with n runs recorded, or more.
-func (r *recorder) fullTicks(n int) int {
+func (rc *recorder) fullTicks(n int) int {
 	ticks := map[time.Time]int{}
-	for _, run := range r.snapshot() {
+	for _, run := range rc.snapshot() {
 		ticks[run.Tick]++
 	}
 	full := 0

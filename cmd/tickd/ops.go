@@ -157,14 +157,22 @@ func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer done()
-	m, d, err := ops.Migrate(ctx, store, *by)
+	shards := make(map[string]int, len(cfg.Tasks))
+	for _, t := range cfg.Tasks {
+		shards[t.Name] = t.Shards
+	}
+	m, d, err := ops.Migrate(ctx, store, shards, *by)
 	if err != nil {
 		return err // "tickd migrate: " is said once, in front
 	}
 	notRecorded(d)
 	if *asJSON {
 		layout, _ := strconv.Atoi(lease.LayoutVersion)
-		return printJSON(stdout, report.MigrateDoc{Layout: layout, Tasks: m.Tasks, Due: m.Due})
+		doc := report.MigrateDoc{Layout: layout, Tasks: m.Layout.Tasks, Due: m.Layout.Due, Resharded: []report.ReshardDoc{}}
+		for _, r := range m.Resharded {
+			doc.Resharded = append(doc.Resharded, report.ReshardDoc{Task: r.Task, From: r.From, To: r.To, Entities: r.Entities, FollowUps: r.FollowUps, Due: r.Due})
+		}
+		return printJSON(stdout, doc)
 	}
 	fmt.Fprintln(stdout, d.Said)
 	return nil

@@ -691,12 +691,23 @@ command = ["true"]
 		expect.True(t, args[0]+" says what to do: "+errs, strings.Contains(errs, "tickd:epoch of an older tickd") && strings.Contains(errs, "tickd migrate"))
 	}
 	code, out, errs := cli("migrate", "-config", cfg, "-json")
-	if code != 0 || fmt.Sprint(decodeJSON(t, out)) != "map[due:0 layout:2 tasks:1]" {
+	if code != 0 || fmt.Sprint(decodeJSON(t, out)) != "map[due:0 layout:2 resharded:[] tasks:1]" {
 		t.Fatalf("migrate: %d %s %s", code, out, errs)
 	}
 	if code, _, errs := cli("trigger", "-config", cfg, "m"); code != 0 {
 		t.Fatalf("trigger after migrate: %d %s", code, errs)
 	}
+	// The task's config now wants 4 shards: migrate reshards it, once (its
+	// one entity, m, is in shard 0 of 4: it stays; TestReshard… in lease
+	// moves entities).
+	data, _ := os.ReadFile(cfg)
+	tickdtest.WriteFile(t, cfg, strings.Replace(string(data), `name = "m"`, `name = "m"`+"\nshards = 4", 1))
+	code, out, errs = cli("migrate", "-config", cfg, "-json")
+	if code != 0 || fmt.Sprint(decodeJSON(t, out)) != "map[due:0 layout:2 resharded:[map[due:0 entities:0 followups:0 from:1 task:m to:4]] tasks:0]" {
+		t.Fatalf("migrate to 4 shards: %d %s %s", code, out, errs)
+	}
+	code, out, errs = cli("migrate", "-config", cfg)
+	expect.True(t, fmt.Sprintf("migrate again: %d %s %s", code, out, errs), code == 0 && strings.Contains(out, "every task in the shards its config gives"))
 }
 
 // TestTriggerRefusesUnlistedEntity: an id the task's static list (or file,

@@ -11,6 +11,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -323,12 +325,46 @@ func Forget(ctx context.Context, store *lease.Store, task, by, reason string) (D
 	return record(ctx, store, nil, a, "forgot "+task+": it is no longer flagged as not firing; its history stays until its retention ends"), nil
 }
 
-// Migrate moves an older tickd's keys into this version's layout.
-func Migrate(ctx context.Context, store *lease.Store, by string) (lease.Migrated, Done, error) {
-	m, err := store.Migrate(ctx)
+// Migration is what Migrate did.
+type Migration struct {
+	Layout    lease.Migrated    // an older layout's keys moved (none when in place)
+	Resharded []lease.Resharded // tasks moved to the shard count their config gives
+}
+
+// Migrate moves an older tickd's keys into this version's layout (every
+// replica stopped), then reshards each of shards' tasks (name → its
+// config's count) whose recorded count differs (no replica running it).
+func Migrate(ctx context.Context, store *lease.Store, shards map[string]int, by string) (Migration, Done, error) {
+	var m Migration
+	said := "key layout " + lease.LayoutVersion + ": in place"
+	var le *lease.LayoutError
+	if err := store.CheckLayout(ctx); errors.As(err, &le) && le.Other == "" {
+		if m.Layout, err = store.Migrate(ctx); err != nil {
+			return m, Done{}, err
+		}
+		said = fmt.Sprintf("key layout %s: moved %d task(s) and %d pending request(s)", lease.LayoutVersion, m.Layout.Tasks, m.Layout.Due)
+	} else if err != nil {
+		return m, Done{}, err
+	}
+	names := slices.Sorted(maps.Keys(shards))
+	counts, err := store.ReadShards(ctx, names)
 	if err != nil {
 		return m, Done{}, err
 	}
-	said := fmt.Sprintf("key layout %s: moved %d task(s) and %d pending request(s)", lease.LayoutVersion, m.Tasks, m.Due)
+	for _, task := range names {
+		if counts[task] == shards[task] {
+			continue
+		}
+		r, err := store.Reshard(ctx, task, shards[task])
+		if err != nil {
+			return m, Done{}, fmt.Errorf("reshard %s: %w", task, err)
+		}
+		m.Resharded = append(m.Resharded, r)
+		said += fmt.Sprintf("; %s: %d → %d shards, moved %d entities, %d follow-ups and %d pending requests",
+			task, r.From, r.To, r.Entities, r.FollowUps, r.Due)
+	}
+	if len(m.Resharded) == 0 {
+		said += "; every task in the shards its config gives"
+	}
 	return m, record(ctx, store, nil, lease.Action{At: time.Now(), By: by, What: lease.ActionMigrate, Detail: said}, said), nil
 }

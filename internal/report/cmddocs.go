@@ -22,9 +22,20 @@ type UnlockDoc struct {
 
 // MigrateDoc is `tickd migrate -json`: what was moved into the key layout.
 type MigrateDoc struct {
-	Layout int `json:"layout"`
-	Tasks  int `json:"tasks"`
-	Due    int `json:"due"`
+	Layout    int          `json:"layout"`
+	Tasks     int          `json:"tasks"`
+	Due       int          `json:"due"`
+	Resharded []ReshardDoc `json:"resharded"`
+}
+
+// ReshardDoc is one task `tickd migrate` resharded.
+type ReshardDoc struct {
+	Task      string `json:"task"`
+	From      int    `json:"from"`
+	To        int    `json:"to"`
+	Entities  int    `json:"entities"`
+	FollowUps int    `json:"followups"`
+	Due       int    `json:"due"`
 }
 
 // PauseDoc is `tickd pause -json` and `tickd resume -json`.

@@ -58,6 +58,15 @@ type Migrated struct {
 	Due   int // pending requests moved
 }
 
+// Resharded is what a reshard of one task moved.
+type Resharded struct {
+	Task     string
+	From, To int // its shard counts, before and now
+	// What moved to another shard: entities' states, queued follow-ups,
+	// pending requests.
+	Entities, FollowUps, Due int
+}
+
 const (
 	// AcksAuto waits for every replica the primary reports online, read
 	// from INFO replication at most a second ago; a primary with none does

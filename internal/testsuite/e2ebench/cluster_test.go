@@ -15,8 +15,9 @@ import (
 
 // BenchmarkClusterTick runs one task of E2E_ENTITIES (1,000,000) entities on
 // a 3-master Redis Cluster (one replica each, every batch acknowledged per
-// shard), with 1, 3 and 6 replicas in turn (E2E_CLUSTER_REPLICAS), on a
-// schedule of E2E_EVERY seconds (30), and reports for each the busiest
+// shard), in E2E_SHARDS shards (16), with 1, 3 and 6 replicas in turn
+// (E2E_CLUSTER_REPLICAS), on a schedule of E2E_EVERY seconds (30), and
+// reports for each the busiest
 // master's share of the Redis CPU, and the calls and Redis CPU per run over
 // all the masters (docs/performance.md, "Redis Cluster"):
 //
@@ -31,7 +32,7 @@ func BenchmarkClusterTick(b *testing.B) {
 	}
 	tgt := target{nodes: masters, newClient: func() redis.UniversalClient {
 		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), PoolSize: 64})
-	}}
+	}, shards: envInt("E2E_SHARDS", 16)}
 	ids := entityIDs(envInt("E2E_ENTITIES", 1_000_000))
 	ticks, every := envInt("E2E_TICKS", 2), time.Duration(envInt("E2E_EVERY", 30))*time.Second
 	counts := []int{1, 3, 6}
@@ -48,8 +49,8 @@ func BenchmarkClusterTick(b *testing.B) {
 	for range b.N {
 		for _, n := range counts {
 			s := runTickd(b, tgt, ids, n, ticks, every)
-			b.Logf("tickd, %d replica(s) on %d masters: %v; busiest master %.0f%% (Redis CPU by master, µs/run: %s)",
-				n, len(masters), s, 100*s.busiest(), perNode(s))
+			b.Logf("tickd, %d replica(s) on %d masters, %d shard(s): %v; busiest master %.0f%% (Redis CPU by master, µs/run: %s)",
+				n, len(masters), tgt.shards, s, 100*s.busiest(), perNode(s))
 			name := fmt.Sprintf("r%d-", n)
 			b.ReportMetric(s.busiest(), name+"busiest-share")
 			b.ReportMetric(float64(s.commands)/float64(s.runs), name+"cmds/run")

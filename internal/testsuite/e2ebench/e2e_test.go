@@ -211,6 +211,7 @@ type tickd struct {
 type target struct {
 	nodes     []string                     // sampled
 	newClient func() redis.UniversalClient // one scheduler's
+	shards    int                          // the task's (1 unless set)
 }
 
 // single is the one server at addr.
@@ -237,6 +238,7 @@ func startTickd(b *testing.B, tgt target, ids []string, replicas int, every time
 	reg.Register("noop", func(context.Context, tasks.Run) (tasks.Result, error) { return tasks.Done, nil })
 	t := config.DefaultTask()
 	t.Name, t.Every, t.Handler, t.LeaseTTL, t.Concurrency, t.Entities = "bench", every, "noop", 5*time.Second, concurrency, ids
+	t.Shards = max(tgt.shards, 1)
 	cfg, err := config.New(config.DefaultDaemon(), nil, t)
 	if err != nil {
 		b.Fatal(err)
