@@ -191,7 +191,21 @@
 //	prefix:replicas                hash: replica (escaped) → announceValue
 //	prefix:duplicates              hash: replica → host|until_ms: another live process
 //	                               announces its id (written by either one that finds it)
+//	prefix:shards                  hash: task → its shard count, recorded once (shards.go)
 //	prefix:sweep, prefix:ackprobe, prefix:layout
+//
+// A task of several shards (Store.WantShards, a config's shards) keeps
+// shard s > 0 of its entities under the task name TASK~s (ShardName; "~"
+// is in no task name) in a bucket of its own: the buckets in the order of
+// their hash slots, from the task's own, s places on with s's 6 bits
+// reversed, so that any number of shards spreads evenly over the slots.
+// An entity is in shard CRC-32(id) mod n. Every TASK key above exists per
+// shard but the history's (ticks, failures, actions: the task's own, in
+// shard 0's bucket); the store puts each request in its shard and reads
+// status, pages, pending entries and answers over all of them. The count
+// is recorded the first time a store needs it, and only a reshard
+// (Store.Reshard, tickd migrate) changes it, while no replica runs the
+// task: every replica looks for an entity in one place.
 //
 // Why buckets and not one tag per task: the epoch detects a data loss (a
 // master that came back empty) by its absence, and a task new to the Redis

@@ -135,15 +135,29 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 }
 
 // inOrder fans the source out in its order, in chunks, one stream per
-// shard of the task.
+// shard of the task. A shard's entities are handed to its stream a whole
+// batch at a time: each stream's batches are as large as the free run
+// slots, not a part of them.
 func (f *fanOut) inOrder() error {
 	streams := f.shardStreams()
 	add := f.add
+	pending := make([][]string, len(streams))
 	if len(streams) > 1 {
-		add = func(id string) error { return streams[lease.ShardOf(id, len(streams))].add(id) }
+		add = func(id string) error {
+			s := lease.ShardOf(id, len(streams))
+			if pending[s] = append(pending[s], id); len(pending[s]) < lease.BatchSize {
+				return nil
+			}
+			ids := pending[s]
+			pending[s] = ids[:0]
+			return streams[s].addAll(ids)
+		}
 	}
 	err := f.ts.source.Each(f.ctx, add)
-	for _, st := range streams {
+	for s, st := range streams {
+		if err == nil {
+			err = st.addAll(pending[s])
+		}
 		st.flush()
 	}
 	for _, st := range streams {
@@ -177,6 +191,16 @@ func (f *fanOut) shardStreams() []*fanOut {
 		st.others = streams
 	}
 	return streams
+}
+
+// addAll adds ids, in order.
+func (f *fanOut) addAll(ids []string) error {
+	for _, id := range ids {
+		if err := f.add(id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // add takes the source's next entity.

@@ -20,27 +20,32 @@ import (
 )
 
 // The Redis Cluster scenarios: three tickd replicas on a Redis Cluster of
-// three masters with a replica each, six tasks spread over the masters, a
-// tick every second.
+// three masters with a replica each, six tasks spread over the masters and
+// a seventh in 16 shards, whose entities are on every master, a tick every
+// second.
 const (
 	rcTasks    = 6
 	rcEntities = 15
 	rcEvery    = time.Second
 	rcTTL      = 3 * time.Second
+	rcSharded  = "spread"
+	rcShards   = 16
 )
 
 // rcEnv is a Redis Cluster with three tickd replicas on it.
 type rcEnv struct {
-	t       *testing.T
-	cl      *redistest.Cluster
-	tasks   []string
-	master  map[string]*redistest.Server // task -> the master serving it at the start
-	runsLog string
-	procs   []*tickdtest.Proc
+	t      *testing.T
+	cl     *redistest.Cluster
+	tasks  []string
+	master map[string]*redistest.Server // task -> the master serving it at the start
+	// entityMaster: the sharded task's entity -> the master of its shard.
+	entityMaster map[string]*redistest.Server
+	runsLog      string
+	procs        []*tickdtest.Proc
 }
 
 func startRC(t *testing.T) *rcEnv {
-	e := &rcEnv{t: t, cl: redistest.StartCluster(t), master: map[string]*redistest.Server{}}
+	e := &rcEnv{t: t, cl: redistest.StartCluster(t), master: map[string]*redistest.Server{}, entityMaster: map[string]*redistest.Server{}}
 	// Six tasks whose slots spread over every master.
 	per := map[*redistest.Server]int{}
 	for i := 0; len(e.tasks) < rcTasks && i < 1000; i++ {
@@ -56,6 +61,17 @@ func startRC(t *testing.T) *rcEnv {
 	if len(per) < 3 {
 		t.Fatalf("tasks on %d masters, want 3", len(per))
 	}
+	e.tasks = append(e.tasks, rcSharded)
+	masters := map[*redistest.Server]int{}
+	for i := range rcEntities {
+		id := fmt.Sprint("e", i)
+		shard := lease.ShardName(rcSharded, lease.ShardOf(id, rcShards))
+		e.entityMaster[id] = e.cl.MasterOf(t, lease.TaskKey("faults", shard))
+		masters[e.entityMaster[id]]++
+	}
+	if len(masters) < 3 {
+		t.Fatalf("the sharded task's entities on %d masters, want 3", len(masters))
+	}
 	_, worker := tickdtest.Binaries(t)
 	dir := t.TempDir()
 	e.runsLog = filepath.Join(dir, "runs.log")
@@ -68,6 +84,9 @@ func startRC(t *testing.T) *rcEnv {
 		e.cl.Nodes[0].Addr, rcTTL.String())
 	for _, task := range e.tasks {
 		fmt.Fprintf(&b, "[[tasks]]\nname = %q\nevery = %q\ncommand = [%q]\nentities = [%s]\n", task, rcEvery.String(), worker, strings.Join(ids, ", "))
+		if task == rcSharded {
+			fmt.Fprintf(&b, "shards = %d\n", rcShards)
+		}
 	}
 	cfg := filepath.Join(dir, "tickd.toml")
 	tickdtest.WriteFile(t, cfg, b.String())
@@ -75,7 +94,7 @@ func startRC(t *testing.T) *rcEnv {
 		e.procs = append(e.procs, tickdtest.Start(t, fmt.Sprint("r", i), []string{"TESTWORKER_LOG=" + e.runsLog, "TESTWORKER_MAX_SLEEP=200ms"}, "-config", cfg))
 	}
 	// A new cluster is quarantined for one lease TTL; then every task runs.
-	expect.WaitFor(t, 30*time.Second, "every task running", func() bool { return len(e.tasksRunSince(time.Time{})) == rcTasks })
+	expect.WaitFor(t, 30*time.Second, "every task running", func() bool { return len(e.tasksRunSince(time.Time{})) == len(e.tasks) })
 	return e
 }
 
@@ -119,7 +138,7 @@ func (e *rcEnv) stop(name string, extra string) tickdtest.Figures {
 	runs := tickdtest.ReadRuns(t, e.runsLog)
 	f := tickdtest.Check(runs, func(r tickdtest.Run) int64 { return time.Now().UnixNano() })
 	row := fmt.Sprintf("%-22s tasks=%d masters=3 runs=%-5d tick_runs=%-5d overlaps=%d dup_tick_runs=%d fence_violations=%d %s",
-		name, rcTasks, f.Runs, f.TickRuns, f.Overlaps, f.DuplicateTickRuns, f.FenceViolations, extra)
+		name, len(e.tasks), f.Runs, f.TickRuns, f.Overlaps, f.DuplicateTickRuns, f.FenceViolations, extra)
 	t.Log(row)
 	tableMu.Lock()
 	table = append(table, row)
@@ -241,9 +260,10 @@ func TestRedisClusterSteady(t *testing.T) {
 }
 
 // TestRedisClusterMasterKilled: kill -9 of the master that serves the most
-// tasks; its replica is promoted (cluster-node-timeout 2s). The other
-// masters' tasks keep running through it, the killed master's resume by
-// themselves, and no guarantee breaks.
+// tasks, and some of the sharded task's shards; its replica is promoted
+// (cluster-node-timeout 2s). The other masters' tasks, and the sharded
+// task's entities on them, keep running through it, the killed master's
+// resume by themselves, and no guarantee breaks.
 func TestRedisClusterMasterKilled(t *testing.T) {
 	e := startRC(t)
 	m, its := e.mostTasks()
@@ -267,7 +287,19 @@ func TestRedisClusterMasterKilled(t *testing.T) {
 	healed := time.Now()
 	during := e.tickRuns(killed.Truncate(rcEvery).Add(rcEvery), healed)
 	expect.WaitFor(t, 30*time.Second, "every task running again", func() bool {
-		return len(e.tasksRunSince(healed.Add(rcEvery))) == rcTasks
+		return len(e.tasksRunSince(healed.Add(rcEvery))) == len(e.tasks)
+	})
+	expect.WaitFor(t, 30*time.Second, "the sharded task's entities of the killed master running again", func() bool {
+		ran := map[string]bool{}
+		for _, r := range tickdtest.ReadRuns(t, e.runsLog) {
+			ran[r.Start.Entity] = ran[r.Start.Entity] || r.Start.Task == rcSharded && r.Start.At >= healed.UnixNano()
+		}
+		for id, em := range e.entityMaster {
+			if em == m && !ran[id] {
+				return false
+			}
+		}
+		return true
 	})
 	resumed := time.Since(healed)
 	e.stop("cluster master kill -9", fmt.Sprintf("killed_tasks=%d failover=%v resumed_within=%v", len(its), healed.Sub(killed).Round(100*time.Millisecond), resumed.Round(100*time.Millisecond)))
@@ -308,14 +340,16 @@ func TestRedisClusterMasterRestartedEmpty(t *testing.T) {
 		if r.Start.Fence < restarted.UnixMicro() || at.After(quiet) {
 			continue
 		}
-		if its[r.Start.Task] {
+		// The sharded task's entities on the emptied master are quarantined
+		// too, and only those.
+		if its[r.Start.Task] || r.Start.Task == rcSharded && e.entityMaster[r.Start.Entity] == m {
 			early = append(early, fmt.Sprintf("%s/%s at +%v", r.Start.Task, r.Start.Entity, at.Sub(restarted).Round(time.Millisecond)))
 		} else {
 			others[r.Start.Task] = true
 		}
 	}
 	expect.WaitFor(t, 30*time.Second, "the emptied master's tasks running again", func() bool {
-		return len(e.tasksRunSince(restarted.Add(rcTTL))) == rcTasks
+		return len(e.tasksRunSince(restarted.Add(rcTTL))) == len(e.tasks)
 	})
 	var resumed time.Duration
 	for _, r := range tickdtest.ReadRuns(t, e.runsLog) {
@@ -324,12 +358,12 @@ func TestRedisClusterMasterRestartedEmpty(t *testing.T) {
 		}
 	}
 	e.stop("cluster master empty", fmt.Sprintf("quarantined_tasks=%d others_running=%d/%d its_tasks_resumed_after=%v",
-		len(its), len(others), rcTasks-len(its), resumed.Round(100*time.Millisecond)))
+		len(its), len(others), len(e.tasks)-len(its), resumed.Round(100*time.Millisecond)))
 	if len(early) > 0 {
 		failf(t, "runs of the emptied master's tasks during its quarantine: %v", early)
 	}
-	if len(others) != rcTasks-len(its) {
-		failf(t, "%d of %d other tasks ran during the quarantine", len(others), rcTasks-len(its))
+	if len(others) != len(e.tasks)-len(its) {
+		failf(t, "%d of %d other tasks ran during the quarantine", len(others), len(e.tasks)-len(its))
 	}
 }
 
