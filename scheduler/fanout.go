@@ -51,10 +51,8 @@ type fanOut struct {
 	// A task of several shards is fanned out one stream per shard: each
 	// entity goes to its shard's (lease.ShardOf), so that a batch is one
 	// shard's, one script call. name is the driver's name of this stream's
-	// shard (lease.ShardName); others the task's streams, this one among
-	// them (nil for a task of one shard).
-	name   string
-	others []*fanOut
+	// shard (lease.ShardName).
+	name string
 	// In a fan-out in source order (no spread), the stream is cut into
 	// chunks of chunkSize entities: a batch that holds a whole chunk sends
 	// it as a chunk (lease.Request.Chunk), which only one replica takes.
@@ -136,8 +134,8 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 
 // inOrder fans the source out in its order, in chunks, one stream per
 // shard of the task. A shard's entities are handed to its stream a whole
-// batch at a time: each stream's batches are as large as the free run
-// slots, not a part of them.
+// batch at a time, and sent: each stream's batches are as large as the
+// free run slots, not a part of them.
 func (f *fanOut) inOrder() error {
 	streams := f.shardStreams()
 	add := f.add
@@ -150,7 +148,9 @@ func (f *fanOut) inOrder() error {
 			}
 			ids := pending[s]
 			pending[s] = ids[:0]
-			return streams[s].addAll(ids)
+			err := streams[s].addAll(ids)
+			streams[s].flush() // no stream holds run slots for a batch it has not sent
+			return err
 		}
 	}
 	err := f.ts.source.Each(f.ctx, add)
@@ -186,9 +186,6 @@ func (f *fanOut) shardStreams() []*fanOut {
 	streams[0] = f
 	for i := 1; i < n; i++ {
 		streams[i] = &fanOut{s: f.s, ts: f.ts, T: f.T, ctx: f.ctx, tl: f.tl, n: f.n, chunked: true, name: lease.ShardName(t.Name, i)}
-	}
-	for _, st := range streams {
-		st.others = streams
 	}
 	return streams
 }
@@ -269,19 +266,6 @@ func (f *fanOut) reserve() reservation {
 	f.flush()
 	if f.ahead.jump > 0 {
 		return f.skippingUnlessStopped()
-	}
-	if f.others != nil {
-		select {
-		case f.ts.slots <- struct{}{}:
-			return gotSlot
-		default:
-		}
-		// The other shards' batches hold slots too: sent now, their
-		// answers may free some, and nothing waits on a slot a batch
-		// holds.
-		for _, o := range f.others {
-			o.flush()
-		}
 	}
 	select {
 	case f.ts.slots <- struct{}{}:

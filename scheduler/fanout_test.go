@@ -441,9 +441,9 @@ entities = ["a", "b", "c", "d"]
 }
 
 // TestShardStreamsShareTheRunSlots: a shard's stream is handed its
-// entities a batch at a time, and may end a batch's worth holding run
-// slots for entities not yet sent: the stream of another shard that finds
-// no slot sends them rather than wait for a slot they hold.
+// entities a batch at a time, and sends them all before the next shard's
+// stream is handed its own: no stream waits for a run slot that another
+// holds for an entity it has not sent.
 func TestShardStreamsShareTheRunSlots(t *testing.T) {
 	var ids []string // a batch of shard 0, then one of shard 1
 	for i := 0; len(ids) < 2*lease.BatchSize; i++ {
