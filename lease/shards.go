@@ -56,22 +56,57 @@ func (s *Store) WantShards(task string, n int) {
 // the count the first time, and records the wanted one (WantShards) if
 // none is.
 func (s *Store) Shards(ctx context.Context, task string) (int, error) {
+	if strings.Contains(task, driver.ShardMark) {
+		return 0, fmt.Errorf("%w: %q", ErrShardName, task)
+	}
+	c := &s.shards
+	c.mu.Lock()
+	want := max(c.want[task], 1)
+	c.mu.Unlock()
+	return s.count(ctx, task, want)
+}
+
+// ReadShards reads tasks' shard counts as recorded, without recording
+// any: a task with none is in one shard. The store reads them again,
+// forgetting what it knew (a migration changes them).
+func (s *Store) ReadShards(ctx context.Context, tasks []string) (map[string]int, error) {
+	out := make(map[string]int, len(tasks))
+	for _, t := range tasks {
+		s.shards.mu.Lock()
+		delete(s.shards.counts, t)
+		s.shards.mu.Unlock()
+		n, err := s.recorded(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		out[t] = n
+	}
+	return out, nil
+}
+
+// recorded is task's shard count as recorded, without recording one: 1
+// while none is (nothing was written for the task in another shard).
+func (s *Store) recorded(ctx context.Context, task string) (int, error) {
+	return s.count(ctx, task, 0)
+}
+
+// count is task's shard count as recorded, kept once read; with want > 0
+// it records want if none is. 1 while none is.
+func (s *Store) count(ctx context.Context, task string, want int) (int, error) {
 	c := &s.shards
 	c.mu.Lock()
 	n, ok := c.counts[task]
-	want := max(c.want[task], 1)
 	c.mu.Unlock()
 	if ok {
 		return n, nil
-	}
-	if strings.Contains(task, driver.ShardMark) {
-		return 0, fmt.Errorf("%w: %q", ErrShardName, task)
 	}
 	got, err := s.b.Shards(ctx, map[string]int{task: want})
 	if err != nil {
 		return 0, fmt.Errorf("read the shard count of %s: %w", task, err)
 	}
-	n = max(got[task], 1)
+	if n, ok = got[task]; !ok {
+		return 1, nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.counts == nil {
@@ -81,37 +116,13 @@ func (s *Store) Shards(ctx context.Context, task string) (int, error) {
 	return n, nil
 }
 
-// ReadShards reads tasks' shard counts as recorded, without recording
-// any: a task with none is in one shard. The store forgets what it knew
-// of them (a migration changed them).
-func (s *Store) ReadShards(ctx context.Context, tasks []string) (map[string]int, error) {
-	q := make(map[string]int, len(tasks))
-	for _, t := range tasks {
-		q[t] = 0
-	}
-	got, err := s.b.Shards(ctx, q)
-	if err != nil {
-		return nil, fmt.Errorf("read shard counts: %w", err)
-	}
-	c := &s.shards
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, t := range tasks {
-		if c.counts == nil {
-			c.counts = map[string]int{}
-		}
-		c.counts[t] = max(got[t], 1)
-		q[t] = c.counts[t]
-	}
-	return q, nil
-}
-
-// shardNames are the driver's names of task's shards.
+// shardNames are the driver's names of task's shards, for a read: a
+// read records no count.
 func (s *Store) shardNames(ctx context.Context, task string) ([]string, error) {
 	if task == "" {
 		return []string{""}, nil // every task: the driver's rows are translated back
 	}
-	n, err := s.Shards(ctx, task)
+	n, err := s.recorded(ctx, task)
 	if err != nil {
 		return nil, err
 	}
@@ -122,9 +133,14 @@ func (s *Store) shardNames(ctx context.Context, task string) ([]string, error) {
 	return names, nil
 }
 
-// shardName is the driver's name of the shard entity of task is in.
-func (s *Store) shardName(ctx context.Context, task, entity string) (string, error) {
-	n, err := s.Shards(ctx, task)
+// shardName is the driver's name of the shard entity of task is in, for
+// a write (write true: the count is recorded if it is not) or a read.
+func (s *Store) shardName(ctx context.Context, task, entity string, write bool) (string, error) {
+	count := s.recorded
+	if write {
+		count = s.Shards
+	}
+	n, err := count(ctx, task)
 	if err != nil {
 		return "", err
 	}
@@ -137,7 +153,7 @@ func (s *Store) dueName(ctx context.Context, d Due) (string, error) {
 	if d.Claim != "" {
 		return driver.ShardName(d.Task, d.Shard), nil
 	}
-	return s.shardName(ctx, d.Task, d.Entity)
+	return s.shardName(ctx, d.Task, d.Entity, true)
 }
 
 // taskOf is the task of a driver's name.
@@ -216,11 +232,13 @@ func (s *Store) mergeAnswers(ctx context.Context, task, id string) (map[string]O
 }
 
 // announcedShards are the names of the other shards of tasks: their due
-// entries are this replica's to take too.
+// entries are this replica's to take too. A task with no count recorded
+// yet has none: its first write records it, and the next announcement
+// (every PausePoll) names them.
 func (s *Store) announcedShards(ctx context.Context, tasks []string) []string {
 	var out []string
 	for _, t := range tasks {
-		n, err := s.Shards(ctx, t)
+		n, err := s.recorded(ctx, t)
 		if err != nil {
 			continue // announced again in a while
 		}

@@ -83,7 +83,8 @@ func TestShardsSpreadATaskOverTheMasters(t *testing.T) {
 
 // TestShardCountOfATaskFromBefore: a task with state in its one shard
 // (written by a tickd before shards) stays in one, whatever a config
-// wants, so that no entity is looked for where it is not.
+// wants, so that no entity is looked for where it is not. A new task's
+// count is recorded by its first write, not by a read before it.
 func TestShardCountOfATaskFromBefore(t *testing.T) {
 	k := redisKit(t)
 	a := k.client(Options{Replica: "A"})
@@ -108,6 +109,15 @@ func TestShardCountOfATaskFromBefore(t *testing.T) {
 	b.WantShards("new", 8)
 	n, err = b.Shards(bg, "new")
 	expect.True(t, fmt.Sprintf("a new task: shards %d, %v: want 8", n, err), err == nil && n == 8)
+	// A read records nothing: the first write records its store's count.
+	c2 := k.client(Options{Replica: "C"})
+	if _, err := c2.EntityPage(bg, "fresh", PageQuery{Size: 10}); err != nil {
+		t.Fatal(err)
+	}
+	b.WantShards("fresh", 8)
+	mustAcquire(t, b, Request{Task: "fresh", Entity: "e", TTL: time.Minute, Reason: ReasonTrigger})
+	n, err = c2.Shards(bg, "fresh")
+	expect.True(t, fmt.Sprintf("read first, written later: shards %d, %v: want 8", n, err), err == nil && n == 8)
 	if _, err := b.Acquire(bg, Request{Task: "a" + "~1", Entity: "e", TTL: time.Minute, Reason: ReasonTrigger}); !errors.Is(err, ErrShardName) {
 		t.Fatalf("a task named like a shard: %v, want ErrShardName", err)
 	}

@@ -463,3 +463,74 @@ shards = 2
 entities = ["` + strings.Join(ids, `", "`) + `"]`)
 	expect.WaitFor(t, 20*time.Second, "a tick's runs, all of them", func() bool { return e.rec.fullTicks(len(ids)) >= 1 })
 }
+
+// TestAGoneReplicasShareRunsInTheTick: the live replicas of a task of
+// several shards split its tick up front (share); a replica the registry
+// still lists, but which died, leaves its shards to the others, who run
+// them in the same tick once their own are done.
+func TestAGoneReplicasShareRunsInTheTick(t *testing.T) {
+	e := newEnv(t, true)
+	const n = 600
+	cfg := `
+[[tasks]]
+name = "shared"
+every = "2s"
+handler = "rec"
+concurrency = 256
+lease_ttl = "3s"
+shards = 6
+entities = ` + entities(n)
+	// r1, the registry says, runs the task: it announced it, then died.
+	gone := e.store("r1")
+	if err := gone.Announce(context.Background(), []string{"shared"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"r0", "r2"} {
+		st := e.store(r)
+		// Announced before the first tick, as after a while: each sees
+		// three replicas of the task from the start.
+		if err := st.Announce(context.Background(), []string{"shared"}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		e.run(cfg, Options{Store: st})
+	}
+	// The first tick both live replicas fanned out: each sent its shards
+	// (two of six), then came back to r1's.
+	var T time.Time
+	expect.WaitFor(t, 30*time.Second, "a tick fanned out by both", func() bool {
+		byTick := map[time.Time]int{}
+		for _, ev := range e.ev.events(kind(EventTick)) {
+			if ev.Counts.Entities == n {
+				byTick[ev.Tick]++
+			}
+		}
+		for tick, k := range byTick {
+			if k == 2 && (T.IsZero() || tick.Before(T)) {
+				T = tick
+			}
+		}
+		return !T.IsZero()
+	})
+	runs := map[string]int{}
+	expect.Within(10*time.Second, func() bool {
+		runs = map[string]int{}
+		for _, r := range e.rec.snapshot() {
+			if r.Tick.Equal(T) {
+				runs[r.Entity]++
+			}
+		}
+		return len(runs) >= n
+	})
+	missing := 0
+	for i := range n {
+		switch k := runs[fmt.Sprint("e", i)]; {
+		case k > 1:
+			t.Fatalf("e%d ran %d times in tick %v", i, k, T)
+		case k == 0:
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Fatalf("%d of %d entities never ran in tick %v: the gone replica's shards were left", missing, n, T)
+	}
+}

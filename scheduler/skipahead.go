@@ -7,7 +7,7 @@ func (f *fanOut) skip(id string, pos int) {
 	}
 	sk := &f.ahead.skipped[len(f.ahead.skipped)-1]
 	sk.ids = append(sk.ids, id)
-	if (pos+1)%chunkSize == 0 {
+	if (pos+1)%chunkSize == 0 && f.ahead.jump > 0 {
 		f.ahead.jump--
 	}
 }

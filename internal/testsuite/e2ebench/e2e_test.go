@@ -214,11 +214,11 @@ type target struct {
 	shards    int                          // the task's (1 unless set)
 }
 
-// single is the one server at addr.
+// single is the one server at addr, its task in E2E_SHARDS shards (1).
 func single(addr string) target {
 	return target{nodes: []string{addr}, newClient: func() redis.UniversalClient {
 		return redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
-	}}
+	}, shards: envInt("E2E_SHARDS", 1)}
 }
 
 // startTickd starts replicas schedulers over ids on the schedule every,
