@@ -68,12 +68,12 @@ func (s *Store) releaseOne(ctx context.Context, l *Lease, arg driver.ReleaseArg)
 // 100,000 leases a tick.
 var doneChans = sync.Pool{New: func() any { return make(chan releaseDone, 1) }}
 
-// queueRelease queues q with its task's releases, and starts a flush if
+// queueRelease queues q with its shard's releases, and starts a flush if
 // none is going on.
 func (s *Store) queueRelease(q releaseReq) {
-	v, ok := s.releasers.Load(q.l.Task)
+	v, ok := s.releasers.Load(q.l.d.Task) // per shard: one master's
 	if !ok {
-		v, _ = s.releasers.LoadOrStore(q.l.Task, &releaser{})
+		v, _ = s.releasers.LoadOrStore(q.l.d.Task, &releaser{})
 	}
 	r := v.(*releaser)
 	r.mu.Lock()

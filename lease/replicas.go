@@ -18,7 +18,7 @@ import (
 // another live process announced the same replica id: two replicas share a
 // replica_id, and their records (holder, status) cannot be told apart.
 func (s *Store) Announce(ctx context.Context, tasks []string, ttl time.Duration) error {
-	a := driver.Announcement{Tasks: tasks, Process: s.nonce, Host: s.host, Version: s.opts.Version, Shards: s.announcedShards(ctx, tasks)}
+	a := driver.Announcement{Tasks: tasks, Process: s.nonce, Host: s.host, Version: s.opts.Version, Shards: s.announcedShards(tasks)}
 	if err := s.b.Announce(ctx, a, ttl); err != nil {
 		return fmt.Errorf("announce tasks: %w", err)
 	}

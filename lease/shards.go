@@ -232,16 +232,16 @@ func (s *Store) mergeAnswers(ctx context.Context, task, id string) (map[string]O
 }
 
 // announcedShards are the names of the other shards of tasks: their due
-// entries are this replica's to take too. A task with no count recorded
-// yet has none: its first write records it, and the next announcement
-// (every PausePoll) names them.
-func (s *Store) announcedShards(ctx context.Context, tasks []string) []string {
+// entries are this replica's to take too. Only the counts this store knows
+// are used, with no round trip: a replica learns a task's at its first
+// tick, and until then the due poll's read of every bucket (every 50th
+// poll) finds the entries of the task's other shards.
+func (s *Store) announcedShards(tasks []string) []string {
 	var out []string
+	s.shards.mu.Lock()
+	defer s.shards.mu.Unlock()
 	for _, t := range tasks {
-		n, err := s.recorded(ctx, t)
-		if err != nil {
-			continue // announced again in a while
-		}
+		n := s.shards.counts[t]
 		for i := 1; i < n; i++ {
 			out = append(out, driver.ShardName(t, i))
 		}

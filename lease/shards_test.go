@@ -188,3 +188,55 @@ func TestReshardKeepsEveryEntitysState(t *testing.T) {
 		expect.Equal(t, "pending requests", pending, 1)
 	}
 }
+
+// TestReleaseOfAShardNotHeldUpByAFrozenMaster: the releases of a task in
+// shards go out shard by shard, so that while one shard's master is frozen
+// (SIGSTOP), another shard's releases are answered, as another task's are
+// (TestReleaseOnClusterNotHeldUpByAFrozenMaster).
+func TestReleaseOfAShardNotHeldUpByAFrozenMaster(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRedirects: 1,
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Minute, WriteTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
+	s, err := NewRedis(c, "relshard", Options{Replica: "r", ReplicaAcks: AcksNever})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.InitEpoch(bg); err != nil {
+		t.Fatal(err)
+	}
+	s.WantShards("big", 16)
+	masterOf := func(e string) *redistest.Server {
+		return cl.MasterOf(t, TaskKey("relshard", ShardName("big", ShardOf(e, 16))))
+	}
+	frozen := masterOf("e0")
+	other := ""
+	for i := 1; other == ""; i++ {
+		if e := fmt.Sprint("e", i); masterOf(e) != frozen {
+			other = e
+		}
+	}
+	var ls []*Lease
+	for _, e := range []string{"e0", other} { // the frozen master's first
+		ls = append(ls, mustAcquire(t, s, Request{Task: "big", Entity: e, TTL: time.Minute, Reason: ReasonTrigger}))
+	}
+	frozen.Freeze()
+	t.Cleanup(frozen.Thaw)
+	fin := Finished{Outcome: OutcomeDone, Started: time.Now(), Ended: time.Now()}
+	recs := make([]*thenRec, len(ls))
+	for i, l := range ls {
+		recs[i] = newThenRec(l)
+		l.ReleaseThen(fin, nil, recs[i])
+	}
+	if a := recs[1].answer(t); a.err != nil {
+		t.Fatalf("release of big/%s: %v", other, a.err)
+	}
+	select {
+	case a := <-recs[0].ch:
+		t.Fatalf("the frozen master's release was answered (%v) before the live one's: held up by it", a.err)
+	default:
+	}
+	frozen.Thaw()
+	recs[0].answer(t)
+}

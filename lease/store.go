@@ -23,7 +23,7 @@ type Store struct {
 	seq         atomic.Uint64
 	sweeping    atomic.Bool // true while a sweep runs
 	ackFailures atomic.Int64
-	releasers   sync.Map // task → *releaser
+	releasers   sync.Map // task's shard (driver.ShardName) → *releaser
 	host        string   // this host's name, announced
 	// quarantineEnd is when the data-loss quarantine last found ends (Unix
 	// ns, by this process's clock); zero when none was found.

@@ -289,3 +289,48 @@ func TestUnlockDuringARunIsSaid(t *testing.T) {
 		e.logs.count("the lease was force-released during the run (tickd unlock); the run's outcome is not recorded", map[string]string{"unlocked_by": "alice"}), 1)
 	expect.Equal(t, "bare 'release failed' lines", e.logs.count("release failed", nil), 0)
 }
+
+// TestRescheduleInAShardIsTakenAtOnce: a replica polls the due entries of
+// its tasks' other shards as of its own (it announces them once it knows
+// the count, at its first tick), not only in the read of every bucket
+// every 50th poll (every second here): four reschedules of an entity in
+// shard 3 run within 2s of the first run (4s without).
+func TestRescheduleInAShardIsTakenAtOnce(t *testing.T) {
+	e := newEnv(t, true)
+	entity := ""
+	for i := 0; entity == ""; i++ {
+		if id := fmt.Sprint("e", i); lease.ShardOf(id, 4) == 3 {
+			entity = id
+		}
+	}
+	var mu sync.Mutex
+	left := 5
+	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if left--; left > 0 {
+			return tasks.Reschedule, nil
+		}
+		return tasks.Done, nil
+	}
+	e.start(`
+[[tasks]]
+name = "sharded"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+lease_ttl = "3s"
+shards = 4
+entities = ["` + entity + `"]
+`)
+	expect.WaitFor(t, 10*time.Second, "the first run", func() bool { return e.rec.count(func(runRec) bool { return true }) > 0 })
+	first := time.Now()
+	expect.WaitFor(t, 10*time.Second, "the chain drained", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return left <= 0
+	})
+	if took := time.Since(first); took > 2*time.Second {
+		t.Fatalf("four reschedules in shard 3 took %v: its due entries were found only by the read of every bucket", took)
+	}
+}
