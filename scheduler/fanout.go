@@ -51,8 +51,13 @@ type fanOut struct {
 	// A task of several shards is fanned out one stream per shard: each
 	// entity goes to its shard's (lease.ShardOf), so that a batch is one
 	// shard's, one script call. name is the driver's name of this stream's
-	// shard (lease.ShardName).
-	name string
+	// shard (lease.ShardName). While deferFailed, a batch is tried once,
+	// and what Redis failed (or quarantined) is kept in failed for a last
+	// pass, so that a shard whose master does not answer holds up none of
+	// the others.
+	name        string
+	deferFailed bool
+	failed      []skipped
 	// In a fan-out in source order (no spread), the stream is cut into
 	// chunks of chunkSize entities: a batch that holds a whole chunk sends
 	// it as a chunk (lease.Request.Chunk), which only one replica takes.
@@ -170,7 +175,29 @@ func (f *fanOut) inOrder() error {
 			err = rerr
 		}
 	}
+	for _, st := range streams {
+		if rerr := st.retryFailed(); err == nil {
+			err = rerr
+		}
+	}
 	return err
+}
+
+// retryFailed tries again, with retries as long as the tick may run, the
+// entities whose batch Redis failed while the other shards went on.
+func (f *fanOut) retryFailed() error {
+	f.deferFailed = false
+	failed := f.failed
+	f.failed = nil
+	for _, sk := range failed {
+		for i, id := range sk.ids {
+			if err := f.addAt(id, sk.pos+i); err != nil {
+				return err
+			}
+		}
+	}
+	f.flush()
+	return nil
 }
 
 // share is a replica's part of a tick of a task of several shards: the
@@ -243,6 +270,9 @@ func (f *fanOut) shardStreams() []*fanOut {
 	streams[0] = f
 	for i := 1; i < n; i++ {
 		streams[i] = &fanOut{s: f.s, ts: f.ts, T: f.T, ctx: f.ctx, tl: f.tl, n: f.n, chunked: true, name: lease.ShardName(t.Name, i)}
+	}
+	for _, st := range streams {
+		st.deferFailed = true
 	}
 	return streams
 }
@@ -393,7 +423,12 @@ func (f *fanOut) flush() {
 	if f.chunked {
 		f.markChunks(reqs)
 	}
-	res := s.acquireRetrying(f.ctx, ts, f.T, reqs)
+	var res []lease.Result
+	if f.deferFailed {
+		res = s.store.AcquireBatch(f.ctx, reqs)
+	} else {
+		res = s.acquireRetrying(f.ctx, ts, f.T, reqs)
+	}
 	if f.chunked && !f.ahead.lastRound && takenWhole(reqs, res) {
 		f.ahead.jump = jumpChunks
 	}
@@ -409,16 +444,28 @@ func (f *fanOut) flush() {
 		case errors.Is(r.Err, lease.ErrAlreadyRan):
 			f.n.AlreadyRan++
 			s.log.Debug("tick already ran for entity", KeyTask, t.Name, KeyEntity, f.batch[i], tickAttr(f.T))
-		case errors.Is(r.Err, lease.ErrQuarantine):
-			f.n.Quarantined++
 		case errors.Is(r.Err, lease.ErrNotAcknowledged):
 			f.n.Unacknowledged++
+		case f.deferFailed: // Redis failed, or quarantines the shard: tried again last
+			f.deferOne(f.batch[i], f.first+i)
+		case errors.Is(r.Err, lease.ErrQuarantine):
+			f.n.Quarantined++
 		default:
 			f.n.Errors++
 		}
 		<-ts.slots
 	}
 	f.batch = f.batch[:0]
+}
+
+// deferOne keeps the entity at pos, whose acquire Redis failed (or
+// quarantined), for retryFailed.
+func (f *fanOut) deferOne(id string, pos int) {
+	if n := len(f.failed); n == 0 || f.failed[n-1].pos+len(f.failed[n-1].ids) != pos {
+		f.failed = append(f.failed, skipped{pos: pos})
+	}
+	sk := &f.failed[len(f.failed)-1]
+	sk.ids = append(sk.ids, id)
 }
 
 // takenWhole says whether another replica took the batch's chunks (it held
