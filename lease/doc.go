@@ -191,7 +191,7 @@
 //	prefix:replicas                hash: replica (escaped) → announceValue
 //	prefix:duplicates              hash: replica → host|until_ms: another live process
 //	                               announces its id (written by either one that finds it)
-//	prefix:shards                  hash: task → its shard count, recorded once (shards.go)
+//	prefix:{NN}:TASK:shards        the task's shard count, recorded once (shards.go)
 //	prefix:sweep, prefix:ackprobe, prefix:layout
 //
 // A task of several shards (Store.WantShards, a config's shards) keeps

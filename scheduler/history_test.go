@@ -201,7 +201,7 @@ func TestRunsGoOnWhenHistoryWritesFail(t *testing.T) {
 	t.Cleanup(func() { admin.Close() })
 	// Every key tickd uses but the history's (TASK:ticks, TASK:failures).
 	err := admin.Do(context.Background(), "ACL", "SETUSER", "nohistory", "on", ">pw", "+@all", "~*:entities", "~*:followups",
-		"~*:request:*", "~*:claims:*", "~*:epoch", "~*:due", "~*:dueinfo", "~tickd:paused", "~tickd:pauses", "~tickd:replicas", "~tickd:sweep", "~tickd:layout", "~tickd:ackprobe", "~tickd:shards", "-@dangerous", "+info").Err()
+		"~*:request:*", "~*:claims:*", "~*:epoch", "~*:due", "~*:dueinfo", "~tickd:paused", "~tickd:pauses", "~tickd:replicas", "~tickd:sweep", "~tickd:layout", "~tickd:ackprobe", "~*:shards", "-@dangerous", "+info").Err()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func (b *Driver) Shards(ctx context.Context, want map[string]int) (map[string]in
 	got := make([]*redis.StringCmd, len(tasks))
 	had := make([]*redis.IntCmd, len(tasks))
 	for i, t := range tasks {
-		got[i] = pipe.HGet(ctx, b.k.shards(), t)
+		got[i] = pipe.Get(ctx, b.k.shards(t))
 		if want[t] > 1 { // one key per command: they may live on different shards
 			had[i] = pipe.Exists(ctx, b.k.entities(t))
 		}
@@ -93,8 +93,8 @@ func (b *Driver) Shards(ctx context.Context, want map[string]int) (map[string]in
 	pipe = b.c.Pipeline()
 	after := map[string]*redis.StringCmd{}
 	for t, n := range set { // the first writer wins: every replica reads its count
-		pipe.HSetNX(ctx, b.k.shards(), t, n)
-		after[t] = pipe.HGet(ctx, b.k.shards(), t)
+		pipe.SetNX(ctx, b.k.shards(t), n, 0)
+		after[t] = pipe.Get(ctx, b.k.shards(t))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, err

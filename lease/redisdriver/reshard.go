@@ -29,7 +29,7 @@ func (b *Driver) Reshard(ctx context.Context, task string, to int) (driver.Resha
 	if running {
 		return r, fmt.Errorf("%w: a replica runs %s: take it out of every replica's config (or stop them) first", ErrReplicasRunning, task)
 	}
-	got, err := b.c.HGet(ctx, b.k.shards(), task).Result()
+	got, err := b.c.Get(ctx, b.k.shards(task)).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return r, err
 	}
@@ -44,7 +44,7 @@ func (b *Driver) Reshard(ctx context.Context, task string, to int) (driver.Resha
 			}
 		}
 	}
-	return r, b.c.HSet(ctx, b.k.shards(), task, to).Err()
+	return r, b.c.Set(ctx, b.k.shards(task), to, 0).Err()
 }
 
 // reshardOne moves what shard name holds of entities another shard now
