@@ -408,13 +408,7 @@ func (f *fanOut) flush() {
 
 // deferOne keeps the entity at pos, whose acquire Redis failed (or
 // quarantined), for retryFailed.
-func (f *fanOut) deferOne(id string, pos int) {
-	if n := len(f.failed); n == 0 || f.failed[n-1].pos+len(f.failed[n-1].ids) != pos {
-		f.failed = append(f.failed, skipped{pos: pos})
-	}
-	sk := &f.failed[len(f.failed)-1]
-	sk.ids = append(sk.ids, id)
-}
+func (f *fanOut) deferOne(id string, pos int) { f.failed = appendAt(f.failed, id, pos) }
 
 // takenWhole says whether another replica took the batch's chunks (it held
 // one at least) and ran the rest.

@@ -2,14 +2,21 @@ package scheduler
 
 // skip sets the entity at pos aside, for revisit.
 func (f *fanOut) skip(id string, pos int) {
-	if n := len(f.ahead.skipped); n == 0 || f.ahead.skipped[n-1].pos+len(f.ahead.skipped[n-1].ids) != pos {
-		f.ahead.skipped = append(f.ahead.skipped, skipped{pos: pos})
-	}
-	sk := &f.ahead.skipped[len(f.ahead.skipped)-1]
-	sk.ids = append(sk.ids, id)
+	f.ahead.skipped = appendAt(f.ahead.skipped, id, pos)
 	if (pos+1)%chunkSize == 0 && f.ahead.jump > 0 {
 		f.ahead.jump--
 	}
+}
+
+// appendAt adds the entity at stream position pos to parts, to its last
+// part when it follows it.
+func appendAt(parts []skipped, id string, pos int) []skipped {
+	if n := len(parts); n == 0 || parts[n-1].pos+len(parts[n-1].ids) != pos {
+		parts = append(parts, skipped{pos: pos})
+	}
+	sk := &parts[len(parts)-1]
+	sk.ids = append(sk.ids, id)
+	return parts
 }
 
 // skipReserved skips an entity that already holds a run slot, and gives
