@@ -41,6 +41,9 @@ func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.T
 			}
 			pending = append(pending, i)
 		}
+		if ctx.Err() != nil {
+			return res // a stop, not a Redis failure: the fan-out says it stopped
+		}
 		if quarantine != nil {
 			s.quarantined(quarantine.Left)
 		}

@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/lease/memdriver"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -253,4 +258,50 @@ func TestShutdownWithRedisDownKeepsItsTimeout(t *testing.T) {
 	if n := e.logs.countPrefix("follow-up request lost"); n != 1 {
 		t.Fatalf("%d lines saying the reschedule was not stored, want 1:\n%v", n, e.logs)
 	}
+}
+
+// stallingDriver holds every Acquire after the first few until its
+// context ends, as a Redis that stops answering while tickd stops.
+type stallingDriver struct {
+	driver.Driver
+	free    atomic.Int32 // acquires answered before the stall
+	stalled chan struct{}
+	once    sync.Once
+}
+
+func (d *stallingDriver) Acquire(ctx context.Context, holder string, maxTTL time.Duration, reqs []driver.AcquireArg) ([]driver.AcquireReply, error) {
+	if d.free.Add(-1) >= 0 {
+		return d.Driver.Acquire(ctx, holder, maxTTL, reqs)
+	}
+	d.once.Do(func() { close(d.stalled) })
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestStopDuringAnAcquireIsNoRedisError: a stop that cuts short a batch's
+// acquire is a stop, not a Redis failure: nothing is logged at ERROR and no
+// store error is reported (CI saw "cannot acquire leases; retrying:
+// context canceled" in a clean stop).
+func TestStopDuringAnAcquireIsNoRedisError(t *testing.T) {
+	e := newEnv(t, false)
+	d := &stallingDriver{Driver: memdriver.New(), stalled: make(chan struct{})}
+	d.free.Store(1)
+	st := lease.New(d, lease.Options{Replica: "r1"})
+	t.Cleanup(func() { st.Stop(context.Background()) })
+	opts := Options{Store: st, Logger: slog.New(e.logs), Registry: e.reg, Observer: e.ev.add}
+	s, err := New(e.config("[[tasks]]\nname = \"cut\"\nevery = \"1s\"\nhandler = \"rec\"\nentities = [\"a\", \"b\"]\n"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-d.stalled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no second acquire")
+	}
+	stopWithin(s, 5*time.Second)
+	expect.Equal(t, "store errors", e.ev.count(kind(EventStoreError)), 0)
+	expect.Equal(t, "'cannot acquire' lines", e.logs.count("cannot acquire leases; retrying", nil), 0)
 }
