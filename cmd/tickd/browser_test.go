@@ -150,9 +150,19 @@ command = [%q]
 	expect.True(t, fmt.Sprintf("the chart's time axis is labelled with times: %q", axis), len(axis) >= 1 && strings.Count(axis[0], ":") == 2)
 	run("screenshot of the task page", shot("task.png"))
 
+	// What the user typed outlives the page's refreshes: a refresh replaces
+	// only the parts that changed, and never a form being filled in.
+	var typed string
+	run("type an entity, then look away", chromedp.SendKeys(`textarea[name=entities]`, "alpha"),
+		chromedp.Evaluate(`document.activeElement.blur(); window.refreshes = 0;
+			document.addEventListener("tickd:refreshed", () => window.refreshes++)`, nil),
+		chromedp.Poll(`window.refreshes >= 2`, nil, chromedp.WithPollingTimeout(15*time.Second)),
+		chromedp.Value(`textarea[name=entities]`, &typed))
+	expect.Equal(t, "the typed entity after two refreshes", typed, "alpha")
+
 	// Trigger alpha and watch its answer arrive.
 	var outcome string
-	run("trigger", chromedp.SendKeys(`textarea[name=entities]`, "alpha"), chromedp.Submit(`textarea[name=entities]`),
+	run("trigger", chromedp.Submit(`textarea[name=entities]`),
 		chromedp.WaitVisible(`td.outcome`),
 		chromedp.Poll(`document.querySelector("td.outcome") && document.querySelector("td.outcome").textContent === "done"`, nil,
 			chromedp.WithPollingTimeout(30*time.Second)),
