@@ -129,6 +129,13 @@ func TestChecker(t *testing.T) {
 			eligible: all, ran: all - 1, missed: []string{e5(2)},
 		},
 		{
+			// A hand-over that met the entity busy became its follow-up.
+			name: "a follow-up carrying the tick is the tick's run",
+			runs: append(without(steady(), "e5", 2), synthRun{entity: "e5", reason: "queued", tick: tickAt(2),
+				granted: tickAt(2).Add(time.Second), from: tickAt(2).Add(time.Second), to: tickAt(2).Add(1100 * time.Millisecond), pid: 1, ppid: 1}),
+			eligible: all, ran: all,
+		},
+		{
 			name: "a hand-over (a retry carrying the tick) is the tick's run",
 			runs: append(without(steady(), "e5", 2), synthRun{entity: "e5", reason: "retry", tick: tickAt(2),
 				granted: tickAt(2).Add(time.Second), from: tickAt(2).Add(time.Second), to: tickAt(2).Add(1100 * time.Millisecond), pid: 1, ppid: 1}),

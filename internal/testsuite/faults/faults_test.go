@@ -431,7 +431,9 @@ func (r result) liveness() float64 {
 // figure is the share of eligible pairs whose run for T happened: a tick run
 // for T, or its hand-over (a retry run carrying tick T), which is what a
 // replica does with a run it could not start because it was frozen past the
-// lease's trust window, or had to stop at shutdown.
+// lease's trust window, or had to stop at shutdown, or whose grant the Redis
+// replicas did not acknowledge; a hand-over that found the entity busy
+// runs as its follow-up (queued), still carrying T.
 func (c *cluster) check(begin, end time.Time) result {
 	runs := tickdtest.ReadRuns(c.t, c.runsLog)
 	c.mu.Lock()
@@ -551,7 +553,7 @@ func (j judge) liveness(runs []tickdtest.Run, tasks, entities []string, ticks []
 	for _, r := range runs {
 		key := r.Start.Task + "/" + r.Start.Entity
 		byKey[key] = append(byKey[key], r)
-		if r.Start.Reason == "tick" || r.Start.Reason == "retry" {
+		if r.Start.Reason == "tick" || r.Start.Reason == "retry" || r.Start.Reason == "queued" {
 			if tick, err := time.Parse(time.RFC3339Nano, r.Start.Tick); err == nil {
 				tickRan[key+"@"+tick.UTC().Format(time.RFC3339)] = true
 			}
