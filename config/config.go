@@ -22,6 +22,8 @@ type Config struct {
 	// gives none of its own keys gets.
 	Defaults Task
 	Tasks    []Task
+	// Limits are the [[limits]]: budgets every replica shares.
+	Limits []Limit
 
 	// Path is the file it was read from.
 	Path string
@@ -217,6 +219,9 @@ func parseConfig(path string, data []byte, needTasks bool) (*Config, error) {
 	d := newDecoder(path, data)
 	cfg := &Config{Path: path, Daemon: DefaultDaemon(), Defaults: DefaultTask()}
 	defaultsGiven, tasksRaw, redisGiven := decodeTables(d, raw, cfg)
+	if l, ok := raw["limits"]; ok {
+		cfg.Limits = decodeLimits(d, l)
+	}
 	validateDaemon(d, cfg.Daemon)
 	if cfg.Redis != nil {
 		validateRedis(d, cfg.Redis, redisGiven["url"])
@@ -231,6 +236,7 @@ func parseConfig(path string, data []byte, needTasks bool) (*Config, error) {
 		d.bad("tasks", "no [[tasks]]: nothing to schedule")
 	}
 	cfg.Tasks = decodeTasks(d, tasksRaw, cfg.Defaults, defaultsGiven)
+	checkTaskLimits(d, cfg, tasksRaw, cfg.Defaults.Limits)
 	if err := d.err(); err != nil {
 		return nil, err
 	}
@@ -255,6 +261,7 @@ func decodeTables(d *decoder, raw map[string]any, cfg *Config) (defaultsGiven ke
 			w := Web{Refresh: 5 * time.Second, MaxConnections: 64}
 			d.table(k, raw[k], &w)
 			cfg.Web = &w
+		case "limits": // decoded after: a task names them
 		case "tasks":
 			ts, ok := raw[k].([]map[string]any)
 			if !ok {
@@ -338,7 +345,7 @@ func New(daemon Daemon, r *Redis, tasks ...Task) (*Config, error) {
 }
 
 // topLevel names the tables of a config file, for "did you mean".
-var topLevel = []string{"daemon", "redis", "web", "defaults", "tasks"}
+var topLevel = []string{"daemon", "redis", "web", "defaults", "tasks", "limits"}
 
 // MaxLeaseTTL is the longest lease_ttl of the config's tasks.
 func (c *Config) MaxLeaseTTL() time.Duration {

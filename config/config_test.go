@@ -233,7 +233,7 @@ func TestExampleConfigIsValid(t *testing.T) {
 	}
 	// Every key the config structs declare is documented in the example.
 	data, _ := os.ReadFile(filepath.Join("..", "config.example.toml"))
-	keys := slices.Concat(Keys[Daemon](), Keys[Redis](), Keys[Web](), Keys[Task]())
+	keys := slices.Concat(Keys[Daemon](), Keys[Redis](), Keys[Web](), Keys[Task](), Keys[Limit]())
 	if len(keys) < 25 {
 		t.Fatalf("only %d keys declared: %v", len(keys), keys)
 	}

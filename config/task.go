@@ -63,6 +63,10 @@ type Task struct {
 	// count is recorded at the task's first run; a change takes effect
 	// once `tickd migrate` reshards the task.
 	Shards int `toml:"shards"`
+	// Limits names the [[limits]] the task's runs start under: a run starts
+	// only when each of them has room, and waits (with its tick) until
+	// then. Defaults to none.
+	Limits []string `toml:"limits"`
 	// Timeout stops a run that goes on longer. Defaults to 1h.
 	Timeout time.Duration `toml:"timeout"`
 	// WarnAfter logs one warning when a run is still going. Defaults to 0s

@@ -289,6 +289,11 @@ func validateLimits(t *Task, bad badFunc) {
 	if t.Concurrency < 1 {
 		bad("concurrency", "%d: must be at least 1", t.Concurrency)
 	}
+	for j, n := range t.Limits {
+		if slices.Contains(t.Limits[:j], n) {
+			bad("limits", "%q is named twice", n)
+		}
+	}
 	if t.Shards < 1 || t.Shards > lease.MaxShards {
 		bad("shards", "%d: use 1..%d", t.Shards, lease.MaxShards)
 	}

@@ -32,6 +32,8 @@ func (s *Store) AcquireBatch(ctx context.Context, reqs []Request) []Result {
 func (s *Store) acquireRound(ctx context.Context, reqs []Request, out []Result) {
 	args := make([]driver.AcquireArg, len(reqs))
 	reqs, bad := s.sharded(ctx, reqs)
+	holds, bad := s.takeLimits(ctx, reqs, bad)
+	defer s.giveBackUnused(ctx, holds, out)
 	for i := range reqs {
 		r := &reqs[i]
 		if bad != nil && bad[i] != nil {
@@ -83,6 +85,9 @@ func (s *Store) acquireRound(ctx context.Context, reqs []Request, out []Result) 
 		switch rep.Status {
 		case driver.GrantOK:
 			out[i].Lease = s.newLease(a, rep.Fence, sent)
+			if holds != nil {
+				out[i].Lease.limits = holds[i]
+			}
 			granted = append(granted, out[i].Lease)
 		default:
 			out[i].Err = s.refusal(a, rep)

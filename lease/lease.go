@@ -114,6 +114,9 @@ type Lease struct {
 	group    *trustGroup // Store.mu guards group and slot
 	slot     int
 	released bool
+	// limits are the starts the run took under limits (Request.Limits),
+	// given back when the lease ends.
+	limits []limitHold
 }
 
 // Context is cancelled when the lease is lost, untrusted, released or the

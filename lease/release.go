@@ -20,12 +20,17 @@ func (s *Store) dropEach(n int, at func(int) *Lease, cause error) {
 		l.released = true
 		l.mu.Unlock()
 	}
+	var ended []limitHold
 	s.mu.Lock()
 	for i := range n {
-		delete(s.held, at(i))
-		s.leaveLocked(at(i))
+		l := at(i)
+		ended = append(ended, l.limits...)
+		l.limits = nil // given back once
+		delete(s.held, l)
+		s.leaveLocked(l)
 	}
 	s.mu.Unlock()
+	s.limitsEnded(ended)
 	for i := range n {
 		at(i).cancel(cause)
 	}

@@ -30,6 +30,7 @@ type Store struct {
 	quarantineEnd atomic.Int64
 
 	shards shardCounts // by task (shards.go)
+	limits limits      // by name (limits.go)
 
 	mu      sync.Mutex
 	maxTTL  time.Duration    // Options.MaxTTL, raised by CoverTTL
@@ -57,6 +58,7 @@ func New(b driver.Driver, opts Options) *Store {
 		maxTTL: opts.MaxTTL, held: map[*Lease]struct{}{}, wake: make(chan struct{}, 1), host: hostname(),
 		done: make(chan struct{}),
 	}
+	s.limits.wake = make(chan struct{}, 1)
 	b.Configure(driver.Config{Replica: opts.Replica, StateTTL: opts.StateTTL, Clock: opts.Clock, MaxTTL: s.MaxTTL})
 	return s
 }
@@ -91,6 +93,7 @@ func (s *Store) startLocked() {
 	s.stop = stop
 	go s.keep(ctx)
 	go s.watchLoss(ctx)
+	go s.settleLimits(ctx)
 }
 
 // Driver is the driver the store runs on.
@@ -150,6 +153,7 @@ func (s *Store) Stop(ctx context.Context) error {
 	for _, l := range ls {
 		s.drop(l, ErrClosed)
 	}
+	s.settle(ctx, false) // the runs that ended count no more
 	if len(ls) > 0 {
 		errs = append(errs, fmt.Errorf("%w: %d leases", ErrStillHeld, len(ls)))
 	}

@@ -28,6 +28,8 @@ func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.T
 				continue
 			case errors.Is(r.Err, lease.ErrNotAcknowledged):
 				continue // an answer: the store handed the run over (OnAcks logs it)
+			case errors.Is(r.Err, lease.ErrLimited):
+				continue // an answer: the run waits for the limit (waitForLimit)
 			case errors.As(r.Err, &ee):
 				// This clock runs ahead of Redis's: wait for the tick.
 				early = r.Err

@@ -183,11 +183,20 @@ func (s *Scheduler) giveBack(ctx context.Context, d lease.Due) {
 // startDue acquires the lease of due entry d, whose run slot of ts is
 // taken, and starts its run; the slot is given back if nothing starts.
 func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d lease.Due) {
-	queue := d.Reason != lease.ReasonTrigger || ts.t.OnBusy == config.OnBusyQueue
-	l, err := s.store.Acquire(ctx, lease.Request{Task: d.Task, Entity: d.Entity, TTL: ts.t.LeaseTTL, Reason: d.Reason, Queue: queue, From: &d})
+	queue := d.Reason != lease.ReasonTrigger && d.Reason != lease.ReasonTick || ts.t.OnBusy == config.OnBusyQueue
+	req := lease.Request{Task: d.Task, Entity: d.Entity, TTL: ts.t.LeaseTTL, Reason: d.Reason, Queue: queue, From: &d, Limits: ts.t.Limits}
+	if d.Reason == lease.ReasonTick {
+		req.Tick = d.Tick // a tick's run that waited for a limit
+	}
+	l, err := s.store.Acquire(ctx, req)
 	if err != nil {
 		<-ts.slots
 		switch {
+		case errors.Is(err, lease.ErrLimited):
+			s.waitForLimit(ctx, d, err)
+		case errors.Is(err, lease.ErrAlreadyRan):
+			// A tick's run that waited for a limit, and a later tick ran.
+			s.store.Ack(ctx, d) //nolint:errcheck // it comes back if this fails, and is refused again
 		case errors.Is(err, lease.ErrBusy):
 			s.log.Debug("due run found the entity busy", KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason, "follow_up", queue)
 		case errors.Is(err, lease.ErrNotAcknowledged):

@@ -26,6 +26,9 @@ type TickCounts struct {
 	// as a due run for when they do.
 	Unacknowledged int
 	Errors         int // no lease: the store failed, and the tick became too late
+	// Limited: a limit the task names had no room; each run waits as a due
+	// run, with its tick, until it has.
+	Limited int
 	// SourceFailed: the entity source failed (the entities read before the
 	// failure were run).
 	SourceFailed bool
@@ -131,7 +134,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 		lvl = slog.LevelWarn
 	}
 	s.log.Log(context.Background(), lvl, "tick", KeyTask, t.Name, tickAttr(T),
-		"entities", n.Entities, "started", n.Started, "busy", n.Busy, "already_ran", n.AlreadyRan,
+		"entities", n.Entities, "started", n.Started, "busy", n.Busy, "already_ran", n.AlreadyRan, "limited", n.Limited,
 		"quarantined", n.Quarantined, "unacknowledged", n.Unacknowledged, "errors", n.Errors, "source_failed", n.SourceFailed,
 		"stopped", n.Stopped)
 	s.observe(Event{Kind: EventTick, Task: t.Name, Tick: T, Counts: n})
@@ -365,7 +368,7 @@ func (f *fanOut) flush() {
 	s, ts, t := f.s, f.ts, f.ts.t
 	reqs := f.reqs[:0]
 	for _, id := range f.batch {
-		reqs = append(reqs, lease.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: lease.ReasonTick, Tick: f.T, Queue: t.OnBusy == config.OnBusyQueue})
+		reqs = append(reqs, lease.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: lease.ReasonTick, Tick: f.T, Queue: t.OnBusy == config.OnBusyQueue, Limits: t.Limits})
 	}
 	f.reqs = reqs
 	if f.chunked {
@@ -394,6 +397,9 @@ func (f *fanOut) flush() {
 			s.log.Debug("tick already ran for entity", KeyTask, t.Name, KeyEntity, f.batch[i], tickAttr(f.T))
 		case errors.Is(r.Err, lease.ErrNotAcknowledged):
 			f.n.Unacknowledged++
+		case errors.Is(r.Err, lease.ErrLimited):
+			f.n.Limited++
+			s.waitForLimit(f.ctx, lease.Due{Task: t.Name, Entity: f.batch[i], Reason: lease.ReasonTick, Tick: f.T}, r.Err)
 		case f.deferFailed: // Redis failed, or quarantines the shard: tried again last
 			f.deferOne(f.batch[i], f.first+i)
 		case errors.Is(r.Err, lease.ErrQuarantine):

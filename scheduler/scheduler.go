@@ -151,6 +151,7 @@ func New(cfg *config.Config, opts Options) (*Scheduler, error) {
 	}
 	// The data-loss quarantine must cover the longest lease in use.
 	s.store.CoverTTL(cfg.MaxLeaseTTL())
+	s.store.SetLimits(cfg.LeaseLimits())
 	s.cfg = cfg
 	return s, nil
 }
@@ -246,6 +247,7 @@ func (s *Scheduler) Reload(cfg *config.Config) error {
 		return err
 	}
 	s.store.CoverTTL(cfg.MaxLeaseTTL())
+	s.store.SetLimits(cfg.LeaseLimits())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.loopCtx.Err() != nil {

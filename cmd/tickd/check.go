@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/tickd/tickd/config"
@@ -56,6 +57,14 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		doc.Tasks = append(doc.Tasks, td)
 	}
+	users := cfg.LimitUsers()
+	doc.Limits = []report.CheckLimit{}
+	for _, l := range cfg.Limits {
+		doc.Limits = append(doc.Limits, report.CheckLimit{Name: l.Name, Says: l.String(), Tasks: append([]string{}, users[l.Name]...)})
+		if len(users[l.Name]) == 0 {
+			doc.Warnings = append(doc.Warnings, fmt.Sprintf("%s: limit %s is named by no task", cfg.Path, l.Name))
+		}
+	}
 	var redisErr error
 	if *tryRedis {
 		if redisErr = pingRedis(ctx, cfg); redisErr == nil {
@@ -84,6 +93,13 @@ func printCheck(stdout, stderr io.Writer, doc report.CheckDoc) {
 			}
 			fmt.Fprintf(stdout, "  %s%s\n", tk.Local, note)
 		}
+	}
+	for _, l := range doc.Limits {
+		shared := "named by no task"
+		if len(l.Tasks) > 0 {
+			shared = "for " + strings.Join(l.Tasks, ", ")
+		}
+		fmt.Fprintf(stdout, "limit %s: %s, across every replica; %s\n", l.Name, l.Says, shared)
 	}
 	if doc.Leases == "in-process" {
 		fmt.Fprintln(stdout, "leases: in-process (no [redis] table): one replica only")

@@ -77,6 +77,15 @@ type CheckDoc struct {
 	Leases   string         `json:"leases"` // "in-process", or "redis " and where
 	Redis    string         `json:"redis"`  // "answers" with -redis, else ""
 	Warnings []string       `json:"warnings"`
+	Limits   []CheckLimit   `json:"limits"`
+}
+
+// CheckLimit is one [[limits]] entry: what it bounds, in words, and the
+// tasks that share it.
+type CheckLimit struct {
+	Name  string   `json:"name"`
+	Says  string   `json:"says"`
+	Tasks []string `json:"tasks"`
 }
 
 type CheckTaskDoc struct {

@@ -10,8 +10,8 @@ import (
 // is one round trip; a driver answers as the conformance suite says,
 // whatever it stores the state in. Its parts are stores of their own,
 // each an interface below: the grants, the due queue, the status reads,
-// the pauses, the task registry, the history, the replica registry and the
-// upkeep.
+// the pauses, the task registry, the history, the replica registry, the
+// upkeep and the limits.
 type Driver interface {
 	// Configure hands the driver the store's settings, once, before any
 	// other call.
@@ -25,6 +25,7 @@ type Driver interface {
 	History
 	ReplicaRegistry
 	Upkeep
+	Limits
 }
 
 // Grants grants, renews, releases and unlocks leases.

@@ -44,6 +44,10 @@ type Request struct {
 	// From is the due entry this run carries out. It is acked when the lease
 	// is granted, and when it is busy (becoming a follow-up with Queue).
 	From *Due
+	// Limits names the limits (Store.SetLimits) the run starts under: the
+	// lease is asked for only once each of them has room, and the run
+	// counts under them while its lease is held.
+	Limits []string
 }
 
 // Outcome says how a run ended, as recorded for status.

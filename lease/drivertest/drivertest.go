@@ -106,6 +106,11 @@ var cases = []struct {
 	{"Pauses", testPauses},
 	{"EntityPage", testEntityPage},
 	{"TaskRegistry", testTaskRegistry},
+	{"LimitConcurrency", testLimitConcurrency},
+	{"LimitGivesBack", testLimitGivesBack},
+	{"LimitRate", testLimitRate},
+	{"LimitClosed", testLimitClosed},
+	{"LimitPerEntity", testLimitPerEntity},
 }
 
 var bg = context.Background()

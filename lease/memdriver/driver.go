@@ -44,6 +44,7 @@ type Driver struct {
 	announced driver.Replica
 	followups map[string][]string                  // by member: the requests a follow-up answers
 	answered  map[string]map[string]driver.Outcome // by task and request id: answers by entity
+	limits    map[string]*memLimit                 // by name (limits.go)
 }
 
 type memLease struct {

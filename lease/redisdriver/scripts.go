@@ -39,6 +39,9 @@ var (
 	scriptEpoch    = newScript("epoch", epochArgs)
 	scriptProbe    = newScript("probe", probeArgs)
 	scriptTick     = newScript("tick", tickArgs)
+	scriptLimit    = newScript("limit", limitArgs)
+	scriptSettle   = newScript("settle", settleArgs)
+	scriptClose    = newScript("close", closeArgs)
 )
 
 // luaPrelude begins every script: the shared constants, then lib.lua.
@@ -235,3 +238,33 @@ const (
 
 var tickArgs = argv{fixed: []arg{{"TICK", tickTick}, {"REPLICA", tickReplica}, {"PART", tickPart},
 	{"KEEP", tickKeep}, {"OLDEST", tickOldest}, {"EXPIRY", tickExpiry}}}
+
+// limit.lua's: then one budget key per start asked for.
+const (
+	limMaxTTL    = iota // ms
+	limHolder           // escaped
+	limTTL              // ms: how long the holder's runs count
+	limBase             // the limit's key prefix
+	limConc             // 0: none
+	limInterval         // us; 0: no rate
+	limTolerance        // us
+	limFixed
+)
+
+var limitArgs = argv{fixed: []arg{{"MAX_TTL", limMaxTTL}, {"HOLDER", limHolder}, {"TTL", limTTL}, {"BASE", limBase},
+	{"CONC", limConc}, {"IVAL", limInterval}, {"TOL", limTolerance}}}
+
+// settle.lua's: then key, runs pairs, then the keys given back.
+const (
+	setHolder   = iota // escaped
+	setTTL             // ms
+	setBase            // the limit's key prefix
+	setInterval        // us
+	setPairs           // how many key, runs pairs follow
+	setFixed
+)
+
+var settleArgs = argv{fixed: []arg{{"HOLDER", setHolder}, {"TTL", setTTL}, {"BASE", setBase}, {"IVAL", setInterval}, {"PAIRS", setPairs}}}
+
+// close.lua's.
+var closeArgs = argv{fixed: []arg{{"BASE", 0}, {"KEY", 1}, {"MS", 2}, {"WHY", 3}}}

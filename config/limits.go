@@ -1,0 +1,192 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tickd/tickd/lease"
+)
+
+// Limit is one [[limits]] entry: a budget every replica shares, which the
+// tasks that name it (Task.Limits) start their runs under.
+type Limit struct {
+	// Name identifies the limit in tasks' limits, logs and metrics: letters,
+	// digits and . _ - . Required.
+	Name string `toml:"name"`
+	// Concurrency is how many runs hold the limit at once, across every
+	// replica. Defaults to 0 (no bound); one of concurrency and rate is
+	// required.
+	Concurrency int `toml:"concurrency"`
+	// Rate is how many runs start per second, minute or hour, across every
+	// replica: "20/s", "100/m", "5000/h". Defaults to "" (no bound).
+	Rate string `toml:"rate"`
+	// Burst is how many starts may go at once above the rate. Defaults to 1.
+	Burst int `toml:"burst"`
+	// Per is "all" (one budget for every run under the limit) or "entity"
+	// (a budget per entity id: an API token per shop). Defaults to "all".
+	Per string `toml:"per"`
+	// MaxBackoff bounds how long an API's answer (a 429's Retry-After)
+	// closes the limit. Defaults to 10m.
+	MaxBackoff time.Duration `toml:"max_backoff"`
+
+	// Derived by validation: the rate's starts and period.
+	RateN   int           `toml:"-"`
+	RatePer time.Duration `toml:"-"`
+}
+
+// DefaultLimit is a [[limits]] entry's built-in defaults.
+func DefaultLimit() Limit { return Limit{Burst: 1, Per: "all", MaxBackoff: 10 * time.Minute} }
+
+// Lease is the limit as the lease store enforces it.
+func (l *Limit) Lease() lease.Limit {
+	return lease.Limit{Name: l.Name, Concurrency: l.Concurrency, Rate: l.RateN, Per: l.RatePer, Burst: l.Burst, PerEntity: l.Per == "entity"}
+}
+
+// String says the limit in words: "8 at once, 20/s (burst 5), per entity".
+func (l *Limit) String() string {
+	var parts []string
+	if l.Concurrency > 0 {
+		parts = append(parts, fmt.Sprintf("%d at once", l.Concurrency))
+	}
+	if l.Rate != "" {
+		r := l.Rate
+		if l.Burst > 1 {
+			r += fmt.Sprintf(" (burst %d)", l.Burst)
+		}
+		parts = append(parts, r)
+	}
+	if l.Per == "entity" {
+		parts = append(parts, "per entity")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ParseRate reads a rate such as "20/s", "100/m" or "5000/h".
+func ParseRate(s string) (n int, per time.Duration, err error) {
+	num, unit, ok := strings.Cut(s, "/")
+	pers := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}
+	per, okUnit := pers[unit]
+	n, errN := strconv.Atoi(num)
+	if !ok || !okUnit || errN != nil || n < 1 {
+		return 0, 0, fmt.Errorf("%q: want starts per second, minute or hour, e.g. \"20/s\", \"100/m\", \"5000/h\"", s)
+	}
+	return n, per, nil
+}
+
+// decodeLimits decodes and checks the [[limits]] tables.
+func decodeLimits(d *decoder, raw any) []Limit {
+	ts, ok := raw.([]map[string]any)
+	if !ok {
+		d.bad("limits", "want [[limits]] tables, got %s", describe(raw))
+		return nil
+	}
+	var out []Limit
+	seen := map[string]int{}
+	for i, tr := range ts {
+		key := fmt.Sprintf("limits[%d]", i)
+		l := DefaultLimit()
+		given := d.table(key, tr, &l)
+		bad := func(k, format string, args ...any) { d.bad(key+"."+k, format, args...) }
+		switch {
+		case l.Name == "" && !given["name"]:
+			bad("name", "required: a name tasks give in their limits")
+		case !nameRE.MatchString(l.Name) || len(l.Name) > 200:
+			bad("name", "%q: letters, digits and . _ - only (at most 200)", l.Name)
+		default:
+			if j, dup := seen[l.Name]; dup {
+				bad("name", "duplicate limit name %q (also limits[%d])", l.Name, j)
+			}
+			seen[l.Name] = i
+		}
+		if l.Concurrency < 0 {
+			bad("concurrency", "%d: must not be negative (0: no bound)", l.Concurrency)
+		}
+		if l.Rate != "" {
+			var err error
+			if l.RateN, l.RatePer, err = ParseRate(l.Rate); err != nil {
+				bad("rate", "%v", err)
+			}
+		}
+		if l.Concurrency == 0 && l.Rate == "" && !d.failedUnder(key) {
+			d.bad(key, "give concurrency, rate or both: a limit with neither bounds nothing")
+		}
+		if l.Burst < 1 {
+			bad("burst", "%d: at least 1", l.Burst)
+		}
+		if l.Per != "all" && l.Per != "entity" {
+			bad("per", "%q: use \"all\" (one budget) or \"entity\" (one per entity id)", l.Per)
+		}
+		if l.MaxBackoff < time.Second {
+			bad("max_backoff", "%v: at least 1s", l.MaxBackoff)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// checkTaskLimits checks that the limits each task names (or [defaults]
+// gives it) are declared.
+func checkTaskLimits(d *decoder, cfg *Config, tasksRaw []map[string]any, defaults []string) {
+	names := make([]string, len(cfg.Limits))
+	for i, l := range cfg.Limits {
+		names[i] = l.Name
+	}
+	for i, tr := range tasksRaw {
+		key := fmt.Sprintf("tasks[%d].limits", i)
+		given := defaults
+		if raw, ok := tr["limits"]; ok {
+			var err error
+			if given, err = stringList(raw); err != nil {
+				continue // reported by the task's decoding
+			}
+		} else {
+			key = "defaults.limits"
+		}
+		for _, n := range given {
+			if slices.Contains(names, n) {
+				continue
+			}
+			hint := ""
+			if c := closest(n, names); c != "" {
+				hint = fmt.Sprintf(" (did you mean %q?)", c)
+			}
+			d.bad(key, "%q is no [[limits]] name%s", n, hint)
+		}
+		if key == "defaults.limits" {
+			defaults = nil // said once
+		}
+	}
+}
+
+// Limit returns the limit named name.
+func (c *Config) Limit(name string) (*Limit, bool) {
+	for i := range c.Limits {
+		if c.Limits[i].Name == name {
+			return &c.Limits[i], true
+		}
+	}
+	return nil, false
+}
+
+// LeaseLimits are the config's limits as the lease store enforces them.
+func (c *Config) LeaseLimits() []lease.Limit {
+	out := make([]lease.Limit, len(c.Limits))
+	for i := range c.Limits {
+		out[i] = c.Limits[i].Lease()
+	}
+	return out
+}
+
+// LimitUsers are the tasks that name each limit, by limit name.
+func (c *Config) LimitUsers() map[string][]string {
+	out := map[string][]string{}
+	for _, t := range c.Tasks {
+		for _, n := range t.Limits {
+			out[n] = append(out[n], t.Name)
+		}
+	}
+	return out
+}

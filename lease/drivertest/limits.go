@@ -1,0 +1,148 @@
+package drivertest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/lease"
+)
+
+// limited asks for entity's lease of task under limits, and returns the
+// *LimitedError it was refused with (nil if granted: the lease is
+// released).
+func limited(t *testing.T, s *lease.Store, task, entity string, limits ...string) *lease.LimitedError {
+	t.Helper()
+	l, err := s.Acquire(bg, lease.Request{Task: task, Entity: entity, TTL: time.Minute, Reason: lease.ReasonTrigger, Limits: limits})
+	var le *lease.LimitedError
+	switch {
+	case err == nil:
+		mustRelease(t, l)
+		return nil
+	case errors.As(err, &le):
+		return le
+	}
+	t.Fatalf("acquire %s/%s: %v", task, entity, err)
+	return nil
+}
+
+// limitStores are two replicas' stores (one for an in-process driver)
+// that know lims.
+func limitStores(k Kit, lims ...lease.Limit) (a, b *lease.Store) {
+	a, b = k(lease.Options{Replica: "a"}), k(lease.Options{Replica: "b"})
+	a.SetLimits(lims)
+	b.SetLimits(lims)
+	return a, b
+}
+
+// testLimitConcurrency: a limit's concurrency counts the runs of every
+// replica, of every task that names it; a run that ends gives its place.
+func testLimitConcurrency(t *testing.T, k Kit) {
+	a, b := limitStores(k, lease.Limit{Name: "api", Concurrency: 2, Burst: 1})
+	var held []*lease.Lease
+	for _, e := range []string{"e1", "e2"} {
+		held = append(held, mustAcquire(t, a, lease.Request{Task: "a", Entity: e, TTL: time.Minute, Reason: lease.ReasonTrigger, Limits: []string{"api"}}))
+	}
+	le := limited(t, b, "b", "e3", "api")
+	if le == nil || le.Why != lease.LimitFull || le.Limit != "api" || le.Wait <= 0 {
+		t.Fatalf("a third run under a limit of 2: %+v, want refused as full, with a wait", le)
+	}
+	st, err := b.LimitStatus(bg, lease.Limit{Name: "api", Concurrency: 2})
+	noErr(t, err)
+	expect.Equal(t, "runs under the limit", st.Runs, 2)
+	mustRelease(t, held[0])
+	expect.WaitFor(t, 10*time.Second, "the ended run's place", func() bool { return limited(t, b, "b", "e3", "api") == nil })
+	mustRelease(t, held[1])
+	expect.WaitFor(t, 10*time.Second, "no runs counted", func() bool {
+		st, err := a.LimitStatus(bg, lease.Limit{Name: "api"})
+		return err == nil && st.Runs == 0
+	})
+}
+
+// testLimitGivesBack: a start taken for a run whose lease is refused
+// (busy) is given back at once.
+func testLimitGivesBack(t *testing.T, k Kit) {
+	a, _ := limitStores(k, lease.Limit{Name: "one", Concurrency: 1, Rate: 1, Per: time.Hour, Burst: 2})
+	l := mustAcquire(t, a, req("x", time.Minute)) // held, under no limit
+	_, err := a.Acquire(bg, lease.Request{Task: "t", Entity: "x", TTL: time.Minute, Reason: lease.ReasonTrigger, Limits: []string{"one"}})
+	if !errors.Is(err, lease.ErrBusy) {
+		t.Fatalf("busy entity under a limit: %v, want busy", err)
+	}
+	if le := limited(t, a, "t", "y", "one"); le != nil {
+		t.Fatalf("the start taken for the busy run was not given back: %v", le)
+	}
+	mustRelease(t, l)
+}
+
+// testLimitRate: starts at the rate, burst at once; those refused wait
+// their turn, one interval after another.
+func testLimitRate(t *testing.T, k Kit) {
+	a, b := limitStores(k, lease.Limit{Name: "r", Rate: 2, Per: time.Minute, Burst: 1})
+	if le := limited(t, a, "t", "e1", "r"); le != nil {
+		t.Fatalf("first start refused: %v", le)
+	}
+	res := b.AcquireBatch(bg, []lease.Request{
+		{Task: "t", Entity: "e2", TTL: time.Minute, Reason: lease.ReasonTrigger, Limits: []string{"r"}},
+		{Task: "t", Entity: "e3", TTL: time.Minute, Reason: lease.ReasonTrigger, Limits: []string{"r"}},
+	})
+	var waits []time.Duration
+	for _, r := range res {
+		var le *lease.LimitedError
+		if !errors.As(r.Err, &le) || le.Why != lease.LimitRate {
+			t.Fatalf("a start above the rate: %v, want refused for the rate", r.Err)
+		}
+		waits = append(waits, le.Wait)
+	}
+	if waits[0] < 25*time.Second || waits[0] > 30*time.Second || waits[1]-waits[0] < 29*time.Second || waits[1]-waits[0] > 31*time.Second {
+		t.Fatalf("waits %v: want about 30s, then 30s more", waits)
+	}
+}
+
+// testLimitClosed: a closed budget grants nothing, on any replica, until
+// its time; per entity, only that entity's.
+func testLimitClosed(t *testing.T, k Kit) {
+	all := lease.Limit{Name: "all", Concurrency: 5, Burst: 1}
+	each := lease.Limit{Name: "each", Concurrency: 5, Burst: 1, PerEntity: true}
+	a, b := limitStores(k, all, each)
+	noErr(t, a.CloseLimit(bg, all, "anyone", time.Minute, "429 from crm | Retry-After: 60"))
+	le := limited(t, b, "t", "e1", "all")
+	if le == nil || le.Why != lease.LimitClosed || le.Reason != "429 from crm | Retry-After: 60" || le.Wait < 55*time.Second || le.Wait > time.Minute {
+		t.Fatalf("under a closed limit: %+v", le)
+	}
+	noErr(t, a.CloseLimit(bg, each, "shop 1", 100*time.Millisecond, "429"))
+	if le := limited(t, b, "t", "shop 2", "each"); le != nil {
+		t.Fatalf("another entity's budget was closed too: %v", le)
+	}
+	if le := limited(t, b, "t", "shop 1", "each"); le == nil || le.Why != lease.LimitClosed {
+		t.Fatalf("the closed entity: %+v", le)
+	}
+	st, err := b.LimitStatus(bg, each)
+	noErr(t, err)
+	if len(st.Closed) != 1 || !strings.Contains(st.Closed["shop 1"].Reason, "429") {
+		t.Fatalf("status of the closed budgets: %+v", st.Closed)
+	}
+	expect.WaitFor(t, 10*time.Second, "the budget opens again", func() bool { return limited(t, b, "t", "shop 1", "each") == nil })
+}
+
+// testLimitPerEntity: a limit per entity counts each entity's runs, over
+// the tasks that name it, apart.
+func testLimitPerEntity(t *testing.T, k Kit) {
+	a, b := limitStores(k, lease.Limit{Name: "token", Concurrency: 1, Burst: 1, PerEntity: true})
+	l := mustAcquire(t, a, lease.Request{Task: "a", Entity: "shop", TTL: time.Minute, Reason: lease.ReasonTrigger, Limits: []string{"token"}})
+	if le := limited(t, b, "b", "shop", "token"); le == nil || le.Why != lease.LimitFull {
+		t.Fatalf("the same entity, another task: %+v, want full", le)
+	}
+	if le := limited(t, b, "b", "other shop", "token"); le != nil {
+		t.Fatalf("another entity: %v", le)
+	}
+	mustRelease(t, l)
+}
+
+func noErr(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,386 @@
+package lease
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tickd/tickd/lease/driver"
+)
+
+// Limit is a budget every replica shares (config's [[limits]]).
+type Limit = driver.Limit
+
+// Why a limit has no room (LimitedError.Why).
+const (
+	LimitFull       = driver.LimitFull
+	LimitRate       = driver.LimitRate
+	LimitClosed     = driver.LimitClosed
+	LimitQuarantine = driver.LimitQuarantine
+)
+
+// ErrLimited says a limit the request names has no room now.
+var ErrLimited = errors.New("lease: a limit has no room")
+
+// LimitedError says which limit had no room for a run, why, and how long
+// until it may have.
+type LimitedError struct {
+	Limit  string
+	Why    string        // LimitFull, LimitRate, LimitClosed, LimitQuarantine
+	Wait   time.Duration // until there may be room
+	Reason string        // LimitClosed: what closed it
+}
+
+func (e *LimitedError) Error() string {
+	s := fmt.Sprintf("lease: limit %s: no room (%s", e.Limit, e.Why)
+	if e.Reason != "" {
+		s += ": " + e.Reason
+	}
+	return s + fmt.Sprintf("); again in %v", e.Wait.Round(time.Millisecond))
+}
+
+// Is makes errors.Is(err, ErrLimited) true.
+func (e *LimitedError) Is(target error) bool { return target == ErrLimited }
+
+// limitState is this replica's side of one limit: its runs under it by
+// budget key. mu serialises this replica's calls for the limit, so that
+// the runs it sets (SetLimitRuns) are never older than a start it took.
+type limitState struct {
+	mu    sync.Mutex
+	lim   Limit
+	runs  map[string]int
+	dirty bool // runs ended since the last SetLimitRuns
+}
+
+// limitHold is one start a run took under a limit, for its budget key.
+type limitHold struct {
+	st  *limitState
+	key string
+}
+
+// limits are the store's limits by name.
+type limits struct {
+	mu     sync.Mutex
+	byName map[string]*limitState
+	wake   chan struct{}
+}
+
+// SetLimits declares the limits requests may name (Request.Limits), as the
+// config gives them; a limit left out keeps counting the runs under it
+// until they end.
+func (s *Store) SetLimits(ls []Limit) {
+	s.limits.mu.Lock()
+	defer s.limits.mu.Unlock()
+	if s.limits.byName == nil {
+		s.limits.byName = map[string]*limitState{}
+	}
+	for _, l := range ls {
+		st := s.limits.byName[l.Name]
+		if st == nil {
+			st = &limitState{runs: map[string]int{}}
+			s.limits.byName[l.Name] = st
+		}
+		st.mu.Lock()
+		st.lim = l
+		st.mu.Unlock()
+	}
+}
+
+// Limits returns the limits declared, by name.
+func (s *Store) Limits() []Limit {
+	s.limits.mu.Lock()
+	defer s.limits.mu.Unlock()
+	out := make([]Limit, 0, len(s.limits.byName))
+	for _, st := range s.limits.byName {
+		st.mu.Lock()
+		out = append(out, st.lim)
+		st.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b Limit) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+func (s *Store) limitState(name string) *limitState {
+	s.limits.mu.Lock()
+	defer s.limits.mu.Unlock()
+	return s.limits.byName[name]
+}
+
+// budgetKey is entity's budget under lim: its own, or the limit's one.
+func budgetKey(lim Limit, entity string) string {
+	if lim.PerEntity {
+		return driver.Escape(entity)
+	}
+	return ""
+}
+
+// fullWait is how long the j-th of a batch's runs refused for a full limit
+// waits before it asks again: the limit cannot say when a run ends, so
+// they come back in their order, a few per run slot at a time.
+func fullWait(j, concurrency int) time.Duration {
+	return min(fullPoll+time.Duration(j/max(concurrency, 1))*fullPoll, 10*time.Second)
+}
+
+// fullPoll is how soon a run refused for a full limit asks again.
+const fullPoll = 250 * time.Millisecond
+
+// takeLimits takes, for each request that names limits and is not refused
+// already (bad), a start under each of them. It returns the starts taken
+// by request, and, for those refused, a *LimitedError (or the I/O error)
+// in bad, which it makes when nil. A request refused by one limit gives
+// back what it took under the others.
+func (s *Store) takeLimits(ctx context.Context, reqs []Request, bad []error) ([][]limitHold, []error) {
+	var names []string
+	for i := range reqs {
+		if bad == nil || bad[i] == nil {
+			for _, n := range reqs[i].Limits {
+				if !slices.Contains(names, n) {
+					names = append(names, n)
+				}
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil, bad
+	}
+	if bad == nil {
+		bad = make([]error, len(reqs))
+	}
+	holds := make([][]limitHold, len(reqs))
+	for _, name := range names {
+		st := s.limitState(name)
+		var idx []int
+		for i := range reqs {
+			if bad[i] == nil && slices.Contains(reqs[i].Limits, name) {
+				idx = append(idx, i)
+			}
+		}
+		if st == nil {
+			for _, i := range idx {
+				bad[i] = fmt.Errorf("lease: limit %q is not declared (Store.SetLimits)", name)
+			}
+			continue
+		}
+		s.takeLimit(ctx, st, reqs, idx, holds, bad)
+	}
+	var back []limitHold
+	for i := range reqs {
+		if bad[i] != nil {
+			back = append(back, holds[i]...)
+			holds[i] = nil
+		}
+	}
+	s.giveBack(ctx, back)
+	return holds, bad
+}
+
+// takeLimit takes a start under st's limit for each request of idx.
+func (s *Store) takeLimit(ctx context.Context, st *limitState, reqs []Request, idx []int, holds [][]limitHold, bad []error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	keys := make([]string, len(idx))
+	for j, i := range idx {
+		keys[j] = budgetKey(st.lim, reqs[i].Entity)
+	}
+	gs, err := s.b.TakeLimit(ctx, st.lim, s.opts.Replica, s.MaxTTL(), s.MaxTTL(), keys)
+	if err != nil {
+		for _, i := range idx {
+			bad[i] = fmt.Errorf("take limit %s: %w", st.lim.Name, err)
+		}
+		return
+	}
+	full := 0
+	for j, g := range gs {
+		i := idx[j]
+		if g.OK {
+			st.runs[keys[j]]++
+			holds[i] = append(holds[i], limitHold{st: st, key: keys[j]})
+			continue
+		}
+		if g.Why == LimitQuarantine {
+			// The limit's keys were lost with its master's data: a
+			// quarantine as the leases' own.
+			s.quarantinedFor(g.Wait)
+			bad[i] = &QuarantineError{Left: g.Wait}
+			continue
+		}
+		e := &LimitedError{Limit: st.lim.Name, Why: g.Why, Wait: g.Wait, Reason: g.Reason}
+		if g.Why == LimitFull {
+			e.Wait = fullWait(full, st.lim.Concurrency)
+			full++
+		}
+		bad[i] = e
+	}
+}
+
+// giveBack returns starts taken but not used: the run counts no more, and
+// the rate's start is given back.
+func (s *Store) giveBack(ctx context.Context, hs []limitHold) {
+	if len(hs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
+	defer cancel()
+	for _, g := range groupHolds(hs) {
+		st := g[0].st
+		st.mu.Lock()
+		back := make([]string, len(g))
+		for j, h := range g {
+			st.runs[h.key]--
+			back[j] = h.key
+		}
+		if err := s.b.SetLimitRuns(ctx, st.lim, s.opts.Replica, s.MaxTTL(), st.runs, back); err != nil {
+			st.dirty = true // the settler sets them again
+		}
+		st.mu.Unlock()
+	}
+}
+
+// giveBackUnused gives back what was taken (holds, by request) for runs
+// that do not start (out, their answers).
+func (s *Store) giveBackUnused(ctx context.Context, holds [][]limitHold, out []Result) {
+	var back []limitHold
+	for i, h := range holds {
+		if out[i].Lease == nil {
+			back = append(back, h...)
+		}
+	}
+	s.giveBack(ctx, back)
+}
+
+// groupHolds groups starts by limit.
+func groupHolds(hs []limitHold) [][]limitHold {
+	var out [][]limitHold
+	for _, h := range hs {
+		k := slices.IndexFunc(out, func(g []limitHold) bool { return g[0].st == h.st })
+		if k < 0 {
+			out = append(out, []limitHold{h})
+		} else {
+			out[k] = append(out[k], h)
+		}
+	}
+	return out
+}
+
+// limitsEnded counts runs that ended out of their limits; the settler
+// tells the store soon after.
+func (s *Store) limitsEnded(hs []limitHold) {
+	if len(hs) == 0 {
+		return
+	}
+	for _, h := range hs {
+		h.st.mu.Lock()
+		h.st.runs[h.key]--
+		h.st.dirty = true
+		h.st.mu.Unlock()
+	}
+	select {
+	case s.limits.wake <- struct{}{}:
+	default:
+	}
+}
+
+// settleLimits is the settler: it tells the store the runs this replica
+// holds under each limit when some ended, and every MaxTTL/3 while it
+// holds any, so that they keep counting; a replica that stops renewing
+// them (killed, cut off) has its runs counted for MaxTTL more, as long as
+// its leases could be trusted.
+func (s *Store) settleLimits(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	refresh := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.limits.wake:
+		case <-t.C:
+		}
+		now := s.clock.Now()
+		all := !now.Before(refresh)
+		if all {
+			refresh = now.Add(s.MaxTTL() / 3)
+		}
+		s.settle(ctx, all)
+		t.Reset(refresh.Sub(s.clock.Now()))
+	}
+}
+
+// settle sets this replica's runs under each limit whose runs ended
+// (dirty), or under every limit it holds runs of (all).
+func (s *Store) settle(ctx context.Context, all bool) {
+	s.limits.mu.Lock()
+	sts := make([]*limitState, 0, len(s.limits.byName))
+	for _, st := range s.limits.byName {
+		sts = append(sts, st)
+	}
+	s.limits.mu.Unlock()
+	for _, st := range sts {
+		st.mu.Lock()
+		held := false
+		for _, n := range st.runs {
+			held = held || n > 0
+		}
+		if st.dirty || all && held {
+			cctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
+			if s.b.SetLimitRuns(cctx, st.lim, s.opts.Replica, s.MaxTTL(), st.runs, nil) == nil {
+				st.dirty = false
+			}
+			cancel()
+		}
+		st.mu.Unlock()
+	}
+}
+
+// LimitStatus is a limit's state: its runs across the replicas and the
+// budgets closed.
+type LimitStatus struct {
+	Limit Limit
+	// Runs is how many runs hold the limit, across the replicas; ByHolder
+	// splits them by replica.
+	Runs     int
+	ByHolder map[string]int
+	// Busiest is, for a limit per entity, the most runs of one entity.
+	Busiest int
+	Closed  map[string]driver.LimitClosing // by entity ("" for a limit not per entity)
+}
+
+// LimitStatus reads the state of lim.
+func (s *Store) LimitStatus(ctx context.Context, lim Limit) (LimitStatus, error) {
+	st, err := s.b.LimitState(ctx, lim)
+	if err != nil {
+		return LimitStatus{}, fmt.Errorf("limit %s: %w", lim.Name, err)
+	}
+	out := LimitStatus{Limit: lim, ByHolder: map[string]int{}, Closed: map[string]driver.LimitClosing{}}
+	for k, c := range st.Closed {
+		if e, err := driver.Unescape(k); err == nil {
+			out.Closed[e] = c
+		}
+	}
+	byKey := map[string]int{}
+	for h, rs := range st.Runs {
+		for k, n := range rs {
+			out.Runs += n
+			out.ByHolder[h] += n
+			byKey[k] += n
+		}
+	}
+	for _, n := range byKey {
+		out.Busiest = max(out.Busiest, n)
+	}
+	return out, nil
+}
+
+// CloseLimit closes a budget of lim for d: entity's own for a limit per
+// entity, else the limit's one. No run starts under it until then, on any
+// replica; why says what closed it (an API's 429).
+func (s *Store) CloseLimit(ctx context.Context, lim Limit, entity string, d time.Duration, why string) error {
+	if err := s.b.CloseLimit(ctx, lim, budgetKey(lim, entity), d, why); err != nil {
+		return fmt.Errorf("close limit %s: %w", lim.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package redisdriver
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/tickd/tickd/lease/driver"
+)
+
+// A limit's keys are in one bucket of their own (CRC-32 of its name), under
+// prefix:{NN}:~limit:NAME ("~" is in no escaped task name):
+//
+//	…:holders        zset: each replica with runs under it → until (ms)
+//	…:runs:REPLICA   hash: that replica's runs by budget key
+//	…:tat:KEY        a budget's rate: its next start's theoretical time (us)
+//	…:closed:KEY     a budget an API closed: why, until it expires
+//	…:closedset      zset: the budgets closed → until (ms), for status
+//
+// The bucket's epoch is checked as a lease grant checks it: after a data
+// loss, no start is granted for the quarantine.
+func (k keys) limitBucket(name string) int {
+	return int(crc32.ChecksumIEEE([]byte("~limit:"+name)) % buckets)
+}
+func (k keys) limit(name string) string {
+	return k.bucket(k.limitBucket(name)) + ":~limit:" + driver.Escape(name)
+}
+
+// TakeLimit runs limit.lua on the limit's master.
+func (b *Driver) TakeLimit(ctx context.Context, lim driver.Limit, holder string, ttl, maxTTL time.Duration, keys []string) ([]driver.LimitGrant, error) {
+	base := b.k.limit(lim.Name)
+	ival := lim.Interval()
+	args := []any{ms(maxTTL), driver.Escape(holder), ms(ttl), base, lim.Concurrency,
+		ival.Microseconds(), (time.Duration(max(lim.Burst, 1)-1) * ival).Microseconds()}
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	r, err := scriptLimit.Run(ctx, b.c, []string{b.k.epoch(b.k.limitBucket(lim.Name)), base + ":holders"}, args...).Text()
+	if err != nil {
+		return nil, err
+	}
+	parts := strings.Split(r, " ")
+	if len(parts) != len(keys) {
+		return nil, fmt.Errorf("limit %s: %d answers for %d starts", lim.Name, len(parts), len(keys))
+	}
+	out := make([]driver.LimitGrant, len(keys))
+	for i, p := range parts {
+		if out[i], err = limitGrant(p); err != nil {
+			return nil, fmt.Errorf("limit %s: %w", lim.Name, err)
+		}
+	}
+	return out, nil
+}
+
+// limitGrant decodes one of limit.lua's answers.
+func limitGrant(p string) (driver.LimitGrant, error) {
+	kind, rest, _ := strings.Cut(p, ":")
+	msOf := func(s string) (time.Duration, error) {
+		n, err := strconv.ParseInt(s, 10, 64)
+		return time.Duration(max(n, 0)) * time.Millisecond, err
+	}
+	var g driver.LimitGrant
+	var err error
+	switch kind {
+	case "ok":
+		g.OK = true
+	case "n":
+		g.Why = driver.LimitFull
+	case "r":
+		g.Why = driver.LimitRate
+		g.Wait, err = msOf(rest)
+	case "q":
+		g.Why = driver.LimitQuarantine
+		g.Wait, err = msOf(rest)
+	case "c":
+		left, why, _ := strings.Cut(rest, ":")
+		g.Why = driver.LimitClosed
+		if g.Wait, err = msOf(left); err == nil {
+			g.Reason, err = driver.Unescape(why)
+		}
+	default:
+		err = fmt.Errorf("unexpected answer %q", p)
+	}
+	return g, err
+}
+
+// SetLimitRuns runs settle.lua on the limit's master.
+func (b *Driver) SetLimitRuns(ctx context.Context, lim driver.Limit, holder string, ttl time.Duration, runs map[string]int, giveBack []string) error {
+	base := b.k.limit(lim.Name)
+	args := []any{driver.Escape(holder), ms(ttl), base, lim.Interval().Microseconds(), 0}
+	n := 0
+	for k, r := range runs {
+		if r > 0 {
+			args = append(args, k, r)
+			n++
+		}
+	}
+	args[setPairs] = n
+	for _, k := range giveBack {
+		args = append(args, k)
+	}
+	return scriptSettle.Run(ctx, b.c, []string{base + ":holders"}, args...).Err()
+}
+
+// CloseLimit runs close.lua on the limit's master.
+func (b *Driver) CloseLimit(ctx context.Context, lim driver.Limit, key string, d time.Duration, why string) error {
+	base := b.k.limit(lim.Name)
+	return scriptClose.Run(ctx, b.c, []string{base + ":closedset"}, base, key, ms(max(d, time.Millisecond)), driver.Escape(why)).Err()
+}
+
+// LimitState reads a limit's holders, their runs and the budgets closed,
+// in one pipeline and a second for the holders' runs.
+func (b *Driver) LimitState(ctx context.Context, lim driver.Limit) (driver.LimitState, error) {
+	base := b.k.limit(lim.Name)
+	st := driver.LimitState{Runs: map[string]map[string]int{}, Closed: map[string]driver.LimitClosing{}}
+	now, err := b.c.Time(ctx).Result()
+	if err != nil {
+		return st, err
+	}
+	nowMs := strconv.FormatInt(now.UnixMilli(), 10)
+	pipe := b.c.Pipeline()
+	hs := pipe.ZRangeByScore(ctx, base+":holders", &redis.ZRangeBy{Min: "(" + nowMs, Max: "+inf"})
+	cs := pipe.ZRangeByScoreWithScores(ctx, base+":closedset", &redis.ZRangeBy{Min: "(" + nowMs, Max: "+inf", Count: 1000})
+	if _, err := pipe.Exec(ctx); err != nil {
+		return st, err
+	}
+	for _, c := range cs.Val() {
+		key := c.Member.(string)
+		st.Closed[key] = driver.LimitClosing{Until: time.UnixMilli(int64(c.Score))}
+	}
+	pipe = b.c.Pipeline()
+	runs := make([]*redis.MapStringStringCmd, len(hs.Val()))
+	for i, h := range hs.Val() {
+		runs[i] = pipe.HGetAll(ctx, base+":runs:"+h)
+	}
+	whys := map[string]*redis.StringCmd{}
+	for key := range st.Closed {
+		whys[key] = pipe.Get(ctx, base+":closed:"+key)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return st, err
+	}
+	for i, h := range hs.Val() {
+		holder, _ := driver.Unescape(h)
+		m := map[string]int{}
+		for k, v := range runs[i].Val() {
+			if n, _ := strconv.Atoi(v); n > 0 {
+				m[k] = n
+			}
+		}
+		if len(m) > 0 {
+			st.Runs[holder] = m
+		}
+	}
+	for key, c := range whys {
+		why, _ := driver.Unescape(c.Val())
+		cl := st.Closed[key]
+		cl.Reason = why
+		st.Closed[key] = cl
+	}
+	return st, nil
+}
