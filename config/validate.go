@@ -309,6 +309,9 @@ func validateLimits(t *Task, bad badFunc) {
 	if t.RescheduleExitCode < 0 || t.RescheduleExitCode > 255 {
 		bad("reschedule_exit_code", "%d: an exit status is 0..255", t.RescheduleExitCode)
 	}
+	if t.RescheduleExitCode == tasks.BackoffExitCode {
+		bad("reschedule_exit_code", "%d says \"the API asked me to back off\" (with a retry-after line): choose another", t.RescheduleExitCode)
+	}
 	for k, n := range map[string]int{"max_reschedules": t.MaxReschedules, "retries": t.Retries, "failure_output": t.FailureOutput} {
 		if n < 0 {
 			bad(k, "must not be negative")

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"time"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/tasks"
 )
 
 // waitForLimit turns a run a limit had no room for into a due run, as it
@@ -17,10 +19,47 @@ func (s *Scheduler) waitForLimit(ctx context.Context, d lease.Due, err error) {
 	if errors.As(err, &le) {
 		wait, limit, why = le.Wait, le.Limit, le.Why
 	}
+	s.metrics.limitWait(limit, why)
 	s.log.Debug("run waits for a limit", KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason, "limit", limit, "why", why, "wait", wait.String())
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
 	defer cancel()
 	if err := s.store.Enqueue(ctx, d, wait); err != nil {
 		s.storeFailed("enqueue", "enqueue", "cannot queue a run that waits for a limit", Event{Task: d.Task, Entity: d.Entity}, err)
 	}
+}
+
+// backOff deals with a run whose API asked to back off: it closes the
+// task's limits (that entity's budget, for a limit per entity) on every
+// replica for the time the API gave, bounded by each one's max_backoff, and
+// returns the run asked for after it: a tick's run is retried with its tick
+// (a retry: the tick is recorded as started), any other keeps its reason.
+func (s *Scheduler) backOff(t config.Task, l *lease.Lease, be *tasks.BackoffError) *lease.Next {
+	after := be.After
+	if after <= 0 {
+		after = tasks.DefaultBackoff
+	}
+	wait := min(after, config.DefaultLimit().MaxBackoff)
+	cfg := s.Config()
+	for i, name := range t.Limits {
+		lim, ok := cfg.Limit(name)
+		if !ok {
+			continue // the config changed under the run
+		}
+		d := min(after, lim.MaxBackoff)
+		if i == 0 || d > wait {
+			wait = d
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
+		err := s.store.CloseLimit(ctx, lim.Lease(), l.Entity, d, be.Reason)
+		cancel()
+		if err != nil {
+			s.storeFailed("limit", "close-limit:"+name, "cannot close a limit that an API asked to back off", Event{Task: t.Name, Entity: l.Entity}, err)
+		}
+		s.metrics.backedOff(name)
+	}
+	reason := l.Reason
+	if reason == lease.ReasonTick {
+		reason = lease.ReasonRetry
+	}
+	return &lease.Next{Reason: reason, Delay: wait, Attempt: l.Attempt, HandOver: true}
 }

@@ -38,6 +38,11 @@ type Metrics struct {
 	NotFiring    *prometheus.GaugeVec // task: 1 while no tick is recorded where one was due
 	Failing      *prometheus.GaugeVec // task: 1 while the last flag_after ticks' runs all failed
 	Starved      *prometheus.GaugeVec // task: 1 while the last flag_after ticks ran nothing
+	// Per limit ([[limits]]): limitmetrics.go.
+	LimitRuns     *prometheus.GaugeVec   // limit: runs under it across the replicas
+	LimitWaits    *prometheus.CounterVec // limit, why: runs that waited for it
+	LimitBackoffs *prometheus.CounterVec // limit: back-offs an API asked for
+	LimitClosed   *prometheus.GaugeVec   // limit: seconds until its budgets open again
 }
 
 // redisOps are the values of RedisErrors' op label.
@@ -88,6 +93,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.Runs, m.RunDuration, m.Skips, m.Reschedules, m.Retries, m.TickLag, m.EntitiesTick,
 		m.RedisErrors, m.LeaseRenewals, m.LeaseLosses, m.DueDepth, m.ActiveRuns, m.SourceFailures, m.Paused, m.LastGoodTick,
 		m.LastTickRuns, m.NotFiring, m.Failing, m.Starved)
+	m.limitMetrics(reg)
 	for _, op := range redisOps {
 		m.RedisErrors.WithLabelValues(op)
 	}

@@ -198,7 +198,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	}
 	loops := []loop{{s.duePoll, s.takeDue}, {s.pausePoll, s.readPaused}, {s.pausePoll, s.announce}}
 	if s.metrics != nil {
-		loops = append(loops, loop{s.pausePoll, s.publishDueDepth}, loop{s.healthPoll, s.publishHealth})
+		loops = append(loops, loop{s.pausePoll, s.publishDueDepth}, loop{s.pausePoll, s.publishLimits}, loop{s.healthPoll, s.publishHealth})
 	}
 	for _, l := range loops {
 		s.loopWG.Add(1)

@@ -18,8 +18,9 @@ import (
 )
 
 // Exec runs a command: argv with {entity} replaced, never through a shell, in
-// its own process group. Exit 0 is Done, RescheduleCode is Reschedule, any
-// other status fails. Its stdout and stderr lines are logged with the run's
+// its own process group. Exit 0 is Done, RescheduleCode is Reschedule,
+// BackoffExitCode is a *BackoffError (a stdout line "retry-after: N" says
+// for how long), any other status fails. Its stdout and stderr lines are logged with the run's
 // attributes.
 type Exec struct {
 	Argv           []string
@@ -75,10 +76,7 @@ func (e Exec) Do(ctx context.Context, run Run) (Result, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var tail *Tail
-	if e.KeepOutput > 0 {
-		tail = &Tail{Max: e.KeepOutput}
-	}
+	tail := &Tail{Max: max(e.KeepOutput, 1024)} // its end: a retry-after line
 	code, err := StartTail(ctx, cmd, e.Grace, run.Check, log, tail)
 	if err == nil {
 		switch {
@@ -86,11 +84,14 @@ func (e Exec) Do(ctx context.Context, run Run) (Result, error) {
 			return Done, nil
 		case e.RescheduleCode != 0 && code == e.RescheduleCode:
 			return Reschedule, nil
+		case code == BackoffExitCode:
+			after, said := retryAfterLine(tail.String(), time.Now())
+			return Done, &BackoffError{After: after, Reason: strings.TrimSpace(fmt.Sprintf("exit status %d %s", code, said))}
 		}
 		err = fmt.Errorf("%w: exit status %d", ErrExit, code)
 	}
-	if tail != nil && tail.Len() > 0 {
-		err = &OutputError{Err: err, Output: tail.String()}
+	if e.KeepOutput > 0 && tail.Len() > 0 {
+		err = &OutputError{Err: err, Output: lastBytes(tail.String(), e.KeepOutput)}
 	}
 	return Done, err
 }

@@ -20,8 +20,9 @@ import (
 const RescheduleHeader = "Tickd-Result"
 
 // HTTP posts a JSON body {task, entity, tick, fence, reason, attempt} to URL.
-// A 2xx response is Done (Reschedule with the RescheduleHeader); anything
-// else fails.
+// A 2xx response is Done (Reschedule with the RescheduleHeader); a 429 or
+// 503 is a *BackoffError (Retry-After, RateLimit-Reset or
+// X-RateLimit-Reset say for how long); anything else fails.
 type HTTP struct {
 	URL     string
 	Headers map[string]string // sent with each request, after Content-Type
@@ -71,6 +72,12 @@ func (h HTTP) Do(ctx context.Context, run Run) (Result, error) {
 		return Done, fmt.Errorf("post %s: %w", h.URL, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) //nolint:errcheck
+		be := backoffOf(resp, time.Now())
+		be.Reason += " from " + h.URL
+		return Done, be
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		err := fmt.Errorf("%w %d from %s", ErrStatus, resp.StatusCode, h.URL)
 		if h.KeepBody > 0 {

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -137,4 +141,157 @@ func TestLimitRateAcrossReplicas(t *testing.T) {
 		t.Fatalf("%d starts within one second at 5/s", most)
 	}
 	expect.True(t, fmt.Sprintf("40 starts at 5/s took %v: about 8s", span), span > 6*time.Second && span < 20*time.Second)
+}
+
+// apiServer is a loopback API that answers 429 with Retry-After: 3 to the
+// first request of each entity of tooMany, and 200 to the others; it
+// records when each request arrived and what it answered.
+type apiServer struct {
+	mu       sync.Mutex
+	tooMany  map[string]bool
+	requests []apiRequest
+}
+
+type apiRequest struct {
+	entity string
+	at     time.Time
+	status int
+}
+
+func (a *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body struct{ Entity string }
+	json.NewDecoder(r.Body).Decode(&body) //nolint:errcheck // a bad body is an empty entity
+	a.mu.Lock()
+	status := http.StatusOK
+	if a.tooMany[body.Entity] {
+		delete(a.tooMany, body.Entity)
+		status = http.StatusTooManyRequests
+	}
+	a.requests = append(a.requests, apiRequest{body.Entity, time.Now(), status})
+	a.mu.Unlock()
+	if status != http.StatusOK {
+		w.Header().Set("Retry-After", "3")
+	}
+	w.WriteHeader(status)
+}
+
+func (a *apiServer) snapshot() []apiRequest {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.requests)
+}
+
+// runAgainstAPI starts three replicas whose task of 12 entities calls api
+// under the limit given, and waits until every entity had a 200.
+func runAgainstAPI(t *testing.T, api *apiServer, limit string) []apiRequest {
+	srv := redistest.Start(t)
+	tickdtest.Binaries(t) // built before the tick's time is chosen
+	hs := httptest.NewServer(api)
+	t.Cleanup(hs.Close)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tickd.toml")
+	at := time.Now().UTC().Add(5 * time.Second)
+	tickdtest.WriteFile(t, cfg, fmt.Sprintf(`
+[daemon]
+shutdown_timeout = "2s"
+log_format = "json"
+
+[redis]
+url = %q
+key_prefix = "api"
+
+[[limits]]
+name = "api"
+%s
+
+[[tasks]]
+name = "call"
+cron = "%d %d %d * * *"
+url = %q
+lease_ttl = "3s"
+limits = ["api"]
+entities = %s
+`, srv.URL(), limit, at.Second(), at.Minute(), at.Hour(), hs.URL, entityList(12)))
+	for _, name := range []string{"A", "B", "C"} {
+		tickdtest.Start(t, name, nil, "run", "-config", cfg)
+	}
+	var reqs []apiRequest
+	expect.WaitFor(t, 60*time.Second, "every entity answered 200", func() bool {
+		reqs = api.snapshot()
+		ok := map[string]bool{}
+		for _, r := range reqs {
+			if r.status == http.StatusOK {
+				ok[r.entity] = true
+			}
+		}
+		return len(ok) == 12
+	})
+	return reqs
+}
+
+// TestLimitClosedByRetryAfter: an API's 429 with Retry-After: 3 closes its
+// limit on every replica: no request reaches the API for 3s, then the runs
+// go on, the one answered 429 too (with its tick, not as a failure).
+func TestLimitClosedByRetryAfter(t *testing.T) {
+	api := &apiServer{tooMany: map[string]bool{"u3": true}}
+	reqs := runAgainstAPI(t, api, "concurrency = 1") // one request at a time: none in flight at the 429
+	var closedAt time.Time
+	for _, r := range reqs {
+		if r.status == http.StatusTooManyRequests {
+			closedAt = r.at
+		}
+	}
+	for _, r := range reqs {
+		if r.at.After(closedAt) && r.at.Sub(closedAt) < 3*time.Second {
+			t.Fatalf("a request for %s came %v after the 429 with Retry-After: 3", r.entity, r.at.Sub(closedAt))
+		}
+	}
+	last := reqs[len(reqs)-1].at
+	t.Logf("429 at +%v of the first request; the next %v after it; the last at +%v",
+		closedAt.Sub(reqs[0].at).Round(time.Millisecond), firstAfter(reqs, closedAt).Round(time.Millisecond), last.Sub(reqs[0].at).Round(time.Millisecond))
+	expect.Equal(t, "requests (12 answered 200, one 429)", len(reqs), 13)
+}
+
+// TestLimitPerEntityBackoff: with per = "entity", one entity's 429 closes
+// its own budget only: every other entity's request goes on at once.
+func TestLimitPerEntityBackoff(t *testing.T) {
+	api := &apiServer{tooMany: map[string]bool{"u3": true}}
+	reqs := runAgainstAPI(t, api, "rate = \"100/s\"\nper = \"entity\"")
+	var closedAt, retried time.Time
+	others := reqs[0].at
+	for _, r := range reqs {
+		switch {
+		case r.entity == "u3" && r.status != http.StatusOK:
+			closedAt = r.at
+		case r.entity == "u3":
+			retried = r.at
+		default:
+			others = later(others, r.at)
+		}
+	}
+	t.Logf("u3's 429 at +%v, its retry %v after; the other 11 entities' last request at +%v",
+		closedAt.Sub(reqs[0].at).Round(time.Millisecond), retried.Sub(closedAt).Round(time.Millisecond), others.Sub(reqs[0].at).Round(time.Millisecond))
+	if retried.Sub(closedAt) < 3*time.Second {
+		t.Fatalf("u3 was called again %v after its 429 with Retry-After: 3", retried.Sub(closedAt))
+	}
+	if others.Sub(reqs[0].at) > 2*time.Second {
+		t.Fatalf("the other entities waited for u3's back-off: the last came %v after the first", others.Sub(reqs[0].at))
+	}
+}
+
+// firstAfter is how long after at the first request came.
+func firstAfter(reqs []apiRequest, at time.Time) time.Duration {
+	for _, r := range reqs {
+		if r.at.After(at) {
+			return r.at.Sub(at)
+		}
+	}
+	return 0
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

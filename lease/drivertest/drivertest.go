@@ -111,6 +111,7 @@ var cases = []struct {
 	{"LimitRate", testLimitRate},
 	{"LimitClosed", testLimitClosed},
 	{"LimitPerEntity", testLimitPerEntity},
+	{"LimitedTickYields", testLimitedTickYields},
 }
 
 var bg = context.Background()

@@ -146,3 +146,23 @@ func noErr(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// testLimitedTickYields: a tick's run waiting for a limit (a due entry of
+// reason tick) never takes the place of another run asked for, and any
+// other takes its place: else a retry after a back-off merged into it would
+// be lost when the tick's run is refused as already ran.
+func testLimitedTickYields(t *testing.T, k Kit) {
+	s := k(lease.Options{})
+	T := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	waiting := lease.Due{Task: "t", Entity: "e", Reason: lease.ReasonTick, Tick: T}
+	retry := lease.Due{Task: "t", Entity: "e", Reason: lease.ReasonRetry, Tick: T}
+	noErr(t, s.Enqueue(bg, waiting, 0))
+	noErr(t, s.Enqueue(bg, retry, time.Hour))
+	if ds := dues(t, s); len(ds) != 1 || ds[0].Reason != lease.ReasonRetry {
+		t.Fatalf("after a retry joined a waiting tick run: %+v, want the retry", ds)
+	}
+	noErr(t, s.Enqueue(bg, waiting, 0))
+	if ds := dues(t, s); len(ds) != 1 || ds[0].Reason != lease.ReasonRetry || time.Until(ds[0].At) < 59*time.Minute {
+		t.Fatalf("after a waiting tick run joined a retry: %+v, want the retry, due as it was", ds)
+	}
+}

@@ -256,7 +256,11 @@ func (b *Driver) ackLocked(m, claim string) bool {
 func (b *Driver) addDueLocked(m string, d driver.Due, at time.Time) {
 	if e, ok := b.due[m]; ok && e.d.Claim == "" {
 		d.Requests = joinRequests(e.d.Requests, d.Requests)
-		if !e.d.At.After(at) {
+		// add_due's rule: a tick's run waiting for a limit yields to any
+		// other run asked for.
+		weaker := d.Reason == driver.ReasonTick && e.d.Reason != driver.ReasonTick
+		stronger := d.Reason != driver.ReasonTick && e.d.Reason == driver.ReasonTick
+		if weaker || !stronger && !e.d.At.After(at) {
 			e.d.Requests = d.Requests
 			return
 		}

@@ -380,6 +380,7 @@ func luaConstants() string {
 		{"ANSWER_SKIPPED", driver.AnswerSkipped},
 		{"ANSWER_DROPPED", driver.AnswerDropped},
 		{"REASON_RETRY", driver.ReasonRetry},
+		{"REASON_TICK", driver.ReasonTick},
 		{"REASON_QUEUED", driver.ReasonQueued},
 		{"OUTCOME_UNLOCKED", driver.OutcomeUnlocked},
 		{"GRANT_BUSY", driver.GrantBusy},

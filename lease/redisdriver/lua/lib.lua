@@ -371,7 +371,12 @@ local function add_due(due_key, info_key, member, reason, due_ms, attempt, tick,
   local d = cur and decode_due(redis.call('HGET', info_key, member) or '')
   if d and d.claim == '' then
     reqs = join_reqs(d.reqs, reqs)
-    if tonumber(cur) <= due_ms then
+    -- A tick's run waiting for a limit never takes the place of another
+    -- run asked for (a retry after a back-off), which always takes its: the
+    -- tick's run would be refused as already ran, and the other lost.
+    local weaker = reason == REASON_TICK and d.reason ~= REASON_TICK
+    local stronger = reason ~= REASON_TICK and d.reason == REASON_TICK
+    if weaker or (not stronger and tonumber(cur) <= due_ms) then
       if reqs ~= d.reqs then
         d.reqs = reqs
         redis.call('HSET', info_key, member, encode_due(d))
