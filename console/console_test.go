@@ -53,11 +53,17 @@ func newEnv(t *testing.T, withAuth bool) *env {
 	t.Helper()
 	dir := t.TempDir()
 	toml := `
+[[limits]]
+name = "api"
+concurrency = 2
+per = "entity"
+
 [[tasks]]
 name = "sync"
 every = "15m"
 handler = "h"
 entities = ["a", "b"]
+limits = ["api"]
 `
 	if withAuth {
 		var lines []string
@@ -116,6 +122,10 @@ func (e *env) rewire(edit func(w *config.Web), lim Limits) {
 // failure and an action, all hostile.
 func (e *env) seed() {
 	ctx := context.Background()
+	// A budget an API closed, for a hostile entity, with a hostile reason.
+	if err := e.store.CloseLimit(ctx, lease.Limit{Name: "api", Concurrency: 2, PerEntity: true}, hostile, time.Hour, "429 "+hostile); err != nil {
+		e.t.Fatal(err)
+	}
 	tick := time.Now().Add(-time.Minute).Truncate(time.Second)
 	l, err := e.store.Acquire(ctx, lease.Request{Task: "sync", Entity: hostile, TTL: time.Minute, Reason: lease.ReasonTick, Tick: tick})
 	if err != nil {
@@ -480,4 +490,16 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestTasksPageShowsLimits: the tasks page lists each limit, its runs, what
+// it bounds, the tasks that share it, and the budgets an API closed, a
+// hostile entity's and reason escaped.
+func TestTasksPageShowsLimits(t *testing.T) {
+	e := newEnv(t, false)
+	_, body := e.do("GET", "/", "", nil, nil)
+	for _, want := range []string{"<h2>Limits</h2>", "<td>api</td>", "<td>0/2</td>", "2 at once, per entity", `<a href="/tasks/sync">sync</a>`,
+		"429 &lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;"} {
+		expect.True(t, "the tasks page shows "+want, strings.Contains(body, want))
+	}
 }

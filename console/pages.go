@@ -192,8 +192,13 @@ func (c *Console) tasksPage(w http.ResponseWriter, r *http.Request) {
 		Shown, Total     int
 		From             int // the first row shown, from 1
 		PrevURL, NextURL string
+		Limits           []report.LimitStatus
 	}{Page: c.page(r, "Tasks"), Query: strings.TrimSpace(q.Get("q"))}
 	cfg := c.cfg()
+	if data.Limits, err = report.ReadLimits(ctx, c.store, cfg); err != nil {
+		c.fail(w, err)
+		return
+	}
 	var ts []*config.Task
 	for i := range cfg.Tasks {
 		ts = append(ts, &cfg.Tasks[i])

@@ -346,4 +346,25 @@
 // (AcksAuto). A master that moved (MOVED, or no answer) makes the client
 // reload its slot map; the daemon's client also re-reads it every second.
 // The due loop's poll skips the buckets of a shard that does not answer.
+//
+// # Limits
+//
+// A limit (Store.SetLimits, config's [[limits]]) is a budget every replica
+// shares: a concurrency, a GCRA rate, and budgets an API closed. Its keys
+// are in one bucket of their own (prefix:{NN}:~limit:NAME…); per entity,
+// each entity's is a field or key under the limit's. A request that names
+// limits (Request.Limits) takes a start under each in one script call per
+// batch (limit.lua) before its lease is asked for; a start taken for a run
+// whose lease is refused is given back at once (settle.lua), and a run
+// without room gets a *LimitedError saying how long to wait. Each replica's
+// runs under a limit are a hash of its own, set whole by that replica only
+// (its calls for one limit one at a time), when runs end and every
+// MaxTTL/3, and counted for MaxTTL after the last: a replica that stops
+// renewing (killed, cut off) has its runs freed once its leases could no
+// longer be trusted. The limit's bucket epoch is checked as a grant checks
+// its own: after a data loss nothing is granted under the limit for the
+// quarantine, during which every run that counted has stopped. Limits
+// writes are not waited on by the Redis replicas: a failover may forget a
+// start for at most MaxTTL/3, until the replica that holds it sets its runs
+// again.
 package lease

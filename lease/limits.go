@@ -15,6 +15,9 @@ import (
 // Limit is a budget every replica shares (config's [[limits]]).
 type Limit = driver.Limit
 
+// LimitClosing is a budget an API closed: until when, and why.
+type LimitClosing = driver.LimitClosing
+
 // Why a limit has no room (LimitedError.Why).
 const (
 	LimitFull       = driver.LimitFull
@@ -346,7 +349,7 @@ type LimitStatus struct {
 	ByHolder map[string]int
 	// Busiest is, for a limit per entity, the most runs of one entity.
 	Busiest int
-	Closed  map[string]driver.LimitClosing // by entity ("" for a limit not per entity)
+	Closed  map[string]LimitClosing // by entity ("" for a limit not per entity)
 }
 
 // LimitStatus reads the state of lim.
@@ -355,7 +358,7 @@ func (s *Store) LimitStatus(ctx context.Context, lim Limit) (LimitStatus, error)
 	if err != nil {
 		return LimitStatus{}, fmt.Errorf("limit %s: %w", lim.Name, err)
 	}
-	out := LimitStatus{Limit: lim, ByHolder: map[string]int{}, Closed: map[string]driver.LimitClosing{}}
+	out := LimitStatus{Limit: lim, ByHolder: map[string]int{}, Closed: map[string]LimitClosing{}}
 	for k, c := range st.Closed {
 		if e, err := driver.Unescape(k); err == nil {
 			out.Closed[e] = c

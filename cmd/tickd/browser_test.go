@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -82,6 +83,9 @@ htpasswd_file = %q
 admins = ["ops"]
 refresh = "1s"
 base_path = "/tickd"
+[[limits]]
+name = "users-api"
+concurrency = 4
 [[tasks]]
 name = "sync-users"
 every = "2s"
@@ -89,6 +93,7 @@ lease_ttl = "3s"
 timezone = "Europe/Berlin"
 entities = ["alpha", "beta", "<b>gamma</b>", "x y", "x+y"]
 command = [%q]
+limits = ["users-api"]
 `, srv.URL(), addr, htpasswd, worker))
 	d := tickdtest.Start(t, "A", []string{"TESTWORKER_LOG=" + filepath.Join(dir, "runs.log"), "TESTWORKER_MAX_SLEEP=50ms",
 		"TESTWORKER_SLOW=beta", "TESTWORKER_SLOW_SLEEP=1h"}, "-config", cfg)
@@ -139,6 +144,8 @@ command = [%q]
 		chromedp.WaitVisible(`svg.spark rect.done`), // a tick ran and is in the history
 		chromedp.Text("main", &text))
 	expect.True(t, "the tasks page shows the schedule in words and the zone", strings.Contains(text, "every 2 seconds") && strings.Contains(text, "Europe/Berlin"))
+	expect.True(t, "the tasks page shows the limit and its runs (beta's, at least)", strings.Contains(text, "users-api") && strings.Contains(text, "4 at once") &&
+		regexp.MustCompile(`users-api\s+[1-4]/4`).MatchString(text))
 	run("screenshot of the tasks page", shot("tasks.png"))
 
 	var bars int

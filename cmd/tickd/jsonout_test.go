@@ -42,7 +42,13 @@ func TestJSONSchema(t *testing.T) {
 			replicas = report.ReplicaDocs([]lease.Replica{{ID: "r1", Host: "h", Version: "v", Tasks: []string{"t"}, Since: now, Seen: now},
 				{ID: "old", Tasks: nil}}) // a replica of an older tickd: no host, version or start
 		}
-		b, err := json.Marshal(report.StatusDoc{Replicas: replicas, Tasks: []report.TaskDoc{st.Doc(now)}, Locks: []report.LeaseDoc{}})
+		limits := []report.LimitDoc{}
+		if name == "full" {
+			l := report.LimitStatus{Limit: config.Limit{Name: "api", Concurrency: 2, Per: "entity"}}
+			l.Closed = map[string]lease.LimitClosing{"shop": {Until: now, Reason: "429"}}
+			limits = append(limits, l.Doc())
+		}
+		b, err := json.Marshal(report.StatusDoc{Replicas: replicas, Tasks: []report.TaskDoc{st.Doc(now)}, Locks: []report.LeaseDoc{}, Limits: limits})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,20 +1,25 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
+	"github.com/tickd/tickd/lease"
 )
 
 // limitConfig is three replicas' config: one task of 40 entities whose
@@ -294,4 +299,49 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// TestStatusShowsLimits: tickd status says each limit, its runs across the
+// replicas and the budgets an API closed, in text and in -json.
+func TestStatusShowsLimits(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := filepath.Join(t.TempDir(), "tickd.toml")
+	tickdtest.WriteFile(t, cfg, fmt.Sprintf(`
+[redis]
+url = %q
+
+[[limits]]
+name = "shop-token"
+concurrency = 2
+per = "entity"
+
+[[tasks]]
+name = "sync"
+every = "1h"
+command = ["true"]
+limits = ["shop-token"]
+entities = ["shop 1", "shop 2"]
+`, srv.URL()))
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { c.Close() })
+	store, err := lease.NewRedis(c, "tickd", lease.Options{Replica: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Stop(context.Background()) })
+	lim := lease.Limit{Name: "shop-token", Concurrency: 2, PerEntity: true}
+	if err := store.CloseLimit(context.Background(), lim, "shop 1", time.Minute, "429 Too Many Requests <b>"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := cli("status", "-config", cfg)
+	expect.Equal(t, "exit code: "+errs, code, 0)
+	expect.True(t, "the text says the limit:\n"+out, strings.Contains(out, "limits (across every replica):") &&
+		strings.Contains(out, "shop-token") && strings.Contains(out, "0/2") && strings.Contains(out, "429 Too Many Requests <b>"))
+	_, out, _ = cli("status", "-config", cfg, "-json")
+	doc := decodeJSON(t, out)
+	ls := doc["limits"].([]any)
+	l := ls[0].(map[string]any)
+	closed := l["closed"].([]any)[0].(map[string]any)
+	expect.Equal(t, "closed entity", closed["entity"], any("shop 1"))
+	expect.Equal(t, "per", l["per"], any("entity"))
 }

@@ -62,6 +62,7 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintln(stdout, replicationLine(cfg.Redis.Where(), repl))
 	printReplicas(stdout, replicas, now)
 	printStatus(stdout, out, now)
+	printLimits(stdout, st.Limits, now)
 	if st.LockCount > 0 {
 		fmt.Fprintf(stdout, "locks held (tickd lock): %d%s\n", st.LockCount, shown(len(st.Locks), st.LockCount))
 		tb := table{indent: "    "}
@@ -208,4 +209,24 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// printLimits writes each limit: its runs across the replicas against its
+// concurrency, what it says, and the budgets an API closed.
+func printLimits(w io.Writer, ls []report.LimitStatus, now time.Time) {
+	if len(ls) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "limits (across every replica):")
+	tb := table{indent: "    "}
+	tb.row("LIMIT", "RUNS", "SAYS", "TASKS", "CLOSED")
+	for _, l := range ls {
+		closed := "-"
+		if d := l.Doc(); len(d.Closed) > 0 {
+			c := d.Closed[len(d.Closed)-1]
+			closed = fmt.Sprintf("%d budget(s), for up to %v: %s", len(d.Closed), l.ClosedFor(now).Round(time.Second), c.Reason)
+		}
+		tb.row(l.Limit.Name, l.InUse(), l.Limit.String(), strings.Join(l.Tasks, ","), closed)
+	}
+	tb.write(w)
 }

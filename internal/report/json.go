@@ -47,6 +47,7 @@ type StatusDoc struct {
 	// -limit; lock_count counts them all.
 	Locks     []LeaseDoc `json:"locks"`
 	LockCount int        `json:"lock_count"`
+	Limits    []LimitDoc `json:"limits"`
 }
 
 // ReplicaDoc is a running replica, as it last announced itself.

@@ -158,6 +158,7 @@ type Status struct {
 	// the first limit; LockCount counts them all.
 	Locks     []lease.Held
 	LockCount int
+	Limits    []LimitStatus
 	Now       time.Time
 }
 
@@ -189,6 +190,9 @@ func ReadStatus(ctx context.Context, store *lease.Store, cfg *config.Config, onl
 		return st, fmt.Errorf("list locks: %w", err)
 	}
 	st.Locks, st.LockCount = locks.items, locks.count
+	if st.Limits, err = ReadLimits(ctx, store, cfg); err != nil {
+		return st, err
+	}
 	type one struct {
 		t        config.Task
 		unlisted *lease.TaskInfo
@@ -222,7 +226,10 @@ func ReadStatus(ctx context.Context, store *lease.Store, cfg *config.Config, onl
 // Doc is the status as `tickd status -json` prints it.
 func (st Status) Doc() StatusDoc {
 	doc := StatusDoc{Replication: ReplicationDocOf(st.Replication), Replicas: ReplicaDocs(st.Replicas), Tasks: []TaskDoc{},
-		Locks: []LeaseDoc{}, LockCount: st.LockCount}
+		Locks: []LeaseDoc{}, LockCount: st.LockCount, Limits: []LimitDoc{}}
+	for _, l := range st.Limits {
+		doc.Limits = append(doc.Limits, l.Doc())
+	}
 	for _, ts := range st.Tasks {
 		doc.Tasks = append(doc.Tasks, ts.Doc(st.Now))
 	}

@@ -1,0 +1,84 @@
+package report
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/lease"
+)
+
+// LimitStatus is one limit as status shows it: the config's words, the
+// tasks that share it, its runs across the replicas and the budgets an API
+// closed.
+type LimitStatus struct {
+	Limit config.Limit
+	Tasks []string
+	lease.LimitStatus
+}
+
+// ReadLimits reads the state of each of cfg's limits.
+func ReadLimits(ctx context.Context, store *lease.Store, cfg *config.Config) ([]LimitStatus, error) {
+	users := cfg.LimitUsers()
+	out := []LimitStatus{}
+	for _, l := range cfg.Limits {
+		st, err := store.LimitStatus(ctx, l.Lease())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, LimitStatus{Limit: l, Tasks: users[l.Name], LimitStatus: st})
+	}
+	return out, nil
+}
+
+// LimitDoc is a limit in `tickd status -json` and the console's JSON.
+type LimitDoc struct {
+	Name        string       `json:"name"`
+	Says        string       `json:"says"`
+	Concurrency int          `json:"concurrency"` // 0: no bound
+	Rate        string       `json:"rate"`        // "" : no bound
+	Per         string       `json:"per"`         // all | entity
+	Tasks       []string     `json:"tasks"`
+	Runs        int          `json:"runs"`    // across the replicas
+	Busiest     int          `json:"busiest"` // per entity: the most runs of one entity
+	Closed      []ClosingDoc `json:"closed"`  // soonest to open first
+}
+
+// ClosingDoc is a budget an API closed: the limit's one (entity "") or an
+// entity's.
+type ClosingDoc struct {
+	Entity string  `json:"entity"`
+	Until  Instant `json:"until"`
+	Reason string  `json:"reason"`
+}
+
+// Doc is the limit as the JSON output says it.
+func (l LimitStatus) Doc() LimitDoc {
+	d := LimitDoc{Name: l.Limit.Name, Says: l.Limit.String(), Concurrency: l.Limit.Concurrency, Rate: l.Limit.Rate, Per: l.Limit.Per,
+		Tasks: append([]string{}, l.Tasks...), Runs: l.Runs, Busiest: l.Busiest, Closed: []ClosingDoc{}}
+	for e, c := range l.Closed {
+		d.Closed = append(d.Closed, ClosingDoc{Entity: e, Until: Instant(c.Until), Reason: c.Reason})
+	}
+	sort.Slice(d.Closed, func(i, j int) bool { return d.Closed[i].Until.Time().Before(d.Closed[j].Until.Time()) })
+	return d
+}
+
+// InUse says the limit's runs against its concurrency: "3/8", "3" with no
+// bound.
+func (l LimitStatus) InUse() string {
+	if l.Limit.Concurrency == 0 {
+		return strconv.Itoa(l.Runs)
+	}
+	return strconv.Itoa(l.Runs) + "/" + strconv.Itoa(l.Limit.Concurrency)
+}
+
+// ClosedFor is how long the longest-closed budget stays closed.
+func (l LimitStatus) ClosedFor(now time.Time) time.Duration {
+	d := time.Duration(0)
+	for _, c := range l.Closed {
+		d = max(d, c.Until.Sub(now))
+	}
+	return d
+}
