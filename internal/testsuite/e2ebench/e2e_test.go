@@ -239,9 +239,20 @@ func startTickd(b *testing.B, tgt target, ids []string, replicas int, every time
 	t := config.DefaultTask()
 	t.Name, t.Every, t.Handler, t.LeaseTTL, t.Concurrency, t.Entities = "bench", every, "noop", 5*time.Second, concurrency, ids
 	t.Shards = max(tgt.shards, 1)
+	// E2E_LIMIT=1: the task runs under a limit that never binds (a
+	// concurrency and a rate far above what a tick asks), for what a limit
+	// costs (docs/performance.md, "Limits").
+	limited := os.Getenv("E2E_LIMIT") == "1"
+	if limited {
+		t.Limits = []string{"bench-api"}
+	}
 	cfg, err := config.New(config.DefaultDaemon(), nil, t)
 	if err != nil {
 		b.Fatal(err)
+	}
+	if limited {
+		cfg.Limits = []config.Limit{{Name: "bench-api", Concurrency: 1_000_000, Rate: "1000000/s", RateN: 1_000_000, RatePer: time.Second,
+			Burst: 100_000, Per: "all", MaxBackoff: 10 * time.Minute}}
 	}
 	// The daemon's JSON lines, written nowhere: at info (the default) a run
 	// writes two; E2E_LOG_LEVEL=warn leaves them out.
