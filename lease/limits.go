@@ -56,8 +56,15 @@ type limitState struct {
 	mu    sync.Mutex
 	lim   Limit
 	runs  map[string]int
-	dirty bool // runs ended since the last SetLimitRuns
+	dirty bool          // runs ended since the last SetLimitRuns
+	ttl   time.Duration // the longest lease TTL of the runs it took for
 }
+
+// holdTTL is how long this replica's runs under the limit count after it
+// last said them: a lease TTL and the settler's period (a third of it), so
+// that they count as long as any of their leases can still be trusted,
+// whichever of the renewal and the settler last reached Redis.
+func (st *limitState) holdTTL() time.Duration { return st.ttl + st.ttl/3 }
 
 // limitHold is one start a run took under a limit, for its budget key.
 type limitHold struct {
@@ -188,8 +195,9 @@ func (s *Store) takeLimit(ctx context.Context, st *limitState, reqs []Request, i
 	keys := make([]string, len(idx))
 	for j, i := range idx {
 		keys[j] = budgetKey(st.lim, reqs[i].Entity)
+		st.ttl = max(st.ttl, reqs[i].TTL)
 	}
-	gs, err := s.b.TakeLimit(ctx, st.lim, s.opts.Replica, s.MaxTTL(), s.MaxTTL(), keys)
+	gs, err := s.b.TakeLimit(ctx, st.lim, s.opts.Replica, st.holdTTL(), s.MaxTTL(), keys)
 	if err != nil {
 		for _, i := range idx {
 			bad[i] = fmt.Errorf("take limit %s: %w", st.lim.Name, err)
@@ -236,7 +244,7 @@ func (s *Store) giveBack(ctx context.Context, hs []limitHold) {
 			st.runs[h.key]--
 			back[j] = h.key
 		}
-		if err := s.b.SetLimitRuns(ctx, st.lim, s.opts.Replica, s.MaxTTL(), st.runs, back); err != nil {
+		if err := s.b.SetLimitRuns(ctx, st.lim, s.opts.Replica, st.holdTTL(), st.runs, back); err != nil {
 			st.dirty = true // the settler sets them again
 		}
 		st.mu.Unlock()
@@ -288,10 +296,10 @@ func (s *Store) limitsEnded(hs []limitHold) {
 }
 
 // settleLimits is the settler: it tells the store the runs this replica
-// holds under each limit when some ended, and every MaxTTL/3 while it
-// holds any, so that they keep counting; a replica that stops renewing
-// them (killed, cut off) has its runs counted for MaxTTL more, as long as
-// its leases could be trusted.
+// holds under each limit when some ended, and every third of their lease
+// TTL while it holds any, so that they keep counting; a replica that stops
+// (killed, cut off) has its runs counted for holdTTL more, as long as
+// their leases could be trusted, then they free themselves.
 func (s *Store) settleLimits(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -301,17 +309,44 @@ func (s *Store) settleLimits(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-s.limits.wake:
+			// Runs that end together are told in one call: a tick's
+			// runs end by the hundred.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(settleGather):
+			}
 		case <-t.C:
 		}
 		now := s.clock.Now()
 		all := !now.Before(refresh)
 		if all {
-			refresh = now.Add(s.MaxTTL() / 3)
+			refresh = now.Add(s.settlePeriod())
 		}
 		s.settle(ctx, all)
 		t.Reset(refresh.Sub(s.clock.Now()))
 	}
 }
+
+// settlePeriod is a third of the shortest lease TTL of the runs taken under
+// a limit, or a second before any was.
+func (s *Store) settlePeriod() time.Duration {
+	s.limits.mu.Lock()
+	defer s.limits.mu.Unlock()
+	p := time.Second
+	for _, st := range s.limits.byName {
+		st.mu.Lock()
+		if st.ttl > 0 {
+			p = min(p, st.ttl/3)
+		}
+		st.mu.Unlock()
+	}
+	return p
+}
+
+// settleGather is how long the settler gathers runs that ended before it
+// tells the store: their places are free that much later.
+const settleGather = 50 * time.Millisecond
 
 // settle sets this replica's runs under each limit whose runs ended
 // (dirty), or under every limit it holds runs of (all).
@@ -330,7 +365,7 @@ func (s *Store) settle(ctx context.Context, all bool) {
 		}
 		if st.dirty || all && held {
 			cctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
-			if s.b.SetLimitRuns(cctx, st.lim, s.opts.Replica, s.MaxTTL(), st.runs, nil) == nil {
+			if s.b.SetLimitRuns(cctx, st.lim, s.opts.Replica, st.holdTTL(), st.runs, nil) == nil {
 				st.dirty = false
 			}
 			cancel()

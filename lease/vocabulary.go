@@ -81,6 +81,7 @@ const (
 	SkipBusy            = driver.SkipBusy
 	SkipAlreadyRan      = driver.SkipAlreadyRan
 	SkipQuarantined     = driver.SkipQuarantined
+	SkipLimited         = driver.SkipLimited
 	SkipNotAcknowledged = driver.SkipNotAcknowledged
 	SkipError           = driver.SkipError
 	SkipStopped         = driver.SkipStopped

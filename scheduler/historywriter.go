@@ -64,14 +64,15 @@ func (tl *tally) part(replica string, now time.Time) lease.TickPart {
 		}
 	}
 	for reason, c := range map[string]int{lease.SkipBusy: n.Busy, lease.SkipAlreadyRan: n.AlreadyRan,
-		lease.SkipQuarantined: n.Quarantined, lease.SkipNotAcknowledged: n.Unacknowledged, lease.SkipError: n.Errors} {
+		lease.SkipQuarantined: n.Quarantined, lease.SkipNotAcknowledged: n.Unacknowledged, lease.SkipError: n.Errors,
+		lease.SkipLimited: n.Limited} {
 		if c > 0 {
 			p.Skipped[reason] = c
 		}
 	}
 	if n.Stopped {
 		// The entities the fan-out did not come to.
-		if left := n.Entities - n.Started - n.Busy - n.AlreadyRan - n.Quarantined - n.Unacknowledged - n.Errors; left > 0 {
+		if left := n.Entities - n.Started - n.Busy - n.AlreadyRan - n.Quarantined - n.Unacknowledged - n.Errors - n.Limited; left > 0 {
 			p.Skipped[lease.SkipStopped] = left
 		}
 	}

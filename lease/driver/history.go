@@ -39,6 +39,9 @@ const (
 	SkipNotAcknowledged = "not_acknowledged"
 	SkipError           = "error"   // the store failed until the tick was too late
 	SkipStopped         = "stopped" // shutdown or a reload stopped the fan-out first
+	// SkipLimited: a limit had no room; the run was not skipped but waits,
+	// as a due run with its tick, and its outcome is not in this part.
+	SkipLimited = "limited"
 )
 
 // TickRecord is one tick of a task: the parts of the replicas that took

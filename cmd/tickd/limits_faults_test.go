@@ -1,0 +1,171 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/tickdtest"
+)
+
+// mostAtOnce is the most runs going on at once, a run without an end
+// taken to end at openEnd(r).
+func mostAtOnce(runs []tickdtest.Run, openEnd func(tickdtest.Run) int64) int {
+	type edge struct {
+		at    int64
+		delta int
+	}
+	var edges []edge
+	for _, r := range runs {
+		end := r.End.At
+		if end == 0 {
+			end = openEnd(r)
+		}
+		edges = append(edges, edge{r.Start.At, 1}, edge{end, -1})
+	}
+	slices.SortFunc(edges, func(a, b edge) int {
+		if a.at != b.at {
+			return int(a.at - b.at)
+		}
+		return a.delta - b.delta
+	})
+	most, now := 0, 0
+	for _, e := range edges {
+		now += e.delta
+		most = max(most, now)
+	}
+	return most
+}
+
+// faultConfig is three replicas' config for a fault under a limit of 4 at
+// once: 24 entities whose runs take 2s, ticking every 10s.
+func faultConfig(redisURL, worker string) string {
+	return fmt.Sprintf(`
+[daemon]
+shutdown_timeout = "2s"
+log_format = "json"
+
+[redis]
+url = %q
+key_prefix = "limf"
+
+[[limits]]
+name = "api"
+concurrency = 4
+
+[[tasks]]
+name = "sync"
+every = "10s"
+command = [%q, "2s"]
+lease_ttl = "3s"
+limits = ["api"]
+entities = %s
+`, redisURL, worker, entityList(24))
+}
+
+// TestLimitHoldsWhenAReplicaIsKilled: a replica killed (kill -9) while its
+// runs hold the limit: its places are counted until its leases could no
+// longer be trusted, never given to more than the limit at once, then
+// taken by the others, which run every entity the killed one did not.
+func TestLimitHoldsWhenAReplicaIsKilled(t *testing.T) {
+	srv := redistest.Start(t)
+	_, worker := tickdtest.Binaries(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tickd.toml")
+	tickdtest.WriteFile(t, cfg, faultConfig(srv.URL(), worker))
+	logPath := filepath.Join(dir, "runs.log")
+	env := []string{"TESTWORKER_LOG=" + logPath}
+	procs := map[int]*tickdtest.Proc{}
+	for _, name := range []string{"A", "B", "C"} {
+		p := tickdtest.Start(t, name, env, "run", "-config", cfg)
+		procs[p.Pid()] = p
+	}
+	// The first replica seen running under the limit is killed.
+	var victim *tickdtest.Proc
+	expect.WaitFor(t, 30*time.Second, "a replica running under the limit", func() bool {
+		for _, r := range tickdtest.ReadRuns(t, logPath) {
+			if r.End.At == 0 && procs[r.Start.Ppid] != nil {
+				victim = procs[r.Start.Ppid]
+				return true
+			}
+		}
+		return false
+	})
+	victim.Signal(syscall.SIGKILL)
+	killed := time.Now().UnixNano()
+	// Two ticks after the kill: the other replicas run under the whole
+	// limit again.
+	expect.WaitFor(t, 40*time.Second, "two ticks' runs after the kill", func() bool {
+		n := 0
+		for _, r := range tickdtest.ReadRuns(t, logPath) {
+			if r.Start.At > killed && r.End.At != 0 {
+				n++
+			}
+		}
+		return n >= 30
+	})
+	runs := tickdtest.ReadRuns(t, logPath)
+	now := time.Now().UnixNano()
+	openEnd := func(r tickdtest.Run) int64 {
+		if r.Start.Ppid == victim.Pid() {
+			return killed // the killed replica's runs die with it (Pdeathsig)
+		}
+		return now // still going on
+	}
+	most := mostAtOnce(runs, openEnd)
+	after := mostAtOnce(slices.DeleteFunc(slices.Clone(runs), func(r tickdtest.Run) bool { return r.Start.At < killed }), openEnd)
+	t.Logf("%d runs; at most %d at once, %d after the kill", len(runs), most, after)
+	if most > 4 {
+		t.Fatalf("%d runs at once under a limit of 4", most)
+	}
+	expect.True(t, "the others used the whole limit after the kill", after == 4)
+}
+
+// TestLimitHoldsAcrossAnEmptiedRedis: Redis restarted empty while runs
+// hold the limit: its counts are gone with the rest, and the data-loss
+// quarantine covers them: nothing starts until every run that counted has
+// stopped, so never more than the limit at once; then the runs go on.
+func TestLimitHoldsAcrossAnEmptiedRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	_, worker := tickdtest.Binaries(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tickd.toml")
+	tickdtest.WriteFile(t, cfg, faultConfig(srv.URL(), worker))
+	logPath := filepath.Join(dir, "runs.log")
+	env := []string{"TESTWORKER_LOG=" + logPath}
+	for _, name := range []string{"A", "B", "C"} {
+		tickdtest.Start(t, name, env, "run", "-config", cfg)
+	}
+	expect.WaitFor(t, 30*time.Second, "4 runs going on", func() bool {
+		going := 0
+		for _, r := range tickdtest.ReadRuns(t, logPath) {
+			if r.End.At == 0 {
+				going++
+			}
+		}
+		return going == 4
+	})
+	srv.Restart()
+	emptied := time.Now().UnixNano()
+	expect.WaitFor(t, 40*time.Second, "runs after the restart", func() bool {
+		n := 0
+		for _, r := range tickdtest.ReadRuns(t, logPath) {
+			if r.Start.At > emptied && r.End.At != 0 {
+				n++
+			}
+		}
+		return n >= 12
+	})
+	runs := tickdtest.ReadRuns(t, logPath)
+	now := time.Now().UnixNano()
+	most := mostAtOnce(runs, func(tickdtest.Run) int64 { return now })
+	t.Logf("%d runs; at most %d at once", len(runs), most)
+	if most > 4 {
+		t.Fatalf("%d runs at once under a limit of 4 across a Redis emptied", most)
+	}
+}
