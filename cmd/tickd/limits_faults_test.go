@@ -43,15 +43,16 @@ func mostAtOnce(runs []tickdtest.Run, openEnd func(tickdtest.Run) int64) int {
 }
 
 // faultConfig is three replicas' config for a fault under a limit of 4 at
-// once: 24 entities whose runs take 2s, ticking every 10s.
-func faultConfig(redisURL, worker string) string {
+// once: 24 entities whose runs take 2s, ticking every 10s, on the Redis
+// the [redis] table's keys say.
+func faultConfig(redisTOML, worker string) string {
 	return fmt.Sprintf(`
 [daemon]
 shutdown_timeout = "2s"
 log_format = "json"
 
 [redis]
-url = %q
+%s
 key_prefix = "limf"
 
 [[limits]]
@@ -65,7 +66,7 @@ command = [%q, "2s"]
 lease_ttl = "3s"
 limits = ["api"]
 entities = %s
-`, redisURL, worker, entityList(24))
+`, redisTOML, worker, entityList(24))
 }
 
 // TestLimitHoldsWhenAReplicaIsKilled: a replica killed (kill -9) while its
@@ -77,7 +78,7 @@ func TestLimitHoldsWhenAReplicaIsKilled(t *testing.T) {
 	_, worker := tickdtest.Binaries(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "tickd.toml")
-	tickdtest.WriteFile(t, cfg, faultConfig(srv.URL(), worker))
+	tickdtest.WriteFile(t, cfg, faultConfig(fmt.Sprintf("url = %q", srv.URL()), worker))
 	logPath := filepath.Join(dir, "runs.log")
 	env := []string{"TESTWORKER_LOG=" + logPath}
 	procs := map[int]*tickdtest.Proc{}
@@ -135,7 +136,7 @@ func TestLimitHoldsAcrossAnEmptiedRedis(t *testing.T) {
 	_, worker := tickdtest.Binaries(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "tickd.toml")
-	tickdtest.WriteFile(t, cfg, faultConfig(srv.URL(), worker))
+	tickdtest.WriteFile(t, cfg, faultConfig(fmt.Sprintf("url = %q", srv.URL()), worker))
 	logPath := filepath.Join(dir, "runs.log")
 	env := []string{"TESTWORKER_LOG=" + logPath}
 	for _, name := range []string{"A", "B", "C"} {
@@ -167,5 +168,55 @@ func TestLimitHoldsAcrossAnEmptiedRedis(t *testing.T) {
 	t.Logf("%d runs; at most %d at once", len(runs), most)
 	if most > 4 {
 		t.Fatalf("%d runs at once under a limit of 4 across a Redis emptied", most)
+	}
+}
+
+// TestLimitHoldsAcrossASentinelFailover: the primary killed while runs hold
+// the limit, Sentinel promotes the replica: a start taken under the limit
+// is in the primary's replication stream before the grant the replicas
+// acknowledge, so the new primary counts every run that can go on; never
+// more than the limit at once, and the runs resume on the new primary.
+func TestLimitHoldsAcrossASentinelFailover(t *testing.T) {
+	pair := redistest.StartReplicated(t, redistest.ReplicatedOptions{Sentinels: true})
+	tickdtest.InitEpoch(t, pair.Primary.Addr, "limf")
+	_, worker := tickdtest.Binaries(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tickd.toml")
+	tickdtest.WriteFile(t, cfg, faultConfig(pair.SentinelTOML(), worker))
+	logPath := filepath.Join(dir, "runs.log")
+	env := []string{"TESTWORKER_LOG=" + logPath}
+	for _, name := range []string{"A", "B", "C"} {
+		tickdtest.Start(t, name, env, "run", "-config", cfg)
+	}
+	expect.WaitFor(t, 30*time.Second, "4 runs going on", func() bool {
+		going := 0
+		for _, r := range tickdtest.ReadRuns(t, logPath) {
+			if r.End.At == 0 {
+				going++
+			}
+		}
+		return going == 4
+	})
+	pair.Primary.Stop()
+	killed := time.Now()
+	expect.WaitFor(t, 60*time.Second, "Sentinel to promote the replica", func() bool {
+		return redistest.MasterAddr(pair.Sentinels[0].Addr) == pair.Replica.Addr
+	})
+	promoted := time.Now()
+	expect.WaitFor(t, 60*time.Second, "runs on the new primary", func() bool {
+		n := 0
+		for _, r := range tickdtest.ReadRuns(t, logPath) {
+			if r.Start.At > promoted.UnixNano() && r.End.At != 0 {
+				n++
+			}
+		}
+		return n >= 12
+	})
+	runs := tickdtest.ReadRuns(t, logPath)
+	now := time.Now().UnixNano()
+	most := mostAtOnce(runs, func(tickdtest.Run) int64 { return now })
+	t.Logf("%d runs; at most %d at once; promoted %v after the kill", len(runs), most, promoted.Sub(killed).Round(time.Millisecond))
+	if most > 4 {
+		t.Fatalf("%d runs at once under a limit of 4 across a failover", most)
 	}
 }
