@@ -358,13 +358,17 @@
 // whose lease is refused is given back at once (settle.lua), and a run
 // without room gets a *LimitedError saying how long to wait. Each replica's
 // runs under a limit are a hash of its own, set whole by that replica only
-// (its calls for one limit one at a time), when runs end and every
-// MaxTTL/3, and counted for MaxTTL after the last: a replica that stops
-// renewing (killed, cut off) has its runs freed once its leases could no
-// longer be trusted. The limit's bucket epoch is checked as a grant checks
-// its own: after a data loss nothing is granted under the limit for the
-// quarantine, during which every run that counted has stopped. Limits
-// writes are not waited on by the Redis replicas: a failover may forget a
-// start for at most MaxTTL/3, until the replica that holds it sets its runs
-// again.
+// (its calls for one limit one at a time), when runs end (gathered over
+// 50ms) and every third of the runs' lease TTL, and counted for that TTL
+// and a third more after the last: a replica that stops (killed, cut off)
+// has its runs freed once their leases could no longer be trusted. The
+// limit's bucket epoch is checked as a grant checks its own: after a data
+// loss nothing is granted under the limit for the quarantine, during which
+// every run that counted has stopped. A limit's writes are not waited on
+// by the Redis replicas themselves: on one primary (a single Redis,
+// Sentinel, an endpoint) a start is in the replication stream before the
+// grant it was taken for, so the grant's acknowledgement covers it. On a
+// Cluster whose limit lives on another master, that master's failover may
+// forget starts until their replicas set their runs again (a third of a
+// lease TTL).
 package lease
