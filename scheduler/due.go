@@ -217,5 +217,5 @@ func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d lease.Due) {
 	if l.Tick.IsZero() {
 		l.Tick = d.At
 	}
-	s.start(ts, l, nil)
+	s.start(ts, l, s.waitedTally(ts, d))
 }

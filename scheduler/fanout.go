@@ -110,6 +110,9 @@ const chunkSize = 16
 // fanOut runs tick T of ts.
 func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	f := &fanOut{s: s, ts: ts, T: T, ctx: ctx, tl: s.history.begin(ctx, ts.t, T), n: &TickCounts{}, name: ts.t.Name}
+	if len(ts.t.Limits) > 0 {
+		ts.tally.Store(f.tl)
+	}
 	var err error
 	if ts.t.Spread > 0 {
 		err = f.spreadOut()

@@ -33,6 +33,9 @@ type tally struct {
 	outcomes [lease.NumOutcomes + 1]atomic.Int64 // by index in lease.AllOutcomes; the last: any other
 	// firstStart and lastEnd, in ns after the tick; -1: none yet.
 	firstStart, lastEnd atomic.Int64
+	// waited counts the runs of the tick that waited for a limit and then
+	// started here, after the fan-out.
+	waited atomic.Int64
 
 	mu sync.Mutex // counts, the fan-out's
 	n  TickCounts
@@ -52,7 +55,7 @@ func (tl *tally) part(replica string, now time.Time) lease.TickPart {
 	n := tl.n
 	tl.mu.Unlock()
 	p := lease.TickPart{Replica: replica, Final: tl.pending.Load() == 0, Written: now, Entities: n.Entities,
-		Started: n.Started, SourceFailed: n.SourceFailed, SourceError: n.SourceError, Outcomes: map[lease.Outcome]int{}, Skipped: map[string]int{}}
+		Started: n.Started + int(tl.waited.Load()), SourceFailed: n.SourceFailed, SourceError: n.SourceError, Outcomes: map[lease.Outcome]int{}, Skipped: map[string]int{}}
 	all := lease.AllOutcomes()
 	for i := range tl.outcomes {
 		if c := int(tl.outcomes[i].Load()); c > 0 {

@@ -28,6 +28,21 @@ func (s *Scheduler) waitForLimit(ctx context.Context, d lease.Due, err error) {
 	}
 }
 
+// waitedTally is the tally of the tick whose run d waited for a limit, when
+// it is the last this replica fanned out: the run is counted in that tick's
+// record, its outcome and its end, so the record says how long the tick's
+// runs took with the waits. A run of an older tick is not (nil).
+func (s *Scheduler) waitedTally(ts *taskState, d lease.Due) *tally {
+	if d.Reason != lease.ReasonTick {
+		return nil
+	}
+	if tl := ts.tally.Load(); tl != nil && tl.tick.Equal(d.Tick) {
+		tl.waited.Add(1)
+		return tl
+	}
+	return nil
+}
+
 // backOff deals with a run whose API asked to back off: it closes the
 // task's limits (that entity's budget, for a limit per entity) on every
 // replica for the time the API gave, bounded by each one's max_backoff, and

@@ -1,10 +1,12 @@
 package scheduler
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/lease"
 )
 
 // TestLimitedRunsWaitWithTheirTick: runs a limit has no room for are not
@@ -13,7 +15,7 @@ import (
 func TestLimitedRunsWaitWithTheirTick(t *testing.T) {
 	for _, withRedis := range []bool{false, true} {
 		e := newEnv(t, withRedis)
-		e.start(`
+		_, st := e.start(`
 [[limits]]
 name = "api"
 rate = "20/s"
@@ -32,5 +34,25 @@ entities = ["a", "b", "c", "d", "e", "f", "g", "h"]
 			ran[r.Entity]++
 		}
 		expect.Equal(t, "entities run", len(ran), 8)
+		// The tick's record counts the runs that waited, their outcomes and
+		// how long the tick took with the waits.
+		var rec lease.TickRecord
+		expect.WaitFor(t, 10*time.Second, "the tick's record with every run", func() bool {
+			rs, err := st.Ticks(context.Background(), "lim", 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rs {
+				if r.Final() && r.Runs() == 8 {
+					rec = r
+					return true
+				}
+			}
+			return false
+		})
+		p := rec.Parts[0]
+		t.Logf("record: started %d, skipped %v, outcomes %v, last end %v after the tick", p.Started, p.Skipped, p.Outcomes, p.LastEnd)
+		expect.True(t, "runs that waited are counted", p.Skipped[lease.SkipLimited] > 0)
+		expect.True(t, "the last end is at the rate's pace (7 starts at 20/s)", p.LastEnd >= 300*time.Millisecond)
 	}
 }

@@ -115,6 +115,9 @@ type taskState struct {
 	paused             atomic.Bool
 	tickLog, noTickLog atomic.Pointer[runLog] // runLog's
 	shardsSaid         atomic.Bool            // the recorded shard count differs from t's: logged
+	// tally is the task's last tick's tally, for a task under limits: its
+	// runs that waited for a limit are counted in it when they run here.
+	tally atomic.Pointer[tally]
 }
 
 // New prepares a Scheduler for cfg; Start starts it.

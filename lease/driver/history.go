@@ -39,8 +39,10 @@ const (
 	SkipNotAcknowledged = "not_acknowledged"
 	SkipError           = "error"   // the store failed until the tick was too late
 	SkipStopped         = "stopped" // shutdown or a reload stopped the fan-out first
-	// SkipLimited: a limit had no room; the run was not skipped but waits,
-	// as a due run with its tick, and its outcome is not in this part.
+	// SkipLimited: a limit had no room; the run was not skipped but waited,
+	// as a due run with its tick: when it ran on a replica whose last
+	// fan-out was the tick, it is counted in that replica's part (Started,
+	// Outcomes, LastEnd).
 	SkipLimited = "limited"
 )
 
