@@ -33,8 +33,9 @@ type Config struct {
 // tag names it, DefaultDaemon gives its default, and config.example.toml
 // documents it (TestExampleConfigIsValid).
 type Daemon struct {
-	// ReplicaID names this process in leases and logs. Defaults to
-	// hostname-pid.
+	// ReplicaID names this process in leases and logs. Defaults to the
+	// environment's TICKD_REPLICA_ID, else POD_NAME, else hostname-pid (with
+	// a random suffix for PID 1, a container's first process).
 	ReplicaID string `toml:"replica_id"`
 	// ShutdownTimeout is how long SIGTERM waits for running runs. Defaults
 	// to 30s.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"log/slog"
@@ -51,13 +52,27 @@ func parseLevel(s string) slog.Level {
 	return l
 }
 
-// replicaID is the configured id, or hostname-pid.
+// replicaID is the configured id; else TICKD_REPLICA_ID; else POD_NAME (a
+// Kubernetes pod's name, by the downward API); else hostname-pid, with a
+// random suffix when tickd is PID 1: every container's first process is,
+// and two containers sharing a hostname (--network=host) would share an id.
 func replicaID(d config.Daemon) string {
-	if d.ReplicaID != "" {
-		return d.ReplicaID
+	return replicaIDFrom(d, os.Getenv, os.Getpid())
+}
+
+func replicaIDFrom(d config.Daemon, getenv func(string) string, pid int) string {
+	for _, id := range []string{d.ReplicaID, getenv("TICKD_REPLICA_ID"), getenv("POD_NAME")} {
+		if id != "" {
+			return id
+		}
 	}
 	h, _ := os.Hostname()
-	return fmt.Sprintf("%s-%d", h, os.Getpid())
+	if pid == 1 {
+		var b [3]byte
+		rand.Read(b[:]) //nolint:errcheck // crypto/rand never fails on Linux
+		return fmt.Sprintf("%s-1-%x", h, b)
+	}
+	return fmt.Sprintf("%s-%d", h, pid)
 }
 
 // redisLog routes go-redis's own log lines (a pool that cannot dial, …)
