@@ -69,6 +69,58 @@ entities = %s
 `, redisTOML, worker, entityList(24))
 }
 
+// startThree writes config to a new directory and starts three replicas
+// on it, A, B and C, whose workers write to the log it returns.
+func startThree(t *testing.T, config string) (procs []*tickdtest.Proc, logPath string) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tickd.toml")
+	tickdtest.WriteFile(t, cfg, config)
+	logPath = filepath.Join(dir, "runs.log")
+	for _, name := range []string{"A", "B", "C"} {
+		procs = append(procs, tickdtest.Start(t, name, []string{"TESTWORKER_LOG=" + logPath}, "run", "-config", cfg))
+	}
+	return procs, logPath
+}
+
+// waitGoing waits until n runs of the log are going on at once.
+func waitGoing(t *testing.T, logPath string, n int) {
+	expect.WaitFor(t, 30*time.Second, fmt.Sprintf("%d runs going on", n), func() bool {
+		going := 0
+		for _, r := range tickdtest.ReadRuns(t, logPath) {
+			if r.End.At == 0 {
+				going++
+			}
+		}
+		return going == n
+	})
+}
+
+// waitEndedSince waits up to d until n runs of the log that started after
+// since (Unix ns) have ended.
+func waitEndedSince(t *testing.T, logPath string, since int64, n int, d time.Duration, what string) {
+	expect.WaitFor(t, d, what, func() bool {
+		ended := 0
+		for _, r := range tickdtest.ReadRuns(t, logPath) {
+			if r.Start.At > since && r.End.At != 0 {
+				ended++
+			}
+		}
+		return ended >= n
+	})
+}
+
+// checkAtMostFour fails the test if more than 4 runs of the log went on at
+// once, those still going counted until now.
+func checkAtMostFour(t *testing.T, logPath, across string) {
+	runs := tickdtest.ReadRuns(t, logPath)
+	now := time.Now().UnixNano()
+	most := mostAtOnce(runs, func(tickdtest.Run) int64 { return now })
+	t.Logf("%d runs; at most %d at once", len(runs), most)
+	if most > 4 {
+		t.Fatalf("%d runs at once under a limit of 4 across %s", most, across)
+	}
+}
+
 // TestLimitHoldsWhenAReplicaIsKilled: a replica killed (kill -9) while its
 // runs hold the limit: its places are counted until its leases could no
 // longer be trusted, never given to more than the limit at once, then
@@ -76,14 +128,9 @@ entities = %s
 func TestLimitHoldsWhenAReplicaIsKilled(t *testing.T) {
 	srv := redistest.Start(t)
 	_, worker := tickdtest.Binaries(t)
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "tickd.toml")
-	tickdtest.WriteFile(t, cfg, faultConfig(fmt.Sprintf("url = %q", srv.URL()), worker))
-	logPath := filepath.Join(dir, "runs.log")
-	env := []string{"TESTWORKER_LOG=" + logPath}
+	started, logPath := startThree(t, faultConfig(fmt.Sprintf("url = %q", srv.URL()), worker))
 	procs := map[int]*tickdtest.Proc{}
-	for _, name := range []string{"A", "B", "C"} {
-		p := tickdtest.Start(t, name, env, "run", "-config", cfg)
+	for _, p := range started {
 		procs[p.Pid()] = p
 	}
 	// The first replica seen running under the limit is killed.
@@ -101,15 +148,7 @@ func TestLimitHoldsWhenAReplicaIsKilled(t *testing.T) {
 	killed := time.Now().UnixNano()
 	// Two ticks after the kill: the other replicas run under the whole
 	// limit again.
-	expect.WaitFor(t, 40*time.Second, "two ticks' runs after the kill", func() bool {
-		n := 0
-		for _, r := range tickdtest.ReadRuns(t, logPath) {
-			if r.Start.At > killed && r.End.At != 0 {
-				n++
-			}
-		}
-		return n >= 30
-	})
+	waitEndedSince(t, logPath, killed, 30, 40*time.Second, "two ticks' runs after the kill")
 	runs := tickdtest.ReadRuns(t, logPath)
 	now := time.Now().UnixNano()
 	openEnd := func(r tickdtest.Run) int64 {
@@ -134,41 +173,11 @@ func TestLimitHoldsWhenAReplicaIsKilled(t *testing.T) {
 func TestLimitHoldsAcrossAnEmptiedRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	_, worker := tickdtest.Binaries(t)
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "tickd.toml")
-	tickdtest.WriteFile(t, cfg, faultConfig(fmt.Sprintf("url = %q", srv.URL()), worker))
-	logPath := filepath.Join(dir, "runs.log")
-	env := []string{"TESTWORKER_LOG=" + logPath}
-	for _, name := range []string{"A", "B", "C"} {
-		tickdtest.Start(t, name, env, "run", "-config", cfg)
-	}
-	expect.WaitFor(t, 30*time.Second, "4 runs going on", func() bool {
-		going := 0
-		for _, r := range tickdtest.ReadRuns(t, logPath) {
-			if r.End.At == 0 {
-				going++
-			}
-		}
-		return going == 4
-	})
+	_, logPath := startThree(t, faultConfig(fmt.Sprintf("url = %q", srv.URL()), worker))
+	waitGoing(t, logPath, 4)
 	srv.Restart()
-	emptied := time.Now().UnixNano()
-	expect.WaitFor(t, 40*time.Second, "runs after the restart", func() bool {
-		n := 0
-		for _, r := range tickdtest.ReadRuns(t, logPath) {
-			if r.Start.At > emptied && r.End.At != 0 {
-				n++
-			}
-		}
-		return n >= 12
-	})
-	runs := tickdtest.ReadRuns(t, logPath)
-	now := time.Now().UnixNano()
-	most := mostAtOnce(runs, func(tickdtest.Run) int64 { return now })
-	t.Logf("%d runs; at most %d at once", len(runs), most)
-	if most > 4 {
-		t.Fatalf("%d runs at once under a limit of 4 across a Redis emptied", most)
-	}
+	waitEndedSince(t, logPath, time.Now().UnixNano(), 12, 40*time.Second, "runs after the restart")
+	checkAtMostFour(t, logPath, "a Redis emptied")
 }
 
 // TestLimitHoldsAcrossASentinelFailover: the primary killed while runs hold
@@ -180,43 +189,15 @@ func TestLimitHoldsAcrossASentinelFailover(t *testing.T) {
 	pair := redistest.StartReplicated(t, redistest.ReplicatedOptions{Sentinels: true})
 	tickdtest.InitEpoch(t, pair.Primary.Addr, "limf")
 	_, worker := tickdtest.Binaries(t)
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "tickd.toml")
-	tickdtest.WriteFile(t, cfg, faultConfig(pair.SentinelTOML(), worker))
-	logPath := filepath.Join(dir, "runs.log")
-	env := []string{"TESTWORKER_LOG=" + logPath}
-	for _, name := range []string{"A", "B", "C"} {
-		tickdtest.Start(t, name, env, "run", "-config", cfg)
-	}
-	expect.WaitFor(t, 30*time.Second, "4 runs going on", func() bool {
-		going := 0
-		for _, r := range tickdtest.ReadRuns(t, logPath) {
-			if r.End.At == 0 {
-				going++
-			}
-		}
-		return going == 4
-	})
+	_, logPath := startThree(t, faultConfig(pair.SentinelTOML(), worker))
+	waitGoing(t, logPath, 4)
 	pair.Primary.Stop()
 	killed := time.Now()
 	expect.WaitFor(t, 60*time.Second, "Sentinel to promote the replica", func() bool {
 		return redistest.MasterAddr(pair.Sentinels[0].Addr) == pair.Replica.Addr
 	})
 	promoted := time.Now()
-	expect.WaitFor(t, 60*time.Second, "runs on the new primary", func() bool {
-		n := 0
-		for _, r := range tickdtest.ReadRuns(t, logPath) {
-			if r.Start.At > promoted.UnixNano() && r.End.At != 0 {
-				n++
-			}
-		}
-		return n >= 12
-	})
-	runs := tickdtest.ReadRuns(t, logPath)
-	now := time.Now().UnixNano()
-	most := mostAtOnce(runs, func(tickdtest.Run) int64 { return now })
-	t.Logf("%d runs; at most %d at once; promoted %v after the kill", len(runs), most, promoted.Sub(killed).Round(time.Millisecond))
-	if most > 4 {
-		t.Fatalf("%d runs at once under a limit of 4 across a failover", most)
-	}
+	t.Logf("promoted %v after the kill", promoted.Sub(killed).Round(time.Millisecond))
+	waitEndedSince(t, logPath, promoted.UnixNano(), 12, 60*time.Second, "runs on the new primary")
+	checkAtMostFour(t, logPath, "a failover")
 }

@@ -56,15 +56,7 @@ entities = %s
 func runLimited(t *testing.T, limit string) []tickdtest.Run {
 	srv := redistest.Start(t)
 	_, worker := tickdtest.Binaries(t)
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "tickd.toml")
-	tickdtest.WriteFile(t, cfg, limitConfig(srv.URL(), worker, limit))
-	logPath := filepath.Join(dir, "runs.log")
-	env := []string{"TESTWORKER_LOG=" + logPath}
-	var procs []*tickdtest.Proc
-	for _, name := range []string{"A", "B", "C"} {
-		procs = append(procs, tickdtest.Start(t, name, env, "run", "-config", cfg))
-	}
+	procs, logPath := startThree(t, limitConfig(srv.URL(), worker, limit))
 	var runs []tickdtest.Run
 	expect.WaitFor(t, 60*time.Second, "every entity's run ended", func() bool {
 		runs = tickdtest.ReadRuns(t, logPath)
@@ -94,27 +86,11 @@ func runLimited(t *testing.T, limit string) []tickdtest.Run {
 // and end records, and every entity runs in the tick (none is skipped).
 func TestLimitConcurrencyAcrossReplicas(t *testing.T) {
 	runs := runLimited(t, "concurrency = 4")
-	type edge struct {
-		at    int64
-		delta int
-	}
-	var edges []edge
 	pids := map[int]bool{}
 	for _, r := range runs {
-		edges = append(edges, edge{r.Start.At, 1}, edge{r.End.At, -1})
 		pids[r.Start.Ppid] = true
 	}
-	slices.SortFunc(edges, func(a, b edge) int {
-		if a.at != b.at {
-			return int(a.at - b.at)
-		}
-		return a.delta - b.delta // an end before a start at the same instant
-	})
-	most, now := 0, 0
-	for _, e := range edges {
-		now += e.delta
-		most = max(most, now)
-	}
+	most := mostAtOnce(runs, func(r tickdtest.Run) int64 { return r.End.At }) // every run ended
 	t.Logf("at most %d at once, over %d replicas", most, len(pids))
 	if most > 4 {
 		t.Fatalf("%d runs at once under a limit of 4", most)
