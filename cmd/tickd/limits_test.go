@@ -23,7 +23,8 @@ import (
 )
 
 // limitConfig is three replicas' config: one task of 40 entities whose
-// runs take 1s, under the limit given, with one tick in the next minute, 5s
+// runs take 1s, 2 at once on a replica (so that no one replica can fill a
+// limit of 4 alone), under the limit given, with one tick in the next minute, 5s
 // from now (after the first start's quarantine).
 func limitConfig(redisURL, worker, limit string) string {
 	at := time.Now().UTC().Add(5 * time.Second)
@@ -45,7 +46,7 @@ name = "sync"
 cron = "%d %d %d * * *"
 command = [%q, "1s"]
 lease_ttl = "3s"
-concurrency = 8
+concurrency = 2
 limits = ["api"]
 entities = %s
 `, redisURL, limit, at.Second(), at.Minute(), at.Hour(), worker, entityList(40))
