@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -98,20 +97,6 @@ func (s *Store) SetLimits(ls []Limit) {
 		st.lim = l
 		st.mu.Unlock()
 	}
-}
-
-// Limits returns the limits declared, by name.
-func (s *Store) Limits() []Limit {
-	s.limits.mu.Lock()
-	defer s.limits.mu.Unlock()
-	out := make([]Limit, 0, len(s.limits.byName))
-	for _, st := range s.limits.byName {
-		st.mu.Lock()
-		out = append(out, st.lim)
-		st.mu.Unlock()
-	}
-	slices.SortFunc(out, func(a, b Limit) int { return cmp.Compare(a.Name, b.Name) })
-	return out
 }
 
 func (s *Store) limitState(name string) *limitState {
@@ -378,10 +363,8 @@ func (s *Store) settle(ctx context.Context, all bool) {
 // budgets closed.
 type LimitStatus struct {
 	Limit Limit
-	// Runs is how many runs hold the limit, across the replicas; ByHolder
-	// splits them by replica.
-	Runs     int
-	ByHolder map[string]int
+	// Runs is how many runs hold the limit, across the replicas.
+	Runs int
 	// Busiest is, for a limit per entity, the most runs of one entity.
 	Busiest int
 	Closed  map[string]LimitClosing // by entity ("" for a limit not per entity)
@@ -393,17 +376,16 @@ func (s *Store) LimitStatus(ctx context.Context, lim Limit) (LimitStatus, error)
 	if err != nil {
 		return LimitStatus{}, fmt.Errorf("limit %s: %w", lim.Name, err)
 	}
-	out := LimitStatus{Limit: lim, ByHolder: map[string]int{}, Closed: map[string]LimitClosing{}}
+	out := LimitStatus{Limit: lim, Closed: map[string]LimitClosing{}}
 	for k, c := range st.Closed {
 		if e, err := driver.Unescape(k); err == nil {
 			out.Closed[e] = c
 		}
 	}
 	byKey := map[string]int{}
-	for h, rs := range st.Runs {
+	for _, rs := range st.Runs {
 		for k, n := range rs {
 			out.Runs += n
-			out.ByHolder[h] += n
 			byKey[k] += n
 		}
 	}
