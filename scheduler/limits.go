@@ -53,17 +53,15 @@ func (s *Scheduler) backOff(t config.Task, l *lease.Lease, be *tasks.BackoffErro
 	if after <= 0 {
 		after = tasks.DefaultBackoff
 	}
-	wait := min(after, config.DefaultLimit().MaxBackoff)
+	wait := time.Duration(0) // the longest the task's limits are closed for
 	cfg := s.Config()
-	for i, name := range t.Limits {
+	for _, name := range t.Limits {
 		lim, ok := cfg.Limit(name)
 		if !ok {
 			continue // the config changed under the run
 		}
 		d := min(after, lim.MaxBackoff)
-		if i == 0 || d > wait {
-			wait = d
-		}
+		wait = max(wait, d)
 		ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
 		err := s.store.CloseLimit(ctx, lim.Lease(), l.Entity, d, be.Reason)
 		cancel()
@@ -71,6 +69,9 @@ func (s *Scheduler) backOff(t config.Task, l *lease.Lease, be *tasks.BackoffErro
 			s.storeFailed("limit", "close-limit:"+name, "cannot close a limit that an API asked to back off", Event{Task: t.Name, Entity: l.Entity}, err)
 		}
 		s.metrics.backedOff(name)
+	}
+	if wait == 0 { // no limit to close: the default bound
+		wait = min(after, config.DefaultLimit().MaxBackoff)
 	}
 	reason := l.Reason
 	if reason == lease.ReasonTick {
