@@ -397,7 +397,7 @@ func (f *fanOut) flush() {
 			s.log.Debug(MsgSkippedBusy, KeyTask, t.Name, KeyEntity, f.batch[i], tickAttr(f.T), KeyError, r.Err)
 		case errors.Is(r.Err, lease.ErrAlreadyRan):
 			f.n.AlreadyRan++
-			s.log.Debug("tick already ran for entity", KeyTask, t.Name, KeyEntity, f.batch[i], tickAttr(f.T))
+			s.log.Debug(MsgAlreadyRan, KeyTask, t.Name, KeyEntity, f.batch[i], tickAttr(f.T))
 		case errors.Is(r.Err, lease.ErrNotAcknowledged):
 			f.n.Unacknowledged++
 		case errors.Is(r.Err, lease.ErrLimited):

@@ -25,6 +25,15 @@ const (
 // checker needs to tell a skip from a miss.
 const MsgSkippedBusy = "entity busy: skipped"
 
+// MsgAlreadyRan is the debug line of a tick that found the entity's run
+// for it, or for a later tick, already started, and skipped it (its task,
+// entity and tick as attributes): a checker tells a coalesced tick by it.
+const MsgAlreadyRan = "tick already ran for entity"
+
+// MsgRunEnded is the info (or warn) line of a run's end, written once its
+// lease is released: a checker knows from it how long the lease was held.
+const MsgRunEnded = "run ended"
+
 // LogEvery is how often a failure that repeats (Redis unreachable, a clock
 // ahead) is logged: once, then with a count of the lines suppressed.
 const LogEvery = 10 * time.Second

@@ -370,7 +370,7 @@ func logEnd(h *runHandler, outcome lease.Outcome, d time.Duration, err error, ne
 	if !h.inner.Enabled(ctx, lvl) {
 		return
 	}
-	r := slog.NewRecord(time.Now(), lvl, "run ended", 0)
+	r := slog.NewRecord(time.Now(), lvl, MsgRunEnded, 0)
 	own := h.own()
 	r.AddAttrs(own[:]...)
 	r.AddAttrs(slog.String(KeyOutcome, string(outcome)), slog.String(KeyDuration, durationString(d)))

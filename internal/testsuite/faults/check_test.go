@@ -129,6 +129,36 @@ func TestChecker(t *testing.T) {
 			eligible: all, ran: all - 1, missed: []string{e5(2)},
 		},
 		{
+			// A loaded replica released tick 1's lease 1.9s after its run's
+			// end: the skip while it was held is no miss.
+			name: "busy: a replica skipped the entity before the last run's lease was released",
+			runs: without(steady(), "e5", 2),
+			setup: func(c *cluster) {
+				c.skipped = map[string][]time.Time{"sync/" + e5(2): {tickAt(2).Add(800 * time.Millisecond)}}
+				c.logged = map[string]loggedEnd{fmt.Sprint("e5/", tickAt(1).Add(5*time.Millisecond).UnixMicro()): {took: 90 * time.Millisecond, released: tickAt(2).UnixNano()}}
+			},
+			eligible: all - 1, ran: all - 1,
+		},
+		{
+			// Tick 3's fan-out reached e5 before tick 2's: tick 2's then
+			// found a later tick started, and stood down.
+			name: "superseded: a late tick found a later tick's run started",
+			runs: append(without(without(steady(), "e5", 2), "e5", 3), synthRun{entity: "e5", reason: "tick", tick: tickAt(3),
+				granted: tickAt(3).Add(5 * time.Millisecond), from: tickAt(3).Add(10 * time.Millisecond), to: tickAt(3).Add(100 * time.Millisecond), pid: 1, ppid: 1}),
+			setup: func(c *cluster) {
+				c.superseded = map[string][]time.Time{"sync/" + e5(2): {tickAt(3).Add(200 * time.Millisecond)}}
+			},
+			eligible: all - 1, ran: all - 1,
+		},
+		{
+			name: "… already ran with no later run started is a miss",
+			runs: without(steady(), "e5", 2),
+			setup: func(c *cluster) {
+				c.superseded = map[string][]time.Time{"sync/" + e5(2): {tickAt(2).Add(200 * time.Millisecond)}}
+			},
+			eligible: all, ran: all - 1, missed: []string{e5(2)},
+		},
+		{
 			// A hand-over that met the entity busy became its follow-up.
 			name: "a follow-up carrying the tick is the tick's run",
 			runs: append(without(steady(), "e5", 2), synthRun{entity: "e5", reason: "queued", tick: tickAt(2),
@@ -260,7 +290,7 @@ func TestLogLines(t *testing.T) {
 {"time":"2026-11-25T20:10:17Z","level":"DEBUG","msg":"entity busy: skipped","task":"sync","entity":"e2","tick":"2026-11-25T20:10:14Z","error":"busy"}
 not json, run ended`
 	var got []string
-	for rec := range logLines([]string{log}, "run ended", scheduler.MsgSkippedBusy) {
+	for rec := range logLines([]string{log}, scheduler.MsgRunEnded, scheduler.MsgSkippedBusy) {
 		got = append(got, rec.Msg+" "+rec.Entity+" "+rec.Tick)
 	}
 	want := []string{"run ended e1 ", scheduler.MsgSkippedBusy + " e2 2026-11-25T20:10:14Z"}

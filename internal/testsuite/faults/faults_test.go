@@ -72,9 +72,11 @@ type cluster struct {
 	// orphaned: entities whose lease a killed replica held (granted, perhaps
 	// before any run record was written), busy until the lease expires.
 	orphaned []orphans
-	// skipped: the replicas' busy skips (see skips); read from their logs
-	// when nil (the checker's tests set it).
-	skipped map[string][]time.Time
+	// skipped and superseded: the replicas' busy skips and already-ran
+	// skips (see skips and judge); read from their logs when nil (the
+	// checker's tests set them).
+	skipped    map[string][]time.Time
+	superseded map[string][]time.Time
 	// logged: what the replicas logged of their runs' ends, by entity and
 	// fence (see loggedEnds); read from their logs when nil (the checker's
 	// tests set it).
@@ -196,6 +198,9 @@ func (c *cluster) start(r *replica) {
 type loggedEnd struct {
 	killed int64         // when SIGKILL was sent (unix ns); 0: not logged
 	took   time.Duration // 0: not logged
+	// released is when the replica logged the run's end, which it does
+	// once the lease is released (unix ns); 0: not logged.
+	released int64
 }
 
 // bound is the latest r can have ended by what its replica logged; 0 when
@@ -278,16 +283,17 @@ func logLines(logs []string, msgs ...string) iter.Seq[logLine] {
 // entity and fence. c.mu is held.
 func (c *cluster) loggedEnds() map[string]loggedEnd {
 	ends := map[string]loggedEnd{}
-	for rec := range logLines(logsOf(c.procs...), "run ended", tasks.MsgKilled) {
+	for rec := range logLines(logsOf(c.procs...), scheduler.MsgRunEnded, tasks.MsgKilled) {
 		key := fmt.Sprint(rec.Entity, "/", rec.Fence)
 		e := ends[key]
 		switch rec.Msg {
 		case tasks.MsgKilled:
 			e.killed = rec.Time.UnixNano()
-		case "run ended":
+		case scheduler.MsgRunEnded:
 			if d, err := time.ParseDuration(rec.Duration); err == nil {
 				e.took = d + time.Millisecond // logged rounded to the ms
 			}
+			e.released = rec.Time.UnixNano()
 		}
 		ends[key] = e
 	}
@@ -440,7 +446,10 @@ func (c *cluster) check(begin, end time.Time) result {
 	defer c.mu.Unlock()
 	logged := c.ends()
 	if c.skipped == nil {
-		c.skipped = skips(c.procs)
+		c.skipped = skips(c.procs, scheduler.MsgSkippedBusy)
+	}
+	if c.superseded == nil {
+		c.superseded = skips(c.procs, scheduler.MsgAlreadyRan)
 	}
 	openEnd := c.openEnd(logged, end)
 	res := result{Figures: tickdtest.Check(runs, openEnd), faults: c.faults}
@@ -462,7 +471,8 @@ func (c *cluster) check(begin, end time.Time) result {
 	for i := range entities {
 		entities[i] = fmt.Sprint("e", i)
 	}
-	j := judge{every: every, heldUntil: heldUntil, skippedBusy: c.skipped, alsoBusy: func(_, entity string, T time.Time) bool {
+	released := func(r tickdtest.Run) int64 { return logged[fmt.Sprint(r.Start.Entity, "/", r.Start.Fence)].released }
+	j := judge{every: every, heldUntil: heldUntil, released: released, skippedBusy: c.skipped, superseded: c.superseded, alsoBusy: func(_, entity string, T time.Time) bool {
 		for _, o := range c.orphaned {
 			// Granted at a tick no later than the kill, expiring by kill + TTL.
 			if o.entities[entity] && !T.Before(o.at.Add(-every)) && T.Before(o.at.Add(c.ttl)) {
@@ -517,15 +527,23 @@ func (c *cluster) judgedTicks(begin, end time.Time) []time.Time {
 // still held at T (heldUntil), or alsoBusy says so (a lease known held
 // without a run record), or a replica said it skipped it as busy
 // (skippedBusy) at a moment some other run of it held its lease (within
-// skipSlack: the line is written after Redis answered). Otherwise it was
-// missed.
+// skipSlack: the line is written after Redis answered), its lease held
+// until the run's end or, when later, until its replica said it released
+// it (released: a loaded replica releases a lease a while after the run's
+// process ended). Otherwise it was missed.
 type judge struct {
 	every     time.Duration
 	heldUntil func(r tickdtest.Run) int64
+	released  func(r tickdtest.Run) int64                 // 0: not known; may be nil
 	alsoBusy  func(task, entity string, T time.Time) bool // may be nil
 	// skippedBusy: when replicas logged scheduler.MsgSkippedBusy, by
 	// task/entity@T (see skips).
 	skippedBusy map[string][]time.Time
+	// superseded: when replicas logged scheduler.MsgAlreadyRan, by
+	// task/entity@T. A tick run starts only for a tick later than the
+	// entity's last: a late fan-out of T that finds a later tick's run
+	// started skips T, which that run stands for (may be nil).
+	superseded map[string][]time.Time
 }
 
 // skipSlack is how far a replica's "skipped: busy" line may be from the
@@ -535,9 +553,9 @@ const skipSlack = time.Second
 
 // skips reads every scheduler.MsgSkippedBusy line of procs' logs, by
 // task/entity@T.
-func skips(procs []*tickdtest.Proc) map[string][]time.Time {
+func skips(procs []*tickdtest.Proc, msg string) map[string][]time.Time {
 	out := map[string][]time.Time{}
-	for rec := range logLines(logsOf(procs...), scheduler.MsgSkippedBusy) {
+	for rec := range logLines(logsOf(procs...), msg) {
 		key := rec.Task + "/" + rec.Entity + "@" + rec.Tick // RFC 3339, UTC, as the judge's labels
 		out[key] = append(out[key], rec.Time)
 	}
@@ -553,10 +571,8 @@ func (j judge) liveness(runs []tickdtest.Run, tasks, entities []string, ticks []
 	for _, r := range runs {
 		key := r.Start.Task + "/" + r.Start.Entity
 		byKey[key] = append(byKey[key], r)
-		if r.Start.Reason == "tick" || r.Start.Reason == "retry" || r.Start.Reason == "queued" {
-			if tick, err := time.Parse(time.RFC3339Nano, r.Start.Tick); err == nil {
-				tickRan[key+"@"+tick.UTC().Format(time.RFC3339)] = true
-			}
+		if tick, ok := tickOf(r); ok {
+			tickRan[key+"@"+tick.UTC().Format(time.RFC3339)] = true
 		}
 	}
 	for _, T := range ticks {
@@ -586,6 +602,16 @@ func (j judge) liveness(runs []tickdtest.Run, tasks, entities []string, ticks []
 	return ran, eligible, missed
 }
 
+// tickOf is the tick r ran for: a tick run's, or the one its hand-over
+// (retry) or follow-up (queued) carries.
+func tickOf(r tickdtest.Run) (time.Time, bool) {
+	if r.Start.Reason != "tick" && r.Start.Reason != "retry" && r.Start.Reason != "queued" {
+		return time.Time{}, false
+	}
+	tick, err := time.Parse(time.RFC3339Nano, r.Start.Tick)
+	return tick, err == nil
+}
+
 func (j judge) busy(runs []tickdtest.Run, task, entity string, T time.Time, label string) bool {
 	if j.alsoBusy != nil && j.alsoBusy(task, entity, T) {
 		return true
@@ -595,9 +621,20 @@ func (j judge) busy(runs []tickdtest.Run, task, entity string, T time.Time, labe
 			return true
 		}
 	}
+	for _, at := range j.superseded[task+"/"+entity+"@"+label] {
+		for _, r := range runs {
+			if tick, ok := tickOf(r); ok && tick.After(T) && r.Start.At < at.Add(skipSlack).UnixNano() {
+				return true
+			}
+		}
+	}
 	for _, at := range j.skippedBusy[task+"/"+entity+"@"+label] {
 		for _, r := range runs {
-			if r.Start.At < at.Add(skipSlack).UnixNano() && j.heldUntil(r) > at.Add(-skipSlack).UnixNano() {
+			held := j.heldUntil(r)
+			if j.released != nil {
+				held = max(held, j.released(r))
+			}
+			if r.Start.At < at.Add(skipSlack).UnixNano() && held > at.Add(-skipSlack).UnixNano() {
 				return true
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
 )
 
 // The Redis Cluster scenarios: three tickd replicas on a Redis Cluster of
@@ -215,7 +216,14 @@ func (e *rcEnv) liveness(from, to time.Time) (ran, eligible int, missed []string
 	for i := range entities {
 		entities[i] = fmt.Sprint("e", i)
 	}
-	return judge{every: rcEvery, heldUntil: held, skippedBusy: skips(e.procs)}.liveness(tickdtest.ReadRuns(e.t, e.runsLog), e.tasks, entities, ticks)
+	released := map[string]int64{}
+	for rec := range logLines(logsOf(e.procs...), scheduler.MsgRunEnded) {
+		released[fmt.Sprint(rec.Task, "/", rec.Entity, "/", rec.Fence)] = rec.Time.UnixNano()
+	}
+	releasedAt := func(r tickdtest.Run) int64 {
+		return released[fmt.Sprint(r.Start.Task, "/", r.Start.Entity, "/", r.Start.Fence)]
+	}
+	return judge{every: rcEvery, heldUntil: held, released: releasedAt, skippedBusy: skips(e.procs, scheduler.MsgSkippedBusy), superseded: skips(e.procs, scheduler.MsgAlreadyRan)}.liveness(tickdtest.ReadRuns(e.t, e.runsLog), e.tasks, entities, ticks)
 }
 
 // mostTasks is the master that serves the most tasks, and its tasks.
