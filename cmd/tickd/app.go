@@ -200,6 +200,11 @@ func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "-
 // build is what the binary was built from.
 type build struct{ version, revision, goVersion string }
 
+// packageVersion is the version packaging/build gives its binaries (with
+// -ldflags -X main.packageVersion=...), which their packages carry; a
+// binary built otherwise says its module version.
+var packageVersion string
+
 func readBuild() build {
 	b := build{version: "(unknown)", goVersion: runtime.Version()}
 	bi, ok := debug.ReadBuildInfo()
@@ -207,6 +212,9 @@ func readBuild() build {
 		return b
 	}
 	b.version = bi.Main.Version
+	if packageVersion != "" {
+		b.version = packageVersion
+	}
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
