@@ -104,10 +104,10 @@ func TestHelpAndVersion(t *testing.T) {
 func TestReplicaIDs(t *testing.T) {
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	host, _ := os.Hostname()
-	expect.Equal(t, "configured", replicaIDFrom(config.Daemon{ReplicaID: "a"}, env(map[string]string{"TICKD_REPLICA_ID": "b", "POD_NAME": "c"}), 7), "a")
-	expect.Equal(t, "TICKD_REPLICA_ID", replicaIDFrom(config.Daemon{}, env(map[string]string{"TICKD_REPLICA_ID": "b", "POD_NAME": "c"}), 7), "b")
-	expect.Equal(t, "POD_NAME", replicaIDFrom(config.Daemon{}, env(map[string]string{"POD_NAME": "tickd-7d9f-x2"}), 7), "tickd-7d9f-x2")
-	expect.Equal(t, "hostname-pid", replicaIDFrom(config.Daemon{}, env(nil), 7), host+"-7")
-	one, other := replicaIDFrom(config.Daemon{}, env(nil), 1), replicaIDFrom(config.Daemon{}, env(nil), 1)
-	expect.True(t, "PID 1 gets a unique id: "+one+", "+other, one != other && strings.HasPrefix(one, host+"-1-"))
+	expect.Equal(t, "configured", replicaIDFrom(config.Daemon{ReplicaID: "a"}, env(map[string]string{"TICKD_REPLICA_ID": "b", "POD_NAME": "c"}), 7, true), "a")
+	expect.Equal(t, "TICKD_REPLICA_ID", replicaIDFrom(config.Daemon{}, env(map[string]string{"TICKD_REPLICA_ID": "b", "POD_NAME": "c"}), 7, true), "b")
+	expect.Equal(t, "POD_NAME", replicaIDFrom(config.Daemon{}, env(map[string]string{"POD_NAME": "tickd-7d9f-x2"}), 7, true), "tickd-7d9f-x2")
+	expect.Equal(t, "hostname-pid", replicaIDFrom(config.Daemon{}, env(nil), 7, false), host+"-7")
+	one, other := replicaIDFrom(config.Daemon{}, env(nil), 2, true), replicaIDFrom(config.Daemon{}, env(nil), 2, true)
+	expect.True(t, "in a container, a unique id: "+one+", "+other, one != other && strings.HasPrefix(one, host+"-2-"))
 }

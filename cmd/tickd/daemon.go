@@ -20,6 +20,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/earlysignal"
 	"github.com/tickd/tickd/internal/gcpolicy"
+	"github.com/tickd/tickd/internal/pid1"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
@@ -54,23 +55,24 @@ func parseLevel(s string) slog.Level {
 
 // replicaID is the configured id; else TICKD_REPLICA_ID; else POD_NAME (a
 // Kubernetes pod's name, by the downward API); else hostname-pid, with a
-// random suffix when tickd is PID 1: every container's first process is,
-// and two containers sharing a hostname (--network=host) would share an id.
+// random suffix in a container (tickd is PID 1, or the child of its own
+// init, internal/pid1): two containers sharing a hostname (--network=host)
+// have tickds of the same PID, which would share an id.
 func replicaID(d config.Daemon) string {
-	return replicaIDFrom(d, os.Getenv, os.Getpid())
+	return replicaIDFrom(d, os.Getenv, os.Getpid(), os.Getpid() == 1 || pid1.Child())
 }
 
-func replicaIDFrom(d config.Daemon, getenv func(string) string, pid int) string {
+func replicaIDFrom(d config.Daemon, getenv func(string) string, pid int, container bool) string {
 	for _, id := range []string{d.ReplicaID, getenv("TICKD_REPLICA_ID"), getenv("POD_NAME")} {
 		if id != "" {
 			return id
 		}
 	}
 	h, _ := os.Hostname()
-	if pid == 1 {
+	if container {
 		var b [3]byte
 		rand.Read(b[:]) //nolint:errcheck // crypto/rand never fails on Linux
-		return fmt.Sprintf("%s-1-%x", h, b)
+		return fmt.Sprintf("%s-%d-%x", h, pid, b)
 	}
 	return fmt.Sprintf("%s-%d", h, pid)
 }

@@ -6,7 +6,11 @@
 // TESTWORKER_MAX_SLEEP), and, told to stop by SIGTERM, goes on for
 // TESTWORKER_TERM_DELAY before it exits;
 // and, if TESTWORKER_WORK_DIR holds a counter file named after the entity,
-// decrements it and exits with the reschedule code (75) while work is left.
+// decrements it and exits with the reschedule code (75) while work is left;
+// and, with TESTWORKER_ORPHAN set to a duration, starts a copy of itself in a
+// session of its own that outlives it by that long (a command that leaves a
+// daemon behind) and then appends its pid to TESTWORKER_LOG.orphans: in a
+// container, tickd as PID 1 must reap it.
 package main
 
 import (
@@ -14,6 +18,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -24,8 +29,16 @@ import (
 	"github.com/tickd/tickd/internal/testkit/workerlog"
 )
 
+// orphanEnv, in a copy's environment, is how long it sleeps as an orphan.
+const orphanEnv = "TESTWORKER_AS_ORPHAN"
+
 func main() {
 	logPath := os.Getenv("TESTWORKER_LOG")
+	if d, err := time.ParseDuration(os.Getenv(orphanEnv)); err == nil {
+		time.Sleep(d)
+		appendLine(logPath+".orphans", strconv.Itoa(os.Getpid()))
+		return
+	}
 	f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testworker:", err)
@@ -80,6 +93,36 @@ func main() {
 			}
 		}
 	}
+	if d := os.Getenv("TESTWORKER_ORPHAN"); d != "" {
+		leaveOrphan(d)
+	}
 	write("end", exit, "")
 	os.Exit(exit)
+}
+
+// leaveOrphan starts a copy of this worker, in a session of its own, that
+// sleeps d once this one has ended.
+func leaveOrphan(d string) {
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testworker:", err)
+		return
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), orphanEnv+"="+d)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "testworker:", err)
+	}
+}
+
+// appendLine appends line to the file at path, in one write.
+func appendLine(path, line string) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testworker:", err)
+		return
+	}
+	defer f.Close()
+	f.WriteString(line + "\n") //nolint:errcheck // O_APPEND: one write, one line
 }
