@@ -35,7 +35,7 @@ type Config struct {
 type Daemon struct {
 	// ReplicaID names this process in leases and logs. Defaults to the
 	// environment's TICKD_REPLICA_ID, else POD_NAME, else hostname-pid (with
-	// a random suffix for PID 1, a container's first process).
+	// a random suffix in a container, where tickd is PID 1 or its child).
 	ReplicaID string `toml:"replica_id"`
 	// ShutdownTimeout is how long SIGTERM waits for running runs. Defaults
 	// to 30s.
@@ -48,6 +48,10 @@ type Daemon struct {
 	// MetricsAddr, when set, serves /metrics (Prometheus), /healthz and
 	// /readyz on this host:port. Defaults to "" (off).
 	MetricsAddr string `toml:"metrics_addr"`
+	// WatchConfig, when true, reloads the config when its file changes, by
+	// the rules of SIGHUP: what a Kubernetes ConfigMap volume needs, whose
+	// update swaps a symlink and signals no one. Defaults to false.
+	WatchConfig bool `toml:"watch_config"`
 }
 
 // DefaultDaemon is [daemon] when nothing is given.

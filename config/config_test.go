@@ -52,6 +52,7 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown task key", goodTask + "comand = [\"x\"]\n", "cfg.toml:6: tasks[0].comand: unknown key"},
 		{"unknown table", "[redis_]\nurl = \"x\"\n" + goodTask, "cfg.toml:2: redis_.url: unknown key"},
 		{"wrong type", goodTask + "concurrency = \"8\"\n", `cfg.toml:6: tasks[0].concurrency: want an integer, got the string "8"`},
+		{"a boolean as a string", "[daemon]\nwatch_config = \"yes\"\n" + goodTask, `cfg.toml:2: daemon.watch_config: want true or false, got the string "yes"`},
 		{"wrong list type", goodTask + "entities = [\"a\", 2]\n", `cfg.toml:6: tasks[0].entities: want a list of strings, element 1 is the integer 2`},
 		{"duration as a number", goodTask + "lease_ttl = 60\n", `cfg.toml:6: tasks[0].lease_ttl: want a duration such as "90s" or "15m", got the integer 60`},
 		{"hint for a typo", goodTask + "evry = \"1m\"\n", `cfg.toml:6: tasks[0].evry: unknown key (did you mean "every"?)`},

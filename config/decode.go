@@ -167,8 +167,8 @@ func replicaAcks(val any) (lease.ReplicaAcks, error) {
 }
 
 // set stores a decoded TOML value into a field of one of the kinds config
-// structs use: a duration (written as "90s"), a string, an integer, a list
-// of strings.
+// structs use: a duration (written as "90s"), a string, an integer, a
+// boolean, a list of strings.
 func set(f reflect.Value, val any) error {
 	switch {
 	case f.Type() == acksType:
@@ -195,6 +195,12 @@ func set(f reflect.Value, val any) error {
 			return fmt.Errorf("want an integer, got %s", describe(val))
 		}
 		f.SetInt(n)
+	case f.Kind() == reflect.Bool:
+		b, ok := val.(bool)
+		if !ok {
+			return fmt.Errorf("want true or false, got %s", describe(val))
+		}
+		f.SetBool(b)
 	case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String:
 		out, err := stringList(val)
 		if err != nil {

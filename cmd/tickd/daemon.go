@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -169,6 +170,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	path := c.config
+	watch := newConfigWatch(*path)
 	cfg, err := config.Load(*path)
 	if err != nil {
 		return err
@@ -234,18 +236,26 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	daemon.SdNotify(false, daemon.SdNotifyReady) //nolint:errcheck
 
 	// Whether Redis answers, said once it does (or every 10s until then).
-	watch := loop(func(ctx context.Context) { watchRedis(ctx, store, log) })
-	ss.start(ctx, "redis watch", watch, shortStop) //nolint:errcheck // a loop's start is nil
+	ss.start(ctx, "redis watch", loop(func(ctx context.Context) { watchRedis(ctx, store, log) }), shortStop) //nolint:errcheck // a loop's start is nil
+	watch.on.Store(cfg.Daemon.WatchConfig)
+	ss.start(ctx, "config watch", loop(watch.run), shortStop) //nolint:errcheck // a loop's start is nil
 
+	reloadNow := func() {
+		daemon.SdNotify(false, daemon.SdNotifyReloading) //nolint:errcheck
+		reloads.record(reload(sch, con, *path, &level, log, &watch.on))
+		daemon.SdNotify(false, daemon.SdNotifyReady) //nolint:errcheck
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return shutdown(ss, log, nil)
+		case <-watch.changed:
+			log.Info("config file changed: reloading (watch_config)", "config", *path)
+			reloadNow()
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				daemon.SdNotify(false, daemon.SdNotifyReloading) //nolint:errcheck
-				reloads.record(reload(sch, con, *path, &level, log))
-				daemon.SdNotify(false, daemon.SdNotifyReady) //nolint:errcheck
+				watch.seen()
+				reloadNow()
 				continue
 			}
 			log.Info("signal received: stopping", "signal", sig.String())
@@ -270,7 +280,8 @@ func stopRequested(sigs <-chan os.Signal) (os.Signal, bool) {
 }
 
 // reload re-reads the config; a bad one is reported and the old one kept.
-func reload(sch *scheduler.Scheduler, con *webConsole, path string, level *slog.LevelVar, log *slog.Logger) error {
+// watching is set to the new config's watch_config.
+func reload(sch *scheduler.Scheduler, con *webConsole, path string, level *slog.LevelVar, log *slog.Logger, watching *atomic.Bool) error {
 	cfg, err := config.Load(path)
 	if err == nil {
 		err = sch.Reload(cfg)
@@ -280,6 +291,7 @@ func reload(sch *scheduler.Scheduler, con *webConsole, path string, level *slog.
 		return err
 	}
 	level.Set(parseLevel(cfg.Daemon.LogLevel))
+	watching.Store(cfg.Daemon.WatchConfig)
 	if con != nil {
 		con.reload(cfg)
 	}

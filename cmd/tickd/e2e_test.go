@@ -458,3 +458,55 @@ func TestOnlyJSONLinesWhileRedisIsUnreachable(t *testing.T) {
 		t.Errorf("%d go-redis lines in %d lines: not rate-limited (one per %v)", clientLines, len(lines), scheduler.LogEvery)
 	}
 }
+
+// TestWatchConfigFollowsAConfigMapSwap: with watch_config, a config
+// mounted as Kubernetes mounts a ConfigMap (config.toml -> ..data/config.toml,
+// ..data -> a dated directory) is reloaded when ..data is swapped, with no
+// signal, by the rules of SIGHUP: a bad one is refused and the old config
+// runs on.
+func TestWatchConfigFollowsAConfigMapSwap(t *testing.T) {
+	dir := t.TempDir()
+	metrics := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+	task := func(name string) string {
+		return fmt.Sprintf("[daemon]\nlog_format = \"json\"\nwatch_config = true\nmetrics_addr = %q\n[[tasks]]\nname = %q\nevery = \"1s\"\ncommand = [\"echo\", \"ran-%s\"]\n", metrics, name, name)
+	}
+	// swap writes a new dated directory and points ..data at it in one
+	// rename, as the kubelet does.
+	version := 0
+	swap := func(content string) {
+		version++
+		dated := fmt.Sprintf("..2026_11_26_%d", version)
+		if err := os.Mkdir(filepath.Join(dir, dated), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		tickdtest.WriteFile(t, filepath.Join(dir, dated, "config.toml"), content)
+		tmp := filepath.Join(dir, "..data_tmp")
+		if err := os.Symlink(dated, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	swap(task("first"))
+	cfg := filepath.Join(dir, "config.toml")
+	if err := os.Symlink(filepath.Join("..data", "config.toml"), cfg); err != nil {
+		t.Fatal(err)
+	}
+	p := tickdtest.Start(t, "A", nil, "-config", cfg)
+	p.WaitLog(10*time.Second, `"msg":"ran-first"`)
+	swap(task("second"))
+	p.WaitNotify(10*time.Second, "READY=1", 2) // ready again after the reload
+	p.WaitLog(10*time.Second, `"msg":"ran-second"`)
+	swap("[[tasks]]\nname = \"x\"\nevery = \"nope\"\n")
+	expect.WaitFor(t, 10*time.Second, "tickd_config_last_reload_successful 0", func() bool {
+		_, m := get(t, "http://"+metrics+"/metrics")
+		return strings.Contains(m, "\ntickd_config_last_reload_successful 0\n")
+	})
+	n := strings.Count(p.Log(), `"msg":"ran-second"`)
+	expect.WaitFor(t, 10*time.Second, "second keeps running", func() bool { return strings.Count(p.Log(), `"msg":"ran-second"`) > n+1 })
+	p.Signal(syscall.SIGTERM)
+	if code := p.Wait(10 * time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// watchEvery is how often [daemon] watch_config looks at the config file.
+const watchEvery = time.Second
+
+// configWatch tells when the config file's content changed, for [daemon]
+// watch_config: a Kubernetes ConfigMap volume is updated by swapping a
+// symlink, which sends no signal, so the file is read (through its
+// symlinks) every watchEvery and its content compared. Its content, not
+// its times: a swap may keep sizes and times, and an editor may rewrite a
+// file unchanged. A file that cannot be read is left for the next look.
+type configWatch struct {
+	path    string
+	on      atomic.Bool // the config in force sets watch_config
+	mu      sync.Mutex
+	sum     [sha256.Size]byte // of the content last loaded or seen
+	changed chan struct{}
+}
+
+// newConfigWatch starts from the file's content now: before the config is
+// loaded, so that a change while it loads is seen.
+func newConfigWatch(path string) *configWatch {
+	w := &configWatch{path: path, changed: make(chan struct{}, 1)}
+	w.seen()
+	return w
+}
+
+// seen takes the file's content as loaded: a SIGHUP's reload read it.
+func (w *configWatch) seen() {
+	if data, err := os.ReadFile(w.path); err == nil {
+		w.mu.Lock()
+		w.sum = sha256.Sum256(data)
+		w.mu.Unlock()
+	}
+}
+
+// run looks at the file every watchEvery while on, until ctx ends.
+func (w *configWatch) run(ctx context.Context) {
+	t := time.NewTicker(watchEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !w.on.Load() {
+			continue
+		}
+		data, err := os.ReadFile(w.path)
+		if err != nil {
+			continue
+		}
+		sum := sha256.Sum256(data)
+		w.mu.Lock()
+		differs := sum != w.sum
+		w.sum = sum
+		w.mu.Unlock()
+		if differs {
+			select {
+			case w.changed <- struct{}{}:
+			default: // one reload is due already
+			}
+		}
+	}
+}
