@@ -1,0 +1,204 @@
+package packaging
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+const chart = "deploy/helm/tickd" // from the module's root
+
+// helm runs the helm the module pins (go tool helm) from the module's
+// root.
+func helm(args ...string) (string, error) {
+	cmd := exec.Command("go", append([]string{"tool", "helm"}, args...)...)
+	cmd.Dir = ".."
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// object is what the tests read of a rendered Kubernetes object.
+type object map[string]any
+
+func (o object) kind() string { s, _ := o["kind"].(string); return s }
+
+// render renders the chart with values files (from testdata) and returns
+// its objects.
+func render(t *testing.T, values ...string) []object {
+	t.Helper()
+	args := []string{"template", "t", chart}
+	for _, v := range values {
+		args = append(args, "-f", filepath.Join("packaging", "testdata", v))
+	}
+	out, err := helm(args...)
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	var objs []object
+	for _, doc := range strings.Split(out, "\n---\n") {
+		data, err := yaml.YAMLToJSON([]byte(doc))
+		if err != nil {
+			t.Fatalf("rendered YAML: %v\n%s", err, doc)
+		}
+		var o object
+		if err := json.Unmarshal(data, &o); err != nil {
+			t.Fatal(err)
+		}
+		if o != nil {
+			objs = append(objs, o)
+		}
+	}
+	return objs
+}
+
+// TestHelmChart: helm lint --strict, then the rendered manifests of two
+// sets of values checked against the Kubernetes schemas offline, and what
+// docs/operations.md promises of them.
+func TestHelmChart(t *testing.T) {
+	for _, values := range [][]string{nil, {"helm-replicated.yaml"}} {
+		args := []string{"lint", "--strict", chart}
+		for _, v := range values {
+			args = append(args, "-f", filepath.Join("packaging", "testdata", v))
+		}
+		if out, err := helm(args...); err != nil {
+			t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	def := render(t)
+	validate(t, def)
+	checkChart(t, def, 30, false)
+	rep := render(t, "helm-replicated.yaml")
+	validate(t, rep)
+	checkChart(t, rep, 45, true)
+	kinds := map[string]int{}
+	for _, o := range rep {
+		kinds[o.kind()]++
+	}
+	for kind, n := range map[string]int{"Deployment": 1, "ConfigMap": 1, "Service": 2, "Secret": 1, "PodDisruptionBudget": 1, "ServiceMonitor": 1} {
+		if kinds[kind] != n {
+			t.Errorf("with three replicas and the console: %d %s, want %d", kinds[kind], kind, n)
+		}
+	}
+	// What the chart refuses, and says why.
+	for set, want := range map[string]string{
+		"replicaCount=2":   "replicaCount above 1 needs a [redis] table",
+		"web.enabled=true": "web.enabled needs web.htpasswd",
+	} {
+		out, err := helm("template", "t", chart, "--set", set)
+		if err == nil || !strings.Contains(out, want) {
+			t.Errorf("helm template --set %s: %v, %q; want an error saying %q", set, err, out, want)
+		}
+	}
+}
+
+// checkChart checks the Deployment and its config: probes, the grace
+// period above shutdown_timeout, the pod's security, the replica id, and a
+// checksum annotation (rolling the pods on a change) unless watch_config.
+func checkChart(t *testing.T, objs []object, shutdown int, watch bool) {
+	t.Helper()
+	var dep, cm object
+	for _, o := range objs {
+		switch o.kind() {
+		case "Deployment":
+			dep = o
+		case "ConfigMap":
+			cm = o
+		}
+	}
+	if dep == nil || cm == nil {
+		t.Fatalf("no Deployment or ConfigMap in %v", objs)
+	}
+	b, _ := json.Marshal(dep)
+	s := string(b)
+	for _, want := range []string{`"readinessProbe":{"failureThreshold":3,"httpGet":{"path":"/readyz","port":"metrics"}`,
+		`"livenessProbe":{"failureThreshold":6,"httpGet":{"path":"/healthz","port":"metrics"}`,
+		fmt.Sprintf(`"terminationGracePeriodSeconds":%d`, shutdown+20), `"runAsNonRoot":true`, `"readOnlyRootFilesystem":true`,
+		`"fieldPath":"metadata.name"`, `"mountPath":"/etc/tickd"`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the Deployment lacks %s:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, `"checksum/config"`) == watch {
+		t.Errorf("checksum/config annotation present: %v, with watchConfig %v", !watch, watch)
+	}
+	config := cm["data"].(map[string]any)["config.toml"].(string)
+	for _, want := range []string{fmt.Sprintf("shutdown_timeout = \"%ds\"", shutdown), fmt.Sprintf("watch_config = %v", watch), `metrics_addr = ":9464"`} {
+		if !strings.Contains(config, want) {
+			t.Errorf("config.toml lacks %s:\n%s", want, config)
+		}
+	}
+	checkConfig(t, config)
+}
+
+// checkConfig runs tickd check on a rendered config, as the pod would load
+// it; the files it names (a Redis URL, an htpasswd) are made up beside it.
+func checkConfig(t *testing.T, config string) {
+	t.Helper()
+	dir := t.TempDir()
+	for from, to := range map[string]string{"/etc/tickd-redis/url": "redis-url", "/etc/tickd-web/htpasswd": "htpasswd"} {
+		config = strings.ReplaceAll(config, from, filepath.Join(dir, to))
+	}
+	os.WriteFile(filepath.Join(dir, "redis-url"), []byte("redis://127.0.0.1:1/0\n"), 0o600)                                           //nolint:errcheck
+	os.WriteFile(filepath.Join(dir, "htpasswd"), []byte("ops:$2y$10$0123456789012345678901uV1hQ0e2xK3bI9wq6rZp4o1m8s7t6u5\n"), 0o600) //nolint:errcheck
+	path := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "run", "./cmd/tickd", "check", "-config", path)
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil && !strings.Contains(string(out), "redis: ") {
+		t.Errorf("tickd check of the chart's config: %v\n%s", err, out)
+	}
+}
+
+var kubeModels struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// validate checks objs against the Kubernetes schemas with the npm package
+// kubernetes-models (installed once, pinned, into a directory of the
+// test binary's own).
+func validate(t *testing.T, objs []object) {
+	t.Helper()
+	npm := tool(t, "npm", "npm")
+	kubeModels.once.Do(func() {
+		if kubeModels.dir, kubeModels.err = os.MkdirTemp("", "tickd-kube-models"); kubeModels.err != nil {
+			return
+		}
+		cmd := exec.Command(npm, "install", "--no-audit", "--no-fund", "--silent", "--prefix", kubeModels.dir,
+			"kubernetes-models@5.1.0", "@kubernetes-models/prometheus-operator@6.0.0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			kubeModels.err = fmt.Errorf("npm install kubernetes-models: %v\n%s", err, out)
+			return
+		}
+		script, err := os.ReadFile(filepath.Join("testdata", "validate.mjs"))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(kubeModels.dir, "validate.mjs"), script, 0o644)
+		}
+		kubeModels.err = err
+	})
+	if kubeModels.err != nil {
+		t.Fatal(kubeModels.err)
+	}
+	data, err := json.Marshal(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "objects.json")
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(tool(t, "node", "nodejs"), filepath.Join(kubeModels.dir, "validate.mjs"), file).CombinedOutput()
+	if err != nil {
+		t.Errorf("the rendered objects against the Kubernetes schemas: %v\n%s", err, out)
+	}
+}
