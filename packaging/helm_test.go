@@ -77,6 +77,9 @@ func TestHelmChart(t *testing.T) {
 	rep := render(t, "helm-replicated.yaml")
 	validate(t, rep)
 	checkChart(t, rep, 45, true)
+	if b, _ := json.Marshal(rep); !strings.Contains(string(b), `"mountPath":"/etc/tickd-redis"`) {
+		t.Error("redisUrlSecret is not mounted at /etc/tickd-redis")
+	}
 	kinds := map[string]int{}
 	for _, o := range rep {
 		kinds[o.kind()]++
