@@ -17,7 +17,8 @@ const watchEvery = time.Second
 // symlink, which sends no signal, so the file is read (through its
 // symlinks) every watchEvery and its content compared. Its content, not
 // its times: a swap may keep sizes and times, and an editor may rewrite a
-// file unchanged. A file that cannot be read is left for the next look.
+// file unchanged. A file that cannot be read is left for the next look; a
+// config that is no regular file (a FIFO) is never read here.
 type configWatch struct {
 	path    string
 	on      atomic.Bool // the config in force sets watch_config
@@ -36,11 +37,21 @@ func newConfigWatch(path string) *configWatch {
 
 // seen takes the file's content as loaded: a SIGHUP's reload read it.
 func (w *configWatch) seen() {
-	if data, err := os.ReadFile(w.path); err == nil {
+	if data, ok := w.read(); ok {
 		w.mu.Lock()
 		w.sum = sha256.Sum256(data)
 		w.mu.Unlock()
 	}
+}
+
+// read reads the config file, a regular file only: a FIFO (or a device)
+// would give its content to this read, not to the load that needs it.
+func (w *configWatch) read() ([]byte, bool) {
+	if fi, err := os.Stat(w.path); err != nil || !fi.Mode().IsRegular() {
+		return nil, false
+	}
+	data, err := os.ReadFile(w.path)
+	return data, err == nil
 }
 
 // run looks at the file every watchEvery while on, until ctx ends.
@@ -56,8 +67,8 @@ func (w *configWatch) run(ctx context.Context) {
 		if !w.on.Load() {
 			continue
 		}
-		data, err := os.ReadFile(w.path)
-		if err != nil {
+		data, ok := w.read()
+		if !ok {
 			continue
 		}
 		sum := sha256.Sum256(data)
