@@ -25,7 +25,7 @@ var built struct {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	for _, dir := range []string{built.dir, kubeModels.dir} {
+	for _, dir := range []string{built.dir, upgrade.dir, kubeModels.dir} {
 		if dir != "" {
 			os.RemoveAll(dir)
 		}
@@ -60,6 +60,36 @@ func dist(t *testing.T) (dir, version string) {
 		t.Fatal(built.err)
 	}
 	return built.dir, built.version
+}
+
+var upgrade struct {
+	once    sync.Once
+	dir     string
+	version string
+	err     error
+}
+
+// nextDist builds the amd64 packages once more, as a later version (the
+// version of dist with ".1" after it), for the upgrade tests.
+func nextDist(t *testing.T) (dir, version string) {
+	t.Helper()
+	_, v := dist(t)
+	upgrade.once.Do(func() {
+		upgrade.version = v + ".1"
+		if upgrade.dir, upgrade.err = os.MkdirTemp("", "tickd-dist-next"); upgrade.err != nil {
+			return
+		}
+		cmd := exec.Command("bash", "packaging/build")
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "DIST="+upgrade.dir, "ARCHES=amd64", "VERSION="+upgrade.version)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			upgrade.err = fmt.Errorf("VERSION=%s bash packaging/build: %v\n%s", upgrade.version, err, out)
+		}
+	})
+	if upgrade.err != nil {
+		t.Fatal(upgrade.err)
+	}
+	return upgrade.dir, upgrade.version
 }
 
 // TestBuildWritesDist: one command writes the packages of both

@@ -9,9 +9,8 @@ import (
 )
 
 // TestDebInstallUpgradePurge installs the .deb on this machine (as root, as
-// CI runs), checks what it installed, reinstalls it over an edited config
-// (dpkg keeps an edited conffile, as on an upgrade), removes it and purges
-// it.
+// CI runs), checks what it installed, upgrades it to a later version over
+// an edited config (kept), removes it and purges it.
 func TestDebInstallUpgradePurge(t *testing.T) {
 	dpkg := tool(t, "dpkg", "dpkg")
 	analyze := tool(t, "systemd-analyze", "systemd")
@@ -34,14 +33,18 @@ func TestDebInstallUpgradePurge(t *testing.T) {
 	checkInstalled(t, v)
 	checkInstalledUnits(t, analyze)
 
-	// An edited config survives a reinstall; an operator's own file too.
+	// An edited config survives an upgrade; an operator's own file too.
 	edited := appendLine(t, "/etc/tickd/config.toml", "# edited by the operator")
 	if err := os.WriteFile("/etc/tickd/other.toml", []byte("# the operator's\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dpkgRun(t, "-i", deb)
+	nextDir, next := nextDist(t)
+	dpkgRun(t, "-i", filepath.Join(nextDir, "tickd_"+next+"_amd64.deb"))
+	if out := run(t, "/usr/bin/tickd", "version"); !strings.HasPrefix(out, "tickd "+next+" ") {
+		t.Errorf("after the upgrade, tickd version: %q, want tickd %s", out, next)
+	}
 	if got, _ := os.ReadFile("/etc/tickd/config.toml"); string(got) != edited {
-		t.Error("reinstalling replaced the edited /etc/tickd/config.toml")
+		t.Error("upgrading replaced the edited /etc/tickd/config.toml")
 	}
 	checkRemoveAndPurge(t)
 }

@@ -1,6 +1,7 @@
 package packaging
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -50,5 +51,39 @@ func TestRPM(t *testing.T) {
 		if !strings.Contains(scripts, "systemd-sysusers /usr/lib/sysusers.d/tickd.conf") || strings.Contains(scripts, "systemctl enable") || strings.Contains(scripts, "systemctl start") {
 			t.Errorf("%s: the scripts make no account, or start tickd:\n%s", arch, scripts)
 		}
+	}
+}
+
+// TestRPMInstallUpgradeErase installs the .rpm into a root of its own (rpm
+// --root; this machine is no rpm system, so without the scripts), upgrades
+// it to a later version over an edited config, and erases it: the edited
+// config is kept on upgrade (%config(noreplace): the package's own did not
+// change) and saved as .rpmsave on erase.
+func TestRPMInstallUpgradeErase(t *testing.T) {
+	rpm := tool(t, "rpm", "rpm")
+	if os.Geteuid() != 0 {
+		t.Fatal("rpm --root needs root: run the tests as root (CI does), e.g. sudo go test ./packaging")
+	}
+	dir, v := dist(t)
+	nextDir, next := nextDist(t)
+	root := t.TempDir()
+	do := func(args ...string) { run(t, rpm, append([]string{"--root", root}, args...)...) }
+	do("--initdb")
+	do("-i", "--nodeps", "--noscripts", filepath.Join(dir, "tickd-"+v+".x86_64.rpm"))
+	config := filepath.Join(root, "etc", "tickd", "config.toml")
+	edited := appendLine(t, config, "# edited by the operator")
+	do("-U", "--nodeps", "--noscripts", filepath.Join(nextDir, "tickd-"+next+".x86_64.rpm"))
+	if out := run(t, filepath.Join(root, "usr", "bin", "tickd"), "version"); !strings.HasPrefix(out, "tickd "+next+" ") {
+		t.Errorf("after the upgrade, tickd version: %q, want tickd %s", out, next)
+	}
+	if got, _ := os.ReadFile(config); string(got) != edited {
+		t.Error("upgrading replaced the edited /etc/tickd/config.toml")
+	}
+	do("-e", "--nodeps", "--noscripts", "tickd")
+	if _, err := os.Stat(filepath.Join(root, "usr", "bin", "tickd")); err == nil {
+		t.Error("/usr/bin/tickd left after rpm -e")
+	}
+	if got, _ := os.ReadFile(config + ".rpmsave"); string(got) != edited {
+		t.Error("rpm -e did not keep the edited config as config.toml.rpmsave")
 	}
 }
