@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -237,12 +236,12 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 
 	// Whether Redis answers, said once it does (or every 10s until then).
 	ss.start(ctx, "redis watch", loop(func(ctx context.Context) { watchRedis(ctx, store, log) }), shortStop) //nolint:errcheck // a loop's start is nil
-	watch.on.Store(cfg.Daemon.WatchConfig)
+	watch.on = func() bool { return sch.Config().Daemon.WatchConfig }
 	ss.start(ctx, "config watch", loop(watch.run), shortStop) //nolint:errcheck // a loop's start is nil
 
 	reloadNow := func() {
 		daemon.SdNotify(false, daemon.SdNotifyReloading) //nolint:errcheck
-		reloads.record(reload(sch, con, *path, &level, log, &watch.on))
+		reloads.record(reload(sch, con, *path, &level, log))
 		daemon.SdNotify(false, daemon.SdNotifyReady) //nolint:errcheck
 	}
 	for {
@@ -254,7 +253,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 			reloadNow()
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				watch.seen()
+				watch.look()
 				reloadNow()
 				continue
 			}
@@ -280,8 +279,7 @@ func stopRequested(sigs <-chan os.Signal) (os.Signal, bool) {
 }
 
 // reload re-reads the config; a bad one is reported and the old one kept.
-// watching is set to the new config's watch_config.
-func reload(sch *scheduler.Scheduler, con *webConsole, path string, level *slog.LevelVar, log *slog.Logger, watching *atomic.Bool) error {
+func reload(sch *scheduler.Scheduler, con *webConsole, path string, level *slog.LevelVar, log *slog.Logger) error {
 	cfg, err := config.Load(path)
 	if err == nil {
 		err = sch.Reload(cfg)
@@ -291,7 +289,6 @@ func reload(sch *scheduler.Scheduler, con *webConsole, path string, level *slog.
 		return err
 	}
 	level.Set(parseLevel(cfg.Daemon.LogLevel))
-	watching.Store(cfg.Daemon.WatchConfig)
 	if con != nil {
 		con.reload(cfg)
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -21,7 +20,7 @@ const watchEvery = time.Second
 // config that is no regular file (a FIFO) is never read here.
 type configWatch struct {
 	path    string
-	on      atomic.Bool // the config in force sets watch_config
+	on      func() bool // whether the config in force sets watch_config
 	mu      sync.Mutex
 	sum     [sha256.Size]byte // of the content last loaded or seen
 	changed chan struct{}
@@ -31,17 +30,24 @@ type configWatch struct {
 // loaded, so that a change while it loads is seen.
 func newConfigWatch(path string) *configWatch {
 	w := &configWatch{path: path, changed: make(chan struct{}, 1)}
-	w.seen()
+	w.look()
 	return w
 }
 
-// seen takes the file's content as loaded: a SIGHUP's reload read it.
-func (w *configWatch) seen() {
-	if data, ok := w.read(); ok {
-		w.mu.Lock()
-		w.sum = sha256.Sum256(data)
-		w.mu.Unlock()
+// look reads the file and takes its content as seen (as loaded, when a
+// load follows: at start, on SIGHUP); it reports whether that differs from
+// the content seen before.
+func (w *configWatch) look() bool {
+	data, ok := w.read()
+	if !ok {
+		return false
 	}
+	sum := sha256.Sum256(data)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	differs := sum != w.sum
+	w.sum = sum
+	return differs
 }
 
 // read reads the config file, a regular file only: a FIFO (or a device)
@@ -54,7 +60,8 @@ func (w *configWatch) read() ([]byte, bool) {
 	return data, err == nil
 }
 
-// run looks at the file every watchEvery while on, until ctx ends.
+// run looks at the file every watchEvery while on() says so, until ctx
+// ends.
 func (w *configWatch) run(ctx context.Context) {
 	t := time.NewTicker(watchEvery)
 	defer t.Stop()
@@ -64,19 +71,7 @@ func (w *configWatch) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if !w.on.Load() {
-			continue
-		}
-		data, ok := w.read()
-		if !ok {
-			continue
-		}
-		sum := sha256.Sum256(data)
-		w.mu.Lock()
-		differs := sum != w.sum
-		w.sum = sum
-		w.mu.Unlock()
-		if differs {
+		if w.on() && w.look() {
 			select {
 			case w.changed <- struct{}{}:
 			default: // one reload is due already
