@@ -159,41 +159,42 @@ func (b build) labels() map[string]string {
 	}
 }
 
+// entry is a file of the layer, or a directory (a name ending in "/").
+type entry struct {
+	name string
+	mode int64
+	data []byte
+}
+
 // layer is the image's one layer, as an uncompressed tar.
 func (b build) layer(tickd []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	dir := func(name string, mode int64) error {
-		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode, ModTime: b.created})
-	}
-	file := func(name string, mode int64, data []byte) error {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data)), ModTime: b.created}); err != nil {
-			return err
-		}
-		_, err := tw.Write(data)
-		return err
-	}
 	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\ntickd:x:%d:%d:tickd:/:/sbin/nologin\n", uid, gid)
 	group := fmt.Sprintf("root:x:0:\ntickd:x:%d:\n", gid)
-	steps := []func() error{
-		func() error { return dir("etc", 0o755) },
-		func() error { return file("etc/passwd", 0o644, []byte(passwd)) },
-		func() error { return file("etc/group", 0o644, []byte(group)) },
-		func() error { return dir("etc/tickd", 0o755) },
-		func() error { return file("etc/tickd/config.toml", 0o644, b.config) },
-		func() error { return dir("tmp", 0o1777) },
-		func() error { return dir("usr", 0o755) },
-		func() error { return dir("usr/bin", 0o755) },
-		func() error { return file("usr/bin/tickd", 0o755, tickd) },
+	entries := []entry{
+		{"etc/", 0o755, nil},
+		{"etc/passwd", 0o644, []byte(passwd)},
+		{"etc/group", 0o644, []byte(group)},
+		{"etc/tickd/", 0o755, nil},
+		{"etc/tickd/config.toml", 0o644, b.config},
+		{"tmp/", 0o1777, nil},
+		{"usr/", 0o755, nil},
+		{"usr/bin/", 0o755, nil},
+		{"usr/bin/tickd", 0o755, tickd},
 	}
 	if b.ca != nil {
-		steps = append(steps,
-			func() error { return dir("etc/ssl", 0o755) },
-			func() error { return dir("etc/ssl/certs", 0o755) },
-			func() error { return file(caBundle, 0o644, b.ca) })
+		entries = append(entries, entry{"etc/ssl/", 0o755, nil}, entry{"etc/ssl/certs/", 0o755, nil}, entry{caBundle, 0o644, b.ca})
 	}
-	for _, step := range steps {
-		if err := step(); err != nil {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := &tar.Header{Typeflag: tar.TypeReg, Name: e.name, Mode: e.mode, Size: int64(len(e.data)), ModTime: b.created}
+		if strings.HasSuffix(e.name, "/") {
+			h.Typeflag = tar.TypeDir
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(e.data); err != nil {
 			return nil, err
 		}
 	}
