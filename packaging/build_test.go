@@ -17,10 +17,29 @@ import (
 	"github.com/tickd/tickd/internal/testkit/redistest"
 )
 
-var built struct {
+// A build of packaging/build into a directory of the test binary's own,
+// made once.
+type distBuild struct {
 	once         sync.Once
 	dir, version string
 	err          error
+}
+
+var built, upgrade distBuild
+
+// make runs packaging/build once into a new directory, with env added.
+func (d *distBuild) make(env ...string) {
+	d.once.Do(func() {
+		if d.dir, d.err = os.MkdirTemp("", "tickd-dist"); d.err != nil {
+			return
+		}
+		cmd := exec.Command("bash", "packaging/build")
+		cmd.Dir = ".."
+		cmd.Env = append(append(os.Environ(), "DIST="+d.dir), env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			d.err = fmt.Errorf("%s bash packaging/build: %v\n%s", strings.Join(env, " "), err, out)
+		}
+	})
 }
 
 func TestMain(m *testing.M) {
@@ -37,36 +56,19 @@ func TestMain(m *testing.M) {
 // it gave the packages.
 func dist(t *testing.T) (dir, version string) {
 	t.Helper()
-	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "tickd-dist"); built.err != nil {
-			return
-		}
-		cmd := exec.Command("bash", "packaging/build")
-		cmd.Dir = ".."
-		cmd.Env = append(os.Environ(), "DIST="+built.dir, "ARCHES=amd64 arm64")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			built.err = fmt.Errorf("bash packaging/build: %v\n%s", err, out)
-			return
-		}
+	built.make("ARCHES=amd64 arm64")
+	if built.err == nil && built.version == "" {
 		debs, _ := filepath.Glob(filepath.Join(built.dir, "tickd_*_amd64.deb"))
 		if len(debs) != 1 {
 			built.err = fmt.Errorf("packaging/build wrote %v, want one tickd_VERSION_amd64.deb", debs)
-			return
+		} else {
+			built.version = strings.TrimSuffix(strings.TrimPrefix(filepath.Base(debs[0]), "tickd_"), "_amd64.deb")
 		}
-		built.version = strings.TrimSuffix(strings.TrimPrefix(filepath.Base(debs[0]), "tickd_"), "_amd64.deb")
-	})
+	}
 	if built.err != nil {
 		t.Fatal(built.err)
 	}
 	return built.dir, built.version
-}
-
-var upgrade struct {
-	once    sync.Once
-	dir     string
-	version string
-	err     error
 }
 
 // nextDist builds the amd64 packages once more, as a later version (the
@@ -74,18 +76,8 @@ var upgrade struct {
 func nextDist(t *testing.T) (dir, version string) {
 	t.Helper()
 	_, v := dist(t)
-	upgrade.once.Do(func() {
-		upgrade.version = v + ".1"
-		if upgrade.dir, upgrade.err = os.MkdirTemp("", "tickd-dist-next"); upgrade.err != nil {
-			return
-		}
-		cmd := exec.Command("bash", "packaging/build")
-		cmd.Dir = ".."
-		cmd.Env = append(os.Environ(), "DIST="+upgrade.dir, "ARCHES=amd64", "VERSION="+upgrade.version)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			upgrade.err = fmt.Errorf("VERSION=%s bash packaging/build: %v\n%s", upgrade.version, err, out)
-		}
-	})
+	upgrade.version = v + ".1"
+	upgrade.make("ARCHES=amd64", "VERSION="+upgrade.version)
 	if upgrade.err != nil {
 		t.Fatal(upgrade.err)
 	}
