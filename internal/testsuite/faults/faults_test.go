@@ -238,7 +238,7 @@ func (c *cluster) ends() map[string]loggedEnd {
 	if c.logged != nil {
 		return c.logged
 	}
-	return c.loggedEnds()
+	return loggedEnds(c.procs, func(rec logLine) string { return fmt.Sprint(rec.Entity, "/", rec.Fence) })
 }
 
 // logLine is what the checker reads of a replica's JSON log line.
@@ -279,12 +279,13 @@ func logLines(logs []string, msgs ...string) iter.Seq[logLine] {
 	}
 }
 
-// loggedEnds reads every replica's log for what bounds its runs' ends, by
-// entity and fence. c.mu is held.
-func (c *cluster) loggedEnds() map[string]loggedEnd {
+// loggedEnds reads the logs of procs for what bounds their runs' ends, by
+// the key of each line (a run's entity and fence, with its task where the
+// replicas run several).
+func loggedEnds(procs []*tickdtest.Proc, key func(logLine) string) map[string]loggedEnd {
 	ends := map[string]loggedEnd{}
-	for rec := range logLines(logsOf(c.procs...), scheduler.MsgRunEnded, tasks.MsgKilled) {
-		key := fmt.Sprint(rec.Entity, "/", rec.Fence)
+	for rec := range logLines(logsOf(procs...), scheduler.MsgRunEnded, tasks.MsgKilled) {
+		key := key(rec)
 		e := ends[key]
 		switch rec.Msg {
 		case tasks.MsgKilled:

@@ -216,12 +216,9 @@ func (e *rcEnv) liveness(from, to time.Time) (ran, eligible int, missed []string
 	for i := range entities {
 		entities[i] = fmt.Sprint("e", i)
 	}
-	released := map[string]int64{}
-	for rec := range logLines(logsOf(e.procs...), scheduler.MsgRunEnded) {
-		released[fmt.Sprint(rec.Task, "/", rec.Entity, "/", rec.Fence)] = rec.Time.UnixNano()
-	}
+	ends := loggedEnds(e.procs, func(rec logLine) string { return fmt.Sprint(rec.Task, "/", rec.Entity, "/", rec.Fence) })
 	releasedAt := func(r tickdtest.Run) int64 {
-		return released[fmt.Sprint(r.Start.Task, "/", r.Start.Entity, "/", r.Start.Fence)]
+		return ends[fmt.Sprint(r.Start.Task, "/", r.Start.Entity, "/", r.Start.Fence)].released
 	}
 	return judge{every: rcEvery, heldUntil: held, released: releasedAt, skippedBusy: skips(e.procs, scheduler.MsgSkippedBusy), superseded: skips(e.procs, scheduler.MsgAlreadyRan)}.liveness(tickdtest.ReadRuns(e.t, e.runsLog), e.tasks, entities, ticks)
 }
