@@ -23,15 +23,46 @@ func (s *Store) AcquireBatch(ctx context.Context, reqs []Request) []Result {
 	for lo := 0; lo < len(reqs); lo += BatchSize {
 		hi := min(lo+BatchSize, len(reqs))
 		s.acquireRound(ctx, reqs[lo:hi], out[lo:hi])
+		s.acquireRenamed(ctx, reqs[lo:hi], out[lo:hi])
 	}
 	return out
+}
+
+// acquireRenamed asks once more for the requests the driver refused as
+// named by an old shard count (a reshard), once the counts are read again.
+func (s *Store) acquireRenamed(ctx context.Context, reqs []Request, out []Result) {
+	changed := changedTasks(len(out), func(i int) error { return out[i].Err }, func(i int) string { return reqs[i].Task })
+	if len(changed) == 0 {
+		return
+	}
+	if err := s.refresh(ctx, changed...); err != nil {
+		for i := range out {
+			if errors.Is(out[i].Err, driver.ErrShardsChanged) {
+				out[i].Err = fmt.Errorf("acquire lease: %w", err)
+			}
+		}
+		return
+	}
+	var idx []int
+	var again []Request
+	for i := range out {
+		if errors.Is(out[i].Err, driver.ErrShardsChanged) {
+			idx, again = append(idx, i), append(again, reqs[i])
+		}
+	}
+	res := make([]Result, len(again))
+	s.acquireRound(ctx, again, res)
+	for k, i := range idx {
+		out[i] = res[k]
+	}
 }
 
 // acquireRound acquires at most BatchSize requests in one round trip (a
 // "chunk" is something else: 16 entities of a tick's stream, lease/doc.go).
 func (s *Store) acquireRound(ctx context.Context, reqs []Request, out []Result) {
 	args := make([]driver.AcquireArg, len(reqs))
-	reqs, bad := s.sharded(ctx, reqs)
+	gen := s.shards.gen.Load() // before the shards are named: a refresh after them names the leases anew
+	reqs, ns, bad := s.sharded(ctx, reqs)
 	holds, bad := s.takeLimits(ctx, reqs, bad)
 	defer s.giveBackUnused(ctx, holds, out)
 	for i := range reqs {
@@ -44,7 +75,7 @@ func (s *Store) acquireRound(ctx context.Context, reqs []Request, out []Result) 
 			out[i].Err = fmt.Errorf("lease: acquire %s/%s: ttl must be positive", r.Task, r.Entity)
 			continue
 		}
-		args[i] = driver.AcquireArg{Req: r, Field: driver.Escape(r.Entity)}
+		args[i] = driver.AcquireArg{Req: r, Field: driver.Escape(r.Entity), Shards: ns[i]}
 	}
 	for i, t := range s.tokens(len(args), chunkPositions(args)) {
 		if args[i].Req != nil {
@@ -82,9 +113,14 @@ func (s *Store) acquireRound(ctx context.Context, reqs []Request, out []Result) 
 			continue
 		}
 		a := args[i]
+		if rep.Err != nil {
+			out[i].Err = fmt.Errorf("acquire lease: %w", rep.Err)
+			continue
+		}
 		switch rep.Status {
 		case driver.GrantOK:
 			out[i].Lease = s.newLease(a, rep.Fence, sent)
+			out[i].Lease.gen = gen
 			if holds != nil {
 				out[i].Lease.limits = holds[i]
 			}
@@ -124,6 +160,10 @@ func (s *Store) handBack(ctx context.Context, args []driver.AcquireArg, replies 
 	var ls []*Lease
 	for i, rep := range replies {
 		if out[i].Err != nil {
+			continue
+		}
+		if rep.Err != nil {
+			out[i].Err = fmt.Errorf("acquire lease: %w", rep.Err)
 			continue
 		}
 		if rep.Status != driver.GrantOK {
@@ -203,7 +243,7 @@ func (s *Store) newLease(a driver.AcquireArg, fence int64, sent time.Time) *Leas
 	l := &Lease{
 		Task: taskOf(a.Req.Task), Entity: a.Req.Entity, Reason: a.Req.Reason, Fence: fence,
 		Acquired: sent, store: s,
-		d:   driver.Lease{Task: a.Req.Task, Entity: a.Req.Entity, Field: a.Field, Token: a.Token, TTL: a.Req.TTL},
+		d:   driver.Lease{Task: a.Req.Task, Entity: a.Req.Entity, Field: a.Field, Token: a.Token, TTL: a.Req.TTL, Shards: a.Shards},
 		ctx: ctx, cancel: cancel,
 	}
 	if a.Req.Reason == ReasonTick {

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,19 +15,28 @@ func (s *Store) Enqueue(ctx context.Context, d Due, delay time.Duration) error {
 	if err := checkRequestIDs(d.Requests); err != nil {
 		return err
 	}
-	name, err := s.dueName(ctx, d)
-	if err != nil {
-		return fmt.Errorf("enqueue %s/%s: %w", d.Task, d.Entity, err)
+	err := s.enqueueOnce(ctx, d, delay)
+	if errors.Is(err, driver.ErrShardsChanged) && d.Claim == "" { // a reshard: named anew
+		if err = s.refresh(ctx, d.Task); err == nil {
+			err = s.enqueueOnce(ctx, d, delay)
+		}
 	}
-	task := d.Task
-	d.Task = name
-	err = s.b.Enqueue(ctx, d, delay)
-	s.noteAcks(err)
-	d.Task = task
 	if err != nil {
 		return fmt.Errorf("enqueue %s/%s: %w", d.Task, d.Entity, err)
 	}
 	return nil
+}
+
+// enqueueOnce names d's shard and enqueues it there.
+func (s *Store) enqueueOnce(ctx context.Context, d Due, delay time.Duration) error {
+	name, n, err := s.dueName(ctx, d)
+	if err != nil {
+		return err
+	}
+	d.Task, d.Shards = name, n
+	err = s.b.Enqueue(ctx, d, delay)
+	s.noteAcks(err)
+	return err
 }
 
 // TakeDue takes up to limit due requests. Each is hidden from other takers
@@ -46,7 +56,7 @@ func (s *Store) TakeDue(ctx context.Context, limit int, visibility time.Duration
 // Ack removes a taken due request, if it is still the one taken, without a
 // run: its requests are answered AnswerDropped.
 func (s *Store) Ack(ctx context.Context, d Due) error {
-	name, err := s.dueName(ctx, d)
+	name, _, err := s.dueName(ctx, d)
 	if err == nil {
 		task := d.Task
 		d.Task = name

@@ -151,11 +151,7 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 	sent := s.clock.Now()
 	rctx, cancel := context.WithTimeout(ctx, max(trustedUntil(ls, sent.Add(shortest)).Sub(sent), 50*time.Millisecond))
 	defer cancel()
-	refs := make([]*driver.Lease, len(ls))
-	for i, l := range ls {
-		refs[i] = &l.d
-	}
-	ok, err := s.b.Renew(rctx, refs)
+	ok, err := s.renew(rctx, ls)
 	s.noteAcks(err)
 	if err != nil {
 		if s.opts.OnRenewError != nil && ctx.Err() == nil && !errors.Is(err, driver.ErrNotAcknowledged) {
@@ -210,6 +206,27 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 	if len(still) > 0 {
 		s.watchAllLocked(sent, still)
 	}
+}
+
+// renew sends one renewal round for ls, each lease where its shard is now
+// (Store.where): once more where a reshard moved them when the driver
+// refused the round as named by an old count.
+func (s *Store) renew(ctx context.Context, ls []*Lease) ([]driver.Renewal, error) {
+	refs := make([]*driver.Lease, len(ls))
+	for i, l := range ls {
+		refs[i] = s.renewing(l)
+	}
+	ok, err := s.b.Renew(ctx, refs)
+	if !errors.Is(err, driver.ErrShardsChanged) {
+		return ok, err
+	}
+	if err := s.refresh(ctx, changedTasks(len(ls), func(int) error { return err }, func(i int) string { return ls[i].Task })...); err != nil {
+		return nil, err
+	}
+	for i, l := range ls {
+		refs[i] = s.renewing(l)
+	}
+	return s.b.Renew(ctx, refs)
 }
 
 // trustedUntil is the earliest end of ls's trust windows, or until if

@@ -103,6 +103,7 @@ type Lease struct {
 	// what the run carried for a release.
 	d     driver.Lease
 	store *Store
+	gen   uint64 // the store's shard-count generation at the grant (Store.where)
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc

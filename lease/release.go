@@ -65,9 +65,12 @@ func (s *Store) ReleaseBatch(ctx context.Context, ls []*Lease, o Finished) ([]er
 		hi := min(lo+BatchSize, len(ls))
 		args := make([]driver.ReleaseArg, hi-lo)
 		for i, l := range ls[lo:hi] {
-			args[i] = driver.ReleaseArg{Lease: l.ref(), Finished: o}
+			args[i] = driver.ReleaseArg{Lease: s.located(l, l.ref()), Finished: o}
 		}
 		reps, err := s.b.Release(ctx, args)
+		if err == nil {
+			s.releaseRenamed(ctx, func(i int) *Lease { return ls[lo+i] }, args, reps)
+		}
 		if err != nil {
 			rest := ls[lo:] // renewed no more: they expire
 			s.dropEach(len(rest), func(i int) *Lease { return rest[i] }, ErrReleased)

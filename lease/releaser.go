@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -50,6 +51,34 @@ type AfterRelease interface {
 // releaseBatchMax bounds one flush: its script call holds at most this
 // many leases.
 const releaseBatchMax = 4 * BatchSize
+
+// releaseRenamed sends once more the releases (args, answered by reps, of
+// the leases at(i)) that the driver refused as named by an old shard
+// count (a reshard moved them), once the counts are read again; their
+// answers replace the refusals.
+func (s *Store) releaseRenamed(ctx context.Context, at func(int) *Lease, args []driver.ReleaseArg, reps []driver.ReleaseReply) {
+	refused := func(i int) error { return reps[i].Err }
+	changed := changedTasks(len(reps), refused, func(i int) string { return at(i).Task })
+	if len(changed) == 0 || s.refresh(ctx, changed...) != nil {
+		return
+	}
+	var idx []int
+	var again []driver.ReleaseArg
+	for i := range reps {
+		if errors.Is(reps[i].Err, driver.ErrShardsChanged) {
+			a := args[i]
+			a.Lease = s.located(at(i), a.Lease)
+			idx, again = append(idx, i), append(again, a)
+		}
+	}
+	res, err := s.b.Release(ctx, again)
+	if err != nil {
+		return
+	}
+	for k, i := range idx {
+		reps[i] = res[k]
+	}
+}
 
 // releaseOne queues arg and waits for its answer, or for ctx.
 func (s *Store) releaseOne(ctx context.Context, l *Lease, arg driver.ReleaseArg) (driver.ReleaseReply, error) {
@@ -107,11 +136,16 @@ func (s *Store) flushReleases(r *releaser) {
 		r.mu.Unlock()
 		args := r.args[:0]
 		for _, q := range batch {
-			args = append(args, q.arg)
+			a := q.arg
+			a.Lease = s.located(q.l, a.Lease)
+			args = append(args, a)
 		}
 		r.args = args
 		ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
 		reps, err := s.b.Release(ctx, args)
+		if err == nil {
+			s.releaseRenamed(ctx, func(i int) *Lease { return batch[i].l }, args, reps)
+		}
 		cancel()
 		// Released or not, the leases are renewed no more: a release that
 		// failed leaves its lease in Redis until its TTL passes, never held

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/tickd/tickd/lease/driver"
 )
@@ -25,8 +27,14 @@ import (
 // store needs it (driver.Shards): what this process's config wants
 // (WantShards) for a task new to the store, 1 for one that has state from
 // before. Every replica then reads the same count, whatever its config
-// says, so that an entity is looked for in one place; a migration changes
-// it while no replica runs the task.
+// says, so that an entity is looked for in one place. A reshard (tickd
+// migrate) changes it while replicas run the task: each call that names a
+// shard carries the count it was named by, and the driver refuses it
+// (driver.ErrShardsChanged) when the task is kept in another number now.
+// The store then reads the count again (refresh) and sends the call once
+// more, each entity's shard named anew; a held lease is renewed and
+// released where the reshard moved it (where). So no replica acts on an
+// old count, however long it kept it.
 
 // ErrShardName is returned for a task whose name holds driver.ShardMark:
 // the store keeps a task's shards under such names.
@@ -37,6 +45,9 @@ type shardCounts struct {
 	mu     sync.Mutex
 	want   map[string]int // WantShards: for a task no count is recorded for
 	counts map[string]int // as recorded, by task
+	// gen counts the refreshes: a lease whose shard was named under the
+	// current gen is renewed and released where it was granted.
+	gen atomic.Uint64
 }
 
 // WantShards says how many shards task is to be kept in when the store
@@ -82,6 +93,107 @@ func (s *Store) ReadShards(ctx context.Context, tasks []string) (map[string]int,
 		out[t] = n
 	}
 	return out, nil
+}
+
+// refresh reads the shard counts of tasks again after the driver refused a
+// call named by an old one (driver.ErrShardsChanged). While a reshard
+// moves a task (driver.ErrResharding), it waits for the move's end, up to
+// reshardWait, then gives up with that error.
+func (s *Store) refresh(ctx context.Context, tasks ...string) error {
+	deadline := time.Now().Add(reshardWait)
+	for {
+		err := s.refreshOnce(ctx, tasks)
+		if !errors.Is(err, driver.ErrResharding) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// reshardWait bounds how long a call refused by a reshard waits for the move
+// to end before it fails (a fan-out, a renewal round and a release each
+// try again later).
+const reshardWait = 2 * time.Second
+
+// refreshOnce reads tasks' counts, recording each wanted one if none is.
+func (s *Store) refreshOnce(ctx context.Context, tasks []string) error {
+	c := &s.shards
+	want := make(map[string]int, len(tasks))
+	c.mu.Lock()
+	for _, t := range tasks {
+		want[t] = max(c.want[t], 1)
+	}
+	c.mu.Unlock()
+	got, err := s.b.Shards(ctx, want)
+	if err != nil {
+		return fmt.Errorf("read the shard counts again: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.counts == nil {
+		c.counts = map[string]int{}
+	}
+	for _, t := range tasks {
+		c.counts[t] = max(got[t], 1)
+	}
+	c.gen.Add(1) // every lease named before is named anew (where)
+	return nil
+}
+
+// where is the driver's name of l's shard, and the count it is named by:
+// as granted, unless a refresh changed a count since.
+func (s *Store) where(l *Lease) (string, int) {
+	if l.gen == s.shards.gen.Load() {
+		return l.d.Task, l.d.Shards
+	}
+	s.shards.mu.Lock()
+	n, ok := s.shards.counts[l.Task]
+	s.shards.mu.Unlock()
+	if !ok {
+		return l.d.Task, l.d.Shards
+	}
+	return driver.ShardName(l.Task, driver.ShardOf(l.Entity, n)), n
+}
+
+// located is d, l's lease as its driver sees it at a release (Lease.ref),
+// as the driver is to see it now: d when its shard is named as it was
+// granted, else a copy named anew (where).
+func (s *Store) located(l *Lease, d *driver.Lease) *driver.Lease {
+	name, n := s.where(l)
+	if name == d.Task && n == d.Shards {
+		return d
+	}
+	c := *d
+	c.Task, c.Shards = name, n
+	return &c
+}
+
+// renewing is l as the driver is to see it for a renewal: &l.d when its
+// shard is named as it was granted, else a copy named anew (where) of
+// what a renewal reads, the fields no one writes after the grant (a
+// release's Lease.ref writes the others).
+func (s *Store) renewing(l *Lease) *driver.Lease {
+	name, n := s.where(l)
+	if name == l.d.Task && n == l.d.Shards {
+		return &l.d
+	}
+	return &driver.Lease{Task: name, Entity: l.d.Entity, Field: l.d.Field, Token: l.d.Token, TTL: l.d.TTL, Shards: n}
+}
+
+// changedTasks are the tasks whose calls the driver refused as named by an
+// old count: those of the entries of errs that are driver.ErrShardsChanged.
+func changedTasks(n int, errAt func(int) error, taskAt func(int) string) []string {
+	var out []string
+	for i := range n {
+		if errors.Is(errAt(i), driver.ErrShardsChanged) && !slices.Contains(out, taskAt(i)) {
+			out = append(out, taskAt(i))
+		}
+	}
+	return out
 }
 
 // recorded is task's shard count as recorded, without recording one: 1
@@ -134,24 +246,26 @@ func (s *Store) shardNames(ctx context.Context, task string) ([]string, error) {
 }
 
 // shardName is the driver's name of the shard entity of task is in, for
-// a write (write true: the count is recorded if it is not) or a read.
-func (s *Store) shardName(ctx context.Context, task, entity string, write bool) (string, error) {
+// a write (write true: the count is recorded if it is not) or a read, and
+// the count it is named by.
+func (s *Store) shardName(ctx context.Context, task, entity string, write bool) (string, int, error) {
 	count := s.recorded
 	if write {
 		count = s.Shards
 	}
 	n, err := count(ctx, task)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
-	return driver.ShardName(task, driver.ShardOf(entity, n)), nil
+	return driver.ShardName(task, driver.ShardOf(entity, n)), n, nil
 }
 
 // dueName is the driver's name of the shard d is in: the one it was taken
-// from, or its entity's.
-func (s *Store) dueName(ctx context.Context, d Due) (string, error) {
+// from (not checked against the count: 0), or its entity's, with the count
+// it is named by.
+func (s *Store) dueName(ctx context.Context, d Due) (string, int, error) {
 	if d.Claim != "" {
-		return driver.ShardName(d.Task, d.Shard), nil
+		return driver.ShardName(d.Task, d.Shard), 0, nil
 	}
 	return s.shardName(ctx, d.Task, d.Entity, true)
 }
@@ -164,11 +278,11 @@ func taskOf(name string) string {
 
 // sharded returns reqs as the driver is to see them: each request of a
 // task of several shards copied, with its shard's name, and its due entry
-// too. reqs itself when no task has more than one; bad[i] is the error of
-// a request the store cannot name.
-func (s *Store) sharded(ctx context.Context, reqs []Request) ([]Request, []error) {
-	var out []Request
-	var bad []error
+// too. reqs itself when no task has more than one; ns[i] is the count the
+// request's shard is named by, bad[i] the error of a request the store
+// cannot name.
+func (s *Store) sharded(ctx context.Context, reqs []Request) (out []Request, ns []int, bad []error) {
+	ns = make([]int, len(reqs))
 	last, lastN := "", 1
 	for i := range reqs {
 		r := &reqs[i]
@@ -183,6 +297,7 @@ func (s *Store) sharded(ctx context.Context, reqs []Request) ([]Request, []error
 			}
 			last, lastN = r.Task, n
 		}
+		ns[i] = lastN
 		if lastN == 1 {
 			continue
 		}
@@ -203,7 +318,7 @@ func (s *Store) sharded(ctx context.Context, reqs []Request) ([]Request, []error
 	if out == nil {
 		out = reqs
 	}
-	return out, bad
+	return out, ns, bad
 }
 
 // eachShard calls fn with the driver's name of each of task's shards.

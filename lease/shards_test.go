@@ -125,8 +125,7 @@ func TestShardCountOfATaskFromBefore(t *testing.T) {
 
 // TestReshardKeepsEveryEntitysState: a task of one shard resharded into 4,
 // then back into 2: each entity's once-per-tick record, fence, lease and
-// pending request are where the new count looks for them; a replica that
-// announces the task makes the reshard refuse.
+// pending request are where the new count looks for them.
 func TestReshardKeepsEveryEntitysState(t *testing.T) {
 	k := redisKit(t)
 	a := k.client(Options{Replica: "A"})
@@ -143,15 +142,6 @@ func TestReshardKeepsEveryEntitysState(t *testing.T) {
 	// where it moves, until it expires.
 	mustAcquire(t, a, Request{Task: "r", Entity: "held", TTL: time.Minute, Reason: ReasonTrigger}).stopRenewing()
 	if err := a.Enqueue(bg, Due{Task: "r", Entity: "e7", Reason: ReasonTrigger}, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Announce(bg, []string{"r"}, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Reshard(bg, "r", 4); !errors.Is(err, redisdriver.ErrReplicasRunning) {
-		t.Fatalf("reshard of a task a replica runs: %v, want refused", err)
-	}
-	if err := a.Announce(bg, nil, time.Minute); err != nil { // it runs the task no more
 		t.Fatal(err)
 	}
 	for _, to := range []int{4, 2} {
@@ -239,4 +229,110 @@ func TestReleaseOfAShardNotHeldUpByAFrozenMaster(t *testing.T) {
 	}
 	frozen.Thaw()
 	recs[0].answer(t)
+}
+
+// TestStaleShardCountIsRefused: a replica (A) keeps the count it read, 16,
+// while an operator reshards the task to 8 under it, with a lease of A's
+// held and renewed. A's later grants, its renewals and its release are each
+// refused by Redis as named by the old count, and done again where the
+// reshard put the entity: a replica (B) that reads the new count never gets
+// a lease A holds, every entity is granted once between the two, and the
+// lease A held keeps being renewed (still trusted, still busy for B) until
+// A releases it. Without the check in the scripts, A granted in its old
+// shards what B granted in the new ones.
+func TestStaleShardCountIsRefused(t *testing.T) {
+	for _, cluster := range []bool{false, true} {
+		t.Run(map[bool]string{false: "redis", true: "cluster"}[cluster], func(t *testing.T) {
+			k := redisKit(t)
+			if cluster {
+				cl := redistest.StartCluster(t)
+				k = redisKitWith(t, func() RedisClient { return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()}) })
+			}
+			ttl := 3 * time.Second
+			a := k.client(Options{Replica: "A", ReplicaAcks: AcksNever})
+			a.WantShards("s", 16)
+			held := mustAcquire(t, a, Request{Task: "s", Entity: "held", TTL: ttl, Reason: ReasonTrigger})
+			op := k.client(Options{Replica: "op", ReplicaAcks: AcksNever})
+			r, err := op.Reshard(bg, "s", 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect.True(t, fmt.Sprintf("resharded %+v", r), r.From == 16 && r.To == 8)
+			b := k.client(Options{Replica: "B", ReplicaAcks: AcksNever})
+			b.WantShards("s", 16) // its config says 16 too: the recorded 8 stands
+			const n = 200
+			var reqs []Request
+			for i := range n {
+				reqs = append(reqs, Request{Task: "s", Entity: fmt.Sprint("e", i), TTL: ttl, Reason: ReasonTrigger})
+			}
+			granted := map[string]string{}
+			for _, s := range []*Store{a, b} {
+				for i, res := range s.AcquireBatch(bg, reqs) {
+					switch {
+					case res.Err == nil:
+						if by, twice := granted[reqs[i].Entity]; twice {
+							t.Fatalf("%s granted to %s and to %s", reqs[i].Entity, by, s.opts.Replica)
+						}
+						granted[reqs[i].Entity] = s.opts.Replica
+					case !errors.Is(res.Err, ErrBusy):
+						t.Fatalf("%s: %v, want granted or busy", reqs[i].Entity, res.Err)
+					}
+				}
+			}
+			expect.Equal(t, "entities granted once", len(granted), n)
+			for _, e := range []string{"e1", "e2"} { // by count: A asks first, so A holds every one
+				expect.Equal(t, e+" is held by", granted[e], "A")
+			}
+			got, err := b.Shards(bg, "s")
+			expect.True(t, fmt.Sprintf("B reads %d, %v", got, err), err == nil && got == 8)
+			// The lease held across the reshard: renewed where it moved.
+			deadline := time.Now().Add(2 * ttl)
+			for time.Now().Before(deadline) {
+				if _, err := b.Acquire(bg, Request{Task: "s", Entity: "held", TTL: ttl, Reason: ReasonTrigger}); !errors.Is(err, ErrBusy) {
+					t.Fatalf("the lease A holds, after %v: %v, want busy", time.Since(deadline.Add(-2*ttl)), err)
+				}
+				if err := held.Check(); err != nil {
+					t.Fatalf("A's lease across the reshard: %v, want still trusted", err)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			mustRelease(t, held)
+			l := mustAcquire(t, b, Request{Task: "s", Entity: "held", TTL: ttl, Reason: ReasonTrigger})
+			expect.True(t, fmt.Sprintf("fence after the move %d > %d", l.Fence, held.Fence), l.Fence > held.Fence)
+		})
+	}
+}
+
+// TestBatchAcrossMastersKeepsEveryGrant: a batch of a task in 16 shards
+// is one script call per shard, on every master of a Cluster. When one
+// master fails its calls (here the masters lack the scripts, as after a
+// restart or a failover, but for one), the grants of the others are answered
+// as grants, and its own are asked again: no lease is granted and then
+// lost with the batch (every entity free again once each is released).
+// Before, the whole batch was sent again, and each grant of the first
+// sending stayed held, by no one, until its TTL.
+func TestBatchAcrossMastersKeepsEveryGrant(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	k := redisKitWith(t, func() RedisClient { return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()}) })
+	s := k.client(Options{Replica: "A", ReplicaAcks: AcksNever})
+	s.WantShards("b", 16)
+	var reqs []Request
+	for i := range 100 {
+		reqs = append(reqs, Request{Task: "b", Entity: fmt.Sprint("e", i), TTL: time.Minute, Reason: ReasonTrigger})
+	}
+	for _, m := range cl.Masters(t) { // no master has the scripts…
+		mc := redis.NewClient(&redis.Options{Addr: m.Addr})
+		err := mc.ScriptFlush(bg).Err()
+		mc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustRelease(t, mustAcquire(t, s, reqs[0])) // …but the one e0's shard is on
+	for _, r := range s.AcquireBatch(bg, reqs) {
+		if r.Err != nil {
+			t.Fatalf("with a master without the scripts: %v, want granted", r.Err)
+		}
+		mustRelease(t, r.Lease)
+	}
 }

@@ -30,7 +30,7 @@ func (s *Store) LastRuns(ctx context.Context, task string, fn func(LastRun) erro
 
 // Entity reads the state of one (task, entity) in one round trip.
 func (s *Store) Entity(ctx context.Context, task, entity string) (EntityState, error) {
-	name, err := s.shardName(ctx, task, entity, false)
+	name, _, err := s.shardName(ctx, task, entity, false)
 	if err != nil {
 		return EntityState{}, err
 	}

@@ -14,7 +14,10 @@ import (
 // run by who: a holder still running then overlaps the next run. It
 // returns what it found and did, or ErrNotHeld.
 func (s *Store) Unlock(ctx context.Context, task, entity, by string, force bool) (Unlocked, error) {
-	name, err := s.shardName(ctx, task, entity, false)
+	if _, err := s.ReadShards(ctx, []string{task}); err != nil { // a reshard may have moved it
+		return Unlocked{}, fmt.Errorf("unlock %s/%s: %w", task, entity, err)
+	}
+	name, _, err := s.shardName(ctx, task, entity, false)
 	if err != nil {
 		return Unlocked{}, fmt.Errorf("unlock %s/%s: %w", task, entity, err)
 	}

@@ -162,6 +162,10 @@ type Lease struct {
 	Tick         time.Time
 	Fence        int64
 	Requests     []string
+	// Shards is the shard count Task (a shard's name) was named by: a
+	// driver refuses a renewal or release with ErrShardsChanged when the
+	// task is kept in another number now. 0: not checked.
+	Shards int
 }
 
 // AcquireArg is one request of an Acquire.
@@ -169,6 +173,10 @@ type AcquireArg struct {
 	Req   *Request // the caller's
 	Token string
 	Field string // Escape(Req.Entity)
+	// Shards is the shard count Req.Task (a shard's name) was named by: a
+	// driver refuses the grant with ErrShardsChanged when the task is kept
+	// in another number now. 0: not checked.
+	Shards int
 }
 
 // GrantStatus is how a driver answers an acquire for one entity.
@@ -190,6 +198,10 @@ type AcquireReply struct {
 	At     time.Time // busy: the holder's since; ran: the last tick run
 	Holder string
 	Left   time.Duration // quarantine or early: time left
+	// Err: this request failed where others of the call did not (on a
+	// Redis Cluster, a master that does not answer, or a shard refusing a
+	// name by an old count: ErrShardsChanged).
+	Err error
 }
 
 // Renewal is a renewal round's answer for one lease.

@@ -107,6 +107,10 @@ type Due struct {
 	// Shard is the shard of Task the entry is in (ShardName): the store
 	// sets it at a take, where a driver's Task is the shard's name.
 	Shard int
+	// Shards is the shard count the store named Task's shard by, at an
+	// Enqueue: a driver refuses the call with ErrShardsChanged when the
+	// task is kept in another number now (a reshard). 0: not checked.
+	Shards int
 }
 
 // Held describes a lease someone holds, for status.
@@ -300,6 +304,17 @@ const (
 	// OutcomeUnlocked records an operator's Unlock of a held lease.
 	OutcomeUnlocked Outcome = "unlocked"
 )
+
+// ErrShardsChanged is a driver's answer to a call that named a task's
+// shard by a shard count that is no longer the task's (a reshard moved
+// it, or is moving it): the store reads the count again and names the
+// shard anew. Nothing of the call was done.
+var ErrShardsChanged = errors.New("lease: the task's shard count changed")
+
+// ErrResharding is returned for a task whose shards are being moved
+// (tickd migrate): nothing of it is granted, renewed, released or
+// enqueued until the move ends.
+var ErrResharding = errors.New("lease: the task is being resharded")
 
 // ErrNotHeld is the answer to a release or renewal of a lease its holder
 // no longer holds.

@@ -88,6 +88,7 @@ func (b *Driver) Acquire(ctx context.Context, holder string, maxTTL time.Duratio
 		task, reason, tick string
 		ttl                time.Duration
 		queue              bool
+		shards             int
 	}
 	var lastTick time.Time // a fan-out batch's requests share their tick: formatted once
 	lastTickS := ""
@@ -100,7 +101,7 @@ func (b *Driver) Acquire(ctx context.Context, holder string, maxTTL time.Duratio
 			}
 			tick = lastTickS
 		}
-		return shared{task: r.Task, reason: string(r.Reason), tick: tick, ttl: r.TTL, queue: r.Queue}
+		return shared{task: r.Task, reason: string(r.Reason), tick: tick, ttl: r.TTL, queue: r.Queue, shards: reqs[live[i]].Shards}
 	})
 	holderArg := driver.Escape(holder)
 	calls := make([]scriptCall, len(gs))
@@ -113,6 +114,7 @@ func (b *Driver) Acquire(ctx context.Context, holder string, maxTTL time.Duratio
 		args := make([]any, acqFixed, acqFixed+acqStride*len(gr.Idx))
 		args[acqMaxTTL], args[acqHolder], args[acqPrefix] = ms(maxTTL), holderArg, driver.Escape(k.task)+":"
 		args[acqTTL], args[acqReason], args[acqTick], args[acqQueue] = ms(k.ttl), k.reason, k.tick, queue
+		args[acqShards] = shardsArg(k.shards)
 		bk := bucketOf(k.task)
 		ks := []string{b.k.epoch(bk), b.k.due(bk), b.k.dueInfo(bk), b.k.entities(k.task), b.k.followups(k.task)}
 		var chunks strings.Builder
@@ -136,7 +138,7 @@ func (b *Driver) Acquire(ctx context.Context, holder string, maxTTL time.Duratio
 		if chunks.Len() > 0 {
 			ks = slices.Insert(ks, 5, b.k.claims(k.task, k.tick))
 		}
-		calls[g] = scriptCall{keys: ks, args: args}
+		calls[g] = scriptCall{keys: append(ks, b.k.shards(k.task)), args: args}
 	}
 	var shortest time.Duration
 	for _, g := range gs {
@@ -144,17 +146,30 @@ func (b *Driver) Acquire(ctx context.Context, holder string, maxTTL time.Duratio
 			shortest = g.Key.ttl
 		}
 	}
-	res, err := runGroups(ctx, b, scriptAcquire, gs, calls, len(live), ackWait(shortest))
+	res, errs, err := runGroups(ctx, b, scriptAcquire, gs, calls, len(live), ackWait(shortest))
 	if res == nil {
-		return nil, err
+		return nil, shardsErr(err)
 	}
-	for j, v := range res {
-		var derr error
-		if out[live[j]], derr = decodeAcquireReply(v); derr != nil {
-			return nil, derr
-		}
+	if derr := decodeAcquireReplies(out, live, res, errs); derr != nil {
+		return nil, derr
 	}
 	return out, err // an *AckError: the grants stand on the primary, untrusted
+}
+
+// decodeAcquireReplies puts the answer res[j] (or the error errs[j]) of
+// request live[j] in out.
+func decodeAcquireReplies(out []driver.AcquireReply, live []int, res []string, errs []error) error {
+	for j, v := range res {
+		if errs != nil && errs[j] != nil {
+			out[live[j]].Err = shardsErr(errs[j])
+			continue
+		}
+		var err error
+		if out[live[j]], err = decodeAcquireReply(v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // claimsTTL is how long a tick's taken chunks (Request.Chunk) are kept
@@ -232,16 +247,21 @@ func (b *Driver) Taken(ctx context.Context, task string, tick time.Time, chunks 
 }
 
 func (b *Driver) Renew(ctx context.Context, ls []*driver.Lease) ([]driver.Renewal, error) {
-	gs := driver.GroupBy(len(ls), func(i int) string { return ls[i].Task })
+	type named struct {
+		task   string
+		shards int
+	}
+	gs := driver.GroupBy(len(ls), func(i int) named { return named{ls[i].Task, ls[i].Shards} })
 	calls := make([]scriptCall, len(gs))
 	for g, gr := range gs {
-		args := make([]any, 0, renStride*len(gr.Idx))
+		args := make([]any, renFixed, renFixed+renStride*len(gr.Idx))
+		args[renShards] = shardsArg(gr.Key.shards)
 		for _, j := range gr.Idx {
 			var part [renStride]any
 			part[renField], part[renToken], part[renTTL] = &ls[j].Field, &ls[j].Token, ms(ls[j].TTL)
 			args = append(args, part[:]...)
 		}
-		calls[g] = scriptCall{keys: []string{b.k.entities(gr.Key)}, args: args}
+		calls[g] = scriptCall{keys: []string{b.k.entities(gr.Key.task), b.k.shards(gr.Key.task)}, args: args}
 	}
 	shortest := ls[0].TTL
 	for _, l := range ls {
@@ -249,9 +269,14 @@ func (b *Driver) Renew(ctx context.Context, ls []*driver.Lease) ([]driver.Renewa
 	}
 	// A renewal the replicas lack does not move the trust window: the
 	// round fails as if Redis had not answered.
-	res, err := runGroups(ctx, b, scriptRenew, gs, calls, len(ls), ackWait(shortest))
+	res, errs, err := runGroups(ctx, b, scriptRenew, gs, calls, len(ls), ackWait(shortest))
+	for _, e := range errs { // a round fails whole: its leases' windows move only together
+		if e != nil && err == nil {
+			err = e
+		}
+	}
 	if err != nil {
-		return nil, err
+		return nil, shardsErr(err)
 	}
 	ok := make([]driver.Renewal, len(ls))
 	for i, v := range res {
@@ -281,9 +306,14 @@ func runRecords(rs []driver.ReleaseArg, idx []int, replica string) []string {
 
 func (b *Driver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]driver.ReleaseReply, error) {
 	replica := b.cfg.Replica
-	gs := driver.GroupBy(len(rs), func(i int) string { return rs[i].Lease.Task })
+	type named struct {
+		task   string
+		shards int
+	}
+	gs := driver.GroupBy(len(rs), func(i int) named { return named{rs[i].Lease.Task, rs[i].Lease.Shards} })
 	calls := make([]scriptCall, len(gs))
-	for g, gr := range gs {
+	for g, grn := range gs {
+		gr := driver.Group[string]{Key: grn.Key.task, Idx: grn.Idx}
 		// A batch of plain releases (nothing asked for after the runs, no
 		// requests to answer: the fan-out's usual) leaves next and reqs out.
 		stride := relStrideShort
@@ -294,7 +324,7 @@ func (b *Driver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]driver.
 			}
 		}
 		args := make([]any, relFixed, relFixed+stride*len(gr.Idx))
-		args[relPrefix], args[relStrideArg] = driver.Escape(gr.Key)+":", strconv.Itoa(stride)
+		args[relPrefix], args[relStrideArg], args[relShards] = driver.Escape(gr.Key)+":", strconv.Itoa(stride), shardsArg(grn.Key.shards)
 		bk := bucketOf(gr.Key)
 		ks := []string{b.k.due(bk), b.k.dueInfo(bk), b.k.entities(gr.Key), b.k.followups(gr.Key)}
 		recs := runRecords(rs, gr.Idx, replica)
@@ -319,7 +349,7 @@ func (b *Driver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]driver.
 			part[relNext], part[relReqs] = next, reqs
 			args = append(args, part[:]...)
 		}
-		calls[g] = scriptCall{keys: ks, args: args}
+		calls[g] = scriptCall{keys: append(ks, b.k.shards(gr.Key)), args: args}
 	}
 	// A release is not waited for: a failover that loses it leaves the
 	// lease held on the promoted replica until its TTL passes. Each task's
@@ -329,6 +359,7 @@ func (b *Driver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]driver.
 	out := make([]driver.ReleaseReply, len(rs))
 	for g, gr := range gs {
 		r, err := cmds[g].Text()
+		err = shardsErr(err)
 		vs := strings.Split(r, " ")
 		if err == nil && len(vs) != len(gr.Idx) {
 			err = fmt.Errorf("lease: script reply has %d entries for %d requests", len(vs), len(gr.Idx))

@@ -32,8 +32,12 @@ func (b *Driver) Enqueue(ctx context.Context, d driver.Due, delay time.Duration)
 	args := make([]any, enqFixed)
 	args[enqMember], args[enqReason], args[enqDelay] = driver.Member(d.Task, d.Entity), string(d.Reason), ms(delay)
 	args[enqAttempt], args[enqTick], args[enqReqs] = strconv.Itoa(d.Attempt), tickMS(d.Tick), strings.Join(d.Requests, ",")
-	_, err := b.evalBatch(ctx, scriptEnqueue, []scriptCall{{keys: []string{b.k.due(bk), b.k.dueInfo(bk)}, args: args}}, enqueueWait)
-	return err
+	args[enqShards] = shardsArg(d.Shards)
+	cmds, err := b.evalBatch(ctx, scriptEnqueue, []scriptCall{{keys: []string{b.k.due(bk), b.k.dueInfo(bk), b.k.shards(d.Task)}, args: args}}, enqueueWait)
+	if err == nil && len(cmds) == 1 {
+		err = shardsErr(cmds[0].Err())
+	}
+	return shardsErr(err)
 }
 
 // requestKeys adds to ks the answer hashes of task's requests ids that it

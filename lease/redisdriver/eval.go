@@ -34,50 +34,74 @@ type scriptCall struct {
 // and returns the replies in batch order: reply i answers the request at
 // position i, out of n. Each call must answer one element per request. With
 // ackWithin > 0, the round trip also waits that long for the replicas; a
-// shortfall returns the replies with an *AckError.
-func runGroups[K comparable](ctx context.Context, b *Driver, sc *redis.Script, gs []driver.Group[K], calls []scriptCall, n int, ackWithin time.Duration) ([]string, error) {
-	out := make([]string, n)
+// shortfall returns the replies with an *AckError. A call that failed
+// while others did not (on a Cluster, a master that does not answer, or a
+// shard that refuses) fails only its own requests: errs[i] is the error of
+// request i, and the others' answers stand (a grant is never lost to
+// another call's failure). When every call failed, the error is returned.
+func runGroups[K comparable](ctx context.Context, b *Driver, sc *redis.Script, gs []driver.Group[K], calls []scriptCall, n int, ackWithin time.Duration) (out []string, errs []error, err error) {
+	out = make([]string, n)
 	if len(calls) == 0 {
-		return out, nil
+		return out, nil, nil
 	}
-	res, err := b.runEach(ctx, sc, calls, ackWithin)
+	res, callErrs, err := b.runEach(ctx, sc, calls, ackWithin)
 	if res == nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for g, gr := range gs {
+		if callErrs != nil && callErrs[g] != nil {
+			if errs == nil {
+				errs = make([]error, n)
+			}
+			for _, i := range gr.Idx {
+				errs[i] = callErrs[g]
+			}
+			continue
+		}
 		if len(res[g]) != len(gr.Idx) {
-			return nil, fmt.Errorf("lease: script reply has %d entries for %d requests", len(res[g]), len(gr.Idx))
+			return nil, nil, fmt.Errorf("lease: script reply has %d entries for %d requests", len(res[g]), len(gr.Idx))
 		}
 		for k, i := range gr.Idx {
 			out[i] = res[g][k]
 		}
 	}
-	return out, err
+	return out, errs, err
 }
 
 // runEach runs one call of sc per group in one round trip and returns each
-// call's answers: the scripts join them with spaces (lib.lua's reply).
-func (b *Driver) runEach(ctx context.Context, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([][]string, error) {
+// call's answers (the scripts join them with spaces: lib.lua's reply), or
+// its error in errs (nil when none failed). When every call failed, it
+// returns no answers and the error.
+func (b *Driver) runEach(ctx context.Context, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) (out [][]string, errs []error, err error) {
 	if len(calls) == 1 && (ackWithin <= 0 || b.acks == nil) { // Run loads the script itself when needed
 		r, err := sc.Run(ctx, b.c, calls[0].keys, calls[0].args...).Text()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return [][]string{splitReply(r)}, nil
+		return [][]string{splitReply(r)}, nil, nil
 	}
 	cmds, err := b.evalBatch(ctx, sc, calls, ackWithin)
 	if cmds == nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make([][]string, len(calls))
+	out = make([][]string, len(calls))
+	failed := 0
 	for i, c := range cmds {
 		r, cerr := c.Text()
 		if cerr != nil {
-			return nil, cerr
+			if errs == nil {
+				errs = make([]error, len(calls))
+			}
+			errs[i] = cerr
+			failed++
+			continue
 		}
 		out[i] = splitReply(r)
 	}
-	return out, err
+	if failed == len(cmds) {
+		return nil, nil, errs[0]
+	}
+	return out, errs, err
 }
 
 // evalBatch runs the calls of sc in one pipeline. A Redis that restarted, or a
@@ -90,7 +114,9 @@ func (b *Driver) runEach(ctx context.Context, sc *redis.Script, calls []scriptCa
 // writes happened on the primary but must not be trusted.
 func (b *Driver) evalBatch(ctx context.Context, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
 	if ackWithin <= 0 || b.acks == nil {
-		return evalBatchOn(ctx, b.c, nil, sc, calls, 0)
+		// Each call keeps its own answer: on a Cluster, a master that
+		// lacks the script, does not answer or refuses fails only its own.
+		return evalEach(ctx, b.c, sc, calls), nil
 	}
 	if cc, ok := b.c.(*redis.ClusterClient); ok { // a Cluster pipeline spans shards: a WAIT per shard
 		return b.evalBatchByShard(ctx, cc, sc, calls, ackWithin)

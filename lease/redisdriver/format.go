@@ -361,6 +361,9 @@ const (
 	revokedMark = "!"
 	// unlockedBy begins the error of a forced unlock's run record, then who.
 	unlockedBy = "unlocked by "
+	// shardsChanged is the error reply of a script that named its shard
+	// by a count the task is no longer kept in (lib.lua's shards_refused).
+	shardsChanged = "tickd_shards_changed"
 )
 
 // luaConstants hands the scripts what Go and Lua share, defined once here:
@@ -400,6 +403,7 @@ func luaConstants() string {
 		{"UNLOCKED_ALREADY", unlockedAlready},
 		{"REVOKED", revokedMark},
 		{"UNLOCKED_BY", driver.Escape(unlockedBy)},
+		{"SHARDS_CHANGED", shardsChanged},
 	} {
 		switch v := c.v.(type) {
 		case int64:

@@ -75,7 +75,11 @@ func (b *Driver) Shards(ctx context.Context, want map[string]int) (map[string]in
 	out := make(map[string]int, len(tasks))
 	set := map[string]any{}
 	for i, t := range tasks {
-		if n, err := strconv.Atoi(got[i].Val()); err == nil && n > 0 {
+		n, from, to, moving := parseShards(got[i].Val())
+		if moving {
+			return nil, fmt.Errorf("%w: %s, from %d shards to %d (tickd migrate)", driver.ErrResharding, t, from, to)
+		}
+		if n > 0 {
 			out[t] = n
 			continue
 		}
@@ -88,7 +92,7 @@ func (b *Driver) Shards(ctx context.Context, want map[string]int) (map[string]in
 		}
 	}
 	if len(set) == 0 {
-		return out, nil
+		return out, b.ensureAll(ctx, want, out)
 	}
 	pipe = b.c.Pipeline()
 	after := map[string]*redis.StringCmd{}
@@ -100,13 +104,29 @@ func (b *Driver) Shards(ctx context.Context, want map[string]int) (map[string]in
 		return nil, err
 	}
 	for t, c := range after {
-		n, err := strconv.Atoi(c.Val())
-		if err != nil || n <= 0 {
+		n, from, to, moving := parseShards(c.Val())
+		if moving {
+			return nil, fmt.Errorf("%w: %s, from %d shards to %d (tickd migrate)", driver.ErrResharding, t, from, to)
+		}
+		if n <= 0 {
 			return nil, fmt.Errorf("the shard count of %s: %q", t, c.Val())
 		}
 		out[t] = n
 	}
-	return out, nil
+	return out, b.ensureAll(ctx, want, out)
+}
+
+// ensureAll gives the shards of each task of got that a store is to write
+// (want > 0) their layout keys (ensureShardKeys).
+func (b *Driver) ensureAll(ctx context.Context, want, got map[string]int) error {
+	for t, n := range got {
+		if want[t] > 0 {
+			if err := b.ensureShardKeys(ctx, t, n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (b *Driver) Ping(ctx context.Context) error { return b.c.Ping(ctx).Err() }

@@ -5,50 +5,175 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tickd/tickd/lease/driver"
 )
 
-// Reshard keeps task in to shards from now on: each entity's state (its
-// lease, last run, fence and tick), its queued follow-up and its pending
-// request move to the shard the new count puts it in, then the count is
-// recorded. It refuses while a replica announces the task: a replica
-// running it would look for an entity where it no longer is. A Reshard cut
-// short is run again (what moved stays moved; the count, recorded last,
-// is still the old one, whose shards are read again).
+// A task's shard count is kept in every shard's slot, under the shard's
+// layout key (keys.shards of the shard's name): shard 0's is the count as
+// recorded, which every store reads; the others say which count the shard
+// belongs to. Each script that grants, renews, releases or enqueues is
+// handed the count its caller named the shard by and refuses the call
+// when the shard's key says otherwise (lib.lua's shards_refused): a
+// replica that read the count before a reshard cannot act on the old
+// layout, whatever it cached. Values:
+//
+//	N          the shard is one of N (shard 0: the task is kept in N)
+//	x:N        the task is kept in N, and this shard is not one of them
+//	m:FROM:TO  tickd migrate is moving the task from FROM shards to TO
+//	(none)     the count was never recorded: one shard, shard 0 only
+
+// movingMark is a layout value while a reshard moves the task.
+func movingMark(from, to int) string { return "m:" + strconv.Itoa(from) + ":" + strconv.Itoa(to) }
+
+// parseShards reads a layout value of shard 0: the count, or the move under
+// way (from, to) with moving true. n is 0 for no value or one this code
+// cannot read.
+func parseShards(v string) (n, from, to int, moving bool) {
+	if rest, ok := strings.CutPrefix(v, "m:"); ok {
+		f, t, _ := strings.Cut(rest, ":")
+		from, ferr := strconv.Atoi(f)
+		to, terr := strconv.Atoi(t)
+		if ferr == nil && terr == nil && from > 0 {
+			return 0, from, to, true
+		}
+		return 0, 0, 0, false
+	}
+	if n, err := strconv.Atoi(v); err == nil && n > 0 {
+		return n, 0, 0, false
+	}
+	return 0, 0, 0, false
+}
+
+// shardsArg is a script's shard-count argument: "" for a call not checked.
+func shardsArg(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}
+
+// shardsErr turns a script's refusal (shards_refused) into
+// driver.ErrShardsChanged.
+func shardsErr(err error) error {
+	if err != nil && redis.HasErrorPrefix(err, shardsChanged) {
+		return driver.ErrShardsChanged
+	}
+	return err
+}
+
+// ensureShardKeys gives shards 1..n-1 of task their layout key if they
+// have none (a count recorded by a tickd before layout keys): a shard
+// without one refuses a count above 1. A key set already is left alone,
+// so a store that read the count before a reshard cannot bring the old one
+// back.
+func (b *Driver) ensureShardKeys(ctx context.Context, task string, n int) error {
+	if n <= 1 {
+		return nil
+	}
+	pipe := b.c.Pipeline()
+	for s := 1; s < n; s++ { // one key per command: the shards live in different slots
+		pipe.SetNX(ctx, b.k.shards(driver.ShardName(task, s)), n, 0)
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// Reshard keeps task in to shards from now on, while replicas run it:
+//  1. every shard's layout key gets the move's mark, so that no script
+//     grants, renews, releases or enqueues anything of the task (each
+//     refuses, and its store tries again once the move is over);
+//  2. each entity's state (its lease, held or not, its last run, fence and
+//     tick), its queued follow-up and its pending requests move to the
+//     shard the new count puts it in, from every one of the MaxShards
+//     shards (a shard beyond the old count may hold what an earlier tickd
+//     left there);
+//  3. every layout key gets the new count: the stores read it again and
+//     name each entity's shard anew, and a holder's renewals and release
+//     find its lease where it moved.
+//
+// A Reshard cut short leaves the mark: nothing of the task is granted
+// until Reshard runs again, which carries the move on.
 func (b *Driver) Reshard(ctx context.Context, task string, to int) (driver.Resharded, error) {
 	r := driver.Resharded{Task: task, To: to}
 	if to < 1 || to > driver.MaxShards {
 		return r, fmt.Errorf("lease: reshard %s: %d shards: use 1..%d", task, to, driver.MaxShards)
 	}
-	running, err := b.Known(ctx, task)
-	if err != nil {
-		return r, err
-	}
-	if running {
-		return r, fmt.Errorf("%w: a replica runs %s: take it out of every replica's config (or stop them) first", ErrReplicasRunning, task)
-	}
 	got, err := b.c.Get(ctx, b.k.shards(task)).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return r, err
 	}
-	r.From = 1
-	if n, err := strconv.Atoi(got); err == nil && n > 0 {
-		r.From = n
+	n, from, _, moving := parseShards(got)
+	r.From = max(n, 1)
+	if moving {
+		r.From = from
 	}
-	if r.From != to {
-		for s := range r.From {
-			if err := b.reshardOne(ctx, &r, driver.ShardName(task, s)); err != nil {
-				return r, err
-			}
+	if !moving && r.From == to {
+		if strays, err := b.strays(ctx, task, to); err != nil || !strays {
+			return r, err // in place: nothing to move, nothing stopped
 		}
 	}
-	return r, b.c.Set(ctx, b.k.shards(task), to, 0).Err()
+	if err := b.setLayout(ctx, task, func(int) string { return movingMark(r.From, to) }); err != nil {
+		return r, fmt.Errorf("mark %s as moving: %w", task, err)
+	}
+	for s := range driver.MaxShards {
+		if err := b.reshardOne(ctx, &r, driver.ShardName(task, s)); err != nil {
+			return r, err
+		}
+	}
+	return r, b.setLayout(ctx, task, func(s int) string {
+		if s < to {
+			return strconv.Itoa(to)
+		}
+		return "x:" + strconv.Itoa(to)
+	})
+}
+
+// strays says whether a shard of task at or beyond n holds state, or a
+// shard below it has no layout key (a count recorded by a tickd before
+// layout keys, or keys lost): a reshard to n then has work to do.
+func (b *Driver) strays(ctx context.Context, task string, n int) (bool, error) {
+	pipe := b.c.Pipeline()
+	var found []*redis.IntCmd
+	for s := range driver.MaxShards {
+		name := driver.ShardName(task, s)
+		if s < n {
+			if s > 0 {
+				found = append(found, pipe.Exists(ctx, b.k.shards(name)))
+			}
+			continue
+		}
+		found = append(found, pipe.Exists(ctx, b.k.entities(name)), pipe.Exists(ctx, b.k.followups(name)))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return false, err
+	}
+	for i, f := range found {
+		if got := f.Val() > 0; got != (i < n-1) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// setLayout sets the layout key of each of task's MaxShards shards to
+// value(s), shard 0 last.
+func (b *Driver) setLayout(ctx context.Context, task string, value func(s int) string) error {
+	pipe := b.c.Pipeline()
+	for s := driver.MaxShards - 1; s >= 1; s-- { // one key per command: the shards live in different slots
+		pipe.Set(ctx, b.k.shards(driver.ShardName(task, s)), value(s), 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	return b.c.Set(ctx, b.k.shards(task), value(0), 0).Err()
 }
 
 // reshardOne moves what shard name holds of entities another shard now
-// keeps.
+// keeps. An entity found in its new shard already (left there by an
+// earlier layout) keeps the state with the higher fence.
 func (b *Driver) reshardOne(ctx context.Context, r *driver.Resharded, name string) error {
 	dest := func(field string) (string, bool) {
 		e, err := driver.Unescape(field)
@@ -56,24 +181,17 @@ func (b *Driver) reshardOne(ctx context.Context, r *driver.Resharded, name strin
 		return d, err == nil && d != name
 	}
 	for _, h := range []struct {
-		key func(string) string
-		n   *int
-	}{{b.k.entities, &r.Entities}, {b.k.followups, &r.FollowUps}} {
+		key    func(string) string
+		n      *int
+		entity bool
+	}{{b.k.entities, &r.Entities, true}, {b.k.followups, &r.FollowUps, false}} {
 		var cursor uint64
 		for {
 			kv, next, err := b.c.HScan(ctx, h.key(name), cursor, "", pageSize).Result()
 			if err != nil {
 				return err
 			}
-			pipe := b.c.Pipeline()
-			for i := 0; i+1 < len(kv); i += 2 {
-				if d, ok := dest(kv[i]); ok {
-					pipe.HSet(ctx, h.key(d), kv[i], kv[i+1]) // one key per command: the shards may be on different masters
-					pipe.HDel(ctx, h.key(name), kv[i])
-					*h.n++
-				}
-			}
-			if _, err := pipe.Exec(ctx); err != nil {
+			if err := b.moveFields(ctx, h.key, name, kv, dest, h.entity, h.n); err != nil {
 				return err
 			}
 			if cursor = next; cursor == 0 {
@@ -82,6 +200,49 @@ func (b *Driver) reshardOne(ctx context.Context, r *driver.Resharded, name strin
 		}
 	}
 	return b.reshardDue(ctx, r, name, dest)
+}
+
+// moveFields moves the fields of one HSCAN page of shard name's hash (kv:
+// field, value pairs) whose entity dest puts in another shard.
+func (b *Driver) moveFields(ctx context.Context, key func(string) string, name string, kv []string, dest func(string) (string, bool), entity bool, n *int) error {
+	type move struct{ field, val, to string }
+	var moves []move
+	for i := 0; i+1 < len(kv); i += 2 {
+		if d, ok := dest(kv[i]); ok {
+			moves = append(moves, move{kv[i], kv[i+1], d})
+		}
+	}
+	if len(moves) == 0 {
+		return nil
+	}
+	pipe := b.c.Pipeline()
+	there := make([]*redis.StringCmd, len(moves))
+	for i, m := range moves { // one key per command: the shards may be on different masters
+		there[i] = pipe.HGet(ctx, key(m.to), m.field)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	pipe = b.c.Pipeline()
+	for i, m := range moves {
+		if old, err := there[i].Result(); err == nil && (!entity || !newer(m.val, old)) {
+			pipe.HDel(ctx, key(name), m.field) // the state where it is now stands
+			continue
+		}
+		pipe.HSet(ctx, key(m.to), m.field, m.val)
+		pipe.HDel(ctx, key(name), m.field)
+		*n++
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// newer says whether entity value a has a higher fence than b (or b cannot
+// be read).
+func newer(a, b string) bool {
+	ea, aerr := decodeEntity(a)
+	eb, berr := decodeEntity(b)
+	return aerr == nil && (berr != nil || ea.Fence > eb.Fence)
 }
 
 // reshardDue moves shard name's pending requests, taken or not, to their

@@ -97,6 +97,7 @@ const (
 	acqTick   // ms; 0: not a tick run
 	acqQueue  // 0|1
 	acqChunks // "" or "t:m:id …": triple t holds the m entities of chunk id
+	acqShards // the shard count the task's shard was named by; "": not checked
 	acqFixed
 )
 
@@ -109,7 +110,7 @@ const (
 
 var acquireArgs = argv{
 	fixed: []arg{{"MAX_TTL", acqMaxTTL}, {"HOLDER", acqHolder}, {"PREFIX", acqPrefix}, {"TTL", acqTTL},
-		{"REASON", acqReason}, {"TICK", acqTick}, {"QUEUE", acqQueue}, {"CHUNKS", acqChunks}},
+		{"REASON", acqReason}, {"TICK", acqTick}, {"QUEUE", acqQueue}, {"CHUNKS", acqChunks}, {"SHARDS", acqShards}},
 	each: []arg{{"FIELD", acqField}, {"TOKEN", acqToken}, {"FROM", acqFrom}},
 }
 
@@ -118,6 +119,7 @@ var acquireArgs = argv{
 const (
 	relPrefix = iota
 	relStrideArg
+	relShards
 	relFixed
 )
 
@@ -134,11 +136,16 @@ const (
 )
 
 var releaseArgs = argv{
-	fixed: []arg{{"PREFIX", relPrefix}, {"STRIDE", relStrideArg}},
+	fixed: []arg{{"PREFIX", relPrefix}, {"STRIDE", relStrideArg}, {"SHARDS", relShards}},
 	each:  []arg{{"FIELD", relField}, {"TOKEN", relToken}, {"RECORD", relRecord}, {"NEXT", relNext}, {"REQS", relReqs}},
 }
 
-// renew.lua's: per lease its field, token and TTL (ms).
+// renew.lua's: the shard count, then per lease its field, token and TTL (ms).
+const (
+	renShards = iota
+	renFixed
+)
+
 const (
 	renField = iota
 	renToken
@@ -146,7 +153,7 @@ const (
 	renStride
 )
 
-var renewArgs = argv{each: []arg{{"FIELD", renField}, {"TOKEN", renToken}, {"TTL", renTTL}}}
+var renewArgs = argv{fixed: []arg{{"SHARDS", renShards}}, each: []arg{{"FIELD", renField}, {"TOKEN", renToken}, {"TTL", renTTL}}}
 
 // enqueue.lua's.
 const (
@@ -154,13 +161,14 @@ const (
 	enqReason
 	enqDelay // ms
 	enqAttempt
-	enqTick // ms
-	enqReqs // request ids, comma-joined
+	enqTick   // ms
+	enqReqs   // request ids, comma-joined
+	enqShards // the shard count; "": not checked
 	enqFixed
 )
 
 var enqueueArgs = argv{fixed: []arg{{"MEMBER", enqMember}, {"REASON", enqReason}, {"DELAY", enqDelay},
-	{"ATTEMPT", enqAttempt}, {"TICK", enqTick}, {"REQS", enqReqs}}}
+	{"ATTEMPT", enqAttempt}, {"TICK", enqTick}, {"REQS", enqReqs}, {"SHARDS", enqShards}}}
 
 // take.lua's.
 const (

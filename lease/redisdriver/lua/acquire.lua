@@ -1,6 +1,7 @@
 -- KEYS: epoch, due, dueinfo, entities (the task's hash), followups (the
 --   task's), then the tick's claims (when chunks ~= ''), then the hashes of
---   the requests the batch's due entries answer.
+--   the requests the batch's due entries answer, then the shard's layout
+--   key (shards_refused).
 -- ARGV (scripts.go's acquireArgs): max_ttl_ms, holder (escaped), member_prefix (escaped task .. ':'),
 --   ttl_ms, reason, tick_ms (0: not a tick run), queue (0|1), chunks
 --   ('' or "t:m:id …": triple t holds the m entities of chunk id of the
@@ -24,6 +25,7 @@
 -- batch and one HSET writes it. cur holds what this call already wrote, so
 -- an entity asked for twice in one batch is granted once.
 local ARGV = ARGV
+if shards_refused(KEYS[#KEYS], ARGV[A_SHARDS]) then return redis.error_reply(SHARDS_CHANGED) end
 local now = now_us()
 local now_ms = math.floor(now / 1000)
 local now_s, now_ms_s = num(now), num(now_ms)

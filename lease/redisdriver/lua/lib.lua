@@ -388,3 +388,18 @@ local function add_due(due_key, info_key, member, reason, due_ms, attempt, tick,
   redis.call('HSET', info_key, member, encode_due({reason = reason, attempt = attempt, tick = tick, reqs = reqs, claim = ''}))
   return 1
 end
+
+-- shards_refused says whether a call must be refused because it named its
+-- shard of a task by a count (want, a decimal string; '' for a call not
+-- checked) other than the one the shard's layout key (key: TASK:shards in
+-- the shard's slot) holds: a replica that read the count before a reshard
+-- is refused, reads it again and names the shard anew (Go's
+-- driver.ErrShardsChanged). The key holds the count, 'x:N' for a shard a
+-- count N leaves unused, 'm:FROM:TO' while tickd migrate moves the task.
+-- No key: a task whose count was never recorded is in one shard.
+local function shards_refused(key, want)
+  if want == '' then return false end
+  local got = redis.call('GET', key)
+  if got then return got ~= want end
+  return want ~= '1'
+end

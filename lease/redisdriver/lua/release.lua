@@ -1,5 +1,6 @@
 -- KEYS: due, dueinfo, entities (the task's hash), followups (the task's),
---   then the hashes of the requests the batch's runs answer.
+--   then the hashes of the requests the batch's runs answer, then the
+--   shard's layout key (shards_refused).
 -- ARGV (releaseArgs): member_prefix (escaped task .. ':'), stride (3 or 5), then for each
 --   lease: field, token (between its separators: lib.lua's unbar), last,
 --   next, reqs; with stride 3 (a batch of plain releases, the fan-out's
@@ -18,6 +19,7 @@
 -- lease is freed, the run recorded, and next or a requested follow-up
 -- enqueued: RELEASED_OK, or RELEASED_FOLLOW_UP when a follow-up was asked for.
 local ARGV = ARGV
+if shards_refused(KEYS[#KEYS], ARGV[A_SHARDS]) then return redis.error_reply(SHARDS_CHANGED) end
 local now_ms = math.floor(now_us() / 1000)
 local now_ms_s = num(now_ms)
 local mprefix, stride = ARGV[A_PREFIX], tonumber(ARGV[A_STRIDE])

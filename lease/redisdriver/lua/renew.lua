@@ -1,9 +1,11 @@
--- KEYS: entities (the task's hash). ARGV (renewArgs): for each lease: field, token
+-- KEYS: entities (the task's hash), the shard's layout key (shards_refused).
+-- ARGV (renewArgs): the shard count, then for each lease: field, token
 -- (between its separators: lib.lua's unbar), ttl_ms.
 -- Returns for each RENEWED_OK when renewed, RENEWED_REVOKED when an
 -- operator revoked it (unlock.lua: the lease stays held, not renewed, until
 -- the holder releases it or it expires), RENEWED_LOST when the lease
 -- expired or is held under another token.
+if shards_refused(KEYS[#KEYS], ARGV[A_SHARDS]) then return redis.error_reply(SHARDS_CHANGED) end
 local now_ms = math.floor(now_us() / 1000)
 local out = {}
 local vals = redis.call('HMGET', KEYS[1], unpack(fields(A_FIXED + E_FIELD, E_STRIDE)))
