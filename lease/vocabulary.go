@@ -85,6 +85,7 @@ const (
 	SkipNotAcknowledged = driver.SkipNotAcknowledged
 	SkipError           = driver.SkipError
 	SkipStopped         = driver.SkipStopped
+	SkipPaused          = driver.SkipPaused
 )
 
 const (

@@ -36,6 +36,8 @@ type TickCounts struct {
 	// Stopped: shutdown or a reload stopped the fan-out before it had read
 	// and run its whole source; Entities counts those read until then.
 	Stopped bool
+	// Paused: tickd pause stopped it so (the runs started go on).
+	Paused bool
 }
 
 // fanOut is one tick T of one task being fanned out: entities are read from
@@ -109,6 +111,8 @@ const chunkSize = 16
 
 // fanOut runs tick T of ts.
 func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
+	ctx, done := ts.fanOuts.begin(ctx, ts)
+	defer done()
 	f := &fanOut{s: s, ts: ts, T: T, ctx: ctx, tl: s.history.begin(ctx, ts.t, T), n: &TickCounts{}, name: ts.t.Name}
 	if len(ts.t.Limits) > 0 {
 		ts.tally.Store(f.tl)
@@ -122,8 +126,9 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	f.flush()
 	t := ts.t
 	if ctx.Err() != nil {
-		err = nil // stopped by shutdown or reload: not the source's failure
-		f.n.Stopped = true
+		err = nil // stopped by shutdown, reload or pause: not the source's failure
+		f.n.Stopped = !errors.Is(context.Cause(ctx), errPaused)
+		f.n.Paused = !f.n.Stopped
 	}
 	if err != nil {
 		s.log.Error("entity source failed", KeyTask, t.Name, tickAttr(T), KeyError, err)
@@ -139,7 +144,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	s.log.Log(context.Background(), lvl, "tick", KeyTask, t.Name, tickAttr(T),
 		"entities", n.Entities, "started", n.Started, "busy", n.Busy, "already_ran", n.AlreadyRan, "limited", n.Limited,
 		"quarantined", n.Quarantined, "unacknowledged", n.Unacknowledged, "errors", n.Errors, "source_failed", n.SourceFailed,
-		"stopped", n.Stopped)
+		"stopped", n.Stopped, "paused", n.Paused)
 	s.observe(Event{Kind: EventTick, Task: t.Name, Tick: T, Counts: n})
 }
 
@@ -213,8 +218,8 @@ func (f *fanOut) shardStreams() []*fanOut {
 	f.chunked = true
 	t := f.ts.t
 	n, err := f.s.store.Shards(f.ctx, t.Name)
-	if err == nil && n != max(t.Shards, 1) && f.ts.shardsSaid.CompareAndSwap(false, true) {
-		f.s.log.Warn("the task's lease state is kept in another number of shards than its config says: tickd migrate reshards it (docs/operations.md, \"Shards\")",
+	if err == nil && n != max(t.Shards, 1) && f.ts.shardsSaid.Swap(int64(n)) != int64(n) {
+		f.s.log.Warn("the task is kept in another number of shards than its config says, as recorded in Redis: every replica uses the recorded count; `tickd migrate` with this config reshards it (docs/operations.md, \"Shards\")",
 			KeyTask, t.Name, "shards", n, "config_shards", t.Shards)
 	}
 	if err != nil || n <= 1 {

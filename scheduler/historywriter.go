@@ -73,10 +73,14 @@ func (tl *tally) part(replica string, now time.Time) lease.TickPart {
 			p.Skipped[reason] = c
 		}
 	}
-	if n.Stopped {
+	if n.Stopped || n.Paused {
 		// The entities the fan-out did not come to.
+		why := lease.SkipStopped
+		if n.Paused {
+			why = lease.SkipPaused
+		}
 		if left := n.Entities - n.Started - n.Busy - n.AlreadyRan - n.Quarantined - n.Unacknowledged - n.Errors - n.Limited; left > 0 {
-			p.Skipped[lease.SkipStopped] = left
+			p.Skipped[why] = left
 		}
 	}
 	p.FirstStart = time.Duration(tl.firstStart.Load())

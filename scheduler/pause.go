@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"time"
 )
 
@@ -24,6 +26,53 @@ func (s *Scheduler) readPaused(ctx context.Context) {
 		if was := ts.paused.Swap(paused); was != paused {
 			s.log.Info(map[bool]string{true: "task paused", false: "task resumed"}[paused], KeyTask, name)
 		}
+		if paused {
+			ts.fanOuts.stopAll()
+		}
+	}
+}
+
+// errPaused is the cause of a fan-out stopped by tickd pause.
+var errPaused = errors.New("the task was paused")
+
+// fanOuts are a task's fan-outs under way: a pause stops each (no run of
+// it starts after that, but for a batch whose leases were granted then),
+// and a fan-out that begins once the task is paused stops at once.
+type fanOuts struct {
+	mu   sync.Mutex
+	next int
+	stop map[int]context.CancelCauseFunc
+}
+
+// begin registers a fan-out of ts: its context, stopped with errPaused by
+// a pause, and what to call when it ends.
+func (f *fanOuts) begin(ctx context.Context, ts *taskState) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	f.mu.Lock()
+	if f.stop == nil {
+		f.stop = map[int]context.CancelCauseFunc{}
+	}
+	id := f.next
+	f.next++
+	f.stop[id] = cancel
+	f.mu.Unlock()
+	if ts.paused.Load() { // paused between the tick's look and here
+		cancel(errPaused)
+	}
+	return ctx, func() {
+		f.mu.Lock()
+		delete(f.stop, id)
+		f.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// stopAll stops every fan-out under way.
+func (f *fanOuts) stopAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, cancel := range f.stop {
+		cancel(errPaused)
 	}
 }
 

@@ -365,6 +365,61 @@ command = ["WORKER"]
 	})
 }
 
+// TestPauseStopsTheFanOutUnderWay: a tick of 120 entities of 300ms runs,
+// 3 at once on each of 2 replicas, takes about 6s to fan out. tickd pause
+// 1.5s into it: no run of the task starts on any replica later than a
+// second after the command returned (the runs under way finish), and the
+// tick's record says the fan-out was paused, with the entities it did not
+// come to. Before, the fan-out went on to its last entity.
+func TestPauseStopsTheFanOutUnderWay(t *testing.T) {
+	ids := make([]string, 120)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%q", fmt.Sprint("e", i))
+	}
+	e := newOpsEnv(t, false, fmt.Sprintf(`
+[[tasks]]
+name = "slow"
+every = "20s"
+concurrency = 3
+lease_ttl = "3s"
+entities = [%s]
+command = ["WORKER", "300ms"]
+`, strings.Join(ids, ", ")))
+	e.daemon("A", "0s")
+	e.daemon("B", "0s")
+	var T time.Time
+	expect.WaitFor(t, 90*time.Second, "a tick's first runs", func() bool {
+		runs := tickdtest.ReadRuns(t, e.runs)
+		if len(runs) == 0 {
+			return false
+		}
+		T, _ = time.Parse(time.RFC3339Nano, runs[0].Start.Tick)
+		return time.Since(T) > 1500*time.Millisecond
+	})
+	code, out, errs := cli("pause", "-config", e.cfg, "slow")
+	if code != 0 {
+		t.Fatal(out, errs)
+	}
+	paused := time.Now()
+	expect.True(t, "the pause says it stops the fan-out: "+out, strings.Contains(out, "stops its fan-out under way"))
+	expect.WaitFor(t, 10*time.Second, "3s after the pause", func() bool { return time.Since(paused) > 3*time.Second })
+	runs := tickdtest.ReadRuns(t, e.runs)
+	for _, r := range runs {
+		if r.Start.At > paused.Add(time.Second).UnixNano() {
+			t.Fatalf("%s started %v after the pause returned", r.Start.Entity, time.Duration(r.Start.At-paused.UnixNano()))
+		}
+	}
+	expect.True(t, fmt.Sprintf("the fan-out was under way: %d runs of 120", len(runs)), len(runs) > 6 && len(runs) < 100)
+	expect.WaitFor(t, 10*time.Second, "the tick's record", func() bool {
+		for _, rec := range tickdtest.Ticks(t, e.srv.Addr, "tickd", "slow", 5) {
+			if rec.Tick.Equal(T) && rec.Final() && rec.Skipped()[lease.SkipPaused] > 0 {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 // TestUnlockStopsTheHolder: tickd unlock on an entity whose run is going
 // revokes its lease; the holder (another process) stops its run at its next
 // renewal, and a run triggered right after the unlock starts only once the

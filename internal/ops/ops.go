@@ -201,7 +201,7 @@ func Pause(ctx context.Context, store *lease.Store, t *config.Task, by, reason s
 		return Paused{}, err
 	}
 	a := lease.Action{Task: t.Name, At: now, By: by, What: lease.ActionPause, Reason: reason, Until: p.Until}
-	said := fmt.Sprintf("paused %s%s: every replica stops ticking it within a second; running runs finish", t.Name, untilWords(p, t))
+	said := fmt.Sprintf("paused %s%s: every replica stops ticking it, and stops its fan-out under way, within a second (no run of it starts after that); runs already started finish", t.Name, untilWords(p, t))
 	if was {
 		a.Detail = "changed the pause: " + pauseWords(p, t)
 		said = fmt.Sprintf("%s was already paused; its pause is now: %s", t.Name, pauseWords(p, t))

@@ -39,6 +39,7 @@ const (
 	SkipNotAcknowledged = "not_acknowledged"
 	SkipError           = "error"   // the store failed until the tick was too late
 	SkipStopped         = "stopped" // shutdown or a reload stopped the fan-out first
+	SkipPaused          = "paused"  // tickd pause stopped the fan-out first
 	// SkipLimited: a limit had no room; the run was not skipped but waited,
 	// as a due run with its tick: when it ran on a replica whose last
 	// fan-out was the tick, it is counted in that replica's part (Started,
