@@ -113,7 +113,7 @@ type taskState struct {
 	slots              chan struct{}
 	stop               context.CancelFunc
 	paused             atomic.Bool
-	fanOuts            fanOuts // its fan-outs under way, which a pause stops
+	fanOuts            fanOuts                // its fan-outs under way, which a pause stops
 	tickLog, noTickLog atomic.Pointer[runLog] // runLog's
 	shardsSaid         atomic.Int64           // the recorded shard count last logged as differing from t's
 	// tally is the task's last tick's tally, for a task under limits: its
