@@ -56,7 +56,7 @@ func (c *Console) trigger(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, err)
 		return
 	}
-	c.logAction(d)
+	c.logAction(d.Done)
 	q := url.Values{}
 	for _, id := range ids[:min(len(ids), maxWatched)] {
 		q.Add("e", id)

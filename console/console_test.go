@@ -503,3 +503,20 @@ func TestTasksPageShowsLimits(t *testing.T) {
 		expect.True(t, "the tasks page shows "+want, strings.Contains(body, want))
 	}
 }
+
+// TestTriggerOfABusyEntitySaysSo: the page that watches a trigger's
+// answers says of an entity held by another run that it is busy, by whom
+// and since when, and that it runs when it is free.
+func TestTriggerOfABusyEntitySaysSo(t *testing.T) {
+	e := newEnv(t, true)
+	// The seed holds a lease of sync/a.
+	resp, _ := e.do("POST", "/tasks/sync/trigger", "ops", url.Values{"entities": {"a"}}, nil)
+	expect.Equal(t, "an admin's trigger", resp.StatusCode, http.StatusSeeOther)
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := e.do("GET", loc.RequestURI(), "view", nil, nil)
+	expect.True(t, "the answers page says a is busy and runs when free:\n"+body,
+		strings.Contains(body, "busy (held by ") && strings.Contains(body, "runs when it is free"))
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/history"
+	"github.com/tickd/tickd/internal/ops"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
 )
@@ -367,10 +368,20 @@ func (c *Console) requestPage(w http.ResponseWriter, r *http.Request) {
 		as = append(as, a)
 	}
 	pg := c.page(r, t.Name+": trigger")
-	waiting := 0
+	var pending []string
 	for _, a := range as {
 		if a.Outcome == "pending" {
-			waiting++
+			pending = append(pending, a.Entity)
+		}
+	}
+	waiting := len(pending)
+	busy := map[string]string{}
+	for _, b := range ops.BusyOf(r.Context(), c.store, t.Name, pending) {
+		busy[b.Entity] = b.Said()
+	}
+	for i, a := range as {
+		if said, ok := busy[a.Entity]; ok && a.Outcome == "pending" {
+			as[i].Outcome = "pending: " + said
 		}
 	}
 	if waiting == 0 {

@@ -16,6 +16,9 @@ var (
 	ErrAlreadyRan = errors.New("lease: tick already ran")
 	ErrQuarantine = errors.New("lease: redis lost its data; granting nothing until old leases have expired")
 	ErrNotHeld    = driver.ErrNotHeld
+	// ErrResharding: tickd migrate is moving the task's shards; nothing of
+	// it is granted until the move ends.
+	ErrResharding = driver.ErrResharding
 	// Causes of a lease context's cancellation (context.Cause).
 	ErrLost      = errors.New("lease: lost (released by force, expired or taken over)")
 	ErrUntrusted = errors.New("lease: not renewed within its trust window")

@@ -183,7 +183,10 @@ func (s *Scheduler) giveBack(ctx context.Context, d lease.Due) {
 // startDue acquires the lease of due entry d, whose run slot of ts is
 // taken, and starts its run; the slot is given back if nothing starts.
 func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d lease.Due) {
-	queue := d.Reason != lease.ReasonTrigger && d.Reason != lease.ReasonTick || ts.t.OnBusy == config.OnBusyQueue
+	// Every due run but a tick's waits for a busy entity's holder, as a
+	// follow-up: a reschedule, a retry, a hand-over, and an operator's
+	// trigger, whatever on_busy says (that is for ticks).
+	queue := d.Reason != lease.ReasonTick || ts.t.OnBusy == config.OnBusyQueue
 	req := lease.Request{Task: d.Task, Entity: d.Entity, TTL: ts.t.LeaseTTL, Reason: d.Reason, Queue: queue, From: &d, Limits: ts.t.Limits}
 	if d.Reason == lease.ReasonTick {
 		req.Tick = d.Tick // a tick's run that waited for a limit
@@ -198,7 +201,14 @@ func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d lease.Due) {
 			// A tick's run that waited for a limit, and a later tick ran.
 			s.store.Ack(ctx, d) //nolint:errcheck // it comes back if this fails, and is refused again
 		case errors.Is(err, lease.ErrBusy):
-			s.log.Debug("due run found the entity busy", KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason, "follow_up", queue)
+			lvl := slog.LevelDebug
+			if d.Reason == lease.ReasonTrigger {
+				lvl = slog.LevelInfo // an operator asked: say where the run went
+			}
+			s.log.Log(ctx, lvl, "due run found the entity busy: it runs after the holder", KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason, "follow_up", queue, KeyError, err)
+		case errors.Is(err, lease.ErrResharding):
+			s.log.Debug("due run waits for a reshard to end", KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason)
+			s.store.Enqueue(ctx, d, time.Second) //nolint:errcheck // if this fails too, visibility brings it back
 		case errors.Is(err, lease.ErrNotAcknowledged):
 			// The store handed the entry back; OnAcks logs why.
 		default:

@@ -172,11 +172,11 @@ command = ["WORKER", "6s"]
 		t.Fatalf("trigger: %d %s %s", code, out, errs)
 	}
 	code, out, errs := cli("trigger", "-config", e.cfg, "-wait", "-json", "trig", "y")
-	if got := decodeJSON(t, out); code != 0 || fmt.Sprint(got) != "map[paused:false runs:[map[entity:y outcome:done since:<nil> state:]] task:trig triggered:1]" {
+	if got := decodeJSON(t, out); code != 0 || fmt.Sprint(got) != "map[busy:[] paused:false runs:[map[entity:y outcome:done since:<nil> state:]] task:trig triggered:1]" {
 		t.Fatalf("trigger -json: %d %s %s", code, out, errs)
 	}
-	// Busy entities: "queued" gets a follow-up after the holder; "skipped"
-	// (on_busy = skip) is reported as skipped.
+	// Busy entities: each trigger gets a follow-up after the holder,
+	// whatever on_busy says (that is for ticks), and says so at once.
 	expect.WaitFor(t, 20*time.Second, "catch-up runs holding the leases", func() bool {
 		return e.status("queued").LeaseCount == 1 && e.status("skipped").LeaseCount == 1
 	})
@@ -190,8 +190,8 @@ command = ["WORKER", "6s"]
 	if qcode != 0 || !strings.Contains(qout, `queued "queued": done`) {
 		t.Fatalf("queued trigger: %d %s", qcode, qout)
 	}
-	if scode != 3 || !strings.Contains(sout, "skipped (busy)") {
-		t.Fatalf("skipped trigger: %d %s", scode, sout)
+	if scode != 0 || !strings.Contains(sout, `skipped "skipped": busy (held by `) || !strings.Contains(sout, `skipped "skipped": done`) {
+		t.Fatalf("trigger of a busy entity of an on_busy = skip task: %d %s", scode, sout)
 	}
 	runs := tickdtest.ReadRuns(t, e.runs)
 	var tick, follow *tickdtest.Run
@@ -292,12 +292,14 @@ entities = ["x", "y"]
 		expect.Equal(t, "answer for "+id, a, any(want))
 	}
 
-	// on_busy = skip.
+	// on_busy = skip is for ticks: a trigger of a busy entity waits for
+	// its holder, and says so at once.
 	held := hold("s", "x")
-	code, out, _ := cli("trigger", "-config", e.cfg, "-wait", "s", "x", "y", "x")
-	expect.Equal(t, "skip: exit status", code, 3)
-	expect.True(t, "skip: x skipped, y done:\n"+out, strings.Contains(out, `s "x": skipped (busy)`) && strings.Contains(out, `s "y": done`))
-	expect.Equal(t, "skip: one line per entity", strings.Count(out, `s "x"`), 1)
+	code, out, _ := cli("trigger", "-config", e.cfg, "-wait", "-timeout", "2s", "s", "x", "y", "x")
+	expect.Equal(t, "busy: exit status (x not answered yet)", code, 1)
+	expect.True(t, "busy: x waits for its holder, y done:\n"+out, strings.Contains(out, `s "x": busy (held by `) &&
+		strings.Contains(out, `s "x": pending (no answer within -timeout): running on`) && strings.Contains(out, `s "y": done`))
+	expect.Equal(t, "busy: two lines for x (its holder, its answer)", strings.Count(out, `s "x"`), 2)
 
 	// A task no replica runs: dropped. Nothing answers a paused task's
 	// trigger within -timeout: pending.
@@ -422,8 +424,9 @@ command = ["WORKER", "300ms"]
 
 // TestUnlockStopsTheHolder: tickd unlock on an entity whose run is going
 // revokes its lease; the holder (another process) stops its run at its next
-// renewal, and a run triggered right after the unlock starts only once the
-// old one has ended (its worker takes 100ms to exit after SIGTERM, well
+// renewal, and a run triggered right after the unlock (the usual "clear it
+// and run it again") starts only once the old one has ended, though the
+// task's on_busy is skip (before, it was dropped: nothing ran, ever) (its worker takes 100ms to exit after SIGTERM, well
 // within the 500ms before SIGKILL that lease_ttl 5s gives). With
 // -force the lease is free at once, and the command warns that the old run
 // may still be going.
@@ -433,10 +436,10 @@ func TestUnlockStopsTheHolder(t *testing.T) {
 name = "stuck"
 every = "1h"
 catch_up = "1h"
-on_busy = "queue"
 lease_ttl = "5s"
 command = ["WORKER"]
-`)
+`) // on_busy = "skip": that is for ticks; a trigger waits for the holder
+
 	tickdtest.Start(t, "A", []string{"TESTWORKER_LOG=" + e.runs, "TESTWORKER_MAX_SLEEP=1h", "TESTWORKER_TERM_DELAY=100ms"},
 		"-config", e.cfg).WaitReady(20 * time.Second)
 	expect.WaitFor(t, 20*time.Second, "run", func() bool { return len(tickdtest.ReadRuns(t, e.runs)) == 1 })
@@ -452,10 +455,13 @@ command = ["WORKER"]
 	if t.Failed() {
 		t.Fatalf("unlock: %d %s %s", code, out, errs)
 	}
-	if code, _, errs := cli("trigger", "-config", e.cfg, "stuck", "stuck"); code != 0 {
+	code, out, errs = cli("trigger", "-config", e.cfg, "stuck", "stuck")
+	if code != 0 {
 		t.Fatalf("trigger: %s", errs)
 	}
 	unlocked := time.Now()
+	expect.True(t, "the trigger says the entity is busy, and that it runs once free: "+out,
+		strings.Contains(out, `stuck "stuck": busy (held by `) && strings.Contains(out, "runs when it is free"))
 	expect.WaitFor(t, 10*time.Second, "the triggered run", func() bool { return len(tickdtest.ReadRuns(t, e.runs)) == 2 })
 	runs := tickdtest.ReadRuns(t, e.runs)
 	if runs[0].End.At == 0 || runs[1].Start.At < runs[0].End.At {

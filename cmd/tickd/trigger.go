@@ -75,13 +75,16 @@ func trigger(ctx context.Context, store *lease.Store, t *config.Task, ids []stri
 	if err != nil {
 		return report.TriggerDoc{}, err
 	}
-	notRecorded(d)
+	notRecorded(d.Done)
 	pauses, err := store.Pauses(ctx)
 	if err != nil {
 		return report.TriggerDoc{}, fmt.Errorf("read paused tasks: %w", err)
 	}
 	_, paused := pauses[task]
-	doc := report.TriggerDoc{Task: task, Triggered: len(ids), Paused: paused, Runs: []report.TriggerRunDoc{}}
+	doc := report.TriggerDoc{Task: task, Triggered: len(ids), Paused: paused, Runs: []report.TriggerRunDoc{}, Busy: []report.TriggerBusyDoc{}}
+	for _, b := range d.Busy {
+		doc.Busy = append(doc.Busy, report.TriggerBusyDoc{Entity: b.Entity, Holder: b.Holder, Since: report.Instant(b.Since), Said: b.Said()})
+	}
 	if !wait {
 		return doc, nil
 	}
@@ -106,6 +109,9 @@ func printTrigger(w io.Writer, doc report.TriggerDoc) {
 	fmt.Fprintf(w, "triggered %d run(s) of %s\n", doc.Triggered, doc.Task)
 	if doc.Paused {
 		fmt.Fprintf(w, "note: %s is paused: the runs wait until it is resumed (tickd resume)\n", doc.Task)
+	}
+	for _, b := range doc.Busy {
+		fmt.Fprintf(w, "%s %q: %s\n", doc.Task, b.Entity, b.Said)
 	}
 	for _, r := range doc.Runs {
 		text := answerText(r.Outcome)

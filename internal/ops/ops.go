@@ -146,17 +146,58 @@ func unique(ids []string) []string {
 
 // Trigger enqueues a run of each id of t (TriggerIDs), each answering the
 // request ids reqs (none: nothing waits for the answers).
-func Trigger(ctx context.Context, store *lease.Store, t *config.Task, ids, reqs []string, by string) (Done, error) {
+func Trigger(ctx context.Context, store *lease.Store, t *config.Task, ids, reqs []string, by string) (Triggered, error) {
 	for _, id := range ids {
 		if err := store.Enqueue(ctx, lease.Due{Task: t.Name, Entity: id, Reason: lease.ReasonTrigger, Requests: reqs}, 0); err != nil {
-			return Done{}, err
+			return Triggered{}, err
 		}
 	}
 	a := lease.Action{Task: t.Name, At: time.Now(), By: by, What: lease.ActionTrigger, Entities: ids[:min(len(ids), maxRecordedIDs)]}
 	if len(ids) > maxRecordedIDs {
 		a.Detail = fmt.Sprintf("%d entities, the first %d listed", len(ids), maxRecordedIDs)
 	}
-	return record(ctx, store, t, a, fmt.Sprintf("triggered %d run(s) of %s", len(ids), t.Name)), nil
+	busy := BusyOf(ctx, store, t.Name, ids)
+	said := fmt.Sprintf("triggered %d run(s) of %s", len(ids), t.Name)
+	for _, b := range busy {
+		said += fmt.Sprintf("\n%s %q: %s", t.Name, b.Entity, b.Said())
+	}
+	return Triggered{Done: record(ctx, store, t, a, said), Busy: busy}, nil
+}
+
+// Triggered is what a trigger did: the runs asked for, and the entities
+// found busy, whose runs wait for their holders.
+type Triggered struct {
+	Done
+	Busy []Busy
+}
+
+// Busy is an entity held when a run of it was triggered: the run waits for
+// the holder to end (a follow-up), whatever the task's on_busy.
+type Busy struct {
+	Entity, Holder string
+	Since          time.Time
+}
+
+// Said is what a trigger says of a busy entity.
+func (b Busy) Said() string {
+	return fmt.Sprintf("busy (held by %s since %s): runs when it is free", b.Holder, b.Since.UTC().Format(time.RFC3339))
+}
+
+// maxBusyRead bounds the entities a trigger reads the state of, one round
+// trip each: a trigger of every entity of a large task says nothing of
+// those beyond.
+const maxBusyRead = 100
+
+// BusyOf reads which of ids (the first maxBusyRead) are held now; an
+// entity whose state cannot be read is left out.
+func BusyOf(ctx context.Context, store *lease.Store, task string, ids []string) []Busy {
+	out := []Busy{}
+	for _, id := range ids[:min(len(ids), maxBusyRead)] {
+		if st, err := store.Entity(ctx, task, id); err == nil && st.Held != nil {
+			out = append(out, Busy{Entity: id, Holder: st.Held.Holder, Since: st.Held.Since})
+		}
+	}
+	return out
 }
 
 // Paused is what a pause or a resume did: Changed is false when the task

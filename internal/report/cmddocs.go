@@ -56,6 +56,17 @@ type TriggerDoc struct {
 	Triggered int             `json:"triggered"`
 	Paused    bool            `json:"paused"` // the runs wait until the task is resumed
 	Runs      []TriggerRunDoc `json:"runs"`
+	// Busy are the entities held when the runs were asked for (of the
+	// first 100): each run waits for its holder to end.
+	Busy []TriggerBusyDoc `json:"busy"`
+}
+
+// TriggerBusyDoc is an entity a trigger found held.
+type TriggerBusyDoc struct {
+	Entity string  `json:"entity"`
+	Holder string  `json:"holder"`
+	Since  Instant `json:"since"`
+	Said   string  `json:"-"` // for people
 }
 
 type TriggerRunDoc struct {
