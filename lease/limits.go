@@ -182,7 +182,7 @@ func (s *Store) takeLimit(ctx context.Context, st *limitState, reqs []Request, i
 		keys[j] = budgetKey(st.lim, reqs[i].Entity)
 		st.ttl = max(st.ttl, reqs[i].TTL)
 	}
-	gs, err := s.b.TakeLimit(ctx, st.lim, s.opts.Replica, st.holdTTL(), s.MaxTTL(), keys)
+	gs, err := s.b.TakeLimit(ctx, st.lim, s.limitHolder(), st.holdTTL(), s.MaxTTL(), keys)
 	if err != nil {
 		for _, i := range idx {
 			bad[i] = fmt.Errorf("take limit %s: %w", st.lim.Name, err)
@@ -229,7 +229,7 @@ func (s *Store) giveBack(ctx context.Context, hs []limitHold) {
 			st.runs[h.key]--
 			back[j] = h.key
 		}
-		if err := s.b.SetLimitRuns(ctx, st.lim, s.opts.Replica, st.holdTTL(), st.runs, back); err != nil {
+		if err := s.b.SetLimitRuns(ctx, st.lim, s.limitHolder(), st.holdTTL(), st.runs, back); err != nil {
 			st.dirty = true // the settler sets them again
 		}
 		st.mu.Unlock()
@@ -350,7 +350,7 @@ func (s *Store) settle(ctx context.Context, all bool) {
 		}
 		if st.dirty || all && held {
 			cctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
-			if s.b.SetLimitRuns(cctx, st.lim, s.opts.Replica, st.holdTTL(), st.runs, nil) == nil {
+			if s.b.SetLimitRuns(cctx, st.lim, s.limitHolder(), st.holdTTL(), st.runs, nil) == nil {
 				st.dirty = false
 			}
 			cancel()
@@ -404,3 +404,9 @@ func (s *Store) CloseLimit(ctx context.Context, lim Limit, entity string, d time
 	}
 	return nil
 }
+
+// limitHolder is who this store's runs count under in a limit: the
+// replica id and this process's nonce, so that two processes given one
+// replica_id (a copied unit file) each count their own runs and cannot
+// together run more than the limit allows.
+func (s *Store) limitHolder() string { return s.opts.Replica + "/" + s.nonce }

@@ -25,6 +25,35 @@ func (s *Store) Announce(ctx context.Context, tasks []string, ttl time.Duration)
 	return nil
 }
 
+// Withdraw removes this process's announcement, at a graceful stop: the
+// replica is gone from the live ones at once, and a process that starts
+// under the same replica id next does not wait for it (ReplicaInUse). An
+// announcement of another process under this id is left alone.
+func (s *Store) Withdraw(ctx context.Context) error {
+	a := driver.Announcement{Process: s.nonce, Host: s.host, Version: s.opts.Version}
+	if err := s.b.Announce(ctx, a, -time.Millisecond); err != nil {
+		return fmt.Errorf("withdraw the announcement: %w", err)
+	}
+	return nil
+}
+
+// ReplicaInUse returns the live announcement of another process under
+// this store's replica id, or nil: a process stopped without withdrawing
+// (killed), whose announcement lapses within its TTL, or a live one
+// (a copied unit file), whose announcement is renewed (Seen moves on).
+func (s *Store) ReplicaInUse(ctx context.Context) (*Replica, error) {
+	rs, err := s.Replicas(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rs {
+		if r.ID == s.opts.Replica && r.Process != "" && r.Process != s.nonce {
+			return &r, nil
+		}
+	}
+	return nil, nil
+}
+
 // Replicas lists the replicas whose announcement is current, by id.
 func (s *Store) Replicas(ctx context.Context) ([]Replica, error) {
 	rs, err := s.b.Replicas(ctx)

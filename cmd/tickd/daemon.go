@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -219,9 +220,11 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	if sig, ok := stopRequested(sigs); ok {
-		log.Info("signal received during start-up: stopping before any run", "signal", sig.String())
+	if err := claimReplica(ctx, ss, cfg, store, replica, sigs, log); errors.Is(err, errStopped) {
+		log.Info("signal received during start-up: stopping before any run")
 		return nil
+	} else if err != nil {
+		return err
 	}
 	// The scheduler's stop waits for the runs up to the shutdown_timeout of
 	// the config in force then.

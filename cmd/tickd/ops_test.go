@@ -870,3 +870,42 @@ func TestLockWithOnlyARedis(t *testing.T) {
 	expect.Equal(t, "a missing command's exit status", b.Wait(10*time.Second), 127)
 	expect.True(t, "it says so: "+b.Log(), strings.Contains(b.Log(), "command not found"))
 }
+
+// TestOneReplicaIDOneProcess: a second live process under a replica id
+// already live (a copied unit file) is refused at start with a clear error;
+// a process restarted under the id after a kill -9 starts once its
+// predecessor's announcement lapses (no renewal: it was not running); one
+// restarted after a graceful stop starts at once (the stop withdrew it).
+func TestOneReplicaIDOneProcess(t *testing.T) {
+	e := newOpsEnv(t, false, `
+[[tasks]]
+name = "one"
+every = "1s"
+entities = ["a"]
+command = ["WORKER"]
+`)
+	env := []string{"TESTWORKER_LOG=" + e.runs, "TICKD_REPLICA_ID=same"}
+	a := tickdtest.Start(t, "A", env, "-config", e.cfg)
+	a.WaitReady(20 * time.Second)
+	expect.WaitFor(t, 20*time.Second, "A runs", func() bool { return len(tickdtest.ReadRuns(t, e.runs)) > 0 })
+	b := tickdtest.Start(t, "B", env, "-config", e.cfg)
+	expect.Equal(t, "the second live process's exit status", b.Wait(20*time.Second), 1)
+	expect.True(t, "B says the id is in use by a live tickd:\n"+b.Log(), strings.Contains(b.Log(), `replica id "same" is in use by a live tickd on host`))
+	expect.True(t, "A goes on", !a.Exited())
+
+	a.Signal(syscall.SIGKILL)
+	a.Wait(10 * time.Second)
+	killed := time.Now()
+	c := tickdtest.Start(t, "C", env, "-config", e.cfg)
+	c.WaitReady(30 * time.Second)
+	expect.True(t, "C waited for A's announcement to lapse", strings.Contains(c.Log(), "announcement lapsed"))
+	expect.WaitFor(t, 20*time.Second, "C runs", func() bool {
+		runs := tickdtest.ReadRuns(t, e.runs)
+		return runs[len(runs)-1].Start.At > killed.UnixNano()
+	})
+	c.Signal(syscall.SIGTERM)
+	expect.Equal(t, "C's graceful stop", c.Wait(20*time.Second), 0)
+	d := tickdtest.Start(t, "D", env, "-config", e.cfg)
+	d.WaitReady(20 * time.Second)
+	expect.True(t, "D did not wait: C withdrew its announcement", !strings.Contains(d.Log(), "waiting to see whether it is alive"))
+}

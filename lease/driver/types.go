@@ -251,6 +251,7 @@ type Replica struct {
 	Tasks   []string
 	Since   time.Time // when this process first announced (zero from an older tickd)
 	Seen    time.Time // its last announcement
+	Process string    // the announcing process's nonce (a store's own)
 	// DuplicateOn is, while two live processes announce this replica id,
 	// the host of the other one (as the last of them to find it saw it);
 	// "" otherwise.

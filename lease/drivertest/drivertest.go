@@ -107,6 +107,7 @@ var cases = []struct {
 	{"EntityPage", testEntityPage},
 	{"TaskRegistry", testTaskRegistry},
 	{"LimitConcurrency", testLimitConcurrency},
+	{"LimitPerProcess", testLimitPerProcess},
 	{"LimitGivesBack", testLimitGivesBack},
 	{"LimitRate", testLimitRate},
 	{"LimitClosed", testLimitClosed},

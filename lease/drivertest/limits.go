@@ -2,6 +2,7 @@ package drivertest
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,38 @@ func limitStores(k Kit, lims ...lease.Limit) (a, b *lease.Store) {
 	a.SetLimits(lims)
 	b.SetLimits(lims)
 	return a, b
+}
+
+// testLimitPerProcess: two processes given one replica id (a copied unit
+// file) count their runs apart: with 2 runs on one and 1 on the other, a
+// limit of 3 stays full however often each says how many it runs (every
+// third of the lease TTL). Before, each one's count replaced the other's,
+// and a limit of 3 ran 5 at once.
+func testLimitPerProcess(t *testing.T, k Kit) {
+	lim := lease.Limit{Name: "api", Concurrency: 3, Burst: 1}
+	a, b := k(lease.Options{Replica: "same"}), k(lease.Options{Replica: "same"})
+	a.SetLimits([]lease.Limit{lim})
+	b.SetLimits([]lease.Limit{lim})
+	ttl := 3 * time.Second
+	var held []*lease.Lease
+	for i, s := range []*lease.Store{a, a, b} {
+		held = append(held, mustAcquire(t, s, lease.Request{Task: "t", Entity: fmt.Sprint("e", i), TTL: ttl, Reason: lease.ReasonTrigger, Limits: []string{"api"}}))
+	}
+	for end := time.Now().Add(2 * ttl); time.Now().Before(end); time.Sleep(200 * time.Millisecond) { // over several settles
+		for i, s := range []*lease.Store{a, b} {
+			l, err := s.Acquire(bg, lease.Request{Task: "t", Entity: fmt.Sprint("x", i), TTL: ttl, Reason: lease.ReasonTrigger, Limits: []string{"api"}})
+			if err == nil {
+				mustRelease(t, l)
+				t.Fatalf("a fourth run under a limit of 3, with 3 held by two processes of one replica id")
+			}
+			if !errors.Is(err, lease.ErrLimited) {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, l := range held {
+		mustRelease(t, l)
+	}
 }
 
 // testLimitConcurrency: a limit's concurrency counts the runs of every

@@ -66,14 +66,19 @@ func (b *Driver) Ping(context.Context) error { return nil }
 
 // Announce and Known: the in-process store has one replica, whose tasks are
 // the ones it announced last.
-func (b *Driver) Announce(_ context.Context, a driver.Announcement, _ time.Duration) error {
+func (b *Driver) Announce(_ context.Context, a driver.Announcement, ttl time.Duration) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if ttl < 0 { // a withdrawal
+		b.announced = driver.Replica{}
+		return nil
+	}
 	now := b.now()
 	if b.announced.Since.IsZero() {
 		b.announced.Since = now
 	}
 	b.announced.ID, b.announced.Host, b.announced.Version, b.announced.Seen = b.cfg.Replica, a.Host, a.Version, now
+	b.announced.Process = a.Process
 	b.announced.Tasks = append([]string(nil), a.Tasks...)
 	return nil
 }

@@ -185,7 +185,7 @@ func (b *Driver) Replicas(ctx context.Context) ([]driver.Replica, error) {
 			continue
 		}
 		name, _ := driver.Unescape(id)
-		r := driver.Replica{ID: name, Host: a.Host, Version: a.Version, Tasks: a.Tasks, Since: driver.MSTime(a.Since), Seen: driver.MSTime(a.Seen)}
+		r := driver.Replica{ID: name, Host: a.Host, Version: a.Version, Tasks: a.Tasks, Since: driver.MSTime(a.Since), Seen: driver.MSTime(a.Seen), Process: a.Process}
 		if host, until, ok := strings.Cut(dups[id], "|"); ok {
 			if n, err := driver.Number(until); err == nil && n >= now {
 				r.DuplicateOn, _ = driver.Unescape(host)

@@ -6,12 +6,18 @@
 -- or 'dup|host|since_ms|now_ms' when this process announced before and
 -- finds another's announcement in its place: two live replicas share one
 -- replica_id. (A process restarted under the same id finds its
--- predecessor's at its first announcement, which is no duplicate.)
+-- predecessor's at its first announcement, which is no duplicate.) A
+-- negative ttl withdraws this process's announcement, and no other's.
 local now_ms = math.floor(now_us() / 1000)
 local now_s = num(now_ms)
 local old = redis.call('HGET', KEYS[1], ARGV[A_REPLICA])
 old = old and decode_announce(old)
 local since, dup = now_s, nil
+if tonumber(ARGV[A_TTL]) < 0 then
+  -- A withdrawal, at a graceful stop: this process's announcement only.
+  if old and old.process == ARGV[A_PROCESS] then redis.call('HDEL', KEYS[1], ARGV[A_REPLICA]) end
+  return 'ok|' .. now_s
+end
 if old and tonumber(old.until_ms) >= now_ms then
   if old.process == ARGV[A_PROCESS] then
     since = old.since_ms
