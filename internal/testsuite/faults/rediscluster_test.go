@@ -43,10 +43,17 @@ type rcEnv struct {
 	entityMaster map[string]*redistest.Server
 	runsLog      string
 	procs        []*tickdtest.Proc
+	// entities are every task's ids, each tick every; startRC's unless
+	// a scenario sets its own.
+	entities []string
+	every    time.Duration
 }
 
 func startRC(t *testing.T) *rcEnv {
-	e := &rcEnv{t: t, cl: redistest.StartCluster(t), master: map[string]*redistest.Server{}, entityMaster: map[string]*redistest.Server{}}
+	e := &rcEnv{t: t, cl: redistest.StartCluster(t), master: map[string]*redistest.Server{}, entityMaster: map[string]*redistest.Server{}, every: rcEvery}
+	for i := range rcEntities {
+		e.entities = append(e.entities, fmt.Sprint("e", i))
+	}
 	// Six tasks whose slots spread over every master.
 	per := map[*redistest.Server]int{}
 	for i := 0; len(e.tasks) < rcTasks && i < 1000; i++ {
@@ -209,18 +216,14 @@ func (e *rcEnv) liveness(from, to time.Time) (ran, eligible int, missed []string
 		return r.End.At + releaseLag.Nanoseconds()
 	}
 	var ticks []time.Time
-	for T := from; T.Before(to); T = T.Add(rcEvery) {
+	for T := from; T.Before(to); T = T.Add(e.every) {
 		ticks = append(ticks, T)
-	}
-	entities := make([]string, rcEntities)
-	for i := range entities {
-		entities[i] = fmt.Sprint("e", i)
 	}
 	ends := loggedEnds(e.procs, func(rec logLine) string { return fmt.Sprint(rec.Task, "/", rec.Entity, "/", rec.Fence) })
 	releasedAt := func(r tickdtest.Run) int64 {
 		return ends[fmt.Sprint(r.Start.Task, "/", r.Start.Entity, "/", r.Start.Fence)].released
 	}
-	return judge{every: rcEvery, heldUntil: held, released: releasedAt, skippedBusy: skips(e.procs, scheduler.MsgSkippedBusy), superseded: skips(e.procs, scheduler.MsgAlreadyRan)}.liveness(tickdtest.ReadRuns(e.t, e.runsLog), e.tasks, entities, ticks)
+	return judge{every: e.every, heldUntil: held, released: releasedAt, skippedBusy: skips(e.procs, scheduler.MsgSkippedBusy), superseded: skips(e.procs, scheduler.MsgAlreadyRan)}.liveness(tickdtest.ReadRuns(e.t, e.runsLog), e.tasks, e.entities, ticks)
 }
 
 // mostTasks is the master that serves the most tasks, and its tasks.
