@@ -102,6 +102,10 @@ func (s *Store) Driver() driver.Driver { return s.b }
 // Replica is the holder id this store records.
 func (s *Store) Replica() string { return s.opts.Replica }
 
+// Process names this store among the processes of its replica id: its
+// nonce, which changes at every start (TickPart.Process).
+func (s *Store) Process() string { return s.nonce[:8] }
+
 // MaxTTL is the longest lease TTL the store's data-loss quarantine covers:
 // Options.MaxTTL, or more since CoverTTL.
 func (s *Store) MaxTTL() time.Duration {

@@ -37,8 +37,11 @@ type tally struct {
 	// started here, after the fan-out.
 	waited atomic.Int64
 
-	mu sync.Mutex // counts, the fan-out's
+	mu sync.Mutex // counts, the fan-outs'
 	n  TickCounts
+	// fannedOut counts the fan-outs of the tick that ended: a reload may
+	// fan a tick out again, and both fan-outs count in one part.
+	fannedOut int
 }
 
 // outcomeIndex is o's index in tally.outcomes.
@@ -50,11 +53,11 @@ func outcomeIndex(o lease.Outcome) int {
 }
 
 // part is the tally as a lease.TickPart written at now.
-func (tl *tally) part(replica string, now time.Time) lease.TickPart {
+func (tl *tally) part(replica, process string, now time.Time) lease.TickPart {
 	tl.mu.Lock()
 	n := tl.n
 	tl.mu.Unlock()
-	p := lease.TickPart{Replica: replica, Final: tl.pending.Load() == 0, Written: now, Entities: n.Entities,
+	p := lease.TickPart{Replica: replica, Process: process, Final: tl.pending.Load() == 0, Written: now, Entities: n.Entities,
 		Started: n.Started + int(tl.waited.Load()), SourceFailed: n.SourceFailed, SourceError: n.SourceError, Outcomes: map[lease.Outcome]int{}, Skipped: map[string]int{}}
 	all := lease.AllOutcomes()
 	for i := range tl.outcomes {
@@ -101,6 +104,9 @@ type historyWriter struct {
 	// data loss (Redis restarted empty, a failover that lost writes) they
 	// are written again, so the records of the ticks around it are whole.
 	written map[tallyKey]lease.TickWrite
+	// tallies are the ticks fanned out within rewriteWithin: a tick fanned
+	// out again after a reload counts in the same tally (again).
+	tallies map[tallyKey]*tally
 }
 
 // rewriteWithin is how far back the parts written are kept, to be written
@@ -120,7 +126,8 @@ const (
 )
 
 func newHistoryWriter(s *Scheduler) *historyWriter {
-	return &historyWriter{s: s, parts: map[tallyKey]lease.TickWrite{}, written: map[tallyKey]lease.TickWrite{}, wake: make(chan struct{}, 1)}
+	return &historyWriter{s: s, parts: map[tallyKey]lease.TickWrite{}, written: map[tallyKey]lease.TickWrite{}, tallies: map[tallyKey]*tally{},
+		wake: make(chan struct{}, 1)}
 }
 
 // beginWait bounds how long a fan-out waits for its first write.
@@ -133,11 +140,15 @@ const beginWait = 500 * time.Millisecond
 // waits for: one round trip a tick (its first run starts that much later),
 // at most beginWait; one not written by then is left to the writer.
 func (h *historyWriter) begin(ctx context.Context, t config.Task, T time.Time) *tally {
+	if tl := h.again(t.Name, T); tl != nil {
+		return tl
+	}
 	tl := &tally{task: t.Name, tick: T, keep: t.Retention()}
 	tl.firstStart.Store(-1)
 	tl.lastEnd.Store(-1)
 	tl.pending.Store(1) // the fan-out
-	w := lease.TickWrite{Task: tl.task, Tick: tl.tick, Part: tl.part(h.s.replica, h.s.clock.Now()), Keep: tl.keep}
+	h.keepTally(tl)
+	w := lease.TickWrite{Task: tl.task, Tick: tl.tick, Part: tl.part(h.s.replica, h.s.store.Process(), h.s.clock.Now()), Keep: tl.keep}
 	wctx, cancel := context.WithTimeout(ctx, beginWait)
 	defer cancel()
 	if h.s.store.RecordTicks(wctx, []lease.TickWrite{w}) != nil {
@@ -146,6 +157,29 @@ func (h *historyWriter) begin(ctx context.Context, t config.Task, T time.Time) *
 		h.wrote(map[tallyKey]lease.TickWrite{{tl.task, tl.tick.UnixNano()}: w})
 	}
 	return tl
+}
+
+// again is the tally of a tick of task this process fanned out before (a
+// reload fans the tick out once more), counted for one more fan-out, or
+// nil. Tallies are kept for rewriteWithin.
+func (h *historyWriter) again(task string, T time.Time) *tally {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cut := T.Add(-rewriteWithin)
+	maps.DeleteFunc(h.tallies, func(_ tallyKey, tl *tally) bool { return tl.tick.Before(cut) })
+	k := tallyKey{task, T.UnixNano()}
+	if tl := h.tallies[k]; tl != nil {
+		tl.pending.Add(1)
+		return tl
+	}
+	return nil
+}
+
+// keepTally keeps tl for again.
+func (h *historyWriter) keepTally(tl *tally) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.tallies[tallyKey{tl.task, tl.tick.UnixNano()}] = tl
 }
 
 // wrote keeps the parts written, and forgets those older than
@@ -180,7 +214,14 @@ func (h *historyWriter) lost() {
 // fannedOut ends the fan-out's part of tl with its counts.
 func (h *historyWriter) fannedOut(tl *tally, n TickCounts) {
 	tl.mu.Lock()
+	if tl.fannedOut > 0 { // another fan-out of the tick, before a reload: both count
+		prev := tl.n
+		n.Entities = max(n.Entities, prev.Entities)
+		n.Started += prev.Started
+		n.AlreadyRan = max(0, n.AlreadyRan-prev.Started) // those this replica ran before
+	}
 	tl.n = n
+	tl.fannedOut++
 	tl.mu.Unlock()
 	tl.pending.Add(-1)
 	h.put(tl)
@@ -213,7 +254,7 @@ func (h *historyWriter) ended(tl *tally, o lease.Outcome, d time.Duration) {
 
 // put queues tl's part for writing, over its earlier one.
 func (h *historyWriter) put(tl *tally) {
-	w := lease.TickWrite{Task: tl.task, Tick: tl.tick, Part: tl.part(h.s.replica, h.s.clock.Now()), Keep: tl.keep}
+	w := lease.TickWrite{Task: tl.task, Tick: tl.tick, Part: tl.part(h.s.replica, h.s.store.Process(), h.s.clock.Now()), Keep: tl.keep}
 	h.mu.Lock()
 	h.parts[tallyKey{tl.task, tl.tick.UnixNano()}] = w
 	h.bound()

@@ -9,6 +9,11 @@ import (
 // TickPart is one replica's part in one tick of a task.
 type TickPart struct {
 	Replica string
+	// Process tells apart the processes of one replica id that took part
+	// in a tick one after the other (a restart under a fixed replica_id):
+	// each keeps a part of its own (PartKey). "" for a part of an older
+	// tickd.
+	Process string
 	// Final says that every run this replica started for the tick has
 	// ended (or that it started none). A part left not final by a replica
 	// that is gone makes its tick incomplete.
@@ -155,9 +160,11 @@ func (r TickRecord) Final() bool {
 
 // Replicas lists the replicas that took part, in the order they wrote.
 func (r TickRecord) Replicas() []string {
-	rs := make([]string, len(r.Parts))
-	for i, p := range r.Parts {
-		rs[i] = p.Replica
+	rs := make([]string, 0, len(r.Parts))
+	for _, p := range r.Parts {
+		if !slices.Contains(rs, p.Replica) { // a replica restarted during the tick: one name
+			rs = append(rs, p.Replica)
+		}
 	}
 	return rs
 }

@@ -10,20 +10,31 @@ import (
 	"unicode/utf8"
 )
 
+// PartKey is what a tick record knows a part by, the first field of its
+// encoding: the escaped replica id and, when set, "~" and the process (no
+// escaped id holds '~'). A part replaces the earlier one with its key.
+func PartKey(p TickPart) string {
+	if p.Process == "" {
+		return Escape(p.Replica)
+	}
+	return Escape(p.Replica) + "~" + Escape(p.Process)
+}
+
 // EncodeTickPart encodes one replica's part of a tick record. The element
 // of a task's tick list (prefix:{NN}:TASK:ticks, newest first):
 //
-//	tickMs part part…        separated by spaces, one part per replica
-//	part: replica|state|written|entities|started|first|last|outcomes|skipped|src
+//	tickMs part part…        separated by spaces, one part per replica process
+//	part: key|state|written|entities|started|first|last|outcomes|skipped|src
 //
-// replica escaped; state f (final) or r (runs going on); written in Unix
+// key is PartKey's (the replica escaped, then ~ and the process); state f
+// (final) or r (runs going on); written in Unix
 // ms; first and last in ms from the tick (” for none); outcomes and
 // skipped as name=n,name=n; src 1 when the source failed, then ":" and its
 // error, escaped, when it is known. Lua (tick.lua)
-// reads only the tick and each part's replica, to put a part in place.
+// reads only the tick and each part's key, to put a part in place.
 func EncodeTickPart(p TickPart) string {
 	var b strings.Builder
-	b.WriteString(Escape(p.Replica))
+	b.WriteString(PartKey(p))
 	b.WriteString(map[bool]string{true: "|f|", false: "|r|"}[p.Final])
 	b.WriteString(strconv.FormatInt(p.Written.UnixMilli(), 10))
 	for _, n := range []int{p.Entities, p.Started} {
@@ -92,9 +103,11 @@ func DecodeTickPart(s string) (TickPart, error) {
 	}
 	var p TickPart
 	var err error
-	if p.Replica, err = Unescape(f[0]); err != nil {
+	rep, proc, _ := strings.Cut(f[0], "~")
+	if p.Replica, err = Unescape(rep); err != nil {
 		return p, err
 	}
+	p.Process = proc
 	p.Final = f[1] == "f"
 	written, err1 := Number(f[2])
 	entities, err2 := strconv.Atoi(f[3])

@@ -22,7 +22,7 @@ func (b *Driver) RecordTicks(_ context.Context, ws []driver.TickWrite) error {
 // w's retention.
 func putTick(l []string, w driver.TickWrite) []string {
 	tick := w.Tick.UnixMilli()
-	rep, part := driver.Escape(w.Part.Replica), driver.EncodeTickPart(w.Part)
+	rep, part := driver.PartKey(w.Part), driver.EncodeTickPart(w.Part)
 	el := strconv.FormatInt(tick, 10) + " " + part
 	placed := false
 	for i, old := range l[:min(len(l), driver.TickScan)] {

@@ -14,7 +14,7 @@ func (b *Driver) RecordTicks(ctx context.Context, ws []driver.TickWrite) error {
 	for i, w := range ws {
 		k := w.Keep
 		args := make([]any, tickFixed)
-		args[tickTick], args[tickReplica], args[tickPart] = strconv.FormatInt(w.Tick.UnixMilli(), 10), driver.Escape(w.Part.Replica), driver.EncodeTickPart(w.Part)
+		args[tickTick], args[tickReplica], args[tickPart] = strconv.FormatInt(w.Tick.UnixMilli(), 10), driver.PartKey(w.Part), driver.EncodeTickPart(w.Part)
 		args[tickKeep], args[tickOldest], args[tickExpiry] = max(k.Ticks, 1), strconv.FormatInt(w.Part.Written.Add(-k.Age).UnixMilli(), 10), ms(k.Age+24*time.Hour)
 		calls[i] = scriptCall{keys: []string{b.k.ticks(w.Task)}, args: args}
 	}

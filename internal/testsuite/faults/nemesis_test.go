@@ -1,0 +1,389 @@
+package faults
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/internal/testkit/tickdtest"
+)
+
+// The operator-chaos scenario (the nemesis): the fault suite's cluster (3
+// replicas, "sync" with 200 entities every 2s, judged as every scenario
+// is), each replica with a config file and a replica id of its own, and
+// beside "sync" extra tasks under a shared limit, queued when busy, with
+// schedules that change. Every 1-3s, a seeded random choice of what
+// operators do, and of faults:
+//   - reload: SIGHUP to some replicas (not always all) after their config
+//     changed: sync's concurrency and configured shards; extra tasks
+//     added, removed and renamed, their schedules and the limit's size;
+//   - migrate: tickd migrate to a new shard count of sync, at any moment;
+//   - pause -for a few seconds, and resume;
+//   - unlock of a running entity, and unlock -force (the one overlap a
+//     documented action allows, excused for its own entity only);
+//   - a flood of triggers;
+//   - forget of an extra task no config runs any more;
+//   - a replica stopped with SIGTERM, killed with kill -9, restarted with
+//     its id; a second process started with a live replica's id (it must
+//     be refused);
+//   - Redis restarted empty.
+//
+// The seed is logged; TICKD_NEMESIS_SEED replays it, TICKD_NEMESIS_TIME
+// sets how long the chaos goes on (40s unless said).
+
+// nemesis is one scenario's state: what the configs say and what was done.
+type nemesis struct {
+	c      *cluster
+	rnd    *rand.Rand
+	bin    string
+	worker string
+	dir    string
+	// What the next config written says.
+	concurrency, shards, limit int
+	extras                     []string // the extra tasks' names
+	extraEvery                 map[string]string
+	next                       int // the next extra task's number
+	removed                    []string
+	// forced: each unlock -force, entity and when.
+	forced []forcedUnlock
+	log    []string // what was done, for the report
+	paused bool
+}
+
+type forcedUnlock struct {
+	entity string
+	at     int64
+}
+
+func newNemesis(t *testing.T, seed uint64) *nemesis {
+	c := newCluster(t, false)
+	bin, worker := tickdtest.Binaries(t)
+	n := &nemesis{c: c, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bin: bin, worker: worker, dir: c.dir,
+		concurrency: 80, shards: 4, limit: 2, extraEvery: map[string]string{}}
+	for range 2 {
+		n.addExtra()
+	}
+	for i, r := range c.reps {
+		r.cfg = filepath.Join(c.dir, fmt.Sprintf("r%d.toml", i))
+		r.env = append(r.env, "TICKD_REPLICA_ID="+r.name)
+		tickdtest.WriteFile(t, r.cfg, n.config())
+	}
+	c.excuse = n.excused
+	return n
+}
+
+// config is the config the nemesis's state says, for replica files and
+// for the operator commands.
+func (n *nemesis) config() string {
+	base := configWith(fmt.Sprintf("url = %q", n.c.srv.URL()), leaseTTL, n.worker)
+	base = strings.Replace(base, "concurrency = 80", fmt.Sprintf("concurrency = %d\nshards = %d", n.concurrency, n.shards), 1)
+	var b strings.Builder
+	b.WriteString(base)
+	fmt.Fprintf(&b, "\n[[limits]]\nname = \"x-api\"\nconcurrency = %d\n", n.limit)
+	for _, x := range n.extras {
+		fmt.Fprintf(&b, "\n[[tasks]]\nname = %q\nevery = %q\nlease_ttl = \"2s\"\non_busy = \"queue\"\nlimits = [\"x-api\"]\ncommand = [%q, \"300ms\"]\nentities = [\"x0\", \"x1\", \"x2\"]\n",
+			x, n.extraEvery[x], n.worker)
+	}
+	return b.String()
+}
+
+func (n *nemesis) addExtra() {
+	name := fmt.Sprint("extra-", n.next)
+	n.next++
+	n.extras = append(n.extras, name)
+	n.extraEvery[name] = []string{"1s", "2s", "3s"}[n.rnd.IntN(3)]
+}
+
+func (n *nemesis) say(format string, args ...any) {
+	line := fmt.Sprintf("%s "+format, append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+	n.log = append(n.log, line)
+}
+
+// cli runs a tickd operator command with the nemesis's config.
+func (n *nemesis) cli(args ...string) (string, error) {
+	cfg := filepath.Join(n.dir, "operator.toml")
+	tickdtest.WriteFile(n.c.t, cfg, n.config())
+	full := append([]string{args[0], "-config", cfg}, args[1:]...)
+	out, err := exec.Command(n.bin, full...).CombinedOutput()
+	return string(out), err
+}
+
+// excused says whether the overlap of a and b (a first) is the one an
+// unlock -force documents: a was going on at the unlock of its entity, and
+// b started after it.
+func (n *nemesis) excused(a, b tickdtest.Run) bool {
+	for _, f := range n.forced {
+		if f.entity == a.Start.Entity && a.Start.Task == "sync" && a.Start.At < f.at && b.Start.At > f.at {
+			return true
+		}
+	}
+	return false
+}
+
+// act does one random thing.
+func (n *nemesis) act(until time.Time) {
+	acts := []struct {
+		weight int
+		fn     func()
+	}{
+		{5, n.reload}, {3, n.migrate}, {2, n.pause}, {2, n.unlock}, {1, n.forceUnlock}, {2, n.triggers},
+		{1, n.forget}, {2, n.restart}, {1, n.kill}, {1, n.duplicate}, {1, n.redisRestart},
+	}
+	total := 0
+	for _, a := range acts {
+		total += a.weight
+	}
+	k := n.rnd.IntN(total)
+	for _, a := range acts {
+		if k -= a.weight; k < 0 {
+			a.fn()
+			break
+		}
+	}
+	n.c.fault()
+}
+
+// reload changes the config and sends SIGHUP to some replicas: all of
+// them, or all but one, which keeps the config it had.
+func (n *nemesis) reload() {
+	switch n.rnd.IntN(5) {
+	case 0:
+		n.concurrency = []int{70, 80}[n.rnd.IntN(2)]
+	case 1:
+		n.shards = []int{1, 2, 4, 8, 16}[n.rnd.IntN(5)] // the config's count: migrate changes the recorded one
+	case 2:
+		n.addExtra()
+	case 3:
+		if len(n.extras) > 0 { // removed, or renamed (removed and another added)
+			i := n.rnd.IntN(len(n.extras))
+			n.removed = append(n.removed, n.extras[i])
+			n.extras = slices.Delete(n.extras, i, i+1)
+			if n.rnd.IntN(2) == 0 {
+				n.addExtra()
+			}
+		}
+	case 4:
+		n.limit = 1 + n.rnd.IntN(3)
+		for _, x := range n.extras {
+			n.extraEvery[x] = []string{"1s", "2s", "3s"}[n.rnd.IntN(3)]
+		}
+	}
+	skip := -1
+	if n.rnd.IntN(3) == 0 {
+		skip = n.rnd.IntN(len(n.c.reps)) // a replica that never reloaded
+	}
+	for i, r := range n.c.reps {
+		if i == skip {
+			continue
+		}
+		tickdtest.WriteFile(n.c.t, r.cfg, n.config())
+		r.proc.Signal(syscall.SIGHUP)
+	}
+	n.say("reload (concurrency %d, shards %d, limit %d, extras %v; replica %d left out)", n.concurrency, n.shards, n.limit, n.extras, skip)
+}
+
+func (n *nemesis) migrate() {
+	to := []int{1, 2, 3, 4, 8, 16}[n.rnd.IntN(6)]
+	keep := n.shards
+	n.shards = to
+	out, err := n.cli("migrate")
+	n.shards = keep
+	if err != nil {
+		failf(n.c.t, "tickd migrate to %d: %v\n%s", to, err, out)
+	}
+	n.say("migrate sync to %d: %s", to, strings.TrimSpace(out))
+}
+
+// pause pauses sync for 2-4s, or resumes it; the ticks of a pause are not
+// judged (a blackout), from the command to a second after its end.
+func (n *nemesis) pause() {
+	if n.paused && n.rnd.IntN(2) == 0 {
+		out, err := n.cli("resume", "sync")
+		if err != nil {
+			failf(n.c.t, "tickd resume: %v\n%s", err, out)
+		}
+		n.c.blackout(time.Now().Add(-time.Second), time.Now().Add(time.Second))
+		n.paused = false
+		n.say("resume sync")
+		return
+	}
+	d := time.Duration(2+n.rnd.IntN(3)) * time.Second
+	at := time.Now()
+	out, err := n.cli("pause", "-reason", "nemesis", "-for", d.String(), "sync")
+	if err != nil {
+		failf(n.c.t, "tickd pause: %v\n%s", err, out)
+	}
+	n.c.blackout(at, time.Now().Add(d+time.Second))
+	n.paused = true
+	n.say("pause sync for %v", d)
+}
+
+// held is an entity of sync whose lease is held now, or "".
+func (n *nemesis) held() string {
+	var hs []string
+	for _, h := range tickdtest.HeldLeases(n.c.t, n.c.primary(), "faults") {
+		if h.Task == "sync" {
+			hs = append(hs, h.Entity)
+		}
+	}
+	if len(hs) == 0 {
+		return ""
+	}
+	return hs[n.rnd.IntN(len(hs))]
+}
+
+func (n *nemesis) unlock() {
+	if e := n.held(); e != "" {
+		out, err := n.cli("unlock", "-by", "nemesis", "sync", e)
+		n.say("unlock sync %s: %v %s", e, err, strings.TrimSpace(out)) // it may have ended meanwhile: not held
+	}
+}
+
+func (n *nemesis) forceUnlock() {
+	e := n.held()
+	if e == "" {
+		return
+	}
+	at := time.Now()
+	out, err := n.cli("unlock", "-force", "-by", "nemesis", "sync", e)
+	n.c.mu.Lock()
+	n.forced = append(n.forced, forcedUnlock{e, at.UnixNano()})
+	n.c.mu.Unlock()
+	n.say("unlock -force sync %s: %v %s", e, err, strings.TrimSpace(out))
+}
+
+func (n *nemesis) triggers() {
+	args := []string{"trigger", "sync"}
+	for range 5 + n.rnd.IntN(30) {
+		args = append(args, fmt.Sprint("e", n.rnd.IntN(nEntities)))
+	}
+	if len(n.extras) > 0 && n.rnd.IntN(2) == 0 {
+		args = []string{"trigger", n.extras[n.rnd.IntN(len(n.extras))]}
+	}
+	out, err := n.cli(args...)
+	if err != nil {
+		failf(n.c.t, "tickd %v: %v\n%s", args, err, out)
+	}
+	n.say("trigger %s (%d entities)", args[1], max(len(args)-2, 3))
+}
+
+func (n *nemesis) forget() {
+	if len(n.removed) == 0 {
+		return
+	}
+	x := n.removed[n.rnd.IntN(len(n.removed))]
+	out, err := n.cli("forget", "-reason", "nemesis", x)
+	n.say("forget %s: %v %s", x, err, strings.TrimSpace(out))
+}
+
+// allUp waits until every replica is up (a replica restarted after a kill
+// waits up to ~11s for its predecessor's announcement to lapse): the
+// nemesis stops or kills one replica at a time, and liveness is owed while
+// one replica runs.
+func (n *nemesis) allUp() {
+	for _, r := range n.c.reps {
+		r.proc.WaitReady(40 * time.Second)
+	}
+}
+
+func (n *nemesis) restart() {
+	n.allUp()
+	r := n.c.reps[n.rnd.IntN(len(n.c.reps))]
+	r.proc.Signal(syscall.SIGTERM)
+	if code := r.proc.Wait(30 * time.Second); code != 0 {
+		failf(n.c.t, "%s exited %d on SIGTERM; its log ends:\n%s", r.name, code, tail(r.proc.Log(), 8))
+	}
+	n.c.start(r)
+	n.say("SIGTERM and restart %s", r.name)
+}
+
+func (n *nemesis) kill() {
+	n.allUp()
+	c := n.c
+	r := c.reps[n.rnd.IntN(len(c.reps))]
+	pid := r.proc.Pid()
+	r.proc.Signal(syscall.SIGKILL)
+	r.proc.Wait(10 * time.Second)
+	at := time.Now()
+	held := map[string]bool{}
+	for _, h := range tickdtest.HeldLeases(c.t, c.primary(), "faults") {
+		if h.Task == "sync" && h.Holder == r.name {
+			held[h.Entity] = true
+		}
+	}
+	c.mu.Lock()
+	c.orphaned = append(c.orphaned, orphans{held, at})
+	c.killedAt[pid] = at.UnixNano()
+	c.linger[pid] = interval{at, at}
+	c.mu.Unlock()
+	c.start(r) // it waits for its own announcement to lapse
+	n.say("kill -9 and restart %s", r.name)
+}
+
+// duplicate starts a process with a live replica's id: it must be refused.
+func (n *nemesis) duplicate() {
+	n.allUp()
+	r := n.c.reps[n.rnd.IntN(len(n.c.reps))]
+	p := tickdtest.Start(n.c.t, r.name+"-copy", r.env, "-config", r.cfg)
+	if code := p.Wait(30 * time.Second); code != 1 || !strings.Contains(p.Log(), "is in use by a live tickd") {
+		failf(n.c.t, "a second process with %s's replica id: exit %d, want refused; its log ends:\n%s", r.name, code, tail(p.Log(), 8))
+	}
+	n.say("a second process with %s's id: refused", r.name)
+}
+
+func (n *nemesis) redisRestart() {
+	at := time.Now()
+	n.c.srv.Restart() // every key gone: leases, counts, pauses
+	n.c.blackout(at, time.Now().Add(leaseTTL+time.Second))
+	n.paused = false
+	n.say("redis restarted empty")
+}
+
+// TestOperatorChaos runs the nemesis for TICKD_NEMESIS_TIME (40s) with the
+// seed TICKD_NEMESIS_SEED (else a new one, logged), judged as every fault
+// scenario: no overlap but the documented one of an unlock -force, no tick
+// run twice, fences increasing, liveness >= 0.99 of the eligible pairs, no
+// lease left, tick records that match the runs.
+func TestOperatorChaos(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("TICKD_NEMESIS_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("TICKD_NEMESIS_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	chaos := 40 * time.Second
+	if s := os.Getenv("TICKD_NEMESIS_TIME"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("TICKD_NEMESIS_TIME=%q: %v", s, err)
+		}
+		chaos = d
+	}
+	t.Logf("nemesis seed %d (replay: TICKD_NEMESIS_SEED=%d)", seed, seed)
+	n := newNemesis(t, seed)
+	r := n.c.run(func(c *cluster, _ time.Time) {
+		end := time.Now().Add(chaos)
+		for time.Now().Before(end) {
+			sleepUntil(time.Now().Add(time.Second + time.Duration(n.rnd.Int64N(int64(2*time.Second)))))
+			n.act(end)
+		}
+		if n.paused {
+			n.cli("resume", "sync") //nolint:errcheck // judged: the work must drain
+			c.blackout(time.Now().Add(-time.Second), time.Now().Add(time.Second))
+		}
+	})
+	r.extra = fmt.Sprintf("seed=%d excused_overlaps=%d", seed, r.Excused)
+	report(t, "operator chaos", r)
+	t.Logf("what the nemesis did:\n%s", strings.Join(n.log, "\n"))
+	guaranteesHold(t, r, false)
+}
