@@ -433,3 +433,33 @@ entities = ["a", "b"]
 		return false
 	})
 }
+
+// TestTickFannedOutTwiceCountsOnce: a reload fans a tick out again in the
+// same process (the task's state is new); both fan-outs count in the
+// process's one part of the tick. Before, the second part replaced the
+// first, and the record lost the first fan-out's runs (the nemesis's
+// reload: 159 runs recorded of 161).
+func TestTickFannedOutTwiceCountsOnce(t *testing.T) {
+	e := newEnv(t, false)
+	s, st := e.start(`
+[[tasks]]
+name = "twice"
+every = "1h"
+handler = "rec"
+entities = ["a"]
+`)
+	task := s.Config().Tasks[0]
+	T := time.Now().Truncate(time.Second)
+	ctx := context.Background()
+	first := s.history.begin(ctx, task, T)
+	second := s.history.begin(ctx, task, T) // after a reload, before the first fan-out ended
+	s.history.fannedOut(first, TickCounts{Entities: 10, Started: 6, AlreadyRan: 4})
+	s.history.fannedOut(second, TickCounts{Entities: 10, Started: 3, AlreadyRan: 7})
+	expect.WaitFor(t, 10*time.Second, "the tick's final record", func() bool {
+		rs, err := st.Ticks(ctx, "twice", 10)
+		return err == nil && len(rs) > 0 && rs[0].Tick.Equal(T) && rs[0].Final() && rs[0].Runs() == 9
+	})
+	rs, _ := st.Ticks(ctx, "twice", 10)
+	expect.Equal(t, "parts of the one process", len(rs[0].Parts), 1)
+	expect.Equal(t, "already ran: the 7 of the second fan-out less the 6 the first ran", rs[0].Skipped()[lease.SkipAlreadyRan], 1)
+}

@@ -52,6 +52,18 @@ func testTickRecords(t *testing.T, k Kit) {
 	// A part written before its run ended, left so (the replica died).
 	write("t", now, part("C", false, 2, map[lease.Outcome]int{lease.OutcomeDone: 1}, nil))
 	expect.True(t, "a part not final leaves its tick not final", !mustTicks(t, s, "t")[0].Final())
+
+	// Two processes of one replica id, one after the other in a tick (a
+	// restart under a fixed replica_id): each keeps its part, the later
+	// does not replace the earlier's runs.
+	t3 := now.Add(time.Minute)
+	before, after := part("D", true, 5, map[lease.Outcome]int{lease.OutcomeDone: 5}, nil), part("D", true, 0, nil, map[string]int{lease.SkipAlreadyRan: 5})
+	before.Process, after.Process = "p1", "p2"
+	write("t", t3, before)
+	write("t", t3, after)
+	r = mustTicks(t, s, "t")[0]
+	expect.Equal(t, "runs of a tick two processes of D took part in", r.Runs(), 5)
+	expect.Same(t, "its replicas", r.Replicas(), []string{"D"})
 }
 func mustTicks(t *testing.T, s *lease.Store, task string) []lease.TickRecord {
 	t.Helper()
