@@ -61,7 +61,7 @@ type Task struct {
 	// Cluster serves each from its master, so that one task of millions
 	// of entities is not one master's work. 1..64; defaults to 1. The
 	// count is recorded at the task's first run; a change takes effect
-	// once `tickd migrate` reshards the task.
+	// once `tickd migrate` reshards the task (while replicas run it).
 	Shards int `toml:"shards"`
 	// Limits names the [[limits]] the task's runs start under: a run starts
 	// only when each of them has room, and waits (with its tick) until

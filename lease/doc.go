@@ -204,8 +204,13 @@
 // shard 0's bucket); the store puts each request in its shard and reads
 // status, pages, pending entries and answers over all of them. The count
 // is recorded the first time a store needs it, and only a reshard
-// (Store.Reshard, tickd migrate) changes it, while no replica runs the
-// task: every replica looks for an entity in one place.
+// (Store.Reshard, tickd migrate) changes it: every replica looks for an
+// entity in one place. Each shard's slot holds the task's layout (the
+// Redis driver's reshard.go); every grant, renewal, release and enqueue
+// carries the count its shard was named by, and the driver refuses it
+// (driver.ErrShardsChanged) when the count changed: the store reads the
+// count again and names the shard anew, a held lease where it moved. A
+// reshard runs while replicas run the task.
 //
 // Why buckets and not one tag per task: the epoch detects a data loss (a
 // master that came back empty) by its absence, and a task new to the Redis

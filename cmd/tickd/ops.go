@@ -169,8 +169,9 @@ func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 	if *asJSON {
 		layout, _ := strconv.Atoi(lease.LayoutVersion)
 		doc := report.MigrateDoc{Layout: layout, Tasks: m.Layout.Tasks, Due: m.Layout.Due, Resharded: []report.ReshardDoc{}}
-		for _, r := range m.Resharded {
-			doc.Resharded = append(doc.Resharded, report.ReshardDoc{Task: r.Task, From: r.From, To: r.To, Entities: r.Entities, FollowUps: r.FollowUps, Due: r.Due})
+		for i, r := range m.Resharded {
+			doc.Resharded = append(doc.Resharded, report.ReshardDoc{Task: r.Task, From: r.From, To: r.To, Entities: r.Entities, FollowUps: r.FollowUps, Due: r.Due,
+				Took: m.Took[i].Seconds()})
 		}
 		return printJSON(stdout, doc)
 	}

@@ -370,6 +370,7 @@ func Forget(ctx context.Context, store *lease.Store, task, by, reason string) (D
 type Migration struct {
 	Layout    lease.Migrated    // an older layout's keys moved (none when in place)
 	Resharded []lease.Resharded // tasks moved to the shard count their config gives
+	Took      []time.Duration   // how long each move stopped its task
 }
 
 // Migrate moves an older tickd's keys into this version's layout (every
@@ -387,22 +388,20 @@ func Migrate(ctx context.Context, store *lease.Store, shards map[string]int, by 
 	} else if err != nil {
 		return m, Done{}, err
 	}
-	names := slices.Sorted(maps.Keys(shards))
-	counts, err := store.ReadShards(ctx, names)
-	if err != nil {
-		return m, Done{}, err
-	}
-	for _, task := range names {
-		if counts[task] == shards[task] {
-			continue
-		}
+	for _, task := range slices.Sorted(maps.Keys(shards)) { // each one, even in place: it may have state astray (Reshard looks)
+		began := time.Now()
 		r, err := store.Reshard(ctx, task, shards[task])
 		if err != nil {
 			return m, Done{}, fmt.Errorf("reshard %s: %w", task, err)
 		}
+		took := time.Since(began)
+		if r.From == r.To && r.Entities+r.FollowUps+r.Due == 0 {
+			continue // in place, nothing astray: nothing was stopped
+		}
 		m.Resharded = append(m.Resharded, r)
-		said += fmt.Sprintf("; %s: %d → %d shards, moved %d entities, %d follow-ups and %d pending requests",
-			task, r.From, r.To, r.Entities, r.FollowUps, r.Due)
+		m.Took = append(m.Took, took)
+		said += fmt.Sprintf("; %s: %d → %d shards, moved %d entities, %d follow-ups and %d pending requests in %v (nothing of it ran meanwhile)",
+			task, r.From, r.To, r.Entities, r.FollowUps, r.Due, took.Round(time.Millisecond))
 	}
 	if len(m.Resharded) == 0 {
 		said += "; every task in the shards its config gives"

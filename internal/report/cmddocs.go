@@ -36,6 +36,9 @@ type ReshardDoc struct {
 	Entities  int    `json:"entities"`
 	FollowUps int    `json:"followups"`
 	Due       int    `json:"due"`
+	// Took is how long the move took: nothing of the task was granted,
+	// renewed, released or enqueued meanwhile.
+	Took float64 `json:"took_s"`
 }
 
 // PauseDoc is `tickd pause -json` and `tickd resume -json`.

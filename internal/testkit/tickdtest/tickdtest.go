@@ -401,6 +401,12 @@ func HeldLeases(t testing.TB, addr, prefix string) []lease.Held {
 	t.Helper()
 	s := store(t, addr, prefix)
 	defer s.Stop(context.Background())
+	return HeldLeasesIn(t, s)
+}
+
+// HeldLeasesIn lists the leases held in s, read as tickd status reads them.
+func HeldLeasesIn(t testing.TB, s *lease.Store) []lease.Held {
+	t.Helper()
 	var hs []lease.Held
 	if err := s.Leases(context.Background(), "", func(h lease.Held) error { hs = append(hs, h); return nil }); err != nil {
 		t.Errorf("read leases: %v", err)
@@ -414,6 +420,13 @@ func Ticks(t testing.TB, addr, prefix, task string, limit int) []lease.TickRecor
 	t.Helper()
 	s := store(t, addr, prefix)
 	defer s.Stop(context.Background())
+	return TicksIn(t, s, task, limit)
+}
+
+// TicksIn reads task's newest tick records from s, as tickd history reads
+// them.
+func TicksIn(t testing.TB, s *lease.Store, task string, limit int) []lease.TickRecord {
+	t.Helper()
 	rs, err := s.Ticks(context.Background(), task, limit)
 	if err != nil {
 		t.Fatalf("read tick records: %v", err)

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"iter"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/faultproxy"
@@ -53,8 +56,11 @@ type replica struct {
 
 type cluster struct {
 	t   *testing.T
-	srv *redistest.Server // the Redis, or the first primary of a replicated one
-	ttl time.Duration     // the tasks' lease_ttl
+	srv *redistest.Server  // the Redis, or the first primary of a replicated one
+	rc  *redistest.Cluster // or the Redis Cluster (the nemesis's)
+	// redis is the [redis] table's keys the replicas are given.
+	redis string
+	ttl   time.Duration // the tasks' lease_ttl
 	// redisAddr is where the current primary is: srv's, or, after a
 	// failover, the promoted replica's.
 	redisAddr string
@@ -85,6 +91,12 @@ type cluster struct {
 	// excuse says which overlaps are documented (the nemesis's unlock
 	// -force); nil: none.
 	excuse func(a, b tickdtest.Run) bool
+	// exited: tickd pid -> when it stopped (SIGTERM); losses: when Redis
+	// lost its data. A process's part of a tick is written again after a
+	// loss only by that process: one that stopped before the loss leaves
+	// the tick's record without it.
+	exited map[int]int64
+	losses []time.Time
 }
 
 type orphans struct {
@@ -98,12 +110,35 @@ func (c *cluster) heldBy(pid int) map[string]bool {
 	host, _ := os.Hostname()
 	holder := fmt.Sprintf("%s-%d", host, pid)
 	out := map[string]bool{}
-	for _, h := range tickdtest.HeldLeases(c.t, c.primary(), "faults") {
+	for _, h := range c.heldLeases() {
 		if h.Task == "sync" && h.Holder == holder {
 			out[h.Entity] = true
 		}
 	}
 	return out
+}
+
+// readStore is a store on the cluster's Redis (its primary now), or on
+// its Redis Cluster, to read what tickd keeps; it is stopped with the test.
+func (c *cluster) readStore() *lease.Store {
+	var rc redis.UniversalClient
+	if c.rc != nil {
+		rc = redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.rc.Addrs()})
+	} else {
+		rc = redis.NewClient(&redis.Options{Addr: c.primary()})
+	}
+	s, err := lease.NewRedis(rc, "faults", lease.Options{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { s.Stop(context.Background()); rc.Close() })
+	return s
+}
+
+// heldLeases are the leases held now.
+func (c *cluster) heldLeases() []lease.Held {
+	s := c.readStore()
+	return tickdtest.HeldLeasesIn(c.t, s)
 }
 
 func (c *cluster) primary() string {
@@ -168,8 +203,8 @@ func newCluster(t *testing.T, persist bool) *cluster {
 func newClusterOn(t *testing.T, srv *redistest.Server, redis string, ttl time.Duration) *cluster {
 	_, worker := tickdtest.Binaries(t)
 	t.Cleanup(func() { failedUnsaid(t) })
-	c := &cluster{t: t, srv: srv, redisAddr: srv.Addr, ttl: ttl, dir: t.TempDir(),
-		killedAt: map[int]int64{}, linger: map[int]interval{}}
+	c := &cluster{t: t, srv: srv, redis: redis, redisAddr: srv.Addr, ttl: ttl, dir: t.TempDir(),
+		killedAt: map[int]int64{}, linger: map[int]interval{}, exited: map[int]int64{}}
 	c.runsLog = filepath.Join(c.dir, "runs.log")
 	c.workDir = filepath.Join(c.dir, "work")
 	os.Mkdir(c.workDir, 0o755) //nolint:errcheck
@@ -356,14 +391,20 @@ func (c *cluster) run(fault func(c *cluster, until time.Time)) result {
 // runs tickd stopped are added (a run stopped as it exited 0 is tickd's
 // canceled or lease_lost, the worker's success). A record left unfinished by
 // a killed replica is incomplete, never wrong; the runs of a replica killed
-// before it wrote its part are not in the record, and not asked for.
+// before it wrote its part are not in the record, and not asked for, nor
+// are those of a replica stopped before Redis lost its data (only a live
+// process writes its parts again).
 func (c *cluster) checkHistory(res *result, begin, end time.Time) {
 	// By tick: the runs started and those that exited 0 or 75, of the
-	// replicas not killed (live), and of all (okAll).
+	// replicas whose part the record can have (live), and of all (okAll).
 	started, ok, okAll := map[string]int{}, map[string]int{}, map[string]int{}
 	c.mu.Lock()
-	killed := maps.Clone(c.killedAt)
+	killed, exited, losses := maps.Clone(c.killedAt), maps.Clone(c.exited), slices.Clone(c.losses)
 	c.mu.Unlock()
+	lost := func(pid int) bool { // stopped, then Redis lost its part
+		at, ok := exited[pid]
+		return ok && slices.ContainsFunc(losses, func(l time.Time) bool { return l.UnixNano() > at })
+	}
 	for _, r := range tickdtest.ReadRuns(c.t, c.runsLog) {
 		if r.Start.Reason != "tick" || r.Start.Task != "sync" { // the nemesis runs other tasks beside it
 			continue
@@ -372,7 +413,7 @@ func (c *cluster) checkHistory(res *result, begin, end time.Time) {
 		if good {
 			okAll[r.Start.Tick]++
 		}
-		if _, gone := killed[r.Start.Ppid]; gone {
+		if _, gone := killed[r.Start.Ppid]; gone || lost(r.Start.Ppid) {
 			continue
 		}
 		started[r.Start.Tick]++
@@ -380,7 +421,7 @@ func (c *cluster) checkHistory(res *result, begin, end time.Time) {
 			ok[r.Start.Tick]++
 		}
 	}
-	for _, rec := range tickdtest.Ticks(c.t, c.primary(), "faults", "sync", 1000) {
+	for _, rec := range tickdtest.TicksIn(c.t, c.readStore(), "sync", 1000) {
 		if rec.Tick.Before(begin) || rec.Tick.After(end) {
 			continue
 		}
@@ -414,7 +455,7 @@ func (c *cluster) workLeft() int {
 }
 
 func (c *cluster) strayLeases() int {
-	return len(tickdtest.HeldLeases(c.t, c.primary(), "faults"))
+	return len(c.heldLeases())
 }
 
 type result struct {

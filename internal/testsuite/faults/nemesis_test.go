@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
 )
 
@@ -36,8 +37,9 @@ import (
 //     be refused);
 //   - Redis restarted empty.
 //
-// The seed is logged; TICKD_NEMESIS_SEED replays it, TICKD_NEMESIS_TIME
-// sets how long the chaos goes on (40s unless said).
+// The seed is logged; TICKD_NEMESIS_SEED replays it (the same choices; the
+// moments they meet the runs differ), TICKD_NEMESIS_TIME sets how long the
+// chaos goes on (30s unless said).
 
 // nemesis is one scenario's state: what the configs say and what was done.
 type nemesis struct {
@@ -63,8 +65,15 @@ type forcedUnlock struct {
 	at     int64
 }
 
-func newNemesis(t *testing.T, seed uint64) *nemesis {
-	c := newCluster(t, false)
+func newNemesis(t *testing.T, seed uint64, onCluster bool) *nemesis {
+	var c *cluster
+	if onCluster {
+		rc := redistest.StartCluster(t)
+		c = newClusterOn(t, rc.Nodes[0], fmt.Sprintf("cluster_addrs = [%q]", rc.Nodes[0].Addr), leaseTTL)
+		c.rc = rc
+	} else {
+		c = newCluster(t, false)
+	}
 	bin, worker := tickdtest.Binaries(t)
 	n := &nemesis{c: c, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bin: bin, worker: worker, dir: c.dir,
 		concurrency: 80, shards: 4, limit: 2, extraEvery: map[string]string{}}
@@ -83,7 +92,7 @@ func newNemesis(t *testing.T, seed uint64) *nemesis {
 // config is the config the nemesis's state says, for replica files and
 // for the operator commands.
 func (n *nemesis) config() string {
-	base := configWith(fmt.Sprintf("url = %q", n.c.srv.URL()), leaseTTL, n.worker)
+	base := configWith(n.c.redis, leaseTTL, n.worker)
 	base = strings.Replace(base, "concurrency = 80", fmt.Sprintf("concurrency = %d\nshards = %d", n.concurrency, n.shards), 1)
 	var b strings.Builder
 	b.WriteString(base)
@@ -229,7 +238,7 @@ func (n *nemesis) pause() {
 // held is an entity of sync whose lease is held now, or "".
 func (n *nemesis) held() string {
 	var hs []string
-	for _, h := range tickdtest.HeldLeases(n.c.t, n.c.primary(), "faults") {
+	for _, h := range n.c.heldLeases() {
 		if h.Task == "sync" {
 			hs = append(hs, h.Entity)
 		}
@@ -297,10 +306,14 @@ func (n *nemesis) allUp() {
 func (n *nemesis) restart() {
 	n.allUp()
 	r := n.c.reps[n.rnd.IntN(len(n.c.reps))]
+	pid := r.proc.Pid()
 	r.proc.Signal(syscall.SIGTERM)
 	if code := r.proc.Wait(30 * time.Second); code != 0 {
 		failf(n.c.t, "%s exited %d on SIGTERM; its log ends:\n%s", r.name, code, tail(r.proc.Log(), 8))
 	}
+	n.c.mu.Lock()
+	n.c.exited[pid] = time.Now().UnixNano()
+	n.c.mu.Unlock()
 	n.c.start(r)
 	n.say("SIGTERM and restart %s", r.name)
 }
@@ -314,7 +327,7 @@ func (n *nemesis) kill() {
 	r.proc.Wait(10 * time.Second)
 	at := time.Now()
 	held := map[string]bool{}
-	for _, h := range tickdtest.HeldLeases(c.t, c.primary(), "faults") {
+	for _, h := range c.heldLeases() {
 		if h.Task == "sync" && h.Holder == r.name {
 			held[h.Entity] = true
 		}
@@ -341,18 +354,37 @@ func (n *nemesis) duplicate() {
 
 func (n *nemesis) redisRestart() {
 	at := time.Now()
-	n.c.srv.Restart() // every key gone: leases, counts, pauses
+	if rc := n.c.rc; rc != nil {
+		ms := rc.Masters(n.c.t)
+		ms[n.rnd.IntN(len(ms))].Restart() // its keys gone: its shards' leases, counts, pauses
+	} else {
+		n.c.srv.Restart() // every key gone: leases, counts, pauses
+	}
 	n.c.blackout(at, time.Now().Add(leaseTTL+time.Second))
+	n.c.mu.Lock()
+	n.c.losses = append(n.c.losses, at)
+	n.c.mu.Unlock()
 	n.paused = false
 	n.say("redis restarted empty")
 }
 
-// TestOperatorChaos runs the nemesis for TICKD_NEMESIS_TIME (40s) with the
-// seed TICKD_NEMESIS_SEED (else a new one, logged), judged as every fault
+// TestOperatorChaos runs the nemesis on a single Redis and on a 3-master
+// Redis Cluster, each for TICKD_NEMESIS_TIME (30s) with the seed
+// TICKD_NEMESIS_SEED (else a new one, logged), judged as every fault
 // scenario: no overlap but the documented one of an unlock -force, no tick
 // run twice, fences increasing, liveness >= 0.99 of the eligible pairs, no
-// lease left, tick records that match the runs.
+// lease left, tick records that match the runs. TICKD_NEMESIS_ON=redis or
+// cluster runs one of them.
 func TestOperatorChaos(t *testing.T) {
+	for _, on := range []string{"redis", "cluster"} {
+		if o := os.Getenv("TICKD_NEMESIS_ON"); o != "" && o != on {
+			continue
+		}
+		t.Run(on, func(t *testing.T) { operatorChaos(t, on == "cluster") })
+	}
+}
+
+func operatorChaos(t *testing.T, onCluster bool) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("TICKD_NEMESIS_SEED"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
@@ -361,7 +393,7 @@ func TestOperatorChaos(t *testing.T) {
 		}
 		seed = v
 	}
-	chaos := 40 * time.Second
+	chaos := 30 * time.Second
 	if s := os.Getenv("TICKD_NEMESIS_TIME"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil {
@@ -370,7 +402,7 @@ func TestOperatorChaos(t *testing.T) {
 		chaos = d
 	}
 	t.Logf("nemesis seed %d (replay: TICKD_NEMESIS_SEED=%d)", seed, seed)
-	n := newNemesis(t, seed)
+	n := newNemesis(t, seed, onCluster)
 	r := n.c.run(func(c *cluster, _ time.Time) {
 		end := time.Now().Add(chaos)
 		for time.Now().Before(end) {
@@ -383,7 +415,7 @@ func TestOperatorChaos(t *testing.T) {
 		}
 	})
 	r.extra = fmt.Sprintf("seed=%d excused_overlaps=%d", seed, r.Excused)
-	report(t, "operator chaos", r)
+	report(t, map[bool]string{false: "operator chaos", true: "operator chaos cluster"}[onCluster], r)
 	t.Logf("what the nemesis did:\n%s", strings.Join(n.log, "\n"))
 	guaranteesHold(t, r, false)
 }
