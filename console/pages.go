@@ -291,6 +291,9 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 		Failures []lease.Failure
 		Actions  []lease.Action
 		Outcomes []string // what the outcome filter offers
+		// Shards is the shard count recorded in Redis, in force;
+		// ConfigShards the config's.
+		Shards, ConfigShards int
 	}{Page: c.page(r, t.Name), Task: row, Chart: chartOf(row.Ticks).withAxis(t.Location), Query: pq, Entities: ents, Actions: row.Actions}
 	data.Outcomes = append(data.Outcomes, "held")
 	for _, o := range lease.AllOutcomes() {
@@ -302,6 +305,12 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 		nq := url.Values{"cursor": {ents.Next}, "q": {pq.Search}, "mode": {q.Get("mode")}, "outcome": {pq.Outcome}}
 		data.NextURL = c.url("/tasks/") + url.PathEscape(t.Name) + "?" + nq.Encode()
 	}
+	counts, err := c.store.ReadShards(ctx, []string{t.Name})
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	data.Shards, data.ConfigShards = counts[t.Name], max(t.Shards, 1)
 	errFull := errors.New("full")
 	err = c.store.DueEntries(ctx, t.Name, func(d lease.Due) error {
 		if data.Pending = append(data.Pending, d); len(data.Pending) >= pendingRows {

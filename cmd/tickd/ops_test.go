@@ -777,6 +777,17 @@ command = ["true"]
 	}
 	code, out, errs = cli("migrate", "-config", cfg)
 	expect.True(t, fmt.Sprintf("migrate again: %d %s %s", code, out, errs), code == 0 && strings.Contains(out, "every task in the shards its config gives"))
+	// status shows the count in force, and the config's when it differs.
+	data, _ = os.ReadFile(cfg)
+	tickdtest.WriteFile(t, cfg, strings.Replace(string(data), "shards = 4", "shards = 2", 1))
+	code, out, errs = cli("status", "-config", cfg, "-json", "m")
+	var st report.StatusDoc
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || len(st.Tasks) != 1 {
+		t.Fatalf("status: %d %v %s %s", code, err, out, errs)
+	}
+	expect.True(t, fmt.Sprintf("status -json: shards %d, config_shards %d", st.Tasks[0].Shards, st.Tasks[0].ConfigShards), st.Tasks[0].Shards == 4 && st.Tasks[0].ConfigShards == 2)
+	_, out, _ = cli("status", "-config", cfg, "m")
+	expect.True(t, "status says the count in force and the config's:\n"+out, strings.Contains(out, "shards: 4, recorded in Redis and in force; the config says 2"))
 }
 
 // TestTriggerRefusesUnlistedEntity: an id the task's static list (or file,

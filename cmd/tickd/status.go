@@ -121,6 +121,7 @@ func printStatus(w io.Writer, ts []report.TaskStatus, now time.Time) {
 		} else {
 			fmt.Fprintf(w, "%s: %s in %s, next tick %s\n", t.Name, t.Schedule, t.Timezone, t.NextTick.In(loc).Format(time.RFC3339))
 		}
+		printShards(w, t)
 		printHealth(w, "  ", t.Health, t.FlagAfter)
 		if v := t.LastTick; v != nil {
 			fmt.Fprintf(w, "  last tick: %s %s, %d entities, %d runs (%s), skipped %s\n", v.Tick.In(loc).Format(time.RFC3339),
@@ -229,4 +230,16 @@ func printLimits(w io.Writer, ls []report.LimitStatus, now time.Time) {
 		tb.row(l.Limit.Name, l.InUse(), l.Limit.String(), strings.Join(l.Tasks, ","), closed)
 	}
 	tb.write(w)
+}
+
+// printShards says a task's shard count in force (recorded in Redis) when
+// it has several, or when the config says another.
+func printShards(w io.Writer, t report.TaskStatus) {
+	switch {
+	case t.Unlisted != nil:
+	case t.Shards != t.ConfigShards:
+		fmt.Fprintf(w, "  shards: %d, recorded in Redis and in force; the config says %d (tickd migrate with it reshards the task)\n", t.Shards, t.ConfigShards)
+	case t.Shards > 1:
+		fmt.Fprintf(w, "  shards: %d\n", t.Shards)
+	}
 }

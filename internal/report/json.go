@@ -115,6 +115,11 @@ type TaskDoc struct {
 	// of fewer than the bound): otherwise the counts are of those.
 	EntitiesScanned int  `json:"entities_scanned"`
 	Complete        bool `json:"complete"`
+	// Shards is the shard count recorded in Redis, which every replica
+	// uses; ConfigShards what the config read says (tickd migrate makes
+	// them agree).
+	Shards       int `json:"shards"`
+	ConfigShards int `json:"config_shards"`
 }
 
 type LeaseDoc struct {
@@ -164,7 +169,7 @@ type DueDoc struct {
 func (st TaskStatus) Doc(now time.Time) TaskDoc {
 	d := TaskDoc{Name: st.Name, Schedule: st.Schedule, Timezone: st.Timezone, NextTick: Instant(st.NextTick),
 		Paused: st.Paused, LeaseCount: st.LeaseCount, LastRunCount: st.RunCount, DueCount: st.DueCount,
-		EntitiesScanned: st.Scanned, Complete: !st.Partial,
+		EntitiesScanned: st.Scanned, Complete: !st.Partial, Shards: st.Shards, ConfigShards: st.ConfigShards,
 		Leases: []LeaseDoc{}, LastRuns: []RunDoc{}, Due: []DueDoc{}, Flags: st.Health.Flags(), NotFiring: st.Health.NotFiring,
 		InConfig: st.Unlisted == nil}
 	if st.Unlisted != nil {

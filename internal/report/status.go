@@ -37,6 +37,9 @@ type TaskStatus struct {
 	// Unlisted is, for a task the config does not list but the task
 	// registry remembers, what the registry keeps of it; nil otherwise.
 	Unlisted *lease.TaskInfo
+	// Shards is the shard count recorded in Redis, the one in force;
+	// ConfigShards what the config says.
+	Shards, ConfigShards int
 }
 
 // StatusScan is how many entities status looks at per task unless told to
@@ -51,7 +54,13 @@ const StatusScan = 2000
 // keeping the first limit leases, the limit most recent last runs and the
 // first limit due entries, and counting what it saw.
 func StatusOf(ctx context.Context, store *lease.Store, t config.Task, now time.Time, limit, scan int, outcome string) (TaskStatus, error) {
-	st := TaskStatus{Name: t.Name, NextTick: t.Schedule.Next(now), Schedule: t.ScheduleText(), Timezone: t.Location.String()}
+	st := TaskStatus{Name: t.Name, NextTick: t.Schedule.Next(now), Schedule: t.ScheduleText(), Timezone: t.Location.String(),
+		ConfigShards: max(t.Shards, 1)}
+	counts, err := store.ReadShards(ctx, []string{t.Name})
+	if err != nil {
+		return st, fmt.Errorf("read the shard count: %w", err)
+	}
+	st.Shards = counts[t.Name]
 	leases, runs, due := firstN[lease.Held](limit), firstN[lease.LastRun](limit), firstN[lease.Due](limit)
 	// The limit most recent last runs: a new run replaces the oldest kept.
 	runs.full = func(r lease.LastRun) {
