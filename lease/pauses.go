@@ -42,6 +42,9 @@ func (s *Store) Pauses(ctx context.Context) (map[string]PauseInfo, error) {
 		var p PauseInfo
 		json.Unmarshal([]byte(v), &p) //nolint:errcheck // an older tickd's pause has no info: paused, by nobody known
 		if !p.Until.IsZero() && !now.Before(p.Until) {
+			// Over: removed, so that a data loss of the infos' shard
+			// cannot bring it back as a pause with no end.
+			s.b.EndPause(ctx, task, v) //nolint:errcheck // the next read tries again
 			continue
 		}
 		m[task] = p

@@ -336,3 +336,40 @@ func TestBatchAcrossMastersKeepsEveryGrant(t *testing.T) {
 		mustRelease(t, r.Lease)
 	}
 }
+
+// TestPauseOverIsGoneBeforeADataLoss: a pause given an end (-for) is
+// removed once the end passed, as a replica reads the pauses; so a data
+// loss of the master holding the pauses' infos (a Cluster keeps the set
+// and the infos in two slots) cannot leave the task in the set without its
+// info, which reads as a pause with no end. Before, the task stayed
+// paused for good after the loss (the nemesis on a Cluster: seed 6).
+func TestPauseOverIsGoneBeforeADataLoss(t *testing.T) {
+	srv := redistest.Start(t)
+	k := redisKitOn(t, srv.Addr)
+	s := k.client(Options{Replica: "A"})
+	if err := s.Pause(bg, "p", PauseInfo{By: "ops", At: time.Now(), Until: time.Now().Add(50 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	expect.WaitFor(t, 5*time.Second, "the pause over", func() bool {
+		ps, err := s.Pauses(bg)
+		return err == nil && len(ps) == 0
+	})
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { c.Close() })
+	for _, key := range []string{":pauses", ":paused"} { // as the infos' master lost them
+		ks, _ := c.Keys(bg, "*"+key).Result()
+		if key == ":pauses" {
+			for _, k := range ks {
+				c.Del(bg, k)
+			}
+			continue
+		}
+		for _, k := range ks {
+			if n, _ := c.SCard(bg, k).Result(); n != 0 {
+				t.Fatalf("the pause over is still in %s", k)
+			}
+		}
+	}
+	ps, err := s.Pauses(bg)
+	expect.True(t, fmt.Sprintf("after the infos' loss: paused %v, %v", ps, err), err == nil && len(ps) == 0)
+}

@@ -74,6 +74,9 @@ type Status interface {
 type Pauses interface {
 	SetPaused(ctx context.Context, task, info string) error
 	Paused(ctx context.Context) (map[string]string, error)
+	// EndPause resumes task if its pause's info is still info (a pause
+	// whose end passed); a pause made since stays.
+	EndPause(ctx context.Context, task, info string) error
 }
 
 // TaskRegistry keeps every task a replica registered: name → its info,

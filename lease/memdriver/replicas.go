@@ -20,6 +20,15 @@ func (b *Driver) SetPaused(_ context.Context, task, info string) error {
 	return nil
 }
 
+func (b *Driver) EndPause(_ context.Context, task, info string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.pausedSet[task] == info {
+		delete(b.pausedSet, task)
+	}
+	return nil
+}
+
 func (b *Driver) Paused(context.Context) (map[string]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

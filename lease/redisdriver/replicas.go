@@ -29,6 +29,20 @@ func (b *Driver) SetPaused(ctx context.Context, task, info string) error {
 	return err
 }
 
+// EndPause removes a pause whose end passed, if it is still the one of
+// info: its info first (one script on the hash: a pause made since is
+// left alone), then its member of the set. On a Cluster the two keys may
+// live on two masters: a pause ended so is gone before either loses its
+// data, so that a master restarted empty cannot leave the task in the set
+// without its info (which reads as a pause with no end).
+func (b *Driver) EndPause(ctx context.Context, task, info string) error {
+	n, err := scriptEndPause.Run(ctx, b.c, []string{b.k.pauses()}, task, info).Int()
+	if err != nil || n == 0 {
+		return err
+	}
+	return b.c.SRem(ctx, b.k.paused(), task).Err()
+}
+
 // Paused reads the paused set and the pauses' infos: a task in the set
 // without one (paused by an older tickd) gets "".
 func (b *Driver) Paused(ctx context.Context) (map[string]string, error) {

@@ -42,6 +42,7 @@ var (
 	scriptLimit    = newScript("limit", limitArgs)
 	scriptSettle   = newScript("settle", settleArgs)
 	scriptClose    = newScript("close", closeArgs)
+	scriptEndPause = newScript("endpause", endPauseArgs)
 )
 
 // luaPrelude begins every script: the shared constants, then lib.lua.
@@ -273,6 +274,9 @@ const (
 )
 
 var settleArgs = argv{fixed: []arg{{"HOLDER", setHolder}, {"TTL", setTTL}, {"BASE", setBase}, {"IVAL", setInterval}, {"PAIRS", setPairs}}}
+
+// endpause.lua's.
+var endPauseArgs = argv{fixed: []arg{{"TASK", 0}, {"INFO", 1}}}
 
 // close.lua's.
 var closeArgs = argv{fixed: []arg{{"BASE", 0}, {"KEY", 1}, {"MS", 2}, {"WHY", 3}}}
