@@ -383,7 +383,6 @@ func (c *Console) requestPage(w http.ResponseWriter, r *http.Request) {
 			pending = append(pending, a.Entity)
 		}
 	}
-	waiting := len(pending)
 	busy := map[string]string{}
 	for _, b := range ops.BusyOf(r.Context(), c.store, t.Name, pending) {
 		busy[b.Entity] = b.Said()
@@ -393,7 +392,7 @@ func (c *Console) requestPage(w http.ResponseWriter, r *http.Request) {
 			as[i].Outcome = "pending: " + said
 		}
 	}
-	if waiting == 0 {
+	if len(pending) == 0 {
 		pg.Refresh = 0 // every answer is in: nothing more will change
 	}
 	c.render(w, "request.html", struct {
@@ -401,7 +400,7 @@ func (c *Console) requestPage(w http.ResponseWriter, r *http.Request) {
 		Task    *config.Task
 		Answers []answer
 		Waiting int
-	}{pg, t, as, waiting})
+	}{pg, t, as, len(pending)})
 }
 
 func (c *Console) replicasPage(w http.ResponseWriter, r *http.Request) {
