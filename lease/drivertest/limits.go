@@ -41,19 +41,19 @@ func limitStores(k Kit, lims ...lease.Limit) (a, b *lease.Store) {
 // testLimitPerProcess: two processes given one replica id (a copied unit
 // file) count their runs apart: with 2 runs on one and 1 on the other, a
 // limit of 3 stays full however often each says how many it runs (every
-// third of the lease TTL). Before, each one's count replaced the other's,
+// third of the lease TTL: four times here). Before, each one's count replaced the other's,
 // and a limit of 3 ran 5 at once.
 func testLimitPerProcess(t *testing.T, k Kit) {
 	lim := lease.Limit{Name: "api", Concurrency: 3, Burst: 1}
 	a, b := k(lease.Options{Replica: "same"}), k(lease.Options{Replica: "same"})
 	a.SetLimits([]lease.Limit{lim})
 	b.SetLimits([]lease.Limit{lim})
-	ttl := 3 * time.Second
+	ttl := lease.MinTTL // each says its runs every third of it
 	var held []*lease.Lease
 	for i, s := range []*lease.Store{a, a, b} {
 		held = append(held, mustAcquire(t, s, lease.Request{Task: "t", Entity: fmt.Sprint("e", i), TTL: ttl, Reason: lease.ReasonTrigger, Limits: []string{"api"}}))
 	}
-	for end := time.Now().Add(2 * ttl); time.Now().Before(end); time.Sleep(200 * time.Millisecond) { // over several settles
+	for end := time.Now().Add(4 * ttl / 3); time.Now().Before(end); time.Sleep(100 * time.Millisecond) { // over several settles
 		for i, s := range []*lease.Store{a, b} {
 			l, err := s.Acquire(bg, lease.Request{Task: "t", Entity: fmt.Sprint("x", i), TTL: ttl, Reason: lease.ReasonTrigger, Limits: []string{"api"}})
 			if err == nil {

@@ -39,7 +39,7 @@ import (
 //
 // The seed is logged; TICKD_NEMESIS_SEED replays it (the same choices; the
 // moments they meet the runs differ), TICKD_NEMESIS_TIME sets how long the
-// chaos goes on (30s unless said).
+// chaos goes on (20s unless said).
 
 // nemesis is one scenario's state: what the configs say and what was done.
 type nemesis struct {
@@ -379,7 +379,7 @@ func (n *nemesis) redisRestart() {
 }
 
 // TestOperatorChaos runs the nemesis on a single Redis and on a 3-master
-// Redis Cluster, each for TICKD_NEMESIS_TIME (30s) with the seed
+// Redis Cluster, each for TICKD_NEMESIS_TIME (20s) with the seed
 // TICKD_NEMESIS_SEED (else a new one, logged), judged as every fault
 // scenario: no overlap but the documented one of an unlock -force, no tick
 // run twice, fences increasing, liveness >= 0.99 of the eligible pairs, no
@@ -403,7 +403,7 @@ func operatorChaos(t *testing.T, onCluster bool) {
 		}
 		seed = v
 	}
-	chaos := 30 * time.Second
+	chaos := 20 * time.Second
 	if s := os.Getenv("TICKD_NEMESIS_TIME"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil {
