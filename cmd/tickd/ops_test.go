@@ -917,14 +917,18 @@ command = ["WORKER"]
 	killed := time.Now()
 	c := tickdtest.Start(t, "C", env, "-config", e.cfg)
 	c.WaitReady(30 * time.Second)
-	expect.True(t, "C waited for A's announcement to lapse", strings.Contains(c.Log(), "announcement lapsed"))
 	expect.WaitFor(t, 20*time.Second, "C runs", func() bool {
 		runs := tickdtest.ReadRuns(t, e.runs)
 		return runs[len(runs)-1].Start.At > killed.UnixNano()
 	})
 	c.Signal(syscall.SIGTERM)
 	expect.Equal(t, "C's graceful stop", c.Wait(20*time.Second), 0)
+	// The logs are read once each process has ended: its output is all
+	// there then (readiness can come before the last lines are read).
+	expect.True(t, "C waited for A's announcement to lapse", strings.Contains(c.Log(), "announcement lapsed"))
 	d := tickdtest.Start(t, "D", env, "-config", e.cfg)
 	d.WaitReady(20 * time.Second)
+	d.Signal(syscall.SIGTERM)
+	expect.Equal(t, "D's graceful stop", d.Wait(20*time.Second), 0)
 	expect.True(t, "D did not wait: C withdrew its announcement", !strings.Contains(d.Log(), "waiting to see whether it is alive"))
 }
