@@ -20,8 +20,9 @@ import (
 
 // The states of a tick in the history.
 const (
-	TickComplete   = "complete"   // every run it started has ended
+	TickComplete   = "complete"   // every run it started has ended, and none waits for a limit
 	TickRunning    = "running"    // runs go on, on replicas that are up
+	TickWaiting    = "waiting"    // every run it started has ended; some wait for a limit still
 	TickIncomplete = "incomplete" // a replica's part was left unfinished: the replica is gone
 	TickMissed     = "missed"     // the schedule expected it; no replica fanned it out
 	TickPaused     = "paused"     // the ticks of one pause, folded into one row: Pause says whose
@@ -167,6 +168,9 @@ func Assess(t *config.Task, now time.Time, p Past) ([]TickView, Health) {
 
 func tickState(r lease.TickRecord, live map[string]bool) string {
 	if r.Final() {
+		if r.Waiting() > 0 {
+			return TickWaiting
+		}
 		return TickComplete
 	}
 	for _, part := range r.Parts {
@@ -217,7 +221,7 @@ func failingStarved(t *config.Task, views []TickView, due time.Time) (failing, s
 	n := 0
 	failing, starved = true, true
 	for _, v := range views {
-		if v.State == TickRunning && v.Tick.After(due) || v.State == TickMissed || v.State == TickPaused {
+		if (v.State == TickRunning || v.State == TickWaiting) && v.Tick.After(due) || v.State == TickMissed || v.State == TickPaused {
 			continue
 		}
 		n++

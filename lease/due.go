@@ -12,31 +12,39 @@ import (
 // Enqueue stores a durable request for a run of (task, entity) after delay.
 // One request per (task, entity) is kept: an earlier pending one covers it.
 func (s *Store) Enqueue(ctx context.Context, d Due, delay time.Duration) error {
+	_, err := s.EnqueueWaiting(ctx, d, delay)
+	return err
+}
+
+// EnqueueWaiting is Enqueue, and for a tick's run that waits for a limit,
+// says which older tick's waiting run of the entity it superseded (zero
+// for none): an entity has one waiting run, for its newest tick.
+func (s *Store) EnqueueWaiting(ctx context.Context, d Due, delay time.Duration) (superseded time.Time, err error) {
 	if err := checkRequestIDs(d.Requests); err != nil {
-		return err
+		return time.Time{}, err
 	}
-	err := s.enqueueOnce(ctx, d, delay)
+	superseded, err = s.enqueueOnce(ctx, d, delay)
 	if errors.Is(err, driver.ErrShardsChanged) && d.Claim == "" { // a reshard: named anew
 		if err = s.refresh(ctx, d.Task); err == nil {
-			err = s.enqueueOnce(ctx, d, delay)
+			superseded, err = s.enqueueOnce(ctx, d, delay)
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("enqueue %s/%s: %w", d.Task, d.Entity, err)
+		return time.Time{}, fmt.Errorf("enqueue %s/%s: %w", d.Task, d.Entity, err)
 	}
-	return nil
+	return superseded, nil
 }
 
 // enqueueOnce names d's shard and enqueues it there.
-func (s *Store) enqueueOnce(ctx context.Context, d Due, delay time.Duration) error {
+func (s *Store) enqueueOnce(ctx context.Context, d Due, delay time.Duration) (time.Time, error) {
 	name, n, err := s.dueName(ctx, d)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	d.Task, d.Shards = name, n
-	err = s.b.Enqueue(ctx, d, delay)
+	superseded, err := s.b.Enqueue(ctx, d, delay)
 	s.noteAcks(err)
-	return err
+	return superseded, err
 }
 
 // TakeDue takes up to limit due requests. Each is hidden from other takers

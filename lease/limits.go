@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +25,13 @@ const (
 	LimitClosed     = driver.LimitClosed
 	LimitQuarantine = driver.LimitQuarantine
 )
+
+// LimitWaitGrace is how long a run keeps its place in a limit's line
+// after the wait it was told, when it does not ask again.
+const LimitWaitGrace = driver.LimitWaitGrace
+
+// LimitWaiting is a run waiting in a limit's line.
+type LimitWaiting = driver.LimitWaiting
 
 // ErrLimited says a limit the request names has no room now.
 var ErrLimited = errors.New("lease: a limit has no room")
@@ -113,16 +121,6 @@ func budgetKey(lim Limit, entity string) string {
 	return ""
 }
 
-// fullWait is how long the j-th of a batch's runs refused for a full limit
-// waits before it asks again: the limit cannot say when a run ends, so
-// they come back in their order, a few per run slot at a time.
-func fullWait(j, concurrency int) time.Duration {
-	return min(fullPoll+time.Duration(j/max(concurrency, 1))*fullPoll, 10*time.Second)
-}
-
-// fullPoll is how soon a run refused for a full limit asks again.
-const fullPoll = 250 * time.Millisecond
-
 // takeLimits takes, for each request that names limits and is not refused
 // already (bad), a start under each of them. It returns the starts taken
 // by request, and, for those refused, a *LimitedError (or the I/O error)
@@ -178,18 +176,24 @@ func (s *Store) takeLimit(ctx context.Context, st *limitState, reqs []Request, i
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	keys := make([]string, len(idx))
+	asks := make([]driver.LimitAsk, len(idx))
 	for j, i := range idx {
-		keys[j] = budgetKey(st.lim, reqs[i].Entity)
-		st.ttl = max(st.ttl, reqs[i].TTL)
+		r := &reqs[i]
+		keys[j] = budgetKey(st.lim, r.Entity)
+		since := r.Since
+		if since.IsZero() && r.Reason == ReasonTick {
+			since = r.Tick
+		}
+		asks[j] = driver.LimitAsk{Key: keys[j], Waiter: driver.LimitWaiter(r.Task, r.Entity), Since: since}
+		st.ttl = max(st.ttl, r.TTL)
 	}
-	gs, err := s.b.TakeLimit(ctx, st.lim, s.limitHolder(), st.holdTTL(), s.MaxTTL(), keys)
+	gs, err := s.b.TakeLimit(ctx, st.lim, s.limitHolder(), st.holdTTL(), s.MaxTTL(), asks)
 	if err != nil {
 		for _, i := range idx {
 			bad[i] = fmt.Errorf("take limit %s: %w", st.lim.Name, err)
 		}
 		return
 	}
-	full := 0
 	for j, g := range gs {
 		i := idx[j]
 		if g.OK {
@@ -204,12 +208,7 @@ func (s *Store) takeLimit(ctx context.Context, st *limitState, reqs []Request, i
 			bad[i] = &QuarantineError{Left: g.Wait}
 			continue
 		}
-		e := &LimitedError{Limit: st.lim.Name, Why: g.Why, Wait: g.Wait, Reason: g.Reason}
-		if g.Why == LimitFull {
-			e.Wait = fullWait(full, st.lim.Concurrency)
-			full++
-		}
-		bad[i] = e
+		bad[i] = &LimitedError{Limit: st.lim.Name, Why: g.Why, Wait: g.Wait, Reason: g.Reason}
 	}
 }
 
@@ -367,7 +366,18 @@ type LimitStatus struct {
 	Runs int
 	// Busiest is, for a limit per entity, the most runs of one entity.
 	Busiest int
+	// Waiting counts the runs waiting in the limit's line; Oldest are the
+	// oldest of them (at most a few hundred), oldest first, with their
+	// task and entity.
+	Waiting int
+	Oldest  []WaitingRun
 	Closed  map[string]LimitClosing // by entity ("" for a limit not per entity)
+}
+
+// WaitingRun is a run waiting in a limit's line, since when.
+type WaitingRun struct {
+	Task, Entity string
+	Since        time.Time
 }
 
 // LimitStatus reads the state of lim.
@@ -376,7 +386,15 @@ func (s *Store) LimitStatus(ctx context.Context, lim Limit) (LimitStatus, error)
 	if err != nil {
 		return LimitStatus{}, fmt.Errorf("limit %s: %w", lim.Name, err)
 	}
-	out := LimitStatus{Limit: lim, Closed: map[string]LimitClosing{}}
+	out := LimitStatus{Limit: lim, Closed: map[string]LimitClosing{}, Waiting: st.Waiting}
+	for _, w := range st.Oldest {
+		task, entity, _ := strings.Cut(w.Waiter, "/")
+		task, err1 := driver.Unescape(task)
+		entity, err2 := driver.Unescape(entity)
+		if err1 == nil && err2 == nil {
+			out.Oldest = append(out.Oldest, WaitingRun{Task: task, Entity: entity, Since: w.Since})
+		}
+	}
 	for k, c := range st.Closed {
 		if e, err := driver.Unescape(k); err == nil {
 			out.Closed[e] = c

@@ -82,6 +82,7 @@ const (
 	SkipAlreadyRan      = driver.SkipAlreadyRan
 	SkipQuarantined     = driver.SkipQuarantined
 	SkipLimited         = driver.SkipLimited
+	SkipSuperseded      = driver.SkipSuperseded
 	SkipNotAcknowledged = driver.SkipNotAcknowledged
 	SkipError           = driver.SkipError
 	SkipStopped         = driver.SkipStopped

@@ -205,3 +205,71 @@ func validate(t *testing.T, objs []object) {
 		t.Errorf("the rendered objects against the Kubernetes schemas: %v\n%s", err, out)
 	}
 }
+
+// TestHelmJobMatchesTheAlertRules: the job the chart's ServiceMonitor gives
+// its targets (its jobLabel, read off the metrics Service) is the one the
+// alert rules select: with one replica down and one up, promtool fires "a
+// replica down" and not "every replica down". Before, job was the
+// Service's name (t-tickd-metrics): "every replica down" fired for ever and
+// "a replica down" never.
+func TestHelmJobMatchesTheAlertRules(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool is missing: install it (apt-get install -y prometheus, or a Prometheus release's promtool)")
+	}
+	var label, job string
+	objs := render(t, "helm-replicated.yaml")
+	for _, o := range objs {
+		if o.kind() == "ServiceMonitor" {
+			label, _ = o["spec"].(map[string]any)["jobLabel"].(string)
+		}
+	}
+	for _, o := range objs {
+		md := o["metadata"].(map[string]any)
+		if o.kind() == "Service" && strings.HasSuffix(md["name"].(string), "-metrics") {
+			if label == "" {
+				job = md["name"].(string) // the Prometheus Operator's default
+			} else {
+				job, _ = md["labels"].(map[string]any)[label].(string)
+			}
+		}
+	}
+	t.Logf("the ServiceMonitor's jobLabel %q gives job=%q", label, job)
+	dir := t.TempDir()
+	rules, err := os.ReadFile(filepath.Join("..", "deploy", "prometheus", "tickd-alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rules.yml"), rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	test := fmt.Sprintf(`rule_files: [rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'up{job=%[1]q, instance="10.0.0.1:9464"}'
+        values: '1 0x20'
+      - series: 'up{job=%[1]q, instance="10.0.0.2:9464"}'
+        values: '1x20'
+    alert_rule_test:
+      - eval_time: 10m
+        alertname: TickdAllReplicasDown
+        exp_alerts: []
+      - eval_time: 10m
+        alertname: TickdReplicaDown
+        exp_alerts:
+          - exp_labels: {severity: ticket, instance: "10.0.0.1:9464", job: %[1]q}
+            exp_annotations:
+              summary: "tickd replica 10.0.0.1:9464 is down"
+              description: "Prometheus cannot scrape it; the other replicas carry its work."
+`, job)
+	if err := os.WriteFile(filepath.Join(dir, "test.yml"), []byte(test), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(promtool, "test", "rules", "test.yml")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the rendered job %q and the alert rules disagree: %v\n%s", job, err, out)
+	}
+}

@@ -196,11 +196,13 @@ func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d lease.Due) {
 		<-ts.slots
 		switch {
 		case errors.Is(err, lease.ErrLimited):
-			s.waitForLimit(ctx, d, err)
+			s.waitForLimit(ctx, ts, d, err)
 		case errors.Is(err, lease.ErrAlreadyRan):
 			// A tick's run that waited for a limit, and a later tick ran.
 			s.store.Ack(ctx, d) //nolint:errcheck // it comes back if this fails, and is refused again
+			s.dueSkipped(ts, d, err)
 		case errors.Is(err, lease.ErrBusy):
+			s.dueSkipped(ts, d, err)
 			lvl := slog.LevelDebug
 			if d.Reason == lease.ReasonTrigger {
 				lvl = slog.LevelInfo // an operator asked: say where the run went

@@ -407,7 +407,7 @@ func (f *fanOut) flush() {
 			f.n.Unacknowledged++
 		case errors.Is(r.Err, lease.ErrLimited):
 			f.n.Limited++
-			s.waitForLimit(f.ctx, lease.Due{Task: t.Name, Entity: f.batch[i], Reason: lease.ReasonTick, Tick: f.T}, r.Err)
+			s.waitForLimit(f.ctx, ts, lease.Due{Task: t.Name, Entity: f.batch[i], Reason: lease.ReasonTick, Tick: f.T}, r.Err)
 		case f.deferFailed: // Redis failed, or quarantines the shard: tried again last
 			f.deferOne(f.batch[i], f.first+i)
 		case errors.Is(r.Err, lease.ErrQuarantine):
@@ -418,6 +418,7 @@ func (f *fanOut) flush() {
 		<-ts.slots
 	}
 	f.batch = f.batch[:0]
+	s.history.progress(f.tl, *f.n)
 }
 
 // deferOne keeps the entity at pos, whose acquire Redis failed (or

@@ -463,3 +463,34 @@ entities = ["a"]
 	expect.Equal(t, "parts of the one process", len(rs[0].Parts), 1)
 	expect.Equal(t, "already ran: the 7 of the second fan-out less the 6 the first ran", rs[0].Skipped()[lease.SkipAlreadyRan], 1)
 }
+
+// TestTickCountsWhileItFansOut: while a tick fans out (its runs hold every
+// run slot, so the fan-out waits), its record says the counts so far, not
+// "0 entities, 0 runs": they are written within about liveEvery. Before,
+// a part's counts were written only when its fan-out ended.
+func TestTickCountsWhileItFansOut(t *testing.T) {
+	e := newEnv(t, false)
+	release := make(chan struct{})
+	e.rec.body = func(ctx context.Context, _ tasks.Run) (tasks.Result, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return tasks.Done, nil
+	}
+	defer close(release)
+	_, st := e.start(`
+[[tasks]]
+name = "slow"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+concurrency = 2
+entities = ["a", "b", "c", "d", "e", "f"]
+`)
+	ctx := context.Background()
+	expect.WaitFor(t, 10*time.Second, "the fan-out's counts so far in its record", func() bool {
+		rs, err := st.Ticks(ctx, "slow", 1)
+		return err == nil && len(rs) == 1 && !rs[0].Final() && rs[0].Runs() == 2 && rs[0].Entities() >= 2
+	})
+}

@@ -36,12 +36,28 @@ type tally struct {
 	// waited counts the runs of the tick that waited for a limit and then
 	// started here, after the fan-out.
 	waited atomic.Int64
+	// process is, for a late part (the runs of a tick that waited for a
+	// limit, counted by a process that no longer keeps the tick's fan-out
+	// part, or never had one), its own process key: a part never replaces
+	// another's counts. "" for a fan-out's part.
+	process string
 
 	mu sync.Mutex // counts, the fan-outs'
 	n  TickCounts
+	// live is the fan-out's counts so far, written while it goes on (at
+	// most every liveEvery); n replaces them when it ends.
+	live     TickCounts
+	liveAt   time.Time
+	liveHeld bool // a write of live is due at liveAt + liveEvery
 	// fannedOut counts the fan-outs of the tick that ended: a reload may
 	// fan a tick out again, and both fan-outs count in one part.
 	fannedOut int
+	// late counts what became of the tick's runs that waited for a limit,
+	// by skip reason (superseded, busy, already_ran), and, negative,
+	// SkipLimited for each that no longer waits: summed over the parts, a
+	// tick's limited count is the runs still waiting.
+	late map[string]int
+	used time.Time // a late part's last count, for keeping it (h.mu)
 }
 
 // outcomeIndex is o's index in tally.outcomes.
@@ -56,7 +72,14 @@ func outcomeIndex(o lease.Outcome) int {
 func (tl *tally) part(replica, process string, now time.Time) lease.TickPart {
 	tl.mu.Lock()
 	n := tl.n
+	if tl.fannedOut == 0 {
+		n = tl.live
+	}
+	late := maps.Clone(tl.late)
 	tl.mu.Unlock()
+	if tl.process != "" {
+		process = tl.process
+	}
 	p := lease.TickPart{Replica: replica, Process: process, Final: tl.pending.Load() == 0, Written: now, Entities: n.Entities,
 		Started: n.Started + int(tl.waited.Load()), SourceFailed: n.SourceFailed, SourceError: n.SourceError, Outcomes: map[lease.Outcome]int{}, Skipped: map[string]int{}}
 	all := lease.AllOutcomes()
@@ -86,6 +109,11 @@ func (tl *tally) part(replica, process string, now time.Time) lease.TickPart {
 			p.Skipped[why] = left
 		}
 	}
+	for reason, c := range late {
+		if p.Skipped[reason] += c; p.Skipped[reason] == 0 {
+			delete(p.Skipped, reason)
+		}
+	}
 	p.FirstStart = time.Duration(tl.firstStart.Load())
 	p.LastEnd = time.Duration(tl.lastEnd.Load())
 	return p
@@ -107,6 +135,10 @@ type historyWriter struct {
 	// tallies are the ticks fanned out within rewriteWithin: a tick fanned
 	// out again after a reload counts in the same tally (again).
 	tallies map[tallyKey]*tally
+	// late are the late parts (tally.process) counted within lateKeep, at
+	// most maxLate; lateN numbers them.
+	late  map[tallyKey]*tally
+	lateN int
 }
 
 // rewriteWithin is how far back the parts written are kept, to be written
@@ -127,6 +159,7 @@ const (
 
 func newHistoryWriter(s *Scheduler) *historyWriter {
 	return &historyWriter{s: s, parts: map[tallyKey]lease.TickWrite{}, written: map[tallyKey]lease.TickWrite{}, tallies: map[tallyKey]*tally{},
+		late: map[tallyKey]*tally{},
 		wake: make(chan struct{}, 1)}
 }
 
@@ -143,7 +176,7 @@ func (h *historyWriter) begin(ctx context.Context, t config.Task, T time.Time) *
 	if tl := h.again(t.Name, T); tl != nil {
 		return tl
 	}
-	tl := &tally{task: t.Name, tick: T, keep: t.Retention()}
+	tl := &tally{task: t.Name, tick: T, keep: t.Retention(), liveAt: h.s.clock.Now()}
 	tl.firstStart.Store(-1)
 	tl.lastEnd.Store(-1)
 	tl.pending.Store(1) // the fan-out

@@ -17,7 +17,9 @@ func (m *Metrics) limitMetrics(reg prometheus.Registerer) {
 		Help: "Runs whose API asked to back off (429, 503, exit 76), closing the limit."}, []string{"limit"})
 	m.LimitClosed = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_limit_closed_seconds",
 		Help: "Seconds until the limit's budgets closed by an API open again (0: open)."}, []string{"limit"})
-	reg.MustRegister(m.LimitRuns, m.LimitWaits, m.LimitBackoffs, m.LimitClosed)
+	m.LimitOldestWait = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_limit_oldest_wait_seconds",
+		Help: "How long the oldest run of the task waiting in the limit's line has waited (since its tick), read from the shared Redis: aggregate with max."}, []string{"limit", "task"})
+	reg.MustRegister(m.LimitRuns, m.LimitWaits, m.LimitBackoffs, m.LimitClosed, m.LimitOldestWait)
 }
 
 func (m *Metrics) limitWait(limit, why string) {
@@ -50,5 +52,15 @@ func (s *Scheduler) publishLimits(ctx context.Context) {
 			closed = max(closed, time.Until(c.Until))
 		}
 		m.LimitClosed.WithLabelValues(l.Name).Set(closed.Seconds())
+		oldest := map[string]time.Time{}
+		for _, w := range st.Oldest { // oldest first
+			if _, ok := oldest[w.Task]; !ok {
+				oldest[w.Task] = w.Since
+			}
+		}
+		m.LimitOldestWait.DeletePartialMatch(prometheus.Labels{"limit": l.Name})
+		for task, since := range oldest {
+			m.LimitOldestWait.WithLabelValues(l.Name, task).Set(max(0, time.Since(since).Seconds()))
+		}
 	}
 }

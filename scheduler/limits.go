@@ -12,8 +12,10 @@ import (
 
 // waitForLimit turns a run a limit had no room for into a due run, as it
 // was asked for (a tick's run keeps its tick), due when the limit may have
-// room: the run is not skipped, and not counted as failed.
-func (s *Scheduler) waitForLimit(ctx context.Context, d lease.Due, err error) {
+// room: the run is not skipped, and not counted as failed. A tick's run
+// supersedes the entity's run of an older tick waiting still (or is
+// superseded by a newer one's), and the older tick's record says so.
+func (s *Scheduler) waitForLimit(ctx context.Context, ts *taskState, d lease.Due, err error) {
 	wait, limit, why := time.Second, "", ""
 	var le *lease.LimitedError
 	if errors.As(err, &le) {
@@ -23,24 +25,55 @@ func (s *Scheduler) waitForLimit(ctx context.Context, d lease.Due, err error) {
 	s.log.Debug("run waits for a limit", KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason, "limit", limit, "why", why, "wait", wait.String())
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
 	defer cancel()
-	if err := s.store.Enqueue(ctx, d, wait); err != nil {
+	superseded, err := s.store.EnqueueWaiting(ctx, d, wait)
+	if err != nil {
 		s.storeFailed("enqueue", "enqueue", "cannot queue a run that waits for a limit", Event{Task: d.Task, Entity: d.Entity}, err)
+		return
+	}
+	if !superseded.IsZero() {
+		s.waitEnded(ts, superseded, lease.SkipSuperseded)
 	}
 }
 
-// waitedTally is the tally of the tick whose run d waited for a limit, when
-// it is the last this replica fanned out: the run is counted in that tick's
-// record, its outcome and its end, so the record says how long the tick's
-// runs took with the waits. A run of an older tick is not (nil).
+// waitEnded counts in tick T's record a run of it that waited for a limit
+// and no longer does: it ran (why ""), or was skipped for why.
+func (s *Scheduler) waitEnded(ts *taskState, T time.Time, why string) *tally {
+	tl := s.history.tallyFor(ts.t, T)
+	tl.lateAdd(lease.SkipLimited, -1)
+	if why == "" {
+		tl.waited.Add(1)
+		return tl
+	}
+	tl.lateAdd(why, 1)
+	s.history.put(tl)
+	return tl
+}
+
+// waitedTally is the tally of the tick whose waiting run d starts now: the
+// run is counted in that tick's record, its outcome and its end, whichever
+// replica fanned the tick out and however late. Any other run (nil) is not.
 func (s *Scheduler) waitedTally(ts *taskState, d lease.Due) *tally {
 	if d.Reason != lease.ReasonTick {
 		return nil
 	}
-	if tl := ts.tally.Load(); tl != nil && tl.tick.Equal(d.Tick) {
-		tl.waited.Add(1)
-		return tl
+	return s.waitEnded(ts, d.Tick, "")
+}
+
+// dueSkipped counts in its tick's record a waiting tick run d that does
+// not run: a newer tick of the entity ran (superseded), or the tick ran it
+// on another replica (already_ran), or the entity was busy.
+func (s *Scheduler) dueSkipped(ts *taskState, d lease.Due, err error) {
+	if d.Reason != lease.ReasonTick {
+		return
 	}
-	return nil
+	why := lease.SkipBusy
+	if errors.Is(err, lease.ErrAlreadyRan) {
+		why = lease.SkipAlreadyRan
+		if last := ts.tally.Load(); last != nil && last.tick.After(d.Tick) {
+			why = lease.SkipSuperseded
+		}
+	}
+	s.waitEnded(ts, d.Tick, why)
 }
 
 // backOff deals with a run whose API asked to back off: it closes the

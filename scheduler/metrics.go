@@ -39,10 +39,11 @@ type Metrics struct {
 	Failing      *prometheus.GaugeVec // task: 1 while the last flag_after ticks' runs all failed
 	Starved      *prometheus.GaugeVec // task: 1 while the last flag_after ticks ran nothing
 	// Per limit ([[limits]]): limitmetrics.go.
-	LimitRuns     *prometheus.GaugeVec   // limit: runs under it across the replicas
-	LimitWaits    *prometheus.CounterVec // limit, why: runs that waited for it
-	LimitBackoffs *prometheus.CounterVec // limit: back-offs an API asked for
-	LimitClosed   *prometheus.GaugeVec   // limit: seconds until its budgets open again
+	LimitRuns       *prometheus.GaugeVec   // limit: runs under it across the replicas
+	LimitWaits      *prometheus.CounterVec // limit, why: runs that waited for it
+	LimitBackoffs   *prometheus.CounterVec // limit: back-offs an API asked for
+	LimitClosed     *prometheus.GaugeVec   // limit: seconds until its budgets open again
+	LimitOldestWait *prometheus.GaugeVec   // limit, task: the oldest waiting run's age
 }
 
 // redisOps are the values of RedisErrors' op label.

@@ -220,14 +220,14 @@ func printLimits(w io.Writer, ls []report.LimitStatus, now time.Time) {
 	}
 	fmt.Fprintln(w, "limits (across every replica):")
 	tb := table{indent: "    "}
-	tb.row("LIMIT", "RUNS", "SAYS", "TASKS", "CLOSED")
+	tb.row("LIMIT", "RUNS", "WAITING", "SAYS", "TASKS", "CLOSED")
 	for _, l := range ls {
 		closed := "-"
 		if d := l.Doc(); len(d.Closed) > 0 {
 			c := d.Closed[len(d.Closed)-1]
 			closed = fmt.Sprintf("%d budget(s), for up to %v: %s", len(d.Closed), l.ClosedFor(now).Round(time.Second), c.Reason)
 		}
-		tb.row(l.Limit.Name, l.InUse(), l.Limit.String(), strings.Join(l.Tasks, ","), closed)
+		tb.row(l.Limit.Name, l.InUse(), l.WaitingNow(now), l.Limit.String(), strings.Join(l.Tasks, ","), closed)
 	}
 	tb.write(w)
 }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strconv"
 	"time"
@@ -44,6 +45,12 @@ type LimitDoc struct {
 	Runs        int          `json:"runs"`    // across the replicas
 	Busiest     int          `json:"busiest"` // per entity: the most runs of one entity
 	Closed      []ClosingDoc `json:"closed"`  // soonest to open first
+	Waiting     int          `json:"waiting"` // runs waiting in the limit's line
+	// OldestWait is how long the oldest waiting run has waited (since its
+	// tick), 0 for none; OldestTask and OldestEntity say whose.
+	OldestWait   float64 `json:"oldest_wait_s"`
+	OldestTask   string  `json:"oldest_task"`
+	OldestEntity string  `json:"oldest_entity"`
 }
 
 // ClosingDoc is a budget an API closed: the limit's one (entity "") or an
@@ -62,7 +69,21 @@ func (l LimitStatus) Doc() LimitDoc {
 		d.Closed = append(d.Closed, ClosingDoc{Entity: e, Until: Instant(c.Until), Reason: c.Reason})
 	}
 	sort.Slice(d.Closed, func(i, j int) bool { return d.Closed[i].Until.Time().Before(d.Closed[j].Until.Time()) })
+	d.Waiting = l.Waiting
+	if len(l.Oldest) > 0 {
+		o := l.Oldest[0]
+		d.OldestWait, d.OldestTask, d.OldestEntity = Seconds(max(0, time.Since(o.Since))), o.Task, o.Entity
+	}
 	return d
+}
+
+// WaitingNow says the runs waiting in the limit's line and the oldest's
+// wait: "12, oldest 41s", or "-".
+func (l LimitStatus) WaitingNow(now time.Time) string {
+	if l.Waiting == 0 || len(l.Oldest) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d, oldest %v", l.Waiting, now.Sub(l.Oldest[0].Since).Round(time.Second))
 }
 
 // InUse says the limit's runs against its concurrency: "3/8", "3" with no

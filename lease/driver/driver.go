@@ -47,7 +47,10 @@ type Grants interface {
 // DueQueue keeps the runs asked for later (reschedules, retries, triggers,
 // follow-ups) and the answers to the requests they carry.
 type DueQueue interface {
-	Enqueue(ctx context.Context, d Due, delay time.Duration) error
+	// Enqueue stores d, due after delay: one per task and entity (an
+	// earlier one covers it). A tick's run waiting for a limit supersedes
+	// an older tick's waiting one, whose tick it returns.
+	Enqueue(ctx context.Context, d Due, delay time.Duration) (superseded time.Time, err error)
 	Take(ctx context.Context, limit int, visibility time.Duration, claimPrefix string) ([]Due, error)
 	// Ack removes a taken due entry and answers its requests AnswerDropped.
 	Ack(ctx context.Context, d Due) error

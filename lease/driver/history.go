@@ -45,11 +45,16 @@ const (
 	SkipError           = "error"   // the store failed until the tick was too late
 	SkipStopped         = "stopped" // shutdown or a reload stopped the fan-out first
 	SkipPaused          = "paused"  // tickd pause stopped the fan-out first
-	// SkipLimited: a limit had no room; the run was not skipped but waited,
-	// as a due run with its tick: when it ran on a replica whose last
-	// fan-out was the tick, it is counted in that replica's part (Started,
-	// Outcomes, LastEnd).
+	// SkipLimited: a limit had no room; the run was not skipped but
+	// waits, as a due run with its tick. The runs still waiting: a part
+	// counts the runs its fan-out sent to wait, and, negative, those of the
+	// tick that no longer wait (ran or skipped later, on that replica or
+	// another); the record's sum is what waits. A run that waited counts
+	// in its tick's record when it runs (Started, Outcomes, LastEnd).
 	SkipLimited = "limited"
+	// SkipSuperseded: a run that waited for a limit gave its place to the
+	// entity's run of a newer tick (an entity has one waiting run).
+	SkipSuperseded = "superseded"
 )
 
 // TickRecord is one tick of a task: the parts of the replicas that took
@@ -102,6 +107,7 @@ func (r TickRecord) Skipped() map[string]int {
 			m[k] += n
 		}
 	}
+	maps.DeleteFunc(m, func(_ string, n int) bool { return n <= 0 }) // a late part's runs that no longer wait
 	if len(r.Parts) > 1 {
 		left := max(0, r.Entities()-r.Runs())
 		for _, k := range slices.Sorted(maps.Keys(m)) {
@@ -112,8 +118,17 @@ func (r TickRecord) Skipped() map[string]int {
 		}
 		m[SkipAlreadyRan] = left
 	}
-	maps.DeleteFunc(m, func(_ string, n int) bool { return n == 0 })
+	maps.DeleteFunc(m, func(_ string, n int) bool { return n <= 0 })
 	return m
+}
+
+// Waiting is how many of the tick's runs wait for a limit still.
+func (r TickRecord) Waiting() int {
+	n := 0
+	for _, p := range r.Parts {
+		n += p.Skipped[SkipLimited]
+	}
+	return max(n, 0)
 }
 
 // SourceFailed says whether a replica's entity source failed.

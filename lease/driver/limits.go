@@ -31,13 +31,17 @@ func (l Limit) Interval() time.Duration {
 // limit (counted while the replica renews them), the rate's schedule, and
 // the budgets an API closed. A limit's keys are in one slot of their own.
 type Limits interface {
-	// TakeLimit grants a start under lim for each of keys, in order, that
-	// has room: under the concurrency (every replica's runs counted), at
-	// the rate, not closed. keys are Escape(entity), or "" for a limit not
-	// per entity. A granted start counts as one of holder's runs under its
-	// key until SetLimitRuns says otherwise; holder's runs count for ttl
-	// from its last call. maxTTL is the quarantine after a data loss.
-	TakeLimit(ctx context.Context, lim Limit, holder string, ttl, maxTTL time.Duration, keys []string) ([]LimitGrant, error)
+	// TakeLimit asks for a start under lim for each of asks. Every run that
+	// asks waits in line, per budget key, the oldest (Since) first across
+	// replicas, tasks and ticks: a start is granted to the runs whose
+	// place in the line is within the room the budget has (under the
+	// concurrency, every replica's runs counted; at the rate; not closed).
+	// The others keep their place (the older Since of their asks) while
+	// they ask again within the wait they are told and LimitWaitGrace. A
+	// granted start counts as one of holder's runs under its key until
+	// SetLimitRuns says otherwise; holder's runs count for ttl from its
+	// last call. maxTTL is the quarantine after a data loss.
+	TakeLimit(ctx context.Context, lim Limit, holder string, ttl, maxTTL time.Duration, asks []LimitAsk) ([]LimitGrant, error)
 	// SetLimitRuns sets holder's runs under lim by key (a key left out has
 	// none), counted for ttl, and gives back the rate's starts of the keys
 	// of giveBack, one each: starts granted that no run used.
@@ -49,7 +53,43 @@ type Limits interface {
 	LimitState(ctx context.Context, lim Limit) (LimitState, error)
 }
 
-// LimitGrant is TakeLimit's answer for one key.
+// LimitAsk is one run asking for a start under a limit.
+type LimitAsk struct {
+	// Key is the budget: Escape(entity) for a limit per entity, else "".
+	Key string
+	// Waiter is who waits in line (LimitWaiter): one place per task and
+	// entity, so a newer tick's run of an entity takes the place of its
+	// older one.
+	Waiter string
+	// Since is when the run was first asked for (its tick for a tick's
+	// run); zero for now.
+	Since time.Time
+}
+
+// LimitWaiter is the place in a limit's line of task's run of entity.
+func LimitWaiter(task, entity string) string { return Escape(task) + "/" + Escape(entity) }
+
+// LimitWaitGrace is how long a run keeps its place in a limit's line after
+// the wait it was told: one that does not ask again by then (its replica
+// stopped, its task was paused or removed) leaves the line, and the runs
+// behind it move up. It takes its place back, by its Since, when it asks.
+const LimitWaitGrace = 3 * time.Second
+
+// FullPoll is how soon the first run in a full limit's line asks again;
+// the runs behind it ask later, a few per run slot at a time, up to
+// MaxFullWait.
+const (
+	FullPoll    = 250 * time.Millisecond
+	MaxFullWait = 10 * time.Second
+)
+
+// FullWait is how long a run with ahead runs before it in a full limit's
+// line (beyond the room) waits before it asks again.
+func FullWait(ahead, concurrency int) time.Duration {
+	return min(FullPoll+time.Duration(ahead/max(concurrency, 1))*FullPoll, MaxFullWait)
+}
+
+// LimitGrant is TakeLimit's answer for one ask.
 type LimitGrant struct {
 	OK bool
 	// Not OK: Why there is no room (LimitFull, LimitRate, LimitClosed,
@@ -72,8 +112,21 @@ const (
 type LimitState struct {
 	// Runs are the runs under the limit by holder, then by key.
 	Runs map[string]map[string]int
+	// Waiting counts the runs in line; Oldest are the oldest of them
+	// (up to MaxOldest), oldest first.
+	Waiting int
+	Oldest  []LimitWaiting
 	// Closed are the budgets closed, by key.
 	Closed map[string]LimitClosing
+}
+
+// MaxOldest bounds LimitState.Oldest.
+const MaxOldest = 256
+
+// LimitWaiting is a run waiting in a limit's line.
+type LimitWaiting struct {
+	Waiter string // LimitWaiter's
+	Since  time.Time
 }
 
 // LimitClosing is a budget closed until a time, and why.

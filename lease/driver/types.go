@@ -48,6 +48,10 @@ type Request struct {
 	// lease is asked for only once each of them has room, and the run
 	// counts under them while its lease is held.
 	Limits []string
+	// Since is when the run was first asked for: its place in the lines of
+	// limits with no room (LimitAsk). Zero: Tick for a tick's run, else
+	// now.
+	Since time.Time
 }
 
 // Outcome says how a run ended, as recorded for status.

@@ -113,6 +113,7 @@ var cases = []struct {
 	{"LimitClosed", testLimitClosed},
 	{"LimitPerEntity", testLimitPerEntity},
 	{"LimitedTickYields", testLimitedTickYields},
+	{"LimitServesInOrder", testLimitServesInOrder},
 }
 
 var bg = context.Background()

@@ -16,7 +16,13 @@ import (
 // released).
 func limited(t *testing.T, s *lease.Store, task, entity string, limits ...string) *lease.LimitedError {
 	t.Helper()
-	l, err := s.Acquire(bg, lease.Request{Task: task, Entity: entity, TTL: time.Minute, Reason: lease.ReasonTrigger, Limits: limits})
+	return limitedReq(t, s, lease.Request{Task: task, Entity: entity, TTL: time.Minute, Reason: lease.ReasonTrigger, Limits: limits})
+}
+
+// limitedReq is limited's, for a request of its own.
+func limitedReq(t *testing.T, s *lease.Store, r lease.Request) *lease.LimitedError {
+	t.Helper()
+	l, err := s.Acquire(bg, r)
 	var le *lease.LimitedError
 	switch {
 	case err == nil:
@@ -25,7 +31,7 @@ func limited(t *testing.T, s *lease.Store, task, entity string, limits ...string
 	case errors.As(err, &le):
 		return le
 	}
-	t.Fatalf("acquire %s/%s: %v", task, entity, err)
+	t.Fatalf("acquire %s/%s: %v", r.Task, r.Entity, err)
 	return nil
 }
 
@@ -197,5 +203,65 @@ func testLimitedTickYields(t *testing.T, k Kit) {
 	noErr(t, s.Enqueue(bg, waiting, 0))
 	if ds := dues(t, s); len(ds) != 1 || ds[0].Reason != lease.ReasonRetry || time.Until(ds[0].At) < 59*time.Minute {
 		t.Fatalf("after a waiting tick run joined a retry: %+v, want the retry, due as it was", ds)
+	}
+}
+
+// testLimitServesInOrder: a full limit's runs wait in line, the oldest
+// first, across replicas: a place freed goes to the run that has waited
+// longest, even when a younger one asks first, and a run keeps its place
+// (its older since) when it asks again. A run that never asks again (its
+// replica stopped) leaves the line after its wait and LimitWaitGrace.
+// Before, whoever asked first after a run ended got its place, and some
+// entities waited for ever.
+func testLimitServesInOrder(t *testing.T, k Kit) {
+	a, b := limitStores(k, lease.Limit{Name: "one", Concurrency: 1, Burst: 1})
+	ask := func(s *lease.Store, entity string, since time.Time) *lease.LimitedError {
+		t.Helper()
+		return limitedReq(t, s, lease.Request{Task: "t", Entity: entity, TTL: time.Minute, Reason: lease.ReasonTrigger, Limits: []string{"one"}, Since: since})
+	}
+	hold := func(entity string) *lease.Lease {
+		// Older than any in line: ahead of them.
+		return mustAcquire(t, a, lease.Request{Task: "t", Entity: entity, TTL: time.Minute, Reason: lease.ReasonTrigger, Limits: []string{"one"}, Since: time.Now().Add(-48 * time.Hour)})
+	}
+	free := func() {
+		expect.WaitFor(t, 10*time.Second, "the limit's place free", func() bool {
+			st, err := a.LimitStatus(bg, lease.Limit{Name: "one"})
+			return err == nil && st.Runs == 0
+		})
+	}
+	old, young := time.Now().Add(-time.Hour), time.Now().Add(-time.Minute)
+	held := hold("holder")
+	if le := ask(a, "young", young); le == nil || le.Why != lease.LimitFull || le.Wait <= 0 {
+		t.Fatalf("a run under a full limit: %+v, want refused as full, with a wait", le)
+	}
+	if le := ask(b, "old", old); le == nil {
+		t.Fatal("a run under a full limit granted")
+	}
+	st, err := a.LimitStatus(bg, lease.Limit{Name: "one"})
+	noErr(t, err)
+	expect.Equal(t, "runs waiting", st.Waiting, 2)
+	expect.True(t, fmt.Sprintf("the oldest waiting, first: %+v", st.Oldest), len(st.Oldest) == 2 && st.Oldest[0].Since.Sub(old).Abs() < time.Second)
+	if ask(a, "young", time.Now()) == nil { // asks again, later: keeps its place
+		t.Fatal("a run under a full limit granted")
+	}
+	mustRelease(t, held)
+	free()
+	if le := ask(a, "young", time.Now()); le == nil {
+		t.Fatal("the place went to the younger run that asked first; the older one waits")
+	}
+	if le := ask(b, "old", time.Now()); le != nil {
+		t.Fatalf("the oldest waiting run refused the free place: %v", le)
+	}
+	free()
+	held = hold("holder")
+	if ask(b, "gone", old) == nil {
+		t.Fatal("a run under a full limit granted")
+	}
+	mustRelease(t, held)
+	free()
+	began := time.Now()
+	expect.WaitFor(t, 15*time.Second, "the run behind one that never asked again", func() bool { return ask(a, "young", time.Now()) == nil })
+	if d := time.Since(began); d < lease.LimitWaitGrace {
+		t.Fatalf("a waiting run lost its place after %v, want its wait and %v", d, lease.LimitWaitGrace)
 	}
 }

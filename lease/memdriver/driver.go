@@ -253,7 +253,16 @@ func (b *Driver) ackLocked(m, claim string) bool {
 
 // addDueLocked keeps one request per member as add_due in lib.lua does;
 // the conformance suite holds the two stores to the same behaviour.
-func (b *Driver) addDueLocked(m string, d driver.Due, at time.Time) {
+func (b *Driver) addDueLocked(m string, d driver.Due, at time.Time) (superseded time.Time) {
+	if e, ok := b.due[m]; ok && e.d.Claim == "" && d.Reason == driver.ReasonTick && e.d.Reason == driver.ReasonTick && d.Tick.After(e.d.Tick) {
+		// add_due's rule: a newer tick's waiting run supersedes the older's.
+		superseded = e.d.Tick
+		e.d.Tick, e.d.Requests = d.Tick, joinRequests(e.d.Requests, d.Requests)
+		if at.Before(e.d.At) {
+			e.d.At = at
+		}
+		return superseded
+	}
 	if e, ok := b.due[m]; ok && e.d.Claim == "" {
 		d.Requests = joinRequests(e.d.Requests, d.Requests)
 		// add_due's rule: a tick's run waiting for a limit yields to any
@@ -262,18 +271,18 @@ func (b *Driver) addDueLocked(m string, d driver.Due, at time.Time) {
 		stronger := d.Reason != driver.ReasonTick && e.d.Reason == driver.ReasonTick
 		if weaker || !stronger && !e.d.At.After(at) {
 			e.d.Requests = d.Requests
-			return
+			return superseded
 		}
 	}
 	d.At, d.Claim = at, ""
 	b.due[m] = &memDue{d: d}
+	return superseded
 }
 
-func (b *Driver) Enqueue(_ context.Context, d driver.Due, delay time.Duration) error {
+func (b *Driver) Enqueue(_ context.Context, d driver.Due, delay time.Duration) (time.Time, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.addDueLocked(driver.Member(d.Task, d.Entity), d, b.now().Add(delay))
-	return nil
+	return b.addDueLocked(driver.Member(d.Task, d.Entity), d, b.now().Add(delay)), nil
 }
 
 func (b *Driver) Take(_ context.Context, limit int, vis time.Duration, prefix string) ([]driver.Due, error) {

@@ -2,6 +2,9 @@ package memdriver
 
 import (
 	"context"
+	"maps"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/tickd/tickd/lease/driver"
@@ -13,7 +16,12 @@ type memLimit struct {
 	runs    map[string]map[string]int      // holder → key → runs
 	tat     map[string]time.Time           // key → the rate's theoretical arrival time
 	closed  map[string]driver.LimitClosing // key → until when, why
+	line    map[string]map[string]waiter   // key → waiter → its place
 }
+
+// waiter is a run's place in a limit's line: since when it waits, and
+// until when it keeps its place (zero: just placed, kept for this call).
+type waiter struct{ since, until time.Time }
 
 func (b *Driver) limit(name string, now time.Time) *memLimit {
 	if b.limits == nil {
@@ -21,7 +29,8 @@ func (b *Driver) limit(name string, now time.Time) *memLimit {
 	}
 	l := b.limits[name]
 	if l == nil {
-		l = &memLimit{holders: map[string]time.Time{}, runs: map[string]map[string]int{}, tat: map[string]time.Time{}, closed: map[string]driver.LimitClosing{}}
+		l = &memLimit{holders: map[string]time.Time{}, runs: map[string]map[string]int{}, tat: map[string]time.Time{}, closed: map[string]driver.LimitClosing{},
+			line: map[string]map[string]waiter{}}
 		b.limits[name] = l
 	}
 	for h, until := range l.holders {
@@ -35,11 +44,14 @@ func (b *Driver) limit(name string, now time.Time) *memLimit {
 			delete(l.closed, k)
 		}
 	}
+	for _, ws := range l.line {
+		maps.DeleteFunc(ws, func(_ string, x waiter) bool { return !x.until.IsZero() && now.After(x.until) })
+	}
 	return l
 }
 
 // TakeLimit is limit.lua's twin.
-func (b *Driver) TakeLimit(_ context.Context, lim driver.Limit, holder string, ttl, _ time.Duration, keys []string) ([]driver.LimitGrant, error) {
+func (b *Driver) TakeLimit(_ context.Context, lim driver.Limit, holder string, ttl, _ time.Duration, asks []driver.LimitAsk) ([]driver.LimitGrant, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
@@ -48,42 +60,102 @@ func (b *Driver) TakeLimit(_ context.Context, lim driver.Limit, holder string, t
 	if l.runs[holder] == nil {
 		l.runs[holder] = map[string]int{}
 	}
-	out := make([]driver.LimitGrant, len(keys))
+	for i, a := range asks {
+		since := a.Since
+		if since.IsZero() {
+			since = now
+		}
+		if cur, ok := l.line[asks[i].Key][a.Waiter]; !ok || since.Before(cur.since) {
+			l.place(a.Key, a.Waiter, since, cur.until)
+		}
+	}
+	out := make([]driver.LimitGrant, len(asks))
 	ival := lim.Interval()
 	tolerance := time.Duration(max(lim.Burst, 1)-1) * ival
-	late := map[string]int{}
-	for i, k := range keys {
+	room := map[string][2]int{} // key → free places, starts the rate allows
+	tat0 := map[string]time.Time{}
+	granted := map[[2]string]bool{}
+	for i, a := range asks {
+		k := a.Key
 		if c, ok := l.closed[k]; ok {
 			out[i] = driver.LimitGrant{Why: driver.LimitClosed, Wait: c.Until.Sub(now), Reason: c.Reason}
+			l.line[k][a.Waiter] = waiter{l.line[k][a.Waiter].since, now.Add(out[i].Wait + driver.LimitWaitGrace)}
 			continue
 		}
-		if lim.Concurrency > 0 {
-			used := 0
-			for _, rs := range l.runs {
-				used += rs[k]
-			}
-			if used >= lim.Concurrency {
-				out[i] = driver.LimitGrant{Why: driver.LimitFull}
-				continue
-			}
+		if _, ok := room[k]; !ok {
+			room[k], tat0[k] = l.room(lim, k, now, tolerance)
 		}
-		if ival > 0 {
-			tat := l.tat[k]
-			if tat.Before(now) {
-				tat = now
-			}
-			if wait := tat.Sub(now) - tolerance; wait > 0 {
-				// Later starts refused wait one interval more each.
-				out[i] = driver.LimitGrant{Why: driver.LimitRate, Wait: wait + time.Duration(late[k])*ival}
-				late[k]++
-				continue
-			}
-			l.tat[k] = tat.Add(ival)
+		rank := l.rank(k, a.Waiter)
+		if granted[[2]string{k, a.Waiter}] {
+			rank = math.MaxInt
 		}
-		l.runs[holder][k]++
-		out[i] = driver.LimitGrant{OK: true}
+		free, avail := room[k][0], room[k][1]
+		switch {
+		case rank < free && rank < avail:
+			out[i] = driver.LimitGrant{OK: true}
+			granted[[2]string{k, a.Waiter}] = true
+			if ival > 0 {
+				l.tat[k] = l.tat[k].Add(ival)
+			}
+			l.runs[holder][k]++
+			continue
+		case rank >= free:
+			out[i] = driver.LimitGrant{Why: driver.LimitFull, Wait: driver.FullWait(rank-free, lim.Concurrency)}
+		default:
+			out[i] = driver.LimitGrant{Why: driver.LimitRate, Wait: tat0[k].Add(time.Duration(rank)*ival - tolerance).Sub(now).Round(time.Millisecond)}
+		}
+		l.line[k][a.Waiter] = waiter{l.line[k][a.Waiter].since, now.Add(out[i].Wait + driver.LimitWaitGrace)}
+	}
+	for g := range granted {
+		delete(l.line[g[0]], g[1])
 	}
 	return out, nil
+}
+
+// place puts waiter in key's line.
+func (l *memLimit) place(key, w string, since, until time.Time) {
+	if l.line[key] == nil {
+		l.line[key] = map[string]waiter{}
+	}
+	l.line[key][w] = waiter{since, until}
+}
+
+// room is key's free places under the concurrency and the starts the rate
+// allows now (math.MaxInt for none), and the rate's arrival time.
+func (l *memLimit) room(lim driver.Limit, key string, now time.Time, tolerance time.Duration) ([2]int, time.Time) {
+	r := [2]int{math.MaxInt, math.MaxInt}
+	if lim.Concurrency > 0 {
+		used := 0
+		for _, rs := range l.runs {
+			used += rs[key]
+		}
+		r[0] = max(lim.Concurrency-used, 0)
+	}
+	tat := l.tat[key]
+	if tat.Before(now) {
+		tat = now
+	}
+	if ival := lim.Interval(); ival > 0 {
+		l.tat[key] = tat
+		r[1] = 0
+		if !now.Add(tolerance).Before(tat) {
+			r[1] = int(now.Add(tolerance).Sub(tat)/ival) + 1
+		}
+	}
+	return r, tat
+}
+
+// rank is w's place in key's line: the older since first, then the lower
+// waiter (as a zset orders its members).
+func (l *memLimit) rank(key, w string) int {
+	me := l.line[key][w]
+	n := 0
+	for o, x := range l.line[key] {
+		if x.since.Before(me.since) || x.since.Equal(me.since) && o < w {
+			n++
+		}
+	}
+	return n
 }
 
 // SetLimitRuns is settle.lua's twin.
@@ -136,5 +208,13 @@ func (b *Driver) LimitState(_ context.Context, lim driver.Limit) (driver.LimitSt
 	for k, c := range l.closed {
 		st.Closed[k] = c
 	}
+	for _, ws := range l.line {
+		for w, x := range ws {
+			st.Waiting++
+			st.Oldest = append(st.Oldest, driver.LimitWaiting{Waiter: w, Since: x.since})
+		}
+	}
+	slices.SortFunc(st.Oldest, func(a, b driver.LimitWaiting) int { return a.Since.Compare(b.Since) })
+	st.Oldest = st.Oldest[:min(len(st.Oldest), driver.MaxOldest)]
 	return st, nil
 }

@@ -23,9 +23,9 @@ const AllBucketsEvery = 50
 // trigger, a given-back entry) waits for the replicas.
 const enqueueWait = ackWaitMax
 
-func (b *Driver) Enqueue(ctx context.Context, d driver.Due, delay time.Duration) error {
+func (b *Driver) Enqueue(ctx context.Context, d driver.Due, delay time.Duration) (time.Time, error) {
 	if err := b.ready(ctx); err != nil {
-		return err
+		return time.Time{}, err
 	}
 	// Acknowledged, so that a trigger said to be stored survives a failover.
 	bk := bucketOf(d.Task)
@@ -36,8 +36,14 @@ func (b *Driver) Enqueue(ctx context.Context, d driver.Due, delay time.Duration)
 	cmds, err := b.evalBatch(ctx, scriptEnqueue, []scriptCall{{keys: []string{b.k.due(bk), b.k.dueInfo(bk), b.k.shards(d.Task)}, args: args}}, enqueueWait)
 	if err == nil && len(cmds) == 1 {
 		err = shardsErr(cmds[0].Err())
+		// A string answer is the older tick a waiting run superseded.
+		if s, ok := cmds[0].Val().(string); ok && err == nil {
+			if n, perr := strconv.ParseInt(s, 10, 64); perr == nil && n > 0 {
+				return time.UnixMilli(n).UTC(), nil
+			}
+		}
 	}
-	return shardsErr(err)
+	return time.Time{}, shardsErr(err)
 }
 
 // requestKeys adds to ks the answer hashes of task's requests ids that it

@@ -404,6 +404,9 @@ func luaConstants() string {
 		{"REVOKED", revokedMark},
 		{"UNLOCKED_BY", driver.Escape(unlockedBy)},
 		{"SHARDS_CHANGED", shardsChanged},
+		{"WAIT_GRACE_MS", driver.LimitWaitGrace.Milliseconds()},
+		{"FULL_POLL_MS", driver.FullPoll.Milliseconds()},
+		{"MAX_FULL_WAIT_MS", driver.MaxFullWait.Milliseconds()},
 	} {
 		switch v := c.v.(type) {
 		case int64:

@@ -31,23 +31,27 @@ func (k keys) limit(name string) string {
 }
 
 // TakeLimit runs limit.lua on the limit's master.
-func (b *Driver) TakeLimit(ctx context.Context, lim driver.Limit, holder string, ttl, maxTTL time.Duration, keys []string) ([]driver.LimitGrant, error) {
+func (b *Driver) TakeLimit(ctx context.Context, lim driver.Limit, holder string, ttl, maxTTL time.Duration, asks []driver.LimitAsk) ([]driver.LimitGrant, error) {
 	base := b.k.limit(lim.Name)
 	ival := lim.Interval()
 	args := []any{ms(maxTTL), driver.Escape(holder), ms(ttl), base, lim.Concurrency,
 		ival.Microseconds(), (time.Duration(max(lim.Burst, 1)-1) * ival).Microseconds()}
-	for _, k := range keys {
-		args = append(args, k)
+	for _, a := range asks {
+		since := int64(0)
+		if !a.Since.IsZero() {
+			since = a.Since.UnixMilli()
+		}
+		args = append(args, a.Key, a.Waiter, since)
 	}
 	r, err := scriptLimit.Run(ctx, b.c, []string{b.k.epoch(b.k.limitBucket(lim.Name)), base + ":holders"}, args...).Text()
 	if err != nil {
 		return nil, err
 	}
 	parts := strings.Split(r, " ")
-	if len(parts) != len(keys) {
-		return nil, fmt.Errorf("limit %s: %d answers for %d starts", lim.Name, len(parts), len(keys))
+	if len(parts) != len(asks) {
+		return nil, fmt.Errorf("limit %s: %d answers for %d starts", lim.Name, len(parts), len(asks))
 	}
-	out := make([]driver.LimitGrant, len(keys))
+	out := make([]driver.LimitGrant, len(asks))
 	for i, p := range parts {
 		if out[i], err = limitGrant(p); err != nil {
 			return nil, fmt.Errorf("limit %s: %w", lim.Name, err)
@@ -70,6 +74,7 @@ func limitGrant(p string) (driver.LimitGrant, error) {
 		g.OK = true
 	case "n":
 		g.Why = driver.LimitFull
+		g.Wait, err = msOf(rest)
 	case "r":
 		g.Why = driver.LimitRate
 		g.Wait, err = msOf(rest)
@@ -125,8 +130,15 @@ func (b *Driver) LimitState(ctx context.Context, lim driver.Limit) (driver.Limit
 	pipe := b.c.Pipeline()
 	hs := pipe.ZRangeByScore(ctx, base+":holders", &redis.ZRangeBy{Min: "(" + nowMs, Max: "+inf"})
 	cs := pipe.ZRangeByScoreWithScores(ctx, base+":closedset", &redis.ZRangeBy{Min: "(" + nowMs, Max: "+inf", Count: 1000})
+	waiting := pipe.ZCard(ctx, base+":since")
+	oldest := pipe.ZRangeWithScores(ctx, base+":since", 0, driver.MaxOldest-1)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return st, err
+	}
+	st.Waiting = int(waiting.Val())
+	var members []string
+	for _, z := range oldest.Val() {
+		members = append(members, z.Member.(string))
 	}
 	for _, c := range cs.Val() {
 		key := c.Member.(string)
@@ -141,8 +153,22 @@ func (b *Driver) LimitState(ctx context.Context, lim driver.Limit) (driver.Limit
 	for key := range st.Closed {
 		whys[key] = pipe.Get(ctx, base+":closed:"+key)
 	}
+	var deadlines *redis.FloatSliceCmd
+	if len(members) > 0 {
+		deadlines = pipe.ZMScore(ctx, base+":seen", members...)
+	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return st, err
+	}
+	for i, z := range oldest.Val() {
+		// A run that left the line (its deadline passed) is there until
+		// the next ask prunes it: not counted.
+		if deadlines != nil && deadlines.Val()[i] != 0 && deadlines.Val()[i] < float64(now.UnixMilli()) {
+			st.Waiting--
+			continue
+		}
+		_, w, _ := strings.Cut(members[i], " ")
+		st.Oldest = append(st.Oldest, driver.LimitWaiting{Waiter: w, Since: time.UnixMilli(int64(z.Score))})
 	}
 	for i, h := range hs.Val() {
 		holder, _ := driver.Unescape(h)

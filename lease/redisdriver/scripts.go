@@ -248,7 +248,7 @@ const (
 var tickArgs = argv{fixed: []arg{{"TICK", tickTick}, {"REPLICA", tickReplica}, {"PART", tickPart},
 	{"KEEP", tickKeep}, {"OLDEST", tickOldest}, {"EXPIRY", tickExpiry}}}
 
-// limit.lua's: then one budget key per start asked for.
+// limit.lua's: then key, waiter, since_ms triples, one per start asked for.
 const (
 	limMaxTTL    = iota // ms
 	limHolder           // escaped

@@ -365,10 +365,21 @@ end
 -- add_due stores one pending request per (task, entity). An earlier unclaimed
 -- request already covers a later one, and takes on its request ids; a claimed
 -- (in-flight) one is replaced, so the request made now is carried out after
--- the in-flight run (whose taker answers the ids it took).
+-- the in-flight run (whose taker answers the ids it took). A newer tick's
+-- run waiting for a limit supersedes an older tick's waiting one: the entity
+-- has one waiting run, for its newest tick, due when the older was. Returns
+-- 1 when stored, 0 when covered, or the older tick (ms, a string) when
+-- superseded.
 local function add_due(due_key, info_key, member, reason, due_ms, attempt, tick, reqs)
   local cur = redis.call('ZSCORE', due_key, member)
   local d = cur and decode_due(redis.call('HGET', info_key, member) or '')
+  if d and d.claim == '' and reason == REASON_TICK and d.reason == REASON_TICK and tonumber(tick) > tonumber(d.tick) then
+    local older = d.tick
+    d.tick, d.reqs = tick, join_reqs(d.reqs, reqs)
+    redis.call('HSET', info_key, member, encode_due(d))
+    if tonumber(cur) > due_ms then redis.call('ZADD', due_key, num(due_ms), member) end
+    return older
+  end
   if d and d.claim == '' then
     reqs = join_reqs(d.reqs, reqs)
     -- A tick's run waiting for a limit never takes the place of another
