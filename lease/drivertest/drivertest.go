@@ -114,6 +114,7 @@ var cases = []struct {
 	{"LimitPerEntity", testLimitPerEntity},
 	{"LimitedTickYields", testLimitedTickYields},
 	{"LimitServesInOrder", testLimitServesInOrder},
+	{"NewerTickSupersedes", testNewerTickSupersedes},
 }
 
 var bg = context.Background()

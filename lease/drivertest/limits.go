@@ -265,3 +265,29 @@ func testLimitServesInOrder(t *testing.T, k Kit) {
 		t.Fatalf("a waiting run lost its place after %v, want its wait and %v", d, lease.LimitWaitGrace)
 	}
 }
+
+// testNewerTickSupersedes: an entity has one waiting tick run: a newer
+// tick's supersedes the older's (which it names, for the older tick's
+// record) and keeps its due time; an older one joining a newer is the one
+// superseded. Before, the older tick's run was kept, and the newer lost.
+func testNewerTickSupersedes(t *testing.T, k Kit) {
+	s := k(lease.Options{})
+	T1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	T2 := T1.Add(time.Minute)
+	sup, err := s.EnqueueWaiting(bg, lease.Due{Task: "t", Entity: "e", Reason: lease.ReasonTick, Tick: T1}, 0)
+	noErr(t, err)
+	expect.True(t, "the first waiting run supersedes nothing", sup.IsZero())
+	sup, err = s.EnqueueWaiting(bg, lease.Due{Task: "t", Entity: "e", Reason: lease.ReasonTick, Tick: T2}, time.Hour)
+	noErr(t, err)
+	expect.True(t, fmt.Sprintf("the newer tick's run supersedes the older's: %v", sup), sup.Equal(T1))
+	ds := dues(t, s)
+	if len(ds) != 1 || !ds[0].Tick.Equal(T2) || time.Until(ds[0].At) > time.Minute {
+		t.Fatalf("after a newer tick's run: %+v, want one, of the newer tick, due when the older was", ds)
+	}
+	sup, err = s.EnqueueWaiting(bg, lease.Due{Task: "t", Entity: "e", Reason: lease.ReasonTick, Tick: T1}, 0)
+	noErr(t, err)
+	expect.True(t, fmt.Sprintf("an older tick's run joining a newer is superseded: %v", sup), sup.Equal(T1))
+	if ds := dues(t, s); len(ds) != 1 || !ds[0].Tick.Equal(T2) {
+		t.Fatalf("after an older tick's run: %+v, want the newer tick's", ds)
+	}
+}

@@ -263,6 +263,10 @@ func (b *Driver) addDueLocked(m string, d driver.Due, at time.Time) (superseded 
 		}
 		return superseded
 	}
+	if e, ok := b.due[m]; ok && e.d.Claim == "" && d.Reason == driver.ReasonTick && e.d.Reason == driver.ReasonTick && d.Tick.Before(e.d.Tick) {
+		e.d.Requests = joinRequests(e.d.Requests, d.Requests) // an older tick's run joining the newer's
+		return d.Tick
+	}
 	if e, ok := b.due[m]; ok && e.d.Claim == "" {
 		d.Requests = joinRequests(e.d.Requests, d.Requests)
 		// add_due's rule: a tick's run waiting for a limit yields to any

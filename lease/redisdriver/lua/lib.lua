@@ -380,6 +380,15 @@ local function add_due(due_key, info_key, member, reason, due_ms, attempt, tick,
     if tonumber(cur) > due_ms then redis.call('ZADD', due_key, num(due_ms), member) end
     return older
   end
+  if d and d.claim == '' and reason == REASON_TICK and d.reason == REASON_TICK and tonumber(tick) < tonumber(d.tick) then
+    -- An older tick's run joining the newer's waiting one: superseded.
+    local reqs2 = join_reqs(d.reqs, reqs)
+    if reqs2 ~= d.reqs then
+      d.reqs = reqs2
+      redis.call('HSET', info_key, member, encode_due(d))
+    end
+    return tick
+  end
   if d and d.claim == '' then
     reqs = join_reqs(d.reqs, reqs)
     -- A tick's run waiting for a limit never takes the place of another
