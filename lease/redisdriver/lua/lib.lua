@@ -368,8 +368,8 @@ end
 -- the in-flight run (whose taker answers the ids it took). A newer tick's
 -- run waiting for a limit supersedes an older tick's waiting one: the entity
 -- has one waiting run, for its newest tick, due when the older was. Returns
--- 1 when stored, 0 when covered, or the older tick (ms, a string) when
--- superseded.
+-- 1 when stored, 0 when covered, or the older tick (ms, a string) when one
+-- was superseded (the run added, when it is the older).
 local function add_due(due_key, info_key, member, reason, due_ms, attempt, tick, reqs)
   local cur = redis.call('ZSCORE', due_key, member)
   local d = cur and decode_due(redis.call('HGET', info_key, member) or '')
