@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,6 +47,7 @@ func BenchmarkPageView1M(b *testing.B) {
 		b.Fatal(err)
 	}
 	fill(b, store, n)
+	fillDue(b, store, n/5)
 	cfg, err := config.Parse("b.toml", []byte(`
 [[tasks]]
 name = "big"
@@ -118,6 +120,28 @@ func fill(b *testing.B, s *lease.Store, n int) {
 				r.Lease.ReleaseThen(lease.Finished{Outcome: lease.OutcomeDone, Started: time.Now(), Ended: time.Now()}, nil, released{})
 			}
 		}
+	}
+}
+
+// fillDue leaves n runs of big pending, an hour away, as a trigger -force
+// of its entities leaves them while they drain.
+func fillDue(b *testing.B, s *lease.Store, n int) {
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := range 16 {
+		wg.Go(func() {
+			for i := w; i < n; i += 16 {
+				if err := s.Enqueue(context.Background(), lease.Due{Task: "big", Entity: fmt.Sprintf("user-%07d", i), Reason: lease.ReasonTrigger}, time.Hour); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
 	}
 }
 

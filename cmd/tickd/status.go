@@ -160,7 +160,11 @@ func printStatus(w io.Writer, ts []report.TaskStatus, now time.Time) {
 			}
 			tb.write(w)
 		}
-		fmt.Fprintf(w, "  pending: %d%s\n", t.DueCount, shown(len(t.Due), t.DueCount))
+		atLeast := ""
+		if t.DuePartial {
+			atLeast = "at least " // -all counts them all
+		}
+		fmt.Fprintf(w, "  pending: %s%d%s\n", atLeast, t.DueCount, shown(len(t.Due), t.DueCount))
 		if len(t.Due) > 0 {
 			tb := table{indent: "    "}
 			tb.row("ENTITY", "REASON", "ATTEMPT", "DUE")

@@ -110,6 +110,10 @@ type TaskDoc struct {
 	LastRunCount     int          `json:"last_run_count"`
 	Due              []DueDoc     `json:"due"`
 	DueCount         int          `json:"due_count"`
+	// DueComplete says due_count counts every pending run; otherwise (a
+	// task with more pending than status looks at without -all) it is a
+	// lower bound.
+	DueComplete bool `json:"due_complete"`
 	// EntitiesScanned is how many entities the leases and last runs were
 	// read from; Complete says that was every one (status -all, or a task
 	// of fewer than the bound): otherwise the counts are of those.
@@ -168,7 +172,7 @@ type DueDoc struct {
 // Doc is the task's status as StatusDoc writes it.
 func (st TaskStatus) Doc(now time.Time) TaskDoc {
 	d := TaskDoc{Name: st.Name, Schedule: st.Schedule, Timezone: st.Timezone, NextTick: Instant(st.NextTick),
-		Paused: st.Paused, LeaseCount: st.LeaseCount, LastRunCount: st.RunCount, DueCount: st.DueCount,
+		Paused: st.Paused, LeaseCount: st.LeaseCount, LastRunCount: st.RunCount, DueCount: st.DueCount, DueComplete: !st.DuePartial,
 		EntitiesScanned: st.Scanned, Complete: !st.Partial, Shards: st.Shards, ConfigShards: st.ConfigShards,
 		Leases: []LeaseDoc{}, LastRuns: []RunDoc{}, Due: []DueDoc{}, Flags: st.Health.Flags(), NotFiring: st.Health.NotFiring,
 		InConfig: st.Unlisted == nil}
