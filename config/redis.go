@@ -1,8 +1,12 @@
 package config
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -89,6 +93,25 @@ func (r *Redis) Client() (redis.UniversalClient, error) {
 	ro.MaxRetries = -1
 	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = timeout, timeout, timeout
 	return redis.NewClient(ro), nil
+}
+
+// TLS says whether the client speaks TLS to Redis (a rediss:// url).
+func (r *Redis) TLS() bool {
+	ro, err := redis.ParseURL(r.URL)
+	return err == nil && ro.TLSConfig != nil
+}
+
+// Explain adds to err, a failure to reach the table's Redis, what it most
+// likely means: over TLS, a server that never answers the handshake is one
+// that does not speak TLS (a rediss:// url to a plaintext port). Other
+// errors are returned as they are.
+func (r *Redis) Explain(err error) error {
+	var ne net.Error
+	timeout := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+	if err == nil || !timeout || !r.TLS() {
+		return err
+	}
+	return fmt.Errorf("%w: the url is rediss:// (TLS), and the server never answered the TLS handshake: this looks like TLS to a Redis that does not speak it (a plaintext port? then redis://)", err)
 }
 
 // Where says which Redis the table names, for logs: the URL without its

@@ -47,7 +47,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	for _, t := range cfg.Tasks {
 		td := report.CheckTaskDoc{Name: t.Name, Schedule: t.ScheduleText(), Timezone: t.Location.String(),
-			Source: report.DescribeSource(t), Ticks: []report.CheckTickDoc{}}
+			Source: report.DescribeSource(t), Ticks: []report.CheckTickDoc{}, Shards: max(t.Shards, 1)}
 		at := start
 		for range *n {
 			if at = t.Schedule.Next(at); at.IsZero() {
@@ -67,8 +67,12 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	var redisErr error
 	if *tryRedis {
-		if redisErr = pingRedis(ctx, cfg); redisErr == nil {
+		var recorded map[string]int
+		if recorded, redisErr = pingRedis(ctx, cfg); redisErr == nil {
 			doc.Redis = "answers"
+			for i := range doc.Tasks {
+				doc.Tasks[i].RecordedShards = recorded[doc.Tasks[i].Name]
+			}
 		}
 	}
 	if *asJSON {
@@ -85,7 +89,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // its zone, marked where daylight saving moved one; warnings on stderr.
 func printCheck(stdout, stderr io.Writer, doc report.CheckDoc) {
 	for _, t := range doc.Tasks {
-		fmt.Fprintf(stdout, "%s: %s in %s, %s\n", t.Name, t.Schedule, t.Timezone, t.Source)
+		fmt.Fprintf(stdout, "%s: %s in %s, %s%s\n", t.Name, t.Schedule, t.Timezone, t.Source, shardsNote(t))
 		for _, tk := range t.Ticks {
 			note := ""
 			if tk.DST != "" {
@@ -116,6 +120,20 @@ func printCheck(stdout, stderr io.Writer, doc report.CheckDoc) {
 	}
 }
 
+// shardsNote says a task's shard count: the config's, and the one recorded
+// in Redis when check -redis read it.
+func shardsNote(t report.CheckTaskDoc) string {
+	switch {
+	case t.RecordedShards == 0 && t.Shards == 1:
+		return ""
+	case t.RecordedShards == 0:
+		return fmt.Sprintf(", %d shards", t.Shards)
+	case t.RecordedShards == t.Shards:
+		return fmt.Sprintf(", %d shard(s), as recorded in Redis", t.Shards)
+	}
+	return fmt.Sprintf(", %d shard(s) in the config but %d recorded in Redis, in force: tickd migrate reshards it", t.Shards, t.RecordedShards)
+}
+
 // runWarnings lists what the config names that is not there on this host:
 // an entities_file that cannot be read, a command or entities_command not
 // on PATH.
@@ -142,30 +160,38 @@ func runWarnings(cfg *config.Config) []string {
 	return ws
 }
 
-// pingRedis connects to the config's Redis, as the daemon would, and
-// checks its key layout.
-func pingRedis(ctx context.Context, cfg *config.Config) error {
+// pingRedis connects to the config's Redis, as the daemon would, checks
+// its key layout, and reads the shard count recorded for each task.
+func pingRedis(ctx context.Context, cfg *config.Config) (map[string]int, error) {
 	if cfg.Redis == nil {
-		return errors.New("-redis: the config has no [redis] table")
+		return nil, errors.New("-redis: the config has no [redis] table")
 	}
 	routeRedisLogs(slog.New(slog.DiscardHandler)) // the one error below says it all
 	c, err := redisClient(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer c.Close()
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := c.Ping(pctx).Err(); err != nil {
-		return fmt.Errorf("redis %s: %w", cfg.Redis.Where(), err)
+		return nil, fmt.Errorf("redis %s: %w", cfg.Redis.Where(), cfg.Redis.Explain(err))
 	}
 	s, err := lease.NewRedis(c, cfg.Redis.KeyPrefix, lease.Options{})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer s.Stop(context.Background())
 	if err := s.CheckLayout(pctx); err != nil {
-		return fmt.Errorf("redis %s answers, but: %w", cfg.Redis.Where(), err)
+		return nil, fmt.Errorf("redis %s answers, but: %w", cfg.Redis.Where(), err)
 	}
-	return nil
+	names := make([]string, len(cfg.Tasks))
+	for i, t := range cfg.Tasks {
+		names[i] = t.Name
+	}
+	recorded, err := s.ReadShards(pctx, names)
+	if err != nil {
+		return nil, fmt.Errorf("redis %s: read the shard counts: %w", cfg.Redis.Where(), err)
+	}
+	return recorded, nil
 }

@@ -41,6 +41,14 @@ func cliStore(cfg *config.Config, cmd string, ttl time.Duration) (*lease.Store, 
 		return nil, nil, err
 	}
 	done := func() { s.Stop(context.Background()) } //nolint:errcheck // a lease left held was reported by its release
+	if cfg.Redis.TLS() {
+		// A rediss:// url to a plaintext Redis never answers: say so at
+		// once, not as the command's own timeout.
+		if err := pingTLS(s); err != nil {
+			done()
+			return nil, nil, fmt.Errorf("redis %s: %w", cfg.Redis.Where(), cfg.Redis.Explain(err))
+		}
+	}
 	// Beside keys of another layout, what a command reads or writes is not
 	// what the replicas see: every command but migrate refuses, and says
 	// what to do.
@@ -55,6 +63,13 @@ func cliStore(cfg *config.Config, cmd string, ttl time.Duration) (*lease.Store, 
 	// A command releases what it holds before this; Close's report of a
 	// lease left held (a failed release, already reported) adds nothing.
 	return s, done, nil
+}
+
+// pingTLS reaches the store's Redis once, within 5s.
+func pingTLS(s *lease.Store) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return s.Ping(ctx)
 }
 
 // loadTask loads the config and finds task in it.

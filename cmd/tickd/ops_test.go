@@ -788,6 +788,12 @@ command = ["true"]
 	expect.True(t, fmt.Sprintf("status -json: shards %d, config_shards %d", st.Tasks[0].Shards, st.Tasks[0].ConfigShards), st.Tasks[0].Shards == 4 && st.Tasks[0].ConfigShards == 2)
 	_, out, _ = cli("status", "-config", cfg, "m")
 	expect.True(t, "status says the count in force and the config's:\n"+out, strings.Contains(out, "shards: 4, recorded in Redis and in force; the config says 2"))
+	// So does check -redis.
+	code, out, errs = cli("check", "-redis", "-config", cfg)
+	expect.True(t, fmt.Sprintf("check -redis says the recorded count: %d %s %s", code, out, errs), code == 0 && strings.Contains(out, "2 shard(s) in the config but 4 recorded in Redis, in force: tickd migrate reshards it"))
+	code, out, _ = cli("check", "-redis", "-json", "-config", cfg)
+	task := decodeJSON(t, out)["tasks"].([]any)[0].(map[string]any)
+	expect.True(t, fmt.Sprintf("check -redis -json: %d %v", code, task), task["shards"] == float64(2) && task["recorded_shards"] == float64(4))
 }
 
 // TestTriggerRefusesUnlistedEntity: an id the task's static list (or file,
@@ -961,4 +967,19 @@ entities = %s
 	expect.Equal[any](t, "due_complete with -all", doc["due_complete"], true)
 	_, text, _ := cli("status", "-config", e.cfg, "big")
 	expect.True(t, "the text says it is a lower bound:\n"+text, strings.Contains(text, fmt.Sprintf("pending: at least %d", report.StatusScan)))
+}
+
+// TestTLSToAPlaintextRedisSaysSo: a rediss:// url to a Redis that does not
+// speak TLS: check -redis and status say what it looks like, not only
+// "context deadline exceeded".
+func TestTLSToAPlaintextRedisSaysSo(t *testing.T) {
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tickd.toml")
+	tickdtest.WriteFile(t, cfg, fmt.Sprintf("[redis]\nurl = %q\n[[tasks]]\nname = \"x\"\nevery = \"1h\"\ncommand = [\"true\"]\n", "rediss://"+srv.Addr))
+	for _, args := range [][]string{{"check", "-redis", "-config", cfg}, {"status", "-config", cfg}} {
+		code, _, errs := cli(args...)
+		expect.True(t, fmt.Sprintf("%v fails: %d", args, code), code != 0)
+		expect.True(t, fmt.Sprintf("%v says it looks like TLS to a plaintext Redis: %s", args, errs), strings.Contains(errs, "looks like TLS to a Redis that does not speak it"))
+	}
 }

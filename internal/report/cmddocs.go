@@ -108,6 +108,10 @@ type CheckTaskDoc struct {
 	Timezone string         `json:"timezone"`
 	Source   string         `json:"source"`
 	Ticks    []CheckTickDoc `json:"ticks"`
+	// Shards is the config's shard count; RecordedShards the one recorded
+	// in Redis, in force (check -redis; 0 without it).
+	Shards         int `json:"shards"`
+	RecordedShards int `json:"recorded_shards"`
 }
 
 // CheckTickDoc is one tick: the Instant, its wall-clock time in the task's
