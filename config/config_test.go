@@ -56,6 +56,8 @@ func TestConfigErrors(t *testing.T) {
 		{"wrong list type", goodTask + "entities = [\"a\", 2]\n", `cfg.toml:6: tasks[0].entities: want a list of strings, element 1 is the integer 2`},
 		{"duration as a number", goodTask + "lease_ttl = 60\n", `cfg.toml:6: tasks[0].lease_ttl: want a duration such as "90s" or "15m", got the integer 60`},
 		{"hint for a typo", goodTask + "evry = \"1m\"\n", `cfg.toml:6: tasks[0].evry: unknown key (did you mean "every"?)`},
+		{"unknown placeholder", "[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"echo\", \"--id={entitiy}\"]\n", `cfg.toml:4: tasks[0].command: unknown placeholder {entitiy} (did you mean {entity}?)`},
+		{"a placeholder never replaced", "[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"echo\", \"{tick}\"]\n", `tasks[0].command: unknown placeholder {tick}: only {entity} is replaced`},
 		{"hint for a task key in [daemon]", "[daemon]\nlease_ttl = \"1m\"\n" + goodTask, `cfg.toml:2: daemon.lease_ttl: unknown key (a task key: give it in [defaults] or a [[tasks]] entry)`},
 		{"hint for a table", "[redis_]\nurl = \"x\"\n" + goodTask, `cfg.toml:2: redis_.url: unknown key: no table [redis_] (did you mean "redis"?)`},
 		{"[[task]] for [[tasks]]", "[[task]]\nname = \"a\"\n", `cfg.toml:1: task: unknown key (did you mean "tasks"?)`},

@@ -209,6 +209,17 @@ func validateAction(t *Task, bad badFunc) {
 	if t.Command != nil && (len(t.Command) == 0 || t.Command[0] == "") {
 		bad("command", "empty argv")
 	}
+	for _, a := range t.Command {
+		for _, m := range placeholder.FindAllStringSubmatch(a, -1) {
+			if name := m[1]; name != "entity" {
+				hint := ""
+				if closest(name, []string{"entity"}) != "" {
+					hint = " (did you mean {entity}?)"
+				}
+				bad("command", "unknown placeholder {%s}%s: only {entity} is replaced; the task, the tick and the rest are in the environment (TICKD_TASK, TICKD_TICK…)", name, hint)
+			}
+		}
+	}
 	if t.URL != "" && !strings.HasPrefix(t.URL, "http://") && !strings.HasPrefix(t.URL, "https://") {
 		bad("url", "%q: must be http:// or https://", t.URL)
 	}
@@ -217,6 +228,10 @@ func validateAction(t *Task, bad badFunc) {
 		bad("reschedule_exit_code", "0 means success; use another status (0 is not allowed)")
 	}
 }
+
+// placeholder is what reads as a placeholder in a command's argument:
+// {name} in lower case, not a shell's ${name}.
+var placeholder = regexp.MustCompile(`(?:^|[^$])\{([a-z_][a-z0-9_]*)\}`)
 
 // envRef is a reference to an environment variable in a header value.
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
