@@ -189,8 +189,11 @@ func notFiring(t *config.Task, now time.Time, p Past, runners []lease.Replica) s
 	if p.Paused {
 		return ""
 	}
+	if len(p.Replicas) == 0 {
+		return "no replica is running (no tickd announces itself in this Redis)"
+	}
 	if len(runners) == 0 {
-		return "no replica runs this task (is every replica's config older?)"
+		return fmt.Sprintf("no replica runs this task: the %d running do not have it (is every replica's config older?)", len(p.Replicas))
 	}
 	from := runners[0].Since
 	for _, r := range runners[1:] {

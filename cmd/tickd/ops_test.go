@@ -847,6 +847,8 @@ func TestPauseSaysWhatChanged(t *testing.T) {
 	expect.Equal[any](t, "a second pause without anything new changes nothing", again["changed"], false)
 	expect.True(t, "it says so: "+fmt.Sprint(again["said"]), strings.Contains(fmt.Sprint(again["said"]), "already paused") && strings.Contains(fmt.Sprint(again["said"]), "nothing changed"))
 	expect.Equal[any](t, "its end is kept", again["until"], first["until"])
+	same := pause("-reason", "migration")
+	expect.Equal[any](t, "a second pause with the same reason changes nothing (and records nothing)", same["changed"], false)
 	reason := pause("-reason", "migration, part 2")
 	expect.Equal[any](t, "a new reason changes the pause", reason["changed"], true)
 	expect.Equal[any](t, "and keeps its end", reason["until"], first["until"])
@@ -967,6 +969,7 @@ entities = %s
 	expect.Equal[any](t, "due_complete with -all", doc["due_complete"], true)
 	_, text, _ := cli("status", "-config", e.cfg, "big")
 	expect.True(t, "the text says it is a lower bound:\n"+text, strings.Contains(text, fmt.Sprintf("pending: at least %d", report.StatusScan)))
+	expect.True(t, "with no replica running, not_firing says so: "+st.NotFiring, strings.HasPrefix(st.NotFiring, "no replica is running"))
 }
 
 // TestTLSToAPlaintextRedisSaysSo: a rediss:// url to a Redis that does not

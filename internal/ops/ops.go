@@ -224,7 +224,7 @@ func Pause(ctx context.Context, store *lease.Store, t *config.Task, by, reason s
 		return Paused{}, err
 	}
 	cur, was := pauses[t.Name]
-	if was && reason == "" && forD == 0 {
+	if was && (reason == "" || reason == cur.Reason) && forD == 0 {
 		return Paused{Done: Done{Said: fmt.Sprintf("%s is already paused (%s): nothing changed; give a reason or an end to change the pause",
 			t.Name, pauseWords(cur, t))}, Pause: cur}, nil
 	}
