@@ -99,6 +99,24 @@ func orphanOf(ti lease.TaskInfo) Orphan {
 	return Orphan{Task: t, Info: ti}
 }
 
+// ForgottenTask is a task no config lists and the registry no longer
+// knows (tickd forget), as far as its history needs it: its name, in UTC,
+// with a schedule that expects no tick (its history is read as it was
+// recorded; nothing is flagged missed).
+func ForgottenTask(name string) *Task {
+	t := DefaultTask()
+	t.Name, t.Timezone, t.Location, t.Schedule = name, "UTC", time.UTC, never{}
+	return &t
+}
+
+// Forgotten says whether t is a ForgottenTask: nothing is expected of it.
+func (t *Task) Forgotten() bool { _, ok := t.Schedule.(never); return ok }
+
+// never is a schedule without ticks.
+type never struct{}
+
+func (never) Next(time.Time) time.Time { return time.Time{} }
+
 // Unlisted returns the task named name as the task registry remembers it
 // (rebuilt as Orphans does) when cfg does not list it; nil when cfg lists
 // it or the registry does not know it. The one lookup of such a task, for

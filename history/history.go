@@ -186,7 +186,7 @@ func tickState(r lease.TickRecord, live map[string]bool) string {
 // expected after the newest record, after its last resume and after the
 // replicas that run it started, has no record a grace later.
 func notFiring(t *config.Task, now time.Time, p Past, runners []lease.Replica) string {
-	if p.Paused {
+	if p.Paused || t.Forgotten() {
 		return ""
 	}
 	if len(p.Replicas) == 0 {

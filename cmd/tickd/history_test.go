@@ -275,6 +275,12 @@ func TestTaskRegistryKeepsADroppedTaskFlagged(t *testing.T) {
 		_, m := get(t, "http://"+e.metrics+"/metrics")
 		return !strings.Contains(m, `tickd_task_not_firing{task="drop"}`)
 	})
+	// Its history stays, as forget said: read as recorded, not flagged.
+	h := e.history(e.cfg, "drop")
+	expect.True(t, fmt.Sprintf("the forgotten task's history: %d ticks, flags %v", len(h.Ticks), h.Flags), len(h.Ticks) > 0 && len(h.Flags) == 0)
+	expect.True(t, "the forget is in its actions", len(h.Actions) > 0 && h.Actions[0].Action == "forget")
+	code, _, errs = cli("history", "-config", e.cfg, "never-was")
+	expect.True(t, "history of a task never known: "+errs, code == 1 && strings.Contains(errs, "nor in the history"))
 	code, _, errs = cli("forget", "-config", e.cfg, "drop")
 	expect.Equal(t, "second forget: exit status", code, 1)
 	expect.True(t, "second forget says why: "+errs, strings.Contains(errs, "nothing to forget"))

@@ -96,10 +96,23 @@ func configOrRegistry(ctx context.Context, cfg *config.Config, store *lease.Stor
 	if err != nil {
 		return nil, err
 	}
-	if o == nil {
-		return nil, fmt.Errorf("no task %q in %s, nor in the task registry", task, cfg.Path)
+	if o != nil {
+		return &o.Task, nil
 	}
-	return &o.Task, nil
+	// Forgotten (tickd forget): its history stays until its retention
+	// ends, and is read as recorded.
+	as, err := store.Actions(ctx, task, 1)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := store.Ticks(ctx, task, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(as) == 0 && len(ts) == 0 {
+		return nil, fmt.Errorf("no task %q in %s, nor in the task registry, nor in the history", task, cfg.Path)
+	}
+	return config.ForgottenTask(task), nil
 }
 
 func runPause(ctx context.Context, args []string, stdout io.Writer, paused bool) error {
