@@ -64,6 +64,11 @@ func checkInstalled(t *testing.T, v string) {
 	if pids := running("/usr/bin/tickd"); len(pids) > 0 {
 		t.Errorf("tickd running after the install: %v", pids)
 	}
+	// The config may come to hold a Redis password: root and the
+	// service's group only.
+	if out := strings.TrimSpace(run(t, "stat", "-c", "%U:%G %a", "/etc/tickd/config.toml")); out != "root:tickd 640" {
+		t.Errorf("/etc/tickd/config.toml: %s, want root:tickd 640", out)
+	}
 	// The example config is one the service can run.
 	run(t, "/usr/bin/tickd", "check", "-config", "/etc/tickd/config.toml")
 }

@@ -34,7 +34,7 @@ func TestRPM(t *testing.T) {
 			t.Errorf("%s: %q, want tickd %s %s", arch, got, v, rpmArch)
 		}
 		files := run(t, rpm, "-qp", "--qf", "[%{FILENAMES} %{FILEFLAGS:fflags} %{FILEMODES:perms}\n]", file)
-		for _, want := range []string{"/usr/bin/tickd  -rwxr-xr-x", "/etc/tickd/config.toml cn -rw-r--r--",
+		for _, want := range []string{"/usr/bin/tickd  -rwxr-xr-x", "/etc/tickd/config.toml cn -rw-r-----",
 			"/usr/lib/systemd/system/tickd.service  -rw-r--r--", "/usr/lib/sysusers.d/tickd.conf  -rw-r--r--",
 			"/usr/share/licenses/tickd/copyright l -rw-r--r--"} {
 			if !strings.Contains(files, want+"\n") {
@@ -48,7 +48,8 @@ func TestRPM(t *testing.T) {
 			}
 		}
 		scripts := strings.Join(code, "\n")
-		if !strings.Contains(scripts, "systemd-sysusers /usr/lib/sysusers.d/tickd.conf") || strings.Contains(scripts, "systemctl enable") || strings.Contains(scripts, "systemctl start") {
+		if !strings.Contains(scripts, "systemd-sysusers /usr/lib/sysusers.d/tickd.conf") || !strings.Contains(scripts, "chgrp tickd /etc/tickd/config.toml") ||
+			strings.Contains(scripts, "systemctl enable") || strings.Contains(scripts, "systemctl start") {
 			t.Errorf("%s: the scripts make no account, or start tickd:\n%s", arch, scripts)
 		}
 	}
