@@ -41,7 +41,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	doc := report.CheckDoc{Tasks: []report.CheckTaskDoc{}, Leases: "in-process", Warnings: runWarnings(cfg)}
+	doc := report.CheckDoc{Tasks: []report.CheckTaskDoc{}, Leases: "in-process", Warnings: append(runWarnings(cfg), unitWarnings(cfg)...)}
 	if cfg.Redis != nil {
 		doc.Leases = "redis " + cfg.Redis.Where()
 	}

@@ -311,6 +311,10 @@ func TestPasswordNeverLogged(t *testing.T) {
 }
 
 func TestMain(m *testing.M) {
+	// check's in-process runs read no unit of this host (a package test
+	// may install one meanwhile); TestCheckWarnsOfAUnitThatKillsTheStop
+	// gives its own.
+	unitDirs = nil
 	os.Exit(tickdtest.Main(m))
 }
 
