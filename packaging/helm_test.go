@@ -84,15 +84,22 @@ func TestHelmChart(t *testing.T) {
 	for _, o := range rep {
 		kinds[o.kind()]++
 	}
-	for kind, n := range map[string]int{"Deployment": 1, "ConfigMap": 1, "Service": 2, "Secret": 1, "PodDisruptionBudget": 1, "ServiceMonitor": 1} {
+	for kind, n := range map[string]int{"Deployment": 1, "ConfigMap": 2, "Service": 2, "Secret": 2, "PodDisruptionBudget": 1, "ServiceMonitor": 1, "Job": 1} {
 		if kinds[kind] != n {
 			t.Errorf("with three replicas and the console: %d %s, want %d", kinds[kind], kind, n)
 		}
 	}
-	// What the chart refuses, and says why.
+	checkHook(t, rep)
+	checkSpread(t, def, rep)
+	// What the chart refuses, and says why: the values' schema refuses a
+	// misspelt or mistyped value.
 	for set, want := range map[string]string{
-		"replicaCount=2":   "replicaCount above 1 needs a [redis] table",
-		"web.enabled=true": "web.enabled needs web.htpasswd",
+		"replicaCount=2":           "replicaCount above 1 needs a [redis] table",
+		"web.enabled=true":         "web.enabled needs web.htpasswd",
+		"replicaCont=2":            "additional properties 'replicaCont' not allowed",
+		"daemon.logLevel=verbose":  "/daemon/logLevel",
+		"metrics.port=metrics":     "/metrics/port",
+		"configCheck.enable=false": "additional properties 'enable' not allowed",
 	} {
 		out, err := helm("template", "t", chart, "--set", set)
 		if err == nil || !strings.Contains(out, want) {
@@ -271,5 +278,64 @@ tests:
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("the rendered job %q and the alert rules disagree: %v\n%s", job, err, out)
+	}
+}
+
+// checkHook: the configCheck hook runs tickd check, before an install or an
+// upgrade, on a ConfigMap of its own holding the config the release rolls
+// out (the release's is not there yet at an install), with the files it
+// names mounted where the pods have them.
+func checkHook(t *testing.T, objs []object) {
+	t.Helper()
+	var job, cm, deployCM object
+	for _, o := range objs {
+		md := o["metadata"].(map[string]any)
+		ann, _ := md["annotations"].(map[string]any)
+		hook, _ := ann["helm.sh/hook"].(string)
+		switch {
+		case o.kind() == "Job":
+			job = o
+			if hook != "pre-install,pre-upgrade" {
+				t.Errorf("the check Job's hook: %q", hook)
+			}
+		case o.kind() == "ConfigMap" && hook != "":
+			cm = o
+		case o.kind() == "ConfigMap":
+			deployCM = o
+		}
+	}
+	if job == nil || cm == nil || deployCM == nil {
+		t.Fatalf("no check Job, or no ConfigMap for it: %v %v", job, cm)
+	}
+	if cm["data"].(map[string]any)["config.toml"] != deployCM["data"].(map[string]any)["config.toml"] {
+		t.Error("the hook checks another config than the pods run")
+	}
+	b, _ := json.Marshal(job)
+	for _, want := range []string{`"args":["check","-config","/etc/tickd/config.toml"]`, `"mountPath":"/etc/tickd-redis"`, `"mountPath":"/etc/tickd-web"`,
+		`"restartPolicy":"Never"`, `"backoffLimit":0`, `"runAsNonRoot":true`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the check Job lacks %s:\n%s", want, b)
+		}
+	}
+}
+
+// checkSpread: several replicas spread over nodes by default (the chart's
+// selector added); one replica has no constraint.
+func checkSpread(t *testing.T, one, several []object) {
+	t.Helper()
+	spread := func(objs []object) string {
+		for _, o := range objs {
+			if o.kind() == "Deployment" {
+				b, _ := json.Marshal(o["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["topologySpreadConstraints"])
+				return string(b)
+			}
+		}
+		return ""
+	}
+	if got := spread(one); got != "null" {
+		t.Errorf("one replica: topologySpreadConstraints %s, want none", got)
+	}
+	if got := spread(several); !strings.Contains(got, `"topologyKey":"kubernetes.io/hostname"`) || !strings.Contains(got, `"app.kubernetes.io/name":"tickd"`) {
+		t.Errorf("three replicas: topologySpreadConstraints %s, want over nodes, with the chart's selector", got)
 	}
 }

@@ -10,6 +10,7 @@ const modules = {
   "v1": "kubernetes-models/v1",
   "apps/v1": "kubernetes-models/apps/v1",
   "policy/v1": "kubernetes-models/policy/v1",
+  "batch/v1": "kubernetes-models/batch/v1",
   "monitoring.coreos.com/v1": "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1",
 };
 
