@@ -53,15 +53,26 @@ func (ch chart) withAxis(loc *time.Location) chart {
 		}
 		return axisLabel{X: x, Text: ch.Bars[i].Tick.Tick.In(loc).Format(layout), Anchor: anchor}
 	}
-	ch.Axis = append(ch.Axis, label(0, "start"))
-	if n >= 12 {
+	// Labels only where they fit: with few bars, the bars span less than
+	// two labels, and the newest's would run over the oldest's.
+	first0 := label(0, "start")
+	span := ch.Bars[n-1].X + barW - ch.Bars[0].X
+	w := labelWidth(first0.Text)
+	ch.Axis = append(ch.Axis, first0)
+	if n >= 12 && span >= 3*w+2*labelGap {
 		ch.Axis = append(ch.Axis, label(n/2, "middle"))
 	}
-	if n >= 4 {
+	if n >= 2 && span >= 2*w+labelGap {
 		ch.Axis = append(ch.Axis, label(n-1, "end"))
 	}
 	return ch
 }
+
+// labelWidth is about how wide an axis label is, in px (11px text); and
+// labelGap the least room between two.
+func labelWidth(text string) int { return 7 * len(text) }
+
+const labelGap = 8
 
 type bar struct {
 	X     int

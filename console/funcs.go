@@ -10,11 +10,15 @@ import (
 	"github.com/tickd/tickd/lease"
 )
 
+// shownTime is how every page shows a time (the task's zone on a task's
+// pages, else UTC); app.js adds the viewer's, in the same form.
+const shownTime = "2006-01-02 15:04:05 MST"
+
 // funcs are the templates' helpers. None of them returns template.HTML:
 // everything a page shows is escaped by html/template.
 var funcs = template.FuncMap{
-	"utc":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"zoned":   func(t time.Time, loc *time.Location) string { return t.In(loc).Format("2006-01-02 15:04:05 MST") },
+	"utc":     func(t time.Time) string { return t.UTC().Format(shownTime) },
+	"zoned":   func(t time.Time, loc *time.Location) string { return t.In(loc).Format(shownTime) },
 	"iso":     func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 	"ago":     func(now, t time.Time) string { return now.Sub(t).Round(time.Second).String() },
 	"dur":     report.Millis,

@@ -189,6 +189,27 @@ limits = ["users-api"]
 		chromedp.Submit(`input[name=reason]`), chromedp.WaitVisible(`p.flash`),
 		chromedp.Navigate(base+"/"), chromedp.WaitVisible(`span.paused`), chromedp.Text("main", &text))
 	expect.True(t, "the tasks page shows the pause, who and why", strings.Contains(text, "db migration <tonight>") && strings.Contains(text, "ops (console)"))
+	// One form for every time, the server's and the viewer's; inside a
+	// badge, the viewer's time keeps the badge's white (not grey on brown).
+	var forms []string
+	run("the times' forms", chromedp.Evaluate(`[...document.querySelectorAll("main time")].map(t => t.textContent + "|" + (t.nextElementSibling ? t.nextElementSibling.textContent : ""))`, &forms))
+	timeForm := regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Z0-9+-]+\| \(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d yours\)$`)
+	for _, f := range forms {
+		expect.True(t, "a time in the pages' one form: "+f, timeForm.MatchString(f))
+	}
+	var colors []string
+	// A closed limit's badge ("until" and its time) as the tasks page
+	// writes it, with the viewer's time app.js adds.
+	run("the viewer's time in a badge", chromedp.Evaluate(`(() => {
+		const b = document.createElement("span"); b.className = "flag";
+		b.innerHTML = 'until <time datetime="2026-01-01T00:00:00Z">x</time><span class="viewer muted">y</span>';
+		document.querySelector("main").append(b);
+		const c = [getComputedStyle(b).color, getComputedStyle(b.querySelector(".viewer")).color];
+		b.remove(); return c; })()`, &colors))
+	expect.True(t, fmt.Sprintf("the viewer's time in a badge is the badge's colour: %v", colors), len(colors) == 2 && colors[0] == colors[1])
+	run("the paused task's page", chromedp.Navigate(base+"/tasks/sync-users"), chromedp.WaitVisible(`svg.chart`), chromedp.Text("main", &text))
+	expect.True(t, "a paused task's next ticks say why there are none", strings.Contains(text, "Next ticks: none while it is paused."))
+	run("back to the tasks page", chromedp.Navigate(base+"/"), chromedp.WaitVisible(`span.paused`))
 	run("screenshot of a paused task", shot("paused.png"))
 	run("resume", chromedp.Navigate(base+"/tasks/sync-users"), chromedp.WaitVisible(`form[action$="/resume"] button`),
 		chromedp.Click(`form[action$="/resume"] button`), chromedp.WaitVisible(`p.flash`),

@@ -9,6 +9,14 @@
   var every = main ? parseInt(main.getAttribute("data-refresh"), 10) : 0;
   var paused = window.localStorage && localStorage.getItem("tickd-refresh-paused") === "1";
 
+  // shown is t in the viewer's zone, in the form the pages use:
+  // 2026-11-27 00:03:44.
+  function shown(t) {
+    function two(n) { return (n < 10 ? "0" : "") + n; }
+    return t.getFullYear() + "-" + two(t.getMonth() + 1) + "-" + two(t.getDate()) + " " +
+      two(t.getHours()) + ":" + two(t.getMinutes()) + ":" + two(t.getSeconds());
+  }
+
   function localTimes(root) {
     var els = root.querySelectorAll("time[datetime]");
     for (var i = 0; i < els.length; i++) {
@@ -20,7 +28,7 @@
         span.className = "viewer muted";
         els[i].after(span);
       }
-      span.textContent = " (" + t.toLocaleString() + " yours)";
+      span.textContent = " (" + shown(t) + " yours)";
     }
   }
 
