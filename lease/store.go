@@ -94,6 +94,9 @@ func (s *Store) startLocked() {
 	go s.keep(ctx)
 	go s.watchLoss(ctx)
 	go s.settleLimits(ctx)
+	if w, ok := s.b.(revocationWatcher); ok {
+		w.WatchRevocations(ctx, s.revokedElsewhere)
+	}
 }
 
 // Driver is the driver the store runs on.

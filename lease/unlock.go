@@ -40,6 +40,21 @@ func (s *Store) Unlock(ctx context.Context, task, entity, by string, force bool)
 	return u, nil
 }
 
+// revocationWatcher is a driver that says at once when another process
+// unlocks a lease (Redis: unlock.lua publishes it).
+type revocationWatcher interface {
+	WatchRevocations(ctx context.Context, fn func(task, entity string, fence int64)) bool
+}
+
+// revokedElsewhere stops this store's lease that an unlock by another
+// process revoked (task is the driver's name of its shard): its run stops
+// at once, or does not start, rather than at the lease's next renewal.
+func (s *Store) revokedElsewhere(task, entity string, fence int64) {
+	if l := s.holding(taskOf(task), entity, fence); l != nil {
+		s.drop(l, ErrRevoked)
+	}
+}
+
 // holding returns the lease of (task, entity) with fence that this store
 // holds, if any.
 func (s *Store) holding(task, entity string, fence int64) *Lease {

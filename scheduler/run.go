@@ -247,7 +247,9 @@ func (s *Scheduler) execute(w *worker, j job) {
 	// start: the replica was frozen or slowed past the trust window) is
 	// handed over whole, like one interrupted by shutdown: its tick is
 	// recorded as started, so only a hand-over gets it done.
-	handOver := outcome == lease.OutcomeCanceled || errors.Is(err, tasks.ErrNotStarted)
+	// A run an unlock revoked before it began is not handed over: the
+	// operator asked for it not to run.
+	handOver := outcome == lease.OutcomeCanceled || errors.Is(err, tasks.ErrNotStarted) && outcome != lease.OutcomeUnlocked
 	if handOver {
 		next = &lease.Next{Reason: lease.ReasonRetry, Attempt: l.Attempt, HandOver: true}
 	}

@@ -197,10 +197,12 @@ const (
 	unlField = iota
 	unlBy    // escaped
 	unlMode  // unlockRevoke or unlockForce
+	unlChan  // the revocations channel
+	unlTask  // escaped
 	unlFixed
 )
 
-var unlockArgs = argv{fixed: []arg{{"FIELD", unlField}, {"BY", unlBy}, {"MODE", unlMode}}}
+var unlockArgs = argv{fixed: []arg{{"FIELD", unlField}, {"BY", unlBy}, {"MODE", unlMode}, {"CHANNEL", unlChan}, {"TASK", unlTask}}}
 
 // sweep.lua's.
 const (

@@ -19,6 +19,7 @@ func (b *Driver) Unlock(ctx context.Context, task, entity, by string, force bool
 	}
 	args := make([]any, unlFixed)
 	args[unlField], args[unlBy], args[unlMode] = driver.Escape(entity), driver.Escape(by), mode
+	args[unlChan], args[unlTask] = b.k.revoked(), driver.Escape(task)
 	res, err := scriptUnlock.Run(ctx, b.c, []string{b.k.entities(task)}, args...).StringSlice()
 	if err != nil || len(res) < 5 {
 		return driver.Unlocked{}, false, err
