@@ -56,6 +56,8 @@ func TestConfigErrors(t *testing.T) {
 		{"wrong list type", goodTask + "entities = [\"a\", 2]\n", `cfg.toml:6: tasks[0].entities: want a list of strings, element 1 is the integer 2`},
 		{"duration as a number", goodTask + "lease_ttl = 60\n", `cfg.toml:6: tasks[0].lease_ttl: want a duration such as "90s" or "15m", got the integer 60`},
 		{"hint for a typo", goodTask + "evry = \"1m\"\n", `cfg.toml:6: tasks[0].evry: unknown key (did you mean "every"?)`},
+		{"follow_redirects misspelt", "[[tasks]]\nname = \"a\"\nevery = \"1m\"\nurl = \"https://x/\"\nfollow_redirects = \"same-host\"\n", `tasks[0].follow_redirects: "same-host": use "none" (the default) or "same-origin"`},
+		{"follow_redirects without url", "[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"true\"]\nfollow_redirects = \"none\"\n", `tasks[0].follow_redirects: only an HTTP action (url) follows redirects`},
 		{"unknown placeholder", "[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"echo\", \"--id={entitiy}\"]\n", `cfg.toml:4: tasks[0].command: unknown placeholder {entitiy} (did you mean {entity}?)`},
 		{"a placeholder never replaced", "[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"echo\", \"{tick}\"]\n", `tasks[0].command: unknown placeholder {tick}: only {entity} is replaced`},
 		{"hint for a task key in [daemon]", "[daemon]\nlease_ttl = \"1m\"\n" + goodTask, `cfg.toml:2: daemon.lease_ttl: unknown key (a task key: give it in [defaults] or a [[tasks]] entry)`},

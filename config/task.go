@@ -52,6 +52,11 @@ type Task struct {
 	// secret stays out of the file); an unset one is an error. Defaults to
 	// none.
 	Headers map[string]string `toml:"headers"`
+	// FollowRedirects is which redirects the HTTP action follows: "none"
+	// (the default: a 3xx answer fails the run) or "same-origin" (to the
+	// url's scheme, host and port only; never the body and headers to
+	// another host).
+	FollowRedirects string `toml:"follow_redirects"`
 
 	// Concurrency is how many runs of this task go on at once on this
 	// replica. Defaults to 4.

@@ -224,6 +224,7 @@ func validateAction(t *Task, bad badFunc) {
 		bad("url", "%q: must be http:// or https://", t.URL)
 	}
 	validateHeaders(t, bad)
+	validateRedirects(t, bad)
 	if t.RescheduleExitCode == 0 && t.Command != nil {
 		bad("reschedule_exit_code", "0 means success; use another status (0 is not allowed)")
 	}
@@ -242,6 +243,17 @@ var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 // validateHeaders checks the HTTP headers and puts the environment's values
 // in place of ${NAME}. Errors name the header and the variable, never a
 // value.
+// validateRedirects checks follow_redirects.
+func validateRedirects(t *Task, bad badFunc) {
+	switch {
+	case t.FollowRedirects == "":
+	case t.URL == "":
+		bad("follow_redirects", "only an HTTP action (url) follows redirects")
+	case t.FollowRedirects != tasks.RedirectsNone && t.FollowRedirects != tasks.RedirectsSameOrigin:
+		bad("follow_redirects", "%q: use %q (the default) or %q", t.FollowRedirects, tasks.RedirectsNone, tasks.RedirectsSameOrigin)
+	}
+}
+
 func validateHeaders(t *Task, bad badFunc) {
 	if len(t.Headers) > 0 && t.URL == "" {
 		bad("headers", "only an HTTP action (url) sends headers")

@@ -235,7 +235,7 @@ func (s *Scheduler) buildTask(t config.Task) (tasks.Action, tasks.Source) {
 	case t.Command != nil:
 		a = tasks.Exec{Argv: t.Command, RescheduleCode: t.RescheduleExitCode, Grace: Grace(t.LeaseTTL), KeepOutput: t.FailureOutput}
 	case t.URL != "":
-		a = tasks.HTTP{URL: t.URL, Headers: t.Headers, KeepBody: t.FailureOutput}
+		a = tasks.HTTP{URL: t.URL, Headers: t.Headers, KeepBody: t.FailureOutput, Redirects: t.FollowRedirects}
 	default:
 		h, _ := s.registry.Lookup(t.Handler)
 		a = tasks.HandlerFunc(h)

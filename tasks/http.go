@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -30,6 +31,48 @@ type HTTP struct {
 	// KeepBody, when more than 0, keeps that many bytes of the start of a
 	// non-2xx response's body in its error (OutputError).
 	KeepBody int
+	// Redirects says which redirects are followed: RedirectsNone (the
+	// default: a 3xx is the answer, and fails the run) or
+	// RedirectsSameOrigin (to the URL's scheme, host and port only). A
+	// redirect never carries the body or the headers to another origin.
+	// A Client with a CheckRedirect of its own keeps it.
+	Redirects string
+}
+
+// The redirects an HTTP action follows (HTTP.Redirects, the task's
+// follow_redirects).
+const (
+	RedirectsNone       = "none"
+	RedirectsSameOrigin = "same-origin"
+)
+
+// ErrRedirect is wrapped by the error of a run whose answer redirected it
+// where it does not follow.
+var ErrRedirect = errors.New("tasks: redirect not followed")
+
+// client is h's client, with h's redirect rule.
+func (h HTTP) client() *http.Client {
+	c := http.DefaultClient
+	if h.Client != nil {
+		c = h.Client
+	}
+	if c.CheckRedirect != nil {
+		return c
+	}
+	cc := *c
+	origin, _ := url.Parse(h.URL)
+	cc.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		switch {
+		case h.Redirects != RedirectsSameOrigin:
+			return fmt.Errorf("%w: %s answered a redirect to %s (follow_redirects: none)", ErrRedirect, h.URL, req.URL.Redacted())
+		case origin == nil || req.URL.Scheme != origin.Scheme || req.URL.Host != origin.Host:
+			return fmt.Errorf("%w: %s answered a redirect to another origin, %s (follow_redirects: same-origin)", ErrRedirect, h.URL, req.URL.Redacted())
+		case len(via) >= 10:
+			return fmt.Errorf("%w: %s: more than 10 redirects", ErrRedirect, h.URL)
+		}
+		return nil
+	}
+	return &cc
 }
 
 // ErrStatus is wrapped by the error of a non-2xx response.
@@ -60,10 +103,7 @@ func (h HTTP) Do(ctx context.Context, run Run) (Result, error) {
 	for k, v := range h.Headers {
 		req.Header.Set(k, v)
 	}
-	c := h.Client
-	if c == nil {
-		c = http.DefaultClient
-	}
+	c := h.client()
 	if err := run.check(); err != nil {
 		return Done, err
 	}

@@ -337,3 +337,48 @@ func TestExecOutputLoggedUpToACap(t *testing.T) {
 		t.Fatalf("no line says what was left out:\n%s", l[len(l)-300:])
 	}
 }
+
+// TestHTTPNeverCarriesSecretsToAnotherOrigin: an API that answers a 307 to
+// another host (the review's hostile server) gets the run failed, and the
+// other host receives nothing: not the POST body, not X-Api-Key (Go's
+// client strips only Authorization). With follow_redirects = "same-origin"
+// a redirect on the same host is followed, one to another host still not.
+// Before, the other host got both, and its 200 counted the run as done.
+func TestHTTPNeverCarriesSecretsToAnotherOrigin(t *testing.T) {
+	var mu sync.Mutex
+	var leaked []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		leaked = append(leaked, r.Header.Get("X-Api-Key"))
+		mu.Unlock()
+	}))
+	defer other.Close()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/away":
+			http.Redirect(w, r, other.URL+"/steal", http.StatusTemporaryRedirect)
+		case "/here":
+			http.Redirect(w, r, "/done", http.StatusTemporaryRedirect)
+		case "/done":
+			if r.Header.Get("X-Api-Key") != "s3cret" {
+				w.WriteHeader(http.StatusUnauthorized)
+			}
+		}
+	}))
+	defer api.Close()
+	run := Run{Task: "t", Entity: "e", Fence: 1}
+	for _, c := range []struct {
+		redirects, path string
+		ok              bool
+	}{{"", "/away", false}, {RedirectsNone, "/here", false}, {RedirectsSameOrigin, "/here", true}, {RedirectsSameOrigin, "/away", false}} {
+		h := HTTP{URL: api.URL + c.path, Headers: map[string]string{"X-Api-Key": "s3cret"}, Redirects: c.redirects}
+		_, err := h.Do(context.Background(), run)
+		expect.True(t, fmt.Sprintf("%q to %s: %v", c.redirects, c.path, err), (err == nil) == c.ok)
+		if !c.ok {
+			expect.True(t, "says it did not follow: "+err.Error(), errors.Is(err, ErrRedirect))
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	expect.Equal(t, "requests the other host received", len(leaked), 0)
+}
