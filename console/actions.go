@@ -158,5 +158,6 @@ func (c *Console) back(w http.ResponseWriter, r *http.Request, path, done string
 	if strings.Contains(path, "?") {
 		sep = "&"
 	}
-	http.Redirect(w, r, path+sep+"done="+url.QueryEscape(done), http.StatusSeeOther)
+	id := c.flashes.put(userOf(r).Name, done)
+	http.Redirect(w, r, path+sep+"done="+id, http.StatusSeeOther)
 }

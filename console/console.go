@@ -65,6 +65,7 @@ type Console struct {
 	proxies proxies // [web] trusted_proxies: their X-Forwarded-Proto is believed
 	pages   *template.Template
 	h       http.Handler
+	flashes flashes // the messages after actions (flash.go)
 }
 
 //go:embed templates/*.html

@@ -520,3 +520,22 @@ func TestTriggerOfABusyEntitySaysSo(t *testing.T) {
 	expect.True(t, "the answers page says a is busy and runs when free:\n"+body,
 		strings.Contains(body, "busy (held by ") && strings.Contains(body, "runs when it is free"))
 }
+
+// TestFlashComesFromTheServer: the message after an action is the
+// server's, shown to the user who acted; a crafted link's ?done= text
+// ("Session expired: re-enter your password at evil.example") is never
+// shown on a page as the server's own, and another user's message id shows
+// nothing.
+func TestFlashComesFromTheServer(t *testing.T) {
+	e := newEnv(t, true)
+	const lure = "Session expired: re-enter your password at evil.example"
+	_, body := e.do("GET", "/tasks/sync?done="+url.QueryEscape(lure), "ops", nil, nil)
+	expect.True(t, "a link's ?done= text is not shown", !strings.Contains(body, "evil.example"))
+	resp, _ := e.do("POST", "/tasks/sync/pause", "ops", url.Values{"reason": {"test"}, "for": {"1h"}}, nil)
+	expect.Equal(t, "an admin's pause", resp.StatusCode, http.StatusSeeOther)
+	loc := resp.Header.Get("Location")
+	_, body = e.do("GET", loc, "ops", nil, nil)
+	expect.True(t, "the admin sees the server's message after the pause:\n"+body, strings.Contains(body, `class="flash"`) && strings.Contains(body, "paused sync"))
+	_, body = e.do("GET", loc, "view", nil, nil)
+	expect.True(t, "another user following the same link sees none", !strings.Contains(body, "paused sync"))
+}

@@ -44,7 +44,7 @@ type Page struct {
 func (c *Console) page(r *http.Request, title string) Page {
 	u := userOf(r)
 	return Page{Title: title, User: u.Name, Admin: u.Role == Admin, Refresh: int(c.refresh.Seconds()), Now: time.Now(),
-		Flash: r.URL.Query().Get("done")}
+		Flash: c.flashes.take(u.Name, r.URL.Query().Get("done"))}
 }
 
 // render writes template name with data, or a 500 that says what failed.
