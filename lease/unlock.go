@@ -21,6 +21,9 @@ func (s *Store) Unlock(ctx context.Context, task, entity, by string, force bool)
 	if err != nil {
 		return Unlocked{}, fmt.Errorf("unlock %s/%s: %w", task, entity, err)
 	}
+	// This store's lease of the entity, if it holds one: the driver's
+	// publish may reach revokedElsewhere before the answer comes.
+	mine := s.holding(task, entity, 0)
 	u, ok, err := s.b.Unlock(ctx, name, entity, by, force)
 	u.Task = taskOf(u.Task)
 	if err != nil {
@@ -29,39 +32,44 @@ func (s *Store) Unlock(ctx context.Context, task, entity, by string, force bool)
 	if !ok {
 		return Unlocked{}, ErrNotHeld
 	}
-	if l := s.holding(task, entity, u.Fence); l != nil {
-		cause := ErrRevoked
-		if u.Freed {
-			cause = ErrLost
-		}
-		s.drop(l, cause)
+	if mine != nil && mine.Fence == u.Fence {
+		s.drop(mine, unlockCause(u.Freed))
 		u.Told = true
 	}
 	return u, nil
 }
 
+// unlockCause is why an unlock stops its holder's run: the lease revoked,
+// or freed (unlock -force: lost, others may hold it now).
+func unlockCause(freed bool) error {
+	if freed {
+		return ErrLost
+	}
+	return ErrRevoked
+}
+
 // revocationWatcher is a driver that says at once when another process
 // unlocks a lease (Redis: unlock.lua publishes it).
 type revocationWatcher interface {
-	WatchRevocations(ctx context.Context, fn func(task, entity string, fence int64)) bool
+	WatchRevocations(ctx context.Context, fn func(task, entity string, fence int64, freed bool)) bool
 }
 
 // revokedElsewhere stops this store's lease that an unlock by another
 // process revoked (task is the driver's name of its shard): its run stops
 // at once, or does not start, rather than at the lease's next renewal.
-func (s *Store) revokedElsewhere(task, entity string, fence int64) {
+func (s *Store) revokedElsewhere(task, entity string, fence int64, freed bool) {
 	if l := s.holding(taskOf(task), entity, fence); l != nil {
-		s.drop(l, ErrRevoked)
+		s.drop(l, unlockCause(freed))
 	}
 }
 
-// holding returns the lease of (task, entity) with fence that this store
-// holds, if any.
+// holding returns the lease of (task, entity) with fence (0: any) that
+// this store holds, if any.
 func (s *Store) holding(task, entity string, fence int64) *Lease {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for l := range s.held {
-		if l.Fence == fence && l.Task == task && l.Entity == entity {
+		if (fence == 0 || l.Fence == fence) && l.Task == task && l.Entity == entity {
 			return l
 		}
 	}

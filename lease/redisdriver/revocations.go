@@ -17,10 +17,11 @@ type subscriber interface {
 }
 
 // WatchRevocations calls fn for each lease an unlock revokes or frees, as
-// unlock.lua publishes it (the task's driver name, the entity, the fence),
+// unlock.lua publishes it (the task's driver name, the entity, the fence,
+// and whether it was freed: unlock -force),
 // until ctx ends; go-redis resubscribes after a reconnection. It says
 // whether the client can subscribe at all.
-func (b *Driver) WatchRevocations(ctx context.Context, fn func(task, entity string, fence int64)) bool {
+func (b *Driver) WatchRevocations(ctx context.Context, fn func(task, entity string, fence int64, freed bool)) bool {
 	sc, ok := b.c.(subscriber)
 	if !ok {
 		return false
@@ -37,8 +38,8 @@ func (b *Driver) WatchRevocations(ctx context.Context, fn func(task, entity stri
 				if !ok {
 					return
 				}
-				if task, entity, fence, ok := parseRevocation(m.Payload); ok {
-					fn(task, entity, fence)
+				if task, entity, fence, freed, ok := parseRevocation(m.Payload); ok {
+					fn(task, entity, fence, freed)
 				}
 			}
 		}
@@ -46,14 +47,15 @@ func (b *Driver) WatchRevocations(ctx context.Context, fn func(task, entity stri
 	return true
 }
 
-// parseRevocation reads unlock.lua's "TASK FIELD FENCE", each escaped.
-func parseRevocation(s string) (task, entity string, fence int64, ok bool) {
+// parseRevocation reads unlock.lua's "TASK FIELD FENCE r|f", the task and
+// the field escaped.
+func parseRevocation(s string) (task, entity string, fence int64, freed, ok bool) {
 	f := strings.Split(s, " ")
-	if len(f) != 3 {
-		return "", "", 0, false
+	if len(f) != 4 {
+		return "", "", 0, false, false
 	}
 	task, err1 := driver.Unescape(f[0])
 	entity, err2 := driver.Unescape(f[1])
 	fence, err3 := strconv.ParseInt(f[2], 10, 64)
-	return task, entity, fence, err1 == nil && err2 == nil && err3 == nil
+	return task, entity, fence, f[3] == "f", err1 == nil && err2 == nil && err3 == nil
 }
