@@ -6,13 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/tickd/tickd/config"
-	"golang.org/x/net/netutil"
+	"github.com/tickd/tickd/internal/listen"
 )
 
 // Limits bound what one client can hold of the console's server, so that
@@ -121,9 +120,20 @@ func (f *Front) Start(ctx context.Context) error {
 		return fmt.Errorf("web.listen %q is not a loopback address: the console needs htpasswd_file there", w.Listen)
 	}
 	lim := f.limits
-	srv := &http.Server{Handler: f, ReadHeaderTimeout: min(10*time.Second, lim.ReadTimeout), ReadTimeout: lim.ReadTimeout,
-		WriteTimeout: lim.WriteTimeout, IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: 64 << 10,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	// Connections beyond the cap wait in the kernel's backlog: they hold no
+	// descriptor of tickd's. One client (one address) takes a quarter of
+	// them at most, half behind trusted proxies (every user comes through
+	// them): one client holding slow connections leaves the rest to others.
+	maxConns := w.MaxConnections
+	if maxConns <= 0 { // a Web built in code without it
+		maxConns = 64
+	}
+	perClient := max(maxConns/4, 4)
+	if len(w.TrustedProxies) > 0 {
+		perClient = max(maxConns/2, 4)
+	}
+	ll := listen.Limits{ReadTimeout: lim.ReadTimeout, WriteTimeout: lim.WriteTimeout, IdleTimeout: lim.IdleTimeout, MaxConns: maxConns, PerClient: perClient}
+	srv := listen.Server(f, ll, log)
 	if w.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(w.TLSCertFile, w.TLSKeyFile)
 		if err != nil {
@@ -131,17 +141,10 @@ func (f *Front) Start(ctx context.Context) error {
 		}
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", w.Listen)
+	ln, err := listen.TCP(ctx, w.Listen, ll)
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
 	}
-	// Connections beyond the cap wait in the kernel's backlog: they hold no
-	// descriptor of tickd's.
-	maxConns := w.MaxConnections
-	if maxConns <= 0 { // a Web built in code without it
-		maxConns = 64
-	}
-	ln = netutil.LimitListener(ln, maxConns)
 	if srv.TLSConfig != nil {
 		ln = tls.NewListener(ln, srv.TLSConfig)
 	}

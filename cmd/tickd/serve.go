@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -13,9 +12,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tickd/tickd/internal/listen"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 )
+
+// metricsLimits protect metrics_addr, which the Helm chart binds on the
+// pod's address (any pod reaches it): Prometheus, the kubelet's probes and
+// a person with curl need a few connections; an idle one goes after 30s.
+var metricsLimits = listen.Limits{ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 30 * time.Second,
+	MaxConns: 32, PerClient: 8}
 
 // metricsServer serves /metrics, /healthz (the process is alive) and
 // /readyz (the config is loaded, the lease store answers, and its replicas
@@ -43,10 +49,10 @@ func metricsServer(addr string, reg *prometheus.Registry, store *lease.Store, lo
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := listen.Server(mux, metricsLimits, log)
 	return funcs{
 		start: func(ctx context.Context) error {
-			ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+			ln, err := listen.TCP(ctx, addr, metricsLimits)
 			if err != nil {
 				return fmt.Errorf("metrics_addr: %w", err)
 			}
