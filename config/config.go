@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"time"
 
@@ -190,9 +189,9 @@ func (e *Error) Error() string {
 // Load reads and validates a config file. Every problem is reported
 // (errors.Join of *Error), not only the first.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
+		return nil, err
 	}
 	return Parse(path, data)
 }
@@ -200,9 +199,9 @@ func Load(path string) (*Config, error) {
 // LoadConnection loads a config for a command that needs only its [redis]
 // table (tickd lock): [[tasks]] may be left out; any given are checked.
 func LoadConnection(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
+		return nil, err
 	}
 	return parseConfig(path, data, false)
 }

@@ -6,11 +6,15 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/tickdtest"
 )
 
 // TestMetricsPortCannotBeStarved: a client that opens 100 keep-alive
@@ -71,4 +75,29 @@ func openFiles(t *testing.T, pid int) int {
 		}
 	}
 	return n
+}
+
+// TestAFIFOAtTheConfigPathBlocksNothing: the config swapped for a FIFO (no
+// writer) and a SIGHUP: the reload fails at once (the metric says so),
+// the old config runs on, and SIGTERM stops the daemon. Before, the reload
+// opened the FIFO and waited for a writer for ever: SIGTERM was ignored.
+func TestAFIFOAtTheConfigPathBlocksNothing(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tickd.toml")
+	metrics := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+	tickdtest.WriteFile(t, cfg, fmt.Sprintf("[daemon]\nlog_format = \"json\"\nshutdown_timeout = \"1s\"\nmetrics_addr = %q\n[[tasks]]\nname = \"a\"\nevery = \"1h\"\ncommand = [\"true\"]\n", metrics))
+	p := tickdtest.Start(t, "A", nil, "-config", cfg)
+	p.WaitReady(20 * time.Second)
+	os.Remove(cfg) //nolint:errcheck
+	if err := syscall.Mkfifo(cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.Signal(syscall.SIGHUP)
+	expect.WaitFor(t, 10*time.Second, "tickd_config_last_reload_successful 0", func() bool {
+		_, m := get(t, "http://"+metrics+"/metrics")
+		return strings.Contains(m, "\ntickd_config_last_reload_successful 0\n")
+	})
+	p.Signal(syscall.SIGTERM)
+	expect.Equal(t, "the stop's exit status", p.Wait(20*time.Second), 0)
+	expect.True(t, "the log says why:\n"+p.Log(), strings.Contains(p.Log(), "not a regular file"))
 }

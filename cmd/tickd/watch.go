@@ -3,9 +3,10 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"os"
 	"sync"
 	"time"
+
+	"github.com/tickd/tickd/config"
 )
 
 // watchEvery is how often [daemon] watch_config looks at the config file.
@@ -50,13 +51,11 @@ func (w *configWatch) look() bool {
 	return differs
 }
 
-// read reads the config file, a regular file only: a FIFO (or a device)
-// would give its content to this read, not to the load that needs it.
+// read reads the config file as a load does: a regular file only, never
+// blocking (a FIFO would give its content to this read, not to the load
+// that needs it, or block it for good).
 func (w *configWatch) read() ([]byte, bool) {
-	if fi, err := os.Stat(w.path); err != nil || !fi.Mode().IsRegular() {
-		return nil, false
-	}
-	data, err := os.ReadFile(w.path)
+	data, err := config.ReadFile(w.path)
 	return data, err == nil
 }
 

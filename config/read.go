@@ -1,0 +1,84 @@
+package config
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+)
+
+// The bounds of a config file, checked before the TOML parser sees it: a
+// file far larger, or nested far deeper, than any config is a mistake or
+// an attack (a 400 KB file of nested arrays took the parser 18.6 GB and a
+// minute).
+const (
+	MaxConfigBytes = 4 << 20
+	MaxNesting     = 16
+)
+
+// ReadFile reads path, a regular file, without blocking: a FIFO, a
+// device or a directory at the path is refused at once (opening a FIFO to
+// read waits for a writer for ever, and held up reloads and SIGTERM).
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("read config %s: not a regular file (%s)", path, st.Mode().Type())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	if len(data) > MaxConfigBytes {
+		return nil, fmt.Errorf("read config %s: larger than %d MiB: not a config tickd reads", path, MaxConfigBytes>>20)
+	}
+	if line, err := checkNesting(data); err != nil {
+		return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+	}
+	return data, nil
+}
+
+// errTooDeep: arrays and inline tables nested deeper than MaxNesting.
+var errTooDeep = fmt.Errorf("arrays or inline tables nested deeper than %d: not a config tickd reads", MaxNesting)
+
+// checkNesting finds, outside strings and comments, where arrays and
+// inline tables nest deeper than MaxNesting, and the line.
+func checkNesting(data []byte) (int, error) {
+	depth, line := 0, 1
+	var quote byte // inside a string: its quote
+	comment := false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case c == '\n':
+			line++
+			comment = false
+		case comment:
+		case quote != 0:
+			if c == '\\' && quote == '"' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			quote = c
+		case c == '#':
+			comment = true
+		case c == '[' || c == '{':
+			if depth++; depth > MaxNesting {
+				return line, errTooDeep
+			}
+		case c == ']' || c == '}':
+			depth = max(depth-1, 0)
+		}
+	}
+	return 0, nil
+}
+
