@@ -81,4 +81,3 @@ func checkNesting(data []byte) (int, error) {
 	}
 	return 0, nil
 }
-
