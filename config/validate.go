@@ -58,6 +58,10 @@ func validateWeb(d *decoder, w *Web) {
 		if err != nil {
 			d.bad("web.htpasswd_file", "%v", err)
 		}
+		if empty := us.EmptyPasswords(); err == nil && len(empty) > 0 {
+			d.bad("web.htpasswd_file", "%s: users with an empty password: %s (set one with htpasswd -B -C 10 %s USER)",
+				w.HtpasswdFile, strings.Join(empty, ", "), w.HtpasswdFile)
+		}
 		for _, a := range w.Admins {
 			if _, ok := us[a]; err == nil && !ok {
 				d.bad("web.admins", "%q is not a user of %s", a, w.HtpasswdFile)

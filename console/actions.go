@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -31,9 +32,15 @@ func (c *Console) trigger(w http.ResponseWriter, r *http.Request) {
 	}
 	var given []string
 	if r.PostFormValue("all") != "1" {
-		// entity: exact ids, whatever they hold (newlines too: the entity
-		// page's button); entities: the textarea's, one a line.
-		given = append(given, r.PostForm["entity"]...)
+		// entity_hex: exact ids, whatever they hold (newlines too: the
+		// entity page's button); entity: exact ids from a script;
+		// entities: the textarea's, one a line.
+		hexed, err := entityIDs(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		given = append(append(given, hexed...), r.PostForm["entity"]...)
 		for line := range strings.SplitSeq(r.PostFormValue("entities"), "\n") {
 			if id := strings.TrimRight(line, "\r"); strings.TrimSpace(id) != "" {
 				given = append(given, id)
@@ -123,7 +130,14 @@ func (c *Console) unlock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PostFormValue("entity")
-	if confirm := r.PostFormValue("confirm"); id == "" || confirm != id && confirm != report.Visible(id) {
+	if ids, err := entityIDs(r); err != nil || len(ids) > 1 {
+		http.Error(w, "bad entity_hex", http.StatusBadRequest)
+		return
+	} else if len(ids) == 1 {
+		id = ids[0]
+	}
+	// What the browser typed in confirm came back with CRLF line ends.
+	if confirm := strings.ReplaceAll(r.PostFormValue("confirm"), "\r\n", "\n"); id == "" || confirm != id && confirm != report.Visible(id) {
 		http.Error(w, "type the entity id again (as the page shows it) to unlock it", http.StatusBadRequest)
 		return
 	}
@@ -140,6 +154,21 @@ func (c *Console) unlock(w http.ResponseWriter, r *http.Request) {
 		c.logAction(u.Done)
 	}
 	c.back(w, r, c.url("/tasks/")+url.PathEscape(t.Name)+"/entity?id="+url.QueryEscape(id), u.Said)
+}
+
+// entityIDs are the form's entity_hex ids, decoded: a browser submits a
+// newline in a field's value as CRLF, so the entity page carries its exact
+// id hex-encoded (an id "nl\nx" came back as "nl\r\nx").
+func entityIDs(r *http.Request) ([]string, error) {
+	var ids []string
+	for _, h := range r.PostForm["entity_hex"] {
+		b, err := hex.DecodeString(h)
+		if err != nil {
+			return nil, fmt.Errorf("entity_hex %q: not hex", h)
+		}
+		ids = append(ids, string(b))
+	}
+	return ids, nil
 }
 
 // logAction logs an action done from the console, and that its record

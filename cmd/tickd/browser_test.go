@@ -91,7 +91,7 @@ name = "sync-users"
 every = "2s"
 lease_ttl = "3s"
 timezone = "Europe/Berlin"
-entities = ["alpha", "beta", "<b>gamma</b>", "x y", "x+y"]
+entities = ["alpha", "beta", "<b>gamma</b>", "x y", "x+y", "nl\nx", "nl\r\nx"]
 command = [%q]
 limits = ["users-api"]
 `, srv.URL(), addr, htpasswd, worker))
@@ -227,6 +227,16 @@ limits = ["users-api"]
 		chromedp.Text(`tbody td a`, &answered))
 	expect.Equal(t, "the entity page reached from the x y link", strings.TrimSpace(text[strings.LastIndex(text, "/")+1:]), "x y")
 	expect.Equal(t, "the entity triggered from the x y page", answered, "x y")
+
+	// "nl\nx" (a newline in the id; "nl\r\nx" exists too), triggered from
+	// its page: the browser submits a newline in a field as CRLF, and the
+	// answer must be for "nl\nx", not "nl\r\nx".
+	var href string
+	var found bool
+	run("trigger nl\\nx from its page", chromedp.Navigate(base+"/tasks/sync-users/entity?id=nl%0Ax"),
+		chromedp.WaitVisible(`form[action$="/trigger"] button`), chromedp.Click(`form[action$="/trigger"] button`),
+		chromedp.WaitVisible(`td.outcome`), chromedp.AttributeValue(`tbody td a`, "href", &href, &found))
+	expect.True(t, "the answer is for nl\\nx itself: "+href, strings.HasSuffix(href, "id=nl%0Ax"))
 
 	// beta's run sleeps for ever: unlock it, typing its id.
 	run("unlock", chromedp.Navigate(base+"/tasks/sync-users/entity?id=beta"),
