@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -213,6 +214,9 @@ func validateAction(t *Task, bad badFunc) {
 	if t.Command != nil && (len(t.Command) == 0 || t.Command[0] == "") {
 		bad("command", "empty argv")
 	}
+	if i := shellScriptArg(t.Command); i > 0 && strings.Contains(t.Command[i], "{entity}") {
+		bad("command", "{entity} inside a shell's script (%s -c): an entity id would be read as shell words; use \"$TICKD_ENTITY\" in the script (quoted), or pass {entity} as an argument of its own", filepath.Base(t.Command[0]))
+	}
 	for _, a := range t.Command {
 		for _, m := range placeholder.FindAllStringSubmatch(a, -1) {
 			if name := m[1]; name != "entity" {
@@ -232,6 +236,27 @@ func validateAction(t *Task, bad badFunc) {
 	if t.RescheduleExitCode == 0 && t.Command != nil {
 		bad("reschedule_exit_code", "0 means success; use another status (0 is not allowed)")
 	}
+}
+
+// shells are the programs whose -c argument is a script.
+var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true, "ash": true, "fish": true}
+
+// shellScriptArg is the index of argv's script when argv runs a shell with
+// -c (or -lc, -ec…): the argument after that option; 0 for none.
+func shellScriptArg(argv []string) int {
+	if len(argv) < 3 || !shells[filepath.Base(argv[0])] {
+		return 0
+	}
+	for i := 1; i < len(argv)-1; i++ {
+		a := argv[i]
+		if !strings.HasPrefix(a, "-") || a == "--" {
+			return 0
+		}
+		if !strings.HasPrefix(a, "--") && strings.Contains(a, "c") {
+			return i + 1
+		}
+	}
+	return 0
 }
 
 // placeholder is what reads as a placeholder in a command's argument:

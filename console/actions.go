@@ -52,7 +52,7 @@ func (c *Console) trigger(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ctx := r.Context()
-	ids, err := ops.TriggerIDs(ctx, *t, given, false)
+	ids, err := ops.TriggerIDs(ctx, *t, given, r.PostFormValue("force") == "1")
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return

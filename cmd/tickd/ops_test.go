@@ -798,7 +798,8 @@ command = ["true"]
 
 // TestTriggerRefusesUnlistedEntity: an id the task's static list (or file,
 // or a singleton's name) does not have is refused, naming it, unless
-// -force; an entities_command is not run to check.
+// -force; an entities_command is not run to check, so every id of its task
+// needs -force (before, any id went, and reached the command).
 func TestTriggerRefusesUnlistedEntity(t *testing.T) {
 	e := newOpsEnv(t, false, `
 [[tasks]]
@@ -816,12 +817,12 @@ every = "1h"
 entities_command = ["false"]
 command = ["true"]
 `)
-	for _, args := range [][]string{{"listed", "x", "typo"}, {"single", "other"}} {
+	for _, args := range [][]string{{"listed", "x", "typo"}, {"single", "other"}, {"cmd", "any"}} {
 		code, _, errs := cli(append([]string{"trigger", "-config", e.cfg}, args...)...)
 		expect.Equal(t, args[0]+": exit status", code, 1)
 		expect.True(t, args[0]+": names the id and -force: "+errs, strings.Contains(errs, `does not list "`+args[len(args)-1]+`"`) && strings.Contains(errs, "-force"))
 	}
-	for _, args := range [][]string{{"-force", "listed", "typo"}, {"listed", "y"}, {"single", "single"}, {"cmd", "any"}} {
+	for _, args := range [][]string{{"-force", "listed", "typo"}, {"listed", "y"}, {"single", "single"}, {"-force", "cmd", "any"}} {
 		if code, out, errs := cli(append([]string{"trigger", "-config", e.cfg}, args...)...); code != 0 {
 			t.Errorf("trigger %v: %d %s %s", args, code, out, errs)
 		}

@@ -103,10 +103,12 @@ func TriggerIDs(ctx context.Context, t config.Task, given []string, force bool) 
 
 // checkListed refuses ids that the task's entity source does not list. A
 // static list, a file and a singleton's name are checked; an
-// entities_command is not run (it may be slow, or have effects).
+// entities_command is not run (it may be slow, or have effects), so every
+// id of such a task needs force: an id no one checked never reaches its
+// command (from a console, that was a way to run a shell's words).
 func checkListed(ctx context.Context, t config.Task, ids []string) error {
 	if t.EntitiesCommand != nil {
-		return nil
+		return &NotListed{Task: t.Name, Missing: ids, Source: report.DescribeSource(t) + ", which a trigger does not run to check"}
 	}
 	want := make(map[string]bool, len(ids))
 	for _, id := range ids {
