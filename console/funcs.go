@@ -18,10 +18,10 @@ const shownTime = "2006-01-02 15:04:05 MST"
 // funcs are the templates' helpers. None of them returns template.HTML:
 // everything a page shows is escaped by html/template.
 var funcs = template.FuncMap{
-	"utc":     func(t time.Time) string { return t.UTC().Format(shownTime) },
+	"utc": func(t time.Time) string { return t.UTC().Format(shownTime) },
 	// hex carries an exact id in a form: a browser turns a newline in a
 	// field's value into CRLF when it submits it (entityIDs).
-	"hex": func(id string) string { return hex.EncodeToString([]byte(id)) },
+	"hex":     func(id string) string { return hex.EncodeToString([]byte(id)) },
 	"zoned":   func(t time.Time, loc *time.Location) string { return t.In(loc).Format(shownTime) },
 	"iso":     func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 	"ago":     func(now, t time.Time) string { return now.Sub(t).Round(time.Second).String() },
