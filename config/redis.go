@@ -132,5 +132,23 @@ func redactURL(raw string) string {
 	if err != nil {
 		return "(unparsable url)"
 	}
-	return u.Redacted()
+	// The whole user part: a URL written redis://PASSWORD@host has its
+	// password where the user goes. And every query value (?password=).
+	if u.User != nil {
+		u.User = url.User("xxxxx")
+	}
+	if q := u.Query(); len(q) > 0 {
+		for k := range q {
+			q[k] = []string{"xxxxx"}
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// InsecureTLS says whether the url turns TLS's certificate check off
+// (rediss://…?skip_verify=true): anyone on the path can pose as Redis.
+func (r *Redis) InsecureTLS() bool {
+	ro, err := redis.ParseURL(r.URL)
+	return err == nil && ro.TLSConfig != nil && ro.TLSConfig.InsecureSkipVerify
 }

@@ -44,6 +44,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	doc := report.CheckDoc{Tasks: []report.CheckTaskDoc{}, Leases: "in-process", Warnings: append(runWarnings(cfg), unitWarnings(cfg)...)}
 	if cfg.Redis != nil {
 		doc.Leases = "redis " + cfg.Redis.Where()
+		if cfg.Redis.InsecureTLS() {
+			doc.Warnings = append(doc.Warnings, fmt.Sprintf("%s: redis.url: skip_verify=true: the server's TLS certificate is not checked, so anyone on the path can pose as Redis", cfg.Path))
+		}
 	}
 	for _, t := range cfg.Tasks {
 		td := report.CheckTaskDoc{Name: t.Name, Schedule: t.ScheduleText(), Timezone: t.Location.String(),

@@ -142,6 +142,9 @@ func openStore(cfg *config.Config, replica string, clock lease.Clock, log *slog.
 	}
 	if cfg.Redis != nil {
 		log.Info("leases in redis", "redis", cfg.Redis.Where(), "key_prefix", cfg.Redis.KeyPrefix, "replica_acks", cfg.Redis.ReplicaAcks.String())
+		if cfg.Redis.InsecureTLS() {
+			log.Warn("redis url has skip_verify=true: the server's TLS certificate is not checked, so anyone on the path can pose as Redis; give the CA instead")
+		}
 	}
 	return s, nil
 }
