@@ -97,9 +97,14 @@ type Web struct {
 	// Listen is the console's host:port. Required.
 	Listen string `toml:"listen"`
 	// HtpasswdFile names a file of user:bcrypt-hash lines (htpasswd -B).
-	// Required unless Listen is a loopback address; without it, anyone who
-	// reaches the loopback address is an admin.
+	// Required unless Listen is a loopback address; without it, the
+	// console is read-only (every local account reaches a loopback
+	// address), unless InsecureLocalAdmin.
 	HtpasswdFile string `toml:"htpasswd_file"`
+	// InsecureLocalAdmin, without HtpasswdFile, makes anyone who reaches
+	// the loopback address an admin (every account of the host: they may
+	// trigger, pause and unlock). Defaults to false: read-only.
+	InsecureLocalAdmin bool `toml:"insecure_local_admin"`
 	// Admins may trigger, pause, resume and unlock; the other users only
 	// look. Defaults to none.
 	Admins []string `toml:"admins"`

@@ -52,6 +52,9 @@ func validateWeb(d *decoder, w *Web) {
 	if len(w.Admins) > 0 && w.HtpasswdFile == "" {
 		d.bad("web.admins", "admins need users: set htpasswd_file")
 	}
+	if w.InsecureLocalAdmin && w.HtpasswdFile != "" {
+		d.bad("web.insecure_local_admin", "with htpasswd_file, admins says who may act")
+	}
 	if w.HtpasswdFile != "" {
 		// The users are read as the console reads them at start, so that
 		// tickd check refuses what tickd run would.

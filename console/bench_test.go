@@ -62,7 +62,7 @@ entities_file = "/nonexistent/big-entities"
 	if err != nil {
 		b.Fatal(err)
 	}
-	hs := httptest.NewServer(con)
+	hs := httptest.NewServer(Anyone(con, Viewer))
 	b.Cleanup(hs.Close)
 	// The second page's cursor, from the first.
 	_, first := get(b, hs.URL+"/tasks/big")

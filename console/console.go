@@ -109,7 +109,18 @@ func New(opts Options) (*Console, error) {
 	return c, nil
 }
 
-func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.h.ServeHTTP(w, r) }
+// ServeHTTP serves a request whose user an authentication in front of
+// the console said: NewFront (the [web] table's users), Auth.Wrap, or
+// Anyone (no authentication, spelled out). A request none of them saw is
+// refused: a program that mounts the console alone shows nothing until it
+// chooses who may see it.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, ok := r.Context().Value(userKey{}).(User); !ok {
+		http.Error(w, "console: no authentication chosen: serve it through console.NewFront, or console.Anyone to let anyone in", http.StatusForbidden)
+		return
+	}
+	c.h.ServeHTTP(w, r)
+}
 
 // Reload shows cfg's tasks from now on (the daemon calls it on SIGHUP;
 // Front.Reload reads the users again). The rest of the [web] table is

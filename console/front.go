@@ -86,7 +86,13 @@ func NewFront(c http.Handler, opts FrontOptions) (*Front, error) {
 		}
 		f.auth, inner = a, a.Wrap(c)
 	} else {
-		inner = LoopbackOnly(Anyone(c, Admin), w.Hosts)
+		// No identity, no action: without users the console only shows,
+		// unless the config says every local account is an admin.
+		role := Viewer
+		if w.InsecureLocalAdmin {
+			role = Admin
+		}
+		inner = LoopbackOnly(Anyone(c, role), w.Hosts)
 	}
 	f.h = Headers(Capped(inner, f.limits.MaxBody))
 	return f, nil

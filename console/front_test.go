@@ -229,3 +229,51 @@ command = ["true"]
 	fmt.Println(rec.Code, strings.Contains(rec.Body.String(), `href="/tickd/tasks/sync"`))
 	// Output: 200 true
 }
+
+// TestNoActionWithoutAnIdentity: a console without users (a loopback
+// address, no htpasswd_file) shows every page but refuses every action:
+// every account of the host reaches a loopback address (the review paused,
+// triggered and force-unlocked as nobody). insecure_local_admin = true
+// makes anyone who reaches it an admin, as before.
+func TestNoActionWithoutAnIdentity(t *testing.T) {
+	e := newEnv(t, false)
+	for _, p := range []string{"/", "/tasks/sync"} {
+		resp, _ := e.do("GET", p, "", nil, nil)
+		expect.Equal(t, "a page without users: "+p, resp.StatusCode, http.StatusOK)
+	}
+	for path, form := range actions {
+		resp, _ := e.do("POST", path, "", form, nil)
+		expect.Equal(t, "an action without an identity: "+path, resp.StatusCode, http.StatusForbidden)
+	}
+	_, page := e.do("GET", "/tasks/sync", "", nil, nil)
+	expect.True(t, "no action's form on a read-only page", !strings.Contains(page, `action="/tasks/sync/pause"`))
+	e.rewire(func(w *config.Web) { w.InsecureLocalAdmin = true }, Limits{})
+	resp, _ := e.do("POST", "/tasks/sync/resume", "", url.Values{}, nil)
+	expect.Equal(t, "with insecure_local_admin, an action", resp.StatusCode, http.StatusSeeOther)
+}
+
+// TestConsoleAloneShowsNothing: a program that mounts the console alone,
+// choosing no authentication, shows nothing (403 saying what to choose);
+// Anyone spells "no authentication" out. Before, the console alone showed
+// every page to anyone, since its users moved to Front.
+func TestConsoleAloneShowsNothing(t *testing.T) {
+	e := newEnv(t, false)
+	alone := httptest.NewServer(e.con)
+	t.Cleanup(alone.Close)
+	resp, err := http.Get(alone.URL + "/tasks/sync")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	expect.Equal(t, "the console alone", resp.StatusCode, http.StatusForbidden)
+	expect.True(t, "it says what to choose: "+string(body), strings.Contains(string(body), "console.NewFront") && !strings.Contains(string(body), "sync"))
+	open := httptest.NewServer(Anyone(e.con, Viewer))
+	t.Cleanup(open.Close)
+	resp, err = http.Get(open.URL + "/tasks/sync")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	expect.Equal(t, "behind Anyone", resp.StatusCode, http.StatusOK)
+}

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/hex"
 	"html"
 	"net/http"
 	"net/url"
@@ -24,7 +25,7 @@ var awkwardIDs = []string{"a/b", "x y", "x+y", "q?x=1", "h#f", "p%20c", "100%", 
 
 var (
 	entityHref  = regexp.MustCompile(`href="(/tasks/sync/entity\?id=[^"]*)"`)
-	hiddenField = regexp.MustCompile(`<input type="hidden" name="entity" value="([^"]*)">`)
+	hiddenField = regexp.MustCompile(`<input type="hidden" name="entity_hex" value="([0-9a-f]*)">`)
 )
 
 // TestLinksCarryTheExactID: every entity link on the task page reaches its
@@ -74,11 +75,12 @@ func TestLinksCarryTheExactID(t *testing.T) {
 		if m == nil {
 			t.Fatalf("%q: no trigger form on its page", id)
 		}
-		if got := html.UnescapeString(m[1]); got != id {
+		b, _ := hex.DecodeString(m[1])
+		if got := string(b); got != id {
 			t.Errorf("the trigger form of %q carries %q", id, got)
 			continue
 		}
-		resp, _ := e.do("POST", "/tasks/sync/trigger", "ops", url.Values{"entity": {html.UnescapeString(m[1])}}, nil)
+		resp, _ := e.do("POST", "/tasks/sync/trigger", "ops", url.Values{"entity_hex": {m[1]}}, nil)
 		if resp.StatusCode != http.StatusSeeOther {
 			t.Errorf("trigger %q: %d", id, resp.StatusCode)
 			continue

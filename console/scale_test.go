@@ -49,7 +49,7 @@ func manyTasks(tb testing.TB, n int) (*httptest.Server, *redis.Client) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	hs := httptest.NewServer(con)
+	hs := httptest.NewServer(Anyone(con, Viewer))
 	tb.Cleanup(hs.Close)
 	return hs, c
 }
