@@ -417,11 +417,17 @@ func (s *Store) LimitStatus(ctx context.Context, lim Limit) (LimitStatus, error)
 // entity, else the limit's one. No run starts under it until then, on any
 // replica; why says what closed it (an API's 429).
 func (s *Store) CloseLimit(ctx context.Context, lim Limit, entity string, d time.Duration, why string) error {
+	if len(why) > MaxCloseReason { // every replica's status reads it: bounded
+		why = strings.ToValidUTF8(why[:MaxCloseReason], "")
+	}
 	if err := s.b.CloseLimit(ctx, lim, budgetKey(lim, entity), d, why); err != nil {
 		return fmt.Errorf("close limit %s: %w", lim.Name, err)
 	}
 	return nil
 }
+
+// MaxCloseReason bounds the reason a closed budget keeps, in bytes.
+const MaxCloseReason = 256
 
 // limitHolder is who this store's runs count under in a limit: the
 // replica id and this process's nonce, so that two processes given one

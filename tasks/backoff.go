@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -44,7 +45,10 @@ const BackoffExitCode = 76
 // or a Unix time when it is one).
 func backoffOf(resp *http.Response, now time.Time) *BackoffError {
 	h := resp.Header
-	be := &BackoffError{Reason: resp.Status}
+	// The status line is the API's text, as long and as hostile as it
+	// likes: the reason is stored (the limit's, on every replica) and
+	// shown on terminals and pages, so it is cut and made printable here.
+	be := &BackoffError{Reason: Printable(resp.Status, MaxReason)}
 	for _, name := range []string{"Retry-After", "RateLimit-Reset", "X-RateLimit-Reset"} {
 		v := strings.TrimSpace(h.Get(name))
 		if v == "" {
@@ -57,6 +61,31 @@ func backoffOf(resp *http.Response, now time.Time) *BackoffError {
 		}
 	}
 	return be
+}
+
+// MaxReason bounds the text a back-off keeps of its answer.
+const MaxReason = 200
+
+// Printable is s cut to at most max bytes (never inside a character), with
+// every character that is not printable (control characters such as ESC,
+// bidirectional overrides such as U+202E, invalid bytes) written as Go
+// writes it in a quoted string: text from outside the process shown on a
+// terminal cannot move its cursor, set its title or reverse the words.
+func Printable(s string, max int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	var b strings.Builder
+	for _, r := range s {
+		w := string(r)
+		if !unicode.IsPrint(r) {
+			q := strconv.QuoteRune(r)
+			w = q[1 : len(q)-1]
+		}
+		if b.Len()+len(w) > max {
+			break
+		}
+		b.WriteString(w)
+	}
+	return b.String()
 }
 
 // parseAfter reads seconds, a Unix time (after 2001), or an HTTP date, as

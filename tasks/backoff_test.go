@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,5 +58,23 @@ func TestExecBackoff(t *testing.T) {
 	_, err = Exec{Argv: []string{"sh", "-c", "exit 76"}}.Do(context.Background(), Run{Task: "t", Entity: "e"})
 	if !errors.As(err, &be) || be.After != 0 {
 		t.Fatalf("exit 76 without a line: %v, want a back-off of no given time", err)
+	}
+}
+
+// TestAHostileStatusLineIsCutAndPrintable: a 429 whose status line is
+// 20,000 bytes of ESC sequences and U+202E (the review's): the back-off's
+// reason, which every replica stores and status prints, is at most
+// MaxReason bytes with no control or bidirectional character left.
+func TestAHostileStatusLineIsCutAndPrintable(t *testing.T) {
+	hostile := "429 " + strings.Repeat("\x1b]0;pwned\x07\x1b[2J\u202eevil", 800)
+	be := backoffOf(&http.Response{Status: hostile, Header: http.Header{"Retry-After": {"3"}}}, time.Now())
+	if len(be.Reason) > MaxReason+len(", Retry-After: 3") {
+		t.Fatalf("reason of %d bytes", len(be.Reason))
+	}
+	if strings.ContainsAny(be.Reason, "\x1b\x07\u202e") {
+		t.Fatalf("reason keeps a control or bidi character: %q", be.Reason)
+	}
+	if !strings.HasPrefix(be.Reason, `429 \x1b]0;pwned\a`) {
+		t.Fatalf("reason %q: want the status line's start, escaped", be.Reason[:40])
 	}
 }

@@ -86,7 +86,7 @@ func (e Exec) Do(ctx context.Context, run Run) (Result, error) {
 			return Reschedule, nil
 		case code == BackoffExitCode:
 			after, said := retryAfterLine(tail.String(), time.Now())
-			return Done, &BackoffError{After: after, Reason: strings.TrimSpace(fmt.Sprintf("exit status %d %s", code, said))}
+			return Done, &BackoffError{After: after, Reason: Printable(strings.TrimSpace(fmt.Sprintf("exit status %d %s", code, said)), MaxReason)}
 		}
 		err = fmt.Errorf("%w: exit status %d", ErrExit, code)
 	}

@@ -229,7 +229,7 @@ func printLimits(w io.Writer, ls []report.LimitStatus, now time.Time) {
 		closed := "-"
 		if d := l.Doc(); len(d.Closed) > 0 {
 			c := d.Closed[len(d.Closed)-1]
-			closed = fmt.Sprintf("%d budget(s), for up to %v: %s", len(d.Closed), l.ClosedFor(now).Round(time.Second), c.Reason)
+			closed = fmt.Sprintf("%d budget(s), for up to %v: %s", len(d.Closed), l.ClosedFor(now).Round(time.Second), report.Visible(c.Reason))
 		}
 		tb.row(l.Limit.Name, l.InUse(), l.WaitingNow(now), l.Limit.String(), strings.Join(l.Tasks, ","), closed)
 	}
