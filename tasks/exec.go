@@ -253,11 +253,19 @@ func StartTail(ctx context.Context, cmd *exec.Cmd, grace time.Duration, check fu
 // maxLine bounds one logged line; longer lines are split.
 const maxLine = 16 * 1024
 
-// MaxLogged bounds what one run's output puts in the log: past it, lines
-// are counted, not logged, and one line at the end says how much was left
-// out (the kept tail of a failed run is not affected). Two runs printing
-// 100 MB made a 341 MB log in a minute.
+// MaxLogged bounds what one run's output puts in the log, counted in log
+// bytes: each line costs its own bytes and recordCost for the record
+// around it (time, level, task, entity, tick, fence…), so that a run
+// printing empty lines cannot make a log 200 times its output (1 MiB of
+// empty lines wrote 202 MB when the cap counted output bytes). Past it,
+// lines are counted, not logged, and one line at the end says how much
+// was left out (the kept tail of a failed run is not affected). Blank
+// lines are not logged. Two runs printing 100 MB made a 341 MB log in a
+// minute before there was a cap.
 var MaxLogged = 1 << 20
+
+// recordCost is about what a log record adds around a line of output.
+const recordCost = 256
 
 func logLines(r io.Reader, log *slog.Logger, tail *Tail) {
 	br := bufio.NewReaderSize(r, maxLine)
@@ -267,11 +275,12 @@ func logLines(r io.Reader, log *slog.Logger, tail *Tail) {
 		if len(line) > 0 && tail != nil {
 			tail.Write(line) //nolint:errcheck // never fails
 		}
+		text := strings.TrimRight(string(line), "\r\n")
 		switch {
-		case len(line) == 0:
-		case logged+len(line) <= MaxLogged:
-			logged += len(line)
-			log.Info(strings.TrimRight(string(line), "\r\n"))
+		case strings.TrimSpace(text) == "":
+		case logged+len(line)+recordCost <= MaxLogged:
+			logged += len(line) + recordCost
+			log.Info(text)
 		default:
 			dropped += len(line)
 			droppedLines++

@@ -27,6 +27,7 @@ type buf struct {
 
 func (b *buf) Write(p []byte) (int, error) { b.mu.Lock(); defer b.mu.Unlock(); return b.b.Write(p) }
 func (b *buf) String() string              { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
+func (b *buf) Len() int                    { b.mu.Lock(); defer b.mu.Unlock(); return b.b.Len() }
 
 func logger() (*slog.Logger, *buf) {
 	b := &buf{}
@@ -335,6 +336,23 @@ func TestExecOutputLoggedUpToACap(t *testing.T) {
 	}
 	if !strings.Contains(l, "output not logged past the per-run cap") || !strings.Contains(l, "dropped_lines=") {
 		t.Fatalf("no line says what was left out:\n%s", l[len(l)-300:])
+	}
+}
+
+// TestEmptyLinesDoNotMultiplyTheLog: 1 MiB of empty lines (the review's)
+// and short lines: the log a run writes stays within about MaxLogged
+// (its log bytes, records and all), not 200 times it.
+func TestEmptyLinesDoNotMultiplyTheLog(t *testing.T) {
+	defer func(m int) { MaxLogged = m }(MaxLogged)
+	MaxLogged = 64 << 10
+	for name, script := range map[string]string{"empty lines": `head -c 1048576 /dev/zero | tr '\0' '\n'`,
+		"one-byte lines": `head -c 524288 /dev/zero | tr '\0' 'x' | fold -w 1`} {
+		var logged buf
+		e := Exec{Argv: []string{"sh", "-c", script}}
+		if _, err := e.Do(context.Background(), Run{Task: "t", Entity: "an-entity", Logger: slog.New(slog.NewJSONHandler(&logged, nil)).With("task", "t", "entity", "an-entity", "tick", "2026-11-27T00:00:00Z", "fence", 1795737884001848)}); err != nil {
+			t.Fatal(err)
+		}
+		expect.True(t, fmt.Sprintf("%s: %d bytes of log for a cap of %d", name, logged.Len(), MaxLogged), logged.Len() <= MaxLogged+4096)
 	}
 }
 
