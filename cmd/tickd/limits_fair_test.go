@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -22,8 +23,16 @@ import (
 // late, and says how many wait still. Before, whoever asked first after a
 // run ended got its place: some entities ran every tick and others waited
 // for many.
+//
+// TICKD_FAIR="entities every_s run limit seconds" runs another case (the
+// issue's: "30 4 1s 3 60").
 func TestLimitServesWaitingRunsInOrder(t *testing.T) {
-	const entities, every, runFor, seconds = 16, 2, "500ms", 16
+	entities, every, runFor, limit, seconds := 16, 2, "500ms", 2, 16
+	if v := os.Getenv("TICKD_FAIR"); v != "" {
+		if _, err := fmt.Sscan(v, &entities, &every, &runFor, &limit, &seconds); err != nil {
+			t.Fatalf("TICKD_FAIR=%q: %v", v, err)
+		}
+	}
 	srv := redistest.Start(t)
 	_, worker := tickdtest.Binaries(t)
 	dir := t.TempDir()
@@ -39,7 +48,7 @@ key_prefix = "fair"
 
 [[limits]]
 name = "crm"
-concurrency = 2
+concurrency = %d
 
 [[tasks]]
 name = "sync"
@@ -49,7 +58,7 @@ lease_ttl = "3s"
 concurrency = 4
 limits = ["crm"]
 entities = %s
-`, srv.URL(), every, worker, runFor, entityList(entities)))
+`, srv.URL(), limit, every, worker, runFor, entityList(entities)))
 	logPath := filepath.Join(dir, "runs.log")
 	var procs []*tickdtest.Proc
 	for _, name := range []string{"A", "B"} {
@@ -65,8 +74,8 @@ entities = %s
 		}
 		return false
 	})
-	end := first + int64(seconds*time.Second)
-	expect.WaitFor(t, 2*seconds*time.Second, "runs over the window", func() bool {
+	end := first + int64(time.Duration(seconds)*time.Second)
+	expect.WaitFor(t, time.Duration(2*seconds)*time.Second, "runs over the window", func() bool {
 		runs := tickdtest.ReadRuns(t, logPath)
 		return runs[len(runs)-1].Start.At > end
 	})
@@ -82,7 +91,7 @@ entities = %s
 	expect.Equal(t, "a tick run twice", f.DuplicateTickRuns, 0)
 
 	// The window: the ticks from the first run's, for seconds.
-	firstTick := time.Unix(0, first).Truncate(every * time.Second)
+	firstTick := time.Unix(0, first).Truncate(time.Duration(every) * time.Second)
 	ticks := seconds / every
 	starts := map[string][]int64{}
 	inWindow := 0
@@ -116,7 +125,8 @@ entities = %s
 		inWindow, ticks, room, entities, fewest, most, longest.Round(time.Millisecond), bound)
 	// A tick's fan-out and the due loop take part of a second: slack of one.
 	expect.True(t, fmt.Sprintf("every entity runs at least every ⌈asked ÷ room⌉ + 1 ticks: longest %v, bound %v", longest, bound), longest <= bound+time.Second)
-	expect.True(t, fmt.Sprintf("every entity ran at least %d times: runs per entity %d to %d", int(seconds*time.Second/bound), fewest, most), fewest >= int(seconds*time.Second/bound))
+	least := int(time.Duration(seconds) * time.Second / bound)
+	expect.True(t, fmt.Sprintf("every entity ran at least %d times: runs per entity %d to %d", least, fewest, most), fewest >= least)
 
 	// Each tick's record counts the runs that carry its tick.
 	byTick := map[time.Time]int{}
