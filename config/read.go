@@ -20,27 +20,38 @@ const (
 // device or a directory at the path is refused at once (opening a FIFO to
 // read waits for a writer for ever, and held up reloads and SIGTERM).
 func ReadFile(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	data, err := readRegular(path, MaxConfigBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
+	}
+	if line, err := checkNesting(data); err != nil {
+		return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+	}
+	return data, nil
+}
+
+// readRegular reads path, a regular file of at most max bytes, without
+// blocking (a FIFO's open waits for a writer): the config, and the files
+// it names for a secret (url_file).
+func readRegular(path string, max int) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
+		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("read config %s: not a regular file (%s)", path, st.Mode().Type())
+		return nil, fmt.Errorf("%s: not a regular file (%s)", path, st.Mode().Type())
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
 	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
+		return nil, err
 	}
-	if len(data) > MaxConfigBytes {
-		return nil, fmt.Errorf("read config %s: larger than %d MiB: not a config tickd reads", path, MaxConfigBytes>>20)
-	}
-	if line, err := checkNesting(data); err != nil {
-		return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+	if len(data) > max {
+		return nil, fmt.Errorf("%s: larger than %d KiB", path, max>>10)
 	}
 	return data, nil
 }

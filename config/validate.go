@@ -105,7 +105,7 @@ func validateRedis(d *decoder, r *Redis, urlGiven bool) {
 		if urlGiven {
 			d.bad("redis.url_file", "give url or url_file, not both")
 		}
-		b, err := os.ReadFile(r.URLFile)
+		b, err := readRegular(r.URLFile, 64<<10)
 		if err != nil {
 			d.bad("redis.url_file", "%v", err)
 			return

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
@@ -346,30 +348,43 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 
 // TestSIGTERMDuringStartUp: a SIGTERM that arrives while tickd is still
 // starting stops it cleanly, exit 0, instead of killing it with the
-// signal's default action. The config is a FIFO, so tickd is provably in its
-// own start-up code, blocked reading its config, when the signal is sent;
-// the config is written after it.
+// signal's default action. tickd is provably in its own start-up code when
+// the signal is sent: a replica of the same id, frozen (SIGSTOP), still
+// announces it, so the new process waits (up to about 10s) to see whether
+// that one is alive, after it connected to Redis (its connection is seen in
+// CLIENT LIST) and before it is ready. (A FIFO at the config path held it
+// before; config files are now never waited on.)
 func TestSIGTERMDuringStartUp(t *testing.T) {
-	for round := range 3 {
-		cfg := filepath.Join(t.TempDir(), "tickd.toml")
-		if err := syscall.Mkfifo(cfg, 0o600); err != nil {
+	srv := redistest.Start(t)
+	tickdtest.InitEpoch(t, srv.Addr, "tickd")
+	cfg := filepath.Join(t.TempDir(), "tickd.toml")
+	tickdtest.WriteFile(t, cfg, fmt.Sprintf("[daemon]\nlog_format = \"json\"\n[redis]\nurl = %q\n[[tasks]]\nname = \"t\"\nevery = \"1h\"\ncommand = [\"true\"]\n", srv.URL()))
+	env := []string{"TICKD_REPLICA_ID=same"}
+	frozen := tickdtest.Start(t, "frozen", env, "-config", cfg)
+	frozen.WaitReady(20 * time.Second)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c.Close()
+	expect.WaitFor(t, 10*time.Second, "the first process's announcement", func() bool {
+		return c.HExists(context.Background(), "tickd:replicas", "same").Val()
+	})
+	frozen.Signal(syscall.SIGSTOP)
+	t.Cleanup(func() { frozen.Signal(syscall.SIGCONT) })
+	clients := func() int {
+		l, err := c.ClientList(context.Background()).Result()
+		if err != nil {
 			t.Fatal(err)
 		}
-		p := tickdtest.Start(t, fmt.Sprint("A", round), nil, "-config", cfg)
-		// A writer can open the FIFO once tickd opens it to read; tickd
-		// then waits for the config in read(2).
-		var f *os.File
-		expect.WaitFor(t, 10*time.Second, "tickd to open its config", func() bool {
-			var err error
-			f, err = os.OpenFile(cfg, os.O_WRONLY|syscall.O_NONBLOCK, 0)
-			return err == nil
-		})
+		return strings.Count(l, "\n")
+	}
+	for round := range 3 {
+		before := clients()
+		p := tickdtest.Start(t, fmt.Sprint("A", round), env, "-config", cfg)
+		expect.WaitFor(t, 10*time.Second, "the new process connected to Redis", func() bool { return clients() > before })
 		p.Signal(syscall.SIGTERM)
-		fmt.Fprint(f, "[daemon]\nlog_format = \"json\"\n[[tasks]]\nname = \"t\"\nevery = \"1h\"\ncommand = [\"true\"]\n")
-		f.Close()
 		if code := p.Wait(20 * time.Second); code != 0 {
 			t.Fatalf("round %d: exit %d (-1: killed by the signal), want 0", round, code)
 		}
+		expect.True(t, fmt.Sprintf("round %d: stopped during start-up, never ready", round), !strings.Contains(p.Log(), `"msg":"tickd started"`))
 	}
 }
 
