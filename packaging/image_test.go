@@ -123,7 +123,8 @@ func checkImageConfig(t *testing.T, ref, version string) {
 	if !slices.Equal(cfg.Entrypoint, []string{"tickd"}) || !slices.Equal(cfg.Cmd, []string{"run", "-config", "/etc/tickd/config.toml"}) {
 		t.Errorf("entrypoint %q, cmd %q", cfg.Entrypoint, cfg.Cmd)
 	}
-	if cfg.Labels["org.opencontainers.image.version"] != version || cfg.Labels["org.opencontainers.image.revision"] == "" {
+	if cfg.Labels["org.opencontainers.image.version"] != version || cfg.Labels["org.opencontainers.image.revision"] == "" ||
+		cfg.Labels["org.opencontainers.image.licenses"] != "Apache-2.0" {
 		t.Errorf("labels %v", cfg.Labels)
 	}
 	// The image's own config runs (no Redis: in-process leases).

@@ -30,8 +30,8 @@ func TestRPM(t *testing.T) {
 	dir, v := dist(t)
 	for arch, rpmArch := range map[string]string{"amd64": "x86_64", "arm64": "aarch64"} {
 		file := filepath.Join(dir, "tickd-"+v+"."+rpmArch+".rpm")
-		if got := run(t, rpm, "-qp", "--qf", "%{NAME} %{VERSION} %{ARCH}", file); got != "tickd "+v+" "+rpmArch {
-			t.Errorf("%s: %q, want tickd %s %s", arch, got, v, rpmArch)
+		if got := run(t, rpm, "-qp", "--qf", "%{NAME} %{VERSION} %{ARCH} %{LICENSE}", file); got != "tickd "+v+" "+rpmArch+" Apache-2.0" {
+			t.Errorf("%s: %q, want tickd %s %s Apache-2.0", arch, got, v, rpmArch)
 		}
 		files := run(t, rpm, "-qp", "--qf", "[%{FILENAMES} %{FILEFLAGS:fflags} %{FILEMODES:perms}\n]", file)
 		for _, want := range []string{"/usr/bin/tickd  -rwxr-xr-x", "/etc/tickd/config.toml cn -rw-r-----",

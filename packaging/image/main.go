@@ -156,6 +156,7 @@ func (b build) labels() map[string]string {
 		"org.opencontainers.image.created":     b.created.Format(time.RFC3339),
 		"org.opencontainers.image.source":      "https://github.com/tickd/tickd",
 		"org.opencontainers.image.vendor":      "tickd",
+		"org.opencontainers.image.licenses":    "Apache-2.0",
 	}
 }
 
