@@ -15,10 +15,10 @@ import (
 
 const chart = "deploy/helm/tickd" // from the module's root
 
-// helm runs the helm the module pins (go tool helm) from the module's
-// root.
+// helm runs the helm tools/go.mod pins (go tool -modfile=tools/go.mod
+// helm) from the module's root.
 func helm(args ...string) (string, error) {
-	cmd := exec.Command("go", append([]string{"tool", "helm"}, args...)...)
+	cmd := exec.Command("go", append([]string{"tool", "-modfile=tools/go.mod", "helm"}, args...)...)
 	cmd.Dir = ".."
 	out, err := cmd.CombinedOutput()
 	return string(out), err

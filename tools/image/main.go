@@ -5,7 +5,7 @@
 // and, when the build host has them, the CA certificates rediss:// needs.
 // One image per architecture, in one index. packaging/build runs it:
 //
-//	go run ./packaging/image -version V -revision R -config config.example.toml \
+//	go -C tools run ./image -version V -revision R -config config.example.toml \
 //	    -out dist/tickd-image.tar amd64=/path/to/tickd arm64=/path/to/tickd
 package main
 
