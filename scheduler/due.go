@@ -16,7 +16,7 @@ import (
 // size); the metrics loop calls it every PausePoll.
 func (s *Scheduler) publishDueDepth(ctx context.Context) {
 	if n, err := s.store.DueCount(ctx); err == nil {
-		s.metrics.due(n)
+		s.metrics.Due(n)
 	}
 }
 

@@ -136,7 +136,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	}
 	n := *f.n
 	s.history.fannedOut(f.tl, n)
-	s.metrics.ticked(t.Name, T, n, err)
+	s.metrics.Ticked(t.Name, T, n, err)
 	lvl := slog.LevelInfo
 	if n.Errors > 0 || n.SourceFailed || n.Quarantined > 0 {
 		lvl = slog.LevelWarn

@@ -54,12 +54,12 @@ func (s *Scheduler) publishHealth(ctx context.Context) {
 		now := s.clock.Now()
 		for i, t := range batch {
 			views, h := history.Assess(t, now, ps[i])
-			s.metrics.health(t.Name, views, h)
+			s.metrics.Health(t.Name, views, h)
 		}
 	}
 	for name := range s.orphansPublished { // forgotten since, or back in the config
 		if _, inConfig := cfg.Task(name); !published[name] && !inConfig {
-			s.metrics.forget(name)
+			s.metrics.Forget(name)
 		}
 	}
 	s.orphansPublished = published

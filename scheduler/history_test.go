@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/history"
@@ -265,11 +264,38 @@ entities = ["a", "b", "c"]
 	})
 }
 
+// healthSeen is a Metrics that keeps the last health each task was
+// reported with.
+type healthSeen struct {
+	noMetrics
+	mu   sync.Mutex
+	last map[string]history.Health
+	runs map[string]map[lease.Outcome]int // the last complete tick's
+}
+
+func (m *healthSeen) Health(task string, views []history.TickView, h history.Health) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.last[task] = h
+	for _, v := range views {
+		if v.State == history.TickComplete {
+			m.runs[task] = v.Outcomes()
+			break
+		}
+	}
+}
+
+func (m *healthSeen) get(task string) (history.Health, map[lease.Outcome]int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.last[task], m.runs[task]
+}
+
 // TestHealthMetrics: the flags and the last complete tick's outcomes reach
 // the metrics, for a task every replica runs and for one none does.
 func TestHealthMetrics(t *testing.T) {
 	e := newEnv(t, true)
-	m := NewMetrics(prometheus.NewRegistry())
+	m := &healthSeen{last: map[string]history.Health{}, runs: map[string]map[lease.Outcome]int{}}
 	e.rec.body = func(_ context.Context, r tasks.Run) (tasks.Result, error) {
 		if r.Entity == "b" {
 			return tasks.Done, errors.New("down")
@@ -290,12 +316,13 @@ every = "1s"
 entities_file = "/nonexistent/tickd-test-entities"
 `, Options{Store: e.store("r1"), DuePoll: 20 * time.Millisecond, PausePoll: 100 * time.Millisecond, Metrics: m, HealthPoll: 100 * time.Millisecond})
 	expect.WaitFor(t, 10*time.Second, "the last tick's outcomes and the starved flag", func() bool {
-		return testutil.ToFloat64(m.LastTickRuns.WithLabelValues("rec", "done")) == 1 &&
-			testutil.ToFloat64(m.LastTickRuns.WithLabelValues("rec", "failed")) == 1 &&
-			testutil.ToFloat64(m.Starved.WithLabelValues("starves")) == 1
+		_, runs := m.get("rec")
+		starves, _ := m.get("starves")
+		return runs[lease.OutcomeDone] == 1 && runs[lease.OutcomeFailed] == 1 && starves.Starved
 	})
-	expect.Equal(t, "a ticking task is firing", testutil.ToFloat64(m.NotFiring.WithLabelValues("rec")), 0)
-	expect.Equal(t, "half failing is not failing", testutil.ToFloat64(m.Failing.WithLabelValues("rec")), 0)
+	rec, _ := m.get("rec")
+	expect.Equal(t, "a ticking task is firing", rec.NotFiring, "")
+	expect.Equal(t, "half failing is not failing", rec.Failing, false)
 }
 
 // TestAssessMissedAndNotFiring: the ticks the schedule expected between

@@ -21,7 +21,7 @@ func (s *Scheduler) waitForLimit(ctx context.Context, ts *taskState, d lease.Due
 	if errors.As(err, &le) {
 		wait, limit, why = le.Wait, le.Limit, le.Why
 	}
-	s.metrics.limitWait(limit, why)
+	s.metrics.LimitWait(limit, why)
 	s.log.Debug("run waits for a limit", KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason, "limit", limit, "why", why, "wait", wait.String())
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
 	defer cancel()
@@ -101,7 +101,7 @@ func (s *Scheduler) backOff(t config.Task, l *lease.Lease, be *tasks.BackoffErro
 		if err != nil {
 			s.storeFailed("limit", "close-limit:"+name, "cannot close a limit that an API asked to back off", Event{Task: t.Name, Entity: l.Entity}, err)
 		}
-		s.metrics.backedOff(name)
+		s.metrics.BackedOff(name)
 	}
 	if wait == 0 { // no limit to close: the default bound
 		wait = min(after, config.DefaultLimit().MaxBackoff)

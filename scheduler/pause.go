@@ -22,7 +22,7 @@ func (s *Scheduler) readPaused(ctx context.Context) {
 	defer s.mu.Unlock()
 	for name, ts := range s.tasks {
 		_, paused := pauses[name]
-		s.metrics.paused(name, paused)
+		s.metrics.Paused(name, paused)
 		if was := ts.paused.Swap(paused); was != paused {
 			s.log.Info(map[bool]string{true: "task paused", false: "task resumed"}[paused], KeyTask, name)
 		}

@@ -23,7 +23,7 @@ func Grace(ttl time.Duration) time.Duration { return min(10*time.Second, lease.M
 // run gives back.
 func (s *Scheduler) start(ts *taskState, l *lease.Lease, tl *tally) {
 	s.runs.Add(1)
-	s.metrics.active(s.active.Add(1))
+	s.metrics.Active(s.active.Add(1))
 	if tl != nil {
 		tl.pending.Add(1)
 	}
@@ -223,7 +223,7 @@ func (s *Scheduler) execute(w *worker, j job) {
 	w.begin(s, r)
 	started := s.clock.Now()
 	if l.Reason == lease.ReasonTick {
-		s.metrics.lag(t.Name, started.Sub(l.Tick))
+		s.metrics.Lag(t.Name, started.Sub(l.Tick))
 	}
 	if r.tl != nil {
 		r.tl.started(started.Sub(l.Tick))
@@ -253,9 +253,9 @@ func (s *Scheduler) execute(w *worker, j job) {
 	if handOver {
 		next = &lease.Next{Reason: lease.ReasonRetry, Attempt: l.Attempt, HandOver: true}
 	}
-	s.metrics.run(t.Name, l.Reason, outcome, ended.Sub(started))
+	s.metrics.Ran(t.Name, l.Reason, outcome, ended.Sub(started))
 	if next != nil && next.Reason == lease.ReasonRetry && !handOver {
-		s.metrics.retry(t.Name)
+		s.metrics.Retried(t.Name)
 	}
 	r.outcome, r.took, r.err, r.next, r.ended = outcome, ended.Sub(started), err, next, ended
 	fin := lease.Finished{Outcome: outcome, Started: started, Ended: ended}
@@ -299,7 +299,7 @@ func (r *running) done(rerr error) {
 	if r.tl != nil {
 		s.history.ended(r.tl, r.outcome, r.ended.Sub(r.l.Tick))
 	}
-	s.metrics.active(s.active.Add(-1))
+	s.metrics.Active(s.active.Add(-1))
 	<-r.ts.slots
 	s.runs.Done()
 }

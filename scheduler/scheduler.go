@@ -42,7 +42,7 @@ type Options struct {
 	// PausePoll is how often paused tasks are read. Defaults to 500ms.
 	PausePoll time.Duration
 	// Metrics, if set, receives the scheduler's measurements.
-	Metrics *Metrics
+	Metrics Metrics
 	// HealthPoll is how often, with Metrics, the tasks' history is read for
 	// their flags. Defaults to 15s.
 	HealthPoll time.Duration
@@ -71,7 +71,8 @@ type Scheduler struct {
 	// orphansPublished are the registry's tasks outside the config whose
 	// health the last publishHealth published (the health loop's).
 	orphansPublished map[string]bool
-	metrics          *Metrics
+	metrics          Metrics
+	hasMetrics       bool // Options.Metrics was set
 	observer         func(Event)
 
 	mu    sync.Mutex
@@ -144,7 +145,11 @@ func New(cfg *config.Config, opts Options) (*Scheduler, error) {
 	s := &Scheduler{
 		store: opts.Store, log: opts.Logger.With(KeyReplica, opts.Store.Replica()), registry: opts.Registry, clock: opts.Clock,
 		replica: opts.Store.Replica(), duePoll: opts.DuePoll, pausePoll: opts.PausePoll, healthPoll: opts.HealthPoll,
-		logLimit: NewLogLimiter(LogEvery), tasks: map[string]*taskState{}, metrics: opts.Metrics, observer: opts.Observer,
+		logLimit: NewLogLimiter(LogEvery), tasks: map[string]*taskState{}, observer: opts.Observer,
+		metrics: opts.Metrics, hasMetrics: opts.Metrics != nil,
+	}
+	if s.metrics == nil {
+		s.metrics = noMetrics{}
 	}
 	s.loopCtx, s.stopLoops = context.WithCancel(context.Background())
 	s.history, s.historyDone = newHistoryWriter(s), make(chan struct{})
@@ -201,7 +206,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		fn    func(context.Context)
 	}
 	loops := []loop{{s.duePoll, s.takeDue}, {s.pausePoll, s.readPaused}, {s.pausePoll, s.announce}}
-	if s.metrics != nil {
+	if s.hasMetrics {
 		loops = append(loops, loop{s.pausePoll, s.publishDueDepth}, loop{s.pausePoll, s.publishLimits}, loop{s.healthPoll, s.publishHealth})
 	}
 	for _, l := range loops {
@@ -218,7 +223,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 
 // startTask starts one task's tick loop; s.mu is held.
 func (s *Scheduler) startTask(t config.Task) {
-	s.metrics.task(t.Name)
+	s.metrics.Task(t.Name)
 	s.store.WantShards(t.Name, t.Shards)
 	ts := &taskState{t: t, slots: make(chan struct{}, t.Concurrency)}
 	ts.action, ts.source = s.buildTask(t)

@@ -46,7 +46,7 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 			if !ts.paused.Load() {
 				s.goFanOut(ctx, ts, next)
 			} else {
-				s.metrics.skip(t.Name, "paused", 1)
+				s.metrics.Skipped(t.Name, "paused", 1)
 				s.log.Debug("task paused: tick skipped", KeyTask, t.Name, tickAttr(next))
 			}
 		} else {

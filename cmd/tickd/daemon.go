@@ -23,6 +23,7 @@ import (
 	"github.com/tickd/tickd/internal/gcpolicy"
 	"github.com/tickd/tickd/internal/pid1"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/metrics"
 	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
 )
@@ -117,7 +118,7 @@ func redisClient(cfg *config.Config) (redis.UniversalClient, error) {
 
 // openStore returns the lease store the config asks for; its Stop closes
 // what it opened.
-func openStore(cfg *config.Config, replica string, clock lease.Clock, log *slog.Logger, m *scheduler.Metrics) (*lease.Store, error) {
+func openStore(cfg *config.Config, replica string, clock lease.Clock, log *slog.Logger, m *metrics.Collectors) (*lease.Store, error) {
 	opts := lease.Options{Replica: replica, Clock: clock, OnRenew: m.Renewed, Version: readBuild().version}
 	if cfg.Redis == nil {
 		log.Warn("no [redis] table: leases are in-process; replicas would not be coordinated")
@@ -184,18 +185,18 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	clock := newClock(log)
 	replica := replicaID(cfg.Daemon)
 	reg := prometheus.NewRegistry()
-	metrics := scheduler.NewMetrics(reg)
+	collectors := metrics.New(reg)
 	b := readBuild()
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_build_info",
 		Help: "1, labelled with the build of this binary."}, []string{"version", "revision", "go_version"})
 	buildInfo.WithLabelValues(b.version, b.revision, b.goVersion).Set(1)
 	reg.MustRegister(buildInfo)
 	reloads := newReloadMetrics(reg)
-	store, err := openStore(cfg, replica, clock, log, metrics)
+	store, err := openStore(cfg, replica, clock, log, collectors)
 	if err != nil {
 		return err
 	}
-	sch, err := scheduler.New(cfg, scheduler.Options{Store: store, Logger: log, Registry: stockHandlers(), Clock: clock, Metrics: metrics})
+	sch, err := scheduler.New(cfg, scheduler.Options{Store: store, Logger: log, Registry: stockHandlers(), Clock: clock, Metrics: collectors})
 	if err != nil {
 		store.Stop(ctx) //nolint:errcheck // nothing was started
 		return err

@@ -1,14 +1,15 @@
-package scheduler
+package metrics
 
 import (
-	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tickd/tickd/lease"
 )
 
 // limitMetrics creates and registers the collectors per limit.
-func (m *Metrics) limitMetrics(reg prometheus.Registerer) {
+func (m *Collectors) limitMetrics(reg prometheus.Registerer) {
 	m.LimitRuns = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_limit_runs",
 		Help: "Runs holding the limit across every replica, read from the shared Redis: aggregate with max, not sum."}, []string{"limit"})
 	m.LimitWaits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tickd_limit_waits_total",
@@ -22,45 +23,41 @@ func (m *Metrics) limitMetrics(reg prometheus.Registerer) {
 	reg.MustRegister(m.LimitRuns, m.LimitWaits, m.LimitBackoffs, m.LimitClosed, m.LimitOldestWait)
 }
 
-func (m *Metrics) limitWait(limit, why string) {
+// LimitWait counts a run that waited for limit, by why: concurrency, rate,
+// closed.
+func (m *Collectors) LimitWait(limit, why string) {
 	if m != nil && limit != "" {
 		m.LimitWaits.WithLabelValues(limit, why).Inc()
 	}
 }
 
-func (m *Metrics) backedOff(limit string) {
+// BackedOff counts a run whose API asked limit to back off.
+func (m *Collectors) BackedOff(limit string) {
 	if m != nil {
 		m.LimitBackoffs.WithLabelValues(limit).Inc()
 	}
 }
 
-// publishLimits publishes each limit's runs and how long it stays closed;
-// the metrics loop calls it every PausePoll.
-func (s *Scheduler) publishLimits(ctx context.Context) {
-	m := s.metrics
+// Limit publishes what the store says of limit: its runs across the
+// replicas, how long it stays closed, and each task's oldest waiting run.
+func (m *Collectors) Limit(limit string, st lease.LimitStatus) {
 	if m == nil {
 		return
 	}
-	for _, l := range s.Config().Limits {
-		st, err := s.store.LimitStatus(ctx, l.Lease())
-		if err != nil {
-			continue // the Redis errors are said by the run path
+	m.LimitRuns.WithLabelValues(limit).Set(float64(st.Runs))
+	closed := time.Duration(0)
+	for _, c := range st.Closed {
+		closed = max(closed, time.Until(c.Until))
+	}
+	m.LimitClosed.WithLabelValues(limit).Set(closed.Seconds())
+	oldest := map[string]time.Time{}
+	for _, w := range st.Oldest { // oldest first
+		if _, ok := oldest[w.Task]; !ok {
+			oldest[w.Task] = w.Since
 		}
-		m.LimitRuns.WithLabelValues(l.Name).Set(float64(st.Runs))
-		closed := time.Duration(0)
-		for _, c := range st.Closed {
-			closed = max(closed, time.Until(c.Until))
-		}
-		m.LimitClosed.WithLabelValues(l.Name).Set(closed.Seconds())
-		oldest := map[string]time.Time{}
-		for _, w := range st.Oldest { // oldest first
-			if _, ok := oldest[w.Task]; !ok {
-				oldest[w.Task] = w.Since
-			}
-		}
-		m.LimitOldestWait.DeletePartialMatch(prometheus.Labels{"limit": l.Name})
-		for task, since := range oldest {
-			m.LimitOldestWait.WithLabelValues(l.Name, task).Set(max(0, time.Since(since).Seconds()))
-		}
+	}
+	m.LimitOldestWait.DeletePartialMatch(prometheus.Labels{"limit": limit})
+	for task, since := range oldest {
+		m.LimitOldestWait.WithLabelValues(limit, task).Set(max(0, time.Since(since).Seconds()))
 	}
 }

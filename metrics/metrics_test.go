@@ -1,0 +1,53 @@
+package metrics
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tickd/tickd/history"
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
+)
+
+// TestQuarantinedTickIsNotGood: a tick whose entities were left out for the
+// data-loss quarantine does not move tickd_last_good_tick_timestamp_seconds
+// (an alert on its age must see that the tick did not run), and is counted
+// as a skip with the cause quarantined.
+func TestQuarantinedTickIsNotGood(t *testing.T) {
+	m := New(prometheus.NewRegistry())
+	m.Task("t")
+	good := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m.Ticked("t", good, scheduler.TickCounts{Entities: 2, Started: 2}, nil)
+	m.Ticked("t", good.Add(time.Minute), scheduler.TickCounts{Entities: 2, Quarantined: 2}, nil)
+	if got := testutil.ToFloat64(m.LastGoodTick.WithLabelValues("t")); got != float64(good.Unix()) {
+		t.Errorf("last good tick %v, want %v: the quarantined tick moved it", got, good.Unix())
+	}
+	if got := testutil.ToFloat64(m.Skips.WithLabelValues("t", "quarantined")); got != 2 {
+		t.Errorf("skips{cause=quarantined} = %v, want 2", got)
+	}
+}
+
+// TestHealth: a task's flags and its last complete tick's runs by outcome
+// become gauges, and Forget drops them.
+func TestHealth(t *testing.T) {
+	m := New(prometheus.NewRegistry())
+	tick := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	complete := history.TickView{State: history.TickComplete, TickRecord: lease.TickRecord{Tick: tick,
+		Parts: []lease.TickPart{{Replica: "r", Final: true, Started: 2, Outcomes: map[lease.Outcome]int{lease.OutcomeDone: 1, lease.OutcomeFailed: 1}}}}}
+	m.Health("t", []history.TickView{{State: history.TickRunning}, complete}, history.Health{Starved: true})
+	for o, want := range map[string]float64{"done": 1, "failed": 1, "timeout": 0} {
+		if got := testutil.ToFloat64(m.LastTickRuns.WithLabelValues("t", o)); got != want {
+			t.Errorf("last tick runs{outcome=%s} = %v, want %v", o, got, want)
+		}
+	}
+	if testutil.ToFloat64(m.Starved.WithLabelValues("t")) != 1 || testutil.ToFloat64(m.NotFiring.WithLabelValues("t")) != 0 {
+		t.Error("starved should be 1 and not firing 0")
+	}
+	m.Forget("t")
+	if n := testutil.CollectAndCount(m.Starved); n != 0 {
+		t.Errorf("%d starved series after Forget, want 0", n)
+	}
+}
