@@ -98,11 +98,11 @@ func TestBuildWritesDist(t *testing.T) {
 		t.Logf("%-44s %5.1f MB", name, float64(fi.Size())/1e6)
 	}
 	if !versionRE.MatchString(v) {
-		t.Errorf("version %q: want X.Y.Z at a tag, X.Y.Z+gitN.SHA after it, 0~gitN.SHA before any (.dirty with changes)", v)
+		t.Errorf("version %q: want X.Y.Z at a tag, X.Y.Z+gitN.SHA after it or after CHANGELOG.md's latest release heading, 0.0.0+gitN.SHA before any (.dirty with changes)", v)
 	}
 }
 
-var versionRE = regexp.MustCompile(`^([0-9]+\.[0-9]+\.[0-9]+(\+git[0-9]+\.[0-9a-f]+)?|0~git[0-9]+\.[0-9a-f]+)(\.dirty)?$`)
+var versionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(\+git[0-9]+\.[0-9a-f]+)?(\.dirty)?$`)
 
 // tool finds a program the test needs, installing its Debian package as
 // root where it can; otherwise the test fails with the line that gets it.
