@@ -44,7 +44,7 @@ func (d *distBuild) make(env ...string) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	for _, dir := range []string{built.dir, upgrade.dir, kubeModels.dir} {
+	for _, dir := range []string{built.dir, upgrade.dir, kubecheck.dir} {
 		if dir != "" {
 			os.RemoveAll(dir)
 		}

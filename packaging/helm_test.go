@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"sigs.k8s.io/yaml"
 )
 
 const chart = "deploy/helm/tickd" // from the module's root
@@ -29,8 +27,17 @@ type object map[string]any
 
 func (o object) kind() string { s, _ := o["kind"].(string); return s }
 
-// render renders the chart with values files (from testdata) and returns
-// its objects.
+// kubecheck is tools/kubecheck, built once into a directory of the test
+// binary's own.
+var kubecheck struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// render renders the chart with values files (from testdata), checks its
+// objects with tools/kubecheck (each decoded strictly into its Kubernetes
+// API type, offline), and returns them.
 func render(t *testing.T, values ...string) []object {
 	t.Helper()
 	args := []string{"template", "t", chart}
@@ -41,25 +48,38 @@ func render(t *testing.T, values ...string) []object {
 	if err != nil {
 		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
+	kubecheck.once.Do(func() {
+		if kubecheck.dir, kubecheck.err = os.MkdirTemp("", "tickd-kubecheck"); kubecheck.err != nil {
+			return
+		}
+		cmd := exec.Command("go", "-C", "../tools", "build", "-o", filepath.Join(kubecheck.dir, "kubecheck"), "./kubecheck")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			kubecheck.err = fmt.Errorf("building tools/kubecheck: %v\n%s", err, out)
+		}
+	})
+	if kubecheck.err != nil {
+		t.Fatal(kubecheck.err)
+	}
+	file := filepath.Join(t.TempDir(), "rendered.yaml")
+	if err := os.WriteFile(file, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd := exec.Command(filepath.Join(kubecheck.dir, "kubecheck"), file)
+	cmd.Stderr = &stderr
+	js, err := cmd.Output()
+	if err != nil {
+		t.Errorf("the rendered objects (%s) against the Kubernetes API types: %v\n%s", strings.Join(values, " "), err, stderr.String())
+	}
 	var objs []object
-	for _, doc := range strings.Split(out, "\n---\n") {
-		data, err := yaml.YAMLToJSON([]byte(doc))
-		if err != nil {
-			t.Fatalf("rendered YAML: %v\n%s", err, doc)
-		}
-		var o object
-		if err := json.Unmarshal(data, &o); err != nil {
-			t.Fatal(err)
-		}
-		if o != nil {
-			objs = append(objs, o)
-		}
+	if err := json.Unmarshal(js, &objs); err != nil {
+		t.Fatalf("kubecheck's objects: %v", err)
 	}
 	return objs
 }
 
 // TestHelmChart: helm lint --strict, then the rendered manifests of two
-// sets of values checked against the Kubernetes schemas offline, and what
+// sets of values checked against the Kubernetes API types offline, and what
 // docs/operations.md promises of them.
 func TestHelmChart(t *testing.T) {
 	for _, values := range [][]string{nil, {"helm-replicated.yaml"}} {
@@ -72,10 +92,8 @@ func TestHelmChart(t *testing.T) {
 		}
 	}
 	def := render(t)
-	validate(t, def)
 	checkChart(t, def, 30, false)
 	rep := render(t, "helm-replicated.yaml")
-	validate(t, rep)
 	checkChart(t, rep, 45, true)
 	if b, _ := json.Marshal(rep); !strings.Contains(string(b), `"mountPath":"/etc/tickd-redis"`) {
 		t.Error("redisUrlSecret is not mounted at /etc/tickd-redis")
@@ -165,51 +183,6 @@ func checkConfig(t *testing.T, config string) {
 	cmd.Dir = ".."
 	if out, err := cmd.CombinedOutput(); err != nil && !strings.Contains(string(out), "redis: ") {
 		t.Errorf("tickd check of the chart's config: %v\n%s", err, out)
-	}
-}
-
-var kubeModels struct {
-	once sync.Once
-	dir  string
-	err  error
-}
-
-// validate checks objs against the Kubernetes schemas with the npm package
-// kubernetes-models (installed once, pinned, into a directory of the
-// test binary's own).
-func validate(t *testing.T, objs []object) {
-	t.Helper()
-	npm := tool(t, "npm", "npm")
-	kubeModels.once.Do(func() {
-		if kubeModels.dir, kubeModels.err = os.MkdirTemp("", "tickd-kube-models"); kubeModels.err != nil {
-			return
-		}
-		cmd := exec.Command(npm, "install", "--no-audit", "--no-fund", "--silent", "--prefix", kubeModels.dir,
-			"kubernetes-models@5.1.0", "@kubernetes-models/prometheus-operator@6.0.0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			kubeModels.err = fmt.Errorf("npm install kubernetes-models: %v\n%s", err, out)
-			return
-		}
-		script, err := os.ReadFile(filepath.Join("testdata", "validate.mjs"))
-		if err == nil {
-			err = os.WriteFile(filepath.Join(kubeModels.dir, "validate.mjs"), script, 0o644)
-		}
-		kubeModels.err = err
-	})
-	if kubeModels.err != nil {
-		t.Fatal(kubeModels.err)
-	}
-	data, err := json.Marshal(objs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "objects.json")
-	if err := os.WriteFile(file, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(tool(t, "node", "nodejs"), filepath.Join(kubeModels.dir, "validate.mjs"), file).CombinedOutput()
-	if err != nil {
-		t.Errorf("the rendered objects against the Kubernetes schemas: %v\n%s", err, out)
 	}
 }
 

@@ -88,3 +88,17 @@ func TestRPMInstallUpgradeErase(t *testing.T) {
 		t.Error("rpm -e did not keep the edited config as config.toml.rpmsave")
 	}
 }
+
+// appendLine appends line to the file at path and returns its content.
+func appendLine(t *testing.T, path, line string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = append(data, line+"\n"...)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}

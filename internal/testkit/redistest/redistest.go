@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -56,63 +55,23 @@ type Options struct {
 	ReplicaOf string
 }
 
-// Binary returns the path of redis-server, installing it where it can.
+// Binary returns the path of redis-server.
 func Binary(t testing.TB) string {
 	t.Helper()
 	return Tool(t, "redis-server", "redis-server", HowToInstall)
 }
 
-var installs sync.Map // Debian package → *sync.Once
-
-// Tool returns the path of the program bin, installing Debian's package pkg
-// where it can (as root, with apt-get: on CI and fresh machines); otherwise
-// the test fails with howTo, the one line that says how to get it. Tests
-// never skip for a missing program.
+// Tool returns the path of the program bin (Debian's package pkg), or fails
+// the test with howTo, the one line that says how to get it. Tests install
+// nothing and never skip for a missing program: .ci/run installs what they
+// need before they run.
 func Tool(t testing.TB, bin, pkg, howTo string) string {
 	t.Helper()
 	if p, err := exec.LookPath(bin); err == nil {
 		return p
 	}
-	once, _ := installs.LoadOrStore(pkg, &sync.Once{})
-	once.(*sync.Once).Do(func() { tryInstall(bin, pkg) })
-	p, err := exec.LookPath(bin)
-	if err != nil {
-		t.Fatal(howTo)
-	}
-	return p
-}
-
-// tryInstall runs apt-get as root on Debian-like machines, under a file lock
-// so that test binaries running in parallel do not race each other.
-func tryInstall(bin, pkg string) {
-	if os.Geteuid() != 0 {
-		return
-	}
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		return
-	}
-	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "tickd-redistest-install.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
-	if _, err := exec.LookPath(bin); err == nil {
-		return
-	}
-	fmt.Fprintf(os.Stderr, "redistest: %s missing; running apt-get install -y %s\n", bin, pkg)
-	for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", pkg}} {
-		cmd := exec.Command("apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "redistest: apt-get %s: %v\n", args[0], err)
-			return
-		}
-	}
+	t.Fatal(howTo)
+	return ""
 }
 
 // Start runs a redis-server for the test and stops it when the test ends.
