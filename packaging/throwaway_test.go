@@ -33,7 +33,9 @@ func newThrowaway(t *testing.T, dirs ...string) *throwaway {
 		t.Fatalf("podman run --rootfs /:O (a throwaway copy of this machine's root; podman needs root or a rootless setup with overlay): %v\n%s", err, out)
 	}
 	r := &throwaway{t: t, name: strings.TrimSpace(string(out))}
-	t.Cleanup(func() { exec.Command("podman", append(slices.Clone(podmanArgs), "rm", "-f", "-t", "0", r.name)...).Run() }) //nolint:errcheck
+	t.Cleanup(func() {
+		exec.Command("podman", append(slices.Clone(podmanArgs), "rm", "-f", "-t", "0", r.name)...).Run()
+	}) //nolint:errcheck
 	return r
 }
 
