@@ -42,7 +42,10 @@ func TestConformance(t *testing.T) {
 		},
 	}
 	for name, setUp := range kits {
-		t.Run(name, func(t *testing.T) { drivertest.Run(t, setUp(t)) })
+		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each store on a Redis of its own
+			drivertest.Run(t, setUp(t))
+		})
 	}
 }
 

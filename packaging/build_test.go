@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/tier"
 )
 
 // A build of packaging/build into a directory of the test binary's own,
@@ -56,6 +57,7 @@ func TestMain(m *testing.M) {
 // it gave the packages.
 func dist(t *testing.T) (dir, version string) {
 	t.Helper()
+	tier.Full(t, "a build of the packages and podman, rpm, lintian")
 	built.make("ARCHES=amd64 arm64")
 	if built.err == nil && built.version == "" {
 		debs, _ := filepath.Glob(filepath.Join(built.dir, "tickd_*_amd64.deb"))

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/tickd/tickd/internal/testkit/tier"
 )
 
 const chart = "deploy/helm/tickd" // from the module's root
@@ -40,6 +42,7 @@ var kubecheck struct {
 // API type, offline), and returns them.
 func render(t *testing.T, values ...string) []object {
 	t.Helper()
+	tier.Full(t, "helm and tools/kubecheck, built from tools/go.mod")
 	args := []string{"template", "t", chart}
 	for _, v := range values {
 		args = append(args, "-f", filepath.Join("packaging", "testdata", v))
@@ -82,6 +85,7 @@ func render(t *testing.T, values ...string) []object {
 // sets of values checked against the Kubernetes API types offline, and what
 // docs/operations.md promises of them.
 func TestHelmChart(t *testing.T) {
+	tier.Full(t, "helm and tools/kubecheck, built from tools/go.mod")
 	for _, values := range [][]string{nil, {"helm-replicated.yaml"}} {
 		args := []string{"lint", "--strict", chart}
 		for _, v := range values {

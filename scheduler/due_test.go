@@ -12,6 +12,7 @@ import (
 )
 
 func TestQueuedFollowUpRunsAfterNotDuring(t *testing.T) {
+	t.Parallel()
 	bothStores(t, func(t *testing.T, withRedis bool) {
 		e := newEnv(t, withRedis)
 		release := make(chan struct{})
@@ -73,6 +74,7 @@ lease_ttl = "3s"
 // not dropped (it used to be dropped at once); only a task no replica runs
 // is dropped.
 func TestDueRunDuringARolloutWaits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	oldCfg := "[[tasks]]\nname = \"old\"\nevery = \"1h\"\nhandler = \"rec\"\n"
 	newCfg := oldCfg + "[[tasks]]\nname = \"new\"\nevery = \"1h\"\nhandler = \"rec\"\n"
@@ -112,6 +114,7 @@ func TestDueRunDuringARolloutWaits(t *testing.T) {
 // trigger) still gets a slot within a bounded time, instead of being given
 // back for ever.
 func TestDueRunGetsASlotUnderBacklog(t *testing.T) {
+	t.Parallel()
 	bothStores(t, func(t *testing.T, withRedis bool) {
 		e := newEnv(t, withRedis)
 		e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
@@ -148,6 +151,7 @@ entities = ["a", "b", "c"]
 // (their leases stay exclusive), but each is told, at WARN, that another
 // process uses its id.
 func TestDuplicateReplicaIDIsWarned(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	cfg := "[[tasks]]\nname = \"d\"\nevery = \"1h\"\nhandler = \"rec\"\n"
 	for range 2 {

@@ -28,6 +28,7 @@ func (c shiftedClock) Now() time.Time { return time.Now().Add(time.Duration(c)) 
 // (fanOut.jump). If that replica died just after it took the batch, the part
 // skipped is its no more: it must still run in the tick, from revisit.
 func TestSkippedChunksRunWhenTheirTakerDied(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	const concurrency = 64 // the first batch: 4 chunks
 	n := concurrency + jumpChunks*chunkSize + 100
@@ -105,6 +106,7 @@ entities = ` + entities(n)
 // chunk: the ones that lose a batch skip ahead. Each entity still runs at
 // most once per tick, and every replica runs some.
 func TestReplicasSkipAhead(t *testing.T) {
+	t.Parallel()
 	for _, shards := range []int{1, 4} { // 4: each shard's stream skips ahead on its own
 		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) { replicasSkipAhead(t, shards) })
 	}
@@ -196,6 +198,7 @@ entities = ` + entities(n)
 // waiting for a run slot sends the others' batches, whose entities hold
 // the slots.
 func TestTickRunsEachEntityOnce(t *testing.T) {
+	t.Parallel()
 	for _, shards := range []int{1, 3} {
 		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) { tickRunsEachEntityOnce(t, shards) })
 	}
@@ -243,6 +246,7 @@ entities = ` + entities(40))
 }
 
 func TestBusyEntitySkippedByNextTickAndOtherReplica(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	release := make(chan struct{})
 	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
@@ -287,6 +291,7 @@ entities = ["slow", "fast"]
 }
 
 func TestTwoReplicasShareTheWork(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
 		time.Sleep(time.Duration(len(r.Entity)*7%40) * time.Millisecond) // the work itself
@@ -325,6 +330,7 @@ entities = ` + entities(60)
 }
 
 func TestSpreadStartsEntitiesAtTheirOffsets(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	e.start(`
 [[tasks]]
@@ -352,6 +358,7 @@ entities = ["a", "b", "c", "d", "e", "f"]
 }
 
 func TestEntityCommandAndFileSources(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	file := filepath.Join(t.TempDir(), "ids")
 	os.WriteFile(file, []byte("f1\n\nf2\r\nbad\x00id\nf3"), 0o644) //nolint:errcheck
@@ -389,6 +396,7 @@ entities_file = %q
 // its tick line and event (it used to show as entities=0 errors=0), and
 // its record keeps why, with the end of the command's stderr.
 func TestSourceFailureIsCounted(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	_, st := e.start(`
 [[tasks]]
@@ -418,6 +426,7 @@ entities_command = ["sh", "-c", "echo a; echo 'the database is down' >&2; exit 3
 // waits for run slots reports its tick as stopped, its entities counting
 // those read until then (a 4-entity list looked like a 3-entity one).
 func TestTickStoppedByShutdownSaysSo(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
 		<-ctx.Done()
@@ -445,6 +454,7 @@ entities = ["a", "b", "c", "d"]
 // stream is handed its own: no stream waits for a run slot that another
 // holds for an entity it has not sent.
 func TestShardStreamsShareTheRunSlots(t *testing.T) {
+	t.Parallel()
 	var ids []string // a batch of shard 0, then one of shard 1
 	for i := 0; len(ids) < 2*lease.BatchSize; i++ {
 		id := fmt.Sprint("e", i)
@@ -469,6 +479,7 @@ entities = ["` + strings.Join(ids, `", "`) + `"]`)
 // still lists, but which died, leaves its shards to the others, who run
 // them in the same tick once their own are done.
 func TestAGoneReplicasShareRunsInTheTick(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	const n = 600
 	cfg := `

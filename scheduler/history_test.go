@@ -22,6 +22,7 @@ import (
 // by outcome, on one replica or two sharing Redis; the failed runs keep
 // their errors, and the entity's last run its error.
 func TestTickRecordMatchesTheRuns(t *testing.T) {
+	t.Parallel()
 	bothStores(t, func(t *testing.T, withRedis bool) {
 		e := newEnv(t, withRedis)
 		e.rec.body = func(_ context.Context, r tasks.Run) (tasks.Result, error) {
@@ -104,6 +105,7 @@ entities = [` + strings.Join(ids, ", ") + `]
 // TestStarvedAndFailingFlags: a task whose source fails is flagged
 // starved, one whose runs all fail failing, after flag_after ticks.
 func TestStarvedAndFailingFlags(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	e.rec.body = func(context.Context, tasks.Run) (tasks.Result, error) { return tasks.Done, errors.New("down") }
 	s, st := e.start(`
@@ -139,6 +141,7 @@ entities = ["a", "b"]
 // a history write's timeout; the ticks of that time still get their
 // records, matching their runs, once it answers again.
 func TestHistoryCatchesUpAfterAStall(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	proxy := faultproxy.Start(t, e.srv.Addr)
 	st := e.redisStoreVia(redis.Options{Addr: proxy.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
@@ -195,6 +198,7 @@ entities = ["a", "b", "c"]
 // ticks run as before. Once the user may, the records of those ticks are
 // written: what failed was kept.
 func TestRunsGoOnWhenHistoryWritesFail(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	admin := redis.NewClient(&redis.Options{Addr: e.srv.Addr})
 	t.Cleanup(func() { admin.Close() })
@@ -294,6 +298,7 @@ func (m *healthSeen) get(task string) (history.Health, map[lease.Outcome]int) {
 // TestHealthMetrics: the flags and the last complete tick's outcomes reach
 // the metrics, for a task every replica runs and for one none does.
 func TestHealthMetrics(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	m := &healthSeen{last: map[string]history.Health{}, runs: map[string]map[lease.Outcome]int{}}
 	e.rec.body = func(_ context.Context, r tasks.Run) (tasks.Result, error) {
@@ -329,6 +334,7 @@ entities_file = "/nonexistent/tickd-test-entities"
 // records are missed, unless the task was paused then; a task whose runner
 // is up and whose expected tick has no record a grace later is not firing.
 func TestAssessMissedAndNotFiring(t *testing.T) {
+	t.Parallel()
 	cfg, err := config.Parse("t.toml", []byte(`
 [[tasks]]
 name = "t"
@@ -398,6 +404,7 @@ handler = "h"
 // TestFailureSaysWhyItStopped: a Go handler stopped by its timeout returns
 // "context canceled"; its failure says it timed out.
 func TestFailureSaysWhyItStopped(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	e.rec.body = func(ctx context.Context, _ tasks.Run) (tasks.Result, error) {
 		<-ctx.Done()
@@ -425,6 +432,7 @@ entities = ["slow"]
 // restart without persistence would); the records of the ticks just before
 // come back, written again by the replica that ran them.
 func TestHistoryRewrittenAfterADataLoss(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	_, st := e.start(`
 [[tasks]]
@@ -467,6 +475,7 @@ entities = ["a", "b"]
 // first, and the record lost the first fan-out's runs (the nemesis's
 // reload: 159 runs recorded of 161).
 func TestTickFannedOutTwiceCountsOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	s, st := e.start(`
 [[tasks]]
@@ -496,6 +505,7 @@ entities = ["a"]
 // "0 entities, 0 runs": they are written within about liveEvery. Before,
 // a part's counts were written only when its fan-out ended.
 func TestTickCountsWhileItFansOut(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	release := make(chan struct{})
 	e.rec.body = func(ctx context.Context, _ tasks.Run) (tasks.Result, error) {

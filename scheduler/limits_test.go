@@ -13,6 +13,7 @@ import (
 // skipped: each waits as a due run with its tick, and runs once the limit
 // has room; none runs twice.
 func TestLimitedRunsWaitWithTheirTick(t *testing.T) {
+	t.Parallel()
 	for _, withRedis := range []bool{false, true} {
 		e := newEnv(t, withRedis)
 		_, st := e.start(`

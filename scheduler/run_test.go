@@ -19,6 +19,7 @@ import (
 )
 
 func TestRescheduleChainDrainsWithinTheTick(t *testing.T) {
+	t.Parallel()
 	bothStores(t, func(t *testing.T, withRedis bool) {
 		e := newEnv(t, withRedis)
 		var mu sync.Mutex
@@ -67,6 +68,7 @@ entities = ["a", "b", "c"]
 }
 
 func TestMaxReschedules(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) { return tasks.Reschedule, nil }
 	e.start(`
@@ -84,6 +86,7 @@ max_reschedules = 3
 }
 
 func TestExecSeesEnvAndLiteralEntity(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	hostile := "a b;$(touch " + filepath.Join(dir, "pwned") + ")`touch " + filepath.Join(dir, "pwned2") + "` \"q\" 'q'"
 	e := newEnv(t, true)
@@ -138,6 +141,7 @@ entities = [%q]
 }
 
 func TestRunStoppedWhenLeaseLost(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
 		<-ctx.Done()
@@ -169,6 +173,7 @@ lease_ttl = "1500ms"
 // run, with cause lease.ErrRevoked, and the run's release records it as
 // unlocked; the entity is free once it has.
 func TestUnlockRevokesTheRun(t *testing.T) {
+	t.Parallel()
 	bothStores(t, func(t *testing.T, withRedis bool) {
 		e := newEnv(t, withRedis)
 		e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
@@ -201,6 +206,7 @@ func (c *leapClock) Now() time.Time {
 }
 
 func TestRunNotStartedOnALeaseUntrustedOnArrival(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	st := e.redisStore("tickd", lease.Options{Replica: "frozen", Clock: &leapClock{}})
 	st.InitEpoch(context.Background()) //nolint:errcheck
@@ -229,6 +235,7 @@ func TestRunNotStartedOnALeaseUntrustedOnArrival(t *testing.T) {
 }
 
 func TestTimeoutWarnAndRetries(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
 		if r.Reason == "tick" {
@@ -278,6 +285,7 @@ retries = 1
 // line says the lease was force-released and by whom, not "release
 // failed".
 func TestUnlockDuringARunIsSaid(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	finish, _, st := e.startOneRun("stuck", tasks.Done)
 	if _, err := st.Unlock(context.Background(), "stuck", "stuck", "alice", true); err != nil {
@@ -296,6 +304,7 @@ func TestUnlockDuringARunIsSaid(t *testing.T) {
 // every 50th poll (every second here): four reschedules of an entity in
 // shard 3 run within 2s of the first run (4s without).
 func TestRescheduleInAShardIsTakenAtOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	entity := ""
 	for i := 0; entity == ""; i++ {

@@ -43,6 +43,7 @@ lease_ttl = "3s"
 `
 
 func TestShutdownHandsOverAndReleases(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
 		<-ctx.Done()
@@ -85,6 +86,7 @@ entities = ["x", "y"]
 }
 
 func TestReloadAddsAndRemovesTasks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	s, _ := e.start(`
 [[tasks]]
@@ -116,6 +118,7 @@ handler = "rec"
 }
 
 func TestRedisDownNoRunThenRecovers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	e.start(`
 [[tasks]]
@@ -154,6 +157,7 @@ entities = ["a", "b"]
 }
 
 func TestReloadDoesNotDisturbRunningRuns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	release := make(chan struct{})
 	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
@@ -197,6 +201,7 @@ concurrency = %d
 // from an emptied one). That is said once, at info, with how long; it is
 // not a store error, and the tick waits it out.
 func TestFirstStartIsNotARedisError(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	st := e.redisStore("fresh", lease.Options{Replica: "r1", MaxTTL: 2 * time.Second}) // no InitEpoch
 	e.run(`
@@ -219,6 +224,7 @@ entities = ["a", "b", "c"]
 // than a task's lease_ttl has its data-loss quarantine lengthened by New and
 // by Reload, instead of quietly covering too little.
 func TestStoreCoversTheLongestLease(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	st := lease.NewMemory(lease.Options{MaxTTL: time.Second})
 	t.Cleanup(func() { st.Stop(context.Background()) })
@@ -240,6 +246,7 @@ func TestStoreCoversTheLongestLease(t *testing.T) {
 // (the release's own bound), not after the request's retries, and says
 // what it could not store.
 func TestShutdownWithRedisDownKeepsItsTimeout(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	finish, s, _ := e.startOneRun("more", tasks.Reschedule)
 	e.srv.Stop()
@@ -283,6 +290,7 @@ func (d *stallingDriver) Acquire(ctx context.Context, holder string, maxTTL time
 // store error is reported (CI saw "cannot acquire leases; retrying:
 // context canceled" in a clean stop).
 func TestStopDuringAnAcquireIsNoRedisError(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	d := &stallingDriver{Driver: memdriver.New(), stalled: make(chan struct{})}
 	d.free.Store(1)

@@ -22,6 +22,7 @@ import (
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
+	"github.com/tickd/tickd/internal/testkit/tier"
 )
 
 // chromium finds Debian's chromium, or fails the test saying how to get it:
@@ -58,6 +59,8 @@ func screenshotDir(t *testing.T) string {
 // triggered from its page (not "x+y", as when links were encoded twice),
 // and an unlock after typing the entity id.
 func TestConsoleInABrowser(t *testing.T) {
+	t.Parallel()
+	tier.Full(t, "Chromium")
 	browser := chromium(t)
 	srv := redistest.Start(t)
 	tickdtest.InitEpoch(t, srv.Addr, "tickd")

@@ -13,6 +13,7 @@ import (
 // and carries the zone database, so a timezone works in a container
 // without tzdata.
 func TestStaticBinaryWithZones(t *testing.T) {
+	t.Parallel()
 	bin, _ := tickdtest.Binaries(t)
 	f, err := elf.Open(bin)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 // replication line, pause and resume, lock runs its command, unlock says
 // nothing is held, and check -redis connects.
 func TestOperatorCommandsOnCluster(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t)
 	tickdtest.InitEpochCluster(t, cl.Addrs(), "tickd")
 	cfg := filepath.Join(t.TempDir(), "tickd.toml")

@@ -16,6 +16,7 @@ import (
 // shows the command's usage, exit 2 (they used to exit 2 in silence); with
 // -json, the error is also one JSON object on stdout.
 func TestUsageMistakes(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "t.toml")
 	tickdtest.WriteFile(t, cfg, "[[tasks]]\nname = \"sync-users\"\nevery = \"1m\"\ncommand = [\"true\"]\n")
 	cases := []struct {
@@ -60,6 +61,7 @@ func TestUsageMistakes(t *testing.T) {
 // (`trigger … sync-users -wait` used to trigger an entity named "-wait");
 // "--" ends the flags, for ids that begin with '-'.
 func TestFlagsAnywhere(t *testing.T) {
+	t.Parallel()
 	c := newCmdline("trigger", "TASK [ENTITY…]")
 	wait := c.fs.Bool("wait", false, "")
 	pos, err := c.args([]string{"sync-users", "-config", "t.toml", "e1", "-wait", "e2", "--", "-weird", "--"}, 1, -1, "TASK")
@@ -78,6 +80,7 @@ func TestFlagsAnywhere(t *testing.T) {
 }
 
 func TestHelpAndVersion(t *testing.T) {
+	t.Parallel()
 	for _, h := range []string{"-h", "--help", "help"} {
 		code, out, _ := cli(h)
 		expect.Equal(t, h+": exit status", code, 0)
@@ -102,6 +105,7 @@ func TestHelpAndVersion(t *testing.T) {
 // POD_NAME, else hostname-pid; as PID 1 (a container's first process) the
 // default is unique, so two containers sharing a hostname never share it.
 func TestReplicaIDs(t *testing.T) {
+	t.Parallel()
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	host, _ := os.Hostname()
 	expect.Equal(t, "configured", replicaIDFrom(config.Daemon{ReplicaID: "a"}, env(map[string]string{"TICKD_REPLICA_ID": "b", "POD_NAME": "c"}), 7, true), "a")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
+	"github.com/tickd/tickd/internal/testkit/tier"
 	"github.com/tickd/tickd/scheduler"
 )
 
@@ -33,6 +35,7 @@ func entityList(n int) string {
 }
 
 func TestCheckCommand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.toml")
 	tickdtest.WriteFile(t, good, "[[tasks]]\nname = \"a\"\nevery = \"15m\"\ncommand = [\"true\"]\n")
@@ -133,6 +136,7 @@ concurrency = 6
 }
 
 func TestTwoProcessesNeverOverlap(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	_, worker := tickdtest.Binaries(t)
 	dir := t.TempDir()
@@ -189,6 +193,7 @@ func TestTwoProcessesNeverOverlap(t *testing.T) {
 }
 
 func TestSIGTERMReleasesAndHandsOver(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	tickdtest.InitEpoch(t, srv.Addr, "e2e")
 	_, worker := tickdtest.Binaries(t)
@@ -238,6 +243,7 @@ func TestSIGTERMReleasesAndHandsOver(t *testing.T) {
 }
 
 func TestSIGHUPReload(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "tickd.toml")
 	metrics := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
@@ -284,6 +290,7 @@ func TestSIGHUPReload(t *testing.T) {
 }
 
 func TestExampleConfigRuns(t *testing.T) {
+	t.Parallel()
 	// The README's first command: the example config shows output within report.Seconds.
 	p := tickdtest.Start(t, "example", nil, "-config", filepath.Join("..", "..", "config.example.toml"))
 	p.WaitLog(10*time.Second, "syncing alice for tick")
@@ -295,6 +302,7 @@ func TestExampleConfigRuns(t *testing.T) {
 }
 
 func TestPasswordNeverLogged(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, redistest.Options{Password: "s3cret-pw"})
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "tickd.toml")
@@ -317,10 +325,14 @@ func TestMain(m *testing.M) {
 	// may install one meanwhile); TestCheckWarnsOfAUnitThatKillsTheStop
 	// gives its own.
 	unitDirs = nil
+	flag.Parse()
+	// The tests mostly wait for real processes' ticks: up to four at once.
+	tier.Parallel(4)
 	os.Exit(tickdtest.Main(m))
 }
 
 func TestSecondSignalExitsAtOnce(t *testing.T) {
+	t.Parallel()
 	_, worker := tickdtest.Binaries(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "tickd.toml")
@@ -355,6 +367,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 // CLIENT LIST) and before it is ready. (A FIFO at the config path held it
 // before; config files are now never waited on.)
 func TestSIGTERMDuringStartUp(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	tickdtest.InitEpoch(t, srv.Addr, "tickd")
 	cfg := filepath.Join(t.TempDir(), "tickd.toml")
@@ -396,6 +409,7 @@ func TestSIGTERMDuringStartUp(t *testing.T) {
 // is the runtime's own report (GODEBUG=inittrace=1), not a guess of time:
 // about 8ms after exec here, 20ms or more on a loaded machine.
 func TestSIGTERMRightAfterExec(t *testing.T) {
+	t.Parallel()
 	bin, _ := tickdtest.Binaries(t)
 	cfg := filepath.Join(t.TempDir(), "tickd.toml")
 	tickdtest.WriteFile(t, cfg, "[daemon]\nlog_format = \"json\"\n[[tasks]]\nname = \"t\"\nevery = \"1h\"\ncommand = [\"true\"]\n")
@@ -445,6 +459,7 @@ func TestSIGTERMRightAfterExec(t *testing.T) {
 // rate-limited, instead of "redis: 2026/…" lines several times a second
 // that break the stream for journald and collectors.
 func TestOnlyJSONLinesWhileRedisIsUnreachable(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -484,6 +499,7 @@ func TestOnlyJSONLinesWhileRedisIsUnreachable(t *testing.T) {
 // signal, by the rules of SIGHUP: a bad one is refused and the old config
 // runs on.
 func TestWatchConfigFollowsAConfigMapSwap(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	metrics := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
 	task := func(name string) string {

@@ -13,6 +13,7 @@ import (
 // internal type's name once leaked into check's -from help). Run with
 // TICKD_UPDATE_GOLDEN=1 to write the files anew.
 func TestHelpGolden(t *testing.T) {
+	t.Parallel()
 	for _, cmd := range commands {
 		t.Run(cmd, func(t *testing.T) {
 			var out, errs strings.Builder

@@ -13,6 +13,7 @@ import (
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
+	"github.com/tickd/tickd/internal/testkit/tier"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -36,6 +37,8 @@ func (e *opsEnv) history(cfg, task string) report.HistoryDoc {
 // output; a replica killed -9 during a run leaves its tick incomplete; the
 // operator's actions are kept with who and why.
 func TestHistoryAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	tier.Full(t, "several replicas for over ten seconds")
 	var ids []string
 	for i := range 12 {
 		ids = append(ids, fmt.Sprintf(`"e%d"`, i))
@@ -174,6 +177,7 @@ func killHolder(t *testing.T, e *opsEnv, procs map[string]*tickdtest.Proc, entit
 // task; status and history with the config that has it flag it, and a
 // pause lifts the flag.
 func TestNotFiringWhenNoReplicaRunsIt(t *testing.T) {
+	t.Parallel()
 	e := newOpsEnv(t, false, `
 [[tasks]]
 name = "old"
@@ -223,6 +227,8 @@ func readFile(t *testing.T, path string) string {
 // with the new config, in status, history and the replica's metrics, until
 // tickd forget says it is gone on purpose.
 func TestTaskRegistryKeepsADroppedTaskFlagged(t *testing.T) {
+	t.Parallel()
+	tier.Full(t, "several replicas for over ten seconds")
 	const keep, drop = "\n[[tasks]]\nname = \"keep\"\nevery = \"1s\"\ncommand = [\"true\"]\n", "\n[[tasks]]\nname = \"drop\"\nevery = \"1s\"\ncommand = [\"WORKER\"]\n"
 	e := newOpsEnv(t, true, keep+drop)
 	a := e.daemon("A", "0s")

@@ -28,6 +28,7 @@ func checkSchema(t testing.TB, doc string) {
 // rule broken (status used to print Go field names, TTL in nanoseconds,
 // null lists and "0001-01-01T00:00:00Z").
 func TestJSONSchema(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	full := report.TaskStatus{Name: "t", Schedule: "every 15m0s", Timezone: "Europe/Berlin", NextTick: now.Add(time.Minute),
 		Leases:     []lease.Held{{Task: "t", Entity: "a", Holder: "r1", Since: now.Add(-time.Second), Fence: 7, TTL: 40 * time.Second, Reason: lease.ReasonTick}},
@@ -82,6 +83,7 @@ func TestJSONSchema(t *testing.T) {
 // (two columns each on a terminal) or with accents keeps status's columns
 // aligned: each row's second column starts at the same terminal column.
 func TestStatusColumnsAlignWideCharacters(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	var runs []lease.LastRun
 	for _, id := range []string{"plain", "ünïcødé-用户", "用户用户用户"} {

@@ -12,6 +12,7 @@ import (
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
+	"github.com/tickd/tickd/internal/testkit/tier"
 )
 
 // TestLimitServesWaitingRunsInOrder: a limit that has room for about half
@@ -27,6 +28,8 @@ import (
 // TICKD_FAIR="entities every_s run limit seconds" runs another case (the
 // issue's: "30 4 1s 3 60").
 func TestLimitServesWaitingRunsInOrder(t *testing.T) {
+	t.Parallel()
+	tier.Full(t, "several replicas for over ten seconds")
 	entities, every, runFor, limit, seconds := 16, 2, "500ms", 2, 16
 	if v := os.Getenv("TICKD_FAIR"); v != "" {
 		if _, err := fmt.Sscan(v, &entities, &every, &runFor, &limit, &seconds); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
+	"github.com/tickd/tickd/internal/testkit/tier"
 )
 
 // mostAtOnce is the most runs going on at once, a run without an end
@@ -126,6 +127,8 @@ func checkAtMostFour(t *testing.T, logPath, across string) {
 // longer be trusted, never given to more than the limit at once, then
 // taken by the others, which run every entity the killed one did not.
 func TestLimitHoldsWhenAReplicaIsKilled(t *testing.T) {
+	t.Parallel()
+	tier.Full(t, "several replicas for over ten seconds")
 	srv := redistest.Start(t)
 	_, worker := tickdtest.Binaries(t)
 	started, logPath := startThree(t, faultConfig(fmt.Sprintf("url = %q", srv.URL()), worker))
@@ -171,6 +174,8 @@ func TestLimitHoldsWhenAReplicaIsKilled(t *testing.T) {
 // quarantine covers them: nothing starts until every run that counted has
 // stopped, so never more than the limit at once; then the runs go on.
 func TestLimitHoldsAcrossAnEmptiedRedis(t *testing.T) {
+	t.Parallel()
+	tier.Full(t, "several replicas for over ten seconds")
 	srv := redistest.Start(t)
 	_, worker := tickdtest.Binaries(t)
 	_, logPath := startThree(t, faultConfig(fmt.Sprintf("url = %q", srv.URL()), worker))
@@ -186,6 +191,8 @@ func TestLimitHoldsAcrossAnEmptiedRedis(t *testing.T) {
 // acknowledge, so the new primary counts every run that can go on; never
 // more than the limit at once, and the runs resume on the new primary.
 func TestLimitHoldsAcrossASentinelFailover(t *testing.T) {
+	t.Parallel()
+	tier.Full(t, "several replicas for over ten seconds")
 	pair := redistest.StartReplicated(t, redistest.ReplicatedOptions{Sentinels: true})
 	tickdtest.InitEpoch(t, pair.Primary.Addr, "limf")
 	_, worker := tickdtest.Binaries(t)

@@ -19,6 +19,7 @@ import (
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
+	"github.com/tickd/tickd/internal/testkit/tier"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -86,6 +87,8 @@ func runLimited(t *testing.T, limit string) []tickdtest.Run {
 // never more than 4 runs at once across them, by the worker's own start
 // and end records, and every entity runs in the tick (none is skipped).
 func TestLimitConcurrencyAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	tier.Full(t, "several replicas for over ten seconds")
 	runs := runLimited(t, "concurrency = 4")
 	pids := map[int]bool{}
 	for _, r := range runs {
@@ -103,6 +106,8 @@ func TestLimitConcurrencyAcrossReplicas(t *testing.T) {
 // TestLimitRateAcrossReplicas: three replicas, 5 starts a second, burst 1:
 // no second holds more than 6 starts across them.
 func TestLimitRateAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	tier.Full(t, "several replicas for over ten seconds")
 	runs := runLimited(t, `rate = "5/s"`)
 	var starts []int64
 	for _, r := range runs {
@@ -215,6 +220,8 @@ entities = %s
 // limit on every replica: no request reaches the API for 3s, then the runs
 // go on, the one answered 429 too (with its tick, not as a failure).
 func TestLimitClosedByRetryAfter(t *testing.T) {
+	t.Parallel()
+	tier.Full(t, "several replicas for over ten seconds")
 	api := &apiServer{tooMany: map[string]bool{"u3": true}}
 	reqs := runAgainstAPI(t, api, "concurrency = 1") // one request at a time: none in flight at the 429
 	var closedAt time.Time
@@ -237,6 +244,7 @@ func TestLimitClosedByRetryAfter(t *testing.T) {
 // TestLimitPerEntityBackoff: with per = "entity", one entity's 429 closes
 // its own budget only: every other entity's request goes on at once.
 func TestLimitPerEntityBackoff(t *testing.T) {
+	t.Parallel()
 	api := &apiServer{tooMany: map[string]bool{"u3": true}}
 	reqs := runAgainstAPI(t, api, "rate = \"100/s\"\nper = \"entity\"")
 	var closedAt, retried time.Time
@@ -281,6 +289,7 @@ func later(a, b time.Time) time.Time {
 // TestStatusShowsLimits: tickd status says each limit, its runs across the
 // replicas and the budgets an API closed, in text and in -json.
 func TestStatusShowsLimits(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	cfg := filepath.Join(t.TempDir(), "tickd.toml")
 	tickdtest.WriteFile(t, cfg, fmt.Sprintf(`

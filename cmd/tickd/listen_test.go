@@ -23,6 +23,7 @@ import (
 // another address still gets /metrics. Before, all 100 stayed open for
 // ever: under a 128-file limit runs failed with "too many open files".
 func TestMetricsPortCannotBeStarved(t *testing.T) {
+	t.Parallel()
 	e := newOpsEnv(t, true, "\n[[tasks]]\nname = \"x\"\nevery = \"1h\"\ncommand = [\"true\"]\n")
 	d := e.daemon("A", "0s")
 	before := openFiles(t, d.Pid())
@@ -82,6 +83,7 @@ func openFiles(t *testing.T, pid int) int {
 // the old config runs on, and SIGTERM stops the daemon. Before, the reload
 // opened the FIFO and waited for a writer for ever: SIGTERM was ignored.
 func TestAFIFOAtTheConfigPathBlocksNothing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "tickd.toml")
 	metrics := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))

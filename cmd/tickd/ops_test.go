@@ -20,6 +20,7 @@ import (
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
+	"github.com/tickd/tickd/internal/testkit/tier"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -98,6 +99,7 @@ func (e *opsEnv) status(task string) report.TaskDoc {
 }
 
 func TestStatusShowsLeasesAndLastRuns(t *testing.T) {
+	t.Parallel()
 	e := newOpsEnv(t, false, `
 [[tasks]]
 name = "hold"
@@ -149,6 +151,8 @@ command = ["true"]
 }
 
 func TestTriggerRunsAndBusyGetsFollowUp(t *testing.T) {
+	t.Parallel()
+	tier.Full(t, "several replicas for over ten seconds")
 	e := newOpsEnv(t, false, `
 [[tasks]]
 name = "trig"
@@ -218,6 +222,7 @@ command = ["WORKER", "6s"]
 // holder's run, which ends differently), a skip, a drop, and what had no
 // answer when -timeout passed.
 func TestTriggerWaitAnswersItsOwnRuns(t *testing.T) {
+	t.Parallel()
 	// Follow-up runs fail, every other run is done: the holder's outcome
 	// cannot pass for the follow-up's.
 	const sh = `command = ["sh", "-c", "test \"$TICKD_REASON\" != queued"]`
@@ -326,6 +331,7 @@ entities = ["x", "y"]
 }
 
 func TestPauseStopsTicksOnEveryReplica(t *testing.T) {
+	t.Parallel()
 	e := newOpsEnv(t, false, `
 [[tasks]]
 name = "p"
@@ -374,6 +380,8 @@ command = ["WORKER"]
 // tick's record says the fan-out was paused, with the entities it did not
 // come to. Before, the fan-out went on to its last entity.
 func TestPauseStopsTheFanOutUnderWay(t *testing.T) {
+	t.Parallel()
+	tier.Full(t, "several replicas for over ten seconds")
 	ids := make([]string, 120)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%q", fmt.Sprint("e", i))
@@ -431,6 +439,7 @@ command = ["WORKER", "300ms"]
 // -force the lease is free at once, and the command warns that the old run
 // may still be going.
 func TestUnlockStopsTheHolder(t *testing.T) {
+	t.Parallel()
 	e := newOpsEnv(t, false, `
 [[tasks]]
 name = "stuck"
@@ -494,6 +503,7 @@ command = ["WORKER"]
 // (SIGSTOP) cannot tell it anything; the entity is free once the lease
 // expires, within one lease_ttl of the unlock, and no run starts before.
 func TestUnlockOfAFrozenHolder(t *testing.T) {
+	t.Parallel()
 	e := newOpsEnv(t, false, `
 [[tasks]]
 name = "stuck"
@@ -520,6 +530,7 @@ command = ["WORKER"]
 }
 
 func TestLockRunsOnceAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "tickd.toml")
@@ -601,6 +612,7 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 func TestMetricsAndReadiness(t *testing.T) {
+	t.Parallel()
 	e := newOpsEnv(t, true, `
 [[tasks]]
 name = "m"
@@ -649,6 +661,7 @@ command = ["WORKER"]
 // StatusScan of them (and says so: complete false); -all walks every one,
 // with complete counts and the most recent last runs first.
 func TestStatusWithManyEntities(t *testing.T) {
+	t.Parallel()
 	e := newOpsEnv(t, false, "[[tasks]]\nname = \"big\"\nevery = \"1h\"\ncommand = [\"true\"]\n")
 	// 200,000 entities, 300 of them held and the others with a last run,
 	// written through a lease store (the one definition of the stored
@@ -729,6 +742,7 @@ func TestStatusWithManyEntities(t *testing.T) {
 // TestMigrateCommand: beside an older tickd's keys, commands refuse and say
 // what to do; `tickd migrate` moves the keys, and they work again.
 func TestMigrateCommand(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "tickd.toml")
@@ -801,6 +815,7 @@ command = ["true"]
 // -force; an entities_command is not run to check, so every id of its task
 // needs -force (before, any id went, and reached the command).
 func TestTriggerRefusesUnlistedEntity(t *testing.T) {
+	t.Parallel()
 	e := newOpsEnv(t, false, `
 [[tasks]]
 name = "listed"
@@ -833,6 +848,7 @@ command = ["true"]
 // given (its -for is kept otherwise), a resume of a running task changes
 // nothing, and only real changes are recorded.
 func TestPauseSaysWhatChanged(t *testing.T) {
+	t.Parallel()
 	e := newOpsEnv(t, false, "\n[[tasks]]\nname = \"p\"\nevery = \"1h\"\ncommand = [\"true\"]\n")
 	pause := func(args ...string) map[string]any {
 		t.Helper()
@@ -871,6 +887,7 @@ func TestPauseSaysWhatChanged(t *testing.T) {
 // tasks), shows its holder in status, and exits 127 for a command that is
 // not there, as a shell does.
 func TestLockWithOnlyARedis(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "redis.toml")
@@ -905,6 +922,7 @@ func TestLockWithOnlyARedis(t *testing.T) {
 // predecessor's announcement lapses (no renewal: it was not running); one
 // restarted after a graceful stop starts at once (the stop withdrew it).
 func TestOneReplicaIDOneProcess(t *testing.T) {
+	t.Parallel()
 	e := newOpsEnv(t, false, `
 [[tasks]]
 name = "one"
@@ -948,6 +966,7 @@ command = ["WORKER"]
 // bound; -all counts them all. Before, status walked every pending run: 300
 // ms of Redis CPU for 200,000 (BenchmarkPageView1M/api-status).
 func TestStatusBoundsThePendingWalk(t *testing.T) {
+	t.Parallel()
 	e := newOpsEnv(t, false, fmt.Sprintf(`
 [[tasks]]
 name = "big"
@@ -977,6 +996,7 @@ entities = %s
 // speak TLS: check -redis and status say what it looks like, not only
 // "context deadline exceeded".
 func TestTLSToAPlaintextRedisSaysSo(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "tickd.toml")

@@ -18,6 +18,7 @@ import (
 // replication line, pause and resume, lock runs its command, unlock says
 // nothing is held, and check -redis connects.
 func TestOperatorCommandsThroughSentinel(t *testing.T) {
+	t.Parallel()
 	pair := redistest.StartReplicated(t, redistest.ReplicatedOptions{Sentinels: true})
 	tickdtest.InitEpoch(t, pair.Primary.Addr, "tickd")
 	cfg := filepath.Join(t.TempDir(), "tickd.toml")

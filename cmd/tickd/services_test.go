@@ -12,6 +12,7 @@ import (
 // The daemon's parts stop in the reverse of their start, each within its
 // own time, and a failed start leaves the others to be stopped.
 func TestServicesStopInReverse(t *testing.T) {
+	t.Parallel()
 	var order []string
 	part := func(name string, startErr error) service {
 		return funcs{

@@ -17,6 +17,7 @@ import (
 // TestSystemdNotify runs tickd with NOTIFY_SOCKET pointing at a unix datagram
 // socket, as systemd would, and reads the protocol messages.
 func TestSystemdNotify(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "notify.sock")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
@@ -68,6 +69,7 @@ func TestSystemdNotify(t *testing.T) {
 // TestSystemdUnits checks the units with systemd-analyze where it exists,
 // and the directives docs/operations.md promises everywhere.
 func TestSystemdUnits(t *testing.T) {
+	t.Parallel()
 	for _, unit := range []string{"tickd.service", "tickd@.service"} {
 		data, err := os.ReadFile(filepath.Join("..", "..", "systemd", unit))
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/tier"
 )
 
 // Cluster is a Redis Cluster on loopback: three masters, each with one
@@ -31,6 +32,7 @@ const clusterNodeTimeout = 2 * time.Second
 // ends.
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
+	tier.Full(t, "a Redis Cluster")
 	cli := Tool(t, "redis-cli", "redis-tools", "redis-cli not found on PATH: install it (Debian/Ubuntu: sudo apt-get install -y redis-tools)")
 	c := &Cluster{}
 	for range 6 {

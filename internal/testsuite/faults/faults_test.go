@@ -24,6 +24,7 @@ import (
 	"github.com/tickd/tickd/internal/testkit/faultproxy"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
+	"github.com/tickd/tickd/internal/testkit/tier"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
@@ -194,6 +195,7 @@ entities = [%s]
 }
 
 func newCluster(t *testing.T, persist bool) *cluster {
+	tier.Full(t, "real replicas under faults for half a minute")
 	srv := redistest.Start(t, redistest.Options{Persist: persist})
 	return newClusterOn(t, srv, fmt.Sprintf("url = %q", srv.URL()), leaseTTL)
 }
@@ -201,6 +203,7 @@ func newCluster(t *testing.T, persist bool) *cluster {
 // newClusterOn builds the cluster on srv, the Redis (or the first primary),
 // reached as the [redis] keys redis say, with a lease_ttl of ttl.
 func newClusterOn(t *testing.T, srv *redistest.Server, redis string, ttl time.Duration) *cluster {
+	tier.Full(t, "real replicas under faults for half a minute")
 	_, worker := tickdtest.Binaries(t)
 	t.Cleanup(func() { failedUnsaid(t) })
 	c := &cluster{t: t, srv: srv, redis: redis, redisAddr: srv.Addr, ttl: ttl, dir: t.TempDir(),
