@@ -80,6 +80,7 @@ func (f *failover) extra(c *cluster) string {
 // and Sentinel promotes the lagging replica. No grant the replica lacks was
 // trusted, so nothing runs twice; the replicas follow the new primary.
 func TestSentinelFailoverToALaggingReplica(t *testing.T) {
+	t.Parallel() // each scenario on a Redis and replicas of its own
 	pair := redistest.StartReplicated(t, redistest.ReplicatedOptions{Sentinels: true})
 	c := newClusterOn(t, pair.Primary, pair.SentinelTOML(), haTTL)
 	var f *failover
@@ -107,6 +108,7 @@ func TestSentinelFailoverToALaggingReplica(t *testing.T) {
 // nothing runs twice. TICKD_FAULTS_REPLICA_ACKS=0 runs the same scenario
 // without acknowledgement, to see the checker catch the failover bug.
 func TestEndpointFailoverToALaggingReplica(t *testing.T) {
+	t.Parallel() // each scenario on a Redis and replicas of its own
 	pair := redistest.StartReplicated(t, redistest.ReplicatedOptions{})
 	endpoint := faultproxy.Start(t, pair.Primary.Addr)
 	redis := fmt.Sprintf("url = %q", "redis://"+endpoint.Addr+"/0")
@@ -153,6 +155,7 @@ const (
 )
 
 func TestReplicaGoneForGood(t *testing.T) {
+	t.Parallel() // each scenario on a Redis and replicas of its own
 	t.Run("auto", func(t *testing.T) {
 		pair := redistest.StartReplicated(t, redistest.ReplicatedOptions{})
 		c := newClusterOn(t, pair.Primary, fmt.Sprintf("url = %q", pair.Primary.URL()), leaseTTL)

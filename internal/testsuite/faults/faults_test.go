@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"iter"
 	"maps"
@@ -750,6 +751,7 @@ func sleepUntil(d time.Time) {
 }
 
 func TestKill9(t *testing.T) {
+	t.Parallel() // each scenario on a Redis and replicas of its own
 	c := newCluster(t, false)
 	r := c.run(func(c *cluster, until time.Time) {
 		for time.Now().Before(until) {
@@ -776,6 +778,7 @@ func TestKill9(t *testing.T) {
 }
 
 func TestRollingRestarts(t *testing.T) {
+	t.Parallel() // each scenario on a Redis and replicas of its own
 	c := newCluster(t, false)
 	r := c.run(func(c *cluster, until time.Time) {
 		for time.Now().Before(until) {
@@ -798,6 +801,7 @@ func TestRollingRestarts(t *testing.T) {
 }
 
 func TestRedisStopped(t *testing.T) {
+	t.Parallel()             // each scenario on a Redis and replicas of its own
 	c := newCluster(t, true) // stopped, not emptied: the data survives
 	r := c.run(func(c *cluster, until time.Time) {
 		sleepUntil(time.Now().Add(4 * time.Second))
@@ -822,6 +826,7 @@ func TestRedisStopped(t *testing.T) {
 }
 
 func TestRedisRestartedEmpty(t *testing.T) {
+	t.Parallel() // each scenario on a Redis and replicas of its own
 	c := newCluster(t, false)
 	r := c.run(func(c *cluster, until time.Time) {
 		sleepUntil(time.Now().Add(4 * time.Second))
@@ -837,6 +842,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 }
 
 func TestStalledConnection(t *testing.T) {
+	t.Parallel() // each scenario on a Redis and replicas of its own
 	c := newCluster(t, false)
 	proxy := faultproxy.Start(t, c.srv.Addr)
 	_, worker := tickdtest.Binaries(t)
@@ -895,6 +901,7 @@ func TestStalledConnection(t *testing.T) {
 }
 
 func TestClockSkew(t *testing.T) {
+	t.Parallel() // each scenario on a Redis and replicas of its own
 	c := newCluster(t, false)
 	c.reps[0].env = append(c.reps[0].env, "TICKD_TEST_CLOCK_OFFSET=5s")
 	c.reps[1].env = append(c.reps[1].env, "TICKD_TEST_CLOCK_OFFSET=-3s")
@@ -925,6 +932,7 @@ func (c *cluster) runningMost(entities []string) *replica {
 }
 
 func TestSIGSTOP(t *testing.T) {
+	t.Parallel() // each scenario on a Redis and replicas of its own
 	c := newCluster(t, false)
 	// Some entities run long, so that runs are going on when the replica
 	// freezes and still going when it wakes.
@@ -1052,6 +1060,10 @@ func tail(log string, n int) string {
 }
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	// The scenarios mostly wait (for ticks, leases, faults to end): three
+	// at once.
+	tier.Parallel(3)
 	code := tickdtest.Main(m)
 	if len(table) > 0 {
 		sort.Strings(table)

@@ -386,6 +386,7 @@ func (n *nemesis) redisRestart() {
 // lease left, tick records that match the runs. TICKD_NEMESIS_ON=redis or
 // cluster runs one of them.
 func TestOperatorChaos(t *testing.T) {
+	t.Parallel() // each scenario on a Redis and replicas of its own
 	for _, on := range []string{"redis", "cluster"} {
 		if o := os.Getenv("TICKD_NEMESIS_ON"); o != "" && o != on {
 			continue

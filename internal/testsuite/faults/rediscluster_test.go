@@ -247,6 +247,7 @@ func (e *rcEnv) mostTasks() (*redistest.Server, map[string]bool) {
 // TestRedisClusterSteady: every entity of every task runs at every tick,
 // once, on a Cluster, with acknowledgement per shard.
 func TestRedisClusterSteady(t *testing.T) {
+	t.Parallel() // each scenario on a Redis and replicas of its own
 	e := startRC(t)
 	// The tick after start-up is left out: its runs may have started late
 	// (the quarantine of a new Redis ended during it).
@@ -273,6 +274,7 @@ func TestRedisClusterSteady(t *testing.T) {
 // task's entities on them, keep running through it, the killed master's
 // resume by themselves, and no guarantee breaks.
 func TestRedisClusterMasterKilled(t *testing.T) {
+	t.Parallel() // each scenario on a Redis and replicas of its own
 	e := startRC(t)
 	m, its := e.mostTasks()
 	trigger := e.triggers()
@@ -330,6 +332,7 @@ func TestRedisClusterMasterKilled(t *testing.T) {
 // quarantined for one lease TTL, the other tasks keep running, and no
 // lease is granted twice.
 func TestRedisClusterMasterRestartedEmpty(t *testing.T) {
+	t.Parallel() // each scenario on a Redis and replicas of its own
 	e := startRC(t)
 	m, its := e.mostTasks()
 	restarted := time.Now()

@@ -57,6 +57,7 @@ entities = [%s]
 // and every entity runs at every tick. Before, the reloaded replica kept
 // its 16 while the restarted one read 8: 612 overlaps, 800 ticks run twice.
 func TestReshardWhileRunning(t *testing.T) {
+	t.Parallel() // each scenario on a Redis and replicas of its own
 	e := &rcEnv{t: t, cl: redistest.StartCluster(t), every: rsEvery, tasks: []string{rsTask}}
 	for i := range rsEntities {
 		e.entities = append(e.entities, fmt.Sprint("e", i))
