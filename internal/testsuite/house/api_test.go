@@ -262,24 +262,7 @@ func TestAPIBreaksInTheChangelog(t *testing.T) {
 		if exec.Command("git", "-C", "../../..", "cat-file", "-e", c+"^:api/tickd.txt").Run() != nil {
 			continue // the snapshot's first commit, or a shallow clone's edge
 		}
-		var broke []string
-		interfaces := map[string]bool{} // the interfaces before c
-		for _, l := range strings.Split(git("show", c+"^:api/tickd.txt"), "\n") {
-			if i := strings.Index(l, " interface"); i > 0 && !strings.Contains(l, "interface,") {
-				interfaces[l[:i]] = true
-			}
-		}
-		for _, l := range strings.Split(git("diff", "-U0", c+"^", c, "--", "api/tickd.txt"), "\n") {
-			switch {
-			case strings.HasPrefix(l, "---"), strings.HasPrefix(l, "+++"):
-			case strings.HasPrefix(l, "-"):
-				broke = append(broke, l[1:])
-			case strings.HasPrefix(l, "+") && strings.Contains(l, " interface, ") && !strings.Contains(l, "unexported methods"):
-				if interfaces[l[1:strings.Index(l, " interface, ")]] {
-					broke = append(broke, l[1:])
-				}
-			}
-		}
+		broke := breaks(git("show", c+"^:api/tickd.txt"), git("diff", "-U0", c+"^", c, "--", "api/tickd.txt"))
 		var added []string
 		for _, l := range strings.Split(git("diff", "-U0", c+"^", c, "--", "CHANGELOG.md"), "\n") {
 			if strings.HasPrefix(l, "+") && !strings.HasPrefix(l, "+++") {
@@ -297,4 +280,29 @@ func TestAPIBreaksInTheChangelog(t *testing.T) {
 			}
 		}
 	}
+}
+
+// breaks are the lines of a snapshot's diff that break a program: a line
+// removed or changed, or a method added to an interface the snapshot
+// before (before) had.
+func breaks(before, diff string) []string {
+	interfaces := map[string]bool{}
+	for _, l := range strings.Split(before, "\n") {
+		if i := strings.Index(l, " interface"); i > 0 && !strings.Contains(l, "interface,") {
+			interfaces[l[:i]] = true
+		}
+	}
+	var broke []string
+	for _, l := range strings.Split(diff, "\n") {
+		switch {
+		case strings.HasPrefix(l, "---"), strings.HasPrefix(l, "+++"):
+		case strings.HasPrefix(l, "-"):
+			broke = append(broke, l[1:])
+		case strings.HasPrefix(l, "+") && strings.Contains(l, " interface, ") && !strings.Contains(l, "unexported methods"):
+			if interfaces[l[1:strings.Index(l, " interface, ")]] {
+				broke = append(broke, l[1:])
+			}
+		}
+	}
+	return broke
 }
