@@ -480,7 +480,11 @@ command = ["WORKER"]
 	if d := time.Duration(runs[0].End.At - unlocked.UnixNano()); d > 5*time.Second { // the next renewal: within lease_ttl/3
 		t.Fatalf("holder stopped %v after unlock", d)
 	}
-	expect.Equal(t, "the triggered run's reason", runs[1].Start.Reason, "queued")
+	// Its reason is queued when the trigger's due entry was taken while the
+	// old run still held the lease (it waited behind it), trigger when the
+	// old run had ended by then: which, the load decides.
+	expect.True(t, "the triggered run's reason is queued or trigger: "+runs[1].Start.Reason,
+		runs[1].Start.Reason == "queued" || runs[1].Start.Reason == "trigger")
 
 	// -force frees the lease at once, and says what that risks.
 	code, out, errs = cli("unlock", "-config", e.cfg, "-force", "stuck", "stuck")
