@@ -106,10 +106,10 @@ func TestBuildWritesDist(t *testing.T) {
 
 var versionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(\+git[0-9]+\.[0-9a-f]+)?(\.dirty)?$`)
 
-// tool finds a program the test needs, installing its Debian package as
-// root where it can; otherwise the test fails with the line that gets it.
+// tool finds a program the test needs (Debian's package pkg), or fails the
+// test with the line that gets it.
 func tool(t *testing.T, bin, pkg string) string {
-	return redistest.Tool(t, bin, pkg, fmt.Sprintf("%s not found on PATH: install it (Debian/Ubuntu: sudo apt-get install -y %s)", bin, pkg))
+	return redistest.Tool(t, bin, fmt.Sprintf("%s not found on PATH: install it (Debian/Ubuntu: sudo apt-get install -y %s)", bin, pkg))
 }
 
 // run runs a command and fails the test with its output if it fails.

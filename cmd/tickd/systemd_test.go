@@ -102,7 +102,7 @@ func TestSystemdUnits(t *testing.T) {
 	}
 	// systemd itself checks the units: the template as an instance, next to
 	// the target it is wanted by.
-	analyze := redistest.Tool(t, "systemd-analyze", "systemd",
+	analyze := redistest.Tool(t, "systemd-analyze",
 		"systemd-analyze not found on PATH: install it (Debian/Ubuntu: sudo apt-get install -y systemd)")
 	dir := t.TempDir()
 	var units []string

@@ -33,7 +33,7 @@ const clusterNodeTimeout = 2 * time.Second
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
 	tier.Full(t, "a Redis Cluster")
-	cli := Tool(t, "redis-cli", "redis-tools", "redis-cli not found on PATH: install it (Debian/Ubuntu: sudo apt-get install -y redis-tools)")
+	cli := Tool(t, "redis-cli", "redis-cli not found on PATH: install it (Debian/Ubuntu: sudo apt-get install -y redis-tools)")
 	c := &Cluster{}
 	for range 6 {
 		s := &Server{t: t, Dir: t.TempDir(), port: clusterPort(t)}

@@ -2,10 +2,9 @@
 //
 // Every test that needs Redis calls Start, which runs a real redis-server on a
 // free loopback port with its own temporary directory and no persistence, and
-// stops it in t.Cleanup. When no redis-server is on PATH and the test runs as
-// root on a Debian-like machine, Start installs it with apt-get once (all test
-// binaries share a lock); otherwise the test fails with the one line that says
-// how to get it. Tests never skip for a missing Redis.
+// stops it in t.Cleanup. When no redis-server is on PATH, the test fails with
+// the one line that says how to get it: tests install nothing, and never skip
+// for a missing Redis.
 package redistest
 
 import (
@@ -58,14 +57,13 @@ type Options struct {
 // Binary returns the path of redis-server.
 func Binary(t testing.TB) string {
 	t.Helper()
-	return Tool(t, "redis-server", "redis-server", HowToInstall)
+	return Tool(t, "redis-server", HowToInstall)
 }
 
-// Tool returns the path of the program bin (Debian's package pkg), or fails
-// the test with howTo, the one line that says how to get it. Tests install
-// nothing and never skip for a missing program: .ci/run installs what they
-// need before they run.
-func Tool(t testing.TB, bin, pkg, howTo string) string {
+// Tool returns the path of the program bin, or fails the test with howTo,
+// the one line that says how to get it. Tests install nothing and never skip
+// for a missing program: .ci/run installs what they need before they run.
+func Tool(t testing.TB, bin, howTo string) string {
 	t.Helper()
 	if p, err := exec.LookPath(bin); err == nil {
 		return p
