@@ -71,8 +71,7 @@ type Scheduler struct {
 	// orphansPublished are the registry's tasks outside the config whose
 	// health the last publishHealth published (the health loop's).
 	orphansPublished map[string]bool
-	metrics          Metrics
-	hasMetrics       bool // Options.Metrics was set
+	metrics          Metrics // noMetrics when Options had none
 	observer         func(Event)
 
 	mu    sync.Mutex
@@ -146,7 +145,7 @@ func New(cfg *config.Config, opts Options) (*Scheduler, error) {
 		store: opts.Store, log: opts.Logger.With(KeyReplica, opts.Store.Replica()), registry: opts.Registry, clock: opts.Clock,
 		replica: opts.Store.Replica(), duePoll: opts.DuePoll, pausePoll: opts.PausePoll, healthPoll: opts.HealthPoll,
 		logLimit: NewLogLimiter(LogEvery), tasks: map[string]*taskState{}, observer: opts.Observer,
-		metrics: opts.Metrics, hasMetrics: opts.Metrics != nil,
+		metrics: opts.Metrics,
 	}
 	if s.metrics == nil {
 		s.metrics = noMetrics{}
@@ -206,7 +205,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		fn    func(context.Context)
 	}
 	loops := []loop{{s.duePoll, s.takeDue}, {s.pausePoll, s.readPaused}, {s.pausePoll, s.announce}}
-	if s.hasMetrics {
+	if _, none := s.metrics.(noMetrics); !none {
 		loops = append(loops, loop{s.pausePoll, s.publishDueDepth}, loop{s.pausePoll, s.publishLimits}, loop{s.healthPoll, s.publishHealth})
 	}
 	for _, l := range loops {
