@@ -171,7 +171,7 @@ func typeLines(o *types.TypeName, ts func(types.Type) string) []string {
 		}
 		lines = append(lines, fmt.Sprintf("method (%s) %s%s", recv, m.Name(), signature(m.Type(), ts)))
 	}
-	return slices.Compact(lines)
+	return lines
 }
 
 // signature is a function's type without its parameters' names (renaming
