@@ -373,3 +373,59 @@ func TestPauseOverIsGoneBeforeADataLoss(t *testing.T) {
 	ps, err := s.Pauses(bg)
 	expect.True(t, fmt.Sprintf("after the infos' loss: paused %v, %v", ps, err), err == nil && len(ps) == 0)
 }
+
+// TestShardCountOutlivesTheLossOfItsKey: a task resharded to 2 while its
+// configs want 4, whose shard 0 (the count's own slot) is lost with its
+// master's data while the other shards keep the count (a Cluster master
+// restarted empty), is read as kept in 2, from its shards' layout keys:
+// every grant goes through. Before, the lost count was recorded anew from
+// the config (4), which shard 1's key (2) refused, again after every
+// re-read: that part of the task never ran again (the nemesis on a
+// Cluster, seed 1795752532398751008).
+func TestShardCountOutlivesTheLossOfItsKey(t *testing.T) {
+	srv := redistest.Start(t)
+	k := redisKitOn(t, srv.Addr)
+	opts := func(r string) Options {
+		return Options{Replica: r, ReplicaAcks: AcksNever, MaxTTL: 300 * time.Millisecond}
+	}
+	a := k.client(opts("A"))
+	a.WantShards("s", 4)
+	var reqs []Request
+	for i := range 40 {
+		reqs = append(reqs, Request{Task: "s", Entity: fmt.Sprint("e", i), TTL: 300 * time.Millisecond, Reason: ReasonTrigger})
+	}
+	for _, r := range a.AcquireBatch(bg, reqs) {
+		mustRelease(t, r.Lease)
+	}
+	if _, err := a.Reshard(bg, "s", 2); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, srv.Addr)
+	main := c.Keys(bg, "*:s:shards").Val()
+	if len(main) != 1 {
+		t.Fatalf("the count's key: %v", main)
+	}
+	bucket, _, _ := strings.Cut(main[0], "}")
+	for _, key := range c.Keys(bg, bucket+"}*").Val() { // the slot's master lost its data
+		c.Del(bg, key)
+	}
+	b := k.client(opts("B"))
+	b.WantShards("s", 4) // its config says 4: the recorded 2 stands
+	// The lost slot's entities are quarantined for MaxTTL, then granted.
+	expect.WaitFor(t, 5*time.Second, "every entity granted after the loss", func() bool {
+		all := true
+		for i, r := range b.AcquireBatch(bg, reqs) {
+			switch {
+			case r.Err == nil:
+				mustRelease(t, r.Lease)
+			case errors.Is(r.Err, ErrQuarantine):
+				all = false
+			default:
+				t.Fatalf("%s after the loss: %v, want granted (or quarantined a while)", reqs[i].Entity, r.Err)
+			}
+		}
+		return all
+	})
+	got, err := b.Shards(bg, "s")
+	expect.True(t, fmt.Sprintf("B reads %d shards, %v; want 2", got, err), err == nil && got == 2)
+}

@@ -97,8 +97,18 @@ func (b *Driver) Shards(ctx context.Context, want map[string]int) (map[string]in
 			out[t] = n
 			continue
 		}
+		if want[t] <= 0 {
+			continue
+		}
+		// No count where the task's own slot keeps it: never recorded, or
+		// lost with its master's data while the other shards kept theirs
+		// (each holds the count, or x:N).
+		n, err := b.countInShards(ctx, t)
 		switch {
-		case want[t] <= 0:
+		case err != nil:
+			return nil, err
+		case n > 0:
+			set[t] = n
 		case had[i] != nil && had[i].Val() > 0:
 			set[t] = 1 // state of a tickd before shards: in the task's one
 		default:
@@ -128,6 +138,28 @@ func (b *Driver) Shards(ctx context.Context, want map[string]int) (map[string]in
 		out[t] = n
 	}
 	return out, b.ensureAll(ctx, want, out)
+}
+
+// countInShards is the count the layout keys of task's shards 1.. hold,
+// 0 if none does: the task's recorded count when its own key was lost.
+func (b *Driver) countInShards(ctx context.Context, task string) (int, error) {
+	pipe := b.c.Pipeline()
+	got := make([]*redis.StringCmd, driver.MaxShards-1)
+	for s := range got { // one key per command: the shards live in different slots
+		got[s] = pipe.Get(ctx, b.k.shards(driver.ShardName(task, s+1)))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0, err
+	}
+	for _, g := range got {
+		v := strings.TrimPrefix(g.Val(), "x:") // a shard the count leaves unused
+		if n, from, to, moving := parseShards(v); moving {
+			return 0, fmt.Errorf("%w: %s, from %d shards to %d (tickd migrate)", driver.ErrResharding, task, from, to)
+		} else if n > 0 {
+			return n, nil
+		}
+	}
+	return 0, nil
 }
 
 // ensureAll gives the shards of each task of got that a store is to write
