@@ -161,6 +161,19 @@ func (c *cluster) blackout(from, to time.Time) {
 	c.blackouts = append(c.blackouts, interval{from, to})
 }
 
+// lastBlackoutEnd is when the latest blackout ends (zero: none).
+func (c *cluster) lastBlackoutEnd() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var last time.Time
+	for _, b := range c.blackouts {
+		if b.to.After(last) {
+			last = b.to
+		}
+	}
+	return last
+}
+
 func (c *cluster) fault() { c.mu.Lock(); c.faults++; c.mu.Unlock() }
 
 func config(redisURL, worker string) string {
@@ -357,8 +370,12 @@ func (c *cluster) run(fault func(c *cluster, until time.Time)) result {
 	begin := time.Now()
 	fault(c, begin.Add(faultTime))
 	faultEnd := time.Now()
-	// Settle: every fault is undone; two more ticks drain the work.
-	expect.WaitFor(t, 60*time.Second, "work drained", func() bool { return c.workLeft() == 0 && time.Since(faultEnd) > 2*every })
+	// Settle: every fault is undone; two more ticks drain the work, and at
+	// least two ticks clear of every blackout are judged for liveness (a
+	// dense nemesis may have left none, and load stretches its faults).
+	expect.WaitFor(t, 60*time.Second, "work drained", func() bool {
+		return c.workLeft() == 0 && time.Since(faultEnd) > 2*every && time.Since(c.lastBlackoutEnd()) > c.ttl+5*every
+	})
 	end := time.Now()
 	for _, r := range c.reps {
 		r.proc.Signal(syscall.SIGTERM)
