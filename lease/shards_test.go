@@ -429,3 +429,34 @@ func TestShardCountOutlivesTheLossOfItsKey(t *testing.T) {
 	got, err := b.Shards(bg, "s")
 	expect.True(t, fmt.Sprintf("B reads %d shards, %v; want 2", got, err), err == nil && got == 2)
 }
+
+// TestBatchWithAMasterDownKeepsTheOthersGrants: with acknowledgement on
+// (a WAIT per master), a batch of a task in 16 shards while one master is
+// down (killed, its replica not promoted yet) is granted on the masters
+// that answer, and only the dead master's entities fail. Before, the dead
+// master's error failed the whole batch and the others' grants were
+// dropped, held by no run until their TTL: a sharded task ran none of its
+// entities during a failover (TestRedisClusterMasterKilled, under load).
+func TestBatchWithAMasterDownKeepsTheOthersGrants(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	k := redisKitWith(t, func() RedisClient { return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()}) })
+	s := k.client(Options{Replica: "A", ReplicaAcks: 1}) // each master's one replica
+	s.WantShards("b", 16)
+	var reqs []Request
+	for i := range 100 {
+		reqs = append(reqs, Request{Task: "b", Entity: fmt.Sprint("e", i), TTL: time.Minute, Reason: ReasonTrigger})
+	}
+	mustRelease(t, mustAcquire(t, s, reqs[0])) // the count recorded, on whichever master
+	dead := cl.Masters(t)[0]
+	dead.Stop()
+	granted, failed := 0, 0
+	for _, r := range s.AcquireBatch(bg, reqs) {
+		if r.Err != nil {
+			failed++
+			continue
+		}
+		granted++
+		mustRelease(t, r.Lease)
+	}
+	expect.True(t, fmt.Sprintf("with a master down: %d granted, %d failed; want some of each", granted, failed), granted > 0 && failed > 0)
+}

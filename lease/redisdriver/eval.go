@@ -154,25 +154,47 @@ func evalBatchOn(ctx context.Context, c RedisClient, acks *acker, sc *redis.Scri
 // WAIT (and, under AcksAuto, its own count of replicas), the masters in
 // parallel. A shard that falls short fails the whole batch with its
 // *AckError (the grants of the others are handed back too: safe, and
-// rare). A call routed to a master that no longer serves its slot (a
-// failover, a resharding) makes the client reload the slot map, and the
-// batch is sent once more.
+// rare). A master that does not answer fails only its own calls: the
+// others' answers stand, so that no grant is dropped while a failover
+// goes on. A call routed to a master that no longer serves its slot (a
+// failover, a resharding) makes the client reload the slot map, and those
+// calls are sent once more.
 func (b *Driver) evalBatchByShard(ctx context.Context, cc *redis.ClusterClient, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
-	for attempt := 0; ; attempt++ {
-		cmds, err := b.evalBatchByShardOnce(ctx, cc, sc, calls, ackWithin)
-		var ackErr *driver.AckError
-		if err == nil || errors.As(err, &ackErr) {
-			return cmds, err
-		}
-		// A master that moved or died: the client's slot map is reloaded,
-		// and a slot moved is tried once more at once.
-		cc.ReloadState(ctx)
-		if attempt > 0 || !redis.HasErrorPrefix(err, "MOVED") {
-			return cmds, err
+	cmds, err := b.evalBatchByShardOnce(ctx, cc, sc, calls, ackWithin)
+	if cmds == nil || err != nil {
+		return cmds, err
+	}
+	var moved []int
+	failed := false
+	for i, c := range cmds {
+		if c.Err() != nil {
+			failed = true
+			if redis.HasErrorPrefix(c.Err(), "MOVED") {
+				moved = append(moved, i)
+			}
 		}
 	}
+	if failed { // a master that moved or died: the client's slot map is reloaded
+		cc.ReloadState(ctx)
+	}
+	if len(moved) == 0 {
+		return cmds, nil
+	}
+	sub := make([]scriptCall, len(moved))
+	for k, i := range moved {
+		sub[k] = calls[i]
+	}
+	again, err := b.evalBatchByShardOnce(ctx, cc, sc, sub, ackWithin)
+	for k, i := range moved {
+		if again != nil {
+			cmds[i] = again[k]
+		}
+	}
+	return cmds, err
 }
 
+// evalBatchByShardOnce sends calls to their masters once. A master that
+// does not answer leaves its error in each of its calls' commands.
 func (b *Driver) evalBatchByShardOnce(ctx context.Context, cc *redis.ClusterClient, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
 	byNode := map[*redis.Client][]int{}
 	for i, call := range calls {
@@ -183,7 +205,7 @@ func (b *Driver) evalBatchByShardOnce(ctx context.Context, cc *redis.ClusterClie
 		byNode[node] = append(byNode[node], i)
 	}
 	cmds := make([]*redis.Cmd, len(calls))
-	errs := make([]error, 0, len(byNode))
+	var ackErr error
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for node, idx := range byNode {
@@ -197,27 +219,24 @@ func (b *Driver) evalBatchByShardOnce(ctx context.Context, cc *redis.ClusterClie
 			got, err := evalBatchOn(ctx, node, b.ackerFor(node.Options().Addr), sc, sub, ackWithin)
 			mu.Lock()
 			defer mu.Unlock()
+			var short *driver.AckError
+			if errors.As(err, &short) {
+				ackErr = err
+			} else if err != nil {
+				got = nil // no answer from this master: its calls fail with its error
+			}
 			for k, i := range idx {
 				if got != nil {
 					cmds[i] = got[k]
+					continue
 				}
-			}
-			if err != nil {
-				errs = append(errs, err)
+				cmds[i] = redis.NewCmd(ctx)
+				cmds[i].SetErr(err)
 			}
 		}()
 	}
 	wg.Wait()
-	var ackErr *driver.AckError
-	for _, err := range errs {
-		if !errors.As(err, &ackErr) {
-			return nil, err // no answer from a shard: the batch has none
-		}
-	}
-	if ackErr != nil {
-		return cmds, ackErr
-	}
-	return cmds, nil
+	return cmds, ackErr
 }
 
 // ackerFor is the acker of one Cluster master: each counts its own
