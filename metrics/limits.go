@@ -8,8 +8,8 @@ import (
 	"github.com/tickd/tickd/lease"
 )
 
-// limitMetrics creates and registers the collectors per limit.
-func (m *Collectors) limitMetrics(reg prometheus.Registerer) {
+// limitMetrics creates the collectors per limit, for New to register.
+func (m *Collectors) limitMetrics() []prometheus.Collector {
 	m.LimitRuns = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_limit_runs",
 		Help: "Runs holding the limit across every replica, read from the shared Redis: aggregate with max, not sum."}, []string{"limit"})
 	m.LimitWaits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tickd_limit_waits_total",
@@ -20,7 +20,7 @@ func (m *Collectors) limitMetrics(reg prometheus.Registerer) {
 		Help: "Seconds until the limit's budgets closed by an API open again (0: open)."}, []string{"limit"})
 	m.LimitOldestWait = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_limit_oldest_wait_seconds",
 		Help: "How long the oldest run of the task waiting in the limit's line has waited (since its tick), read from the shared Redis: aggregate with max."}, []string{"limit", "task"})
-	reg.MustRegister(m.LimitRuns, m.LimitWaits, m.LimitBackoffs, m.LimitClosed, m.LimitOldestWait)
+	return []prometheus.Collector{m.LimitRuns, m.LimitWaits, m.LimitBackoffs, m.LimitClosed, m.LimitOldestWait}
 }
 
 // LimitWait counts a run that waited for limit, by why: concurrency, rate,

@@ -5,6 +5,8 @@
 package metrics
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,6 +45,9 @@ type Collectors struct {
 	NotFiring    *prometheus.GaugeVec // task: 1 while no tick is recorded where one was due
 	Failing      *prometheus.GaugeVec // task: 1 while the last flag_after ticks' runs all failed
 	Starved      *prometheus.GaugeVec // task: 1 while the last flag_after ticks ran nothing
+	// HandlerOverruns counts, by task, Go handler runs still going a grace
+	// after their context was cancelled.
+	HandlerOverruns *prometheus.CounterVec
 	// Per limit ([[limits]]): limitmetrics.go.
 	LimitRuns       *prometheus.GaugeVec   // limit: runs under it across the replicas
 	LimitWaits      *prometheus.CounterVec // limit, why: runs that waited for it
@@ -56,8 +61,14 @@ var redisOps = []string{"acquire", "renew", "take", "enqueue", "paused", "announ
 
 var _ scheduler.Metrics = (*Collectors)(nil)
 
-// New creates the collectors and registers them with reg.
-func New(reg prometheus.Registerer) *Collectors {
+// New creates the collectors and registers them with reg. It returns an
+// error, and registers nothing, when reg is nil or already holds tickd's
+// metrics (a second tickd in one registry: give each a
+// prometheus.WrapRegistererWith of its own label).
+func New(reg prometheus.Registerer) (*Collectors, error) {
+	if reg == nil {
+		return nil, errors.New("metrics: no prometheus.Registerer given (prometheus.NewRegistry() makes one; for no metrics, leave scheduler.Options.Metrics unset)")
+	}
 	m := &Collectors{
 		Runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tickd_runs_total",
 			Help: "Finished runs by task, reason and outcome."}, []string{"task", "reason", "outcome"}),
@@ -98,14 +109,24 @@ func New(reg prometheus.Registerer) *Collectors {
 		Help: "1 while the task's last flag_after ticks' runs all failed."}, []string{"task"})
 	m.Starved = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_task_starved",
 		Help: "1 while the task's last flag_after ticks ran nothing (every entity skipped, or none listed)."}, []string{"task"})
-	reg.MustRegister(m.Runs, m.RunDuration, m.Skips, m.Reschedules, m.Retries, m.TickLag, m.EntitiesTick,
+	m.HandlerOverruns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tickd_handler_overruns_total",
+		Help: "Go handler runs still going a grace after their context was cancelled (the handler does not honour ctx: its entity may run elsewhere meanwhile)."}, []string{"task"})
+	all := []prometheus.Collector{m.Runs, m.RunDuration, m.Skips, m.Reschedules, m.Retries, m.TickLag, m.EntitiesTick,
 		m.RedisErrors, m.LeaseRenewals, m.LeaseLosses, m.DueDepth, m.ActiveRuns, m.SourceFailures, m.TaskPaused, m.LastGoodTick,
-		m.LastTickRuns, m.NotFiring, m.Failing, m.Starved)
-	m.limitMetrics(reg)
+		m.LastTickRuns, m.NotFiring, m.Failing, m.Starved, m.HandlerOverruns}
+	all = append(all, m.limitMetrics()...)
+	for i, c := range all {
+		if err := reg.Register(c); err != nil {
+			for _, done := range all[:i] {
+				reg.Unregister(done)
+			}
+			return nil, fmt.Errorf("metrics: %w (one tickd per registry; several share one through prometheus.WrapRegistererWith, a label each)", err)
+		}
+	}
 	for _, op := range redisOps {
 		m.RedisErrors.WithLabelValues(op)
 	}
-	return m
+	return m, nil
 }
 
 // Task creates a task's series at zero, so that a counter exists before
@@ -191,6 +212,14 @@ func (m *Collectors) Retried(task string) {
 func (m *Collectors) RedisError(op string) {
 	if m != nil {
 		m.RedisErrors.WithLabelValues(op).Inc()
+	}
+}
+
+// Overran counts a Go handler run of task still going a grace after its
+// context was cancelled.
+func (m *Collectors) Overran(task string) {
+	if m != nil {
+		m.HandlerOverruns.WithLabelValues(task).Inc()
 	}
 }
 

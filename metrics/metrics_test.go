@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -12,12 +13,44 @@ import (
 	"github.com/tickd/tickd/scheduler"
 )
 
+func mustNew(t *testing.T, reg prometheus.Registerer) *Collectors {
+	t.Helper()
+	m, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestRegisteredOnceOrAnError: a nil registry, or tickd's metrics
+// registered in one a second time (two tickds in one process), is an
+// error, not a panic; the second registration leaves the registry as it
+// was. Two tickds share one registry through a label each.
+func TestRegisteredOnceOrAnError(t *testing.T) {
+	if _, err := New(nil); err == nil {
+		t.Error("New(nil): no error")
+	}
+	reg := prometheus.NewRegistry()
+	first := mustNew(t, reg)
+	if _, err := New(reg); err == nil || !strings.Contains(err.Error(), "WrapRegistererWith") {
+		t.Errorf("a second New on one registry: %v, want an error saying how to share it", err)
+	}
+	first.Ran("t", lease.ReasonTick, lease.OutcomeDone, time.Second)
+	if n := testutil.CollectAndCount(first.Runs); n != 1 {
+		t.Errorf("the first's runs after the second failed: %d series, want 1", n)
+	}
+	shared := prometheus.NewRegistry()
+	for _, instance := range []string{"a", "b"} {
+		mustNew(t, prometheus.WrapRegistererWith(prometheus.Labels{"instance": instance}, shared))
+	}
+}
+
 // TestQuarantinedTickIsNotGood: a tick whose entities were left out for the
 // data-loss quarantine does not move tickd_last_good_tick_timestamp_seconds
 // (an alert on its age must see that the tick did not run), and is counted
 // as a skip with the cause quarantined.
 func TestQuarantinedTickIsNotGood(t *testing.T) {
-	m := New(prometheus.NewRegistry())
+	m := mustNew(t, prometheus.NewRegistry())
 	m.Task("t")
 	good := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	m.Ticked("t", good, scheduler.TickCounts{Entities: 2, Started: 2}, nil)
@@ -33,7 +66,7 @@ func TestQuarantinedTickIsNotGood(t *testing.T) {
 // TestHealth: a task's flags and its last complete tick's runs by outcome
 // become gauges, and Forget drops them.
 func TestHealth(t *testing.T) {
-	m := New(prometheus.NewRegistry())
+	m := mustNew(t, prometheus.NewRegistry())
 	tick := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	complete := history.TickView{State: history.TickComplete, TickRecord: lease.TickRecord{Tick: tick,
 		Parts: []lease.TickPart{{Replica: "r", Final: true, Started: 2, Outcomes: map[lease.Outcome]int{lease.OutcomeDone: 1, lease.OutcomeFailed: 1}}}}}

@@ -42,12 +42,16 @@ type Metrics interface {
 	BackedOff(limit string)
 	// Limit reports what the store says of a limit (every PausePoll).
 	Limit(limit string, st lease.LimitStatus)
+	// Overran reports a Go handler run still going HandlerGrace after its
+	// context was cancelled.
+	Overran(task string)
 }
 
 // noMetrics records nothing: the scheduler's Metrics when Options has none.
 type noMetrics struct{}
 
 func (noMetrics) Task(string)                                            {}
+func (noMetrics) Overran(string)                                         {}
 func (noMetrics) Forget(string)                                          {}
 func (noMetrics) Paused(string, bool)                                    {}
 func (noMetrics) Ticked(string, time.Time, TickCounts, error)            {}

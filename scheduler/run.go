@@ -141,6 +141,10 @@ type running struct {
 	// run's start by the monotonic clock.
 	began  time.Time
 	warned bool // under worker.mu
+	// The overrun watch's (under worker.mu): when it first saw the run's
+	// context cancelled, and whether it reported the run.
+	stoppedAt time.Time
+	overran   bool
 }
 
 // begin makes r w's current run: its timer is set for warn_after, or for

@@ -217,6 +217,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	hctx, stop := context.WithCancel(context.Background())
 	s.stopHistory = stop
 	go func() { defer close(s.historyDone); s.history.loop(hctx) }()
+	go s.watchOverruns()
 	return nil
 }
 
@@ -321,6 +322,11 @@ func (s *Scheduler) Active() int { return int(s.active.Load()) }
 // the history's last part. Each run releases its lease. Stop closes nothing
 // it did not open: the store is the caller's to stop, after. A second Stop
 // does nothing.
+//
+// Stop returns at most 2s after ctx is done (an exec run stopped then is
+// waited for until its SIGKILL): a Go handler that does not honour its ctx
+// is not waited for. Stop then returns ErrRunsGoOn, and logs each run still
+// going at ERROR with its fence; its lease is released when it returns.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	if s.loopCtx.Err() != nil {
@@ -344,8 +350,15 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	s.log.Warn("shutdown timeout reached: stopping runs and handing them over", "runs", s.Active(), "cause", context.Cause(ctx).Error())
 	s.abortRuns(ErrShutdown)
 	s.workers.abort(ErrShutdown)
-	<-done
-	return nil
+	wait := time.NewTimer(s.workers.stopWait())
+	defer wait.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-wait.C:
+	}
+	n := s.workers.overruns(time.Now(), true)
+	return fmt.Errorf("%w: %d", ErrRunsGoOn, n)
 }
 
 // Shutdown is Stop with a timeout.

@@ -72,11 +72,19 @@ func (r Result) String() string {
 }
 
 // Handler is a Go task. ctx is cancelled when the run must stop (timeout,
-// lease lost or untrusted, shutdown); context.Cause says why, and its
-// Deadline is the end of the task's timeout. An error means
+// lease lost or untrusted, an unlock, shutdown); context.Cause says why,
+// and its Deadline is the end of the task's timeout. An error means
 // the run failed. A handler is called concurrently, up to the task's
 // concurrency on each replica, for different entities: it must be safe for
 // that (never twice at once for one entity: that is what the lease is for).
+//
+// A handler must honour ctx: pass it to every call that waits (HTTP, SQL,
+// Redis) and return soon after it is cancelled. Go cannot stop a goroutine,
+// so tickd's promises rest on it: a handler that goes on after its lease
+// could no longer be trusted may overlap a run of the same entity on
+// another replica, and a shutdown cannot wait for it. One still going 2s
+// after its ctx was cancelled is logged at ERROR with its fence and counted
+// (tickd_handler_overruns_total); Scheduler.Stop does not wait for it.
 type Handler func(ctx context.Context, run Run) (Result, error)
 
 // Action runs one run of a task.

@@ -185,7 +185,10 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	clock := newClock(log)
 	replica := replicaID(cfg.Daemon)
 	reg := prometheus.NewRegistry()
-	collectors := metrics.New(reg)
+	collectors, err := metrics.New(reg)
+	if err != nil {
+		return err
+	}
 	b := readBuild()
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_build_info",
 		Help: "1, labelled with the build of this binary."}, []string{"version", "revision", "go_version"})
