@@ -1,13 +1,11 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
 )
@@ -99,19 +97,4 @@ func TestHelpAndVersion(t *testing.T) {
 	code, out, _ := cli("help", "status")
 	expect.Equal(t, "help status: exit status", code, 0)
 	expect.True(t, "help status shows status's usage: "+out, strings.Contains(out, "Usage: tickd status") && strings.Contains(out, "-limit"))
-}
-
-// TestReplicaIDs: the config's replica_id, else TICKD_REPLICA_ID, else
-// POD_NAME, else hostname-pid; as PID 1 (a container's first process) the
-// default is unique, so two containers sharing a hostname never share it.
-func TestReplicaIDs(t *testing.T) {
-	t.Parallel()
-	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-	host, _ := os.Hostname()
-	expect.Equal(t, "configured", replicaIDFrom(config.Daemon{ReplicaID: "a"}, env(map[string]string{"TICKD_REPLICA_ID": "b", "POD_NAME": "c"}), 7, true), "a")
-	expect.Equal(t, "TICKD_REPLICA_ID", replicaIDFrom(config.Daemon{}, env(map[string]string{"TICKD_REPLICA_ID": "b", "POD_NAME": "c"}), 7, true), "b")
-	expect.Equal(t, "POD_NAME", replicaIDFrom(config.Daemon{}, env(map[string]string{"POD_NAME": "tickd-7d9f-x2"}), 7, true), "tickd-7d9f-x2")
-	expect.Equal(t, "hostname-pid", replicaIDFrom(config.Daemon{}, env(nil), 7, false), host+"-7")
-	one, other := replicaIDFrom(config.Daemon{}, env(nil), 2, true), replicaIDFrom(config.Daemon{}, env(nil), 2, true)
-	expect.True(t, "in a container, a unique id: "+one+", "+other, one != other && strings.HasPrefix(one, host+"-2-"))
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -19,11 +18,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/app"
 	"github.com/tickd/tickd/internal/earlysignal"
 	"github.com/tickd/tickd/internal/gcpolicy"
-	"github.com/tickd/tickd/internal/pid1"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/metrics"
 	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
 )
@@ -53,30 +51,6 @@ func parseLevel(s string) slog.Level {
 	var l slog.Level
 	l.UnmarshalText([]byte(s)) //nolint:errcheck // validated with the config
 	return l
-}
-
-// replicaID is the configured id; else TICKD_REPLICA_ID; else POD_NAME (a
-// Kubernetes pod's name, by the downward API); else hostname-pid, with a
-// random suffix in a container (tickd is PID 1, or the child of its own
-// init, internal/pid1): two containers sharing a hostname (--network=host)
-// have tickds of the same PID, which would share an id.
-func replicaID(d config.Daemon) string {
-	return replicaIDFrom(d, os.Getenv, os.Getpid(), os.Getpid() == 1 || pid1.Child())
-}
-
-func replicaIDFrom(d config.Daemon, getenv func(string) string, pid int, container bool) string {
-	for _, id := range []string{d.ReplicaID, getenv("TICKD_REPLICA_ID"), getenv("POD_NAME")} {
-		if id != "" {
-			return id
-		}
-	}
-	h, _ := os.Hostname()
-	if container {
-		var b [3]byte
-		rand.Read(b[:]) //nolint:errcheck // crypto/rand never fails on Linux
-		return fmt.Sprintf("%s-%d-%x", h, pid, b)
-	}
-	return fmt.Sprintf("%s-%d", h, pid)
 }
 
 // redisLog routes go-redis's own log lines (a pool that cannot dial, …)
@@ -116,43 +90,9 @@ func redisClient(cfg *config.Config) (redis.UniversalClient, error) {
 	return c, nil
 }
 
-// openStore returns the lease store the config asks for; its Stop closes
-// what it opened.
-func openStore(cfg *config.Config, replica string, clock lease.Clock, log *slog.Logger, m *metrics.Collectors) (*lease.Store, error) {
-	opts := lease.Options{Replica: replica, Clock: clock, OnRenew: m.Renewed, Version: readBuild().version}
-	if cfg.Redis == nil {
-		log.Warn("no [redis] table: leases are in-process; replicas would not be coordinated")
-	} else {
-		limit := scheduler.NewLogLimiter(scheduler.LogEvery)
-		opts.OnRenewError = func(err error) {
-			m.RedisError("renew")
-			limit.Log(log, slog.LevelError, "renew", "lease renewal failed", scheduler.KeyError, err)
-		}
-		opts.OnAcks = func(err error) {
-			if err != nil {
-				log.Error("redis replicas do not acknowledge lease writes: nothing new starts, and runs stop when their leases can no longer be trusted, until they do (replica_acks in docs/operations.md)",
-					"replica_acks", cfg.Redis.ReplicaAcks.String(), scheduler.KeyError, err)
-				return
-			}
-			log.Info("redis replicas acknowledge lease writes again", "replica_acks", cfg.Redis.ReplicaAcks.String())
-		}
-	}
-	s, err := cfg.OpenStore(opts)
-	if err != nil {
-		return nil, err
-	}
-	if cfg.Redis != nil {
-		log.Info("leases in redis", "redis", cfg.Redis.Where(), "key_prefix", cfg.Redis.KeyPrefix, "replica_acks", cfg.Redis.ReplicaAcks.String())
-		if cfg.Redis.InsecureTLS() {
-			log.Warn("redis url has skip_verify=true: the server's TLS certificate is not checked, so anyone on the path can pose as Redis; give the CA instead")
-		}
-	}
-	return s, nil
-}
-
 // stockHandlers are the Go handlers of the stock binary: the demo one. A Go
 // program that embeds tickd registers its own handlers in a tasks.Registry
-// and passes it to scheduler.New (the scheduler package's Example).
+// and passes it to tickd.Open (the root package's ExampleOpen).
 func stockHandlers() *tasks.Registry {
 	r := &tasks.Registry{}
 	r.Register("demo-hello", tasks.Hello) //nolint:errcheck // the only name registered
@@ -182,28 +122,18 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	var level slog.LevelVar
 	log := newLogger(cfg.Daemon, stderr, &level)
 	routeRedisLogs(log)
-	clock := newClock(log)
-	replica := replicaID(cfg.Daemon)
 	reg := prometheus.NewRegistry()
-	collectors, err := metrics.New(reg)
-	if err != nil {
-		return err
-	}
 	b := readBuild()
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_build_info",
 		Help: "1, labelled with the build of this binary."}, []string{"version", "revision", "go_version"})
 	buildInfo.WithLabelValues(b.version, b.revision, b.goVersion).Set(1)
 	reg.MustRegister(buildInfo)
 	reloads := newReloadMetrics(reg)
-	store, err := openStore(cfg, replica, clock, log, collectors)
+	a, err := app.Open(cfg, app.Options{Handlers: stockHandlers(), Logger: log, Registerer: reg, Version: b.version, Clock: newClock(log), Daemon: true})
 	if err != nil {
 		return err
 	}
-	sch, err := scheduler.New(cfg, scheduler.Options{Store: store, Logger: log, Registry: stockHandlers(), Clock: clock, Metrics: collectors})
-	if err != nil {
-		store.Stop(ctx) //nolint:errcheck // nothing was started
-		return err
-	}
+	store, sch, replica := a.Store, a.Scheduler, a.Replica
 	// The parts start in this order and stop in reverse (services).
 	ss := &services{log: log}
 	defer ss.stopAll()

@@ -39,7 +39,7 @@ func runHistory(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer done()
-	t, err := configOrRegistry(ctx, cfg, store, pos[0])
+	t, err := report.FindTask(ctx, store, cfg, pos[0])
 	if err != nil {
 		return err
 	}

@@ -85,36 +85,6 @@ func loadTask(path, task string) (*config.Config, *config.Task, error) {
 	return cfg, t, nil
 }
 
-// configOrRegistry returns the config's task named task, or else the task
-// as the task registry remembers it (a replica ran it; no config lists it
-// any more): its history and status are still there to read.
-func configOrRegistry(ctx context.Context, cfg *config.Config, store *lease.Store, task string) (*config.Task, error) {
-	if t, ok := cfg.Task(task); ok {
-		return t, nil
-	}
-	o, err := config.Unlisted(ctx, store, cfg, task)
-	if err != nil {
-		return nil, err
-	}
-	if o != nil {
-		return &o.Task, nil
-	}
-	// Forgotten (tickd forget): its history stays until its retention
-	// ends, and is read as recorded.
-	as, err := store.Actions(ctx, task, 1)
-	if err != nil {
-		return nil, err
-	}
-	ts, err := store.Ticks(ctx, task, 1)
-	if err != nil {
-		return nil, err
-	}
-	if len(as) == 0 && len(ts) == 0 {
-		return nil, fmt.Errorf("no task %q in %s, nor in the task registry, nor in the history", task, cfg.Path)
-	}
-	return config.ForgottenTask(task), nil
-}
-
 func runPause(ctx context.Context, args []string, stdout io.Writer, paused bool) error {
 	name := map[bool]string{true: "pause", false: "resume"}[paused]
 	c := newCmdline(name, "TASK")

@@ -43,7 +43,7 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer done()
 	if only != "" {
-		if _, err := configOrRegistry(ctx, cfg, store, only); err != nil {
+		if _, err := report.FindTask(ctx, store, cfg, only); err != nil {
 			return err
 		}
 	}

@@ -49,3 +49,32 @@ func unlisted(ctx context.Context, store *lease.Store, t *config.Task) (*config.
 	}
 	return &config.Orphan{Task: *t, Info: o.Info}, true
 }
+
+// FindTask returns the config's task named task, or else the task as the
+// task registry remembers it (a replica ran it; no config lists it any
+// more), or else a task forgotten (tickd forget) whose history is still
+// kept: its history and status are still there to read.
+func FindTask(ctx context.Context, store *lease.Store, cfg *config.Config, task string) (*config.Task, error) {
+	if t, ok := cfg.Task(task); ok {
+		return t, nil
+	}
+	o, err := config.Unlisted(ctx, store, cfg, task)
+	if err != nil {
+		return nil, err
+	}
+	if o != nil {
+		return &o.Task, nil
+	}
+	as, err := store.Actions(ctx, task, 1)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := store.Ticks(ctx, task, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(as) == 0 && len(ts) == 0 {
+		return nil, fmt.Errorf("no task %q in %s, nor in the task registry, nor in the history", task, cfg.Path)
+	}
+	return config.ForgottenTask(task), nil
+}

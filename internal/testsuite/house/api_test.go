@@ -38,6 +38,14 @@ func publicPackages(t *testing.T) []string {
 	return pkgs
 }
 
+// shortName is a package's path in the module: "tickd" for its root.
+func shortName(path string) string {
+	if path == strings.TrimSuffix(module, "/") {
+		return "tickd"
+	}
+	return strings.TrimPrefix(path, module)
+}
+
 // apiLines are the exported API of the packages, one sorted line per
 // name: "pkg PATH, KIND NAME TYPE", a struct's exported fields and an
 // interface's methods on lines of their own.
@@ -50,7 +58,7 @@ func apiLines(t *testing.T, pkgs []string) []string {
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		short := strings.TrimPrefix(path, strings.TrimSuffix(module, "/")+"/")
+		short := shortName(path)
 		for _, l := range objectLines(p) {
 			lines = append(lines, "pkg "+short+", "+l)
 		}

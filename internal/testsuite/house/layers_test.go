@@ -30,7 +30,7 @@ func TestLayersAsDrawn(t *testing.T) {
 	}
 	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Fields(line)
-		pkg := strings.TrimPrefix(f[0], module)
+		pkg := shortName(f[0])
 		if strings.HasPrefix(pkg, "internal/testkit") || strings.HasPrefix(pkg, "internal/testsuite") || pkg == "deploy/prometheus" || pkg == "packaging" {
 			continue // test kit, or tests only
 		}

@@ -1,0 +1,266 @@
+// Package app assembles one tickd from a config: the replica id, the lease
+// store and its wiring (renewal counts and errors, acknowledgement loss),
+// the metrics, the scheduler with its Go handlers, and what reads it (the
+// status and history documents, the console). The tickd binary and a
+// program embedding tickd (the root package, tickd.Open) both build theirs
+// here, so that they behave alike.
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/console"
+	"github.com/tickd/tickd/internal/pid1"
+	"github.com/tickd/tickd/internal/report"
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/metrics"
+	"github.com/tickd/tickd/scheduler"
+	"github.com/tickd/tickd/tasks"
+)
+
+// Options are tickd.Options (the root package documents them), and Daemon.
+type Options struct {
+	Handlers   *tasks.Registry
+	Logger     *slog.Logger // nil: slog.Default()
+	Registerer prometheus.Registerer
+	ReplicaID  string // "": ReplicaID's default
+	Version    string
+	Clock      lease.Clock // nil: the system's
+	Observer   func(scheduler.Event)
+	// Daemon says that the tickd binary opens it: the [daemon] keys only
+	// the binary reads are its own; a program embedding tickd is warned of
+	// those it set, which nothing reads.
+	Daemon bool
+}
+
+// App is one tickd: its parts, built and wired, not started.
+type App struct {
+	Replica   string
+	Log       *slog.Logger
+	Store     *lease.Store
+	Scheduler *scheduler.Scheduler
+	Metrics   *metrics.Collectors // nil without Options.Registerer
+	announced bool                // Start claimed the replica id: Stop withdraws it
+
+	mu       sync.Mutex
+	consoles []*console.Console // Console's: Reload shows them the new config
+}
+
+// Open builds cfg's tickd.
+func Open(cfg *config.Config, opts Options) (*App, error) {
+	a := &App{Log: opts.Logger, Replica: opts.ReplicaID}
+	if a.Log == nil {
+		a.Log = slog.Default()
+	}
+	if a.Replica == "" {
+		a.Replica = ReplicaID(cfg.Daemon)
+	}
+	if !opts.Daemon {
+		if keys := daemonOnly(cfg.Daemon); len(keys) > 0 {
+			a.Log.Warn("the config sets [daemon] keys only the tickd binary reads: a program embedding tickd ignores them", "keys", keys, "config", cfg.Path)
+		}
+	}
+	if opts.Clock == nil {
+		opts.Clock = lease.SystemClock{}
+	}
+	if opts.Registerer != nil {
+		var err error
+		if a.Metrics, err = metrics.New(opts.Registerer); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if a.Store, err = a.openStore(cfg, opts); err != nil {
+		return nil, err
+	}
+	so := scheduler.Options{Store: a.Store, Logger: a.Log, Registry: opts.Handlers, Clock: opts.Clock, Observer: opts.Observer}
+	if a.Metrics != nil {
+		so.Metrics = a.Metrics
+	}
+	if a.Scheduler, err = scheduler.New(cfg, so); err != nil {
+		a.Store.Stop(context.Background()) //nolint:errcheck // nothing was started
+		return nil, err
+	}
+	return a, nil
+}
+
+// daemonOnly are the [daemon] keys d sets that only the binary reads.
+func daemonOnly(d config.Daemon) []string {
+	def := config.DefaultDaemon()
+	var keys []string
+	for _, k := range []struct {
+		key string
+		set bool
+	}{
+		{"log_level", d.LogLevel != def.LogLevel},
+		{"log_format", d.LogFormat != def.LogFormat},
+		{"metrics_addr", d.MetricsAddr != def.MetricsAddr},
+		{"watch_config", d.WatchConfig != def.WatchConfig},
+	} {
+		if k.set {
+			keys = append(keys, k.key)
+		}
+	}
+	return keys
+}
+
+// openStore opens the store the config's [redis] table names (in-process
+// without one), with its renewals counted and their failures logged
+// (rate-limited), and a loss of the replicas' acknowledgement said.
+func (a *App) openStore(cfg *config.Config, opts Options) (*lease.Store, error) {
+	log, m := a.Log, a.Metrics
+	lo := lease.Options{Replica: a.Replica, Clock: opts.Clock, OnRenew: m.Renewed, Version: opts.Version}
+	if cfg.Redis == nil {
+		log.Warn("no [redis] table: leases are in-process; replicas would not be coordinated")
+	} else {
+		limit := scheduler.NewLogLimiter(scheduler.LogEvery)
+		lo.OnRenewError = func(err error) {
+			m.RedisError("renew")
+			limit.Log(log, slog.LevelError, "renew", "lease renewal failed", scheduler.KeyError, err)
+		}
+		lo.OnAcks = func(err error) {
+			if err != nil {
+				log.Error("redis replicas do not acknowledge lease writes: nothing new starts, and runs stop when their leases can no longer be trusted, until they do (replica_acks in docs/operations.md)",
+					"replica_acks", cfg.Redis.ReplicaAcks.String(), scheduler.KeyError, err)
+				return
+			}
+			log.Info("redis replicas acknowledge lease writes again", "replica_acks", cfg.Redis.ReplicaAcks.String())
+		}
+	}
+	s, err := cfg.OpenStore(lo)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Redis != nil {
+		log.Info("leases in redis", "redis", cfg.Redis.Where(), "key_prefix", cfg.Redis.KeyPrefix, "replica_acks", cfg.Redis.ReplicaAcks.String())
+		if cfg.Redis.InsecureTLS() {
+			log.Warn("redis url has skip_verify=true: the server's TLS certificate is not checked, so anyone on the path can pose as Redis; give the CA instead")
+		}
+	}
+	return s, nil
+}
+
+// Start starts the store, claims the replica id on a Redis (ClaimReplicaID:
+// another live process under it is an error), and starts the scheduler.
+// ctx bounds the start.
+func (a *App) Start(ctx context.Context) error {
+	if err := a.Store.Start(ctx); err != nil {
+		return err
+	}
+	if a.Scheduler.Config().Redis != nil {
+		if err := ClaimReplicaID(ctx, a.Store, a.Replica, a.Log); err != nil {
+			return err
+		}
+		a.announced = true
+	}
+	return a.Scheduler.Start(ctx)
+}
+
+// Stop stops the scheduler (its runs have until ctx is done), withdraws the
+// replica's announcement and stops the store.
+func (a *App) Stop(ctx context.Context) error {
+	err := a.Scheduler.Stop(ctx)
+	if a.announced {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		err = errors.Join(err, a.Store.Withdraw(wctx))
+		cancel()
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	return errors.Join(err, a.Store.Stop(sctx))
+}
+
+// Status is the status document (tickd status -json) of every task, or of
+// task alone, with at most limit leases, last runs and due entries each.
+func (a *App) Status(ctx context.Context, task string, limit int) (report.StatusDoc, error) {
+	cfg := a.Scheduler.Config()
+	if task != "" {
+		if _, err := report.FindTask(ctx, a.Store, cfg, task); err != nil {
+			return report.StatusDoc{}, err
+		}
+	}
+	st, err := report.ReadStatus(ctx, a.Store, cfg, task, max(limit, 1), report.StatusScan, "", time.Now())
+	if err != nil {
+		return report.StatusDoc{}, err
+	}
+	return st.Doc(), nil
+}
+
+// History is task's history document (tickd history -json): at most limit
+// ticks, failures and actions, newest first.
+func (a *App) History(ctx context.Context, task string, limit int) (report.HistoryDoc, error) {
+	t, err := report.FindTask(ctx, a.Store, a.Scheduler.Config(), task)
+	if err != nil {
+		return report.HistoryDoc{}, err
+	}
+	h, err := report.ReadHistory(ctx, a.Store, t, max(limit, 1), time.Now())
+	if err != nil {
+		return report.HistoryDoc{}, err
+	}
+	return h.Doc(), nil
+}
+
+// Console is the console's pages for the config in force, to be served
+// under prefix behind the program's own authentication (console.WithUser
+// on each request's context says who it is); Reload shows it the new
+// config.
+func (a *App) Console(prefix string) (*console.Console, error) {
+	c, err := console.New(console.Options{Config: a.Scheduler.Config(), Store: a.Store, Logger: a.Log, Prefix: prefix})
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.consoles = append(a.consoles, c)
+	return c, nil
+}
+
+// Reload runs cfg from now on (scheduler.Scheduler.Reload), and shows it
+// to the consoles; a config the scheduler refuses changes nothing.
+func (a *App) Reload(cfg *config.Config) error {
+	if err := a.Scheduler.Reload(cfg); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range a.consoles {
+		c.Reload(cfg)
+	}
+	return nil
+}
+
+// ReplicaID is d's replica_id; else TICKD_REPLICA_ID; else POD_NAME (a
+// Kubernetes pod's name, by the downward API); else hostname-pid, with a
+// random suffix in a container (tickd is PID 1, or the child of its own
+// init, internal/pid1): two containers sharing a hostname (--network=host)
+// have tickds of the same PID, which would share an id.
+func ReplicaID(d config.Daemon) string {
+	return ReplicaIDFrom(d, os.Getenv, os.Getpid(), os.Getpid() == 1 || pid1.Child())
+}
+
+// ReplicaIDFrom is ReplicaID with the environment, the PID and whether in a
+// container given.
+func ReplicaIDFrom(d config.Daemon, getenv func(string) string, pid int, container bool) string {
+	for _, id := range []string{d.ReplicaID, getenv("TICKD_REPLICA_ID"), getenv("POD_NAME")} {
+		if id != "" {
+			return id
+		}
+	}
+	h, _ := os.Hostname()
+	if container {
+		var b [3]byte
+		rand.Read(b[:]) //nolint:errcheck // crypto/rand never fails on Linux
+		return fmt.Sprintf("%s-%d-%x", h, pid, b)
+	}
+	return fmt.Sprintf("%s-%d", h, pid)
+}

@@ -1,0 +1,116 @@
+// Package tickd is where a Go program that embeds tickd starts: Open builds
+// a tickd from a config (config.Parse or config.Load) with the program's
+// own Go handlers, logger and Prometheus registry, as the tickd binary
+// builds its own (the same replica-id default, lease store wiring,
+// metrics and documents); Start runs it, Stop stops it. Status and History
+// are the documents tickd status -json and tickd history -json print, and
+// Console is the web console, for the program to serve behind its own
+// authentication.
+//
+// A Go handler must honour its ctx: see tasks.Handler, and
+// docs/embedding.md for the whole of it.
+package tickd
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/app"
+	"github.com/tickd/tickd/internal/report"
+	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/scheduler"
+	"github.com/tickd/tickd/tasks"
+)
+
+// Options are what Open needs beside the config. Every field may be left
+// out.
+type Options struct {
+	// Handlers are the Go handlers of the tasks that name one (handler =).
+	Handlers *tasks.Registry
+	// Logger gets tickd's lines; nil: slog.Default().
+	Logger *slog.Logger
+	// Registerer, when set, gets tickd's Prometheus metrics (the tickd_*
+	// series the binary serves); Open fails if it has them already. Two
+	// tickds share one through prometheus.WrapRegistererWith, a label each.
+	Registerer prometheus.Registerer
+	// ReplicaID names this process among the replicas that share a Redis.
+	// "": the config's replica_id, else $TICKD_REPLICA_ID, else $POD_NAME,
+	// else hostname-pid, as for the binary.
+	ReplicaID string
+	// Version is announced in the replica registry (the console's replicas
+	// page): the program's own.
+	Version string
+	// Observer is told of what the scheduler does (scheduler.Event), from
+	// many goroutines: keep it quick.
+	Observer func(scheduler.Event)
+	// Clock is the scheduler's and the store's clock; nil: the system's.
+	Clock lease.Clock
+}
+
+// Tickd is one embedded tickd: a replica among those sharing the config's
+// Redis (or alone, in-process, without a [redis] table).
+type Tickd struct{ a *app.App }
+
+// Status is the status document of tickd status -json.
+type Status = report.StatusDoc
+
+// History is a task's history document of tickd history -json.
+type History = report.HistoryDoc
+
+// Open builds cfg's tickd. It starts nothing and connects to nothing yet:
+// Start does. [daemon] keys only the binary reads (log_level, log_format,
+// metrics_addr, watch_config) are ignored, with a warning.
+func Open(cfg *config.Config, opts Options) (*Tickd, error) {
+	a, err := app.Open(cfg, app.Options{Handlers: opts.Handlers, Logger: opts.Logger, Registerer: opts.Registerer,
+		ReplicaID: opts.ReplicaID, Version: opts.Version, Clock: opts.Clock, Observer: opts.Observer})
+	if err != nil {
+		return nil, err
+	}
+	return &Tickd{a}, nil
+}
+
+// Start starts the lease store and the scheduler. On a Redis, it first
+// makes sure no other live process runs under its replica id (it waits up
+// to about 10s for a killed predecessor's announcement to lapse, and fails
+// if the other process is alive). ctx bounds the start, not tickd's life.
+func (t *Tickd) Start(ctx context.Context) error { return t.a.Start(ctx) }
+
+// Stop stops the ticks, gives the runs going on until ctx is done, then
+// stops them and hands each over to another replica, releases every lease
+// and stops the store. It returns at most 2s after ctx is done, with
+// scheduler.ErrRunsGoOn if a Go handler did not return by then.
+func (t *Tickd) Stop(ctx context.Context) error { return t.a.Stop(ctx) }
+
+// Reload runs cfg from now on, as SIGHUP does for the binary: tasks added,
+// removed and changed; a config it cannot run is refused, and the old one
+// runs on.
+func (t *Tickd) Reload(cfg *config.Config) error { return t.a.Reload(cfg) }
+
+// Replica is the replica id this tickd runs under.
+func (t *Tickd) Replica() string { return t.a.Replica }
+
+// Scheduler is the scheduler: triggers, pauses and what it runs.
+func (t *Tickd) Scheduler() *scheduler.Scheduler { return t.a.Scheduler }
+
+// Status reads the status of every task (task "") or of one: its leases,
+// last runs and due entries (at most limit of each), pauses, limits and
+// the replicas.
+func (t *Tickd) Status(ctx context.Context, task string, limit int) (Status, error) {
+	return t.a.Status(ctx, task, limit)
+}
+
+// History reads a task's last limit ticks, failures and operator actions,
+// newest first, and its health flags.
+func (t *Tickd) History(ctx context.Context, task string, limit int) (History, error) {
+	return t.a.History(ctx, task, limit)
+}
+
+// Console is the web console's pages, served under prefix ("/tickd", say:
+// mount it at prefix+"/"). It answers 403 to a request that no
+// authentication saw: put the program's own in front, and say who the
+// user is with console.WithUser on each request's context.
+func (t *Tickd) Console(prefix string) (http.Handler, error) { return t.a.Console(prefix) }

@@ -1,0 +1,165 @@
+package tickd_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tickd/tickd"
+	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/console"
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/tasks"
+)
+
+// syncBuf is a program's log, written by both instances.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestEmbeddingProgram is a Go service embedding tickd as docs/embedding.md
+// says: two instances on one Redis, each with its replica id, the
+// service's own logger, its Prometheus registry (a label per instance),
+// its Go handler, and the console served by its own HTTP server behind its
+// own authentication. Every entity runs at a tick, once; the console
+// answers only the service's signed-in users; the metrics and the
+// documents say what ran.
+func TestEmbeddingProgram(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	cfg, err := config.Parse("service.toml", fmt.Appendf(nil, `
+[redis]
+url = "redis://%s/0"
+key_prefix = "service"
+
+[[tasks]]
+name = "sync-users"
+every = "1s"
+lease_ttl = "1500ms"
+handler = "sync-user"
+entities = ["u1", "u2", "u3", "u4", "u5", "u6"]
+`, srv.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuf
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	reg := prometheus.NewRegistry()
+	var mu sync.Mutex
+	ran := map[string]int{} // entity@tick: runs
+	handlers := &tasks.Registry{}
+	handlers.Register("sync-user", func(ctx context.Context, r tasks.Run) (tasks.Result, error) { //nolint:errcheck // one name
+		mu.Lock()
+		ran[r.Entity+"@"+r.Tick.Format(time.RFC3339)]++
+		mu.Unlock()
+		return tasks.Done, nil
+	})
+	var instances []*tickd.Tickd
+	for _, id := range []string{"svc-a", "svc-b"} {
+		td, err := tickd.Open(cfg, tickd.Options{Handlers: handlers, ReplicaID: id, Logger: log.With("instance", id),
+			Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"instance": id}, reg), Version: "service 1.2.3"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := td.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := td.Stop(ctx); err != nil {
+				t.Errorf("stop %s: %v", td.Replica(), err)
+			}
+		})
+		instances = append(instances, td)
+	}
+	ctx := context.Background()
+	expect.WaitFor(t, 30*time.Second, "two complete ticks in the history", func() bool {
+		h, err := instances[0].History(ctx, "sync-users", 10)
+		n := 0
+		for _, tk := range h.Ticks {
+			if tk.State == "complete" && tk.Runs == 6 {
+				n++
+			}
+		}
+		return err == nil && n >= 2
+	})
+	mu.Lock()
+	for k, n := range ran {
+		expect.Equal(t, "runs of "+k, n, 1)
+	}
+	mu.Unlock()
+
+	// The console, behind the service's own sign-on.
+	pages, err := instances[1].Console("/ops/tickd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signOn := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("X-Service-User") != "alice" {
+				http.Error(w, "sign in", http.StatusUnauthorized)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(console.WithUser(r.Context(), console.User{Name: "alice", Role: console.Viewer})))
+		})
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ops/tickd/", signOn(pages))
+	web := httptest.NewServer(mux)
+	t.Cleanup(web.Close)
+	get := func(user string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, web.URL+"/ops/tickd/", nil)
+		if user != "" {
+			req.Header.Set("X-Service-User", user)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	code, _ := get("")
+	expect.Equal(t, "the console without the service's sign-on", code, http.StatusUnauthorized)
+	code, body := get("alice")
+	expect.Equal(t, "the console signed in", code, http.StatusOK)
+	expect.True(t, "the console shows the task", strings.Contains(body, "sync-users"))
+
+	st, err := instances[0].Status(ctx, "sync-users", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "replicas in the status", len(st.Replicas), 2)
+	for _, r := range st.Replicas {
+		expect.Equal(t, r.ID+"'s version", r.Version, "service 1.2.3")
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	for _, f := range families {
+		if f.GetName() == "tickd_runs_total" {
+			runs = len(f.GetMetric())
+		}
+	}
+	expect.True(t, fmt.Sprintf("tickd_runs_total series (an instance label each): %d", runs), runs >= 1)
+	expect.True(t, "the service's logger has tickd's lines", strings.Contains(logs.String(), `"instance":"svc-a"`))
+}
