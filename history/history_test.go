@@ -1,0 +1,107 @@
+package history
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/lease"
+)
+
+// at is 2026-01-01 at h:m UTC.
+func at(h, m int) time.Time { return time.Date(2026, 1, 1, h, m, 0, 0, time.UTC) }
+
+// everyMinute is a task every minute, flagged after 3 ticks.
+func everyMinute(t *testing.T) *config.Task {
+	t.Helper()
+	cfg, err := config.Parse("t.toml", []byte("[[tasks]]\nname = \"t\"\nevery = \"1m\"\ncommand = [\"true\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cfg.Tasks[0]
+}
+
+// record is a tick's record of one replica's part.
+func record(T time.Time, replica string, final bool, outcomes map[lease.Outcome]int) lease.TickRecord {
+	started := 0
+	for _, n := range outcomes {
+		started += n
+	}
+	return lease.TickRecord{Tick: T, Parts: []lease.TickPart{{Replica: replica, Final: final, Entities: started, Started: started, Outcomes: outcomes}}}
+}
+
+var running = []lease.Replica{{ID: "r1", Tasks: []string{"t"}, Since: at(11, 0)}}
+
+func states(views []TickView) string {
+	var b strings.Builder
+	for _, v := range views {
+		b.WriteString(v.Tick.Format("15:04") + " " + v.State + "; ")
+	}
+	return b.String()
+}
+
+// TestAssessStates: each tick's state from its record and the replicas,
+// and the ticks the schedule expected without a record: missed, or
+// folded into one paused row while a pause held them.
+func TestAssessStates(t *testing.T) {
+	t.Parallel()
+	task := everyMinute(t)
+	done := map[lease.Outcome]int{lease.OutcomeDone: 2}
+	waiting := record(at(12, 2), "r1", true, done)
+	waiting.Parts[0].Skipped = map[string]int{lease.SkipLimited: 1}
+	past := Past{Replicas: running, Ticks: []lease.TickRecord{
+		record(at(12, 5), "r1", false, nil),   // runs go on, on a replica that is up
+		record(at(12, 4), "gone", false, nil), // left unfinished by a replica that is gone
+		record(at(12, 3), "r1", true, done),
+		waiting,
+		record(at(12, 0), "r1", true, done),
+	}}
+	views, h := Assess(task, at(12, 5).Add(30*time.Second), past)
+	expect.Equal(t, "states", states(views), "12:05 running; 12:04 incomplete; 12:03 complete; 12:02 waiting; 12:01 missed; 12:00 complete; ")
+	expect.Equal(t, "health", h, Health{})
+
+	// Paused from 12:01 to 12:04: one paused row for the ticks it held.
+	past = Past{Replicas: running,
+		Ticks:   []lease.TickRecord{record(at(12, 5), "r1", true, done), record(at(12, 0), "r1", true, done)},
+		Actions: []lease.Action{{What: lease.ActionResume, At: at(12, 4).Add(30 * time.Second)}, {What: lease.ActionPause, At: at(12, 0).Add(30 * time.Second), By: "ops"}},
+	}
+	views, _ = Assess(task, at(12, 5).Add(30*time.Second), past)
+	expect.Equal(t, "states with a pause", states(views), "12:05 complete; 12:01 paused; 12:00 complete; ")
+	expect.Equal(t, "the paused row's pause", views[1].Pause.By, "ops")
+}
+
+// TestAssessHealth: the flags a task's history raises, and why.
+func TestAssessHealth(t *testing.T) {
+	t.Parallel()
+	task := everyMinute(t)
+	failed := map[lease.Outcome]int{lease.OutcomeFailed: 2}
+	ticks := func(outcomes map[lease.Outcome]int) []lease.TickRecord {
+		var rs []lease.TickRecord
+		for m := 5; m >= 0; m-- {
+			rs = append(rs, record(at(12, m), "r1", true, outcomes))
+		}
+		return rs
+	}
+	now := at(12, 5).Add(30 * time.Second)
+	for _, c := range []struct {
+		name     string
+		past     Past
+		now      time.Time
+		flags    string
+		notFired string // a part of NotFiring
+	}{
+		{"healthy", Past{Replicas: running, Ticks: ticks(map[lease.Outcome]int{lease.OutcomeDone: 1})}, now, "", ""},
+		{"every run of the last 3 ticks failed", Past{Replicas: running, Ticks: ticks(failed)}, now, "failing", ""},
+		{"the last 3 ticks ran nothing", Past{Replicas: running, Ticks: ticks(nil)}, now, "starved", ""},
+		{"no replica", Past{Ticks: ticks(map[lease.Outcome]int{lease.OutcomeDone: 1})}, now, "not_firing", "no replica is running"},
+		{"no replica runs it", Past{Replicas: []lease.Replica{{ID: "r1", Since: at(11, 0)}}, Ticks: ticks(map[lease.Outcome]int{lease.OutcomeDone: 1})}, now, "not_firing", "do not have it"},
+		{"no record for a while", Past{Replicas: running, Ticks: ticks(map[lease.Outcome]int{lease.OutcomeDone: 1})}, at(12, 30), "not_firing", "no record of the tick at 2026-01-01T12:06:00Z"},
+		{"paused: not flagged", Past{Replicas: running, Paused: true, Ticks: ticks(map[lease.Outcome]int{lease.OutcomeDone: 1})}, at(12, 30), "", ""},
+	} {
+		_, h := Assess(task, c.now, c.past)
+		expect.Equal(t, c.name+": flags", strings.Join(h.Flags(), ","), c.flags)
+		expect.True(t, c.name+": why not firing: "+h.NotFiring, strings.Contains(h.NotFiring, c.notFired))
+	}
+}

@@ -1,0 +1,125 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/lease"
+)
+
+var bg = context.Background()
+
+// setup is an in-process store and the task "t" of entities a, b, c.
+func setup(t *testing.T) (*lease.Store, *config.Task) {
+	t.Helper()
+	cfg, err := config.Parse("t.toml", []byte("[[tasks]]\nname = \"t\"\nevery = \"1m\"\ncommand = [\"true\"]\nentities = [\"a\", \"b\", \"c\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := lease.NewMemory(lease.Options{Replica: "r1"})
+	t.Cleanup(func() { s.Stop(bg) }) //nolint:errcheck // the test's leases are released
+	return s, &cfg.Tasks[0]
+}
+
+// TestTriggerIDs: every listed entity when none is given; a given one the
+// list lacks is refused (NotListed) unless forced; repeats are dropped; an
+// id that could not be a key is refused even forced.
+func TestTriggerIDs(t *testing.T) {
+	t.Parallel()
+	_, task := setup(t)
+	ids, err := TriggerIDs(bg, *task, nil, false)
+	expect.True(t, fmt.Sprintf("all: %v, %v", ids, err), err == nil && strings.Join(ids, ",") == "a,b,c")
+	ids, err = TriggerIDs(bg, *task, []string{"b", "b", "a"}, false)
+	expect.True(t, fmt.Sprintf("given: %v, %v", ids, err), err == nil && strings.Join(ids, ",") == "b,a")
+	_, err = TriggerIDs(bg, *task, []string{"a", "zz"}, false)
+	var nl *NotListed
+	expect.True(t, fmt.Sprintf("unlisted: %v", err), errors.As(err, &nl) && strings.Join(nl.Missing, ",") == "zz" && strings.Contains(err.Error(), `"zz"`))
+	ids, err = TriggerIDs(bg, *task, []string{"zz"}, true)
+	expect.True(t, fmt.Sprintf("forced: %v, %v", ids, err), err == nil && len(ids) == 1)
+	_, err = TriggerIDs(bg, *task, []string{""}, true)
+	expect.True(t, "an empty id is refused", err != nil)
+}
+
+// TestTriggerSaysBusyAndRecords: a trigger enqueues one run per entity,
+// says which are busy and who holds them, and records itself in the
+// task's actions.
+func TestTriggerSaysBusyAndRecords(t *testing.T) {
+	t.Parallel()
+	s, task := setup(t)
+	held, err := s.Acquire(bg, lease.Request{Task: "t", Entity: "b", TTL: time.Minute, Reason: lease.ReasonTick, Tick: time.Now().Truncate(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { held.Release(bg, lease.Finished{Outcome: lease.OutcomeDone}, nil) }) //nolint:errcheck // the store stops after
+	tr, err := Trigger(bg, s, task, []string{"a", "b"}, nil, "alice")
+	if err != nil || tr.Recorded != nil {
+		t.Fatalf("trigger: %v, recorded %v", err, tr.Recorded)
+	}
+	expect.True(t, "busy: "+fmt.Sprint(tr.Busy), len(tr.Busy) == 1 && tr.Busy[0].Entity == "b" && tr.Busy[0].Holder == "r1")
+	expect.True(t, "said: "+tr.Said, strings.HasPrefix(tr.Said, "triggered 2 run(s) of t") && strings.Contains(tr.Said, `t "b": busy (held by r1 since`))
+	as, err := s.Actions(bg, "t", 5)
+	expect.True(t, fmt.Sprintf("recorded: %+v, %v", as, err), err == nil && len(as) == 1 && as[0].What == lease.ActionTrigger && as[0].By == "alice")
+}
+
+// TestPauseAndResume: a pause is recorded with its reason and end; a
+// second pause without news changes nothing; a new reason changes it and
+// says so; resume lifts it, and a second resume changes nothing.
+func TestPauseAndResume(t *testing.T) {
+	t.Parallel()
+	s, task := setup(t)
+	now := time.Now()
+	p, err := Pause(bg, s, task, "ops", "deploy", time.Hour, now)
+	expect.True(t, fmt.Sprintf("paused: %+v, %v", p, err), err == nil && p.Changed && p.Pause.Until.Equal(now.Add(time.Hour)))
+	p, err = Pause(bg, s, task, "ops", "", 0, now)
+	expect.True(t, "again: "+p.Said, err == nil && !p.Changed && strings.Contains(p.Said, "already paused"))
+	p, err = Pause(bg, s, task, "ops", "longer deploy", 0, now)
+	expect.True(t, "changed: "+p.Said, err == nil && p.Changed && p.Pause.Reason == "longer deploy" && strings.Contains(p.Said, "its pause is now"))
+	_, err = Pause(bg, s, task, "ops", "", -time.Second, now)
+	expect.True(t, "a negative -for is refused", err != nil)
+	r, err := Resume(bg, s, task, "ops", "", now)
+	expect.True(t, "resumed: "+r.Said, err == nil && r.Changed && strings.HasPrefix(r.Said, "resumed t (paused by ops"))
+	pauses, _ := s.Pauses(bg)
+	expect.Equal(t, "pauses after the resume", len(pauses), 0)
+	r, err = Resume(bg, s, task, "ops", "", now)
+	expect.True(t, "again: "+r.Said, err == nil && !r.Changed)
+	as, _ := s.Actions(bg, "t", 10)
+	expect.Equal(t, "actions recorded (pause, change, resume)", len(as), 3)
+}
+
+// TestUnlock: an unlock of a held entity revokes its lease and says how
+// long until it is free; -force frees it at once and says a run may
+// overlap; an entity not held is an error.
+func TestUnlock(t *testing.T) {
+	t.Parallel()
+	s, task := setup(t)
+	_, err := Unlock(bg, s, task, "a", "ops", false)
+	expect.True(t, fmt.Sprintf("not held: %v", err), errors.Is(err, ErrNotHeld))
+	if _, err := s.Acquire(bg, lease.Request{Task: "t", Entity: "a", TTL: time.Minute, Reason: lease.ReasonTrigger}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := Unlock(bg, s, task, "a", "ops", false)
+	expect.True(t, "revoked: "+u.Said, err == nil && !u.Freed && strings.Contains(u.Said, "t/a (holder r1"))
+	u, err = Unlock(bg, s, task, "a", "ops", true)
+	expect.True(t, "forced: "+u.Said, err == nil && u.Freed && strings.Contains(u.Said, "may overlap"))
+}
+
+// TestForget: a task a live replica runs is not forgotten; one only the
+// registry remembers is, and the action is recorded; one nobody knows is
+// an error.
+func TestForget(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t)
+	_, err := Forget(bg, s, "nobody-knows", "ops", "")
+	expect.True(t, fmt.Sprintf("unknown: %v", err), err != nil && strings.Contains(err.Error(), "nothing to forget"))
+	if err := s.RegisterTasks(bg, []lease.TaskInfo{{Name: "old", Schedule: "every 1h0m0s", Timezone: "UTC"}}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Forget(bg, s, "old", "ops", "retired")
+	expect.True(t, fmt.Sprintf("forgot: %+v, %v", d, err), err == nil && strings.HasPrefix(d.Said, "forgot old"))
+}
