@@ -9,7 +9,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // Config is a whole tickd config file.
@@ -88,7 +88,7 @@ type Redis struct {
 	// ReplicaAcks is how many replicas must have a lease grant or renewal
 	// before it is trusted: "auto" (default; every replica the primary
 	// reports online, none if it has none), a number, or 0 (never wait).
-	ReplicaAcks lease.ReplicaAcks `toml:"replica_acks"`
+	ReplicaAcks driver.ReplicaAcks `toml:"replica_acks"`
 }
 
 // Web is the [web] table: the console (package console). Leave it out for

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // decoder fills config structs from decoded TOML tables key by key, so that
@@ -144,23 +144,23 @@ func Keys[T any]() []string { return slices.Clone(fieldsOf(reflect.TypeFor[T]())
 
 var (
 	durationType = reflect.TypeFor[time.Duration]()
-	acksType     = reflect.TypeFor[lease.ReplicaAcks]()
+	acksType     = reflect.TypeFor[driver.ReplicaAcks]()
 )
 
 // replicaAcks decodes replica_acks: "auto", or a number of replicas (0:
 // never wait).
-func replicaAcks(val any) (lease.ReplicaAcks, error) {
+func replicaAcks(val any) (driver.ReplicaAcks, error) {
 	switch v := val.(type) {
 	case string:
 		if v == "auto" {
-			return lease.AcksAuto, nil
+			return driver.AcksAuto, nil
 		}
 	case int64:
 		switch {
 		case v == 0:
-			return lease.AcksNever, nil
+			return driver.AcksNever, nil
 		case v > 0:
-			return lease.ReplicaAcks(v), nil
+			return driver.ReplicaAcks(v), nil
 		}
 	}
 	return 0, fmt.Errorf("want \"auto\" or a number of replicas (0: never wait), got %s", describe(val))

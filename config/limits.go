@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // Limit is one [[limits]] entry: a budget every replica shares, which the
@@ -41,8 +41,8 @@ type Limit struct {
 func DefaultLimit() Limit { return Limit{Burst: 1, Per: "all", MaxBackoff: 10 * time.Minute} }
 
 // Lease is the limit as the lease store enforces it.
-func (l *Limit) Lease() lease.Limit {
-	return lease.Limit{Name: l.Name, Concurrency: l.Concurrency, Rate: l.RateN, Per: l.RatePer, Burst: l.Burst, PerEntity: l.Per == "entity"}
+func (l *Limit) Lease() driver.Limit {
+	return driver.Limit{Name: l.Name, Concurrency: l.Concurrency, Rate: l.RateN, Per: l.RatePer, Burst: l.Burst, PerEntity: l.Per == "entity"}
 }
 
 // String says the limit in words: "8 at once, 20/s (burst 5), per entity".
@@ -172,8 +172,8 @@ func (c *Config) Limit(name string) (*Limit, bool) {
 }
 
 // LeaseLimits are the config's limits as the lease store enforces them.
-func (c *Config) LeaseLimits() []lease.Limit {
-	out := make([]lease.Limit, len(c.Limits))
+func (c *Config) LeaseLimits() []driver.Limit {
+	out := make([]driver.Limit, len(c.Limits))
 	for i := range c.Limits {
 		out[i] = c.Limits[i].Lease()
 	}

@@ -1,14 +1,13 @@
 package config
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // ScheduleText is t's schedule as written in its config: `every 15m` or
@@ -32,16 +31,16 @@ func ShortDuration(d time.Duration) string {
 	return s
 }
 
-// Info is what the task registry keeps of t (lease.Store.RegisterTasks).
-func (t *Task) Info() lease.TaskInfo {
-	return lease.TaskInfo{Name: t.Name, Schedule: t.ScheduleText(), Timezone: t.Location.String()}
+// Info is what the task registry keeps of t (driver.Store.RegisterTasks).
+func (t *Task) Info() driver.TaskInfo {
+	return driver.TaskInfo{Name: t.Name, Schedule: t.ScheduleText(), Timezone: t.Location.String()}
 }
 
 // RegisteredTask is a task the registry remembers but a config does not
 // list, rebuilt from what the registry kept (its schedule as written and
 // zone, the other keys their defaults): enough to judge its history and
 // flag it as not firing. Its action is none: it is never run.
-func RegisteredTask(ti lease.TaskInfo) (Task, error) {
+func RegisteredTask(ti driver.TaskInfo) (Task, error) {
 	t := DefaultTask()
 	t.Name = ti.Name
 	loc, err := time.LoadLocation(ti.Timezone)
@@ -71,12 +70,12 @@ func RegisteredTask(ti lease.TaskInfo) (Task, error) {
 // Orphan is a task of the registry that a config does not list.
 type Orphan struct {
 	Task
-	Info lease.TaskInfo
+	Info driver.TaskInfo
 }
 
 // Orphans returns the registry's tasks that cfg does not list, rebuilt
 // (orphanOf).
-func Orphans(cfg *Config, reg []lease.TaskInfo) []Orphan {
+func Orphans(cfg *Config, reg []driver.TaskInfo) []Orphan {
 	var out []Orphan
 	for _, ti := range reg {
 		if _, ok := cfg.Task(ti.Name); !ok {
@@ -89,7 +88,7 @@ func Orphans(cfg *Config, reg []lease.TaskInfo) []Orphan {
 // orphanOf is the registry's task ti rebuilt (RegisteredTask); one the
 // registry kept in a form this version cannot read is rebuilt with an
 // hourly schedule in UTC, so it is still shown.
-func orphanOf(ti lease.TaskInfo) Orphan {
+func orphanOf(ti driver.TaskInfo) Orphan {
 	t, err := RegisteredTask(ti)
 	if err != nil {
 		t = DefaultTask()
@@ -117,30 +116,9 @@ type never struct{}
 
 func (never) Next(time.Time) time.Time { return time.Time{} }
 
-// Unlisted returns the task named name as the task registry remembers it
-// (rebuilt as Orphans does) when cfg does not list it; nil when cfg lists
-// it or the registry does not know it. The one lookup of such a task, for
-// the commands, the console and the reports.
-func Unlisted(ctx context.Context, store *lease.Store, cfg *Config, name string) (*Orphan, error) {
-	if _, ok := cfg.Task(name); ok {
-		return nil, nil
-	}
-	reg, err := store.Registry(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, ti := range reg {
-		if ti.Name == name {
-			o := orphanOf(ti)
-			return &o, nil
-		}
-	}
-	return nil, nil
-}
-
 // RunnerIDs are the ids of the replicas of rs (those whose announcement is
 // current) that run task.
-func RunnerIDs(rs []lease.Replica, task string) []string {
+func RunnerIDs(rs []driver.Replica, task string) []string {
 	var ids []string
 	for _, r := range rs {
 		if slices.Contains(r.Tasks, task) {

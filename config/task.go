@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -78,7 +78,7 @@ type Task struct {
 	// (off).
 	WarnAfter time.Duration `toml:"warn_after"`
 	// LeaseTTL is renewed every LeaseTTL/3 while a run goes on. Defaults to
-	// 1m; at least lease.MinTTL.
+	// 1m; at least driver.MinTTL.
 	LeaseTTL time.Duration `toml:"lease_ttl"`
 	// OnBusy defaults to skip.
 	OnBusy OnBusy `toml:"on_busy"`
@@ -132,17 +132,17 @@ func DefaultTask() Task {
 		OnBusy:             OnBusySkip,
 		RescheduleExitCode: 75,
 		MaxReschedules:     100,
-		HistoryTicks:       lease.DefaultHistory().Ticks,
-		HistoryAge:         lease.DefaultHistory().Age,
-		FailuresKept:       lease.DefaultHistory().Failures,
+		HistoryTicks:       driver.DefaultHistory().Ticks,
+		HistoryAge:         driver.DefaultHistory().Age,
+		FailuresKept:       driver.DefaultHistory().Failures,
 		FailureOutput:      4096,
 		FlagAfter:          3,
 	}
 }
 
 // Retention is what the task's history keeps.
-func (t *Task) Retention() lease.Retention {
-	return lease.Retention{Ticks: t.HistoryTicks, Age: t.HistoryAge, Failures: t.FailuresKept, Actions: lease.DefaultHistory().Actions}
+func (t *Task) Retention() driver.Retention {
+	return driver.Retention{Ticks: t.HistoryTicks, Age: t.HistoryAge, Failures: t.FailuresKept, Actions: driver.DefaultHistory().Actions}
 }
 
 // LateLimit is how late a tick may still start its runs: the catch-up

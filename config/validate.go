@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/htpasswd"
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -115,7 +115,7 @@ func validateRedis(d *decoder, r *Redis, urlGiven bool) {
 	if !strings.HasPrefix(r.URL, "redis://") && !strings.HasPrefix(r.URL, "rediss://") && !strings.HasPrefix(r.URL, "unix://") {
 		d.bad("redis.url", "must start with redis://, rediss:// or unix://")
 	}
-	if !lease.ValidPrefix(r.KeyPrefix) {
+	if !driver.ValidPrefix(r.KeyPrefix) {
 		d.bad("redis.key_prefix", "%q: use letters, digits and . _ - : only", r.KeyPrefix)
 	}
 	switch {
@@ -358,11 +358,11 @@ func validateLimits(t *Task, bad badFunc) {
 			bad("limits", "%q is named twice", n)
 		}
 	}
-	if t.Shards < 1 || t.Shards > lease.MaxShards {
-		bad("shards", "%d: use 1..%d", t.Shards, lease.MaxShards)
+	if t.Shards < 1 || t.Shards > driver.MaxShards {
+		bad("shards", "%d: use 1..%d", t.Shards, driver.MaxShards)
 	}
-	if t.LeaseTTL < lease.MinTTL {
-		bad("lease_ttl", "%v: too short to renew (every lease_ttl/3) before it expires; use at least %v", t.LeaseTTL, lease.MinTTL)
+	if t.LeaseTTL < driver.MinTTL {
+		bad("lease_ttl", "%v: too short to renew (every lease_ttl/3) before it expires; use at least %v", t.LeaseTTL, driver.MinTTL)
 	}
 	if t.Timeout <= 0 {
 		bad("timeout", "must be more than 0s")

@@ -80,7 +80,7 @@ func (c *Console) task(w http.ResponseWriter, r *http.Request) (*config.Task, bo
 // unlisted returns the task named name of the task registry that the config
 // does not list, if any.
 func (c *Console) unlisted(ctx context.Context, name string) (*config.Orphan, bool) {
-	o, err := config.Unlisted(ctx, c.store, c.cfg(), name)
+	o, err := report.Unlisted(ctx, c.store, c.cfg(), name)
 	return o, err == nil && o != nil
 }
 

@@ -19,9 +19,7 @@ import (
 // DefaultHistory is what the history keeps unless told otherwise: a week
 // of 15-minute ticks, 50 failed runs and 100 operator actions a task (and
 // as many for the fleet's lists).
-func DefaultHistory() Retention {
-	return Retention{Ticks: 672, Age: 7 * 24 * time.Hour, Failures: 50, Actions: 100}
-}
+func DefaultHistory() Retention { return driver.DefaultHistory() }
 
 // DefaultRetention keeps a week of 15-minute ticks.
 //

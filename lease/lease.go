@@ -170,7 +170,7 @@ func (l *Lease) ref() *driver.Lease {
 
 // MinTTL is the shortest lease TTL a holder can keep: renewed every TTL/3,
 // a shorter one leaves too little time for a renewal round to arrive.
-const MinTTL = 1500 * time.Millisecond
+const MinTTL = driver.MinTTL
 
 // Margin is the part of a TTL the holder does not trust: clock drift between
 // the holder and Redis, plus the time to stop a run. A holder trusts its

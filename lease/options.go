@@ -26,7 +26,7 @@ type Options struct {
 	// MaxTTL is the longest lease TTL in use: after Redis lost its data,
 	// nothing is granted for this long. Defaults to 1m. The quarantine's
 	// bound has two doors, one for each moment: this one when the store
-	// opens (config.OpenStore sets it to the config's longest lease_ttl),
+	// opens (tickd.Open sets it to the config's longest lease_ttl),
 	// and Store.CoverTTL, which only raises it, for a longer TTL later (the
 	// scheduler's reload).
 	MaxTTL time.Duration
@@ -54,7 +54,7 @@ type Options struct {
 	// (one replica sweeps per interval, whichever claims it first).
 	OnSweep func()
 	// Closer, if set, is closed by Stop once the store has stopped: the
-	// Redis client opened for the store alone (config.OpenStore's).
+	// Redis client opened for the store alone (tickd.Open's).
 	Closer io.Closer
 }
 

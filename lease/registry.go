@@ -6,21 +6,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
-// TaskInfo is what the task registry remembers of a task some replica ran:
-// enough to say, once no config lists it, that it stopped firing, and what
-// it was. The registry is kept apart from the leases (prefix:tasks), read
-// by status, history, the console and every replica's health metrics,
-// whatever their config, until an operator forgets the task (ForgetTask).
-type TaskInfo struct {
-	Name     string    `json:"name"`
-	Schedule string    `json:"schedule"` // as written: `every 15m0s`, `cron "*/5 * * * *"`
-	Timezone string    `json:"timezone"`
-	Seen     time.Time `json:"seen"` // when a replica last registered it
-	By       string    `json:"by"`   // that replica
-}
+// TaskInfo is what the task registry remembers of a task (driver.TaskInfo).
+type TaskInfo = driver.TaskInfo
 
 // RegisterTasks records that this replica runs ts, now: a replica calls it
 // when its tasks change and every few minutes.

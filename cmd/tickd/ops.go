@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/app"
 	"github.com/tickd/tickd/internal/ops"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
@@ -36,7 +37,7 @@ func cliStore(cfg *config.Config, cmd string, ttl time.Duration) (*lease.Store, 
 		return nil, nil, fmt.Errorf("%s needs a [redis] table in %s: without one, leases live inside the daemon's process", cmd, cfg.Path)
 	}
 	routeRedisLogs(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	s, err := cfg.OpenStore(lease.Options{Replica: "cli:" + operator(), MaxTTL: ttl})
+	s, err := app.OpenStore(cfg, lease.Options{Replica: "cli:" + operator(), MaxTTL: ttl})
 	if err != nil {
 		return nil, nil, err
 	}

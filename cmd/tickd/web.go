@@ -11,6 +11,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/console"
+	"github.com/tickd/tickd/internal/app"
 	"github.com/tickd/tickd/internal/earlysignal"
 	"github.com/tickd/tickd/lease"
 )
@@ -35,7 +36,7 @@ func runWeb(ctx context.Context, args []string, stderr io.Writer) error {
 	var level slog.LevelVar
 	log := newLogger(cfg.Daemon, stderr, &level)
 	routeRedisLogs(log)
-	store, err := cfg.OpenStore(lease.Options{Replica: "web:" + operator()})
+	store, err := app.OpenStore(cfg, lease.Options{Replica: "web:" + operator()})
 	if err != nil {
 		return err
 	}

@@ -137,7 +137,7 @@ func (a *App) openStore(cfg *config.Config, opts Options) (*lease.Store, error) 
 			log.Info("redis replicas acknowledge lease writes again", "replica_acks", cfg.Redis.ReplicaAcks.String())
 		}
 	}
-	s, err := cfg.OpenStore(lo)
+	s, err := OpenStore(cfg, lo)
 	if err != nil {
 		return nil, err
 	}

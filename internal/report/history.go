@@ -43,7 +43,7 @@ func unlisted(ctx context.Context, store *lease.Store, t *config.Task) (*config.
 	if t.Command != nil || t.URL != "" || t.Handler != "" {
 		return nil, false // a config's task: it has an action
 	}
-	o, err := config.Unlisted(ctx, store, &config.Config{}, t.Name)
+	o, err := Unlisted(ctx, store, &config.Config{}, t.Name)
 	if err != nil || o == nil {
 		return nil, false
 	}
@@ -58,7 +58,7 @@ func FindTask(ctx context.Context, store *lease.Store, cfg *config.Config, task 
 	if t, ok := cfg.Task(task); ok {
 		return t, nil
 	}
-	o, err := config.Unlisted(ctx, store, cfg, task)
+	o, err := Unlisted(ctx, store, cfg, task)
 	if err != nil {
 		return nil, err
 	}
@@ -77,4 +77,24 @@ func FindTask(ctx context.Context, store *lease.Store, cfg *config.Config, task 
 		return nil, fmt.Errorf("no task %q in %s, nor in the task registry, nor in the history", task, cfg.Path)
 	}
 	return config.ForgottenTask(task), nil
+}
+
+// Unlisted returns the task named name as the task registry remembers it
+// (rebuilt as config.Orphans does) when cfg does not list it; nil when cfg
+// lists it or the registry does not know it. The one lookup of such a
+// task, for the commands, the console and the reports.
+func Unlisted(ctx context.Context, store *lease.Store, cfg *config.Config, name string) (*config.Orphan, error) {
+	if _, ok := cfg.Task(name); ok {
+		return nil, nil
+	}
+	reg, err := store.Registry(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range config.Orphans(cfg, reg) {
+		if o.Name == name {
+			return &o, nil
+		}
+	}
+	return nil, nil
 }

@@ -171,16 +171,6 @@ func (k keys) taskOf(key string) (string, bool) {
 	return task, err == nil && k.entities(task) == key
 }
 
-// ValidPrefix reports whether p can be used as a key prefix: letters, digits
-// and . _ - : only, so that it cannot break the key layout or hash tags.
-func ValidPrefix(p string) bool {
-	if p == "" {
-		return false
-	}
-	for i := 0; i < len(p); i++ {
-		if !driver.Plain(p[i]) && p[i] != ':' {
-			return false
-		}
-	}
-	return true
-}
+// ValidPrefix reports whether p can be used as a key prefix
+// (driver.ValidPrefix).
+func ValidPrefix(p string) bool { return driver.ValidPrefix(p) }

@@ -1,4 +1,4 @@
-package config
+package app
 
 import (
 	"context"
@@ -8,17 +8,18 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/lease"
 )
 
-// TestOpenStoreFromConfig: Config.OpenStore opens the Redis the [redis]
+// TestOpenStoreFromConfig: OpenStore opens the Redis the [redis]
 // table names (leases there, seen by any other store on that prefix), and
 // the in-process store without one.
 func TestOpenStoreFromConfig(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := parse(t, fmt.Sprintf("[redis]\nurl = %q\nkey_prefix = \"emb\"\n[[tasks]]\nname = \"t\"\nevery = \"1h\"\nhandler = \"rec\"\nlease_ttl = \"2s\"\n", srv.URL()))
-	st, err := cfg.OpenStore(lease.Options{Replica: "emb-1"})
+	st, err := OpenStore(cfg, lease.Options{Replica: "emb-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,18 +43,9 @@ func TestOpenStoreFromConfig(t *testing.T) {
 	if _, err := other.Acquire(context.Background(), lease.Request{Task: "t", Entity: "x", TTL: 2 * time.Second, Reason: lease.ReasonTrigger}); !errors.As(err, &be) || be.Holder != "emb-1" {
 		t.Fatalf("another store on the config's Redis and prefix: %v, want busy, held by emb-1", err)
 	}
-	mem, err := parse(t, "[[tasks]]\nname = \"t\"\nevery = \"1h\"\nhandler = \"rec\"\n").OpenStore(lease.Options{})
+	mem, err := OpenStore(parse(t, "[[tasks]]\nname = \"t\"\nevery = \"1h\"\nhandler = \"rec\"\n"), lease.Options{})
 	if err != nil || mem == nil {
 		t.Fatalf("without [redis]: %v", err)
 	}
 	mem.Stop(context.Background()) //nolint:errcheck
-}
-
-func parse(t *testing.T, toml string) *Config {
-	t.Helper()
-	cfg, err := Parse("test.toml", []byte(toml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
 }

@@ -1,0 +1,43 @@
+package app
+
+import (
+	"fmt"
+
+	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/lease"
+)
+
+// OpenStore opens the lease store cfg describes: in Redis when it
+// has a [redis] table (its client, key prefix and replica_acks), else in
+// this process. opts gives the rest (Replica, Clock, callbacks); the
+// quarantine's bound at open (Options.MaxTTL) is raised to the config's
+// longest lease_ttl (CoverTTL raises it later, not below it: a store opened
+// with the 1m default and covered with 2s would quarantine a fresh Redis
+// for 1m). The store owns the Redis client it opened: its Stop closes it
+// (Options.Closer).
+//
+// The store wants each task's shards as the config gives them
+// (Store.WantShards): whichever process first writes for a task (a
+// replica's tick, a trigger) records the config's count.
+func OpenStore(c *config.Config, opts lease.Options) (*lease.Store, error) {
+	opts.MaxTTL = max(opts.MaxTTL, c.MaxLeaseTTL())
+	var s *lease.Store
+	if c.Redis == nil {
+		s = lease.NewMemory(opts)
+	} else {
+		opts.ReplicaAcks = c.Redis.ReplicaAcks
+		rc, err := c.Redis.Client()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.Path, err)
+		}
+		opts.Closer = rc
+		if s, err = lease.NewRedis(rc, c.Redis.KeyPrefix, opts); err != nil {
+			rc.Close()
+			return nil, err
+		}
+	}
+	for _, t := range c.Tasks {
+		s.WantShards(t.Name, t.Shards)
+	}
+	return s, nil
+}
