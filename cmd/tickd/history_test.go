@@ -185,6 +185,14 @@ every = "1s"
 command = ["true"]
 `)
 	e.daemon("A", "1h")
+	// Judged once A has announced itself: its readiness comes before its
+	// first announcement, which a loaded machine delays (the judgement was
+	// "no replica is running" 9 times in 15 beside three busy loops).
+	expect.WaitFor(t, 10*time.Second, "A announced", func() bool {
+		_, out, _ := cli("status", "-config", e.cfg, "-json")
+		var doc report.StatusDoc
+		return json.Unmarshal([]byte(out), &doc) == nil && len(doc.Replicas) == 1
+	})
 	newer := strings.Replace(e.cfg, "tickd.toml", "newer.toml", 1)
 	tickdtest.WriteFile(t, newer, readFile(t, e.cfg)+`
 [[tasks]]
