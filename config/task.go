@@ -174,9 +174,3 @@ func (t *Task) Source(log *slog.Logger) tasks.Source {
 // the tick may start as late as its catch-up window, and its first write
 // is batched.
 func (t *Task) MissingAfter() time.Duration { return t.LateLimit() + time.Minute }
-
-// Grace is MissingAfter.
-//
-// Deprecated: use MissingAfter; Grace names the SIGTERM-to-SIGKILL time
-// (scheduler.Grace, tasks.Exec.Grace).
-func (t *Task) Grace() time.Duration { return t.MissingAfter() }

@@ -420,10 +420,10 @@ func TestJSONEndpointsKeepTheContract(t *testing.T) {
 // a public address without users, whatever built its config.
 func TestStartRefusedOffLoopbackWithoutAuth(t *testing.T) {
 	e := newEnv(t, false)
-	if _, err := Start(e.front, &config.Web{Listen: "0.0.0.0:0"}, discard()); err == nil {
+	if _, err := startFront(e.front, &config.Web{Listen: "0.0.0.0:0"}, discard()); err == nil {
 		t.Fatal("started on 0.0.0.0 without auth")
 	}
-	stop, err := Start(e.front, &config.Web{Listen: "127.0.0.1:0"}, discard())
+	stop, err := startFront(e.front, &config.Web{Listen: "127.0.0.1:0"}, discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,6 +438,19 @@ func TestStartRefusedOffLoopbackWithoutAuth(t *testing.T) {
 var inlineAttr = regexp.MustCompile(`<[a-zA-Z]+(\s+[a-zA-Z-]+(="[^"]*")?)*\s+(style|on[a-z]+)=`)
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// startFront serves f on w.Listen until stop is called.
+func startFront(f *Front, w *config.Web, log *slog.Logger) (stop func(), err error) {
+	f.web, f.log = w, log
+	if err := f.Start(context.Background()); err != nil {
+		return nil, err
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		f.Stop(ctx) //nolint:errcheck // stopping: what is left is closed
+	}, nil
+}
 
 // TestHTTPS: with tls_cert_file and tls_key_file the console speaks TLS,
 // and nothing else.
@@ -464,7 +477,7 @@ func TestHTTPS(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	stop, err := Start(e.front, &config.Web{Listen: addr, TLSCertFile: certFile, TLSKeyFile: keyFile}, discard())
+	stop, err := startFront(e.front, &config.Web{Listen: addr, TLSCertFile: certFile, TLSKeyFile: keyFile}, discard())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,19 +174,3 @@ func (f *Front) Stop(ctx context.Context) error {
 	}
 	return nil
 }
-
-// Start serves f on w.Listen until stop is called.
-//
-// Deprecated: build the Front with FrontOptions.Web, then use its Start and
-// Stop.
-func Start(f *Front, w *config.Web, log *slog.Logger) (stop func(), err error) {
-	f.web, f.log = w, log
-	if err := f.Start(context.Background()); err != nil {
-		return nil, err
-	}
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		f.Stop(ctx) //nolint:errcheck // stopping: what is left is closed
-	}, nil
-}

@@ -25,7 +25,7 @@ import (
 	"github.com/tickd/tickd/lease"
 )
 
-// startLimited serves e's console with Start on a free loopback port, with
+// startLimited serves e's console (startFront) on a free loopback port, with
 // short limits (a read timeout of read) and at most maxConns connections;
 // it returns the address.
 func startLimited(t *testing.T, e *env, maxConns int, read time.Duration) string {
@@ -33,7 +33,7 @@ func startLimited(t *testing.T, e *env, maxConns int, read time.Duration) string
 	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
 	e.rewire(func(w *config.Web) { w.Listen, w.MaxConnections = addr, maxConns },
 		Limits{ReadTimeout: read, WriteTimeout: time.Second, IdleTimeout: 300 * time.Millisecond, MaxBody: 1 << 20})
-	stop, err := Start(e.front, e.web, discard())
+	stop, err := startFront(e.front, e.web, discard())
 	if err != nil {
 		t.Fatal(err)
 	}

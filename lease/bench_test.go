@@ -215,7 +215,7 @@ func BenchmarkClusterSpread(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { s.Close() })
+		b.Cleanup(func() { s.Stop(bg) })
 		s.InitEpoch(bg) //nolint:errcheck
 		cpu0 := nodesCPU(b, nodes)
 		reqs := make([]Request, 256)

@@ -76,7 +76,7 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { s.Stop(bg) })
 	if err := s.InitEpoch(bg); err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func twoTasksTwoMasters(t *testing.T, readTimeout time.Duration) (s *Store, dead
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { s.Stop(bg) })
 	if err := s.InitEpoch(bg); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestLossWatchOnClusterQuarantinesOnlyTheShard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { s.Stop(bg) })
 	if err := s.InitEpoch(bg); err != nil {
 		t.Fatal(err)
 	}

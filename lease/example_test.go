@@ -17,7 +17,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	store := lease.NewMemory(lease.Options{Replica: "replica-1"})
-	defer store.Close()
+	defer store.Stop(context.Background()) //nolint:errcheck // an example
 
 	req := lease.Request{Task: "sync-users", Entity: "42", TTL: 30 * time.Second, Reason: lease.ReasonTrigger}
 	l, err := store.Acquire(ctx, req)

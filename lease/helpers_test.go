@@ -37,7 +37,7 @@ func redisKitWith(t *testing.T, newClient func() RedisClient) kit {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { s.Close() })
+		t.Cleanup(func() { s.Stop(bg) })
 		if first {
 			if err := s.InitEpoch(context.Background()); err != nil {
 				t.Fatal(err)
@@ -53,7 +53,7 @@ func memoryKit(t *testing.T) kit {
 	return kit{client: func(opts Options) *Store {
 		if s == nil {
 			s = NewMemory(opts)
-			t.Cleanup(func() { s.Close() })
+			t.Cleanup(func() { s.Stop(bg) })
 		}
 		return s
 	}}

@@ -21,12 +21,6 @@ import (
 // as many for the fleet's lists).
 func DefaultHistory() Retention { return driver.DefaultHistory() }
 
-// DefaultRetention keeps a week of 15-minute ticks.
-//
-// Deprecated: use DefaultHistory; a variable any package can change is no
-// default.
-var DefaultRetention = DefaultHistory()
-
 // RecordTicks writes replicas' parts of ticks, each over its replica's
 // earlier part of the same tick, in one round trip.
 func (s *Store) RecordTicks(ctx context.Context, ws []TickWrite) error {

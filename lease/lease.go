@@ -181,12 +181,6 @@ func Margin(ttl time.Duration) time.Duration { return ttl / 5 }
 // renewed by a request sent at sent.
 func trustEnd(sent time.Time, ttl time.Duration) time.Time { return sent.Add(ttl - Margin(ttl)) }
 
-// Outcomes lists every Outcome.
-//
-// Deprecated: use AllOutcomes; a slice any package can change is no list
-// of constants.
-var Outcomes = func() []Outcome { all := AllOutcomes(); return all[:] }()
-
 // ReleaseTimeout bounds a release made after the run's own context ended
 // (context.WithoutCancel): shutdown and a lost run still clean up, briefly.
 const ReleaseTimeout = 5 * time.Second

@@ -51,30 +51,3 @@ func (s *Store) Pauses(ctx context.Context) (map[string]PauseInfo, error) {
 	}
 	return m, nil
 }
-
-// SetPaused pauses (with no reason, until resumed) or resumes the ticks of
-// task on every replica.
-//
-// Deprecated: use Pause or Resume.
-func (s *Store) SetPaused(ctx context.Context, task string, paused bool) error {
-	if paused {
-		return s.Pause(ctx, task, PauseInfo{At: s.clock.Now()})
-	}
-	return s.Resume(ctx, task)
-}
-
-// Paused returns the set of paused tasks; a pause whose PauseInfo.Until
-// passed is over.
-//
-// Deprecated: use Pauses, whose keys are the paused tasks.
-func (s *Store) Paused(ctx context.Context) (map[string]bool, error) {
-	ps, err := s.Pauses(ctx)
-	if err != nil {
-		return nil, err
-	}
-	m := make(map[string]bool, len(ps))
-	for t := range ps {
-		m[t] = true
-	}
-	return m, nil
-}

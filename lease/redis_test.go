@@ -31,7 +31,7 @@ func newRedisStore(t testing.TB, c *redis.Client, opts Options) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { s.Stop(bg) })
 	return s
 }
 
@@ -241,7 +241,7 @@ func TestRedisOneSweepPerInterval(t *testing.T) {
 func TestCloseAfterEveryReleaseIsClean(t *testing.T) {
 	s := NewMemory(Options{})
 	mustRelease(t, mustAcquire(t, s, req("e", time.Minute)))
-	if err := s.Close(); err != nil {
+	if err := s.Stop(bg); err != nil {
 		t.Fatalf("Close with every lease released: %v, want nil", err)
 	}
 }

@@ -27,7 +27,7 @@ func TestShardsSpreadATaskOverTheMasters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { s.Close() })
+		t.Cleanup(func() { s.Stop(bg) })
 		s.WantShards("big", want)
 		return s
 	}
@@ -192,7 +192,7 @@ func TestReleaseOfAShardNotHeldUpByAFrozenMaster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { s.Stop(bg) })
 	if err := s.InitEpoch(bg); err != nil {
 		t.Fatal(err)
 	}

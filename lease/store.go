@@ -170,11 +170,6 @@ func (s *Store) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Close is Stop without a deadline.
-//
-// Deprecated: use Stop, the shape every part of tickd stops with.
-func (s *Store) Close() error { return s.Stop(context.Background()) }
-
 // InitEpoch declares that this Redis holds no lease any process could still
 // trust, so the data-loss quarantine does not apply to it. Use it only on a
 // Redis that is new to tickd (tests, a fresh deployment); after a real data

@@ -360,12 +360,3 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	n := s.workers.overruns(time.Now(), true)
 	return fmt.Errorf("%w: %d", ErrRunsGoOn, n)
 }
-
-// Shutdown is Stop with a timeout.
-//
-// Deprecated: use Stop with a context that has the timeout.
-func (s *Scheduler) Shutdown(timeout time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	s.Stop(ctx) //nolint:errcheck // Stop returns nil
-}
