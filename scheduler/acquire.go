@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -50,7 +51,7 @@ func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.T
 			s.quarantined(quarantine.Left)
 		}
 		if early != nil {
-			s.logLimited("early:"+ts.t.Name, "tick not yet due by Redis's clock: is this host's clock ahead?", KeyTask, ts.t.Name, tickAttr(T), KeyError, early)
+			s.logLimited("early:"+ts.t.Name, "tick not yet due by Redis's clock: is this host's clock ahead?", logs.KeyTask, ts.t.Name, tickAttr(T), logs.KeyError, early)
 		}
 		if failed != nil {
 			s.storeFailed("acquire", "acquire:"+ts.t.Name, "cannot acquire leases; retrying", Event{Task: ts.t.Name, Tick: T}, failed)

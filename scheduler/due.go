@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -36,12 +37,12 @@ func (s *Scheduler) unknownTask(ctx context.Context, d lease.Due) {
 			s.storeFailed("announce", "known", "cannot read which replicas run which tasks", Event{Task: d.Task}, err)
 		}
 		s.logLimited("unknown:"+d.Task, "due run for a task not in this replica's config: left for a replica that has it",
-			KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason)
+			logs.KeyTask, d.Task, logs.KeyEntity, d.Entity, logs.KeyReason, d.Reason)
 		s.store.Enqueue(ctx, d, time.Second) //nolint:errcheck // if this fails, visibility brings it back
 		s.observe(withKind(ev, EventDueDeferred))
 		return
 	}
-	s.log.Warn("due run for a task no replica runs: dropped", KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason)
+	s.log.Warn("due run for a task no replica runs: dropped", logs.KeyTask, d.Task, logs.KeyEntity, d.Entity, logs.KeyReason, d.Reason)
 	s.store.Ack(ctx, d) //nolint:errcheck // it comes back if this fails
 	s.observe(withKind(ev, EventDueDropped))
 }
@@ -207,9 +208,9 @@ func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d lease.Due) {
 			if d.Reason == lease.ReasonTrigger {
 				lvl = slog.LevelInfo // an operator asked: say where the run went
 			}
-			s.log.Log(ctx, lvl, "due run found the entity busy: it runs after the holder", KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason, "follow_up", queue, KeyError, err)
+			s.log.Log(ctx, lvl, "due run found the entity busy: it runs after the holder", logs.KeyTask, d.Task, logs.KeyEntity, d.Entity, logs.KeyReason, d.Reason, "follow_up", queue, logs.KeyError, err)
 		case errors.Is(err, lease.ErrResharding):
-			s.log.Debug("due run waits for a reshard to end", KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason)
+			s.log.Debug("due run waits for a reshard to end", logs.KeyTask, d.Task, logs.KeyEntity, d.Entity, logs.KeyReason, d.Reason)
 			s.store.Enqueue(ctx, d, time.Second) //nolint:errcheck // if this fails too, visibility brings it back
 		case errors.Is(err, lease.ErrNotAcknowledged):
 			// The store handed the entry back; OnAcks logs why.

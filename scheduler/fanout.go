@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -131,7 +132,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 		f.n.Paused = !f.n.Stopped
 	}
 	if err != nil {
-		s.log.Error("entity source failed", KeyTask, t.Name, tickAttr(T), KeyError, err)
+		s.log.Error("entity source failed", logs.KeyTask, t.Name, tickAttr(T), logs.KeyError, err)
 		f.n.SourceFailed, f.n.SourceError = true, err.Error()
 	}
 	n := *f.n
@@ -141,7 +142,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	if n.Errors > 0 || n.SourceFailed || n.Quarantined > 0 {
 		lvl = slog.LevelWarn
 	}
-	s.log.Log(context.Background(), lvl, "tick", KeyTask, t.Name, tickAttr(T),
+	s.log.Log(context.Background(), lvl, "tick", logs.KeyTask, t.Name, tickAttr(T),
 		"entities", n.Entities, "started", n.Started, "busy", n.Busy, "already_ran", n.AlreadyRan, "limited", n.Limited,
 		"quarantined", n.Quarantined, "unacknowledged", n.Unacknowledged, "errors", n.Errors, "source_failed", n.SourceFailed,
 		"stopped", n.Stopped, "paused", n.Paused)
@@ -220,7 +221,7 @@ func (f *fanOut) shardStreams() []*fanOut {
 	n, err := f.s.store.Shards(f.ctx, t.Name)
 	if err == nil && n != max(t.Shards, 1) && f.ts.shardsSaid.Swap(int64(n)) != int64(n) {
 		f.s.log.Warn("the task is kept in another number of shards than its config says, as recorded in Redis: every replica uses the recorded count; `tickd migrate` with this config reshards it (docs/operations.md, \"Shards\")",
-			KeyTask, t.Name, "shards", n, "config_shards", t.Shards)
+			logs.KeyTask, t.Name, "shards", n, "config_shards", t.Shards)
 	}
 	if err != nil || n <= 1 {
 		return []*fanOut{f}
@@ -399,10 +400,10 @@ func (f *fanOut) flush() {
 			continue
 		case errors.Is(r.Err, lease.ErrBusy):
 			f.n.Busy++
-			s.log.Debug(MsgSkippedBusy, KeyTask, t.Name, KeyEntity, f.batch[i], tickAttr(f.T), KeyError, r.Err)
+			s.log.Debug(logs.MsgSkippedBusy, logs.KeyTask, t.Name, logs.KeyEntity, f.batch[i], tickAttr(f.T), logs.KeyError, r.Err)
 		case errors.Is(r.Err, lease.ErrAlreadyRan):
 			f.n.AlreadyRan++
-			s.log.Debug(MsgAlreadyRan, KeyTask, t.Name, KeyEntity, f.batch[i], tickAttr(f.T))
+			s.log.Debug(logs.MsgAlreadyRan, logs.KeyTask, t.Name, logs.KeyEntity, f.batch[i], tickAttr(f.T))
 		case errors.Is(r.Err, lease.ErrNotAcknowledged):
 			f.n.Unacknowledged++
 		case errors.Is(r.Err, lease.ErrLimited):

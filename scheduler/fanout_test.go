@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/lease"
@@ -239,7 +240,7 @@ entities = ` + entities(40))
 		expect.WaitFor(t, 5*time.Second, "a tick event for each full tick", func() bool {
 			return e.ev.count(func(ev Event) bool { return ev.Kind == EventTick && ev.Counts.Entities == 40 }) >= 2
 		})
-		if n := e.logs.count("tick", map[string]string{KeyTask: "fan", "entities": "40"}); n < 2 {
+		if n := e.logs.count("tick", map[string]string{logs.KeyTask: "fan", "entities": "40"}); n < 2 {
 			t.Fatalf("%d per-tick summary lines for the full ticks, want one each (2)", n)
 		}
 	})
@@ -285,7 +286,7 @@ entities = ["slow", "fast"]
 	if e.ev.count(func(ev Event) bool { return ev.Kind == EventTick && ev.Counts.Busy > 0 }) == 0 {
 		t.Error("no tick counted a busy skip")
 	}
-	if e.logs.count("entity busy: skipped", map[string]string{KeyEntity: "slow"}) == 0 {
+	if e.logs.count("entity busy: skipped", map[string]string{logs.KeyEntity: "slow"}) == 0 {
 		t.Error("busy skips not logged")
 	}
 }
@@ -387,7 +388,7 @@ entities_file = %q
 			t.Errorf("%s did not run (ran: %v)", want, got)
 		}
 	}
-	if e.logs.count("skipping entity id", map[string]string{KeyTask: "fromfile", "line": "4"}) != 1 {
+	if e.logs.count("skipping entity id", map[string]string{logs.KeyTask: "fromfile", "line": "4"}) != 1 {
 		t.Errorf("the bad line was not reported:\n%s", e.logs)
 	}
 }
@@ -408,7 +409,7 @@ entities_command = ["sh", "-c", "echo a; echo 'the database is down' >&2; exit 3
 `)
 	e.ev.waitFor(t, 10*time.Second, "the tick", kind(EventTick))
 	expect.Equal(t, "ticks whose source failed", e.ev.count(func(ev Event) bool { return ev.Kind == EventTick && ev.Counts.SourceFailed }), 1)
-	expect.Equal(t, "tick lines saying so", e.logs.count("tick", map[string]string{KeyTask: "nofile", "source_failed": "true"}), 1)
+	expect.Equal(t, "tick lines saying so", e.logs.count("tick", map[string]string{logs.KeyTask: "nofile", "source_failed": "true"}), 1)
 	var rec lease.TickRecord
 	expect.WaitFor(t, 10*time.Second, "the tick's record, final", func() bool {
 		rs, err := st.Ticks(context.Background(), "nofile", 1)

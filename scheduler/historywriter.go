@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
 )
@@ -376,7 +377,7 @@ func (h *historyWriter) final() {
 		h.mu.Lock()
 		parts, fails := len(h.parts), len(h.fails)
 		h.mu.Unlock()
-		h.s.log.Error("history not written before stopping: these records are lost", "tick_parts", parts, "failures", fails, KeyError, err)
+		h.s.log.Error("history not written before stopping: these records are lost", "tick_parts", parts, "failures", fails, logs.KeyError, err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
 )
@@ -22,7 +23,7 @@ func (s *Scheduler) waitForLimit(ctx context.Context, ts *taskState, d lease.Due
 		wait, limit, why = le.Wait, le.Limit, le.Why
 	}
 	s.metrics.LimitWait(limit, why)
-	s.log.Debug("run waits for a limit", KeyTask, d.Task, KeyEntity, d.Entity, KeyReason, d.Reason, "limit", limit, "why", why, "wait", wait.String())
+	s.log.Debug("run waits for a limit", logs.KeyTask, d.Task, logs.KeyEntity, d.Entity, logs.KeyReason, d.Reason, "limit", limit, "why", why, "wait", wait.String())
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
 	defer cancel()
 	superseded, err := s.store.EnqueueWaiting(ctx, d, wait)

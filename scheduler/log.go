@@ -3,90 +3,17 @@ package scheduler
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
+
+	"github.com/tickd/tickd/internal/logs"
 )
-
-// Log attribute keys: every line about a run carries the first six.
-const (
-	KeyTask     = "task"
-	KeyEntity   = "entity"
-	KeyTick     = "tick"
-	KeyFence    = "fence"
-	KeyReplica  = "replica"
-	KeyReason   = "reason"
-	KeyOutcome  = "outcome"
-	KeyDuration = "duration"
-	KeyError    = "error"
-)
-
-// MsgSkippedBusy is the debug line of a tick that found an entity's lease
-// held and skipped it (its task, entity and tick as attributes): what a
-// checker needs to tell a skip from a miss.
-const MsgSkippedBusy = "entity busy: skipped"
-
-// MsgAlreadyRan is the debug line of a tick that found the entity's run
-// for it, or for a later tick, already started, and skipped it (its task,
-// entity and tick as attributes): a checker tells a coalesced tick by it.
-const MsgAlreadyRan = "tick already ran for entity"
-
-// MsgRunEnded is the info (or warn) line of a run's end, written once its
-// lease is released: a checker knows from it how long the lease was held.
-const MsgRunEnded = "run ended"
-
-// LogEvery is how often a failure that repeats (Redis unreachable, a clock
-// ahead) is logged: once, then with a count of the lines suppressed.
-const LogEvery = 10 * time.Second
-
-// LogLimiter lets one line per key through every interval and counts the
-// rest, so that a Redis outage is logged, not once per entity per second.
-type LogLimiter struct {
-	every time.Duration
-
-	mu   sync.Mutex
-	last map[string]time.Time
-	hush map[string]int
-}
-
-// NewLogLimiter lets one line per key through every interval.
-func NewLogLimiter(every time.Duration) *LogLimiter {
-	return &LogLimiter{every: every, last: map[string]time.Time{}, hush: map[string]int{}}
-}
-
-// allow reports whether a line for key may be logged now, and how many were
-// suppressed since the last one.
-func (l *LogLimiter) allow(key string) (bool, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := time.Now()
-	if t, ok := l.last[key]; ok && now.Sub(t) < l.every {
-		l.hush[key]++
-		return false, 0
-	}
-	n := l.hush[key]
-	l.last[key], l.hush[key] = now, 0
-	return true, n
-}
-
-// Log logs msg at lvl if a line for key may be logged now (allow), with
-// the count of lines suppressed since the last one when there were any.
-func (l *LogLimiter) Log(log *slog.Logger, lvl slog.Level, key, msg string, args ...any) {
-	ok, n := l.allow(key)
-	if !ok {
-		return
-	}
-	if n > 0 {
-		args = append(args, "suppressed", n)
-	}
-	log.Log(context.Background(), lvl, msg, args...)
-}
 
 func (s *Scheduler) logLimited(key, msg string, args ...any) {
 	s.logLimit.Log(s.log, slog.LevelError, key, msg, args...)
 }
 
 // storeFailed reports a failure of the lease store's op (redisOps): counted,
-// observed, and logged at most once per LogEvery for key. about says which task and tick
+// observed, and logged at most once per logs.Every for key. about says which task and tick
 // it concerns, where one does.
 func (s *Scheduler) storeFailed(op, key, msg string, about Event, err error) {
 	s.metrics.RedisError(op)
@@ -94,12 +21,12 @@ func (s *Scheduler) storeFailed(op, key, msg string, about Event, err error) {
 	s.observe(about)
 	var attrs []any
 	if about.Task != "" {
-		attrs = append(attrs, KeyTask, about.Task)
+		attrs = append(attrs, logs.KeyTask, about.Task)
 	}
 	if !about.Tick.IsZero() {
 		attrs = append(attrs, tickAttr(about.Tick))
 	}
-	s.logLimited(key, msg, append(attrs, KeyError, err)...)
+	s.logLimited(key, msg, append(attrs, logs.KeyError, err)...)
 }
 
 // quarantined says, once per quarantine, that Redis holds no tickd state
@@ -125,7 +52,7 @@ func (s *Scheduler) quarantined(left time.Duration) {
 		left.Round(time.Second).String()+", so that no lease it may have forgotten is granted twice", "quarantine_left", left.Round(time.Millisecond).String())
 }
 
-func tickAttr(t time.Time) slog.Attr { return slog.Any(KeyTick, tickValue(t)) }
+func tickAttr(t time.Time) slog.Attr { return slog.Any(logs.KeyTick, tickValue(t)) }
 
 // tickValue formats a tick only when a line is written.
 type tickValue time.Time
@@ -155,7 +82,7 @@ type runHandler struct {
 // without allocating, and with the two of a run's end they fit in a
 // record's own array (slog.Record keeps five).
 func (h *runHandler) own() [3]slog.Attr {
-	return [3]slog.Attr{slog.String(KeyEntity, h.entity), slog.Int64(KeyFence, h.fence), slog.String(KeyReason, h.reason)}
+	return [3]slog.Attr{slog.String(logs.KeyEntity, h.entity), slog.Int64(logs.KeyFence, h.fence), slog.String(logs.KeyReason, h.reason)}
 }
 
 func (h *runHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.inner.Enabled(ctx, l) }
@@ -200,7 +127,7 @@ func (ts *taskState) runLog(inner slog.Handler, t time.Time) slog.Handler {
 	if l := c.Load(); l != nil && l.t.Equal(t) {
 		return l.h
 	}
-	l := &runLog{t: t, h: inner.WithAttrs([]slog.Attr{slog.String(KeyTask, ts.t.Name), tickAttr(t)})}
+	l := &runLog{t: t, h: inner.WithAttrs([]slog.Attr{slog.String(logs.KeyTask, ts.t.Name), tickAttr(t)})}
 	c.Store(l)
 	return l.h
 }

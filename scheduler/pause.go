@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/tickd/tickd/internal/logs"
 )
 
 // readPaused reads the paused tasks; the pause loop calls it every
@@ -24,7 +26,7 @@ func (s *Scheduler) readPaused(ctx context.Context) {
 		_, paused := pauses[name]
 		s.metrics.Paused(name, paused)
 		if was := ts.paused.Swap(paused); was != paused {
-			s.log.Info(map[bool]string{true: "task paused", false: "task resumed"}[paused], KeyTask, name)
+			s.log.Info(map[bool]string{true: "task paused", false: "task resumed"}[paused], logs.KeyTask, name)
 		}
 		if paused {
 			ts.fanOuts.stopAll()

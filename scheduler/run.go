@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
 )
@@ -376,12 +377,12 @@ func logEnd(h *runHandler, outcome lease.Outcome, d time.Duration, err error, ne
 	if !h.inner.Enabled(ctx, lvl) {
 		return
 	}
-	r := slog.NewRecord(time.Now(), lvl, MsgRunEnded, 0)
+	r := slog.NewRecord(time.Now(), lvl, logs.MsgRunEnded, 0)
 	own := h.own()
 	r.AddAttrs(own[:]...)
-	r.AddAttrs(slog.String(KeyOutcome, string(outcome)), slog.String(KeyDuration, durationString(d)))
+	r.AddAttrs(slog.String(logs.KeyOutcome, string(outcome)), slog.String(logs.KeyDuration, durationString(d)))
 	if err != nil {
-		r.AddAttrs(slog.String(KeyError, err.Error()))
+		r.AddAttrs(slog.String(logs.KeyError, err.Error()))
 	}
 	if next != nil {
 		r.AddAttrs(slog.String("next", string(next.Reason)), slog.String("next_in", next.Delay.String()))
@@ -405,7 +406,7 @@ func durationString(d time.Duration) string {
 // it), or by its expiry.
 func (s *Scheduler) logReleaseFailed(log *slog.Logger, l *lease.Lease, err error) {
 	if !errors.Is(err, lease.ErrNotHeld) {
-		log.Warn("release failed", KeyError, err)
+		log.Warn("release failed", logs.KeyError, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
@@ -416,7 +417,7 @@ func (s *Scheduler) logReleaseFailed(log *slog.Logger, l *lease.Lease, err error
 			"unlocked_by", st.Last.By, "unlocked_at", st.Last.Ended.UTC().Format(time.RFC3339))
 		return
 	}
-	log.Warn("the lease expired during the run (not renewed in time); the run's outcome is not recorded", KeyError, err)
+	log.Warn("the lease expired during the run (not renewed in time); the run's outcome is not recorded", logs.KeyError, err)
 }
 
 // nextFor decides what comes after a run.
@@ -428,7 +429,7 @@ func (s *Scheduler) nextFor(t config.Task, l *lease.Lease, outcome lease.Outcome
 			n = l.Attempt + 1
 		}
 		if n > t.MaxReschedules {
-			s.log.Warn("max_reschedules reached: waiting for the next tick", KeyTask, t.Name, KeyEntity, l.Entity, "max_reschedules", t.MaxReschedules)
+			s.log.Warn("max_reschedules reached: waiting for the next tick", logs.KeyTask, t.Name, logs.KeyEntity, l.Entity, "max_reschedules", t.MaxReschedules)
 			s.observe(Event{Kind: EventRescheduleLimit, Task: t.Name, Entity: l.Entity, Tick: l.Tick, Reason: l.Reason, Fence: l.Fence})
 			return nil
 		}
@@ -486,6 +487,6 @@ func (s *Scheduler) enqueueRetrying(t config.Task, l *lease.Lease, n lease.Next)
 	if s.abort.Err() != nil {
 		why = "Redis unreachable until shutdown_timeout ended"
 	}
-	s.log.Error("follow-up request lost: "+why, KeyTask, t.Name, KeyEntity, l.Entity, KeyReason, string(n.Reason),
+	s.log.Error("follow-up request lost: "+why, logs.KeyTask, t.Name, logs.KeyEntity, l.Entity, logs.KeyReason, string(n.Reason),
 		"attempt", n.Attempt, tickAttr(l.Tick))
 }

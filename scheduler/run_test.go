@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
@@ -121,14 +122,14 @@ entities = [%q]
 	var tick time.Time
 	e.ev.count(func(ev Event) bool { tick = ev.Tick; return true })
 	// The run's output lines are logged with the run's attributes.
-	run := map[string]string{KeyTask: "execd", KeyEntity: hostile, KeyFence: fence, KeyTick: tick.UTC().Format(time.RFC3339)}
+	run := map[string]string{logs.KeyTask: "execd", logs.KeyEntity: hostile, logs.KeyFence: fence, logs.KeyTick: tick.UTC().Format(time.RFC3339)}
 	for _, want := range []struct {
 		msg   string
 		attrs map[string]string
 	}{
 		{"env execd|" + hostile + "|" + tick.UTC().Format(time.RFC3339) + "|" + fence + "|tick", map[string]string{}},
 		{"oops", map[string]string{}},
-		{"run ended", map[string]string{KeyOutcome: "done"}},
+		{"run ended", map[string]string{logs.KeyOutcome: "done"}},
 	} {
 		maps.Copy(want.attrs, run)
 		if e.logs.count(want.msg, want.attrs) != 1 {
@@ -220,7 +221,7 @@ func TestRunNotStartedOnALeaseUntrustedOnArrival(t *testing.T) {
 	}); n == 0 {
 		t.Error("the run's end does not say it never began on an untrusted lease")
 	}
-	if e.logs.count("run ended", map[string]string{KeyError: tasks.ErrNotStarted.Error() + ": " + lease.ErrUntrusted.Error()}) == 0 {
+	if e.logs.count("run ended", map[string]string{logs.KeyError: tasks.ErrNotStarted.Error() + ": " + lease.ErrUntrusted.Error()}) == 0 {
 		t.Errorf("the run's end line does not say why:\n%s", e.logs)
 	}
 	// The run is handed over, not dropped: a healthy replica carries out the
@@ -264,9 +265,9 @@ retries = 1
 		msg   string
 		attrs map[string]string
 	}{
-		{"run still going", map[string]string{KeyReason: "tick"}},
-		{"run ended", map[string]string{KeyOutcome: "timeout", "next": "retry"}},
-		{"run ended", map[string]string{KeyOutcome: "failed", KeyReason: "retry"}},
+		{"run still going", map[string]string{logs.KeyReason: "tick"}},
+		{"run ended", map[string]string{logs.KeyOutcome: "timeout", "next": "retry"}},
+		{"run ended", map[string]string{logs.KeyOutcome: "failed", logs.KeyReason: "retry"}},
 	} {
 		if e.logs.count(want.msg, want.attrs) != 1 {
 			t.Errorf("no log line %q with %v", want.msg, want.attrs)

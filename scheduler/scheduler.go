@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
 )
@@ -63,7 +64,7 @@ type Scheduler struct {
 	duePoll    time.Duration
 	pausePoll  time.Duration
 	healthPoll time.Duration
-	logLimit   *LogLimiter // rate-limits lines about failures that repeat
+	logLimit   *logs.Limiter // rate-limits lines about failures that repeat
 	// registered is what the task registry was last told of this
 	// replica's tasks, and when (the announce loop's).
 	registered   string
@@ -142,9 +143,9 @@ func New(cfg *config.Config, opts Options) (*Scheduler, error) {
 		opts.HealthPoll = 15 * time.Second
 	}
 	s := &Scheduler{
-		store: opts.Store, log: opts.Logger.With(KeyReplica, opts.Store.Replica()), registry: opts.Registry, clock: opts.Clock,
+		store: opts.Store, log: opts.Logger.With(logs.KeyReplica, opts.Store.Replica()), registry: opts.Registry, clock: opts.Clock,
 		replica: opts.Store.Replica(), duePoll: opts.DuePoll, pausePoll: opts.PausePoll, healthPoll: opts.HealthPoll,
-		logLimit: NewLogLimiter(LogEvery), tasks: map[string]*taskState{}, observer: opts.Observer,
+		logLimit: logs.NewLimiter(logs.Every), tasks: map[string]*taskState{}, observer: opts.Observer,
 		metrics: opts.Metrics,
 	}
 	if s.metrics == nil {
@@ -245,7 +246,7 @@ func (s *Scheduler) buildTask(t config.Task) (tasks.Action, tasks.Source) {
 		h, _ := s.registry.Lookup(t.Handler)
 		a = tasks.HandlerFunc(h)
 	}
-	return a, t.Source(s.log.With(KeyTask, t.Name))
+	return a, t.Source(s.log.With(logs.KeyTask, t.Name))
 }
 
 // Reload switches to cfg: added tasks start, removed ones stop ticking,

@@ -1,5 +1,7 @@
 package scheduler
 
+import "github.com/tickd/tickd/internal/logs"
+
 // skip sets the entity at pos aside, for revisit.
 func (f *fanOut) skip(id string, pos int) {
 	f.ahead.skipped = appendAt(f.ahead.skipped, id, pos)
@@ -61,7 +63,7 @@ func (f *fanOut) revisitRound(skipped []skipped) error {
 	if err != nil {
 		// Not knowing is no answer: the chunks are sent again, and those
 		// taken are answered so.
-		f.s.log.Debug("cannot read the tick's taken chunks", KeyTask, f.ts.t.Name, tickAttr(f.T), KeyError, err)
+		f.s.log.Debug("cannot read the tick's taken chunks", logs.KeyTask, f.ts.t.Name, tickAttr(f.T), logs.KeyError, err)
 		taken = nil
 	}
 	c := 0 // the chunk's index in names and taken

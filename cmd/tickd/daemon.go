@@ -21,6 +21,7 @@ import (
 	"github.com/tickd/tickd/internal/app"
 	"github.com/tickd/tickd/internal/earlysignal"
 	"github.com/tickd/tickd/internal/gcpolicy"
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
@@ -59,7 +60,7 @@ func parseLevel(s string) slog.Level {
 // a second, breaking the JSON stream.
 type redisLog struct {
 	log   *slog.Logger
-	limit *scheduler.LogLimiter
+	limit *logs.Limiter
 }
 
 func (r redisLog) Printf(_ context.Context, format string, v ...any) {
@@ -78,7 +79,7 @@ func (r redisLog) Printf(_ context.Context, format string, v ...any) {
 // routeRedisLogs sends go-redis's log lines to log (go-redis has one logger
 // per process).
 func routeRedisLogs(log *slog.Logger) {
-	redis.SetLogger(redisLog{log: log, limit: scheduler.NewLogLimiter(scheduler.LogEvery)})
+	redis.SetLogger(redisLog{log: log, limit: logs.NewLimiter(logs.Every)})
 }
 
 // redisClient builds the client for the config's [redis] table.
@@ -168,7 +169,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := ss.start(ctx, "scheduler", sch, func() time.Duration { return sch.Config().Daemon.ShutdownTimeout }); err != nil {
 		return err
 	}
-	log.Info("tickd started", "config", cfg.Path, "tasks", len(cfg.Tasks), scheduler.KeyReplica, replica)
+	log.Info("tickd started", "config", cfg.Path, "tasks", len(cfg.Tasks), logs.KeyReplica, replica)
 	// READY=1 as soon as tickd runs: it waits for Redis by itself (and
 	// /readyz says whether Redis answers), so a wrong password or a Redis
 	// down at boot must not hold systemctl start for ever.
@@ -237,7 +238,7 @@ func reload(sch *scheduler.Scheduler, con *webConsole, path string, level *slog.
 
 // logReloadFailed says that a SIGHUP's config was refused, on one line.
 func logReloadFailed(log *slog.Logger, err error) {
-	log.Error("reload failed: the old config keeps running", scheduler.KeyError, strings.ReplaceAll(err.Error(), "\n", "; "))
+	log.Error("reload failed: the old config keeps running", logs.KeyError, strings.ReplaceAll(err.Error(), "\n", "; "))
 }
 
 // reloadMetrics say whether the last SIGHUP's config was taken, as
@@ -301,7 +302,7 @@ func watchRedis(ctx context.Context, store *lease.Store, log *slog.Logger) {
 			return
 		}
 		if i%10 == 0 {
-			log.Error("redis unreachable; no run starts until it answers", scheduler.KeyError, err)
+			log.Error("redis unreachable; no run starts until it answers", logs.KeyError, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -18,12 +18,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
 	"github.com/tickd/tickd/internal/testkit/tier"
-	"github.com/tickd/tickd/scheduler"
 )
 
 func entityList(n int) string {
@@ -489,7 +489,7 @@ func TestOnlyJSONLinesWhileRedisIsUnreachable(t *testing.T) {
 		}
 	}
 	if clientLines > 2 {
-		t.Errorf("%d go-redis lines in %d lines: not rate-limited (one per %v)", clientLines, len(lines), scheduler.LogEvery)
+		t.Errorf("%d go-redis lines in %d lines: not rate-limited (one per %v)", clientLines, len(lines), logs.Every)
 	}
 }
 

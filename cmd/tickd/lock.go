@@ -14,6 +14,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/earlysignal"
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
@@ -81,7 +82,7 @@ func runLock(ctx context.Context, args []string, stderr io.Writer) error {
 		outcome = lease.OutcomeFailed
 	}
 	if _, err := l.Release(rctx, lease.Finished{Outcome: outcome, Started: l.Acquired, Ended: time.Now()}, nil); err != nil && !errors.Is(err, lease.ErrNotHeld) {
-		log.Warn("release failed; the lease expires by itself", scheduler.KeyError, err)
+		log.Warn("release failed; the lease expires by itself", logs.KeyError, err)
 	}
 	if runErr != nil {
 		return commandError(argv[0], runErr, stderr, log)
@@ -142,6 +143,6 @@ func commandError(name string, runErr error, stderr io.Writer, log *slog.Logger)
 		fmt.Fprintf(stderr, "tickd lock: %s: cannot run it: %v\n", name, runErr)
 		return exitError{126}
 	}
-	log.Error("command stopped", scheduler.KeyError, runErr)
+	log.Error("command stopped", logs.KeyError, runErr)
 	return exitError{1}
 }

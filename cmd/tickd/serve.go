@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tickd/tickd/internal/listen"
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // metricsLimits protect metrics_addr, which the Helm chart binds on the
@@ -58,7 +58,7 @@ func metricsServer(addr string, reg *prometheus.Registry, store *lease.Store, lo
 			}
 			go func() {
 				if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-					log.Error("metrics server stopped", scheduler.KeyError, err)
+					log.Error("metrics server stopped", logs.KeyError, err)
 				}
 			}()
 			log.Info("serving metrics and health", "addr", ln.Addr().String())

@@ -8,7 +8,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/daemon"
 
-	"github.com/tickd/tickd/scheduler"
+	"github.com/tickd/tickd/internal/logs"
 )
 
 // service is the one lifecycle every part of the daemon has, as the lease
@@ -51,7 +51,7 @@ func (ss *services) stopAll() {
 		d := r.within()
 		ctx, cancel := context.WithTimeoutCause(context.Background(), d, fmt.Errorf("%s: its stop timeout (%s) reached", r.name, d))
 		if err := r.svc.Stop(ctx); err != nil {
-			ss.log.Warn("stopped with an error", "service", r.name, scheduler.KeyError, err)
+			ss.log.Warn("stopped with an error", "service", r.name, logs.KeyError, err)
 		}
 		cancel()
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/console"
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/pid1"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
@@ -123,15 +124,15 @@ func (a *App) openStore(cfg *config.Config, opts Options) (*lease.Store, error) 
 	if cfg.Redis == nil {
 		log.Warn("no [redis] table: leases are in-process; replicas would not be coordinated")
 	} else {
-		limit := scheduler.NewLogLimiter(scheduler.LogEvery)
+		limit := logs.NewLimiter(logs.Every)
 		lo.OnRenewError = func(err error) {
 			m.RedisError("renew")
-			limit.Log(log, slog.LevelError, "renew", "lease renewal failed", scheduler.KeyError, err)
+			limit.Log(log, slog.LevelError, "renew", "lease renewal failed", logs.KeyError, err)
 		}
 		lo.OnAcks = func(err error) {
 			if err != nil {
 				log.Error("redis replicas do not acknowledge lease writes: nothing new starts, and runs stop when their leases can no longer be trusted, until they do (replica_acks in docs/operations.md)",
-					"replica_acks", cfg.Redis.ReplicaAcks.String(), scheduler.KeyError, err)
+					"replica_acks", cfg.Redis.ReplicaAcks.String(), logs.KeyError, err)
 				return
 			}
 			log.Info("redis replicas acknowledge lease writes again", "replica_acks", cfg.Redis.ReplicaAcks.String())

@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // announceLapse bounds how long an announcement outlives its process: the
@@ -34,7 +34,7 @@ func ClaimReplicaID(ctx context.Context, store *lease.Store, replica string, log
 	if err != nil || other == nil {
 		return nil
 	}
-	log.Info("another process announced this replica id: waiting to see whether it is alive (at most 11s)", scheduler.KeyReplica, replica,
+	log.Info("another process announced this replica id: waiting to see whether it is alive (at most 11s)", logs.KeyReplica, replica,
 		"other_host", other.Host, "other_seen", other.Seen.UTC().Format(time.RFC3339Nano))
 	deadline := time.Now().Add(announceLapse)
 	tick := time.NewTicker(500 * time.Millisecond)
@@ -52,7 +52,7 @@ func ClaimReplicaID(ctx context.Context, store *lease.Store, replica string, log
 		case err != nil:
 			continue
 		case now == nil || now.Process != other.Process:
-			log.Info("the other process's announcement lapsed: it was not running", scheduler.KeyReplica, replica)
+			log.Info("the other process's announcement lapsed: it was not running", logs.KeyReplica, replica)
 			return nil
 		case now.Seen.After(other.Seen):
 			return fmt.Errorf("replica id %q is in use by a live tickd on host %s (running since %s): give each replica its own replica_id (or leave it out: hostname-pid)",

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // The checker judges every fault scenario, so it has tests of its own: runs
@@ -290,10 +290,10 @@ func TestLogLines(t *testing.T) {
 {"time":"2026-11-25T20:10:17Z","level":"DEBUG","msg":"entity busy: skipped","task":"sync","entity":"e2","tick":"2026-11-25T20:10:14Z","error":"busy"}
 not json, run ended`
 	var got []string
-	for rec := range logLines([]string{log}, scheduler.MsgRunEnded, scheduler.MsgSkippedBusy) {
+	for rec := range logLines([]string{log}, logs.MsgRunEnded, logs.MsgSkippedBusy) {
 		got = append(got, rec.Msg+" "+rec.Entity+" "+rec.Tick)
 	}
-	want := []string{"run ended e1 ", scheduler.MsgSkippedBusy + " e2 2026-11-25T20:10:14Z"}
+	want := []string{"run ended e1 ", logs.MsgSkippedBusy + " e2 2026-11-25T20:10:14Z"}
 	if !slices.Equal(got, want) {
 		t.Errorf("read %q, want %q", got, want)
 	}

@@ -21,13 +21,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/faultproxy"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
 	"github.com/tickd/tickd/internal/testkit/tier"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -340,13 +340,13 @@ func logLines(logs []string, msgs ...string) iter.Seq[logLine] {
 // replicas run several).
 func loggedEnds(procs []*tickdtest.Proc, key func(logLine) string) map[string]loggedEnd {
 	ends := map[string]loggedEnd{}
-	for rec := range logLines(logsOf(procs...), scheduler.MsgRunEnded, tasks.MsgKilled) {
+	for rec := range logLines(logsOf(procs...), logs.MsgRunEnded, tasks.MsgKilled) {
 		key := key(rec)
 		e := ends[key]
 		switch rec.Msg {
 		case tasks.MsgKilled:
 			e.killed = rec.Time.UnixNano()
-		case scheduler.MsgRunEnded:
+		case logs.MsgRunEnded:
 			if d, err := time.ParseDuration(rec.Duration); err == nil {
 				e.took = d + time.Millisecond // logged rounded to the ms
 			}
@@ -526,10 +526,10 @@ func (c *cluster) check(begin, end time.Time) result {
 	defer c.mu.Unlock()
 	logged := c.ends()
 	if c.skipped == nil {
-		c.skipped = skips(c.procs, scheduler.MsgSkippedBusy)
+		c.skipped = skips(c.procs, logs.MsgSkippedBusy)
 	}
 	if c.superseded == nil {
-		c.superseded = skips(c.procs, scheduler.MsgAlreadyRan)
+		c.superseded = skips(c.procs, logs.MsgAlreadyRan)
 	}
 	openEnd := c.openEnd(logged, end)
 	res := result{Figures: tickdtest.CheckExcusing(runs, openEnd, c.excuse), faults: c.faults}
@@ -612,10 +612,10 @@ type judge struct {
 	heldUntil func(r tickdtest.Run) int64
 	released  func(r tickdtest.Run) int64                 // 0: not known; may be nil
 	alsoBusy  func(task, entity string, T time.Time) bool // may be nil
-	// skippedBusy: when replicas logged scheduler.MsgSkippedBusy, by
+	// skippedBusy: when replicas logged logs.MsgSkippedBusy, by
 	// task/entity@T (see skips).
 	skippedBusy map[string][]time.Time
-	// superseded: when replicas logged scheduler.MsgAlreadyRan, by
+	// superseded: when replicas logged logs.MsgAlreadyRan, by
 	// task/entity@T. A tick run starts only for a tick later than the
 	// entity's last: a late fan-out of T that finds a later tick's run
 	// started skips T, which that run stands for (may be nil).
@@ -627,7 +627,7 @@ type judge struct {
 // grant, and the line after Redis's answer, on a loaded machine.
 const skipSlack = time.Second
 
-// skips reads every scheduler.MsgSkippedBusy line of procs' logs, by
+// skips reads every logs.MsgSkippedBusy line of procs' logs, by
 // task/entity@T.
 func skips(procs []*tickdtest.Proc, msg string) map[string][]time.Time {
 	out := map[string][]time.Time{}

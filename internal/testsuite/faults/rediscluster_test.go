@@ -13,11 +13,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // The Redis Cluster scenarios: three tickd replicas on a Redis Cluster of
@@ -223,7 +223,7 @@ func (e *rcEnv) liveness(from, to time.Time) (ran, eligible int, missed []string
 	releasedAt := func(r tickdtest.Run) int64 {
 		return ends[fmt.Sprint(r.Start.Task, "/", r.Start.Entity, "/", r.Start.Fence)].released
 	}
-	return judge{every: e.every, heldUntil: held, released: releasedAt, skippedBusy: skips(e.procs, scheduler.MsgSkippedBusy), superseded: skips(e.procs, scheduler.MsgAlreadyRan)}.liveness(tickdtest.ReadRuns(e.t, e.runsLog), e.tasks, e.entities, ticks)
+	return judge{every: e.every, heldUntil: held, released: releasedAt, skippedBusy: skips(e.procs, logs.MsgSkippedBusy), superseded: skips(e.procs, logs.MsgAlreadyRan)}.liveness(tickdtest.ReadRuns(e.t, e.runsLog), e.tasks, e.entities, ticks)
 }
 
 // mostTasks is the master that serves the most tasks, and its tasks.
