@@ -26,6 +26,8 @@ type Config struct {
 
 	// Path is the file it was read from.
 	Path string
+	// pos is where each key is written in it (KeyError).
+	pos positions
 }
 
 // Daemon is the [daemon] table. Each key is declared once, here: its toml
@@ -249,7 +251,16 @@ func parseConfig(path string, data []byte, needTasks bool) (*Config, error) {
 	if err := d.err(); err != nil {
 		return nil, err
 	}
+	cfg.pos = d.pos
 	return cfg, nil
+}
+
+// KeyError is a mistake about key (a dotted path: "web.htpasswd_file")
+// found after the config was read, by what uses it (the console reads its
+// users' file): said as every config error is, with the file and the line
+// the key is written on.
+func (c *Config) KeyError(key, format string, args ...any) *Error {
+	return &Error{File: c.Path, Line: c.pos.line(key), Key: key, Msg: fmt.Sprintf(format, args...)}
 }
 
 // decodeTables decodes [daemon], [redis] and [defaults] into cfg, and

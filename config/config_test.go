@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/lease"
@@ -343,45 +342,13 @@ func TestConfigCluster(t *testing.T) {
 	}
 }
 
-// TestWebUsersChecked: the [web] users are read as the console reads them
-// at start, so a config tickd run would refuse is refused by Load
-// (tickd check) too, each mistake with the file, line and key.
-func TestWebUsersChecked(t *testing.T) {
-	dir := t.TempDir()
-	hash := func(cost int) string {
-		h, err := bcrypt.GenerateFromPassword([]byte("pw"), cost)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(h)
-	}
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	good := write("good", "ops:"+hash(bcrypt.MinCost)+"\nalice:"+hash(bcrypt.MinCost)+"\n")
-	md5 := write("md5", "ops:$apr1$hGv1Y0Ej$0Vf8yqZQ4XqfIq1bF7L3f/\n")
-	mixed := write("mixed", "ops:"+hash(bcrypt.MinCost)+"\nalice:"+hash(bcrypt.MinCost+1)+"\n")
-	web := func(file string, admins string) string {
-		return fmt.Sprintf("[web]\nlisten = \"127.0.0.1:8080\"\nhtpasswd_file = %q\nadmins = %s\n", file, admins) + goodTask
-	}
-	for _, c := range []struct{ name, toml, want string }{
-		{"a missing file", web(filepath.Join(dir, "none"), `["ops"]`), "cfg.toml:3: web.htpasswd_file: open " + filepath.Join(dir, "none") + ": no such file or directory"},
-		{"an MD5 entry", web(md5, `["ops"]`), "cfg.toml:3: web.htpasswd_file: " + md5 + `:1: user "ops": not a bcrypt hash (make it with htpasswd -B -C 10)`},
-		{"hashes of two costs", web(mixed, `["ops"]`), "cfg.toml:3: web.htpasswd_file: " + mixed + ": the hashes have different bcrypt costs (cost 4: ops; cost 5: alice)"},
-		{"an admin who is no user", web(good, `["ops", "bob"]`), `cfg.toml:4: web.admins: "bob" is not a user of ` + good},
-		{"an unreadable TLS pair", "[web]\nlisten = \"127.0.0.1:8080\"\ntls_cert_file = \"/nonexistent/c\"\ntls_key_file = \"/nonexistent/k\"\n" + goodTask, "cfg.toml:3: web.tls_cert_file: open /nonexistent/c: no such file or directory"},
-	} {
-		_, err := Parse("cfg.toml", []byte(c.toml))
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
-		}
-	}
-	if _, err := Parse("cfg.toml", []byte(web(good, `["ops"]`))); err != nil {
-		t.Errorf("good users refused: %v", err)
+// TestTLSPairChecked: a [web] TLS pair that cannot be read is refused,
+// with the file, line and key.
+func TestTLSPairChecked(t *testing.T) {
+	toml := "[web]\nlisten = \"127.0.0.1:8080\"\ntls_cert_file = \"/nonexistent/c\"\ntls_key_file = \"/nonexistent/k\"\n" + goodTask
+	want := "cfg.toml:3: web.tls_cert_file: open /nonexistent/c: no such file or directory"
+	if _, err := Parse("cfg.toml", []byte(toml)); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want %q", err, want)
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tickd/tickd/internal/htpasswd"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
 )
@@ -55,9 +54,6 @@ func validateWeb(d *decoder, w *Web) {
 	if w.InsecureLocalAdmin && w.HtpasswdFile != "" {
 		d.bad("web.insecure_local_admin", "with htpasswd_file, admins says who may act")
 	}
-	if w.HtpasswdFile != "" {
-		validateUsers(d, w)
-	}
 	if w.Refresh < time.Second {
 		d.bad("web.refresh", "%v: at least 1s", w.Refresh)
 	}
@@ -77,25 +73,6 @@ func validateWeb(d *decoder, w *Web) {
 	} else if w.TLSCertFile != "" {
 		if _, err := tls.LoadX509KeyPair(w.TLSCertFile, w.TLSKeyFile); err != nil {
 			d.bad("web.tls_cert_file", "%v", err)
-		}
-	}
-}
-
-// validateUsers reads the users as the console reads them at start, so
-// that tickd check refuses what tickd run would.
-func validateUsers(d *decoder, w *Web) {
-	us, err := htpasswd.Read(w.HtpasswdFile)
-	if err != nil {
-		d.bad("web.htpasswd_file", "%v", err)
-		return
-	}
-	if empty := us.EmptyPasswords(); len(empty) > 0 {
-		d.bad("web.htpasswd_file", "%s: users with an empty password: %s (set one with htpasswd -B -C 10 %s USER)",
-			w.HtpasswdFile, strings.Join(empty, ", "), w.HtpasswdFile)
-	}
-	for _, a := range w.Admins {
-		if _, ok := us[a]; !ok {
-			d.bad("web.admins", "%q is not a user of %s", a, w.HtpasswdFile)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -83,6 +84,33 @@ func NewAuth(w *config.Web, log *slog.Logger) (*Auth, error) {
 	}
 	a.users, a.stamp, a.file, a.admins, a.checked = us, stamp, w.HtpasswdFile, w.Admins, time.Now()
 	return a, nil
+}
+
+// CheckUsers reads cfg's [web] users as the console reads them at start,
+// and says every mistake as the config's own errors are said (file, line,
+// key): a users' file that cannot be read, a user with an empty password,
+// an admin who is not a user. tickd check and tickd run call it, so that
+// check refuses what run would; nil without a users' file.
+func CheckUsers(cfg *config.Config) error {
+	w := cfg.Web
+	if w == nil || w.HtpasswdFile == "" {
+		return nil
+	}
+	us, err := htpasswd.Read(w.HtpasswdFile)
+	if err != nil {
+		return cfg.KeyError("web.htpasswd_file", "%v", err)
+	}
+	var errs []error
+	if empty := us.EmptyPasswords(); len(empty) > 0 {
+		errs = append(errs, cfg.KeyError("web.htpasswd_file", "%s: users with an empty password: %s (set one with htpasswd -B -C 10 %s USER)",
+			w.HtpasswdFile, strings.Join(empty, ", "), w.HtpasswdFile))
+	}
+	for _, a := range w.Admins {
+		if _, ok := us[a]; !ok {
+			errs = append(errs, cfg.KeyError("web.admins", "%q is not a user of %s", a, w.HtpasswdFile))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // readUsers reads file. strict refuses an admin who is not a user (at

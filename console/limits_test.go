@@ -245,8 +245,11 @@ func TestPasswordsBcryptWouldBend(t *testing.T) {
 	}
 	// tickd check refuses it as the console does (before, check passed a
 	// file tickd web then refused).
-	_, err = config.Parse("t.toml", []byte(fmt.Sprintf("[web]\nlisten = \"127.0.0.1:0\"\nhtpasswd_file = %q\n[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"true\"]\n", pw)))
-	if err == nil || !strings.Contains(err.Error(), "empty password: u") {
+	cfg, err := config.Parse("t.toml", []byte(fmt.Sprintf("[web]\nlisten = \"127.0.0.1:0\"\nhtpasswd_file = %q\n[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"true\"]\n", pw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckUsers(cfg); err == nil || !strings.Contains(err.Error(), "empty password: u") {
 		t.Fatalf("a config with an empty password: %v", err)
 	}
 	if _, err := NewFront(e.con, FrontOptions{Web: &config.Web{Listen: "127.0.0.1:0", HtpasswdFile: pw, Refresh: time.Second}}); err == nil || !strings.Contains(err.Error(), "empty password: u") {

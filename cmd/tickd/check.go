@@ -37,7 +37,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *n < 1 || *n > 1000 {
 		return c.usage("-n %d: list 1 to 1000 ticks", *n)
 	}
-	cfg, err := config.Load(*c.config)
+	cfg, err := loadServed(*c.config)
 	if err != nil {
 		return err
 	}

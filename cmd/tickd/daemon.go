@@ -116,7 +116,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	path := c.config
 	watch := newConfigWatch(*path)
-	cfg, err := config.Load(*path)
+	cfg, err := loadServed(*path)
 	if err != nil {
 		return err
 	}
@@ -221,7 +221,7 @@ func stopRequested(sigs <-chan os.Signal) (os.Signal, bool) {
 
 // reload re-reads the config; a bad one is reported and the old one kept.
 func reload(sch *scheduler.Scheduler, con *webConsole, path string, level *slog.LevelVar, log *slog.Logger) error {
-	cfg, err := config.Load(path)
+	cfg, err := loadServed(path)
 	if err == nil {
 		err = sch.Reload(cfg)
 	}

@@ -84,6 +84,15 @@ func TestCheckCommand(t *testing.T) {
 	if code := run(context.Background(), []string{"nosuch"}, &out, &errb); code != 2 {
 		t.Fatalf("unknown command: exit %d", code)
 	}
+	// The [web] users are read by check and by run as the console reads
+	// them (console.CheckUsers), said by file, line and key.
+	noUsers := filepath.Join(dir, "nousers.toml")
+	tickdtest.WriteFile(t, noUsers, fmt.Sprintf("[web]\nlisten = \"127.0.0.1:0\"\nhtpasswd_file = %q\n[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"true\"]\n", filepath.Join(dir, "none")))
+	for _, cmd := range []string{"check", "run"} {
+		code, _, errs := cli(cmd, "-config", noUsers)
+		expect.True(t, fmt.Sprintf("%s with a users' file that is not there: exit %d, %s", cmd, code, errs),
+			code == 1 && strings.Contains(errs, noUsers+":3: web.htpasswd_file: open "+filepath.Join(dir, "none")))
+	}
 
 	// What would fail at run time on this host is warned about; the
 	// config itself is valid, so check passes.

@@ -23,7 +23,7 @@ func runWeb(ctx context.Context, args []string, stderr io.Writer) error {
 	if _, err := c.args(args, 0, 0); err != nil {
 		return err
 	}
-	cfg, err := config.Load(*c.config)
+	cfg, err := loadServed(*c.config)
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func runWeb(ctx context.Context, args []string, stderr io.Writer) error {
 			return nil
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				if cfg, err := config.Load(*c.config); err != nil {
+				if cfg, err := loadServed(*c.config); err != nil {
 					logReloadFailed(log, err)
 				} else {
 					con.reload(cfg)
@@ -75,6 +75,21 @@ func runWeb(ctx context.Context, args []string, stderr io.Writer) error {
 			return nil
 		}
 	}
+}
+
+// loadServed reads the config of a process that serves the console (tickd
+// run, tickd web) or checks it (tickd check): the file, then its [web]
+// users as the console reads them (console.CheckUsers), every mistake said
+// by file, line and key.
+func loadServed(path string) (*config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := console.CheckUsers(cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // webConsole is the console tickd run and tickd web serve: the pages, and
