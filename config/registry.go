@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/schedule"
 )
 
 // ScheduleText is t's schedule as written in its config: `every 15m` or
@@ -53,12 +54,12 @@ func RegisteredTask(ti driver.TaskInfo) (Task, error) {
 		if t.Every, err = time.ParseDuration(spec); err != nil || t.Every <= 0 {
 			return t, fmt.Errorf("task %s in the registry: schedule %q", ti.Name, ti.Schedule)
 		}
-		t.Schedule = Every{Interval: t.Every, Location: loc}
+		t.Schedule = schedule.Every{Interval: t.Every, Location: loc}
 	case "cron":
 		if t.Cron, err = strconv.Unquote(spec); err != nil {
 			return t, fmt.Errorf("task %s in the registry: schedule %q", ti.Name, ti.Schedule)
 		}
-		if t.Schedule, err = ParseCron(t.Cron, loc); err != nil {
+		if t.Schedule, err = schedule.ParseCron(t.Cron, loc); err != nil {
 			return t, fmt.Errorf("task %s in the registry: %w", ti.Name, err)
 		}
 	default:
@@ -93,7 +94,7 @@ func orphanOf(ti driver.TaskInfo) Orphan {
 	if err != nil {
 		t = DefaultTask()
 		t.Name, t.Every, t.Timezone, t.Location = ti.Name, time.Hour, "UTC", time.UTC
-		t.Schedule = Every{Interval: time.Hour, Location: time.UTC}
+		t.Schedule = schedule.Every{Interval: time.Hour, Location: time.UTC}
 	}
 	return Orphan{Task: t, Info: ti}
 }

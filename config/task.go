@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/schedule"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -115,8 +116,8 @@ type Task struct {
 	FlagAfter int `toml:"flag_after"`
 
 	// Derived by validation.
-	Location *time.Location `toml:"-"`
-	Schedule Schedule       `toml:"-"`
+	Location *time.Location    `toml:"-"`
+	Schedule schedule.Schedule `toml:"-"`
 }
 
 // DefaultTask is every per-task key's built-in default. [defaults]

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/schedule"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -167,7 +168,7 @@ func validateSchedule(t *Task, given keySet, bad badFunc) {
 	case t.Every > 0 && t.Cron != "":
 		bad("every", "both every and cron given: choose one")
 	case t.Cron != "":
-		s, err := ParseCron(t.Cron, loc)
+		s, err := schedule.ParseCron(t.Cron, loc)
 		if err != nil {
 			bad("cron", "%v", err)
 		}
@@ -176,7 +177,7 @@ func validateSchedule(t *Task, given keySet, bad badFunc) {
 		if t.Every < time.Second || t.Every%time.Second != 0 {
 			bad("every", "%v: must be a whole number of seconds, at least 1s", t.Every)
 		}
-		t.Schedule = Every{Interval: t.Every, Location: loc}
+		t.Schedule = schedule.Every{Interval: t.Every, Location: loc}
 	case given["every"]:
 		bad("every", "must be more than 0s")
 	default:

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/schedule"
 )
 
 // The states of a tick in the history.
@@ -273,9 +274,9 @@ func pauseAt(actions []lease.Action, T time.Time) *lease.Action {
 // latestTick is the latest tick of s at or before now (zero for none within
 // a year), looked for in windows that grow, so that a schedule of seconds
 // is not walked over a year.
-func latestTick(s config.Schedule, now time.Time) time.Time {
+func latestTick(s schedule.Schedule, now time.Time) time.Time {
 	for _, w := range []time.Duration{time.Second, time.Minute, time.Hour, 24 * time.Hour, 32 * 24 * time.Hour, 366 * 24 * time.Hour} {
-		if T := config.Prev(s, now, w); !T.IsZero() {
+		if T := schedule.Prev(s, now, w); !T.IsZero() {
 			return T
 		}
 	}

@@ -12,11 +12,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/schedule"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -49,7 +49,7 @@ entities = ` + entities(n)
 		shift = -10 * time.Minute
 	}
 	clock := shiftedClock(shift)
-	T := config.Prev(e.config(cfg).Tasks[0].Schedule, clock.Now(), time.Hour)
+	T := schedule.Prev(e.config(cfg).Tasks[0].Schedule, clock.Now(), time.Hour)
 
 	// The dead replica took the first batch's chunks, then died: it holds
 	// their leases and runs nothing.
@@ -345,7 +345,7 @@ entities = ["a", "b", "c", "d", "e", "f"]
 	runs := e.rec.snapshot()[:6]
 	var offs []time.Duration
 	for _, r := range runs {
-		off := config.SpreadOffset("spready", r.Entity, 1500*time.Millisecond)
+		off := schedule.SpreadOffset("spready", r.Entity, 1500*time.Millisecond)
 		got := r.start.Sub(r.Tick)
 		// Never before its offset; not much after it.
 		if got < off || got > off+300*time.Millisecond {

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/schedule"
 )
 
 // spreadOut adds entities in the order of their spread offsets, each at
@@ -33,7 +33,7 @@ func (f *fanOut) spreadOut() error {
 		}
 		start := uint32(len(arena))
 		arena = append(binary.AppendUvarint(arena, uint64(len(id))), id...)
-		off := (config.SpreadOffset(ts.t.Name, id, ts.t.Spread) + time.Millisecond - 1) / time.Millisecond // never before the offset
+		off := (schedule.SpreadOffset(ts.t.Name, id, ts.t.Spread) + time.Millisecond - 1) / time.Millisecond // never before the offset
 		items = append(items, item{start, uint32(off)})
 		return nil
 	}); err != nil {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/logs"
+	"github.com/tickd/tickd/schedule"
 )
 
 // tickLoop waits for each tick of a task and fans it out. Ticks are computed
@@ -14,7 +14,7 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 	t := ts.t
 	now := s.clock.Now()
 	if t.CatchUp > 0 {
-		if prev := config.Prev(t.Schedule, now, t.CatchUp); !prev.IsZero() {
+		if prev := schedule.Prev(t.Schedule, now, t.CatchUp); !prev.IsZero() {
 			s.log.Info("catching up the latest missed tick", logs.KeyTask, t.Name, tickAttr(prev))
 			s.goFanOut(ctx, ts, prev)
 		}

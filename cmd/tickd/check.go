@@ -15,6 +15,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/schedule"
 )
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -56,7 +57,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if at = t.Schedule.Next(at); at.IsZero() {
 				break
 			}
-			td.Ticks = append(td.Ticks, report.CheckTickDoc{Tick: report.Instant(at), Local: at.In(t.Location).Format(time.RFC3339), DST: config.DSTNote(t.Schedule, at)})
+			td.Ticks = append(td.Ticks, report.CheckTickDoc{Tick: report.Instant(at), Local: at.In(t.Location).Format(time.RFC3339), DST: schedule.DSTNote(t.Schedule, at)})
 		}
 		doc.Tasks = append(doc.Tasks, td)
 	}

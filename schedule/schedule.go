@@ -1,4 +1,9 @@
-package config
+// Package schedule is tickd's schedule maths: when a task ticks. Every
+// replica computes the same ticks from the config alone: an interval on
+// the wall clock of the task's time zone, or a cron expression read as
+// cron and cronie read it, with daylight saving's gaps and repeated hours
+// handled as they do.
+package schedule
 
 import (
 	"fmt"
