@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // RescheduleHeader is the response header by which an HTTP action asks to be
@@ -80,12 +80,12 @@ var ErrStatus = errors.New("tasks: http status")
 
 // Body is the JSON an HTTP action receives.
 type Body struct {
-	Task    string       `json:"task"`
-	Entity  string       `json:"entity"`
-	Tick    string       `json:"tick"`
-	Fence   int64        `json:"fence"`
-	Reason  lease.Reason `json:"reason"`
-	Attempt int          `json:"attempt"`
+	Task    string        `json:"task"`
+	Entity  string        `json:"entity"`
+	Tick    string        `json:"tick"`
+	Fence   int64         `json:"fence"`
+	Reason  driver.Reason `json:"reason"`
+	Attempt int           `json:"attempt"`
 }
 
 // Do sends the request; ctx bounds it.

@@ -12,17 +12,17 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // Run is what a run sees.
 type Run struct {
 	Task    string
 	Entity  string
-	Tick    time.Time    // the tick the run belongs to (UTC)
-	Fence   int64        // fencing token of the run's lease
-	Reason  lease.Reason // tick, reschedule, retry, trigger or queued
-	Attempt int          // consecutive reschedules or retries before this run
+	Tick    time.Time     // the tick the run belongs to (UTC)
+	Fence   int64         // fencing token of the run's lease
+	Reason  driver.Reason // tick, reschedule, retry, trigger or queued
+	Attempt int           // consecutive reschedules or retries before this run
 	// Logger carries the run's attributes (task, entity, tick, fence,
 	// reason, replica).
 	Logger *slog.Logger
