@@ -17,6 +17,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -37,7 +38,7 @@ func BenchmarkPageView1M(b *testing.B) {
 	srv := redistest.Start(b)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	b.Cleanup(func() { c.Close() })
-	store, err := lease.NewRedis(c, "bench", lease.Options{Replica: "bench"})
+	store, err := stores.Redis(c, "bench", lease.Options{Replica: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/jsoncontract"
+	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -84,7 +85,7 @@ limits = ["api"]
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, store: lease.NewMemory(lease.Options{Replica: "r1"})}
+	e := &env{t: t, store: stores.Memory(lease.Options{Replica: "r1"})}
 	t.Cleanup(func() { e.store.Stop(context.Background()) })
 	e.seed()
 	if e.con, err = New(Options{Config: cfg, Store: e.store}); err != nil {

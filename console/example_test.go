@@ -9,6 +9,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/console"
+	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -23,7 +24,7 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	store := lease.NewMemory(lease.Options{Replica: "example"})
+	store := stores.Memory(lease.Options{Replica: "example"})
 	defer store.Stop(context.Background())
 	c, err := console.New(console.Options{Config: cfg, Store: store, Prefix: "/tickd"})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -198,7 +199,7 @@ command = ["true"]
 	if err != nil {
 		panic(err)
 	}
-	store := lease.NewMemory(lease.Options{Replica: "app"})
+	store := stores.Memory(lease.Options{Replica: "app"})
 	defer store.Stop(context.Background())
 	con, err := New(Options{Config: cfg, Store: store, Prefix: "/tickd"})
 	if err != nil {

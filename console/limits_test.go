@@ -22,6 +22,7 @@ import (
 	"github.com/tickd/tickd/internal/ops"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -205,7 +206,7 @@ func TestClientMistakesAre400(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { rc.Close() })
-	st, err := lease.NewRedis(rc, "tickd", lease.Options{Replica: "r"})
+	st, err := stores.Redis(rc, "tickd", lease.Options{Replica: "r"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -24,7 +25,7 @@ func manyTasks(tb testing.TB, n int) (*httptest.Server, *redis.Client) {
 	srv := redistest.Start(tb)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	tb.Cleanup(func() { c.Close() })
-	store, err := lease.NewRedis(c, "many", lease.Options{Replica: "r"})
+	store, err := stores.Redis(c, "many", lease.Options{Replica: "r"})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestEntitiesFilteredByOutcome(t *testing.T) {
 	srv := redistest.Start(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { c.Close() })
-	rs, err := lease.NewRedis(c, "f", lease.Options{Replica: "r"})
+	rs, err := stores.Redis(c, "f", lease.Options{Replica: "r"})
 	if err != nil {
 		t.Fatal(err)
 	}

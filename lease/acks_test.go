@@ -66,7 +66,7 @@ func TestAcksRefuseAGrantTheReplicaLacks(t *testing.T) {
 	expect.True(t, "AckErr while failing", errors.Is(s.AckErr(), driver.ErrNotAcknowledged))
 
 	// The same grant without acknowledgement is trusted: the failover bug.
-	never := newRedisStore(t, newClient(t, pair.Primary.Addr), Options{Replica: "N", MaxTTL: ttl, ReplicaAcks: AcksNever})
+	never := newRedisStore(t, newClient(t, pair.Primary.Addr), Options{Replica: "N", MaxTTL: ttl}, AcksNever)
 	l, err := never.Acquire(bg, Request{Task: "sync", Entity: "e2", TTL: ttl, Reason: ReasonTrigger})
 	expect.Equal(t, "acquire without acknowledgement", err, nil)
 	if l != nil {
@@ -116,7 +116,7 @@ func TestAcksAutoFollowsTheReplicas(t *testing.T) {
 	pair := redistest.StartReplicated(t, redistest.ReplicatedOptions{})
 	const ttl = 2 * time.Second
 	auto := newRedisStore(t, newClient(t, pair.Primary.Addr), Options{Replica: "A", MaxTTL: ttl})
-	one := newRedisStore(t, newClient(t, pair.Primary.Addr), Options{Replica: "B", MaxTTL: ttl, ReplicaAcks: 1})
+	one := newRedisStore(t, newClient(t, pair.Primary.Addr), Options{Replica: "B", MaxTTL: ttl}, 1)
 	auto.InitEpoch(bg) //nolint:errcheck
 	mustRelease(t, mustAcquire(t, auto, req("warm", ttl)))
 	mustRelease(t, mustAcquire(t, one, req("warm", ttl)))
@@ -142,7 +142,7 @@ func TestAcksAcknowledgedSurvivesAFailover(t *testing.T) {
 		t.Run(acks.String(), func(t *testing.T) {
 			pair := redistest.StartReplicated(t, redistest.ReplicatedOptions{})
 			const ttl = 5 * time.Second
-			a := newRedisStore(t, newClient(t, pair.Primary.Addr), Options{Replica: "A", MaxTTL: ttl, ReplicaAcks: acks})
+			a := newRedisStore(t, newClient(t, pair.Primary.Addr), Options{Replica: "A", MaxTTL: ttl}, acks)
 			a.InitEpoch(bg) //nolint:errcheck
 			held := mustAcquire(t, a, req("held", ttl))
 			err := a.Enqueue(bg, Due{Task: "sync", Entity: "queued", Reason: ReasonTrigger}, 0)
@@ -158,7 +158,7 @@ func TestAcksAcknowledgedSurvivesAFailover(t *testing.T) {
 			pair.Link.Cut()
 			redistest.Promote(t, pair.Replica)
 
-			b := newRedisStore(t, newClient(t, pair.Replica.Addr), Options{Replica: "B", MaxTTL: ttl, ReplicaAcks: acks})
+			b := newRedisStore(t, newClient(t, pair.Replica.Addr), Options{Replica: "B", MaxTTL: ttl}, acks)
 			_, err = b.Acquire(bg, req("held", ttl))
 			expect.True(t, "an acknowledged lease is still held after the failover", errors.Is(err, ErrBusy))
 			var ds []string

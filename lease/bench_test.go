@@ -184,7 +184,7 @@ func BenchmarkAcquireReleaseReplicated(b *testing.B) {
 	pair := redistest.StartReplicated(b, redistest.ReplicatedOptions{})
 	for _, acks := range []ReplicaAcks{AcksNever, AcksAuto} {
 		b.Run("acks="+acks.String(), func(b *testing.B) {
-			s := newRedisStore(b, newClient(b, pair.Primary.Addr), Options{ReplicaAcks: acks})
+			s := newRedisStore(b, newClient(b, pair.Primary.Addr), Options{}, acks)
 			s.InitEpoch(bg) //nolint:errcheck
 			prefix := "r" + acks.String() + strconv.Itoa(b.N) + "-"
 			batches(b, s, func(i int) Request { return req(prefix+strconv.Itoa(i), time.Minute) })

@@ -118,7 +118,7 @@ func twoTasksTwoMasters(t *testing.T, readTimeout time.Duration) (s *Store, dead
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRedirects: 1,
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: readTimeout, WriteTimeout: time.Second})
 	t.Cleanup(func() { c.Close() })
-	s, err := NewRedis(c, "rel", Options{Replica: "r", ReplicaAcks: AcksNever})
+	s, err := NewRedis(c, "rel", Options{Replica: "r"}, AcksNever)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestLossWatchOnClusterQuarantinesOnlyTheShard(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
 	t.Cleanup(func() { c.Close() })
-	s, err := NewRedis(c, "loss", Options{Replica: "r", ReplicaAcks: AcksNever, MaxTTL: time.Minute})
+	s, err := NewRedis(c, "loss", Options{Replica: "r", MaxTTL: time.Minute}, AcksNever)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
 // Package lease gives each run of a (task, entity) the exclusive right to work
-// on it, in Redis (NewRedis) or in this process (NewMemory, the embedded
-// default for one replica). Both keep the same promises; one conformance
-// suite runs against both.
+// on it, in Redis (lease.New(redisdriver.New(…), opts)) or in this process
+// (lease.New(memdriver.New(), opts), the embedded default for one replica).
+// Both keep the same promises; one conformance suite runs against both.
+// lease imports no driver: its caller builds one.
 //
 // This package is the protocol: leases, their trust windows, the keeper
 // that renews them, releases, fencing tokens and the errors. The state

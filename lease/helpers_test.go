@@ -9,13 +9,50 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/lease/memdriver"
+	"github.com/tickd/tickd/lease/redisdriver"
 )
 
 // kit builds stores on one backend: the conformance suite runs against each.
+// NewRedis is a Store over Redis under prefix, its acknowledgement acks
+// (AcksAuto unless given): lease itself imports no driver.
+func NewRedis(c RedisClient, prefix string, opts Options, acks ...ReplicaAcks) (*Store, error) {
+	a := AcksAuto
+	if len(acks) > 0 {
+		a = acks[0]
+	}
+	d, err := redisdriver.New(c, prefix, a)
+	if err != nil {
+		return nil, err
+	}
+	return New(d, opts), nil
+}
+
+// NewMemory is a Store in this process.
+func NewMemory(opts Options) *Store { return New(memdriver.New(), opts) }
+
+// The Redis driver's names the tests use (lease re-exports none).
+type (
+	RedisClient = redisdriver.RedisClient
+	LayoutError = redisdriver.LayoutError
+)
+
+const LayoutVersion = redisdriver.LayoutVersion
+
+var (
+	ErrLayout          = redisdriver.ErrLayout
+	ErrReplicasRunning = redisdriver.ErrReplicasRunning
+	TaskKey            = redisdriver.TaskKey
+	SameBucket         = redisdriver.SameBucket
+)
+
 type kit struct {
 	// client returns a store on the shared backend; for Redis each call is
 	// a new client (as another replica would be), for memory the same store.
 	client func(opts Options) *Store
+	// clientAcks is client with the Redis driver's acknowledgement (for
+	// memory, the one store).
+	clientAcks func(acks ReplicaAcks, opts Options) *Store
 }
 
 func redisKit(t *testing.T) kit { return redisKitOn(t, redistest.Start(t).Addr) }
@@ -30,10 +67,11 @@ func redisKitOn(t *testing.T, addr string) kit {
 func redisKitWith(t *testing.T, newClient func() RedisClient) kit {
 	prefix := "t" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	first := true
-	return kit{client: func(opts Options) *Store {
+	var k kit
+	k.clientAcks = func(acks ReplicaAcks, opts Options) *Store {
 		c := newClient()
 		t.Cleanup(func() { c.(interface{ Close() error }).Close() })
-		s, err := NewRedis(c, prefix, opts)
+		s, err := NewRedis(c, prefix, opts, acks)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,18 +83,21 @@ func redisKitWith(t *testing.T, newClient func() RedisClient) kit {
 			first = false
 		}
 		return s
-	}}
+	}
+	k.client = func(opts Options) *Store { return k.clientAcks(AcksAuto, opts) }
+	return k
 }
 
 func memoryKit(t *testing.T) kit {
 	var s *Store
-	return kit{client: func(opts Options) *Store {
+	client := func(opts Options) *Store {
 		if s == nil {
 			s = NewMemory(opts)
 			t.Cleanup(func() { s.Stop(bg) })
 		}
 		return s
-	}}
+	}
+	return kit{client: client, clientAcks: func(_ ReplicaAcks, opts Options) *Store { return client(opts) }}
 }
 
 // TestProtocol runs the protocol's own cases (how a Store trusts, renews

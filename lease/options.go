@@ -41,10 +41,6 @@ type Options struct {
 	OnRenewError func(error)
 	// OnRenew, if set, is called after each successful renewal round.
 	OnRenew func()
-	// ReplicaAcks (Redis only) is how many replicas must have a grant or a
-	// renewal before it is trusted. The zero value, AcksAuto, waits for
-	// every replica the primary reports online.
-	ReplicaAcks ReplicaAcks
 	// OnAcks, if set, is called when lease writes stop being acknowledged
 	// by the replicas (with the *driver.AckError) and when they are again (nil).
 	OnAcks func(err error)

@@ -26,8 +26,8 @@ func newClient(t testing.TB, addr string) *redis.Client {
 	return c
 }
 
-func newRedisStore(t testing.TB, c *redis.Client, opts Options) *Store {
-	s, err := NewRedis(c, "f", opts)
+func newRedisStore(t testing.TB, c *redis.Client, opts Options, acks ...ReplicaAcks) *Store {
+	s, err := NewRedis(c, "f", opts, acks...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,8 +445,8 @@ func TestSlowRenewalIsWaitedFor(t *testing.T) {
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
 	t.Cleanup(func() { c.Close() })
 	var failed, renewed atomic.Int64
-	s := newRedisStore(t, c, Options{Replica: "A", MaxTTL: ttl, ReplicaAcks: AcksNever,
-		OnRenewError: func(error) { failed.Add(1) }, OnRenew: func() { renewed.Add(1) }})
+	s := newRedisStore(t, c, Options{Replica: "A", MaxTTL: ttl,
+		OnRenewError: func(error) { failed.Add(1) }, OnRenew: func() { renewed.Add(1) }}, AcksNever)
 	s.InitEpoch(bg) //nolint:errcheck
 	l := mustAcquire(t, s, req("e", ttl))
 	// The first round goes out at TTL/3 (1s); the link stalls from before

@@ -23,7 +23,7 @@ func TestShardsSpreadATaskOverTheMasters(t *testing.T) {
 	newStore := func(want int) *Store {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
 		t.Cleanup(func() { c.Close() })
-		s, err := NewRedis(c, "spread", Options{Replica: "r", ReplicaAcks: AcksNever})
+		s, err := NewRedis(c, "spread", Options{Replica: "r"}, AcksNever)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +188,7 @@ func TestReleaseOfAShardNotHeldUpByAFrozenMaster(t *testing.T) {
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRedirects: 1,
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Minute, WriteTimeout: time.Second})
 	t.Cleanup(func() { c.Close() })
-	s, err := NewRedis(c, "relshard", Options{Replica: "r", ReplicaAcks: AcksNever})
+	s, err := NewRedis(c, "relshard", Options{Replica: "r"}, AcksNever)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,16 +249,16 @@ func TestStaleShardCountIsRefused(t *testing.T) {
 				k = redisKitWith(t, func() RedisClient { return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()}) })
 			}
 			ttl := 3 * time.Second
-			a := k.client(Options{Replica: "A", ReplicaAcks: AcksNever})
+			a := k.clientAcks(AcksNever, Options{Replica: "A"})
 			a.WantShards("s", 16)
 			held := mustAcquire(t, a, Request{Task: "s", Entity: "held", TTL: ttl, Reason: ReasonTrigger})
-			op := k.client(Options{Replica: "op", ReplicaAcks: AcksNever})
+			op := k.clientAcks(AcksNever, Options{Replica: "op"})
 			r, err := op.Reshard(bg, "s", 8)
 			if err != nil {
 				t.Fatal(err)
 			}
 			expect.True(t, fmt.Sprintf("resharded %+v", r), r.From == 16 && r.To == 8)
-			b := k.client(Options{Replica: "B", ReplicaAcks: AcksNever})
+			b := k.clientAcks(AcksNever, Options{Replica: "B"})
 			b.WantShards("s", 16) // its config says 16 too: the recorded 8 stands
 			const n = 200
 			var reqs []Request
@@ -314,7 +314,7 @@ func TestStaleShardCountIsRefused(t *testing.T) {
 func TestBatchAcrossMastersKeepsEveryGrant(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	k := redisKitWith(t, func() RedisClient { return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()}) })
-	s := k.client(Options{Replica: "A", ReplicaAcks: AcksNever})
+	s := k.clientAcks(AcksNever, Options{Replica: "A"})
 	s.WantShards("b", 16)
 	var reqs []Request
 	for i := range 100 {
@@ -386,7 +386,7 @@ func TestShardCountOutlivesTheLossOfItsKey(t *testing.T) {
 	srv := redistest.Start(t)
 	k := redisKitOn(t, srv.Addr)
 	opts := func(r string) Options {
-		return Options{Replica: r, ReplicaAcks: AcksNever, MaxTTL: 300 * time.Millisecond}
+		return Options{Replica: r, MaxTTL: 300 * time.Millisecond}
 	}
 	a := k.client(opts("A"))
 	a.WantShards("s", 4)
@@ -440,7 +440,7 @@ func TestShardCountOutlivesTheLossOfItsKey(t *testing.T) {
 func TestBatchWithAMasterDownKeepsTheOthersGrants(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	k := redisKitWith(t, func() RedisClient { return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()}) })
-	s := k.client(Options{Replica: "A", ReplicaAcks: 1}) // each master's one replica
+	s := k.clientAcks(1, Options{Replica: "A"}) // each master's one replica
 	s.WantShards("b", 16)
 	var reqs []Request
 	for i := range 100 {

@@ -44,9 +44,10 @@ type Store struct {
 	stop    context.CancelFunc
 }
 
-// New returns a Store over a driver: memdriver.New() for leases in this
-// process (NewMemory), the Redis driver for leases shared by replicas
-// (NewRedis), or a driver of your own that passes the conformance suite.
+// New returns a Store over a driver, which the caller builds:
+// memdriver.New() for leases in this process, redisdriver.New(client,
+// prefix, acks) for leases shared by replicas, or a driver of your own
+// that passes the conformance suite (lease imports no driver).
 // New configures the driver and starts nothing: Start starts the store's
 // work, Stop ends it.
 func New(b driver.Driver, opts Options) *Store {
@@ -176,7 +177,7 @@ func (s *Store) Stop(ctx context.Context) error {
 // loss, let the quarantine run its course. Nothing for a driver that cannot
 // lose its data.
 func (s *Store) InitEpoch(ctx context.Context) error {
-	if d, ok := s.b.(interface{ InitEpoch(context.Context) error }); ok {
+	if d, ok := s.b.(driver.Admin); ok {
 		return d.InitEpoch(ctx)
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
 	"github.com/tickd/tickd/lease"
 )
@@ -206,7 +207,7 @@ func startContainers(t *testing.T, ref, addr string) containers {
 func storeOn(t *testing.T, addr string) *lease.Store {
 	cl := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { cl.Close() })
-	s, err := lease.NewRedis(cl, "image", lease.Options{})
+	s, err := stores.Redis(cl, "image", lease.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
 )
@@ -250,7 +251,7 @@ func (e *env) store(replica string) *lease.Store {
 	t := e.t
 	if e.srv == nil {
 		if e.mem == nil {
-			e.mem = lease.NewMemory(lease.Options{Replica: replica})
+			e.mem = stores.Memory(lease.Options{Replica: replica})
 			t.Cleanup(func() { e.mem.Stop(context.Background()) })
 		}
 		return e.mem
@@ -274,7 +275,7 @@ func (e *env) redisStoreVia(co redis.Options, prefix string, opts lease.Options)
 	}
 	co.ContextTimeoutEnabled = true
 	c := redis.NewClient(&co)
-	s, err := lease.NewRedis(c, prefix, opts)
+	s, err := stores.Redis(c, prefix, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/lease/memdriver"
@@ -226,7 +227,7 @@ entities = ["a", "b", "c"]
 func TestStoreCoversTheLongestLease(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, false)
-	st := lease.NewMemory(lease.Options{MaxTTL: time.Second})
+	st := stores.Memory(lease.Options{MaxTTL: time.Second})
 	t.Cleanup(func() { st.Stop(context.Background()) })
 	task := "[[tasks]]\nname = \"long\"\nevery = \"1h\"\nhandler = \"rec\"\nlease_ttl = \"%s\"\n"
 	s, err := New(e.config(fmt.Sprintf(task, "5m")), Options{Store: st, Registry: e.reg})

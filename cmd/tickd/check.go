@@ -15,6 +15,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/redisdriver"
 	"github.com/tickd/tickd/schedule"
 )
 
@@ -120,7 +121,7 @@ func printCheck(stdout, stderr io.Writer, doc report.CheckDoc) {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
 	if doc.Redis != "" {
-		fmt.Fprintf(stdout, "redis: answers; key layout %s\n", lease.LayoutVersion)
+		fmt.Fprintf(stdout, "redis: answers; key layout %s\n", redisdriver.LayoutVersion)
 	}
 }
 
@@ -181,10 +182,11 @@ func pingRedis(ctx context.Context, cfg *config.Config) (map[string]int, error) 
 	if err := c.Ping(pctx).Err(); err != nil {
 		return nil, fmt.Errorf("redis %s: %w", cfg.Redis.Where(), cfg.Redis.Explain(err))
 	}
-	s, err := lease.NewRedis(c, cfg.Redis.KeyPrefix, lease.Options{})
+	d, err := redisdriver.New(c, cfg.Redis.KeyPrefix, cfg.Redis.ReplicaAcks)
 	if err != nil {
 		return nil, err
 	}
+	s := lease.New(d, lease.Options{})
 	defer s.Stop(context.Background())
 	if err := s.CheckLayout(pctx); err != nil {
 		return nil, fmt.Errorf("redis %s answers, but: %w", cfg.Redis.Where(), err)

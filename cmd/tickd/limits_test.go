@@ -18,6 +18,7 @@ import (
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
 	"github.com/tickd/tickd/internal/testkit/tier"
 	"github.com/tickd/tickd/lease"
@@ -310,7 +311,7 @@ entities = ["shop 1", "shop 2"]
 `, srv.URL()))
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { c.Close() })
-	store, err := lease.NewRedis(c, "tickd", lease.Options{Replica: "r1"})
+	store, err := stores.Redis(c, "tickd", lease.Options{Replica: "r1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/redisdriver"
 	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
 )
@@ -103,7 +104,7 @@ func lockStore(path string, ttl time.Duration) (*lease.Store, func(), error) {
 	same := *cfg
 	same.Tasks = nil
 	for _, t := range cfg.Tasks {
-		if lease.SameBucket(t.Name, lockTask) {
+		if redisdriver.SameBucket(t.Name, lockTask) {
 			same.Tasks = append(same.Tasks, t)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/tickd/tickd/internal/ops"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/redisdriver"
 )
 
 // operator is who runs an operator command: user@host, for the records.
@@ -56,7 +57,7 @@ func cliStore(cfg *config.Config, cmd string, ttl time.Duration) (*lease.Store, 
 	if cmd != "migrate" {
 		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := s.CheckLayout(lctx); errors.Is(err, lease.ErrLayout) {
+		if err := s.CheckLayout(lctx); errors.Is(err, redisdriver.ErrLayout) {
 			done()
 			return nil, nil, err
 		}
@@ -166,7 +167,7 @@ func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	notRecorded(d)
 	if *asJSON {
-		layout, _ := strconv.Atoi(lease.LayoutVersion)
+		layout, _ := strconv.Atoi(redisdriver.LayoutVersion)
 		doc := report.MigrateDoc{Layout: layout, Tasks: m.Layout.Tasks, Due: m.Layout.Due, Resharded: []report.ReshardDoc{}}
 		for i, r := range m.Resharded {
 			doc.Resharded = append(doc.Resharded, report.ReshardDoc{Task: r.Task, From: r.From, To: r.To, Entities: r.Entities, FollowUps: r.FollowUps, Due: r.Due,

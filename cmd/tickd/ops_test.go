@@ -19,6 +19,7 @@ import (
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
 	"github.com/tickd/tickd/internal/testkit/tier"
 	"github.com/tickd/tickd/lease"
@@ -243,7 +244,7 @@ entities = ["x", "y"]
 
 	c := redis.NewClient(&redis.Options{Addr: e.srv.Addr})
 	t.Cleanup(func() { c.Close() })
-	holder, err := lease.NewRedis(c, "tickd", lease.Options{Replica: "test-holder"})
+	holder, err := stores.Redis(c, "tickd", lease.Options{Replica: "test-holder"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -677,7 +678,7 @@ func TestStatusWithManyEntities(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: e.srv.Addr})
 	defer c.Close()
 	ctx := context.Background()
-	store, err := lease.NewRedis(c, "tickd", lease.Options{Replica: "r1"})
+	store, err := stores.Redis(c, "tickd", lease.Options{Replica: "r1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/memdriver"
+	"github.com/tickd/tickd/lease/redisdriver"
 )
 
 // OpenStore opens the lease store cfg describes: in Redis when it
@@ -23,18 +25,19 @@ func OpenStore(c *config.Config, opts lease.Options) (*lease.Store, error) {
 	opts.MaxTTL = max(opts.MaxTTL, c.MaxLeaseTTL())
 	var s *lease.Store
 	if c.Redis == nil {
-		s = lease.NewMemory(opts)
+		s = lease.New(memdriver.New(), opts)
 	} else {
-		opts.ReplicaAcks = c.Redis.ReplicaAcks
 		rc, err := c.Redis.Client()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.Path, err)
 		}
 		opts.Closer = rc
-		if s, err = lease.NewRedis(rc, c.Redis.KeyPrefix, opts); err != nil {
+		d, err := redisdriver.New(rc, c.Redis.KeyPrefix, c.Redis.ReplicaAcks)
+		if err != nil {
 			rc.Close()
 			return nil, err
 		}
+		s = lease.New(d, opts)
 	}
 	for _, t := range c.Tasks {
 		s.WantShards(t.Name, t.Shards)

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -28,7 +29,7 @@ func TestOpenStoreFromConfig(t *testing.T) {
 		t.Errorf("MaxTTL %v, want the config's lease_ttl", st.MaxTTL())
 	}
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
-	other, err := lease.NewRedis(c, "emb", lease.Options{Replica: "other"})
+	other, err := stores.Redis(c, "emb", lease.Options{Replica: "other"})
 	if err != nil {
 		t.Fatal(err)
 	}

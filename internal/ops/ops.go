@@ -20,6 +20,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/redisdriver"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -380,13 +381,13 @@ type Migration struct {
 // config's count) whose recorded count differs (no replica running it).
 func Migrate(ctx context.Context, store *lease.Store, shards map[string]int, by string) (Migration, Done, error) {
 	var m Migration
-	said := "key layout " + lease.LayoutVersion + ": in place"
-	var le *lease.LayoutError
+	said := "key layout " + redisdriver.LayoutVersion + ": in place"
+	var le *redisdriver.LayoutError
 	if err := store.CheckLayout(ctx); errors.As(err, &le) && le.Other == "" {
 		if m.Layout, err = store.Migrate(ctx); err != nil {
 			return m, Done{}, err
 		}
-		said = fmt.Sprintf("key layout %s: moved %d task(s) and %d pending request(s)", lease.LayoutVersion, m.Layout.Tasks, m.Layout.Due)
+		said = fmt.Sprintf("key layout %s: moved %d task(s) and %d pending request(s)", redisdriver.LayoutVersion, m.Layout.Tasks, m.Layout.Due)
 	} else if err != nil {
 		return m, Done{}, err
 	}

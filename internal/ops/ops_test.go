@@ -10,6 +10,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -22,7 +23,7 @@ func setup(t *testing.T) (*lease.Store, *config.Task) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := lease.NewMemory(lease.Options{Replica: "r1"})
+	s := stores.Memory(lease.Options{Replica: "r1"})
 	t.Cleanup(func() { s.Stop(bg) }) //nolint:errcheck // the test's leases are released
 	return s, &cfg.Tasks[0]
 }

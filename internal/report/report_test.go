@@ -11,6 +11,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/lease"
 )
 
@@ -25,7 +26,7 @@ func world(t *testing.T) (*lease.Store, *config.Config, time.Time) {
 		t.Fatal(err)
 	}
 	task := &cfg.Tasks[0]
-	s := lease.NewMemory(lease.Options{Replica: "r1"})
+	s := stores.Memory(lease.Options{Replica: "r1"})
 	t.Cleanup(func() { s.Stop(bg) }) //nolint:errcheck // a lease is left held on purpose
 	T := time.Now().UTC().Truncate(time.Minute)
 	a, err := s.Acquire(bg, lease.Request{Task: "t", Entity: "a", TTL: time.Minute, Reason: lease.ReasonTick, Tick: T})

@@ -261,3 +261,22 @@ type Announcement struct {
 	Since   int64 // first announcement of this process (ms)
 	Seen    int64 // last announcement (ms)
 }
+
+// Admin is what a driver that keeps its state on a server offers beside
+// Driver: the operator's tools, which the store's methods of the same
+// names reach (the Redis driver has them; the in-process one has none).
+type Admin interface {
+	// CheckLayout returns an error when the server holds keys of another
+	// key layout than the driver's.
+	CheckLayout(ctx context.Context) error
+	// Migrate moves the keys of an older layout into the driver's.
+	Migrate(ctx context.Context) (Migrated, error)
+	// Reshard keeps task in n shards from now on, moving its entities'
+	// state while replicas run it.
+	Reshard(ctx context.Context, task string, n int) (Resharded, error)
+	// Replication probes the server's replicas as a lease write would.
+	Replication(ctx context.Context) (Replication, error)
+	// InitEpoch declares that the server holds no lease any process could
+	// still trust (a server new to tickd): no data-loss quarantine.
+	InitEpoch(ctx context.Context) error
+}

@@ -1,5 +1,5 @@
 // Package memdriver keeps a lease store's state in this process: the
-// driver (lease/driver) behind lease.NewMemory, tickd's embedded default
+// driver (lease/driver) for lease.New(memdriver.New(), opts), tickd's embedded default
 // for one replica without Redis.
 //
 // Each method is a Go twin of the Redis driver's Lua script for the same

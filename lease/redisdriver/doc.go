@@ -1,5 +1,6 @@
 // Package redisdriver keeps a lease store's state in Redis: the driver
-// (lease/driver) behind lease.NewRedis, for replicas that share one Redis
+// (lease/driver) for lease.New(redisdriver.New(client, prefix, acks), opts),
+// for replicas that share one Redis
 // (plain, Sentinel, a managed endpoint, or Cluster).
 //
 // What lives here: the key layout (keys.go: every task's keys in one

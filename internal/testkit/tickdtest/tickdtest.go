@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/internal/testkit/timedtests"
 	"github.com/tickd/tickd/internal/testkit/workerlog"
 	"github.com/tickd/tickd/lease"
@@ -451,7 +452,7 @@ func DueCount(t testing.TB, addr, prefix string) int {
 func store(t testing.TB, addr, prefix string) *lease.Store {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr})
-	s, err := lease.NewRedis(c, prefix, lease.Options{})
+	s, err := stores.Redis(c, prefix, lease.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,7 +477,7 @@ func InitEpochCluster(t testing.TB, addrs []string, prefix string) {
 func initEpoch(t testing.TB, c redis.UniversalClient, prefix string) {
 	t.Helper()
 	defer c.Close()
-	s, err := lease.NewRedis(c, prefix, lease.Options{})
+	s, err := stores.Redis(c, prefix, lease.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,7 @@ import (
 	"github.com/tickd/tickd/internal/gcpolicy"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
@@ -262,7 +263,7 @@ func startTickd(b *testing.B, tgt target, ids []string, replicas int, every time
 	for i := range replicas {
 		c := tgt.newClient()
 		td.clients = append(td.clients, c)
-		st, err := lease.NewRedis(c, "e2e", lease.Options{Replica: "r" + strconv.Itoa(i), MaxTTL: 5 * time.Second})
+		st, err := stores.Redis(c, "e2e", lease.Options{Replica: "r" + strconv.Itoa(i), MaxTTL: 5 * time.Second})
 		if err != nil {
 			b.Fatal(err)
 		}

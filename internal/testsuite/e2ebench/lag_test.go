@@ -14,6 +14,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
@@ -41,7 +42,7 @@ func BenchmarkTickLag(b *testing.B) {
 	}
 	for range b.N {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr})
-		st, err := lease.NewRedis(c, "lag", lease.Options{Replica: "r", MaxTTL: 5 * time.Second})
+		st, err := stores.Redis(c, "lag", lease.Options{Replica: "r", MaxTTL: 5 * time.Second})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/faultproxy"
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
 	"github.com/tickd/tickd/internal/testkit/tier"
 	"github.com/tickd/tickd/lease"
@@ -129,7 +130,7 @@ func (c *cluster) readStore() *lease.Store {
 	} else {
 		rc = redis.NewClient(&redis.Options{Addr: c.primary()})
 	}
-	s, err := lease.NewRedis(rc, "faults", lease.Options{})
+	s, err := stores.Redis(rc, "faults", lease.Options{})
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -16,8 +16,10 @@ import (
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/redisdriver"
 )
 
 // The Redis Cluster scenarios: three tickd replicas on a Redis Cluster of
@@ -58,7 +60,7 @@ func startRC(t *testing.T) *rcEnv {
 	per := map[*redistest.Server]int{}
 	for i := 0; len(e.tasks) < rcTasks && i < 1000; i++ {
 		name := fmt.Sprint("task-", i)
-		m := e.cl.MasterOf(t, lease.TaskKey("faults", name))
+		m := e.cl.MasterOf(t, redisdriver.TaskKey("faults", name))
 		if per[m] >= rcTasks/3 {
 			continue
 		}
@@ -74,7 +76,7 @@ func startRC(t *testing.T) *rcEnv {
 	for i := range rcEntities {
 		id := fmt.Sprint("e", i)
 		shard := lease.ShardName(rcSharded, lease.ShardOf(id, rcShards))
-		e.entityMaster[id] = e.cl.MasterOf(t, lease.TaskKey("faults", shard))
+		e.entityMaster[id] = e.cl.MasterOf(t, redisdriver.TaskKey("faults", shard))
 		masters[e.entityMaster[id]]++
 	}
 	if len(masters) < 3 {
@@ -173,7 +175,7 @@ func (e *rcEnv) tickRuns(from, to time.Time) map[string]int {
 func (e *rcEnv) store() *lease.Store {
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: e.cl.Addrs(), MaxRetries: -1, ClusterStateReloadInterval: time.Second})
 	e.t.Cleanup(func() { c.Close() })
-	s, err := lease.NewRedis(c, "faults", lease.Options{})
+	s, err := stores.Redis(c, "faults", lease.Options{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
