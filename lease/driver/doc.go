@@ -6,8 +6,12 @@
 // Package lease keeps the protocol: leases, their trust windows, the
 // keeper that renews them, releases, fencing tokens and the errors. A
 // driver keeps the state: the Redis driver in Lua scripts over a key layout
-// of its own, the in-process driver in maps. Package lease re-exports every
-// name here, so that a program embedding tickd imports lease alone.
+// of its own, the in-process driver in maps. The caller builds the driver
+// and hands it to lease.New: lease imports this package and no driver.
+// Package lease re-exports the vocabulary here, so that a program
+// embedding tickd names lease's types; a driver on a server may also
+// offer Admin, the operator's tools. Driver is not yet stable (see
+// docs/releasing.md).
 //
 // What does not live here: the Redis key layout and scripts, the
 // protocol's rules, history's JSON values (failures, actions), which the
