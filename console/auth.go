@@ -102,16 +102,24 @@ func CheckUsers(cfg *config.Config) error {
 	}
 	var errs []error
 	if empty := us.EmptyPasswords(); len(empty) > 0 {
-		errs = append(errs, cfg.KeyError("web.htpasswd_file", "%s: users with an empty password: %s (set one with htpasswd -B -C 10 %s USER)",
-			w.HtpasswdFile, strings.Join(empty, ", "), w.HtpasswdFile))
+		errs = append(errs, cfg.KeyError("web.htpasswd_file", "%s", emptyPasswords(w.HtpasswdFile, empty)))
 	}
 	for _, a := range w.Admins {
 		if _, ok := us[a]; !ok {
-			errs = append(errs, cfg.KeyError("web.admins", "%q is not a user of %s", a, w.HtpasswdFile))
+			errs = append(errs, cfg.KeyError("web.admins", "%s", notAUser(a, w.HtpasswdFile)))
 		}
 	}
 	return errors.Join(errs...)
 }
+
+// emptyPasswords says that file's users empty have an empty password, and
+// how to set one.
+func emptyPasswords(file string, empty []string) string {
+	return fmt.Sprintf("%s: users with an empty password: %s (set one with htpasswd -B -C 10 %s USER)", file, strings.Join(empty, ", "), file)
+}
+
+// notAUser says that admin is not a user of file.
+func notAUser(admin, file string) string { return fmt.Sprintf("%q is not a user of %s", admin, file) }
 
 // readUsers reads file. strict refuses an admin who is not a user (at
 // start, as tickd check does); otherwise such an admin is left out: a user
@@ -124,8 +132,7 @@ func readUsers(file string, admins []string, old *userSet, strict bool) (*userSe
 		return nil, stamp, fmt.Errorf("web.htpasswd_file: %w", err)
 	}
 	if empty := us.EmptyPasswords(); len(empty) > 0 {
-		return nil, stamp, fmt.Errorf("web.htpasswd_file: %s: users with an empty password: %s (set one with htpasswd -B -C 10 %s USER)",
-			file, strings.Join(empty, ", "), file)
+		return nil, stamp, fmt.Errorf("web.htpasswd_file: %s", emptyPasswords(file, empty))
 	}
 	set := &userSet{users: us, admins: map[string]bool{}, good: map[[32]byte]bool{}}
 	if old != nil && costOf(old.decoy) == us.Cost() {
@@ -137,7 +144,7 @@ func readUsers(file string, admins []string, old *userSet, strict bool) (*userSe
 		if _, ok := us[name]; ok {
 			set.admins[name] = true
 		} else if strict {
-			return nil, stamp, fmt.Errorf("web.admins: %q is not a user of %s", name, file)
+			return nil, stamp, fmt.Errorf("web.admins: %s", notAUser(name, file))
 		}
 	}
 	return set, stamp, nil
