@@ -49,24 +49,18 @@ func (s *Scheduler) watchOverruns() {
 func (ws *workers) overruns(now time.Time, all bool) int {
 	var over []*running
 	going := 0
-	ws.mu.Lock()
-	for w := range ws.all {
-		w.mu.Lock()
-		if r := w.cur; r != nil {
-			going++
-			stopped := r.ctx.Err() != nil
-			if stopped && r.stoppedAt.IsZero() {
-				r.stoppedAt = now
-			}
-			late := stopped && r.ts.t.Handler != "" && now.Sub(r.stoppedAt) >= handlerGrace
-			if !r.overran && (late || all) {
-				r.overran = true
-				over = append(over, r)
-			}
+	ws.each(func(r *running) {
+		going++
+		stopped := r.ctx.Err() != nil
+		if stopped && r.stoppedAt.IsZero() {
+			r.stoppedAt = now
 		}
-		w.mu.Unlock()
-	}
-	ws.mu.Unlock()
+		late := stopped && r.ts.t.Handler != "" && now.Sub(r.stoppedAt) >= handlerGrace
+		if !r.overran && (late || all) {
+			r.overran = true
+			over = append(over, r)
+		}
+	})
 	for _, r := range over {
 		r.log.Error(msgOverran,
 			"stopped_for", now.Sub(r.stoppedAt).Round(time.Millisecond).String(), "cause", fmt.Sprint(context.Cause(&r.ctx)))
@@ -79,14 +73,10 @@ func (ws *workers) overruns(now time.Time, all bool) int {
 // or longer for an exec run between its SIGTERM and its SIGKILL.
 func (ws *workers) stopWait() time.Duration {
 	d := handlerGrace
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	for w := range ws.all {
-		w.mu.Lock()
-		if r := w.cur; r != nil && r.ts.t.Handler == "" {
+	ws.each(func(r *running) {
+		if r.ts.t.Handler == "" {
 			d = max(d, Grace(r.ts.t.LeaseTTL)+time.Second)
 		}
-		w.mu.Unlock()
-	}
+	})
 	return d
 }

@@ -109,12 +109,17 @@ func (ws *workers) loop(j job) {
 // that starts after it sees the scheduler's abort context cancelled
 // (worker.begin).
 func (ws *workers) abort(cause error) {
+	ws.each(func(r *running) { r.l.Cancel(cause) })
+}
+
+// each calls fn with each run going on, its worker's lock held.
+func (ws *workers) each(fn func(r *running)) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	for w := range ws.all {
 		w.mu.Lock()
 		if w.cur != nil {
-			w.cur.l.Cancel(cause)
+			fn(w.cur)
 		}
 		w.mu.Unlock()
 	}
