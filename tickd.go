@@ -21,8 +21,8 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/app"
 	"github.com/tickd/tickd/internal/report"
+	"github.com/tickd/tickd/internal/scheduler"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -44,12 +44,13 @@ type Options struct {
 	// Version is announced in the replica registry (the console's replicas
 	// page): the program's own.
 	Version string
-	// Observer is told of what the scheduler does (scheduler.Event), from
-	// many goroutines: keep it quick.
-	Observer func(scheduler.Event)
 	// Clock is the scheduler's and the store's clock; nil: the system's.
 	Clock lease.Clock
 }
+
+// ErrRunsGoOn is returned by Stop when runs were still going 2s after they
+// were stopped: Go handlers that do not honour their ctx.
+var ErrRunsGoOn = scheduler.ErrRunsGoOn
 
 // Tickd is one embedded tickd: a replica among those sharing the config's
 // Redis (or alone, in-process, without a [redis] table).
@@ -66,7 +67,7 @@ type History = report.HistoryDoc
 // metrics_addr, watch_config) are ignored, with a warning.
 func Open(cfg *config.Config, opts Options) (*Tickd, error) {
 	a, err := app.Open(cfg, app.Options{Handlers: opts.Handlers, Logger: opts.Logger, Registerer: opts.Registerer,
-		ReplicaID: opts.ReplicaID, Version: opts.Version, Clock: opts.Clock, Observer: opts.Observer})
+		ReplicaID: opts.ReplicaID, Version: opts.Version, Clock: opts.Clock})
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +83,7 @@ func (t *Tickd) Start(ctx context.Context) error { return t.a.Start(ctx) }
 // Stop stops the ticks, gives the runs going on until ctx is done, then
 // stops them and hands each over to another replica, releases every lease
 // and stops the store. It returns at most 2s after ctx is done, with
-// scheduler.ErrRunsGoOn if a Go handler did not return by then.
+// ErrRunsGoOn if a Go handler did not return by then.
 func (t *Tickd) Stop(ctx context.Context) error { return t.a.Stop(ctx) }
 
 // Reload runs cfg from now on, as SIGHUP does for the binary: tasks added,
@@ -92,9 +93,6 @@ func (t *Tickd) Reload(cfg *config.Config) error { return t.a.Reload(cfg) }
 
 // Replica is the replica id this tickd runs under.
 func (t *Tickd) Replica() string { return t.a.Replica }
-
-// Scheduler is the scheduler: triggers, pauses and what it runs.
-func (t *Tickd) Scheduler() *scheduler.Scheduler { return t.a.Scheduler }
 
 // Status reads the status of every task (task "") or of one: its leases,
 // last runs and due entries (at most limit of each), pauses, limits and

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickd/tickd/history"
+	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/lease"
 )

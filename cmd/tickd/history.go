@@ -10,7 +10,7 @@ import (
 	"unicode"
 
 	"github.com/tickd/tickd/config"
-	"github.com/tickd/tickd/history"
+	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
 )

@@ -9,7 +9,7 @@ import (
 	"github.com/mattn/go-runewidth"
 
 	"github.com/tickd/tickd/config"
-	"github.com/tickd/tickd/history"
+	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/testkit/jsoncontract"
 	"github.com/tickd/tickd/lease"

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
-	"github.com/tickd/tickd/history"
+	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/lease"
 )
 

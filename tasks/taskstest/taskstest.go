@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -31,11 +30,11 @@ type Run struct {
 	Reason       lease.Reason // "": lease.ReasonTick
 	Attempt      int
 	// Timeout is the task's timeout: ctx's deadline, after which ctx is
-	// cancelled with scheduler.ErrTimeout. Zero: 1h, tickd's default.
+	// cancelled with tasks.ErrTimeout. Zero: 1h, tickd's default.
 	Timeout time.Duration
 	// StopAfter, when set, cancels ctx that long into the call, with Cause
 	// (lease.ErrLost unless said): a lease lost, an unlock
-	// (lease.ErrRevoked), a shutdown (scheduler.ErrShutdown).
+	// (lease.ErrRevoked), a shutdown (tasks.ErrShutdown).
 	StopAfter time.Duration
 	Cause     error
 }
@@ -69,7 +68,7 @@ func Call(t testing.TB, h tasks.Handler, r Run) (tasks.Result, error) {
 	if r.Cause == nil {
 		r.Cause = lease.ErrLost
 	}
-	ctx, cancel := context.WithTimeoutCause(context.Background(), r.Timeout, scheduler.ErrTimeout)
+	ctx, cancel := context.WithTimeoutCause(context.Background(), r.Timeout, tasks.ErrTimeout)
 	defer cancel()
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 	"github.com/tickd/tickd/tasks"
 	"github.com/tickd/tickd/tasks/taskstest"
 )
@@ -29,7 +28,7 @@ func TestCallStopsAsTickdStops(t *testing.T) {
 	_, err := taskstest.Call(t, waits, taskstest.Run{Entity: "u1", StopAfter: 10 * time.Millisecond})
 	expect.True(t, fmt.Sprintf("stopped: %v, want lease.ErrLost", err), errors.Is(err, lease.ErrLost))
 	_, err = taskstest.Call(t, waits, taskstest.Run{Entity: "u1", Timeout: 10 * time.Millisecond})
-	expect.True(t, fmt.Sprintf("timed out: %v, want scheduler.ErrTimeout", err), errors.Is(err, scheduler.ErrTimeout))
+	expect.True(t, fmt.Sprintf("timed out: %v, want tasks.ErrTimeout", err), errors.Is(err, tasks.ErrTimeout))
 	res, err := taskstest.Call(t, func(_ context.Context, r tasks.Run) (tasks.Result, error) {
 		r.Logger.Info("working", "attempt", r.Attempt)
 		if r.Entity != "u2" || r.Reason != lease.ReasonTick || r.Fence != 1 || r.Tick.IsZero() {

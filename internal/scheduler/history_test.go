@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tickd/tickd/config"
-	"github.com/tickd/tickd/history"
+	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/faultproxy"
 	"github.com/tickd/tickd/lease"

@@ -8,9 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/tickd/tickd/history"
+	"github.com/tickd/tickd/internal/history"
+	"github.com/tickd/tickd/internal/scheduler"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 func mustNew(t *testing.T, reg prometheus.Registerer) *Collectors {

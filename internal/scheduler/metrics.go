@@ -4,12 +4,12 @@ import (
 	"context"
 	"time"
 
-	"github.com/tickd/tickd/history"
+	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/lease"
 )
 
 // Metrics receives the scheduler's measurements (Options.Metrics).
-// Package github.com/tickd/tickd/metrics gives the Prometheus collectors
+// Package github.com/tickd/tickd/internal/metrics gives the Prometheus collectors
 // tickd exports; the scheduler itself imports no metrics library. Its
 // methods are called from many goroutines, and must not block.
 type Metrics interface {

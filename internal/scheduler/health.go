@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/tickd/tickd/config"
-	"github.com/tickd/tickd/history"
+	"github.com/tickd/tickd/internal/history"
 )
 
 // publishHealth reads the history of every task in the config and in the

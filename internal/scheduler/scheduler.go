@@ -26,10 +26,11 @@ import (
 	"github.com/tickd/tickd/tasks"
 )
 
-// Causes of a run's cancellation, besides the lease's own.
+// Causes of a run's cancellation, besides the lease's own: tasks' names,
+// which a handler compares context.Cause with.
 var (
-	ErrTimeout  = errors.New("scheduler: run timed out")
-	ErrShutdown = errors.New("scheduler: shutting down")
+	ErrTimeout  = tasks.ErrTimeout
+	ErrShutdown = tasks.ErrShutdown
 )
 
 // Options configure a Scheduler.

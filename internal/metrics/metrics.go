@@ -11,9 +11,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tickd/tickd/history"
+	"github.com/tickd/tickd/internal/history"
+	"github.com/tickd/tickd/internal/scheduler"
 	"github.com/tickd/tickd/lease"
-	"github.com/tickd/tickd/scheduler"
 )
 
 // Collectors are the scheduler's Prometheus collectors. Labels are per
