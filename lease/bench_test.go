@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/testkit/redistest"
-	"github.com/tickd/tickd/lease/redisdriver"
 )
 
 // BenchmarkAcquireRelease measures acquire+release of distinct entities
@@ -102,7 +101,7 @@ func batches(b *testing.B, s *Store, mk func(i int) Request) {
 
 // redisCPU is the CPU time, in µs, Redis's main thread has used.
 func redisCPU(b *testing.B, s *Store) float64 {
-	return redistest.MainThreadCPU(b, s.Driver().(*redisdriver.Driver).Client())
+	return redistest.MainThreadCPU(b, redisClient(s))
 }
 
 // selfCPU is the CPU time, in µs, this process has used.

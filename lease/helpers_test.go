@@ -171,3 +171,9 @@ func dues(t *testing.T, s *Store) []Due {
 	}
 	return ds
 }
+
+// redisClient is the Redis client under a store on the Redis driver (its
+// concrete type is the driver's own: reached through the method).
+func redisClient(s *Store) RedisClient {
+	return s.Driver().(interface{ Client() RedisClient }).Client()
+}

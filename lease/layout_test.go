@@ -35,7 +35,7 @@ func TestOldLayoutRefused(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr)
 	s := newRedisStore(t, c, Options{})
-	s.Driver().(*redisdriver.Driver).SetLayoutRecheck(recheck)
+	s.Driver().(interface{ SetLayoutRecheck(time.Duration) }).SetLayoutRecheck(recheck)
 	c.Set(bg, "f:epoch", "0|0", 0)
 	_, err := s.Acquire(bg, req("e", time.Minute))
 	var le *LayoutError

@@ -11,7 +11,6 @@ import (
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
-	"github.com/tickd/tickd/lease/redisdriver"
 )
 
 // TestShardsSpreadATaskOverTheMasters: a task in 16 shards keeps its
@@ -89,7 +88,7 @@ func TestShardCountOfATaskFromBefore(t *testing.T) {
 	k := redisKit(t)
 	a := k.client(Options{Replica: "A"})
 	mustAcquire(t, a, Request{Task: "old", Entity: "e", TTL: time.Minute, Reason: ReasonTrigger})
-	c := redis.NewClient(&redis.Options{Addr: a.Driver().(*redisdriver.Driver).Client().(*redis.Client).Options().Addr})
+	c := redis.NewClient(&redis.Options{Addr: redisClient(a).(*redis.Client).Options().Addr})
 	t.Cleanup(func() { c.Close() })
 	var shardsKey string
 	for _, key := range c.Keys(bg, "*:shards").Val() {

@@ -95,7 +95,7 @@ func (s *Store) startLocked() {
 	go s.keep(ctx)
 	go s.watchLoss(ctx)
 	go s.settleLimits(ctx)
-	if w, ok := s.b.(revocationWatcher); ok {
+	if w, ok := s.b.(driver.RevocationWatcher); ok {
 		w.WatchRevocations(ctx, s.revokedElsewhere)
 	}
 }

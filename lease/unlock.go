@@ -48,12 +48,6 @@ func unlockCause(freed bool) error {
 	return ErrRevoked
 }
 
-// revocationWatcher is a driver that says at once when another process
-// unlocks a lease (Redis: unlock.lua publishes it).
-type revocationWatcher interface {
-	WatchRevocations(ctx context.Context, fn func(task, entity string, fence int64, freed bool)) bool
-}
-
 // revokedElsewhere stops this store's lease that an unlock by another
 // process revoked (task is the driver's name of its shard): its run stops
 // at once, or does not start, rather than at the lease's next renewal.

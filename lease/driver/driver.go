@@ -262,6 +262,18 @@ type Announcement struct {
 	Seen    int64 // last announcement (ms)
 }
 
+// RevocationWatcher is a driver that says at once when another process
+// unlocks a lease it holds (the Redis driver: unlock.lua publishes it), so
+// that the holder's run stops then rather than at its next renewal. A
+// driver without it is still correct: the renewal finds the lease gone.
+type RevocationWatcher interface {
+	// WatchRevocations calls fn for each lease of this store revoked
+	// elsewhere (task is the driver's name of its shard; freed: the unlock
+	// freed the entity at once) until ctx is done, and reports whether it
+	// watches at all.
+	WatchRevocations(ctx context.Context, fn func(task, entity string, fence int64, freed bool)) bool
+}
+
 // Admin is what a driver that keeps its state on a server offers beside
 // Driver: the operator's tools, which the store's methods of the same
 // names reach (the Redis driver has them; the in-process one has none).

@@ -17,8 +17,8 @@ import (
 // of the Redis driver (the same conformance suite runs against both),
 // except that there is no data loss to detect and nothing is shared
 // between processes.
-func New() *Driver {
-	return &Driver{
+func New() driver.Driver {
+	return &memDriver{
 		held: map[string]*memLease{}, states: map[string]*memState{},
 		due: map[string]*memDue{}, pausedSet: map[string]string{}, tasks: map[string]string{}, shards: map[string]int{},
 		tickRecs: map[string][]string{}, lists: map[string][]string{},
@@ -26,9 +26,9 @@ func New() *Driver {
 	}
 }
 
-// Driver is the in-process driver: maps under one mutex, each method a Go
+// memDriver is the in-process driver: maps under one mutex, each method a Go
 // twin of the Redis driver's script.
-type Driver struct {
+type memDriver struct {
 	cfg driver.Config
 
 	mu        sync.Mutex
@@ -69,12 +69,12 @@ type memDue struct {
 }
 
 // Configure keeps the store's settings.
-func (b *Driver) Configure(cfg driver.Config) { b.cfg = cfg }
+func (b *memDriver) Configure(cfg driver.Config) { b.cfg = cfg }
 
-func (b *Driver) now() time.Time { return b.cfg.Clock.Now() }
+func (b *memDriver) now() time.Time { return b.cfg.Clock.Now() }
 
 // gc drops what has expired for one member.
-func (b *Driver) gc(m string, now time.Time) {
+func (b *memDriver) gc(m string, now time.Time) {
 	if l, ok := b.held[m]; ok && !now.Before(l.expire) {
 		delete(b.held, m)
 	}
@@ -83,7 +83,7 @@ func (b *Driver) gc(m string, now time.Time) {
 	}
 }
 
-func (b *Driver) state(m string, now time.Time) *memState {
+func (b *memDriver) state(m string, now time.Time) *memState {
 	s, ok := b.states[m]
 	if !ok {
 		s = &memState{}
@@ -93,7 +93,7 @@ func (b *Driver) state(m string, now time.Time) *memState {
 	return s
 }
 
-func (b *Driver) Acquire(_ context.Context, holder string, _ time.Duration, reqs []driver.AcquireArg) ([]driver.AcquireReply, error) {
+func (b *memDriver) Acquire(_ context.Context, holder string, _ time.Duration, reqs []driver.AcquireArg) ([]driver.AcquireReply, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
@@ -150,7 +150,7 @@ func (b *Driver) Acquire(_ context.Context, holder string, _ time.Duration, reqs
 	return out, nil
 }
 
-func (b *Driver) Renew(_ context.Context, ls []*driver.Lease) ([]driver.Renewal, error) {
+func (b *memDriver) Renew(_ context.Context, ls []*driver.Lease) ([]driver.Renewal, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
@@ -170,7 +170,7 @@ func (b *Driver) Renew(_ context.Context, ls []*driver.Lease) ([]driver.Renewal,
 	return ok, nil
 }
 
-func (b *Driver) Release(_ context.Context, rs []driver.ReleaseArg) ([]driver.ReleaseReply, error) {
+func (b *memDriver) Release(_ context.Context, rs []driver.ReleaseArg) ([]driver.ReleaseReply, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make([]driver.ReleaseReply, len(rs))
@@ -180,7 +180,7 @@ func (b *Driver) Release(_ context.Context, rs []driver.ReleaseArg) ([]driver.Re
 	return out, nil
 }
 
-func (b *Driver) releaseOne(l *driver.Lease, o driver.Finished, next *driver.Next) (bool, error) {
+func (b *memDriver) releaseOne(l *driver.Lease, o driver.Finished, next *driver.Next) (bool, error) {
 	now := b.now()
 	m := driver.Member(l.Task, l.Entity)
 	b.gc(m, now)
@@ -217,7 +217,7 @@ func (b *Driver) releaseOne(l *driver.Lease, o driver.Finished, next *driver.Nex
 }
 
 // answerLocked records outcome as the answer of each request to entity.
-func (b *Driver) answerLocked(task, entity string, ids []string, outcome driver.Outcome) {
+func (b *memDriver) answerLocked(task, entity string, ids []string, outcome driver.Outcome) {
 	for _, id := range ids {
 		k := driver.Member(task, id)
 		if b.answered[k] == nil {
@@ -240,7 +240,7 @@ func joinRequests(a, b []string) []string {
 	return all
 }
 
-func (b *Driver) ackLocked(m, claim string) bool {
+func (b *memDriver) ackLocked(m, claim string) bool {
 	if claim == "" {
 		return false
 	}
@@ -253,7 +253,7 @@ func (b *Driver) ackLocked(m, claim string) bool {
 
 // addDueLocked keeps one request per member as add_due in lib.lua does;
 // the conformance suite holds the two stores to the same behaviour.
-func (b *Driver) addDueLocked(m string, d driver.Due, at time.Time) (superseded time.Time) {
+func (b *memDriver) addDueLocked(m string, d driver.Due, at time.Time) (superseded time.Time) {
 	if e, ok := b.due[m]; ok && e.d.Claim == "" && d.Reason == driver.ReasonTick && e.d.Reason == driver.ReasonTick && d.Tick.After(e.d.Tick) {
 		// add_due's rule: a newer tick's waiting run supersedes the older's.
 		superseded = e.d.Tick
@@ -283,13 +283,13 @@ func (b *Driver) addDueLocked(m string, d driver.Due, at time.Time) (superseded 
 	return superseded
 }
 
-func (b *Driver) Enqueue(_ context.Context, d driver.Due, delay time.Duration) (time.Time, error) {
+func (b *memDriver) Enqueue(_ context.Context, d driver.Due, delay time.Duration) (time.Time, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.addDueLocked(driver.Member(d.Task, d.Entity), d, b.now().Add(delay)), nil
 }
 
-func (b *Driver) Take(_ context.Context, limit int, vis time.Duration, prefix string) ([]driver.Due, error) {
+func (b *memDriver) Take(_ context.Context, limit int, vis time.Duration, prefix string) ([]driver.Due, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
@@ -313,7 +313,7 @@ func (b *Driver) Take(_ context.Context, limit int, vis time.Duration, prefix st
 	return out, nil
 }
 
-func (b *Driver) Ack(_ context.Context, d driver.Due) error {
+func (b *memDriver) Ack(_ context.Context, d driver.Due) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.ackLocked(driver.Member(d.Task, d.Entity), d.Claim) {
@@ -322,13 +322,13 @@ func (b *Driver) Ack(_ context.Context, d driver.Due) error {
 	return nil
 }
 
-func (b *Driver) Answers(_ context.Context, task, id string) (map[string]driver.Outcome, error) {
+func (b *memDriver) Answers(_ context.Context, task, id string) (map[string]driver.Outcome, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return maps.Clone(b.answered[driver.Member(task, id)]), nil
 }
 
-func (b *Driver) Forget(_ context.Context, task, id string) error {
+func (b *memDriver) Forget(_ context.Context, task, id string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.answered, driver.Member(task, id))

@@ -9,7 +9,7 @@ import (
 )
 
 // RecordTicks is tick.lua's, in Go.
-func (b *Driver) RecordTicks(_ context.Context, ws []driver.TickWrite) error {
+func (b *memDriver) RecordTicks(_ context.Context, ws []driver.TickWrite) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, w := range ws {
@@ -58,14 +58,14 @@ func putTick(l []string, w driver.TickWrite) []string {
 	return l
 }
 
-func (b *Driver) Ticks(_ context.Context, task string, limit int) ([]string, error) {
+func (b *memDriver) Ticks(_ context.Context, task string, limit int) ([]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l := b.tickRecs[task]
 	return append([]string(nil), l[:min(len(l), limit)]...), nil
 }
 
-func (b *Driver) Push(_ context.Context, list string, ps []*driver.ListPush) error {
+func (b *memDriver) Push(_ context.Context, list string, ps []*driver.ListPush) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, p := range ps {
@@ -79,7 +79,7 @@ func (b *Driver) Push(_ context.Context, list string, ps []*driver.ListPush) err
 	return nil
 }
 
-func (b *Driver) Histories(ctx context.Context, reads []driver.HistoryRead) (ticks, actions [][]string, err error) {
+func (b *memDriver) Histories(ctx context.Context, reads []driver.HistoryRead) (ticks, actions [][]string, err error) {
 	ticks, actions = make([][]string, len(reads)), make([][]string, len(reads))
 	for i, r := range reads {
 		ticks[i], _ = b.Ticks(ctx, r.Task, r.Ticks)
@@ -88,7 +88,7 @@ func (b *Driver) Histories(ctx context.Context, reads []driver.HistoryRead) (tic
 	return ticks, actions, nil
 }
 
-func (b *Driver) List(_ context.Context, list, task string, limit int) ([]string, error) {
+func (b *memDriver) List(_ context.Context, list, task string, limit int) ([]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l := b.lists[list+"\x00"+task]

@@ -23,7 +23,7 @@ type memLimit struct {
 // until when it keeps its place (zero: just placed, kept for this call).
 type waiter struct{ since, until time.Time }
 
-func (b *Driver) limit(name string, now time.Time) *memLimit {
+func (b *memDriver) limit(name string, now time.Time) *memLimit {
 	if b.limits == nil {
 		b.limits = map[string]*memLimit{}
 	}
@@ -51,7 +51,7 @@ func (b *Driver) limit(name string, now time.Time) *memLimit {
 }
 
 // TakeLimit is limit.lua's twin.
-func (b *Driver) TakeLimit(_ context.Context, lim driver.Limit, holder string, ttl, _ time.Duration, asks []driver.LimitAsk) ([]driver.LimitGrant, error) {
+func (b *memDriver) TakeLimit(_ context.Context, lim driver.Limit, holder string, ttl, _ time.Duration, asks []driver.LimitAsk) ([]driver.LimitGrant, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
@@ -159,7 +159,7 @@ func (l *memLimit) rank(key, w string) int {
 }
 
 // SetLimitRuns is settle.lua's twin.
-func (b *Driver) SetLimitRuns(_ context.Context, lim driver.Limit, holder string, ttl time.Duration, runs map[string]int, giveBack []string) error {
+func (b *memDriver) SetLimitRuns(_ context.Context, lim driver.Limit, holder string, ttl time.Duration, runs map[string]int, giveBack []string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
@@ -185,7 +185,7 @@ func (b *Driver) SetLimitRuns(_ context.Context, lim driver.Limit, holder string
 }
 
 // CloseLimit closes a budget until now + d.
-func (b *Driver) CloseLimit(_ context.Context, lim driver.Limit, key string, d time.Duration, why string) error {
+func (b *memDriver) CloseLimit(_ context.Context, lim driver.Limit, key string, d time.Duration, why string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
@@ -194,7 +194,7 @@ func (b *Driver) CloseLimit(_ context.Context, lim driver.Limit, key string, d t
 }
 
 // LimitState reads a limit's runs and closed budgets.
-func (b *Driver) LimitState(_ context.Context, lim driver.Limit) (driver.LimitState, error) {
+func (b *memDriver) LimitState(_ context.Context, lim driver.Limit) (driver.LimitState, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l := b.limit(lim.Name, b.now())

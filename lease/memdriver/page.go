@@ -9,7 +9,7 @@ import (
 
 // EntityPage walks the entities in id order; the cursor is the last id
 // of the page before.
-func (b *Driver) EntityPage(_ context.Context, task string, q driver.PageQuery) (driver.Page, error) {
+func (b *memDriver) EntityPage(_ context.Context, task string, q driver.PageQuery) (driver.Page, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()

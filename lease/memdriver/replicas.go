@@ -9,7 +9,7 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-func (b *Driver) SetPaused(_ context.Context, task, info string) error {
+func (b *memDriver) SetPaused(_ context.Context, task, info string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if info != "" {
@@ -20,7 +20,7 @@ func (b *Driver) SetPaused(_ context.Context, task, info string) error {
 	return nil
 }
 
-func (b *Driver) EndPause(_ context.Context, task, info string) error {
+func (b *memDriver) EndPause(_ context.Context, task, info string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.pausedSet[task] == info {
@@ -29,26 +29,26 @@ func (b *Driver) EndPause(_ context.Context, task, info string) error {
 	return nil
 }
 
-func (b *Driver) Paused(context.Context) (map[string]string, error) {
+func (b *memDriver) Paused(context.Context) (map[string]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return maps.Clone(b.pausedSet), nil
 }
 
-func (b *Driver) RegisterTasks(_ context.Context, vals map[string]string) error {
+func (b *memDriver) RegisterTasks(_ context.Context, vals map[string]string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	maps.Copy(b.tasks, vals)
 	return nil
 }
 
-func (b *Driver) Registry(context.Context) (map[string]string, error) {
+func (b *memDriver) Registry(context.Context) (map[string]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return maps.Clone(b.tasks), nil
 }
 
-func (b *Driver) ForgetTask(_ context.Context, task string) (bool, error) {
+func (b *memDriver) ForgetTask(_ context.Context, task string) (bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	_, ok := b.tasks[task]
@@ -56,7 +56,7 @@ func (b *Driver) ForgetTask(_ context.Context, task string) (bool, error) {
 	return ok, nil
 }
 
-func (b *Driver) Shards(_ context.Context, want map[string]int) (map[string]int, error) {
+func (b *memDriver) Shards(_ context.Context, want map[string]int) (map[string]int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make(map[string]int, len(want))
@@ -71,11 +71,11 @@ func (b *Driver) Shards(_ context.Context, want map[string]int) (map[string]int,
 	return out, nil
 }
 
-func (b *Driver) Ping(context.Context) error { return nil }
+func (b *memDriver) Ping(context.Context) error { return nil }
 
 // Announce and Known: the in-process store has one replica, whose tasks are
 // the ones it announced last.
-func (b *Driver) Announce(_ context.Context, a driver.Announcement, ttl time.Duration) error {
+func (b *memDriver) Announce(_ context.Context, a driver.Announcement, ttl time.Duration) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if ttl < 0 { // a withdrawal
@@ -92,7 +92,7 @@ func (b *Driver) Announce(_ context.Context, a driver.Announcement, ttl time.Dur
 	return nil
 }
 
-func (b *Driver) Replicas(context.Context) ([]driver.Replica, error) {
+func (b *memDriver) Replicas(context.Context) ([]driver.Replica, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.announced.Seen.IsZero() {
@@ -103,7 +103,7 @@ func (b *Driver) Replicas(context.Context) ([]driver.Replica, error) {
 	return []driver.Replica{r}, nil
 }
 
-func (b *Driver) Known(_ context.Context, task string) (bool, error) {
+func (b *memDriver) Known(_ context.Context, task string) (bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return slices.Contains(b.announced.Tasks, task), nil

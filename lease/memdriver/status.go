@@ -9,7 +9,7 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-func (b *Driver) Unlock(_ context.Context, task, entity, by string, force bool) (driver.Unlocked, bool, error) {
+func (b *memDriver) Unlock(_ context.Context, task, entity, by string, force bool) (driver.Unlocked, bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	m := driver.Member(task, entity)
@@ -36,8 +36,8 @@ func (b *Driver) Unlock(_ context.Context, task, entity, by string, force bool) 
 }
 
 // ClaimSweep says yes: the in-process store has one replica.
-func (b *Driver) ClaimSweep(context.Context, time.Duration) (bool, error) { return true, nil }
-func (b *Driver) Sweep(context.Context) error {
+func (b *memDriver) ClaimSweep(context.Context, time.Duration) (bool, error) { return true, nil }
+func (b *memDriver) Sweep(context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
@@ -62,7 +62,7 @@ func sortedMembers[V any](mp map[string]V, task string) []string {
 	return ms
 }
 
-func (b *Driver) Leases(_ context.Context, task string, fn func(driver.Held) error) error {
+func (b *memDriver) Leases(_ context.Context, task string, fn func(driver.Held) error) error {
 	b.mu.Lock()
 	now := b.now()
 	var hs []driver.Held
@@ -84,7 +84,7 @@ func (b *Driver) Leases(_ context.Context, task string, fn func(driver.Held) err
 	return nil
 }
 
-func (b *Driver) LastRuns(_ context.Context, task string, fn func(driver.LastRun) error) error {
+func (b *memDriver) LastRuns(_ context.Context, task string, fn func(driver.LastRun) error) error {
 	b.mu.Lock()
 	var rs []driver.LastRun
 	for _, m := range sortedMembers(b.states, task) {
@@ -106,7 +106,7 @@ func (b *Driver) LastRuns(_ context.Context, task string, fn func(driver.LastRun
 	return nil
 }
 
-func (b *Driver) DueEntries(_ context.Context, task string, fn func(driver.Due) error) error {
+func (b *memDriver) DueEntries(_ context.Context, task string, fn func(driver.Due) error) error {
 	b.mu.Lock()
 	ds := make([]driver.Due, 0, len(b.due))
 	for _, e := range b.due {
@@ -124,14 +124,14 @@ func (b *Driver) DueEntries(_ context.Context, task string, fn func(driver.Due) 
 	return nil
 }
 
-func (b *Driver) One(_ context.Context, task, entity string) (driver.EntityState, error) {
+func (b *memDriver) One(_ context.Context, task, entity string) (driver.EntityState, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.oneLocked(task, entity, b.now()), nil
 }
 
 // oneLocked is one's, with b.mu held.
-func (b *Driver) oneLocked(task, entity string, now time.Time) driver.EntityState {
+func (b *memDriver) oneLocked(task, entity string, now time.Time) driver.EntityState {
 	m := driver.Member(task, entity)
 	b.gc(m, now)
 	var st driver.EntityState
@@ -150,7 +150,7 @@ func (b *Driver) oneLocked(task, entity string, now time.Time) driver.EntityStat
 	return st
 }
 
-func (b *Driver) DueCount(context.Context) (int, error) {
+func (b *memDriver) DueCount(context.Context) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.due), nil
@@ -158,10 +158,10 @@ func (b *Driver) DueCount(context.Context) (int, error) {
 
 // CheckEpochs finds nothing: the process's memory cannot lose its data
 // and keep running.
-func (b *Driver) CheckEpochs(context.Context, time.Duration) (time.Duration, error) {
+func (b *memDriver) CheckEpochs(context.Context, time.Duration) (time.Duration, error) {
 	return 0, nil
 }
 
-func (b *Driver) Taken(_ context.Context, _ string, _ time.Time, chunks []string) ([]bool, error) {
+func (b *memDriver) Taken(_ context.Context, _ string, _ time.Time, chunks []string) ([]bool, error) {
 	return make([]bool, len(chunks)), nil
 }

@@ -149,7 +149,7 @@ func (r *ackRound) check(ctx context.Context, c redis.Cmdable) error {
 
 // Replication probes the replicas: one small write (a key that expires in a
 // minute) and one WAIT, as a lease write does.
-func (b *Driver) Replication(ctx context.Context) (driver.Replication, error) {
+func (b *redisDriver) Replication(ctx context.Context) (driver.Replication, error) {
 	if cc, ok := b.c.(*redis.ClusterClient); ok {
 		return b.clusterReplication(ctx, cc)
 	}
@@ -188,7 +188,7 @@ func (b *Driver) Replication(ctx context.Context) (driver.Replication, error) {
 // clusterReplication is Replication on a Redis Cluster: Role "cluster",
 // Online the fewest replicas any master reports online, and a probe write
 // into every bucket, acknowledged per shard as lease writes are.
-func (b *Driver) clusterReplication(ctx context.Context, cc *redis.ClusterClient) (driver.Replication, error) {
+func (b *redisDriver) clusterReplication(ctx context.Context, cc *redis.ClusterClient) (driver.Replication, error) {
 	r := driver.Replication{Role: "cluster", Mode: b.acksMode, Online: -1}
 	var mu sync.Mutex
 	err := cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {

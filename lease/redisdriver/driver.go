@@ -22,9 +22,9 @@ type RedisClient interface {
 	redis.Cmdable
 }
 
-// Driver is the Redis driver: each operation one Lua script call (or a
+// redisDriver is the Redis driver: each operation one Lua script call (or a
 // batch of them), over the key layout of keys.go.
-type Driver struct {
+type redisDriver struct {
 	c        RedisClient
 	k        keys
 	cfg      driver.Config
@@ -45,11 +45,11 @@ type Driver struct {
 // waiting for acks replicas to acknowledge each lease write. Stores on
 // drivers that share the Redis and the prefix coordinate. The client is
 // the caller's.
-func New(c RedisClient, prefix string, acks driver.ReplicaAcks) (*Driver, error) {
-	if !ValidPrefix(prefix) {
+func New(c RedisClient, prefix string, acks driver.ReplicaAcks) (driver.Driver, error) {
+	if !driver.ValidPrefix(prefix) {
 		return nil, fmt.Errorf("lease: key prefix %q: use letters, digits and . _ - : only", prefix)
 	}
-	b := &Driver{c: c, k: keys{prefix: prefix}, acksMode: acks}
+	b := &redisDriver{c: c, k: keys{prefix: prefix}, acksMode: acks}
 	if acks != driver.AcksNever {
 		b.acks = &acker{mode: acks}
 	}
@@ -57,21 +57,21 @@ func New(c RedisClient, prefix string, acks driver.ReplicaAcks) (*Driver, error)
 }
 
 // Client is the driver's Redis client (the caller's).
-func (b *Driver) Client() RedisClient { return b.c }
+func (b *redisDriver) Client() RedisClient { return b.c }
 
 // maxTTL is the store's longest lease TTL: the quarantine of a bucket
 // found without an epoch.
-func (b *Driver) maxTTL() time.Duration { return b.cfg.MaxTTL() }
+func (b *redisDriver) maxTTL() time.Duration { return b.cfg.MaxTTL() }
 
 // Configure keeps the store's settings.
-func (b *Driver) Configure(cfg driver.Config) { b.cfg = cfg }
+func (b *redisDriver) Configure(cfg driver.Config) { b.cfg = cfg }
 
 // pageSize is how many keys, fields or due entries one SCAN, HSCAN, sweep
 // or ZRANGE page reads (status and the sweep walk everything a page at a
 // time).
 const pageSize = 1000
 
-func (b *Driver) Acquire(ctx context.Context, holder string, maxTTL time.Duration, reqs []driver.AcquireArg) ([]driver.AcquireReply, error) {
+func (b *redisDriver) Acquire(ctx context.Context, holder string, maxTTL time.Duration, reqs []driver.AcquireArg) ([]driver.AcquireReply, error) {
 	if err := b.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -185,7 +185,7 @@ const claimsTTL = 2 * time.Minute
 // chunk's length and a hash of its id. It answers the position after the
 // chunk, or false for a request in no chunk (or one whose tokens are not a
 // chunk's), which is sent alone.
-func (b *Driver) chunkArgs(args *[]any, chunks *strings.Builder, reqs []driver.AcquireArg, live, idx []int, x int) (int, bool) {
+func (b *redisDriver) chunkArgs(args *[]any, chunks *strings.Builder, reqs []driver.AcquireArg, live, idx []int, x int) (int, bool) {
 	at := func(k int) *driver.AcquireArg { return &reqs[live[idx[x+k]]] }
 	c := at(0).Req.Chunk
 	if c == "" {
@@ -229,7 +229,7 @@ func chunkHash(c string) string {
 // takenMax bounds the chunks one SMISMEMBER asks about.
 const takenMax = 4096
 
-func (b *Driver) Taken(ctx context.Context, task string, tick time.Time, chunks []string) ([]bool, error) {
+func (b *redisDriver) Taken(ctx context.Context, task string, tick time.Time, chunks []string) ([]bool, error) {
 	key := b.k.claims(task, tickMS(tick))
 	out := make([]bool, 0, len(chunks))
 	for lo := 0; lo < len(chunks); lo += takenMax {
@@ -246,7 +246,7 @@ func (b *Driver) Taken(ctx context.Context, task string, tick time.Time, chunks 
 	return out, nil
 }
 
-func (b *Driver) Renew(ctx context.Context, ls []*driver.Lease) ([]driver.Renewal, error) {
+func (b *redisDriver) Renew(ctx context.Context, ls []*driver.Lease) ([]driver.Renewal, error) {
 	type named struct {
 		task   string
 		shards int
@@ -304,7 +304,7 @@ func runRecords(rs []driver.ReleaseArg, idx []int, replica string) []string {
 	return driver.Strings(buf, ends)
 }
 
-func (b *Driver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]driver.ReleaseReply, error) {
+func (b *redisDriver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]driver.ReleaseReply, error) {
 	replica := b.cfg.Replica
 	type named struct {
 		task   string
@@ -382,3 +382,10 @@ func (b *Driver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]driver.
 	}
 	return out, nil
 }
+
+// What the Redis driver is beside a driver: the Redis-only operations and
+// the push of revocations from other replicas.
+var (
+	_ driver.Admin             = (*redisDriver)(nil)
+	_ driver.RevocationWatcher = (*redisDriver)(nil)
+)

@@ -23,7 +23,7 @@ const AllBucketsEvery = 50
 // trigger, a given-back entry) waits for the replicas.
 const enqueueWait = ackWaitMax
 
-func (b *Driver) Enqueue(ctx context.Context, d driver.Due, delay time.Duration) (time.Time, error) {
+func (b *redisDriver) Enqueue(ctx context.Context, d driver.Due, delay time.Duration) (time.Time, error) {
 	if err := b.ready(ctx); err != nil {
 		return time.Time{}, err
 	}
@@ -48,7 +48,7 @@ func (b *Driver) Enqueue(ctx context.Context, d driver.Due, delay time.Duration)
 
 // requestKeys adds to ks the answer hashes of task's requests ids that it
 // does not hold yet: a script finds each among its KEYS by the id.
-func (b *Driver) requestKeys(ks []string, task string, ids []string) []string {
+func (b *redisDriver) requestKeys(ks []string, task string, ids []string) []string {
 	for _, id := range ids {
 		if k := b.k.request(task, id); !slices.Contains(ks, k) {
 			ks = append(ks, k)
@@ -64,7 +64,7 @@ func (b *Driver) requestKeys(ks []string, task string, ids []string) []string {
 // round trip. A poll with nothing due costs one cheap read per bucket
 // looked at; an entry of a task no announced task shares a bucket with (a
 // task this replica does not run) is seen within AllBucketsEvery polls.
-func (b *Driver) Take(ctx context.Context, limit int, vis time.Duration, prefix string) ([]driver.Due, error) {
+func (b *redisDriver) Take(ctx context.Context, limit int, vis time.Duration, prefix string) ([]driver.Due, error) {
 	if err := b.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ type dueBucket struct {
 
 // dueBuckets reads, in one round trip, the earliest entry of the due sets
 // take looks at, and returns the buckets where one is due.
-func (b *Driver) dueBuckets(ctx context.Context) ([]dueBucket, error) {
+func (b *redisDriver) dueBuckets(ctx context.Context) ([]dueBucket, error) {
 	pipe := b.c.Pipeline()
 	firsts := make([]*redis.ZSliceCmd, buckets)
 	own := b.own.Load()
@@ -179,7 +179,7 @@ func parseDue(m, info, score string) (driver.Due, error) {
 		At: time.UnixMilli(int64(sc)), Requests: d.Reqs, Claim: d.Claim}, nil
 }
 
-func (b *Driver) Ack(ctx context.Context, d driver.Due) error {
+func (b *redisDriver) Ack(ctx context.Context, d driver.Due) error {
 	bk := bucketOf(d.Task)
 	ks := b.requestKeys([]string{b.k.due(bk), b.k.dueInfo(bk)}, d.Task, d.Requests)
 	args := make([]any, ackFixed)
@@ -188,7 +188,7 @@ func (b *Driver) Ack(ctx context.Context, d driver.Due) error {
 	return scriptAck.Run(ctx, b.c, ks, args...).Err()
 }
 
-func (b *Driver) Answers(ctx context.Context, task, id string) (map[string]driver.Outcome, error) {
+func (b *redisDriver) Answers(ctx context.Context, task, id string) (map[string]driver.Outcome, error) {
 	m, err := b.c.HGetAll(ctx, b.k.request(task, id)).Result()
 	if err != nil {
 		return nil, err
@@ -202,13 +202,13 @@ func (b *Driver) Answers(ctx context.Context, task, id string) (map[string]drive
 	return out, nil
 }
 
-func (b *Driver) Forget(ctx context.Context, task, id string) error {
+func (b *redisDriver) Forget(ctx context.Context, task, id string) error {
 	return b.c.Del(ctx, b.k.request(task, id)).Err()
 }
 
 // DueEntries walks the due entries of task's bucket (every bucket for ""),
 // a page at a time, earliest first within a bucket.
-func (b *Driver) DueEntries(ctx context.Context, task string, fn func(driver.Due) error) error {
+func (b *redisDriver) DueEntries(ctx context.Context, task string, fn func(driver.Due) error) error {
 	for bk := range buckets {
 		if task != "" && bk != bucketOf(task) {
 			continue
@@ -220,7 +220,7 @@ func (b *Driver) DueEntries(ctx context.Context, task string, fn func(driver.Due
 	return nil
 }
 
-func (b *Driver) bucketDue(ctx context.Context, bk int, task string, fn func(driver.Due) error) error {
+func (b *redisDriver) bucketDue(ctx context.Context, bk int, task string, fn func(driver.Due) error) error {
 	for off := int64(0); ; off += pageSize {
 		zs, err := b.c.ZRangeWithScores(ctx, b.k.due(bk), off, off+pageSize-1).Result()
 		if err != nil {
@@ -252,7 +252,7 @@ func (b *Driver) bucketDue(ctx context.Context, bk int, task string, fn func(dri
 	}
 }
 
-func (b *Driver) DueCount(ctx context.Context) (int, error) {
+func (b *redisDriver) DueCount(ctx context.Context) (int, error) {
 	pipe := b.c.Pipeline()
 	cards := make([]*redis.IntCmd, buckets)
 	for bk := range cards {

@@ -39,7 +39,7 @@ type scriptCall struct {
 // shard that refuses) fails only its own requests: errs[i] is the error of
 // request i, and the others' answers stand (a grant is never lost to
 // another call's failure). When every call failed, the error is returned.
-func runGroups[K comparable](ctx context.Context, b *Driver, sc *redis.Script, gs []driver.Group[K], calls []scriptCall, n int, ackWithin time.Duration) (out []string, errs []error, err error) {
+func runGroups[K comparable](ctx context.Context, b *redisDriver, sc *redis.Script, gs []driver.Group[K], calls []scriptCall, n int, ackWithin time.Duration) (out []string, errs []error, err error) {
 	out = make([]string, n)
 	if len(calls) == 0 {
 		return out, nil, nil
@@ -72,7 +72,7 @@ func runGroups[K comparable](ctx context.Context, b *Driver, sc *redis.Script, g
 // call's answers (the scripts join them with spaces: lib.lua's reply), or
 // its error in errs (nil when none failed). When every call failed, it
 // returns no answers and the error.
-func (b *Driver) runEach(ctx context.Context, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) (out [][]string, errs []error, err error) {
+func (b *redisDriver) runEach(ctx context.Context, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) (out [][]string, errs []error, err error) {
 	if len(calls) == 1 && (ackWithin <= 0 || b.acks == nil) { // Run loads the script itself when needed
 		r, err := sc.Run(ctx, b.c, calls[0].keys, calls[0].args...).Text()
 		if err != nil {
@@ -112,7 +112,7 @@ func (b *Driver) runEach(ctx context.Context, sc *redis.Script, calls []scriptCa
 // on the same connection (acker.queue): one per batch, not per lease. If
 // the replicas fall short, the commands come back with an *AckError: the
 // writes happened on the primary but must not be trusted.
-func (b *Driver) evalBatch(ctx context.Context, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
+func (b *redisDriver) evalBatch(ctx context.Context, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
 	if ackWithin <= 0 || b.acks == nil {
 		// Each call keeps its own answer: on a Cluster, a master that
 		// lacks the script, does not answer or refuses fails only its own.
@@ -159,7 +159,7 @@ func evalBatchOn(ctx context.Context, c RedisClient, acks *acker, sc *redis.Scri
 // goes on. A call routed to a master that no longer serves its slot (a
 // failover, a resharding) makes the client reload the slot map, and those
 // calls are sent once more.
-func (b *Driver) evalBatchByShard(ctx context.Context, cc *redis.ClusterClient, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
+func (b *redisDriver) evalBatchByShard(ctx context.Context, cc *redis.ClusterClient, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
 	cmds, err := b.evalBatchByShardOnce(ctx, cc, sc, calls, ackWithin)
 	if cmds == nil || err != nil {
 		return cmds, err
@@ -195,7 +195,7 @@ func (b *Driver) evalBatchByShard(ctx context.Context, cc *redis.ClusterClient, 
 
 // evalBatchByShardOnce sends calls to their masters once. A master that
 // does not answer leaves its error in each of its calls' commands.
-func (b *Driver) evalBatchByShardOnce(ctx context.Context, cc *redis.ClusterClient, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
+func (b *redisDriver) evalBatchByShardOnce(ctx context.Context, cc *redis.ClusterClient, sc *redis.Script, calls []scriptCall, ackWithin time.Duration) ([]*redis.Cmd, error) {
 	byNode := map[*redis.Client][]int{}
 	for i, call := range calls {
 		node, err := cc.MasterForKey(ctx, call.keys[0])
@@ -241,7 +241,7 @@ func (b *Driver) evalBatchByShardOnce(ctx context.Context, cc *redis.ClusterClie
 
 // ackerFor is the acker of one Cluster master: each counts its own
 // replicas.
-func (b *Driver) ackerFor(addr string) *acker {
+func (b *redisDriver) ackerFor(addr string) *acker {
 	if a, ok := b.shardAcks.Load(addr); ok {
 		return a.(*acker)
 	}
@@ -294,7 +294,7 @@ func evalEach(ctx context.Context, c RedisClient, sc *redis.Script, calls []scri
 // evalEachAlone runs each call on its own, after a pipeline of them failed: on
 // a Cluster, the calls of the shards that answer still count. It fails
 // only when every call did.
-func (b *Driver) evalEachAlone(ctx context.Context, sc *redis.Script, calls []scriptCall) ([]*redis.Cmd, error) {
+func (b *redisDriver) evalEachAlone(ctx context.Context, sc *redis.Script, calls []scriptCall) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(calls))
 	var last error
 	ok := 0

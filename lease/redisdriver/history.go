@@ -9,7 +9,7 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-func (b *Driver) RecordTicks(ctx context.Context, ws []driver.TickWrite) error {
+func (b *redisDriver) RecordTicks(ctx context.Context, ws []driver.TickWrite) error {
 	calls := make([]scriptCall, len(ws))
 	for i, w := range ws {
 		k := w.Keep
@@ -34,13 +34,13 @@ func (b *Driver) RecordTicks(ctx context.Context, ws []driver.TickWrite) error {
 	return nil
 }
 
-func (b *Driver) Ticks(ctx context.Context, task string, limit int) ([]string, error) {
+func (b *redisDriver) Ticks(ctx context.Context, task string, limit int) ([]string, error) {
 	return b.c.LRange(ctx, b.k.ticks(task), 0, int64(limit)-1).Result()
 }
 
 // Push sends one LPUSH and one LTRIM per list, in one pipeline (on a
 // Cluster, go-redis splits it by shard).
-func (b *Driver) Push(ctx context.Context, list string, ps []*driver.ListPush) error {
+func (b *redisDriver) Push(ctx context.Context, list string, ps []*driver.ListPush) error {
 	pipe := b.c.Pipeline()
 	for _, p := range ps {
 		key := b.k.list(p.Task, list)
@@ -55,13 +55,13 @@ func (b *Driver) Push(ctx context.Context, list string, ps []*driver.ListPush) e
 	return err
 }
 
-func (b *Driver) List(ctx context.Context, list, task string, limit int) ([]string, error) {
+func (b *redisDriver) List(ctx context.Context, list, task string, limit int) ([]string, error) {
 	return b.c.LRange(ctx, b.k.list(task, list), 0, int64(limit)-1).Result()
 }
 
 // Histories sends every read's two LRANGEs in one pipeline (on a Cluster,
 // go-redis splits it by shard).
-func (b *Driver) Histories(ctx context.Context, reads []driver.HistoryRead) (ticks, actions [][]string, err error) {
+func (b *redisDriver) Histories(ctx context.Context, reads []driver.HistoryRead) (ticks, actions [][]string, err error) {
 	pipe := b.c.Pipeline()
 	tc := make([]*redis.StringSliceCmd, len(reads))
 	ac := make([]*redis.StringSliceCmd, len(reads))

@@ -170,7 +170,3 @@ func (k keys) taskOf(key string) (string, bool) {
 	task, err := driver.Unescape(esc)
 	return task, err == nil && k.entities(task) == key
 }
-
-// ValidPrefix reports whether p can be used as a key prefix
-// (driver.ValidPrefix).
-func ValidPrefix(p string) bool { return driver.ValidPrefix(p) }

@@ -49,7 +49,7 @@ type layoutGate struct {
 
 // SetLayoutRecheck sets how often the driver looks again for keys of an
 // older layout: every 5s unless set (tests shorten it).
-func (b *Driver) SetLayoutRecheck(d time.Duration) {
+func (b *redisDriver) SetLayoutRecheck(d time.Duration) {
 	b.gate.mu.Lock()
 	defer b.gate.mu.Unlock()
 	b.gate.recheck = d
@@ -60,7 +60,7 @@ func (b *Driver) SetLayoutRecheck(d time.Duration) {
 // is quarantined, as an acquire would find it), so that a task new to this
 // Redis finds its bucket's epoch and is not taken for one whose state was
 // lost.
-func (b *Driver) ready(ctx context.Context) error {
+func (b *redisDriver) ready(ctx context.Context) error {
 	g := &b.gate
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -94,7 +94,7 @@ func (b *Driver) ready(ctx context.Context) error {
 // CheckLayout returns a *LayoutError when the prefix holds keys of an
 // older key layout or names a newer one: what the store reads there would
 // not be what the replicas running beside it write.
-func (b *Driver) CheckLayout(ctx context.Context) error {
+func (b *redisDriver) CheckLayout(ctx context.Context) error {
 	pipe := b.c.Pipeline()
 	olds := b.k.oldLayout()
 	exists := make([]*redis.IntCmd, len(olds))
@@ -121,7 +121,7 @@ func (b *Driver) CheckLayout(ctx context.Context) error {
 }
 
 // prepare records the layout and makes sure every bucket has an epoch.
-func (b *Driver) prepare(ctx context.Context) error {
+func (b *redisDriver) prepare(ctx context.Context) error {
 	if err := b.c.SetNX(ctx, b.k.layout(), LayoutVersion, 0).Err(); err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func (b *Driver) prepare(ctx context.Context) error {
 
 // epochCalls run the epoch script on every bucket: one without an epoch
 // gets one, quarantined for maxTTL from now.
-func (b *Driver) epochCalls(maxTTL time.Duration) []scriptCall {
+func (b *redisDriver) epochCalls(maxTTL time.Duration) []scriptCall {
 	calls := make([]scriptCall, buckets)
 	for bk := range calls {
 		calls[bk] = scriptCall{keys: []string{b.k.epoch(bk)}, args: []any{ms(maxTTL)}}
@@ -148,7 +148,7 @@ func (b *Driver) epochCalls(maxTTL time.Duration) []scriptCall {
 // bucket, quarantining those that lost theirs from now (on a Cluster, a
 // shard that does not answer fails only its own buckets). It answers the
 // longest quarantine left.
-func (b *Driver) CheckEpochs(ctx context.Context, maxTTL time.Duration) (time.Duration, error) {
+func (b *redisDriver) CheckEpochs(ctx context.Context, maxTTL time.Duration) (time.Duration, error) {
 	b.gate.mu.Lock()
 	prepared := !b.gate.checked.IsZero()
 	b.gate.mu.Unlock()
@@ -182,7 +182,7 @@ func (b *Driver) CheckEpochs(ctx context.Context, maxTTL time.Duration) (time.Du
 }
 
 // lossProbes are the buckets checkEpochs reads: one per server.
-func (b *Driver) lossProbes(ctx context.Context) []int {
+func (b *redisDriver) lossProbes(ctx context.Context) []int {
 	cc, ok := b.c.(*redis.ClusterClient)
 	if !ok {
 		return []int{0}
@@ -206,7 +206,7 @@ func (b *Driver) lossProbes(ctx context.Context) []int {
 // quarantineLost runs the epoch script on every bucket: those whose epoch
 // is gone are quarantined for maxTTL from now. It answers the longest
 // quarantine left.
-func (b *Driver) quarantineLost(ctx context.Context, maxTTL time.Duration) (time.Duration, error) {
+func (b *redisDriver) quarantineLost(ctx context.Context, maxTTL time.Duration) (time.Duration, error) {
 	var left time.Duration
 	var failed error
 	for _, cmd := range evalEach(ctx, b.c, scriptEpoch, b.epochCalls(maxTTL)) {
@@ -231,7 +231,7 @@ var ErrReplicasRunning = errors.New("lease: tickd replicas are running on this p
 // refuse to run beside the old keys, and Migrate refuses while any replica
 // announces its tasks. A Migrate cut short is run again; the old epoch,
 // deleted last, is what keeps this version's replicas waiting until then.
-func (b *Driver) Migrate(ctx context.Context) (driver.Migrated, error) {
+func (b *redisDriver) Migrate(ctx context.Context) (driver.Migrated, error) {
 	var m driver.Migrated
 	live, err := b.liveReplicas(ctx)
 	if err != nil {
@@ -272,7 +272,7 @@ func (b *Driver) Migrate(ctx context.Context) (driver.Migrated, error) {
 }
 
 // liveReplicas lists the replicas whose announcement is current.
-func (b *Driver) liveReplicas(ctx context.Context) ([]string, error) {
+func (b *redisDriver) liveReplicas(ctx context.Context) ([]string, error) {
 	rs, err := b.Replicas(ctx)
 	live := make([]string, len(rs))
 	for i, r := range rs {
@@ -283,7 +283,7 @@ func (b *Driver) liveReplicas(ctx context.Context) ([]string, error) {
 
 // migrateTasks renames each layout-1 task hash, prefix:{task}:entities,
 // into its bucket.
-func (b *Driver) migrateTasks(ctx context.Context) (int, error) {
+func (b *redisDriver) migrateTasks(ctx context.Context) (int, error) {
 	n := 0
 	err := b.scan(ctx, b.k.prefix+":{*}:entities", func(k string) error {
 		esc, ok := strings.CutSuffix(strings.TrimPrefix(k, b.k.prefix+":{"), "}:entities")
@@ -302,7 +302,7 @@ func (b *Driver) migrateTasks(ctx context.Context) (int, error) {
 
 // migrateDue moves the layout-1 due entries into their buckets, untaken
 // (a claim from before is moot: every taker is stopped).
-func (b *Driver) migrateDue(ctx context.Context, due, info string) (int, error) {
+func (b *redisDriver) migrateDue(ctx context.Context, due, info string) (int, error) {
 	zs, err := b.c.ZRangeWithScores(ctx, due, 0, -1).Result()
 	if err != nil {
 		return 0, err
@@ -340,7 +340,7 @@ func (b *Driver) migrateDue(ctx context.Context, due, info string) (int, error) 
 // InitEpoch gives every bucket an epoch that is not quarantined: this
 // Redis holds no lease any process could still trust (lease's
 // Store.InitEpoch).
-func (b *Driver) InitEpoch(ctx context.Context) error {
+func (b *redisDriver) InitEpoch(ctx context.Context) error {
 	pipe := b.c.Pipeline()
 	for bk := range buckets {
 		pipe.SetNX(ctx, b.k.epoch(bk), epochValue{}.encode(), 0)

@@ -31,7 +31,7 @@ func (k keys) limit(name string) string {
 }
 
 // TakeLimit runs limit.lua on the limit's master.
-func (b *Driver) TakeLimit(ctx context.Context, lim driver.Limit, holder string, ttl, maxTTL time.Duration, asks []driver.LimitAsk) ([]driver.LimitGrant, error) {
+func (b *redisDriver) TakeLimit(ctx context.Context, lim driver.Limit, holder string, ttl, maxTTL time.Duration, asks []driver.LimitAsk) ([]driver.LimitGrant, error) {
 	base := b.k.limit(lim.Name)
 	ival := lim.Interval()
 	args := []any{ms(maxTTL), driver.Escape(holder), ms(ttl), base, lim.Concurrency,
@@ -94,7 +94,7 @@ func limitGrant(p string) (driver.LimitGrant, error) {
 }
 
 // SetLimitRuns runs settle.lua on the limit's master.
-func (b *Driver) SetLimitRuns(ctx context.Context, lim driver.Limit, holder string, ttl time.Duration, runs map[string]int, giveBack []string) error {
+func (b *redisDriver) SetLimitRuns(ctx context.Context, lim driver.Limit, holder string, ttl time.Duration, runs map[string]int, giveBack []string) error {
 	base := b.k.limit(lim.Name)
 	args := []any{driver.Escape(holder), ms(ttl), base, lim.Interval().Microseconds(), 0}
 	n := 0
@@ -112,14 +112,14 @@ func (b *Driver) SetLimitRuns(ctx context.Context, lim driver.Limit, holder stri
 }
 
 // CloseLimit runs close.lua on the limit's master.
-func (b *Driver) CloseLimit(ctx context.Context, lim driver.Limit, key string, d time.Duration, why string) error {
+func (b *redisDriver) CloseLimit(ctx context.Context, lim driver.Limit, key string, d time.Duration, why string) error {
 	base := b.k.limit(lim.Name)
 	return scriptClose.Run(ctx, b.c, []string{base + ":closedset"}, base, key, ms(max(d, time.Millisecond)), driver.Escape(why)).Err()
 }
 
 // LimitState reads a limit's holders, their runs and the budgets closed,
 // in one pipeline and a second for the holders' runs.
-func (b *Driver) LimitState(ctx context.Context, lim driver.Limit) (driver.LimitState, error) {
+func (b *redisDriver) LimitState(ctx context.Context, lim driver.Limit) (driver.LimitState, error) {
 	base := b.k.limit(lim.Name)
 	st := driver.LimitState{Runs: map[string]map[string]int{}, Closed: map[string]driver.LimitClosing{}}
 	now, err := b.c.Time(ctx).Result()

@@ -11,7 +11,7 @@ import (
 // K rows it keeps (a small hash comes whole from one HSCAN call, a page may
 // end inside a call's answer, and the same cursor gives the same answer
 // while the hash keeps its size).
-func (b *Driver) EntityPage(ctx context.Context, task string, q driver.PageQuery) (driver.Page, error) {
+func (b *redisDriver) EntityPage(ctx context.Context, task string, q driver.PageQuery) (driver.Page, error) {
 	var p driver.Page
 	var cursor uint64
 	skip := 0

@@ -14,7 +14,7 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-func (b *Driver) SetPaused(ctx context.Context, task, info string) error {
+func (b *redisDriver) SetPaused(ctx context.Context, task, info string) error {
 	// Two slots on a Cluster: no transaction. The info is written first,
 	// so a task in the set has its info.
 	pipe := b.c.Pipeline()
@@ -35,7 +35,7 @@ func (b *Driver) SetPaused(ctx context.Context, task, info string) error {
 // live on two masters: a pause ended so is gone before either loses its
 // data, so that a master restarted empty cannot leave the task in the set
 // without its info (which reads as a pause with no end).
-func (b *Driver) EndPause(ctx context.Context, task, info string) error {
+func (b *redisDriver) EndPause(ctx context.Context, task, info string) error {
 	n, err := scriptEndPause.Run(ctx, b.c, []string{b.k.pauses()}, task, info).Int()
 	if err != nil || n == 0 {
 		return err
@@ -45,7 +45,7 @@ func (b *Driver) EndPause(ctx context.Context, task, info string) error {
 
 // Paused reads the paused set and the pauses' infos: a task in the set
 // without one (paused by an older tickd) gets "".
-func (b *Driver) Paused(ctx context.Context) (map[string]string, error) {
+func (b *redisDriver) Paused(ctx context.Context) (map[string]string, error) {
 	pipe := b.c.Pipeline()
 	set := pipe.SMembers(ctx, b.k.paused())
 	infos := pipe.HGetAll(ctx, b.k.pauses())
@@ -59,20 +59,20 @@ func (b *Driver) Paused(ctx context.Context) (map[string]string, error) {
 	return m, nil
 }
 
-func (b *Driver) RegisterTasks(ctx context.Context, vals map[string]string) error {
+func (b *redisDriver) RegisterTasks(ctx context.Context, vals map[string]string) error {
 	return b.c.HSet(ctx, b.k.registry(), vals).Err()
 }
 
-func (b *Driver) Registry(ctx context.Context) (map[string]string, error) {
+func (b *redisDriver) Registry(ctx context.Context) (map[string]string, error) {
 	return b.c.HGetAll(ctx, b.k.registry()).Result()
 }
 
-func (b *Driver) ForgetTask(ctx context.Context, task string) (bool, error) {
+func (b *redisDriver) ForgetTask(ctx context.Context, task string) (bool, error) {
 	n, err := b.c.HDel(ctx, b.k.registry(), task).Result()
 	return n > 0, err
 }
 
-func (b *Driver) Shards(ctx context.Context, want map[string]int) (map[string]int, error) {
+func (b *redisDriver) Shards(ctx context.Context, want map[string]int) (map[string]int, error) {
 	tasks := slices.Sorted(maps.Keys(want))
 	pipe := b.c.Pipeline()
 	got := make([]*redis.StringCmd, len(tasks))
@@ -142,7 +142,7 @@ func (b *Driver) Shards(ctx context.Context, want map[string]int) (map[string]in
 
 // countInShards is the count the layout keys of task's shards 1.. hold,
 // 0 if none does: the task's recorded count when its own key was lost.
-func (b *Driver) countInShards(ctx context.Context, task string) (int, error) {
+func (b *redisDriver) countInShards(ctx context.Context, task string) (int, error) {
 	pipe := b.c.Pipeline()
 	got := make([]*redis.StringCmd, driver.MaxShards-1)
 	for s := range got { // one key per command: the shards live in different slots
@@ -164,7 +164,7 @@ func (b *Driver) countInShards(ctx context.Context, task string) (int, error) {
 
 // ensureAll gives the shards of each task of got that a store is to write
 // (want > 0) their layout keys (ensureShardKeys).
-func (b *Driver) ensureAll(ctx context.Context, want, got map[string]int) error {
+func (b *redisDriver) ensureAll(ctx context.Context, want, got map[string]int) error {
 	for t, n := range got {
 		if want[t] > 0 {
 			if err := b.ensureShardKeys(ctx, t, n); err != nil {
@@ -175,9 +175,9 @@ func (b *Driver) ensureAll(ctx context.Context, want, got map[string]int) error 
 	return nil
 }
 
-func (b *Driver) Ping(ctx context.Context) error { return b.c.Ping(ctx).Err() }
+func (b *redisDriver) Ping(ctx context.Context) error { return b.c.Ping(ctx).Err() }
 
-func (b *Driver) Announce(ctx context.Context, a driver.Announcement, ttl time.Duration) error {
+func (b *redisDriver) Announce(ctx context.Context, a driver.Announcement, ttl time.Duration) error {
 	if err := b.ready(ctx); err != nil { // a replica that refuses the layout is not running
 		return err
 	}
@@ -213,7 +213,7 @@ func (b *Driver) Announce(ctx context.Context, a driver.Announcement, ttl time.D
 	return nil
 }
 
-func (b *Driver) Replicas(ctx context.Context) ([]driver.Replica, error) {
+func (b *redisDriver) Replicas(ctx context.Context) ([]driver.Replica, error) {
 	pipe := b.c.Pipeline()
 	allCmd, dupCmd := pipe.HGetAll(ctx, b.k.replicas()), pipe.HGetAll(ctx, b.k.duplicates())
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -242,7 +242,7 @@ func (b *Driver) Replicas(ctx context.Context) ([]driver.Replica, error) {
 	return rs, nil
 }
 
-func (b *Driver) Known(ctx context.Context, task string) (bool, error) {
+func (b *redisDriver) Known(ctx context.Context, task string) (bool, error) {
 	n, err := scriptKnown.Run(ctx, b.c, []string{b.k.replicas()}, driver.Escape(task)).Int()
 	return n == 1, err
 }

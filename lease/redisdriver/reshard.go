@@ -69,7 +69,7 @@ func shardsErr(err error) error {
 // without one refuses a count above 1. A key set already is left alone,
 // so a store that read the count before a reshard cannot bring the old one
 // back.
-func (b *Driver) ensureShardKeys(ctx context.Context, task string, n int) error {
+func (b *redisDriver) ensureShardKeys(ctx context.Context, task string, n int) error {
 	if n <= 1 {
 		return nil
 	}
@@ -96,7 +96,7 @@ func (b *Driver) ensureShardKeys(ctx context.Context, task string, n int) error 
 //
 // A Reshard cut short leaves the mark: nothing of the task is granted
 // until Reshard runs again, which carries the move on.
-func (b *Driver) Reshard(ctx context.Context, task string, to int) (driver.Resharded, error) {
+func (b *redisDriver) Reshard(ctx context.Context, task string, to int) (driver.Resharded, error) {
 	r := driver.Resharded{Task: task, To: to}
 	if to < 1 || to > driver.MaxShards {
 		return r, fmt.Errorf("lease: reshard %s: %d shards: use 1..%d", task, to, driver.MaxShards)
@@ -134,7 +134,7 @@ func (b *Driver) Reshard(ctx context.Context, task string, to int) (driver.Resha
 // strays says whether a shard of task at or beyond n holds state, or a
 // shard below it has no layout key (a count recorded by a tickd before
 // layout keys, or keys lost): a reshard to n then has work to do.
-func (b *Driver) strays(ctx context.Context, task string, n int) (bool, error) {
+func (b *redisDriver) strays(ctx context.Context, task string, n int) (bool, error) {
 	pipe := b.c.Pipeline()
 	var found []*redis.IntCmd
 	for s := range driver.MaxShards {
@@ -160,7 +160,7 @@ func (b *Driver) strays(ctx context.Context, task string, n int) (bool, error) {
 
 // setLayout sets the layout key of each of task's MaxShards shards to
 // value(s), shard 0 last.
-func (b *Driver) setLayout(ctx context.Context, task string, value func(s int) string) error {
+func (b *redisDriver) setLayout(ctx context.Context, task string, value func(s int) string) error {
 	pipe := b.c.Pipeline()
 	for s := driver.MaxShards - 1; s >= 1; s-- { // one key per command: the shards live in different slots
 		pipe.Set(ctx, b.k.shards(driver.ShardName(task, s)), value(s), 0)
@@ -174,7 +174,7 @@ func (b *Driver) setLayout(ctx context.Context, task string, value func(s int) s
 // reshardOne moves what shard name holds of entities another shard now
 // keeps. An entity found in its new shard already (left there by an
 // earlier layout) keeps the state with the higher fence.
-func (b *Driver) reshardOne(ctx context.Context, r *driver.Resharded, name string) error {
+func (b *redisDriver) reshardOne(ctx context.Context, r *driver.Resharded, name string) error {
 	dest := func(field string) (string, bool) {
 		e, err := driver.Unescape(field)
 		d := driver.ShardName(r.Task, driver.ShardOf(e, r.To))
@@ -204,7 +204,7 @@ func (b *Driver) reshardOne(ctx context.Context, r *driver.Resharded, name strin
 
 // moveFields moves the fields of one HSCAN page of shard name's hash (kv:
 // field, value pairs) whose entity dest puts in another shard.
-func (b *Driver) moveFields(ctx context.Context, key func(string) string, name string, kv []string, dest func(string) (string, bool), entity bool, n *int) error {
+func (b *redisDriver) moveFields(ctx context.Context, key func(string) string, name string, kv []string, dest func(string) (string, bool), entity bool, n *int) error {
 	type move struct{ field, val, to string }
 	var moves []move
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -247,7 +247,7 @@ func newer(a, b string) bool {
 
 // reshardDue moves shard name's pending requests, taken or not, to their
 // entities' new shards.
-func (b *Driver) reshardDue(ctx context.Context, r *driver.Resharded, name string, dest func(string) (string, bool)) error {
+func (b *redisDriver) reshardDue(ctx context.Context, r *driver.Resharded, name string, dest func(string) (string, bool)) error {
 	bk := bucketOf(name)
 	zs, err := b.c.ZRangeWithScores(ctx, b.k.due(bk), 0, -1).Result()
 	if err != nil {

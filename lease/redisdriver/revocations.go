@@ -21,7 +21,7 @@ type subscriber interface {
 // and whether it was freed: unlock -force),
 // until ctx ends; go-redis resubscribes after a reconnection. It says
 // whether the client can subscribe at all.
-func (b *Driver) WatchRevocations(ctx context.Context, fn func(task, entity string, fence int64, freed bool)) bool {
+func (b *redisDriver) WatchRevocations(ctx context.Context, fn func(task, entity string, fence int64, freed bool)) bool {
 	sc, ok := b.c.(subscriber)
 	if !ok {
 		return false

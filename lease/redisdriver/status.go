@@ -12,7 +12,7 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-func (b *Driver) Unlock(ctx context.Context, task, entity, by string, force bool) (driver.Unlocked, bool, error) {
+func (b *redisDriver) Unlock(ctx context.Context, task, entity, by string, force bool) (driver.Unlocked, bool, error) {
 	mode := unlockRevoke
 	if force {
 		mode = unlockForce
@@ -40,13 +40,13 @@ func (b *Driver) Unlock(ctx context.Context, task, entity, by string, force bool
 }
 
 // serverMS reads Redis's clock, against which leases expire.
-func (b *Driver) serverMS(ctx context.Context) (int64, error) {
+func (b *redisDriver) serverMS(ctx context.Context) (int64, error) {
 	t, err := b.c.Time(ctx).Result()
 	return t.UnixMilli(), err
 }
 
 // tasks walks the tasks that have a hash: task, or every one for "".
-func (b *Driver) tasks(ctx context.Context, task string, fn func(task string) error) error {
+func (b *redisDriver) tasks(ctx context.Context, task string, fn func(task string) error) error {
 	if task != "" {
 		return fn(task)
 	}
@@ -60,7 +60,7 @@ func (b *Driver) tasks(ctx context.Context, task string, fn func(task string) er
 
 // scan walks the keys that match pattern, a SCAN page at a time: on every
 // master of a Cluster, one after the other.
-func (b *Driver) scan(ctx context.Context, pattern string, fn func(key string) error) error {
+func (b *redisDriver) scan(ctx context.Context, pattern string, fn func(key string) error) error {
 	one := func(ctx context.Context, c redis.Cmdable) error {
 		var cursor uint64
 		for {
@@ -92,7 +92,7 @@ func (b *Driver) scan(ctx context.Context, pattern string, fn func(key string) e
 
 // entities walks the entities of task ("" for every task) a page at a time
 // (HSCAN), with Redis's clock read once per page.
-func (b *Driver) entities(ctx context.Context, task string, fn func(task, entity string, e entityValue, now int64) error) error {
+func (b *redisDriver) entities(ctx context.Context, task string, fn func(task, entity string, e entityValue, now int64) error) error {
 	return b.tasks(ctx, task, func(task string) error {
 		var cursor uint64
 		for {
@@ -121,7 +121,7 @@ func (b *Driver) entities(ctx context.Context, task string, fn func(task, entity
 		}
 	})
 }
-func (b *Driver) Leases(ctx context.Context, task string, fn func(driver.Held) error) error {
+func (b *redisDriver) Leases(ctx context.Context, task string, fn func(driver.Held) error) error {
 	return b.entities(ctx, task, func(task, entity string, e entityValue, now int64) error {
 		if h, ok := e.held(task, entity, now); ok {
 			return fn(h)
@@ -129,7 +129,7 @@ func (b *Driver) Leases(ctx context.Context, task string, fn func(driver.Held) e
 		return nil
 	})
 }
-func (b *Driver) LastRuns(ctx context.Context, task string, fn func(driver.LastRun) error) error {
+func (b *redisDriver) LastRuns(ctx context.Context, task string, fn func(driver.LastRun) error) error {
 	return b.entities(ctx, task, func(task, entity string, e entityValue, _ int64) error {
 		if r, ok := e.lastRun(task, entity); ok {
 			return fn(r)
@@ -140,13 +140,13 @@ func (b *Driver) LastRuns(ctx context.Context, task string, fn func(driver.LastR
 
 // ClaimSweep takes the sweep key for one interval: the replicas sharing a
 // Redis sweep once per interval between them, not once each.
-func (b *Driver) ClaimSweep(ctx context.Context, every time.Duration) (bool, error) {
+func (b *redisDriver) ClaimSweep(ctx context.Context, every time.Duration) (bool, error) {
 	return b.c.SetNX(ctx, b.k.sweep(), b.cfg.Replica, every).Result()
 }
 
 // Sweep deletes, a page at a time, the entities neither held nor touched
 // within StateTTL (Redis 7.0 has no expiry for hash fields).
-func (b *Driver) Sweep(ctx context.Context) error {
+func (b *redisDriver) Sweep(ctx context.Context) error {
 	return b.tasks(ctx, "", func(task string) error {
 		cursor := "0"
 		for {
@@ -178,7 +178,7 @@ func str(v any) string {
 	}
 	return fmt.Sprint(v)
 }
-func (b *Driver) One(ctx context.Context, task, entity string) (driver.EntityState, error) {
+func (b *redisDriver) One(ctx context.Context, task, entity string) (driver.EntityState, error) {
 	m := driver.Member(task, entity)
 	pipe := b.c.Pipeline()
 	eg, tm := pipe.HGet(ctx, b.k.entities(task), driver.Escape(entity)), pipe.Time(ctx)
