@@ -16,13 +16,14 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/app"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/scheduler"
-	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -45,7 +46,7 @@ type Options struct {
 	// page): the program's own.
 	Version string
 	// Clock is the scheduler's and the store's clock; nil: the system's.
-	Clock lease.Clock
+	Clock driver.Clock
 }
 
 // ErrRunsGoOn is returned by Stop when runs were still going 2s after they

@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
-	"github.com/tickd/tickd/lease"
 )
 
 // httpTask is a good task with an HTTP action, without its final newline's key.
@@ -310,7 +311,7 @@ func TestNewConfigURLFile(t *testing.T) {
 // replica_acks reads "auto", 0 (never) and N; the default is auto. With
 // sentinels, url is optional.
 func TestConfigReplicaAcksAndSentinel(t *testing.T) {
-	for val, want := range map[string]lease.ReplicaAcks{"": lease.AcksAuto, `"auto"`: lease.AcksAuto, "0": lease.AcksNever, "2": 2} {
+	for val, want := range map[string]driver.ReplicaAcks{"": driver.AcksAuto, `"auto"`: driver.AcksAuto, "0": driver.AcksNever, "2": 2} {
 		src := "[redis]\nsentinel_master = \"m\"\nsentinel_addrs = [\"127.0.0.1:26379\"]\n"
 		if val != "" {
 			src += "replica_acks = " + val + "\n"

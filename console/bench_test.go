@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/config"
@@ -107,18 +109,18 @@ func views(b *testing.B, c *redis.Client, base string, vs []view) {
 // held, as releases and grants leave them: n/256 batches.
 func fill(b *testing.B, s *lease.Store, n int) {
 	ctx := context.Background()
-	reqs := make([]lease.Request, 0, lease.BatchSize)
-	for i := 0; i < n; i += lease.BatchSize {
+	reqs := make([]driver.Request, 0, driver.BatchSize)
+	for i := 0; i < n; i += driver.BatchSize {
 		reqs = reqs[:0]
-		for j := i; j < min(n, i+lease.BatchSize); j++ {
-			reqs = append(reqs, lease.Request{Task: "big", Entity: fmt.Sprintf("user-%07d", j), TTL: time.Hour, Reason: lease.ReasonTrigger})
+		for j := i; j < min(n, i+driver.BatchSize); j++ {
+			reqs = append(reqs, driver.Request{Task: "big", Entity: fmt.Sprintf("user-%07d", j), TTL: time.Hour, Reason: driver.ReasonTrigger})
 		}
 		for k, r := range s.AcquireBatch(ctx, reqs) {
 			if r.Err != nil {
 				b.Fatal(r.Err)
 			}
 			if (i+k)%10 != 0 {
-				r.Lease.ReleaseThen(lease.Finished{Outcome: lease.OutcomeDone, Started: time.Now(), Ended: time.Now()}, nil, released{})
+				r.Lease.ReleaseThen(driver.Finished{Outcome: driver.OutcomeDone, Started: time.Now(), Ended: time.Now()}, nil, released{})
 			}
 		}
 	}
@@ -132,7 +134,7 @@ func fillDue(b *testing.B, s *lease.Store, n int) {
 	for w := range 16 {
 		wg.Go(func() {
 			for i := w; i < n; i += 16 {
-				if err := s.Enqueue(context.Background(), lease.Due{Task: "big", Entity: fmt.Sprintf("user-%07d", i), Reason: lease.ReasonTrigger}, time.Hour); err != nil {
+				if err := s.Enqueue(context.Background(), driver.Due{Task: "big", Entity: fmt.Sprintf("user-%07d", i), Reason: driver.ReasonTrigger}, time.Hour); err != nil {
 					errs <- err
 					return
 				}

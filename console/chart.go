@@ -6,7 +6,7 @@ import (
 
 	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/report"
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // chart is the task page's chart of its recent ticks: a bar per tick,
@@ -101,7 +101,7 @@ func chartOf(ticks []history.TickView) chart {
 		b := bar{X: i * (barW + 2), Tick: v}
 		y := chartH
 		os := v.Outcomes()
-		for _, o := range lease.AllOutcomes() {
+		for _, o := range driver.AllOutcomes() {
 			n := os[o]
 			if n == 0 {
 				continue

@@ -7,7 +7,7 @@ import (
 
 	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/testkit/expect"
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // TestChartAxisLabelsNeverOverlap: the time axis labels only where they
@@ -18,7 +18,7 @@ func TestChartAxisLabelsNeverOverlap(t *testing.T) {
 		vs := make([]history.TickView, n)
 		T := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
 		for i := range vs {
-			vs[n-1-i] = history.TickView{TickRecord: lease.TickRecord{Tick: T.Add(time.Duration(i) * every)}, State: history.TickComplete}
+			vs[n-1-i] = history.TickView{TickRecord: driver.TickRecord{Tick: T.Add(time.Duration(i) * every)}, State: history.TickComplete}
 		}
 		return vs
 	}

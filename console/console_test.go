@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/tickd/tickd/config"
@@ -124,32 +126,32 @@ func (e *env) rewire(edit func(w *config.Web), lim Limits) {
 func (e *env) seed() {
 	ctx := context.Background()
 	// A budget an API closed, for a hostile entity, with a hostile reason.
-	if err := e.store.CloseLimit(ctx, lease.Limit{Name: "api", Concurrency: 2, PerEntity: true}, hostile, time.Hour, "429 "+hostile); err != nil {
+	if err := e.store.CloseLimit(ctx, driver.Limit{Name: "api", Concurrency: 2, PerEntity: true}, hostile, time.Hour, "429 "+hostile); err != nil {
 		e.t.Fatal(err)
 	}
 	tick := time.Now().Add(-time.Minute).Truncate(time.Second)
-	l, err := e.store.Acquire(ctx, lease.Request{Task: "sync", Entity: hostile, TTL: time.Minute, Reason: lease.ReasonTick, Tick: tick})
+	l, err := e.store.Acquire(ctx, driver.Request{Task: "sync", Entity: hostile, TTL: time.Minute, Reason: driver.ReasonTick, Tick: tick})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := l.Release(ctx, lease.Finished{Outcome: lease.OutcomeFailed, Started: tick, Ended: tick, Error: hostile}, nil); err != nil {
+	if _, err := l.Release(ctx, driver.Finished{Outcome: driver.OutcomeFailed, Started: tick, Ended: tick, Error: hostile}, nil); err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := e.store.Acquire(ctx, lease.Request{Task: "sync", Entity: "a", TTL: time.Minute, Reason: lease.ReasonTrigger}); err != nil {
+	if _, err := e.store.Acquire(ctx, driver.Request{Task: "sync", Entity: "a", TTL: time.Minute, Reason: driver.ReasonTrigger}); err != nil {
 		e.t.Fatal(err)
 	}
-	err = e.store.RecordTicks(ctx, []lease.TickWrite{{Task: "sync", Tick: tick, Keep: lease.DefaultHistory(), Part: lease.TickPart{
-		Replica: hostile, Final: true, Written: tick, Entities: 2, Started: 1, Outcomes: map[lease.Outcome]int{lease.OutcomeFailed: 1},
+	err = e.store.RecordTicks(ctx, []driver.TickWrite{{Task: "sync", Tick: tick, Keep: driver.DefaultHistory(), Part: driver.TickPart{
+		Replica: hostile, Final: true, Written: tick, Entities: 2, Started: 1, Outcomes: map[driver.Outcome]int{driver.OutcomeFailed: 1},
 		Skipped: map[string]int{}, FirstStart: time.Millisecond, LastEnd: time.Second}}})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	keep := func(string) lease.Retention { return lease.DefaultHistory() }
-	if err := e.store.RecordFailures(ctx, []lease.Failure{{Task: "sync", Entity: hostile, Tick: tick, Outcome: lease.OutcomeFailed,
+	keep := func(string) driver.Retention { return driver.DefaultHistory() }
+	if err := e.store.RecordFailures(ctx, []lease.Failure{{Task: "sync", Entity: hostile, Tick: tick, Outcome: driver.OutcomeFailed,
 		Error: hostile, Output: hostile + "\n"}}, keep); err != nil {
 		e.t.Fatal(err)
 	}
-	if err := e.store.RecordAction(ctx, lease.Action{Task: "sync", At: tick, By: hostile, What: "pause", Reason: hostile}, lease.DefaultHistory()); err != nil {
+	if err := e.store.RecordAction(ctx, lease.Action{Task: "sync", At: tick, By: hostile, What: "pause", Reason: hostile}, driver.DefaultHistory()); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/report"
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // shownTime is how every page shows a time (the task's zone on a task's
@@ -27,7 +27,7 @@ var funcs = template.FuncMap{
 	"ago":     func(now, t time.Time) string { return now.Sub(t).Round(time.Second).String() },
 	"dur":     report.Millis,
 	"round":   func(d time.Duration) string { return d.Round(time.Millisecond).String() },
-	"counts":  func(m map[lease.Outcome]int) string { return report.Counts(m, "none") },
+	"counts":  func(m map[driver.Outcome]int) string { return report.Counts(m, "none") },
 	"skips":   func(m map[string]int) string { return report.Counts(m, "none") },
 	"path":    url.PathEscape,
 	"visible": report.Visible,

@@ -16,7 +16,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/testkit/expect"
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // awkwardIDs are entity ids a link or a form could bend: URL syntax,
@@ -47,11 +47,11 @@ func TestLinksCarryTheExactID(t *testing.T) {
 	e.con.Reload(cfg)
 	ctx := context.Background()
 	for _, id := range awkwardIDs {
-		l, err := e.store.Acquire(ctx, lease.Request{Task: "sync", Entity: id, TTL: time.Minute, Reason: lease.ReasonTrigger})
+		l, err := e.store.Acquire(ctx, driver.Request{Task: "sync", Entity: id, TTL: time.Minute, Reason: driver.ReasonTrigger})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.Release(ctx, lease.Finished{Outcome: lease.OutcomeDone, Started: time.Now(), Ended: time.Now()}, nil); err != nil {
+		if _, err := l.Release(ctx, driver.Finished{Outcome: driver.OutcomeDone, Started: time.Now(), Ended: time.Now()}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -92,7 +92,7 @@ func TestLinksCarryTheExactID(t *testing.T) {
 	}
 	// Unlock an id with a newline, typed as the page shows it.
 	id := "line\nbreak"
-	if _, err := e.store.Acquire(ctx, lease.Request{Task: "sync", Entity: id, TTL: time.Minute, Reason: lease.ReasonTrigger}); err != nil {
+	if _, err := e.store.Acquire(ctx, driver.Request{Task: "sync", Entity: id, TTL: time.Minute, Reason: driver.ReasonTrigger}); err != nil {
 		t.Fatal(err)
 	}
 	resp, _ := e.do("POST", "/tasks/sync/unlock", "ops", url.Values{"entity": {id}, "confirm": {report.Visible(id)}}, nil)

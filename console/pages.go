@@ -18,6 +18,7 @@ import (
 	"github.com/tickd/tickd/internal/ops"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // What a page reads is bounded, whatever the number of entities: the
@@ -99,13 +100,13 @@ type taskRow struct {
 	Actions  []lease.Action     // its newest actions
 	// Unlisted is, for a task the config does not list (the task registry
 	// remembers it), what the registry keeps; nil otherwise.
-	Unlisted *lease.TaskInfo
+	Unlisted *driver.TaskInfo
 }
 
 // world is what every task row needs that is read once a page.
 type world struct {
 	pauses   map[string]lease.PauseInfo
-	replicas []lease.Replica
+	replicas []driver.Replica
 	orphans  []config.Orphan // the task registry's tasks the config does not list
 }
 
@@ -265,14 +266,14 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 	}
 	row := rows[0]
 	q := r.URL.Query()
-	pq := lease.PageQuery{Cursor: q.Get("cursor"), Search: q.Get("q"), Substring: q.Get("mode") == "substring",
+	pq := driver.PageQuery{Cursor: q.Get("cursor"), Search: q.Get("q"), Substring: q.Get("mode") == "substring",
 		Outcome: q.Get("outcome"), Size: entityRows, MaxScan: maxScan}
-	if o := lease.Outcome(pq.Outcome); o != "" && o != "held" && o.Index() < 0 {
-		http.Error(w, fmt.Sprintf("outcome %q: use held or one of %v", o, lease.AllOutcomes()), http.StatusBadRequest)
+	if o := driver.Outcome(pq.Outcome); o != "" && o != "held" && o.Index() < 0 {
+		http.Error(w, fmt.Sprintf("outcome %q: use held or one of %v", o, driver.AllOutcomes()), http.StatusBadRequest)
 		return
 	}
 	ents, err := c.store.EntityPage(ctx, t.Name, pq)
-	if errors.Is(err, lease.ErrBadCursor) {
+	if errors.Is(err, driver.ErrBadCursor) {
 		http.Error(w, "bad cursor: follow the page's own next link", http.StatusBadRequest)
 		return
 	}
@@ -284,10 +285,10 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 		Page
 		Task     taskRow
 		Chart    chart
-		Query    lease.PageQuery
-		Entities lease.Page
+		Query    driver.PageQuery
+		Entities driver.Page
 		NextURL  string
-		Pending  []lease.Due
+		Pending  []driver.Due
 		Failures []lease.Failure
 		Actions  []lease.Action
 		Outcomes []string // what the outcome filter offers
@@ -296,11 +297,11 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 		Shards, ConfigShards int
 	}{Page: c.page(r, t.Name), Task: row, Chart: chartOf(row.Ticks).withAxis(t.Location), Query: pq, Entities: ents, Actions: row.Actions}
 	data.Outcomes = append(data.Outcomes, "held")
-	for _, o := range lease.AllOutcomes() {
+	for _, o := range driver.AllOutcomes() {
 		data.Outcomes = append(data.Outcomes, string(o))
 	}
 	// A page comes in the store's scan order: shown by id.
-	slices.SortFunc(data.Entities.Rows, func(a, b lease.EntityRow) int { return strings.Compare(a.Entity, b.Entity) })
+	slices.SortFunc(data.Entities.Rows, func(a, b driver.EntityRow) int { return strings.Compare(a.Entity, b.Entity) })
 	if ents.Next != "" {
 		nq := url.Values{"cursor": {ents.Next}, "q": {pq.Search}, "mode": {q.Get("mode")}, "outcome": {pq.Outcome}}
 		data.NextURL = c.url("/tasks/") + url.PathEscape(t.Name) + "?" + nq.Encode()
@@ -312,7 +313,7 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 	}
 	data.Shards, data.ConfigShards = counts[t.Name], max(t.Shards, 1)
 	errFull := errors.New("full")
-	err = c.store.DueEntries(ctx, t.Name, func(d lease.Due) error {
+	err = c.store.DueEntries(ctx, t.Name, func(d driver.Due) error {
 		if data.Pending = append(data.Pending, d); len(data.Pending) >= pendingRows {
 			return errFull
 		}
@@ -341,7 +342,7 @@ func (c *Console) entityPage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, err)
 		return
 	}
-	fs, err := c.store.Failures(ctx, t.Name, lease.DefaultHistory().Failures)
+	fs, err := c.store.Failures(ctx, t.Name, driver.DefaultHistory().Failures)
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -351,7 +352,7 @@ func (c *Console) entityPage(w http.ResponseWriter, r *http.Request) {
 		Page
 		Task     *config.Task
 		ID       string
-		State    lease.EntityState
+		State    driver.EntityState
 		Failures []lease.Failure
 	}{c.page(r, t.Name+" / "+id), t, id, st, fs})
 }
@@ -409,9 +410,9 @@ func (c *Console) replicasPage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, err)
 		return
 	}
-	var locks []lease.Held
+	var locks []driver.Held
 	errFull := errors.New("full")
-	err = c.store.Leases(r.Context(), report.LockTask, func(h lease.Held) error {
+	err = c.store.Leases(r.Context(), report.LockTask, func(h driver.Held) error {
 		if locks = append(locks, h); len(locks) >= pendingRows {
 			return errFull
 		}
@@ -423,15 +424,15 @@ func (c *Console) replicasPage(w http.ResponseWriter, r *http.Request) {
 	}
 	c.render(w, "replicas.html", struct {
 		Page
-		Replicas []lease.Replica
-		Locks    []lease.Held
+		Replicas []driver.Replica
+		Locks    []driver.Held
 	}{c.page(r, "Replicas"), rs, locks})
 }
 
 // failuresPage shows the newest failed runs of every task, newest first:
 // one list, which every failure is also written to.
 func (c *Console) failuresPage(w http.ResponseWriter, r *http.Request) {
-	fs, err := c.store.Failures(r.Context(), "", lease.DefaultHistory().Failures)
+	fs, err := c.store.Failures(r.Context(), "", driver.DefaultHistory().Failures)
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -446,7 +447,7 @@ func (c *Console) failuresPage(w http.ResponseWriter, r *http.Request) {
 // every action is also written to.
 func (c *Console) actionsPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	all, err := c.store.Actions(ctx, "", lease.DefaultHistory().Actions)
+	all, err := c.store.Actions(ctx, "", driver.DefaultHistory().Actions)
 	if err != nil {
 		c.fail(w, err)
 		return

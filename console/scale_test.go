@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/config"
@@ -31,13 +33,13 @@ func manyTasks(tb testing.TB, n int) (*httptest.Server, *redis.Client) {
 	}
 	tb.Cleanup(func() { store.Stop(context.Background()) })
 	var b strings.Builder
-	var ws []lease.TickWrite
+	var ws []driver.TickWrite
 	tick := time.Now().Add(-time.Minute).Truncate(time.Second)
 	for i := range n {
 		name := fmt.Sprintf("task-%05d", i)
 		fmt.Fprintf(&b, "[[tasks]]\nname = %q\nevery = \"15m\"\nhandler = \"h\"\n", name)
-		ws = append(ws, lease.TickWrite{Task: name, Tick: tick, Keep: lease.DefaultHistory(), Part: lease.TickPart{
-			Replica: "r", Final: true, Written: tick, Entities: 1, Started: 1, Outcomes: map[lease.Outcome]int{lease.OutcomeDone: 1}}})
+		ws = append(ws, driver.TickWrite{Task: name, Tick: tick, Keep: driver.DefaultHistory(), Part: driver.TickPart{
+			Replica: "r", Final: true, Written: tick, Entities: 1, Started: 1, Outcomes: map[driver.Outcome]int{driver.OutcomeDone: 1}}})
 	}
 	if err := store.RecordTicks(context.Background(), ws); err != nil {
 		tb.Fatal(err)
@@ -105,11 +107,11 @@ func TestEntitiesFilteredByOutcome(t *testing.T) {
 			}
 			ctx := context.Background()
 			for _, id := range []string{"z-done", "m-done"} {
-				l, err := e.store.Acquire(ctx, lease.Request{Task: "sync", Entity: id, TTL: time.Minute, Reason: lease.ReasonTrigger})
+				l, err := e.store.Acquire(ctx, driver.Request{Task: "sync", Entity: id, TTL: time.Minute, Reason: driver.ReasonTrigger})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := l.Release(ctx, lease.Finished{Outcome: lease.OutcomeDone, Started: time.Now(), Ended: time.Now()}, nil); err != nil {
+				if _, err := l.Release(ctx, driver.Finished{Outcome: driver.OutcomeDone, Started: time.Now(), Ended: time.Now()}, nil); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -140,12 +142,12 @@ func TestFailuresAcrossTasks(t *testing.T) {
 	e := newEnv(t, false)
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Second)
-	keep := func(string) lease.Retention { return lease.DefaultHistory() }
+	keep := func(string) driver.Retention { return driver.DefaultHistory() }
 	var fs []lease.Failure
 	for i := range 200 {
-		fs = append(fs, lease.Failure{Task: "bulk", Entity: fmt.Sprint("b", i), Outcome: lease.OutcomeFailed, Ended: now, Error: "bulk"})
+		fs = append(fs, lease.Failure{Task: "bulk", Entity: fmt.Sprint("b", i), Outcome: driver.OutcomeFailed, Ended: now, Error: "bulk"})
 	}
-	fs = append(fs, lease.Failure{Task: "other", Entity: "o1", Outcome: lease.OutcomeTimeout, Ended: now.Add(time.Second), Error: "too slow"})
+	fs = append(fs, lease.Failure{Task: "other", Entity: "o1", Outcome: driver.OutcomeTimeout, Ended: now.Add(time.Second), Error: "too slow"})
 	if err := e.store.RecordFailures(ctx, fs, keep); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +155,7 @@ func TestFailuresAcrossTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expect.Equal(t, "the prefix's list keeps the newest", len(all), lease.DefaultHistory().Failures)
+	expect.Equal(t, "the prefix's list keeps the newest", len(all), driver.DefaultHistory().Failures)
 	expect.Equal(t, "newest first", all[0].Entity, "o1")
 	_, body := e.do("GET", "/failures", "", nil, nil)
 	expect.True(t, "the other task's failure is shown", strings.Contains(body, `href="/tasks/other/entity?id=o1"`))

@@ -15,8 +15,8 @@ import (
 )
 
 // tickReq asks for a tick run of entity at T.
-func tickReq(entity string, ttl time.Duration, T time.Time) Request {
-	return Request{Task: "sync", Entity: entity, TTL: ttl, Reason: ReasonTick, Tick: T}
+func tickReq(entity string, ttl time.Duration, T time.Time) driver.Request {
+	return driver.Request{Task: "sync", Entity: entity, TTL: ttl, Reason: driver.ReasonTick, Tick: T}
 }
 
 // ackLog records what OnAcks heard.
@@ -59,15 +59,15 @@ func TestAcksRefuseAGrantTheReplicaLacks(t *testing.T) {
 	expect.True(t, "the refused grant was released", st.Held == nil)
 	expect.True(t, "the refused grant was handed over as a due run", st.Pending != nil)
 	if st.Pending != nil {
-		expect.Equal(t, "hand-over reason", st.Pending.Reason, ReasonRetry)
+		expect.Equal(t, "hand-over reason", st.Pending.Reason, driver.ReasonRetry)
 		expect.True(t, "the hand-over carries the tick", st.Pending.Tick.Equal(T))
 	}
 	expect.Equal(t, "writes refused", s.AckFailures(), int64(1))
 	expect.True(t, "AckErr while failing", errors.Is(s.AckErr(), driver.ErrNotAcknowledged))
 
 	// The same grant without acknowledgement is trusted: the failover bug.
-	never := newRedisStore(t, newClient(t, pair.Primary.Addr), Options{Replica: "N", MaxTTL: ttl}, AcksNever)
-	l, err := never.Acquire(bg, Request{Task: "sync", Entity: "e2", TTL: ttl, Reason: ReasonTrigger})
+	never := newRedisStore(t, newClient(t, pair.Primary.Addr), Options{Replica: "N", MaxTTL: ttl}, driver.AcksNever)
+	l, err := never.Acquire(bg, driver.Request{Task: "sync", Entity: "e2", TTL: ttl, Reason: driver.ReasonTrigger})
 	expect.Equal(t, "acquire without acknowledgement", err, nil)
 	if l != nil {
 		mustRelease(t, l)
@@ -75,7 +75,7 @@ func TestAcksRefuseAGrantTheReplicaLacks(t *testing.T) {
 
 	pair.Link.Resume()
 	expect.WaitFor(t, 10*time.Second, "grants acknowledged again", func() bool {
-		l, err := s.Acquire(bg, Request{Task: "sync", Entity: "e3", TTL: ttl, Reason: ReasonTrigger})
+		l, err := s.Acquire(bg, driver.Request{Task: "sync", Entity: "e3", TTL: ttl, Reason: driver.ReasonTrigger})
 		if err == nil {
 			mustRelease(t, l)
 		}
@@ -138,16 +138,16 @@ func TestAcksAutoFollowsTheReplicas(t *testing.T) {
 // and a due entry stays due. Without acknowledgement, the promoted replica
 // grants the same entity again while its first holder still runs.
 func TestAcksAcknowledgedSurvivesAFailover(t *testing.T) {
-	for _, acks := range []ReplicaAcks{AcksAuto, AcksNever} {
+	for _, acks := range []driver.ReplicaAcks{driver.AcksAuto, driver.AcksNever} {
 		t.Run(acks.String(), func(t *testing.T) {
 			pair := redistest.StartReplicated(t, redistest.ReplicatedOptions{})
 			const ttl = 5 * time.Second
 			a := newRedisStore(t, newClient(t, pair.Primary.Addr), Options{Replica: "A", MaxTTL: ttl}, acks)
 			a.InitEpoch(bg) //nolint:errcheck
 			held := mustAcquire(t, a, req("held", ttl))
-			err := a.Enqueue(bg, Due{Task: "sync", Entity: "queued", Reason: ReasonTrigger}, 0)
+			err := a.Enqueue(bg, driver.Due{Task: "sync", Entity: "queued", Reason: driver.ReasonTrigger}, 0)
 			expect.Equal(t, "enqueue", err, nil)
-			if acks == AcksNever {
+			if acks == driver.AcksNever {
 				pair.WaitInSync(t) // what acknowledgement would have ensured
 			}
 			// The replica lags from now on; the next grant reaches the
@@ -162,10 +162,10 @@ func TestAcksAcknowledgedSurvivesAFailover(t *testing.T) {
 			_, err = b.Acquire(bg, req("held", ttl))
 			expect.True(t, "an acknowledged lease is still held after the failover", errors.Is(err, ErrBusy))
 			var ds []string
-			b.DueEntries(bg, "", func(d Due) error { ds = append(ds, d.Entity); return nil }) //nolint:errcheck
+			b.DueEntries(bg, "", func(d driver.Due) error { ds = append(ds, d.Entity); return nil }) //nolint:errcheck
 			expect.True(t, "an acknowledged due entry survives", strings.Contains(strings.Join(ds, ","), "queued"))
 			l2, err := b.Acquire(bg, req("late", ttl))
-			if acks == AcksNever {
+			if acks == driver.AcksNever {
 				// The bug acknowledgement prevents: two holders at once.
 				expect.Equal(t, "first grant of late (no acks)", lerr, nil)
 				expect.Equal(t, "second grant of late after the failover (no acks)", err, nil)
@@ -186,7 +186,7 @@ func TestAcksOneWaitPerBatch(t *testing.T) {
 	c := newClient(t, pair.Primary.Addr)
 	s := newRedisStore(t, c, Options{Replica: "A"})
 	s.InitEpoch(bg) //nolint:errcheck
-	reqs := make([]Request, 100)
+	reqs := make([]driver.Request, 100)
 	for i := range reqs {
 		reqs[i] = req(fmt.Sprint(i), time.Minute)
 	}
@@ -195,7 +195,7 @@ func TestAcksOneWaitPerBatch(t *testing.T) {
 	for _, r := range s.AcquireBatch(bg, reqs) {
 		expect.Equal(t, "batched acquire", r.Err, nil)
 		if r.Lease != nil {
-			defer r.Lease.Release(context.Background(), Finished{Outcome: OutcomeDone}, nil) //nolint:errcheck
+			defer r.Lease.Release(context.Background(), driver.Finished{Outcome: driver.OutcomeDone}, nil) //nolint:errcheck
 		}
 	}
 	expect.Equal(t, "WAIT calls for one batch of 100", redistest.CommandCalls(t, c, "wait")-before, 1)

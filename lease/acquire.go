@@ -11,17 +11,17 @@ import (
 
 // Acquire asks for one lease. It fails with a *BusyError, an
 // *AlreadyRanError, a *QuarantineError, or an I/O error.
-func (s *Store) Acquire(ctx context.Context, req Request) (*Lease, error) {
-	r := s.AcquireBatch(ctx, []Request{req})
+func (s *Store) Acquire(ctx context.Context, req driver.Request) (*Lease, error) {
+	r := s.AcquireBatch(ctx, []driver.Request{req})
 	return r[0].Lease, r[0].Err
 }
 
 // AcquireBatch asks for many leases in as few round trips as it can (one per
 // BatchSize requests). Results are in the order of reqs.
-func (s *Store) AcquireBatch(ctx context.Context, reqs []Request) []Result {
+func (s *Store) AcquireBatch(ctx context.Context, reqs []driver.Request) []Result {
 	out := make([]Result, len(reqs))
-	for lo := 0; lo < len(reqs); lo += BatchSize {
-		hi := min(lo+BatchSize, len(reqs))
+	for lo := 0; lo < len(reqs); lo += driver.BatchSize {
+		hi := min(lo+driver.BatchSize, len(reqs))
 		s.acquireRound(ctx, reqs[lo:hi], out[lo:hi])
 		s.acquireRenamed(ctx, reqs[lo:hi], out[lo:hi])
 	}
@@ -30,7 +30,7 @@ func (s *Store) AcquireBatch(ctx context.Context, reqs []Request) []Result {
 
 // acquireRenamed asks once more for the requests the driver refused as
 // named by an old shard count (a reshard), once the counts are read again.
-func (s *Store) acquireRenamed(ctx context.Context, reqs []Request, out []Result) {
+func (s *Store) acquireRenamed(ctx context.Context, reqs []driver.Request, out []Result) {
 	changed := changedTasks(len(out), func(i int) error { return out[i].Err }, func(i int) string { return reqs[i].Task })
 	if len(changed) == 0 {
 		return
@@ -44,7 +44,7 @@ func (s *Store) acquireRenamed(ctx context.Context, reqs []Request, out []Result
 		return
 	}
 	var idx []int
-	var again []Request
+	var again []driver.Request
 	for i := range out {
 		if errors.Is(out[i].Err, driver.ErrShardsChanged) {
 			idx, again = append(idx, i), append(again, reqs[i])
@@ -59,7 +59,7 @@ func (s *Store) acquireRenamed(ctx context.Context, reqs []Request, out []Result
 
 // acquireRound acquires at most BatchSize requests in one round trip (a
 // "chunk" is something else: 16 entities of a tick's stream, lease/doc.go).
-func (s *Store) acquireRound(ctx context.Context, reqs []Request, out []Result) {
+func (s *Store) acquireRound(ctx context.Context, reqs []driver.Request, out []Result) {
 	args := make([]driver.AcquireArg, len(reqs))
 	gen := s.shards.gen.Load() // before the shards are named: a refresh after them names the leases anew
 	reqs, ns, bad := s.sharded(ctx, reqs)
@@ -172,12 +172,12 @@ func (s *Store) handBack(ctx context.Context, args []driver.AcquireArg, replies 
 		}
 		out[i].Err = fmt.Errorf("lease %s/%s: %w", taskOf(args[i].Req.Task), args[i].Req.Entity, ackErr)
 		l := s.newLease(args[i], rep.Fence, sent)
-		next := &Next{Reason: ReasonRetry, Delay: handBackDelay, Attempt: l.Attempt, HandOver: true}
+		next := &driver.Next{Reason: driver.ReasonRetry, Delay: handBackDelay, Attempt: l.Attempt, HandOver: true}
 		if d := args[i].Req.From; d != nil {
 			next.Reason = d.Reason
 		}
 		ls = append(ls, l)
-		rs = append(rs, driver.ReleaseArg{Lease: l.ref(), Finished: Finished{Outcome: OutcomeCanceled, Started: sent, Ended: s.clock.Now()}, Next: next})
+		rs = append(rs, driver.ReleaseArg{Lease: l.ref(), Finished: driver.Finished{Outcome: driver.OutcomeCanceled, Started: sent, Ended: s.clock.Now()}, Next: next})
 	}
 	if len(rs) == 0 {
 		return
@@ -246,7 +246,7 @@ func (s *Store) newLease(a driver.AcquireArg, fence int64, sent time.Time) *Leas
 		d:   driver.Lease{Task: a.Req.Task, Entity: a.Req.Entity, Field: a.Field, Token: a.Token, TTL: a.Req.TTL, Shards: a.Shards},
 		ctx: ctx, cancel: cancel,
 	}
-	if a.Req.Reason == ReasonTick {
+	if a.Req.Reason == driver.ReasonTick {
 		l.Tick = a.Req.Tick
 	}
 	if d := a.Req.From; d != nil {

@@ -21,20 +21,20 @@ func (s *Store) CheckLayout(ctx context.Context) error {
 // Migrate moves the keys of layout 1 (tickd before buckets) into this
 // layout (the Redis driver's Migrate says how). Every tickd must be stopped
 // first.
-func (s *Store) Migrate(ctx context.Context) (Migrated, error) {
+func (s *Store) Migrate(ctx context.Context) (driver.Migrated, error) {
 	if d, ok := s.b.(driver.Admin); ok {
 		return d.Migrate(ctx)
 	}
-	return Migrated{}, errors.New("lease: migrate: the in-process store has no keys")
+	return driver.Migrated{}, errors.New("lease: migrate: the in-process store has no keys")
 }
 
 // Reshard keeps task in n shards from now on, moving what its entities
 // have to their new shards (the Redis driver's Reshard says how); it
 // refuses while a replica runs the task.
-func (s *Store) Reshard(ctx context.Context, task string, n int) (Resharded, error) {
+func (s *Store) Reshard(ctx context.Context, task string, n int) (driver.Resharded, error) {
 	d, ok := s.b.(driver.Admin)
 	if !ok {
-		return Resharded{}, errors.New("lease: reshard: the in-process store has no keys")
+		return driver.Resharded{}, errors.New("lease: reshard: the in-process store has no keys")
 	}
 	r, err := d.Reshard(ctx, task, n)
 	if err == nil {
@@ -48,32 +48,9 @@ func (s *Store) Reshard(ctx context.Context, task string, n int) (Resharded, err
 // Replication probes the replicas: one small write (a key that expires in a
 // minute) and one WAIT, as a lease write does. The in-process store has no
 // replicas.
-func (s *Store) Replication(ctx context.Context) (Replication, error) {
+func (s *Store) Replication(ctx context.Context) (driver.Replication, error) {
 	if d, ok := s.b.(driver.Admin); ok {
 		return d.Replication(ctx)
 	}
-	return Replication{Role: "in-process", Mode: AcksNever}, nil
+	return driver.Replication{Role: "in-process", Mode: driver.AcksNever}, nil
 }
-
-// The replication vocabulary (package driver's).
-type (
-	// ReplicaAcks is how many replicas must acknowledge a lease write.
-	ReplicaAcks = driver.ReplicaAcks
-	// AckError says a lease write was not acknowledged by enough replicas.
-	AckError = driver.AckError
-	// Replication is what the primary says of its replicas.
-	Replication = driver.Replication
-	// Migrated is what Store.Migrate moved to this layout.
-	Migrated = driver.Migrated
-	// Resharded is what Store.Reshard moved.
-	Resharded = driver.Resharded
-)
-
-// The ReplicaAcks settings with names.
-const (
-	AcksAuto  = driver.AcksAuto
-	AcksNever = driver.AcksNever
-)
-
-// ErrNotAcknowledged is matched by an *AckError.
-var ErrNotAcknowledged = driver.ErrNotAcknowledged

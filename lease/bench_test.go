@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/testkit/redistest"
@@ -37,7 +39,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := l.Release(bg, Finished{Outcome: OutcomeDone}, nil); err != nil {
+			if _, err := l.Release(bg, driver.Finished{Outcome: driver.OutcomeDone}, nil); err != nil {
 				b.Fatal(err)
 			}
 			i++
@@ -45,7 +47,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "leases/s")
 	})
 	b.Run("batched", func(b *testing.B) {
-		batches(b, s, func(i int) Request { return req("batch"+strconv.Itoa(i), time.Minute) })
+		batches(b, s, func(i int) driver.Request { return req("batch"+strconv.Itoa(i), time.Minute) })
 	})
 	// A tick over the same 65,536 entities again and again, as the daemon's
 	// fan-out does: every value already holds a last tick and a last run.
@@ -60,16 +62,16 @@ func BenchmarkAcquireRelease(b *testing.B) {
 func ticks(b *testing.B, s *Store, prefix string, chunked bool) {
 	const pool = 1 << 16
 	T := time.Now()
-	tick := func(i int) Request {
+	tick := func(i int) driver.Request {
 		r := req(prefix+strconv.Itoa(i%pool), time.Minute)
-		r.Reason, r.Tick = ReasonTick, T.Add(time.Duration(i/pool)*time.Millisecond)
+		r.Reason, r.Tick = driver.ReasonTick, T.Add(time.Duration(i/pool)*time.Millisecond)
 		if chunked {
 			r.Chunk = strconv.Itoa(i / 16)
 		}
 		return r
 	}
 	for lo := 0; lo < pool; lo += 256 { // every entity has run once
-		reqs := make([]Request, 256)
+		reqs := make([]driver.Request, 256)
 		for j := range reqs {
 			reqs[j] = tick(lo + j)
 		}
@@ -83,9 +85,9 @@ func ticks(b *testing.B, s *Store, prefix string, chunked bool) {
 // batches acquires and releases b.N leases, 256 at a time, the i-th for
 // mk(i), and reports leases/s and where the time went: CPU µs per lease of
 // Redis's main thread and of this process (keeper and GC included).
-func batches(b *testing.B, s *Store, mk func(i int) Request) {
+func batches(b *testing.B, s *Store, mk func(i int) driver.Request) {
 	redis0, self0 := redisCPU(b, s), selfCPU()
-	reqs := make([]Request, 256)
+	reqs := make([]driver.Request, 256)
 	for n := 0; n < b.N; {
 		k := min(256, b.N-n)
 		for j := range k {
@@ -111,7 +113,7 @@ func selfCPU() float64 {
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e3
 }
 
-func acquire(b *testing.B, s *Store, reqs []Request) []*Lease {
+func acquire(b *testing.B, s *Store, reqs []driver.Request) []*Lease {
 	ls := make([]*Lease, len(reqs))
 	for j, r := range s.AcquireBatch(bg, reqs) {
 		if r.Err != nil {
@@ -123,7 +125,7 @@ func acquire(b *testing.B, s *Store, reqs []Request) []*Lease {
 }
 
 func release(b *testing.B, s *Store, ls []*Lease) {
-	errs, err := s.ReleaseBatch(bg, ls, Finished{Outcome: OutcomeDone, Started: time.Now(), Ended: time.Now()})
+	errs, err := s.ReleaseBatch(bg, ls, driver.Finished{Outcome: driver.OutcomeDone, Started: time.Now(), Ended: time.Now()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -145,7 +147,7 @@ func BenchmarkAcquireReleaseParallel(b *testing.B) {
 	b.SetParallelism(2)
 	b.RunParallel(func(pb *testing.PB) {
 		w := worker.Add(1)
-		reqs := make([]Request, 0, BatchSize)
+		reqs := make([]driver.Request, 0, driver.BatchSize)
 		n := 0
 		flush := func() {
 			ls := make([]*Lease, len(reqs))
@@ -156,7 +158,7 @@ func BenchmarkAcquireReleaseParallel(b *testing.B) {
 				}
 				ls[j] = r.Lease
 			}
-			if _, err := s.ReleaseBatch(bg, ls, Finished{Outcome: OutcomeDone}); err != nil {
+			if _, err := s.ReleaseBatch(bg, ls, driver.Finished{Outcome: driver.OutcomeDone}); err != nil {
 				b.Error(err)
 			}
 			reqs = reqs[:0]
@@ -164,7 +166,7 @@ func BenchmarkAcquireReleaseParallel(b *testing.B) {
 		for pb.Next() {
 			reqs = append(reqs, req("p"+strconv.FormatInt(w, 10)+"-"+strconv.Itoa(n), time.Minute))
 			n++
-			if len(reqs) == BatchSize {
+			if len(reqs) == driver.BatchSize {
 				flush()
 			}
 		}
@@ -181,12 +183,12 @@ func BenchmarkAcquireReleaseParallel(b *testing.B) {
 // acks <= 1.5x the time of no acks.
 func BenchmarkAcquireReleaseReplicated(b *testing.B) {
 	pair := redistest.StartReplicated(b, redistest.ReplicatedOptions{})
-	for _, acks := range []ReplicaAcks{AcksNever, AcksAuto} {
+	for _, acks := range []driver.ReplicaAcks{driver.AcksNever, driver.AcksAuto} {
 		b.Run("acks="+acks.String(), func(b *testing.B) {
 			s := newRedisStore(b, newClient(b, pair.Primary.Addr), Options{}, acks)
 			s.InitEpoch(bg) //nolint:errcheck
 			prefix := "r" + acks.String() + strconv.Itoa(b.N) + "-"
-			batches(b, s, func(i int) Request { return req(prefix+strconv.Itoa(i), time.Minute) })
+			batches(b, s, func(i int) driver.Request { return req(prefix+strconv.Itoa(i), time.Minute) })
 		})
 	}
 }
@@ -217,12 +219,12 @@ func BenchmarkClusterSpread(b *testing.B) {
 		b.Cleanup(func() { s.Stop(bg) })
 		s.InitEpoch(bg) //nolint:errcheck
 		cpu0 := nodesCPU(b, nodes)
-		reqs := make([]Request, 256)
+		reqs := make([]driver.Request, 256)
 		for n := 0; n < b.N; {
 			k := min(256, b.N-n)
 			task := tasks[(n/256)%len(tasks)]
 			for j := range k {
-				reqs[j] = Request{Task: task, Entity: strconv.Itoa(n + j), TTL: time.Minute, Reason: ReasonTrigger}
+				reqs[j] = driver.Request{Task: task, Entity: strconv.Itoa(n + j), TTL: time.Minute, Reason: driver.ReasonTrigger}
 			}
 			release(b, s, acquire(b, s, reqs[:k]))
 			n += k
@@ -277,7 +279,7 @@ func BenchmarkPoll(b *testing.B) {
 			tasks := make([]string, n)
 			for i := range tasks {
 				tasks[i] = "task-" + strconv.Itoa(i)
-				if err := s.Enqueue(bg, Due{Task: tasks[i], Entity: "e", Reason: ReasonRetry}, time.Hour); err != nil {
+				if err := s.Enqueue(bg, driver.Due{Task: tasks[i], Entity: "e", Reason: driver.ReasonRetry}, time.Hour); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
@@ -118,7 +120,7 @@ func twoTasksTwoMasters(t *testing.T, readTimeout time.Duration) (s *Store, dead
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRedirects: 1,
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: readTimeout, WriteTimeout: time.Second})
 	t.Cleanup(func() { c.Close() })
-	s, err := NewRedis(c, "rel", Options{Replica: "r"}, AcksNever)
+	s, err := NewRedis(c, "rel", Options{Replica: "r"}, driver.AcksNever)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,8 +137,8 @@ func twoTasksTwoMasters(t *testing.T, readTimeout time.Duration) (s *Store, dead
 	}
 	dead = "task-0"
 	for _, task := range []string{dead, alive} {
-		for _, r := range s.AcquireBatch(bg, []Request{{Task: task, Entity: "a", TTL: time.Minute, Reason: ReasonTrigger},
-			{Task: task, Entity: "b", TTL: time.Minute, Reason: ReasonTrigger}}) {
+		for _, r := range s.AcquireBatch(bg, []driver.Request{{Task: task, Entity: "a", TTL: time.Minute, Reason: driver.ReasonTrigger},
+			{Task: task, Entity: "b", TTL: time.Minute, Reason: driver.ReasonTrigger}}) {
 			if r.Err != nil {
 				t.Fatal(r.Err)
 			}
@@ -155,7 +157,7 @@ func TestReleaseOnClusterNotHeldUpByAFrozenMaster(t *testing.T) {
 	_, frozen, dead, _, ls := twoTasksTwoMasters(t, time.Minute) // the frozen call ends at ReleaseTimeout
 	frozen.Freeze()
 	t.Cleanup(frozen.Thaw)
-	fin := Finished{Outcome: OutcomeDone, Started: time.Now(), Ended: time.Now()}
+	fin := driver.Finished{Outcome: driver.OutcomeDone, Started: time.Now(), Ended: time.Now()}
 	recs := make([]*thenRec, len(ls))
 	for i, l := range ls { // the frozen master's first
 		recs[i] = newThenRec(l)
@@ -195,7 +197,7 @@ func TestReleaseOnClusterNotHeldUpByAFrozenMaster(t *testing.T) {
 func TestReleaseOnClusterFailsOnlyTheDeadShard(t *testing.T) {
 	s, deadMaster, dead, alive, ls := twoTasksTwoMasters(t, time.Second)
 	deadMaster.Stop()
-	errs, err := s.ReleaseBatch(bg, ls, Finished{Outcome: OutcomeDone, Started: time.Now(), Ended: time.Now()})
+	errs, err := s.ReleaseBatch(bg, ls, driver.Finished{Outcome: driver.OutcomeDone, Started: time.Now(), Ended: time.Now()})
 	if err != nil {
 		t.Fatalf("ReleaseBatch: %v", err)
 	}
@@ -223,7 +225,7 @@ func TestLossWatchOnClusterQuarantinesOnlyTheShard(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
 	t.Cleanup(func() { c.Close() })
-	s, err := NewRedis(c, "loss", Options{Replica: "r", MaxTTL: time.Minute}, AcksNever)
+	s, err := NewRedis(c, "loss", Options{Replica: "r", MaxTTL: time.Minute}, driver.AcksNever)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +241,7 @@ func TestLossWatchOnClusterQuarantinesOnlyTheShard(t *testing.T) {
 		}
 	}
 	for _, task := range []string{"task-0", other} { // the store is prepared: the watch is on
-		mustRelease(t, mustAcquire(t, s, Request{Task: task, Entity: "e", TTL: time.Minute, Reason: ReasonTrigger}))
+		mustRelease(t, mustAcquire(t, s, driver.Request{Task: task, Entity: "e", TTL: time.Minute, Reason: driver.ReasonTrigger}))
 	}
 	lostEpoch, otherEpoch := redisdriver.EpochKey("loss", "task-0"), redisdriver.EpochKey("loss", other)
 	otherBefore := c.Get(bg, otherEpoch).Val()
@@ -248,10 +250,10 @@ func TestLossWatchOnClusterQuarantinesOnlyTheShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect.WaitFor(t, 5*LossWatch, "the lost shard's epochs back", func() bool { return c.Exists(bg, lostEpoch).Val() == 1 })
-	if _, err := s.Acquire(bg, Request{Task: "task-0", Entity: "e", TTL: time.Minute, Reason: ReasonTrigger}); !errors.Is(err, ErrQuarantine) {
+	if _, err := s.Acquire(bg, driver.Request{Task: "task-0", Entity: "e", TTL: time.Minute, Reason: driver.ReasonTrigger}); !errors.Is(err, ErrQuarantine) {
 		t.Fatalf("a task of the shard that lost its data: %v, want the quarantine", err)
 	}
-	l, err := s.Acquire(bg, Request{Task: other, Entity: "e", TTL: time.Minute, Reason: ReasonTrigger})
+	l, err := s.Acquire(bg, driver.Request{Task: other, Entity: "e", TTL: time.Minute, Reason: driver.ReasonTrigger})
 	if err != nil {
 		t.Fatalf("a task of another master: %v, want a grant", err)
 	}
@@ -265,17 +267,17 @@ func TestLossWatchOnClusterQuarantinesOnlyTheShard(t *testing.T) {
 // the Cluster, and checks that the task's keys share one slot.
 func everyScriptOf(t *testing.T, s *Store, cl *redistest.Cluster, task string) {
 	t.Helper()
-	req := func(e string) Request {
-		return Request{Task: task, Entity: e, TTL: time.Minute, Reason: ReasonTrigger, Queue: true}
+	req := func(e string) driver.Request {
+		return driver.Request{Task: task, Entity: e, TTL: time.Minute, Reason: driver.ReasonTrigger, Queue: true}
 	}
-	rs := s.AcquireBatch(bg, []Request{req("a{1}"), req("b}2{")})
+	rs := s.AcquireBatch(bg, []driver.Request{req("a{1}"), req("b}2{")})
 	for _, r := range rs {
 		if r.Err != nil {
 			t.Fatalf("%s: %v", task, r.Err)
 		}
 	}
 	s.renewRound(bg, []*Lease{rs[0].Lease, rs[1].Lease})
-	if err := s.Enqueue(bg, Due{Task: task, Entity: "a{1}", Reason: ReasonTrigger, Requests: []string{"req-1"}}, 0); err != nil {
+	if err := s.Enqueue(bg, driver.Due{Task: task, Entity: "a{1}", Reason: driver.ReasonTrigger, Requests: []string{"req-1"}}, 0); err != nil {
 		t.Fatal(err)
 	}
 	ds, err := s.TakeDue(bg, 10, time.Minute)
@@ -283,10 +285,10 @@ func everyScriptOf(t *testing.T, s *Store, cl *redistest.Cluster, task string) {
 		t.Fatalf("%s: take %v, %v", task, ds, err)
 	}
 	from := ds[0]
-	if _, err := s.Acquire(bg, Request{Task: task, Entity: "a{1}", TTL: time.Minute, Reason: ReasonTrigger, Queue: true, From: &from}); err == nil {
+	if _, err := s.Acquire(bg, driver.Request{Task: task, Entity: "a{1}", TTL: time.Minute, Reason: driver.ReasonTrigger, Queue: true, From: &from}); err == nil {
 		t.Fatalf("%s: acquired a held lease", task)
 	}
-	if _, err := rs[0].Lease.Release(bg, Finished{Outcome: OutcomeDone}, &Next{Reason: ReasonReschedule, Delay: time.Hour}); err != nil {
+	if _, err := rs[0].Lease.Release(bg, driver.Finished{Outcome: driver.OutcomeDone}, &driver.Next{Reason: driver.ReasonReschedule, Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	for _, force := range []bool{false, true} { // revoke, then free
@@ -298,13 +300,13 @@ func everyScriptOf(t *testing.T, s *Store, cl *redistest.Cluster, task string) {
 		t.Fatal(err)
 	}
 	// The history: a tick's part (a script), failures and actions.
-	if err := s.RecordTicks(bg, []TickWrite{{Task: task, Tick: time.Now(), Part: TickPart{Replica: "r", Written: time.Now()}, Keep: DefaultHistory()}}); err != nil {
+	if err := s.RecordTicks(bg, []driver.TickWrite{{Task: task, Tick: time.Now(), Part: driver.TickPart{Replica: "r", Written: time.Now()}, Keep: driver.DefaultHistory()}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordFailures(bg, []Failure{{Task: task, Entity: "a{1}"}}, func(string) Retention { return DefaultHistory() }); err != nil {
+	if err := s.RecordFailures(bg, []Failure{{Task: task, Entity: "a{1}"}}, func(string) driver.Retention { return driver.DefaultHistory() }); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordAction(bg, Action{Task: task, What: "pause"}, DefaultHistory()); err != nil {
+	if err := s.RecordAction(bg, Action{Task: task, What: "pause"}, driver.DefaultHistory()); err != nil {
 		t.Fatal(err)
 	}
 	entities := TaskKey("slots", task)

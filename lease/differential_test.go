@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // TestDriversAgree runs the same random operations against the Redis store
@@ -103,7 +105,7 @@ func sameError(a, b error) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
 	}
-	for _, kind := range []error{ErrBusy, ErrAlreadyRan, ErrQuarantine, ErrNotHeld} {
+	for _, kind := range []error{ErrBusy, ErrAlreadyRan, ErrQuarantine, driver.ErrNotHeld} {
 		if errors.Is(a, kind) != errors.Is(b, kind) {
 			return false
 		}
@@ -115,19 +117,19 @@ func sameError(a, b error) bool {
 // older than the retention keeps or the tick scan reaches.
 func (d *differ) recordTick() {
 	tick := d.now.Add(-time.Duration(d.rnd.IntN(60)) * 15 * time.Minute).Truncate(time.Minute)
-	w := TickWrite{
+	w := driver.TickWrite{
 		Task: d.pick(diffTasks),
 		Tick: tick,
-		Part: TickPart{
+		Part: driver.TickPart{
 			Replica: d.pick(diffReplicas), Final: d.rnd.IntN(2) == 0, Written: d.now.Truncate(time.Millisecond),
 			Entities: d.rnd.IntN(1000), Started: d.rnd.IntN(1000),
-			Outcomes:   map[Outcome]int{OutcomeDone: d.rnd.IntN(50), OutcomeFailed: d.rnd.IntN(3)},
-			Skipped:    map[string]int{SkipBusy: d.rnd.IntN(5)},
+			Outcomes:   map[driver.Outcome]int{driver.OutcomeDone: d.rnd.IntN(50), driver.OutcomeFailed: d.rnd.IntN(3)},
+			Skipped:    map[string]int{driver.SkipBusy: d.rnd.IntN(5)},
 			FirstStart: time.Duration(d.rnd.IntN(5000)) * time.Millisecond, LastEnd: -1,
 		},
 		// Mostly a long age, at times a short one: a write then finds many
 		// records too old at once (more than driver.TickAgeDrop).
-		Keep: Retention{Ticks: 60, Age: 24 * time.Hour},
+		Keep: driver.Retention{Ticks: 60, Age: 24 * time.Hour},
 	}
 	switch d.rnd.IntN(10) {
 	case 0:
@@ -137,25 +139,25 @@ func (d *differ) recordTick() {
 	}
 	both(d, fmt.Sprintf("record tick %s@%s by %s", w.Task, w.Tick.Format(time.TimeOnly), w.Part.Replica),
 		func(s *Store) (struct{}, error) {
-			return struct{}{}, s.RecordTicks(context.Background(), []TickWrite{w})
+			return struct{}{}, s.RecordTicks(context.Background(), []driver.TickWrite{w})
 		})
-	both(d, "ticks of "+w.Task+" after the write", func(s *Store) ([]TickRecord, error) { return s.Ticks(context.Background(), w.Task, 100) })
+	both(d, "ticks of "+w.Task+" after the write", func(s *Store) ([]driver.TickRecord, error) { return s.Ticks(context.Background(), w.Task, 100) })
 }
 
 func (d *differ) recordAction() {
 	a := Action{Task: d.pick(diffTasks), At: d.now.UTC(), By: d.pick(diffReplicas), What: ActionTrigger,
 		Entities: []string{d.pick(diffEntities)}, Reason: "diff"}
-	keep := Retention{Actions: 1 + d.rnd.IntN(8)}
+	keep := driver.Retention{Actions: 1 + d.rnd.IntN(8)}
 	both(d, "record action", func(s *Store) (struct{}, error) {
 		return struct{}{}, s.RecordAction(context.Background(), a, keep)
 	})
 }
 
 func (d *differ) recordFailure() {
-	f := Failure{Task: d.pick(diffTasks), Entity: d.pick(diffEntities), Tick: d.now.UTC(), Reason: ReasonTick,
-		Replica: d.pick(diffReplicas), Started: d.now.UTC(), Ended: d.now.UTC(), Outcome: OutcomeFailed, Error: "exit 1"}
+	f := Failure{Task: d.pick(diffTasks), Entity: d.pick(diffEntities), Tick: d.now.UTC(), Reason: driver.ReasonTick,
+		Replica: d.pick(diffReplicas), Started: d.now.UTC(), Ended: d.now.UTC(), Outcome: driver.OutcomeFailed, Error: "exit 1"}
 	n := 1 + d.rnd.IntN(6)
-	keep := func(string) Retention { return Retention{Failures: n} }
+	keep := func(string) driver.Retention { return driver.Retention{Failures: n} }
 	both(d, "record failure", func(s *Store) (struct{}, error) {
 		return struct{}{}, s.RecordFailures(context.Background(), []Failure{f}, keep)
 	})
@@ -178,11 +180,11 @@ func (d *differ) pauseOrResume() {
 // ahead of the store's clock are refused by each for its own clock).
 func (d *differ) acquire() {
 	task, entity := d.pick(diffTasks), d.pick(diffEntities)
-	req := Request{Task: task, Entity: entity, TTL: time.Minute, Reason: ReasonTick,
+	req := driver.Request{Task: task, Entity: entity, TTL: time.Minute, Reason: driver.ReasonTick,
 		Tick: d.now.Truncate(15 * time.Minute).Add(-time.Duration(d.rnd.IntN(3)) * 15 * time.Minute)}
 	switch d.rnd.IntN(4) {
 	case 0:
-		req.Reason, req.Tick = ReasonTrigger, time.Time{}
+		req.Reason, req.Tick = driver.ReasonTrigger, time.Time{}
 	case 1:
 		req.Queue = true // a busy entity gets a follow-up after its holder
 	}
@@ -199,7 +201,7 @@ func (d *differ) acquire() {
 	} else {
 		for _, l := range got {
 			if l != nil {
-				l.Release(context.Background(), Finished{Outcome: OutcomeDone}, nil) //nolint:errcheck // the test has failed
+				l.Release(context.Background(), driver.Finished{Outcome: driver.OutcomeDone}, nil) //nolint:errcheck // the test has failed
 			}
 		}
 	}
@@ -208,12 +210,12 @@ func (d *differ) acquire() {
 // release ends one held lease on both stores with a random outcome.
 func (d *differ) release() {
 	for key, ls := range d.held {
-		o := []Outcome{OutcomeDone, OutcomeFailed, OutcomeReschedule}[d.rnd.IntN(3)]
+		o := []driver.Outcome{driver.OutcomeDone, driver.OutcomeFailed, driver.OutcomeReschedule}[d.rnd.IntN(3)]
 		i := 0
 		both(d, "release "+key, func(s *Store) (Released, error) {
 			l := ls[i]
 			i++
-			return l.Release(context.Background(), Finished{Outcome: o, Started: d.now, Ended: d.now}, nil)
+			return l.Release(context.Background(), driver.Finished{Outcome: o, Started: d.now, Ended: d.now}, nil)
 		})
 		delete(d.held, key)
 		return // one
@@ -230,7 +232,7 @@ func (d *differ) releaseAll() {
 func (d *differ) compareReads() {
 	ctx := context.Background()
 	for _, task := range diffTasks {
-		both(d, "ticks of "+task, func(s *Store) ([]TickRecord, error) { return s.Ticks(ctx, task, 100) })
+		both(d, "ticks of "+task, func(s *Store) ([]driver.TickRecord, error) { return s.Ticks(ctx, task, 100) })
 		both(d, "actions of "+task, func(s *Store) ([]Action, error) { return s.Actions(ctx, task, 100) })
 		both(d, "failures of "+task, func(s *Store) ([]Failure, error) { return s.Failures(ctx, task, 100) })
 	}

@@ -9,7 +9,7 @@
 // lives in a driver (lease/driver's Driver): lease/redisdriver, its keys
 // and Lua scripts, or lease/memdriver, its Go twin; New runs a Store over
 // any driver. The vocabulary (Request, Due, Outcome, TickRecord…) is
-// lease/driver's, re-exported here under the same names.
+// lease/driver's: callers name driver.Request, driver.OutcomeDone.
 //
 // # The lease state machine
 //

@@ -11,7 +11,7 @@ import (
 
 // Enqueue stores a durable request for a run of (task, entity) after delay.
 // One request per (task, entity) is kept: an earlier pending one covers it.
-func (s *Store) Enqueue(ctx context.Context, d Due, delay time.Duration) error {
+func (s *Store) Enqueue(ctx context.Context, d driver.Due, delay time.Duration) error {
 	_, err := s.EnqueueWaiting(ctx, d, delay)
 	return err
 }
@@ -19,7 +19,7 @@ func (s *Store) Enqueue(ctx context.Context, d Due, delay time.Duration) error {
 // EnqueueWaiting is Enqueue, and for a tick's run that waits for a limit,
 // says which older tick's waiting run of the entity it superseded (zero
 // for none): an entity has one waiting run, for its newest tick.
-func (s *Store) EnqueueWaiting(ctx context.Context, d Due, delay time.Duration) (superseded time.Time, err error) {
+func (s *Store) EnqueueWaiting(ctx context.Context, d driver.Due, delay time.Duration) (superseded time.Time, err error) {
 	if err := checkRequestIDs(d.Requests); err != nil {
 		return time.Time{}, err
 	}
@@ -36,7 +36,7 @@ func (s *Store) EnqueueWaiting(ctx context.Context, d Due, delay time.Duration) 
 }
 
 // enqueueOnce names d's shard and enqueues it there.
-func (s *Store) enqueueOnce(ctx context.Context, d Due, delay time.Duration) (time.Time, error) {
+func (s *Store) enqueueOnce(ctx context.Context, d driver.Due, delay time.Duration) (time.Time, error) {
 	name, n, err := s.dueName(ctx, d)
 	if err != nil {
 		return time.Time{}, err
@@ -50,7 +50,7 @@ func (s *Store) enqueueOnce(ctx context.Context, d Due, delay time.Duration) (ti
 // TakeDue takes up to limit due requests. Each is hidden from other takers
 // for visibility; pass it as Request.From so the release acks it, or Ack it.
 // A request whose taker dies comes back after visibility.
-func (s *Store) TakeDue(ctx context.Context, limit int, visibility time.Duration) ([]Due, error) {
+func (s *Store) TakeDue(ctx context.Context, limit int, visibility time.Duration) ([]driver.Due, error) {
 	ds, err := s.b.Take(ctx, limit, visibility, s.token())
 	if err != nil {
 		return nil, fmt.Errorf("take due entries: %w", err)
@@ -63,7 +63,7 @@ func (s *Store) TakeDue(ctx context.Context, limit int, visibility time.Duration
 
 // Ack removes a taken due request, if it is still the one taken, without a
 // run: its requests are answered AnswerDropped.
-func (s *Store) Ack(ctx context.Context, d Due) error {
+func (s *Store) Ack(ctx context.Context, d driver.Due) error {
 	name, _, err := s.dueName(ctx, d)
 	if err == nil {
 		task := d.Task
@@ -79,9 +79,9 @@ func (s *Store) Ack(ctx context.Context, d Due) error {
 
 // DueEntries calls fn for each pending request of task ("" for all tasks):
 // earliest first for one task.
-func (s *Store) DueEntries(ctx context.Context, task string, fn func(Due) error) error {
+func (s *Store) DueEntries(ctx context.Context, task string, fn func(driver.Due) error) error {
 	return s.eachShard(ctx, task, func(name string) error {
-		return s.b.DueEntries(ctx, name, func(d Due) error {
+		return s.b.DueEntries(ctx, name, func(d driver.Due) error {
 			d.Task, d.Shard = driver.SplitShard(d.Task)
 			return fn(d)
 		})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // A run under a lease: acquire it for (task, entity), work while its
@@ -19,7 +20,7 @@ func Example() {
 	store := lease.NewMemory(lease.Options{Replica: "replica-1"})
 	defer store.Stop(context.Background()) //nolint:errcheck // an example
 
-	req := lease.Request{Task: "sync-users", Entity: "42", TTL: 30 * time.Second, Reason: lease.ReasonTrigger}
+	req := driver.Request{Task: "sync-users", Entity: "42", TTL: 30 * time.Second, Reason: driver.ReasonTrigger}
 	l, err := store.Acquire(ctx, req)
 	if err != nil {
 		panic(err)
@@ -36,12 +37,12 @@ func Example() {
 	default:
 		fmt.Println("working on", l.Entity, "with fence > 0:", l.Fence > 0)
 	}
-	if _, err := l.Release(ctx, lease.Finished{Outcome: lease.OutcomeDone, Started: started, Ended: time.Now()}, nil); err != nil {
+	if _, err := l.Release(ctx, driver.Finished{Outcome: driver.OutcomeDone, Started: started, Ended: time.Now()}, nil); err != nil {
 		panic(err)
 	}
 	if l2, err := store.Acquire(ctx, req); err == nil {
 		fmt.Println("free again")
-		l2.Release(ctx, lease.Finished{Outcome: lease.OutcomeDone}, nil) //nolint:errcheck
+		l2.Release(ctx, driver.Finished{Outcome: driver.OutcomeDone}, nil) //nolint:errcheck
 	}
 	// Output:
 	// busy, held by replica-1

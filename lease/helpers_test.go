@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/testkit/redistest"
@@ -16,8 +18,8 @@ import (
 // kit builds stores on one backend: the conformance suite runs against each.
 // NewRedis is a Store over Redis under prefix, its acknowledgement acks
 // (AcksAuto unless given): lease itself imports no driver.
-func NewRedis(c RedisClient, prefix string, opts Options, acks ...ReplicaAcks) (*Store, error) {
-	a := AcksAuto
+func NewRedis(c RedisClient, prefix string, opts Options, acks ...driver.ReplicaAcks) (*Store, error) {
+	a := driver.AcksAuto
 	if len(acks) > 0 {
 		a = acks[0]
 	}
@@ -31,7 +33,7 @@ func NewRedis(c RedisClient, prefix string, opts Options, acks ...ReplicaAcks) (
 // NewMemory is a Store in this process.
 func NewMemory(opts Options) *Store { return New(memdriver.New(), opts) }
 
-// The Redis driver's names the tests use (lease re-exports none).
+// The Redis driver's names the tests use (lease has none).
 type (
 	RedisClient = redisdriver.RedisClient
 	LayoutError = redisdriver.LayoutError
@@ -52,7 +54,7 @@ type kit struct {
 	client func(opts Options) *Store
 	// clientAcks is client with the Redis driver's acknowledgement (for
 	// memory, the one store).
-	clientAcks func(acks ReplicaAcks, opts Options) *Store
+	clientAcks func(acks driver.ReplicaAcks, opts Options) *Store
 }
 
 func redisKit(t *testing.T) kit { return redisKitOn(t, redistest.Start(t).Addr) }
@@ -68,7 +70,7 @@ func redisKitWith(t *testing.T, newClient func() RedisClient) kit {
 	prefix := "t" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	first := true
 	var k kit
-	k.clientAcks = func(acks ReplicaAcks, opts Options) *Store {
+	k.clientAcks = func(acks driver.ReplicaAcks, opts Options) *Store {
 		c := newClient()
 		t.Cleanup(func() { c.(interface{ Close() error }).Close() })
 		s, err := NewRedis(c, prefix, opts, acks)
@@ -84,7 +86,7 @@ func redisKitWith(t *testing.T, newClient func() RedisClient) kit {
 		}
 		return s
 	}
-	k.client = func(opts Options) *Store { return k.clientAcks(AcksAuto, opts) }
+	k.client = func(opts Options) *Store { return k.clientAcks(driver.AcksAuto, opts) }
 	return k
 }
 
@@ -97,7 +99,7 @@ func memoryKit(t *testing.T) kit {
 		}
 		return s
 	}
-	return kit{client: client, clientAcks: func(_ ReplicaAcks, opts Options) *Store { return client(opts) }}
+	return kit{client: client, clientAcks: func(_ driver.ReplicaAcks, opts Options) *Store { return client(opts) }}
 }
 
 // TestProtocol runs the protocol's own cases (how a Store trusts, renews
@@ -128,11 +130,11 @@ var protocol = []struct {
 
 var bg = context.Background()
 
-func req(entity string, ttl time.Duration) Request {
-	return Request{Task: "t", Entity: entity, TTL: ttl, Reason: ReasonTrigger}
+func req(entity string, ttl time.Duration) driver.Request {
+	return driver.Request{Task: "t", Entity: entity, TTL: ttl, Reason: driver.ReasonTrigger}
 }
 
-func mustAcquire(t *testing.T, s *Store, r Request) *Lease {
+func mustAcquire(t *testing.T, s *Store, r driver.Request) *Lease {
 	t.Helper()
 	l, err := s.Acquire(bg, r)
 	if err != nil {
@@ -143,7 +145,7 @@ func mustAcquire(t *testing.T, s *Store, r Request) *Lease {
 
 func mustRelease(t *testing.T, l *Lease) Released {
 	t.Helper()
-	r, err := l.Release(bg, Finished{Outcome: OutcomeDone, Started: l.Acquired, Ended: time.Now()}, nil)
+	r, err := l.Release(bg, driver.Finished{Outcome: driver.OutcomeDone, Started: l.Acquired, Ended: time.Now()}, nil)
 	if err != nil {
 		t.Fatalf("release %s: %v", l.Entity, err)
 	}
@@ -163,10 +165,10 @@ func waitCause(t *testing.T, l *Lease, d time.Duration) error {
 }
 
 // dues lists every due entry.
-func dues(t *testing.T, s *Store) []Due {
+func dues(t *testing.T, s *Store) []driver.Due {
 	t.Helper()
-	var ds []Due
-	if err := s.DueEntries(bg, "", func(d Due) error { ds = append(ds, d); return nil }); err != nil {
+	var ds []driver.Due
+	if err := s.DueEntries(bg, "", func(d driver.Due) error { ds = append(ds, d); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return ds

@@ -16,14 +16,9 @@ import (
 // writes a replica's part of a tick once when its fan-out ends and once
 // when its last run of the tick ends, never once per run.
 
-// DefaultHistory is what the history keeps unless told otherwise: a week
-// of 15-minute ticks, 50 failed runs and 100 operator actions a task (and
-// as many for the fleet's lists).
-func DefaultHistory() Retention { return driver.DefaultHistory() }
-
 // RecordTicks writes replicas' parts of ticks, each over its replica's
 // earlier part of the same tick, in one round trip.
-func (s *Store) RecordTicks(ctx context.Context, ws []TickWrite) error {
+func (s *Store) RecordTicks(ctx context.Context, ws []driver.TickWrite) error {
 	if len(ws) == 0 {
 		return nil
 	}
@@ -34,7 +29,7 @@ func (s *Store) RecordTicks(ctx context.Context, ws []TickWrite) error {
 }
 
 // Ticks returns task's newest tick records, newest first, at most limit.
-func (s *Store) Ticks(ctx context.Context, task string, limit int) ([]TickRecord, error) {
+func (s *Store) Ticks(ctx context.Context, task string, limit int) ([]driver.TickRecord, error) {
 	els, err := s.b.Ticks(ctx, task, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read ticks of %s: %w", task, err)
@@ -43,8 +38,8 @@ func (s *Store) Ticks(ctx context.Context, task string, limit int) ([]TickRecord
 }
 
 // decodeTicks decodes tick records, leaving out any it cannot read.
-func decodeTicks(els []string) []TickRecord {
-	rs := make([]TickRecord, 0, len(els))
+func decodeTicks(els []string) []driver.TickRecord {
+	rs := make([]driver.TickRecord, 0, len(els))
 	for _, el := range els {
 		if r, err := driver.DecodeTickRecord(el); err == nil {
 			rs = append(rs, r)
@@ -55,22 +50,22 @@ func decodeTicks(els []string) []TickRecord {
 
 // Failure is one failed run (outcome failed, timeout or lease_lost).
 type Failure struct {
-	Task    string    `json:"task"`
-	Entity  string    `json:"entity"`
-	Tick    time.Time `json:"tick"`
-	Reason  Reason    `json:"reason"`
-	Fence   int64     `json:"fence"`
-	Replica string    `json:"replica"`
-	Started time.Time `json:"started_at"`
-	Ended   time.Time `json:"ended_at"`
-	Outcome Outcome   `json:"outcome"`
-	Error   string    `json:"error"`
-	Output  string    `json:"output"` // the end of the run's output
+	Task    string         `json:"task"`
+	Entity  string         `json:"entity"`
+	Tick    time.Time      `json:"tick"`
+	Reason  driver.Reason  `json:"reason"`
+	Fence   int64          `json:"fence"`
+	Replica string         `json:"replica"`
+	Started time.Time      `json:"started_at"`
+	Ended   time.Time      `json:"ended_at"`
+	Outcome driver.Outcome `json:"outcome"`
+	Error   string         `json:"error"`
+	Output  string         `json:"output"` // the end of the run's output
 }
 
 // Failed says whether o is a failure the history keeps.
-func Failed(o Outcome) bool {
-	return o == OutcomeFailed || o == OutcomeTimeout || o == OutcomeLeaseLost
+func Failed(o driver.Outcome) bool {
+	return o == driver.OutcomeFailed || o == driver.OutcomeTimeout || o == driver.OutcomeLeaseLost
 }
 
 // RecordFailures adds failed runs to their tasks' recent failures, each
@@ -78,7 +73,7 @@ func Failed(o Outcome) bool {
 // and the newest of them to the prefix's list, every task's failures
 // (DefaultHistory's Failures kept), in the same round trip: the console's
 // failures page reads that one list however many tasks there are.
-func (s *Store) RecordFailures(ctx context.Context, fs []Failure, keep func(task string) Retention) error {
+func (s *Store) RecordFailures(ctx context.Context, fs []Failure, keep func(task string) driver.Retention) error {
 	return s.pushWithFleet(ctx, driver.ListFailures, len(fs), func(i int) (string, any) { return fs[i].Task, fs[i] }, keep)
 }
 
@@ -119,8 +114,8 @@ const (
 // that list is every action of the fleet, newest first (kept to
 // DefaultHistory's Actions), which the console's actions page reads in one
 // call however many tasks there are.
-func (s *Store) RecordAction(ctx context.Context, a Action, keep Retention) error {
-	return s.pushWithFleet(ctx, driver.ListActions, 1, func(int) (string, any) { return a.Task, a }, func(string) Retention { return keep })
+func (s *Store) RecordAction(ctx context.Context, a Action, keep driver.Retention) error {
+	return s.pushWithFleet(ctx, driver.ListActions, 1, func(int) (string, any) { return a.Task, a }, func(string) driver.Retention { return keep })
 }
 
 // pushWithFleet is push, and also puts the newest of the values of a task
@@ -128,7 +123,7 @@ func (s *Store) RecordAction(ctx context.Context, a Action, keep Retention) erro
 // the same round trip: the prefix's list is the whole fleet's, newest
 // first, kept to DefaultHistory. A value of the prefix itself (task "")
 // goes there once.
-func (s *Store) pushWithFleet(ctx context.Context, list string, n int, at func(i int) (string, any), keep func(string) Retention) error {
+func (s *Store) pushWithFleet(ctx context.Context, list string, n int, at func(i int) (string, any), keep func(string) driver.Retention) error {
 	type value struct {
 		task string
 		v    any
@@ -142,14 +137,14 @@ func (s *Store) pushWithFleet(ctx context.Context, list string, n int, at func(i
 			fleet = append(fleet, value{"", v})
 		}
 	}
-	limit := DefaultHistory().Failures
+	limit := driver.DefaultHistory().Failures
 	if list == driver.ListActions {
-		limit = DefaultHistory().Actions
+		limit = driver.DefaultHistory().Actions
 	}
 	vals = append(vals, fleet[max(0, len(fleet)-limit):]...) // the newest: the prefix's list keeps no more
-	return s.push(ctx, list, len(vals), func(i int) (string, any) { return vals[i].task, vals[i].v }, func(task string) Retention {
+	return s.push(ctx, list, len(vals), func(i int) (string, any) { return vals[i].task, vals[i].v }, func(task string) driver.Retention {
 		if task == "" {
-			return DefaultHistory()
+			return driver.DefaultHistory()
 		}
 		return keep(task)
 	})
@@ -163,13 +158,13 @@ func (s *Store) Actions(ctx context.Context, task string, limit int) ([]Action, 
 
 // TaskHistory is what a HistoryRead found, newest first.
 type TaskHistory struct {
-	Ticks   []TickRecord
+	Ticks   []driver.TickRecord
 	Actions []Action
 }
 
 // Histories reads the tick records and actions of many tasks in one round
 // trip: what a page of tasks, or the health checks of every task, read.
-func (s *Store) Histories(ctx context.Context, reads []HistoryRead) ([]TaskHistory, error) {
+func (s *Store) Histories(ctx context.Context, reads []driver.HistoryRead) ([]TaskHistory, error) {
 	ticks, actions, err := s.b.Histories(ctx, reads)
 	if err != nil {
 		return nil, fmt.Errorf("read the history of %d task(s): %w", len(reads), err)
@@ -181,7 +176,7 @@ func (s *Store) Histories(ctx context.Context, reads []HistoryRead) ([]TaskHisto
 	return out, nil
 }
 
-func (s *Store) push(ctx context.Context, list string, n int, at func(i int) (string, any), keep func(string) Retention) error {
+func (s *Store) push(ctx context.Context, list string, n int, at func(i int) (string, any), keep func(string) driver.Retention) error {
 	if n == 0 {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/lease/redisdriver"
 )
 
@@ -28,14 +29,14 @@ func TestTickRecordBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 		task := fmt.Sprintf("sync-users-%d-%v", replicas, tc.compress)
-		var ws []TickWrite
-		for i := range DefaultHistory().Ticks {
+		var ws []driver.TickWrite
+		for i := range driver.DefaultHistory().Ticks {
 			tick := start.Add(time.Duration(i) * 15 * time.Minute)
 			for r := range replicas {
-				ws = append(ws, TickWrite{Task: task, Tick: tick, Keep: DefaultHistory(), Part: TickPart{
+				ws = append(ws, driver.TickWrite{Task: task, Tick: tick, Keep: driver.DefaultHistory(), Part: driver.TickPart{
 					Replica: fmt.Sprintf("web-%d.prod-12345", r), Final: true, Written: tick.Add(40 * time.Second),
-					Entities: 250, Started: 250 / replicas, Outcomes: map[Outcome]int{OutcomeDone: 250/replicas - 2, OutcomeFailed: 2},
-					Skipped: map[string]int{SkipBusy: 1, SkipAlreadyRan: 250 - 250/replicas}, FirstStart: 4 * time.Millisecond, LastEnd: 38 * time.Second}})
+					Entities: 250, Started: 250 / replicas, Outcomes: map[driver.Outcome]int{driver.OutcomeDone: 250/replicas - 2, driver.OutcomeFailed: 2},
+					Skipped: map[string]int{driver.SkipBusy: 1, driver.SkipAlreadyRan: 250 - 250/replicas}, FirstStart: 4 * time.Millisecond, LastEnd: 38 * time.Second}})
 			}
 		}
 		for i := 0; i < len(ws); i += 100 {
@@ -45,8 +46,8 @@ func TestTickRecordBytes(t *testing.T) {
 		}
 		key := redisdriver.HistoryKeys("f", task)[0]
 		n, err := c.LLen(bg, key).Result()
-		if err != nil || n != int64(DefaultHistory().Ticks) {
-			t.Fatalf("%d records kept (%v), want %d", n, err, DefaultHistory().Ticks)
+		if err != nil || n != int64(driver.DefaultHistory().Ticks) {
+			t.Fatalf("%d records kept (%v), want %d", n, err, driver.DefaultHistory().Ticks)
 		}
 		bytes, err := c.MemoryUsage(bg, key).Result()
 		if err != nil {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
@@ -43,7 +45,7 @@ func TestOldLayoutRefused(t *testing.T) {
 		t.Fatalf("acquire beside an old layout: %v, want a *LayoutError", err)
 	}
 	expect.Equal(t, "old keys named", strings.Join(le.Keys, ","), "f:epoch")
-	if err := s.Enqueue(bg, Due{Task: "t", Entity: "e", Reason: ReasonTrigger}, 0); !errors.Is(err, ErrLayout) {
+	if err := s.Enqueue(bg, driver.Due{Task: "t", Entity: "e", Reason: driver.ReasonTrigger}, 0); !errors.Is(err, ErrLayout) {
 		t.Fatalf("enqueue beside an old layout: %v", err)
 	}
 	if _, err := s.TakeDue(bg, 10, time.Minute); !errors.Is(err, ErrLayout) {
@@ -78,27 +80,27 @@ func TestNewTaskIsNotQuarantined(t *testing.T) {
 	const maxTTL = 500 * time.Millisecond
 	s := newRedisStore(t, c, Options{MaxTTL: maxTTL})
 	old, fresh := twoBuckets()
-	if _, err := s.Acquire(bg, Request{Task: old, Entity: "e", TTL: maxTTL, Reason: ReasonTrigger}); !errors.Is(err, ErrQuarantine) {
+	if _, err := s.Acquire(bg, driver.Request{Task: old, Entity: "e", TTL: maxTTL, Reason: driver.ReasonTrigger}); !errors.Is(err, ErrQuarantine) {
 		t.Fatalf("first acquire on a new Redis: %v, want the quarantine", err)
 	}
 	expect.WaitFor(t, 3*maxTTL, "the quarantine over", func() bool {
-		l, err := s.Acquire(bg, Request{Task: old, Entity: "e", TTL: maxTTL, Reason: ReasonTrigger})
+		l, err := s.Acquire(bg, driver.Request{Task: old, Entity: "e", TTL: maxTTL, Reason: driver.ReasonTrigger})
 		if err == nil {
 			mustRelease(t, l)
 		}
 		return err == nil
 	})
-	l, err := s.Acquire(bg, Request{Task: fresh, Entity: "e", TTL: maxTTL, Reason: ReasonTrigger})
+	l, err := s.Acquire(bg, driver.Request{Task: fresh, Entity: "e", TTL: maxTTL, Reason: driver.ReasonTrigger})
 	if err != nil {
 		t.Fatalf("a task new to this Redis, in another bucket: %v", err)
 	}
 	mustRelease(t, l)
 
 	c.Del(bg, redisdriver.EpochKey("f", old)) // that bucket's shard lost its data
-	if _, err := s.Acquire(bg, Request{Task: old, Entity: "e", TTL: maxTTL, Reason: ReasonTrigger}); !errors.Is(err, ErrQuarantine) {
+	if _, err := s.Acquire(bg, driver.Request{Task: old, Entity: "e", TTL: maxTTL, Reason: driver.ReasonTrigger}); !errors.Is(err, ErrQuarantine) {
 		t.Fatalf("acquire in a bucket that lost its epoch: %v, want the quarantine", err)
 	}
-	if l, err = s.Acquire(bg, Request{Task: fresh, Entity: "e", TTL: maxTTL, Reason: ReasonTrigger}); err != nil {
+	if l, err = s.Acquire(bg, driver.Request{Task: fresh, Entity: "e", TTL: maxTTL, Reason: driver.ReasonTrigger}); err != nil {
 		t.Fatalf("a task of another bucket during that quarantine: %v", err)
 	}
 	mustRelease(t, l)
@@ -137,13 +139,13 @@ func TestMigrateFromLayout1(t *testing.T) {
 	if err != nil || st.Last == nil || st.Last.Fence != 42 {
 		t.Fatalf("the task's hash after migrate: %+v, %v", st, err)
 	}
-	_, err = s.Acquire(bg, Request{Task: "sync-users", Entity: "u 1", TTL: time.Minute, Reason: ReasonTick, Tick: T})
+	_, err = s.Acquire(bg, driver.Request{Task: "sync-users", Entity: "u 1", TTL: time.Minute, Reason: driver.ReasonTick, Tick: T})
 	expect.True(t, "the tick that ran before still counts as run: "+fmt.Sprint(err), errors.Is(err, ErrAlreadyRan))
 	ds, err := s.TakeDue(bg, 10, time.Minute)
-	if err != nil || len(ds) != 1 || ds[0].Entity != "u 2" || ds[0].Reason != ReasonRetry || ds[0].Attempt != 2 || !ds[0].Tick.Equal(T) {
+	if err != nil || len(ds) != 1 || ds[0].Entity != "u 2" || ds[0].Reason != driver.ReasonRetry || ds[0].Attempt != 2 || !ds[0].Tick.Equal(T) {
 		t.Fatalf("the pending request after migrate: %+v, %v", ds, err)
 	}
-	if m, err := s.Migrate(bg); err != nil || m != (Migrated{}) {
+	if m, err := s.Migrate(bg); err != nil || m != (driver.Migrated{}) {
 		t.Fatalf("a second migrate: %+v, %v", m, err)
 	}
 }
@@ -160,7 +162,7 @@ func TestDuePollFindsOtherTasks(t *testing.T) {
 	if err := s.Announce(bg, []string{mine}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Enqueue(bg, Due{Task: other, Entity: "e", Reason: ReasonTrigger}, 0); err != nil {
+	if err := s.Enqueue(bg, driver.Due{Task: other, Entity: "e", Reason: driver.ReasonTrigger}, 0); err != nil {
 		t.Fatal(err)
 	}
 	polls := 0
@@ -191,7 +193,7 @@ func TestLossQuarantinesEveryBucketAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	early, late := twoBuckets()
-	mustRelease(t, mustAcquire(t, s, Request{Task: early, Entity: "e", TTL: maxTTL, Reason: ReasonTrigger}))
+	mustRelease(t, mustAcquire(t, s, driver.Request{Task: early, Entity: "e", TTL: maxTTL, Reason: driver.ReasonTrigger}))
 
 	lost := time.Now()
 	if err := c.FlushAll(bg).Err(); err != nil { // the data loss
@@ -217,7 +219,7 @@ func TestLossQuarantinesEveryBucketAtOnce(t *testing.T) {
 	expect.WaitFor(t, 3*maxTTL, "the quarantine over", func() bool { return s.Quarantine() == 0 })
 	// The late task's bucket was quarantined from the loss too: its first
 	// grant after it is not a quarantine of its own.
-	l, err := s.Acquire(bg, Request{Task: late, Entity: "e", TTL: maxTTL, Reason: ReasonTrigger})
+	l, err := s.Acquire(bg, driver.Request{Task: late, Entity: "e", TTL: maxTTL, Reason: driver.ReasonTrigger})
 	if err != nil {
 		t.Fatalf("a task first asking after the loss's quarantine: %v, want a grant", err)
 	}

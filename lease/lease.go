@@ -15,10 +15,6 @@ var (
 	ErrBusy       = errors.New("lease: busy")
 	ErrAlreadyRan = errors.New("lease: tick already ran")
 	ErrQuarantine = errors.New("lease: redis lost its data; granting nothing until old leases have expired")
-	ErrNotHeld    = driver.ErrNotHeld
-	// ErrResharding: tickd migrate is moving the task's shards; nothing of
-	// it is granted until the move ends.
-	ErrResharding = driver.ErrResharding
 	// Causes of a lease context's cancellation (context.Cause).
 	ErrLost      = errors.New("lease: lost (released by force, expired or taken over)")
 	ErrUntrusted = errors.New("lease: not renewed within its trust window")
@@ -93,7 +89,7 @@ type Result struct {
 type Lease struct {
 	Task     string
 	Entity   string
-	Reason   Reason
+	Reason   driver.Reason
 	Tick     time.Time // zero unless the run is for a tick
 	Fence    int64     // fencing token: increases with every grant for this (task, entity)
 	Acquired time.Time // local clock, before the request was sent
@@ -168,10 +164,6 @@ func (l *Lease) ref() *driver.Lease {
 	return &l.d
 }
 
-// MinTTL is the shortest lease TTL a holder can keep: renewed every TTL/3,
-// a shorter one leaves too little time for a renewal round to arrive.
-const MinTTL = driver.MinTTL
-
 // Margin is the part of a TTL the holder does not trust: clock drift between
 // the holder and Redis, plus the time to stop a run. A holder trusts its
 // lease until sent + ttl - Margin(ttl).
@@ -196,7 +188,7 @@ type Released struct {
 // Release gives the lease back and records the outcome. With next, it also
 // enqueues another run in the same atomic step. A holder whose lease was
 // taken over gets ErrNotHeld and touches nothing.
-func (l *Lease) Release(ctx context.Context, o Finished, next *Next) (Released, error) {
+func (l *Lease) Release(ctx context.Context, o driver.Finished, next *driver.Next) (Released, error) {
 	return l.store.release(ctx, l, o, next)
 }
 
@@ -204,6 +196,6 @@ func (l *Lease) Release(ctx context.Context, o Finished, next *Next) (Released, 
 // is told how it went, as Release would have returned it. It bounds itself
 // by ReleaseTimeout. A holder that ends many runs a second (the
 // scheduler's runs) so frees its goroutine at once.
-func (l *Lease) ReleaseThen(o Finished, next *Next, then AfterRelease) {
+func (l *Lease) ReleaseThen(o driver.Finished, next *driver.Next, then AfterRelease) {
 	l.store.releaseThen(l, o, next, then)
 }

@@ -12,27 +12,6 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-// Limit is a budget every replica shares (config's [[limits]]).
-type Limit = driver.Limit
-
-// LimitClosing is a budget an API closed: until when, and why.
-type LimitClosing = driver.LimitClosing
-
-// Why a limit has no room (LimitedError.Why).
-const (
-	LimitFull       = driver.LimitFull
-	LimitRate       = driver.LimitRate
-	LimitClosed     = driver.LimitClosed
-	LimitQuarantine = driver.LimitQuarantine
-)
-
-// LimitWaitGrace is how long a run keeps its place in a limit's line
-// after the wait it was told, when it does not ask again.
-const LimitWaitGrace = driver.LimitWaitGrace
-
-// LimitWaiting is a run waiting in a limit's line.
-type LimitWaiting = driver.LimitWaiting
-
 // ErrLimited says a limit the request names has no room now.
 var ErrLimited = errors.New("lease: a limit has no room")
 
@@ -61,7 +40,7 @@ func (e *LimitedError) Is(target error) bool { return target == ErrLimited }
 // the runs it sets (SetLimitRuns) are never older than a start it took.
 type limitState struct {
 	mu    sync.Mutex
-	lim   Limit
+	lim   driver.Limit
 	runs  map[string]int
 	dirty bool          // runs ended since the last SetLimitRuns
 	ttl   time.Duration // the longest lease TTL of the runs it took for
@@ -89,7 +68,7 @@ type limits struct {
 // SetLimits declares the limits requests may name (Request.Limits), as the
 // config gives them; a limit left out keeps counting the runs under it
 // until they end.
-func (s *Store) SetLimits(ls []Limit) {
+func (s *Store) SetLimits(ls []driver.Limit) {
 	s.limits.mu.Lock()
 	defer s.limits.mu.Unlock()
 	if s.limits.byName == nil {
@@ -114,7 +93,7 @@ func (s *Store) limitState(name string) *limitState {
 }
 
 // budgetKey is entity's budget under lim: its own, or the limit's one.
-func budgetKey(lim Limit, entity string) string {
+func budgetKey(lim driver.Limit, entity string) string {
 	if lim.PerEntity {
 		return driver.Escape(entity)
 	}
@@ -126,7 +105,7 @@ func budgetKey(lim Limit, entity string) string {
 // by request, and, for those refused, a *LimitedError (or the I/O error)
 // in bad, which it makes when nil. A request refused by one limit gives
 // back what it took under the others.
-func (s *Store) takeLimits(ctx context.Context, reqs []Request, bad []error) ([][]limitHold, []error) {
+func (s *Store) takeLimits(ctx context.Context, reqs []driver.Request, bad []error) ([][]limitHold, []error) {
 	var names []string
 	for i := range reqs {
 		if bad == nil || bad[i] == nil {
@@ -172,7 +151,7 @@ func (s *Store) takeLimits(ctx context.Context, reqs []Request, bad []error) ([]
 }
 
 // takeLimit takes a start under st's limit for each request of idx.
-func (s *Store) takeLimit(ctx context.Context, st *limitState, reqs []Request, idx []int, holds [][]limitHold, bad []error) {
+func (s *Store) takeLimit(ctx context.Context, st *limitState, reqs []driver.Request, idx []int, holds [][]limitHold, bad []error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	keys := make([]string, len(idx))
@@ -181,7 +160,7 @@ func (s *Store) takeLimit(ctx context.Context, st *limitState, reqs []Request, i
 		r := &reqs[i]
 		keys[j] = budgetKey(st.lim, r.Entity)
 		since := r.Since
-		if since.IsZero() && r.Reason == ReasonTick {
+		if since.IsZero() && r.Reason == driver.ReasonTick {
 			since = r.Tick
 		}
 		asks[j] = driver.LimitAsk{Key: keys[j], Waiter: driver.LimitWaiter(r.Task, r.Entity), Since: since}
@@ -201,7 +180,7 @@ func (s *Store) takeLimit(ctx context.Context, st *limitState, reqs []Request, i
 			holds[i] = append(holds[i], limitHold{st: st, key: keys[j]})
 			continue
 		}
-		if g.Why == LimitQuarantine {
+		if g.Why == driver.LimitQuarantine {
 			// The limit's keys were lost with its master's data: a
 			// quarantine as the leases' own.
 			s.quarantinedFor(g.Wait)
@@ -361,7 +340,7 @@ func (s *Store) settle(ctx context.Context, all bool) {
 // LimitStatus is a limit's state: its runs across the replicas and the
 // budgets closed.
 type LimitStatus struct {
-	Limit Limit
+	Limit driver.Limit
 	// Runs is how many runs hold the limit, across the replicas.
 	Runs int
 	// Busiest is, for a limit per entity, the most runs of one entity.
@@ -371,7 +350,7 @@ type LimitStatus struct {
 	// task and entity.
 	Waiting int
 	Oldest  []WaitingRun
-	Closed  map[string]LimitClosing // by entity ("" for a limit not per entity)
+	Closed  map[string]driver.LimitClosing // by entity ("" for a limit not per entity)
 }
 
 // WaitingRun is a run waiting in a limit's line, since when.
@@ -381,12 +360,12 @@ type WaitingRun struct {
 }
 
 // LimitStatus reads the state of lim.
-func (s *Store) LimitStatus(ctx context.Context, lim Limit) (LimitStatus, error) {
+func (s *Store) LimitStatus(ctx context.Context, lim driver.Limit) (LimitStatus, error) {
 	st, err := s.b.LimitState(ctx, lim)
 	if err != nil {
 		return LimitStatus{}, fmt.Errorf("limit %s: %w", lim.Name, err)
 	}
-	out := LimitStatus{Limit: lim, Closed: map[string]LimitClosing{}, Waiting: st.Waiting}
+	out := LimitStatus{Limit: lim, Closed: map[string]driver.LimitClosing{}, Waiting: st.Waiting}
 	for _, w := range st.Oldest {
 		task, entity, _ := strings.Cut(w.Waiter, "/")
 		task, err1 := driver.Unescape(task)
@@ -416,7 +395,7 @@ func (s *Store) LimitStatus(ctx context.Context, lim Limit) (LimitStatus, error)
 // CloseLimit closes a budget of lim for d: entity's own for a limit per
 // entity, else the limit's one. No run starts under it until then, on any
 // replica; why says what closed it (an API's 429).
-func (s *Store) CloseLimit(ctx context.Context, lim Limit, entity string, d time.Duration, why string) error {
+func (s *Store) CloseLimit(ctx context.Context, lim driver.Limit, entity string, d time.Duration, why string) error {
 	if len(why) > MaxCloseReason { // every replica's status reads it: bounded
 		why = strings.ToValidUTF8(why[:MaxCloseReason], "")
 	}

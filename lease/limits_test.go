@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/testkit/redistest"
@@ -28,12 +30,12 @@ func TestLimitSlotsComeBackAfterAKill(t *testing.T) {
 		return c
 	})
 	a, b := k.client(Options{Replica: "a"}), k.client(Options{Replica: "b"})
-	lim := Limit{Name: "api", Concurrency: 1, Burst: 1}
-	a.SetLimits([]Limit{lim})
-	b.SetLimits([]Limit{lim})
+	lim := driver.Limit{Name: "api", Concurrency: 1, Burst: 1}
+	a.SetLimits([]driver.Limit{lim})
+	b.SetLimits([]driver.Limit{lim})
 	const ttl = 3 * time.Second
 	ask := func(s *Store, entity string) error {
-		_, err := s.Acquire(context.Background(), Request{Task: "t", Entity: entity, TTL: ttl, Reason: ReasonTrigger, Limits: []string{"api"}})
+		_, err := s.Acquire(context.Background(), driver.Request{Task: "t", Entity: entity, TTL: ttl, Reason: driver.ReasonTrigger, Limits: []string{"api"}})
 		return err
 	}
 	if err := ask(a, "held"); err != nil {

@@ -8,10 +8,6 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-// Clock reads the wall clock: tickd's one clock interface, for the store,
-// the scheduler and the daemon. Tests inject offsets through it.
-type Clock = driver.Clock
-
 // SystemClock is the Clock everything uses unless told otherwise.
 type SystemClock struct{}
 
@@ -35,7 +31,7 @@ type Options struct {
 	// and clock skew. Defaults to 7 days.
 	StateTTL time.Duration
 	// Clock defaults to the system clock.
-	Clock Clock
+	Clock driver.Clock
 	// OnRenewError, if set, is called with each failed renewal round (but
 	// not for a round the replicas did not acknowledge: see OnAcks).
 	OnRenewError func(error)

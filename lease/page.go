@@ -12,16 +12,16 @@ import (
 // EntityPage reads one page of task's entities, in the store's order (a
 // hash's scan order in Redis: HSCAN with MATCH, a page of at most
 // q.MaxScan entries looked at).
-func (s *Store) EntityPage(ctx context.Context, task string, q PageQuery) (Page, error) {
+func (s *Store) EntityPage(ctx context.Context, task string, q driver.PageQuery) (driver.Page, error) {
 	q.Size, q.MaxScan = max(q.Size, 1), max(q.MaxScan, q.Size, 1)
 	names, err := s.shardNames(ctx, task)
 	if err != nil {
-		return Page{}, fmt.Errorf("read entities of %s: %w", task, err)
+		return driver.Page{}, fmt.Errorf("read entities of %s: %w", task, err)
 	}
 	if len(names) == 1 {
 		p, err := s.b.EntityPage(ctx, task, q)
 		if err != nil {
-			return Page{}, fmt.Errorf("read entities of %s: %w", task, err)
+			return driver.Page{}, fmt.Errorf("read entities of %s: %w", task, err)
 		}
 		return p, nil
 	}
@@ -30,26 +30,26 @@ func (s *Store) EntityPage(ctx context.Context, task string, q PageQuery) (Page,
 
 // shardedPage reads a page of a task of several shards: their entities one
 // shard after the other, the cursor "shard/the shard's cursor".
-func (s *Store) shardedPage(ctx context.Context, task string, names []string, q PageQuery) (Page, error) {
+func (s *Store) shardedPage(ctx context.Context, task string, names []string, q driver.PageQuery) (driver.Page, error) {
 	shard, cur := 0, ""
 	if q.Cursor != "" {
 		a, b, ok := strings.Cut(q.Cursor, "/")
 		n, err := strconv.Atoi(a)
 		if !ok || err != nil || n < 0 || n >= len(names) {
-			return Page{}, fmt.Errorf("read entities of %s: %w %q", task, driver.ErrBadCursor, q.Cursor)
+			return driver.Page{}, fmt.Errorf("read entities of %s: %w %q", task, driver.ErrBadCursor, q.Cursor)
 		}
 		shard, cur = n, b
 	}
 	// Each shard's part of the page looks at its share of MaxScan: a page
 	// looks at MaxScan entities at most, whatever the number of shards.
 	budget := max(q.MaxScan/len(names), 1)
-	var out Page
+	var out driver.Page
 	for shard < len(names) && len(out.Rows) < q.Size {
 		sq := q
 		sq.Cursor, sq.Size, sq.MaxScan = cur, q.Size-len(out.Rows), budget
 		p, err := s.b.EntityPage(ctx, names[shard], sq)
 		if err != nil {
-			return Page{}, fmt.Errorf("read entities of %s: %w", task, err)
+			return driver.Page{}, fmt.Errorf("read entities of %s: %w", task, err)
 		}
 		out.Rows = append(out.Rows, p.Rows...)
 		out.Scanned += p.Scanned

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // takeOver lets a short lease of entity expire unrenewed and acquires it
@@ -28,7 +29,7 @@ func takeOver(t *testing.T, s *Store, entity string) (old, cur *Lease) {
 func testTakenOver(t *testing.T, k kit) {
 	s := k.client(Options{})
 	old, cur := takeOver(t, s, "e")
-	if _, err := old.Release(bg, Finished{Outcome: OutcomeDone}, nil); !errors.Is(err, ErrNotHeld) {
+	if _, err := old.Release(bg, driver.Finished{Outcome: driver.OutcomeDone}, nil); !errors.Is(err, driver.ErrNotHeld) {
 		t.Fatalf("release by taken-over holder: %v, want ErrNotHeld", err)
 	}
 	if _, err := s.Acquire(bg, req("e", time.Minute)); !errors.Is(err, ErrBusy) {
@@ -38,7 +39,7 @@ func testTakenOver(t *testing.T, k kit) {
 		t.Fatalf("fence %d after %d", cur.Fence, old.Fence)
 	}
 	mustRelease(t, cur)
-	if _, err := cur.Release(bg, Finished{}, nil); !errors.Is(err, ErrNotHeld) {
+	if _, err := cur.Release(bg, driver.Finished{}, nil); !errors.Is(err, driver.ErrNotHeld) {
 		t.Fatalf("double release: %v", err)
 	}
 }
@@ -80,11 +81,11 @@ func testReleaseThen(t *testing.T, k kit) {
 	done := mustAcquire(t, s, req("done", time.Minute))
 	next := mustAcquire(t, s, req("next", time.Minute))
 	recs := []*thenRec{newThenRec(old), newThenRec(done), newThenRec(next)}
-	fin := Finished{Outcome: OutcomeDone, Started: time.Now(), Ended: time.Now()}
+	fin := driver.Finished{Outcome: driver.OutcomeDone, Started: time.Now(), Ended: time.Now()}
 	old.ReleaseThen(fin, nil, recs[0])
 	done.ReleaseThen(fin, nil, recs[1])
-	next.ReleaseThen(fin, &Next{Reason: ReasonReschedule, Delay: time.Hour, Attempt: 1}, recs[2])
-	if a := recs[0].answer(t); !errors.Is(a.err, ErrNotHeld) {
+	next.ReleaseThen(fin, &driver.Next{Reason: driver.ReasonReschedule, Delay: time.Hour, Attempt: 1}, recs[2])
+	if a := recs[0].answer(t); !errors.Is(a.err, driver.ErrNotHeld) {
 		t.Fatalf("taken-over holder's ReleaseThen answered %v, want ErrNotHeld", a.err)
 	}
 	if _, err := s.Acquire(bg, req("gone", time.Minute)); !errors.Is(err, ErrBusy) {
@@ -97,12 +98,12 @@ func testReleaseThen(t *testing.T, k kit) {
 		}
 		mustRelease(t, mustAcquire(t, s, req(r.l.Entity, time.Minute))) // free again
 	}
-	if d := dues(t, s); len(d) != 1 || d[0].Entity != "next" || d[0].Reason != ReasonReschedule {
+	if d := dues(t, s); len(d) != 1 || d[0].Entity != "next" || d[0].Reason != driver.ReasonReschedule {
 		t.Fatalf("due entries %+v, want next's reschedule", d)
 	}
 	// Released already: answered at once, and only once.
 	done.ReleaseThen(fin, nil, recs[1])
-	if a := recs[1].answer(t); !errors.Is(a.err, ErrNotHeld) {
+	if a := recs[1].answer(t); !errors.Is(a.err, driver.ErrNotHeld) {
 		t.Fatalf("second ReleaseThen answered %v, want ErrNotHeld", a.err)
 	}
 	for _, r := range recs {
@@ -144,7 +145,7 @@ func testExpiry(t *testing.T, k kit) {
 func testBatchTrust(t *testing.T, k kit) {
 	s := k.client(Options{})
 	const ttl = 300 * time.Millisecond
-	res := s.AcquireBatch(bg, []Request{req("stale", ttl), req("released", ttl), req("renewed", ttl)})
+	res := s.AcquireBatch(bg, []driver.Request{req("stale", ttl), req("released", ttl), req("renewed", ttl)})
 	for _, r := range res {
 		if r.Err != nil {
 			t.Fatal(r.Err)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
@@ -26,7 +28,7 @@ func newClient(t testing.TB, addr string) *redis.Client {
 	return c
 }
 
-func newRedisStore(t testing.TB, c *redis.Client, opts Options, acks ...ReplicaAcks) *Store {
+func newRedisStore(t testing.TB, c *redis.Client, opts Options, acks ...driver.ReplicaAcks) *Store {
 	s, err := NewRedis(c, "f", opts, acks...)
 	if err != nil {
 		t.Fatal(err)
@@ -112,11 +114,11 @@ func TestRedisStoppedHoldersStopInTime(t *testing.T) {
 	}
 	mustRelease(t, l)
 	// A tick from before the loss may have run already: it is not run again.
-	_, err = s.Acquire(bg, Request{Task: "t", Entity: "0", TTL: ttl, Reason: ReasonTick, Tick: start.Add(-time.Second)})
+	_, err = s.Acquire(bg, driver.Request{Task: "t", Entity: "0", TTL: ttl, Reason: driver.ReasonTick, Tick: start.Add(-time.Second)})
 	if !errors.Is(err, ErrAlreadyRan) {
 		t.Fatalf("tick from before the data loss: %v, want already ran", err)
 	}
-	l, err = s.Acquire(bg, Request{Task: "t", Entity: "0", TTL: ttl, Reason: ReasonTick, Tick: time.Now()})
+	l, err = s.Acquire(bg, driver.Request{Task: "t", Entity: "0", TTL: ttl, Reason: driver.ReasonTick, Tick: time.Now()})
 	if err != nil {
 		t.Fatalf("tick after the loss: %v", err)
 	}
@@ -276,7 +278,7 @@ func TestFailedReleaseLetsTheLeaseExpire(t *testing.T) {
 	l := mustAcquire(t, a, req("x", ttl))
 	proxy.Stall()
 	ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
-	_, err := l.Release(ctx, Finished{Outcome: OutcomeDone}, nil)
+	_, err := l.Release(ctx, driver.Finished{Outcome: driver.OutcomeDone}, nil)
 	cancel()
 	if err == nil {
 		t.Fatal("release through a stalled connection succeeded")
@@ -305,10 +307,10 @@ func TestChunkTakenOnce(t *testing.T) {
 	b := newRedisStore(t, newClient(t, srv.Addr), Options{Replica: "b"})
 	a.InitEpoch(bg) //nolint:errcheck
 	tick := time.Now().Truncate(time.Second)
-	reqs := func(ids []string, chunk string) []Request {
-		var rs []Request
+	reqs := func(ids []string, chunk string) []driver.Request {
+		var rs []driver.Request
 		for _, id := range ids {
-			rs = append(rs, Request{Task: "t", Entity: id, TTL: time.Minute, Reason: ReasonTick, Tick: tick, Chunk: chunk})
+			rs = append(rs, driver.Request{Task: "t", Entity: id, TTL: time.Minute, Reason: driver.ReasonTick, Tick: tick, Chunk: chunk})
 		}
 		return rs
 	}
@@ -350,13 +352,13 @@ func TestTaken(t *testing.T) {
 	a := newRedisStore(t, newClient(t, srv.Addr), Options{Replica: "a"})
 	a.InitEpoch(bg) //nolint:errcheck
 	tick := time.Now().Truncate(time.Second)
-	var batch []Request
+	var batch []driver.Request
 	for i := range 20 {
 		chunk := "chunk-1"
 		if i >= 16 {
 			chunk = "" // a chunk's entities sent alone take no chunk
 		}
-		batch = append(batch, Request{Task: "t", Entity: strconv.Itoa(i), TTL: time.Minute, Reason: ReasonTick, Tick: tick, Chunk: chunk})
+		batch = append(batch, driver.Request{Task: "t", Entity: strconv.Itoa(i), TTL: time.Minute, Reason: driver.ReasonTick, Tick: tick, Chunk: chunk})
 	}
 	for i, r := range a.AcquireBatch(bg, batch) {
 		if r.Err != nil {
@@ -407,11 +409,11 @@ func TestReplicasAnnounced(t *testing.T) {
 	if err := a2.Announce(bg, []string{"t1"}, time.Minute); err != nil {
 		t.Fatalf("a process's first announcement: %v, want none (a restart finds its predecessor's)", err)
 	}
-	var dup *DuplicateReplicaError
+	var dup *driver.DuplicateReplicaError
 	if err := a1.Announce(bg, []string{"t1", "t 2"}, time.Minute); !errors.As(err, &dup) || dup.Replica != "A" || dup.Host != hostname() {
 		t.Fatalf("the first process, at its next announcement: %v, want a DuplicateReplicaError naming this host", err)
 	}
-	if err := a2.Announce(bg, []string{"t1"}, time.Minute); !errors.Is(err, ErrDuplicateReplica) {
+	if err := a2.Announce(bg, []string{"t1"}, time.Minute); !errors.Is(err, driver.ErrDuplicateReplica) {
 		t.Fatalf("the second process, at its next announcement: %v, want the duplicate said", err)
 	}
 	// A replica restarted under its id (the old process gone) is not told.
@@ -446,7 +448,7 @@ func TestSlowRenewalIsWaitedFor(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	var failed, renewed atomic.Int64
 	s := newRedisStore(t, c, Options{Replica: "A", MaxTTL: ttl,
-		OnRenewError: func(error) { failed.Add(1) }, OnRenew: func() { renewed.Add(1) }}, AcksNever)
+		OnRenewError: func(error) { failed.Add(1) }, OnRenew: func() { renewed.Add(1) }}, driver.AcksNever)
 	s.InitEpoch(bg) //nolint:errcheck
 	l := mustAcquire(t, s, req("e", ttl))
 	// The first round goes out at TTL/3 (1s); the link stalls from before

@@ -10,12 +10,9 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-// TaskInfo is what the task registry remembers of a task (driver.TaskInfo).
-type TaskInfo = driver.TaskInfo
-
 // RegisterTasks records that this replica runs ts, now: a replica calls it
 // when its tasks change and every few minutes.
-func (s *Store) RegisterTasks(ctx context.Context, ts []TaskInfo) error {
+func (s *Store) RegisterTasks(ctx context.Context, ts []driver.TaskInfo) error {
 	if len(ts) == 0 {
 		return nil
 	}
@@ -36,21 +33,21 @@ func (s *Store) RegisterTasks(ctx context.Context, ts []TaskInfo) error {
 }
 
 // Registry returns every task the registry remembers, by name.
-func (s *Store) Registry(ctx context.Context) ([]TaskInfo, error) {
+func (s *Store) Registry(ctx context.Context) ([]driver.TaskInfo, error) {
 	vals, err := s.b.Registry(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the task registry: %w", err)
 	}
-	out := make([]TaskInfo, 0, len(vals))
+	out := make([]driver.TaskInfo, 0, len(vals))
 	for name, v := range vals {
-		var t TaskInfo
+		var t driver.TaskInfo
 		if json.Unmarshal([]byte(v), &t) != nil {
-			t = TaskInfo{} // another version's: its name is still known
+			t = driver.TaskInfo{} // another version's: its name is still known
 		}
 		t.Name = name
 		out = append(out, t)
 	}
-	slices.SortFunc(out, func(a, b TaskInfo) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b driver.TaskInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 

@@ -36,9 +36,9 @@ func (s *Store) dropEach(n int, at func(int) *Lease, cause error) {
 	}
 }
 
-func (s *Store) release(ctx context.Context, l *Lease, o Finished, next *Next) (Released, error) {
+func (s *Store) release(ctx context.Context, l *Lease, o driver.Finished, next *driver.Next) (Released, error) {
 	if errors.Is(context.Cause(l.ctx), ErrReleased) {
-		return Released{}, ErrNotHeld
+		return Released{}, driver.ErrNotHeld
 	}
 	rep, err := s.releaseOne(ctx, l, driver.ReleaseArg{Lease: l.ref(), Finished: o, Next: next})
 	if err != nil { // stopped waiting: the flush drops it too, later
@@ -48,9 +48,9 @@ func (s *Store) release(ctx context.Context, l *Lease, o Finished, next *Next) (
 }
 
 // releaseThen is release, answered through then.
-func (s *Store) releaseThen(l *Lease, o Finished, next *Next, then AfterRelease) {
+func (s *Store) releaseThen(l *Lease, o driver.Finished, next *driver.Next, then AfterRelease) {
 	if errors.Is(context.Cause(l.ctx), ErrReleased) {
-		then.AfterRelease(Released{}, ErrNotHeld)
+		then.AfterRelease(Released{}, driver.ErrNotHeld)
 		return
 	}
 	s.queueRelease(releaseReq{l: l, arg: driver.ReleaseArg{Lease: l.ref(), Finished: o, Next: next}, then: then})
@@ -59,10 +59,10 @@ func (s *Store) releaseThen(l *Lease, o Finished, next *Next, then AfterRelease)
 // ReleaseBatch releases many leases with one outcome in one round trip per
 // BatchSize leases, as at shutdown. The errors are in the order of ls; a lease
 // taken over gets ErrNotHeld. Follow-up requests are enqueued as by Release.
-func (s *Store) ReleaseBatch(ctx context.Context, ls []*Lease, o Finished) ([]error, error) {
+func (s *Store) ReleaseBatch(ctx context.Context, ls []*Lease, o driver.Finished) ([]error, error) {
 	errs := make([]error, len(ls))
-	for lo := 0; lo < len(ls); lo += BatchSize {
-		hi := min(lo+BatchSize, len(ls))
+	for lo := 0; lo < len(ls); lo += driver.BatchSize {
+		hi := min(lo+driver.BatchSize, len(ls))
 		args := make([]driver.ReleaseArg, hi-lo)
 		for i, l := range ls[lo:hi] {
 			args[i] = driver.ReleaseArg{Lease: s.located(l, l.ref()), Finished: o}

@@ -50,7 +50,7 @@ type AfterRelease interface {
 
 // releaseBatchMax bounds one flush: its script call holds at most this
 // many leases.
-const releaseBatchMax = 4 * BatchSize
+const releaseBatchMax = 4 * driver.BatchSize
 
 // releaseRenamed sends once more the releases (args, answered by reps, of
 // the leases at(i)) that the driver refused as named by an old shard

@@ -41,7 +41,7 @@ func (s *Store) Withdraw(ctx context.Context) error {
 // this store's replica id, or nil: a process stopped without withdrawing
 // (killed), whose announcement lapses within its TTL, or a live one
 // (a copied unit file), whose announcement is renewed (Seen moves on).
-func (s *Store) ReplicaInUse(ctx context.Context) (*Replica, error) {
+func (s *Store) ReplicaInUse(ctx context.Context) (*driver.Replica, error) {
 	rs, err := s.Replicas(ctx)
 	if err != nil {
 		return nil, err
@@ -55,12 +55,12 @@ func (s *Store) ReplicaInUse(ctx context.Context) (*Replica, error) {
 }
 
 // Replicas lists the replicas whose announcement is current, by id.
-func (s *Store) Replicas(ctx context.Context) ([]Replica, error) {
+func (s *Store) Replicas(ctx context.Context) ([]driver.Replica, error) {
 	rs, err := s.b.Replicas(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read replicas: %w", err)
 	}
-	slices.SortFunc(rs, func(a, b Replica) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(rs, func(a, b driver.Replica) int { return strings.Compare(a.ID, b.ID) })
 	return rs, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // A request id follows one trigger (tickd trigger -wait) through whatever
@@ -45,7 +47,7 @@ func checkRequestIDs(ids []string) error {
 }
 
 // Answers reads the answers to request id of task so far, by entity.
-func (s *Store) Answers(ctx context.Context, task, id string) (map[string]Outcome, error) {
+func (s *Store) Answers(ctx context.Context, task, id string) (map[string]driver.Outcome, error) {
 	if err := checkRequestIDs([]string{id}); err != nil {
 		return nil, err
 	}

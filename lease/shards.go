@@ -263,7 +263,7 @@ func (s *Store) shardName(ctx context.Context, task, entity string, write bool) 
 // dueName is the driver's name of the shard d is in: the one it was taken
 // from (not checked against the count: 0), or its entity's, with the count
 // it is named by.
-func (s *Store) dueName(ctx context.Context, d Due) (string, int, error) {
+func (s *Store) dueName(ctx context.Context, d driver.Due) (string, int, error) {
 	if d.Claim != "" {
 		return driver.ShardName(d.Task, d.Shard), 0, nil
 	}
@@ -281,7 +281,7 @@ func taskOf(name string) string {
 // too. reqs itself when no task has more than one; ns[i] is the count the
 // request's shard is named by, bad[i] the error of a request the store
 // cannot name.
-func (s *Store) sharded(ctx context.Context, reqs []Request) (out []Request, ns []int, bad []error) {
+func (s *Store) sharded(ctx context.Context, reqs []driver.Request) (out []driver.Request, ns []int, bad []error) {
 	ns = make([]int, len(reqs))
 	last, lastN := "", 1
 	for i := range reqs {
@@ -336,8 +336,8 @@ func (s *Store) eachShard(ctx context.Context, task string, fn func(name string)
 }
 
 // mergeAnswers reads the answers to request id from each of task's shards.
-func (s *Store) mergeAnswers(ctx context.Context, task, id string) (map[string]Outcome, error) {
-	out := map[string]Outcome{}
+func (s *Store) mergeAnswers(ctx context.Context, task, id string) (map[string]driver.Outcome, error) {
+	out := map[string]driver.Outcome{}
 	err := s.eachShard(ctx, task, func(name string) error {
 		m, err := s.b.Answers(ctx, name, id)
 		maps.Copy(out, m)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
@@ -22,7 +24,7 @@ func TestShardsSpreadATaskOverTheMasters(t *testing.T) {
 	newStore := func(want int) *Store {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
 		t.Cleanup(func() { c.Close() })
-		s, err := NewRedis(c, "spread", Options{Replica: "r"}, AcksNever)
+		s, err := NewRedis(c, "spread", Options{Replica: "r"}, driver.AcksNever)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,9 +37,9 @@ func TestShardsSpreadATaskOverTheMasters(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 3000
-	reqs := make([]Request, n)
+	reqs := make([]driver.Request, n)
 	for i := range reqs {
-		reqs[i] = Request{Task: "big", Entity: fmt.Sprintf("user-%d", i), TTL: time.Minute, Reason: ReasonTick, Tick: time.Now().Truncate(time.Second)}
+		reqs[i] = driver.Request{Task: "big", Entity: fmt.Sprintf("user-%d", i), TTL: time.Minute, Reason: driver.ReasonTick, Tick: time.Now().Truncate(time.Second)}
 	}
 	for _, r := range a.AcquireBatch(bg, reqs) {
 		if r.Err != nil {
@@ -62,7 +64,7 @@ func TestShardsSpreadATaskOverTheMasters(t *testing.T) {
 	got, err := b.Shards(bg, "big")
 	expect.True(t, "the recorded count", err == nil && got == 16)
 	for i := range reqs {
-		reqs[i].Reason = ReasonTrigger
+		reqs[i].Reason = driver.ReasonTrigger
 	}
 	for i, r := range b.AcquireBatch(bg, reqs) {
 		if !errors.Is(r.Err, ErrBusy) {
@@ -70,7 +72,7 @@ func TestShardsSpreadATaskOverTheMasters(t *testing.T) {
 		}
 	}
 	held := 0
-	if err := b.Leases(bg, "big", func(h Held) error {
+	if err := b.Leases(bg, "big", func(h driver.Held) error {
 		expect.Equal(t, "a held lease's task", h.Task, "big")
 		held++
 		return nil
@@ -87,7 +89,7 @@ func TestShardsSpreadATaskOverTheMasters(t *testing.T) {
 func TestShardCountOfATaskFromBefore(t *testing.T) {
 	k := redisKit(t)
 	a := k.client(Options{Replica: "A"})
-	mustAcquire(t, a, Request{Task: "old", Entity: "e", TTL: time.Minute, Reason: ReasonTrigger})
+	mustAcquire(t, a, driver.Request{Task: "old", Entity: "e", TTL: time.Minute, Reason: driver.ReasonTrigger})
 	c := redis.NewClient(&redis.Options{Addr: redisClient(a).(*redis.Client).Options().Addr})
 	t.Cleanup(func() { c.Close() })
 	var shardsKey string
@@ -102,7 +104,7 @@ func TestShardCountOfATaskFromBefore(t *testing.T) {
 	b.WantShards("old", 8)
 	n, err := b.Shards(bg, "old")
 	expect.True(t, fmt.Sprintf("shards %d, %v: want 1", n, err), err == nil && n == 1)
-	if _, err := b.Acquire(bg, Request{Task: "old", Entity: "e", TTL: time.Minute, Reason: ReasonTrigger}); !errors.Is(err, ErrBusy) {
+	if _, err := b.Acquire(bg, driver.Request{Task: "old", Entity: "e", TTL: time.Minute, Reason: driver.ReasonTrigger}); !errors.Is(err, ErrBusy) {
 		t.Fatalf("the entity held from before: %v, want busy", err)
 	}
 	b.WantShards("new", 8)
@@ -110,14 +112,14 @@ func TestShardCountOfATaskFromBefore(t *testing.T) {
 	expect.True(t, fmt.Sprintf("a new task: shards %d, %v: want 8", n, err), err == nil && n == 8)
 	// A read records nothing: the first write records its store's count.
 	c2 := k.client(Options{Replica: "C"})
-	if _, err := c2.EntityPage(bg, "fresh", PageQuery{Size: 10}); err != nil {
+	if _, err := c2.EntityPage(bg, "fresh", driver.PageQuery{Size: 10}); err != nil {
 		t.Fatal(err)
 	}
 	b.WantShards("fresh", 8)
-	mustAcquire(t, b, Request{Task: "fresh", Entity: "e", TTL: time.Minute, Reason: ReasonTrigger})
+	mustAcquire(t, b, driver.Request{Task: "fresh", Entity: "e", TTL: time.Minute, Reason: driver.ReasonTrigger})
 	n, err = c2.Shards(bg, "fresh")
 	expect.True(t, fmt.Sprintf("read first, written later: shards %d, %v: want 8", n, err), err == nil && n == 8)
-	if _, err := b.Acquire(bg, Request{Task: "a" + "~1", Entity: "e", TTL: time.Minute, Reason: ReasonTrigger}); !errors.Is(err, ErrShardName) {
+	if _, err := b.Acquire(bg, driver.Request{Task: "a" + "~1", Entity: "e", TTL: time.Minute, Reason: driver.ReasonTrigger}); !errors.Is(err, ErrShardName) {
 		t.Fatalf("a task named like a shard: %v, want ErrShardName", err)
 	}
 }
@@ -133,14 +135,14 @@ func TestReshardKeepsEveryEntitysState(t *testing.T) {
 	fences := map[string]int64{}
 	for i := range n {
 		e := fmt.Sprint("e", i)
-		l := mustAcquire(t, a, Request{Task: "r", Entity: e, TTL: time.Minute, Reason: ReasonTick, Tick: T})
+		l := mustAcquire(t, a, driver.Request{Task: "r", Entity: e, TTL: time.Minute, Reason: driver.ReasonTick, Tick: T})
 		fences[e] = l.Fence
 		mustRelease(t, l)
 	}
 	// A lease of a replica gone (it runs the task no more): it is held
 	// where it moves, until it expires.
-	mustAcquire(t, a, Request{Task: "r", Entity: "held", TTL: time.Minute, Reason: ReasonTrigger}).stopRenewing()
-	if err := a.Enqueue(bg, Due{Task: "r", Entity: "e7", Reason: ReasonTrigger}, time.Hour); err != nil {
+	mustAcquire(t, a, driver.Request{Task: "r", Entity: "held", TTL: time.Minute, Reason: driver.ReasonTrigger}).stopRenewing()
+	if err := a.Enqueue(bg, driver.Due{Task: "r", Entity: "e7", Reason: driver.ReasonTrigger}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	for _, to := range []int{4, 2} {
@@ -154,20 +156,20 @@ func TestReshardKeepsEveryEntitysState(t *testing.T) {
 		got, err := b.Shards(bg, "r")
 		expect.True(t, fmt.Sprintf("the count read: %d, %v", got, err), err == nil && got == to)
 		for e, fence := range fences {
-			_, err := b.Acquire(bg, Request{Task: "r", Entity: e, TTL: time.Minute, Reason: ReasonTick, Tick: T})
+			_, err := b.Acquire(bg, driver.Request{Task: "r", Entity: e, TTL: time.Minute, Reason: driver.ReasonTick, Tick: T})
 			if !errors.Is(err, ErrAlreadyRan) {
 				t.Fatalf("%d shards: %s's tick: %v, want already ran", to, e, err)
 			}
-			l := mustAcquire(t, b, Request{Task: "r", Entity: e, TTL: time.Minute, Reason: ReasonTrigger})
+			l := mustAcquire(t, b, driver.Request{Task: "r", Entity: e, TTL: time.Minute, Reason: driver.ReasonTrigger})
 			expect.True(t, fmt.Sprintf("%s's fence %d after %d", e, l.Fence, fence), l.Fence > fence)
 			fences[e] = l.Fence
 			mustRelease(t, l)
 		}
-		if _, err := b.Acquire(bg, Request{Task: "r", Entity: "held", TTL: time.Minute, Reason: ReasonTrigger}); !errors.Is(err, ErrBusy) {
+		if _, err := b.Acquire(bg, driver.Request{Task: "r", Entity: "held", TTL: time.Minute, Reason: driver.ReasonTrigger}); !errors.Is(err, ErrBusy) {
 			t.Fatalf("%d shards: the held lease: %v, want busy", to, err)
 		}
 		pending := 0
-		if err := b.DueEntries(bg, "r", func(d Due) error {
+		if err := b.DueEntries(bg, "r", func(d driver.Due) error {
 			expect.Equal(t, "the pending request's entity", d.Entity, "e7")
 			pending++
 			return nil
@@ -187,7 +189,7 @@ func TestReleaseOfAShardNotHeldUpByAFrozenMaster(t *testing.T) {
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRedirects: 1,
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Minute, WriteTimeout: time.Second})
 	t.Cleanup(func() { c.Close() })
-	s, err := NewRedis(c, "relshard", Options{Replica: "r"}, AcksNever)
+	s, err := NewRedis(c, "relshard", Options{Replica: "r"}, driver.AcksNever)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +199,7 @@ func TestReleaseOfAShardNotHeldUpByAFrozenMaster(t *testing.T) {
 	}
 	s.WantShards("big", 16)
 	masterOf := func(e string) *redistest.Server {
-		return cl.MasterOf(t, TaskKey("relshard", ShardName("big", ShardOf(e, 16))))
+		return cl.MasterOf(t, TaskKey("relshard", driver.ShardName("big", driver.ShardOf(e, 16))))
 	}
 	frozen := masterOf("e0")
 	other := ""
@@ -208,11 +210,11 @@ func TestReleaseOfAShardNotHeldUpByAFrozenMaster(t *testing.T) {
 	}
 	var ls []*Lease
 	for _, e := range []string{"e0", other} { // the frozen master's first
-		ls = append(ls, mustAcquire(t, s, Request{Task: "big", Entity: e, TTL: time.Minute, Reason: ReasonTrigger}))
+		ls = append(ls, mustAcquire(t, s, driver.Request{Task: "big", Entity: e, TTL: time.Minute, Reason: driver.ReasonTrigger}))
 	}
 	frozen.Freeze()
 	t.Cleanup(frozen.Thaw)
-	fin := Finished{Outcome: OutcomeDone, Started: time.Now(), Ended: time.Now()}
+	fin := driver.Finished{Outcome: driver.OutcomeDone, Started: time.Now(), Ended: time.Now()}
 	recs := make([]*thenRec, len(ls))
 	for i, l := range ls {
 		recs[i] = newThenRec(l)
@@ -248,21 +250,21 @@ func TestStaleShardCountIsRefused(t *testing.T) {
 				k = redisKitWith(t, func() RedisClient { return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()}) })
 			}
 			ttl := 3 * time.Second
-			a := k.clientAcks(AcksNever, Options{Replica: "A"})
+			a := k.clientAcks(driver.AcksNever, Options{Replica: "A"})
 			a.WantShards("s", 16)
-			held := mustAcquire(t, a, Request{Task: "s", Entity: "held", TTL: ttl, Reason: ReasonTrigger})
-			op := k.clientAcks(AcksNever, Options{Replica: "op"})
+			held := mustAcquire(t, a, driver.Request{Task: "s", Entity: "held", TTL: ttl, Reason: driver.ReasonTrigger})
+			op := k.clientAcks(driver.AcksNever, Options{Replica: "op"})
 			r, err := op.Reshard(bg, "s", 8)
 			if err != nil {
 				t.Fatal(err)
 			}
 			expect.True(t, fmt.Sprintf("resharded %+v", r), r.From == 16 && r.To == 8)
-			b := k.clientAcks(AcksNever, Options{Replica: "B"})
+			b := k.clientAcks(driver.AcksNever, Options{Replica: "B"})
 			b.WantShards("s", 16) // its config says 16 too: the recorded 8 stands
 			const n = 200
-			var reqs []Request
+			var reqs []driver.Request
 			for i := range n {
-				reqs = append(reqs, Request{Task: "s", Entity: fmt.Sprint("e", i), TTL: ttl, Reason: ReasonTrigger})
+				reqs = append(reqs, driver.Request{Task: "s", Entity: fmt.Sprint("e", i), TTL: ttl, Reason: driver.ReasonTrigger})
 			}
 			granted := map[string]string{}
 			for _, s := range []*Store{a, b} {
@@ -287,7 +289,7 @@ func TestStaleShardCountIsRefused(t *testing.T) {
 			// The lease held across the reshard: renewed where it moved.
 			deadline := time.Now().Add(2 * ttl)
 			for time.Now().Before(deadline) {
-				if _, err := b.Acquire(bg, Request{Task: "s", Entity: "held", TTL: ttl, Reason: ReasonTrigger}); !errors.Is(err, ErrBusy) {
+				if _, err := b.Acquire(bg, driver.Request{Task: "s", Entity: "held", TTL: ttl, Reason: driver.ReasonTrigger}); !errors.Is(err, ErrBusy) {
 					t.Fatalf("the lease A holds, after %v: %v, want busy", time.Since(deadline.Add(-2*ttl)), err)
 				}
 				if err := held.Check(); err != nil {
@@ -296,7 +298,7 @@ func TestStaleShardCountIsRefused(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 			}
 			mustRelease(t, held)
-			l := mustAcquire(t, b, Request{Task: "s", Entity: "held", TTL: ttl, Reason: ReasonTrigger})
+			l := mustAcquire(t, b, driver.Request{Task: "s", Entity: "held", TTL: ttl, Reason: driver.ReasonTrigger})
 			expect.True(t, fmt.Sprintf("fence after the move %d > %d", l.Fence, held.Fence), l.Fence > held.Fence)
 		})
 	}
@@ -313,11 +315,11 @@ func TestStaleShardCountIsRefused(t *testing.T) {
 func TestBatchAcrossMastersKeepsEveryGrant(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	k := redisKitWith(t, func() RedisClient { return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()}) })
-	s := k.clientAcks(AcksNever, Options{Replica: "A"})
+	s := k.clientAcks(driver.AcksNever, Options{Replica: "A"})
 	s.WantShards("b", 16)
-	var reqs []Request
+	var reqs []driver.Request
 	for i := range 100 {
-		reqs = append(reqs, Request{Task: "b", Entity: fmt.Sprint("e", i), TTL: time.Minute, Reason: ReasonTrigger})
+		reqs = append(reqs, driver.Request{Task: "b", Entity: fmt.Sprint("e", i), TTL: time.Minute, Reason: driver.ReasonTrigger})
 	}
 	for _, m := range cl.Masters(t) { // no master has the scripts…
 		mc := redis.NewClient(&redis.Options{Addr: m.Addr})
@@ -389,9 +391,9 @@ func TestShardCountOutlivesTheLossOfItsKey(t *testing.T) {
 	}
 	a := k.client(opts("A"))
 	a.WantShards("s", 4)
-	var reqs []Request
+	var reqs []driver.Request
 	for i := range 40 {
-		reqs = append(reqs, Request{Task: "s", Entity: fmt.Sprint("e", i), TTL: 300 * time.Millisecond, Reason: ReasonTrigger})
+		reqs = append(reqs, driver.Request{Task: "s", Entity: fmt.Sprint("e", i), TTL: 300 * time.Millisecond, Reason: driver.ReasonTrigger})
 	}
 	for _, r := range a.AcquireBatch(bg, reqs) {
 		mustRelease(t, r.Lease)
@@ -441,9 +443,9 @@ func TestBatchWithAMasterDownKeepsTheOthersGrants(t *testing.T) {
 	k := redisKitWith(t, func() RedisClient { return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()}) })
 	s := k.clientAcks(1, Options{Replica: "A"}) // each master's one replica
 	s.WantShards("b", 16)
-	var reqs []Request
+	var reqs []driver.Request
 	for i := range 100 {
-		reqs = append(reqs, Request{Task: "b", Entity: fmt.Sprint("e", i), TTL: time.Minute, Reason: ReasonTrigger})
+		reqs = append(reqs, driver.Request{Task: "b", Entity: fmt.Sprint("e", i), TTL: time.Minute, Reason: driver.ReasonTrigger})
 	}
 	mustRelease(t, mustAcquire(t, s, reqs[0])) // the count recorded, on whichever master
 	dead := cl.Masters(t)[0]

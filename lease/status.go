@@ -8,9 +8,9 @@ import (
 
 // Leases calls fn for each held lease of task ("" for all tasks). Redis is
 // read with SCAN, a page at a time.
-func (s *Store) Leases(ctx context.Context, task string, fn func(Held) error) error {
+func (s *Store) Leases(ctx context.Context, task string, fn func(driver.Held) error) error {
 	return s.eachShard(ctx, task, func(name string) error {
-		return s.b.Leases(ctx, name, func(h Held) error {
+		return s.b.Leases(ctx, name, func(h driver.Held) error {
 			h.Task = taskOf(h.Task)
 			return fn(h)
 		})
@@ -19,9 +19,9 @@ func (s *Store) Leases(ctx context.Context, task string, fn func(Held) error) er
 
 // LastRuns calls fn for the last finished run of each entity of task ("" for
 // all), as long as its state is retained.
-func (s *Store) LastRuns(ctx context.Context, task string, fn func(LastRun) error) error {
+func (s *Store) LastRuns(ctx context.Context, task string, fn func(driver.LastRun) error) error {
 	return s.eachShard(ctx, task, func(name string) error {
-		return s.b.LastRuns(ctx, name, func(r LastRun) error {
+		return s.b.LastRuns(ctx, name, func(r driver.LastRun) error {
 			r.Task = taskOf(r.Task)
 			return fn(r)
 		})
@@ -29,10 +29,10 @@ func (s *Store) LastRuns(ctx context.Context, task string, fn func(LastRun) erro
 }
 
 // Entity reads the state of one (task, entity) in one round trip.
-func (s *Store) Entity(ctx context.Context, task, entity string) (EntityState, error) {
+func (s *Store) Entity(ctx context.Context, task, entity string) (driver.EntityState, error) {
 	name, _, err := s.shardName(ctx, task, entity, false)
 	if err != nil {
-		return EntityState{}, err
+		return driver.EntityState{}, err
 	}
 	st, err := s.b.One(ctx, name, entity)
 	if st.Held != nil {

@@ -18,7 +18,7 @@ import (
 type Store struct {
 	b           driver.Driver
 	opts        Options
-	clock       Clock
+	clock       driver.Clock
 	nonce       string
 	seq         atomic.Uint64
 	sweeping    atomic.Bool // true while a sweep runs

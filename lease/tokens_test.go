@@ -12,7 +12,7 @@ import (
 // outside a chunk, or rejected before sending (no req), are not in one, and
 // tokens that are not a chunk's have no prefix.
 func TestChunkTokens(t *testing.T) {
-	reqs := []Request{{Entity: "a"}, {Entity: "b", Chunk: "c1"}, {Entity: "c", Chunk: "c1"}, {Entity: "d", Chunk: "c1"}, {Entity: "e", Chunk: "c2"}, {Entity: "f", Chunk: "c3"}, {Entity: "g", Chunk: "c3"}}
+	reqs := []driver.Request{{Entity: "a"}, {Entity: "b", Chunk: "c1"}, {Entity: "c", Chunk: "c1"}, {Entity: "d", Chunk: "c1"}, {Entity: "e", Chunk: "c2"}, {Entity: "f", Chunk: "c3"}, {Entity: "g", Chunk: "c3"}}
 	args := make([]driver.AcquireArg, len(reqs))
 	for i := range reqs {
 		args[i] = driver.AcquireArg{Req: &reqs[i]}

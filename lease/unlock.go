@@ -3,6 +3,8 @@ package lease
 import (
 	"context"
 	"fmt"
+
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // Unlock revokes the lease of (task, entity), whoever holds it: the
@@ -13,13 +15,13 @@ import (
 // the lease is freed at once and the unlock recorded as the entity's last
 // run by who: a holder still running then overlaps the next run. It
 // returns what it found and did, or ErrNotHeld.
-func (s *Store) Unlock(ctx context.Context, task, entity, by string, force bool) (Unlocked, error) {
+func (s *Store) Unlock(ctx context.Context, task, entity, by string, force bool) (driver.Unlocked, error) {
 	if _, err := s.ReadShards(ctx, []string{task}); err != nil { // a reshard may have moved it
-		return Unlocked{}, fmt.Errorf("unlock %s/%s: %w", task, entity, err)
+		return driver.Unlocked{}, fmt.Errorf("unlock %s/%s: %w", task, entity, err)
 	}
 	name, _, err := s.shardName(ctx, task, entity, false)
 	if err != nil {
-		return Unlocked{}, fmt.Errorf("unlock %s/%s: %w", task, entity, err)
+		return driver.Unlocked{}, fmt.Errorf("unlock %s/%s: %w", task, entity, err)
 	}
 	// This store's lease of the entity, if it holds one: the driver's
 	// publish may reach revokedElsewhere before the answer comes.
@@ -27,10 +29,10 @@ func (s *Store) Unlock(ctx context.Context, task, entity, by string, force bool)
 	u, ok, err := s.b.Unlock(ctx, name, entity, by, force)
 	u.Task = taskOf(u.Task)
 	if err != nil {
-		return Unlocked{}, fmt.Errorf("unlock %s/%s: %w", task, entity, err)
+		return driver.Unlocked{}, fmt.Errorf("unlock %s/%s: %w", task, entity, err)
 	}
 	if !ok {
-		return Unlocked{}, ErrNotHeld
+		return driver.Unlocked{}, driver.ErrNotHeld
 	}
 	if mine != nil && mine.Fence == u.Fence {
 		s.drop(mine, unlockCause(u.Freed))

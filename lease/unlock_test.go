@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
@@ -22,7 +24,7 @@ func TestUnlockTellsTheHolderAtOnce(t *testing.T) {
 	k := redisKitOn(t, addr)
 	holder, operator := k.client(Options{Replica: "holder"}), k.client(Options{Replica: "cli"})
 	ctx := context.Background()
-	l, err := holder.Acquire(ctx, Request{Task: "t", Entity: "e", TTL: 30 * time.Second, Reason: ReasonTick, Tick: time.Now().Truncate(time.Second)})
+	l, err := holder.Acquire(ctx, driver.Request{Task: "t", Entity: "e", TTL: 30 * time.Second, Reason: driver.ReasonTick, Tick: time.Now().Truncate(time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
 	"github.com/tickd/tickd/internal/testkit/tier"
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 func (e *opsEnv) history(cfg, task string) report.HistoryDoc {
@@ -122,9 +122,9 @@ func checkRecordsMatchTheRuns(t *testing.T, e *opsEnv, h report.HistoryDoc, sett
 		if byTick[r.Start.Tick] == nil {
 			byTick[r.Start.Tick] = map[string]int{}
 		}
-		o := string(lease.OutcomeDone)
+		o := string(driver.OutcomeDone)
 		if r.Start.Entity == "e3" {
-			o = string(lease.OutcomeFailed)
+			o = string(driver.OutcomeFailed)
 		}
 		byTick[r.Start.Tick][o]++
 	}

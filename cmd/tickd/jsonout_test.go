@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/mattn/go-runewidth"
 
 	"github.com/tickd/tickd/config"
@@ -31,22 +33,22 @@ func TestJSONSchema(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	full := report.TaskStatus{Name: "t", Schedule: "every 15m0s", Timezone: "Europe/Berlin", NextTick: now.Add(time.Minute),
-		Leases:     []lease.Held{{Task: "t", Entity: "a", Holder: "r1", Since: now.Add(-time.Second), Fence: 7, TTL: 40 * time.Second, Reason: lease.ReasonTick}},
-		LastRuns:   []lease.LastRun{{Task: "t", Entity: "b", Outcome: lease.OutcomeUnlocked, Replica: "r1", By: "alice", Started: now.Add(-time.Minute), Ended: now}},
-		Due:        []lease.Due{{Task: "t", Entity: "c", Reason: lease.ReasonTrigger, At: now}}, // no tick: null
+		Leases:     []driver.Held{{Task: "t", Entity: "a", Holder: "r1", Since: now.Add(-time.Second), Fence: 7, TTL: 40 * time.Second, Reason: driver.ReasonTick}},
+		LastRuns:   []driver.LastRun{{Task: "t", Entity: "b", Outcome: driver.OutcomeUnlocked, Replica: "r1", By: "alice", Started: now.Add(-time.Minute), Ended: now}},
+		Due:        []driver.Due{{Task: "t", Entity: "c", Reason: driver.ReasonTrigger, At: now}}, // no tick: null
 		LeaseCount: 1, RunCount: 1, DueCount: 1, Paused: true, Pause: lease.PauseInfo{By: "ops", At: now, Reason: "db"},
-		Health: history.Health{Starved: true}, LastTick: &history.TickView{State: history.TickMissed, TickRecord: lease.TickRecord{Tick: now}}}
+		Health: history.Health{Starved: true}, LastTick: &history.TickView{State: history.TickMissed, TickRecord: driver.TickRecord{Tick: now}}}
 	checkHistorySchema(t, now)
 	for name, st := range map[string]report.TaskStatus{"full": full, "empty": {Name: "e", Schedule: "every 1h0m0s", Timezone: "UTC"}} {
 		replicas := report.ReplicaDocs(nil)
 		if name == "full" {
-			replicas = report.ReplicaDocs([]lease.Replica{{ID: "r1", Host: "h", Version: "v", Tasks: []string{"t"}, Since: now, Seen: now},
+			replicas = report.ReplicaDocs([]driver.Replica{{ID: "r1", Host: "h", Version: "v", Tasks: []string{"t"}, Since: now, Seen: now},
 				{ID: "old", Tasks: nil}}) // a replica of an older tickd: no host, version or start
 		}
 		limits := []report.LimitDoc{}
 		if name == "full" {
 			l := report.LimitStatus{Limit: config.Limit{Name: "api", Concurrency: 2, Per: "entity"}}
-			l.Closed = map[string]lease.LimitClosing{"shop": {Until: now, Reason: "429"}}
+			l.Closed = map[string]driver.LimitClosing{"shop": {Until: now, Reason: "429"}}
 			limits = append(limits, l.Doc())
 		}
 		b, err := json.Marshal(report.StatusDoc{Replicas: replicas, Tasks: []report.TaskDoc{st.Doc(now)}, Locks: []report.LeaseDoc{}, Limits: limits})
@@ -85,9 +87,9 @@ func TestJSONSchema(t *testing.T) {
 func TestStatusColumnsAlignWideCharacters(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	var runs []lease.LastRun
+	var runs []driver.LastRun
 	for _, id := range []string{"plain", "ünïcødé-用户", "用户用户用户"} {
-		runs = append(runs, lease.LastRun{Entity: id, Outcome: lease.OutcomeDone, Reason: lease.ReasonTick, Replica: "r1", Started: now, Ended: now})
+		runs = append(runs, driver.LastRun{Entity: id, Outcome: driver.OutcomeDone, Reason: driver.ReasonTick, Replica: "r1", Started: now, Ended: now})
 	}
 	var b strings.Builder
 	printStatus(&b, []report.TaskStatus{{Name: "t", Schedule: "every 1m0s", Timezone: "UTC", LastRuns: runs, RunCount: len(runs)}}, now)
@@ -116,11 +118,11 @@ func TestStatusColumnsAlignWideCharacters(t *testing.T) {
 func checkHistorySchema(t *testing.T, now time.Time) {
 	task := &config.Task{Name: "t"}
 	full := report.TaskHistory{Task: task, Health: history.Health{NotFiring: "no replica runs this task"},
-		Ticks: []history.TickView{{State: history.TickComplete, TickRecord: lease.TickRecord{Tick: now, Parts: []lease.TickPart{{
-			Replica: "r1", Final: true, Written: now, Entities: 3, Started: 2, Outcomes: map[lease.Outcome]int{lease.OutcomeDone: 2},
-			Skipped: map[string]int{lease.SkipBusy: 1}, FirstStart: time.Millisecond, LastEnd: time.Second}}}},
-			{State: history.TickMissed, TickRecord: lease.TickRecord{Tick: now.Add(-time.Minute)}}},
-		Failures: []lease.Failure{{Task: "t", Entity: "a", Tick: now, Outcome: lease.OutcomeFailed, Error: "exit status 3"}},
+		Ticks: []history.TickView{{State: history.TickComplete, TickRecord: driver.TickRecord{Tick: now, Parts: []driver.TickPart{{
+			Replica: "r1", Final: true, Written: now, Entities: 3, Started: 2, Outcomes: map[driver.Outcome]int{driver.OutcomeDone: 2},
+			Skipped: map[string]int{driver.SkipBusy: 1}, FirstStart: time.Millisecond, LastEnd: time.Second}}}},
+			{State: history.TickMissed, TickRecord: driver.TickRecord{Tick: now.Add(-time.Minute)}}},
+		Failures: []lease.Failure{{Task: "t", Entity: "a", Tick: now, Outcome: driver.OutcomeFailed, Error: "exit status 3"}},
 		Actions:  []lease.Action{{Task: "t", At: now, By: "ops", What: "trigger", Entities: []string{"a"}}, {Task: "t", At: now, What: "pause"}}}
 	for _, h := range []report.TaskHistory{full, {Task: task}} {
 		b, err := json.Marshal(h.Doc())

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
@@ -316,7 +318,7 @@ entities = ["shop 1", "shop 2"]
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Stop(context.Background()) })
-	lim := lease.Limit{Name: "shop-token", Concurrency: 2, PerEntity: true}
+	lim := driver.Limit{Name: "shop-token", Concurrency: 2, PerEntity: true}
 	if err := store.CloseLimit(context.Background(), lim, "shop 1", time.Minute, "429 Too Many Requests <b>"); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/scheduler"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/lease/redisdriver"
 	"github.com/tickd/tickd/tasks"
 )
@@ -39,8 +40,8 @@ func runLock(ctx context.Context, args []string, stderr io.Writer) error {
 		return c.usage("unexpected argument %q before -- (give CMD after --)", pos[1])
 	case len(argv) == 0:
 		return c.usage("missing -- CMD: the command to run under the lease")
-	case *ttl < lease.MinTTL:
-		return c.usage("-ttl %v is too short to renew; use at least %v", *ttl, lease.MinTTL)
+	case *ttl < driver.MinTTL:
+		return c.usage("-ttl %v is too short to renew; use at least %v", *ttl, driver.MinTTL)
 	}
 	key := pos[0]
 	store, done, err := lockStore(*c.config, *ttl)
@@ -78,11 +79,11 @@ func runLock(ctx context.Context, args []string, stderr io.Writer) error {
 	code, runErr := tasks.Start(runCtx, cmd, scheduler.Grace(*ttl), l.Check, nil)
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
 	defer rcancel()
-	outcome := lease.OutcomeDone
+	outcome := driver.OutcomeDone
 	if runErr != nil || code != 0 {
-		outcome = lease.OutcomeFailed
+		outcome = driver.OutcomeFailed
 	}
-	if _, err := l.Release(rctx, lease.Finished{Outcome: outcome, Started: l.Acquired, Ended: time.Now()}, nil); err != nil && !errors.Is(err, lease.ErrNotHeld) {
+	if _, err := l.Release(rctx, driver.Finished{Outcome: outcome, Started: l.Acquired, Ended: time.Now()}, nil); err != nil && !errors.Is(err, driver.ErrNotHeld) {
 		log.Warn("release failed; the lease expires by itself", logs.KeyError, err)
 	}
 	if runErr != nil {
@@ -114,7 +115,7 @@ func lockStore(path string, ttl time.Duration) (*lease.Store, func(), error) {
 // acquireLock takes key's lease, waiting out a quarantine (said once).
 func acquireLock(ctx context.Context, store *lease.Store, key string, ttl time.Duration, log *slog.Logger) (*lease.Lease, error) {
 	for said := false; ; said = true {
-		l, err := store.Acquire(ctx, lease.Request{Task: lockTask, Entity: key, TTL: ttl, Reason: lease.ReasonTrigger})
+		l, err := store.Acquire(ctx, driver.Request{Task: lockTask, Entity: key, TTL: ttl, Reason: driver.ReasonTrigger})
 		var qe *lease.QuarantineError
 		if !errors.As(err, &qe) {
 			return l, err

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/report"
@@ -123,8 +125,8 @@ command = ["true"]
 	expect.True(t, "a held lease has a fence", l.Fence != 0)
 	expect.True(t, "a held lease has time left", l.TTLLeftS > 0)
 	r := e.status("quick").LastRuns[0]
-	expect.Equal(t, "last run's outcome", r.Outcome, string(lease.OutcomeDone))
-	expect.Equal(t, "last run's reason", r.Reason, string(lease.ReasonTick))
+	expect.Equal(t, "last run's outcome", r.Outcome, string(driver.OutcomeDone))
+	expect.Equal(t, "last run's reason", r.Reason, string(driver.ReasonTick))
 	expect.True(t, "last run has ended", !r.Ended.Time().IsZero())
 	expect.True(t, "last run has a duration", r.DurationS > 0)
 	expect.True(t, "last run names its replica", r.Replica != "")
@@ -250,7 +252,7 @@ entities = ["x", "y"]
 	}
 	t.Cleanup(func() { holder.Stop(context.Background()) })
 	hold := func(task, entity string) *lease.Lease {
-		l, err := holder.Acquire(context.Background(), lease.Request{Task: task, Entity: entity, TTL: 30 * time.Second, Reason: lease.ReasonTick, Tick: time.Now()})
+		l, err := holder.Acquire(context.Background(), driver.Request{Task: task, Entity: entity, TTL: 30 * time.Second, Reason: driver.ReasonTick, Tick: time.Now()})
 		if err != nil {
 			t.Fatalf("hold %s/%s: %v", task, entity, err)
 		}
@@ -269,16 +271,16 @@ entities = ["x", "y"]
 	}()
 	expect.WaitFor(t, 30*time.Second, "the other 59 triggered runs", func() bool {
 		n := 0
-		e.status("w")                                                            // the schema holds while runs go on
-		holder.LastRuns(context.Background(), "w", func(r lease.LastRun) error { //nolint:errcheck // polled
-			if r.Reason == lease.ReasonTrigger {
+		e.status("w")                                                             // the schema holds while runs go on
+		holder.LastRuns(context.Background(), "w", func(r driver.LastRun) error { //nolint:errcheck // polled
+			if r.Reason == driver.ReasonTrigger {
 				n++
 			}
 			return nil
 		})
 		return n == 59
 	})
-	if _, err := busy.Release(context.Background(), lease.Finished{Outcome: lease.OutcomeDone, Started: time.Now(), Ended: time.Now()}, nil); err != nil {
+	if _, err := busy.Release(context.Background(), driver.Finished{Outcome: driver.OutcomeDone, Started: time.Now(), Ended: time.Now()}, nil); err != nil {
 		t.Fatal(err)
 	}
 	<-waited
@@ -328,7 +330,7 @@ entities = ["x", "y"]
 	// -wait says where the pending run is: queued (the task is paused).
 	expect.True(t, "paused: pending says where the run is:\n"+out, strings.Contains(out, `s "y": pending (no answer within -timeout): queued as trigger`))
 	expect.True(t, "paused: it waits for the resume, not for a slot:\n"+out, strings.Contains(out, "the task is paused: it runs once the task is resumed"))
-	held.Release(context.Background(), lease.Finished{Outcome: lease.OutcomeDone}, nil) //nolint:errcheck
+	held.Release(context.Background(), driver.Finished{Outcome: driver.OutcomeDone}, nil) //nolint:errcheck
 }
 
 func TestPauseStopsTicksOnEveryReplica(t *testing.T) {
@@ -423,7 +425,7 @@ command = ["WORKER", "300ms"]
 	expect.True(t, fmt.Sprintf("the fan-out was under way: %d runs of 120", len(runs)), len(runs) > 6 && len(runs) < 100)
 	expect.WaitFor(t, 10*time.Second, "the tick's record", func() bool {
 		for _, rec := range tickdtest.Ticks(t, e.srv.Addr, "tickd", "slow", 5) {
-			if rec.Tick.Equal(T) && rec.Final() && rec.Skipped()[lease.SkipPaused] > 0 {
+			if rec.Tick.Equal(T) && rec.Final() && rec.Skipped()[driver.SkipPaused] > 0 {
 				return true
 			}
 		}
@@ -685,10 +687,10 @@ func TestStatusWithManyEntities(t *testing.T) {
 	store.InitEpoch(ctx) //nolint:errcheck
 	defer store.Stop(context.Background())
 	now := time.Now()
-	for lo := 0; lo < n; lo += lease.BatchSize {
-		reqs := make([]lease.Request, min(lease.BatchSize, n-lo))
+	for lo := 0; lo < n; lo += driver.BatchSize {
+		reqs := make([]driver.Request, min(driver.BatchSize, n-lo))
 		for j := range reqs {
-			reqs[j] = lease.Request{Task: "big", Entity: fmt.Sprint("u", lo+j), TTL: time.Hour, Reason: lease.ReasonTick, Tick: now.Add(-time.Minute)}
+			reqs[j] = driver.Request{Task: "big", Entity: fmt.Sprint("u", lo+j), TTL: time.Hour, Reason: driver.ReasonTick, Tick: now.Add(-time.Minute)}
 		}
 		var older []*lease.Lease
 		for j, r := range store.AcquireBatch(ctx, reqs) {
@@ -698,14 +700,14 @@ func TestStatusWithManyEntities(t *testing.T) {
 			case i < held: // stays held
 			case i < held+10: // the most recent runs, in order
 				end := now.Add(-time.Duration(i-held) * time.Millisecond)
-				if _, err := r.Lease.Release(ctx, lease.Finished{Outcome: lease.OutcomeDone, Started: end.Add(-time.Second), Ended: end}, nil); err != nil {
+				if _, err := r.Lease.Release(ctx, driver.Finished{Outcome: driver.OutcomeDone, Started: end.Add(-time.Second), Ended: end}, nil); err != nil {
 					t.Fatal(err)
 				}
 			default:
 				older = append(older, r.Lease)
 			}
 		}
-		if _, err := store.ReleaseBatch(ctx, older, lease.Finished{Outcome: lease.OutcomeDone, Started: now.Add(-2 * time.Hour), Ended: now.Add(-time.Hour)}); err != nil {
+		if _, err := store.ReleaseBatch(ctx, older, driver.Finished{Outcome: driver.OutcomeDone, Started: now.Add(-2 * time.Hour), Ended: now.Add(-time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 	}

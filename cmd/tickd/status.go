@@ -10,6 +10,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
@@ -26,8 +27,8 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	if *limit < 1 {
 		return c.usage("-limit %d: show at least 1 row", *limit)
 	}
-	if o := lease.Outcome(*outcome); o != "" && o.Index() < 0 {
-		return c.usage("-outcome %q: use one of %v", *outcome, lease.AllOutcomes())
+	if o := driver.Outcome(*outcome); o != "" && o.Index() < 0 {
+		return c.usage("-outcome %q: use one of %v", *outcome, driver.AllOutcomes())
 	}
 	cfg, err := config.LoadConnection(*c.config) // a config of only [redis] shows tickd lock's locks
 	if err != nil {
@@ -77,7 +78,7 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 
 // replicationLine says what the primary reports of its replicas, and
 // whether a lease write made now would be trusted.
-func replicationLine(where string, r lease.Replication) string {
+func replicationLine(where string, r driver.Replication) string {
 	line := fmt.Sprintf("redis: %s, role %s, %d replicas online; replica_acks %s", where, r.Role, r.Online, r.Mode)
 	switch {
 	case r.Err != nil:
@@ -177,7 +178,7 @@ func printStatus(w io.Writer, ts []report.TaskStatus, now time.Time) {
 }
 
 // printReplicas lists the replicas running now: what each announced last.
-func printReplicas(w io.Writer, rs []lease.Replica, now time.Time) {
+func printReplicas(w io.Writer, rs []driver.Replica, now time.Time) {
 	fmt.Fprintf(w, "replicas: %d running\n", len(rs))
 	if len(rs) == 0 {
 		return

@@ -11,6 +11,7 @@ import (
 	"github.com/tickd/tickd/internal/ops"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // exitSkipped is trigger -wait's exit status when an entity was busy and
@@ -129,11 +130,11 @@ func printTrigger(w io.Writer, doc report.TriggerDoc) {
 func triggerStatus(doc report.TriggerDoc, timeout time.Duration, asJSON bool) error {
 	var failed, skipped, pending int
 	for _, r := range doc.Runs {
-		switch lease.Outcome(r.Outcome) {
+		switch driver.Outcome(r.Outcome) {
 		case answerPending:
 			pending++
-		case lease.OutcomeDone, lease.OutcomeReschedule:
-		case lease.AnswerSkipped:
+		case driver.OutcomeDone, driver.OutcomeReschedule:
+		case driver.AnswerSkipped:
 			skipped++
 		default:
 			failed++
@@ -165,10 +166,10 @@ const answerPending = "pending"
 
 // answerText is how an answer reads for people.
 func answerText(a string) string {
-	switch lease.Outcome(a) {
-	case lease.AnswerSkipped:
+	switch driver.Outcome(a) {
+	case driver.AnswerSkipped:
 		return "skipped (busy)"
-	case lease.AnswerDropped:
+	case driver.AnswerDropped:
 		return "dropped (no replica runs the task)"
 	case answerPending:
 		return "pending (no answer within -timeout)"
@@ -180,10 +181,10 @@ func answerText(a string) string {
 // or until timeout, and returns the answers it has: one read of every answer
 // at once per poll, polls from 50ms apart to 1s. The answers are deleted
 // once read in full.
-func waitAnswers(ctx context.Context, store *lease.Store, task, id string, ids []string, timeout time.Duration) (map[string]lease.Outcome, error) {
+func waitAnswers(ctx context.Context, store *lease.Store, task, id string, ids []string, timeout time.Duration) (map[string]driver.Outcome, error) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	var got map[string]lease.Outcome
+	var got map[string]driver.Outcome
 	for poll := 50 * time.Millisecond; ; poll = min(2*poll, time.Second) {
 		answers, err := store.Answers(ctx, task, id)
 		if err != nil {

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tickd/tickd/config"
@@ -36,7 +38,7 @@ type Options struct {
 	Registerer prometheus.Registerer
 	ReplicaID  string // "": ReplicaID's default
 	Version    string
-	Clock      lease.Clock // nil: the system's
+	Clock      driver.Clock // nil: the system's
 	Observer   func(scheduler.Event)
 	// Daemon says that the tickd binary opens it: the [daemon] keys only
 	// the binary reads are its own; a program embedding tickd is warned of

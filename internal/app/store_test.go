@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/testkit/redistest"
@@ -35,13 +37,13 @@ func TestOpenStoreFromConfig(t *testing.T) {
 	}
 	t.Cleanup(func() { other.Stop(context.Background()); c.Close() })
 	other.InitEpoch(context.Background()) //nolint:errcheck
-	l, err := st.Acquire(context.Background(), lease.Request{Task: "t", Entity: "x", TTL: 2 * time.Second, Reason: lease.ReasonTrigger})
+	l, err := st.Acquire(context.Background(), driver.Request{Task: "t", Entity: "x", TTL: 2 * time.Second, Reason: driver.ReasonTrigger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Release(context.Background(), lease.Finished{Outcome: lease.OutcomeDone}, nil) //nolint:errcheck
+	defer l.Release(context.Background(), driver.Finished{Outcome: driver.OutcomeDone}, nil) //nolint:errcheck
 	var be *lease.BusyError
-	if _, err := other.Acquire(context.Background(), lease.Request{Task: "t", Entity: "x", TTL: 2 * time.Second, Reason: lease.ReasonTrigger}); !errors.As(err, &be) || be.Holder != "emb-1" {
+	if _, err := other.Acquire(context.Background(), driver.Request{Task: "t", Entity: "x", TTL: 2 * time.Second, Reason: driver.ReasonTrigger}); !errors.As(err, &be) || be.Holder != "emb-1" {
 		t.Fatalf("another store on the config's Redis and prefix: %v, want busy, held by emb-1", err)
 	}
 	mem, err := OpenStore(parse(t, "[[tasks]]\nname = \"t\"\nevery = \"1h\"\nhandler = \"rec\"\n"), lease.Options{})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/schedule"
 )
 
@@ -33,7 +34,7 @@ const (
 // has no parts. A paused row stands for the ticks one pause held back: its
 // Tick is the first of them, Pause the action that paused.
 type TickView struct {
-	lease.TickRecord
+	driver.TickRecord
 	State string
 	Pause *lease.Action
 }
@@ -65,10 +66,10 @@ func (h Health) Flags() []string {
 
 // Past is what the history holds about a task, read for Assess.
 type Past struct {
-	Ticks    []lease.TickRecord // newest first
-	Actions  []lease.Action     // newest first
+	Ticks    []driver.TickRecord // newest first
+	Actions  []lease.Action      // newest first
 	Paused   bool
-	Replicas []lease.Replica // every replica whose announcement is current
+	Replicas []driver.Replica // every replica whose announcement is current
 }
 
 // ReadPast reads what Assess needs of task t: its newest limit tick records
@@ -82,7 +83,7 @@ func ReadPast(ctx context.Context, store *lease.Store, t *config.Task, limit int
 	if err != nil {
 		return Past{}, err
 	}
-	ps, err := ReadPasts(ctx, store, []*config.Task{t}, limit, lease.DefaultHistory().Actions, pauses, replicas)
+	ps, err := ReadPasts(ctx, store, []*config.Task{t}, limit, driver.DefaultHistory().Actions, pauses, replicas)
 	if err != nil {
 		return Past{}, err
 	}
@@ -98,10 +99,10 @@ const RecentActions = 20
 // its newest ticks (at least flag_after + 2, the most the flags look at)
 // and its newest actions. Whether each is paused and the replicas are read
 // once for all, by the caller.
-func ReadPasts(ctx context.Context, store *lease.Store, ts []*config.Task, ticks, actions int, pauses map[string]lease.PauseInfo, replicas []lease.Replica) ([]Past, error) {
-	reads := make([]lease.HistoryRead, len(ts))
+func ReadPasts(ctx context.Context, store *lease.Store, ts []*config.Task, ticks, actions int, pauses map[string]lease.PauseInfo, replicas []driver.Replica) ([]Past, error) {
+	reads := make([]driver.HistoryRead, len(ts))
 	for i, t := range ts {
-		reads[i] = lease.HistoryRead{Task: t.Name, Ticks: max(ticks, t.FlagAfter+2), Actions: actions}
+		reads[i] = driver.HistoryRead{Task: t.Name, Ticks: max(ticks, t.FlagAfter+2), Actions: actions}
 	}
 	hs, err := store.Histories(ctx, reads)
 	if err != nil {
@@ -122,7 +123,7 @@ const maxMissed = 100
 // ones among them, and its health.
 func Assess(t *config.Task, now time.Time, p Past) ([]TickView, Health) {
 	live := map[string]bool{}
-	var runners []lease.Replica
+	var runners []driver.Replica
 	for _, r := range p.Replicas {
 		live[r.ID] = true
 		if slices.Contains(r.Tasks, t.Name) {
@@ -145,9 +146,9 @@ func Assess(t *config.Task, now time.Time, p Past) ([]TickView, Health) {
 		for T := t.Schedule.Next(after); !T.IsZero() && !T.After(upTo) && len(ms) < maxMissed; T = t.Schedule.Next(T) {
 			switch a := pauseAt(p.Actions, T); {
 			case a == nil:
-				ms = append(ms, TickView{TickRecord: lease.TickRecord{Tick: T}, State: TickMissed})
+				ms = append(ms, TickView{TickRecord: driver.TickRecord{Tick: T}, State: TickMissed})
 			case len(ms) == 0 || ms[len(ms)-1].Pause != a:
-				ms = append(ms, TickView{TickRecord: lease.TickRecord{Tick: T}, State: TickPaused, Pause: a})
+				ms = append(ms, TickView{TickRecord: driver.TickRecord{Tick: T}, State: TickPaused, Pause: a})
 			}
 		}
 		slices.Reverse(ms)
@@ -167,7 +168,7 @@ func Assess(t *config.Task, now time.Time, p Past) ([]TickView, Health) {
 	return views, h
 }
 
-func tickState(r lease.TickRecord, live map[string]bool) string {
+func tickState(r driver.TickRecord, live map[string]bool) string {
 	if r.Final() {
 		if r.Waiting() > 0 {
 			return TickWaiting
@@ -186,7 +187,7 @@ func tickState(r lease.TickRecord, live map[string]bool) string {
 // Otherwise it is when no replica runs it, or when a tick the schedule
 // expected after the newest record, after its last resume and after the
 // replicas that run it started, has no record a grace later.
-func notFiring(t *config.Task, now time.Time, p Past, runners []lease.Replica) string {
+func notFiring(t *config.Task, now time.Time, p Past, runners []driver.Replica) string {
 	if p.Paused || t.Forgotten() {
 		return ""
 	}

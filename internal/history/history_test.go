@@ -8,6 +8,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // at is 2026-01-01 at h:m UTC.
@@ -24,15 +25,15 @@ func everyMinute(t *testing.T) *config.Task {
 }
 
 // record is a tick's record of one replica's part.
-func record(T time.Time, replica string, final bool, outcomes map[lease.Outcome]int) lease.TickRecord {
+func record(T time.Time, replica string, final bool, outcomes map[driver.Outcome]int) driver.TickRecord {
 	started := 0
 	for _, n := range outcomes {
 		started += n
 	}
-	return lease.TickRecord{Tick: T, Parts: []lease.TickPart{{Replica: replica, Final: final, Entities: started, Started: started, Outcomes: outcomes}}}
+	return driver.TickRecord{Tick: T, Parts: []driver.TickPart{{Replica: replica, Final: final, Entities: started, Started: started, Outcomes: outcomes}}}
 }
 
-var running = []lease.Replica{{ID: "r1", Tasks: []string{"t"}, Since: at(11, 0)}}
+var running = []driver.Replica{{ID: "r1", Tasks: []string{"t"}, Since: at(11, 0)}}
 
 func states(views []TickView) string {
 	var b strings.Builder
@@ -48,10 +49,10 @@ func states(views []TickView) string {
 func TestAssessStates(t *testing.T) {
 	t.Parallel()
 	task := everyMinute(t)
-	done := map[lease.Outcome]int{lease.OutcomeDone: 2}
+	done := map[driver.Outcome]int{driver.OutcomeDone: 2}
 	waiting := record(at(12, 2), "r1", true, done)
-	waiting.Parts[0].Skipped = map[string]int{lease.SkipLimited: 1}
-	past := Past{Replicas: running, Ticks: []lease.TickRecord{
+	waiting.Parts[0].Skipped = map[string]int{driver.SkipLimited: 1}
+	past := Past{Replicas: running, Ticks: []driver.TickRecord{
 		record(at(12, 5), "r1", false, nil),   // runs go on, on a replica that is up
 		record(at(12, 4), "gone", false, nil), // left unfinished by a replica that is gone
 		record(at(12, 3), "r1", true, done),
@@ -64,7 +65,7 @@ func TestAssessStates(t *testing.T) {
 
 	// Paused from 12:01 to 12:04: one paused row for the ticks it held.
 	past = Past{Replicas: running,
-		Ticks:   []lease.TickRecord{record(at(12, 5), "r1", true, done), record(at(12, 0), "r1", true, done)},
+		Ticks:   []driver.TickRecord{record(at(12, 5), "r1", true, done), record(at(12, 0), "r1", true, done)},
 		Actions: []lease.Action{{What: lease.ActionResume, At: at(12, 4).Add(30 * time.Second)}, {What: lease.ActionPause, At: at(12, 0).Add(30 * time.Second), By: "ops"}},
 	}
 	views, _ = Assess(task, at(12, 5).Add(30*time.Second), past)
@@ -76,9 +77,9 @@ func TestAssessStates(t *testing.T) {
 func TestAssessHealth(t *testing.T) {
 	t.Parallel()
 	task := everyMinute(t)
-	failed := map[lease.Outcome]int{lease.OutcomeFailed: 2}
-	ticks := func(outcomes map[lease.Outcome]int) []lease.TickRecord {
-		var rs []lease.TickRecord
+	failed := map[driver.Outcome]int{driver.OutcomeFailed: 2}
+	ticks := func(outcomes map[driver.Outcome]int) []driver.TickRecord {
+		var rs []driver.TickRecord
 		for m := 5; m >= 0; m-- {
 			rs = append(rs, record(at(12, m), "r1", true, outcomes))
 		}
@@ -92,13 +93,13 @@ func TestAssessHealth(t *testing.T) {
 		flags    string
 		notFired string // a part of NotFiring
 	}{
-		{"healthy", Past{Replicas: running, Ticks: ticks(map[lease.Outcome]int{lease.OutcomeDone: 1})}, now, "", ""},
+		{"healthy", Past{Replicas: running, Ticks: ticks(map[driver.Outcome]int{driver.OutcomeDone: 1})}, now, "", ""},
 		{"every run of the last 3 ticks failed", Past{Replicas: running, Ticks: ticks(failed)}, now, "failing", ""},
 		{"the last 3 ticks ran nothing", Past{Replicas: running, Ticks: ticks(nil)}, now, "starved", ""},
-		{"no replica", Past{Ticks: ticks(map[lease.Outcome]int{lease.OutcomeDone: 1})}, now, "not_firing", "no replica is running"},
-		{"no replica runs it", Past{Replicas: []lease.Replica{{ID: "r1", Since: at(11, 0)}}, Ticks: ticks(map[lease.Outcome]int{lease.OutcomeDone: 1})}, now, "not_firing", "do not have it"},
-		{"no record for a while", Past{Replicas: running, Ticks: ticks(map[lease.Outcome]int{lease.OutcomeDone: 1})}, at(12, 30), "not_firing", "no record of the tick at 2026-01-01T12:06:00Z"},
-		{"paused: not flagged", Past{Replicas: running, Paused: true, Ticks: ticks(map[lease.Outcome]int{lease.OutcomeDone: 1})}, at(12, 30), "", ""},
+		{"no replica", Past{Ticks: ticks(map[driver.Outcome]int{driver.OutcomeDone: 1})}, now, "not_firing", "no replica is running"},
+		{"no replica runs it", Past{Replicas: []driver.Replica{{ID: "r1", Since: at(11, 0)}}, Ticks: ticks(map[driver.Outcome]int{driver.OutcomeDone: 1})}, now, "not_firing", "do not have it"},
+		{"no record for a while", Past{Replicas: running, Ticks: ticks(map[driver.Outcome]int{driver.OutcomeDone: 1})}, at(12, 30), "not_firing", "no record of the tick at 2026-01-01T12:06:00Z"},
+		{"paused: not flagged", Past{Replicas: running, Paused: true, Ticks: ticks(map[driver.Outcome]int{driver.OutcomeDone: 1})}, at(12, 30), "", ""},
 	} {
 		_, h := Assess(task, c.now, c.past)
 		expect.Equal(t, c.name+": flags", strings.Join(h.Flags(), ","), c.flags)

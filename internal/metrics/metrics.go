@@ -9,11 +9,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/scheduler"
-	"github.com/tickd/tickd/lease"
 )
 
 // Collectors are the scheduler's Prometheus collectors. Labels are per
@@ -173,16 +174,16 @@ func (m *Collectors) Ticked(task string, T time.Time, n scheduler.TickCounts, so
 }
 
 // Ran counts a run that ended, by its reason and outcome, and its duration.
-func (m *Collectors) Ran(task string, reason lease.Reason, outcome lease.Outcome, d time.Duration) {
+func (m *Collectors) Ran(task string, reason driver.Reason, outcome driver.Outcome, d time.Duration) {
 	if m == nil {
 		return
 	}
 	m.Runs.WithLabelValues(task, string(reason), string(outcome)).Inc()
 	m.RunDuration.WithLabelValues(task).Observe(d.Seconds())
 	switch outcome {
-	case lease.OutcomeReschedule:
+	case driver.OutcomeReschedule:
 		m.Reschedules.WithLabelValues(task).Inc()
-	case lease.OutcomeLeaseLost:
+	case driver.OutcomeLeaseLost:
 		m.LeaseLosses.WithLabelValues(task).Inc()
 	}
 }
@@ -270,7 +271,7 @@ func (m *Collectors) Health(task string, views []history.TickView, h history.Hea
 			continue
 		}
 		outcomes := v.Outcomes()
-		for _, o := range lease.AllOutcomes() {
+		for _, o := range driver.AllOutcomes() {
 			m.LastTickRuns.WithLabelValues(task, string(o)).Set(float64(outcomes[o]))
 		}
 		return

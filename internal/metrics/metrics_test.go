@@ -5,12 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/scheduler"
-	"github.com/tickd/tickd/lease"
 )
 
 func mustNew(t *testing.T, reg prometheus.Registerer) *Collectors {
@@ -35,7 +36,7 @@ func TestRegisteredOnceOrAnError(t *testing.T) {
 	if _, err := New(reg); err == nil || !strings.Contains(err.Error(), "WrapRegistererWith") {
 		t.Errorf("a second New on one registry: %v, want an error saying how to share it", err)
 	}
-	first.Ran("t", lease.ReasonTick, lease.OutcomeDone, time.Second)
+	first.Ran("t", driver.ReasonTick, driver.OutcomeDone, time.Second)
 	if n := testutil.CollectAndCount(first.Runs); n != 1 {
 		t.Errorf("the first's runs after the second failed: %d series, want 1", n)
 	}
@@ -68,8 +69,8 @@ func TestQuarantinedTickIsNotGood(t *testing.T) {
 func TestHealth(t *testing.T) {
 	m := mustNew(t, prometheus.NewRegistry())
 	tick := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	complete := history.TickView{State: history.TickComplete, TickRecord: lease.TickRecord{Tick: tick,
-		Parts: []lease.TickPart{{Replica: "r", Final: true, Started: 2, Outcomes: map[lease.Outcome]int{lease.OutcomeDone: 1, lease.OutcomeFailed: 1}}}}}
+	complete := history.TickView{State: history.TickComplete, TickRecord: driver.TickRecord{Tick: tick,
+		Parts: []driver.TickPart{{Replica: "r", Final: true, Started: 2, Outcomes: map[driver.Outcome]int{driver.OutcomeDone: 1, driver.OutcomeFailed: 1}}}}}
 	m.Health("t", []history.TickView{{State: history.TickRunning}, complete}, history.Health{Starved: true})
 	for o, want := range map[string]float64{"done": 1, "failed": 1, "timeout": 0} {
 		if got := testutil.ToFloat64(m.LastTickRuns.WithLabelValues("t", o)); got != want {

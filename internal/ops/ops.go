@@ -20,6 +20,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/lease/redisdriver"
 	"github.com/tickd/tickd/tasks"
 )
@@ -39,7 +40,7 @@ type Done struct {
 // record keeps a in the history of t (of the prefix for t nil), under t's
 // retention, into d.
 func record(ctx context.Context, store *lease.Store, t *config.Task, a lease.Action, said string) Done {
-	keep := lease.DefaultHistory()
+	keep := driver.DefaultHistory()
 	if t != nil {
 		keep = t.Retention()
 	}
@@ -151,7 +152,7 @@ func unique(ids []string) []string {
 // request ids reqs (none: nothing waits for the answers).
 func Trigger(ctx context.Context, store *lease.Store, t *config.Task, ids, reqs []string, by string) (Triggered, error) {
 	for _, id := range ids {
-		if err := store.Enqueue(ctx, lease.Due{Task: t.Name, Entity: id, Reason: lease.ReasonTrigger, Requests: reqs}, 0); err != nil {
+		if err := store.Enqueue(ctx, driver.Due{Task: t.Name, Entity: id, Reason: driver.ReasonTrigger, Requests: reqs}, 0); err != nil {
 			return Triggered{}, err
 		}
 	}
@@ -297,12 +298,12 @@ func untilWords(p lease.PauseInfo, t *config.Task) string {
 // Unlocked is what an unlock did.
 type Unlocked struct {
 	Done
-	lease.Unlocked
+	driver.Unlocked
 }
 
 // ErrNotHeld is the error of an unlock of an entity whose lease is not
 // held.
-var ErrNotHeld = lease.ErrNotHeld
+var ErrNotHeld = driver.ErrNotHeld
 
 // Unlock revokes the lease of t's entity (lease.Store.Unlock): its holder
 // stops, then the entity is free; with force it is freed at once, though
@@ -323,7 +324,7 @@ func Unlock(ctx context.Context, store *lease.Store, t *config.Task, entity, by 
 
 // unlockSaid says what an unlock did and how long it takes: ttl is the
 // task's lease_ttl (its holder renews every ttl/3).
-func unlockSaid(u lease.Unlocked, ttl time.Duration) string {
+func unlockSaid(u driver.Unlocked, ttl time.Duration) string {
 	what := fmt.Sprintf("%s/%s (holder %s, fence %d)", u.Task, u.Entity, u.Holder, u.Fence)
 	left := u.TTL.Round(time.Second)
 	switch {
@@ -371,9 +372,9 @@ func Forget(ctx context.Context, store *lease.Store, task, by, reason string) (D
 
 // Migration is what Migrate did.
 type Migration struct {
-	Layout    lease.Migrated    // an older layout's keys moved (none when in place)
-	Resharded []lease.Resharded // tasks moved to the shard count their config gives
-	Took      []time.Duration   // how long each move stopped its task
+	Layout    driver.Migrated    // an older layout's keys moved (none when in place)
+	Resharded []driver.Resharded // tasks moved to the shard count their config gives
+	Took      []time.Duration    // how long each move stopped its task
 }
 
 // Migrate moves an older tickd's keys into this version's layout (every

@@ -12,6 +12,7 @@ import (
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 var bg = context.Background()
@@ -53,11 +54,11 @@ func TestTriggerIDs(t *testing.T) {
 func TestTriggerSaysBusyAndRecords(t *testing.T) {
 	t.Parallel()
 	s, task := setup(t)
-	held, err := s.Acquire(bg, lease.Request{Task: "t", Entity: "b", TTL: time.Minute, Reason: lease.ReasonTick, Tick: time.Now().Truncate(time.Second)})
+	held, err := s.Acquire(bg, driver.Request{Task: "t", Entity: "b", TTL: time.Minute, Reason: driver.ReasonTick, Tick: time.Now().Truncate(time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { held.Release(bg, lease.Finished{Outcome: lease.OutcomeDone}, nil) }) //nolint:errcheck // the store stops after
+	t.Cleanup(func() { held.Release(bg, driver.Finished{Outcome: driver.OutcomeDone}, nil) }) //nolint:errcheck // the store stops after
 	tr, err := Trigger(bg, s, task, []string{"a", "b"}, nil, "alice")
 	if err != nil || tr.Recorded != nil {
 		t.Fatalf("trigger: %v, recorded %v", err, tr.Recorded)
@@ -101,7 +102,7 @@ func TestUnlock(t *testing.T) {
 	s, task := setup(t)
 	_, err := Unlock(bg, s, task, "a", "ops", false)
 	expect.True(t, fmt.Sprintf("not held: %v", err), errors.Is(err, ErrNotHeld))
-	if _, err := s.Acquire(bg, lease.Request{Task: "t", Entity: "a", TTL: time.Minute, Reason: lease.ReasonTrigger}); err != nil {
+	if _, err := s.Acquire(bg, driver.Request{Task: "t", Entity: "a", TTL: time.Minute, Reason: driver.ReasonTrigger}); err != nil {
 		t.Fatal(err)
 	}
 	u, err := Unlock(bg, s, task, "a", "ops", false)
@@ -118,7 +119,7 @@ func TestForget(t *testing.T) {
 	s, _ := setup(t)
 	_, err := Forget(bg, s, "nobody-knows", "ops", "")
 	expect.True(t, fmt.Sprintf("unknown: %v", err), err != nil && strings.Contains(err.Error(), "nothing to forget"))
-	if err := s.RegisterTasks(bg, []lease.TaskInfo{{Name: "old", Schedule: "every 1h0m0s", Timezone: "UTC"}}); err != nil {
+	if err := s.RegisterTasks(bg, []driver.TaskInfo{{Name: "old", Schedule: "every 1h0m0s", Timezone: "UTC"}}); err != nil {
 		t.Fatal(err)
 	}
 	d, err := Forget(bg, s, "old", "ops", "retired")

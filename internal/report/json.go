@@ -6,6 +6,7 @@ import (
 
 	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // Instant is a time written as RFC 3339 UTC, or null for the zero time.
@@ -63,7 +64,7 @@ type ReplicaDoc struct {
 	DuplicateOn string `json:"duplicate_on"`
 }
 
-func ReplicaDocs(rs []lease.Replica) []ReplicaDoc {
+func ReplicaDocs(rs []driver.Replica) []ReplicaDoc {
 	out := make([]ReplicaDoc, len(rs))
 	for i, r := range rs {
 		out[i] = ReplicaDoc{ID: r.ID, Host: r.Host, Version: r.Version, Tasks: append([]string{}, r.Tasks...),
@@ -83,7 +84,7 @@ type ReplicationDoc struct {
 	Acknowledged   bool   `json:"acknowledged"`
 }
 
-func ReplicationDocOf(r lease.Replication) ReplicationDoc {
+func ReplicationDocOf(r driver.Replication) ReplicationDoc {
 	return ReplicationDoc{Role: r.Role, ReplicasOnline: r.Online, ReplicaAcks: r.Mode.String(), AcksWanted: r.Want,
 		AcksNow: r.Got, Acknowledged: r.Err == nil}
 }
@@ -195,7 +196,7 @@ func (st TaskStatus) Doc(now time.Time) TaskDoc {
 	for _, r := range st.LastRuns {
 		rd := RunDoc{Entity: r.Entity, Outcome: string(r.Outcome), Reason: string(r.Reason), Replica: r.Replica,
 			Fence: r.Fence, Started: Instant(r.Started), Ended: Instant(r.Ended), LastTick: Instant(r.LastTick), Error: r.Error}
-		if r.Outcome == lease.OutcomeUnlocked {
+		if r.Outcome == driver.OutcomeUnlocked {
 			rd.By = r.By
 		}
 		if !r.Started.IsZero() && !r.Ended.IsZero() {
@@ -302,7 +303,7 @@ func (h TaskHistory) Doc() HistoryDoc {
 	return d
 }
 
-func leaseDoc(h lease.Held, now time.Time) LeaseDoc {
+func leaseDoc(h driver.Held, now time.Time) LeaseDoc {
 	return LeaseDoc{Entity: h.Entity, Holder: h.Holder, Since: Instant(h.Since), AgeS: Seconds(now.Sub(h.Since)), Fence: h.Fence,
 		TTLLeftS: Seconds(h.TTL), Reason: string(h.Reason), Revoked: h.Revoked}
 }

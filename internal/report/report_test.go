@@ -13,6 +13,7 @@ import (
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 var bg = context.Background()
@@ -29,19 +30,19 @@ func world(t *testing.T) (*lease.Store, *config.Config, time.Time) {
 	s := stores.Memory(lease.Options{Replica: "r1"})
 	t.Cleanup(func() { s.Stop(bg) }) //nolint:errcheck // a lease is left held on purpose
 	T := time.Now().UTC().Truncate(time.Minute)
-	a, err := s.Acquire(bg, lease.Request{Task: "t", Entity: "a", TTL: time.Minute, Reason: lease.ReasonTick, Tick: T})
+	a, err := s.Acquire(bg, driver.Request{Task: "t", Entity: "a", TTL: time.Minute, Reason: driver.ReasonTick, Tick: T})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Release(bg, lease.Finished{Outcome: lease.OutcomeDone, Started: T, Ended: T.Add(time.Second)}, nil); err != nil {
+	if _, err := a.Release(bg, driver.Finished{Outcome: driver.OutcomeDone, Started: T, Ended: T.Add(time.Second)}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Acquire(bg, lease.Request{Task: "t", Entity: "b", TTL: time.Minute, Reason: lease.ReasonTick, Tick: T}); err != nil {
+	if _, err := s.Acquire(bg, driver.Request{Task: "t", Entity: "b", TTL: time.Minute, Reason: driver.ReasonTick, Tick: T}); err != nil {
 		t.Fatal(err)
 	}
-	part := lease.TickPart{Replica: "r1", Process: "1", Final: true, Written: T.Add(time.Second), Entities: 2, Started: 2,
-		Outcomes: map[lease.Outcome]int{lease.OutcomeDone: 2}}
-	if err := s.RecordTicks(bg, []lease.TickWrite{{Task: "t", Tick: T, Part: part, Keep: task.Retention()}}); err != nil {
+	part := driver.TickPart{Replica: "r1", Process: "1", Final: true, Written: T.Add(time.Second), Entities: 2, Started: 2,
+		Outcomes: map[driver.Outcome]int{driver.OutcomeDone: 2}}
+	if err := s.RecordTicks(bg, []driver.TickWrite{{Task: "t", Tick: T, Part: part, Keep: task.Retention()}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Pause(bg, "t", lease.PauseInfo{By: "ops", At: T, Reason: "deploy"}); err != nil {
@@ -82,7 +83,7 @@ func TestHistoryOfATask(t *testing.T) {
 	}
 	doc := h.Doc()
 	expect.True(t, fmt.Sprintf("ticks: %+v", doc.Ticks), len(doc.Ticks) >= 1 && doc.Ticks[0].State == "complete" && doc.Ticks[0].Runs == 2)
-	if err := s.RegisterTasks(bg, []lease.TaskInfo{{Name: "old", Schedule: "every 1h0m0s", Timezone: "UTC", Seen: T, By: "r9"}}); err != nil {
+	if err := s.RegisterTasks(bg, []driver.TaskInfo{{Name: "old", Schedule: "every 1h0m0s", Timezone: "UTC", Seen: T, By: "r9"}}); err != nil {
 		t.Fatal(err)
 	}
 	old, err := FindTask(bg, s, cfg, "old")

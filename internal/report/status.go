@@ -10,6 +10,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // TaskStatus is what status reads of one task: the first -limit rows of
@@ -24,11 +25,11 @@ type TaskStatus struct {
 	Health     history.Health
 	FlagAfter  int
 	LastTick   *history.TickView // the newest tick recorded or missed
-	Leases     []lease.Held
+	Leases     []driver.Held
 	LeaseCount int
-	LastRuns   []lease.LastRun
+	LastRuns   []driver.LastRun
 	RunCount   int
-	Due        []lease.Due
+	Due        []driver.Due
 	DueCount   int
 	// DuePartial says the walk of the pending runs stopped at the scan
 	// bound: DueCount is of those looked at, a lower bound.
@@ -40,7 +41,7 @@ type TaskStatus struct {
 	Partial bool
 	// Unlisted is, for a task the config does not list but the task
 	// registry remembers, what the registry keeps of it; nil otherwise.
-	Unlisted *lease.TaskInfo
+	Unlisted *driver.TaskInfo
 	// Shards is the shard count recorded in Redis, the one in force;
 	// ConfigShards what the config says.
 	Shards, ConfigShards int
@@ -65,9 +66,9 @@ func StatusOf(ctx context.Context, store *lease.Store, t config.Task, now time.T
 		return st, fmt.Errorf("read the shard count: %w", err)
 	}
 	st.Shards = counts[t.Name]
-	leases, runs, due := firstN[lease.Held](limit), firstN[lease.LastRun](limit), firstN[lease.Due](limit)
+	leases, runs, due := firstN[driver.Held](limit), firstN[driver.LastRun](limit), firstN[driver.Due](limit)
 	// The limit most recent last runs: a new run replaces the oldest kept.
-	runs.full = func(r lease.LastRun) {
+	runs.full = func(r driver.LastRun) {
 		oldest := 0
 		for i, x := range runs.items {
 			if x.Ended.Before(runs.items[oldest].Ended) {
@@ -78,7 +79,7 @@ func StatusOf(ctx context.Context, store *lease.Store, t config.Task, now time.T
 			runs.items[oldest] = r
 		}
 	}
-	q := lease.PageQuery{Size: statusPage, MaxScan: statusPage}
+	q := driver.PageQuery{Size: statusPage, MaxScan: statusPage}
 	for {
 		p, err := store.EntityPage(ctx, t.Name, q)
 		if err != nil {
@@ -88,7 +89,7 @@ func StatusOf(ctx context.Context, store *lease.Store, t config.Task, now time.T
 			if row.Held != nil {
 				leases.add(*row.Held) //nolint:errcheck // never fails
 			}
-			if r := row.Last; r != nil && (outcome == "" || r.Outcome == lease.Outcome(outcome)) {
+			if r := row.Last; r != nil && (outcome == "" || r.Outcome == driver.Outcome(outcome)) {
 				runs.add(*r) //nolint:errcheck // never fails
 			}
 		}
@@ -105,7 +106,7 @@ func StatusOf(ctx context.Context, store *lease.Store, t config.Task, now time.T
 	// looked at (a trigger -force of 200,000 entities leaves as many while
 	// they drain: walking them cost 300 ms of Redis CPU).
 	errEnough := errors.New("enough pending runs looked at")
-	err = store.DueEntries(ctx, t.Name, func(d lease.Due) error {
+	err = store.DueEntries(ctx, t.Name, func(d driver.Due) error {
 		due.add(d) //nolint:errcheck // never fails
 		if scan > 0 && due.count >= scan {
 			st.DuePartial = true
@@ -128,7 +129,7 @@ const statusPage = 1000
 
 // Assess reads the task's newest ticks and actions for its flags and its
 // last tick.
-func (st *TaskStatus) Assess(ctx context.Context, store *lease.Store, t *config.Task, replicas []lease.Replica, now time.Time) error {
+func (st *TaskStatus) Assess(ctx context.Context, store *lease.Store, t *config.Task, replicas []driver.Replica, now time.Time) error {
 	ps, err := history.ReadPasts(ctx, store, []*config.Task{t}, 0, history.RecentActions, map[string]lease.PauseInfo{}, replicas)
 	if err != nil {
 		return err
@@ -169,19 +170,19 @@ func (b *bounded[T]) add(x T) error {
 }
 
 // SortRuns puts the most recent runs first.
-func SortRuns(rs []lease.LastRun) {
-	slices.SortStableFunc(rs, func(a, b lease.LastRun) int { return b.Ended.Compare(a.Ended) })
+func SortRuns(rs []driver.LastRun) {
+	slices.SortStableFunc(rs, func(a, b driver.LastRun) int { return b.Ended.Compare(a.Ended) })
 }
 
 // Status is what `tickd status` reads: the Redis replication, the running
 // replicas, and each task's status.
 type Status struct {
-	Replication lease.Replication
-	Replicas    []lease.Replica
+	Replication driver.Replication
+	Replicas    []driver.Replica
 	Tasks       []TaskStatus
 	// Locks are the keys tickd lock holds now (its leases, under LockTask),
 	// the first limit; LockCount counts them all.
-	Locks     []lease.Held
+	Locks     []driver.Held
 	LockCount int
 	Limits    []LimitStatus
 	Now       time.Time
@@ -210,7 +211,7 @@ func ReadStatus(ctx context.Context, store *lease.Store, cfg *config.Config, onl
 	if err != nil {
 		return st, err
 	}
-	locks := firstN[lease.Held](limit)
+	locks := firstN[driver.Held](limit)
 	if err := store.Leases(ctx, LockTask, locks.add); err != nil {
 		return st, fmt.Errorf("list locks: %w", err)
 	}
@@ -220,7 +221,7 @@ func ReadStatus(ctx context.Context, store *lease.Store, cfg *config.Config, onl
 	}
 	type one struct {
 		t        config.Task
-		unlisted *lease.TaskInfo
+		unlisted *driver.TaskInfo
 	}
 	all := make([]one, 0, len(cfg.Tasks))
 	for _, t := range cfg.Tasks {

@@ -22,7 +22,7 @@ func Counts[K ~string](m map[K]int, none string) string {
 }
 
 // Millis writes a duration from a tick to the millisecond, or "-" for none
-// (a negative one: lease.TickPart's FirstStart and LastEnd).
+// (a negative one: driver.TickPart's FirstStart and LastEnd).
 func Millis(d time.Duration) string {
 	if d < 0 {
 		return "-"

@@ -7,12 +7,13 @@ import (
 
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // acquireRetrying acquires a batch; while Redis fails, it retries with
 // backoff as long as the tick may still run (the catch-up window, at least
 // 10s). Requests still failing are returned with their errors.
-func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.Time, reqs []lease.Request) []lease.Result {
+func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.Time, reqs []driver.Request) []lease.Result {
 	res := s.store.AcquireBatch(ctx, reqs)
 	backoff := 100 * time.Millisecond
 	for {
@@ -27,7 +28,7 @@ func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.T
 			switch {
 			case r.Err == nil, errors.Is(r.Err, lease.ErrBusy), errors.Is(r.Err, lease.ErrAlreadyRan):
 				continue
-			case errors.Is(r.Err, lease.ErrNotAcknowledged):
+			case errors.Is(r.Err, driver.ErrNotAcknowledged):
 				continue // an answer: the store handed the run over (OnAcks logs it)
 			case errors.Is(r.Err, lease.ErrLimited):
 				continue // an answer: the run waits for the limit (waitForLimit)
@@ -65,7 +66,7 @@ func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.T
 		case <-time.After(wait):
 		}
 		backoff = min(2*backoff, 2*time.Second)
-		retry := make([]lease.Request, len(pending))
+		retry := make([]driver.Request, len(pending))
 		for j, i := range pending {
 			retry[j] = reqs[i]
 			retry[j].Chunk = "" // a retry may hold part of a chunk: entity by entity

@@ -11,6 +11,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // publishDueDepth publishes how many requests are pending (the due set's
@@ -29,7 +30,7 @@ const dueVisibility = 30 * time.Second
 // not have. During a config rollout another replica may have it: the entry
 // is left for that one. Only when no replica announces the task is the
 // entry dropped.
-func (s *Scheduler) unknownTask(ctx context.Context, d lease.Due) {
+func (s *Scheduler) unknownTask(ctx context.Context, d driver.Due) {
 	ev := Event{Task: d.Task, Entity: d.Entity, Reason: d.Reason, Tick: d.Tick}
 	known, err := s.store.Known(ctx, d.Task)
 	if err != nil || known {
@@ -52,7 +53,7 @@ func (s *Scheduler) unknownTask(ctx context.Context, d lease.Due) {
 func (s *Scheduler) announce(ctx context.Context) {
 	s.mu.Lock()
 	names := make([]string, 0, len(s.tasks))
-	infos := make([]lease.TaskInfo, 0, len(s.tasks))
+	infos := make([]driver.TaskInfo, 0, len(s.tasks))
 	for name, ts := range s.tasks {
 		names = append(names, name)
 		infos = append(infos, ts.t.Info())
@@ -61,7 +62,7 @@ func (s *Scheduler) announce(ctx context.Context) {
 	sort.Strings(names)
 	s.register(ctx, infos)
 	err := s.store.Announce(ctx, names, max(10*time.Second, 5*s.pausePoll))
-	var dup *lease.DuplicateReplicaError
+	var dup *driver.DuplicateReplicaError
 	switch {
 	case errors.As(err, &dup):
 		s.logLimit.Log(s.log, slog.LevelWarn, "duplicate-replica", "another tickd process uses this replica_id: their leases and records cannot be told apart; give each replica its own",
@@ -81,7 +82,7 @@ const registerEvery = 5 * time.Minute
 
 // register tells the task registry which tasks this replica runs, when
 // they changed or registerEvery passed (the announce loop's).
-func (s *Scheduler) register(ctx context.Context, infos []lease.TaskInfo) {
+func (s *Scheduler) register(ctx context.Context, infos []driver.TaskInfo) {
 	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
 	key := fmt.Sprint(infos)
 	if key == s.registered && time.Since(s.registeredAt) < registerEvery {
@@ -159,7 +160,7 @@ const (
 // waitSlot waits in line for a run slot of ts for d, behind the fan-outs
 // already waiting (a channel's senders are served in order) and before
 // those that ask after it.
-func (s *Scheduler) waitSlot(ctx context.Context, ts *taskState, d lease.Due) {
+func (s *Scheduler) waitSlot(ctx context.Context, ts *taskState, d driver.Due) {
 	t := time.NewTimer(dueSlotWait)
 	defer t.Stop()
 	select {
@@ -173,7 +174,7 @@ func (s *Scheduler) waitSlot(ctx context.Context, ts *taskState, d lease.Due) {
 }
 
 // giveBack returns a taken due entry to be taken again soon.
-func (s *Scheduler) giveBack(ctx context.Context, d lease.Due) {
+func (s *Scheduler) giveBack(ctx context.Context, d driver.Due) {
 	ctx, cancel := context.WithTimeout(ctx, lease.ReleaseTimeout)
 	defer cancel()
 	if err := s.store.Enqueue(ctx, d, time.Second); err != nil {
@@ -183,13 +184,13 @@ func (s *Scheduler) giveBack(ctx context.Context, d lease.Due) {
 
 // startDue acquires the lease of due entry d, whose run slot of ts is
 // taken, and starts its run; the slot is given back if nothing starts.
-func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d lease.Due) {
+func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d driver.Due) {
 	// Every due run but a tick's waits for a busy entity's holder, as a
 	// follow-up: a reschedule, a retry, a hand-over, and an operator's
 	// trigger, whatever on_busy says (that is for ticks).
-	queue := d.Reason != lease.ReasonTick || ts.t.OnBusy == config.OnBusyQueue
-	req := lease.Request{Task: d.Task, Entity: d.Entity, TTL: ts.t.LeaseTTL, Reason: d.Reason, Queue: queue, From: &d, Limits: ts.t.Limits}
-	if d.Reason == lease.ReasonTick {
+	queue := d.Reason != driver.ReasonTick || ts.t.OnBusy == config.OnBusyQueue
+	req := driver.Request{Task: d.Task, Entity: d.Entity, TTL: ts.t.LeaseTTL, Reason: d.Reason, Queue: queue, From: &d, Limits: ts.t.Limits}
+	if d.Reason == driver.ReasonTick {
 		req.Tick = d.Tick // a tick's run that waited for a limit
 	}
 	l, err := s.store.Acquire(ctx, req)
@@ -205,14 +206,14 @@ func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d lease.Due) {
 		case errors.Is(err, lease.ErrBusy):
 			s.dueSkipped(ts, d, err)
 			lvl := slog.LevelDebug
-			if d.Reason == lease.ReasonTrigger {
+			if d.Reason == driver.ReasonTrigger {
 				lvl = slog.LevelInfo // an operator asked: say where the run went
 			}
 			s.log.Log(ctx, lvl, "due run found the entity busy: it runs after the holder", logs.KeyTask, d.Task, logs.KeyEntity, d.Entity, logs.KeyReason, d.Reason, "follow_up", queue, logs.KeyError, err)
-		case errors.Is(err, lease.ErrResharding):
+		case errors.Is(err, driver.ErrResharding):
 			s.log.Debug("due run waits for a reshard to end", logs.KeyTask, d.Task, logs.KeyEntity, d.Entity, logs.KeyReason, d.Reason)
 			s.store.Enqueue(ctx, d, time.Second) //nolint:errcheck // if this fails too, visibility brings it back
-		case errors.Is(err, lease.ErrNotAcknowledged):
+		case errors.Is(err, driver.ErrNotAcknowledged):
 			// The store handed the entry back; OnAcks logs why.
 		default:
 			// Redis trouble or quarantine: give the entry back to be taken

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -34,12 +35,12 @@ lease_ttl = "3s"
 		expect.WaitFor(t, 10*time.Second, "first run", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
 		// Data changed: ask for a run while the first one is going (three times).
 		for range 3 {
-			if err := st.Enqueue(context.Background(), lease.Due{Task: "q", Entity: "q", Reason: lease.ReasonTrigger}, 0); err != nil {
+			if err := st.Enqueue(context.Background(), driver.Due{Task: "q", Entity: "q", Reason: driver.ReasonTrigger}, 0); err != nil {
 				t.Fatal(err)
 			}
 			expect.WaitFor(t, 5*time.Second, "trigger taken", func() bool {
 				n := 0
-				st.DueEntries(context.Background(), "", func(lease.Due) error { n++; return nil }) //nolint:errcheck
+				st.DueEntries(context.Background(), "", func(driver.Due) error { n++; return nil }) //nolint:errcheck
 				return n == 0
 			})
 		}
@@ -55,7 +56,7 @@ lease_ttl = "3s"
 		// Exactly one follow-up: once it has ended and released, nothing is
 		// pending (a second follow-up would have been enqueued by that
 		// release, atomically with it).
-		e.ev.waitFor(t, 5*time.Second, "the follow-up's end", func(ev Event) bool { return ev.Kind == EventRunEnded && ev.Reason == lease.ReasonQueued })
+		e.ev.waitFor(t, 5*time.Second, "the follow-up's end", func(ev Event) bool { return ev.Kind == EventRunEnded && ev.Reason == driver.ReasonQueued })
 		state, err := st.Entity(context.Background(), "q", "q")
 		if err != nil {
 			t.Fatal(err)
@@ -82,7 +83,7 @@ func TestDueRunDuringARolloutWaits(t *testing.T) {
 	// r2 has "new" but takes no due run for now: it only announces its tasks.
 	e.run(newCfg, Options{Store: e.store("r2"), DuePoll: time.Hour, PausePoll: 50 * time.Millisecond})
 	expect.WaitFor(t, 5*time.Second, "r2's tasks announced", func() bool { ok, _ := st.Known(context.Background(), "new"); return ok })
-	if err := st.Enqueue(context.Background(), lease.Due{Task: "new", Entity: "x", Reason: lease.ReasonTrigger}, 0); err != nil {
+	if err := st.Enqueue(context.Background(), driver.Due{Task: "new", Entity: "x", Reason: driver.ReasonTrigger}, 0); err != nil {
 		t.Fatal(err)
 	}
 	deferredByR1 := func(ev Event) bool { return ev.Kind == EventDueDeferred && ev.Replica == "r1" && ev.Task == "new" }
@@ -101,7 +102,7 @@ func TestDueRunDuringARolloutWaits(t *testing.T) {
 	})
 
 	// A task no replica runs is dropped.
-	if err := st.Enqueue(context.Background(), lease.Due{Task: "ghost", Entity: "y", Reason: lease.ReasonTrigger}, 0); err != nil {
+	if err := st.Enqueue(context.Background(), driver.Due{Task: "ghost", Entity: "y", Reason: driver.ReasonTrigger}, 0); err != nil {
 		t.Fatal(err)
 	}
 	e.ev.waitFor(t, 30*time.Second, "the ghost's run dropped", func(ev Event) bool { return ev.Kind == EventDueDropped && ev.Task == "ghost" })
@@ -138,7 +139,7 @@ entities = ["a", "b", "c"]
 		expect.WaitFor(t, 15*time.Second, "a backlog of tick runs", func() bool {
 			return e.rec.count(func(r runRec) bool { return r.Reason == "tick" }) >= 3
 		})
-		if err := st.Enqueue(context.Background(), lease.Due{Task: "slow", Entity: "a", Reason: lease.ReasonTrigger}, 0); err != nil {
+		if err := st.Enqueue(context.Background(), driver.Due{Task: "slow", Entity: "a", Reason: driver.ReasonTrigger}, 0); err != nil {
 			t.Fatal(err)
 		}
 		expect.WaitFor(t, 3*dueSlotWait/2, "the trigger's run", func() bool {

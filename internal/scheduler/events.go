@@ -3,7 +3,7 @@ package scheduler
 import (
 	"time"
 
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // EventKind says what an Event reports.
@@ -30,7 +30,7 @@ const (
 	// EventDueDropped: a due run for a task no replica knows was dropped.
 	EventDueDropped
 	// EventDuplicateReplica: another process announces this replica's id
-	// (Err: a *lease.DuplicateReplicaError); logged at warn first.
+	// (Err: a *driver.DuplicateReplicaError); logged at warn first.
 	EventDuplicateReplica
 )
 
@@ -50,11 +50,11 @@ type Event struct {
 	Kind    EventKind
 	Replica string
 	Task    string
-	Entity  string       // run events
-	Tick    time.Time    // the tick, or the run's tick
-	Reason  lease.Reason // run events
-	Fence   int64        // run events
-	Outcome lease.Outcome
+	Entity  string        // run events
+	Tick    time.Time     // the tick, or the run's tick
+	Reason  driver.Reason // run events
+	Fence   int64         // run events
+	Outcome driver.Outcome
 	Err     error      // EventRunEnded: the action's error, if any; EventStoreError
 	Counts  TickCounts // EventTick
 }

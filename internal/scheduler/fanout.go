@@ -11,6 +11,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // TickCounts says what one tick of a task did with its entities.
@@ -53,11 +54,11 @@ type fanOut struct {
 	tl    *tally      // this replica's part of the tick, for the history
 	n     *TickCounts // the tick's, shared by its shards' streams
 	batch []string
-	reqs  []lease.Request // flush's, reused: the store keeps none of them
+	reqs  []driver.Request // flush's, reused: the store keeps none of them
 	// A task of several shards is fanned out one stream per shard: each
-	// entity goes to its shard's (lease.ShardOf), so that a batch is one
+	// entity goes to its shard's (driver.ShardOf), so that a batch is one
 	// shard's, one script call. name is the driver's name of this stream's
-	// shard (lease.ShardName). While deferFailed, a batch is tried once,
+	// shard (driver.ShardName). While deferFailed, a batch is tried once,
 	// and what Redis failed (or quarantined) is kept in failed for a last
 	// pass, so that a shard whose master does not answer holds up none of
 	// the others.
@@ -66,7 +67,7 @@ type fanOut struct {
 	failed      []skipped
 	// In a fan-out in source order (no spread), the stream is cut into
 	// chunks of chunkSize entities: a batch that holds a whole chunk sends
-	// it as a chunk (lease.Request.Chunk), which only one replica takes.
+	// it as a chunk (driver.Request.Chunk), which only one replica takes.
 	chunked bool
 	pos     int // the stream position of the next entity read
 	first   int // the stream position of batch[0]
@@ -103,7 +104,7 @@ type skipped struct {
 // whole batch: the replicas of a tick read the same stream from its start,
 // so without it the ones that lost the race for a batch lose it for the
 // next, and the next (docs/performance.md).
-const jumpChunks = 8 * lease.BatchSize / chunkSize
+const jumpChunks = 8 * driver.BatchSize / chunkSize
 
 // chunkSize is the length of a chunk of a tick's entity stream. Batches are
 // as large as the free run slots, so a chunk must be small enough to fall
@@ -160,12 +161,12 @@ func (f *fanOut) inOrder() error {
 	pending := make([][]string, len(streams))
 	if len(streams) > 1 {
 		add = func(id string) error {
-			s := lease.ShardOf(id, len(streams))
+			s := driver.ShardOf(id, len(streams))
 			if !sh.mine(s) {
 				streams[s].setAside(id)
 				return nil
 			}
-			if pending[s] = append(pending[s], id); len(pending[s]) < lease.BatchSize {
+			if pending[s] = append(pending[s], id); len(pending[s]) < driver.BatchSize {
 				return nil
 			}
 			ids := pending[s]
@@ -229,7 +230,7 @@ func (f *fanOut) shardStreams() []*fanOut {
 	streams := make([]*fanOut, n)
 	streams[0] = f
 	for i := 1; i < n; i++ {
-		streams[i] = &fanOut{s: f.s, ts: f.ts, T: f.T, ctx: f.ctx, tl: f.tl, n: f.n, chunked: true, name: lease.ShardName(t.Name, i)}
+		streams[i] = &fanOut{s: f.s, ts: f.ts, T: f.T, ctx: f.ctx, tl: f.tl, n: f.n, chunked: true, name: driver.ShardName(t.Name, i)}
 	}
 	for _, st := range streams {
 		st.deferFailed = true
@@ -283,7 +284,7 @@ func (f *fanOut) addAt(id string, pos int) error {
 		f.first = pos
 	}
 	f.batch = append(f.batch, id)
-	if len(f.batch) >= lease.BatchSize && !f.flushWhole() {
+	if len(f.batch) >= driver.BatchSize && !f.flushWhole() {
 		f.flush()
 	}
 	return nil
@@ -377,7 +378,7 @@ func (f *fanOut) flush() {
 	s, ts, t := f.s, f.ts, f.ts.t
 	reqs := f.reqs[:0]
 	for _, id := range f.batch {
-		reqs = append(reqs, lease.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: lease.ReasonTick, Tick: f.T, Queue: t.OnBusy == config.OnBusyQueue, Limits: t.Limits})
+		reqs = append(reqs, driver.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: driver.ReasonTick, Tick: f.T, Queue: t.OnBusy == config.OnBusyQueue, Limits: t.Limits})
 	}
 	f.reqs = reqs
 	if f.chunked {
@@ -404,11 +405,11 @@ func (f *fanOut) flush() {
 		case errors.Is(r.Err, lease.ErrAlreadyRan):
 			f.n.AlreadyRan++
 			s.log.Debug(logs.MsgAlreadyRan, logs.KeyTask, t.Name, logs.KeyEntity, f.batch[i], tickAttr(f.T))
-		case errors.Is(r.Err, lease.ErrNotAcknowledged):
+		case errors.Is(r.Err, driver.ErrNotAcknowledged):
 			f.n.Unacknowledged++
 		case errors.Is(r.Err, lease.ErrLimited):
 			f.n.Limited++
-			s.waitForLimit(f.ctx, ts, lease.Due{Task: t.Name, Entity: f.batch[i], Reason: lease.ReasonTick, Tick: f.T}, r.Err)
+			s.waitForLimit(f.ctx, ts, driver.Due{Task: t.Name, Entity: f.batch[i], Reason: driver.ReasonTick, Tick: f.T}, r.Err)
 		case f.deferFailed: // Redis failed, or quarantines the shard: tried again last
 			f.deferOne(f.batch[i], f.first+i)
 		case errors.Is(r.Err, lease.ErrQuarantine):
@@ -428,7 +429,7 @@ func (f *fanOut) deferOne(id string, pos int) { f.failed = appendAt(f.failed, id
 
 // takenWhole says whether another replica took the batch's chunks (it held
 // one at least) and ran the rest.
-func takenWhole(reqs []lease.Request, res []lease.Result) bool {
+func takenWhole(reqs []driver.Request, res []lease.Result) bool {
 	chunk := false
 	for i, r := range res {
 		if !errors.Is(r.Err, lease.ErrAlreadyRan) {
@@ -442,7 +443,7 @@ func takenWhole(reqs []lease.Request, res []lease.Result) bool {
 // markChunks names each whole chunk in the batch by its ids, each with its
 // length (the store sends a hash of the name): replicas that read the same
 // ids in the same order name it alike.
-func (f *fanOut) markChunks(reqs []lease.Request) {
+func (f *fanOut) markChunks(reqs []driver.Request) {
 	first, end := f.first, f.first+len(reqs) // the stream positions of reqs
 	for k := (first + chunkSize - 1) / chunkSize; (k+1)*chunkSize <= end; k++ {
 		lo := k*chunkSize - first

@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
-	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/schedule"
 	"github.com/tickd/tickd/tasks"
 )
@@ -53,14 +54,14 @@ entities = ` + entities(n)
 
 	// The dead replica took the first batch's chunks, then died: it holds
 	// their leases and runs nothing.
-	var reqs []lease.Request
+	var reqs []driver.Request
 	ids := make([]string, concurrency)
 	for i := range ids {
 		ids[i] = fmt.Sprint("e", i)
 	}
 	for i, id := range ids {
 		c := i / chunkSize * chunkSize
-		reqs = append(reqs, lease.Request{Task: "jump", Entity: id, TTL: 30 * time.Second, Reason: lease.ReasonTick, Tick: T,
+		reqs = append(reqs, driver.Request{Task: "jump", Entity: id, TTL: 30 * time.Second, Reason: driver.ReasonTick, Tick: T,
 			Chunk: chunkName(ids[c : c+chunkSize])})
 	}
 	for i, r := range e.store("dead").AcquireBatch(context.Background(), reqs) {
@@ -410,7 +411,7 @@ entities_command = ["sh", "-c", "echo a; echo 'the database is down' >&2; exit 3
 	e.ev.waitFor(t, 10*time.Second, "the tick", kind(EventTick))
 	expect.Equal(t, "ticks whose source failed", e.ev.count(func(ev Event) bool { return ev.Kind == EventTick && ev.Counts.SourceFailed }), 1)
 	expect.Equal(t, "tick lines saying so", e.logs.count("tick", map[string]string{logs.KeyTask: "nofile", "source_failed": "true"}), 1)
-	var rec lease.TickRecord
+	var rec driver.TickRecord
 	expect.WaitFor(t, 10*time.Second, "the tick's record, final", func() bool {
 		rs, err := st.Ticks(context.Background(), "nofile", 1)
 		if err != nil || len(rs) == 0 || !rs[0].Final() {
@@ -457,9 +458,9 @@ entities = ["a", "b", "c", "d"]
 func TestShardStreamsShareTheRunSlots(t *testing.T) {
 	t.Parallel()
 	var ids []string // a batch of shard 0, then one of shard 1
-	for i := 0; len(ids) < 2*lease.BatchSize; i++ {
+	for i := 0; len(ids) < 2*driver.BatchSize; i++ {
 		id := fmt.Sprint("e", i)
-		if lease.ShardOf(id, 2) == len(ids)/lease.BatchSize {
+		if driver.ShardOf(id, 2) == len(ids)/driver.BatchSize {
 			ids = append(ids, id)
 		}
 	}

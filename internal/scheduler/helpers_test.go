@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/config"
@@ -128,7 +130,7 @@ func (ev *events) waitFor(t *testing.T, d time.Duration, what string, pred func(
 
 func kind(k EventKind) func(Event) bool { return func(e Event) bool { return e.Kind == k } }
 
-func ended(outcome lease.Outcome) func(Event) bool {
+func ended(outcome driver.Outcome) func(Event) bool {
 	return func(e Event) bool { return e.Kind == EventRunEnded && e.Outcome == outcome }
 }
 

@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
+
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/testkit/expect"
@@ -50,7 +53,7 @@ entities = [` + strings.Join(ids, ", ") + `]
 			e.start(cfg)
 			replicas = 2
 		}
-		var rs []lease.TickRecord
+		var rs []driver.TickRecord
 		expect.WaitFor(t, 10*time.Second, "two complete tick records", func() bool {
 			var err error
 			rs, err = st.Ticks(context.Background(), "rec", 100)
@@ -70,13 +73,13 @@ entities = [` + strings.Join(ids, ", ") + `]
 			if !r.Final() || len(r.Parts) != replicas {
 				continue
 			}
-			want := map[lease.Outcome]int{}
+			want := map[driver.Outcome]int{}
 			for _, run := range e.rec.snapshot() {
-				if run.Reason == lease.ReasonTick && run.Tick.Equal(r.Tick) {
+				if run.Reason == driver.ReasonTick && run.Tick.Equal(r.Tick) {
 					if run.err != nil {
-						want[lease.OutcomeFailed]++
+						want[driver.OutcomeFailed]++
 					} else {
-						want[lease.OutcomeDone]++
+						want[driver.OutcomeDone]++
 					}
 				}
 			}
@@ -157,12 +160,12 @@ catch_up = "30s"
 entities = ["a", "b", "c"]
 `, Options{Store: st, DuePoll: 20 * time.Millisecond, PausePoll: 100 * time.Millisecond})
 	direct := e.redisStore("tickd", lease.Options{Replica: "reader"})
-	complete := func() map[time.Time]lease.TickRecord {
+	complete := func() map[time.Time]driver.TickRecord {
 		rs, err := direct.Ticks(context.Background(), "rec", 100)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := map[time.Time]lease.TickRecord{}
+		m := map[time.Time]driver.TickRecord{}
 		for _, r := range rs {
 			if r.Final() {
 				m[r.Tick.UTC()] = r
@@ -180,12 +183,12 @@ entities = ["a", "b", "c"]
 		got := complete()
 		byTick := map[time.Time]int{}
 		for _, r := range e.rec.snapshot() {
-			if r.Reason == lease.ReasonTick && !r.end.IsZero() && r.Tick.Before(resumed) {
+			if r.Reason == driver.ReasonTick && !r.end.IsZero() && r.Tick.Before(resumed) {
 				byTick[r.Tick.UTC()]++
 			}
 		}
 		for tick, n := range byTick {
-			if got[tick].Outcomes()[lease.OutcomeDone] != n {
+			if got[tick].Outcomes()[driver.OutcomeDone] != n {
 				return false
 			}
 		}
@@ -209,8 +212,8 @@ func TestRunsGoOnWhenHistoryWritesFail(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := e.redisStoreVia(redis.Options{Username: "nohistory", Password: "pw"}, "tickd", lease.Options{Replica: "r1", MaxTTL: 2 * time.Second})
-	if err := st.RecordTicks(context.Background(), []lease.TickWrite{{Task: "rec", Tick: time.Now(),
-		Part: lease.TickPart{Replica: "x", Written: time.Now()}, Keep: lease.DefaultHistory()}}); err == nil {
+	if err := st.RecordTicks(context.Background(), []driver.TickWrite{{Task: "rec", Tick: time.Now(),
+		Part: driver.TickPart{Replica: "x", Written: time.Now()}, Keep: driver.DefaultHistory()}}); err == nil {
 		t.Fatal("the user may write the history: the test tests nothing")
 	}
 	st.InitEpoch(context.Background()) //nolint:errcheck
@@ -251,7 +254,7 @@ entities = ["a", "b", "c"]
 		}
 		failed := map[time.Time]int{}
 		for _, r := range rs {
-			failed[r.Tick.UTC()] = r.Outcomes()[lease.OutcomeFailed]
+			failed[r.Tick.UTC()] = r.Outcomes()[driver.OutcomeFailed]
 		}
 		n := 0
 		for _, r := range e.rec.snapshot() {
@@ -274,7 +277,7 @@ type healthSeen struct {
 	noMetrics
 	mu   sync.Mutex
 	last map[string]history.Health
-	runs map[string]map[lease.Outcome]int // the last complete tick's
+	runs map[string]map[driver.Outcome]int // the last complete tick's
 }
 
 func (m *healthSeen) Health(task string, views []history.TickView, h history.Health) {
@@ -289,7 +292,7 @@ func (m *healthSeen) Health(task string, views []history.TickView, h history.Hea
 	}
 }
 
-func (m *healthSeen) get(task string) (history.Health, map[lease.Outcome]int) {
+func (m *healthSeen) get(task string) (history.Health, map[driver.Outcome]int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.last[task], m.runs[task]
@@ -300,7 +303,7 @@ func (m *healthSeen) get(task string) (history.Health, map[lease.Outcome]int) {
 func TestHealthMetrics(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true)
-	m := &healthSeen{last: map[string]history.Health{}, runs: map[string]map[lease.Outcome]int{}}
+	m := &healthSeen{last: map[string]history.Health{}, runs: map[string]map[driver.Outcome]int{}}
 	e.rec.body = func(_ context.Context, r tasks.Run) (tasks.Result, error) {
 		if r.Entity == "b" {
 			return tasks.Done, errors.New("down")
@@ -323,7 +326,7 @@ entities_file = "/nonexistent/tickd-test-entities"
 	expect.WaitFor(t, 10*time.Second, "the last tick's outcomes and the starved flag", func() bool {
 		_, runs := m.get("rec")
 		starves, _ := m.get("starves")
-		return runs[lease.OutcomeDone] == 1 && runs[lease.OutcomeFailed] == 1 && starves.Starved
+		return runs[driver.OutcomeDone] == 1 && runs[driver.OutcomeFailed] == 1 && starves.Starved
 	})
 	rec, _ := m.get("rec")
 	expect.Equal(t, "a ticking task is firing", rec.NotFiring, "")
@@ -347,12 +350,12 @@ handler = "h"
 	task := &cfg.Tasks[0]
 	now := time.Date(2026, 11, 24, 12, 0, 30, 0, time.UTC)
 	at := func(min int) time.Time { return now.Truncate(time.Minute).Add(time.Duration(min) * time.Minute) }
-	rec := func(min int) lease.TickRecord {
-		return lease.TickRecord{Tick: at(min), Parts: []lease.TickPart{{Replica: "r", Final: true, Started: 1,
-			Outcomes: map[lease.Outcome]int{lease.OutcomeDone: 1}, FirstStart: -1, LastEnd: -1}}}
+	rec := func(min int) driver.TickRecord {
+		return driver.TickRecord{Tick: at(min), Parts: []driver.TickPart{{Replica: "r", Final: true, Started: 1,
+			Outcomes: map[driver.Outcome]int{driver.OutcomeDone: 1}, FirstStart: -1, LastEnd: -1}}}
 	}
-	runner := []lease.Replica{{ID: "r", Tasks: []string{"t"}, Since: at(-60)}}
-	p := history.Past{Ticks: []lease.TickRecord{rec(-8), rec(-10)}, Replicas: runner}
+	runner := []driver.Replica{{ID: "r", Tasks: []string{"t"}, Since: at(-60)}}
+	p := history.Past{Ticks: []driver.TickRecord{rec(-8), rec(-10)}, Replicas: runner}
 	views, h := history.Assess(task, now, p)
 	var states []string
 	for _, v := range views {
@@ -386,11 +389,11 @@ handler = "h"
 	// allows: with catch_up 10m, 11:59 is missed at 12:00:30.
 	late := *task
 	late.CatchUp = 10 * time.Minute
-	views, _ = history.Assess(&late, now, history.Past{Ticks: []lease.TickRecord{rec(-8)}, Replicas: runner})
+	views, _ = history.Assess(&late, now, history.Past{Ticks: []driver.TickRecord{rec(-8)}, Replicas: runner})
 	expect.Equal(t, "the newest tick before the latest due one", views[0].Tick.Format("15:04")+" "+views[0].State, "11:59 missed")
 	// The runner started after the newest record: the first tick after its
 	// start is the one due.
-	p.Replicas = []lease.Replica{{ID: "r", Tasks: []string{"t"}, Since: at(0).Add(-20 * time.Second)}}
+	p.Replicas = []driver.Replica{{ID: "r", Tasks: []string{"t"}, Since: at(0).Add(-20 * time.Second)}}
 	if _, h := history.Assess(task, now, p); h.NotFiring != "" {
 		t.Errorf("a runner that started 20s ago is not yet late: %s", h.NotFiring)
 	}
@@ -424,7 +427,7 @@ entities = ["slow"]
 		fs, _ = st.Failures(context.Background(), "rec", 10)
 		return len(fs) > 0
 	})
-	expect.Equal(t, "outcome", fs[0].Outcome, lease.OutcomeTimeout)
+	expect.Equal(t, "outcome", fs[0].Outcome, driver.OutcomeTimeout)
 	expect.Equal(t, "error", fs[0].Error, "context canceled ("+ErrTimeout.Error()+")")
 }
 
@@ -442,7 +445,7 @@ handler = "rec"
 lease_ttl = "2s"
 entities = ["a", "b"]
 `)
-	var before lease.TickRecord
+	var before driver.TickRecord
 	expect.WaitFor(t, 10*time.Second, "a complete record", func() bool {
 		rs, _ := st.Ticks(context.Background(), "rec", 10)
 		for _, r := range rs {
@@ -497,7 +500,7 @@ entities = ["a"]
 	})
 	rs, _ := st.Ticks(ctx, "twice", 10)
 	expect.Equal(t, "parts of the one process", len(rs[0].Parts), 1)
-	expect.Equal(t, "already ran: the 7 of the second fan-out less the 6 the first ran", rs[0].Skipped()[lease.SkipAlreadyRan], 1)
+	expect.Equal(t, "already ran: the 7 of the second fan-out less the 6 the first ran", rs[0].Skipped()[driver.SkipAlreadyRan], 1)
 }
 
 // TestTickCountsWhileItFansOut: while a tick fans out (its runs hold every

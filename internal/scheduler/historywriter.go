@@ -11,6 +11,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -27,11 +28,11 @@ import (
 type tally struct {
 	task string
 	tick time.Time
-	keep lease.Retention
+	keep driver.Retention
 	// pending counts the runs the fan-out started that have not ended; one
 	// more while the fan-out goes on.
 	pending  atomic.Int64
-	outcomes [lease.NumOutcomes + 1]atomic.Int64 // by index in lease.AllOutcomes; the last: any other
+	outcomes [driver.NumOutcomes + 1]atomic.Int64 // by index in driver.AllOutcomes; the last: any other
 	// firstStart and lastEnd, in ns after the tick; -1: none yet.
 	firstStart, lastEnd atomic.Int64
 	// waited counts the runs of the tick that waited for a limit and then
@@ -62,15 +63,15 @@ type tally struct {
 }
 
 // outcomeIndex is o's index in tally.outcomes.
-func outcomeIndex(o lease.Outcome) int {
+func outcomeIndex(o driver.Outcome) int {
 	if i := o.Index(); i >= 0 {
 		return i
 	}
-	return lease.NumOutcomes
+	return driver.NumOutcomes
 }
 
-// part is the tally as a lease.TickPart written at now.
-func (tl *tally) part(replica, process string, now time.Time) lease.TickPart {
+// part is the tally as a driver.TickPart written at now.
+func (tl *tally) part(replica, process string, now time.Time) driver.TickPart {
 	tl.mu.Lock()
 	n := tl.n
 	if tl.fannedOut == 0 {
@@ -81,30 +82,30 @@ func (tl *tally) part(replica, process string, now time.Time) lease.TickPart {
 	if tl.process != "" {
 		process = tl.process
 	}
-	p := lease.TickPart{Replica: replica, Process: process, Final: tl.pending.Load() == 0, Written: now, Entities: n.Entities,
-		Started: n.Started + int(tl.waited.Load()), SourceFailed: n.SourceFailed, SourceError: n.SourceError, Outcomes: map[lease.Outcome]int{}, Skipped: map[string]int{}}
-	all := lease.AllOutcomes()
+	p := driver.TickPart{Replica: replica, Process: process, Final: tl.pending.Load() == 0, Written: now, Entities: n.Entities,
+		Started: n.Started + int(tl.waited.Load()), SourceFailed: n.SourceFailed, SourceError: n.SourceError, Outcomes: map[driver.Outcome]int{}, Skipped: map[string]int{}}
+	all := driver.AllOutcomes()
 	for i := range tl.outcomes {
 		if c := int(tl.outcomes[i].Load()); c > 0 {
-			o := lease.Outcome("other")
-			if i < lease.NumOutcomes {
+			o := driver.Outcome("other")
+			if i < driver.NumOutcomes {
 				o = all[i]
 			}
 			p.Outcomes[o] = c
 		}
 	}
-	for reason, c := range map[string]int{lease.SkipBusy: n.Busy, lease.SkipAlreadyRan: n.AlreadyRan,
-		lease.SkipQuarantined: n.Quarantined, lease.SkipNotAcknowledged: n.Unacknowledged, lease.SkipError: n.Errors,
-		lease.SkipLimited: n.Limited} {
+	for reason, c := range map[string]int{driver.SkipBusy: n.Busy, driver.SkipAlreadyRan: n.AlreadyRan,
+		driver.SkipQuarantined: n.Quarantined, driver.SkipNotAcknowledged: n.Unacknowledged, driver.SkipError: n.Errors,
+		driver.SkipLimited: n.Limited} {
 		if c > 0 {
 			p.Skipped[reason] = c
 		}
 	}
 	if n.Stopped || n.Paused {
 		// The entities the fan-out did not come to.
-		why := lease.SkipStopped
+		why := driver.SkipStopped
 		if n.Paused {
-			why = lease.SkipPaused
+			why = driver.SkipPaused
 		}
 		if left := n.Entities - n.Started - n.Busy - n.AlreadyRan - n.Quarantined - n.Unacknowledged - n.Errors - n.Limited; left > 0 {
 			p.Skipped[why] = left
@@ -125,14 +126,14 @@ type historyWriter struct {
 	s *Scheduler
 
 	mu      sync.Mutex
-	parts   map[tallyKey]lease.TickWrite // to write: the newest part of each tick
-	fails   []lease.Failure              // to write, oldest first
-	dropped int                          // not written since the last log line: over the bounds
+	parts   map[tallyKey]driver.TickWrite // to write: the newest part of each tick
+	fails   []lease.Failure               // to write, oldest first
+	dropped int                           // not written since the last log line: over the bounds
 	wake    chan struct{}
 	// written are the parts written within rewriteWithin, by tick: after a
 	// data loss (Redis restarted empty, a failover that lost writes) they
 	// are written again, so the records of the ticks around it are whole.
-	written map[tallyKey]lease.TickWrite
+	written map[tallyKey]driver.TickWrite
 	// tallies are the ticks fanned out within rewriteWithin: a tick fanned
 	// out again after a reload counts in the same tally (again).
 	tallies map[tallyKey]*tally
@@ -159,7 +160,7 @@ const (
 )
 
 func newHistoryWriter(s *Scheduler) *historyWriter {
-	return &historyWriter{s: s, parts: map[tallyKey]lease.TickWrite{}, written: map[tallyKey]lease.TickWrite{}, tallies: map[tallyKey]*tally{},
+	return &historyWriter{s: s, parts: map[tallyKey]driver.TickWrite{}, written: map[tallyKey]driver.TickWrite{}, tallies: map[tallyKey]*tally{},
 		late: map[tallyKey]*tally{},
 		wake: make(chan struct{}, 1)}
 }
@@ -182,13 +183,13 @@ func (h *historyWriter) begin(ctx context.Context, t config.Task, T time.Time) *
 	tl.lastEnd.Store(-1)
 	tl.pending.Store(1) // the fan-out
 	h.keepTally(tl)
-	w := lease.TickWrite{Task: tl.task, Tick: tl.tick, Part: tl.part(h.s.replica, h.s.store.Process(), h.s.clock.Now()), Keep: tl.keep}
+	w := driver.TickWrite{Task: tl.task, Tick: tl.tick, Part: tl.part(h.s.replica, h.s.store.Process(), h.s.clock.Now()), Keep: tl.keep}
 	wctx, cancel := context.WithTimeout(ctx, beginWait)
 	defer cancel()
-	if h.s.store.RecordTicks(wctx, []lease.TickWrite{w}) != nil {
+	if h.s.store.RecordTicks(wctx, []driver.TickWrite{w}) != nil {
 		h.put(tl)
 	} else {
-		h.wrote(map[tallyKey]lease.TickWrite{{tl.task, tl.tick.UnixNano()}: w})
+		h.wrote(map[tallyKey]driver.TickWrite{{tl.task, tl.tick.UnixNano()}: w})
 	}
 	return tl
 }
@@ -218,7 +219,7 @@ func (h *historyWriter) keepTally(tl *tally) {
 
 // wrote keeps the parts written, and forgets those older than
 // rewriteWithin.
-func (h *historyWriter) wrote(parts map[tallyKey]lease.TickWrite) {
+func (h *historyWriter) wrote(parts map[tallyKey]driver.TickWrite) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for k, w := range parts {
@@ -227,7 +228,7 @@ func (h *historyWriter) wrote(parts map[tallyKey]lease.TickWrite) {
 		}
 	}
 	cut := h.s.clock.Now().Add(-rewriteWithin)
-	maps.DeleteFunc(h.written, func(_ tallyKey, w lease.TickWrite) bool { return w.Part.Written.Before(cut) })
+	maps.DeleteFunc(h.written, func(_ tallyKey, w driver.TickWrite) bool { return w.Part.Written.Before(cut) })
 }
 
 // lost writes again the parts written lately: Redis lost its data (the
@@ -273,7 +274,7 @@ func (tl *tally) started(d time.Duration) {
 
 // ended notes a run of tl's end, at d after the tick, and writes the part
 // when it was the last.
-func (h *historyWriter) ended(tl *tally, o lease.Outcome, d time.Duration) {
+func (h *historyWriter) ended(tl *tally, o driver.Outcome, d time.Duration) {
 	tl.outcomes[outcomeIndex(o)].Add(1)
 	for {
 		cur := tl.lastEnd.Load()
@@ -288,7 +289,7 @@ func (h *historyWriter) ended(tl *tally, o lease.Outcome, d time.Duration) {
 
 // put queues tl's part for writing, over its earlier one.
 func (h *historyWriter) put(tl *tally) {
-	w := lease.TickWrite{Task: tl.task, Tick: tl.tick, Part: tl.part(h.s.replica, h.s.store.Process(), h.s.clock.Now()), Keep: tl.keep}
+	w := driver.TickWrite{Task: tl.task, Tick: tl.tick, Part: tl.part(h.s.replica, h.s.store.Process(), h.s.clock.Now()), Keep: tl.keep}
 	h.mu.Lock()
 	h.parts[tallyKey{tl.task, tl.tick.UnixNano()}] = w
 	h.bound()
@@ -386,7 +387,7 @@ func (h *historyWriter) final() {
 func (h *historyWriter) flush(ctx context.Context) error {
 	h.mu.Lock()
 	parts, fails, dropped := h.parts, h.fails, h.dropped
-	h.parts, h.fails, h.dropped = map[tallyKey]lease.TickWrite{}, nil, 0
+	h.parts, h.fails, h.dropped = map[tallyKey]driver.TickWrite{}, nil, 0
 	h.mu.Unlock()
 	if dropped > 0 {
 		h.s.logLimited("history-dropped", "history records dropped: Redis did not take them in time", "dropped", dropped)
@@ -394,7 +395,7 @@ func (h *historyWriter) flush(ctx context.Context) error {
 	if len(parts) == 0 && len(fails) == 0 {
 		return nil
 	}
-	ws := make([]lease.TickWrite, 0, len(parts))
+	ws := make([]driver.TickWrite, 0, len(parts))
 	for _, w := range parts {
 		ws = append(ws, w)
 	}
@@ -423,7 +424,7 @@ func (h *historyWriter) flush(ctx context.Context) error {
 }
 
 // retention is task's history retention in the config in force.
-func (s *Scheduler) retention(task string) lease.Retention {
+func (s *Scheduler) retention(task string) driver.Retention {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ts, ok := s.tasks[task]; ok {

@@ -8,6 +8,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -16,7 +17,7 @@ import (
 // room: the run is not skipped, and not counted as failed. A tick's run
 // supersedes the entity's run of an older tick waiting still (or is
 // superseded by a newer one's), and the older tick's record says so.
-func (s *Scheduler) waitForLimit(ctx context.Context, ts *taskState, d lease.Due, err error) {
+func (s *Scheduler) waitForLimit(ctx context.Context, ts *taskState, d driver.Due, err error) {
 	wait, limit, why := time.Second, "", ""
 	var le *lease.LimitedError
 	if errors.As(err, &le) {
@@ -32,7 +33,7 @@ func (s *Scheduler) waitForLimit(ctx context.Context, ts *taskState, d lease.Due
 		return
 	}
 	if !superseded.IsZero() {
-		s.waitEnded(ts, superseded, lease.SkipSuperseded)
+		s.waitEnded(ts, superseded, driver.SkipSuperseded)
 	}
 }
 
@@ -40,7 +41,7 @@ func (s *Scheduler) waitForLimit(ctx context.Context, ts *taskState, d lease.Due
 // and no longer does: it ran (why ""), or was skipped for why.
 func (s *Scheduler) waitEnded(ts *taskState, T time.Time, why string) *tally {
 	tl := s.history.tallyFor(ts.t, T)
-	tl.lateAdd(lease.SkipLimited, -1)
+	tl.lateAdd(driver.SkipLimited, -1)
 	if why == "" {
 		tl.waited.Add(1)
 		return tl
@@ -53,8 +54,8 @@ func (s *Scheduler) waitEnded(ts *taskState, T time.Time, why string) *tally {
 // waitedTally is the tally of the tick whose waiting run d starts now: the
 // run is counted in that tick's record, its outcome and its end, whichever
 // replica fanned the tick out and however late. Any other run (nil) is not.
-func (s *Scheduler) waitedTally(ts *taskState, d lease.Due) *tally {
-	if d.Reason != lease.ReasonTick {
+func (s *Scheduler) waitedTally(ts *taskState, d driver.Due) *tally {
+	if d.Reason != driver.ReasonTick {
 		return nil
 	}
 	return s.waitEnded(ts, d.Tick, "")
@@ -63,15 +64,15 @@ func (s *Scheduler) waitedTally(ts *taskState, d lease.Due) *tally {
 // dueSkipped counts in its tick's record a waiting tick run d that does
 // not run: a newer tick of the entity ran (superseded), or the tick ran it
 // on another replica (already_ran), or the entity was busy.
-func (s *Scheduler) dueSkipped(ts *taskState, d lease.Due, err error) {
-	if d.Reason != lease.ReasonTick {
+func (s *Scheduler) dueSkipped(ts *taskState, d driver.Due, err error) {
+	if d.Reason != driver.ReasonTick {
 		return
 	}
-	why := lease.SkipBusy
+	why := driver.SkipBusy
 	if errors.Is(err, lease.ErrAlreadyRan) {
-		why = lease.SkipAlreadyRan
+		why = driver.SkipAlreadyRan
 		if last := ts.tally.Load(); last != nil && last.tick.After(d.Tick) {
-			why = lease.SkipSuperseded
+			why = driver.SkipSuperseded
 		}
 	}
 	s.waitEnded(ts, d.Tick, why)
@@ -82,7 +83,7 @@ func (s *Scheduler) dueSkipped(ts *taskState, d lease.Due, err error) {
 // replica for the time the API gave, bounded by each one's max_backoff, and
 // returns the run asked for after it: a tick's run is retried with its tick
 // (a retry: the tick is recorded as started), any other keeps its reason.
-func (s *Scheduler) backOff(t config.Task, l *lease.Lease, be *tasks.BackoffError) *lease.Next {
+func (s *Scheduler) backOff(t config.Task, l *lease.Lease, be *tasks.BackoffError) *driver.Next {
 	after := be.After
 	if after <= 0 {
 		after = tasks.DefaultBackoff
@@ -108,8 +109,8 @@ func (s *Scheduler) backOff(t config.Task, l *lease.Lease, be *tasks.BackoffErro
 		wait = min(after, config.DefaultLimit().MaxBackoff)
 	}
 	reason := l.Reason
-	if reason == lease.ReasonTick {
-		reason = lease.ReasonRetry
+	if reason == driver.ReasonTick {
+		reason = driver.ReasonRetry
 	}
-	return &lease.Next{Reason: reason, Delay: wait, Attempt: l.Attempt, HandOver: true}
+	return &driver.Next{Reason: reason, Delay: wait, Attempt: l.Attempt, HandOver: true}
 }

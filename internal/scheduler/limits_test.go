@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // TestLimitedRunsWaitWithTheirTick: runs a limit has no room for are not
@@ -37,7 +37,7 @@ entities = ["a", "b", "c", "d", "e", "f", "g", "h"]
 		expect.Equal(t, "entities run", len(ran), 8)
 		// The tick's record counts the runs that waited, their outcomes and
 		// how long the tick took with the waits.
-		var rec lease.TickRecord
+		var rec driver.TickRecord
 		expect.WaitFor(t, 10*time.Second, "the tick's record with every run", func() bool {
 			rs, err := st.Ticks(context.Background(), "lim", 10)
 			if err != nil {

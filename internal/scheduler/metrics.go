@@ -6,6 +6,7 @@ import (
 
 	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // Metrics receives the scheduler's measurements (Options.Metrics).
@@ -22,7 +23,7 @@ type Metrics interface {
 	// Ticked reports a tick's end: its counts, and its source's failure.
 	Ticked(task string, tick time.Time, n TickCounts, sourceErr error)
 	// Ran reports a run that ended, and how long it ran.
-	Ran(task string, reason lease.Reason, outcome lease.Outcome, d time.Duration)
+	Ran(task string, reason driver.Reason, outcome driver.Outcome, d time.Duration)
 	// Skipped reports n entities of a tick not run, by cause: busy,
 	// already_ran, paused, quarantined, not_acknowledged.
 	Skipped(task, cause string, n int)
@@ -50,22 +51,22 @@ type Metrics interface {
 // noMetrics records nothing: the scheduler's Metrics when Options has none.
 type noMetrics struct{}
 
-func (noMetrics) Task(string)                                            {}
-func (noMetrics) Overran(string)                                         {}
-func (noMetrics) Forget(string)                                          {}
-func (noMetrics) Paused(string, bool)                                    {}
-func (noMetrics) Ticked(string, time.Time, TickCounts, error)            {}
-func (noMetrics) Ran(string, lease.Reason, lease.Outcome, time.Duration) {}
-func (noMetrics) Skipped(string, string, int)                            {}
-func (noMetrics) Lag(string, time.Duration)                              {}
-func (noMetrics) Retried(string)                                         {}
-func (noMetrics) RedisError(string)                                      {}
-func (noMetrics) Active(int64)                                           {}
-func (noMetrics) Due(int)                                                {}
-func (noMetrics) Health(string, []history.TickView, history.Health)      {}
-func (noMetrics) LimitWait(string, string)                               {}
-func (noMetrics) BackedOff(string)                                       {}
-func (noMetrics) Limit(string, lease.LimitStatus)                        {}
+func (noMetrics) Task(string)                                              {}
+func (noMetrics) Overran(string)                                           {}
+func (noMetrics) Forget(string)                                            {}
+func (noMetrics) Paused(string, bool)                                      {}
+func (noMetrics) Ticked(string, time.Time, TickCounts, error)              {}
+func (noMetrics) Ran(string, driver.Reason, driver.Outcome, time.Duration) {}
+func (noMetrics) Skipped(string, string, int)                              {}
+func (noMetrics) Lag(string, time.Duration)                                {}
+func (noMetrics) Retried(string)                                           {}
+func (noMetrics) RedisError(string)                                        {}
+func (noMetrics) Active(int64)                                             {}
+func (noMetrics) Due(int)                                                  {}
+func (noMetrics) Health(string, []history.TickView, history.Health)        {}
+func (noMetrics) LimitWait(string, string)                                 {}
+func (noMetrics) BackedOff(string)                                         {}
+func (noMetrics) Limit(string, lease.LimitStatus)                          {}
 
 // publishLimits publishes each limit's runs, how long it stays closed and
 // its oldest waiting runs; the metrics loop calls it every PausePoll.

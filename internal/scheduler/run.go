@@ -12,6 +12,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -136,10 +137,10 @@ type running struct {
 	ctx deadlineCtx
 	l   *lease.Lease
 	// What the run's end (AfterRelease) says and does.
-	outcome lease.Outcome
+	outcome driver.Outcome
 	took    time.Duration
 	err     error
-	next    *lease.Next
+	next    *driver.Next
 	tl      *tally
 	ended   time.Time
 
@@ -232,7 +233,7 @@ func (s *Scheduler) execute(w *worker, j job) {
 	r.ctx.Context = l.Context()
 	w.begin(s, r)
 	started := s.clock.Now()
-	if l.Reason == lease.ReasonTick {
+	if l.Reason == driver.ReasonTick {
 		s.metrics.Lag(t.Name, started.Sub(l.Tick))
 	}
 	if r.tl != nil {
@@ -249,9 +250,9 @@ func (s *Scheduler) execute(w *worker, j job) {
 	outcome := outcomeOf(res, err, context.Cause(&r.ctx))
 	next := s.nextFor(t, l, outcome)
 	var be *tasks.BackoffError
-	if outcome == lease.OutcomeFailed && errors.As(err, &be) {
+	if outcome == driver.OutcomeFailed && errors.As(err, &be) {
 		// Not a failure: the API asked to be left alone until then.
-		outcome, next = lease.OutcomeReschedule, s.backOff(t, l, be)
+		outcome, next = driver.OutcomeReschedule, s.backOff(t, l, be)
 	}
 	// A run that never began (its lease was no longer trusted when it was to
 	// start: the replica was frozen or slowed past the trust window) is
@@ -259,16 +260,16 @@ func (s *Scheduler) execute(w *worker, j job) {
 	// recorded as started, so only a hand-over gets it done.
 	// A run an unlock revoked before it began is not handed over: the
 	// operator asked for it not to run.
-	handOver := outcome == lease.OutcomeCanceled || errors.Is(err, tasks.ErrNotStarted) && outcome != lease.OutcomeUnlocked
+	handOver := outcome == driver.OutcomeCanceled || errors.Is(err, tasks.ErrNotStarted) && outcome != driver.OutcomeUnlocked
 	if handOver {
-		next = &lease.Next{Reason: lease.ReasonRetry, Attempt: l.Attempt, HandOver: true}
+		next = &driver.Next{Reason: driver.ReasonRetry, Attempt: l.Attempt, HandOver: true}
 	}
 	s.metrics.Ran(t.Name, l.Reason, outcome, ended.Sub(started))
-	if next != nil && next.Reason == lease.ReasonRetry && !handOver {
+	if next != nil && next.Reason == driver.ReasonRetry && !handOver {
 		s.metrics.Retried(t.Name)
 	}
 	r.outcome, r.took, r.err, r.next, r.ended = outcome, ended.Sub(started), err, next, ended
-	fin := lease.Finished{Outcome: outcome, Started: started, Ended: ended}
+	fin := driver.Finished{Outcome: outcome, Started: started, Ended: ended}
 	if lease.Failed(outcome) {
 		fin.Error = failureText(err, context.Cause(&r.ctx))
 		s.history.failed(r.failure(started, ended, fin.Error))
@@ -288,7 +289,7 @@ func (r *running) AfterRelease(_ lease.Released, rerr error) {
 		return
 	}
 	go func() {
-		if r.outcome != lease.OutcomeLeaseLost {
+		if r.outcome != driver.OutcomeLeaseLost {
 			r.s.logReleaseFailed(&r.log, r.l, rerr)
 		}
 		if r.next != nil { // keep the request: another replica must carry it out
@@ -337,22 +338,22 @@ func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // outcomeOf says how a run ended, from its action's answer and the cause of
 // its context's cancellation.
-func outcomeOf(res tasks.Result, err, cause error) lease.Outcome {
+func outcomeOf(res tasks.Result, err, cause error) driver.Outcome {
 	switch {
 	case err == nil && res == tasks.Reschedule:
-		return lease.OutcomeReschedule
+		return driver.OutcomeReschedule
 	case err == nil:
-		return lease.OutcomeDone
+		return driver.OutcomeDone
 	case errors.Is(cause, ErrTimeout):
-		return lease.OutcomeTimeout
+		return driver.OutcomeTimeout
 	case errors.Is(cause, lease.ErrRevoked):
-		return lease.OutcomeUnlocked
+		return driver.OutcomeUnlocked
 	case errors.Is(cause, lease.ErrLost), errors.Is(cause, lease.ErrUntrusted):
-		return lease.OutcomeLeaseLost
+		return driver.OutcomeLeaseLost
 	case errors.Is(cause, ErrShutdown):
-		return lease.OutcomeCanceled
+		return driver.OutcomeCanceled
 	}
-	return lease.OutcomeFailed
+	return driver.OutcomeFailed
 }
 
 // failureText is a failed run's error as the history keeps it, with the
@@ -373,9 +374,9 @@ func failureText(err, cause error) string {
 // logEnd logs a run's end, at info when it did its work, warn otherwise,
 // with h's attributes: a record handed to the handler as it is, without a
 // Logger's call-site lookup or runHandler's copy.
-func logEnd(h *runHandler, outcome lease.Outcome, d time.Duration, err error, next *lease.Next) {
+func logEnd(h *runHandler, outcome driver.Outcome, d time.Duration, err error, next *driver.Next) {
 	lvl := slog.LevelWarn
-	if outcome == lease.OutcomeDone || outcome == lease.OutcomeReschedule {
+	if outcome == driver.OutcomeDone || outcome == driver.OutcomeReschedule {
 		lvl = slog.LevelInfo
 	}
 	ctx := context.Background()
@@ -410,14 +411,14 @@ func durationString(d time.Duration) string {
 // operator's unlock -force (recorded as the entity's last run, with who did
 // it), or by its expiry.
 func (s *Scheduler) logReleaseFailed(log *slog.Logger, l *lease.Lease, err error) {
-	if !errors.Is(err, lease.ErrNotHeld) {
+	if !errors.Is(err, driver.ErrNotHeld) {
 		log.Warn("release failed", logs.KeyError, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
 	defer cancel()
 	st, serr := s.store.Entity(ctx, l.Task, l.Entity)
-	if serr == nil && st.Last != nil && st.Last.Outcome == lease.OutcomeUnlocked && st.Last.Fence == l.Fence {
+	if serr == nil && st.Last != nil && st.Last.Outcome == driver.OutcomeUnlocked && st.Last.Fence == l.Fence {
 		log.Warn("the lease was force-released during the run (tickd unlock); the run's outcome is not recorded",
 			"unlocked_by", st.Last.By, "unlocked_at", st.Last.Ended.UTC().Format(time.RFC3339))
 		return
@@ -426,11 +427,11 @@ func (s *Scheduler) logReleaseFailed(log *slog.Logger, l *lease.Lease, err error
 }
 
 // nextFor decides what comes after a run.
-func (s *Scheduler) nextFor(t config.Task, l *lease.Lease, outcome lease.Outcome) *lease.Next {
+func (s *Scheduler) nextFor(t config.Task, l *lease.Lease, outcome driver.Outcome) *driver.Next {
 	switch outcome {
-	case lease.OutcomeReschedule:
+	case driver.OutcomeReschedule:
 		n := 1
-		if l.Reason == lease.ReasonReschedule {
+		if l.Reason == driver.ReasonReschedule {
 			n = l.Attempt + 1
 		}
 		if n > t.MaxReschedules {
@@ -438,16 +439,16 @@ func (s *Scheduler) nextFor(t config.Task, l *lease.Lease, outcome lease.Outcome
 			s.observe(Event{Kind: EventRescheduleLimit, Task: t.Name, Entity: l.Entity, Tick: l.Tick, Reason: l.Reason, Fence: l.Fence})
 			return nil
 		}
-		return &lease.Next{Reason: lease.ReasonReschedule, Delay: t.RescheduleDelay, Attempt: n}
-	case lease.OutcomeFailed, lease.OutcomeTimeout:
+		return &driver.Next{Reason: driver.ReasonReschedule, Delay: t.RescheduleDelay, Attempt: n}
+	case driver.OutcomeFailed, driver.OutcomeTimeout:
 		n := 1
-		if l.Reason == lease.ReasonRetry {
+		if l.Reason == driver.ReasonRetry {
 			n = l.Attempt + 1
 		}
 		if n > t.Retries {
 			return nil
 		}
-		return &lease.Next{Reason: lease.ReasonRetry, Delay: Backoff(n), Attempt: n}
+		return &driver.Next{Reason: driver.ReasonRetry, Delay: Backoff(n), Attempt: n}
 	}
 	return nil
 }
@@ -464,8 +465,8 @@ func Backoff(n int) time.Duration {
 // retrying until Redis answers, for at most max(lease_ttl, 30s), and not
 // past the end of shutdown_timeout: a stop keeps its timeout, and what it
 // could not store is logged.
-func (s *Scheduler) enqueueRetrying(t config.Task, l *lease.Lease, n lease.Next) {
-	d := lease.Due{Task: t.Name, Entity: l.Entity, Reason: n.Reason, Attempt: n.Attempt, Tick: l.Tick}
+func (s *Scheduler) enqueueRetrying(t config.Task, l *lease.Lease, n driver.Next) {
+	d := driver.Due{Task: t.Name, Entity: l.Entity, Reason: n.Reason, Attempt: n.Attempt, Tick: l.Tick}
 	if n.HandOver {
 		d.Requests = l.Requests
 	}

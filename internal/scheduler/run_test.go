@@ -16,6 +16,7 @@ import (
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -167,7 +168,7 @@ lease_ttl = "1500ms"
 	if !errors.Is(r.cause, lease.ErrLost) {
 		t.Fatalf("cause %v", r.cause)
 	}
-	e.ev.waitFor(t, 5*time.Second, "the run to end as lease_lost", ended(lease.OutcomeLeaseLost))
+	e.ev.waitFor(t, 5*time.Second, "the run to end as lease_lost", ended(driver.OutcomeLeaseLost))
 }
 
 // TestUnlockRevokesTheRun: an operator's unlock (not forced) stops the
@@ -186,13 +187,13 @@ func TestUnlockRevokesTheRun(t *testing.T) {
 		if _, err := st.Unlock(context.Background(), "u", "u", "alice", false); err != nil {
 			t.Fatal(err)
 		}
-		e.ev.waitFor(t, 5*time.Second, "the run to end as unlocked", ended(lease.OutcomeUnlocked))
+		e.ev.waitFor(t, 5*time.Second, "the run to end as unlocked", ended(driver.OutcomeUnlocked))
 		if c := e.rec.snapshot()[0].cause; !errors.Is(c, lease.ErrRevoked) {
 			t.Fatalf("cause %v, want lease.ErrRevoked", c)
 		}
 		expect.WaitFor(t, 5*time.Second, "the entity free, its run recorded", func() bool {
 			es, err := st.Entity(context.Background(), "u", "u")
-			return err == nil && es.Held == nil && es.Last != nil && es.Last.Outcome == lease.OutcomeUnlocked
+			return err == nil && es.Held == nil && es.Last != nil && es.Last.Outcome == driver.OutcomeUnlocked
 		})
 	})
 }
@@ -212,7 +213,7 @@ func TestRunNotStartedOnALeaseUntrustedOnArrival(t *testing.T) {
 	st := e.redisStore("tickd", lease.Options{Replica: "frozen", Clock: &leapClock{}})
 	st.InitEpoch(context.Background()) //nolint:errcheck
 	e.run(lateTask, Options{Store: st})
-	e.ev.waitFor(t, 10*time.Second, "the run to end as lease_lost", ended(lease.OutcomeLeaseLost))
+	e.ev.waitFor(t, 10*time.Second, "the run to end as lease_lost", ended(driver.OutcomeLeaseLost))
 	if n := e.rec.count(func(runRec) bool { return true }); n != 0 {
 		t.Fatalf("the handler was called %d times on an untrusted lease", n)
 	}
@@ -255,9 +256,9 @@ timeout = "300ms"
 warn_after = "100ms"
 retries = 1
 `)
-	e.ev.waitFor(t, 10*time.Second, "the retry to fail", ended(lease.OutcomeFailed))
+	e.ev.waitFor(t, 10*time.Second, "the retry to fail", ended(driver.OutcomeFailed))
 	if n := e.ev.count(func(ev Event) bool {
-		return ev.Kind == EventRunEnded && ev.Reason == lease.ReasonRetry && errors.Is(ev.Err, tasks.ErrPanic)
+		return ev.Kind == EventRunEnded && ev.Reason == driver.ReasonRetry && errors.Is(ev.Err, tasks.ErrPanic)
 	}); n != 1 {
 		t.Errorf("%d retries ended with the handler's panic, want 1", n)
 	}
@@ -309,7 +310,7 @@ func TestRescheduleInAShardIsTakenAtOnce(t *testing.T) {
 	e := newEnv(t, true)
 	entity := ""
 	for i := 0; entity == ""; i++ {
-		if id := fmt.Sprint("e", i); lease.ShardOf(id, 4) == 3 {
+		if id := fmt.Sprint("e", i); driver.ShardOf(id, 4) == 3 {
 			entity = id
 		}
 	}

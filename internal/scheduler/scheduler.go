@@ -23,6 +23,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -38,7 +39,7 @@ type Options struct {
 	Store    *lease.Store
 	Logger   *slog.Logger
 	Registry *tasks.Registry // Go handlers, for tasks with `handler`
-	Clock    lease.Clock     // defaults to the system clock
+	Clock    driver.Clock    // defaults to the system clock
 	// DuePoll is how often the due set is polled. Defaults to 100ms.
 	DuePoll time.Duration
 	// PausePoll is how often paused tasks are read. Defaults to 500ms.
@@ -60,7 +61,7 @@ type Scheduler struct {
 	store      *lease.Store
 	log        *slog.Logger
 	registry   *tasks.Registry
-	clock      lease.Clock
+	clock      driver.Clock
 	replica    string
 	duePoll    time.Duration
 	pausePoll  time.Duration

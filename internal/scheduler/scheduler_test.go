@@ -65,14 +65,14 @@ entities = ["x", "y"]
 	if err := s.Start(context.Background()); !errors.Is(err, ErrShutdown) {
 		t.Errorf("Start after Stop: %v, want ErrShutdown", err)
 	}
-	var held []lease.Held
-	st.Leases(context.Background(), "", func(h lease.Held) error { held = append(held, h); return nil }) //nolint:errcheck
+	var held []driver.Held
+	st.Leases(context.Background(), "", func(h driver.Held) error { held = append(held, h); return nil }) //nolint:errcheck
 	if len(held) != 0 {
 		t.Fatalf("leases left after shutdown: %+v", held)
 	}
-	var due []lease.Due
-	st.DueEntries(context.Background(), "", func(d lease.Due) error { due = append(due, d); return nil }) //nolint:errcheck
-	if len(due) != 2 || due[0].Reason != lease.ReasonRetry {
+	var due []driver.Due
+	st.DueEntries(context.Background(), "", func(d driver.Due) error { due = append(due, d); return nil }) //nolint:errcheck
+	if len(due) != 2 || due[0].Reason != driver.ReasonRetry {
 		t.Fatalf("hand-over entries %+v", due)
 	}
 	// Another replica carries them out.
@@ -81,7 +81,7 @@ entities = ["x", "y"]
 	expect.WaitFor(t, 10*time.Second, "handed-over runs", func() bool {
 		return e.rec.count(func(r runRec) bool { return r.Reason == "retry" && !r.end.IsZero() }) == 2
 	})
-	if n := e.ev.count(ended(lease.OutcomeCanceled)); n != 2 {
+	if n := e.ev.count(ended(driver.OutcomeCanceled)); n != 2 {
 		t.Errorf("%d interrupted runs ended as canceled, want 2", n)
 	}
 }
@@ -192,7 +192,7 @@ concurrency = %d
 	if r.err != nil || r.cause != nil {
 		t.Fatalf("the reload disturbed the run: err %v, cause %v", r.err, r.cause)
 	}
-	if n := e.ev.count(ended(lease.OutcomeDone)); n != 1 {
+	if n := e.ev.count(ended(driver.OutcomeDone)); n != 1 {
 		t.Fatalf("%d runs ended as done, want 1", n)
 	}
 }

@@ -8,9 +8,9 @@
 // driver keeps the state: the Redis driver in Lua scripts over a key layout
 // of its own, the in-process driver in maps. The caller builds the driver
 // and hands it to lease.New: lease imports this package and no driver.
-// Package lease re-exports the vocabulary here, so that a program
-// embedding tickd names lease's types; a driver on a server may also
-// offer Admin, the operator's tools. Driver is not yet stable (see
+// The vocabulary (Request, Due, Outcome, TickRecord…) lives here alone:
+// lease and the programs that call it name these types; a driver on a
+// server may also offer Admin, the operator's tools. Driver is not yet stable (see
 // docs/releasing.md).
 //
 // What does not live here: the Redis key layout and scripts, the

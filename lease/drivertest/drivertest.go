@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // Kit makes Stores over the driver under test that share its state: for a
@@ -119,11 +120,11 @@ var cases = []struct {
 
 var bg = context.Background()
 
-func req(entity string, ttl time.Duration) lease.Request {
-	return lease.Request{Task: "t", Entity: entity, TTL: ttl, Reason: lease.ReasonTrigger}
+func req(entity string, ttl time.Duration) driver.Request {
+	return driver.Request{Task: "t", Entity: entity, TTL: ttl, Reason: driver.ReasonTrigger}
 }
 
-func mustAcquire(t *testing.T, s *lease.Store, r lease.Request) *lease.Lease {
+func mustAcquire(t *testing.T, s *lease.Store, r driver.Request) *lease.Lease {
 	t.Helper()
 	l, err := s.Acquire(bg, r)
 	if err != nil {
@@ -134,7 +135,7 @@ func mustAcquire(t *testing.T, s *lease.Store, r lease.Request) *lease.Lease {
 
 func mustRelease(t *testing.T, l *lease.Lease) lease.Released {
 	t.Helper()
-	r, err := l.Release(bg, lease.Finished{Outcome: lease.OutcomeDone, Started: l.Acquired, Ended: time.Now()}, nil)
+	r, err := l.Release(bg, driver.Finished{Outcome: driver.OutcomeDone, Started: l.Acquired, Ended: time.Now()}, nil)
 	if err != nil {
 		t.Fatalf("release %s: %v", l.Entity, err)
 	}

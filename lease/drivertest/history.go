@@ -17,20 +17,20 @@ func testTickRecords(t *testing.T, k Kit) {
 	s := k(lease.Options{Replica: "A"})
 	now := time.Now().Truncate(time.Millisecond)
 	t1, t2 := now.Add(-2*time.Minute), now.Add(-time.Minute)
-	part := func(replica string, final bool, started int, outcomes map[lease.Outcome]int, skipped map[string]int) lease.TickPart {
-		return lease.TickPart{Replica: replica, Final: final, Written: now, Entities: 10, Started: started, Outcomes: outcomes,
+	part := func(replica string, final bool, started int, outcomes map[driver.Outcome]int, skipped map[string]int) driver.TickPart {
+		return driver.TickPart{Replica: replica, Final: final, Written: now, Entities: 10, Started: started, Outcomes: outcomes,
 			Skipped: skipped, FirstStart: 3 * time.Millisecond, LastEnd: time.Duration(started) * time.Second}
 	}
-	write := func(task string, tick time.Time, p lease.TickPart) {
+	write := func(task string, tick time.Time, p driver.TickPart) {
 		t.Helper()
-		if err := s.RecordTicks(bg, []lease.TickWrite{{Task: task, Tick: tick, Part: p, Keep: lease.DefaultHistory()}}); err != nil {
+		if err := s.RecordTicks(bg, []driver.TickWrite{{Task: task, Tick: tick, Part: p, Keep: driver.DefaultHistory()}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write("t", t2, part("A", false, 4, nil, map[string]int{lease.SkipAlreadyRan: 6}))
-	write("t", t1, part(hostile, true, 10, map[lease.Outcome]int{lease.OutcomeDone: 9, lease.OutcomeFailed: 1}, nil))
-	write("t", t2, part("B", true, 6, map[lease.Outcome]int{lease.OutcomeDone: 6}, map[string]int{lease.SkipAlreadyRan: 4}))
-	write("t", t2, part("A", true, 4, map[lease.Outcome]int{lease.OutcomeDone: 3, lease.OutcomeTimeout: 1}, map[string]int{lease.SkipAlreadyRan: 6}))
+	write("t", t2, part("A", false, 4, nil, map[string]int{driver.SkipAlreadyRan: 6}))
+	write("t", t1, part(hostile, true, 10, map[driver.Outcome]int{driver.OutcomeDone: 9, driver.OutcomeFailed: 1}, nil))
+	write("t", t2, part("B", true, 6, map[driver.Outcome]int{driver.OutcomeDone: 6}, map[string]int{driver.SkipAlreadyRan: 4}))
+	write("t", t2, part("A", true, 4, map[driver.Outcome]int{driver.OutcomeDone: 3, driver.OutcomeTimeout: 1}, map[string]int{driver.SkipAlreadyRan: 6}))
 	rs, err := s.Ticks(bg, "t", 10)
 	if err != nil {
 		t.Fatal(err)
@@ -40,24 +40,24 @@ func testTickRecords(t *testing.T, k Kit) {
 	expect.True(t, "newest first", r.Tick.Equal(t2))
 	expect.Same(t, "replicas of t2", r.Replicas(), []string{"A", "B"})
 	expect.Equal(t, "runs of t2", r.Runs(), 10)
-	expect.Same(t, "outcomes of t2", r.Outcomes(), map[lease.Outcome]int{lease.OutcomeDone: 9, lease.OutcomeTimeout: 1})
+	expect.Same(t, "outcomes of t2", r.Outcomes(), map[driver.Outcome]int{driver.OutcomeDone: 9, driver.OutcomeTimeout: 1})
 	expect.Same(t, "skips of t2 (the replicas ran every entity)", r.Skipped(), map[string]int{})
 	expect.True(t, "t2 final", r.Final())
 	expect.Equal(t, "t2's first start", r.FirstStart(), 3*time.Millisecond)
 	expect.Equal(t, "t2's last end", r.LastEnd(), 6*time.Second)
 	expect.Same(t, "t1's replica (hostile id)", rs[1].Replicas(), []string{hostile})
-	expect.Same(t, "t1's outcomes", rs[1].Outcomes(), map[lease.Outcome]int{lease.OutcomeDone: 9, lease.OutcomeFailed: 1})
+	expect.Same(t, "t1's outcomes", rs[1].Outcomes(), map[driver.Outcome]int{driver.OutcomeDone: 9, driver.OutcomeFailed: 1})
 	expect.Equal(t, "another task's records", len(mustTicks(t, s, "other")), 0)
 
 	// A part written before its run ended, left so (the replica died).
-	write("t", now, part("C", false, 2, map[lease.Outcome]int{lease.OutcomeDone: 1}, nil))
+	write("t", now, part("C", false, 2, map[driver.Outcome]int{driver.OutcomeDone: 1}, nil))
 	expect.True(t, "a part not final leaves its tick not final", !mustTicks(t, s, "t")[0].Final())
 
 	// Two processes of one replica id, one after the other in a tick (a
 	// restart under a fixed replica_id): each keeps its part, the later
 	// does not replace the earlier's runs.
 	t3 := now.Add(time.Minute)
-	before, after := part("D", true, 5, map[lease.Outcome]int{lease.OutcomeDone: 5}, nil), part("D", true, 0, nil, map[string]int{lease.SkipAlreadyRan: 5})
+	before, after := part("D", true, 5, map[driver.Outcome]int{driver.OutcomeDone: 5}, nil), part("D", true, 0, nil, map[string]int{driver.SkipAlreadyRan: 5})
 	before.Process, after.Process = "p1", "p2"
 	write("t", t3, before)
 	write("t", t3, after)
@@ -65,7 +65,7 @@ func testTickRecords(t *testing.T, k Kit) {
 	expect.Equal(t, "runs of a tick two processes of D took part in", r.Runs(), 5)
 	expect.Same(t, "its replicas", r.Replicas(), []string{"D"})
 }
-func mustTicks(t *testing.T, s *lease.Store, task string) []lease.TickRecord {
+func mustTicks(t *testing.T, s *lease.Store, task string) []driver.TickRecord {
 	t.Helper()
 	rs, err := s.Ticks(bg, task, 1000)
 	if err != nil {
@@ -79,11 +79,11 @@ func mustTicks(t *testing.T, s *lease.Store, task string) []lease.TickRecord {
 func testHistoryRetention(t *testing.T, k Kit) {
 	s := k(lease.Options{Replica: "A"})
 	now := time.Now().Truncate(time.Millisecond)
-	keep := lease.Retention{Ticks: 5, Age: time.Hour, Failures: 3, Actions: 2}
-	var ws []lease.TickWrite
+	keep := driver.Retention{Ticks: 5, Age: time.Hour, Failures: 3, Actions: 2}
+	var ws []driver.TickWrite
 	for i := range 8 {
-		ws = append(ws, lease.TickWrite{Task: "t", Tick: now.Add(time.Duration(i-8) * time.Minute),
-			Part: lease.TickPart{Replica: "A", Final: true, Written: now, Started: i}, Keep: keep})
+		ws = append(ws, driver.TickWrite{Task: "t", Tick: now.Add(time.Duration(i-8) * time.Minute),
+			Part: driver.TickPart{Replica: "A", Final: true, Written: now, Started: i}, Keep: keep})
 	}
 	if err := s.RecordTicks(bg, ws); err != nil {
 		t.Fatal(err)
@@ -93,8 +93,8 @@ func testHistoryRetention(t *testing.T, k Kit) {
 	expect.Equal(t, "the newest kept", rs[0].Runs(), 7)
 	expect.Equal(t, "the oldest kept", rs[4].Runs(), 3)
 	// A part that is written two hours on drops every record older than an hour.
-	later := lease.TickWrite{Task: "t", Tick: now.Add(2 * time.Hour), Part: lease.TickPart{Replica: "A", Written: now.Add(2 * time.Hour)}, Keep: keep}
-	if err := s.RecordTicks(bg, []lease.TickWrite{later}); err != nil {
+	later := driver.TickWrite{Task: "t", Tick: now.Add(2 * time.Hour), Part: driver.TickPart{Replica: "A", Written: now.Add(2 * time.Hour)}, Keep: keep}
+	if err := s.RecordTicks(bg, []driver.TickWrite{later}); err != nil {
 		t.Fatal(err)
 	}
 	expect.Equal(t, "records after an hour", len(mustTicks(t, s, "t")), 1)
@@ -103,9 +103,9 @@ func testHistoryRetention(t *testing.T, k Kit) {
 	keep.Ticks, keep.Age = 100, 24*time.Hour
 	ws = ws[:0]
 	for i := range driver.TickScan {
-		ws = append(ws, lease.TickWrite{Task: "u", Tick: now.Add(time.Duration(i) * time.Second), Part: lease.TickPart{Replica: "A", Written: now}, Keep: keep})
+		ws = append(ws, driver.TickWrite{Task: "u", Tick: now.Add(time.Duration(i) * time.Second), Part: driver.TickPart{Replica: "A", Written: now}, Keep: keep})
 	}
-	ws = append(ws, lease.TickWrite{Task: "u", Tick: now.Add(-time.Second), Part: lease.TickPart{Replica: "A", Written: now}, Keep: keep})
+	ws = append(ws, driver.TickWrite{Task: "u", Tick: now.Add(-time.Second), Part: driver.TickPart{Replica: "A", Written: now}, Keep: keep})
 	if err := s.RecordTicks(bg, ws); err != nil {
 		t.Fatal(err)
 	}
@@ -113,9 +113,9 @@ func testHistoryRetention(t *testing.T, k Kit) {
 
 	var fs []lease.Failure
 	for i := range 5 {
-		fs = append(fs, lease.Failure{Task: "t", Entity: strings.Repeat("e", i+1), Outcome: lease.OutcomeFailed})
+		fs = append(fs, lease.Failure{Task: "t", Entity: strings.Repeat("e", i+1), Outcome: driver.OutcomeFailed})
 	}
-	if err := s.RecordFailures(bg, fs, func(string) lease.Retention { return keep }); err != nil {
+	if err := s.RecordFailures(bg, fs, func(string) driver.Retention { return keep }); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Failures(bg, "t", 10)
@@ -142,9 +142,9 @@ func testHistoryRetention(t *testing.T, k Kit) {
 func testFailuresAndActions(t *testing.T, k Kit) {
 	s := k(lease.Options{Replica: "A"})
 	tick := time.Now().Truncate(time.Second).UTC()
-	f := lease.Failure{Task: "t", Entity: hostile, Tick: tick, Reason: lease.ReasonTick, Fence: 42, Replica: "A", Started: tick,
-		Ended: tick.Add(time.Second), Outcome: lease.OutcomeFailed, Error: "exit status 3 " + hostile, Output: "line 1\n<script>\n"}
-	if err := s.RecordFailures(bg, []lease.Failure{f}, func(string) lease.Retention { return lease.DefaultHistory() }); err != nil {
+	f := lease.Failure{Task: "t", Entity: hostile, Tick: tick, Reason: driver.ReasonTick, Fence: 42, Replica: "A", Started: tick,
+		Ended: tick.Add(time.Second), Outcome: driver.OutcomeFailed, Error: "exit status 3 " + hostile, Output: "line 1\n<script>\n"}
+	if err := s.RecordFailures(bg, []lease.Failure{f}, func(string) driver.Retention { return driver.DefaultHistory() }); err != nil {
 		t.Fatal(err)
 	}
 	fs, err := s.Failures(bg, "t", 10)
@@ -155,7 +155,7 @@ func testFailuresAndActions(t *testing.T, k Kit) {
 	a := lease.Action{Task: "t", At: tick, By: "ops@host", What: "pause", Reason: hostile, Until: tick.Add(time.Hour)}
 	global := lease.Action{At: tick, By: "ops@host", What: "migrate", Detail: "moved 3 keys"}
 	for _, a := range []lease.Action{a, global} {
-		if err := s.RecordAction(bg, a, lease.DefaultHistory()); err != nil {
+		if err := s.RecordAction(bg, a, driver.DefaultHistory()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -164,17 +164,17 @@ func testFailuresAndActions(t *testing.T, k Kit) {
 	as, _ = s.Actions(bg, "", 10)
 	expect.Same(t, "the fleet's actions: the prefix's and every task's, newest first", as, []lease.Action{global, a})
 
-	l := mustAcquire(t, s, lease.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: lease.ReasonTick, Tick: tick})
-	long := strings.Repeat("é", lease.MaxRunError)
-	if _, err := l.Release(bg, lease.Finished{Outcome: lease.OutcomeFailed, Started: tick, Ended: tick, Error: long}, nil); err != nil {
+	l := mustAcquire(t, s, driver.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: driver.ReasonTick, Tick: tick})
+	long := strings.Repeat("é", driver.MaxRunError)
+	if _, err := l.Release(bg, driver.Finished{Outcome: driver.OutcomeFailed, Started: tick, Ended: tick, Error: long}, nil); err != nil {
 		t.Fatal(err)
 	}
 	st, err := s.Entity(bg, "t", "e")
 	if err != nil {
 		t.Fatal(err)
 	}
-	expect.Equal(t, "the last run's error, cut at a rune", st.Last.Error, long[:lease.MaxRunError])
-	l = mustAcquire(t, s, lease.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: lease.ReasonTrigger})
+	expect.Equal(t, "the last run's error, cut at a rune", st.Last.Error, long[:driver.MaxRunError])
+	l = mustAcquire(t, s, driver.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: driver.ReasonTrigger})
 	mustRelease(t, l)
 	st, _ = s.Entity(bg, "t", "e")
 	expect.Equal(t, "a run that did not fail has no error", st.Last.Error, "")
@@ -227,16 +227,16 @@ func testHistories(t *testing.T, k Kit) {
 	for _, task := range []string{"a", "b"} {
 		for i := range 3 {
 			T := tick.Add(time.Duration(i) * time.Minute)
-			err := s.RecordTicks(bg, []lease.TickWrite{{Task: task, Tick: T, Keep: lease.DefaultHistory(), Part: lease.TickPart{Replica: "A", Final: true, Written: T, Entities: 1}}})
+			err := s.RecordTicks(bg, []driver.TickWrite{{Task: task, Tick: T, Keep: driver.DefaultHistory(), Part: driver.TickPart{Replica: "A", Final: true, Written: T, Entities: 1}}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.RecordAction(bg, lease.Action{Task: task, At: T, By: task, What: lease.ActionTrigger}, lease.DefaultHistory()); err != nil {
+			if err := s.RecordAction(bg, lease.Action{Task: task, At: T, By: task, What: lease.ActionTrigger}, driver.DefaultHistory()); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	hs, err := s.Histories(bg, []lease.HistoryRead{{Task: "a", Ticks: 2, Actions: 1}, {Task: "none", Ticks: 5, Actions: 5}, {Task: "b", Ticks: 5, Actions: 5}})
+	hs, err := s.Histories(bg, []driver.HistoryRead{{Task: "a", Ticks: 2, Actions: 1}, {Task: "none", Ticks: 5, Actions: 5}, {Task: "b", Ticks: 5, Actions: 5}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func testHistories(t *testing.T, k Kit) {
 	if len(hs) != 3 {
 		return
 	}
-	for i, r := range []lease.HistoryRead{{Task: "a", Ticks: 2, Actions: 1}, {Task: "none", Ticks: 5, Actions: 5}, {Task: "b", Ticks: 5, Actions: 5}} {
+	for i, r := range []driver.HistoryRead{{Task: "a", Ticks: 2, Actions: 1}, {Task: "none", Ticks: 5, Actions: 5}, {Task: "b", Ticks: 5, Actions: 5}} {
 		ticks, _ := s.Ticks(bg, r.Task, r.Ticks)
 		actions, _ := s.Actions(bg, r.Task, r.Actions)
 		expect.Same(t, r.Task+"'s ticks", hs[i].Ticks, ticks)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 func testExclusion(t *testing.T, k Kit) {
@@ -39,7 +40,7 @@ func testExclusion(t *testing.T, k Kit) {
 					overlaps.Add(1)
 				}
 				inUse[e].Add(-1)
-				if _, err := l.Release(bg, lease.Finished{Outcome: lease.OutcomeDone}, nil); err != nil {
+				if _, err := l.Release(bg, driver.Finished{Outcome: driver.OutcomeDone}, nil); err != nil {
 					t.Error(err)
 					return
 				}
@@ -109,7 +110,7 @@ func testRenewal(t *testing.T, k Kit) {
 	// the trust window ends. With 300ms (140ms for a round, a WAIT in it on
 	// the replicated pair) this test timed out once in CI, while the fault
 	// suite loaded the machine.
-	const ttl = lease.MinTTL
+	const ttl = driver.MinTTL
 	l := mustAcquire(t, s, req("e", ttl))
 	first := l.TrustedUntil()
 	// Several renewals: the trust window moves past three TTLs from the start.
@@ -164,7 +165,7 @@ func testUnlock(t *testing.T, k Kit) {
 	if _, err := op.Acquire(bg, req("e", time.Minute)); !errors.Is(err, lease.ErrBusy) {
 		t.Fatalf("acquire of a revoked lease not yet released: %v, want busy", err)
 	}
-	if _, err := l.Release(bg, lease.Finished{Outcome: lease.OutcomeUnlocked}, nil); err != nil {
+	if _, err := l.Release(bg, driver.Finished{Outcome: driver.OutcomeUnlocked}, nil); err != nil {
 		t.Fatalf("the holder's release of its revoked lease: %v", err)
 	}
 	st, err := op.Entity(bg, "t", "e")
@@ -172,10 +173,10 @@ func testUnlock(t *testing.T, k Kit) {
 		t.Fatal(err)
 	}
 	expect.NotNil(t, "the holder's record of its run", st.Last)
-	expect.Equal(t, "run record's outcome", st.Last.Outcome, lease.OutcomeUnlocked)
+	expect.Equal(t, "run record's outcome", st.Last.Outcome, driver.OutcomeUnlocked)
 	expect.Equal(t, "run record's replica (the holder)", st.Last.Replica, "A")
 	mustRelease(t, mustAcquire(t, op, req("e", time.Minute)))
-	if _, err := op.Unlock(bg, "t", "e", "alice", false); !errors.Is(err, lease.ErrNotHeld) {
+	if _, err := op.Unlock(bg, "t", "e", "alice", false); !errors.Is(err, driver.ErrNotHeld) {
 		t.Fatalf("unlock of a free entity: %v", err)
 	}
 }
@@ -196,7 +197,7 @@ func testUnlockOwnLease(t *testing.T, k Kit) {
 	if _, err := s.Acquire(bg, req("e", time.Minute)); !errors.Is(err, lease.ErrBusy) {
 		t.Fatalf("acquire before the holder's release: %v, want busy", err)
 	}
-	if _, err := l.Release(bg, lease.Finished{Outcome: lease.OutcomeUnlocked}, nil); err != nil {
+	if _, err := l.Release(bg, driver.Finished{Outcome: driver.OutcomeUnlocked}, nil); err != nil {
 		t.Fatal(err)
 	}
 	mustRelease(t, mustAcquire(t, s, req("e", time.Minute)))
@@ -245,10 +246,10 @@ func testForceUnlock(t *testing.T, k Kit) {
 	if err := waitCause(t, l, 5*time.Second); !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("cause %v, want lease.ErrLost", err)
 	}
-	if _, err := op.Unlock(bg, "t", "e", "alice", true); !errors.Is(err, lease.ErrNotHeld) {
+	if _, err := op.Unlock(bg, "t", "e", "alice", true); !errors.Is(err, driver.ErrNotHeld) {
 		t.Fatalf("second unlock: %v", err)
 	}
-	if _, err := l.Release(bg, lease.Finished{Outcome: lease.OutcomeDone}, nil); !errors.Is(err, lease.ErrNotHeld) {
+	if _, err := l.Release(bg, driver.Finished{Outcome: driver.OutcomeDone}, nil); !errors.Is(err, driver.ErrNotHeld) {
 		t.Fatalf("stale holder's release: %v", err)
 	}
 	st, err := op.Entity(bg, "t", "e")
@@ -256,7 +257,7 @@ func testForceUnlock(t *testing.T, k Kit) {
 		t.Fatal(err)
 	}
 	expect.NotNil(t, "record of the unlock", st.Last)
-	expect.Equal(t, "unlock record's outcome", st.Last.Outcome, lease.OutcomeUnlocked)
+	expect.Equal(t, "unlock record's outcome", st.Last.Outcome, driver.OutcomeUnlocked)
 	expect.Equal(t, "unlock record's replica (the holder)", st.Last.Replica, "A")
 	expect.Equal(t, "unlock record's by (who unlocked)", st.Last.By, "alice")
 	expect.Equal(t, "unlock record's error", st.Last.Error, "")
@@ -267,7 +268,7 @@ func testForceUnlock(t *testing.T, k Kit) {
 // is granted once.
 func testDuplicateInBatch(t *testing.T, k Kit) {
 	s := k(lease.Options{})
-	res := s.AcquireBatch(bg, []lease.Request{req("d", time.Minute), req("x", time.Minute), req("d", time.Minute)})
+	res := s.AcquireBatch(bg, []driver.Request{req("d", time.Minute), req("x", time.Minute), req("d", time.Minute)})
 	expect.Equal(t, "first ask for d", res[0].Err, nil)
 	expect.Equal(t, "ask for x", res[1].Err, nil)
 	if !errors.Is(res[2].Err, lease.ErrBusy) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // limited asks for entity's lease of task under limits, and returns the
@@ -16,11 +17,11 @@ import (
 // released).
 func limited(t *testing.T, s *lease.Store, task, entity string, limits ...string) *lease.LimitedError {
 	t.Helper()
-	return limitedReq(t, s, lease.Request{Task: task, Entity: entity, TTL: time.Minute, Reason: lease.ReasonTrigger, Limits: limits})
+	return limitedReq(t, s, driver.Request{Task: task, Entity: entity, TTL: time.Minute, Reason: driver.ReasonTrigger, Limits: limits})
 }
 
 // limitedReq is limited's, for a request of its own.
-func limitedReq(t *testing.T, s *lease.Store, r lease.Request) *lease.LimitedError {
+func limitedReq(t *testing.T, s *lease.Store, r driver.Request) *lease.LimitedError {
 	t.Helper()
 	l, err := s.Acquire(bg, r)
 	var le *lease.LimitedError
@@ -37,7 +38,7 @@ func limitedReq(t *testing.T, s *lease.Store, r lease.Request) *lease.LimitedErr
 
 // limitStores are two replicas' stores (one for an in-process driver)
 // that know lims.
-func limitStores(k Kit, lims ...lease.Limit) (a, b *lease.Store) {
+func limitStores(k Kit, lims ...driver.Limit) (a, b *lease.Store) {
 	a, b = k(lease.Options{Replica: "a"}), k(lease.Options{Replica: "b"})
 	a.SetLimits(lims)
 	b.SetLimits(lims)
@@ -50,18 +51,18 @@ func limitStores(k Kit, lims ...lease.Limit) (a, b *lease.Store) {
 // third of the lease TTL: four times here). Before, each one's count replaced the other's,
 // and a limit of 3 ran 5 at once.
 func testLimitPerProcess(t *testing.T, k Kit) {
-	lim := lease.Limit{Name: "api", Concurrency: 3, Burst: 1}
+	lim := driver.Limit{Name: "api", Concurrency: 3, Burst: 1}
 	a, b := k(lease.Options{Replica: "same"}), k(lease.Options{Replica: "same"})
-	a.SetLimits([]lease.Limit{lim})
-	b.SetLimits([]lease.Limit{lim})
-	ttl := lease.MinTTL // each says its runs every third of it
+	a.SetLimits([]driver.Limit{lim})
+	b.SetLimits([]driver.Limit{lim})
+	ttl := driver.MinTTL // each says its runs every third of it
 	var held []*lease.Lease
 	for i, s := range []*lease.Store{a, a, b} {
-		held = append(held, mustAcquire(t, s, lease.Request{Task: "t", Entity: fmt.Sprint("e", i), TTL: ttl, Reason: lease.ReasonTrigger, Limits: []string{"api"}}))
+		held = append(held, mustAcquire(t, s, driver.Request{Task: "t", Entity: fmt.Sprint("e", i), TTL: ttl, Reason: driver.ReasonTrigger, Limits: []string{"api"}}))
 	}
 	for end := time.Now().Add(4 * ttl / 3); time.Now().Before(end); time.Sleep(100 * time.Millisecond) { // over several settles
 		for i, s := range []*lease.Store{a, b} {
-			l, err := s.Acquire(bg, lease.Request{Task: "t", Entity: fmt.Sprint("x", i), TTL: ttl, Reason: lease.ReasonTrigger, Limits: []string{"api"}})
+			l, err := s.Acquire(bg, driver.Request{Task: "t", Entity: fmt.Sprint("x", i), TTL: ttl, Reason: driver.ReasonTrigger, Limits: []string{"api"}})
 			if err == nil {
 				mustRelease(t, l)
 				t.Fatalf("a fourth run under a limit of 3, with 3 held by two processes of one replica id")
@@ -79,23 +80,23 @@ func testLimitPerProcess(t *testing.T, k Kit) {
 // testLimitConcurrency: a limit's concurrency counts the runs of every
 // replica, of every task that names it; a run that ends gives its place.
 func testLimitConcurrency(t *testing.T, k Kit) {
-	a, b := limitStores(k, lease.Limit{Name: "api", Concurrency: 2, Burst: 1})
+	a, b := limitStores(k, driver.Limit{Name: "api", Concurrency: 2, Burst: 1})
 	var held []*lease.Lease
 	for _, e := range []string{"e1", "e2"} {
-		held = append(held, mustAcquire(t, a, lease.Request{Task: "a", Entity: e, TTL: time.Minute, Reason: lease.ReasonTrigger, Limits: []string{"api"}}))
+		held = append(held, mustAcquire(t, a, driver.Request{Task: "a", Entity: e, TTL: time.Minute, Reason: driver.ReasonTrigger, Limits: []string{"api"}}))
 	}
 	le := limited(t, b, "b", "e3", "api")
-	if le == nil || le.Why != lease.LimitFull || le.Limit != "api" || le.Wait <= 0 {
+	if le == nil || le.Why != driver.LimitFull || le.Limit != "api" || le.Wait <= 0 {
 		t.Fatalf("a third run under a limit of 2: %+v, want refused as full, with a wait", le)
 	}
-	st, err := b.LimitStatus(bg, lease.Limit{Name: "api", Concurrency: 2})
+	st, err := b.LimitStatus(bg, driver.Limit{Name: "api", Concurrency: 2})
 	noErr(t, err)
 	expect.Equal(t, "runs under the limit", st.Runs, 2)
 	mustRelease(t, held[0])
 	expect.WaitFor(t, 10*time.Second, "the ended run's place", func() bool { return limited(t, b, "b", "e3", "api") == nil })
 	mustRelease(t, held[1])
 	expect.WaitFor(t, 10*time.Second, "no runs counted", func() bool {
-		st, err := a.LimitStatus(bg, lease.Limit{Name: "api"})
+		st, err := a.LimitStatus(bg, driver.Limit{Name: "api"})
 		return err == nil && st.Runs == 0
 	})
 }
@@ -103,9 +104,9 @@ func testLimitConcurrency(t *testing.T, k Kit) {
 // testLimitGivesBack: a start taken for a run whose lease is refused
 // (busy) is given back at once.
 func testLimitGivesBack(t *testing.T, k Kit) {
-	a, _ := limitStores(k, lease.Limit{Name: "one", Concurrency: 1, Rate: 1, Per: time.Hour, Burst: 2})
+	a, _ := limitStores(k, driver.Limit{Name: "one", Concurrency: 1, Rate: 1, Per: time.Hour, Burst: 2})
 	l := mustAcquire(t, a, req("x", time.Minute)) // held, under no limit
-	_, err := a.Acquire(bg, lease.Request{Task: "t", Entity: "x", TTL: time.Minute, Reason: lease.ReasonTrigger, Limits: []string{"one"}})
+	_, err := a.Acquire(bg, driver.Request{Task: "t", Entity: "x", TTL: time.Minute, Reason: driver.ReasonTrigger, Limits: []string{"one"}})
 	if !errors.Is(err, lease.ErrBusy) {
 		t.Fatalf("busy entity under a limit: %v, want busy", err)
 	}
@@ -118,18 +119,18 @@ func testLimitGivesBack(t *testing.T, k Kit) {
 // testLimitRate: starts at the rate, burst at once; those refused wait
 // their turn, one interval after another.
 func testLimitRate(t *testing.T, k Kit) {
-	a, b := limitStores(k, lease.Limit{Name: "r", Rate: 2, Per: time.Minute, Burst: 1})
+	a, b := limitStores(k, driver.Limit{Name: "r", Rate: 2, Per: time.Minute, Burst: 1})
 	if le := limited(t, a, "t", "e1", "r"); le != nil {
 		t.Fatalf("first start refused: %v", le)
 	}
-	res := b.AcquireBatch(bg, []lease.Request{
-		{Task: "t", Entity: "e2", TTL: time.Minute, Reason: lease.ReasonTrigger, Limits: []string{"r"}},
-		{Task: "t", Entity: "e3", TTL: time.Minute, Reason: lease.ReasonTrigger, Limits: []string{"r"}},
+	res := b.AcquireBatch(bg, []driver.Request{
+		{Task: "t", Entity: "e2", TTL: time.Minute, Reason: driver.ReasonTrigger, Limits: []string{"r"}},
+		{Task: "t", Entity: "e3", TTL: time.Minute, Reason: driver.ReasonTrigger, Limits: []string{"r"}},
 	})
 	var waits []time.Duration
 	for _, r := range res {
 		var le *lease.LimitedError
-		if !errors.As(r.Err, &le) || le.Why != lease.LimitRate {
+		if !errors.As(r.Err, &le) || le.Why != driver.LimitRate {
 			t.Fatalf("a start above the rate: %v, want refused for the rate", r.Err)
 		}
 		waits = append(waits, le.Wait)
@@ -142,19 +143,19 @@ func testLimitRate(t *testing.T, k Kit) {
 // testLimitClosed: a closed budget grants nothing, on any replica, until
 // its time; per entity, only that entity's.
 func testLimitClosed(t *testing.T, k Kit) {
-	all := lease.Limit{Name: "all", Concurrency: 5, Burst: 1}
-	each := lease.Limit{Name: "each", Concurrency: 5, Burst: 1, PerEntity: true}
+	all := driver.Limit{Name: "all", Concurrency: 5, Burst: 1}
+	each := driver.Limit{Name: "each", Concurrency: 5, Burst: 1, PerEntity: true}
 	a, b := limitStores(k, all, each)
 	noErr(t, a.CloseLimit(bg, all, "anyone", time.Minute, "429 from crm | Retry-After: 60"))
 	le := limited(t, b, "t", "e1", "all")
-	if le == nil || le.Why != lease.LimitClosed || le.Reason != "429 from crm | Retry-After: 60" || le.Wait < 55*time.Second || le.Wait > time.Minute {
+	if le == nil || le.Why != driver.LimitClosed || le.Reason != "429 from crm | Retry-After: 60" || le.Wait < 55*time.Second || le.Wait > time.Minute {
 		t.Fatalf("under a closed limit: %+v", le)
 	}
 	noErr(t, a.CloseLimit(bg, each, "shop 1", 100*time.Millisecond, "429"))
 	if le := limited(t, b, "t", "shop 2", "each"); le != nil {
 		t.Fatalf("another entity's budget was closed too: %v", le)
 	}
-	if le := limited(t, b, "t", "shop 1", "each"); le == nil || le.Why != lease.LimitClosed {
+	if le := limited(t, b, "t", "shop 1", "each"); le == nil || le.Why != driver.LimitClosed {
 		t.Fatalf("the closed entity: %+v", le)
 	}
 	st, err := b.LimitStatus(bg, each)
@@ -168,9 +169,9 @@ func testLimitClosed(t *testing.T, k Kit) {
 // testLimitPerEntity: a limit per entity counts each entity's runs, over
 // the tasks that name it, apart.
 func testLimitPerEntity(t *testing.T, k Kit) {
-	a, b := limitStores(k, lease.Limit{Name: "token", Concurrency: 1, Burst: 1, PerEntity: true})
-	l := mustAcquire(t, a, lease.Request{Task: "a", Entity: "shop", TTL: time.Minute, Reason: lease.ReasonTrigger, Limits: []string{"token"}})
-	if le := limited(t, b, "b", "shop", "token"); le == nil || le.Why != lease.LimitFull {
+	a, b := limitStores(k, driver.Limit{Name: "token", Concurrency: 1, Burst: 1, PerEntity: true})
+	l := mustAcquire(t, a, driver.Request{Task: "a", Entity: "shop", TTL: time.Minute, Reason: driver.ReasonTrigger, Limits: []string{"token"}})
+	if le := limited(t, b, "b", "shop", "token"); le == nil || le.Why != driver.LimitFull {
 		t.Fatalf("the same entity, another task: %+v, want full", le)
 	}
 	if le := limited(t, b, "b", "other shop", "token"); le != nil {
@@ -193,15 +194,15 @@ func noErr(t *testing.T, err error) {
 func testLimitedTickYields(t *testing.T, k Kit) {
 	s := k(lease.Options{})
 	T := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	waiting := lease.Due{Task: "t", Entity: "e", Reason: lease.ReasonTick, Tick: T}
-	retry := lease.Due{Task: "t", Entity: "e", Reason: lease.ReasonRetry, Tick: T}
+	waiting := driver.Due{Task: "t", Entity: "e", Reason: driver.ReasonTick, Tick: T}
+	retry := driver.Due{Task: "t", Entity: "e", Reason: driver.ReasonRetry, Tick: T}
 	noErr(t, s.Enqueue(bg, waiting, 0))
 	noErr(t, s.Enqueue(bg, retry, time.Hour))
-	if ds := dues(t, s); len(ds) != 1 || ds[0].Reason != lease.ReasonRetry {
+	if ds := dues(t, s); len(ds) != 1 || ds[0].Reason != driver.ReasonRetry {
 		t.Fatalf("after a retry joined a waiting tick run: %+v, want the retry", ds)
 	}
 	noErr(t, s.Enqueue(bg, waiting, 0))
-	if ds := dues(t, s); len(ds) != 1 || ds[0].Reason != lease.ReasonRetry || time.Until(ds[0].At) < 59*time.Minute {
+	if ds := dues(t, s); len(ds) != 1 || ds[0].Reason != driver.ReasonRetry || time.Until(ds[0].At) < 59*time.Minute {
 		t.Fatalf("after a waiting tick run joined a retry: %+v, want the retry, due as it was", ds)
 	}
 }
@@ -214,30 +215,30 @@ func testLimitedTickYields(t *testing.T, k Kit) {
 // Before, whoever asked first after a run ended got its place, and some
 // entities waited for ever.
 func testLimitServesInOrder(t *testing.T, k Kit) {
-	a, b := limitStores(k, lease.Limit{Name: "one", Concurrency: 1, Burst: 1})
+	a, b := limitStores(k, driver.Limit{Name: "one", Concurrency: 1, Burst: 1})
 	ask := func(s *lease.Store, entity string, since time.Time) *lease.LimitedError {
 		t.Helper()
-		return limitedReq(t, s, lease.Request{Task: "t", Entity: entity, TTL: time.Minute, Reason: lease.ReasonTrigger, Limits: []string{"one"}, Since: since})
+		return limitedReq(t, s, driver.Request{Task: "t", Entity: entity, TTL: time.Minute, Reason: driver.ReasonTrigger, Limits: []string{"one"}, Since: since})
 	}
 	hold := func(entity string) *lease.Lease {
 		// Older than any in line: ahead of them.
-		return mustAcquire(t, a, lease.Request{Task: "t", Entity: entity, TTL: time.Minute, Reason: lease.ReasonTrigger, Limits: []string{"one"}, Since: time.Now().Add(-48 * time.Hour)})
+		return mustAcquire(t, a, driver.Request{Task: "t", Entity: entity, TTL: time.Minute, Reason: driver.ReasonTrigger, Limits: []string{"one"}, Since: time.Now().Add(-48 * time.Hour)})
 	}
 	free := func() {
 		expect.WaitFor(t, 10*time.Second, "the limit's place free", func() bool {
-			st, err := a.LimitStatus(bg, lease.Limit{Name: "one"})
+			st, err := a.LimitStatus(bg, driver.Limit{Name: "one"})
 			return err == nil && st.Runs == 0
 		})
 	}
 	old, young := time.Now().Add(-time.Hour), time.Now().Add(-time.Minute)
 	held := hold("holder")
-	if le := ask(a, "young", young); le == nil || le.Why != lease.LimitFull || le.Wait <= 0 {
+	if le := ask(a, "young", young); le == nil || le.Why != driver.LimitFull || le.Wait <= 0 {
 		t.Fatalf("a run under a full limit: %+v, want refused as full, with a wait", le)
 	}
 	if le := ask(b, "old", old); le == nil {
 		t.Fatal("a run under a full limit granted")
 	}
-	st, err := a.LimitStatus(bg, lease.Limit{Name: "one"})
+	st, err := a.LimitStatus(bg, driver.Limit{Name: "one"})
 	noErr(t, err)
 	expect.Equal(t, "runs waiting", st.Waiting, 2)
 	expect.True(t, fmt.Sprintf("the oldest waiting, first: %+v", st.Oldest), len(st.Oldest) == 2 && st.Oldest[0].Since.Sub(old).Abs() < time.Second)
@@ -261,8 +262,8 @@ func testLimitServesInOrder(t *testing.T, k Kit) {
 	free()
 	began := time.Now()
 	expect.WaitFor(t, 15*time.Second, "the run behind one that never asked again", func() bool { return ask(a, "young", time.Now()) == nil })
-	if d := time.Since(began); d < lease.LimitWaitGrace {
-		t.Fatalf("a waiting run lost its place after %v, want its wait and %v", d, lease.LimitWaitGrace)
+	if d := time.Since(began); d < driver.LimitWaitGrace {
+		t.Fatalf("a waiting run lost its place after %v, want its wait and %v", d, driver.LimitWaitGrace)
 	}
 }
 
@@ -274,17 +275,17 @@ func testNewerTickSupersedes(t *testing.T, k Kit) {
 	s := k(lease.Options{})
 	T1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	T2 := T1.Add(time.Minute)
-	sup, err := s.EnqueueWaiting(bg, lease.Due{Task: "t", Entity: "e", Reason: lease.ReasonTick, Tick: T1}, 0)
+	sup, err := s.EnqueueWaiting(bg, driver.Due{Task: "t", Entity: "e", Reason: driver.ReasonTick, Tick: T1}, 0)
 	noErr(t, err)
 	expect.True(t, "the first waiting run supersedes nothing", sup.IsZero())
-	sup, err = s.EnqueueWaiting(bg, lease.Due{Task: "t", Entity: "e", Reason: lease.ReasonTick, Tick: T2}, time.Hour)
+	sup, err = s.EnqueueWaiting(bg, driver.Due{Task: "t", Entity: "e", Reason: driver.ReasonTick, Tick: T2}, time.Hour)
 	noErr(t, err)
 	expect.True(t, fmt.Sprintf("the newer tick's run supersedes the older's: %v", sup), sup.Equal(T1))
 	ds := dues(t, s)
 	if len(ds) != 1 || !ds[0].Tick.Equal(T2) || time.Until(ds[0].At) > time.Minute {
 		t.Fatalf("after a newer tick's run: %+v, want one, of the newer tick, due when the older was", ds)
 	}
-	sup, err = s.EnqueueWaiting(bg, lease.Due{Task: "t", Entity: "e", Reason: lease.ReasonTick, Tick: T1}, 0)
+	sup, err = s.EnqueueWaiting(bg, driver.Due{Task: "t", Entity: "e", Reason: driver.ReasonTick, Tick: T1}, 0)
 	noErr(t, err)
 	expect.True(t, fmt.Sprintf("an older tick's run joining a newer is superseded: %v", sup), sup.Equal(T1))
 	if ds := dues(t, s); len(ds) != 1 || !ds[0].Tick.Equal(T2) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 func testEntityState(t *testing.T, k Kit) {
@@ -23,37 +24,37 @@ func testEntityState(t *testing.T, k Kit) {
 	expect.NotNil(t, "held lease", st.Held)
 	expect.Equal(t, "held lease's fence", st.Held.Fence, l.Fence)
 	expect.Equal(t, "held lease's holder", st.Held.Holder, "A")
-	if _, err := l.Release(bg, lease.Finished{Outcome: lease.OutcomeDone}, &lease.Next{Reason: lease.ReasonReschedule, Delay: time.Hour, Attempt: 1}); err != nil {
+	if _, err := l.Release(bg, driver.Finished{Outcome: driver.OutcomeDone}, &driver.Next{Reason: driver.ReasonReschedule, Delay: time.Hour, Attempt: 1}); err != nil {
 		t.Fatal(err)
 	}
 	st, _ = s.Entity(bg, "t", "e")
 	expect.Equal(t, "held after release", st.Held, nil)
 	expect.NotNil(t, "last run after release", st.Last)
-	expect.Equal(t, "last run's outcome", st.Last.Outcome, lease.OutcomeDone)
+	expect.Equal(t, "last run's outcome", st.Last.Outcome, driver.OutcomeDone)
 	expect.Equal(t, "last run's fence", st.Last.Fence, l.Fence)
-	expect.NotNil(t, "pending after a release with lease.Next", st.Pending)
-	expect.Equal(t, "pending reason", st.Pending.Reason, lease.ReasonReschedule)
+	expect.NotNil(t, "pending after a release with driver.Next", st.Pending)
+	expect.Equal(t, "pending reason", st.Pending.Reason, driver.ReasonReschedule)
 	expect.Equal(t, "pending attempt", st.Pending.Attempt, 1)
 }
 func testStatus(t *testing.T, k Kit) {
 	s := k(lease.Options{Replica: "A"})
 	l := mustAcquire(t, s, req("held", time.Minute))
-	done := mustAcquire(t, s, lease.Request{Task: "other", Entity: "x", TTL: time.Minute, Reason: lease.ReasonTrigger})
-	if _, err := done.Release(bg, lease.Finished{Outcome: "failed", Started: time.UnixMilli(1000), Ended: time.UnixMilli(3000)}, nil); err != nil {
+	done := mustAcquire(t, s, driver.Request{Task: "other", Entity: "x", TTL: time.Minute, Reason: driver.ReasonTrigger})
+	if _, err := done.Release(bg, driver.Finished{Outcome: "failed", Started: time.UnixMilli(1000), Ended: time.UnixMilli(3000)}, nil); err != nil {
 		t.Fatal(err)
 	}
-	var hs []lease.Held
-	s.Leases(bg, "t", func(h lease.Held) error { hs = append(hs, h); return nil }) //nolint:errcheck
+	var hs []driver.Held
+	s.Leases(bg, "t", func(h driver.Held) error { hs = append(hs, h); return nil }) //nolint:errcheck
 	if len(hs) != 1 || hs[0].Entity != "held" || hs[0].Fence != l.Fence || hs[0].TTL <= 0 || hs[0].TTL > time.Minute {
 		t.Fatalf("leases of t: %+v", hs)
 	}
-	var rs []lease.LastRun
-	s.LastRuns(bg, "other", func(r lease.LastRun) error { rs = append(rs, r); return nil }) //nolint:errcheck
+	var rs []driver.LastRun
+	s.LastRuns(bg, "other", func(r driver.LastRun) error { rs = append(rs, r); return nil }) //nolint:errcheck
 	if len(rs) != 1 || rs[0].Outcome != "failed" || rs[0].Fence != done.Fence || rs[0].Ended.Sub(rs[0].Started) != 2*time.Second {
 		t.Fatalf("last runs: %+v", rs)
 	}
-	var all []lease.Held
-	s.Leases(bg, "", func(h lease.Held) error { all = append(all, h); return nil }) //nolint:errcheck
+	var all []driver.Held
+	s.Leases(bg, "", func(h driver.Held) error { all = append(all, h); return nil }) //nolint:errcheck
 	if len(all) != 1 {
 		t.Fatalf("all leases: %+v", all)
 	}
@@ -71,13 +72,13 @@ func testEntityPage(t *testing.T, k Kit) {
 		if i == 7 {
 			id = "user-07 " + hostile
 		}
-		l := mustAcquire(t, s, lease.Request{Task: "p", Entity: id, TTL: time.Minute, Reason: lease.ReasonTrigger})
+		l := mustAcquire(t, s, driver.Request{Task: "p", Entity: id, TTL: time.Minute, Reason: driver.ReasonTrigger})
 		if i%2 == 0 {
 			mustRelease(t, l)
 		}
 		want[id] = true
 	}
-	mustAcquire(t, s, lease.Request{Task: "other", Entity: "user-99", TTL: time.Minute, Reason: lease.ReasonTrigger})
+	mustAcquire(t, s, driver.Request{Task: "other", Entity: "user-99", TTL: time.Minute, Reason: driver.ReasonTrigger})
 	got := map[string]bool{}
 	held := 0
 	cursor := ""
@@ -85,7 +86,7 @@ func testEntityPage(t *testing.T, k Kit) {
 		if pages > 25 {
 			t.Fatal("the walk does not end")
 		}
-		p, err := s.EntityPage(bg, "p", lease.PageQuery{Cursor: cursor, Size: 10, MaxScan: 1000})
+		p, err := s.EntityPage(bg, "p", driver.PageQuery{Cursor: cursor, Size: 10, MaxScan: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,9 +104,9 @@ func testEntityPage(t *testing.T, k Kit) {
 	}
 	expect.Equal(t, "entities walked", len(got), 25)
 	expect.Equal(t, "held", held, 12)
-	p, err := s.EntityPage(bg, "p", lease.PageQuery{Search: "user-1", Size: 100, MaxScan: 1000})
+	p, err := s.EntityPage(bg, "p", driver.PageQuery{Search: "user-1", Size: 100, MaxScan: 1000})
 	expect.True(t, "prefix search", err == nil && len(p.Rows) == 10)
-	p, err = s.EntityPage(bg, "p", lease.PageQuery{Search: "#c d%", Substring: true, Size: 100, MaxScan: 1000})
+	p, err = s.EntityPage(bg, "p", driver.PageQuery{Search: "#c d%", Substring: true, Size: 100, MaxScan: 1000})
 	expect.True(t, "substring search finds the hostile id", err == nil && len(p.Rows) == 1 && p.Rows[0].Entity == "user-07 "+hostile)
 }
 
@@ -115,7 +116,7 @@ func testEntityPage(t *testing.T, k Kit) {
 func testTaskRegistry(t *testing.T, k Kit) {
 	s := k(lease.Options{Replica: "A"})
 	hostile := "x y{1}:%|#\n"
-	if err := s.RegisterTasks(bg, []lease.TaskInfo{{Name: "sync", Schedule: "every 15m0s", Timezone: "Europe/Berlin"}, {Name: hostile, Schedule: `cron "* * * * *"`, Timezone: "UTC"}}); err != nil {
+	if err := s.RegisterTasks(bg, []driver.TaskInfo{{Name: "sync", Schedule: "every 15m0s", Timezone: "Europe/Berlin"}, {Name: hostile, Schedule: `cron "* * * * *"`, Timezone: "UTC"}}); err != nil {
 		t.Fatal(err)
 	}
 	reg, err := s.Registry(bg)

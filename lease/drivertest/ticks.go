@@ -9,6 +9,7 @@ import (
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // What the store keeps about an entity is forgotten StateTTL after it was
@@ -38,7 +39,7 @@ func testOncePerTick(t *testing.T, k Kit) {
 	b := k(lease.Options{Replica: "B"})
 	T := time.Date(2026, 1, 22, 10, 15, 0, 0, time.UTC)
 	tick := func(s *lease.Store, e string, at time.Time) (*lease.Lease, error) {
-		return s.Acquire(bg, lease.Request{Task: "t", Entity: e, TTL: time.Minute, Reason: lease.ReasonTick, Tick: at})
+		return s.Acquire(bg, driver.Request{Task: "t", Entity: e, TTL: time.Minute, Reason: driver.ReasonTick, Tick: at})
 	}
 	l, err := tick(a, "e", T)
 	if err != nil {
@@ -59,7 +60,7 @@ func testOncePerTick(t *testing.T, k Kit) {
 		}
 	}
 	// Other reasons skip the tick check.
-	mustRelease(t, mustAcquire(t, b, lease.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: lease.ReasonReschedule}))
+	mustRelease(t, mustAcquire(t, b, driver.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: driver.ReasonReschedule}))
 	// Other entities have their own record.
 	l, err = tick(b, "f", T)
 	if err != nil {
@@ -83,9 +84,9 @@ func testBatch(t *testing.T, k Kit) {
 	b := k(lease.Options{Replica: "B"})
 	const n = 700 // more than one round trip's worth
 	T := time.Now().Truncate(time.Second).Add(-5 * time.Second)
-	reqs := make([]lease.Request, n)
+	reqs := make([]driver.Request, n)
 	for i := range reqs {
-		reqs[i] = lease.Request{Task: "t", Entity: fmt.Sprint("e", i), TTL: time.Minute, Reason: lease.ReasonTick, Tick: T}
+		reqs[i] = driver.Request{Task: "t", Entity: fmt.Sprint("e", i), TTL: time.Minute, Reason: driver.ReasonTick, Tick: T}
 	}
 	reqs[5].TTL = 0 // one bad request does not spoil the batch
 	res := a.AcquireBatch(bg, reqs)
@@ -100,9 +101,9 @@ func testBatch(t *testing.T, k Kit) {
 			t.Fatalf("same tick on B, entity %d: %v", i, r.Err)
 		}
 	}
-	triggers := make([]lease.Request, n)
+	triggers := make([]driver.Request, n)
 	for i, r := range reqs {
-		r.Reason = lease.ReasonTrigger
+		r.Reason = driver.ReasonTrigger
 		triggers[i] = r
 	}
 	for i, r := range b.AcquireBatch(bg, triggers) {
@@ -120,7 +121,7 @@ func testBatch(t *testing.T, k Kit) {
 			t.Fatalf("after release entity %d: %v", i, r.Err)
 		}
 	}
-	next := make([]lease.Request, n)
+	next := make([]driver.Request, n)
 	for i, r := range reqs {
 		r.Tick = T.Add(time.Second)
 		next[i] = r
@@ -137,7 +138,7 @@ func testBatch(t *testing.T, k Kit) {
 func testEarly(t *testing.T, k Kit) {
 	s := k(lease.Options{})
 	tick := func(at time.Time) error {
-		l, err := s.Acquire(bg, lease.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: lease.ReasonTick, Tick: at})
+		l, err := s.Acquire(bg, driver.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: driver.ReasonTick, Tick: at})
 		if err == nil {
 			mustRelease(t, l)
 		}
@@ -155,11 +156,11 @@ func testEarly(t *testing.T, k Kit) {
 		t.Fatalf("tick due now: %v", err)
 	}
 	// Within the tolerance is fine.
-	if err := tick(time.Now().Add(lease.EarlyTolerance / 2)); err != nil {
+	if err := tick(time.Now().Add(driver.EarlyTolerance / 2)); err != nil {
 		t.Fatalf("tick within tolerance: %v", err)
 	}
 	// Other reasons carry no tick to check.
-	mustRelease(t, mustAcquire(t, s, lease.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: lease.ReasonRetry, Tick: time.Now().Add(time.Hour)}))
+	mustRelease(t, mustAcquire(t, s, driver.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: driver.ReasonRetry, Tick: time.Now().Add(time.Hour)}))
 }
 
 // hostile is an id or text with every separator the stored values use.
@@ -175,17 +176,17 @@ func testHostileIDs(t *testing.T, k Kit) {
 	s := k(lease.Options{})
 	var ls []*lease.Lease
 	for _, id := range hostileIDs {
-		ls = append(ls, mustAcquire(t, s, lease.Request{Task: "we:ird {task}", Entity: id, TTL: time.Minute, Reason: lease.ReasonTrigger}))
+		ls = append(ls, mustAcquire(t, s, driver.Request{Task: "we:ird {task}", Entity: id, TTL: time.Minute, Reason: driver.ReasonTrigger}))
 	}
 	got := map[string]bool{}
-	if err := s.Leases(bg, "we:ird {task}", func(h lease.Held) error { got[h.Entity] = true; return nil }); err != nil {
+	if err := s.Leases(bg, "we:ird {task}", func(h driver.Held) error { got[h.Entity] = true; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range hostileIDs {
 		if !got[id] {
 			t.Errorf("lease of %q not listed", id)
 		}
-		if _, err := s.Acquire(bg, lease.Request{Task: "we:ird {task}", Entity: id, TTL: time.Minute, Reason: lease.ReasonTrigger}); !errors.Is(err, lease.ErrBusy) {
+		if _, err := s.Acquire(bg, driver.Request{Task: "we:ird {task}", Entity: id, TTL: time.Minute, Reason: driver.ReasonTrigger}); !errors.Is(err, lease.ErrBusy) {
 			t.Errorf("%q: %v", id, err)
 		}
 	}

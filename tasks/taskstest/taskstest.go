@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -25,9 +26,9 @@ import (
 // stops it. Every field may be left out.
 type Run struct {
 	Task, Entity string
-	Tick         time.Time    // zero: now, to the second
-	Fence        int64        // zero: 1
-	Reason       lease.Reason // "": lease.ReasonTick
+	Tick         time.Time     // zero: now, to the second
+	Fence        int64         // zero: 1
+	Reason       driver.Reason // "": driver.ReasonTick
 	Attempt      int
 	// Timeout is the task's timeout: ctx's deadline, after which ctx is
 	// cancelled with tasks.ErrTimeout. Zero: 1h, tickd's default.
@@ -60,7 +61,7 @@ func Call(t testing.TB, h tasks.Handler, r Run) (tasks.Result, error) {
 		r.Fence = 1
 	}
 	if r.Reason == "" {
-		r.Reason = lease.ReasonTick
+		r.Reason = driver.ReasonTick
 	}
 	if r.Timeout <= 0 {
 		r.Timeout = time.Hour

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
 	"github.com/tickd/tickd/tasks/taskstest"
 )
@@ -31,7 +32,7 @@ func TestCallStopsAsTickdStops(t *testing.T) {
 	expect.True(t, fmt.Sprintf("timed out: %v, want tasks.ErrTimeout", err), errors.Is(err, tasks.ErrTimeout))
 	res, err := taskstest.Call(t, func(_ context.Context, r tasks.Run) (tasks.Result, error) {
 		r.Logger.Info("working", "attempt", r.Attempt)
-		if r.Entity != "u2" || r.Reason != lease.ReasonTick || r.Fence != 1 || r.Tick.IsZero() {
+		if r.Entity != "u2" || r.Reason != driver.ReasonTick || r.Fence != 1 || r.Tick.IsZero() {
 			return tasks.Done, fmt.Errorf("called with %+v", r)
 		}
 		return tasks.Reschedule, nil

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
@@ -398,7 +400,7 @@ func WriteFile(t testing.TB, path, content string) {
 
 // HeldLeases lists the leases held in the Redis at addr under prefix, read
 // as tickd status reads them.
-func HeldLeases(t testing.TB, addr, prefix string) []lease.Held {
+func HeldLeases(t testing.TB, addr, prefix string) []driver.Held {
 	t.Helper()
 	s := store(t, addr, prefix)
 	defer s.Stop(context.Background())
@@ -406,10 +408,10 @@ func HeldLeases(t testing.TB, addr, prefix string) []lease.Held {
 }
 
 // HeldLeasesIn lists the leases held in s, read as tickd status reads them.
-func HeldLeasesIn(t testing.TB, s *lease.Store) []lease.Held {
+func HeldLeasesIn(t testing.TB, s *lease.Store) []driver.Held {
 	t.Helper()
-	var hs []lease.Held
-	if err := s.Leases(context.Background(), "", func(h lease.Held) error { hs = append(hs, h); return nil }); err != nil {
+	var hs []driver.Held
+	if err := s.Leases(context.Background(), "", func(h driver.Held) error { hs = append(hs, h); return nil }); err != nil {
 		t.Errorf("read leases: %v", err)
 	}
 	return hs
@@ -417,7 +419,7 @@ func HeldLeasesIn(t testing.TB, s *lease.Store) []lease.Held {
 
 // Ticks reads task's newest tick records from the Redis at addr under
 // prefix, as tickd history reads them.
-func Ticks(t testing.TB, addr, prefix, task string, limit int) []lease.TickRecord {
+func Ticks(t testing.TB, addr, prefix, task string, limit int) []driver.TickRecord {
 	t.Helper()
 	s := store(t, addr, prefix)
 	defer s.Stop(context.Background())
@@ -426,7 +428,7 @@ func Ticks(t testing.TB, addr, prefix, task string, limit int) []lease.TickRecor
 
 // TicksIn reads task's newest tick records from s, as tickd history reads
 // them.
-func TicksIn(t testing.TB, s *lease.Store, task string, limit int) []lease.TickRecord {
+func TicksIn(t testing.TB, s *lease.Store, task string, limit int) []driver.TickRecord {
 	t.Helper()
 	rs, err := s.Ticks(context.Background(), task, limit)
 	if err != nil {

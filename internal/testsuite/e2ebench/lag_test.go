@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/config"
@@ -50,7 +52,7 @@ func BenchmarkTickLag(b *testing.B) {
 		var mu sync.Mutex
 		first := map[int64]time.Duration{} // by tick: its first run's start - T
 		observe := func(ev scheduler.Event) {
-			if ev.Kind != scheduler.EventRunStarted || ev.Reason != lease.ReasonTick {
+			if ev.Kind != scheduler.EventRunStarted || ev.Reason != driver.ReasonTick {
 				return
 			}
 			lag := time.Since(ev.Tick)

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/logs"
@@ -139,7 +141,7 @@ func (c *cluster) readStore() *lease.Store {
 }
 
 // heldLeases are the leases held now.
-func (c *cluster) heldLeases() []lease.Held {
+func (c *cluster) heldLeases() []driver.Held {
 	s := c.readStore()
 	return tickdtest.HeldLeasesIn(c.t, s)
 }
@@ -454,8 +456,8 @@ func (c *cluster) checkHistory(res *result, begin, end time.Time) {
 		res.historyComplete++
 		o := rec.Outcomes()
 		label := rec.Tick.UTC().Format(time.RFC3339)
-		good := o[lease.OutcomeDone] + o[lease.OutcomeReschedule]
-		stopped := o[lease.OutcomeCanceled] + o[lease.OutcomeLeaseLost] + o[lease.OutcomeTimeout] + o[lease.OutcomeUnlocked]
+		good := o[driver.OutcomeDone] + o[driver.OutcomeReschedule]
+		stopped := o[driver.OutcomeCanceled] + o[driver.OutcomeLeaseLost] + o[driver.OutcomeTimeout] + o[driver.OutcomeUnlocked]
 		if rec.Runs() < started[label] || good > okAll[label] || good+stopped < ok[label] {
 			res.historyWrong++
 			if len(res.Examples) < 20 {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/lease/driver"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/logs"
@@ -75,7 +77,7 @@ func startRC(t *testing.T) *rcEnv {
 	masters := map[*redistest.Server]int{}
 	for i := range rcEntities {
 		id := fmt.Sprint("e", i)
-		shard := lease.ShardName(rcSharded, lease.ShardOf(id, rcShards))
+		shard := driver.ShardName(rcSharded, driver.ShardOf(id, rcShards))
 		e.entityMaster[id] = e.cl.MasterOf(t, redisdriver.TaskKey("faults", shard))
 		masters[e.entityMaster[id]]++
 	}
@@ -114,7 +116,7 @@ func startRC(t *testing.T) *rcEnv {
 func (e *rcEnv) triggers() func(task, entity string) {
 	s := e.store()
 	trigger := func(task, entity string, delay time.Duration) {
-		if err := s.Enqueue(context.Background(), lease.Due{Task: task, Entity: entity, Reason: lease.ReasonTrigger}, delay); err != nil {
+		if err := s.Enqueue(context.Background(), driver.Due{Task: task, Entity: entity, Reason: driver.ReasonTrigger}, delay); err != nil {
 			e.t.Fatalf("trigger %s/%s: %v", task, entity, err)
 		}
 	}
