@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/ops"
 	"github.com/tickd/tickd/internal/report"
-	"github.com/tickd/tickd/lease"
 )
 
 // The actions: POST only, admins only (Console.admin), behind

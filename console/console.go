@@ -31,7 +31,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/internal/lease"
 )
 
 // Options builds a Console.

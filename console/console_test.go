@@ -29,10 +29,10 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/jsoncontract"
 	"github.com/tickd/tickd/internal/testkit/stores"
-	"github.com/tickd/tickd/lease"
 )
 
 // hostile is an entity id, and error text, that would break a page that

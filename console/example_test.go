@@ -9,8 +9,8 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/console"
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/stores"
-	"github.com/tickd/tickd/lease"
 )
 
 // The console mounted in a Go program's own mux, under /tickd, behind the

@@ -16,9 +16,9 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/stores"
-	"github.com/tickd/tickd/lease"
 )
 
 // writeUsers writes the htpasswd file users (name to password) make.

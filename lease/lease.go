@@ -1,39 +1,143 @@
+// Package lease is tickd's lease protocol for a Go program that wants
+// leases alone, without the scheduler: a lease per (task, entity), renewed
+// while it is held, its Context cancelled the moment it can no longer be
+// trusted, released with an outcome, and a fencing token that grows with
+// every grant. The state lives in a driver the caller builds and hands in:
+//
+//	d, err := redisdriver.New(client, "tickd", driver.AcksAuto) // shared by every replica
+//	store := lease.New(d, lease.Options{Replica: "web-1"})
+//	store := lease.New(memdriver.New(), lease.Options{})        // or in this process
+//
+// The vocabulary (driver.Request, driver.Finished, driver.OutcomeDone…)
+// is lease/driver's. This package is a small door onto tickd's own store,
+// which the scheduler runs on: the same grants, renewals, trust windows and
+// fences. The protocol and the stored formats are described in the
+// repository's internal/lease/doc.go.
 package lease
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/lease/driver"
 )
 
-// Errors returned by the store. Compare with errors.Is.
+// Errors of the store and of a lease's Context (context.Cause). Compare
+// with errors.Is.
 var (
-	ErrBusy       = errors.New("lease: busy")
-	ErrAlreadyRan = errors.New("lease: tick already ran")
-	ErrQuarantine = errors.New("lease: redis lost its data; granting nothing until old leases have expired")
-	// Causes of a lease context's cancellation (context.Cause).
-	ErrLost      = errors.New("lease: lost (released by force, expired or taken over)")
-	ErrUntrusted = errors.New("lease: not renewed within its trust window")
-	// ErrRevoked: an operator unlocked the lease (Store.Unlock). It stays
-	// held, busy for everyone else, until its holder releases it.
-	ErrRevoked  = errors.New("lease: revoked by an operator (tickd unlock)")
-	ErrReleased = errors.New("lease: released")
-	ErrClosed   = errors.New("lease: store closed")
-	// ErrStillHeld is Stop's report of leases it dropped unreleased: they
-	// stay in the backend until their TTL passes.
-	ErrStillHeld = errors.New("lease: store closed with leases not released")
+	// ErrBusy: another holder has the lease (a *BusyError says who).
+	ErrBusy = lease.ErrBusy
+	// ErrAlreadyRan: the request's tick already started a run.
+	ErrAlreadyRan = lease.ErrAlreadyRan
+	// ErrQuarantine: the backend lost its data; nothing is granted until
+	// every lease it may have forgotten has expired (Options.MaxTTL).
+	ErrQuarantine = lease.ErrQuarantine
+	// ErrLost: the lease was released by force, expired or taken over.
+	ErrLost = lease.ErrLost
+	// ErrUntrusted: the lease was not renewed within its trust window.
+	ErrUntrusted = lease.ErrUntrusted
+	// ErrRevoked: an operator unlocked the lease (Store.Unlock).
+	ErrRevoked = lease.ErrRevoked
+	// ErrReleased: the lease was released.
+	ErrReleased = lease.ErrReleased
+	// ErrClosed: the store was stopped.
+	ErrClosed = lease.ErrClosed
 )
+
+// Options configure a Store. The zero value is usable.
+type Options struct {
+	// Replica is this process's id, recorded as the holder. "": "local".
+	Replica string
+	// MaxTTL is the longest lease TTL in use: after the backend lost its
+	// data, nothing is granted for this long. 0: 1m.
+	MaxTTL time.Duration
+	// Clock is the store's clock; nil: the system's.
+	Clock driver.Clock
+	// OnRenew, if set, is called after each successful renewal round;
+	// OnRenewError with each failed one.
+	OnRenew      func()
+	OnRenewError func(error)
+}
+
+// Store hands out leases and keeps them alive: one per process, its keeper
+// renews every lease it holds in one round every TTL/3.
+type Store struct{ s *lease.Store }
+
+// New returns a Store over d, which the caller built. It starts nothing:
+// Start does (a store also starts at its first grant).
+func New(d driver.Driver, opts Options) *Store {
+	return &Store{lease.New(d, lease.Options{Replica: opts.Replica, MaxTTL: opts.MaxTTL, Clock: opts.Clock,
+		OnRenew: opts.OnRenew, OnRenewError: opts.OnRenewError})}
+}
+
+// Start starts the keeper, which renews the leases held, and the watch for
+// a data loss. ctx bounds the start only.
+func (s *Store) Start(ctx context.Context) error { return s.s.Start(ctx) }
+
+// Stop stops the keeper and cancels the Context of every lease still held
+// (cause ErrClosed). Release first: a lease left held stays in the backend
+// until its TTL passes, and Stop reports it (ErrStillHeld's message).
+func (s *Store) Stop(ctx context.Context) error { return s.s.Stop(ctx) }
+
+// Driver is the driver the store runs on.
+func (s *Store) Driver() driver.Driver { return s.s.Driver() }
+
+// Acquire takes the lease of (req.Task, req.Entity) for req.TTL, or
+// returns why not: a *BusyError (ErrBusy) when another holder has it,
+// ErrAlreadyRan, ErrQuarantine.
+func (s *Store) Acquire(ctx context.Context, req driver.Request) (*Lease, error) {
+	l, err := s.s.Acquire(ctx, req)
+	if err != nil {
+		return nil, busy(err)
+	}
+	return wrap(l), nil
+}
+
+// Unlock revokes the lease of (task, entity) for an operator (by): its
+// holder's Context is cancelled with ErrRevoked. force frees the entity at
+// once instead of when the holder ends; use it only when the holder is
+// known to be dead.
+func (s *Store) Unlock(ctx context.Context, task, entity, by string, force bool) (driver.Unlocked, error) {
+	return s.s.Unlock(ctx, task, entity, by, force)
+}
+
+// Lease is a held lease. Its Context is cancelled, with a cause
+// (context.Cause: ErrLost, ErrUntrusted, ErrRevoked, ErrClosed), the moment
+// it is lost or can no longer be trusted: stop the work then.
+type Lease struct {
+	Task, Entity string
+	// Fence increases with every grant for (Task, Entity): hand it to what
+	// the work writes, so that a late writer is refused.
+	Fence int64
+	l     *lease.Lease
+}
+
+func wrap(l *lease.Lease) *Lease {
+	return &Lease{Task: l.Task, Entity: l.Entity, Fence: l.Fence, l: l}
+}
+
+// Context is live while the lease can be trusted.
+func (l *Lease) Context() context.Context { return l.l.Context() }
+
+// TrustedUntil is when the lease stops being trusted unless renewed.
+func (l *Lease) TrustedUntil() time.Time { return l.l.TrustedUntil() }
+
+// Release gives the lease back and records the run's outcome; with next,
+// it enqueues another run of the entity in the same step. A holder whose
+// lease was taken over gets an error and touches nothing.
+func (l *Lease) Release(ctx context.Context, o driver.Finished, next *driver.Next) error {
+	_, err := l.l.Release(ctx, o, next)
+	return err
+}
 
 // BusyError says who holds a lease that could not be acquired.
 type BusyError struct {
 	Holder string    // replica id of the holder
 	Since  time.Time // when the holder acquired it
 	Fence  int64     // the holder's fencing token
-	Queued bool      // a follow-up was requested for after the holder ends
 }
 
 func (e *BusyError) Error() string {
@@ -43,159 +147,11 @@ func (e *BusyError) Error() string {
 // Is makes errors.Is(err, ErrBusy) true.
 func (e *BusyError) Is(target error) bool { return target == ErrBusy }
 
-// QuarantineError says how long nothing will be granted: Redis holds no
-// tickd state (a first start, or a data loss), so no lease is granted until
-// any lease it may have forgotten has expired (Options.MaxTTL).
-type QuarantineError struct{ Left time.Duration }
-
-func (e *QuarantineError) Error() string {
-	return fmt.Sprintf("%v (%v left)", ErrQuarantine, e.Left.Round(time.Millisecond))
-}
-
-// Is makes errors.Is(err, ErrQuarantine) true.
-func (e *QuarantineError) Is(target error) bool { return target == ErrQuarantine }
-
-// ErrEarly is matched by an *EarlyError.
-var ErrEarly = errors.New("lease: tick not yet due by the store's clock")
-
-// EarlyError says how long until the store's clock reaches the tick.
-type EarlyError struct{ Wait time.Duration }
-
-func (e *EarlyError) Error() string {
-	return fmt.Sprintf("%v (due in %v: is this replica's clock ahead?)", ErrEarly, e.Wait.Round(time.Millisecond))
-}
-
-// Is makes errors.Is(err, ErrEarly) true.
-func (e *EarlyError) Is(target error) bool { return target == ErrEarly }
-
-// AlreadyRanError says which tick already started a run.
-type AlreadyRanError struct{ LastTick time.Time }
-
-func (e *AlreadyRanError) Error() string {
-	return "lease: tick already ran (last tick run " + e.LastTick.UTC().Format(time.RFC3339Nano) + ")"
-}
-
-// Is makes errors.Is(err, ErrAlreadyRan) true.
-func (e *AlreadyRanError) Is(target error) bool { return target == ErrAlreadyRan }
-
-// Result is one answer of AcquireBatch: a Lease or an error.
-type Result struct {
-	Lease *Lease
-	Err   error
-}
-
-// Lease is a held lease. Its Context is cancelled, with a cause, the moment
-// the lease is lost or can no longer be trusted.
-type Lease struct {
-	Task     string
-	Entity   string
-	Reason   driver.Reason
-	Tick     time.Time // zero unless the run is for a tick
-	Fence    int64     // fencing token: increases with every grant for this (task, entity)
-	Acquired time.Time // local clock, before the request was sent
-	Attempt  int       // from the due entry, if any
-	// Requests are the ids of the requests (tickd trigger -wait) this run
-	// answers with its outcome at release.
-	Requests []string
-
-	// d is the lease as its driver sees it (ids, token, TTL); ref fills in
-	// what the run carried for a release.
-	d     driver.Lease
-	store *Store
-	gen   uint64 // the store's shard-count generation at the grant (Store.where)
-
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-
-	mu       sync.Mutex
-	trusted  time.Time // the holder may trust the lease until then
-	renewAt  time.Time
-	failures int
-	group    *trustGroup // Store.mu guards group and slot
-	slot     int
-	released bool
-	// limits are the starts the run took under limits (Request.Limits),
-	// given back when the lease ends.
-	limits []limitHold
-}
-
-// Context is cancelled when the lease is lost, untrusted, released or the
-// store closed; context.Cause says which.
-func (l *Lease) Context() context.Context { return l.ctx }
-
-// Cancel cancels the lease's Context with cause, as its holder stops the
-// work it does under it (a timeout, a shutdown). The lease stays held, and
-// renewed, until Release; Check reports cause from then on. A Context
-// already cancelled keeps its first cause. The holder's run can so use the
-// lease's Context as its own, instead of a child context per run.
-func (l *Lease) Cancel(cause error) { l.cancel(cause) }
-
-// TrustedUntil is the instant until which the holder may trust the lease:
-// the send time of the last successful acquire or renewal, plus TTL, minus
-// the safety margin.
-func (l *Lease) TrustedUntil() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.trusted
-}
-
-// Check says, without waiting, whether the holder may still act on the
-// lease: nil while it is held and trusted, otherwise the cause. The
-// Context's cancellation arrives asynchronously, from a timer; a process
-// frozen (SIGSTOP, a long GC pause) between the grant and the start of its
-// run wakes up with that timer not yet fired. Call Check right before work
-// that cannot be taken back, such as starting a process: past the trust
-// window it drops the lease and cancels its Context there and then.
-func (l *Lease) Check() error {
-	if err := context.Cause(l.ctx); err != nil {
-		return err
+// busy is err with the store's busy answer as a *BusyError.
+func busy(err error) error {
+	var b *lease.BusyError
+	if errors.As(err, &b) {
+		return &BusyError{Holder: b.Holder, Since: b.Since, Fence: b.Fence}
 	}
-	l.store.dropIfUntrusted(l, l.store.clock.Now())
-	return context.Cause(l.ctx)
-}
-
-// TTL is the lease's time to live.
-func (l *Lease) TTL() time.Duration { return l.d.TTL }
-
-// ref is the lease as its driver sees it, with what the run carries now
-// (its holder may have set Tick).
-func (l *Lease) ref() *driver.Lease {
-	l.d.Reason, l.d.Tick, l.d.Fence, l.d.Requests = l.Reason, l.Tick, l.Fence, l.Requests
-	return &l.d
-}
-
-// Margin is the part of a TTL the holder does not trust: clock drift between
-// the holder and Redis, plus the time to stop a run. A holder trusts its
-// lease until sent + ttl - Margin(ttl).
-func Margin(ttl time.Duration) time.Duration { return ttl / 5 }
-
-// trustEnd is the end of the trust window of a lease of ttl granted or
-// renewed by a request sent at sent.
-func trustEnd(sent time.Time, ttl time.Duration) time.Time { return sent.Add(ttl - Margin(ttl)) }
-
-// ReleaseTimeout bounds a release made after the run's own context ended
-// (context.WithoutCancel): shutdown and a lost run still clean up, briefly.
-const ReleaseTimeout = 5 * time.Second
-
-// Released is what a release hands back.
-type Released struct {
-	// FollowUp is true when a busy acquire asked for a follow-up while the
-	// lease was held; the release enqueued one queued run (unless Next was
-	// given, which already covers it).
-	FollowUp bool
-}
-
-// Release gives the lease back and records the outcome. With next, it also
-// enqueues another run in the same atomic step. A holder whose lease was
-// taken over gets ErrNotHeld and touches nothing.
-func (l *Lease) Release(ctx context.Context, o driver.Finished, next *driver.Next) (Released, error) {
-	return l.store.release(ctx, l, o, next)
-}
-
-// ReleaseThen is Release without the wait: the release is queued, and then
-// is told how it went, as Release would have returned it. It bounds itself
-// by ReleaseTimeout. A holder that ends many runs a second (the
-// scheduler's runs) so frees its goroutine at once.
-func (l *Lease) ReleaseThen(o driver.Finished, next *driver.Next, then AfterRelease) {
-	l.store.releaseThen(l, o, next, then)
+	return err
 }

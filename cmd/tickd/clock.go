@@ -5,7 +5,7 @@ package main
 import (
 	"log/slog"
 
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/internal/lease"
 )
 
 // newClock is the daemon's wall clock. A test build (clock_testclock.go)

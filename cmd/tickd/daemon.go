@@ -21,9 +21,9 @@ import (
 	"github.com/tickd/tickd/internal/app"
 	"github.com/tickd/tickd/internal/earlysignal"
 	"github.com/tickd/tickd/internal/gcpolicy"
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/scheduler"
-	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/history"
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/report"
-	"github.com/tickd/tickd/lease"
 )
 
 // runHistory prints a task's recent ticks, newest first, then its recent

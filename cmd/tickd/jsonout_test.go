@@ -12,9 +12,9 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/history"
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/testkit/jsoncontract"
-	"github.com/tickd/tickd/lease"
 )
 
 // checkSchema fails the test when doc breaks the -json contract.

@@ -13,9 +13,9 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/app"
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/ops"
 	"github.com/tickd/tickd/internal/report"
-	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/lease/redisdriver"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/app"
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/internal/lease"
 )
 
 // errStopped: a signal asked tickd to stop before it started.

@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/listen"
 	"github.com/tickd/tickd/internal/logs"
-	"github.com/tickd/tickd/lease"
 )
 
 // metricsLimits protect metrics_addr, which the Helm chart binds on the

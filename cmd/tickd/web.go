@@ -13,7 +13,7 @@ import (
 	"github.com/tickd/tickd/console"
 	"github.com/tickd/tickd/internal/app"
 	"github.com/tickd/tickd/internal/earlysignal"
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/internal/lease"
 )
 
 // runWeb serves the console alone, from any host that reaches the config's

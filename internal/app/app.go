@@ -22,12 +22,12 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/console"
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/metrics"
 	"github.com/tickd/tickd/internal/pid1"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/scheduler"
-	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
 )
 

@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
-	"github.com/tickd/tickd/lease"
 )
 
 // announceLapse bounds how long an announcement outlives its process: the

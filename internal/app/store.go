@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/tickd/tickd/config"
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/lease/memdriver"
 	"github.com/tickd/tickd/lease/redisdriver"
 )

@@ -11,9 +11,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/stores"
-	"github.com/tickd/tickd/lease"
 )
 
 // TestOpenStoreFromConfig: OpenStore opens the Redis the [redis]

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/report"
-	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/lease/redisdriver"
 	"github.com/tickd/tickd/tasks"

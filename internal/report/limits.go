@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/internal/lease"
 )
 
 // LimitStatus is one limit as status shows it: the config's words, the

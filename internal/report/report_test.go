@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/stores"
-	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/lease/driver"
 )
 

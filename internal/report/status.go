@@ -9,7 +9,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/history"
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/lease/driver"
 )
 

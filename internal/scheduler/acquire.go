@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
-	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/lease/driver"
 )
 

@@ -15,9 +15,9 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/history"
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/faultproxy"
-	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
 )
 

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/history"
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/lease/driver"
 )
 

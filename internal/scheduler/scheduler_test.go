@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/stores"
-	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/lease/memdriver"
 	"github.com/tickd/tickd/tasks"

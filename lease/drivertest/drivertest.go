@@ -1,57 +1,81 @@
 // Package drivertest is the conformance suite of lease drivers: every
-// promise a lease.Store keeps that rests on its driver (exclusion, busy
-// answers, expiry, unlock, fences, once per tick, the due queue and its
-// requests, status, the history, pauses, the task registry), as cases any
-// driver runs. tickd runs it on the Redis driver (single, replicated,
-// Cluster) and the in-process one; a third driver (PostgreSQL, say) starts
-// from it:
+// promise tickd's lease store keeps that rests on its driver (exclusion,
+// busy answers, expiry, unlock, fences, once per tick, the due queue and
+// its requests, status, the history, pauses, the task registry, limits),
+// as cases any driver runs. tickd runs it on the Redis driver (single,
+// replicated, Cluster) and the in-process one; a third driver (PostgreSQL,
+// say) starts from it alone: it hands the suite drivers, and the suite
+// runs tickd's store over them.
 //
 //	func TestConformance(t *testing.T) {
 //		drivertest.Run(t, func(t *testing.T) drivertest.Kit {
 //			db := newDatabase(t) // a fresh schema per case
-//			return func(opts lease.Options) *lease.Store {
-//				s := lease.New(pgdriver.New(db), opts)
-//				t.Cleanup(func() { s.Close() })
-//				return s
-//			}
+//			return func() driver.Driver { return pgdriver.New(db) }
 //		})
 //	}
 //
-// What does not live here: the protocol's own cases (how a Store trusts,
-// renews and closes over its leases), which need its insides and run in
-// package lease, and the randomized differential test of the two drivers
-// (lease's TestDriversAgree).
+// Compare runs one random sequence of operations against stores on two
+// drivers and fails where they answer differently: tickd holds its
+// in-process driver to its Redis one with it (TestDriversAgree).
 package drivertest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/lease/driver"
 )
 
-// Kit makes Stores over the driver under test that share its state: for a
-// shared backend (Redis), each call is another replica's Store, on a
-// client of its own; for an in-process driver, the same Store each time.
-// The Kit closes what it makes when its test ends.
-type Kit func(opts lease.Options) *lease.Store
+// Kit makes drivers over the state under test. For a shared backend
+// (Redis), each call is another replica's driver, on a client of its own;
+// for an in-process driver, the same driver each time (one store runs on
+// it). The suite runs a store over each driver it gets, and stops it when
+// its case ends; the Kit closes what it opened (t.Cleanup).
+type Kit func() driver.Driver
 
 // Run runs every case, each in a subtest of its own name on a Kit newKit
 // makes for it (a key prefix of its own, say).
-func Run(t *testing.T, newKit func(t *testing.T) Kit) {
+func Run(t *testing.T, newKit func(t *testing.T) Kit) { RunSharded(t, 1, newKit) }
+
+// RunSharded runs every case as Run does, with each task the cases use
+// kept in n shards: every case then holds for a task whose entities are
+// spread over shards, as for one in one.
+func RunSharded(t *testing.T, n int, newKit func(t *testing.T) Kit) {
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.fn(t, newKit(t)) })
+		t.Run(c.name, func(t *testing.T) { c.fn(t, storesOn(t, newKit(t), n)) })
 	}
 }
 
-// Sharded makes k's stores keep each task the cases use in n shards
-// (lease.Store.WantShards): every case then holds for a task whose
-// entities are spread over shards, as for one in one.
-func Sharded(k Kit, n int) Kit {
+// stores makes a store over a driver of the Kit, for a replica of opts:
+// a store of its own over each driver, the same one again for a driver
+// already given.
+type stores func(opts lease.Options) *lease.Store
+
+// storesOn runs stores over k's drivers, each task in n shards. A driver
+// with the operator's tools (driver.Admin) is told at the case's first
+// store that its backend holds no lease yet (InitEpoch): no data-loss
+// quarantine on a new backend.
+func storesOn(t *testing.T, k Kit, n int) stores {
+	var mu sync.Mutex
+	made := map[driver.Driver]*lease.Store{}
 	return func(opts lease.Options) *lease.Store {
-		s := k(opts)
+		d := k()
+		mu.Lock()
+		defer mu.Unlock()
+		if s, ok := made[d]; ok {
+			return s
+		}
+		s := lease.New(d, opts)
+		t.Cleanup(func() { s.Stop(context.Background()) })
+		if a, ok := d.(driver.Admin); ok && len(made) == 0 {
+			if err := a.InitEpoch(context.Background()); err != nil {
+				t.Fatalf("InitEpoch: %v", err)
+			}
+		}
+		made[d] = s
 		for _, task := range taskNames {
 			s.WantShards(task, n)
 		}
@@ -73,7 +97,7 @@ func Cases() []string {
 
 var cases = []struct {
 	name string
-	fn   func(t *testing.T, k Kit)
+	fn   func(t *testing.T, k stores)
 }{
 	{"ExclusionUnderContention", testExclusion},
 	{"BusySaysWho", testBusy},

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/expect"
-	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -22,7 +22,7 @@ func dues(t *testing.T, s *lease.Store) []driver.Due {
 	}
 	return ds
 }
-func testFollowUp(t *testing.T, k Kit) {
+func testFollowUp(t *testing.T, k stores) {
 	a := k(lease.Options{Replica: "A"})
 	b := k(lease.Options{Replica: "B"})
 	l := mustAcquire(t, a, req("e", time.Minute))
@@ -62,7 +62,7 @@ func testFollowUp(t *testing.T, k Kit) {
 // every queued run of a long job redo one old tick); that tick counts as
 // run, so a late replica's request for it is not queued again; and a
 // reschedule the follow-up folds into carries it too.
-func testFollowUpTick(t *testing.T, k Kit) {
+func testFollowUpTick(t *testing.T, k stores) {
 	a := k(lease.Options{Replica: "A"})
 	b := k(lease.Options{Replica: "B"})
 	T := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -103,7 +103,7 @@ func testFollowUpTick(t *testing.T, k Kit) {
 		t.Fatalf("next run %+v, want one reschedule for the tick %v", ds, T.Add(3*time.Minute))
 	}
 }
-func testReleaseNext(t *testing.T, k Kit) {
+func testReleaseNext(t *testing.T, k stores) {
 	s := k(lease.Options{})
 	T := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	l := mustAcquire(t, s, driver.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: driver.ReasonTick, Tick: T})
@@ -141,7 +141,7 @@ func testReleaseNext(t *testing.T, k Kit) {
 
 // A run that carries out a due entry runs for the entry's tick: what it
 // enqueues at release (Next, or a follow-up) carries that tick on.
-func testChainTick(t *testing.T, k Kit) {
+func testChainTick(t *testing.T, k stores) {
 	s := k(lease.Options{})
 	T := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	take := func() driver.Due {
@@ -172,7 +172,7 @@ func testChainTick(t *testing.T, k Kit) {
 		t.Fatalf("follow-up %+v", d)
 	}
 }
-func testDueTakenOnce(t *testing.T, k Kit) {
+func testDueTakenOnce(t *testing.T, k stores) {
 	a := k(lease.Options{Replica: "A"})
 	b := k(lease.Options{Replica: "B"})
 	const n = 300
@@ -218,7 +218,7 @@ func testDueTakenOnce(t *testing.T, k Kit) {
 		}
 	}
 }
-func testVisibility(t *testing.T, k Kit) {
+func testVisibility(t *testing.T, k stores) {
 	a := k(lease.Options{Replica: "A"})
 	b := k(lease.Options{Replica: "B"})
 	if err := a.Enqueue(bg, driver.Due{Task: "t", Entity: "e", Reason: driver.ReasonRetry, Attempt: 2}, 0); err != nil {
@@ -254,7 +254,7 @@ func testVisibility(t *testing.T, k Kit) {
 		t.Fatalf("ack left %+v", ds)
 	}
 }
-func testBusyDue(t *testing.T, k Kit) {
+func testBusyDue(t *testing.T, k stores) {
 	s := k(lease.Options{})
 	hold := mustAcquire(t, s, req("e", time.Minute))
 	if err := s.Enqueue(bg, driver.Due{Task: "t", Entity: "e", Reason: driver.ReasonReschedule}, 0); err != nil {
@@ -281,7 +281,7 @@ func testBusyDue(t *testing.T, k Kit) {
 
 // Each trigger's request id is answered by exactly the run it causes,
 // whatever that run's reason, or by why none ran; never by another run.
-func testRequests(t *testing.T, k Kit) {
+func testRequests(t *testing.T, k stores) {
 	s := k(lease.Options{Replica: "A"})
 	other := k(lease.Options{Replica: "B"})
 	const r1, r2 = "req-1", "req-2"

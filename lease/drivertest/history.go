@@ -5,15 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/expect"
-	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/lease/driver"
 )
 
 // testTickRecords: each replica's part of a tick lands in the tick's one
 // record, over its own earlier part; records come newest first, whatever
 // order the ticks were written in.
-func testTickRecords(t *testing.T, k Kit) {
+func testTickRecords(t *testing.T, k stores) {
 	s := k(lease.Options{Replica: "A"})
 	now := time.Now().Truncate(time.Millisecond)
 	t1, t2 := now.Add(-2*time.Minute), now.Add(-time.Minute)
@@ -76,7 +76,7 @@ func mustTicks(t *testing.T, s *lease.Store, task string) []driver.TickRecord {
 
 // testHistoryRetention: the records are cut by count and by age in the
 // write, and a part for a tick older than the newest driver.TickScan is dropped.
-func testHistoryRetention(t *testing.T, k Kit) {
+func testHistoryRetention(t *testing.T, k stores) {
 	s := k(lease.Options{Replica: "A"})
 	now := time.Now().Truncate(time.Millisecond)
 	keep := driver.Retention{Ticks: 5, Age: time.Hour, Failures: 3, Actions: 2}
@@ -139,7 +139,7 @@ func testHistoryRetention(t *testing.T, k Kit) {
 
 // testFailuresAndActions: what a failure and an action keep comes back as it
 // was, hostile text included; an entity's last run keeps its error.
-func testFailuresAndActions(t *testing.T, k Kit) {
+func testFailuresAndActions(t *testing.T, k stores) {
 	s := k(lease.Options{Replica: "A"})
 	tick := time.Now().Truncate(time.Second).UTC()
 	f := lease.Failure{Task: "t", Entity: hostile, Tick: tick, Reason: driver.ReasonTick, Fence: 42, Replica: "A", Started: tick,
@@ -181,7 +181,7 @@ func testFailuresAndActions(t *testing.T, k Kit) {
 }
 
 // testPauses: a pause keeps who, why and until when, and ends by itself.
-func testPauses(t *testing.T, k Kit) {
+func testPauses(t *testing.T, k stores) {
 	s := k(lease.Options{Replica: "A"})
 	now := time.Now().Truncate(time.Second).UTC()
 	p := lease.PauseInfo{By: "ops", At: now, Reason: hostile, Until: now.Add(time.Hour)}
@@ -221,7 +221,7 @@ func pausedSet(s *lease.Store) map[string]bool {
 // testHistories: Histories reads several tasks' ticks and actions at once,
 // each task's as Ticks and Actions read it alone, cut to what each read
 // asks; a task with no history reads as empty.
-func testHistories(t *testing.T, k Kit) {
+func testHistories(t *testing.T, k stores) {
 	s := k(lease.Options{Replica: "A"})
 	tick := time.Now().Truncate(time.Second).UTC()
 	for _, task := range []string{"a", "b"} {

@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/expect"
-	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/lease/driver"
 )
 
-func testExclusion(t *testing.T, k Kit) {
+func testExclusion(t *testing.T, k stores) {
 	const workers, entities, rounds = 8, 5, 60
 	var inUse [entities]atomic.Int32
 	var grants, overlaps atomic.Int64
@@ -55,7 +55,7 @@ func testExclusion(t *testing.T, k Kit) {
 		t.Fatalf("only %d grants", grants.Load())
 	}
 }
-func testBusy(t *testing.T, k Kit) {
+func testBusy(t *testing.T, k stores) {
 	// A replica id may hold the separator of packed values.
 	a := k(lease.Options{Replica: "A|1"})
 	b := k(lease.Options{Replica: "B"})
@@ -80,7 +80,7 @@ func testBusy(t *testing.T, k Kit) {
 type jumpClock struct{ offset atomic.Int64 }
 
 func (c *jumpClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
-func testCheck(t *testing.T, k Kit) {
+func testCheck(t *testing.T, k stores) {
 	clock := &jumpClock{}
 	s := k(lease.Options{Clock: clock})
 	l := mustAcquire(t, s, req("e", time.Minute))
@@ -104,7 +104,7 @@ func testCheck(t *testing.T, k Kit) {
 		t.Fatalf("Check after release: %v, want lease.ErrReleased", err)
 	}
 }
-func testRenewal(t *testing.T, k Kit) {
+func testRenewal(t *testing.T, k stores) {
 	s := k(lease.Options{})
 	// The shortest TTL a holder can keep: a renewal round has 700ms before
 	// the trust window ends. With 300ms (140ms for a round, a WAIT in it on
@@ -139,7 +139,7 @@ func testRenewal(t *testing.T, k Kit) {
 // is told to stop at its next renewal (ErrRevoked), the entity stays busy
 // until the holder has released it, and the release frees it and records
 // the run.
-func testUnlock(t *testing.T, k Kit) {
+func testUnlock(t *testing.T, k stores) {
 	s := k(lease.Options{Replica: "A"})
 	op := k(lease.Options{Replica: "op"})
 	l := mustAcquire(t, s, req("e", 1500*time.Millisecond))
@@ -183,7 +183,7 @@ func testUnlock(t *testing.T, k Kit) {
 
 // testUnlockOwnLease: an unlock by the store that holds the lease tells
 // its run at once.
-func testUnlockOwnLease(t *testing.T, k Kit) {
+func testUnlockOwnLease(t *testing.T, k stores) {
 	s := k(lease.Options{Replica: "A"})
 	l := mustAcquire(t, s, req("e", time.Minute))
 	u, err := s.Unlock(bg, "t", "e", "alice", false)
@@ -205,7 +205,7 @@ func testUnlockOwnLease(t *testing.T, k Kit) {
 
 // testUnlockExpires: a revoked lease whose holder never releases it (a
 // frozen process) is free once its TTL passes, not before.
-func testUnlockExpires(t *testing.T, k Kit) {
+func testUnlockExpires(t *testing.T, k stores) {
 	s := k(lease.Options{Replica: "A"})
 	op := k(lease.Options{Replica: "op"})
 	mustAcquire(t, s, req("e", 2*time.Second))
@@ -232,7 +232,7 @@ func testUnlockExpires(t *testing.T, k Kit) {
 // testForceUnlock: -force frees the lease at once and records the unlock
 // as the entity's last run, with who did it; the stale holder's release
 // does not overwrite it.
-func testForceUnlock(t *testing.T, k Kit) {
+func testForceUnlock(t *testing.T, k stores) {
 	s := k(lease.Options{Replica: "A"})
 	op := k(lease.Options{Replica: "op"})
 	l := mustAcquire(t, s, req("e", 1500*time.Millisecond))
@@ -266,7 +266,7 @@ func testForceUnlock(t *testing.T, k Kit) {
 
 // An entity asked for twice in one batch (a source that lists an id twice)
 // is granted once.
-func testDuplicateInBatch(t *testing.T, k Kit) {
+func testDuplicateInBatch(t *testing.T, k stores) {
 	s := k(lease.Options{})
 	res := s.AcquireBatch(bg, []driver.Request{req("d", time.Minute), req("x", time.Minute), req("d", time.Minute)})
 	expect.Equal(t, "first ask for d", res[0].Err, nil)
@@ -280,7 +280,7 @@ func testDuplicateInBatch(t *testing.T, k Kit) {
 	mustRelease(t, res[0].Lease)
 	mustRelease(t, res[1].Lease)
 }
-func testCloseReportsHeld(t *testing.T, k Kit) {
+func testCloseReportsHeld(t *testing.T, k stores) {
 	s := k(lease.Options{})
 	mustRelease(t, mustAcquire(t, s, req("released", time.Minute)))
 	held := mustAcquire(t, s, req("held", time.Minute))

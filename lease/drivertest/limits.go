@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/expect"
-	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -38,7 +38,7 @@ func limitedReq(t *testing.T, s *lease.Store, r driver.Request) *lease.LimitedEr
 
 // limitStores are two replicas' stores (one for an in-process driver)
 // that know lims.
-func limitStores(k Kit, lims ...driver.Limit) (a, b *lease.Store) {
+func limitStores(k stores, lims ...driver.Limit) (a, b *lease.Store) {
 	a, b = k(lease.Options{Replica: "a"}), k(lease.Options{Replica: "b"})
 	a.SetLimits(lims)
 	b.SetLimits(lims)
@@ -50,7 +50,7 @@ func limitStores(k Kit, lims ...driver.Limit) (a, b *lease.Store) {
 // limit of 3 stays full however often each says how many it runs (every
 // third of the lease TTL: four times here). Before, each one's count replaced the other's,
 // and a limit of 3 ran 5 at once.
-func testLimitPerProcess(t *testing.T, k Kit) {
+func testLimitPerProcess(t *testing.T, k stores) {
 	lim := driver.Limit{Name: "api", Concurrency: 3, Burst: 1}
 	a, b := k(lease.Options{Replica: "same"}), k(lease.Options{Replica: "same"})
 	a.SetLimits([]driver.Limit{lim})
@@ -79,7 +79,7 @@ func testLimitPerProcess(t *testing.T, k Kit) {
 
 // testLimitConcurrency: a limit's concurrency counts the runs of every
 // replica, of every task that names it; a run that ends gives its place.
-func testLimitConcurrency(t *testing.T, k Kit) {
+func testLimitConcurrency(t *testing.T, k stores) {
 	a, b := limitStores(k, driver.Limit{Name: "api", Concurrency: 2, Burst: 1})
 	var held []*lease.Lease
 	for _, e := range []string{"e1", "e2"} {
@@ -103,7 +103,7 @@ func testLimitConcurrency(t *testing.T, k Kit) {
 
 // testLimitGivesBack: a start taken for a run whose lease is refused
 // (busy) is given back at once.
-func testLimitGivesBack(t *testing.T, k Kit) {
+func testLimitGivesBack(t *testing.T, k stores) {
 	a, _ := limitStores(k, driver.Limit{Name: "one", Concurrency: 1, Rate: 1, Per: time.Hour, Burst: 2})
 	l := mustAcquire(t, a, req("x", time.Minute)) // held, under no limit
 	_, err := a.Acquire(bg, driver.Request{Task: "t", Entity: "x", TTL: time.Minute, Reason: driver.ReasonTrigger, Limits: []string{"one"}})
@@ -118,7 +118,7 @@ func testLimitGivesBack(t *testing.T, k Kit) {
 
 // testLimitRate: starts at the rate, burst at once; those refused wait
 // their turn, one interval after another.
-func testLimitRate(t *testing.T, k Kit) {
+func testLimitRate(t *testing.T, k stores) {
 	a, b := limitStores(k, driver.Limit{Name: "r", Rate: 2, Per: time.Minute, Burst: 1})
 	if le := limited(t, a, "t", "e1", "r"); le != nil {
 		t.Fatalf("first start refused: %v", le)
@@ -142,7 +142,7 @@ func testLimitRate(t *testing.T, k Kit) {
 
 // testLimitClosed: a closed budget grants nothing, on any replica, until
 // its time; per entity, only that entity's.
-func testLimitClosed(t *testing.T, k Kit) {
+func testLimitClosed(t *testing.T, k stores) {
 	all := driver.Limit{Name: "all", Concurrency: 5, Burst: 1}
 	each := driver.Limit{Name: "each", Concurrency: 5, Burst: 1, PerEntity: true}
 	a, b := limitStores(k, all, each)
@@ -168,7 +168,7 @@ func testLimitClosed(t *testing.T, k Kit) {
 
 // testLimitPerEntity: a limit per entity counts each entity's runs, over
 // the tasks that name it, apart.
-func testLimitPerEntity(t *testing.T, k Kit) {
+func testLimitPerEntity(t *testing.T, k stores) {
 	a, b := limitStores(k, driver.Limit{Name: "token", Concurrency: 1, Burst: 1, PerEntity: true})
 	l := mustAcquire(t, a, driver.Request{Task: "a", Entity: "shop", TTL: time.Minute, Reason: driver.ReasonTrigger, Limits: []string{"token"}})
 	if le := limited(t, b, "b", "shop", "token"); le == nil || le.Why != driver.LimitFull {
@@ -191,7 +191,7 @@ func noErr(t *testing.T, err error) {
 // reason tick) never takes the place of another run asked for, and any
 // other takes its place: else a retry after a back-off merged into it would
 // be lost when the tick's run is refused as already ran.
-func testLimitedTickYields(t *testing.T, k Kit) {
+func testLimitedTickYields(t *testing.T, k stores) {
 	s := k(lease.Options{})
 	T := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	waiting := driver.Due{Task: "t", Entity: "e", Reason: driver.ReasonTick, Tick: T}
@@ -214,7 +214,7 @@ func testLimitedTickYields(t *testing.T, k Kit) {
 // replica stopped) leaves the line after its wait and LimitWaitGrace.
 // Before, whoever asked first after a run ended got its place, and some
 // entities waited for ever.
-func testLimitServesInOrder(t *testing.T, k Kit) {
+func testLimitServesInOrder(t *testing.T, k stores) {
 	a, b := limitStores(k, driver.Limit{Name: "one", Concurrency: 1, Burst: 1})
 	ask := func(s *lease.Store, entity string, since time.Time) *lease.LimitedError {
 		t.Helper()
@@ -271,7 +271,7 @@ func testLimitServesInOrder(t *testing.T, k Kit) {
 // tick's supersedes the older's (which it names, for the older tick's
 // record) and keeps its due time; an older one joining a newer is the one
 // superseded. Before, the older tick's run was kept, and the newer lost.
-func testNewerTickSupersedes(t *testing.T, k Kit) {
+func testNewerTickSupersedes(t *testing.T, k stores) {
 	s := k(lease.Options{})
 	T1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	T2 := T1.Add(time.Minute)

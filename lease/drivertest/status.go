@@ -5,12 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/expect"
-	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/lease/driver"
 )
 
-func testEntityState(t *testing.T, k Kit) {
+func testEntityState(t *testing.T, k stores) {
 	s := k(lease.Options{Replica: "A"})
 	st, err := s.Entity(bg, "t", "e")
 	if err != nil {
@@ -36,7 +36,7 @@ func testEntityState(t *testing.T, k Kit) {
 	expect.Equal(t, "pending reason", st.Pending.Reason, driver.ReasonReschedule)
 	expect.Equal(t, "pending attempt", st.Pending.Attempt, 1)
 }
-func testStatus(t *testing.T, k Kit) {
+func testStatus(t *testing.T, k stores) {
 	s := k(lease.Options{Replica: "A"})
 	l := mustAcquire(t, s, req("held", time.Minute))
 	done := mustAcquire(t, s, driver.Request{Task: "other", Entity: "x", TTL: time.Minute, Reason: driver.ReasonTrigger})
@@ -64,7 +64,7 @@ func testStatus(t *testing.T, k Kit) {
 // testEntityPage: a task's entities come a page at a time, each once, and
 // a search keeps the ids that begin with (or contain) its text, hostile
 // ids included.
-func testEntityPage(t *testing.T, k Kit) {
+func testEntityPage(t *testing.T, k stores) {
 	s := k(lease.Options{Replica: "A"})
 	want := map[string]bool{}
 	for i := range 25 {
@@ -113,7 +113,7 @@ func testEntityPage(t *testing.T, k Kit) {
 // testTaskRegistry: tasks registered are remembered with their schedule,
 // zone, when and by whom, until forgotten; a second registration updates
 // them; hostile names stay whole.
-func testTaskRegistry(t *testing.T, k Kit) {
+func testTaskRegistry(t *testing.T, k stores) {
 	s := k(lease.Options{Replica: "A"})
 	hostile := "x y{1}:%|#\n"
 	if err := s.RegisterTasks(bg, []driver.TaskInfo{{Name: "sync", Schedule: "every 15m0s", Timezone: "Europe/Berlin"}, {Name: hostile, Schedule: `cron "* * * * *"`, Timezone: "UTC"}}); err != nil {

@@ -7,14 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/expect"
-	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/lease/driver"
 )
 
 // What the store keeps about an entity is forgotten StateTTL after it was
 // last granted or released, by the store itself; a held lease never is.
-func testRetention(t *testing.T, k Kit) {
+func testRetention(t *testing.T, k stores) {
 	const stateTTL = 300 * time.Millisecond
 	s := k(lease.Options{StateTTL: stateTTL})
 	mustRelease(t, mustAcquire(t, s, req("old", time.Minute)))
@@ -34,7 +34,7 @@ func testRetention(t *testing.T, k Kit) {
 	}
 	mustRelease(t, held)
 }
-func testOncePerTick(t *testing.T, k Kit) {
+func testOncePerTick(t *testing.T, k stores) {
 	a := k(lease.Options{Replica: "A"})
 	b := k(lease.Options{Replica: "B"})
 	T := time.Date(2026, 1, 22, 10, 15, 0, 0, time.UTC)
@@ -79,7 +79,7 @@ func testOncePerTick(t *testing.T, k Kit) {
 	}
 	mustRelease(t, l)
 }
-func testBatch(t *testing.T, k Kit) {
+func testBatch(t *testing.T, k stores) {
 	a := k(lease.Options{Replica: "A"})
 	b := k(lease.Options{Replica: "B"})
 	const n = 700 // more than one round trip's worth
@@ -135,7 +135,7 @@ func testBatch(t *testing.T, k Kit) {
 		}
 	}
 }
-func testEarly(t *testing.T, k Kit) {
+func testEarly(t *testing.T, k stores) {
 	s := k(lease.Options{})
 	tick := func(at time.Time) error {
 		l, err := s.Acquire(bg, driver.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: driver.ReasonTick, Tick: at})
@@ -172,7 +172,7 @@ var hostileIDs = []string{
 	string(make([]byte, 10*1024)), fmt.Sprintf("%010240d", 7),
 }
 
-func testHostileIDs(t *testing.T, k Kit) {
+func testHostileIDs(t *testing.T, k stores) {
 	s := k(lease.Options{})
 	var ls []*lease.Lease
 	for _, id := range hostileIDs {

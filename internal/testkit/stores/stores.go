@@ -4,7 +4,7 @@
 package stores
 
 import (
-	"github.com/tickd/tickd/lease"
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/lease/memdriver"
 	"github.com/tickd/tickd/lease/redisdriver"

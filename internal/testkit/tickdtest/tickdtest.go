@@ -26,11 +26,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/internal/testkit/timedtests"
 	"github.com/tickd/tickd/internal/testkit/workerlog"
-	"github.com/tickd/tickd/lease"
 )
 
 var (

@@ -23,6 +23,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/faultproxy"
@@ -30,7 +31,6 @@ import (
 	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
 	"github.com/tickd/tickd/internal/testkit/tier"
-	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/tasks"
 )
 

@@ -15,12 +15,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
-	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/lease/redisdriver"
 )
 

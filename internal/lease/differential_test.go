@@ -21,7 +21,7 @@ import (
 // CI runs a fixed seed; TICKD_DIFF_SEED and TICKD_DIFF_OPS run others,
 // longer:
 //
-//	TICKD_DIFF_SEED=$RANDOM TICKD_DIFF_OPS=20000 go test -run TestDriversAgree ./lease
+//	TICKD_DIFF_SEED=$RANDOM TICKD_DIFF_OPS=20000 go test -run TestDriversAgree ./internal/lease
 func TestDriversAgree(t *testing.T) {
 	seed, ops := uint64(20261125), 1500
 	if s, err := strconv.ParseUint(os.Getenv("TICKD_DIFF_SEED"), 10, 64); err == nil {
