@@ -22,6 +22,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/app"
+	"github.com/tickd/tickd/internal/console"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/scheduler"
 	"github.com/tickd/tickd/tasks"
@@ -111,5 +112,28 @@ func (t *Tickd) History(ctx context.Context, task string, limit int) (History, e
 // Console is the web console's pages, served under prefix ("/tickd", say:
 // mount it at prefix+"/"). It answers 403 to a request that no
 // authentication saw: put the program's own in front, and say who the
-// user is with console.WithUser on each request's context.
+// user is with WithUser on each request's context.
 func (t *Tickd) Console(prefix string) (http.Handler, error) { return t.a.Console(prefix) }
+
+// Role is what a console user may do.
+type Role int
+
+// The console's roles: a Viewer sees every page; an Admin may also pause,
+// resume, trigger and unlock.
+const (
+	Viewer Role = Role(console.Viewer)
+	Admin  Role = Role(console.Admin)
+)
+
+// User is who the program's own authentication says a console request
+// comes from.
+type User struct {
+	Name string
+	Role Role
+}
+
+// WithUser returns ctx saying that its request comes from u: the program's
+// sign-on, in front of Console, calls it for each request it lets through.
+func WithUser(ctx context.Context, u User) context.Context {
+	return console.WithUser(ctx, console.User{Name: u.Name, Role: console.Role(u.Role)})
+}

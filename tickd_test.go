@@ -17,7 +17,6 @@ import (
 
 	"github.com/tickd/tickd"
 	"github.com/tickd/tickd/config"
-	"github.com/tickd/tickd/console"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/tasks"
@@ -116,7 +115,7 @@ entities = ["u1", "u2", "u3", "u4", "u5", "u6"]
 				http.Error(w, "sign in", http.StatusUnauthorized)
 				return
 			}
-			next.ServeHTTP(w, r.WithContext(console.WithUser(r.Context(), console.User{Name: "alice", Role: console.Viewer})))
+			next.ServeHTTP(w, r.WithContext(tickd.WithUser(r.Context(), tickd.User{Name: "alice", Role: tickd.Viewer})))
 		})
 	}
 	mux := http.NewServeMux()

@@ -10,8 +10,8 @@ import (
 	"syscall"
 
 	"github.com/tickd/tickd/config"
-	"github.com/tickd/tickd/console"
 	"github.com/tickd/tickd/internal/app"
+	"github.com/tickd/tickd/internal/console"
 	"github.com/tickd/tickd/internal/earlysignal"
 	"github.com/tickd/tickd/internal/lease"
 )

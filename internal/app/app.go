@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tickd/tickd/config"
-	"github.com/tickd/tickd/console"
+	"github.com/tickd/tickd/internal/console"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/metrics"

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
-	"github.com/tickd/tickd/console"
+	"github.com/tickd/tickd/internal/console"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/stores"
 )
