@@ -171,8 +171,8 @@ func Loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// DefaultRedis is [redis] when the table is given with no keys.
-func DefaultRedis() Redis { return Redis{URL: "redis://127.0.0.1:6379/0", KeyPrefix: "tickd"} }
+// defaultRedis is [redis] when the table is given with no keys.
+func defaultRedis() Redis { return Redis{URL: "redis://127.0.0.1:6379/0", KeyPrefix: "tickd"} }
 
 // Error is one problem in a config file, at a line where known.
 type Error struct {
@@ -272,7 +272,7 @@ func decodeTables(d *decoder, raw map[string]any, cfg *Config) (defaultsGiven ke
 		case "daemon":
 			d.table(k, raw[k], &cfg.Daemon)
 		case "redis":
-			r := DefaultRedis()
+			r := defaultRedis()
 			redisGiven = d.table(k, raw[k], &r)
 			cfg.Redis = &r
 		case "defaults":
@@ -347,7 +347,7 @@ func New(daemon Daemon, r *Redis, tasks ...Task) (*Config, error) {
 	cfg := &Config{Path: "(code)", Daemon: daemon, Redis: r, Defaults: DefaultTask()}
 	validateDaemon(d, daemon)
 	if r != nil {
-		validateRedis(d, r, r.URL != "" && r.URL != DefaultRedis().URL) // a URL of its own beside url_file
+		validateRedis(d, r, r.URL != "" && r.URL != defaultRedis().URL) // a URL of its own beside url_file
 	}
 	if len(tasks) == 0 {
 		d.bad("tasks", "no tasks: nothing to schedule")

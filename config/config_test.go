@@ -225,7 +225,7 @@ timezone = "UTC"
 			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)
 		}
 	}
-	if !a.Singleton() {
+	if !a.singleton() {
 		t.Fatal("a has no entity source: singleton")
 	}
 }

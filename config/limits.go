@@ -64,8 +64,8 @@ func (l *Limit) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// ParseRate reads a rate such as "20/s", "100/m" or "5000/h".
-func ParseRate(s string) (n int, per time.Duration, err error) {
+// parseRate reads a rate such as "20/s", "100/m" or "5000/h".
+func parseRate(s string) (n int, per time.Duration, err error) {
 	num, unit, ok := strings.Cut(s, "/")
 	pers := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}
 	per, okUnit := pers[unit]
@@ -106,7 +106,7 @@ func decodeLimits(d *decoder, raw any) []Limit {
 		}
 		if l.Rate != "" {
 			var err error
-			if l.RateN, l.RatePer, err = ParseRate(l.Rate); err != nil {
+			if l.RateN, l.RatePer, err = parseRate(l.Rate); err != nil {
 				bad("rate", "%v", err)
 			}
 		}

@@ -12,15 +12,15 @@ import (
 // an attack (a 400 KB file of nested arrays took the parser 18.6 GB and a
 // minute).
 const (
-	MaxConfigBytes = 4 << 20
-	MaxNesting     = 16
+	maxConfigBytes = 4 << 20
+	maxNesting     = 16
 )
 
 // ReadFile reads path, a regular file, without blocking: a FIFO, a
 // device or a directory at the path is refused at once (opening a FIFO to
 // read waits for a writer for ever, and held up reloads and SIGTERM).
 func ReadFile(path string) ([]byte, error) {
-	data, err := readRegular(path, MaxConfigBytes)
+	data, err := readRegular(path, maxConfigBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
@@ -56,11 +56,11 @@ func readRegular(path string, max int) ([]byte, error) {
 	return data, nil
 }
 
-// errTooDeep: arrays and inline tables nested deeper than MaxNesting.
-var errTooDeep = fmt.Errorf("arrays or inline tables nested deeper than %d: not a config tickd reads", MaxNesting)
+// errTooDeep: arrays and inline tables nested deeper than maxNesting.
+var errTooDeep = fmt.Errorf("arrays or inline tables nested deeper than %d: not a config tickd reads", maxNesting)
 
 // checkNesting finds, outside strings and comments, where arrays and
-// inline tables nest deeper than MaxNesting, and the line.
+// inline tables nest deeper than maxNesting, and the line.
 func checkNesting(data []byte) (int, error) {
 	depth, line := 0, 1
 	var quote byte // inside a string: its quote
@@ -83,7 +83,7 @@ func checkNesting(data []byte) (int, error) {
 		case c == '#':
 			comment = true
 		case c == '[' || c == '{':
-			if depth++; depth > MaxNesting {
+			if depth++; depth > maxNesting {
 				return line, errTooDeep
 			}
 		case c == ']' || c == '}':

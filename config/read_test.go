@@ -12,7 +12,7 @@ import (
 )
 
 // TestOnlyARegularFileOfSaneSizeIsRead: a FIFO (no writer), a directory, a
-// file past MaxConfigBytes, and a file nested past MaxNesting (the
+// file past maxConfigBytes, and a file nested past maxNesting (the
 // review's 400 KB that took the parser 18.6 GB) are refused at once, with
 // a clear error, before the parser sees them.
 func TestOnlyARegularFileOfSaneSizeIsRead(t *testing.T) {
@@ -22,7 +22,7 @@ func TestOnlyARegularFileOfSaneSizeIsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := filepath.Join(dir, "big.toml")
-	os.WriteFile(big, []byte("# "+strings.Repeat("x", MaxConfigBytes)+"\n"), 0o600) //nolint:errcheck
+	os.WriteFile(big, []byte("# "+strings.Repeat("x", maxConfigBytes)+"\n"), 0o600) //nolint:errcheck
 	deep := filepath.Join(dir, "deep.toml")
 	os.WriteFile(deep, []byte("[[tasks]]\nname = \"a\"\nx = "+strings.Repeat("[", 200000)+"\n"), 0o600) //nolint:errcheck
 	for path, want := range map[string]string{fifo: "not a regular file", dir: "not a regular file",

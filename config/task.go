@@ -150,9 +150,9 @@ func (t *Task) Retention() driver.Retention {
 // window, and at least 10s (a timer woken late, a Redis that answered late).
 func (t *Task) LateLimit() time.Duration { return max(t.CatchUp, 10*time.Second) }
 
-// Singleton reports whether the task has no entity source: it runs for one
+// singleton reports whether the task has no entity source: it runs for one
 // implicit entity, its own name.
-func (t *Task) Singleton() bool {
+func (t *Task) singleton() bool {
 	return t.Entities == nil && t.EntitiesFile == "" && t.EntitiesCommand == nil
 }
 

@@ -48,7 +48,7 @@ func backoffOf(resp *http.Response, now time.Time) *BackoffError {
 	// The status line is the API's text, as long and as hostile as it
 	// likes: the reason is stored (the limit's, on every replica) and
 	// shown on terminals and pages, so it is cut and made printable here.
-	be := &BackoffError{Reason: Printable(resp.Status, MaxReason)}
+	be := &BackoffError{Reason: printable(resp.Status, maxReason)}
 	for _, name := range []string{"Retry-After", "RateLimit-Reset", "X-RateLimit-Reset"} {
 		v := strings.TrimSpace(h.Get(name))
 		if v == "" {
@@ -63,15 +63,15 @@ func backoffOf(resp *http.Response, now time.Time) *BackoffError {
 	return be
 }
 
-// MaxReason bounds the text a back-off keeps of its answer.
-const MaxReason = 200
+// maxReason bounds the text a back-off keeps of its answer.
+const maxReason = 200
 
-// Printable is s cut to at most max bytes (never inside a character), with
+// printable is s cut to at most max bytes (never inside a character), with
 // every character that is not printable (control characters such as ESC,
 // bidirectional overrides such as U+202E, invalid bytes) written as Go
 // writes it in a quoted string: text from outside the process shown on a
 // terminal cannot move its cursor, set its title or reverse the words.
-func Printable(s string, max int) string {
+func printable(s string, max int) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	var b strings.Builder
 	for _, r := range s {

@@ -64,11 +64,11 @@ func TestExecBackoff(t *testing.T) {
 // TestAHostileStatusLineIsCutAndPrintable: a 429 whose status line is
 // 20,000 bytes of ESC sequences and U+202E (the review's): the back-off's
 // reason, which every replica stores and status prints, is at most
-// MaxReason bytes with no control or bidirectional character left.
+// maxReason bytes with no control or bidirectional character left.
 func TestAHostileStatusLineIsCutAndPrintable(t *testing.T) {
 	hostile := "429 " + strings.Repeat("\x1b]0;pwned\x07\x1b[2J\u202eevil", 800)
 	be := backoffOf(&http.Response{Status: hostile, Header: http.Header{"Retry-After": {"3"}}}, time.Now())
-	if len(be.Reason) > MaxReason+len(", Retry-After: 3") {
+	if len(be.Reason) > maxReason+len(", Retry-After: 3") {
 		t.Fatalf("reason of %d bytes", len(be.Reason))
 	}
 	if strings.ContainsAny(be.Reason, "\x1b\x07\u202e") {

@@ -8,10 +8,13 @@ import (
 )
 
 // A Go program that embeds tickd registers its handlers under the names its
-// config's `handler` keys use, and passes the registry to scheduler.New.
+// config's `handler` keys use, and passes the registry to tickd.Open.
 func ExampleRegistry() {
 	reg := &tasks.Registry{}
-	if err := reg.Register("demo-hello", tasks.Hello); err != nil {
+	if err := reg.Register("demo-hello", func(_ context.Context, run tasks.Run) (tasks.Result, error) {
+		run.Logger.Info("hello from a Go handler", "entity", run.Entity)
+		return tasks.Done, nil
+	}); err != nil {
 		panic(err)
 	}
 	if err := reg.Register("sync-user", func(ctx context.Context, run tasks.Run) (tasks.Result, error) {

@@ -117,18 +117,18 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// MaxIDLen bounds an entity id read from a file or command.
-const MaxIDLen = 64 * 1024
+// maxIDLen bounds an entity id read from a file or command.
+const maxIDLen = 64 * 1024
 
 // ErrBadID describes an id line that was skipped.
 var ErrBadID = errors.New("bad entity id")
 
 // CheckID says why an id cannot be used, or nil: ids must be valid UTF-8,
-// hold no NUL (argv cannot carry it) and be at most MaxIDLen bytes.
+// hold no NUL (argv cannot carry it) and be at most maxIDLen bytes.
 func CheckID(id string) error {
 	switch {
-	case len(id) > MaxIDLen:
-		return fmt.Errorf("%w: longer than %d bytes", ErrBadID, MaxIDLen)
+	case len(id) > maxIDLen:
+		return fmt.Errorf("%w: longer than %d bytes", ErrBadID, maxIDLen)
 	case strings.IndexByte(id, 0) >= 0:
 		return fmt.Errorf("%w: holds a NUL byte", ErrBadID)
 	case !utf8.ValidString(id):
@@ -175,12 +175,12 @@ func scanIDs(ctx context.Context, r io.Reader, name string, log *slog.Logger, fn
 }
 
 // readLine reads a line of any length (without its newline); a line longer
-// than MaxIDLen is returned truncated past the limit so CheckID rejects it.
+// than maxIDLen is returned truncated past the limit so CheckID rejects it.
 func readLine(br *bufio.Reader) (string, error) {
 	var b []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
-		if len(b) <= MaxIDLen {
+		if len(b) <= maxIDLen {
 			b = append(b, chunk...)
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tickd/tickd/internal/proc"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -38,21 +39,10 @@ type Run struct {
 
 // ErrNotStarted is wrapped by the error of a run whose Check failed: the
 // action did not begin, so the run can be handed over whole.
-var ErrNotStarted = errors.New("tasks: run not started")
+var ErrNotStarted = proc.ErrNotStarted
 
 // check calls run.Check if it is set; its error wraps ErrNotStarted.
-func (run Run) check() error { return checkStart(run.Check) }
-
-// checkStart calls check if it is set; its error wraps ErrNotStarted.
-func checkStart(check func() error) error {
-	if check == nil {
-		return nil
-	}
-	if err := check(); err != nil {
-		return fmt.Errorf("%w: %w", ErrNotStarted, err)
-	}
-	return nil
-}
+func (run Run) check() error { return proc.CheckStart(run.Check) }
 
 // Result is what a successful run asks for next.
 type Result int
@@ -107,14 +97,6 @@ func (h HandlerFunc) Do(ctx context.Context, run Run) (res Result, err error) {
 		return Done, err
 	}
 	return h(ctx, run)
-}
-
-// Hello is a Go handler that logs one line and is done: the stock binary
-// registers it as "demo-hello". It shows the shape of a handler; register
-// your own in a Registry and pass it to scheduler.New.
-func Hello(_ context.Context, run Run) (Result, error) {
-	run.Logger.Info("hello from a Go handler", "entity", run.Entity)
-	return Done, nil
 }
 
 // ErrPanic wraps a panic recovered from a Go handler.

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/logs"
+	"github.com/tickd/tickd/internal/proc"
 	"github.com/tickd/tickd/internal/testkit/expect"
 )
 
@@ -43,7 +45,7 @@ func collect(t *testing.T, s Source) ([]string, error) {
 
 func TestFileSourceSkipsBlankAndBadLines(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "ids")
-	long := strings.Repeat("x", MaxIDLen+1)
+	long := strings.Repeat("x", maxIDLen+1)
 	os.WriteFile(p, []byte("a\r\n\n  \nb c\nnul\x00id\n\xff\xfe\n"+long+"\nlast"), 0o644) //nolint:errcheck
 	log, out := logger()
 	ids, err := collect(t, File{Path: p, Log: log})
@@ -106,7 +108,7 @@ func TestExecStopsTheProcessGroup(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	log, logged := logger()
 	defer func() {
-		if !strings.Contains(logged.String(), MsgKilled) {
+		if !strings.Contains(logged.String(), logs.MsgKilled) {
 			t.Errorf("the SIGKILL after the grace was not logged:\n%s", logged)
 		}
 	}()
@@ -216,7 +218,7 @@ func TestExecKeepsTheEndOfItsOutput(t *testing.T) {
 	if _, err := e.Do(context.Background(), Run{}); OutputOf(err) != "to stderr\n" {
 		t.Fatalf("stderr kept: %q (%v)", OutputOf(err), err)
 	}
-	var tl Tail
+	var tl proc.Tail
 	tl.Max = 3
 	tl.Write([]byte("ab")) //nolint:errcheck
 	tl.Write([]byte("cé")) //nolint:errcheck
@@ -307,7 +309,7 @@ func TestRegisterRefusesNilAndNameless(t *testing.T) {
 	if err := r.Register("x", nil); err == nil {
 		t.Error("a nil handler was registered")
 	}
-	if err := r.Register("", Hello); err == nil {
+	if err := r.Register("", func(context.Context, Run) (Result, error) { return Done, nil }); err == nil {
 		t.Error("a handler without a name was registered")
 	}
 	if got := r.Names(); len(got) != 0 {
@@ -316,11 +318,11 @@ func TestRegisterRefusesNilAndNameless(t *testing.T) {
 }
 
 // TestExecOutputLoggedUpToACap: a run that prints far more than
-// MaxLogged puts at most that much in the log, then one line saying how
+// proc.MaxLogged puts at most that much in the log, then one line saying how
 // much was left out; the kept tail is still its output's end.
 func TestExecOutputLoggedUpToACap(t *testing.T) {
-	defer func(m int) { MaxLogged = m }(MaxLogged)
-	MaxLogged = 64 << 10
+	defer func(m int) { proc.MaxLogged = m }(proc.MaxLogged)
+	proc.MaxLogged = 64 << 10
 	e := Exec{Argv: []string{"sh", "-c", `i=0; while [ $i -lt 20000 ]; do echo "line $i of a chatty run"; i=$((i+1)); done; echo last; exit 1`}, KeepOutput: 100}
 	var logged buf
 	_, err := e.Do(context.Background(), Run{Entity: "e", Logger: slog.New(slog.NewTextHandler(&logged, nil))})
@@ -331,8 +333,8 @@ func TestExecOutputLoggedUpToACap(t *testing.T) {
 	if n := strings.Count(l, "of a chatty run"); n == 0 || n >= 20000 {
 		t.Fatalf("%d of 20000 lines logged", n)
 	}
-	if n := strings.Count(l, "of a chatty run"); n*len("line 0 of a chatty run\n") > MaxLogged {
-		t.Fatalf("%d lines of output logged, past the cap of %d bytes", n, MaxLogged)
+	if n := strings.Count(l, "of a chatty run"); n*len("line 0 of a chatty run\n") > proc.MaxLogged {
+		t.Fatalf("%d lines of output logged, past the cap of %d bytes", n, proc.MaxLogged)
 	}
 	if !strings.Contains(l, "output not logged past the per-run cap") || !strings.Contains(l, "dropped_lines=") {
 		t.Fatalf("no line says what was left out:\n%s", l[len(l)-300:])
@@ -340,11 +342,11 @@ func TestExecOutputLoggedUpToACap(t *testing.T) {
 }
 
 // TestEmptyLinesDoNotMultiplyTheLog: 1 MiB of empty lines (the review's)
-// and short lines: the log a run writes stays within about MaxLogged
+// and short lines: the log a run writes stays within about proc.MaxLogged
 // (its log bytes, records and all), not 200 times it.
 func TestEmptyLinesDoNotMultiplyTheLog(t *testing.T) {
-	defer func(m int) { MaxLogged = m }(MaxLogged)
-	MaxLogged = 64 << 10
+	defer func(m int) { proc.MaxLogged = m }(proc.MaxLogged)
+	proc.MaxLogged = 64 << 10
 	for name, script := range map[string]string{"empty lines": `head -c 1048576 /dev/zero | tr '\0' '\n'`,
 		"one-byte lines": `head -c 524288 /dev/zero | tr '\0' 'x' | fold -w 1`} {
 		var logged buf
@@ -352,7 +354,7 @@ func TestEmptyLinesDoNotMultiplyTheLog(t *testing.T) {
 		if _, err := e.Do(context.Background(), Run{Task: "t", Entity: "an-entity", Logger: slog.New(slog.NewJSONHandler(&logged, nil)).With("task", "t", "entity", "an-entity", "tick", "2026-11-27T00:00:00Z", "fence", 1795737884001848)}); err != nil {
 			t.Fatal(err)
 		}
-		expect.True(t, fmt.Sprintf("%s: %d bytes of log for a cap of %d", name, logged.Len(), MaxLogged), logged.Len() <= MaxLogged+4096)
+		expect.True(t, fmt.Sprintf("%s: %d bytes of log for a cap of %d", name, logged.Len(), proc.MaxLogged), logged.Len() <= proc.MaxLogged+4096)
 	}
 }
 

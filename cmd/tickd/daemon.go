@@ -96,7 +96,7 @@ func redisClient(cfg *config.Config) (redis.UniversalClient, error) {
 // and passes it to tickd.Open (the root package's ExampleOpen).
 func stockHandlers() *tasks.Registry {
 	r := &tasks.Registry{}
-	r.Register("demo-hello", tasks.Hello) //nolint:errcheck // the only name registered
+	r.Register("demo-hello", hello) //nolint:errcheck // the only name registered
 	return r
 }
 
@@ -310,4 +310,11 @@ func watchRedis(ctx context.Context, store *lease.Store, log *slog.Logger) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// hello is a Go handler that logs one line and is done: the binary
+// registers it as "demo-hello", to show the shape of a handler.
+func hello(_ context.Context, run tasks.Run) (tasks.Result, error) {
+	run.Logger.Info("hello from a Go handler", "entity", run.Entity)
+	return tasks.Done, nil
 }

@@ -16,11 +16,11 @@ import (
 	"github.com/tickd/tickd/internal/earlysignal"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
+	"github.com/tickd/tickd/internal/proc"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/scheduler"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/lease/redisdriver"
-	"github.com/tickd/tickd/tasks"
 )
 
 // lockTask is the task name under which `tickd lock` keys live.
@@ -76,7 +76,7 @@ func runLock(ctx context.Context, args []string, stderr io.Writer) error {
 	// As in the daemon: killed with tickd lock, so a kill -9 never leaves CMD
 	// going on without a renewed lease.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	code, runErr := tasks.Start(runCtx, cmd, scheduler.Grace(*ttl), l.Check, nil)
+	code, runErr := proc.Start(runCtx, cmd, scheduler.Grace(*ttl), l.Check, nil)
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
 	defer rcancel()
 	outcome := driver.OutcomeDone

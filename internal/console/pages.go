@@ -17,6 +17,7 @@ import (
 	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/ops"
+	"github.com/tickd/tickd/internal/registry"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease/driver"
 )
@@ -80,7 +81,7 @@ func (c *Console) task(w http.ResponseWriter, r *http.Request) (*config.Task, bo
 
 // unlisted returns the task named name of the task registry that the config
 // does not list, if any.
-func (c *Console) unlisted(ctx context.Context, name string) (*config.Orphan, bool) {
+func (c *Console) unlisted(ctx context.Context, name string) (*registry.Orphan, bool) {
 	o, err := report.Unlisted(ctx, c.store, c.cfg(), name)
 	return o, err == nil && o != nil
 }
@@ -107,7 +108,7 @@ type taskRow struct {
 type world struct {
 	pauses   map[string]lease.PauseInfo
 	replicas []driver.Replica
-	orphans  []config.Orphan // the task registry's tasks the config does not list
+	orphans  []registry.Orphan // the task registry's tasks the config does not list
 }
 
 func (c *Console) readWorld(ctx context.Context) (world, error) {
@@ -123,7 +124,7 @@ func (c *Console) readWorld(ctx context.Context) (world, error) {
 	if err != nil {
 		return wd, err
 	}
-	wd.orphans = config.Orphans(c.cfg(), reg)
+	wd.orphans = registry.Orphans(c.cfg(), reg)
 	return wd, nil
 }
 
@@ -138,7 +139,7 @@ func (c *Console) taskRows(ctx context.Context, ts []*config.Task, wd world, tic
 	now := time.Now()
 	for i, t := range ts {
 		row := taskRow{T: t, Schedule: t.ScheduleText(), Words: words(t)}
-		var orphan *config.Orphan
+		var orphan *registry.Orphan
 		for j := range wd.orphans {
 			if wd.orphans[j].Name == t.Name {
 				orphan = &wd.orphans[j]
@@ -166,7 +167,7 @@ func (c *Console) taskRows(ctx context.Context, ts []*config.Task, wd world, tic
 				break
 			}
 		}
-		row.Replicas = config.RunnerIDs(wd.replicas, t.Name)
+		row.Replicas = registry.RunnerIDs(wd.replicas, t.Name)
 		rows[i] = row
 	}
 	return rows, nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/internal/registry"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/schedule"
 )
@@ -188,7 +189,7 @@ func tickState(r driver.TickRecord, live map[string]bool) string {
 // expected after the newest record, after its last resume and after the
 // replicas that run it started, has no record a grace later.
 func notFiring(t *config.Task, now time.Time, p Past, runners []driver.Replica) string {
-	if p.Paused || t.Forgotten() {
+	if p.Paused || registry.Forgotten(t) {
 		return ""
 	}
 	if len(p.Replicas) == 0 {
@@ -286,9 +287,9 @@ func latestTick(s schedule.Schedule, now time.Time) time.Time {
 
 // AssessOrphan is Assess for a task no config lists: while no replica runs
 // it, it is not firing, and says since when and what to do about it.
-func AssessOrphan(o *config.Orphan, now time.Time, p Past) ([]TickView, Health) {
+func AssessOrphan(o *registry.Orphan, now time.Time, p Past) ([]TickView, Health) {
 	views, h := Assess(&o.Task, now, p)
-	if h.NotFiring != "" && len(config.RunnerIDs(p.Replicas, o.Name)) == 0 {
+	if h.NotFiring != "" && len(registry.RunnerIDs(p.Replicas, o.Name)) == 0 {
 		h.NotFiring = fmt.Sprintf("no config lists this task any more: last run by %s, registered %s; "+
 			"if it is gone on purpose, say so with tickd forget %s", o.Info.By, o.Info.Seen.UTC().Format(time.RFC3339), o.Name)
 	}

@@ -37,6 +37,10 @@ const MsgAlreadyRan = "tick already ran for entity"
 // lease is released: a checker knows from it how long the lease was held.
 const MsgRunEnded = "run ended"
 
+// MsgKilled is the warning logged when a run's process group did not stop
+// within its grace after SIGTERM and was sent SIGKILL: the moment it ended.
+const MsgKilled = "run's process killed: it did not stop within its grace after SIGTERM"
+
 // Every is how often a failure that repeats (Redis unreachable, a clock
 // ahead) is logged: once, then with a count of the lines suppressed.
 const Every = 10 * time.Second

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/internal/registry"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/lease/redisdriver"
@@ -356,7 +357,7 @@ func Forget(ctx context.Context, store *lease.Store, task, by, reason string) (D
 	if err != nil {
 		return Done{}, err
 	}
-	if runners := config.RunnerIDs(replicas, task); len(runners) > 0 {
+	if runners := registry.RunnerIDs(replicas, task); len(runners) > 0 {
 		return Done{}, fmt.Errorf("%s is run by %s: take it out of their configs (and reload them) first: %w", task, strings.Join(runners, ", "), ErrStillRun)
 	}
 	found, err := store.ForgetTask(ctx, task)

@@ -8,6 +8,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/internal/registry"
 )
 
 // TaskHistory is what history reads of one task.
@@ -38,8 +39,8 @@ func ReadHistory(ctx context.Context, store *lease.Store, t *config.Task, limit 
 }
 
 // unlisted returns t as the task registry remembers it when t is a task no
-// config lists (config.RegisteredTask), so that its flag says so.
-func unlisted(ctx context.Context, store *lease.Store, t *config.Task) (*config.Orphan, bool) {
+// config lists (registry.RegisteredTask), so that its flag says so.
+func unlisted(ctx context.Context, store *lease.Store, t *config.Task) (*registry.Orphan, bool) {
 	if t.Command != nil || t.URL != "" || t.Handler != "" {
 		return nil, false // a config's task: it has an action
 	}
@@ -47,7 +48,7 @@ func unlisted(ctx context.Context, store *lease.Store, t *config.Task) (*config.
 	if err != nil || o == nil {
 		return nil, false
 	}
-	return &config.Orphan{Task: *t, Info: o.Info}, true
+	return &registry.Orphan{Task: *t, Info: o.Info}, true
 }
 
 // FindTask returns the config's task named task, or else the task as the
@@ -76,14 +77,14 @@ func FindTask(ctx context.Context, store *lease.Store, cfg *config.Config, task 
 	if len(as) == 0 && len(ts) == 0 {
 		return nil, fmt.Errorf("no task %q in %s, nor in the task registry, nor in the history", task, cfg.Path)
 	}
-	return config.ForgottenTask(task), nil
+	return registry.ForgottenTask(task), nil
 }
 
 // Unlisted returns the task named name as the task registry remembers it
-// (rebuilt as config.Orphans does) when cfg does not list it; nil when cfg
+// (rebuilt as registry.Orphans does) when cfg does not list it; nil when cfg
 // lists it or the registry does not know it. The one lookup of such a
 // task, for the commands, the console and the reports.
-func Unlisted(ctx context.Context, store *lease.Store, cfg *config.Config, name string) (*config.Orphan, error) {
+func Unlisted(ctx context.Context, store *lease.Store, cfg *config.Config, name string) (*registry.Orphan, error) {
 	if _, ok := cfg.Task(name); ok {
 		return nil, nil
 	}
@@ -91,7 +92,7 @@ func Unlisted(ctx context.Context, store *lease.Store, cfg *config.Config, name 
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range config.Orphans(cfg, reg) {
+	for _, o := range registry.Orphans(cfg, reg) {
 		if o.Name == name {
 			return &o, nil
 		}

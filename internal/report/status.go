@@ -10,6 +10,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/internal/registry"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -138,7 +139,7 @@ func (st *TaskStatus) Assess(ctx context.Context, store *lease.Store, t *config.
 	p.Paused = st.Paused
 	views, h := history.Assess(t, now, p)
 	if st.Unlisted != nil {
-		views, h = history.AssessOrphan(&config.Orphan{Task: *t, Info: *st.Unlisted}, now, p)
+		views, h = history.AssessOrphan(&registry.Orphan{Task: *t, Info: *st.Unlisted}, now, p)
 	}
 	st.Health, st.FlagAfter = h, t.FlagAfter
 	if len(views) > 0 {
@@ -227,7 +228,7 @@ func ReadStatus(ctx context.Context, store *lease.Store, cfg *config.Config, onl
 	for _, t := range cfg.Tasks {
 		all = append(all, one{t: t})
 	}
-	for _, o := range config.Orphans(cfg, reg) {
+	for _, o := range registry.Orphans(cfg, reg) {
 		all = append(all, one{t: o.Task, unlisted: &o.Info})
 	}
 	for _, o := range all {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/history"
+	"github.com/tickd/tickd/internal/registry"
 )
 
 // publishHealth reads the history of every task in the config and in the
@@ -36,7 +37,7 @@ func (s *Scheduler) publishHealth(ctx context.Context) {
 	for i := range cfg.Tasks {
 		all = append(all, &cfg.Tasks[i])
 	}
-	orphans := config.Orphans(cfg, reg)
+	orphans := registry.Orphans(cfg, reg)
 	published := map[string]bool{}
 	for i := range orphans {
 		all = append(all, &orphans[i].Task)

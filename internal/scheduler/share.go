@@ -4,7 +4,7 @@ import (
 	"context"
 	"slices"
 
-	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/registry"
 )
 
 // share is a replica's part of a tick of a task of several shards: the
@@ -51,7 +51,7 @@ func (s *Scheduler) shareOf(ctx context.Context, task string, n int) share {
 	if err != nil {
 		return share{}
 	}
-	ids := config.RunnerIDs(rs, task)
+	ids := registry.RunnerIDs(rs, task)
 	if !slices.Contains(ids, s.replica) { // not announced yet
 		ids = append(ids, s.replica)
 	}

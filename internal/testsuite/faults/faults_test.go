@@ -31,7 +31,6 @@ import (
 	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
 	"github.com/tickd/tickd/internal/testkit/tier"
-	"github.com/tickd/tickd/tasks"
 )
 
 // The cluster under test: 3 replicas, 200 entities, a tick every 2s, runs
@@ -249,7 +248,7 @@ func (c *cluster) start(r *replica) {
 
 // loggedEnd bounds the end of a run whose worker left no end record: on a
 // loaded machine, a worker told to stop may not write it within its grace,
-// and is SIGKILLed. Its replica logs the kill (tasks.MsgKilled, at the
+// and is SIGKILLed. Its replica logs the kill (logs.MsgKilled, at the
 // moment it is sent) and the run's end ("run ended", with how long the run
 // took from before the worker was started until it was reaped: its start
 // plus that bounds its end, late by the exec time). The "run ended" line's
@@ -343,11 +342,11 @@ func logLines(logs []string, msgs ...string) iter.Seq[logLine] {
 // replicas run several).
 func loggedEnds(procs []*tickdtest.Proc, key func(logLine) string) map[string]loggedEnd {
 	ends := map[string]loggedEnd{}
-	for rec := range logLines(logsOf(procs...), logs.MsgRunEnded, tasks.MsgKilled) {
+	for rec := range logLines(logsOf(procs...), logs.MsgRunEnded, logs.MsgKilled) {
 		key := key(rec)
 		e := ends[key]
 		switch rec.Msg {
-		case tasks.MsgKilled:
+		case logs.MsgKilled:
 			e.killed = rec.Time.UnixNano()
 		case logs.MsgRunEnded:
 			if d, err := time.ParseDuration(rec.Duration); err == nil {
