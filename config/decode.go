@@ -138,9 +138,9 @@ func fieldsOf(t reflect.Type) fields {
 	return f
 }
 
-// Keys lists the keys of a config table struct (Daemon, Redis, Task), as
+// keys lists the keys of a config table struct (Daemon, Redis, Task), as
 // their toml tags declare them.
-func Keys[T any]() []string { return slices.Clone(fieldsOf(reflect.TypeFor[T]()).names) }
+func keys[T any]() []string { return slices.Clone(fieldsOf(reflect.TypeFor[T]()).names) }
 
 var (
 	durationType = reflect.TypeFor[time.Duration]()

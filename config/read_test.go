@@ -45,20 +45,3 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
-
-// TestRedisURLNeverShowsASecret: what tickd prints of a Redis URL (the
-// start line, check, errors) holds no password: not in the password's
-// place, not where a user goes (redis://PASSWORD@host), not in the query.
-func TestRedisURLNeverShowsASecret(t *testing.T) {
-	for raw, want := range map[string]string{
-		"redis://s3cret@127.0.0.1:6379/0":                      "redis://xxxxx@127.0.0.1:6379/0",
-		"redis://app:s3cret@127.0.0.1:6379/0":                  "redis://xxxxx@127.0.0.1:6379/0",
-		"rediss://127.0.0.1:6380/0?password=s3cret&protocol=3": "rediss://127.0.0.1:6380/0?password=xxxxx&protocol=xxxxx",
-		"redis://127.0.0.1:6379/0":                             "redis://127.0.0.1:6379/0",
-	} {
-		got := (&Redis{URL: raw}).Where()
-		expect.Equal(t, raw, got, want)
-	}
-	expect.True(t, "skip_verify is said", (&Redis{URL: "rediss://h:6380?skip_verify=true"}).InsecureTLS())
-	expect.True(t, "a verified TLS is not", !(&Redis{URL: "rediss://h:6380"}).InsecureTLS())
-}

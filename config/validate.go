@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/listen"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/schedule"
 	"github.com/tickd/tickd/tasks"
@@ -46,7 +47,7 @@ func validateWeb(d *decoder, w *Web) {
 		d.bad("web.listen", "required: the console's host:port, e.g. \"127.0.0.1:8080\"")
 	case err != nil:
 		d.bad("web.listen", "%q: want host:port, e.g. \"127.0.0.1:8080\"", w.Listen)
-	case w.HtpasswdFile == "" && !Loopback(w.Listen):
+	case w.HtpasswdFile == "" && !listen.Loopback(w.Listen):
 		d.bad("web.listen", "%q is not a loopback address: set htpasswd_file (htpasswd -B), or listen on 127.0.0.1", w.Listen)
 	}
 	if len(w.Admins) > 0 && w.HtpasswdFile == "" {
@@ -63,7 +64,7 @@ func validateWeb(d *decoder, w *Web) {
 			d.bad("web.trusted_proxies", "element %d, %q: want a network such as \"127.0.0.1/32\" or \"10.0.0.0/8\"", i, p)
 		}
 	}
-	if err := CheckBasePath(w.BasePath); err != nil {
+	if err := listen.CheckBasePath(w.BasePath); err != nil {
 		d.bad("web.base_path", "%q: %v", w.BasePath, err)
 	}
 	if w.MaxConnections < 1 {

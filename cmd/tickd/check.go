@@ -14,6 +14,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/internal/redisconn"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease/redisdriver"
 	"github.com/tickd/tickd/schedule"
@@ -45,8 +46,8 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	doc := report.CheckDoc{Tasks: []report.CheckTaskDoc{}, Leases: "in-process", Warnings: append(runWarnings(cfg), unitWarnings(cfg)...)}
 	if cfg.Redis != nil {
-		doc.Leases = "redis " + cfg.Redis.Where()
-		if cfg.Redis.InsecureTLS() {
+		doc.Leases = "redis " + redisconn.Where(cfg.Redis)
+		if redisconn.InsecureTLS(cfg.Redis) {
 			doc.Warnings = append(doc.Warnings, fmt.Sprintf("%s: redis.url: skip_verify=true: the server's TLS certificate is not checked, so anyone on the path can pose as Redis", cfg.Path))
 		}
 	}
@@ -180,7 +181,7 @@ func pingRedis(ctx context.Context, cfg *config.Config) (map[string]int, error) 
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := c.Ping(pctx).Err(); err != nil {
-		return nil, fmt.Errorf("redis %s: %w", cfg.Redis.Where(), cfg.Redis.Explain(err))
+		return nil, fmt.Errorf("redis %s: %w", redisconn.Where(cfg.Redis), redisconn.Explain(cfg.Redis, err))
 	}
 	d, err := redisdriver.New(c, cfg.Redis.KeyPrefix, cfg.Redis.ReplicaAcks)
 	if err != nil {
@@ -189,7 +190,7 @@ func pingRedis(ctx context.Context, cfg *config.Config) (map[string]int, error) 
 	s := lease.New(d, lease.Options{})
 	defer s.Stop(context.Background())
 	if err := s.CheckLayout(pctx); err != nil {
-		return nil, fmt.Errorf("redis %s answers, but: %w", cfg.Redis.Where(), err)
+		return nil, fmt.Errorf("redis %s answers, but: %w", redisconn.Where(cfg.Redis), err)
 	}
 	names := make([]string, len(cfg.Tasks))
 	for i, t := range cfg.Tasks {
@@ -197,7 +198,7 @@ func pingRedis(ctx context.Context, cfg *config.Config) (map[string]int, error) 
 	}
 	recorded, err := s.ReadShards(pctx, names)
 	if err != nil {
-		return nil, fmt.Errorf("redis %s: read the shard counts: %w", cfg.Redis.Where(), err)
+		return nil, fmt.Errorf("redis %s: read the shard counts: %w", redisconn.Where(cfg.Redis), err)
 	}
 	return recorded, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/tickd/tickd/internal/gcpolicy"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
+	"github.com/tickd/tickd/internal/redisconn"
 	"github.com/tickd/tickd/internal/scheduler"
 	"github.com/tickd/tickd/tasks"
 )
@@ -84,7 +85,7 @@ func routeRedisLogs(log *slog.Logger) {
 
 // redisClient builds the client for the config's [redis] table.
 func redisClient(cfg *config.Config) (redis.UniversalClient, error) {
-	c, err := cfg.Redis.Client()
+	c, err := redisconn.Client(cfg.Redis)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.Path, err)
 	}

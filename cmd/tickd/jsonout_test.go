@@ -120,7 +120,7 @@ func checkHistorySchema(t *testing.T, now time.Time) {
 	full := report.TaskHistory{Task: task, Health: history.Health{NotFiring: "no replica runs this task"},
 		Ticks: []history.TickView{{State: history.TickComplete, TickRecord: driver.TickRecord{Tick: now, Parts: []driver.TickPart{{
 			Replica: "r1", Final: true, Written: now, Entities: 3, Started: 2, Outcomes: map[driver.Outcome]int{driver.OutcomeDone: 2},
-			Skipped: map[string]int{driver.SkipBusy: 1}, FirstStart: time.Millisecond, LastEnd: time.Second}}}},
+			Skipped: map[string]int{history.SkipBusy: 1}, FirstStart: time.Millisecond, LastEnd: time.Second}}}},
 			{State: history.TickMissed, TickRecord: driver.TickRecord{Tick: now.Add(-time.Minute)}}},
 		Failures: []lease.Failure{{Task: "t", Entity: "a", Tick: now, Outcome: driver.OutcomeFailed, Error: "exit status 3"}},
 		Actions:  []lease.Action{{Task: "t", At: now, By: "ops", What: "trigger", Entities: []string{"a"}}, {Task: "t", At: now, What: "pause"}}}

@@ -15,6 +15,7 @@ import (
 	"github.com/tickd/tickd/internal/app"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/ops"
+	"github.com/tickd/tickd/internal/redisconn"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease/redisdriver"
 )
@@ -43,12 +44,12 @@ func cliStore(cfg *config.Config, cmd string, ttl time.Duration) (*lease.Store, 
 		return nil, nil, err
 	}
 	done := func() { s.Stop(context.Background()) } //nolint:errcheck // a lease left held was reported by its release
-	if cfg.Redis.TLS() {
+	if redisconn.TLS(cfg.Redis) {
 		// A rediss:// url to a plaintext Redis never answers: say so at
 		// once, not as the command's own timeout.
 		if err := pingTLS(s); err != nil {
 			done()
-			return nil, nil, fmt.Errorf("redis %s: %w", cfg.Redis.Where(), cfg.Redis.Explain(err))
+			return nil, nil, fmt.Errorf("redis %s: %w", redisconn.Where(cfg.Redis), redisconn.Explain(cfg.Redis, err))
 		}
 	}
 	// Beside keys of another layout, what a command reads or writes is not

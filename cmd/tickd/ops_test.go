@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/testkit/expect"
@@ -425,7 +426,7 @@ command = ["WORKER", "300ms"]
 	expect.True(t, fmt.Sprintf("the fan-out was under way: %d runs of 120", len(runs)), len(runs) > 6 && len(runs) < 100)
 	expect.WaitFor(t, 10*time.Second, "the tick's record", func() bool {
 		for _, rec := range tickdtest.Ticks(t, e.srv.Addr, "tickd", "slow", 5) {
-			if rec.Tick.Equal(T) && rec.Final() && rec.Skipped()[driver.SkipPaused] > 0 {
+			if rec.Tick.Equal(T) && rec.Final() && rec.Skipped()[history.SkipPaused] > 0 {
 				return true
 			}
 		}

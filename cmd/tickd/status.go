@@ -9,6 +9,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/internal/redisconn"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease/driver"
 )
@@ -60,7 +61,7 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		return printJSON(stdout, st.Doc())
 	}
 	repl, replicas, out, now := st.Replication, st.Replicas, st.Tasks, st.Now
-	fmt.Fprintln(stdout, replicationLine(cfg.Redis.Where(), repl))
+	fmt.Fprintln(stdout, replicationLine(redisconn.Where(cfg.Redis), repl))
 	printReplicas(stdout, replicas, now)
 	printStatus(stdout, out, now)
 	printLimits(stdout, st.Limits, now)

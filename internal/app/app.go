@@ -26,6 +26,7 @@ import (
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/metrics"
 	"github.com/tickd/tickd/internal/pid1"
+	"github.com/tickd/tickd/internal/redisconn"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/scheduler"
 	"github.com/tickd/tickd/tasks"
@@ -145,8 +146,8 @@ func (a *App) openStore(cfg *config.Config, opts Options) (*lease.Store, error) 
 		return nil, err
 	}
 	if cfg.Redis != nil {
-		log.Info("leases in redis", "redis", cfg.Redis.Where(), "key_prefix", cfg.Redis.KeyPrefix, "replica_acks", cfg.Redis.ReplicaAcks.String())
-		if cfg.Redis.InsecureTLS() {
+		log.Info("leases in redis", "redis", redisconn.Where(cfg.Redis), "key_prefix", cfg.Redis.KeyPrefix, "replica_acks", cfg.Redis.ReplicaAcks.String())
+		if redisconn.InsecureTLS(cfg.Redis) {
 			log.Warn("redis url has skip_verify=true: the server's TLS certificate is not checked, so anyone on the path can pose as Redis; give the CA instead")
 		}
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/internal/redisconn"
 	"github.com/tickd/tickd/lease/memdriver"
 	"github.com/tickd/tickd/lease/redisdriver"
 )
@@ -27,7 +28,7 @@ func OpenStore(c *config.Config, opts lease.Options) (*lease.Store, error) {
 	if c.Redis == nil {
 		s = lease.New(memdriver.New(), opts)
 	} else {
-		rc, err := c.Redis.Client()
+		rc, err := redisconn.Client(c.Redis)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.Path, err)
 		}

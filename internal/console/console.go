@@ -32,6 +32,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/internal/listen"
 )
 
 // Options builds a Console.
@@ -89,7 +90,7 @@ func New(opts Options) (*Console, error) {
 			c.refresh = w.Refresh
 		}
 	}
-	if err := config.CheckBasePath(c.prefix); err != nil {
+	if err := listen.CheckBasePath(c.prefix); err != nil {
 		return nil, fmt.Errorf("console: prefix %q: %w", c.prefix, err)
 	}
 	c.config.Store(opts.Config)

@@ -122,7 +122,7 @@ func (f *Front) Start(ctx context.Context) error {
 		return nil
 	}
 	w, log := f.web, f.log
-	if f.auth == nil && !config.Loopback(w.Listen) {
+	if f.auth == nil && !listen.Loopback(w.Listen) {
 		return fmt.Errorf("web.listen %q is not a loopback address: the console needs htpasswd_file there", w.Listen)
 	}
 	lim := f.limits

@@ -124,7 +124,7 @@ func (d *differ) recordTick() {
 			Replica: d.pick(diffReplicas), Final: d.rnd.IntN(2) == 0, Written: d.now.Truncate(time.Millisecond),
 			Entities: d.rnd.IntN(1000), Started: d.rnd.IntN(1000),
 			Outcomes:   map[driver.Outcome]int{driver.OutcomeDone: d.rnd.IntN(50), driver.OutcomeFailed: d.rnd.IntN(3)},
-			Skipped:    map[string]int{driver.SkipBusy: d.rnd.IntN(5)},
+			Skipped:    map[string]int{"busy": d.rnd.IntN(5)},
 			FirstStart: time.Duration(d.rnd.IntN(5000)) * time.Millisecond, LastEnd: -1,
 		},
 		// Mostly a long age, at times a short one: a write then finds many

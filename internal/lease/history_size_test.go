@@ -36,7 +36,7 @@ func TestTickRecordBytes(t *testing.T) {
 				ws = append(ws, driver.TickWrite{Task: task, Tick: tick, Keep: driver.DefaultHistory(), Part: driver.TickPart{
 					Replica: fmt.Sprintf("web-%d.prod-12345", r), Final: true, Written: tick.Add(40 * time.Second),
 					Entities: 250, Started: 250 / replicas, Outcomes: map[driver.Outcome]int{driver.OutcomeDone: 250/replicas - 2, driver.OutcomeFailed: 2},
-					Skipped: map[string]int{driver.SkipBusy: 1, driver.SkipAlreadyRan: 250 - 250/replicas}, FirstStart: 4 * time.Millisecond, LastEnd: 38 * time.Second}})
+					Skipped: map[string]int{"busy": 1, driver.SkipAlreadyRan: 250 - 250/replicas}, FirstStart: 4 * time.Millisecond, LastEnd: 38 * time.Second}})
 			}
 		}
 		for i := 0; i < len(ws); i += 100 {

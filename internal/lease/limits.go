@@ -163,7 +163,7 @@ func (s *Store) takeLimit(ctx context.Context, st *limitState, reqs []driver.Req
 		if since.IsZero() && r.Reason == driver.ReasonTick {
 			since = r.Tick
 		}
-		asks[j] = driver.LimitAsk{Key: keys[j], Waiter: driver.LimitWaiter(r.Task, r.Entity), Since: since}
+		asks[j] = driver.LimitAsk{Key: keys[j], Waiter: limitWaiter(r.Task, r.Entity), Since: since}
 		st.ttl = max(st.ttl, r.TTL)
 	}
 	gs, err := s.b.TakeLimit(ctx, st.lim, s.limitHolder(), st.holdTTL(), s.MaxTTL(), asks)
@@ -413,3 +413,8 @@ const MaxCloseReason = 256
 // replica_id (a copied unit file) each count their own runs and cannot
 // together run more than the limit allows.
 func (s *Store) limitHolder() string { return s.opts.Replica + "/" + s.nonce }
+
+// limitWaiter is the place in a limit's line of task's run of entity.
+func limitWaiter(task, entity string) string {
+	return driver.Escape(task) + "/" + driver.Escape(entity)
+}

@@ -3,6 +3,7 @@ package lease
 import (
 	"strconv"
 
+	"github.com/tickd/tickd/internal/codec"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -43,7 +44,7 @@ func (s *Store) tokens(n int, pos []int) []string {
 		buf = append(buf, '|')
 		ends[i] = len(buf)
 	}
-	return driver.Strings(buf, ends)
+	return codec.Strings(buf, ends)
 }
 
 // chunkPositions places each request of args in its chunk: 1, 2, … along a

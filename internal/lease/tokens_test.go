@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/tickd/tickd/internal/codec"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -31,12 +32,12 @@ func TestChunkTokens(t *testing.T) {
 		t.Errorf("chunkPositions of no chunk: %v, want nil", pos)
 	}
 	tok := func(ts ...string) func(int) string { return func(k int) string { return ts[k] } }
-	if p, ok := driver.ChunkPrefix(tok(got[1], got[2], got[3]), 3); !ok || p != "|n-2." {
+	if p, ok := codec.ChunkPrefix(tok(got[1], got[2], got[3]), 3); !ok || p != "|n-2." {
 		t.Errorf("chunkPrefix: %q, %v; want %q", p, ok, "|n-2.")
 	}
 	for _, ts := range [][]string{{"|n-1.1|", "|n-1.3|"}, {"|n-1|", "|n-1.2|"}, {"|n-1.1|", "|n-2.2|"}, {"|n-1.1|", "|n-1."}} {
-		if p, ok := driver.ChunkPrefix(tok(ts...), len(ts)); ok {
-			t.Errorf("driver.ChunkPrefix(%q) = %q: want none", ts, p)
+		if p, ok := codec.ChunkPrefix(tok(ts...), len(ts)); ok {
+			t.Errorf("codec.ChunkPrefix(%q) = %q: want none", ts, p)
 		}
 	}
 }

@@ -3,7 +3,7 @@ package lease
 import (
 	"time"
 
-	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/internal/codec"
 )
 
 // trustGroup is leases whose trust windows end at the same instant, watched
@@ -33,7 +33,7 @@ func (s *Store) watchLocked(at time.Time, ls []*Lease) {
 // watchAllLocked watches held leases that were granted or renewed by one
 // request sent at sent, one group per TTL. Call with s.mu held.
 func (s *Store) watchAllLocked(sent time.Time, ls []*Lease) {
-	for _, g := range driver.GroupBy(len(ls), func(i int) time.Duration { return ls[i].d.TTL }) {
+	for _, g := range codec.GroupBy(len(ls), func(i int) time.Duration { return ls[i].d.TTL }) {
 		sub := ls
 		if len(g.Idx) < len(ls) {
 			sub = make([]*Lease, len(g.Idx))

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease/driver"
@@ -94,8 +96,8 @@ func (tl *tally) part(replica, process string, now time.Time) driver.TickPart {
 			p.Outcomes[o] = c
 		}
 	}
-	for reason, c := range map[string]int{driver.SkipBusy: n.Busy, driver.SkipAlreadyRan: n.AlreadyRan,
-		driver.SkipQuarantined: n.Quarantined, driver.SkipNotAcknowledged: n.Unacknowledged, driver.SkipError: n.Errors,
+	for reason, c := range map[string]int{history.SkipBusy: n.Busy, driver.SkipAlreadyRan: n.AlreadyRan,
+		history.SkipQuarantined: n.Quarantined, history.SkipNotAcknowledged: n.Unacknowledged, history.SkipError: n.Errors,
 		driver.SkipLimited: n.Limited} {
 		if c > 0 {
 			p.Skipped[reason] = c
@@ -103,9 +105,9 @@ func (tl *tally) part(replica, process string, now time.Time) driver.TickPart {
 	}
 	if n.Stopped || n.Paused {
 		// The entities the fan-out did not come to.
-		why := driver.SkipStopped
+		why := history.SkipStopped
 		if n.Paused {
-			why = driver.SkipPaused
+			why = history.SkipPaused
 		}
 		if left := n.Entities - n.Started - n.Busy - n.AlreadyRan - n.Quarantined - n.Unacknowledged - n.Errors - n.Limited; left > 0 {
 			p.Skipped[why] = left
@@ -438,5 +440,15 @@ func (r *running) failure(started, ended time.Time, text string) lease.Failure {
 	l := r.l
 	return lease.Failure{Task: r.ts.t.Name, Entity: l.Entity, Tick: l.Tick.UTC(), Reason: l.Reason, Fence: l.Fence,
 		Replica: r.s.replica, Started: started.UTC(), Ended: ended.UTC(), Outcome: r.outcome, Error: text,
-		Output: tasks.OutputOf(r.err)}
+		Output: outputOf(r.err)}
+}
+
+// outputOf returns the output a run's error carries (tasks.OutputError),
+// or "".
+func outputOf(err error) string {
+	var oe *tasks.OutputError
+	if errors.As(err, &oe) {
+		return oe.Output
+	}
+	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease/driver"
@@ -33,7 +34,7 @@ func (s *Scheduler) waitForLimit(ctx context.Context, ts *taskState, d driver.Du
 		return
 	}
 	if !superseded.IsZero() {
-		s.waitEnded(ts, superseded, driver.SkipSuperseded)
+		s.waitEnded(ts, superseded, history.SkipSuperseded)
 	}
 }
 
@@ -68,11 +69,11 @@ func (s *Scheduler) dueSkipped(ts *taskState, d driver.Due, err error) {
 	if d.Reason != driver.ReasonTick {
 		return
 	}
-	why := driver.SkipBusy
+	why := history.SkipBusy
 	if errors.Is(err, lease.ErrAlreadyRan) {
 		why = driver.SkipAlreadyRan
 		if last := ts.tally.Load(); last != nil && last.tick.After(d.Tick) {
-			why = driver.SkipSuperseded
+			why = history.SkipSuperseded
 		}
 	}
 	s.waitEnded(ts, d.Tick, why)

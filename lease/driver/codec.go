@@ -15,7 +15,7 @@ import (
 func Escape(s string) string {
 	n := 0
 	for i := 0; i < len(s); i++ {
-		if !Plain(s[i]) {
+		if !plain(s[i]) {
 			n++
 		}
 	}
@@ -27,7 +27,7 @@ func Escape(s string) string {
 	const hex = "0123456789ABCDEF"
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if Plain(c) {
+		if plain(c) {
 			b.WriteByte(c)
 			continue
 		}
@@ -38,8 +38,8 @@ func Escape(s string) string {
 	return b.String()
 }
 
-// Plain says whether Escape leaves byte c as it is.
-func Plain(c byte) bool {
+// plain says whether Escape leaves byte c as it is.
+func plain(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 

@@ -8,28 +8,16 @@ import (
 // Driver keeps a lease store's state: what differs between Redis and the
 // in-process store. Package lease runs the protocol over it. Every method
 // is one round trip; a driver answers as the conformance suite says,
-// whatever it stores the state in. Its parts are stores of their own,
-// each an interface below: the grants, the due queue, the status reads,
-// the pauses, the task registry, the history, the replica registry, the
-// upkeep and the limits.
+// whatever it stores the state in. Its methods come in nine
+// groups, each headed by its name: the grants, the due queue, the status
+// reads, the pauses, the task registry, the history, the replica
+// registry, the upkeep and the limits.
 type Driver interface {
 	// Configure hands the driver the store's settings, once, before any
 	// other call.
 	Configure(cfg Config)
 
-	Grants
-	DueQueue
-	Status
-	Pauses
-	TaskRegistry
-	History
-	ReplicaRegistry
-	Upkeep
-	Limits
-}
-
-// Grants grants, renews, releases and unlocks leases.
-type Grants interface {
+	// Grants: grants, renews, releases and unlocks leases.
 	// Acquire asks for leases, answering each AcquireArg in order; maxTTL
 	// is the quarantine after a data loss. An arg with no Token is left
 	// out (its reply is the zero AcquireReply).
@@ -42,11 +30,9 @@ type Grants interface {
 	Unlock(ctx context.Context, task, entity, by string, force bool) (Unlocked, bool, error)
 	// Taken says which of a tick's chunks (Request.Chunk) were taken.
 	Taken(ctx context.Context, task string, tick time.Time, chunks []string) ([]bool, error)
-}
 
-// DueQueue keeps the runs asked for later (reschedules, retries, triggers,
-// follow-ups) and the answers to the requests they carry.
-type DueQueue interface {
+	// DueQueue: keeps the runs asked for later (reschedules, retries, triggers,
+	// follow-ups) and the answers to the requests they carry.
 	// Enqueue stores d, due after delay: one per task and entity (an
 	// earlier one covers it). A tick's run waiting for a limit supersedes
 	// an older tick's waiting one, whose tick it returns.
@@ -57,10 +43,8 @@ type DueQueue interface {
 	// Answers reads a request's answers by entity; Forget deletes them.
 	Answers(ctx context.Context, task, id string) (map[string]Outcome, error)
 	Forget(ctx context.Context, task, id string) error
-}
 
-// Status reads what is held, what ran and what is due.
-type Status interface {
+	// Status: reads what is held, what ran and what is due.
 	Leases(ctx context.Context, task string, fn func(Held) error) error
 	LastRuns(ctx context.Context, task string, fn func(LastRun) error) error
 	DueEntries(ctx context.Context, task string, fn func(Due) error) error
@@ -69,22 +53,18 @@ type Status interface {
 	EntityPage(ctx context.Context, task string, q PageQuery) (Page, error)
 	// One reads the state of one entity.
 	One(ctx context.Context, task, entity string) (EntityState, error)
-}
 
-// Pauses keeps the paused tasks: SetPaused pauses task with info (encoded
-// by the store), or resumes it for info ""; Paused returns the paused
-// tasks' infos.
-type Pauses interface {
+	// Pauses: keeps the paused tasks: SetPaused pauses task with info (encoded
+	// by the store), or resumes it for info ""; Paused returns the paused tasks'
+	// infos.
 	SetPaused(ctx context.Context, task, info string) error
 	Paused(ctx context.Context) (map[string]string, error)
 	// EndPause resumes task if its pause's info is still info (a pause
 	// whose end passed); a pause made since stays.
 	EndPause(ctx context.Context, task, info string) error
-}
 
-// TaskRegistry keeps every task a replica registered: name → its info,
-// encoded by the store.
-type TaskRegistry interface {
+	// TaskRegistry: keeps every task a replica registered: name → its info,
+	// encoded by the store.
 	RegisterTasks(ctx context.Context, vals map[string]string) error
 	Registry(ctx context.Context) (map[string]string, error)
 	ForgetTask(ctx context.Context, task string) (bool, error)
@@ -95,10 +75,8 @@ type TaskRegistry interface {
 	// operator's migration changes a recorded count, so that every replica
 	// looks for an entity in one place.
 	Shards(ctx context.Context, want map[string]int) (map[string]int, error)
-}
 
-// History keeps what happened: tick records, failures and actions.
-type History interface {
+	// History: keeps what happened: tick records, failures and actions.
 	// RecordTicks puts parts in their tick records, enforcing each one's
 	// retention; Ticks returns task's newest tick records
 	// (EncodeTickPart's records), newest first.
@@ -112,10 +90,8 @@ type History interface {
 	// Histories returns, for each read, its task's newest tick records
 	// and actions (newest first), in one round trip.
 	Histories(ctx context.Context, reads []HistoryRead) (ticks, actions [][]string, err error)
-}
 
-// ReplicaRegistry keeps the live replicas and the tasks each runs.
-type ReplicaRegistry interface {
+	// ReplicaRegistry: keeps the live replicas and the tasks each runs.
 	// Announce records the tasks this replica runs, and which process
 	// announces them, for ttl; a *DuplicateReplicaError when another live
 	// process announced the same replica id.
@@ -124,11 +100,9 @@ type ReplicaRegistry interface {
 	Replicas(ctx context.Context) ([]Replica, error)
 	// Known says whether a replica whose announcement is current runs task.
 	Known(ctx context.Context, task string) (bool, error)
-}
 
-// Upkeep is the store's housekeeping: reachability, the sweep of old
-// state, the watch for a data loss.
-type Upkeep interface {
+	// Upkeep: is the store's housekeeping: reachability, the sweep of old state,
+	// the watch for a data loss.
 	Ping(ctx context.Context) error
 	// Sweep forgets the entities neither held nor touched within StateTTL.
 	Sweep(ctx context.Context) error
@@ -140,6 +114,30 @@ type Upkeep interface {
 	// quarantine left. It does nothing before the store's first grant,
 	// enqueue, take or announce.
 	CheckEpochs(ctx context.Context, maxTTL time.Duration) (time.Duration, error)
+
+	// Limits: keeps the limits' shared state: each replica's runs under each
+	// limit (counted while the replica renews them), the rate's schedule, and
+	// the budgets an API closed. A limit's keys are in one slot of their own.
+	// TakeLimit asks for a start under lim for each of asks. Every run that
+	// asks waits in line, per budget key, the oldest (Since) first across
+	// replicas, tasks and ticks: a start is granted to the runs whose
+	// place in the line is within the room the budget has (under the
+	// concurrency, every replica's runs counted; at the rate; not closed).
+	// The others keep their place (the older Since of their asks) while
+	// they ask again within the wait they are told and LimitWaitGrace. A
+	// granted start counts as one of holder's runs under its key until
+	// SetLimitRuns says otherwise; holder's runs count for ttl from its
+	// last call. maxTTL is the quarantine after a data loss.
+	TakeLimit(ctx context.Context, lim Limit, holder string, ttl, maxTTL time.Duration, asks []LimitAsk) ([]LimitGrant, error)
+	// SetLimitRuns sets holder's runs under lim by key (a key left out has
+	// none), counted for ttl, and gives back the rate's starts of the keys
+	// of giveBack, one each: starts granted that no run used.
+	SetLimitRuns(ctx context.Context, lim Limit, holder string, ttl time.Duration, runs map[string]int, giveBack []string) error
+	// CloseLimit closes lim's budget key (as TakeLimit's keys) for d, for
+	// why: no start is granted under it until then.
+	CloseLimit(ctx context.Context, lim Limit, key string, d time.Duration, why string) error
+	// LimitState reads lim's runs by holder and the budgets closed.
+	LimitState(ctx context.Context, lim Limit) (LimitState, error)
 }
 
 // Clock reads the wall clock: tickd's one clock interface, for the store,

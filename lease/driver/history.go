@@ -23,7 +23,7 @@ type TickPart struct {
 	// tick runs it started.
 	Entities, Started int
 	// Outcomes counts the ended runs by outcome; Skipped the entities it
-	// did not run, by reason (SkipBusy…).
+	// did not run, by reason (SkipAlreadyRan…).
 	Outcomes map[Outcome]int
 	Skipped  map[string]int
 	// SourceFailed: the entity source failed (the entities listed until
@@ -36,15 +36,11 @@ type TickPart struct {
 	FirstStart, LastEnd time.Duration
 }
 
-// The reasons a tick skips an entity, in TickPart.Skipped.
+// The reasons a tick skips an entity, in TickPart.Skipped, that a
+// TickRecord counts apart (the scheduler writes the others: busy,
+// quarantined, not_acknowledged, error, stopped, paused, superseded).
 const (
-	SkipBusy            = "busy"
-	SkipAlreadyRan      = "already_ran"
-	SkipQuarantined     = "quarantined"
-	SkipNotAcknowledged = "not_acknowledged"
-	SkipError           = "error"   // the store failed until the tick was too late
-	SkipStopped         = "stopped" // shutdown or a reload stopped the fan-out first
-	SkipPaused          = "paused"  // tickd pause stopped the fan-out first
+	SkipAlreadyRan = "already_ran"
 	// SkipLimited: a limit had no room; the run was not skipped but
 	// waits, as a due run with its tick. The runs still waiting: a part
 	// counts the runs its fan-out sent to wait, and, negative, those of the
@@ -52,9 +48,6 @@ const (
 	// another); the record's sum is what waits. A run that waited counts
 	// in its tick's record when it runs (Started, Outcomes, LastEnd).
 	SkipLimited = "limited"
-	// SkipSuperseded: a run that waited for a limit gave its place to the
-	// entity's run of a newer tick (an entity has one waiting run).
-	SkipSuperseded = "superseded"
 )
 
 // TickRecord is one tick of a task: the parts of the replicas that took

@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"context"
 	"time"
 )
 
@@ -27,32 +26,6 @@ func (l Limit) Interval() time.Duration {
 	return l.Per / time.Duration(l.Rate)
 }
 
-// Limits keeps the limits' shared state: each replica's runs under each
-// limit (counted while the replica renews them), the rate's schedule, and
-// the budgets an API closed. A limit's keys are in one slot of their own.
-type Limits interface {
-	// TakeLimit asks for a start under lim for each of asks. Every run that
-	// asks waits in line, per budget key, the oldest (Since) first across
-	// replicas, tasks and ticks: a start is granted to the runs whose
-	// place in the line is within the room the budget has (under the
-	// concurrency, every replica's runs counted; at the rate; not closed).
-	// The others keep their place (the older Since of their asks) while
-	// they ask again within the wait they are told and LimitWaitGrace. A
-	// granted start counts as one of holder's runs under its key until
-	// SetLimitRuns says otherwise; holder's runs count for ttl from its
-	// last call. maxTTL is the quarantine after a data loss.
-	TakeLimit(ctx context.Context, lim Limit, holder string, ttl, maxTTL time.Duration, asks []LimitAsk) ([]LimitGrant, error)
-	// SetLimitRuns sets holder's runs under lim by key (a key left out has
-	// none), counted for ttl, and gives back the rate's starts of the keys
-	// of giveBack, one each: starts granted that no run used.
-	SetLimitRuns(ctx context.Context, lim Limit, holder string, ttl time.Duration, runs map[string]int, giveBack []string) error
-	// CloseLimit closes lim's budget key (as TakeLimit's keys) for d, for
-	// why: no start is granted under it until then.
-	CloseLimit(ctx context.Context, lim Limit, key string, d time.Duration, why string) error
-	// LimitState reads lim's runs by holder and the budgets closed.
-	LimitState(ctx context.Context, lim Limit) (LimitState, error)
-}
-
 // LimitAsk is one run asking for a start under a limit.
 type LimitAsk struct {
 	// Key is the budget: Escape(entity) for a limit per entity, else "".
@@ -65,9 +38,6 @@ type LimitAsk struct {
 	// run); zero for now.
 	Since time.Time
 }
-
-// LimitWaiter is the place in a limit's line of task's run of entity.
-func LimitWaiter(task, entity string) string { return Escape(task) + "/" + Escape(entity) }
 
 // LimitWaitGrace is how long a run keeps its place in a limit's line after
 // the wait it was told: one that does not ask again by then (its replica

@@ -34,7 +34,7 @@ func ValidPrefix(p string) bool {
 		return false
 	}
 	for i := 0; i < len(p); i++ {
-		if !Plain(p[i]) && p[i] != ':' {
+		if !plain(p[i]) && p[i] != ':' {
 			return false
 		}
 	}

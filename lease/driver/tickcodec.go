@@ -96,7 +96,7 @@ func readCounts[K ~string](s string) (map[K]int, error) {
 	return m, nil
 }
 
-func DecodeTickPart(s string) (TickPart, error) {
+func decodeTickPart(s string) (TickPart, error) {
 	f := strings.Split(s, "|")
 	if len(f) != 10 {
 		return TickPart{}, fmt.Errorf("lease: bad tick part %q", s)
@@ -151,7 +151,7 @@ func DecodeTickRecord(el string) (TickRecord, error) {
 	}
 	r := TickRecord{Tick: MSTime(tick)}
 	for _, s := range f[1:] {
-		p, err := DecodeTickPart(s)
+		p, err := decodeTickPart(s)
 		if err != nil {
 			return r, err
 		}

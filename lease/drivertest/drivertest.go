@@ -86,15 +86,6 @@ func storesOn(t *testing.T, k Kit, n int) stores {
 // taskNames are the tasks the cases use.
 var taskNames = []string{"t", "a", "b", "u", "p", "none", "other", "sync", "we:ird {task}", "x y{1}:%|#\n"}
 
-// Cases names the cases Run runs, in order.
-func Cases() []string {
-	names := make([]string, len(cases))
-	for i, c := range cases {
-		names[i] = c.name
-	}
-	return names
-}
-
 var cases = []struct {
 	name string
 	fn   func(t *testing.T, k stores)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/tickd/tickd/internal/codec"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -92,7 +93,7 @@ func (b *redisDriver) Acquire(ctx context.Context, holder string, maxTTL time.Du
 	}
 	var lastTick time.Time // a fan-out batch's requests share their tick: formatted once
 	lastTickS := ""
-	gs := driver.GroupBy(len(live), func(i int) shared {
+	gs := codec.GroupBy(len(live), func(i int) shared {
 		r := reqs[live[i]].Req
 		tick := "0"
 		if r.Reason == driver.ReasonTick {
@@ -198,7 +199,7 @@ func (b *redisDriver) chunkArgs(args *[]any, chunks *strings.Builder, reqs []dri
 	if m < 2 {
 		return x, false
 	}
-	prefix, ok := driver.ChunkPrefix(func(k int) string { return at(k).Token }, m)
+	prefix, ok := codec.ChunkPrefix(func(k int) string { return at(k).Token }, m)
 	if !ok {
 		return x, false
 	}
@@ -251,7 +252,7 @@ func (b *redisDriver) Renew(ctx context.Context, ls []*driver.Lease) ([]driver.R
 		task   string
 		shards int
 	}
-	gs := driver.GroupBy(len(ls), func(i int) named { return named{ls[i].Task, ls[i].Shards} })
+	gs := codec.GroupBy(len(ls), func(i int) named { return named{ls[i].Task, ls[i].Shards} })
 	calls := make([]scriptCall, len(gs))
 	for g, gr := range gs {
 		args := make([]any, renFixed, renFixed+renStride*len(gr.Idx))
@@ -301,7 +302,7 @@ func runRecords(rs []driver.ReleaseArg, idx []int, replica string) []string {
 			Reason: r.Lease.Reason, Replica: replica, Error: driver.CutError(r.Finished.Error)}.appendTo(buf)
 		ends[k] = len(buf)
 	}
-	return driver.Strings(buf, ends)
+	return codec.Strings(buf, ends)
 }
 
 func (b *redisDriver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]driver.ReleaseReply, error) {
@@ -310,10 +311,10 @@ func (b *redisDriver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]dr
 		task   string
 		shards int
 	}
-	gs := driver.GroupBy(len(rs), func(i int) named { return named{rs[i].Lease.Task, rs[i].Lease.Shards} })
+	gs := codec.GroupBy(len(rs), func(i int) named { return named{rs[i].Lease.Task, rs[i].Lease.Shards} })
 	calls := make([]scriptCall, len(gs))
 	for g, grn := range gs {
-		gr := driver.Group[string]{Key: grn.Key.task, Idx: grn.Idx}
+		gr := codec.Group[string]{Key: grn.Key.task, Idx: grn.Idx}
 		// A batch of plain releases (nothing asked for after the runs, no
 		// requests to answer: the fan-out's usual) leaves next and reqs out.
 		stride := relStrideShort

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/tickd/tickd/internal/codec"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -39,7 +40,7 @@ type scriptCall struct {
 // shard that refuses) fails only its own requests: errs[i] is the error of
 // request i, and the others' answers stand (a grant is never lost to
 // another call's failure). When every call failed, the error is returned.
-func runGroups[K comparable](ctx context.Context, b *redisDriver, sc *redis.Script, gs []driver.Group[K], calls []scriptCall, n int, ackWithin time.Duration) (out []string, errs []error, err error) {
+func runGroups[K comparable](ctx context.Context, b *redisDriver, sc *redis.Script, gs []codec.Group[K], calls []scriptCall, n int, ackWithin time.Duration) (out []string, errs []error, err error) {
 	out = make([]string, n)
 	if len(calls) == 0 {
 		return out, nil, nil

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -301,25 +300,6 @@ func TestSplitReply(t *testing.T) {
 			t.Errorf("splitReply(%q) = %q, want %q", in, got, want)
 		}
 	}
-}
-
-// TestTickPartKeepsTheSourceError: a failed source's error, whatever it
-// holds, comes back whole from a tick part; a part from before it was kept
-// ("1" alone) still reads as failed.
-func TestTickPartKeepsTheSourceError(t *testing.T) {
-	hostile := "exit status 3: a b|c\n#%:é " + strings.Repeat("x", driver.MaxSourceError)
-	p := driver.TickPart{Replica: "r 1", Written: time.UnixMilli(1000), SourceFailed: true, SourceError: hostile,
-		Outcomes: map[driver.Outcome]int{}, Skipped: map[string]int{}, FirstStart: -1, LastEnd: -1}
-	back, err := driver.DecodeTickPart(driver.EncodeTickPart(p))
-	if err != nil {
-		t.Fatal(err)
-	}
-	expect.Equal(t, "source error, cut to driver.MaxSourceError", back.SourceError, hostile[:driver.MaxSourceError])
-	expect.True(t, "source failed", back.SourceFailed)
-	old := strings.TrimSuffix(driver.EncodeTickPart(p), ":"+driver.Escape(hostile[:driver.MaxSourceError]))
-	back, err = driver.DecodeTickPart(old)
-	expect.Equal(t, "an older part's error", err, nil)
-	expect.True(t, "an older part still failed", back.SourceFailed && back.SourceError == "")
 }
 
 // codecsAgreeOnArguments: announcements (an older tickd's too), a due

@@ -1,4 +1,8 @@
-package config
+// Package redisconn is the connection a config's [redis] table describes:
+// the go-redis client (plain, Sentinel or Cluster), and how it is named in
+// logs (without a password) and explained when it fails. config keeps the
+// table as data; the binary and tickd.Open connect through this.
+package redisconn
 
 import (
 	"context"
@@ -10,9 +14,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tickd/tickd/config"
 )
 
-// Client builds the go-redis client for the [redis] table: go-redis's
+// Client builds the go-redis client for the [redis] table r: go-redis's
 // cluster client when ClusterAddrs is set; through Redis Sentinel when
 // SentinelMaster is set (go-redis's failover client, which follows the
 // primary across failovers); else to URL. The caller closes it.
@@ -20,7 +26,7 @@ import (
 // The client does not retry by itself (tickd retries a failed round with
 // backoff: a blind retry of a script could apply it twice), and gives up on
 // a connection after 2s.
-func (r *Redis) Client() (redis.UniversalClient, error) {
+func Client(r *config.Redis) (redis.UniversalClient, error) {
 	ro, err := redis.ParseURL(r.URL)
 	if err != nil {
 		// The error text may quote the URL: never print it.
@@ -59,7 +65,7 @@ func (r *Redis) Client() (redis.UniversalClient, error) {
 }
 
 // TLS says whether the client speaks TLS to Redis (a rediss:// url).
-func (r *Redis) TLS() bool {
+func TLS(r *config.Redis) bool {
 	ro, err := redis.ParseURL(r.URL)
 	return err == nil && ro.TLSConfig != nil
 }
@@ -68,10 +74,10 @@ func (r *Redis) TLS() bool {
 // likely means: over TLS, a server that never answers the handshake is one
 // that does not speak TLS (a rediss:// url to a plaintext port). Other
 // errors are returned as they are.
-func (r *Redis) Explain(err error) error {
+func Explain(r *config.Redis, err error) error {
 	var ne net.Error
 	timeout := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
-	if err == nil || !timeout || !r.TLS() {
+	if err == nil || !timeout || !TLS(r) {
 		return err
 	}
 	return fmt.Errorf("%w: the url is rediss:// (TLS), and the server never answered the TLS handshake: this looks like TLS to a Redis that does not speak it (a plaintext port? then redis://)", err)
@@ -79,7 +85,7 @@ func (r *Redis) Explain(err error) error {
 
 // Where says which Redis the table names, for logs: the URL without its
 // password, or the sentinels and the master's name.
-func (r *Redis) Where() string {
+func Where(r *config.Redis) string {
 	if len(r.ClusterAddrs) > 0 {
 		return fmt.Sprintf("cluster via %v", r.ClusterAddrs)
 	}
@@ -111,7 +117,7 @@ func redactURL(raw string) string {
 
 // InsecureTLS says whether the url turns TLS's certificate check off
 // (rediss://…?skip_verify=true): anyone on the path can pose as Redis.
-func (r *Redis) InsecureTLS() bool {
+func InsecureTLS(r *config.Redis) bool {
 	ro, err := redis.ParseURL(r.URL)
 	return err == nil && ro.TLSConfig != nil && ro.TLSConfig.InsecureSkipVerify
 }

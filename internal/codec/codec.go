@@ -1,0 +1,66 @@
+// Package codec holds the batch helpers the lease store and the Redis
+// driver share: grouping a batch by key, the common prefix of a chunk's
+// tokens, many strings for one allocation. None of it is the driver
+// contract (lease/driver): a driver of its own needs none of it.
+package codec
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Group is the positions in a batch of the requests that share key, in order.
+type Group[K comparable] struct {
+	Key K
+	Idx []int
+}
+
+// GroupBy splits a batch by key, in first-seen order. Each task's entities
+// live in one hash, read and written by one script call per group.
+func GroupBy[K comparable](n int, key func(i int) K) []Group[K] {
+	var gs []Group[K]
+	at := map[K]int{}
+	for i := range n {
+		k := key(i)
+		j, ok := at[k]
+		if !ok {
+			j = len(gs)
+			at[k] = j
+			gs = append(gs, Group[K]{Key: k})
+		}
+		gs[j].Idx = append(gs[j].Idx, i)
+	}
+	return gs
+}
+
+// ChunkPrefix is the prefix the tokens of a chunk's requests share (all of
+// a token but its position and closing separator), when tokens gave them
+// their chunk positions.
+func ChunkPrefix(tokens func(k int) string, n int) (string, bool) {
+	first := tokens(0)
+	prefix, ok := strings.CutSuffix(first, ".1|")
+	if !ok {
+		return "", false
+	}
+	prefix += "."
+	var num [20]byte
+	for k := 1; k < n; k++ {
+		t := tokens(k)
+		rest, ok := strings.CutPrefix(t, prefix)
+		if !ok || len(rest) < 2 || rest[len(rest)-1] != '|' || rest[:len(rest)-1] != string(strconv.AppendInt(num[:0], int64(k+1), 10)) {
+			return "", false
+		}
+	}
+	return prefix, true
+}
+
+// Strings converts buf to one string and returns its pieces ending at ends: many
+// short strings for the price of one allocation.
+func Strings(buf []byte, ends []int) []string {
+	all, out := string(buf), make([]string, len(ends))
+	start := 0
+	for i, end := range ends {
+		out[i], start = all[start:end], end
+	}
+	return out
+}

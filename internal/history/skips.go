@@ -1,0 +1,16 @@
+package history
+
+// The reasons a tick skips an entity, in a tick part's Skipped, beside
+// lease/driver's SkipAlreadyRan and SkipLimited: the scheduler writes
+// them, the history and the documents read them.
+const (
+	SkipBusy            = "busy"
+	SkipQuarantined     = "quarantined"
+	SkipNotAcknowledged = "not_acknowledged"
+	SkipError           = "error"   // the store failed until the tick was too late
+	SkipStopped         = "stopped" // shutdown or a reload stopped the fan-out first
+	SkipPaused          = "paused"  // tickd pause stopped the fan-out first
+	// SkipSuperseded: a run that waited for a limit gave its place to the
+	// entity's run of a newer tick (an entity has one waiting run).
+	SkipSuperseded = "superseded"
+)
