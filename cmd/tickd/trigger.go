@@ -11,6 +11,7 @@ import (
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/ops"
 	"github.com/tickd/tickd/internal/report"
+	"github.com/tickd/tickd/internal/retry"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -185,7 +186,8 @@ func waitAnswers(ctx context.Context, store *lease.Store, task, id string, ids [
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	var got map[string]driver.Outcome
-	for poll := 50 * time.Millisecond; ; poll = min(2*poll, time.Second) {
+	poll := retry.Backoff{First: 50 * time.Millisecond, Max: time.Second}
+	for {
 		answers, err := store.Answers(ctx, task, id)
 		if err != nil {
 			return nil, err
@@ -199,7 +201,7 @@ func waitAnswers(ctx context.Context, store *lease.Store, task, id string, ids [
 			return nil, ctx.Err()
 		case <-deadline.C:
 			return got, nil
-		case <-time.After(poll):
+		case <-time.After(poll.Next()):
 		}
 	}
 }

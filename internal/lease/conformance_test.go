@@ -1,6 +1,7 @@
 package lease_test
 
 import (
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -80,4 +81,23 @@ func redisKitWith(t *testing.T, newClient func() redisdriver.RedisClient) driver
 func memoryKit(*testing.T) drivertest.Kit {
 	d := memdriver.New()
 	return func() driver.Driver { return d }
+}
+
+// TestDriversAgree runs the same random operations against a store on the
+// Redis driver and one on the in-process driver (drivertest.Compare), and
+// compares every answer: the in-process driver is a Go twin of the Lua
+// scripts, and a twin drifts (tick.lua dropped at most driver.TickAgeDrop
+// too-old records a write while the twin dropped all). CI runs a fixed
+// seed; TICKD_DIFF_SEED and TICKD_DIFF_OPS run others, longer:
+//
+//	TICKD_DIFF_SEED=$RANDOM TICKD_DIFF_OPS=20000 go test -run TestDriversAgree ./internal/lease
+func TestDriversAgree(t *testing.T) {
+	seed, ops := uint64(20261125), 1500
+	if s, err := strconv.ParseUint(os.Getenv("TICKD_DIFF_SEED"), 10, 64); err == nil {
+		seed = s
+	}
+	if n, err := strconv.Atoi(os.Getenv("TICKD_DIFF_OPS")); err == nil {
+		ops = n
+	}
+	drivertest.Compare(t, redisKit(t, redistest.Start(t).Addr), memoryKit(t), seed, ops)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
+	"github.com/tickd/tickd/internal/retry"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -15,7 +16,7 @@ import (
 // 10s). Requests still failing are returned with their errors.
 func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.Time, reqs []driver.Request) []lease.Result {
 	res := s.store.AcquireBatch(ctx, reqs)
-	backoff := 100 * time.Millisecond
+	backoff := retry.Backoff{First: 100 * time.Millisecond, Max: 2 * time.Second}
 	for {
 		// Busy and already-ran are answers; anything else is retried.
 		var pending []int
@@ -23,7 +24,7 @@ func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.T
 		var quarantine *lease.QuarantineError
 		var ee *lease.EarlyError // out of the loop: errors.As makes them escape
 		var qe *lease.QuarantineError
-		wait := backoff
+		wait := backoff.Next()
 		for i, r := range res {
 			switch {
 			case r.Err == nil, errors.Is(r.Err, lease.ErrBusy), errors.Is(r.Err, lease.ErrAlreadyRan):
@@ -60,12 +61,9 @@ func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.T
 		if len(pending) == 0 || s.clock.Now().Sub(T) > ts.t.LateLimit() {
 			return res
 		}
-		select {
-		case <-ctx.Done():
+		if !retry.Wait(ctx.Done(), wait) {
 			return res
-		case <-time.After(wait):
 		}
-		backoff = min(2*backoff, 2*time.Second)
 		retry := make([]driver.Request, len(pending))
 		for j, i := range pending {
 			retry[j] = reqs[i]

@@ -13,6 +13,7 @@ import (
 	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
+	"github.com/tickd/tickd/internal/retry"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
 )
@@ -342,7 +343,7 @@ const historyBatch = 200 * time.Millisecond
 
 // loop writes what is queued until ctx ends, then once more, briefly.
 func (h *historyWriter) loop(ctx context.Context) {
-	backoff := time.Second
+	backoff := retry.Backoff{First: time.Second, Max: 10 * time.Second}
 	for {
 		select {
 		case <-ctx.Done():
@@ -359,15 +360,11 @@ func (h *historyWriter) loop(ctx context.Context) {
 			if ctx.Err() == nil { // a write cut short by the stop is the stop's flush's to say
 				h.s.storeFailed("history", "history", "cannot write the history; will retry", Event{}, err)
 			}
-			select { // what failed is kept: try again after backoff, or sooner on news
-			case <-ctx.Done():
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 10*time.Second)
+			backoff.Wait(ctx.Done()) // what failed is kept: try again after it, or at the stop's flush
 			h.poke()
 			continue
 		}
-		backoff = time.Second
+		backoff.Reset()
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
+	"github.com/tickd/tickd/internal/retry"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
 )
@@ -448,17 +448,9 @@ func (s *Scheduler) nextFor(t config.Task, l *lease.Lease, outcome driver.Outcom
 		if n > t.Retries {
 			return nil
 		}
-		return &driver.Next{Reason: driver.ReasonRetry, Delay: Backoff(n), Attempt: n}
+		return &driver.Next{Reason: driver.ReasonRetry, Delay: retry.Attempt(n), Attempt: n}
 	}
 	return nil
-}
-
-// Backoff is the delay before retry n (1, 2, …): exponential from 1s,
-// capped at 5m, with ±20% jitter.
-func Backoff(n int) time.Duration {
-	d := time.Second << min(n-1, 9)
-	d = min(d, 5*time.Minute)
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
 // enqueueRetrying stores a request whose release failed (Redis down),
@@ -470,7 +462,7 @@ func (s *Scheduler) enqueueRetrying(t config.Task, l *lease.Lease, n driver.Next
 	if n.HandOver {
 		d.Requests = l.Requests
 	}
-	backoff := 200 * time.Millisecond
+	backoff := retry.Backoff{First: 200 * time.Millisecond, Max: 5 * time.Second}
 	deadline := time.Now().Add(max(t.LeaseTTL, 30*time.Second))
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(s.abort, 2*time.Second)
@@ -483,11 +475,7 @@ func (s *Scheduler) enqueueRetrying(t config.Task, l *lease.Lease, n driver.Next
 			break
 		}
 		s.storeFailed("enqueue", "enqueue", "cannot store a follow-up request; retrying", Event{Task: t.Name, Tick: l.Tick}, err)
-		select {
-		case <-s.abort.Done():
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
+		backoff.Wait(s.abort.Done())
 	}
 	why := "Redis unreachable"
 	if s.abort.Err() != nil {

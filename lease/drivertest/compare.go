@@ -1,43 +1,35 @@
-package lease
+package drivertest
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"reflect"
-	"strconv"
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/lease/driver"
 )
 
-// TestDriversAgree runs the same random operations against the Redis store
-// and the in-process one, and compares every answer: the in-process store
-// is a Go twin of the Lua scripts, and a twin drifts (tick.lua dropped at
-// most driver.TickAgeDrop too-old records a write while the twin dropped all).
-// CI runs a fixed seed; TICKD_DIFF_SEED and TICKD_DIFF_OPS run others,
-// longer:
-//
-//	TICKD_DIFF_SEED=$RANDOM TICKD_DIFF_OPS=20000 go test -run TestDriversAgree ./internal/lease
-func TestDriversAgree(t *testing.T) {
-	seed, ops := uint64(20261125), 1500
-	if s, err := strconv.ParseUint(os.Getenv("TICKD_DIFF_SEED"), 10, 64); err == nil {
-		seed = s
-	}
-	if n, err := strconv.Atoi(os.Getenv("TICKD_DIFF_OPS")); err == nil {
-		ops = n
-	}
+// Compare runs ops random operations, drawn from seed, against a store on
+// a driver of a and one on a driver of b, and fails t at the first answer
+// where they differ: grants and their refusals, releases, tick records,
+// actions, failures and pauses, and every read after. tickd holds its
+// in-process driver to its Redis one with it (a Go twin of Lua scripts
+// drifts); a third driver can be held to either. Log the seed: a failure
+// names the operation, and the same seed replays it.
+func Compare(t *testing.T, a, b Kit, seed uint64, ops int) {
+	t.Helper()
 	t.Logf("seed %d, %d operations", seed, ops)
 	d := &differ{
-		t:     t,
-		rnd:   rand.New(rand.NewPCG(seed, 1)),
-		now:   time.Now().Truncate(time.Hour).Add(-24 * time.Hour),
-		redis: redisKit(t).client(Options{Replica: "diff"}),
-		mem:   memoryKit(t).client(Options{Replica: "diff"}),
-		held:  map[string][2]*Lease{},
+		t:    t,
+		rnd:  rand.New(rand.NewPCG(seed, 1)),
+		now:  time.Now().Truncate(time.Hour).Add(-24 * time.Hour),
+		a:    storesOn(t, a, 1)(lease.Options{Replica: "diff"}),
+		b:    storesOn(t, b, 1)(lease.Options{Replica: "diff"}),
+		held: map[string][2]*lease.Lease{},
 	}
 	for i := range ops {
 		d.step(i)
@@ -50,11 +42,11 @@ func TestDriversAgree(t *testing.T) {
 
 // differ drives both stores and compares their answers.
 type differ struct {
-	t          *testing.T
-	rnd        *rand.Rand
-	now        time.Time // the operations' notion of now: a day ago, moving on
-	redis, mem *Store
-	held       map[string][2]*Lease // task/entity -> the lease on each store
+	t    *testing.T
+	rnd  *rand.Rand
+	now  time.Time                  // the operations' notion of now: a day ago, moving on
+	a, b *lease.Store               // a store on a driver of each kit
+	held map[string][2]*lease.Lease // task/entity -> the lease on each store
 }
 
 var (
@@ -87,16 +79,16 @@ func (d *differ) step(i int) {
 }
 
 // both runs op on each store; the answers must be the same.
-func both[T any](d *differ, what string, op func(s *Store) (T, error)) {
+func both[T any](d *differ, what string, op func(s *lease.Store) (T, error)) {
 	d.t.Helper()
-	r, rerr := op(d.redis)
-	m, merr := op(d.mem)
+	r, rerr := op(d.a)
+	m, merr := op(d.b)
 	if !sameError(rerr, merr) {
-		d.t.Errorf("%s: redis %v, memory %v", what, rerr, merr)
+		d.t.Errorf("%s: a %v, b %v", what, rerr, merr)
 		return
 	}
 	if !reflect.DeepEqual(r, m) {
-		d.t.Errorf("%s:\n redis  %+v\n memory %+v", what, r, m)
+		d.t.Errorf("%s:\n a %+v\n b %+v", what, r, m)
 	}
 }
 
@@ -105,7 +97,7 @@ func sameError(a, b error) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
 	}
-	for _, kind := range []error{ErrBusy, ErrAlreadyRan, ErrQuarantine, driver.ErrNotHeld} {
+	for _, kind := range []error{lease.ErrBusy, lease.ErrAlreadyRan, lease.ErrQuarantine, driver.ErrNotHeld} {
 		if errors.Is(a, kind) != errors.Is(b, kind) {
 			return false
 		}
@@ -138,42 +130,42 @@ func (d *differ) recordTick() {
 		w.Keep.Ticks = 1 + d.rnd.IntN(60)
 	}
 	both(d, fmt.Sprintf("record tick %s@%s by %s", w.Task, w.Tick.Format(time.TimeOnly), w.Part.Replica),
-		func(s *Store) (struct{}, error) {
+		func(s *lease.Store) (struct{}, error) {
 			return struct{}{}, s.RecordTicks(context.Background(), []driver.TickWrite{w})
 		})
-	both(d, "ticks of "+w.Task+" after the write", func(s *Store) ([]driver.TickRecord, error) { return s.Ticks(context.Background(), w.Task, 100) })
+	both(d, "ticks of "+w.Task+" after the write", func(s *lease.Store) ([]driver.TickRecord, error) { return s.Ticks(context.Background(), w.Task, 100) })
 }
 
 func (d *differ) recordAction() {
-	a := Action{Task: d.pick(diffTasks), At: d.now.UTC(), By: d.pick(diffReplicas), What: ActionTrigger,
+	a := lease.Action{Task: d.pick(diffTasks), At: d.now.UTC(), By: d.pick(diffReplicas), What: lease.ActionTrigger,
 		Entities: []string{d.pick(diffEntities)}, Reason: "diff"}
 	keep := driver.Retention{Actions: 1 + d.rnd.IntN(8)}
-	both(d, "record action", func(s *Store) (struct{}, error) {
+	both(d, "record action", func(s *lease.Store) (struct{}, error) {
 		return struct{}{}, s.RecordAction(context.Background(), a, keep)
 	})
 }
 
 func (d *differ) recordFailure() {
-	f := Failure{Task: d.pick(diffTasks), Entity: d.pick(diffEntities), Tick: d.now.UTC(), Reason: driver.ReasonTick,
+	f := lease.Failure{Task: d.pick(diffTasks), Entity: d.pick(diffEntities), Tick: d.now.UTC(), Reason: driver.ReasonTick,
 		Replica: d.pick(diffReplicas), Started: d.now.UTC(), Ended: d.now.UTC(), Outcome: driver.OutcomeFailed, Error: "exit 1"}
 	n := 1 + d.rnd.IntN(6)
 	keep := func(string) driver.Retention { return driver.Retention{Failures: n} }
-	both(d, "record failure", func(s *Store) (struct{}, error) {
-		return struct{}{}, s.RecordFailures(context.Background(), []Failure{f}, keep)
+	both(d, "record failure", func(s *lease.Store) (struct{}, error) {
+		return struct{}{}, s.RecordFailures(context.Background(), []lease.Failure{f}, keep)
 	})
 }
 
 func (d *differ) pauseOrResume() {
 	task := d.pick(diffTasks)
 	if d.rnd.IntN(2) == 0 {
-		both(d, "resume "+task, func(s *Store) (struct{}, error) { return struct{}{}, s.Resume(context.Background(), task) })
+		both(d, "resume "+task, func(s *lease.Store) (struct{}, error) { return struct{}{}, s.Resume(context.Background(), task) })
 		return
 	}
-	p := PauseInfo{By: d.pick(diffReplicas), At: d.now.UTC(), Reason: "diff"}
+	p := lease.PauseInfo{By: d.pick(diffReplicas), At: d.now.UTC(), Reason: "diff"}
 	if d.rnd.IntN(2) == 0 {
 		p.Until = time.Now().Add(time.Hour).UTC().Truncate(time.Second) // not over while the test runs
 	}
-	both(d, "pause "+task, func(s *Store) (struct{}, error) { return struct{}{}, s.Pause(context.Background(), task, p) })
+	both(d, "pause "+task, func(s *lease.Store) (struct{}, error) { return struct{}{}, s.Pause(context.Background(), task, p) })
 }
 
 // acquire asks for a tick run of an entity at a tick in the past (ticks
@@ -188,9 +180,9 @@ func (d *differ) acquire() {
 	case 1:
 		req.Queue = true // a busy entity gets a follow-up after its holder
 	}
-	var got [2]*Lease
+	var got [2]*lease.Lease
 	i := 0
-	both(d, fmt.Sprintf("acquire %s/%s %s", task, entity, req.Reason), func(s *Store) (bool, error) {
+	both(d, fmt.Sprintf("acquire %s/%s %s", task, entity, req.Reason), func(s *lease.Store) (bool, error) {
 		l, err := s.Acquire(context.Background(), req)
 		got[i] = l
 		i++
@@ -212,7 +204,7 @@ func (d *differ) release() {
 	for key, ls := range d.held {
 		o := []driver.Outcome{driver.OutcomeDone, driver.OutcomeFailed, driver.OutcomeReschedule}[d.rnd.IntN(3)]
 		i := 0
-		both(d, "release "+key, func(s *Store) (Released, error) {
+		both(d, "release "+key, func(s *lease.Store) (lease.Released, error) {
 			l := ls[i]
 			i++
 			return l.Release(context.Background(), driver.Finished{Outcome: o, Started: d.now, Ended: d.now}, nil)
@@ -232,9 +224,9 @@ func (d *differ) releaseAll() {
 func (d *differ) compareReads() {
 	ctx := context.Background()
 	for _, task := range diffTasks {
-		both(d, "ticks of "+task, func(s *Store) ([]driver.TickRecord, error) { return s.Ticks(ctx, task, 100) })
-		both(d, "actions of "+task, func(s *Store) ([]Action, error) { return s.Actions(ctx, task, 100) })
-		both(d, "failures of "+task, func(s *Store) ([]Failure, error) { return s.Failures(ctx, task, 100) })
+		both(d, "ticks of "+task, func(s *lease.Store) ([]driver.TickRecord, error) { return s.Ticks(ctx, task, 100) })
+		both(d, "actions of "+task, func(s *lease.Store) ([]lease.Action, error) { return s.Actions(ctx, task, 100) })
+		both(d, "failures of "+task, func(s *lease.Store) ([]lease.Failure, error) { return s.Failures(ctx, task, 100) })
 	}
-	both(d, "pauses", func(s *Store) (map[string]PauseInfo, error) { return s.Pauses(ctx) })
+	both(d, "pauses", func(s *lease.Store) (map[string]lease.PauseInfo, error) { return s.Pauses(ctx) })
 }
