@@ -83,7 +83,7 @@ func (s *Store) acquireRound(ctx context.Context, reqs []driver.Request, out []R
 		}
 	}
 	s.mu.Lock()
-	closed, maxTTL := s.closed, s.maxTTL
+	closed := s.closed
 	s.mu.Unlock()
 	if closed {
 		for i := range out {
@@ -92,7 +92,7 @@ func (s *Store) acquireRound(ctx context.Context, reqs []driver.Request, out []R
 		return
 	}
 	sent := s.clock.Now()
-	replies, err := s.b.Acquire(ctx, s.opts.Replica, maxTTL, args)
+	replies, err := s.b.Acquire(ctx, args)
 	s.noteAcks(err)
 	var ackErr *driver.AckError
 	if errors.As(err, &ackErr) && replies != nil {

@@ -28,7 +28,7 @@ func (s *Store) watchLoss(ctx context.Context) {
 		case <-t.C:
 		}
 		cctx, cancel := context.WithTimeout(ctx, LossWatch)
-		left, err := s.b.CheckEpochs(cctx, s.MaxTTL())
+		left, err := s.b.CheckEpochs(cctx)
 		cancel()
 		if err == nil && left > 0 {
 			s.quarantinedFor(left)

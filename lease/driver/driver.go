@@ -18,10 +18,11 @@ type Driver interface {
 	Configure(cfg Config)
 
 	// Grants: grants, renews, releases and unlocks leases.
-	// Acquire asks for leases, answering each AcquireArg in order; maxTTL
-	// is the quarantine after a data loss. An arg with no Token is left
-	// out (its reply is the zero AcquireReply).
-	Acquire(ctx context.Context, holder string, maxTTL time.Duration, reqs []AcquireArg) ([]AcquireReply, error)
+	// Acquire asks for leases for Config.Replica, answering each
+	// AcquireArg in order; Config.MaxTTL is the quarantine after a data
+	// loss. An arg with no Token is left out (its reply is the zero
+	// AcquireReply).
+	Acquire(ctx context.Context, reqs []AcquireArg) ([]AcquireReply, error)
 	Renew(ctx context.Context, ls []*Lease) ([]Renewal, error)
 	// Release returns, per lease, whether a follow-up had been requested,
 	// or ErrNotHeld.
@@ -110,10 +111,10 @@ type Driver interface {
 	// replica per interval, whichever asks first.
 	ClaimSweep(ctx context.Context, every time.Duration) (bool, error)
 	// CheckEpochs finds a data loss: it gives every bucket found without an
-	// epoch one, quarantined for maxTTL from now, and returns the longest
-	// quarantine left. It does nothing before the store's first grant,
-	// enqueue, take or announce.
-	CheckEpochs(ctx context.Context, maxTTL time.Duration) (time.Duration, error)
+	// epoch one, quarantined for Config.MaxTTL from now, and returns the
+	// longest quarantine left. It does nothing before the store's first
+	// grant, enqueue, take or announce.
+	CheckEpochs(ctx context.Context) (time.Duration, error)
 
 	// Limits: keeps the limits' shared state: each replica's runs under each
 	// limit (counted while the replica renews them), the rate's schedule, and

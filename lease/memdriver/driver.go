@@ -93,7 +93,8 @@ func (b *memDriver) state(m string, now time.Time) *memState {
 	return s
 }
 
-func (b *memDriver) Acquire(_ context.Context, holder string, _ time.Duration, reqs []driver.AcquireArg) ([]driver.AcquireReply, error) {
+func (b *memDriver) Acquire(_ context.Context, reqs []driver.AcquireArg) ([]driver.AcquireReply, error) {
+	holder := b.cfg.Replica
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()

@@ -158,7 +158,7 @@ func (b *memDriver) DueCount(context.Context) (int, error) {
 
 // CheckEpochs finds nothing: the process's memory cannot lose its data
 // and keep running.
-func (b *memDriver) CheckEpochs(context.Context, time.Duration) (time.Duration, error) {
+func (b *memDriver) CheckEpochs(context.Context) (time.Duration, error) {
 	return 0, nil
 }
 

@@ -72,7 +72,7 @@ func (b *redisDriver) Configure(cfg driver.Config) { b.cfg = cfg }
 // time).
 const pageSize = 1000
 
-func (b *redisDriver) Acquire(ctx context.Context, holder string, maxTTL time.Duration, reqs []driver.AcquireArg) ([]driver.AcquireReply, error) {
+func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]driver.AcquireReply, error) {
 	if err := b.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func (b *redisDriver) Acquire(ctx context.Context, holder string, maxTTL time.Du
 		}
 		return shared{task: r.Task, reason: string(r.Reason), tick: tick, ttl: r.TTL, queue: r.Queue, shards: reqs[live[i]].Shards}
 	})
-	holderArg := driver.Escape(holder)
+	holderArg, maxTTL := driver.Escape(b.cfg.Replica), b.maxTTL()
 	calls := make([]scriptCall, len(gs))
 	for g, gr := range gs {
 		k := gr.Key

@@ -148,7 +148,7 @@ func (b *redisDriver) epochCalls(maxTTL time.Duration) []scriptCall {
 // bucket, quarantining those that lost theirs from now (on a Cluster, a
 // shard that does not answer fails only its own buckets). It answers the
 // longest quarantine left.
-func (b *redisDriver) CheckEpochs(ctx context.Context, maxTTL time.Duration) (time.Duration, error) {
+func (b *redisDriver) CheckEpochs(ctx context.Context) (time.Duration, error) {
 	b.gate.mu.Lock()
 	prepared := !b.gate.checked.IsZero()
 	b.gate.mu.Unlock()
@@ -169,7 +169,7 @@ func (b *redisDriver) CheckEpochs(ctx context.Context, maxTTL time.Duration) (ti
 		v, err := g.Result()
 		switch {
 		case errors.Is(err, redis.Nil):
-			return b.quarantineLost(ctx, maxTTL)
+			return b.quarantineLost(ctx, b.maxTTL())
 		case err != nil:
 			failed = err
 		default:
