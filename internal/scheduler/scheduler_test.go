@@ -277,9 +277,9 @@ type stallingDriver struct {
 	once    sync.Once
 }
 
-func (d *stallingDriver) Acquire(ctx context.Context, holder string, maxTTL time.Duration, reqs []driver.AcquireArg) ([]driver.AcquireReply, error) {
+func (d *stallingDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]driver.AcquireReply, error) {
 	if d.free.Add(-1) >= 0 {
-		return d.Driver.Acquire(ctx, holder, maxTTL, reqs)
+		return d.Driver.Acquire(ctx, reqs)
 	}
 	d.once.Do(func() { close(d.stalled) })
 	<-ctx.Done()
