@@ -15,6 +15,9 @@ type Config struct {
 	Daemon Daemon
 	Redis  *Redis // nil: in-process leases, one replica
 	Web    *Web   // nil: no console
+	// Telemetry is [telemetry]: where traces go, beside the OTEL_*
+	// variables. nil: only the variables say.
+	Telemetry *Telemetry
 	// Defaults is [defaults] over the built-in defaults: what a task that
 	// gives none of its own keys gets.
 	Defaults Task
@@ -133,6 +136,22 @@ type Web struct {
 	BasePath string `toml:"base_path"`
 }
 
+// Telemetry is the [telemetry] table: what the standard OTEL_* variables
+// do not say about tracing (they say the rest: OTEL_TRACES_SAMPLER and
+// _ARG, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES,
+// OTEL_EXPORTER_OTLP_HEADERS…).
+type Telemetry struct {
+	// Endpoint is the base URL of an OTLP/HTTP collector
+	// ("http://collector:4318"): traces go to Endpoint + "/v1/traces". It
+	// wins over OTEL_EXPORTER_OTLP_ENDPOINT. Defaults to "": the variables
+	// say, and with none of them set, tickd traces nothing.
+	Endpoint string `toml:"endpoint"`
+	// RunSpans is how many runs of a tick one replica's fan-out span
+	// parents; the runs past it get traces of their own, linked to it.
+	// Defaults to 1000.
+	RunSpans int `toml:"run_spans"`
+}
+
 // defaultRedis is [redis] when the table is given with no keys.
 func defaultRedis() Redis { return Redis{URL: "redis://127.0.0.1:6379/0", KeyPrefix: "tickd"} }
 
@@ -202,6 +221,9 @@ func parseConfig(path string, data []byte, needTasks bool) (*Config, error) {
 	if cfg.Web != nil {
 		validateWeb(d, cfg.Web)
 	}
+	if cfg.Telemetry != nil {
+		validateTelemetry(d, cfg.Telemetry)
+	}
 	if defaultsGiven["name"] {
 		d.bad("defaults.name", "a name is per task; it cannot have a default")
 	}
@@ -237,6 +259,9 @@ func decodeTables(d *decoder, raw map[string]any, cfg *Config) (defaultsGiven ke
 			r := defaultRedis()
 			redisGiven = d.table(k, raw[k], &r)
 			cfg.Redis = &r
+		case "telemetry":
+			cfg.Telemetry = &Telemetry{}
+			d.table(k, raw[k], cfg.Telemetry)
 		case "defaults":
 			defaultsGiven = d.table(k, raw[k], &cfg.Defaults)
 		case "web":
@@ -327,7 +352,7 @@ func New(daemon Daemon, r *Redis, tasks ...Task) (*Config, error) {
 }
 
 // topLevel names the tables of a config file, for "did you mean".
-var topLevel = []string{"daemon", "redis", "web", "defaults", "tasks", "limits"}
+var topLevel = []string{"daemon", "redis", "web", "telemetry", "defaults", "tasks", "limits"}
 
 // MaxLeaseTTL is the longest lease_ttl of the config's tasks.
 func (c *Config) MaxLeaseTTL() time.Duration {

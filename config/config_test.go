@@ -237,7 +237,7 @@ func TestExampleConfigIsValid(t *testing.T) {
 	}
 	// Every key the config structs declare is documented in the example.
 	data, _ := os.ReadFile(filepath.Join("..", "config.example.toml"))
-	keys := slices.Concat(keys[Daemon](), keys[Redis](), keys[Web](), keys[Task](), keys[Limit]())
+	keys := slices.Concat(keys[Daemon](), keys[Redis](), keys[Web](), keys[Telemetry](), keys[Task](), keys[Limit]())
 	if len(keys) < 25 {
 		t.Fatalf("only %d keys declared: %v", len(keys), keys)
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"maps"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -76,6 +77,19 @@ func validateWeb(d *decoder, w *Web) {
 		if _, err := tls.LoadX509KeyPair(w.TLSCertFile, w.TLSKeyFile); err != nil {
 			d.bad("web.tls_cert_file", "%v", err)
 		}
+	}
+}
+
+func validateTelemetry(d *decoder, t *Telemetry) {
+	if t.Endpoint != "" {
+		if u, err := url.Parse(t.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			d.bad("telemetry.endpoint", "%q: want an OTLP/HTTP collector's base URL, e.g. \"http://collector:4318\"", t.Endpoint)
+		} else if strings.HasSuffix(u.Path, "/v1/traces") {
+			d.bad("telemetry.endpoint", "%q: give the base URL; tickd adds /v1/traces", t.Endpoint)
+		}
+	}
+	if t.RunSpans < 0 {
+		d.bad("telemetry.run_spans", "%d: at least 1 (or leave it out: 1000)", t.RunSpans)
 	}
 }
 

@@ -1,0 +1,273 @@
+// Package telemetry is tickd's tracing with OpenTelemetry: one trace per
+// (task, tick), the same on every replica, and a span per run inside it.
+//
+// The trace id of a tick is derived from the task's name and the tick
+// (TickTrace), so each replica's fan-out span joins it with no
+// coordination: every replica's fan-out is a root span of that trace, and
+// each run it starts is a child of its replica's fan-out. Past a bound
+// (RunSpans) a tick's runs on one replica get traces of their own, linked
+// to the fan-out, so that a tick of 100,000 entities is not one trace of
+// 100,000 spans. Triggers, reschedules and retries are traces of their
+// own, linked to the tick they carry.
+//
+// It is off unless configured: by [telemetry] endpoint, or the standard
+// OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT. The
+// other OTEL_* variables apply as the SDK reads them (OTEL_TRACES_SAMPLER
+// and _ARG, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES,
+// OTEL_EXPORTER_OTLP_HEADERS…). Off, every method is a no-op that costs a
+// nil check.
+package telemetry
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/lease/driver"
+)
+
+// DefaultRunSpans is how many runs of a tick one replica's fan-out span
+// parents when [telemetry] run_spans is not given.
+const DefaultRunSpans = 1000
+
+// Tracer traces ticks and runs; nil is off.
+type Tracer struct {
+	tp       *sdktrace.TracerProvider
+	tr       trace.Tracer
+	runSpans int64
+	replica  string
+}
+
+// New returns the tracer the config and the environment (getenv) ask
+// for, or nil when they ask for none. It exports over OTLP/HTTP. getenv
+// says whether to trace and over what; the SDK reads the other OTEL_*
+// variables (sampler, resource, headers) from the process's environment.
+func New(ctx context.Context, cfg *config.Telemetry, getenv func(string) string, replica, version string) (*Tracer, error) {
+	endpoint, runSpans := "", int64(DefaultRunSpans)
+	if cfg != nil {
+		endpoint = cfg.Endpoint
+		if cfg.RunSpans > 0 {
+			runSpans = int64(cfg.RunSpans)
+		}
+	}
+	if getenv("OTEL_SDK_DISABLED") == "true" || getenv("OTEL_TRACES_EXPORTER") == "none" {
+		return nil, nil
+	}
+	if endpoint == "" && getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+		return nil, nil
+	}
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		if p := getenv(k); p != "" && p != "http/protobuf" {
+			return nil, fmt.Errorf("%s=%s: tickd exports traces over OTLP/HTTP only: set it to http/protobuf and point the endpoint at the collector's HTTP port (4318)", k, p)
+		}
+	}
+	var opts []otlptracehttp.Option
+	if endpoint != "" {
+		opts = append(opts, otlptracehttp.WithEndpointURL(endpoint+"/v1/traces"))
+	}
+	exp, err := otlptracehttp.New(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", "tickd"), attribute.String("service.instance.id", replica),
+			attribute.String("service.version", version)),
+		resource.WithFromEnv()) // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
+	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
+		return nil, fmt.Errorf("telemetry: resource: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithIDGenerator(ids{}))
+	return &Tracer{tp: tp, tr: tp.Tracer("github.com/tickd/tickd"), runSpans: runSpans, replica: replica}, nil
+}
+
+// Stop sends what is left, within ctx.
+func (t *Tracer) Stop(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	return t.tp.Shutdown(ctx)
+}
+
+// TickTrace is the trace id of task's tick at tick: the same on every
+// replica, from the task's name and the tick alone.
+func TickTrace(task string, tick time.Time) trace.TraceID {
+	h := sha256.New()
+	h.Write([]byte("tickd tick\x00" + task + "\x00"))
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(tick.UnixNano()))
+	h.Write(b[:])
+	var id trace.TraceID
+	copy(id[:], h.Sum(nil))
+	return id
+}
+
+// tickKey carries, in a context, the trace id the next root span takes.
+type tickKey struct{}
+
+// ids gives a root span the trace id its context carries (a tick's), else
+// random ids, as the SDK's own generator does.
+type ids struct{}
+
+func (ids) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
+	tid, ok := ctx.Value(tickKey{}).(trace.TraceID)
+	if !ok {
+		binary.BigEndian.PutUint64(tid[:8], rand.Uint64())
+		binary.BigEndian.PutUint64(tid[8:], rand.Uint64())
+	}
+	return tid, ids{}.NewSpanID(ctx, tid)
+}
+
+func (ids) NewSpanID(context.Context, trace.TraceID) trace.SpanID {
+	var sid trace.SpanID
+	for sid == (trace.SpanID{}) {
+		binary.BigEndian.PutUint64(sid[:], rand.Uint64())
+	}
+	return sid
+}
+
+// FanOut is this replica's fan-out of task's tick: a root span of the
+// tick's trace (TickTrace). End it with End.
+type FanOut struct {
+	span    trace.Span
+	sampled bool         // its span is sampled: its runs' spans are too
+	name    string       // its runs' spans' name
+	runs    atomic.Int64 // run spans it parented
+	link    trace.Link   // to the fan-out, for the runs past the bound
+}
+
+// StartFanOut starts the fan-out span of task's tick on this replica.
+func (t *Tracer) StartFanOut(task string, tick time.Time) *FanOut {
+	if t == nil {
+		return nil
+	}
+	ctx := context.WithValue(context.Background(), tickKey{}, TickTrace(task, tick))
+	_, span := t.tr.Start(ctx, "tick "+task, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(
+			attribute.String("tickd.task", task), attribute.String("tickd.tick", tick.UTC().Format(time.RFC3339Nano)),
+			attribute.String("tickd.replica", t.replica)))
+	sc := span.SpanContext()
+	return &FanOut{span: span, sampled: sc.IsSampled(), name: "run " + task, link: trace.Link{SpanContext: sc}}
+}
+
+// End ends f with what the fan-out counted.
+func (f *FanOut) End(entities, started int, sourceErr string) {
+	if f == nil {
+		return
+	}
+	f.span.SetAttributes(attribute.Int("tickd.entities", entities), attribute.Int("tickd.started", started))
+	if sourceErr != "" {
+		f.span.SetStatus(codes.Error, sourceErr)
+	}
+	f.span.End()
+}
+
+// Run is what a run's span records.
+type Run struct {
+	Task, Entity string
+	Tick         time.Time
+	Fence        int64
+	Reason       driver.Reason
+	Attempt      int
+	LimitWait    time.Duration // how long it waited for a limit
+}
+
+// StartRun starts a run's span, in ctx (the run's context, which the
+// handler gets, carrying the span): a child of f (its tick's fan-out on
+// this replica) while f has parented fewer than the bound, else the root
+// of a trace of its own, linked to f; with no f (a trigger, a retry, a
+// reschedule, a run that waited for a limit), a trace of its own linked to
+// the tick it carries. It returns ctx unchanged and a nil span when off.
+func (t *Tracer) StartRun(ctx context.Context, f *FanOut, r Run) (context.Context, trace.Span) {
+	if t == nil {
+		return ctx, nil
+	}
+	if f != nil && !f.sampled {
+		// Every standard sampler drops a run whose fan-out it dropped (the
+		// same trace id, or its parent's decision): no span is made, and the
+		// run's ctx carries the unsampled decision on, for its command or
+		// endpoint to follow.
+		return trace.ContextWithSpanContext(ctx, f.span.SpanContext()), nil
+	}
+	parent, child, name := context.Background(), false, "run "+r.Task
+	if f != nil {
+		name = f.name
+	}
+	var opts []trace.SpanStartOption
+	switch {
+	case f != nil && f.runs.Add(1) <= t.runSpans:
+		parent, child = trace.ContextWithSpan(parent, f.span), true
+	case f != nil:
+		opts = []trace.SpanStartOption{trace.WithNewRoot(), trace.WithLinks(f.link)}
+	case !r.Tick.IsZero():
+		tick := trace.NewSpanContext(trace.SpanContextConfig{TraceID: TickTrace(r.Task, r.Tick), SpanID: tickSpan(r.Task, r.Tick)})
+		opts = []trace.SpanStartOption{trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: tick})}
+	default:
+		opts = []trace.SpanStartOption{trace.WithNewRoot()}
+	}
+	_, span := t.tr.Start(parent, name, opts...)
+	if span.IsRecording() { // what a sampled-out span would not keep is not even built
+		runAttrs(span, r, child)
+	}
+	return trace.ContextWithSpan(ctx, span), span
+}
+
+// runAttrs records r on its span. A child of its fan-out leaves out what
+// the fan-out says (the task, the tick); an attempt or a wait of 0 is left
+// out: each attribute is paid for by every run.
+func runAttrs(span trace.Span, r Run, child bool) {
+	var buf [8]attribute.KeyValue
+	as := append(buf[:0], attribute.String("tickd.entity", r.Entity), attribute.Int64("tickd.fence", r.Fence),
+		attribute.String("tickd.reason", string(r.Reason)))
+	if !child {
+		as = append(as, attribute.String("tickd.task", r.Task))
+		if !r.Tick.IsZero() {
+			as = append(as, attribute.String("tickd.tick", r.Tick.UTC().Format(time.RFC3339Nano)))
+		}
+	}
+	if r.Attempt > 0 {
+		as = append(as, attribute.Int("tickd.attempt", r.Attempt))
+	}
+	if r.LimitWait > 0 {
+		as = append(as, attribute.Int64("tickd.limit_wait_ms", r.LimitWait.Milliseconds()))
+	}
+	span.SetAttributes(as...)
+}
+
+// tickSpan is the span id a link to a tick's trace names (no span has it:
+// a link needs one; it names the trace).
+func tickSpan(task string, tick time.Time) trace.SpanID {
+	var sid trace.SpanID
+	tid := TickTrace(task, tick)
+	copy(sid[:], tid[8:])
+	return sid
+}
+
+// EndRun ends a run's span with its outcome (an error status for a
+// failed one).
+func EndRun(span trace.Span, outcome driver.Outcome, errText string) {
+	if span == nil {
+		return
+	}
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
+	span.SetAttributes(attribute.String("tickd.outcome", string(outcome)))
+	if errText != "" {
+		span.SetStatus(codes.Error, errText)
+	}
+	span.End()
+}

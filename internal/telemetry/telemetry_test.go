@@ -1,0 +1,145 @@
+package telemetry
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/testkit/otlptest"
+	"github.com/tickd/tickd/lease/driver"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// TestOneTracePerTickAcrossReplicas: two replicas' tracers, knowing
+// nothing of each other, put their fan-outs of one tick in one trace, each
+// run a child of its replica's fan-out; past run_spans a run starts a
+// trace of its own linked to the fan-out; a trigger's run is a trace of
+// its own linked to the tick it carries. Decoded from real OTLP/HTTP
+// exports.
+func TestOneTracePerTickAcrossReplicas(t *testing.T) {
+	rcv := otlptest.Start(t)
+	env := func(string) string { return "" }
+	T := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	var fanOuts = map[string]string{} // replica -> its fan-out span id
+	for _, replica := range []string{"a", "b"} {
+		tr, err := New(context.Background(), &config.Telemetry{Endpoint: rcv.URL, RunSpans: 2}, env, replica, "test")
+		if err != nil || tr == nil {
+			t.Fatalf("New: %v, %v", tr, err)
+		}
+		f := tr.StartFanOut("sync", T)
+		fanOuts[replica] = f.span.SpanContext().SpanID().String()
+		for _, e := range []string{"1", "2", "3"} {
+			_, span := tr.StartRun(context.Background(), f, Run{Task: "sync", Entity: replica + e, Tick: T, Fence: 7, Reason: driver.ReasonTick})
+			EndRun(span, driver.OutcomeDone, "")
+		}
+		f.End(3, 3, "")
+		_, span := tr.StartRun(context.Background(), nil, Run{Task: "sync", Entity: "t", Tick: T, Reason: driver.ReasonTrigger})
+		EndRun(span, driver.OutcomeFailed, "boom")
+		if err := tr.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spans, err := rcv.Spans()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := TickTrace("sync", T).String()
+	var inTick, linked, children int
+	for _, s := range spans {
+		switch judgeSpan(t, s, tick, fanOuts) {
+		case "fan-out":
+			inTick++
+		case "child":
+			children++
+		case "linked":
+			linked++
+		}
+	}
+	if inTick != 2 || children != 4 || linked != 2 {
+		t.Fatalf("%d fan-outs, %d runs in the tick's trace, %d past the bound; want 2, 4, 2 (of %d spans)", inTick, children, linked, len(spans))
+	}
+}
+
+// judgeSpan checks span s of the test's tick (trace tick) by its kind,
+// which it returns: a fan-out, a trigger's run, a run that is a child of
+// its replica's fan-out, or one past the bound, linked to it.
+func judgeSpan(t *testing.T, s otlptest.Span, tick string, fanOuts map[string]string) string {
+	t.Helper()
+	replica := s.Resource["service.instance.id"]
+	switch {
+	case s.Name == "tick sync":
+		if s.TraceID != tick || s.Parent != "" {
+			t.Errorf("%s's fan-out: trace %s parent %q, want the tick's trace %s as a root", replica, s.TraceID, s.Parent, tick)
+		}
+		return "fan-out"
+	case s.Attrs["tickd.reason"] == "trigger":
+		if s.TraceID == tick || len(s.Links) != 1 || s.Links[0].TraceID != tick || !s.Error {
+			t.Errorf("a trigger's run: trace %s links %v error %v, want a trace of its own linked to the tick's, failed", s.TraceID, s.Links, s.Error)
+		}
+		return "trigger"
+	case s.Parent == fanOuts[replica]:
+		if s.TraceID != tick {
+			t.Errorf("run %s: trace %s, want the tick's %s", s.Attrs["tickd.entity"], s.TraceID, tick)
+		}
+		return "child"
+	}
+	if s.TraceID == tick || len(s.Links) != 1 || s.Links[0].SpanID != fanOuts[replica] {
+		t.Errorf("run %s past the bound: trace %s links %v, want a trace of its own linked to fan-out %s", s.Attrs["tickd.entity"], s.TraceID, s.Links, fanOuts[replica])
+	}
+	return "linked"
+}
+
+// TestOffUnlessAsked: no endpoint anywhere, OTEL_SDK_DISABLED, or
+// OTEL_TRACES_EXPORTER=none is no tracer; a gRPC protocol is refused with
+// what to do.
+func TestOffUnlessAsked(t *testing.T) {
+	for name, vars := range map[string]map[string]string{
+		"nothing":  {},
+		"disabled": {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4318", "OTEL_SDK_DISABLED": "true"},
+		"none":     {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4318", "OTEL_TRACES_EXPORTER": "none"},
+	} {
+		tr, err := New(context.Background(), nil, func(k string) string { return vars[k] }, "r", "v")
+		if tr != nil || err != nil {
+			t.Errorf("%s: %v, %v; want no tracer", name, tr, err)
+		}
+	}
+	var off *Tracer
+	if ctx, span := off.StartRun(context.Background(), off.StartFanOut("x", time.Now()), Run{}); span != nil || ctx != context.Background() {
+		t.Error("an off tracer made a span")
+	}
+	grpc := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+	if _, err := New(context.Background(), nil, func(k string) string { return grpc[k] }, "r", "v"); err == nil {
+		t.Error("grpc accepted; tickd exports over HTTP only")
+	}
+}
+
+// TestASampledOutTickMakesNoRunSpans: a tick the sampler drops makes no
+// span for its runs, whose ctx still carries the tick's trace, unsampled,
+// for their commands to follow; nothing reaches the receiver.
+func TestASampledOutTickMakesNoRunSpans(t *testing.T) {
+	t.Setenv("OTEL_TRACES_SAMPLER", "always_off")
+	rcv := otlptest.Start(t)
+	tr, err := New(context.Background(), &config.Telemetry{Endpoint: rcv.URL}, func(string) string { return "" }, "r", "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	T := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	f := tr.StartFanOut("sync", T)
+	ctx, span := tr.StartRun(context.Background(), f, Run{Task: "sync", Entity: "1", Tick: T, Reason: driver.ReasonTick})
+	if span != nil {
+		t.Fatal("a run of a sampled-out tick got a span")
+	}
+	sc := trace.SpanContextFromContext(ctx)
+	if sc.TraceID() != TickTrace("sync", T) || sc.IsSampled() {
+		t.Fatalf("the run's ctx carries %v, want the tick's trace, unsampled", sc)
+	}
+	EndRun(span, driver.OutcomeDone, "")
+	f.End(1, 1, "")
+	if err := tr.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if spans, _ := rcv.Spans(); len(spans) != 0 {
+		t.Fatalf("%d spans exported for a sampled-out tick", len(spans))
+	}
+}
