@@ -64,7 +64,7 @@ func env(run Run) []string {
 func (e Exec) Do(ctx context.Context, run Run) (Result, error) {
 	argv := expand(e.Argv, run.Entity)
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), env(run)...)
+	cmd.Env = append(append(os.Environ(), env(run)...), traceEnv(ctx)...)
 	// Own process group, so a stop reaches the command's children too; and
 	// killed with the daemon, so a kill -9 of tickd never leaves a run going
 	// on without a lease (Linux: the kernel sends SIGKILL when tickd dies).

@@ -100,6 +100,7 @@ func (h HTTP) Do(ctx context.Context, run Run) (Result, error) {
 		return Done, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	traceHeaders(ctx, req.Header)
 	for k, v := range h.Headers {
 		req.Header.Set(k, v)
 	}

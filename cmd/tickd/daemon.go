@@ -25,6 +25,7 @@ import (
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/redisconn"
 	"github.com/tickd/tickd/internal/scheduler"
+	"github.com/tickd/tickd/internal/telemetry"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -140,6 +141,9 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	ss := &services{log: log}
 	defer ss.stopAll()
 	if err := ss.start(ctx, "systemd watchdog", watchdog(), shortStop); err != nil {
+		return err
+	}
+	if err := ss.start(ctx, "tracer", tracerService(a.Tracer), shortStop); err != nil {
 		return err
 	}
 	if err := ss.start(ctx, "lease store", store, shortStop); err != nil {
@@ -318,4 +322,10 @@ func watchRedis(ctx context.Context, store *lease.Store, log *slog.Logger) {
 func hello(_ context.Context, run tasks.Run) (tasks.Result, error) {
 	run.Logger.Info("hello from a Go handler", "entity", run.Entity)
 	return tasks.Done, nil
+}
+
+// tracerService sends the spans left when it stops: started first, it
+// stops last, after the runs' ends. Without tracing, it does nothing.
+func tracerService(tr *telemetry.Tracer) service {
+	return funcs{start: func(context.Context) error { return nil }, stop: tr.Stop}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/tickd/tickd/internal/redisconn"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/scheduler"
+	"github.com/tickd/tickd/internal/telemetry"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -54,6 +55,7 @@ type App struct {
 	Store     *lease.Store
 	Scheduler *scheduler.Scheduler
 	Metrics   *metrics.Collectors // nil without Options.Registerer
+	Tracer    *telemetry.Tracer   // nil: no traces ([telemetry], OTEL_*)
 	announced bool                // Start claimed the replica id: Stop withdraws it
 
 	mu       sync.Mutex
@@ -84,10 +86,13 @@ func Open(cfg *config.Config, opts Options) (*App, error) {
 		}
 	}
 	var err error
+	if a.Tracer, err = telemetry.New(context.Background(), cfg.Telemetry, os.Getenv, a.Replica, opts.Version); err != nil {
+		return nil, err
+	}
 	if a.Store, err = a.openStore(cfg, opts); err != nil {
 		return nil, err
 	}
-	so := scheduler.Options{Store: a.Store, Logger: a.Log, Registry: opts.Handlers, Clock: opts.Clock, Observer: opts.Observer}
+	so := scheduler.Options{Store: a.Store, Logger: a.Log, Registry: opts.Handlers, Clock: opts.Clock, Observer: opts.Observer, Tracer: a.Tracer}
 	if a.Metrics != nil {
 		so.Metrics = a.Metrics
 	}
@@ -181,7 +186,7 @@ func (a *App) Stop(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	return errors.Join(err, a.Store.Stop(sctx))
+	return errors.Join(err, a.Store.Stop(sctx), a.Tracer.Stop(sctx))
 }
 
 // Status is the status document (tickd status -json) of every task, or of

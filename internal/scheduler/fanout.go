@@ -119,6 +119,10 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	if len(ts.t.Limits) > 0 {
 		ts.tally.Store(f.tl)
 	}
+	span := s.tracer.StartFanOut(ts.t.Name, T)
+	if span != nil {
+		f.tl.fanOutSpan.Store(span)
+	}
 	var err error
 	if ts.t.Spread > 0 {
 		err = f.spreadOut()
@@ -137,6 +141,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 		f.n.SourceFailed, f.n.SourceError = true, err.Error()
 	}
 	n := *f.n
+	span.End(n.Entities, n.Started, n.SourceError)
 	s.history.fannedOut(f.tl, n)
 	s.metrics.Ticked(t.Name, T, n, err)
 	lvl := slog.LevelInfo

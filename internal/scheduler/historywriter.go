@@ -14,6 +14,7 @@ import (
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/retry"
+	"github.com/tickd/tickd/internal/telemetry"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
 )
@@ -38,6 +39,9 @@ type tally struct {
 	outcomes [driver.NumOutcomes + 1]atomic.Int64 // by index in driver.AllOutcomes; the last: any other
 	// firstStart and lastEnd, in ns after the tick; -1: none yet.
 	firstStart, lastEnd atomic.Int64
+	// fanOutSpan is the tick's latest fan-out span on this replica, which
+	// its runs' spans are children of; nil when tickd does not trace.
+	fanOutSpan atomic.Pointer[telemetry.FanOut]
 	// waited counts the runs of the tick that waited for a limit and then
 	// started here, after the fan-out.
 	waited atomic.Int64

@@ -12,8 +12,10 @@ import (
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/retry"
+	"github.com/tickd/tickd/internal/telemetry"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Grace is how long a stopped exec run has between SIGTERM and SIGKILL:
@@ -231,6 +233,15 @@ func (s *Scheduler) execute(w *worker, j job) {
 	// shutdown (ErrShutdown) through Lease.Cancel; its Deadline is the
 	// timeout's end.
 	r.ctx.Context = l.Context()
+	var span trace.Span
+	if s.tracer != nil {
+		var fo *telemetry.FanOut
+		if r.tl != nil && l.Reason == driver.ReasonTick {
+			fo = r.tl.fanOutSpan.Load()
+		}
+		r.ctx.Context, span = s.tracer.StartRun(r.ctx.Context, fo, telemetry.Run{Task: t.Name, Entity: l.Entity, Tick: l.Tick,
+			Fence: l.Fence, Reason: l.Reason, Attempt: l.Attempt})
+	}
 	w.begin(s, r)
 	started := s.clock.Now()
 	if l.Reason == driver.ReasonTick {
@@ -274,6 +285,7 @@ func (s *Scheduler) execute(w *worker, j job) {
 		fin.Error = failureText(err, context.Cause(&r.ctx))
 		s.history.failed(r.failure(started, ended, fin.Error))
 	}
+	telemetry.EndRun(span, outcome, fin.Error)
 	// Not waited for: the worker is free for the next run once the release
 	// is queued (docs/performance.md); AfterRelease ends the run.
 	l.ReleaseThen(fin, next, r)

@@ -23,6 +23,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
+	"github.com/tickd/tickd/internal/telemetry"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
 )
@@ -54,11 +55,15 @@ type Options struct {
 	// (EventRunEnded) once their leases are released, one after another for
 	// a release batch: an Observer that blocks holds up the others' ends.
 	Observer func(Event)
+	// Tracer, if set, traces each tick's fan-out and each run
+	// (internal/telemetry).
+	Tracer *telemetry.Tracer
 }
 
 // Scheduler runs a config's tasks.
 type Scheduler struct {
 	store      *lease.Store
+	tracer     *telemetry.Tracer
 	log        *slog.Logger
 	registry   *tasks.Registry
 	clock      driver.Clock
@@ -148,7 +153,7 @@ func New(cfg *config.Config, opts Options) (*Scheduler, error) {
 		store: opts.Store, log: opts.Logger.With(logs.KeyReplica, opts.Store.Replica()), registry: opts.Registry, clock: opts.Clock,
 		replica: opts.Store.Replica(), duePoll: opts.DuePoll, pausePoll: opts.PausePoll, healthPoll: opts.HealthPoll,
 		logLimit: logs.NewLimiter(logs.Every), tasks: map[string]*taskState{}, observer: opts.Observer,
-		metrics: opts.Metrics,
+		metrics: opts.Metrics, tracer: opts.Tracer,
 	}
 	if s.metrics == nil {
 		s.metrics = noMetrics{}
@@ -267,6 +272,9 @@ func (s *Scheduler) Reload(cfg *config.Config) error {
 	}
 	if !reflect.DeepEqual(s.cfg.Redis, cfg.Redis) {
 		s.log.Warn("the [redis] table changed: restart tickd to use it")
+	}
+	if !reflect.DeepEqual(s.cfg.Telemetry, cfg.Telemetry) {
+		s.log.Warn("the [telemetry] table changed: restart tickd to use it")
 	}
 	newTasks := map[string]config.Task{}
 	for _, t := range cfg.Tasks {

@@ -46,7 +46,7 @@ func main() {
 	}
 	fence, _ := strconv.ParseInt(os.Getenv("TICKD_FENCE"), 10, 64)
 	rec := workerlog.Record{Task: os.Getenv("TICKD_TASK"), Entity: os.Getenv("TICKD_ENTITY"), Tick: os.Getenv("TICKD_TICK"),
-		Fence: fence, Reason: os.Getenv("TICKD_REASON"), Pid: os.Getpid(), Ppid: os.Getppid()}
+		Fence: fence, Reason: os.Getenv("TICKD_REASON"), Pid: os.Getpid(), Ppid: os.Getppid(), Traceparent: os.Getenv("TRACEPARENT")}
 	write := func(event string, exit int, sig string) {
 		r := rec
 		r.Event, r.At, r.Exit, r.Signal = event, time.Now().UnixNano(), exit, sig

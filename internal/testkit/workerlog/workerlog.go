@@ -15,4 +15,6 @@ type Record struct {
 	At     int64  `json:"at"`   // unix nanoseconds
 	Exit   int    `json:"exit,omitempty"`
 	Signal string `json:"signal,omitempty"`
+	// Traceparent is the run's TRACEPARENT, when tickd traces.
+	Traceparent string `json:"traceparent,omitempty"`
 }

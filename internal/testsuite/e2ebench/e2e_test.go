@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"sort"
@@ -38,6 +40,7 @@ import (
 	"github.com/tickd/tickd/internal/gcpolicy"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/scheduler"
+	"github.com/tickd/tickd/internal/telemetry"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/stores"
@@ -260,6 +263,7 @@ func startTickd(b *testing.B, tgt target, ids []string, replicas int, every time
 	var level slog.Level
 	level.UnmarshalText([]byte(os.Getenv("E2E_LOG_LEVEL"))) //nolint:errcheck // "" is info
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: level}))
+	tracer := benchTracer(b, os.Getenv("E2E_TRACE"))
 	for i := range replicas {
 		c := tgt.newClient()
 		td.clients = append(td.clients, c)
@@ -271,7 +275,7 @@ func startTickd(b *testing.B, tgt target, ids []string, replicas int, every time
 		if i == 0 {
 			st.InitEpoch(context.Background()) //nolint:errcheck
 		}
-		s, err := scheduler.New(cfg, scheduler.Options{Store: st, Logger: quiet, Registry: reg, Observer: td.observe})
+		s, err := scheduler.New(cfg, scheduler.Options{Store: st, Logger: quiet, Registry: reg, Observer: td.observe, Tracer: tracer})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -691,4 +695,30 @@ func readNode(b *testing.B, addr string, s *sample) (cpuUS float64) {
 		}
 	}
 	return cpuUS
+}
+
+// benchTracer is the tracer E2E_TRACE asks for: "" none (tickd's default:
+// nothing configured); "sampled-out", tracing on with a sampler that keeps
+// nothing; "full", every span kept and exported over OTLP/HTTP to a
+// receiver that reads and drops them (its CPU is the benchmark process's
+// too, and small: it decodes nothing).
+func benchTracer(b *testing.B, mode string) *telemetry.Tracer {
+	sampler := map[string]string{"": "", "sampled-out": "always_off", "full": "always_on"}[mode]
+	if mode == "" || sampler == "" {
+		if mode != "" {
+			b.Fatalf("E2E_TRACE=%q: want sampled-out or full", mode)
+		}
+		return nil
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) //nolint:errcheck // dropped
+	}))
+	b.Cleanup(srv.Close)
+	b.Setenv("OTEL_TRACES_SAMPLER", sampler) // the SDK reads it
+	tr, err := telemetry.New(context.Background(), &config.Telemetry{Endpoint: srv.URL}, os.Getenv, "bench", "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { tr.Stop(context.Background()) }) //nolint:errcheck // the spans are dropped
+	return tr
 }
