@@ -1,0 +1,58 @@
+package scheduler
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/telemetry"
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/otlptest"
+	"github.com/tickd/tickd/tasks"
+)
+
+// TestAGoHandlersCtxCarriesItsRunsSpan: with tracing on, a Go handler's
+// ctx carries its run's span, in the trace of the tick it runs for, and
+// that span is what the receiver gets as the run's.
+func TestAGoHandlersCtxCarriesItsRunsSpan(t *testing.T) {
+	e := newEnv(t, false)
+	rcv := otlptest.Start(t)
+	tr, err := telemetry.New(context.Background(), &config.Telemetry{Endpoint: rcv.URL}, func(string) string { return "" }, "r1", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []trace.SpanContext
+	var ticks []time.Time
+	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen, ticks = append(seen, trace.SpanContextFromContext(ctx)), append(ticks, r.Tick)
+		return tasks.Done, nil
+	}
+	s := e.run("[[tasks]]\nname = \"go\"\nevery = \"1h\"\ncatch_up = \"1h\"\nhandler = \"rec\"\n",
+		Options{Store: e.store("r1"), Tracer: tr, DuePoll: 20 * time.Millisecond})
+	expect.WaitFor(t, 10*time.Second, "the catch-up tick's run", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 1 })
+	stopWithin(s, 5*time.Second)
+	if err := tr.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sc := seen[0]
+	if !sc.IsValid() || !sc.IsSampled() || sc.TraceID() != telemetry.TickTrace("go", ticks[0]) {
+		t.Fatalf("the handler's ctx carries %+v, want a sampled span of the tick's trace %s", sc, telemetry.TickTrace("go", ticks[0]))
+	}
+	spans, err := rcv.Spans()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range spans {
+		if sp.Name == "run go" && sp.SpanID == sc.SpanID().String() {
+			return
+		}
+	}
+	t.Fatalf("no run span %s among the %d exported", sc.SpanID(), len(spans))
+}
