@@ -190,6 +190,7 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 		if !l.released {
 			l.trusted = trustEnd(sent, l.d.TTL)
 			l.renewAt = sent.Add(l.d.TTL / 3)
+			l.renewals++
 			renewed = append(renewed, l)
 		}
 		l.mu.Unlock()

@@ -111,6 +111,7 @@ type Lease struct {
 	trusted  time.Time // the holder may trust the lease until then
 	renewAt  time.Time
 	failures int
+	renewals int         // renewal rounds that kept it
 	group    *trustGroup // Store.mu guards group and slot
 	slot     int
 	released bool
@@ -198,4 +199,11 @@ func (l *Lease) Release(ctx context.Context, o driver.Finished, next *driver.Nex
 // scheduler's runs) so frees its goroutine at once.
 func (l *Lease) ReleaseThen(o driver.Finished, next *driver.Next, then AfterRelease) {
 	l.store.releaseThen(l, o, next, then)
+}
+
+// Renewals is how many renewal rounds have kept the lease so far.
+func (l *Lease) Renewals() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.renewals
 }

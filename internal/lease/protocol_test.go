@@ -167,6 +167,9 @@ func testBatchTrust(t *testing.T, k kit) {
 	if err := context.Cause(renewed.Context()); err != nil {
 		t.Fatalf("renewed lease cancelled: %v", err)
 	}
+	if n := renewed.Renewals(); n < 1 {
+		t.Fatalf("a lease renewed past three TTLs counts %d renewals", n)
+	}
 	if err := context.Cause(released.Context()); !errors.Is(err, ErrReleased) {
 		t.Fatalf("released lease: cause %v", err)
 	}

@@ -285,7 +285,9 @@ func (s *Scheduler) execute(w *worker, j job) {
 		fin.Error = failureText(err, context.Cause(&r.ctx))
 		s.history.failed(r.failure(started, ended, fin.Error))
 	}
-	telemetry.EndRun(span, outcome, fin.Error)
+	if span != nil {
+		telemetry.EndRun(span, outcome, fin.Error, l.Renewals())
+	}
 	// Not waited for: the worker is free for the next run once the release
 	// is queued (docs/performance.md); AfterRelease ends the run.
 	l.ReleaseThen(fin, next, r)

@@ -256,8 +256,8 @@ func tickSpan(task string, tick time.Time) trace.SpanID {
 }
 
 // EndRun ends a run's span with its outcome (an error status for a
-// failed one).
-func EndRun(span trace.Span, outcome driver.Outcome, errText string) {
+// failed one) and how many renewal rounds kept its lease.
+func EndRun(span trace.Span, outcome driver.Outcome, errText string, renewals int) {
 	if span == nil {
 		return
 	}
@@ -265,7 +265,7 @@ func EndRun(span trace.Span, outcome driver.Outcome, errText string) {
 		span.End()
 		return
 	}
-	span.SetAttributes(attribute.String("tickd.outcome", string(outcome)))
+	span.SetAttributes(attribute.String("tickd.outcome", string(outcome)), attribute.Int("tickd.lease_renewals", renewals))
 	if errText != "" {
 		span.SetStatus(codes.Error, errText)
 	}

@@ -31,11 +31,11 @@ func TestOneTracePerTickAcrossReplicas(t *testing.T) {
 		fanOuts[replica] = f.span.SpanContext().SpanID().String()
 		for _, e := range []string{"1", "2", "3"} {
 			_, span := tr.StartRun(context.Background(), f, Run{Task: "sync", Entity: replica + e, Tick: T, Fence: 7, Reason: driver.ReasonTick})
-			EndRun(span, driver.OutcomeDone, "")
+			EndRun(span, driver.OutcomeDone, "", 2)
 		}
 		f.End(3, 3, "")
 		_, span := tr.StartRun(context.Background(), nil, Run{Task: "sync", Entity: "t", Tick: T, Reason: driver.ReasonTrigger})
-		EndRun(span, driver.OutcomeFailed, "boom")
+		EndRun(span, driver.OutcomeFailed, "boom", 0)
 		if err := tr.Stop(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -79,6 +79,9 @@ func judgeSpan(t *testing.T, s otlptest.Span, tick string, fanOuts map[string]st
 		}
 		return "trigger"
 	case s.Parent == fanOuts[replica]:
+		if s.Attrs["tickd.lease_renewals"] != "2" || s.Attrs["tickd.outcome"] != "done" {
+			t.Errorf("run %s: renewals %q outcome %q, want 2, done", s.Attrs["tickd.entity"], s.Attrs["tickd.lease_renewals"], s.Attrs["tickd.outcome"])
+		}
 		if s.TraceID != tick {
 			t.Errorf("run %s: trace %s, want the tick's %s", s.Attrs["tickd.entity"], s.TraceID, tick)
 		}
@@ -134,7 +137,7 @@ func TestASampledOutTickMakesNoRunSpans(t *testing.T) {
 	if sc.TraceID() != TickTrace("sync", T) || sc.IsSampled() {
 		t.Fatalf("the run's ctx carries %v, want the tick's trace, unsampled", sc)
 	}
-	EndRun(span, driver.OutcomeDone, "")
+	EndRun(span, driver.OutcomeDone, "", 0)
 	f.End(1, 1, "")
 	if err := tr.Stop(context.Background()); err != nil {
 		t.Fatal(err)
