@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -102,3 +103,12 @@ type OutputError struct {
 
 func (e *OutputError) Error() string { return e.Err.Error() }
 func (e *OutputError) Unwrap() error { return e.Err }
+
+// OutputOf returns the output an error carries (OutputError), or "".
+func OutputOf(err error) string {
+	var oe *OutputError
+	if errors.As(err, &oe) {
+		return oe.Output
+	}
+	return ""
+}

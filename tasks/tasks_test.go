@@ -191,14 +191,14 @@ func TestHTTPAction(t *testing.T) {
 		t.Fatalf("%v %v", res, err)
 	}
 	run.Entity = "bad"
-	if _, err := h.Do(context.Background(), run); !errors.Is(err, ErrStatus) || outputOf(err) != "" {
-		t.Fatalf("500: %v (output %q)", err, outputOf(err))
+	if _, err := h.Do(context.Background(), run); !errors.Is(err, ErrStatus) || OutputOf(err) != "" {
+		t.Fatalf("500: %v (output %q)", err, OutputOf(err))
 	}
 	// With KeepBody, the start of the body comes with the error.
 	h.KeepBody = 18 // the last byte is half of é: left out
 	_, err := h.Do(context.Background(), run)
-	if !errors.Is(err, ErrStatus) || outputOf(err) != "upstream down <b>" {
-		t.Fatalf("500 with KeepBody: %v (output %q)", err, outputOf(err))
+	if !errors.Is(err, ErrStatus) || OutputOf(err) != "upstream down <b>" {
+		t.Fatalf("500 with KeepBody: %v (output %q)", err, OutputOf(err))
 	}
 }
 
@@ -210,13 +210,13 @@ func TestExecKeepsTheEndOfItsOutput(t *testing.T) {
 	if !errors.Is(err, ErrExit) || !strings.Contains(err.Error(), "exit status 3") {
 		t.Fatalf("error %v", err)
 	}
-	out := outputOf(err)
+	out := OutputOf(err)
 	if len(out) > 30 || !strings.HasSuffix(out, "it broke\n") || !strings.Contains(out, "line 99\n") {
 		t.Fatalf("output kept: %q", out)
 	}
 	e.Argv = []string{"sh", "-c", `echo "to stderr" >&2; exit 1`}
-	if _, err := e.Do(context.Background(), Run{}); outputOf(err) != "to stderr\n" {
-		t.Fatalf("stderr kept: %q (%v)", outputOf(err), err)
+	if _, err := e.Do(context.Background(), Run{}); OutputOf(err) != "to stderr\n" {
+		t.Fatalf("stderr kept: %q (%v)", OutputOf(err), err)
 	}
 	var tl proc.Tail
 	tl.Max = 3
@@ -236,7 +236,7 @@ func TestExecKeepsTheOrderOfStdoutAndStderr(t *testing.T) {
 	for i := range 20 {
 		var logged buf
 		_, err := e.Do(context.Background(), Run{Entity: "e", Logger: slog.New(slog.NewTextHandler(&logged, nil))})
-		if got := outputOf(err); got != want {
+		if got := OutputOf(err); got != want {
 			t.Fatalf("run %d kept %q, want %q", i, got, want)
 		}
 		if l := logged.String(); !(strings.Index(l, "processing 1") < strings.Index(l, "ERROR 1") &&
@@ -326,7 +326,7 @@ func TestExecOutputLoggedUpToACap(t *testing.T) {
 	e := Exec{Argv: []string{"sh", "-c", `i=0; while [ $i -lt 20000 ]; do echo "line $i of a chatty run"; i=$((i+1)); done; echo last; exit 1`}, KeepOutput: 100}
 	var logged buf
 	_, err := e.Do(context.Background(), Run{Entity: "e", Logger: slog.New(slog.NewTextHandler(&logged, nil))})
-	if out := outputOf(err); !strings.HasSuffix(out, "last\n") {
+	if out := OutputOf(err); !strings.HasSuffix(out, "last\n") {
 		t.Fatalf("kept tail %q", out)
 	}
 	l := logged.String()
@@ -401,13 +401,4 @@ func TestHTTPNeverCarriesSecretsToAnotherOrigin(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	expect.Equal(t, "requests the other host received", len(leaked), 0)
-}
-
-// outputOf returns the output an error carries (OutputError), or "".
-func outputOf(err error) string {
-	var oe *OutputError
-	if errors.As(err, &oe) {
-		return oe.Output
-	}
-	return ""
 }

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -441,15 +440,5 @@ func (r *running) failure(started, ended time.Time, text string) lease.Failure {
 	l := r.l
 	return lease.Failure{Task: r.ts.t.Name, Entity: l.Entity, Tick: l.Tick.UTC(), Reason: l.Reason, Fence: l.Fence,
 		Replica: r.s.replica, Started: started.UTC(), Ended: ended.UTC(), Outcome: r.outcome, Error: text,
-		Output: outputOf(r.err)}
-}
-
-// outputOf returns the output a run's error carries (tasks.OutputError),
-// or "".
-func outputOf(err error) string {
-	var oe *tasks.OutputError
-	if errors.As(err, &oe) {
-		return oe.Output
-	}
-	return ""
+		Output: tasks.OutputOf(r.err)}
 }
