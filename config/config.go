@@ -322,6 +322,13 @@ func validTask(d *decoder, seen map[string]int, i int, t Task, given keySet) (Ta
 		}
 		seen[t.Name] = i
 	}
+	if t.HeartbeatURL != "" && !d.failed[key+".heartbeat_url"] {
+		if j, dup := d.beats[t.HeartbeatURL]; dup {
+			d.bad(key+".heartbeat_url", "the same URL as tasks[%d]'s: one check would hear both tasks, and miss either's silence; put {task} in it, or give each its own", j)
+			return t, false
+		}
+		d.beats[t.HeartbeatURL] = i
+	}
 	return t, ok
 }
 

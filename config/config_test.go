@@ -33,6 +33,22 @@ func TestHeadersFromTheEnvironment(t *testing.T) {
 	}
 }
 
+// TestHeartbeatURLPerTask: {task} in [defaults]' heartbeat_url gives each
+// task its own check; ${NAME} is the environment's; a trailing / is cut;
+// an error never shows the URL (its path is the check's secret).
+func TestHeartbeatURLPerTask(t *testing.T) {
+	t.Setenv("TICKD_TEST_PING_KEY", "k3y")
+	cfg, err := Parse("cfg.toml", []byte("[defaults]\nheartbeat_url = \"https://hc-ping.com/${TICKD_TEST_PING_KEY}/{task}/\"\n"+
+		httpTask+strings.Replace(httpTask, `"h"`, `"h2"`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "h's", cfg.Tasks[0].HeartbeatURL, "https://hc-ping.com/k3y/h")
+	expect.Equal(t, "h2's", cfg.Tasks[1].HeartbeatURL, "https://hc-ping.com/k3y/h2")
+	_, err = Parse("cfg.toml", []byte(httpTask+"heartbeat_url = \"ftp://s3cret-check\"\n"))
+	expect.True(t, "refused without the URL: "+fmt.Sprint(err), err != nil && !strings.Contains(err.Error(), "s3cret"))
+}
+
 const goodTask = `
 [[tasks]]
 name = "sync"
@@ -114,6 +130,12 @@ func TestConfigErrors(t *testing.T) {
 		{"header set by tickd", httpTask + "headers = { content-type = \"text/plain\" }\n", `cfg.toml:5: tasks[0].headers: content-type is set by tickd`},
 		{"header from an unset variable", httpTask + "headers = { Authorization = \"Bearer ${TICKD_TEST_UNSET_TOKEN}\" }\n",
 			"cfg.toml:5: tasks[0].headers: Authorization: environment variable TICKD_TEST_UNSET_TOKEN is not set"},
+		{"heartbeat from an unset variable", goodTask + "heartbeat_url = \"https://hc-ping.com/${TICKD_TEST_UNSET_KEY}/{task}\"\n",
+			"cfg.toml:6: tasks[0].heartbeat_url: environment variable TICKD_TEST_UNSET_KEY is not set"},
+		{"heartbeat not http", goodTask + "heartbeat_url = \"hc-ping.com/abc\"\n", "cfg.toml:6: tasks[0].heartbeat_url: not an http:// or https:// URL"},
+		{"heartbeat with a query", goodTask + "heartbeat_url = \"https://hc-ping.com/abc?x=1\"\n", "cfg.toml:6: tasks[0].heartbeat_url: give the check's URL alone"},
+		{"one heartbeat for two tasks", "[defaults]\nheartbeat_url = \"https://hc-ping.com/abc\"\n" + goodTask + strings.Replace(goodTask, `"sync"`, `"sync2"`, 1),
+			"tasks[1].heartbeat_url: the same URL as tasks[0]'s: one check would hear both tasks"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -22,13 +22,16 @@ type decoder struct {
 	pos    positions
 	errs   []*Error
 	failed keySet // keys whose value could not be decoded
+	// beats maps the heartbeat URLs of the tasks so far to their index:
+	// two tasks' pings in one check would hide either's silence.
+	beats map[string]int
 }
 
 // keySet is a set of key names or paths.
 type keySet map[string]bool
 
 func newDecoder(path string, data []byte) *decoder {
-	return &decoder{path: path, pos: indexPositions(data), failed: keySet{}}
+	return &decoder{path: path, pos: indexPositions(data), failed: keySet{}, beats: map[string]int{}}
 }
 
 // bad reports a mistake at key (a dotted path, tasks[2].every). A key whose

@@ -98,6 +98,12 @@ type Task struct {
 	// CatchUp runs the latest missed tick once, at start or after an
 	// outage, if it is at most this old. Defaults to 0s (off).
 	CatchUp time.Duration `toml:"catch_up"`
+	// HeartbeatURL is an outside monitor's check (a Healthchecks.io ping
+	// URL): URL/start when a tick's fan-out starts, URL or URL/fail when it
+	// is complete, once per tick for the fleet. {task} is the task's name
+	// (for [defaults] and a monitor's per-name URLs); ${NAME} is the
+	// environment variable NAME, read at load. Defaults to "" (off).
+	HeartbeatURL string `toml:"heartbeat_url"`
 
 	// The history (docs/operations.md, "History").
 	// HistoryTicks is how many tick records are kept. Defaults to 672 (a

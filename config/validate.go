@@ -156,6 +156,7 @@ func validateTask(d *decoder, key string, t *Task, given keySet) bool {
 	validateAction(t, bad)
 	validateSource(t, bad)
 	validateLimits(t, bad)
+	validateHeartbeat(t, bad)
 	return len(d.errs) == before && !d.failedUnder(key)
 }
 
@@ -270,9 +271,6 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 // headerName is an HTTP header name (RFC 9110's token).
 var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
-// validateHeaders checks the HTTP headers and puts the environment's values
-// in place of ${NAME}. Errors name the header and the variable, never a
-// value.
 // validateRedirects checks follow_redirects.
 func validateRedirects(t *Task, bad badFunc) {
 	switch {
@@ -284,6 +282,9 @@ func validateRedirects(t *Task, bad badFunc) {
 	}
 }
 
+// validateHeaders checks the HTTP headers and puts the environment's values
+// in place of ${NAME}. Errors name the header and the variable, never a
+// value.
 func validateHeaders(t *Task, bad badFunc) {
 	if len(t.Headers) > 0 && t.URL == "" {
 		bad("headers", "only an HTTP action (url) sends headers")
@@ -302,15 +303,7 @@ func validateHeaders(t *Task, bad badFunc) {
 			bad("headers", "%s is set by tickd", name)
 			continue
 		}
-		var missing []string
-		v = envRef.ReplaceAllStringFunc(v, func(ref string) string {
-			env := ref[2 : len(ref)-1]
-			val, ok := os.LookupEnv(env)
-			if !ok {
-				missing = append(missing, env)
-			}
-			return val
-		})
+		v, missing := expandEnv(v)
 		if len(missing) > 0 {
 			bad("headers", "%s: environment variable %s is not set", name, strings.Join(missing, ", "))
 			continue
@@ -322,6 +315,44 @@ func validateHeaders(t *Task, bad badFunc) {
 		expanded[name] = v
 	}
 	t.Headers = expanded
+}
+
+// expandEnv puts the environment's values in place of ${NAME} in v, and
+// lists the variables that are not set.
+func expandEnv(v string) (string, []string) {
+	var missing []string
+	v = envRef.ReplaceAllStringFunc(v, func(ref string) string {
+		env := ref[2 : len(ref)-1]
+		val, ok := os.LookupEnv(env)
+		if !ok {
+			missing = append(missing, env)
+		}
+		return val
+	})
+	return v, missing
+}
+
+// validateHeartbeat checks heartbeat_url, with {task} and the environment's
+// values put in. Errors never show the URL: its path is the check's secret.
+func validateHeartbeat(t *Task, bad badFunc) {
+	if t.HeartbeatURL == "" {
+		return
+	}
+	v, missing := expandEnv(strings.ReplaceAll(t.HeartbeatURL, "{task}", t.Name))
+	t.HeartbeatURL = ""
+	if len(missing) > 0 {
+		bad("heartbeat_url", "environment variable %s is not set", strings.Join(missing, ", "))
+		return
+	}
+	u, err := url.Parse(v)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		bad("heartbeat_url", "not an http:// or https:// URL: want a monitor's ping URL, e.g. \"https://hc-ping.com/${HC_PING_KEY}/{task}\"")
+	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		bad("heartbeat_url", "give the check's URL alone: tickd adds /start, /fail and ?rid=")
+	default:
+		t.HeartbeatURL = strings.TrimSuffix(v, "/")
+	}
 }
 
 // validateSource checks the entity source: at most one, and its ids.

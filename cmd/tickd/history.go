@@ -98,8 +98,8 @@ func printTicks(w io.Writer, h report.TaskHistory) {
 			tb.row(v.Tick.In(loc).Format(time.RFC3339), state, "-", "-", "-", "-", "-", "-", "-")
 			continue
 		}
-		tb.row(v.Tick.In(loc).Format(time.RFC3339), state, v.Entities(), v.Runs(), report.Counts(v.Outcomes(), "-"), report.Counts(v.Skipped(), "-"),
-			report.Millis(v.FirstStart()), report.Millis(v.LastEnd()), strings.Join(v.Replicas(), " "))
+		tb.row(v.Tick.In(loc).Format(time.RFC3339), state, v.Entities(), v.Runs(), history.Counts(v.Outcomes(), "-"), history.Counts(v.Skipped(), "-"),
+			history.Millis(v.FirstStart()), history.Millis(v.LastEnd()), strings.Join(v.Replicas(), " "))
 	}
 	tb.write(w)
 	for _, v := range h.Ticks {

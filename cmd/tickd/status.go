@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/redisconn"
 	"github.com/tickd/tickd/internal/report"
@@ -127,7 +128,7 @@ func printStatus(w io.Writer, ts []report.TaskStatus, now time.Time) {
 		printHealth(w, "  ", t.Health, t.FlagAfter)
 		if v := t.LastTick; v != nil {
 			fmt.Fprintf(w, "  last tick: %s %s, %d entities, %d runs (%s), skipped %s\n", v.Tick.In(loc).Format(time.RFC3339),
-				v.State, v.Entities(), v.Runs(), report.Counts(v.Outcomes(), "-"), report.Counts(v.Skipped(), "-"))
+				v.State, v.Entities(), v.Runs(), history.Counts(v.Outcomes(), "-"), history.Counts(v.Skipped(), "-"))
 			if e := v.SourceError(); e != "" {
 				fmt.Fprintf(w, "  its entity source failed: %s\n", report.Visible(e))
 			}

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/history"
-	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -111,7 +110,7 @@ func chartOf(ticks []history.TickView) chart {
 			b.Parts = append(b.Parts, barPart{Class: string(o), Y: y, H: h, Outcome: string(o), N: n})
 		}
 		b.Label = fmt.Sprintf("%s %s: %s (%s), lag %s, duration %s", v.Tick.UTC().Format(time.RFC3339), v.State,
-			count(v.Runs(), "run"), report.Counts(os, "none"), report.Millis(v.FirstStart()), report.Millis(v.LastEnd()))
+			count(v.Runs(), "run"), history.Counts(os, "none"), history.Millis(v.FirstStart()), history.Millis(v.LastEnd()))
 		if v.Pause != nil {
 			b.Label = fmt.Sprintf("%s paused by %s: %s", v.Tick.UTC().Format(time.RFC3339), v.Pause.By, v.Pause.Reason)
 		}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease/driver"
 )
@@ -25,10 +26,10 @@ var funcs = template.FuncMap{
 	"zoned":   func(t time.Time, loc *time.Location) string { return t.In(loc).Format(shownTime) },
 	"iso":     func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 	"ago":     func(now, t time.Time) string { return now.Sub(t).Round(time.Second).String() },
-	"dur":     report.Millis,
+	"dur":     history.Millis,
 	"round":   func(d time.Duration) string { return d.Round(time.Millisecond).String() },
-	"counts":  func(m map[driver.Outcome]int) string { return report.Counts(m, "none") },
-	"skips":   func(m map[string]int) string { return report.Counts(m, "none") },
+	"counts":  func(m map[driver.Outcome]int) string { return history.Counts(m, "none") },
+	"skips":   func(m map[string]int) string { return history.Counts(m, "none") },
 	"path":    url.PathEscape,
 	"visible": report.Visible,
 	"join": func(ss []string) string {

@@ -160,7 +160,7 @@ func Assess(t *config.Task, now time.Time, p Past) ([]TickView, Health) {
 		if r.Tick.Before(newer) {
 			missed(r.Tick, newer)
 		}
-		views = append(views, TickView{TickRecord: r, State: tickState(r, live)})
+		views = append(views, TickView{TickRecord: r, State: State(r, live)})
 		newer = r.Tick.Add(-time.Nanosecond)
 	}
 	var h Health
@@ -169,7 +169,9 @@ func Assess(t *config.Task, now time.Time, p Past) ([]TickView, Health) {
 	return views, h
 }
 
-func tickState(r driver.TickRecord, live map[string]bool) string {
+// State is tick record r's state: complete, waiting, running, or
+// incomplete when a part is left unfinished by a replica not in live.
+func State(r driver.TickRecord, live map[string]bool) string {
 	if r.Final() {
 		if r.Waiting() > 0 {
 			return TickWaiting

@@ -123,7 +123,7 @@ func (s *Store) sweepAsync(ctx context.Context, every time.Duration) {
 		defer s.sweeping.Store(false)
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		if mine, err := s.b.ClaimSweep(sctx, every); err != nil || !mine {
+		if mine, err := s.b.Claim(sctx, "sweep", every); err != nil || !mine {
 			return // another replica sweeps; or Redis fails, and the next interval retries
 		}
 		s.b.Sweep(sctx) //nolint:errcheck // retried at the next interval

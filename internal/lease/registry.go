@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/tickd/tickd/lease/driver"
 )
@@ -58,6 +59,17 @@ func (s *Store) ForgetTask(ctx context.Context, task string) (bool, error) {
 	ok, err := s.b.ForgetTask(ctx, task)
 	if err != nil {
 		return false, fmt.Errorf("forget task %s: %w", task, err)
+	}
+	return ok, nil
+}
+
+// Claim says whether this replica is the first to claim name within ttl:
+// the replicas sharing a store do a thing once between them (a tick's
+// heartbeat ping). A data loss forgets the claims.
+func (s *Store) Claim(ctx context.Context, name string, ttl time.Duration) (bool, error) {
+	ok, err := s.b.Claim(ctx, name, ttl)
+	if err != nil {
+		return false, fmt.Errorf("claim %q: %w", name, err)
 	}
 	return ok, nil
 }

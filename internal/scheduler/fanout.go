@@ -119,6 +119,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	if len(ts.t.Limits) > 0 {
 		ts.tally.Store(f.tl)
 	}
+	s.beats.began(&ts.t, T)
 	span := s.tracer.StartFanOut(ts.t.Name, T)
 	if span != nil {
 		f.tl.fanOutSpan.Store(span)

@@ -406,6 +406,7 @@ func (h *historyWriter) flush(ctx context.Context) error {
 	err := h.s.store.RecordTicks(wctx, ws)
 	if err == nil {
 		h.wrote(parts)
+		h.s.beats.wrote(parts)
 	}
 	if err == nil && len(fails) > 0 {
 		err = h.s.store.RecordFailures(wctx, fails, h.s.retention)

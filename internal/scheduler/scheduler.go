@@ -110,6 +110,7 @@ type Scheduler struct {
 	history     *historyWriter
 	stopHistory context.CancelFunc
 	historyDone chan struct{}
+	beats       *beats // the heartbeats of tasks with a heartbeat_url
 }
 
 // taskState is one task's running state; a reload that changes the task
@@ -160,6 +161,7 @@ func New(cfg *config.Config, opts Options) (*Scheduler, error) {
 	}
 	s.loopCtx, s.stopLoops = context.WithCancel(context.Background())
 	s.history, s.historyDone = newHistoryWriter(s), make(chan struct{})
+	s.beats = newBeats(s)
 	s.workers = workers{s: s, idle: make(chan job), quit: s.loopCtx.Done(), all: map[*worker]struct{}{}}
 	s.abort, s.abortRuns = context.WithCancelCause(context.Background())
 	if err := s.checkHandlers(cfg); err != nil {
@@ -225,6 +227,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	hctx, stop := context.WithCancel(context.Background())
 	s.stopHistory = stop
 	go func() { defer close(s.historyDone); s.history.loop(hctx) }()
+	s.beats.start()
 	go s.watchOverruns()
 	return nil
 }
@@ -351,7 +354,7 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { s.runs.Wait(); close(done) }()
 	if started {
-		defer func() { s.stopHistory(); <-s.historyDone }() // a last write, of at most 2s
+		defer func() { s.stopHistory(); <-s.historyDone; s.beats.finish() }() // a last write, of at most 2s; a last judging of the heartbeats, of at most about 4s
 	}
 	select {
 	case <-done:

@@ -107,9 +107,11 @@ type Driver interface {
 	Ping(ctx context.Context) error
 	// Sweep forgets the entities neither held nor touched within StateTTL.
 	Sweep(ctx context.Context) error
-	// ClaimSweep says whether this replica is the one to sweep now: one
-	// replica per interval, whichever asks first.
-	ClaimSweep(ctx context.Context, every time.Duration) (bool, error)
+	// Claim says whether this process is the first to claim name within
+	// ttl: the replicas sharing a store do a thing once between them, not
+	// once each (the sweep of an interval, a tick's heartbeat ping),
+	// whichever asks first. name is any string.
+	Claim(ctx context.Context, name string, ttl time.Duration) (bool, error)
 	// CheckEpochs finds a data loss: it gives every bucket found without an
 	// epoch one, quarantined for Config.MaxTTL from now, and returns the
 	// longest quarantine left. It does nothing before the store's first

@@ -122,6 +122,7 @@ var cases = []struct {
 	{"Pauses", testPauses},
 	{"EntityPage", testEntityPage},
 	{"TaskRegistry", testTaskRegistry},
+	{"ClaimOnceBetweenReplicas", testClaim},
 	{"LimitConcurrency", testLimitConcurrency},
 	{"LimitPerProcess", testLimitPerProcess},
 	{"LimitGivesBack", testLimitGivesBack},

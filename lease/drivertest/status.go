@@ -140,3 +140,25 @@ func testTaskRegistry(t *testing.T, k stores) {
 		t.Fatalf("after forget: %+v", reg)
 	}
 }
+
+// testClaim: a name is claimed once within its ttl, between replicas and
+// by one replica asking again; another name, a hostile one too, is its
+// own; once the ttl has passed, it may be claimed again.
+func testClaim(t *testing.T, k stores) {
+	a := k(lease.Options{Replica: "A"})
+	b := k(lease.Options{Replica: "B"})
+	claim := func(s *lease.Store, name string, ttl time.Duration) bool {
+		t.Helper()
+		ok, err := s.Claim(bg, name, ttl)
+		expect.Equal(t, "claim's error", err, nil)
+		return ok
+	}
+	hostile := "x y{1}:%|#\n"
+	expect.True(t, "the first claim is granted", claim(a, "ping:t:1", time.Second))
+	expect.True(t, "not to another replica", !claim(b, "ping:t:1", time.Minute))
+	expect.True(t, "not to itself again", !claim(a, "ping:t:1", time.Minute))
+	expect.True(t, "another name is its own", claim(b, "ping:t:2", time.Minute))
+	expect.True(t, "a hostile name too", claim(b, hostile, time.Minute) && !claim(a, hostile, time.Minute))
+	expect.WaitFor(t, 5*time.Second, "the claim free once its ttl passed", func() bool { return claim(b, "ping:t:1", time.Minute) })
+	expect.True(t, "claimed again, held again", !claim(a, "ping:t:1", time.Minute))
+}

@@ -22,7 +22,7 @@ func New() driver.Driver {
 		held: map[string]*memLease{}, states: map[string]*memState{},
 		due: map[string]*memDue{}, pausedSet: map[string]string{}, tasks: map[string]string{}, shards: map[string]int{},
 		tickRecs: map[string][]string{}, lists: map[string][]string{},
-		followups: map[string][]string{}, answered: map[string]map[string]driver.Outcome{},
+		followups: map[string][]string{}, answered: map[string]map[string]driver.Outcome{}, claims: map[string]time.Time{},
 	}
 }
 
@@ -45,6 +45,7 @@ type memDriver struct {
 	followups map[string][]string                  // by member: the requests a follow-up answers
 	answered  map[string]map[string]driver.Outcome // by task and request id: answers by entity
 	limits    map[string]*memLimit                 // by name (limits.go)
+	claims    map[string]time.Time                 // Claim's names, to when they are held
 }
 
 type memLease struct {

@@ -2,6 +2,7 @@ package memdriver
 
 import (
 	"context"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -35,8 +36,20 @@ func (b *memDriver) Unlock(_ context.Context, task, entity, by string, force boo
 	return u, true, nil
 }
 
-// ClaimSweep says yes: the in-process store has one replica.
-func (b *memDriver) ClaimSweep(context.Context, time.Duration) (bool, error) { return true, nil }
+// Claim says yes the first time name is claimed within ttl: one process,
+// but a reload may ask twice.
+func (b *memDriver) Claim(_ context.Context, name string, ttl time.Duration) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	maps.DeleteFunc(b.claims, func(_ string, until time.Time) bool { return !until.After(now) })
+	if _, ok := b.claims[name]; ok {
+		return false, nil
+	}
+	b.claims[name] = now.Add(ttl)
+	return true, nil
+}
+
 func (b *memDriver) Sweep(context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -110,7 +110,7 @@ func SameBucket(a, b string) bool { return bucketOf(a) == bucketOf(b) }
 // HSET. A task of several shards keeps shard s's (s > 0) under the name
 // TASK~s (driver.ShardName), in bucket s after its own. The keys no script
 // touches with others are global: prefix:paused, prefix:replicas,
-// prefix:sweep, prefix:ackprobe, prefix:layout. A task's shard count is
+// prefix:claim:NAME, prefix:ackprobe, prefix:layout. A task's shard count is
 // prefix:{NN}:TASK:shards, in its own slot: a master down elsewhere does
 // not keep a store from reading it.
 type keys struct{ prefix string }
@@ -134,7 +134,7 @@ func (k keys) duplicates() string              { return k.prefix + ":duplicates"
 func (k keys) pauses() string                  { return k.prefix + ":pauses" }
 func (k keys) registry() string                { return k.prefix + ":tasks" }
 func (k keys) shards(task string) string       { return k.task(task) + ":shards" }
-func (k keys) sweep() string                   { return k.prefix + ":sweep" }
+func (k keys) claim(name string) string        { return k.prefix + ":claim:" + driver.Escape(name) }
 func (k keys) layout() string                  { return k.prefix + ":layout" }
 
 // list is one of a task's lists (ListFailures, ListActions), or the

@@ -138,10 +138,10 @@ func (b *redisDriver) LastRuns(ctx context.Context, task string, fn func(driver.
 	})
 }
 
-// ClaimSweep takes the sweep key for one interval: the replicas sharing a
-// Redis sweep once per interval between them, not once each.
-func (b *redisDriver) ClaimSweep(ctx context.Context, every time.Duration) (bool, error) {
-	return b.c.SetNX(ctx, b.k.sweep(), b.cfg.Replica, every).Result()
+// Claim takes name's key for ttl, if no one holds it: the replicas sharing
+// a Redis do a thing once between them.
+func (b *redisDriver) Claim(ctx context.Context, name string, ttl time.Duration) (bool, error) {
+	return b.c.SetNX(ctx, b.k.claim(name), b.cfg.Replica, ttl).Result()
 }
 
 // Sweep deletes, a page at a time, the entities neither held nor touched

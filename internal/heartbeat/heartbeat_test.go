@@ -1,0 +1,103 @@
+package heartbeat
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/internal/retry"
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/pingtest"
+	"github.com/tickd/tickd/lease/memdriver"
+)
+
+// senders makes n Senders sharing one store's claims, as n replicas.
+func senders(t *testing.T, n int) []*Sender {
+	store := lease.New(memdriver.New(), lease.Options{Replica: "a"})
+	t.Cleanup(func() { store.Stop(context.Background()) })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ss := make([]*Sender, n)
+	for i := range ss {
+		ss[i] = New(ctx, Options{Claim: store.Claim, Log: slog.New(slog.DiscardHandler), Backoff: retry.Backoff{First: time.Millisecond, Max: 4 * time.Millisecond}})
+	}
+	return ss
+}
+
+var tick = time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+
+// TestEachPingOnceForTheFleet: three replicas send the start and the end of
+// one tick; the monitor gets each once, the start first, with the tick's
+// rid, and the end's summary as its body.
+func TestEachPingOnceForTheFleet(t *testing.T) {
+	m := pingtest.Start(t)
+	ss := senders(t, 3)
+	url := m.URL + "/ping/abc"
+	for _, s := range ss {
+		s.Send(Ping{Task: "sync", URL: url, Tick: tick, Kind: Start, Keep: time.Hour})
+	}
+	for _, s := range ss {
+		s.Wait()
+	}
+	for _, s := range ss {
+		s.Send(Ping{Task: "sync", URL: url, Tick: tick, Kind: Fail, Body: "2 runs failed", Keep: time.Hour})
+		s.Send(Ping{Task: "sync", URL: url, Tick: tick, Kind: Success, Keep: time.Hour}) // the end is one claim, whichever it says
+	}
+	for _, s := range ss {
+		s.Wait()
+	}
+	rid := RID("sync", tick)
+	want := []pingtest.Ping{{Method: "GET", Check: "/ping/abc", Kind: "start", RID: rid}, {Method: "POST", Check: "/ping/abc", Kind: "fail", RID: rid, Body: "2 runs failed"}}
+	expect.Equal(t, "pings", fmt.Sprint(m.Pings()), fmt.Sprint(want))
+}
+
+// TestRetriedUntilTheMonitorTakesIt: a monitor that answers 503, then 429,
+// gets the ping again until it takes it.
+func TestRetriedUntilTheMonitorTakesIt(t *testing.T) {
+	m := pingtest.Start(t, http.StatusServiceUnavailable, http.StatusTooManyRequests)
+	s := senders(t, 1)[0]
+	s.Send(Ping{Task: "sync", URL: m.URL, Tick: tick, Kind: Success, Body: "ok", Keep: time.Hour})
+	s.Wait()
+	expect.Equal(t, "tries", len(m.Pings()), 3)
+}
+
+// TestAWrongURLIsNotRetried: a 404 says the check is not there; trying
+// again will not change it.
+func TestAWrongURLIsNotRetried(t *testing.T) {
+	m := pingtest.Start(t, http.StatusNotFound, http.StatusNotFound)
+	s := senders(t, 1)[0]
+	s.Send(Ping{Task: "sync", URL: m.URL, Tick: tick, Kind: Start, Keep: time.Hour})
+	s.Wait()
+	expect.Equal(t, "tries", len(m.Pings()), 1)
+}
+
+// TestGivenUpInTime: a monitor that never answers well is given up after
+// GiveUp, and the task's next ping is sent.
+func TestGivenUpInTime(t *testing.T) {
+	m := pingtest.Start(t, 500, 500, 500, 500, 500, 500, 500, 500, 500, 500, 500, 500, 500, 500, 500, 500, 500, 500, 500, 500)
+	s := senders(t, 1)[0]
+	s.opts.GiveUp = 50 * time.Millisecond
+	s.opts.Backoff = retry.Backoff{First: 20 * time.Millisecond, Max: 20 * time.Millisecond}
+	s.Send(Ping{Task: "sync", URL: m.URL, Tick: tick, Kind: Start, Keep: time.Hour})
+	s.Send(Ping{Task: "sync", URL: m.URL, Tick: tick.Add(time.Minute), Kind: Start, Keep: time.Hour})
+	s.Wait()
+	got := m.Pings()
+	expect.True(t, "a few tries of each, not 20", len(got) >= 2 && len(got) <= 10)
+	expect.Equal(t, "the second ping was tried", got[len(got)-1].RID, RID("sync", tick.Add(time.Minute)))
+}
+
+// TestRIDIsAUUIDOfTheTick: the same on every replica, another for another
+// tick or task, and a UUID the ping API takes.
+func TestRIDIsAUUIDOfTheTick(t *testing.T) {
+	uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	r := RID("sync", tick)
+	expect.True(t, "a version 8 UUID: "+r, uuid.MatchString(r))
+	expect.Equal(t, "the same again", RID("sync", tick.In(time.FixedZone("x", 3600))), r)
+	expect.True(t, "another tick's differs", RID("sync", tick.Add(time.Second)) != r)
+	expect.True(t, "another task's differs", RID("sync2", tick) != r)
+}
