@@ -228,8 +228,25 @@ func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d driver.Due) {
 		}
 		return
 	}
+	tl := s.waitedTally(ts, d)
+	var waited time.Duration
+	if d.Reason == driver.ReasonTick { // a tick's run that waited for a limit
+		waited = limitWait(tl, d.Tick, l.Acquired)
+	}
 	if l.Tick.IsZero() {
 		l.Tick = d.At
 	}
-	s.start(ts, l, s.waitedTally(ts, d))
+	s.start(ts, l, tl, waited)
+}
+
+// limitWait is how long a run of tick T that waited for a limit waited,
+// given its grant at acquired: from the tick's first run here (when the
+// fan-out met the limit; a catch-up tick's fan-out is long after its
+// tick), else from the tick.
+func limitWait(tl *tally, T, acquired time.Time) time.Duration {
+	from := T
+	if first := tl.firstStart.Load(); first >= 0 {
+		from = T.Add(time.Duration(first))
+	}
+	return max(acquired.Sub(from), 0)
 }

@@ -403,7 +403,7 @@ func (f *fanOut) flush() {
 		switch {
 		case r.Err == nil:
 			f.n.Started++
-			s.start(ts, r.Lease, f.tl)
+			s.start(ts, r.Lease, f.tl, 0)
 			continue
 		case errors.Is(r.Err, lease.ErrBusy):
 			f.n.Busy++

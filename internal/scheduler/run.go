@@ -25,21 +25,21 @@ func Grace(ttl time.Duration) time.Duration { return min(10*time.Second, lease.M
 
 // start runs l's run on a worker; the caller holds a slot of ts, which the
 // run gives back.
-func (s *Scheduler) start(ts *taskState, l *lease.Lease, tl *tally) {
+func (s *Scheduler) start(ts *taskState, l *lease.Lease, tl *tally, limitWait time.Duration) {
 	s.runs.Add(1)
 	s.metrics.Active(s.active.Add(1))
 	if tl != nil {
 		tl.pending.Add(1)
 	}
-	s.workers.do(job{ts, l, tl})
+	s.workers.do(job{ts, l, tl, limitWait})
 }
 
-// job is a run to start: l's, for ts's task; tl is its tick's tally when
-// a fan-out started it.
+// job is a run to start: l's, for ts's task, its tick's tally, its wait.
 type job struct {
-	ts *taskState
-	l  *lease.Lease
-	tl *tally
+	ts        *taskState
+	l         *lease.Lease
+	tl        *tally
+	limitWait time.Duration
 }
 
 // workerIdle is how long a goroutine that ran a run waits for the next one
@@ -240,7 +240,7 @@ func (s *Scheduler) execute(w *worker, j job) {
 			fo = r.tl.fanOutSpan.Load()
 		}
 		r.ctx.Context, span = s.tracer.StartRun(r.ctx.Context, fo, telemetry.Run{Task: t.Name, Entity: l.Entity, Tick: l.Tick,
-			Fence: l.Fence, Reason: l.Reason, Attempt: l.Attempt})
+			Fence: l.Fence, Reason: l.Reason, Attempt: l.Attempt, LimitWait: j.limitWait})
 	}
 	w.begin(s, r)
 	started := s.clock.Now()

@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"context"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -55,4 +57,45 @@ func TestAGoHandlersCtxCarriesItsRunsSpan(t *testing.T) {
 		}
 	}
 	t.Fatalf("no run span %s among the %d exported", sc.SpanID(), len(spans))
+}
+
+// TestARunsSpanSaysItsLimitWait: of two runs of a tick under a limit of
+// one, the one that waited for the other says how long
+// (tickd.limit_wait_ms); the one that did not wait says nothing of it.
+func TestARunsSpanSaysItsLimitWait(t *testing.T) {
+	e := newEnv(t, false)
+	rcv := otlptest.Start(t)
+	tr, err := telemetry.New(context.Background(), &config.Telemetry{Endpoint: rcv.URL}, func(string) string { return "" }, "r1", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+		time.Sleep(300 * time.Millisecond) // the run's work, which the other waits for
+		return tasks.Done, nil
+	}
+	s := e.run("[[limits]]\nname = \"one\"\nconcurrency = 1\n[[tasks]]\nname = \"lim\"\nevery = \"1h\"\ncatch_up = \"1h\"\nhandler = \"rec\"\nlimits = [\"one\"]\nentities = [\"a\", \"b\"]\n",
+		Options{Store: e.store("r1"), Tracer: tr, DuePoll: 20 * time.Millisecond})
+	expect.WaitFor(t, 10*time.Second, "both runs ended", func() bool { return e.ev.count(kind(EventRunEnded)) == 2 })
+	stopWithin(s, 5*time.Second)
+	if err := tr.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans, err := rcv.Spans()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var waits []string
+	for _, sp := range spans {
+		if sp.Name == "run lim" {
+			waits = append(waits, sp.Attrs["tickd.limit_wait_ms"])
+		}
+	}
+	slices.Sort(waits)
+	if len(waits) != 2 || waits[0] != "" || waits[1] == "" {
+		t.Fatalf("the runs' limit waits %q, want one without and one with", waits)
+	}
+	// At least the other's work; not the catch-up tick's age.
+	if ms, _ := strconv.Atoi(waits[1]); ms < 290 || ms > 10_000 {
+		t.Fatalf("the run that waited says %sms, want the other's 300ms work, a little more", waits[1])
+	}
 }
