@@ -1,6 +1,7 @@
 package history
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +105,41 @@ func TestAssessHealth(t *testing.T) {
 		_, h := Assess(task, c.now, c.past)
 		expect.Equal(t, c.name+": flags", strings.Join(h.Flags(), ","), c.flags)
 		expect.True(t, c.name+": why not firing: "+h.NotFiring, strings.Contains(h.NotFiring, c.notFired))
+	}
+}
+
+// TestReasonForEveryTick: a tick that ran is on time or late by its first
+// start; one that ran nothing says why; a record with nothing to say why
+// has no reason (the checkers count it unaccounted).
+func TestReasonForEveryTick(t *testing.T) {
+	t.Parallel()
+	done := map[driver.Outcome]int{driver.OutcomeDone: 2}
+	ran := func(first time.Duration) TickView {
+		r := record(at(12, 0), "r1", true, done)
+		r.Parts[0].FirstStart = first
+		return TickView{TickRecord: r, State: TickComplete}
+	}
+	skipped := func(sk map[string]int) TickView {
+		r := record(at(12, 0), "r1", true, nil)
+		r.Parts[0].Entities, r.Parts[0].Skipped = 3, sk
+		return TickView{TickRecord: r, State: TickComplete}
+	}
+	failedSource := skipped(nil)
+	failedSource.Parts[0].SourceFailed = true
+	for _, c := range []struct {
+		v    TickView
+		want string
+	}{
+		{ran(200 * time.Millisecond), "on time"},
+		{ran(2100 * time.Millisecond), "late by 2.1s"},
+		{skipped(map[string]int{SkipQuarantined: 2, SkipBusy: 1}), "quarantined"},
+		{skipped(map[string]int{SkipNotAcknowledged: 3}), "not acknowledged"},
+		{failedSource, "source failed"},
+		{TickView{TickRecord: record(at(12, 0), "r1", true, nil), State: TickComplete}, "no entities"},
+		{TickView{TickRecord: driver.TickRecord{Tick: at(12, 0)}, State: TickMissed}, "missed"},
+		{TickView{TickRecord: record(at(12, 0), "r1", true, done), State: TickWaiting}, "limited"},
+		{skipped(nil), ""},
+	} {
+		expect.Equal(t, fmt.Sprintf("the reason of %+v", c.v.Parts), Reason(c.v), c.want)
 	}
 }

@@ -61,3 +61,43 @@ func Summary(task string, r driver.TickRecord, state string) (ok bool, text stri
 	fmt.Fprintf(&b, "first start %s, last end %s after the tick; replicas %s\n", Millis(r.FirstStart()), Millis(r.LastEnd()), strings.Join(r.Replicas(), ", "))
 	return ok, b.String()
 }
+
+// lateAfter is how late a tick's first run may start and still be on time.
+const lateAfter = time.Second
+
+// Reason says, in a few words, why tick v is what it is: for a tick that
+// ran, "on time" or "late by 2.1s" (its first run's start); else what
+// kept it from running: "paused", "missed" (no replica fanned it out),
+// "incomplete" (a replica is gone with its runs), "limited" (runs wait
+// for a limit), "running", or, for a tick that started no run, why: the
+// skip that kept most of its entities ("quarantined", "not acknowledged",
+// "busy", "already ran", "stopped", "error"…), "source failed" or "no
+// entities". "" when nothing says why: a record that breaks the history's
+// promises.
+func Reason(v TickView) string {
+	switch v.State {
+	case TickPaused, TickMissed, TickIncomplete, TickRunning:
+		return v.State
+	case TickWaiting:
+		return "limited"
+	}
+	if v.Runs() > 0 {
+		if d := v.FirstStart(); d > lateAfter {
+			return "late by " + Millis(d)
+		}
+		return "on time"
+	}
+	switch {
+	case v.SourceFailed():
+		return "source failed"
+	case v.Entities() == 0:
+		return "no entities"
+	}
+	why, most := "", 0
+	for _, k := range slices.Sorted(maps.Keys(v.Skipped())) {
+		if n := v.Skipped()[k]; n > most {
+			why, most = strings.ReplaceAll(k, "_", " "), n
+		}
+	}
+	return why
+}

@@ -226,6 +226,9 @@ type HistoryDoc struct {
 type TickDoc struct {
 	Tick  Instant `json:"tick"`
 	State string  `json:"state"` // complete, running, incomplete, missed, paused
+	// Reason says why, in a few words (history.Reason): "on time", "late
+	// by 2.1s", "paused", "missed", "quarantined"…
+	Reason string `json:"reason"`
 	// PausedBy and PauseReason: for a paused row (the ticks one pause held
 	// back, from tick on), who paused and why; "" otherwise.
 	PausedBy       string         `json:"paused_by"`
@@ -268,7 +271,7 @@ type ActionDoc struct {
 func SecondsOrZero(d time.Duration) float64 { return max(d, 0).Seconds() }
 
 func TickDocOf(v history.TickView) TickDoc {
-	d := TickDoc{Tick: Instant(v.Tick), State: v.State, Replicas: append([]string{}, v.Replicas()...),
+	d := TickDoc{Tick: Instant(v.Tick), State: v.State, Reason: history.Reason(v), Replicas: append([]string{}, v.Replicas()...),
 		Entities: v.Entities(), Runs: v.Runs(), Outcomes: map[string]int{}, Skipped: v.Skipped(),
 		SourceFailed: v.SourceFailed(), SourceError: v.SourceError(), FirstStartLagS: SecondsOrZero(v.FirstStart()), DurationS: SecondsOrZero(v.LastEnd())}
 	for o, n := range v.Outcomes() {

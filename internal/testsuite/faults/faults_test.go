@@ -27,6 +27,7 @@ import (
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/faultproxy"
+	"github.com/tickd/tickd/internal/testkit/pingtest"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
@@ -101,6 +102,8 @@ type cluster struct {
 	// the tick's record without it.
 	exited map[int]int64
 	losses []time.Time
+	// mon is the monitor every task's heartbeat_url pings (checkBeats).
+	mon *pingtest.Monitor
 }
 
 type orphans struct {
@@ -223,7 +226,7 @@ func newClusterOn(t *testing.T, srv *redistest.Server, redis string, ttl time.Du
 	_, worker := tickdtest.Binaries(t)
 	t.Cleanup(func() { failedUnsaid(t) })
 	c := &cluster{t: t, srv: srv, redis: redis, redisAddr: srv.Addr, ttl: ttl, dir: t.TempDir(),
-		killedAt: map[int]int64{}, linger: map[int]interval{}, exited: map[int]int64{}}
+		killedAt: map[int]int64{}, linger: map[int]interval{}, exited: map[int]int64{}, mon: pingtest.Start(t)}
 	c.runsLog = filepath.Join(c.dir, "runs.log")
 	c.workDir = filepath.Join(c.dir, "work")
 	os.Mkdir(c.workDir, 0o755) //nolint:errcheck
@@ -231,7 +234,7 @@ func newClusterOn(t *testing.T, srv *redistest.Server, redis string, ttl time.Du
 		tickdtest.WriteFile(t, filepath.Join(c.workDir, fmt.Sprint("e", i)), strconv.Itoa(workUnits))
 	}
 	cfg := filepath.Join(c.dir, "tickd.toml")
-	tickdtest.WriteFile(t, cfg, configWith(redis, ttl, worker))
+	tickdtest.WriteFile(t, cfg, configWith(redis, ttl, worker)+c.beatsConfig())
 	for i := range replicas {
 		c.reps = append(c.reps, &replica{name: fmt.Sprint("r", i), cfg: cfg,
 			env: []string{"TESTWORKER_LOG=" + c.runsLog, "TESTWORKER_WORK_DIR=" + c.workDir, "TESTWORKER_MAX_SLEEP=" + maxSleep}})
@@ -403,6 +406,8 @@ func (c *cluster) run(fault func(c *cluster, until time.Time)) result {
 	res.strays = c.strayLeases()
 	res.workLeft = c.workLeft()
 	c.checkHistory(&res, begin, end)
+	c.checkReasons(&res, begin, end)
+	c.checkBeats(&res, begin, end)
 	return res
 }
 
@@ -492,6 +497,12 @@ type result struct {
 	// The history of the ticks checked: complete records, records left
 	// incomplete, and complete records that disagree with the worker.
 	historyComplete, historyIncomplete, historyWrong int
+	// The reasons of the ticks checked, by kind, and those without one
+	// (checkReasons); the heartbeats heard (checkBeats).
+	reasons                map[string]int
+	unaccounted            int
+	beatStarts, beatsWrong int
+	beatEnds               map[string]int // by kind: success, fail
 }
 
 func (r result) liveness() float64 {
@@ -731,6 +742,7 @@ func report(t *testing.T, name string, r result) {
 		name, r.faults, r.Runs, r.TickRuns, r.Reschedules, r.Overlaps, r.DuplicateTickRuns, r.FenceViolations,
 		r.liveness(), r.liveRan, r.liveEligible, r.runsWithoutRedis, r.workLeft, r.strays,
 		r.historyComplete, r.historyIncomplete, r.historyWrong, r.extra)
+	row += " " + r.beatsRow()
 	t.Log(row)
 	tableMu.Lock()
 	table = append(table, row)
@@ -758,6 +770,9 @@ func guaranteesHold(t *testing.T, r result, allowOverlaps bool) {
 	}
 	if r.strays != 0 {
 		failf(t, "%d leases left in Redis after every replica stopped", r.strays)
+	}
+	if r.unaccounted != 0 || r.beatsWrong != 0 || r.beatStarts == 0 {
+		failf(t, "ticks without a true reason: %d; heartbeats wrong: %d, starts heard: %d\n%s", r.unaccounted, r.beatsWrong, r.beatStarts, strings.Join(r.Examples, "\n"))
 	}
 	if r.historyWrong != 0 || r.historyComplete == 0 {
 		failf(t, "tick records: %d complete, %d of them wrong, %d incomplete\n%s", r.historyComplete, r.historyWrong,
@@ -852,6 +867,9 @@ func TestRedisRestartedEmpty(t *testing.T) {
 		at := time.Now()
 		c.srv.Restart() // every key gone while runs hold leases
 		c.fault()
+		c.mu.Lock()
+		c.losses = append(c.losses, at)
+		c.mu.Unlock()
 		// Quarantine: nothing is granted for one lease TTL after the loss is seen.
 		c.blackout(at, time.Now().Add(leaseTTL+time.Second))
 		sleepUntil(until)
@@ -866,7 +884,7 @@ func TestStalledConnection(t *testing.T) {
 	proxy := faultproxy.Start(t, c.srv.Addr)
 	_, worker := tickdtest.Binaries(t)
 	stalledCfg := filepath.Join(c.dir, "stalled.toml")
-	tickdtest.WriteFile(t, stalledCfg, config("redis://"+proxy.Addr+"/0", worker))
+	tickdtest.WriteFile(t, stalledCfg, config("redis://"+proxy.Addr+"/0", worker)+c.beatsConfig())
 	c.reps[0].cfg = stalledCfg
 	var stalledAt time.Time
 	r := c.run(func(c *cluster, until time.Time) {

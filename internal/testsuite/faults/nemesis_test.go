@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/telemetry"
+	"github.com/tickd/tickd/internal/testkit/otlptest"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
 )
@@ -58,6 +60,10 @@ type nemesis struct {
 	forced []forcedUnlock
 	log    []string // what was done, for the report
 	paused bool
+	// traces receives every replica's spans, all sampled; runSpans is the
+	// [telemetry] run_spans the configs say (a reload changes it).
+	traces   *otlptest.Receiver
+	runSpans int
 }
 
 type forcedUnlock struct {
@@ -76,13 +82,13 @@ func newNemesis(t *testing.T, seed uint64, onCluster bool) *nemesis {
 	}
 	bin, worker := tickdtest.Binaries(t)
 	n := &nemesis{c: c, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bin: bin, worker: worker, dir: c.dir,
-		concurrency: 80, shards: 4, limit: 2, extraEvery: map[string]string{}}
+		concurrency: 80, shards: 4, limit: 2, extraEvery: map[string]string{}, traces: otlptest.Start(t), runSpans: 1000}
 	for range 2 {
 		n.addExtra()
 	}
 	for i, r := range c.reps {
 		r.cfg = filepath.Join(c.dir, fmt.Sprintf("r%d.toml", i))
-		r.env = append(r.env, "TICKD_REPLICA_ID="+r.name)
+		r.env = append(r.env, "TICKD_REPLICA_ID="+r.name, "OTEL_TRACES_SAMPLER=always_on")
 		tickdtest.WriteFile(t, r.cfg, n.config())
 	}
 	c.excuse = n.excused
@@ -101,6 +107,8 @@ func (n *nemesis) config() string {
 		fmt.Fprintf(&b, "\n[[tasks]]\nname = %q\nevery = %q\nlease_ttl = \"2s\"\non_busy = \"queue\"\nlimits = [\"x-api\"]\ncommand = [%q, \"300ms\"]\nentities = [\"x0\", \"x1\", \"x2\"]\n",
 			x, n.extraEvery[x], n.worker)
 	}
+	fmt.Fprintf(&b, "\n[telemetry]\nendpoint = %q\nrun_spans = %d\n", n.traces.URL, n.runSpans)
+	b.WriteString(n.c.beatsConfig())
 	return b.String()
 }
 
@@ -163,7 +171,9 @@ func (n *nemesis) act(until time.Time) {
 // reload changes the config and sends SIGHUP to some replicas: all of
 // them, or all but one, which keeps the config it had.
 func (n *nemesis) reload() {
-	switch n.rnd.IntN(5) {
+	switch n.rnd.IntN(6) {
+	case 5: // [telemetry]: a reload warns that it takes a restart; the spans go on
+		n.runSpans = []int{1000, 50}[n.rnd.IntN(2)]
 	case 0:
 		n.concurrency = []int{70, 80}[n.rnd.IntN(2)]
 	case 1:
@@ -196,7 +206,7 @@ func (n *nemesis) reload() {
 		tickdtest.WriteFile(n.c.t, r.cfg, n.config())
 		r.proc.Signal(syscall.SIGHUP)
 	}
-	n.say("reload (concurrency %d, shards %d, limit %d, extras %v; replica %d left out)", n.concurrency, n.shards, n.limit, n.extras, skip)
+	n.say("reload (concurrency %d, shards %d, limit %d, extras %v, run_spans %d; replica %d left out)", n.concurrency, n.shards, n.limit, n.extras, n.runSpans, skip)
 }
 
 func (n *nemesis) migrate() {
@@ -427,8 +437,49 @@ func operatorChaos(t *testing.T, onCluster bool) {
 			}
 		}
 	})
-	r.extra = fmt.Sprintf("seed=%d excused_overlaps=%d", seed, r.Excused)
+	spans, wrong := n.checkTraces()
+	r.extra = fmt.Sprintf("seed=%d excused_overlaps=%d spans=%d traces_wrong=%d", seed, r.Excused, spans, len(wrong))
 	report(t, map[bool]string{false: "operator chaos", true: "operator chaos cluster"}[onCluster], r)
 	t.Logf("what the nemesis did:\n%s", strings.Join(n.log, "\n"))
 	guaranteesHold(t, r, false)
+	if spans == 0 || len(wrong) > 0 {
+		failf(t, "traces: %d spans received, %d wrong:\n%s", spans, len(wrong), strings.Join(wrong[:min(len(wrong), 20)], "\n"))
+	}
+}
+
+// checkTraces judges the spans the replicas sent: each fan-out span of
+// sync in its tick's derived trace, each tick run's span a child of a
+// fan-out span of that trace (when that span was received: a replica
+// killed -9 sends none), or, past run_spans, a root linked to one.
+func (n *nemesis) checkTraces() (spans int, wrong []string) {
+	got, err := n.traces.Spans()
+	if err != nil {
+		return 0, []string{err.Error()}
+	}
+	fanOuts := map[string]string{} // span id -> trace id
+	for _, sp := range got {
+		if sp.Name != "tick sync" {
+			continue
+		}
+		T, err := time.Parse(time.RFC3339Nano, sp.Attrs["tickd.tick"])
+		if want := telemetry.TickTrace("sync", T).String(); err != nil || sp.TraceID != want {
+			wrong = append(wrong, fmt.Sprintf("fan-out span %s of tick %q in trace %s, want %s", sp.SpanID, sp.Attrs["tickd.tick"], sp.TraceID, want))
+		}
+		fanOuts[sp.SpanID] = sp.TraceID
+	}
+	for _, sp := range got {
+		if sp.Name != "run sync" || sp.Attrs["tickd.reason"] != "tick" {
+			continue
+		}
+		if sp.Parent == "" { // past run_spans: a root linked to its fan-out
+			if len(sp.Links) != 1 || (fanOuts[sp.Links[0].SpanID] != "" && fanOuts[sp.Links[0].SpanID] != sp.Links[0].TraceID) {
+				wrong = append(wrong, fmt.Sprintf("run span %s: a root with links %+v, want one to its fan-out", sp.SpanID, sp.Links))
+			}
+			continue
+		}
+		if tr, ok := fanOuts[sp.Parent]; ok && tr != sp.TraceID {
+			wrong = append(wrong, fmt.Sprintf("run span %s in trace %s, its fan-out's is %s", sp.SpanID, sp.TraceID, tr))
+		}
+	}
+	return len(got), wrong
 }
