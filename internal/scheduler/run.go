@@ -15,7 +15,6 @@ import (
 	"github.com/tickd/tickd/internal/telemetry"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Grace is how long a stopped exec run has between SIGTERM and SIGKILL:
@@ -233,7 +232,7 @@ func (s *Scheduler) execute(w *worker, j job) {
 	// shutdown (ErrShutdown) through Lease.Cancel; its Deadline is the
 	// timeout's end.
 	r.ctx.Context = l.Context()
-	var span trace.Span
+	var span *telemetry.RunSpan
 	if s.tracer != nil {
 		var fo *telemetry.FanOut
 		if r.tl != nil && l.Reason == driver.ReasonTick {
@@ -285,9 +284,7 @@ func (s *Scheduler) execute(w *worker, j job) {
 		fin.Error = failureText(err, context.Cause(&r.ctx))
 		s.history.failed(r.failure(started, ended, fin.Error))
 	}
-	if span != nil {
-		telemetry.EndRun(span, outcome, fin.Error, l.Renewals())
-	}
+	telemetry.EndRun(span, outcome, fin.Error, l.Renewals())
 	// Not waited for: the worker is free for the next run once the release
 	// is queued (docs/performance.md); AfterRelease ends the run.
 	l.ReleaseThen(fin, next, r)

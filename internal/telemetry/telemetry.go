@@ -49,7 +49,22 @@ type Tracer struct {
 	tr       trace.Tracer
 	runSpans int64
 	replica  string
+	// ended counts the sampled spans ended, delivered those the collector
+	// took: Stop says how many were not (dropped as the queue overflowed,
+	// or refused).
+	ended, delivered *atomic.Int64
 }
+
+// The batcher's bounds where no OTEL_BSP_* variable gives them: a tick's
+// runs end in a burst of thousands a second, which the SDK's defaults
+// (2,048 spans queued, exported 512 at a time every 5s) drop most of.
+// The queue holds a tick of 20,000 runs' spans (about 20 MB while a
+// collector does not answer).
+const (
+	maxQueued      = 20_480
+	maxExportBatch = 2_048
+	exportEvery    = time.Second
+)
 
 // New returns the tracer the config and the environment (getenv) ask
 // for, or nil when they ask for none. It exports over OTLP/HTTP. getenv
@@ -89,8 +104,54 @@ func New(ctx context.Context, cfg *config.Telemetry, getenv func(string) string,
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithIDGenerator(ids{}))
-	return &Tracer{tp: tp, tr: tp.Tracer("github.com/tickd/tickd"), runSpans: runSpans, replica: replica}, nil
+	t := &Tracer{runSpans: runSpans, replica: replica, ended: new(atomic.Int64), delivered: new(atomic.Int64)}
+	t.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(endCounter{t.ended}),
+		sdktrace.WithBatcher(deliveryCounter{exp, t.delivered}, batcherOptions(getenv)...),
+		sdktrace.WithResource(res), sdktrace.WithIDGenerator(ids{}))
+	t.tr = t.tp.Tracer("github.com/tickd/tickd")
+	return t, nil
+}
+
+// batcherOptions are tickd's bounds of the batcher (maxQueued…) but where
+// an OTEL_BSP_* variable gives its own.
+func batcherOptions(getenv func(string) string) []sdktrace.BatchSpanProcessorOption {
+	var opts []sdktrace.BatchSpanProcessorOption
+	if getenv("OTEL_BSP_MAX_QUEUE_SIZE") == "" {
+		opts = append(opts, sdktrace.WithMaxQueueSize(maxQueued))
+	}
+	if getenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") == "" {
+		opts = append(opts, sdktrace.WithMaxExportBatchSize(maxExportBatch))
+	}
+	if getenv("OTEL_BSP_SCHEDULE_DELAY") == "" {
+		opts = append(opts, sdktrace.WithBatchTimeout(exportEvery))
+	}
+	return opts
+}
+
+// endCounter counts the sampled spans that end.
+type endCounter struct{ n *atomic.Int64 }
+
+func (c endCounter) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (c endCounter) OnEnd(s sdktrace.ReadOnlySpan) {
+	if s.SpanContext().IsSampled() {
+		c.n.Add(1)
+	}
+}
+func (endCounter) Shutdown(context.Context) error   { return nil }
+func (endCounter) ForceFlush(context.Context) error { return nil }
+
+// deliveryCounter counts the spans its exporter delivered.
+type deliveryCounter struct {
+	sdktrace.SpanExporter
+	n *atomic.Int64
+}
+
+func (c deliveryCounter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	err := c.SpanExporter.ExportSpans(ctx, spans)
+	if err == nil {
+		c.n.Add(int64(len(spans)))
+	}
+	return err
 }
 
 // Stop sends what is left, within ctx.
@@ -98,7 +159,11 @@ func (t *Tracer) Stop(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
-	return t.tp.Shutdown(ctx)
+	err := t.tp.Shutdown(ctx)
+	if lost := t.ended.Load() - t.delivered.Load(); lost > 0 {
+		err = errors.Join(err, fmt.Errorf("%d of the %d spans sampled were not delivered: the queue overflowed (OTEL_BSP_MAX_QUEUE_SIZE), or the collector refused them or did not answer", lost, t.ended.Load()))
+	}
+	return err
 }
 
 // TickTrace is the trace id of task's tick at tick: the same on every
@@ -142,10 +207,11 @@ func (ids) NewSpanID(context.Context, trace.TraceID) trace.SpanID {
 // tick's trace (TickTrace). End it with End.
 type FanOut struct {
 	span    trace.Span
-	sampled bool         // its span is sampled: its runs' spans are too
-	name    string       // its runs' spans' name
-	runs    atomic.Int64 // run spans it parented
-	link    trace.Link   // to the fan-out, for the runs past the bound
+	ctx     context.Context // its span's, its runs' spans' parent
+	sampled bool            // its span is sampled: its runs' spans are too
+	name    string          // its runs' spans' name
+	runs    atomic.Int64    // run spans it parented
+	link    trace.Link      // to the fan-out, for the runs past the bound
 }
 
 // StartFanOut starts the fan-out span of task's tick on this replica.
@@ -159,7 +225,7 @@ func (t *Tracer) StartFanOut(task string, tick time.Time) *FanOut {
 			attribute.String("tickd.task", task), attribute.String("tickd.tick", tick.UTC().Format(time.RFC3339Nano)),
 			attribute.String("tickd.replica", t.replica)))
 	sc := span.SpanContext()
-	return &FanOut{span: span, sampled: sc.IsSampled(), name: "run " + task, link: trace.Link{SpanContext: sc}}
+	return &FanOut{span: span, ctx: trace.ContextWithSpan(context.Background(), span), sampled: sc.IsSampled(), name: "run " + task, link: trace.Link{SpanContext: sc}}
 }
 
 // End ends f with what the fan-out counted.
@@ -184,13 +250,21 @@ type Run struct {
 	LimitWait    time.Duration // how long it waited for a limit
 }
 
+// RunSpan is a run's span; EndRun ends it.
+type RunSpan struct {
+	span  trace.Span
+	r     Run
+	child bool // a child of its fan-out, which says the task and the tick
+}
+
 // StartRun starts a run's span, in ctx (the run's context, which the
 // handler gets, carrying the span): a child of f (its tick's fan-out on
 // this replica) while f has parented fewer than the bound, else the root
 // of a trace of its own, linked to f; with no f (a trigger, a retry, a
 // reschedule, a run that waited for a limit), a trace of its own linked to
-// the tick it carries. It returns ctx unchanged and a nil span when off.
-func (t *Tracer) StartRun(ctx context.Context, f *FanOut, r Run) (context.Context, trace.Span) {
+// the tick it carries. It returns ctx unchanged and a nil span when off,
+// and a nil span when f was sampled out (ctx then carries f's decision).
+func (t *Tracer) StartRun(ctx context.Context, f *FanOut, r Run) (context.Context, *RunSpan) {
 	if t == nil {
 		return ctx, nil
 	}
@@ -208,7 +282,7 @@ func (t *Tracer) StartRun(ctx context.Context, f *FanOut, r Run) (context.Contex
 	var opts []trace.SpanStartOption
 	switch {
 	case f != nil && f.runs.Add(1) <= t.runSpans:
-		parent, child = trace.ContextWithSpan(parent, f.span), true
+		parent, child = f.ctx, true
 	case f != nil:
 		opts = []trace.SpanStartOption{trace.WithNewRoot(), trace.WithLinks(f.link)}
 	case !r.Tick.IsZero():
@@ -218,20 +292,29 @@ func (t *Tracer) StartRun(ctx context.Context, f *FanOut, r Run) (context.Contex
 		opts = []trace.SpanStartOption{trace.WithNewRoot()}
 	}
 	_, span := t.tr.Start(parent, name, opts...)
-	if span.IsRecording() { // what a sampled-out span would not keep is not even built
-		runAttrs(span, r, child)
-	}
-	return trace.ContextWithSpan(ctx, span), span
+	return trace.ContextWithSpan(ctx, span), &RunSpan{span: span, r: r, child: child}
 }
 
-// runAttrs records r on its span. A child of its fan-out leaves out what
-// the fan-out says (the task, the tick); an attempt or a wait of 0 is left
-// out: each attribute is paid for by every run.
-func runAttrs(span trace.Span, r Run, child bool) {
-	var buf [8]attribute.KeyValue
+// EndRun ends a run's span with its outcome (an error status for a failed
+// one) and how many renewal rounds kept its lease. Its attributes are all
+// set here, in one call: a span is exported when it ends, and the SDK
+// grows a span's attributes at each call. A child of its fan-out leaves
+// out what the fan-out says (the task, the tick); an attempt or a wait of
+// 0 is left out: each attribute is paid for by every run.
+func EndRun(rs *RunSpan, outcome driver.Outcome, errText string, renewals int) {
+	if rs == nil {
+		return
+	}
+	span, r := rs.span, rs.r
+	if !span.IsRecording() { // what a sampled-out span would not keep is not even built
+		span.End()
+		return
+	}
+	var buf [10]attribute.KeyValue
 	as := append(buf[:0], attribute.String("tickd.entity", r.Entity), attribute.Int64("tickd.fence", r.Fence),
-		attribute.String("tickd.reason", string(r.Reason)))
-	if !child {
+		attribute.String("tickd.reason", string(r.Reason)), attribute.String("tickd.outcome", string(outcome)),
+		attribute.Int("tickd.lease_renewals", renewals))
+	if !rs.child {
 		as = append(as, attribute.String("tickd.task", r.Task))
 		if !r.Tick.IsZero() {
 			as = append(as, attribute.String("tickd.tick", r.Tick.UTC().Format(time.RFC3339Nano)))
@@ -244,6 +327,10 @@ func runAttrs(span trace.Span, r Run, child bool) {
 		as = append(as, attribute.Int64("tickd.limit_wait_ms", r.LimitWait.Milliseconds()))
 	}
 	span.SetAttributes(as...)
+	if errText != "" {
+		span.SetStatus(codes.Error, errText)
+	}
+	span.End()
 }
 
 // tickSpan is the span id a link to a tick's trace names (no span has it:
@@ -253,21 +340,4 @@ func tickSpan(task string, tick time.Time) trace.SpanID {
 	tid := TickTrace(task, tick)
 	copy(sid[:], tid[8:])
 	return sid
-}
-
-// EndRun ends a run's span with its outcome (an error status for a
-// failed one) and how many renewal rounds kept its lease.
-func EndRun(span trace.Span, outcome driver.Outcome, errText string, renewals int) {
-	if span == nil {
-		return
-	}
-	if !span.IsRecording() {
-		span.End()
-		return
-	}
-	span.SetAttributes(attribute.String("tickd.outcome", string(outcome)), attribute.Int("tickd.lease_renewals", renewals))
-	if errText != "" {
-		span.SetStatus(codes.Error, errText)
-	}
-	span.End()
 }

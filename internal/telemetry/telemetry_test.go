@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,5 +145,50 @@ func TestASampledOutTickMakesNoRunSpans(t *testing.T) {
 	}
 	if spans, _ := rcv.Spans(); len(spans) != 0 {
 		t.Fatalf("%d spans exported for a sampled-out tick", len(spans))
+	}
+}
+
+// TestABurstOfATicksSpansIsKept: 20,000 runs of one tick ending as fast as
+// a loop makes them (a tick's burst) are all delivered; the SDK's default
+// queue of 2,048 dropped three in four. Stop says how many were not.
+func TestABurstOfATicksSpansIsKept(t *testing.T) {
+	rcv := otlptest.Start(t)
+	tr, err := New(context.Background(), &config.Telemetry{Endpoint: rcv.URL}, func(string) string { return "" }, "a", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	T := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	f := tr.StartFanOut("sync", T)
+	const n = 20_000
+	for i := range n {
+		_, span := tr.StartRun(context.Background(), f, Run{Task: "sync", Entity: "e", Tick: T, Fence: int64(i), Reason: driver.ReasonTick})
+		EndRun(span, driver.OutcomeDone, "", 0)
+	}
+	f.End(n, n, "")
+	if err := tr.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans, err := rcv.Spans()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spans) != n+1 {
+		t.Fatalf("%d spans received, want %d", len(spans), n+1)
+	}
+}
+
+// TestStopSaysWhatWasNotDelivered: spans a collector refused are counted,
+// and Stop's error says how many.
+func TestStopSaysWhatWasNotDelivered(t *testing.T) {
+	tr, err := New(context.Background(), &config.Telemetry{Endpoint: "http://127.0.0.1:1"}, func(string) string { return "" }, "a", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := tr.StartFanOut("sync", time.Now())
+	f.End(0, 0, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tr.Stop(ctx); err == nil || !strings.Contains(err.Error(), "1 of the 1 spans sampled were not delivered") {
+		t.Fatalf("Stop: %v, want it to say the span was not delivered", err)
 	}
 }
