@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tickd/tickd/config"
@@ -41,92 +40,6 @@ type job struct {
 	limitWait time.Duration
 }
 
-// workerIdle is how long a goroutine that ran a run waits for the next one
-// before it exits: longer than the usual time between ticks.
-const workerIdle = 2 * time.Minute
-
-// workers reuses the goroutines runs go on, and each one's timer. A run's
-// goroutine grows its stack; a new goroutine per run grew it again for
-// every run, a tenth of the daemon's
-// CPU in a 100,000-entity tick, and a timer and a shutdown hook per run
-// were another tenth (docs/performance.md). Idle workers exit once the
-// scheduler's loops stop (Shutdown).
-type workers struct {
-	s    *Scheduler
-	idle chan job
-	quit <-chan struct{}
-
-	mu  sync.Mutex
-	all map[*worker]struct{} // for abort
-}
-
-// worker is one goroutine of workers, and the run it is on.
-type worker struct {
-	// timer fires at the current run's warn_after, then at its timeout
-	// (fire); stopped between runs.
-	timer *time.Timer
-
-	mu  sync.Mutex
-	cur *running
-}
-
-// do runs j on an idle worker, or on a new one if none is idle.
-func (ws *workers) do(j job) {
-	select {
-	case ws.idle <- j:
-	default:
-		go ws.loop(j)
-	}
-}
-
-func (ws *workers) loop(j job) {
-	w := &worker{}
-	w.timer = time.AfterFunc(time.Hour, w.fire)
-	w.timer.Stop()
-	ws.mu.Lock()
-	ws.all[w] = struct{}{}
-	ws.mu.Unlock()
-	idle := time.NewTimer(workerIdle)
-	defer func() {
-		idle.Stop()
-		w.timer.Stop()
-		ws.mu.Lock()
-		delete(ws.all, w)
-		ws.mu.Unlock()
-	}()
-	for {
-		ws.s.execute(w, j)
-		idle.Reset(workerIdle)
-		select {
-		case j = <-ws.idle:
-		case <-idle.C:
-			return
-		case <-ws.quit:
-			return
-		}
-	}
-}
-
-// abort stops the runs going on with cause, through Lease.Cancel. A run
-// that starts after it sees the scheduler's abort context cancelled
-// (worker.begin).
-func (ws *workers) abort(cause error) {
-	ws.each(func(r *running) { r.l.Cancel(cause) })
-}
-
-// each calls fn with each run going on, its worker's lock held.
-func (ws *workers) each(fn func(r *running)) {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	for w := range ws.all {
-		w.mu.Lock()
-		if w.cur != nil {
-			fn(w.cur)
-		}
-		w.mu.Unlock()
-	}
-}
-
 // running is one run's state, in one allocation: its log handler and
 // logger (tasks.Run.Logger), its context, and its timer's deadlines. A
 // fan-out starts 100,000 runs a tick.
@@ -153,68 +66,6 @@ type running struct {
 	// context cancelled, and whether it reported the run.
 	stoppedAt time.Time
 	overran   bool
-}
-
-// begin makes r w's current run: its timer is set for warn_after, or for
-// the timeout when there is no warning to give; a shutdown that already
-// aborted the runs stops it at once.
-func (w *worker) begin(s *Scheduler, r *running) {
-	warnAfter, timeout := r.ts.t.WarnAfter, r.ts.t.Timeout
-	r.began = time.Now()
-	r.ctx.deadline = r.began.Add(timeout)
-	first := timeout
-	if warnAfter <= 0 || warnAfter >= timeout {
-		r.warned = true
-	} else {
-		first = warnAfter
-	}
-	w.mu.Lock()
-	w.cur = r
-	w.timer.Reset(first)
-	w.mu.Unlock()
-	if s.abort.Err() != nil {
-		r.l.Cancel(context.Cause(s.abort))
-	}
-}
-
-// end stops w's timer: its run is over.
-func (w *worker) end() {
-	w.mu.Lock()
-	w.cur = nil
-	w.timer.Stop()
-	w.mu.Unlock()
-}
-
-// fire warns once when a run goes on past warn_after, then cancels it with
-// ErrTimeout when its timeout passes. A fire meant for an earlier run of
-// the worker finds nothing due and sets the timer again.
-func (w *worker) fire() {
-	w.mu.Lock()
-	r := w.cur
-	if r == nil {
-		w.mu.Unlock()
-		return
-	}
-	warnAfter, timeout := r.ts.t.WarnAfter, r.ts.t.Timeout
-	d := time.Since(r.began)
-	warn, timedOut := false, d >= timeout
-	switch {
-	case timedOut:
-	case !r.warned && d >= warnAfter:
-		warn, r.warned = true, true
-		w.timer.Reset(timeout - d)
-	case !r.warned:
-		w.timer.Reset(warnAfter - d)
-	default:
-		w.timer.Reset(timeout - d)
-	}
-	w.mu.Unlock()
-	if timedOut {
-		r.l.Cancel(ErrTimeout)
-	}
-	if warn {
-		r.log.Warn("run still going", "running_for", warnAfter.String(), "timeout", timeout.String())
-	}
 }
 
 // execute is one run's life, on worker w: the task's action under l,
