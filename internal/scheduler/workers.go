@@ -28,11 +28,15 @@ type workers struct {
 // worker is one goroutine of workers, and the run it is on.
 type worker struct {
 	// timer fires at the current run's warn_after, then at its timeout
-	// (fire); stopped between runs.
+	// (fire). It is set lazily: due is when it fires (zero: not set), and
+	// a run whose deadline is later leaves it (fire sets it again for the
+	// run then going on), so that runs far shorter than their timeout set
+	// it once, not twice each (docs/performance.md).
 	timer *time.Timer
 
 	mu  sync.Mutex
 	cur *running
+	due time.Time
 }
 
 // do runs j on an idle worker, or on a new one if none is idle.
@@ -51,6 +55,9 @@ func (ws *workers) loop(j job) {
 	ws.mu.Lock()
 	ws.all[w] = struct{}{}
 	ws.mu.Unlock()
+	// The idle timer is not set again for each run: a worker that ran
+	// since it last fired waits another workerIdle, so it exits after
+	// between one and two of them without a run.
 	idle := time.NewTimer(workerIdle)
 	defer func() {
 		idle.Stop()
@@ -59,13 +66,20 @@ func (ws *workers) loop(j job) {
 		delete(ws.all, w)
 		ws.mu.Unlock()
 	}()
+	var ran bool
 	for {
 		ws.s.execute(w, j)
-		idle.Reset(workerIdle)
+		ran = true
+	wait:
 		select {
 		case j = <-ws.idle:
 		case <-idle.C:
-			return
+			if !ran {
+				return
+			}
+			ran = false
+			idle.Reset(workerIdle)
+			goto wait
 		case <-ws.quit:
 			return
 		}
@@ -107,43 +121,50 @@ func (w *worker) begin(s *Scheduler, r *running) {
 	}
 	w.mu.Lock()
 	w.cur = r
-	w.timer.Reset(first)
+	if at := r.began.Add(first); w.due.IsZero() || w.due.After(at) {
+		w.due = at
+		w.timer.Reset(first)
+	}
 	w.mu.Unlock()
 	if s.abort.Err() != nil {
 		r.l.Cancel(context.Cause(s.abort))
 	}
 }
 
-// end stops w's timer: its run is over.
+// end says w's run is over; its timer is left set (begin).
 func (w *worker) end() {
 	w.mu.Lock()
 	w.cur = nil
-	w.timer.Stop()
 	w.mu.Unlock()
 }
 
 // fire warns once when a run goes on past warn_after, then cancels it with
 // ErrTimeout when its timeout passes. A fire meant for an earlier run of
-// the worker finds nothing due and sets the timer again.
+// the worker finds nothing due and sets the timer again for the run going
+// on, or leaves it unset when none is.
 func (w *worker) fire() {
 	w.mu.Lock()
 	r := w.cur
+	w.due = time.Time{}
 	if r == nil {
 		w.mu.Unlock()
 		return
 	}
 	warnAfter, timeout := r.ts.t.WarnAfter, r.ts.t.Timeout
 	d := time.Since(r.began)
-	warn, timedOut := false, d >= timeout
+	warn, timedOut, next := false, d >= timeout, time.Duration(0)
 	switch {
 	case timedOut:
 	case !r.warned && d >= warnAfter:
-		warn, r.warned = true, true
-		w.timer.Reset(timeout - d)
+		warn, r.warned, next = true, true, timeout-d
 	case !r.warned:
-		w.timer.Reset(warnAfter - d)
+		next = warnAfter - d
 	default:
-		w.timer.Reset(timeout - d)
+		next = timeout - d
+	}
+	if next > 0 {
+		w.due = time.Now().Add(next)
+		w.timer.Reset(next)
 	}
 	w.mu.Unlock()
 	if timedOut {
