@@ -86,6 +86,9 @@ func printTicks(w io.Writer, h report.TaskHistory) {
 	tb.row("TICK", "STATE", "ENTITIES", "RUNS", "OUTCOMES", "SKIPPED", "LAG", "DURATION", "REPLICAS")
 	for _, v := range h.Ticks {
 		state := v.State
+		if why := history.Why(v); why != "" {
+			state += " (" + why + ")"
+		}
 		if v.SourceFailed() {
 			state += " (source failed)"
 		}

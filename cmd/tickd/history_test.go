@@ -88,7 +88,7 @@ command = ["sh", "-c", 'WORKER; if [ "$TICKD_ENTITY" = e3 ]; then echo "quota ex
 	expect.WaitFor(t, 30*time.Second, "the killed replica's tick incomplete", func() bool {
 		for _, tk := range e.history(e.cfg, "fan").Ticks {
 			if tk.Tick.Time().Equal(heldTick) {
-				return tk.State == "incomplete"
+				return tk.State == "incomplete" && tk.Reason == "incomplete"
 			}
 		}
 		return false
@@ -140,6 +140,7 @@ func checkRecordsMatchTheRuns(t *testing.T, e *opsEnv, h report.HistoryDoc, sett
 		expect.Equal(t, "entities", tk.Entities, 12)
 		expect.Equal(t, "runs and skips add up", tk.Runs+tk.Skipped["busy"]+tk.Skipped["already_ran"], 12)
 		expect.Equal(t, "replicas that took part", len(tk.Replicas), 3)
+		expect.True(t, "a tick that ran says when: "+tk.Reason, tk.Reason == "on time" || strings.HasPrefix(tk.Reason, "late by "))
 		checked++
 	}
 	expect.True(t, "complete ticks checked", checked >= 3)

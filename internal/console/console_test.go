@@ -404,6 +404,15 @@ func TestHostileTextIsEscaped(t *testing.T) {
 	}
 }
 
+// TestATicksRowSaysWhy: a tick's row gives its reason beside its state
+// (history.Why), as tickd history does: the seeded tick's first run
+// started 1ms after it.
+func TestATicksRowSaysWhy(t *testing.T) {
+	e := newEnv(t, false)
+	_, body := e.do("GET", "/tasks/sync", "", nil, nil)
+	expect.True(t, "the tick's row says why, beside its state", strings.Contains(body, "<td>complete (on time)</td>"))
+}
+
 // TestJSONEndpointsKeepTheContract: the console's JSON is the -json
 // commands' documents, under the same schema checker.
 func TestJSONEndpointsKeepTheContract(t *testing.T) {

@@ -30,6 +30,7 @@ var funcs = template.FuncMap{
 	"round":   func(d time.Duration) string { return d.Round(time.Millisecond).String() },
 	"counts":  func(m map[driver.Outcome]int) string { return history.Counts(m, "none") },
 	"skips":   func(m map[string]int) string { return history.Counts(m, "none") },
+	"why":     history.Why,
 	"path":    url.PathEscape,
 	"visible": report.Visible,
 	"join": func(ss []string) string {

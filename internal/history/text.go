@@ -101,3 +101,12 @@ func Reason(v TickView) string {
 	}
 	return why
 }
+
+// Why is Reason where it says more than the state: "" for a missed,
+// paused, incomplete or running tick, whose state says it all.
+func Why(v TickView) string {
+	if r := Reason(v); r != v.State {
+		return r
+	}
+	return ""
+}
