@@ -92,7 +92,8 @@ func Open(cfg *config.Config, opts Options) (*App, error) {
 	if a.Store, err = a.openStore(cfg, opts); err != nil {
 		return nil, err
 	}
-	so := scheduler.Options{Store: a.Store, Logger: a.Log, Registry: opts.Handlers, Clock: opts.Clock, Observer: opts.Observer, Tracer: a.Tracer}
+	so := scheduler.Options{Store: a.Store, Logger: a.Log, Registry: opts.Handlers, Clock: opts.Clock, Observer: opts.Observer, Tracer: a.Tracer,
+		Version: opts.Version}
 	if a.Metrics != nil {
 		so.Metrics = a.Metrics
 	}

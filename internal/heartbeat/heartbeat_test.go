@@ -52,7 +52,8 @@ func TestEachPingOnceForTheFleet(t *testing.T) {
 		s.Wait()
 	}
 	rid := RID("sync", tick)
-	want := []pingtest.Ping{{Method: "GET", Check: "/ping/abc", Kind: "start", RID: rid}, {Method: "POST", Check: "/ping/abc", Kind: "fail", RID: rid, Body: "2 runs failed"}}
+	ua := "Go-http-client/1.1" // none set: Go's
+	want := []pingtest.Ping{{Method: "GET", Check: "/ping/abc", Kind: "start", RID: rid, Agent: ua}, {Method: "POST", Check: "/ping/abc", Kind: "fail", RID: rid, Body: "2 runs failed", Agent: ua}}
 	expect.Equal(t, "pings", fmt.Sprint(m.Pings()), fmt.Sprint(want))
 }
 

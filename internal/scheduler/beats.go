@@ -55,7 +55,11 @@ func newBeats(s *Scheduler) *beats {
 // start starts the sender and the judging loop; finish stops them.
 func (b *beats) start() {
 	ctx, cancel := context.WithCancel(context.Background())
-	b.send = heartbeat.New(ctx, heartbeat.Options{Claim: b.s.store.Claim, Log: b.s.log, UserAgent: "tickd"})
+	ua := "tickd"
+	if v := b.s.version; v != "" {
+		ua += "/" + v
+	}
+	b.send = heartbeat.New(ctx, heartbeat.Options{Claim: b.s.store.Claim, Log: b.s.log, UserAgent: ua})
 	lctx, stop := context.WithCancel(context.Background())
 	b.stop = stop
 	go func() {

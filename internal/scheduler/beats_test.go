@@ -31,8 +31,10 @@ func TestHeartbeatsOncePerTickForTheFleet(t *testing.T) {
 		return fmt.Sprintf("[[tasks]]\nname = %q\nevery = \"1s\"\nhandler = \"rec\"\nentities = [\"%[1]s-0\", \"%[1]s-1\", \"%[1]s-2\"]\n", name)
 	}
 	toml := fmt.Sprintf("[defaults]\nheartbeat_url = %q\n", m.URL+"/{task}") + task("ok") + task("bad")
-	s1, _ := e.start(toml)
-	s2, _ := e.start(toml)
+	opts := func(replica string) Options {
+		return Options{Store: e.store(replica), DuePoll: 20 * time.Millisecond, PausePoll: 100 * time.Millisecond, Version: "9.9.9"}
+	}
+	s1, s2 := e.run(toml, opts("r1")), e.run(toml, opts("r2"))
 	ended := func(runs []*pingtest.Run, check string) (n int) {
 		for _, r := range runs {
 			if r.Check == "/"+check && len(r.Ends) > 0 {
@@ -48,6 +50,7 @@ func TestHeartbeatsOncePerTickForTheFleet(t *testing.T) {
 	judged := m.Runs()
 	stopWithin(s1, 5*time.Second)
 	stopWithin(s2, 5*time.Second)
+	expect.Equal(t, "the pings' User-Agent", m.Pings()[0].Agent, "tickd/9.9.9")
 	for _, r := range m.Runs() {
 		if r.Starts != 1 || len(r.Ends) > 1 || r.EndFirst {
 			t.Fatalf("%s rid %s: %d starts, ends %+v, an end first: %v; want one start, then at most one end", r.Check, r.RID, r.Starts, r.Ends, r.EndFirst)

@@ -58,6 +58,8 @@ type Options struct {
 	// Tracer, if set, traces each tick's fan-out and each run
 	// (internal/telemetry).
 	Tracer *telemetry.Tracer
+	// Version is tickd's, in the heartbeats' User-Agent.
+	Version string
 }
 
 // Scheduler runs a config's tasks.
@@ -81,6 +83,7 @@ type Scheduler struct {
 	orphansPublished map[string]bool
 	metrics          Metrics // noMetrics when Options had none
 	observer         func(Event)
+	version          string
 
 	mu    sync.Mutex
 	cfg   *config.Config
@@ -154,7 +157,7 @@ func New(cfg *config.Config, opts Options) (*Scheduler, error) {
 		store: opts.Store, log: opts.Logger.With(logs.KeyReplica, opts.Store.Replica()), registry: opts.Registry, clock: opts.Clock,
 		replica: opts.Store.Replica(), duePoll: opts.DuePoll, pausePoll: opts.PausePoll, healthPoll: opts.HealthPoll,
 		logLimit: logs.NewLimiter(logs.Every), tasks: map[string]*taskState{}, observer: opts.Observer,
-		metrics: opts.Metrics, tracer: opts.Tracer,
+		metrics: opts.Metrics, tracer: opts.Tracer, version: opts.Version,
 	}
 	if s.metrics == nil {
 		s.metrics = noMetrics{}

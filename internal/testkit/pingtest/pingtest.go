@@ -19,6 +19,7 @@ type Ping struct {
 	Kind   string // "start", "success" or "fail"
 	RID    string
 	Body   string
+	Agent  string // the User-Agent
 }
 
 // Monitor is a running ping API.
@@ -43,7 +44,7 @@ func Start(t testing.TB, fail ...int) *Monitor {
 
 func (m *Monitor) serve(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	p := Ping{Method: r.Method, Check: r.URL.Path, Kind: "success", RID: r.URL.Query().Get("rid"), Body: string(b)}
+	p := Ping{Method: r.Method, Check: r.URL.Path, Kind: "success", RID: r.URL.Query().Get("rid"), Body: string(b), Agent: r.UserAgent()}
 	for _, k := range []string{"start", "fail"} {
 		if c, ok := strings.CutSuffix(p.Check, "/"+k); ok {
 			p.Check, p.Kind = c, k
