@@ -85,14 +85,7 @@ command = ["sh", "-c", 'WORKER; if [ "$TICKD_ENTITY" = e3 ]; then echo "quota ex
 	// The replica running e5's endless run is killed: its part of that
 	// tick stays unfinished, and the tick shows as incomplete.
 	heldTick := killHolder(t, e, procs, "e5")
-	expect.WaitFor(t, 30*time.Second, "the killed replica's tick incomplete", func() bool {
-		for _, tk := range e.history(e.cfg, "fan").Ticks {
-			if tk.Tick.Time().Equal(heldTick) {
-				return tk.State == "incomplete" && tk.Reason == "incomplete"
-			}
-		}
-		return false
-	})
+	expect.WaitFor(t, 30*time.Second, "the killed replica's tick incomplete", func() bool { return tickIs(e, heldTick, "incomplete") })
 
 	// Operator actions, with who and why; a pause with an end.
 	if code, _, errs := cli("pause", "-config", e.cfg, "-by", "ops", "-reason", "db <migration>", "-for", "1h", "fan"); code != 0 {
@@ -108,6 +101,17 @@ command = ["sh", "-c", 'WORKER; if [ "$TICKD_ENTITY" = e3 ]; then echo "quota ex
 	st = e.status("fan")
 	expect.True(t, "status shows the pause", st.Paused && st.Pause.Reason == "db <migration>" && st.Pause.By == "ops")
 	expect.Same(t, "a paused task is not flagged not firing", st.Flags, []string{})
+}
+
+// tickIs says whether tick T of "fan" is in state, and says so as its
+// reason too.
+func tickIs(e *opsEnv, T time.Time, state string) bool {
+	for _, tk := range e.history(e.cfg, "fan").Ticks {
+		if tk.Tick.Time().Equal(T) {
+			return tk.State == state && tk.Reason == state
+		}
+	}
+	return false
 }
 
 // checkRecordsMatchTheRuns: each settled tick of h counts exactly the runs
