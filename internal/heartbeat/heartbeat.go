@@ -141,7 +141,7 @@ func (s *Sender) Send(p Ping) {
 	defer s.mu.Unlock()
 	q, running := s.queues[p.Task]
 	if len(q) >= maxQueued {
-		s.opts.Log.Warn("heartbeat dropped: the monitor has not taken this task's earlier pings", logs.KeyTask, p.Task, "ping", p.Kind.String(), tickAttr(p.Tick))
+		s.opts.Log.Warn("heartbeat dropped: the monitor has not taken this task's earlier pings", logs.KeyTask, p.Task, "ping", p.Kind.String(), logs.Tick(p.Tick))
 		return
 	}
 	s.queues[p.Task] = append(q, p)
@@ -203,7 +203,7 @@ func (s *Sender) one(p Ping) {
 	if u, perr := url.Parse(p.URL); perr == nil {
 		host = u.Host // never the URL: its path is the check's secret
 	}
-	attrs := []any{logs.KeyTask, p.Task, "ping", p.Kind.String(), tickAttr(p.Tick), "monitor", host}
+	attrs := []any{logs.KeyTask, p.Task, "ping", p.Kind.String(), logs.Tick(p.Tick), "monitor", host}
 	switch {
 	case err == nil:
 		s.opts.Log.Debug("heartbeat sent", attrs...)
@@ -254,5 +254,3 @@ func (s *Sender) post(ctx context.Context, p Ping) (again bool, err error) {
 		return false, fmt.Errorf("the monitor answered %s: is heartbeat_url right?", resp.Status)
 	}
 }
-
-func tickAttr(T time.Time) slog.Attr { return slog.String(logs.KeyTick, T.UTC().Format(time.RFC3339)) }

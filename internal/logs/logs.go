@@ -23,6 +23,19 @@ const (
 	KeyError    = "error"
 )
 
+// Tick is a tick as a line's attribute (KeyTick), in UTC, RFC 3339;
+// formatted only when a line is written.
+func Tick(t time.Time) slog.Attr { return slog.Any(KeyTick, tickValue(t)) }
+
+type tickValue time.Time
+
+func (t tickValue) LogValue() slog.Value {
+	if time.Time(t).IsZero() {
+		return slog.StringValue("")
+	}
+	return slog.StringValue(time.Time(t).UTC().Format(time.RFC3339))
+}
+
 // MsgSkippedBusy is the debug line of a tick that found an entity's lease
 // held and skipped it (its task, entity and tick as attributes): what a
 // checker needs to tell a skip from a miss.

@@ -53,7 +53,7 @@ func (s *Scheduler) acquireRetrying(ctx context.Context, ts *taskState, T time.T
 			s.quarantined(quarantine.Left)
 		}
 		if early != nil {
-			s.logLimited("early:"+ts.t.Name, "tick not yet due by Redis's clock: is this host's clock ahead?", logs.KeyTask, ts.t.Name, tickAttr(T), logs.KeyError, early)
+			s.logLimited("early:"+ts.t.Name, "tick not yet due by Redis's clock: is this host's clock ahead?", logs.KeyTask, ts.t.Name, logs.Tick(T), logs.KeyError, early)
 		}
 		if failed != nil {
 			s.storeFailed("acquire", "acquire:"+ts.t.Name, "cannot acquire leases; retrying", Event{Task: ts.t.Name, Tick: T}, failed)

@@ -184,7 +184,7 @@ func (b *beats) judge(timeout time.Duration) {
 				}
 				b.send.Send(heartbeat.Ping{Task: task, URL: ob.url, Tick: ob.tick, Kind: kind, Body: summary, Keep: ob.keep})
 			case now.After(ob.until):
-				b.s.log.Debug("heartbeat: the tick is still not over; the monitor's grace says so", logs.KeyTask, task, tickAttr(ob.tick))
+				b.s.log.Debug("heartbeat: the tick is still not over; the monitor's grace says so", logs.KeyTask, task, logs.Tick(ob.tick))
 			default:
 				continue
 			}

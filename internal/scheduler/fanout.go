@@ -138,7 +138,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 		f.n.Paused = !f.n.Stopped
 	}
 	if err != nil {
-		s.log.Error("entity source failed", logs.KeyTask, t.Name, tickAttr(T), logs.KeyError, err)
+		s.log.Error("entity source failed", logs.KeyTask, t.Name, logs.Tick(T), logs.KeyError, err)
 		f.n.SourceFailed, f.n.SourceError = true, err.Error()
 	}
 	n := *f.n
@@ -149,7 +149,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	if n.Errors > 0 || n.SourceFailed || n.Quarantined > 0 {
 		lvl = slog.LevelWarn
 	}
-	s.log.Log(context.Background(), lvl, "tick", logs.KeyTask, t.Name, tickAttr(T),
+	s.log.Log(context.Background(), lvl, "tick", logs.KeyTask, t.Name, logs.Tick(T),
 		"entities", n.Entities, "started", n.Started, "busy", n.Busy, "already_ran", n.AlreadyRan, "limited", n.Limited,
 		"quarantined", n.Quarantined, "unacknowledged", n.Unacknowledged, "errors", n.Errors, "source_failed", n.SourceFailed,
 		"stopped", n.Stopped, "paused", n.Paused)
@@ -407,10 +407,10 @@ func (f *fanOut) flush() {
 			continue
 		case errors.Is(r.Err, lease.ErrBusy):
 			f.n.Busy++
-			s.log.Debug(logs.MsgSkippedBusy, logs.KeyTask, t.Name, logs.KeyEntity, f.batch[i], tickAttr(f.T), logs.KeyError, r.Err)
+			s.log.Debug(logs.MsgSkippedBusy, logs.KeyTask, t.Name, logs.KeyEntity, f.batch[i], logs.Tick(f.T), logs.KeyError, r.Err)
 		case errors.Is(r.Err, lease.ErrAlreadyRan):
 			f.n.AlreadyRan++
-			s.log.Debug(logs.MsgAlreadyRan, logs.KeyTask, t.Name, logs.KeyEntity, f.batch[i], tickAttr(f.T))
+			s.log.Debug(logs.MsgAlreadyRan, logs.KeyTask, t.Name, logs.KeyEntity, f.batch[i], logs.Tick(f.T))
 		case errors.Is(r.Err, driver.ErrNotAcknowledged):
 			f.n.Unacknowledged++
 		case errors.Is(r.Err, lease.ErrLimited):

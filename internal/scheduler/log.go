@@ -24,7 +24,7 @@ func (s *Scheduler) storeFailed(op, key, msg string, about Event, err error) {
 		attrs = append(attrs, logs.KeyTask, about.Task)
 	}
 	if !about.Tick.IsZero() {
-		attrs = append(attrs, tickAttr(about.Tick))
+		attrs = append(attrs, logs.Tick(about.Tick))
 	}
 	s.logLimited(key, msg, append(attrs, logs.KeyError, err)...)
 }
@@ -50,18 +50,6 @@ func (s *Scheduler) quarantined(left time.Duration) {
 	}
 	s.log.Info("no tickd state in this Redis: a first start, or a data loss; nothing is granted for "+
 		left.Round(time.Second).String()+", so that no lease it may have forgotten is granted twice", "quarantine_left", left.Round(time.Millisecond).String())
-}
-
-func tickAttr(t time.Time) slog.Attr { return slog.Any(logs.KeyTick, tickValue(t)) }
-
-// tickValue formats a tick only when a line is written.
-type tickValue time.Time
-
-func (t tickValue) LogValue() slog.Value {
-	if time.Time(t).IsZero() {
-		return slog.StringValue("")
-	}
-	return slog.StringValue(time.Time(t).UTC().Format(time.RFC3339))
 }
 
 // runHandler is a run's log handler: it puts the run's attributes (task,
@@ -127,7 +115,7 @@ func (ts *taskState) runLog(inner slog.Handler, t time.Time) slog.Handler {
 	if l := c.Load(); l != nil && l.t.Equal(t) {
 		return l.h
 	}
-	l := &runLog{t: t, h: inner.WithAttrs([]slog.Attr{slog.String(logs.KeyTask, ts.t.Name), tickAttr(t)})}
+	l := &runLog{t: t, h: inner.WithAttrs([]slog.Attr{slog.String(logs.KeyTask, ts.t.Name), logs.Tick(t)})}
 	c.Store(l)
 	return l.h
 }

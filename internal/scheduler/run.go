@@ -344,5 +344,5 @@ func (s *Scheduler) enqueueRetrying(t config.Task, l *lease.Lease, n driver.Next
 		why = "Redis unreachable until shutdown_timeout ended"
 	}
 	s.log.Error("follow-up request lost: "+why, logs.KeyTask, t.Name, logs.KeyEntity, l.Entity, logs.KeyReason, string(n.Reason),
-		"attempt", n.Attempt, tickAttr(l.Tick))
+		"attempt", n.Attempt, logs.Tick(l.Tick))
 }

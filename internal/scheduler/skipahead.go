@@ -63,7 +63,7 @@ func (f *fanOut) revisitRound(skipped []skipped) error {
 	if err != nil {
 		// Not knowing is no answer: the chunks are sent again, and those
 		// taken are answered so.
-		f.s.log.Debug("cannot read the tick's taken chunks", logs.KeyTask, f.ts.t.Name, tickAttr(f.T), logs.KeyError, err)
+		f.s.log.Debug("cannot read the tick's taken chunks", logs.KeyTask, f.ts.t.Name, logs.Tick(f.T), logs.KeyError, err)
 		taken = nil
 	}
 	c := 0 // the chunk's index in names and taken

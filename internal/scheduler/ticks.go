@@ -15,7 +15,7 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 	now := s.clock.Now()
 	if t.CatchUp > 0 {
 		if prev := schedule.Prev(t.Schedule, now, t.CatchUp); !prev.IsZero() {
-			s.log.Info("catching up the latest missed tick", logs.KeyTask, t.Name, tickAttr(prev))
+			s.log.Info("catching up the latest missed tick", logs.KeyTask, t.Name, logs.Tick(prev))
 			s.goFanOut(ctx, ts, prev)
 		}
 	}
@@ -41,17 +41,17 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 			skipped++
 		}
 		if skipped > 0 {
-			s.log.Warn("ticks missed while the process was late", logs.KeyTask, t.Name, "skipped", skipped, tickAttr(next))
+			s.log.Warn("ticks missed while the process was late", logs.KeyTask, t.Name, "skipped", skipped, logs.Tick(next))
 		}
 		if late := now.Sub(next); late <= t.LateLimit() {
 			if !ts.paused.Load() {
 				s.goFanOut(ctx, ts, next)
 			} else {
 				s.metrics.Skipped(t.Name, "paused", 1)
-				s.log.Debug("task paused: tick skipped", logs.KeyTask, t.Name, tickAttr(next))
+				s.log.Debug("task paused: tick skipped", logs.KeyTask, t.Name, logs.Tick(next))
 			}
 		} else {
-			s.log.Warn("tick too late to run", logs.KeyTask, t.Name, tickAttr(next), "late", late.Round(time.Millisecond).String())
+			s.log.Warn("tick too late to run", logs.KeyTask, t.Name, logs.Tick(next), "late", late.Round(time.Millisecond).String())
 		}
 		next = t.Schedule.Next(next)
 	}
