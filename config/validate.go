@@ -80,9 +80,15 @@ func validateWeb(d *decoder, w *Web) {
 	}
 }
 
+// httpURL parses s as an http:// or https:// URL with a host.
+func httpURL(s string) (*url.URL, bool) {
+	u, err := url.Parse(s)
+	return u, err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
 func validateTelemetry(d *decoder, t *Telemetry) {
 	if t.Endpoint != "" {
-		if u, err := url.Parse(t.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if u, ok := httpURL(t.Endpoint); !ok {
 			d.bad("telemetry.endpoint", "%q: want an OTLP/HTTP collector's base URL, e.g. \"http://collector:4318\"", t.Endpoint)
 		} else if strings.HasSuffix(u.Path, "/v1/traces") {
 			d.bad("telemetry.endpoint", "%q: give the base URL; tickd adds /v1/traces", t.Endpoint)
@@ -344,9 +350,9 @@ func validateHeartbeat(t *Task, bad badFunc) {
 		bad("heartbeat_url", "environment variable %s is not set", strings.Join(missing, ", "))
 		return
 	}
-	u, err := url.Parse(v)
+	u, ok := httpURL(v)
 	switch {
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+	case !ok:
 		bad("heartbeat_url", "not an http:// or https:// URL: want a monitor's ping URL, e.g. \"https://hc-ping.com/${HC_PING_KEY}/{task}\"")
 	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
 		bad("heartbeat_url", "give the check's URL alone: tickd adds /start, /fail and ?rid=")
