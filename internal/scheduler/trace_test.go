@@ -22,11 +22,7 @@ import (
 // that span is what the receiver gets as the run's.
 func TestAGoHandlersCtxCarriesItsRunsSpan(t *testing.T) {
 	e := newEnv(t, false)
-	rcv := otlptest.Start(t)
-	tr, err := telemetry.New(context.Background(), &config.Telemetry{Endpoint: rcv.URL}, func(string) string { return "" }, "r1", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr, exported := tracer(t)
 	var mu sync.Mutex
 	var seen []trace.SpanContext
 	var ticks []time.Time
@@ -40,16 +36,10 @@ func TestAGoHandlersCtxCarriesItsRunsSpan(t *testing.T) {
 		Options{Store: e.store("r1"), Tracer: tr, DuePoll: 20 * time.Millisecond})
 	expect.WaitFor(t, 10*time.Second, "the catch-up tick's run", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 1 })
 	stopWithin(s, 5*time.Second)
-	if err := tr.Stop(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	spans := exported()
 	sc := seen[0]
 	if !sc.IsValid() || !sc.IsSampled() || sc.TraceID() != telemetry.TickTrace("go", ticks[0]) {
 		t.Fatalf("the handler's ctx carries %+v, want a sampled span of the tick's trace %s", sc, telemetry.TickTrace("go", ticks[0]))
-	}
-	spans, err := rcv.Spans()
-	if err != nil {
-		t.Fatal(err)
 	}
 	for _, sp := range spans {
 		if sp.Name == "run go" && sp.SpanID == sc.SpanID().String() {
@@ -64,11 +54,7 @@ func TestAGoHandlersCtxCarriesItsRunsSpan(t *testing.T) {
 // (tickd.limit_wait_ms); the one that did not wait says nothing of it.
 func TestARunsSpanSaysItsLimitWait(t *testing.T) {
 	e := newEnv(t, false)
-	rcv := otlptest.Start(t)
-	tr, err := telemetry.New(context.Background(), &config.Telemetry{Endpoint: rcv.URL}, func(string) string { return "" }, "r1", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr, exported := tracer(t)
 	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
 		time.Sleep(300 * time.Millisecond) // the run's work, which the other waits for
 		return tasks.Done, nil
@@ -77,13 +63,7 @@ func TestARunsSpanSaysItsLimitWait(t *testing.T) {
 		Options{Store: e.store("r1"), Tracer: tr, DuePoll: 20 * time.Millisecond})
 	expect.WaitFor(t, 10*time.Second, "both runs ended", func() bool { return e.ev.count(kind(EventRunEnded)) == 2 })
 	stopWithin(s, 5*time.Second)
-	if err := tr.Stop(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	spans, err := rcv.Spans()
-	if err != nil {
-		t.Fatal(err)
-	}
+	spans := exported()
 	var waits []string
 	for _, sp := range spans {
 		if sp.Name == "run lim" {
@@ -97,5 +77,27 @@ func TestARunsSpanSaysItsLimitWait(t *testing.T) {
 	// At least the other's work; not the catch-up tick's age.
 	if ms, _ := strconv.Atoi(waits[1]); ms < 290 || ms > 10_000 {
 		t.Fatalf("the run that waited says %sms, want the other's 300ms work, a little more", waits[1])
+	}
+}
+
+// tracer is a tracer exporting to a receiver of real OTLP; exported stops
+// it (every span sent) and returns what the receiver got.
+func tracer(t *testing.T) (*telemetry.Tracer, func() []otlptest.Span) {
+	t.Helper()
+	rcv := otlptest.Start(t)
+	tr, err := telemetry.New(context.Background(), &config.Telemetry{Endpoint: rcv.URL}, func(string) string { return "" }, "r1", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr, func() []otlptest.Span {
+		t.Helper()
+		if err := tr.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		spans, err := rcv.Spans()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return spans
 	}
 }
