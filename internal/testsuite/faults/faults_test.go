@@ -166,6 +166,17 @@ func (c *cluster) blackout(from, to time.Time) {
 	c.blackouts = append(c.blackouts, interval{from, to})
 }
 
+// dataLost records that Redis lost its data at at: the ticks around it are
+// judged as losses allow (checkHistory, checkReasons, checkBeats), and the
+// quarantine after it (nothing granted for one lease TTL after the loss is
+// seen) is a blackout.
+func (c *cluster) dataLost(at time.Time) {
+	c.blackout(at, time.Now().Add(leaseTTL+time.Second))
+	c.mu.Lock()
+	c.losses = append(c.losses, at)
+	c.mu.Unlock()
+}
+
 // lastBlackoutEnd is when the latest blackout ends (zero: none).
 func (c *cluster) lastBlackoutEnd() time.Time {
 	c.mu.Lock()
@@ -867,11 +878,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 		at := time.Now()
 		c.srv.Restart() // every key gone while runs hold leases
 		c.fault()
-		c.mu.Lock()
-		c.losses = append(c.losses, at)
-		c.mu.Unlock()
-		// Quarantine: nothing is granted for one lease TTL after the loss is seen.
-		c.blackout(at, time.Now().Add(leaseTTL+time.Second))
+		c.dataLost(at)
 		sleepUntil(until)
 	})
 	report(t, "redis restarted empty", r)

@@ -380,10 +380,7 @@ func (n *nemesis) redisRestart() {
 	} else {
 		n.c.srv.Restart() // every key gone: leases, counts, pauses
 	}
-	n.c.blackout(at, time.Now().Add(leaseTTL+time.Second))
-	n.c.mu.Lock()
-	n.c.losses = append(n.c.losses, at)
-	n.c.mu.Unlock()
+	n.c.dataLost(at)
 	n.paused = false
 	n.say("redis restarted empty")
 }
