@@ -158,6 +158,9 @@ limits = ["users-api"]
 	var axis []string
 	run("the chart's time axis", chromedp.Evaluate(`[...document.querySelectorAll("svg.chart text.axis")].map(t => t.textContent)`, &axis))
 	expect.True(t, fmt.Sprintf("the chart's time axis is labelled with times: %q", axis), len(axis) >= 1 && strings.Count(axis[0], ":") == 2)
+	run("a tick's row says why, beside its state", chromedp.Poll(
+		`[...document.querySelectorAll("main td")].some(td => /^complete \((on time|late by .+)\)$/.test(td.textContent))`, nil,
+		chromedp.WithPollingTimeout(15*time.Second)))
 	run("screenshot of the task page", shot("task.png"))
 
 	// What the user typed outlives the page's refreshes: a refresh replaces
