@@ -110,10 +110,13 @@ func (s *Scheduler) execute(w *worker, j job) {
 	ended := s.clock.Now()
 	outcome := outcomeOf(res, err, context.Cause(&r.ctx))
 	next := s.nextFor(t, l, outcome)
-	var be *tasks.BackoffError
-	if outcome == driver.OutcomeFailed && errors.As(err, &be) {
-		// Not a failure: the API asked to be left alone until then.
-		outcome, next = driver.OutcomeReschedule, s.backOff(t, l, be)
+	if outcome == driver.OutcomeFailed {
+		// Declared here: errors.As moves it to the heap, for the failed runs only.
+		var be *tasks.BackoffError
+		if errors.As(err, &be) {
+			// Not a failure: the API asked to be left alone until then.
+			outcome, next = driver.OutcomeReschedule, s.backOff(t, l, be)
+		}
 	}
 	// A run that never began (its lease was no longer trusted when it was to
 	// start: the replica was frozen or slowed past the trust window) is

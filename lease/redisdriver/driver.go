@@ -38,6 +38,11 @@ type redisDriver struct {
 	// counts take's polls.
 	own   atomic.Pointer[[]bool]
 	polls atomic.Uint64
+	// share is how the replicas that run this one's tasks share the due
+	// polls (nil: not yet announced); found says the last poll found an
+	// entry due.
+	share atomic.Pointer[pollShare]
+	found atomic.Bool
 	// announced is when this store last announced its tasks (Redis ms).
 	announced atomic.Int64
 }

@@ -16,7 +16,9 @@ import (
 // those of the replica's own tasks: only to drop the entries of tasks no
 // replica runs (a task's own replicas poll its bucket), so every 50th poll
 // (5 s at the daemon's 100 ms) is enough. Every 10th, one replica's 64 reads
-// a second were most of what a 1,000,000-entity task's polls cost.
+// a second were most of what a 1,000,000-entity task's polls cost. With
+// several live replicas, each does it every AllBucketsEvery × their number
+// of polls (at most 8×), so the fleet does every AllBucketsEvery.
 const AllBucketsEvery = 50
 
 // enqueueWait bounds how long a due entry written outside a lease (a
@@ -64,11 +66,15 @@ func (b *redisDriver) requestKeys(ks []string, task string, ids []string) []stri
 // round trip. A poll with nothing due costs one cheap read per bucket
 // looked at; an entry of a task no announced task shares a bucket with (a
 // task this replica does not run) is seen within AllBucketsEvery polls.
+// Replicas that run the same tasks share the polls out (sharedSkip).
 func (b *redisDriver) Take(ctx context.Context, limit int, vis time.Duration, prefix string) ([]driver.Due, error) {
 	if err := b.ready(ctx); err != nil {
 		return nil, err
 	}
 	rs, err := b.dueBuckets(ctx)
+	if err == nil {
+		b.found.Store(len(rs) > 0)
+	}
 	if err != nil || len(rs) == 0 {
 		return nil, err
 	}
@@ -116,13 +122,44 @@ type dueBucket struct {
 	first float64
 }
 
+// pollShare is how the live replicas share the due polls (announce.lua
+// counts them at each announcement): same replicas announced the tasks
+// this one did, live replicas announced at all, each at most
+// maxPollShare.
+type pollShare struct{ same, live uint64 }
+
+// maxPollShare bounds how far a replica thins out its polls: with more
+// replicas than this, each still looks at its buckets every 8th poll.
+const maxPollShare = 8
+
+func clampShare(n int64) uint64 { return uint64(min(max(n, 1), maxPollShare)) }
+
+// sharedSkip says whether poll k leaves its buckets to the other replicas.
+// The replicas that run the same tasks share their buckets' polls: each
+// looks at them one poll in share.same (0.8 s apart at the daemon's 100
+// ms with 8), so that together they look as often as one replica alone,
+// and the Redis work of the polls does not grow with the replicas. A poll
+// after one that found an entry due is never skipped: a backlog is taken
+// by every replica at the full rate.
+func (b *redisDriver) sharedSkip(k uint64, sh *pollShare) bool {
+	return sh != nil && sh.same > 1 && k%sh.same != 0 && !b.found.Load()
+}
+
 // dueBuckets reads, in one round trip, the earliest entry of the due sets
-// take looks at, and returns the buckets where one is due.
+// take looks at, and returns the buckets where one is due. A poll the
+// replicas share out (sharedSkip) sends nothing.
 func (b *redisDriver) dueBuckets(ctx context.Context) ([]dueBucket, error) {
+	own, sh, k := b.own.Load(), b.share.Load(), b.polls.Add(1)
+	every := uint64(AllBucketsEvery)
+	if sh != nil {
+		every *= sh.live // the fleet looks at all buckets every AllBucketsEvery polls
+	}
+	all := own == nil || k%every == 0
+	if !all && b.sharedSkip(k, sh) {
+		return nil, nil
+	}
 	pipe := b.c.Pipeline()
 	firsts := make([]*redis.ZSliceCmd, buckets)
-	own := b.own.Load()
-	all := own == nil || b.polls.Add(1)%AllBucketsEvery == 0
 	for bk := range firsts {
 		if all || (*own)[bk] {
 			firsts[bk] = pipe.ZRangeWithScores(ctx, b.k.due(bk), 0, 0)

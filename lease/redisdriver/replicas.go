@@ -201,12 +201,17 @@ func (b *redisDriver) Announce(ctx context.Context, a driver.Announcement, ttl t
 	if now, err := driver.Number(f[len(f)-1]); err == nil {
 		b.announced.Store(now)
 	}
-	if f[0] == "dup" && len(f) == 4 {
+	if len(f) >= 4 {
+		same, _ := driver.Number(f[len(f)-3])
+		live, _ := driver.Number(f[len(f)-2])
+		b.share.Store(&pollShare{same: clampShare(same), live: clampShare(live)})
+	}
+	if f[0] == "dup" && len(f) == 6 {
 		host, _ := driver.Unescape(f[1])
 		n, _ := driver.Number(f[2])
 		// Kept for the console's replicas page, while it goes on (the two
 		// processes find each other every announcement or two).
-		now, _ := driver.Number(f[3])
+		now, _ := driver.Number(f[len(f)-1])
 		b.c.HSet(ctx, b.k.duplicates(), driver.Escape(b.cfg.Replica), f[1]+"|"+strconv.FormatInt(now+3*ttl.Milliseconds(), 10)) //nolint:errcheck // the warning is logged either way
 		return &driver.DuplicateReplicaError{Replica: b.cfg.Replica, Host: host, Since: driver.MSTime(n)}
 	}

@@ -24,6 +24,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -64,6 +65,7 @@ type side struct {
 	runs      int
 	redisUS   float64            // Redis main-thread CPU, µs
 	ownUS     float64            // the side's process's CPU (user and system), µs
+	allocs    uint64             // tickd: heap allocations in its process (the benchmark's bookkeeping too)
 	commands  int64              // Redis commands (INFO commandstats)
 	byCommand map[string]cmdStat // the same, by command
 	dup, lost int                // entities run twice, or not at all, in a tick
@@ -90,6 +92,9 @@ func (s side) String() string {
 	out := fmt.Sprintf("tick %v (ticks %v), Redis CPU %.1f µs/run, %.2f commands/run, dup %d, lost %d, own CPU %.1f µs/run",
 		s.median().Round(time.Millisecond), s.durations, s.redisUS/float64(s.runs), float64(s.commands)/float64(s.runs),
 		s.dup, s.lost, s.ownUS/float64(s.runs))
+	if s.allocs > 0 {
+		out += fmt.Sprintf(", %.1f allocations/run", float64(s.allocs)/float64(s.runs))
+	}
 	if len(s.byReplica) > 1 {
 		out += fmt.Sprintf(", runs per replica %v", s.byReplica)
 	}
@@ -132,6 +137,7 @@ func BenchmarkTick(b *testing.B) {
 		b.ReportMetric(t.median().Seconds(), "tickd-s/tick")
 		b.ReportMetric(t.redisUS/float64(t.runs), "tickd-redis-µs/run")
 		b.ReportMetric(t.ownUS/float64(t.runs), "tickd-cpu-µs/run")
+		b.ReportMetric(float64(t.allocs)/float64(t.runs), "tickd-allocs/run")
 		b.ReportMetric(float64(t.commands)/float64(t.runs), "tickd-cmds/run")
 		if t.dup+t.lost > 0 {
 			b.Errorf("runs not exactly once per tick: tickd %+v", t)
@@ -395,7 +401,7 @@ func runTickd(b *testing.B, tgt target, ids []string, replicas, ticks int, every
 	td.stop()
 	out := side{byReplica: map[string]int{}, byCommand: map[string]cmdStat{}}
 	out.add(s0, s1)
-	out.ownUS = s1.ownUS - s0.ownUS
+	out.ownUS, out.allocs = s1.ownUS-s0.ownUS, s1.mallocs-s0.mallocs
 	for k := 1; k <= ticks; k++ {
 		td.count(td.first.Add(time.Duration(k)*every), &out)
 	}
@@ -440,6 +446,7 @@ func interleaved(b *testing.B, addr string, ids []string, replicas, ticks int, e
 		if k > 0 {
 			t.add(s0, s1)
 			t.ownUS += s1.ownUS - s0.ownUS
+			t.allocs += s1.mallocs - s0.mallocs
 			td.count(T, &t)
 			p.add(s1, s2)
 			p.ownUS += r.cpuUS - peerCPU
@@ -589,6 +596,7 @@ type sample struct {
 	redisUS float64   // Redis main-thread CPU, µs
 	byNode  []float64 // the same, node by node
 	ownUS   float64   // this process's CPU, µs
+	mallocs uint64    // this process's heap allocations so far
 	cmds    int64
 	by      map[string]cmdStat
 }
@@ -662,6 +670,9 @@ func takeSample(b *testing.B, nodes []string) sample {
 		s.byNode = append(s.byNode, us)
 	}
 	s.ownUS = processCPU()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	s.mallocs = ms.Mallocs
 	return s
 }
 
