@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tickd/tickd/config"
@@ -460,12 +461,19 @@ func (f *fanOut) markChunks(reqs []driver.Request) {
 	}
 }
 
-// chunkName names a chunk by its ids.
+// chunkName names a chunk by its ids, in one allocation.
 func chunkName(ids []string) string {
-	var name []byte
+	n := 0
 	for _, id := range ids {
-		name = strconv.AppendInt(name, int64(len(id)), 10)
-		name = append(append(name, ':'), id...)
+		n += len(id) + 21 // the length's digits, at most 20, and ':'
 	}
-	return string(name)
+	var b strings.Builder
+	b.Grow(n)
+	var num [20]byte
+	for _, id := range ids {
+		b.Write(strconv.AppendInt(num[:0], int64(len(id)), 10))
+		b.WriteByte(':')
+		b.WriteString(id)
+	}
+	return b.String()
 }
