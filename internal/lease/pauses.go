@@ -40,7 +40,7 @@ func (s *Store) Pauses(ctx context.Context) (map[string]PauseInfo, error) {
 	m := make(map[string]PauseInfo, len(raw))
 	for task, v := range raw {
 		var p PauseInfo
-		json.Unmarshal([]byte(v), &p) //nolint:errcheck // an older tickd's pause has no info: paused, by nobody known
+		json.Unmarshal([]byte(v), &p) //nolint:errcheck // an info not understood: paused, by nobody known, with no end
 		if !p.Until.IsZero() && !now.Before(p.Until) {
 			// Over: removed, so that a data loss of the infos' shard
 			// cannot bring it back as a pause with no end.

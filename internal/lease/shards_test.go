@@ -375,6 +375,47 @@ func TestPauseOverIsGoneBeforeADataLoss(t *testing.T) {
 	expect.True(t, fmt.Sprintf("after the infos' loss: paused %v, %v", ps, err), err == nil && len(ps) == 0)
 }
 
+// TestPauseEndsWithTheLossOfItsInfo: a pause whose info is lost while it
+// goes on (a Cluster keeps the set of paused tasks and their infos in two
+// slots, and the infos' master restarted empty) is over, as where one
+// Redis loses both; a pause made after it holds. Before, the task stayed
+// in the set without an info, which read as a pause with no end: paused
+// for good (the nemesis on a Cluster, seed 1795783510334112482).
+func TestPauseEndsWithTheLossOfItsInfo(t *testing.T) {
+	srv := redistest.Start(t)
+	k := redisKitOn(t, srv.Addr)
+	s := k.client(Options{Replica: "A"})
+	pause := func() {
+		t.Helper()
+		if err := s.Pause(bg, "p", PauseInfo{By: "ops", At: time.Now(), Until: time.Now().Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paused := func() bool {
+		t.Helper()
+		ps, err := s.Pauses(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ok := ps["p"]
+		return ok
+	}
+	pause()
+	expect.True(t, "paused", paused())
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { c.Close() })
+	ks, _ := c.Keys(bg, "*:pauses").Result()
+	expect.True(t, fmt.Sprintf("the infos' key (%v)", ks), len(ks) == 1)
+	c.Del(bg, ks[0]) // as the infos' master lost them
+	expect.True(t, "paused after the infos' loss", !paused())
+	pause()
+	expect.True(t, "paused again", paused())
+	if err := s.Resume(bg, "p"); err != nil {
+		t.Fatal(err)
+	}
+	expect.True(t, "paused after the resume", !paused())
+}
+
 // TestShardCountOutlivesTheLossOfItsKey: a task resharded to 2 while its
 // configs want 4, whose shard 0 (the count's own slot) is lost with its
 // master's data while the other shards keep the count (a Cluster master

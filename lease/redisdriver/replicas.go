@@ -54,7 +54,13 @@ func (b *redisDriver) Paused(ctx context.Context) (map[string]string, error) {
 	}
 	m := make(map[string]string, len(set.Val()))
 	for _, t := range set.Val() {
-		m[t] = infos.Val()[t]
+		// A member without its info lost it with its master's data (a
+		// Cluster keeps the two in two slots): a data loss ends a pause,
+		// as where one Redis loses both. Left in the set: a pause being
+		// made may have its member written before its info.
+		if info, ok := infos.Val()[t]; ok {
+			m[t] = info
+		}
 	}
 	return m, nil
 }
