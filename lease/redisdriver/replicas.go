@@ -204,7 +204,8 @@ func (b *redisDriver) Announce(ctx context.Context, a driver.Announcement, ttl t
 		return err
 	}
 	f := strings.Split(r, "|")
-	if now, err := driver.Number(f[len(f)-1]); err == nil {
+	now, nowErr := driver.Number(f[len(f)-1])
+	if nowErr == nil {
 		b.announced.Store(now)
 	}
 	if len(f) >= 4 {
@@ -217,7 +218,6 @@ func (b *redisDriver) Announce(ctx context.Context, a driver.Announcement, ttl t
 		n, _ := driver.Number(f[2])
 		// Kept for the console's replicas page, while it goes on (the two
 		// processes find each other every announcement or two).
-		now, _ := driver.Number(f[len(f)-1])
 		b.c.HSet(ctx, b.k.duplicates(), driver.Escape(b.cfg.Replica), f[1]+"|"+strconv.FormatInt(now+3*ttl.Milliseconds(), 10)) //nolint:errcheck // the warning is logged either way
 		return &driver.DuplicateReplicaError{Replica: b.cfg.Replica, Host: host, Since: driver.MSTime(n)}
 	}

@@ -7,9 +7,10 @@
 -- process announced before and finds another's announcement in its place:
 -- two live replicas share one replica_id. same counts the live replicas
 -- that announced exactly these tasks (this one too), live all of them: the
--- replicas share the due polls by them (Go's pollShare). (A process restarted under the same id finds its
--- predecessor's at its first announcement, which is no duplicate.) A
--- negative ttl withdraws this process's announcement, and no other's.
+-- replicas share the due polls by them (Go's pollShare). (A process
+-- restarted under the same id finds its predecessor's at its first
+-- announcement, which is no duplicate.) A negative ttl withdraws this
+-- process's announcement, and no other's.
 local now_ms = math.floor(now_us() / 1000)
 local now_s = num(now_ms)
 local old = redis.call('HGET', KEYS[1], ARGV[A_REPLICA])
