@@ -165,7 +165,7 @@ func New(cfg *config.Config, opts Options) (*Scheduler, error) {
 	s.loopCtx, s.stopLoops = context.WithCancel(context.Background())
 	s.history, s.historyDone = newHistoryWriter(s), make(chan struct{})
 	s.beats = newBeats(s)
-	s.workers = workers{s: s, idle: make(chan job), quit: s.loopCtx.Done(), all: map[*worker]struct{}{}}
+	s.workers = workers{s: s, run: s.execute, quit: s.loopCtx.Done(), all: map[*worker]struct{}{}}
 	s.abort, s.abortRuns = context.WithCancelCause(context.Background())
 	if err := s.checkHandlers(cfg); err != nil {
 		return nil, err

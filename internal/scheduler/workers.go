@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -12,21 +13,37 @@ const workerIdle = 2 * time.Minute
 
 // workers reuses the goroutines runs go on, and each one's timer. A run's
 // goroutine grows its stack; a new goroutine per run grew it again for
-// every run, a tenth of the daemon's
-// CPU in a 100,000-entity tick, and a timer and a shutdown hook per run
-// were another tenth (docs/performance.md). Idle workers exit once the
-// scheduler's loops stop (Shutdown).
+// every run, a tenth of the daemon's CPU in a 100,000-entity tick, and a
+// timer and a shutdown hook per run were another tenth
+// (docs/performance.md). Idle workers exit once the scheduler's loops stop
+// (Shutdown).
+//
+// Runs wait in a queue, in the order they were started, and the workers
+// take them from it: a worker back from a run takes the next one without
+// being woken. Whenever the queue holds a run, one more worker is on its
+// way to it (called: an idle one woken, or a new one), so no run waits for
+// another's end: a worker that takes a run while others wait calls the
+// next one, as Go's own scheduler keeps one spinning thread while work
+// waits. A tick's batch of short runs is so taken by the one or two
+// workers already going, where handing each run to a worker of its own
+// woke one per run, a third of the daemon's CPU in a 100,000-entity tick
+// (docs/performance.md, "Runs").
 type workers struct {
 	s    *Scheduler
-	idle chan job
+	run  func(*worker, job) // s.execute
 	quit <-chan struct{}
 
-	mu  sync.Mutex
-	all map[*worker]struct{} // for abort
+	mu     sync.Mutex
+	all    map[*worker]struct{} // for abort
+	queue  []job                // runs waiting, from head on
+	head   int
+	idle   []*worker // parked, the last parked last
+	coming int       // workers called and not yet at the queue
 }
 
 // worker is one goroutine of workers, and the run it is on.
 type worker struct {
+	wake chan struct{} // a parked worker's call, buffered: a caller never waits
 	// timer fires at the current run's warn_after, then at its timeout
 	// (fire). It is set lazily: due is when it fires (zero: not set), and
 	// a run whose deadline is later leaves it (fire sets it again for the
@@ -39,17 +56,63 @@ type worker struct {
 	due time.Time
 }
 
-// do runs j on an idle worker, or on a new one if none is idle.
+// do queues j, calling a worker to it unless one is already on its way.
 func (ws *workers) do(j job) {
-	select {
-	case ws.idle <- j:
-	default:
-		go ws.loop(j)
+	ws.mu.Lock()
+	ws.queue = append(ws.queue, j)
+	w, start := ws.callLocked()
+	ws.mu.Unlock()
+	ws.call(w, start)
+}
+
+// callLocked picks the worker to call when runs wait and none is on its
+// way: an idle one, or a new one (start).
+func (ws *workers) callLocked() (w *worker, start bool) {
+	if ws.coming > 0 || ws.head == len(ws.queue) {
+		return nil, false
+	}
+	ws.coming++
+	if n := len(ws.idle); n > 0 {
+		w = ws.idle[n-1]
+		ws.idle[n-1] = nil
+		ws.idle = ws.idle[:n-1]
+		return w, false
+	}
+	return nil, true
+}
+
+// call wakes w, or starts a new worker.
+func (ws *workers) call(w *worker, start bool) {
+	switch {
+	case w != nil:
+		w.wake <- struct{}{}
+	case start:
+		go ws.loop()
 	}
 }
 
-func (ws *workers) loop(j job) {
-	w := &worker{}
+// popLocked takes the queue's first run, if any.
+func (ws *workers) popLocked() (job, bool) {
+	if ws.head == len(ws.queue) {
+		ws.queue, ws.head = ws.queue[:0], 0
+		return job{}, false
+	}
+	j := ws.queue[ws.head]
+	ws.queue[ws.head] = job{}
+	ws.head++
+	// A queue that never empties is moved down once half of it is done.
+	if ws.head >= 64 && ws.head*2 >= len(ws.queue) {
+		n := copy(ws.queue, ws.queue[ws.head:])
+		clear(ws.queue[n:])
+		ws.queue, ws.head = ws.queue[:n], 0
+	}
+	return j, true
+}
+
+// loop is a called worker's life: it takes runs from the queue until it
+// is empty, then waits to be called again.
+func (ws *workers) loop() {
+	w := &worker{wake: make(chan struct{}, 1)}
 	w.timer = time.AfterFunc(time.Hour, w.fire)
 	w.timer.Stop()
 	ws.mu.Lock()
@@ -66,23 +129,54 @@ func (ws *workers) loop(j job) {
 		delete(ws.all, w)
 		ws.mu.Unlock()
 	}()
-	var ran bool
+	ran := false
 	for {
-		ws.s.execute(w, j)
-		ran = true
-	wait:
-		select {
-		case j = <-ws.idle:
-		case <-idle.C:
-			if !ran {
-				return
+		ws.mu.Lock()
+		ws.coming--
+		for {
+			j, ok := ws.popLocked()
+			if !ok {
+				break
 			}
-			ran = false
-			idle.Reset(workerIdle)
-			goto wait
-		case <-ws.quit:
+			c, start := ws.callLocked()
+			ws.mu.Unlock()
+			ws.call(c, start)
+			ws.run(w, j)
+			ran = true
+			ws.mu.Lock()
+		}
+		ws.idle = append(ws.idle, w)
+		ws.mu.Unlock()
+		if !ws.park(w, idle, &ran) {
 			return
 		}
+	}
+}
+
+// park waits until w is called, and answers true; or false when it is to
+// exit (idle for workerIdle, or the loops stopped) and no one called it.
+func (ws *workers) park(w *worker, idle *time.Timer, ran *bool) bool {
+	for {
+		select {
+		case <-w.wake:
+			return true
+		case <-idle.C:
+			if *ran {
+				*ran = false
+				idle.Reset(workerIdle)
+				continue
+			}
+		case <-ws.quit:
+		}
+		ws.mu.Lock()
+		if i := slices.Index(ws.idle, w); i >= 0 {
+			ws.idle = slices.Delete(ws.idle, i, i+1)
+			ws.mu.Unlock()
+			return false
+		}
+		ws.mu.Unlock()
+		<-w.wake // called meanwhile: the call is on its way
+		return true
 	}
 }
 

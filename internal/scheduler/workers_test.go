@@ -3,6 +3,10 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,4 +84,91 @@ func BenchmarkWorkerBeginEnd(b *testing.B) {
 		w.begin(s, r)
 		w.end()
 	}
+}
+
+// testWorkers is a pool whose runs are run's, without a scheduler.
+func testWorkers(t *testing.T, run func(job)) (ws *workers, quit func()) {
+	q := make(chan struct{})
+	ws = &workers{run: func(_ *worker, j job) { run(j) }, quit: q, all: map[*worker]struct{}{}}
+	var once sync.Once
+	quit = func() { once.Do(func() { close(q) }) }
+	t.Cleanup(quit)
+	return ws, quit
+}
+
+// TestNoRunWaitsForAnother: the workers take queued runs one after the
+// other, but a run never waits for another's end. 300 runs, each blocked
+// until all 300 have begun, all begin: a worker that takes a run while
+// others wait calls the next worker, every time.
+func TestNoRunWaitsForAnother(t *testing.T) {
+	t.Parallel()
+	const n = 300
+	var begun atomic.Int32
+	all := make(chan struct{})
+	ws, _ := testWorkers(t, func(job) {
+		if begun.Add(1) == n {
+			close(all)
+		}
+		<-all
+	})
+	for range n {
+		ws.do(job{})
+	}
+	expect.WaitFor(t, 10*time.Second, "every run begun, none waiting for another's end", func() bool { return begun.Load() == n })
+	// Once the runs ended, each worker waits, idle, and a new run is taken
+	// by one of them rather than a new goroutine.
+	expect.WaitFor(t, 10*time.Second, "the workers idle", func() bool {
+		ws.mu.Lock()
+		defer ws.mu.Unlock()
+		return len(ws.idle) == n && ws.coming == 0
+	})
+	ran := make(chan struct{})
+	ws.run = func(*worker, job) { close(ran) }
+	ws.do(job{})
+	<-ran
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	expect.Equal(t, "workers after one more run", len(ws.all), n)
+}
+
+// TestEveryQueuedRunRunsOnce: runs queued from several goroutines, while
+// workers park, are called and exit at the loops' stop, each run once.
+func TestEveryQueuedRunRunsOnce(t *testing.T) {
+	t.Parallel()
+	const senders, each = 4, 5000
+	var ran [senders * each]atomic.Int32
+	ws, quit := testWorkers(t, func(j job) {
+		ran[j.limitWait].Add(1)
+		if j.limitWait%97 == 0 {
+			runtime.Gosched()
+		}
+	})
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Go(func() {
+			for i := range each {
+				ws.do(job{limitWait: time.Duration(s*each + i)})
+				if s == 0 && i == each/2 {
+					quit() // the loops stop: idle workers exit, runs queued still run
+				}
+			}
+		})
+	}
+	wg.Wait()
+	expect.WaitFor(t, 10*time.Second, "every run ran", func() bool {
+		for i := range ran {
+			if ran[i].Load() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for i := range ran {
+		expect.Equal(t, "runs of run "+strconv.Itoa(i), ran[i].Load(), int32(1))
+	}
+	expect.WaitFor(t, 10*time.Second, "the workers exited after the stop", func() bool {
+		ws.mu.Lock()
+		defer ws.mu.Unlock()
+		return len(ws.all) == 0
+	})
 }
