@@ -47,7 +47,7 @@ func newLogger(d config.Daemon, w io.Writer, level *slog.LevelVar) *slog.Logger 
 	case "text":
 		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+	return slog.New(logs.NewJSON(w, level))
 }
 
 func parseLevel(s string) slog.Level {

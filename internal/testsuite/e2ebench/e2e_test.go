@@ -40,6 +40,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/gcpolicy"
 	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/scheduler"
 	"github.com/tickd/tickd/internal/telemetry"
 	"github.com/tickd/tickd/internal/testkit/expect"
@@ -264,11 +265,11 @@ func startTickd(b *testing.B, tgt target, ids []string, replicas int, every time
 		cfg.Limits = []config.Limit{{Name: "bench-api", Concurrency: 1_000_000, Rate: "1000000/s", RateN: 1_000_000, RatePer: time.Second,
 			Burst: 100_000, Per: "all", MaxBackoff: 10 * time.Minute}}
 	}
-	// The daemon's JSON lines, written nowhere: at info (the default) a run
-	// writes two; E2E_LOG_LEVEL=warn leaves them out.
+	// The daemon's JSON lines (its handler), written nowhere: at info (the
+	// default) a run writes one; E2E_LOG_LEVEL=warn leaves them out.
 	var level slog.Level
 	level.UnmarshalText([]byte(os.Getenv("E2E_LOG_LEVEL"))) //nolint:errcheck // "" is info
-	quiet := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: level}))
+	quiet := slog.New(logs.NewJSON(io.Discard, level))
 	tracer := benchTracer(b, os.Getenv("E2E_TRACE"))
 	for i := range replicas {
 		c := tgt.newClient()
