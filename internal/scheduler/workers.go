@@ -27,7 +27,7 @@ const workerIdle = 2 * time.Minute
 // waits. A tick's batch of short runs is so taken by the one or two
 // workers already going, where handing each run to a worker of its own
 // woke one per run, a third of the daemon's CPU in a 100,000-entity tick
-// (docs/performance.md, "Runs").
+// (docs/performance.md, "Why the code looks like this", item 12).
 type workers struct {
 	s    *Scheduler
 	run  func(*worker, job) // s.execute
