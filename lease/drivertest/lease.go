@@ -265,20 +265,38 @@ func testForceUnlock(t *testing.T, k stores) {
 }
 
 // An entity asked for twice in one batch (a source that lists an id twice)
-// is granted once.
+// is granted once: busy the second time; or, both times inside one chunk
+// of a tick's stream, the tick already ran.
 func testDuplicateInBatch(t *testing.T, k stores) {
 	s := k(lease.Options{})
 	res := s.AcquireBatch(bg, []driver.Request{req("d", time.Minute), req("x", time.Minute), req("d", time.Minute)})
 	expect.Equal(t, "first ask for d", res[0].Err, nil)
 	expect.Equal(t, "ask for x", res[1].Err, nil)
 	if !errors.Is(res[2].Err, lease.ErrBusy) {
-		t.Fatalf("second ask for d in the batch: %v, want busy", res[2].Err)
+		t.Errorf("second ask for d in the batch: %v, want busy", res[2].Err)
+	} else if res[2].Err.(*lease.BusyError).Fence != res[0].Lease.Fence {
+		t.Errorf("duplicate busy with %+v, want the first grant's fence %d", res[2].Err, res[0].Lease.Fence)
 	}
-	if res[2].Err.(*lease.BusyError).Fence != res[0].Lease.Fence {
-		t.Fatalf("duplicate busy with %+v, want the first grant's fence %d", res[2].Err, res[0].Lease.Fence)
+	tick := time.Now().Truncate(time.Second)
+	inChunk := func(id string) driver.Request {
+		return driver.Request{Task: "t", Entity: id, TTL: time.Minute, Reason: driver.ReasonTick, Tick: tick, Chunk: "c"}
 	}
-	mustRelease(t, res[0].Lease)
-	mustRelease(t, res[1].Lease)
+	chunk := s.AcquireBatch(bg, []driver.Request{inChunk("cd"), inChunk("cx"), inChunk("cd")})
+	expect.Equal(t, "first ask for cd in a chunk", chunk[0].Err, nil)
+	expect.Equal(t, "ask for cx in the chunk", chunk[1].Err, nil)
+	if !errors.Is(chunk[2].Err, lease.ErrAlreadyRan) {
+		t.Errorf("second ask for cd in the chunk: %v, want the tick already ran", chunk[2].Err)
+	}
+	for _, l := range []*lease.Lease{res[1].Lease, chunk[0].Lease, chunk[1].Lease} {
+		mustRelease(t, l)
+	}
+	// A lease released twice in one batch: the second finds it free.
+	errs, err := s.ReleaseBatch(bg, []*lease.Lease{res[0].Lease, res[0].Lease}, driver.Finished{Outcome: driver.OutcomeDone})
+	expect.Equal(t, "release batch", err, nil)
+	expect.Equal(t, "first release of d", errs[0], nil)
+	if !errors.Is(errs[1], driver.ErrNotHeld) {
+		t.Errorf("second release of d in the batch: %v, want not held", errs[1])
+	}
 }
 func testCloseReportsHeld(t *testing.T, k stores) {
 	s := k(lease.Options{})

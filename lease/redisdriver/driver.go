@@ -121,6 +121,7 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 		args[acqMaxTTL], args[acqHolder], args[acqPrefix] = ms(maxTTL), holderArg, driver.Escape(k.task)+":"
 		args[acqTTL], args[acqReason], args[acqTick], args[acqQueue] = ms(k.ttl), k.reason, k.tick, queue
 		args[acqShards] = shardsArg(k.shards)
+		args[acqTwice] = twice(len(gr.Idx), func(x int) string { return reqs[live[gr.Idx[x]]].Field })
 		bk := bucketOf(k.task)
 		ks := []string{b.k.epoch(bk), b.k.due(bk), b.k.dueInfo(bk), b.k.entities(k.task), b.k.followups(k.task)}
 		var chunks strings.Builder
@@ -178,6 +179,22 @@ func decodeAcquireReplies(out []driver.AcquireReply, live []int, res []string, e
 	return nil
 }
 
+// twice is the scripts' TWICE for a batch of n requests or leases, the
+// k-th of entity field(k): "1" when one field comes twice, so that the
+// script reads the second against the value the first wrote; "0" spares
+// it keeping what it wrote (docs/performance.md).
+func twice(n int, field func(k int) string) string {
+	seen := make(map[string]struct{}, n)
+	for k := range n {
+		f := field(k)
+		if _, ok := seen[f]; ok {
+			return "1"
+		}
+		seen[f] = struct{}{}
+	}
+	return "0"
+}
+
 // claimsTTL is how long a tick's taken chunks (Request.Chunk) are kept
 // after the last one was taken: longer than replicas' fan-outs of one tick
 // drift apart. A fan-out later than that reads each of its entities again,
@@ -203,6 +220,11 @@ func (b *redisDriver) chunkArgs(args *[]any, chunks *strings.Builder, reqs []dri
 	}
 	if m < 2 {
 		return x, false
+	}
+	for k := range m {
+		if at(k).Field == "" {
+			return x, false // the script splits a chunk's fields at spaces, skipping none
+		}
 	}
 	prefix, ok := codec.ChunkPrefix(func(k int) string { return at(k).Token }, m)
 	if !ok {
@@ -331,6 +353,7 @@ func (b *redisDriver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]dr
 		}
 		args := make([]any, relFixed, relFixed+stride*len(gr.Idx))
 		args[relPrefix], args[relStrideArg], args[relShards] = driver.Escape(gr.Key)+":", strconv.Itoa(stride), shardsArg(grn.Key.shards)
+		args[relTwice] = twice(len(gr.Idx), func(k int) string { return rs[gr.Idx[k]].Lease.Field })
 		bk := bucketOf(gr.Key)
 		ks := []string{b.k.due(bk), b.k.dueInfo(bk), b.k.entities(gr.Key), b.k.followups(gr.Key)}
 		recs := runRecords(rs, gr.Idx, replica)

@@ -200,7 +200,7 @@ local e = entity(v)
 if ARGV[1] == 'grant' then
   -- token .. tsfx is the whole token: a chunk's prefix and its position, or
   -- a token alone and ''; grant_fast gets them between separators.
-  local a, b = grant_fast(v, tick, tick_s, now_s, now_ms_s, '|' .. token, tsfx .. '|', exp_s, reason, run_tick, holder)
+  local a, b = grant_fast_for(tick, tick_s, now_s, now_ms_s, exp_s, reason, holder)(v, '|' .. token, tsfx .. '|', run_tick)
   if a == 'ran' then fast = 'ran ' .. b elseif a then fast = a .. ' ' .. b end
   if ran_before(e, tick) then
     slow = 'ran ' .. e.last_tick
@@ -209,7 +209,7 @@ if ARGV[1] == 'grant' then
     slow = encode_entity(e) .. ' ' .. fence
   end
 else
-  fast = release_fast(v, '|' .. token .. '|', last, now_ms_s) or 'nil'
+  fast = release_fast_for(now_ms_s)(v, '|' .. token .. '|', last) or 'nil'
   if e.token == token and is_held(e, now_ms) and e.fu ~= '1' then
     release(e, now_ms_s, last)
     slow = encode_entity(e)

@@ -99,6 +99,7 @@ const (
 	acqQueue  // 0|1
 	acqChunks // "" or "t:m:id …": triple t holds the m entities of chunk id
 	acqShards // the shard count the task's shard was named by; "": not checked
+	acqTwice  // 0|1: 1 when an entity is asked for twice in the batch
 	acqFixed
 )
 
@@ -111,16 +112,19 @@ const (
 
 var acquireArgs = argv{
 	fixed: []arg{{"MAX_TTL", acqMaxTTL}, {"HOLDER", acqHolder}, {"PREFIX", acqPrefix}, {"TTL", acqTTL},
-		{"REASON", acqReason}, {"TICK", acqTick}, {"QUEUE", acqQueue}, {"CHUNKS", acqChunks}, {"SHARDS", acqShards}},
+		{"REASON", acqReason}, {"TICK", acqTick}, {"QUEUE", acqQueue}, {"CHUNKS", acqChunks}, {"SHARDS", acqShards},
+		{"TWICE", acqTwice}},
 	each: []arg{{"FIELD", acqField}, {"TOKEN", acqToken}, {"FROM", acqFrom}},
 }
 
-// release.lua's: the member prefix and the stride, then per lease its
-// field, token, run record and, with the long stride, next and reqs.
+// release.lua's: the member prefix, the stride, the shard count and
+// whether a lease's entity comes twice, then per lease its field, token,
+// run record and, with the long stride, next and reqs.
 const (
 	relPrefix = iota
 	relStrideArg
 	relShards
+	relTwice
 	relFixed
 )
 
@@ -137,7 +141,7 @@ const (
 )
 
 var releaseArgs = argv{
-	fixed: []arg{{"PREFIX", relPrefix}, {"STRIDE", relStrideArg}, {"SHARDS", relShards}},
+	fixed: []arg{{"PREFIX", relPrefix}, {"STRIDE", relStrideArg}, {"SHARDS", relShards}, {"TWICE", relTwice}},
 	each:  []arg{{"FIELD", relField}, {"TOKEN", relToken}, {"RECORD", relRecord}, {"NEXT", relNext}, {"REQS", relReqs}},
 }
 

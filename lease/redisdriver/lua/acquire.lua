@@ -5,7 +5,8 @@
 -- ARGV (scripts.go's acquireArgs): max_ttl_ms, holder (escaped), member_prefix (escaped task .. ':'),
 --   ttl_ms, reason, tick_ms (0: not a tick run), queue (0|1), chunks
 --   ('' or "t:m:id …": triple t holds the m entities of chunk id of the
---   tick's entity stream) -- shared by the batch -- then a triple per
+--   tick's entity stream), shards (shards_refused), twice (1: an entity
+--   is asked for twice) -- shared by the batch -- then a triple per
 --   entity: field, token between its separators ('|' .. token .. '|',
 --   lib.lua's unbar), from ('' or the due entry the run carries out,
 --   encoded as decode_from reads it); or per chunk: its fields
@@ -22,9 +23,10 @@
 -- one for all of them (lib.lua's reply).
 --
 -- This is the fan-out's hot path (docs/performance.md): one HMGET reads the whole
--- batch and one HSET writes it. cur holds what this call already wrote, so
--- an entity asked for twice in one batch is granted once.
-local ARGV = ARGV
+-- batch and one HSET writes it. When Go found an entity asked for twice in
+-- the batch (TWICE), cur holds what this call already wrote, so that it is
+-- granted once.
+local ARGV, gmatch = ARGV, string.gmatch
 if shards_refused(KEYS[#KEYS], ARGV[A_SHARDS]) then return redis.error_reply(SHARDS_CHANGED) end
 local now = now_us()
 local now_ms = math.floor(now / 1000)
@@ -45,6 +47,7 @@ if q > 0 then
   return reply(out)
 end
 local ttl, reason, tick_s, queue = tonumber(ARGV[A_TTL]), ARGV[A_REASON], ARGV[A_TICK], ARGV[A_QUEUE]
+local twice = ARGV[A_TWICE] == '1'
 local tick = tonumber(tick_s)
 local exp_s = num(now_ms + ttl)
 local refused
@@ -74,11 +77,10 @@ for t = 1, nt do
   elseif redis.call('SADD', KEYS[6], cid[t]) == 0 then
     taken[t] = true
   else
-    local s, p, q, j = ARGV[b + E_FIELD], 1, 0, 0
-    while q do
-      q, j, nf = find(s, ' ', p, true), j + 1, nf + 1
-      fs[nf] = sub(s, p, (q or 0) - 1)
-      p = (q or 0) + 1
+    local j = 0
+    for f in gmatch(ARGV[b + E_FIELD], '[^ ]+') do
+      j, nf = j + 1, nf + 1
+      fs[nf] = f
     end
     if j ~= m then
       return redis.error_reply('acquire: chunk ' .. t .. ' has ' .. j .. ' fields, not ' .. m)
@@ -118,6 +120,7 @@ end
 -- Step 2, decide per entity: grant_fast for the common cases, decide for
 -- the rest; each new value is staged. Step 3, write: one HSET.
 local cur, writes, nw, e, k, i = {}, {}, 0, {}, 0, 0
+local grant_fast = grant_fast_for(tick, tick_s, now_s, now_ms_s, exp_s, reason, holder)
 for t = 1, nt do
   -- Request t is one entity (its token whole, its due entry), or a chunk
   -- of m (their tokens a prefix and a position, no due entries).
@@ -140,9 +143,10 @@ for t = 1, nt do
     end
     -- The common cases need no decoding (lib.lua's grant_fast): a free
     -- entity granted, or one whose tick already ran.
-    local v, fast, fence = cur[field] or vals[k], nil, nil
+    local v, fast, fence = vals[k], nil, nil
+    if twice then v = cur[field] or v end
     if v then
-      fast, fence = grant_fast(v, tick, tick_s, now_s, now_ms_s, tok, tsfx, exp_s, reason, run_tick, holder)
+      fast, fence = grant_fast(v, tok, tsfx, run_tick)
     end
     local ran, w = fast == 'ran', nil -- w: the value to write, if any
     if ran then
@@ -155,7 +159,8 @@ for t = 1, nt do
       if w then w = encode_entity(e) end
     end
     if w then -- staged: written by one HSET at the end, read by a later request for field
-      cur[field], writes[nw + 1], writes[nw + 2], nw = w, field, w, nw + 2
+      writes[nw + 1], writes[nw + 2], nw = field, w, nw + 2
+      if twice then cur[field] = w end
     end
     -- A due entry is done with once granted, or once it became a follow-up.
     if claim ~= '' and not ran then ack(KEYS[2], KEYS[3], mprefix .. field, claim) end

@@ -112,58 +112,85 @@ end
 -- they read, and copy the fields they keep without checking them: a value
 -- with those separators is one tickd wrote. TestFastPathsAgree holds them to
 -- the codec.
+--
+-- They compare decimal numbers as tickd writes them (no sign, no leading
+-- zero) without converting them (tonumber is strtod): a longer one is
+-- larger, and digits of one length compare in their order in every
+-- locale. The comparisons are written out where they are made, not in a
+-- function: a Lua call costs more than the comparison (docs/performance.md).
 local find, byte = string.find, string.byte
 
--- not_below answers a >= b for a and b, decimal numbers as tickd writes
--- them (no sign, no leading zero), without converting them: a longer one is
--- larger, and digits of one length compare in their order in every locale.
-local function not_below(a, b)
-  local la, lb = #a, #b
-  return la > lb or (la == lb and a >= b)
-end
-
+-- grant_fast_for returns grant_fast for one batch of acquires: tick (a
+-- number, 0 for none) and the strings the grants write are the batch's, so
+-- that each grant passes only what is its own, and the pieces every new
+-- value shares are joined once.
+--
 -- grant_fast answers an acquire of v, a stored value, when its lease is
--- free (no token): 'ran' and the last tick when tick (a number, 0 for none)
--- already ran, else the new value and its fence. nil when v has a token
--- (held, or expired but not released) or is not understood. tokbar is the
--- new token between its separators ('|' .. token .. '|'), in two pieces
--- (tokbar .. tokbar2: a chunk's prefix and position, or the whole and '')
--- so that the grant concatenates them once. Its fields are as acquire.lua's
--- grant sets them.
-local function grant_fast(v, tick, tick_s, now_s, now_ms_s, tokbar, tokbar2, exp_s, reason, run_tick, holder)
-  local p1 = find(v, '|', 1, true)
-  local p2 = p1 and find(v, '|', p1 + 1, true)
-  if not p2 or byte(v, p2 + 1) ~= 124 then return nil end
-  local p4 = find(v, '|', p2 + 2, true)
-  local p9 = p4 and find(v, '#', p4 + 1, true)
-  if not p9 then return nil end
-  local lt_s, f_s = sub(v, 1, p1 - 1), sub(v, p1 + 1, p2 - 1)
-  if tick > 0 and not_below(lt_s, tick_s) then return 'ran', lt_s end
-  local fence = now_s
-  if not_below(f_s, now_s) then
-    local f = tonumber(f_s)
-    if not f then return nil end
-    fence = num(f + 1)
+-- free (no token, expiry 0): 'ran' and the last tick when tick already
+-- ran, else the new value and its fence. nil when v has a token (held, or
+-- expired but not released) or is not understood. tokbar is the new token
+-- between its separators ('|' .. token .. '|'), in two pieces (tokbar ..
+-- tokbar2: a chunk's prefix and position, or the whole and '') so that the
+-- grant concatenates them once. Its fields are as acquire.lua's grant sets
+-- them.
+--
+-- v > tick_s says whether the last tick, v's first field, is at or after
+-- the tick when both have one length: the digits decide where they
+-- differ, and v, with more after them, sorts after a tick_s it starts with.
+local function grant_fast_for(tick, tick_s, now_s, now_ms_s, exp_s, reason, holder)
+  local lt, ln = #tick_s, #now_s
+  local mid0, tail = exp_s .. '|0|' .. now_ms_s .. '|' .. reason .. '|', '|' .. holder
+  return function(v, tokbar, tokbar2, run_tick)
+    local p1 = find(v, '|', 1, true)
+    local p2 = p1 and find(v, '|', p1 + 1, true)
+    if not p2 then return nil end
+    -- No token, expiry 0, then the follow-up flag fu.
+    local a, b, c, fu = byte(v, p2 + 1, p2 + 4)
+    if a ~= 124 or b ~= 48 or c ~= 124 then return nil end
+    local p9 = find(v, '#', p2 + 4, true)
+    if not p9 then return nil end
+    local lt_s = tick_s
+    if tick == 0 then
+      lt_s = sub(v, 1, p1 - 1)
+    elseif p1 - 1 > lt or (p1 - 1 == lt and v > tick_s) then
+      return 'ran', sub(v, 1, p1 - 1)
+    end
+    local f_s, fence, lf = sub(v, p1 + 1, p2 - 1), now_s, p2 - p1 - 1
+    if lf > ln or (lf == ln and f_s >= now_s) then
+      local f = tonumber(f_s)
+      if not f then return nil end
+      fence = num(f + 1)
+    end
+    local m = mid0
+    if fu == 124 then
+      m = exp_s .. '||' .. now_ms_s .. '|' .. reason .. '|'
+    elseif fu == 49 then
+      m = exp_s .. '|1|' .. now_ms_s .. '|' .. reason .. '|'
+    end
+    return lt_s .. '|' .. fence .. tokbar .. tokbar2 .. m .. run_tick .. tail .. sub(v, p9), fence
   end
-  if tick > 0 then lt_s = tick_s end
-  local fu, c = '0', byte(v, p4 + 1)
-  if c == 124 then fu = '' elseif c == 49 then fu = '1' end
-  return lt_s .. '|' .. fence .. tokbar .. tokbar2 .. exp_s .. '|' .. fu .. '|' .. now_ms_s .. '|' ..
-    reason .. '|' .. run_tick .. '|' .. holder .. sub(v, p9), fence
 end
 
+-- release_fast_for returns release_fast for one batch of releases at
+-- now_ms_s, the pieces every new value shares joined once.
+--
 -- release_fast answers the value after the release of v's lease by the
 -- token in tokbar ('|' .. token .. '|') with run record last, when that
 -- token holds it and no follow-up was asked for; else nil. Its fields are
 -- as release.lua's free sets them.
-local function release_fast(v, tokbar, last, now_ms_s)
-  local p2 = find(v, tokbar, 1, true)
-  local p1 = p2 and find(v, '|', 1, true)
-  if not p2 or find(v, '|', p1 + 1, true) ~= p2 then return nil end
-  local p3 = p2 + #tokbar - 1
-  local p4 = find(v, '|', p3 + 1, true)
-  if not p4 or byte(v, p4 + 1) == 49 or not_below(now_ms_s, sub(v, p3 + 1, p4 - 1)) then return nil end
-  return sub(v, 1, p2) .. '|0|0|' .. now_ms_s .. '||0|#' .. last
+local function release_fast_for(now_ms_s)
+  local ln, freed = #now_ms_s, '|0|0|' .. now_ms_s .. '||0|#'
+  return function(v, tokbar, last)
+    local p2 = find(v, tokbar, 1, true)
+    local p1 = p2 and find(v, '|', 1, true)
+    if not p2 or find(v, '|', p1 + 1, true) ~= p2 then return nil end
+    local p3 = p2 + #tokbar - 1
+    local p4 = find(v, '|', p3 + 1, true)
+    if not p4 or byte(v, p4 + 1) == 49 then return nil end
+    local le = p4 - p3 - 1
+    if ln > le or (ln == le and now_ms_s >= sub(v, p3 + 1, p4 - 1)) then return nil end
+    return sub(v, 1, p2) .. freed .. last
+  end
 end
 
 -- unbar is the token in tokbar, a lease token between its separators as

@@ -1,7 +1,8 @@
 -- KEYS: due, dueinfo, entities (the task's hash), followups (the task's),
 --   then the hashes of the requests the batch's runs answer, then the
 --   shard's layout key (shards_refused).
--- ARGV (releaseArgs): member_prefix (escaped task .. ':'), stride (3 or 5), then for each
+-- ARGV (releaseArgs): member_prefix (escaped task .. ':'), stride (3 or 5),
+--   shards (shards_refused), twice (1: an entity comes twice), then for each
 --   lease: field, token (between its separators: lib.lua's unbar), last,
 --   next, reqs; with stride 3 (a batch of plain releases, the fan-out's
 --   usual) next and reqs are left out, as ''.
@@ -26,17 +27,22 @@ local mprefix, stride = ARGV[A_PREFIX], tonumber(ARGV[A_STRIDE])
 local out = {}
 local n = (#ARGV - A_FIXED) / stride
 local vals = redis.call('HMGET', KEYS[3], unpack(fields(A_FIXED + E_FIELD, stride)))
-local cur, writes, nw, e = {}, {}, 0, {}
+-- With twice, cur holds what this call already wrote, so that a second
+-- lease of one entity is read against it.
+local twice, cur, writes, nw, e = ARGV[A_TWICE] == '1', {}, {}, 0, {}
+local release_fast = release_fast_for(now_ms_s)
 for i = 1, n do
   local b = A_FIXED + stride * (i - 1)
   local field, nxt, reqs = ARGV[b + E_FIELD], '', ''
   if stride == E_STRIDE then nxt, reqs = ARGV[b + E_NEXT], ARGV[b + E_REQS] end
   -- The common case needs no decoding (lib.lua's release_fast): held by
   -- this token, nothing asked for after the run.
-  local v = cur[field] or vals[i]
-  local fast = v and reqs == '' and nxt == '' and release_fast(v, ARGV[b + E_TOKEN], ARGV[b + E_RECORD], now_ms_s)
+  local v = vals[i]
+  if twice then v = cur[field] or v end
+  local fast = v and reqs == '' and nxt == '' and release_fast(v, ARGV[b + E_TOKEN], ARGV[b + E_RECORD])
   if fast then
-    cur[field], writes[nw + 1], writes[nw + 2], nw = fast, field, fast, nw + 2
+    writes[nw + 1], writes[nw + 2], nw = field, fast, nw + 2
+    if twice then cur[field] = fast end
     out[i] = RELEASED_OK
   else
     entity(v, e)
@@ -49,7 +55,8 @@ for i = 1, n do
       local fu, run_tick = e.fu, e.tick
       release(e, now_ms_s, ARGV[b + E_RECORD])
       v = encode_entity(e)
-      cur[field], writes[nw + 1], writes[nw + 2], nw = v, field, v, nw + 2
+      writes[nw + 1], writes[nw + 2], nw = field, v, nw + 2
+      if twice then cur[field] = v end
       local fu_reqs, fu_tick = '', run_tick
       if fu == '1' then
         local f = redis.call('HGET', KEYS[4], field)
