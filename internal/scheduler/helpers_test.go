@@ -144,6 +144,7 @@ type logRecords struct {
 }
 
 type logRec struct {
+	time        time.Time
 	level       slog.Level
 	msg         string
 	attrs       map[string]string
@@ -155,7 +156,7 @@ func newLogRecords() *logRecords { return &logRecords{mu: &sync.Mutex{}, recs: &
 func (h *logRecords) Enabled(context.Context, slog.Level) bool { return true }
 
 func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
-	rec := logRec{level: r.Level, msg: r.Message, attrs: map[string]string{}}
+	rec := logRec{time: r.Time, level: r.Level, msg: r.Message, attrs: map[string]string{}}
 	for _, a := range h.attrs {
 		rec.attrs[a.Key] = a.Value.Resolve().String()
 	}
@@ -212,6 +213,13 @@ next:
 		n++
 	}
 	return n
+}
+
+// all is a copy of the records so far.
+func (h *logRecords) all() []logRec {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(*h.recs)
 }
 
 func (h *logRecords) String() string {

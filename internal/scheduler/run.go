@@ -92,8 +92,8 @@ func (s *Scheduler) execute(w *worker, j job) {
 		r.ctx.Context, span = s.tracer.StartRun(r.ctx.Context, fo, telemetry.Run{Task: t.Name, Entity: l.Entity, Tick: l.Tick,
 			Fence: l.Fence, Reason: l.Reason, Attempt: l.Attempt, LimitWait: j.limitWait})
 	}
-	w.begin(s, r)
 	started := s.clock.Now()
+	w.begin(s, r, s.wall(started))
 	if l.Reason == driver.ReasonTick {
 		s.metrics.Lag(t.Name, started.Sub(l.Tick))
 	}
@@ -148,7 +148,7 @@ func (s *Scheduler) execute(w *worker, j job) {
 // its event, and its slot given back. A release that failed is dealt with on
 // a goroutine of its own: it may wait for Redis.
 func (r *running) AfterRelease(_ lease.Released, rerr error) {
-	logEnd(&r.h, r.outcome, r.took, r.err, r.next)
+	logEnd(&r.h, r.s.wall(r.ended), r.outcome, r.took, r.err, r.next)
 	if rerr == nil {
 		r.done(nil)
 		return
@@ -236,10 +236,22 @@ func failureText(err, cause error) string {
 	return err.Error()
 }
 
+// wall is t, a reading of the scheduler's clock, as wall time: t itself
+// when the clock is the system's, else time.Now(). A run reads the clock
+// twice, at its start and its end, and its worker's timer and its log line
+// take those readings (docs/performance.md, item 15).
+func (s *Scheduler) wall(t time.Time) time.Time {
+	if s.sysClock {
+		return t
+	}
+	return time.Now()
+}
+
 // logEnd logs a run's end, at info when it did its work, warn otherwise,
 // with h's attributes: a record handed to the handler as it is, without a
-// Logger's call-site lookup or runHandler's copy.
-func logEnd(h *runHandler, outcome driver.Outcome, d time.Duration, err error, next *driver.Next) {
+// Logger's call-site lookup or runHandler's copy. Its time is at, the
+// run's end.
+func logEnd(h *runHandler, at time.Time, outcome driver.Outcome, d time.Duration, err error, next *driver.Next) {
 	lvl := slog.LevelWarn
 	if outcome == driver.OutcomeDone || outcome == driver.OutcomeReschedule {
 		lvl = slog.LevelInfo
@@ -248,7 +260,7 @@ func logEnd(h *runHandler, outcome driver.Outcome, d time.Duration, err error, n
 	if !h.inner.Enabled(ctx, lvl) {
 		return
 	}
-	r := slog.NewRecord(time.Now(), lvl, logs.MsgRunEnded, 0)
+	r := slog.NewRecord(at, lvl, logs.MsgRunEnded, 0)
 	own := h.own()
 	r.AddAttrs(own[:]...)
 	r.AddAttrs(slog.String(logs.KeyOutcome, string(outcome)), slog.String(logs.KeyDuration, durationString(d)))

@@ -69,6 +69,7 @@ type Scheduler struct {
 	log        *slog.Logger
 	registry   *tasks.Registry
 	clock      driver.Clock
+	sysClock   bool // clock is the system's: its readings serve as wall time too (wall)
 	replica    string
 	duePoll    time.Duration
 	pausePoll  time.Duration
@@ -159,6 +160,7 @@ func New(cfg *config.Config, opts Options) (*Scheduler, error) {
 		logLimit: logs.NewLimiter(logs.Every), tasks: map[string]*taskState{}, observer: opts.Observer,
 		metrics: opts.Metrics, tracer: opts.Tracer, version: opts.Version,
 	}
+	_, s.sysClock = opts.Clock.(lease.SystemClock)
 	if s.metrics == nil {
 		s.metrics = noMetrics{}
 	}

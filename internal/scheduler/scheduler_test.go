@@ -286,6 +286,62 @@ func (d *stallingDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) 
 	return nil, ctx.Err()
 }
 
+// startOn starts a scheduler of replica r1 on cfg, its store on driver d.
+func (e *env) startOn(d driver.Driver, cfg string) *Scheduler {
+	t := e.t
+	st := lease.New(d, lease.Options{Replica: "r1"})
+	t.Cleanup(func() { st.Stop(context.Background()) })
+	opts := Options{Store: st, Logger: slog.New(e.logs), Registry: e.reg, Observer: e.ev.add}
+	s, err := New(e.config(cfg), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// endsDriver keeps the end of each run it releases, by entity.
+type endsDriver struct {
+	driver.Driver
+	mu   sync.Mutex
+	ends map[string]time.Time
+}
+
+func (d *endsDriver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]driver.ReleaseReply, error) {
+	d.mu.Lock()
+	for _, r := range rs {
+		d.ends[r.Lease.Entity] = r.Finished.Ended
+	}
+	d.mu.Unlock()
+	return d.Driver.Release(ctx, rs)
+}
+
+// TestRunEndedLineIsTimedAtTheEnd: the "run ended" line, written once the
+// release is done, carries the time the run ended, the one its record in
+// the store has, not a reading of its own.
+func TestRunEndedLineIsTimedAtTheEnd(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	d := &endsDriver{Driver: memdriver.New(), ends: map[string]time.Time{}}
+	s := e.startOn(d, "[[tasks]]\nname = \"timed\"\nevery = \"1h\"\ncatch_up = \"1h\"\nhandler = \"rec\"\nentities = [\"a\"]\n")
+	e.ev.waitFor(t, 10*time.Second, "run ended", kind(EventRunEnded))
+	stopWithin(s, 5*time.Second)
+	var lines []time.Time
+	for _, r := range e.logs.all() {
+		if r.msg == "run ended" {
+			lines = append(lines, r.time)
+		}
+	}
+	d.mu.Lock()
+	end := d.ends["a"]
+	d.mu.Unlock()
+	if len(lines) != 1 || !lines[0].Equal(end) {
+		t.Fatalf("run ended lines at %v, want one at the run's end %v", lines, end)
+	}
+}
+
 // TestStopDuringAnAcquireIsNoRedisError: a stop that cuts short a batch's
 // acquire is a stop, not a Redis failure: nothing is logged at ERROR and no
 // store error is reported (CI saw "cannot acquire leases; retrying:
@@ -295,16 +351,7 @@ func TestStopDuringAnAcquireIsNoRedisError(t *testing.T) {
 	e := newEnv(t, false)
 	d := &stallingDriver{Driver: memdriver.New(), stalled: make(chan struct{})}
 	d.free.Store(1)
-	st := lease.New(d, lease.Options{Replica: "r1"})
-	t.Cleanup(func() { st.Stop(context.Background()) })
-	opts := Options{Store: st, Logger: slog.New(e.logs), Registry: e.reg, Observer: e.ev.add}
-	s, err := New(e.config("[[tasks]]\nname = \"cut\"\nevery = \"1s\"\nhandler = \"rec\"\nentities = [\"a\", \"b\"]\n"), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := e.startOn(d, "[[tasks]]\nname = \"cut\"\nevery = \"1s\"\nhandler = \"rec\"\nentities = [\"a\", \"b\"]\n")
 	select {
 	case <-d.stalled:
 	case <-time.After(10 * time.Second):

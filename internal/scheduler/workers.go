@@ -200,12 +200,12 @@ func (ws *workers) each(fn func(r *running)) {
 	}
 }
 
-// begin makes r w's current run: its timer is set for warn_after, or for
-// the timeout when there is no warning to give; a shutdown that already
-// aborted the runs stops it at once.
-func (w *worker) begin(s *Scheduler, r *running) {
+// begin makes r w's current run, begun at now (wall time): its timer is
+// set for warn_after, or for the timeout when there is no warning to give;
+// a shutdown that already aborted the runs stops it at once.
+func (w *worker) begin(s *Scheduler, r *running, now time.Time) {
 	warnAfter, timeout := r.ts.t.WarnAfter, r.ts.t.Timeout
-	r.began = time.Now()
+	r.began = now
 	r.ctx.deadline = r.began.Add(timeout)
 	first := timeout
 	if warnAfter <= 0 || warnAfter >= timeout {

@@ -38,7 +38,7 @@ func TestAWorkersTimerHoldsEachRunsTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := &running{s: s, ts: &taskState{t: config.Task{Name: "t", Timeout: timeout}}, l: l}
-		w.begin(s, r)
+		w.begin(s, r, time.Now())
 		return r
 	}
 	timedOut := func(r *running) bool { return errors.Is(context.Cause(r.l.Context()), ErrTimeout) }
@@ -81,7 +81,7 @@ func BenchmarkWorkerBeginEnd(b *testing.B) {
 	b.Cleanup(func() { w.timer.Stop() })
 	r := &running{s: s, ts: &taskState{t: config.Task{Name: "t", Timeout: time.Hour}}, l: l}
 	for b.Loop() {
-		w.begin(s, r)
+		w.begin(s, r, time.Now())
 		w.end()
 	}
 }
