@@ -184,6 +184,9 @@ func decodeAcquireReplies(out []driver.AcquireReply, live []int, res []string, e
 // script reads the second against the value the first wrote; "0" spares
 // it keeping what it wrote (docs/performance.md).
 func twice(n int, field func(k int) string) string {
+	if n < 2 {
+		return "0"
+	}
 	seen := make(map[string]struct{}, n)
 	for k := range n {
 		f := field(k)
@@ -221,17 +224,15 @@ func (b *redisDriver) chunkArgs(args *[]any, chunks *strings.Builder, reqs []dri
 	if m < 2 {
 		return x, false
 	}
-	for k := range m {
-		if at(k).Field == "" {
-			return x, false // the script splits a chunk's fields at spaces, skipping none
-		}
-	}
 	prefix, ok := codec.ChunkPrefix(func(k int) string { return at(k).Token }, m)
 	if !ok {
 		return x, false
 	}
 	var fields strings.Builder
 	for k := range m {
+		if at(k).Field == "" {
+			return x, false // the script splits a chunk's fields at spaces, skipping empty ones
+		}
 		if k > 0 {
 			fields.WriteByte(' ')
 		}

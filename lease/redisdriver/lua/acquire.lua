@@ -37,7 +37,7 @@ local out = {}
 local nt = (#ARGV - A_FIXED) / E_STRIDE
 local n, cm, cid, cms = nt, {}, {}, {}
 if ARGV[A_CHUNKS] ~= '' then
-  for t, m, id in string.gmatch(ARGV[A_CHUNKS], '(%d+):(%d+):(%x+)') do
+  for t, m, id in gmatch(ARGV[A_CHUNKS], '(%d+):(%d+):(%x+)') do
     t = tonumber(t)
     cm[t], cid[t], cms[t], n = tonumber(m), id, m, n + tonumber(m) - 1
   end

@@ -139,7 +139,10 @@ local find, byte = string.find, string.byte
 -- differ, and v, with more after them, sorts after a tick_s it starts with.
 local function grant_fast_for(tick, tick_s, now_s, now_ms_s, exp_s, reason, holder)
   local lt, ln = #tick_s, #now_s
-  local mid0, tail = exp_s .. '|0|' .. now_ms_s .. '|' .. reason .. '|', '|' .. holder
+  -- The new value's middle, after the token: expiry, follow-up flag (kept:
+  -- '0', or '1', or '' in values of tickd before it), touched, reason.
+  local after_fu = '|' .. now_ms_s .. '|' .. reason .. '|'
+  local mid0, tail = exp_s .. '|0' .. after_fu, '|' .. holder
   return function(v, tokbar, tokbar2, run_tick)
     local p1 = find(v, '|', 1, true)
     local p2 = p1 and find(v, '|', p1 + 1, true)
@@ -163,9 +166,9 @@ local function grant_fast_for(tick, tick_s, now_s, now_ms_s, exp_s, reason, hold
     end
     local m = mid0
     if fu == 124 then
-      m = exp_s .. '||' .. now_ms_s .. '|' .. reason .. '|'
+      m = exp_s .. '|' .. after_fu
     elseif fu == 49 then
-      m = exp_s .. '|1|' .. now_ms_s .. '|' .. reason .. '|'
+      m = exp_s .. '|1' .. after_fu
     end
     return lt_s .. '|' .. fence .. tokbar .. tokbar2 .. m .. run_tick .. tail .. sub(v, p9), fence
   end
