@@ -16,11 +16,27 @@ type Group[K comparable] struct {
 }
 
 // GroupBy splits a batch by key, in first-seen order. Each task's entities
-// live in one hash, read and written by one script call per group.
+// live in one hash, read and written by one script call per group. A batch
+// of one key, a fan-out's usual, is one group made without a map, its
+// keys compared, not hashed (docs/performance.md, item 16).
 func GroupBy[K comparable](n int, key func(i int) K) []Group[K] {
-	var gs []Group[K]
-	at := map[K]int{}
-	for i := range n {
+	if n == 0 {
+		return nil
+	}
+	first, same := key(0), 1
+	for same < n && key(same) == first {
+		same++
+	}
+	idx := make([]int, same, max(same, min(n, 2*same)))
+	for i := range idx {
+		idx[i] = i
+	}
+	gs := []Group[K]{{Key: first, Idx: idx}}
+	if same == n {
+		return gs
+	}
+	at := map[K]int{first: 0}
+	for i := same; i < n; i++ {
 		k := key(i)
 		j, ok := at[k]
 		if !ok {
