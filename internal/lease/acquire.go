@@ -24,8 +24,48 @@ func (s *Store) AcquireBatch(ctx context.Context, reqs []driver.Request) []Resul
 		hi := min(lo+driver.BatchSize, len(reqs))
 		s.acquireRound(ctx, reqs[lo:hi], out[lo:hi])
 		s.acquireRenamed(ctx, reqs[lo:hi], out[lo:hi])
+		s.acquireAfterOwnReleases(ctx, reqs[lo:hi], out[lo:hi])
 	}
 	return out
+}
+
+// acquireAfterOwnReleases asks once more, once its release landed, for an
+// entity refused as busy with a run of this store whose release was on its
+// way (AwaitOwnRelease): a fan-out's. A request that left a follow-up
+// (Queue) is not asked again: it runs after the release, as the follow-up;
+// nor is a due entry's (From), whose requests the refusal answered: the
+// scheduler waits for its own release before it asks for one.
+func (s *Store) acquireAfterOwnReleases(ctx context.Context, reqs []driver.Request, out []Result) {
+	var idx []int
+	var again []driver.Request
+	for i := range out {
+		if out[i].Err == nil || reqs[i].Queue || reqs[i].From != nil {
+			continue
+		}
+		// refusal's, as it is: a type assertion, not errors.As, whose
+		// target would be allocated for every request of the batch.
+		if be, ok := out[i].Err.(*BusyError); !ok || be.Holder != s.opts.Replica {
+			continue
+		}
+		// Found first, for all of them, and only then waited for: a wait
+		// lets the other releases land too.
+		if s.ownRelease(reqs[i].Task, reqs[i].Entity) != nil {
+			r := reqs[i]
+			r.Chunk = "" // asked alone: its chunk was taken by the call that refused it
+			idx, again = append(idx, i), append(again, r)
+		}
+	}
+	if len(again) == 0 {
+		return
+	}
+	for _, r := range again {
+		s.AwaitOwnRelease(ctx, r.Task, r.Entity)
+	}
+	res := make([]Result, len(again))
+	s.acquireRound(ctx, again, res)
+	for k, i := range idx {
+		out[i] = res[k]
+	}
 }
 
 // acquireRenamed asks once more for the requests the driver refused as

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/tickd/tickd/lease/driver"
 )
@@ -25,6 +26,10 @@ type releaser struct {
 	spare    []releaseReq // the last batch's array, for the next queue
 	flushing bool
 	args     []driver.ReleaseArg // the flush's, reused
+	// flight is the batch sent, until it is answered; landed, made by a
+	// waiter (ownRelease), is closed then.
+	flight []releaseReq
+	landed chan struct{}
 }
 
 // releaseReq is a queued release: its answer goes to done (Release) or to
@@ -147,7 +152,7 @@ func (s *Store) flushReleases(r *releaser) {
 		// queue's: a busy store allocates no queue.
 		batch := r.queue[:n]
 		r.queue = append(r.spare[:0], r.queue[n:]...)
-		r.spare = nil
+		r.spare, r.flight = nil, batch
 		r.mu.Unlock()
 		args := r.args[:0]
 		for _, q := range batch {
@@ -187,7 +192,11 @@ func (s *Store) flushReleases(r *releaser) {
 		clear(batch)
 		clear(args)
 		r.mu.Lock()
-		r.spare = batch[:0]
+		r.spare, r.flight = batch[:0], nil
+		if r.landed != nil {
+			close(r.landed)
+			r.landed = nil
+		}
 		r.mu.Unlock()
 	}
 }
@@ -223,4 +232,61 @@ func released(l *Lease, rep driver.ReleaseReply, err error) (Released, error) {
 		return Released{}, fmt.Errorf("release lease %s/%s: %w", l.Task, l.Entity, err)
 	}
 	return Released{FollowUp: rep.FollowUp}, nil
+}
+
+// ownRelease answers a channel closed once the batch in flight of the
+// releaser that holds a release of task's entity, queued or in flight, is
+// answered; nil when this store has none on its way.
+func (s *Store) ownRelease(task, entity string) <-chan struct{} {
+	task = taskOf(task)
+	var ch chan struct{}
+	s.releasers.Range(func(_, v any) bool {
+		r := v.(*releaser)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if !releasing(r.queue, task, entity) && !releasing(r.flight, task, entity) {
+			return true
+		}
+		if r.landed == nil {
+			r.landed = make(chan struct{})
+		}
+		ch = r.landed
+		return false
+	})
+	return ch
+}
+
+func releasing(qs []releaseReq, task, entity string) bool {
+	for _, q := range qs {
+		if q.l != nil && q.l.Entity == entity && q.l.Task == task {
+			return true
+		}
+	}
+	return false
+}
+
+// AwaitOwnRelease waits until no release of task's entity is on its way
+// from this store (a run that ended here, its release queued or in
+// flight), for at most ReleaseTimeout, and says whether there was one. A
+// run's slot goes back as its handler returns, before its release lands
+// (the scheduler's execute): an acquire sent meanwhile would find the
+// entity busy with the run that ended.
+func (s *Store) AwaitOwnRelease(ctx context.Context, task, entity string) bool {
+	ch := s.ownRelease(task, entity)
+	if ch == nil {
+		return false
+	}
+	t := time.NewTimer(ReleaseTimeout)
+	defer t.Stop()
+	for ch != nil {
+		select {
+		case <-ch:
+		case <-t.C:
+			return true
+		case <-ctx.Done():
+			return true
+		}
+		ch = s.ownRelease(task, entity)
+	}
+	return true
 }

@@ -193,6 +193,10 @@ func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d driver.Due) {
 	if d.Reason == driver.ReasonTick {
 		req.Tick = d.Tick // a tick's run that waited for a limit
 	}
+	// A run of the entity that ended here may still be releasing its lease
+	// (its slot went back before: execute); the due run is not made a
+	// follow-up of it.
+	s.store.AwaitOwnRelease(ctx, d.Task, d.Entity)
 	l, err := s.store.Acquire(ctx, req)
 	if err != nil {
 		<-ts.slots

@@ -66,6 +66,9 @@ type running struct {
 	// context cancelled, and whether it reported the run.
 	stoppedAt time.Time
 	overran   bool
+	// slotBack: the run gave its slot back when its handler returned
+	// (execute), not at its end (done).
+	slotBack bool
 }
 
 // execute is one run's life, on worker w: the task's action under l,
@@ -139,13 +142,27 @@ func (s *Scheduler) execute(w *worker, j job) {
 		s.history.failed(r.failure(started, ended, fin.Error))
 	}
 	telemetry.EndRun(span, outcome, fin.Error, l.Renewals())
+	// The run's slot is given back once its release is queued, not once it
+	// lands: that is a round trip, batched with other runs' releases, and
+	// meanwhile the next runs can be granted (docs/performance.md, item 17;
+	// an acquire that finds the entity busy with this release waits for it:
+	// lease.Store.AwaitOwnRelease). At most concurrency runs wait on their
+	// release so: a task holds at most twice its concurrency in leases.
+	slotBack := ts.releasing.Add(1) <= int64(cap(ts.slots))
+	if !slotBack {
+		ts.releasing.Add(-1)
+	}
+	r.slotBack = slotBack // done reads it, maybe before ReleaseThen returns
 	// Not waited for: the worker is free for the next run once the release
 	// is queued (docs/performance.md); AfterRelease ends the run.
 	l.ReleaseThen(fin, next, r)
+	if slotBack {
+		<-ts.slots
+	}
 }
 
 // AfterRelease ends r's run once its lease is released: the run's log line,
-// its event, and its slot given back. A release that failed is dealt with on
+// its event, and its slot given back unless execute did. A release that failed is dealt with on
 // a goroutine of its own: it may wait for Redis.
 func (r *running) AfterRelease(_ lease.Released, rerr error) {
 	logEnd(&r.h, r.s.wall(r.ended), r.outcome, r.took, r.err, r.next)
@@ -164,7 +181,8 @@ func (r *running) AfterRelease(_ lease.Released, rerr error) {
 	}()
 }
 
-// done observes the run's end and gives its slot back.
+// done observes the run's end and gives its slot back, or counts its
+// release landed when its slot went back at its handler's return.
 func (r *running) done(rerr error) {
 	s := r.s
 	if s.observer != nil {
@@ -176,7 +194,11 @@ func (r *running) done(rerr error) {
 		s.history.ended(r.tl, r.outcome, r.ended.Sub(r.l.Tick))
 	}
 	s.metrics.Active(s.active.Add(-1))
-	<-r.ts.slots
+	if r.slotBack {
+		r.ts.releasing.Add(-1)
+	} else {
+		<-r.ts.slots
+	}
 	s.runs.Done()
 }
 

@@ -120,10 +120,13 @@ type Scheduler struct {
 // taskState is one task's running state; a reload that changes the task
 // replaces it, while runs started under the old one finish with it.
 type taskState struct {
-	t                  config.Task
-	action             tasks.Action
-	source             tasks.Source
-	slots              chan struct{}
+	t      config.Task
+	action tasks.Action
+	source tasks.Source
+	slots  chan struct{}
+	// releasing counts the runs whose handler returned and whose release
+	// is on its way, their slots given back (at most cap(slots): execute).
+	releasing          atomic.Int64
 	stop               context.CancelFunc
 	paused             atomic.Bool
 	fanOuts            fanOuts                // its fan-outs under way, which a pause stops
