@@ -38,6 +38,7 @@ func (s *Store) AcquireBatch(ctx context.Context, reqs []driver.Request) []Resul
 func (s *Store) acquireAfterOwnReleases(ctx context.Context, reqs []driver.Request, out []Result) {
 	var idx []int
 	var again []driver.Request
+	var own map[[2]string]struct{} // made at the first busy refusal of this store's
 	for i := range out {
 		if out[i].Err == nil || reqs[i].Queue || reqs[i].From != nil {
 			continue
@@ -49,7 +50,10 @@ func (s *Store) acquireAfterOwnReleases(ctx context.Context, reqs []driver.Reque
 		}
 		// Found first, for all of them, and only then waited for: a wait
 		// lets the other releases land too.
-		if s.ownRelease(reqs[i].Task, reqs[i].Entity) != nil {
+		if own == nil {
+			own = s.ownReleases()
+		}
+		if _, ok := own[[2]string{taskOf(reqs[i].Task), reqs[i].Entity}]; ok {
 			r := reqs[i]
 			r.Chunk = "" // asked alone: its chunk was taken by the call that refused it
 			idx, again = append(idx, i), append(again, r)

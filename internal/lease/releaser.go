@@ -265,6 +265,28 @@ func releasing(qs []releaseReq, task, entity string) bool {
 	return false
 }
 
+// ownReleases is every (task, entity) whose release is on its way from
+// this store, queued or in flight: one pass over the releasers for a
+// batch's refusals, not one for each (a tick overlapping the runs of the
+// last may find thousands busy).
+func (s *Store) ownReleases() map[[2]string]struct{} {
+	set := map[[2]string]struct{}{}
+	s.releasers.Range(func(_, v any) bool {
+		r := v.(*releaser)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, qs := range [][]releaseReq{r.queue, r.flight} {
+			for _, q := range qs {
+				if q.l != nil {
+					set[[2]string{q.l.Task, q.l.Entity}] = struct{}{}
+				}
+			}
+		}
+		return true
+	})
+	return set
+}
+
 // AwaitOwnRelease waits until no release of task's entity is on its way
 // from this store (a run that ended here, its release queued or in
 // flight), for at most ReleaseTimeout, and says whether there was one. A

@@ -193,10 +193,14 @@ func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d driver.Due) {
 	if d.Reason == driver.ReasonTick {
 		req.Tick = d.Tick // a tick's run that waited for a limit
 	}
-	// A run of the entity that ended here may still be releasing its lease
-	// (its slot went back before: execute); the due run is not made a
-	// follow-up of it.
-	s.store.AwaitOwnRelease(ctx, d.Task, d.Entity)
+	// An operator's trigger may come while a run of the entity that ended
+	// here is still releasing its lease (its slot went back before:
+	// execute): it waits for it rather than become its follow-up. The other
+	// due runs (a reschedule, a retry, a follow-up, a hand-over) are written
+	// by a release that landed, and are not looked up.
+	if d.Reason == driver.ReasonTrigger {
+		s.store.AwaitOwnRelease(ctx, d.Task, d.Entity)
+	}
 	l, err := s.store.Acquire(ctx, req)
 	if err != nil {
 		<-ts.slots
