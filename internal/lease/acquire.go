@@ -62,9 +62,12 @@ func (s *Store) acquireAfterOwnReleases(ctx context.Context, reqs []driver.Reque
 	if len(again) == 0 {
 		return
 	}
+	// One deadline for the batch's waits, not one each.
+	wctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
 	for _, r := range again {
-		s.AwaitOwnRelease(ctx, r.Task, r.Entity)
+		s.AwaitOwnRelease(wctx, r.Task, r.Entity)
 	}
+	cancel()
 	res := make([]Result, len(again))
 	s.acquireRound(ctx, again, res)
 	for k, i := range idx {

@@ -171,6 +171,15 @@ func (s *Store) flushReleases(r *releaser) {
 		// failed leaves its lease in Redis until its TTL passes, never held
 		// for good.
 		s.dropEach(len(batch), func(i int) *Lease { return batch[i].l }, ErrReleased)
+		// Landed: no longer on its way (ownRelease), before the batch is
+		// answered, and before it is cleared, which ownRelease must not see.
+		r.mu.Lock()
+		r.flight = nil
+		if r.landed != nil {
+			close(r.landed)
+			r.landed = nil
+		}
+		r.mu.Unlock()
 		var then *[]answer
 		for i, q := range batch {
 			d := releaseDone{err: err}
@@ -192,11 +201,7 @@ func (s *Store) flushReleases(r *releaser) {
 		clear(batch)
 		clear(args)
 		r.mu.Lock()
-		r.spare, r.flight = batch[:0], nil
-		if r.landed != nil {
-			close(r.landed)
-			r.landed = nil
-		}
+		r.spare = batch[:0]
 		r.mu.Unlock()
 	}
 }
@@ -258,7 +263,7 @@ func (s *Store) ownRelease(task, entity string) <-chan struct{} {
 
 func releasing(qs []releaseReq, task, entity string) bool {
 	for _, q := range qs {
-		if q.l != nil && q.l.Entity == entity && q.l.Task == task {
+		if q.l.Entity == entity && q.l.Task == task {
 			return true
 		}
 	}
@@ -277,9 +282,7 @@ func (s *Store) ownReleases() map[[2]string]struct{} {
 		defer r.mu.Unlock()
 		for _, qs := range [][]releaseReq{r.queue, r.flight} {
 			for _, q := range qs {
-				if q.l != nil {
-					set[[2]string{q.l.Task, q.l.Entity}] = struct{}{}
-				}
+				set[[2]string{q.l.Task, q.l.Entity}] = struct{}{}
 			}
 		}
 		return true
@@ -289,7 +292,8 @@ func (s *Store) ownReleases() map[[2]string]struct{} {
 
 // AwaitOwnRelease waits until no release of task's entity is on its way
 // from this store (a run that ended here, its release queued or in
-// flight), for at most ReleaseTimeout, and says whether there was one. A
+// flight), for at most ReleaseTimeout or until ctx ends, and says whether
+// there was one. A
 // run's slot goes back as its handler returns, before its release lands
 // (the scheduler's execute): an acquire sent meanwhile would find the
 // entity busy with the run that ended.
