@@ -27,7 +27,7 @@ func GroupBy[K comparable](n int, key func(i int) K) []Group[K] {
 	for same < n && key(same) == first {
 		same++
 	}
-	idx := make([]int, same, max(same, min(n, 2*same)))
+	idx := make([]int, same, min(n, 2*same))
 	for i := range idx {
 		idx[i] = i
 	}

@@ -162,8 +162,8 @@ func (s *Scheduler) execute(w *worker, j job) {
 }
 
 // AfterRelease ends r's run once its lease is released: the run's log line,
-// its event, and its slot given back unless execute did. A release that failed is dealt with on
-// a goroutine of its own: it may wait for Redis.
+// its event, and its slot given back unless execute did. A release that
+// failed is dealt with on a goroutine of its own: it may wait for Redis.
 func (r *running) AfterRelease(_ lease.Released, rerr error) {
 	logEnd(&r.h, r.s.wall(r.ended), r.outcome, r.took, r.err, r.next)
 	if rerr == nil {
