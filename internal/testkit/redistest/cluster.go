@@ -36,13 +36,12 @@ func StartCluster(t testing.TB) *Cluster {
 	cli := Tool(t, "redis-cli", "redis-cli not found on PATH: install it (Debian/Ubuntu: sudo apt-get install -y redis-tools)")
 	c := &Cluster{}
 	for range 6 {
-		s := &Server{t: t, Dir: t.TempDir(), port: clusterPort(t)}
-		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+		s := &Server{t: t, Dir: t.TempDir()}
 		s.extra = []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", strconv.FormatInt(clusterNodeTimeout.Milliseconds(), 10),
 			// a shard that is down does not stop the others
 			"--cluster-require-full-coverage", "no"}
-		s.start()
+		s.startOnNewPort(clusterPort)
 		t.Cleanup(s.Stop)
 		c.Nodes = append(c.Nodes, s)
 	}

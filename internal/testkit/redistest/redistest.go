@@ -79,16 +79,36 @@ func Start(t testing.TB, opts ...Options) *Server {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	s := &Server{t: t, Dir: t.TempDir(), persist: o.Persist, port: FreePort(t)}
-	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+	s := &Server{t: t, Dir: t.TempDir(), persist: o.Persist}
 	s.password = o.Password
 	if o.ReplicaOf != "" {
 		host, port, _ := net.SplitHostPort(o.ReplicaOf)
 		s.extra = []string{"--replicaof", host, port}
 	}
-	s.start()
+	s.startOnNewPort(FreePort)
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// startOnNewPort starts s on a port newPort picks, and picks again when
+// another process took it between the pick and redis-server's bind: on a
+// loaded machine, outgoing connections draw their ports from the same
+// range (CI saw "bind: Address already in use" for a Cluster node).
+func (s *Server) startOnNewPort(newPort func(testing.TB) int) {
+	t := s.t
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		s.port = newPort(t)
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+		log, err := s.tryStart()
+		if err == nil {
+			return
+		}
+		if attempt < 5 && strings.Contains(log, "Address already in use") {
+			continue
+		}
+		t.Fatalf("redis-server on %s not ready: %v\n%s", s.Addr, err, log)
+	}
 }
 
 // URL is a redis:// URL for the server, with the password if one is set.
@@ -100,6 +120,15 @@ func (s *Server) URL() string {
 }
 
 func (s *Server) start() {
+	s.t.Helper()
+	if log, err := s.tryStart(); err != nil {
+		s.t.Fatalf("redis-server on %s not ready: %v\n%s", s.Addr, err, log)
+	}
+}
+
+// tryStart starts redis-server on s.port and waits until it answers; when
+// it does not, it is stopped and its log returned with the error.
+func (s *Server) tryStart() (log string, err error) {
 	t := s.t
 	t.Helper()
 	args := []string{
@@ -135,8 +164,9 @@ func (s *Server) start() {
 	if err := s.waitReady(10 * time.Second); err != nil {
 		s.Stop()
 		b, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
-		t.Fatalf("redis-server on %s not ready: %v\n%s", s.Addr, err, b)
+		return string(b), err
 	}
+	return "", nil
 }
 
 // waitReady polls PING until the server answers PONG (or NOAUTH, which also
