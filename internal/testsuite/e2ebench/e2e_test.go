@@ -202,6 +202,10 @@ type tickRecord struct {
 	runs      int
 	lastEnd   time.Time
 	byReplica map[string]int
+	// all is closed once the tick's runs are all in: the benchmark waits
+	// on it, not by polling, whose wake-ups in this process were counted
+	// to tickd's CPU (about 200 a second between ticks).
+	all chan struct{}
 }
 
 // tickd is replicas schedulers (each its own store and client) over ids,
@@ -302,13 +306,7 @@ func (td *tickd) observe(ev scheduler.Event) {
 	if ev.Kind != scheduler.EventRunEnded {
 		return
 	}
-	td.mu.Lock()
-	r := td.byTick[ev.Tick.UnixNano()]
-	if r == nil {
-		r = &tickRecord{seen: make([]uint8, len(td.ids)), byReplica: map[string]int{}}
-		td.byTick[ev.Tick.UnixNano()] = r
-	}
-	td.mu.Unlock()
+	r := td.tick(ev.Tick)
 	i, _ := strconv.Atoi(ev.Entity)
 	r.mu.Lock()
 	r.seen[i]++
@@ -319,38 +317,44 @@ func (td *tickd) observe(ev scheduler.Event) {
 	// not a read per run counted to tickd's CPU.
 	if r.runs >= len(td.ids) {
 		r.lastEnd = time.Now()
+		if r.runs == len(td.ids) {
+			close(r.all)
+		}
 	}
 	r.mu.Unlock()
 }
 
-// record is tick T's record, nil before its first run ended.
-func (td *tickd) record(T time.Time) *tickRecord {
+// tick is tick T's record, made if no run of it ended yet.
+func (td *tickd) tick(T time.Time) *tickRecord {
 	td.mu.Lock()
 	defer td.mu.Unlock()
-	return td.byTick[T.UnixNano()]
+	r := td.byTick[T.UnixNano()]
+	if r == nil {
+		r = &tickRecord{seen: make([]uint8, len(td.ids)), byReplica: map[string]int{}, all: make(chan struct{})}
+		td.byTick[T.UnixNano()] = r
+	}
+	return r
 }
 
 // wait waits until every entity has run for tick T, failing a minute past
 // deadline with the runs per tick so far.
 func (td *tickd) wait(b *testing.B, T, deadline time.Time) {
-	done := func() bool {
-		r := td.record(T)
-		if r == nil {
-			return false
-		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.runs >= len(td.ids)
+	late := time.NewTimer(time.Until(deadline.Add(time.Minute)))
+	defer late.Stop()
+	select {
+	case <-td.tick(T).all:
+		return
+	case <-late.C:
 	}
-	waitUntil(b, deadline, done, func() string {
-		td.mu.Lock()
-		defer td.mu.Unlock()
-		out := ""
-		for k, v := range td.byTick {
-			out += fmt.Sprintf(" %v:%d", time.Unix(0, k).UTC(), v.runs)
-		}
-		return out
-	})
+	td.mu.Lock()
+	defer td.mu.Unlock()
+	out := ""
+	for k, v := range td.byTick {
+		v.mu.Lock()
+		out += fmt.Sprintf(" %v:%d", time.Unix(0, k).UTC(), v.runs)
+		v.mu.Unlock()
+	}
+	b.Fatal("tick not done a minute after the next one; runs per tick:" + out)
 }
 
 // stop shuts the schedulers down and puts the garbage collector policy
@@ -373,7 +377,7 @@ func (td *tickd) stop() {
 // count adds tick T (done) to out: its time from T until its last run
 // ended, its runs by replica, and its entities run twice or not at all.
 func (td *tickd) count(T time.Time, out *side) {
-	r := td.record(T)
+	r := td.tick(T)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out.durations = append(out.durations, r.lastEnd.Sub(T))
@@ -437,7 +441,7 @@ func interleaved(b *testing.B, addr string, ids []string, replicas, ticks int, e
 	for k := 0; k <= ticks; k++ { // tick 0, the first after start, is not measured
 		T := td.first.Add(time.Duration(k) * every)
 		td.wait(b, T, T.Add(every))
-		if end := td.record(T).lastEnd; !end.Before(T.Add(half - lead)) {
+		if end := td.tick(T).lastEnd; !end.Before(T.Add(half - lead)) {
 			b.Fatalf("tickd's tick %v took %v, into the peer's half of the period: raise E2E_EVERY", T, end.Sub(T))
 		}
 		sleepUntil(T.Add(half - lead))
