@@ -31,14 +31,22 @@ func (s *Store) AcquireBatch(ctx context.Context, reqs []driver.Request) []Resul
 
 // acquireAfterOwnReleases asks once more, once its release landed, for an
 // entity refused as busy with a run of this store whose release was on its
-// way (AwaitOwnRelease): a fan-out's. A request that left a follow-up
-// (Queue) is not asked again: it runs after the release, as the follow-up;
-// nor is a due entry's (From), whose requests the refusal answered: the
-// scheduler waits for its own release before it asks for one.
+// way (AwaitOwnRelease): a fan-out's. So is an entity refused as busy with
+// this store's name whose lease this store no longer holds: its release
+// landed after Redis refused and before the store looked (or the lease is
+// a former process's of the same name, and is refused again). A request
+// that left a follow-up (Queue) is not asked again: it runs after the
+// release, as the follow-up; nor is a due entry's (From), whose requests
+// the refusal answered: the scheduler waits for its own release before it
+// asks for one.
 func (s *Store) acquireAfterOwnReleases(ctx context.Context, reqs []driver.Request, out []Result) {
 	var idx []int
 	var again []driver.Request
-	var own map[[2]string]struct{} // made at the first busy refusal of this store's
+	// Made at the first busy refusal of this store's: the releases on
+	// their way first, then the leases held, which a release leaves only
+	// once it landed and before it is no longer on its way, so that an
+	// entity's lease is in one of them until its release landed.
+	var own, holding map[[2]string]struct{}
 	for i := range out {
 		if out[i].Err == nil || reqs[i].Queue || reqs[i].From != nil {
 			continue
@@ -52,8 +60,11 @@ func (s *Store) acquireAfterOwnReleases(ctx context.Context, reqs []driver.Reque
 		// lets the other releases land too.
 		if own == nil {
 			own = s.ownReleases()
+			holding = s.heldEntities()
 		}
-		if _, ok := own[[2]string{taskOf(reqs[i].Task), reqs[i].Entity}]; ok {
+		key := [2]string{taskOf(reqs[i].Task), reqs[i].Entity}
+		_, onItsWay := own[key]
+		if _, held := holding[key]; onItsWay || !held {
 			r := reqs[i]
 			r.Chunk = "" // asked alone: its chunk was taken by the call that refused it
 			idx, again = append(idx, i), append(again, r)

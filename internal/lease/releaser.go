@@ -290,6 +290,18 @@ func (s *Store) ownReleases() map[[2]string]struct{} {
 	return set
 }
 
+// heldEntities is every (task, entity) this store holds a lease of, its
+// release maybe on its way.
+func (s *Store) heldEntities() map[[2]string]struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set := make(map[[2]string]struct{}, len(s.held))
+	for l := range s.held {
+		set[[2]string{l.Task, l.Entity}] = struct{}{}
+	}
+	return set
+}
+
 // AwaitOwnRelease waits until no release of task's entity is on its way
 // from this store (a run that ended here, its release queued or in
 // flight), for at most ReleaseTimeout or until ctx ends, and says whether
