@@ -298,3 +298,31 @@ not json, run ended`
 		t.Errorf("read %q, want %q", got, want)
 	}
 }
+
+// TestClusterChecksBoundOpenRunsByTheLog: on a Cluster, a run whose
+// worker wrote its start record and was SIGKILLed before its end record
+// (its replica logged the kill) ended at the kill, not at the check: the
+// next runs of its entity do not overlap it. CI-like load had a worker
+// write its start 6ms before its replica killed it (TestReshardWhileRunning:
+// 9 overlaps judged where there was none).
+func TestClusterChecksBoundOpenRunsByTheLog(t *testing.T) {
+	run := func(fence int64, from, to time.Time, pid int) tickdtest.Run {
+		r := tickdtest.Run{Start: tickdtest.Record{Event: "start", Task: "big", Entity: "e54", Reason: "tick", Fence: fence, Pid: pid, At: from.UnixNano()}}
+		if !to.IsZero() {
+			r.End = tickdtest.Record{Event: "end", Task: "big", Entity: "e54", Fence: fence, Pid: pid, At: to.UnixNano()}
+		}
+		return r
+	}
+	runs := []tickdtest.Run{
+		run(1, tickAt(1), time.Time{}, 10), // killed: no end record
+		run(2, tickAt(2), tickAt(2).Add(time.Second), 11),
+		run(3, tickAt(3), tickAt(3).Add(time.Second), 12),
+	}
+	killed := map[string]loggedEnd{"big/e54/1": {killed: tickAt(1).Add(6 * time.Millisecond).UnixNano()}}
+	if f := tickdtest.Check(runs, loggedOrOpen(killed, tickAt(5))); f.Overlaps != 0 {
+		t.Errorf("with the kill logged: %d overlaps, want 0: %v", f.Overlaps, f.Examples)
+	}
+	if f := tickdtest.Check(runs, loggedOrOpen(nil, tickAt(5))); f.Overlaps != 2 {
+		t.Errorf("with nothing logged (open until the check): %d overlaps, want 2", f.Overlaps)
+	}
+}
