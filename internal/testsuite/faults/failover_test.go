@@ -50,6 +50,12 @@ func (c *cluster) failOverLagging(pair *redistest.Replicated, promote func() str
 	frozen.proc.Signal(syscall.SIGCONT)
 	c.mu.Lock()
 	c.linger[frozen.proc.Pid()] = interval{f.killed, time.Now()}
+	// What the primary took during the stall is lost with it: a tick's
+	// heartbeat claims and its records among it, as in a data loss (no
+	// quarantine: the replica keeps tickd's state). Before, a slow machine
+	// sent a tick's end ping in the stall, and another replica, its claim
+	// gone, sent it again: judged wrong.
+	c.losses = append(c.losses, f.killed)
 	c.mu.Unlock()
 	// Liveness is not expected from the stall until the new primary serves.
 	c.blackout(f.stalled, time.Now().Add(every))
