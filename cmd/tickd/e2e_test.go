@@ -167,8 +167,7 @@ func TestTwoProcessesNeverOverlap(t *testing.T) {
 		t.Fatalf("exit codes %d %d", ca, cb)
 	}
 	runs = tickdtest.ReadRuns(t, logPath)
-	now := time.Now().UnixNano()
-	f := tickdtest.Check(runs, func(tickdtest.Run) int64 { return now })
+	f := tickdtest.Check(runs, tickdtest.OpenEndByLog(tickdtest.LoggedEnds(tickdtest.Logs(a, b)), time.Now()))
 	t.Logf("figures: %s", f)
 	if f.Runs < 150 {
 		t.Fatalf("only %d runs", f.Runs)

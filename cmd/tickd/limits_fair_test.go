@@ -89,7 +89,7 @@ entities = %s
 		expect.Equal(t, p.Name+"'s exit", p.Wait(20*time.Second), 0)
 	}
 	runs := tickdtest.ReadRuns(t, logPath)
-	f := tickdtest.Check(runs, func(tickdtest.Run) int64 { return time.Now().UnixNano() })
+	f := tickdtest.Check(runs, tickdtest.OpenEndByLog(tickdtest.LoggedEnds(tickdtest.Logs(procs...)), time.Now()))
 	expect.Equal(t, "overlaps", f.Overlaps, 0)
 	expect.Equal(t, "a tick run twice", f.DuplicateTickRuns, 0)
 

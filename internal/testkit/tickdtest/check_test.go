@@ -3,7 +3,11 @@ package tickdtest
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/tickd/tickd/internal/logs"
 )
 
 // rec is one worker record of task t.
@@ -92,5 +96,43 @@ func TestReadRunsLeavesAPartialLastLine(t *testing.T) {
 	runs := ReadRuns(t, p)
 	if len(runs) != 1 || runs[0].End.At != 200 {
 		t.Fatalf("runs %+v", runs)
+	}
+}
+
+// TestOpenEndByLog: a run with no end record ends where its replica's log
+// bounds it (the SIGKILL, else its start plus the duration "run ended"
+// gives), found by task, entity and fence in either replica's log, and
+// otherwise runs until the check. CI's TestImage judged 13 overlaps of a
+// worker SIGKILLed when its replica stalled past its lease, bounded by the
+// check's time alone.
+func TestOpenEndByLog(t *testing.T) {
+	const s = int64(time.Second)
+	at := func(sec int64) string { return time.Unix(sec, 0).UTC().Format(time.RFC3339Nano) }
+	replicaA := `{"time":"` + at(11) + `","level":"WARN","msg":"` + logs.MsgKilled + `","task":"t","entity":"e5","fence":7}
+{"time":"` + at(12) + `","level":"WARN","msg":"` + logs.MsgRunEnded + `","task":"t","entity":"e5","fence":7,"duration":"10s"}
+{"time":"` + at(40) + `","level":"INFO","msg":"` + logs.MsgKilled + `","task":"other","entity":"e6","fence":8}`
+	replicaB := `{"time":"` + at(30) + `","level":"WARN","msg":"` + logs.MsgRunEnded + `","task":"t","entity":"e6","fence":8,"duration":"2s"}
+not a JSON line, ` + logs.MsgKilled
+	runs := []Run{
+		run("e5", "T1", "tick", 7, 1, 1*s, 0),     // SIGKILLed at 11s: ended by then
+		run("e5", "T2", "tick", 9, 2, 21*s, 22*s), // after the kill
+		run("e6", "T1", "tick", 8, 3, 1*s, 0),     // ended within 2s (+1ms of rounding) of its start
+		run("e6", "T2", "tick", 10, 4, 4*s, 5*s),
+		run("e7", "T1", "tick", 11, 5, 1*s, 0), // nothing logged: open until the check
+		run("e7", "T2", "tick", 12, 6, 50*s, 51*s),
+	}
+	ends := LoggedEnds([]string{replicaA, replicaB})
+	if got := ends[RunID{"t", "e5", 7}].Bound(runs[0]); got != 11*s {
+		t.Errorf("e5's run bounded at %v, want the kill at 11s", time.Duration(got))
+	}
+	if got := ends[RunID{"t", "e6", 8}].Bound(runs[2]); got != 3*s+int64(time.Millisecond) {
+		t.Errorf("e6's run bounded at %v, want 3.001s", time.Duration(got))
+	}
+	f := Check(runs, OpenEndByLog(ends, time.Unix(60, 0)))
+	if f.Overlaps != 1 || len(f.Examples) != 1 || !strings.Contains(f.Examples[0], "e7") {
+		t.Errorf("bounded by the logs: %v %q, want e7's one overlap", f, f.Examples)
+	}
+	if f := Check(runs, OpenEndByLog(nil, time.Unix(60, 0))); f.Overlaps != 3 {
+		t.Errorf("bounded by the check alone: %d overlaps, want 3", f.Overlaps)
 	}
 }

@@ -135,7 +135,7 @@ func TestChecker(t *testing.T) {
 			runs: without(steady(), "e5", 2),
 			setup: func(c *cluster) {
 				c.skipped = map[string][]time.Time{"sync/" + e5(2): {tickAt(2).Add(800 * time.Millisecond)}}
-				c.logged = map[string]loggedEnd{fmt.Sprint("e5/", tickAt(1).Add(5*time.Millisecond).UnixMicro()): {took: 90 * time.Millisecond, released: tickAt(2).UnixNano()}}
+				c.logged = map[tickdtest.RunID]tickdtest.LoggedEnd{{Task: "sync", Entity: "e5", Fence: tickAt(1).Add(5 * time.Millisecond).UnixMicro()}: {Took: 90 * time.Millisecond, Released: tickAt(2).UnixNano()}}
 			},
 			eligible: all - 1, ran: all - 1,
 		},
@@ -230,7 +230,7 @@ func TestChecker(t *testing.T) {
 				synthRun{entity: "e5", reason: "tick", tick: tickAt(2), granted: tickAt(2).Add(400 * time.Millisecond),
 					from: tickAt(2).Add(410 * time.Millisecond), to: tickAt(2).Add(500 * time.Millisecond), pid: 2, ppid: 8}),
 			setup: func(c *cluster) {
-				c.logged = map[string]loggedEnd{fmt.Sprint("e5/", tickAt(1).UnixMicro()): {killed: tickAt(2).Add(300 * time.Millisecond).UnixNano()}}
+				c.logged = map[tickdtest.RunID]tickdtest.LoggedEnd{{Task: "sync", Entity: "e5", Fence: tickAt(1).UnixMicro()}: {Killed: tickAt(2).Add(300 * time.Millisecond).UnixNano()}}
 				c.killedAt[7] = tickAt(3).Add(500 * time.Millisecond).UnixNano()
 			},
 			eligible: all, ran: all,
@@ -240,7 +240,7 @@ func TestChecker(t *testing.T) {
 			runs: append(without(without(steady(), "e5", 2), "e5", 1),
 				synthRun{entity: "e5", reason: "tick", tick: tickAt(1), granted: tickAt(1), from: tickAt(1).Add(10 * time.Millisecond), pid: 1, ppid: 7}),
 			setup: func(c *cluster) {
-				c.logged = map[string]loggedEnd{fmt.Sprint("e5/", tickAt(1).UnixMicro()): {killed: tickAt(2).Add(-time.Second).UnixNano()}}
+				c.logged = map[tickdtest.RunID]tickdtest.LoggedEnd{{Task: "sync", Entity: "e5", Fence: tickAt(1).UnixMicro()}: {Killed: tickAt(2).Add(-time.Second).UnixNano()}}
 			},
 			eligible: all - 1, ran: all - 1,
 		},
@@ -290,7 +290,7 @@ func TestLogLines(t *testing.T) {
 {"time":"2026-11-25T20:10:17Z","level":"DEBUG","msg":"entity busy: skipped","task":"sync","entity":"e2","tick":"2026-11-25T20:10:14Z","error":"busy"}
 not json, run ended`
 	var got []string
-	for rec := range logLines([]string{log}, logs.MsgRunEnded, logs.MsgSkippedBusy) {
+	for rec := range tickdtest.LogLines([]string{log}, logs.MsgRunEnded, logs.MsgSkippedBusy) {
 		got = append(got, rec.Msg+" "+rec.Entity+" "+rec.Tick)
 	}
 	want := []string{"run ended e1 ", logs.MsgSkippedBusy + " e2 2026-11-25T20:10:14Z"}
@@ -318,11 +318,11 @@ func TestClusterChecksBoundOpenRunsByTheLog(t *testing.T) {
 		run(2, tickAt(2), tickAt(2).Add(time.Second), 11),
 		run(3, tickAt(3), tickAt(3).Add(time.Second), 12),
 	}
-	killed := map[string]loggedEnd{"big/e54/1": {killed: tickAt(1).Add(6 * time.Millisecond).UnixNano()}}
-	if f := tickdtest.Check(runs, loggedOrOpen(killed, tickAt(5))); f.Overlaps != 0 {
+	killed := map[tickdtest.RunID]tickdtest.LoggedEnd{{Task: "big", Entity: "e54", Fence: 1}: {Killed: tickAt(1).Add(6 * time.Millisecond).UnixNano()}}
+	if f := tickdtest.Check(runs, tickdtest.OpenEndByLog(killed, tickAt(5))); f.Overlaps != 0 {
 		t.Errorf("with the kill logged: %d overlaps, want 0: %v", f.Overlaps, f.Examples)
 	}
-	if f := tickdtest.Check(runs, loggedOrOpen(nil, tickAt(5))); f.Overlaps != 2 {
+	if f := tickdtest.Check(runs, tickdtest.OpenEndByLog(nil, tickAt(5))); f.Overlaps != 2 {
 		t.Errorf("with nothing logged (open until the check): %d overlaps, want 2", f.Overlaps)
 	}
 }

@@ -208,7 +208,7 @@ func TestReplicaGoneForGood(t *testing.T) {
 		logged := 0
 		for _, rep := range c.reps {
 			gone, back := 0, 0
-			for rec := range logLines(logsOf(rep.proc), msgNotAcknowledged, msgAcknowledgedAgain) {
+			for rec := range tickdtest.LogLines(tickdtest.Logs(rep.proc), msgNotAcknowledged, msgAcknowledgedAgain) {
 				if rec.Msg == msgNotAcknowledged {
 					gone++
 				} else {

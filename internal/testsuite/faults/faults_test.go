@@ -2,10 +2,8 @@ package faults
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"iter"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -89,10 +87,10 @@ type cluster struct {
 	// checker's tests set them).
 	skipped    map[string][]time.Time
 	superseded map[string][]time.Time
-	// logged: what the replicas logged of their runs' ends, by entity and
-	// fence (see loggedEnds); read from their logs when nil (the checker's
+	// logged: what the replicas logged of their runs' ends (see
+	// tickdtest.LoggedEnds); read from their logs when nil (the checker's
 	// tests set it).
-	logged map[string]loggedEnd
+	logged map[tickdtest.RunID]tickdtest.LoggedEnd
 	// excuse says which overlaps are documented (the nemesis's unlock
 	// -force); nil: none.
 	excuse func(a, b tickdtest.Run) bool
@@ -260,41 +258,14 @@ func (c *cluster) start(r *replica) {
 	c.mu.Unlock()
 }
 
-// loggedEnd bounds the end of a run whose worker left no end record: on a
-// loaded machine, a worker told to stop may not write it within its grace,
-// and is SIGKILLed. Its replica logs the kill (logs.MsgKilled, at the
-// moment it is sent) and the run's end ("run ended", with how long the run
-// took from before the worker was started until it was reaped: its start
-// plus that bounds its end, late by the exec time). The "run ended" line's
-// own time is no bound: a stalled link delays the release before it.
-type loggedEnd struct {
-	killed int64         // when SIGKILL was sent (unix ns); 0: not logged
-	took   time.Duration // 0: not logged
-	// released is when the replica logged the run's end, which it does
-	// once the lease is released (unix ns); 0: not logged.
-	released int64
-}
-
-// bound is the latest r can have ended by what its replica logged; 0 when
-// it logged nothing of it.
-func (e loggedEnd) bound(r tickdtest.Run) int64 {
-	switch {
-	case e.killed != 0:
-		return e.killed
-	case e.took != 0:
-		return r.Start.At + e.took.Nanoseconds()
-	}
-	return 0
-}
-
 // openEnd bounds a run with no end record: what its replica logged of it
 // (SIGKILLed after its grace, or its end), else killed with its replica
 // (Pdeathsig) at the kill, else running until end. The logged bound comes
 // first: a replica that SIGKILLed a run lives on, and its own kill -9,
 // later, says nothing of that run. c.mu is held.
-func (c *cluster) openEnd(logged map[string]loggedEnd, end time.Time) func(tickdtest.Run) int64 {
+func (c *cluster) openEnd(logged map[tickdtest.RunID]tickdtest.LoggedEnd, end time.Time) func(tickdtest.Run) int64 {
 	return func(r tickdtest.Run) int64 {
-		if at := logged[fmt.Sprint(r.Start.Entity, "/", r.Start.Fence)].bound(r); at != 0 {
+		if at := logged[r.ID()].Bound(r); at != 0 {
 			return at
 		}
 		if at, ok := c.killedAt[r.Start.Ppid]; ok && at > r.Start.At {
@@ -306,71 +277,11 @@ func (c *cluster) openEnd(logged map[string]loggedEnd, end time.Time) func(tickd
 
 // ends is what the replicas logged of their runs' ends: c.logged when set
 // (the checker's tests set it), else read from their logs. c.mu is held.
-func (c *cluster) ends() map[string]loggedEnd {
+func (c *cluster) ends() map[tickdtest.RunID]tickdtest.LoggedEnd {
 	if c.logged != nil {
 		return c.logged
 	}
-	return loggedEnds(c.procs, func(rec logLine) string { return fmt.Sprint(rec.Entity, "/", rec.Fence) })
-}
-
-// logLine is what the checker reads of a replica's JSON log line.
-type logLine struct {
-	Time     time.Time `json:"time"`
-	Msg      string    `json:"msg"`
-	Task     string    `json:"task"`
-	Entity   string    `json:"entity"`
-	Tick     string    `json:"tick"` // "" for a run of no tick (a trigger): a time.Time would refuse the line
-	Fence    int64     `json:"fence"`
-	Duration string    `json:"duration"`
-}
-
-// logsOf is the logs of procs.
-func logsOf(procs ...*tickdtest.Proc) []string {
-	logs := make([]string, len(procs))
-	for i, p := range procs {
-		logs[i] = p.Log()
-	}
-	return logs
-}
-
-// logLines yields the lines of logs whose message is one of msgs.
-func logLines(logs []string, msgs ...string) iter.Seq[logLine] {
-	return func(yield func(logLine) bool) {
-		for _, log := range logs {
-			for line := range strings.SplitSeq(log, "\n") {
-				var rec logLine
-				if !slices.ContainsFunc(msgs, func(m string) bool { return strings.Contains(line, m) }) ||
-					json.Unmarshal([]byte(line), &rec) != nil || !slices.Contains(msgs, rec.Msg) {
-					continue
-				}
-				if !yield(rec) {
-					return
-				}
-			}
-		}
-	}
-}
-
-// loggedEnds reads the logs of procs for what bounds their runs' ends, by
-// the key of each line (a run's entity and fence, with its task where the
-// replicas run several).
-func loggedEnds(procs []*tickdtest.Proc, key func(logLine) string) map[string]loggedEnd {
-	ends := map[string]loggedEnd{}
-	for rec := range logLines(logsOf(procs...), logs.MsgRunEnded, logs.MsgKilled) {
-		key := key(rec)
-		e := ends[key]
-		switch rec.Msg {
-		case logs.MsgKilled:
-			e.killed = rec.Time.UnixNano()
-		case logs.MsgRunEnded:
-			if d, err := time.ParseDuration(rec.Duration); err == nil {
-				e.took = d + time.Millisecond // logged rounded to the ms
-			}
-			e.released = rec.Time.UnixNano()
-		}
-		ends[key] = e
-	}
-	return ends
+	return tickdtest.LoggedEnds(tickdtest.Logs(c.procs...))
 }
 
 // run starts the replicas, waits for runs, injects the fault for faultTime,
@@ -575,7 +486,7 @@ func (c *cluster) check(begin, end time.Time) result {
 	for i := range entities {
 		entities[i] = fmt.Sprint("e", i)
 	}
-	released := func(r tickdtest.Run) int64 { return logged[fmt.Sprint(r.Start.Entity, "/", r.Start.Fence)].released }
+	released := func(r tickdtest.Run) int64 { return logged[r.ID()].Released }
 	j := judge{every: every, heldUntil: heldUntil, released: released, skippedBusy: c.skipped, superseded: c.superseded, alsoBusy: func(_, entity string, T time.Time) bool {
 		for _, o := range c.orphaned {
 			// Granted at a tick no later than the kill, expiring by kill + TTL.
@@ -655,7 +566,7 @@ const skipSlack = time.Second
 // task/entity@T.
 func skips(procs []*tickdtest.Proc, msg string) map[string][]time.Time {
 	out := map[string][]time.Time{}
-	for rec := range logLines(logsOf(procs...), msg) {
+	for rec := range tickdtest.LogLines(tickdtest.Logs(procs...), msg) {
 		key := rec.Task + "/" + rec.Entity + "@" + rec.Tick // RFC 3339, UTC, as the judge's labels
 		out[key] = append(out[key], rec.Time)
 	}
@@ -916,7 +827,7 @@ func TestStalledConnection(t *testing.T) {
 	// The stalled replica's runs stopped before their leases could expire:
 	// by the last renewal's send time (at most the stall) plus the TTL.
 	// A worker SIGKILLed after its grace left no end record: its replica's
-	// log bounds its end (loggedEnd).
+	// log bounds its end (tickdtest.LoggedEnd).
 	late, inFlight, stalledPid := 0, 0, c.reps[0].proc.Pid()
 	c.mu.Lock()
 	logged := c.ends()
@@ -924,7 +835,7 @@ func TestStalledConnection(t *testing.T) {
 	for _, run := range tickdtest.ReadRuns(t, c.runsLog) {
 		end := run.End.At
 		if end == 0 {
-			end = logged[fmt.Sprint(run.Start.Entity, "/", run.Start.Fence)].bound(run)
+			end = logged[run.ID()].Bound(run)
 		}
 		if run.Start.Ppid == stalledPid && run.Start.At < stalledAt.UnixNano() && (end == 0 || end > stalledAt.UnixNano()) {
 			inFlight++
@@ -1047,7 +958,7 @@ func TestSIGSTOP(t *testing.T) {
 		stale++
 		ended := run.End.At
 		if ended == 0 {
-			ended = logged[fmt.Sprint(run.Start.Entity, "/", run.Start.Fence)].bound(run)
+			ended = logged[run.ID()].Bound(run)
 		}
 		if ended == 0 {
 			failf(t, "stale run %+v never ended", run.Start)

@@ -148,7 +148,7 @@ func (e *rcEnv) stop(name string, extra string) tickdtest.Figures {
 		}
 	}
 	runs := tickdtest.ReadRuns(t, e.runsLog)
-	f := tickdtest.Check(runs, loggedOrOpen(e.ends(), time.Now()))
+	f := tickdtest.Check(runs, tickdtest.OpenEndByLog(tickdtest.LoggedEnds(tickdtest.Logs(e.procs...)), time.Now()))
 	row := fmt.Sprintf("%-22s tasks=%d masters=3 runs=%-5d tick_runs=%-5d overlaps=%d dup_tick_runs=%d fence_violations=%d %s",
 		name, len(e.tasks), f.Runs, f.TickRuns, f.Overlaps, f.DuplicateTickRuns, f.FenceViolations, extra)
 	t.Log(row)
@@ -159,29 +159,6 @@ func (e *rcEnv) stop(name string, extra string) tickdtest.Figures {
 		failf(t, "guarantees broken: %v\n%s", f, strings.Join(f.Examples, "\n"))
 	}
 	return f
-}
-
-// ends is what the replicas logged of their runs' ends, by runKey.
-func (e *rcEnv) ends() map[string]loggedEnd {
-	return loggedEnds(e.procs, func(rec logLine) string { return fmt.Sprint(rec.Task, "/", rec.Entity, "/", rec.Fence) })
-}
-
-// runKey is r's key in rcEnv.ends: its task, entity and fence.
-func runKey(r tickdtest.Run) string {
-	return fmt.Sprint(r.Start.Task, "/", r.Start.Entity, "/", r.Start.Fence)
-}
-
-// loggedOrOpen bounds a run with no end record by what its replica logged
-// of it (SIGKILLed after its grace, or its end), else by end. Before, a
-// run SIGKILLed right after its start record, on a loaded machine, was
-// taken to run until the check: 9 overlaps with the runs after it.
-func loggedOrOpen(ends map[string]loggedEnd, end time.Time) func(tickdtest.Run) int64 {
-	return func(r tickdtest.Run) int64 {
-		if at := ends[runKey(r)].bound(r); at != 0 {
-			return at
-		}
-		return end.UnixNano()
-	}
 }
 
 // tickRuns counts, per task, the tick runs for ticks in [from, to).
@@ -246,8 +223,8 @@ func (e *rcEnv) liveness(from, to time.Time) (ran, eligible int, missed []string
 	for T := from; T.Before(to); T = T.Add(e.every) {
 		ticks = append(ticks, T)
 	}
-	ends := e.ends()
-	releasedAt := func(r tickdtest.Run) int64 { return ends[runKey(r)].released }
+	ends := tickdtest.LoggedEnds(tickdtest.Logs(e.procs...))
+	releasedAt := func(r tickdtest.Run) int64 { return ends[r.ID()].Released }
 	return judge{every: e.every, heldUntil: held, released: releasedAt, skippedBusy: skips(e.procs, logs.MsgSkippedBusy), superseded: skips(e.procs, logs.MsgAlreadyRan)}.liveness(tickdtest.ReadRuns(e.t, e.runsLog), e.tasks, e.entities, ticks)
 }
 
