@@ -99,6 +99,14 @@ func goBuild(out, pkg string, flags ...string) error {
 // their paths. Packages that call it run their tests with Main.
 func Binaries(t testing.TB) (tickd, worker string) {
 	t.Helper()
+	if err := build(); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(buildDir, "tickd"), filepath.Join(buildDir, "testworker")
+}
+
+// build builds the binaries, once.
+func build() error {
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "tickdtest-bin")
 		if buildErr != nil {
@@ -110,10 +118,7 @@ func Binaries(t testing.TB) (tickd, worker string) {
 			}
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return filepath.Join(buildDir, "tickd"), filepath.Join(buildDir, "testworker")
+	return buildErr
 }
 
 // Proc is one running tickd process.

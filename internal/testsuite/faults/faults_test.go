@@ -1025,20 +1025,38 @@ func tail(log string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// scenariosAtOnce is how many scenarios run at once here, and why. Each
+// starts a worker for every entity every tick (100 a second), and their
+// starts' CPU must leave room for the replicas, Redis and the other
+// packages beside: the scenarios that fit their workers in 0.9 of a CPU
+// run at once, one to three. The cost of a start is what differs between
+// machines of two CPUs: a Go worker's took 10 ms of CPU on one whose page
+// faults cost 13 µs, where the fault suite with two or three scenarios at
+// once took most scenarios' liveness under 0.99 (each passing alone), a
+// judgement the machine's load flipped; there one at a time. On CI's
+// machine three at once took 190 s, one at a time 560 s. Under -short no
+// scenario runs, and -parallel on the command line decides.
+func scenariosAtOnce() (int, string) {
+	if testing.Short() {
+		return 1, "-short"
+	}
+	cost, err := tickdtest.WorkerStartCPU(20)
+	if err != nil {
+		return 1, fmt.Sprintf("scenarios at once: 1, the worker's start not measured: %v", err)
+	}
+	perSecond := float64(nEntities) / every.Seconds()
+	n := max(1, min(3, int(0.9/(perSecond*cost.Seconds()))))
+	return n, fmt.Sprintf("scenarios at once: %d, a worker's start costing %v of CPU", n, cost.Round(10*time.Microsecond))
+}
+
 func TestMain(m *testing.M) {
 	flag.Parse()
-	// One scenario at a time. Each starts about 100 worker processes a
-	// second, and on a 2-CPU machine whose page faults are slow (13 µs:
-	// a Go worker's start, 200 faults, costs 6-8 ms of CPU) one scenario's
-	// workers take most of a CPU: with three, and with two, at once, most
-	// scenarios' liveness fell under 0.99 there (each passes alone), a
-	// judgement the machine's load flipped. Alone, the suite takes about
-	// 520 s there (three at once: 190 s on a faster CI machine).
-	tier.Parallel(1)
+	atOnce, note := scenariosAtOnce()
+	tier.Parallel(atOnce)
 	code := tickdtest.Main(m)
 	if len(table) > 0 {
 		sort.Strings(table)
-		fmt.Println("\nfault-injection summary:")
+		fmt.Println("\nfault-injection summary (" + note + "):")
 		for _, row := range table {
 			fmt.Println("  " + row)
 		}
