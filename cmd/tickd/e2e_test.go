@@ -415,9 +415,13 @@ func TestSIGTERMDuringStartUp(t *testing.T) {
 // does slow work at init (a bcrypt hash made at init held every command up
 // by 87ms, and a SIGTERM up to 100ms after exec killed tickd). The moment
 // is the runtime's own report (GODEBUG=inittrace=1), not a guess of time:
-// about 8ms after exec here, 20ms or more on a loaded machine.
+// about 8ms after exec here, 20ms or more on a loaded machine. A package's
+// init is judged by its fastest of the three rounds: slow work is slow in
+// each, while a loaded machine stretched one round's 4ms to 31ms.
 func TestSIGTERMRightAfterExec(t *testing.T) {
 	t.Parallel()
+	fastest := map[string]float64{} // package -> its fastest init, ms of clock
+	lines := map[string]string{}    // package -> its fastest init's line
 	bin, _ := tickdtest.Binaries(t)
 	cfg := filepath.Join(t.TempDir(), "tickd.toml")
 	tickdtest.WriteFile(t, cfg, "[daemon]\nlog_format = \"json\"\n[[tasks]]\nname = \"t\"\nevery = \"1h\"\ncommand = [\"true\"]\n")
@@ -454,10 +458,17 @@ func TestSIGTERMRightAfterExec(t *testing.T) {
 		for _, l := range inits { // "init PKG @T ms, C ms clock, …"
 			f := strings.Fields(l)
 			if len(f) > 4 {
-				if ms, err := strconv.ParseFloat(f[4], 64); err == nil && ms > 20 {
-					t.Errorf("a package does slow work at init: %s", l)
+				if ms, err := strconv.ParseFloat(f[4], 64); err == nil {
+					if least, ok := fastest[f[1]]; !ok || ms < least {
+						fastest[f[1]], lines[f[1]] = ms, l
+					}
 				}
 			}
+		}
+	}
+	for pkg, ms := range fastest {
+		if ms > 20 {
+			t.Errorf("a package does slow work at init, in each of three starts: %s", lines[pkg])
 		}
 	}
 }
