@@ -18,6 +18,9 @@ type LogLine struct {
 	Entity   string    `json:"entity"`
 	Tick     string    `json:"tick"` // "" for a run of no tick (a trigger): a time.Time would refuse the line
 	Fence    int64     `json:"fence"`
+	Reason   string    `json:"reason"`
+	Outcome  string    `json:"outcome"`
+	Error    string    `json:"error"`
 	Duration string    `json:"duration"`
 }
 

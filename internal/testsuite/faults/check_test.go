@@ -253,6 +253,33 @@ func TestChecker(t *testing.T) {
 			eligible: all - 2, ran: all - 2,
 		},
 		{
+			name: "a tick run stopped for safety before its worker wrote is excused",
+			runs: without(steady(), "e5", 2),
+			setup: func(c *cluster) {
+				c.replicaLogs = []string{loggedRun("e5", tickAt(2), "tick", tickAt(2).Add(1200*time.Millisecond), tickAt(2).Add(1900*time.Millisecond),
+					"lease_lost", "stopped: lease: not renewed within its trust window")}
+			},
+			eligible: all - 1, ran: all - 1,
+		},
+		{
+			name: "… but a run not started is no run: its hand-over is",
+			runs: without(steady(), "e5", 2),
+			setup: func(c *cluster) {
+				c.replicaLogs = []string{loggedRun("e5", tickAt(2), "tick", tickAt(2).Add(1200*time.Millisecond), tickAt(2).Add(1300*time.Millisecond),
+					"lease_lost", "tasks: run not started: lease: not renewed within its trust window")}
+			},
+			eligible: all, ran: all - 1, missed: []string{e5(2)},
+		},
+		{
+			name: "busy: the lease of a logged run that left no record held across the tick",
+			runs: without(steady(), "e5", 2),
+			setup: func(c *cluster) {
+				c.replicaLogs = []string{loggedRun("e5", tickAt(1), "retry", tickAt(2).Add(-500*time.Millisecond), tickAt(2).Add(300*time.Millisecond),
+					"canceled", "tasks: run not started: shutting down")}
+			},
+			eligible: all - 1, ran: all - 1,
+		},
+		{
 			name: "overlapping runs are counted",
 			runs: append(steady(), synthRun{entity: "e5", reason: "trigger", tick: tickAt(2),
 				granted: tickAt(2).Add(20 * time.Millisecond), from: tickAt(2).Add(50 * time.Millisecond), to: tickAt(2).Add(60 * time.Millisecond), pid: 1, ppid: 1}),
@@ -325,4 +352,12 @@ func TestClusterChecksBoundOpenRunsByTheLog(t *testing.T) {
 	if f := tickdtest.Check(runs, tickdtest.OpenEndByLog(nil, tickAt(5))); f.Overlaps != 2 {
 		t.Errorf("with nothing logged (open until the check): %d overlaps, want 2", f.Overlaps)
 	}
+}
+
+// loggedRun is the "run ended" line a replica logs at at of a run of
+// entity for tick T granted at granted (its fence).
+func loggedRun(entity string, T time.Time, reason string, granted, at time.Time, outcome, errText string) string {
+	b, _ := json.Marshal(map[string]any{"time": at, "level": "WARN", "msg": logs.MsgRunEnded, "task": "sync", "entity": entity,
+		"tick": T.UTC().Format(time.RFC3339), "fence": granted.UnixMicro(), "reason": reason, "outcome": outcome, "error": errText, "duration": "1s"})
+	return string(b)
 }

@@ -91,6 +91,10 @@ type cluster struct {
 	// tickdtest.LoggedEnds); read from their logs when nil (the checker's
 	// tests set it).
 	logged map[tickdtest.RunID]tickdtest.LoggedEnd
+	// replicaLogs: the replicas' logs, for the runs they logged that left
+	// no record (see unrecorded); read from them when nil (the checker's
+	// tests set it).
+	replicaLogs []string
 	// excuse says which overlaps are documented (the nemesis's unlock
 	// -force); nil: none.
 	excuse func(a, b tickdtest.Run) bool
@@ -414,6 +418,7 @@ type result struct {
 	runsWithoutRedis      int
 	strays, workLeft      int
 	faults                int
+	stoppedUnrecorded     int // pairs excused: stopped for safety before the worker wrote (see unrecorded)
 	extra                 string
 	missed                []string // eligible pairs that did not run (the first 20)
 	// The history of the ticks checked: complete records, records left
@@ -496,7 +501,13 @@ func (c *cluster) check(begin, end time.Time) result {
 		}
 		return false
 	}}
-	res.liveRan, res.liveEligible, res.missed = j.liveness(runs, []string{"sync"}, entities, ticks)
+	replicaLogs := c.replicaLogs
+	if replicaLogs == nil {
+		replicaLogs = tickdtest.Logs(c.procs...)
+	}
+	holds, stopped := unrecorded(runs, replicaLogs, c.ttl)
+	j.stopped, res.stoppedUnrecorded = stopped, len(stopped)
+	res.liveRan, res.liveEligible, res.missed = j.liveness(append(slices.Clone(runs), holds...), []string{"sync"}, entities, ticks)
 	return res
 }
 
@@ -555,6 +566,10 @@ type judge struct {
 	// entity's last: a late fan-out of T that finds a later tick's run
 	// started skips T, which that run stands for (may be nil).
 	superseded map[string][]time.Time
+	// stopped: the pairs, by task/entity@T, whose run was started and
+	// stopped for safety before its worker wrote a record (see
+	// unrecorded): excused, neither ran nor missed (may be nil).
+	stopped map[string]bool
 }
 
 // skipSlack is how far a replica's "skipped: busy" line may be from the
@@ -595,6 +610,7 @@ func (j judge) liveness(runs []tickdtest.Run, tasks, entities []string, ticks []
 				case tickRan[key+"@"+label]:
 					eligible++
 					ran++
+				case j.stopped[key+"@"+label]:
 				case j.busy(byKey[key], task, entity, T, label):
 				default:
 					eligible++
@@ -660,9 +676,9 @@ var (
 
 func report(t *testing.T, name string, r result) {
 	t.Helper()
-	row := fmt.Sprintf("%-22s faults=%-3d runs=%-5d tick_runs=%-5d reschedules=%-4d overlaps=%d dup_tick_runs=%d fence_violations=%d liveness=%.4f (%d/%d) runs_without_redis=%d work_left=%d stray_leases=%d history=%d/%d/%d %s",
+	row := fmt.Sprintf("%-22s faults=%-3d runs=%-5d tick_runs=%-5d reschedules=%-4d overlaps=%d dup_tick_runs=%d fence_violations=%d liveness=%.4f (%d/%d) stopped_unrecorded=%d runs_without_redis=%d work_left=%d stray_leases=%d history=%d/%d/%d %s",
 		name, r.faults, r.Runs, r.TickRuns, r.Reschedules, r.Overlaps, r.DuplicateTickRuns, r.FenceViolations,
-		r.liveness(), r.liveRan, r.liveEligible, r.runsWithoutRedis, r.workLeft, r.strays,
+		r.liveness(), r.liveRan, r.liveEligible, r.stoppedUnrecorded, r.runsWithoutRedis, r.workLeft, r.strays,
 		r.historyComplete, r.historyIncomplete, r.historyWrong, r.extra)
 	row += " " + r.beatsRow()
 	t.Log(row)

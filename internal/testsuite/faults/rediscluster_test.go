@@ -225,7 +225,10 @@ func (e *rcEnv) liveness(from, to time.Time) (ran, eligible int, missed []string
 	}
 	ends := tickdtest.LoggedEnds(tickdtest.Logs(e.procs...))
 	releasedAt := func(r tickdtest.Run) int64 { return ends[r.ID()].Released }
-	return judge{every: e.every, heldUntil: held, released: releasedAt, skippedBusy: skips(e.procs, logs.MsgSkippedBusy), superseded: skips(e.procs, logs.MsgAlreadyRan)}.liveness(tickdtest.ReadRuns(e.t, e.runsLog), e.tasks, e.entities, ticks)
+	runs := tickdtest.ReadRuns(e.t, e.runsLog)
+	holds, stopped := unrecorded(runs, tickdtest.Logs(e.procs...), rcTTL)
+	return judge{every: e.every, heldUntil: held, released: releasedAt, skippedBusy: skips(e.procs, logs.MsgSkippedBusy), superseded: skips(e.procs, logs.MsgAlreadyRan),
+		stopped: stopped}.liveness(append(runs, holds...), e.tasks, e.entities, ticks)
 }
 
 // mostTasks is the master that serves the most tasks, and its tasks.
