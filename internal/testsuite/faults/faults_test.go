@@ -453,7 +453,9 @@ func (r result) liveness() float64 {
 // fault: its lease is held until it expires, max(end, fault start) +
 // leaseTTL; so is a lease a killed or frozen replica held, read from Redis
 // right after the kill or the SIGSTOP (it may have been granted before any
-// run record was written). The
+// run record was written). So is the lease of a run a replica logged and
+// whose worker left no record (unrecorded), and a pair whose run for T was
+// started and stopped for safety before its worker wrote is excused. The
 // figure is the share of eligible pairs whose run for T happened: a tick run
 // for T, or its hand-over (a retry run carrying tick T), which is what a
 // replica does with a run it could not start because it was frozen past the
