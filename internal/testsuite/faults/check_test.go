@@ -90,8 +90,8 @@ func TestChecker(t *testing.T) {
 		runs  []synthRun
 		setup func(c *cluster)
 		// the figures that matter in this case
-		eligible, ran, withoutRedis, overlaps int
-		missed                                []string
+		eligible, ran, withoutRedis, overlaps, stopped int
+		missed                                         []string
 	}{
 		{name: "every entity ran every tick", runs: steady(), eligible: all, ran: all},
 		{name: "a missed tick", runs: without(steady(), "e5", 2), eligible: all, ran: all - 1, missed: []string{e5(2)}},
@@ -259,7 +259,7 @@ func TestChecker(t *testing.T) {
 				c.replicaLogs = []string{loggedRun("e5", tickAt(2), "tick", tickAt(2).Add(1200*time.Millisecond), tickAt(2).Add(1900*time.Millisecond),
 					"lease_lost", "stopped: lease: not renewed within its trust window")}
 			},
-			eligible: all - 1, ran: all - 1,
+			eligible: all - 1, ran: all - 1, stopped: 1,
 		},
 		{
 			name: "… but a run not started is no run: its hand-over is",
@@ -297,6 +297,7 @@ func TestChecker(t *testing.T) {
 				{"pairs that ran", r.liveRan, c.ran},
 				{"runs without Redis", r.runsWithoutRedis, c.withoutRedis},
 				{"overlaps", r.Overlaps, c.overlaps},
+				{"pairs excused as stopped before their worker wrote", r.stoppedUnrecorded, c.stopped},
 			} {
 				if fig.got != fig.want {
 					t.Errorf("%s: %d, want %d", fig.name, fig.got, fig.want)

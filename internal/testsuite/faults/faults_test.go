@@ -508,8 +508,9 @@ func (c *cluster) check(begin, end time.Time) result {
 		replicaLogs = tickdtest.Logs(c.procs...)
 	}
 	holds, stopped := unrecorded(runs, replicaLogs, c.ttl)
-	j.stopped, res.stoppedUnrecorded = stopped, len(stopped)
-	res.liveRan, res.liveEligible, res.missed = j.liveness(append(slices.Clone(runs), holds...), []string{"sync"}, entities, ticks)
+	j.stopped = stopped
+	v := j.liveness(append(slices.Clone(runs), holds...), []string{"sync"}, entities, ticks)
+	res.liveRan, res.liveEligible, res.missed, res.stoppedUnrecorded = v.ran, v.eligible, v.missed, v.stopped
 	return res
 }
 
@@ -593,7 +594,15 @@ func skips(procs []*tickdtest.Proc, msg string) map[string][]time.Time {
 // liveness judges every (task, entity, T) and returns how many ran, how
 // many were eligible, and the first 20 that did not run (entity@T, or
 // task/entity@T for several tasks).
-func (j judge) liveness(runs []tickdtest.Run, tasks, entities []string, ticks []time.Time) (ran, eligible int, missed []string) {
+// verdict is what liveness found: the pairs that ran of those eligible,
+// the first 20 that did not run, and the pairs excused as stopped for
+// safety before their worker wrote (judge.stopped).
+type verdict struct {
+	ran, eligible, stopped int
+	missed                 []string
+}
+
+func (j judge) liveness(runs []tickdtest.Run, tasks, entities []string, ticks []time.Time) (v verdict) {
 	byKey := map[string][]tickdtest.Run{}
 	tickRan := map[string]bool{}
 	for _, r := range runs {
@@ -610,25 +619,26 @@ func (j judge) liveness(runs []tickdtest.Run, tasks, entities []string, ticks []
 				key := task + "/" + entity
 				switch {
 				case tickRan[key+"@"+label]:
-					eligible++
-					ran++
+					v.eligible++
+					v.ran++
 				case j.stopped[key+"@"+label]:
+					v.stopped++
 				case j.busy(byKey[key], task, entity, T, label):
 				default:
-					eligible++
-					if len(missed) >= 20 {
+					v.eligible++
+					if len(v.missed) >= 20 {
 						continue
 					}
 					name := entity // one task: the entity names the pair
 					if len(tasks) > 1 {
 						name = key
 					}
-					missed = append(missed, name+"@"+label)
+					v.missed = append(v.missed, name+"@"+label)
 				}
 			}
 		}
 	}
-	return ran, eligible, missed
+	return v
 }
 
 // tickOf is the tick r ran for: a tick run's, or the one its hand-over

@@ -223,12 +223,14 @@ func (e *rcEnv) liveness(from, to time.Time) (ran, eligible int, missed []string
 	for T := from; T.Before(to); T = T.Add(e.every) {
 		ticks = append(ticks, T)
 	}
-	ends := tickdtest.LoggedEnds(tickdtest.Logs(e.procs...))
+	replicaLogs := tickdtest.Logs(e.procs...)
+	ends := tickdtest.LoggedEnds(replicaLogs)
 	releasedAt := func(r tickdtest.Run) int64 { return ends[r.ID()].Released }
 	runs := tickdtest.ReadRuns(e.t, e.runsLog)
-	holds, stopped := unrecorded(runs, tickdtest.Logs(e.procs...), rcTTL)
-	return judge{every: e.every, heldUntil: held, released: releasedAt, skippedBusy: skips(e.procs, logs.MsgSkippedBusy), superseded: skips(e.procs, logs.MsgAlreadyRan),
+	holds, stopped := unrecorded(runs, replicaLogs, rcTTL)
+	v := judge{every: e.every, heldUntil: held, released: releasedAt, skippedBusy: skips(e.procs, logs.MsgSkippedBusy), superseded: skips(e.procs, logs.MsgAlreadyRan),
 		stopped: stopped}.liveness(append(runs, holds...), e.tasks, e.entities, ticks)
+	return v.ran, v.eligible, v.missed
 }
 
 // mostTasks is the master that serves the most tasks, and its tasks.

@@ -6,6 +6,8 @@ import (
 
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
+	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/tasks"
 )
 
 // unrecordedReason marks, among the runs the liveness judge reads, a run its
@@ -38,20 +40,20 @@ func unrecorded(runs []tickdtest.Run, replicaLogs []string, ttl time.Duration) (
 		if recorded[id] || rec.Fence == 0 {
 			continue
 		}
-		end := rec.Time.UnixNano()
-		if rec.Outcome == "lease_lost" {
+		end, lost := rec.Time.UnixNano(), rec.Outcome == string(driver.OutcomeLeaseLost)
+		if lost {
 			end += ttl.Nanoseconds()
 		}
-		holds = append(holds, tickdtest.Run{
-			Start: tickdtest.Record{Event: "start", Task: rec.Task, Entity: rec.Entity, Tick: rec.Tick, Reason: unrecordedReason,
+		r := tickdtest.Run{
+			Start: tickdtest.Record{Event: "start", Task: rec.Task, Entity: rec.Entity, Tick: rec.Tick, Reason: rec.Reason,
 				Fence: rec.Fence, At: rec.Fence * int64(time.Microsecond)},
 			End: tickdtest.Record{Event: "end", Task: rec.Task, Entity: rec.Entity, Fence: rec.Fence, At: end},
-		})
-		T, err := time.Parse(time.RFC3339Nano, rec.Tick)
-		if rec.Outcome == "lease_lost" && !strings.Contains(rec.Error, "run not started") && err == nil &&
-			(rec.Reason == "tick" || rec.Reason == "retry" || rec.Reason == "queued") {
+		}
+		if T, ok := tickOf(r); ok && lost && !strings.Contains(rec.Error, tasks.ErrNotStarted.Error()) {
 			stopped[rec.Task+"/"+rec.Entity+"@"+T.UTC().Format(time.RFC3339)] = true
 		}
+		r.Start.Reason = unrecordedReason
+		holds = append(holds, r)
 	}
 	return holds, stopped
 }
