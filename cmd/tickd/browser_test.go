@@ -138,6 +138,19 @@ limits = ["users-api"]
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
+	// click clicks sel, and again should the page's refresh replace the
+	// element between chromedp's finding it and its click (CI: "Could not
+	// find node with given id"): a user's click lands on whichever is there.
+	click := func(sel string) chromedp.Action {
+		return chromedp.ActionFunc(func(ctx context.Context) error {
+			for attempt := 1; ; attempt++ {
+				err := chromedp.Click(sel).Do(ctx)
+				if err == nil || attempt == 5 || !strings.Contains(err.Error(), "Could not find node") {
+					return err
+				}
+			}
+		})
+	}
 	// Log in: the browser sends the user's credentials with every request.
 	run("log in", network.Enable(), network.SetExtraHTTPHeaders(network.Headers{"Authorization": "Basic " + basicAuth("ops", "s3cret")}))
 
@@ -152,7 +165,7 @@ limits = ["users-api"]
 	run("screenshot of the tasks page", shot("tasks.png"))
 
 	var bars int
-	run("the task page", chromedp.Click(`a[href="/tickd/tasks/sync-users"]`), chromedp.WaitVisible(`svg.chart`),
+	run("the task page", click(`a[href="/tickd/tasks/sync-users"]`), chromedp.WaitVisible(`svg.chart`),
 		chromedp.Evaluate(`document.querySelectorAll("svg.chart g").length`, &bars))
 	expect.True(t, "the chart has ticks", bars > 0)
 	var axis []string
@@ -218,7 +231,7 @@ limits = ["users-api"]
 	run("back to the tasks page", chromedp.Navigate(base+"/"), chromedp.WaitVisible(`span.paused`))
 	run("screenshot of a paused task", shot("paused.png"))
 	run("resume", chromedp.Navigate(base+"/tasks/sync-users"), chromedp.WaitVisible(`form[action$="/resume"] button`),
-		chromedp.Click(`form[action$="/resume"] button`), chromedp.WaitVisible(`p.flash`),
+		click(`form[action$="/resume"] button`), chromedp.WaitVisible(`p.flash`),
 		chromedp.Navigate(base+"/"), chromedp.WaitVisible(`a[href="/tickd/tasks/sync-users"]`), chromedp.Text("main", &text))
 	expect.True(t, "resumed", !strings.Contains(text, "db migration") && strings.Contains(text, "running"))
 
@@ -229,7 +242,7 @@ limits = ["users-api"]
 		chromedp.Poll(`[...document.querySelectorAll("td a")].some(a => a.textContent === "x y")`, nil, chromedp.WithPollingTimeout(30*time.Second)),
 		chromedp.Evaluate(`[...document.querySelectorAll("td a")].find(a => a.textContent === "x y").click()`, nil),
 		chromedp.WaitVisible(`form[action$="/trigger"] button`), chromedp.Text("h1", &text),
-		chromedp.Click(`form[action$="/trigger"] button`), chromedp.WaitVisible(`td.outcome`),
+		click(`form[action$="/trigger"] button`), chromedp.WaitVisible(`td.outcome`),
 		chromedp.Text(`tbody td a`, &answered))
 	expect.Equal(t, "the entity page reached from the x y link", strings.TrimSpace(text[strings.LastIndex(text, "/")+1:]), "x y")
 	expect.Equal(t, "the entity triggered from the x y page", answered, "x y")
@@ -240,7 +253,7 @@ limits = ["users-api"]
 	var href string
 	var found bool
 	run("trigger nl\\nx from its page", chromedp.Navigate(base+"/tasks/sync-users/entity?id=nl%0Ax"),
-		chromedp.WaitVisible(`form[action$="/trigger"] button`), chromedp.Click(`form[action$="/trigger"] button`),
+		chromedp.WaitVisible(`form[action$="/trigger"] button`), click(`form[action$="/trigger"] button`),
 		chromedp.WaitVisible(`td.outcome`), chromedp.AttributeValue(`tbody td a`, "href", &href, &found))
 	expect.True(t, "the answer is for nl\\nx itself: "+href, strings.HasSuffix(strings.ToUpper(href), "ID=NL%0AX"))
 
