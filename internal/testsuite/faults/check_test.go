@@ -207,10 +207,25 @@ func TestChecker(t *testing.T) {
 			eligible: all, ran: all,
 		},
 		{
-			name: "… and past its trust window",
+			// On a loaded machine a run's process starts seconds after its
+			// grant, its lease renewed meanwhile: granted 1.2s before the
+			// outage, renewed until it, it starts 2.1s after its grant (a 1s
+			// lease), within what the last renewal held.
+			name: "a run started during an outage on a lease granted long before it, renewed until it",
 			runs: append(without(steady(), "e5", 2), synthRun{entity: "e5", reason: "tick", tick: tickAt(2),
-				granted: tickAt(2).Add(-50 * time.Millisecond), from: tickAt(2).Add(1700 * time.Millisecond), to: tickAt(2).Add(1800 * time.Millisecond), pid: 1, ppid: 1}),
+				granted: tickAt(2).Add(-1200 * time.Millisecond), from: tickAt(2).Add(900 * time.Millisecond), to: tickAt(2).Add(1000 * time.Millisecond), pid: 1, ppid: 1}),
 			setup: func(c *cluster) {
+				c.ttl = time.Second
+				c.redisDown = []interval{{tickAt(2).Add(100 * time.Millisecond), tickAt(2).Add(1900 * time.Millisecond)}}
+			},
+			eligible: all, ran: all,
+		},
+		{
+			name: "… and after any lease it had could have lapsed",
+			runs: append(without(steady(), "e5", 2), synthRun{entity: "e5", reason: "tick", tick: tickAt(2),
+				granted: tickAt(2).Add(-50 * time.Millisecond), from: tickAt(2).Add(1500 * time.Millisecond), to: tickAt(2).Add(1600 * time.Millisecond), pid: 1, ppid: 1}),
+			setup: func(c *cluster) {
+				c.ttl = time.Second
 				c.redisDown = []interval{{tickAt(2).Add(100 * time.Millisecond), tickAt(2).Add(1900 * time.Millisecond)}}
 			},
 			eligible: all, ran: all, withoutRedis: 1,
@@ -295,7 +310,7 @@ func TestChecker(t *testing.T) {
 			}{
 				{"eligible (entity, tick) pairs", r.liveEligible, c.eligible},
 				{"pairs that ran", r.liveRan, c.ran},
-				{"runs without Redis", r.runsWithoutRedis, c.withoutRedis},
+				{"runs without Redis", len(r.withoutRedis), c.withoutRedis},
 				{"overlaps", r.Overlaps, c.overlaps},
 				{"pairs excused as stopped before their worker wrote", r.stoppedUnrecorded, c.stopped},
 			} {

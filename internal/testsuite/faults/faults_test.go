@@ -45,6 +45,9 @@ const (
 	workUnits = 3
 )
 
+// timeMs is how the suite's messages print a moment.
+const timeMs = "15:04:05.000"
+
 // interval is a span of wall-clock time.
 type interval struct{ from, to time.Time }
 
@@ -415,7 +418,7 @@ func (c *cluster) strayLeases() int {
 type result struct {
 	tickdtest.Figures
 	liveEligible, liveRan int
-	runsWithoutRedis      int
+	withoutRedis          []string // runs started while Redis was down, on no lease
 	strays, workLeft      int
 	faults                int
 	stoppedUnrecorded     int // pairs excused: stopped for safety before the worker wrote (see unrecorded)
@@ -487,7 +490,7 @@ func (c *cluster) check(begin, end time.Time) result {
 		}
 		return e
 	}
-	res.runsWithoutRedis = c.runsWithoutRedis(runs)
+	res.withoutRedis = c.runsWithoutRedis(runs)
 	ticks := c.judgedTicks(begin, end)
 	entities := make([]string, nEntities)
 	for i := range entities {
@@ -514,22 +517,29 @@ func (c *cluster) check(begin, end time.Time) result {
 	return res
 }
 
-// runsWithoutRedis counts the runs that started while Redis was down
-// without a lease granted before and still trusted: the fence is Redis's
-// TIME (µs) at the grant. c.mu is held.
-func (c *cluster) runsWithoutRedis(runs []tickdtest.Run) int {
-	n := 0
-	trust := (c.ttl - c.ttl/5).Nanoseconds()
+// runsWithoutRedis names the runs whose worker started while Redis was down
+// on no lease: one granted in the outage (the fence is Redis's TIME at the
+// grant, in µs), or one that started after the lease it had could have
+// lapsed. A lease granted before the outage was renewed, at the latest,
+// when Redis stopped answering, so it held until then plus its TTL. Its
+// grant is no bound: on a loaded machine a run's process can start more
+// than the trust window after it, its lease renewed meanwhile. tickd starts
+// a run only within the lease's trust window, TTL/5 shorter than the TTL;
+// that margin is what the run's process has to start in and write its
+// record. c.mu is held.
+func (c *cluster) runsWithoutRedis(runs []tickdtest.Run) []string {
+	var bad []string
 	for _, r := range runs {
-		granted := r.Start.Fence * 1000
+		granted := time.Unix(0, r.Start.Fence*1000)
+		start := time.Unix(0, r.Start.At)
 		for _, d := range c.redisDown {
-			during := r.Start.At > d.from.UnixNano() && r.Start.At < d.to.UnixNano()
-			if during && (granted > d.from.UnixNano() || r.Start.At > granted+trust) {
-				n++
+			if start.After(d.from) && start.Before(d.to) && (granted.After(d.from) || start.After(d.from.Add(c.ttl))) {
+				bad = append(bad, fmt.Sprintf("%s/%s (%s, pid %d of replica %d): granted %s, started %s, Redis down %s–%s",
+					r.Start.Task, r.Start.Entity, r.Start.Reason, r.Start.Pid, r.Start.Ppid, granted.Format(timeMs), start.Format(timeMs), d.from.Format(timeMs), d.to.Format(timeMs)))
 			}
 		}
 	}
-	return n
+	return bad
 }
 
 // judgedTicks are the ticks T with begin+every <= T <= end-2*every whose
@@ -690,7 +700,7 @@ func report(t *testing.T, name string, r result) {
 	t.Helper()
 	row := fmt.Sprintf("%-22s faults=%-3d runs=%-5d tick_runs=%-5d reschedules=%-4d overlaps=%d dup_tick_runs=%d fence_violations=%d liveness=%.4f (%d/%d) stopped_unrecorded=%d runs_without_redis=%d work_left=%d stray_leases=%d history=%d/%d/%d %s",
 		name, r.faults, r.Runs, r.TickRuns, r.Reschedules, r.Overlaps, r.DuplicateTickRuns, r.FenceViolations,
-		r.liveness(), r.liveRan, r.liveEligible, r.stoppedUnrecorded, r.runsWithoutRedis, r.workLeft, r.strays,
+		r.liveness(), r.liveRan, r.liveEligible, r.stoppedUnrecorded, len(r.withoutRedis), r.workLeft, r.strays,
 		r.historyComplete, r.historyIncomplete, r.historyWrong, r.extra)
 	row += " " + r.beatsRow()
 	t.Log(row)
@@ -712,8 +722,8 @@ func guaranteesHold(t *testing.T, r result, allowOverlaps bool) {
 	if r.liveEligible == 0 || r.liveness() < 0.99 {
 		failf(t, "liveness %.4f over %d eligible (entity, tick) pairs, want >= 0.99; missed e.g. %v", r.liveness(), r.liveEligible, r.missed)
 	}
-	if r.runsWithoutRedis != 0 {
-		failf(t, "%d runs started while Redis was down", r.runsWithoutRedis)
+	if len(r.withoutRedis) != 0 {
+		failf(t, "%d runs started while Redis was down, on no lease:\n%s", len(r.withoutRedis), strings.Join(r.withoutRedis, "\n"))
 	}
 	if r.workLeft != 0 {
 		failf(t, "%d units of work left", r.workLeft)

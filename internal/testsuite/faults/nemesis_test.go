@@ -120,7 +120,7 @@ func (n *nemesis) addExtra() {
 }
 
 func (n *nemesis) say(format string, args ...any) {
-	line := fmt.Sprintf("%s "+format, append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+	line := fmt.Sprintf("%s "+format, append([]any{time.Now().Format(timeMs)}, args...)...)
 	n.log = append(n.log, line)
 }
 
