@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -1066,14 +1067,14 @@ func tail(log string, n int) string {
 // scenariosAtOnce is how many scenarios run at once here, and why. Each
 // starts a worker for every entity every tick (100 a second), and their
 // starts' CPU must leave room for the replicas, Redis and the other
-// packages beside: the scenarios that fit their workers in 0.9 of a CPU
-// run at once, one to three. The cost of a start is what differs between
-// machines of two CPUs: a Go worker's took 10 ms of CPU on one whose page
-// faults cost 13 µs, where the fault suite with two or three scenarios at
-// once took most scenarios' liveness under 0.99 (each passing alone), a
-// judgement the machine's load flipped; there one at a time. On CI's
-// machine three at once took 190 s, one at a time 560 s. Under -short no
-// scenario runs, and -parallel on the command line decides.
+// packages beside: the scenarios that fit their workers in 0.45 of the
+// machine's CPUs run at once, one to three. On a machine of two CPUs whose
+// page faults cost 13 µs a Go worker's start took 10 ms of CPU, and the
+// fault suite with two or three scenarios at once took most scenarios'
+// liveness under 0.99 (each passing alone), a judgement the machine's load
+// flipped; there one at a time. On CI's machine three at once took 190 s,
+// one at a time 560 s. Under -short no scenario runs, and -parallel on the
+// command line decides.
 func scenariosAtOnce() (int, string) {
 	if testing.Short() {
 		return 1, "-short"
@@ -1083,8 +1084,9 @@ func scenariosAtOnce() (int, string) {
 		return 1, fmt.Sprintf("scenarios at once: 1, the worker's start not measured: %v", err)
 	}
 	perSecond := float64(nEntities) / every.Seconds()
-	n := max(1, min(3, int(0.9/(perSecond*cost.Seconds()))))
-	return n, fmt.Sprintf("scenarios at once: %d, a worker's start costing %v of CPU", n, cost.Round(10*time.Microsecond))
+	cpus := runtime.NumCPU()
+	n := max(1, min(3, int(0.45*float64(cpus)/(perSecond*cost.Seconds()))))
+	return n, fmt.Sprintf("scenarios at once: %d, a worker's start costing %v of CPU, %d CPUs", n, cost.Round(10*time.Microsecond), cpus)
 }
 
 func TestMain(m *testing.M) {
