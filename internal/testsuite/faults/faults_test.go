@@ -283,13 +283,22 @@ func (c *cluster) openEnd(logged map[tickdtest.RunID]tickdtest.LoggedEnd, end ti
 	}
 }
 
+// readLogs is the replicas' logs: c.replicaLogs when set (the checker's
+// tests set it), else what they wrote so far. c.mu is held.
+func (c *cluster) readLogs() []string {
+	if c.replicaLogs != nil {
+		return c.replicaLogs
+	}
+	return tickdtest.Logs(c.procs...)
+}
+
 // ends is what the replicas logged of their runs' ends: c.logged when set
-// (the checker's tests set it), else read from their logs. c.mu is held.
-func (c *cluster) ends() map[tickdtest.RunID]tickdtest.LoggedEnd {
+// (the checker's tests set it), else read from replicaLogs.
+func (c *cluster) ends(replicaLogs []string) map[tickdtest.RunID]tickdtest.LoggedEnd {
 	if c.logged != nil {
 		return c.logged
 	}
-	return tickdtest.LoggedEnds(tickdtest.Logs(c.procs...))
+	return tickdtest.LoggedEnds(replicaLogs)
 }
 
 // run starts the replicas, waits for runs, injects the fault for faultTime,
@@ -470,12 +479,13 @@ func (c *cluster) check(begin, end time.Time) result {
 	runs := tickdtest.ReadRuns(c.t, c.runsLog)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	logged := c.ends()
+	replicaLogs := c.readLogs()
+	logged := c.ends(replicaLogs)
 	if c.skipped == nil {
-		c.skipped = skips(c.procs, logs.MsgSkippedBusy)
+		c.skipped = skips(replicaLogs, logs.MsgSkippedBusy)
 	}
 	if c.superseded == nil {
-		c.superseded = skips(c.procs, logs.MsgAlreadyRan)
+		c.superseded = skips(replicaLogs, logs.MsgAlreadyRan)
 	}
 	openEnd := c.openEnd(logged, end)
 	res := result{Figures: tickdtest.CheckExcusing(runs, openEnd, c.excuse), faults: c.faults}
@@ -507,10 +517,6 @@ func (c *cluster) check(begin, end time.Time) result {
 		}
 		return false
 	}}
-	replicaLogs := c.replicaLogs
-	if replicaLogs == nil {
-		replicaLogs = tickdtest.Logs(c.procs...)
-	}
 	holds, stopped := unrecorded(runs, replicaLogs, c.ttl)
 	j.stopped = stopped
 	v := j.liveness(append(slices.Clone(runs), holds...), []string{"sync"}, entities, ticks)
@@ -591,20 +597,17 @@ type judge struct {
 // grant, and the line after Redis's answer, on a loaded machine.
 const skipSlack = time.Second
 
-// skips reads every logs.MsgSkippedBusy line of procs' logs, by
-// task/entity@T.
-func skips(procs []*tickdtest.Proc, msg string) map[string][]time.Time {
+// skips reads every msg line (a skip: logs.MsgSkippedBusy or
+// logs.MsgAlreadyRan) of replicaLogs, by task/entity@T.
+func skips(replicaLogs []string, msg string) map[string][]time.Time {
 	out := map[string][]time.Time{}
-	for rec := range tickdtest.LogLines(tickdtest.Logs(procs...), msg) {
+	for rec := range tickdtest.LogLines(replicaLogs, msg) {
 		key := rec.Task + "/" + rec.Entity + "@" + rec.Tick // RFC 3339, UTC, as the judge's labels
 		out[key] = append(out[key], rec.Time)
 	}
 	return out
 }
 
-// liveness judges every (task, entity, T) and returns how many ran, how
-// many were eligible, and the first 20 that did not run (entity@T, or
-// task/entity@T for several tasks).
 // verdict is what liveness found: the pairs that ran of those eligible,
 // the first 20 that did not run, and the pairs excused as stopped for
 // safety before their worker wrote (judge.stopped).
@@ -613,6 +616,9 @@ type verdict struct {
 	missed                 []string
 }
 
+// liveness judges every (task, entity, T) and returns how many ran, how
+// many were eligible, the first 20 that did not run (entity@T, or
+// task/entity@T for several tasks), and how many were excused as stopped.
 func (j judge) liveness(runs []tickdtest.Run, tasks, entities []string, ticks []time.Time) (v verdict) {
 	byKey := map[string][]tickdtest.Run{}
 	tickRan := map[string]bool{}
@@ -869,7 +875,7 @@ func TestStalledConnection(t *testing.T) {
 	// log bounds its end (tickdtest.LoggedEnd).
 	late, inFlight, stalledPid := 0, 0, c.reps[0].proc.Pid()
 	c.mu.Lock()
-	logged := c.ends()
+	logged := c.ends(c.readLogs())
 	c.mu.Unlock()
 	for _, run := range tickdtest.ReadRuns(t, c.runsLog) {
 		end := run.End.At
@@ -980,7 +986,7 @@ func TestSIGSTOP(t *testing.T) {
 	// A run with no end record ends where its replica's log bounds it
 	// (SIGKILLed after its grace); with no bound, at the end of the test.
 	c.mu.Lock()
-	logged := c.ends()
+	logged := c.ends(c.readLogs())
 	openEnd := c.openEnd(logged, time.Now())
 	c.mu.Unlock()
 	f := tickdtest.Check(others, openEnd)
