@@ -8,8 +8,9 @@ const (
 	SkipQuarantined     = "quarantined"
 	SkipNotAcknowledged = "not_acknowledged"
 	SkipError           = "error"   // the store failed until the tick was too late
-	SkipStopped         = "stopped" // shutdown or a reload stopped the fan-out first
+	SkipStopped         = "stopped" // shutdown stopped the fan-out first
 	SkipPaused          = "paused"  // tickd pause stopped the fan-out first
+	SkipRemoved         = "removed" // a reload took the task out of the config first
 	// SkipSuperseded: a run that waited for a limit gave its place to the
 	// entity's run of a newer tick (an entity has one waiting run).
 	SkipSuperseded = "superseded"

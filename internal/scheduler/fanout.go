@@ -36,11 +36,13 @@ type TickCounts struct {
 	// failure were run).
 	SourceFailed bool
 	SourceError  string // why it failed
-	// Stopped: shutdown or a reload stopped the fan-out before it had read
-	// and run its whole source; Entities counts those read until then.
+	// Stopped: shutdown stopped the fan-out before it had read and run its
+	// whole source; Entities counts those read until then.
 	Stopped bool
 	// Paused: tickd pause stopped it so (the runs started go on).
 	Paused bool
+	// Removed: a reload took the task out of the config, and stopped it so.
+	Removed bool
 }
 
 // fanOut is one tick T of one task being fanned out: entities are read from
@@ -134,9 +136,15 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	f.flush()
 	t := ts.t
 	if ctx.Err() != nil {
-		err = nil // stopped by shutdown, reload or pause: not the source's failure
-		f.n.Stopped = !errors.Is(context.Cause(ctx), errPaused)
-		f.n.Paused = !f.n.Stopped
+		err = nil // stopped by shutdown, pause or the task's removal: not the source's failure
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, errPaused):
+			f.n.Paused = true
+		case errors.Is(cause, errRemoved):
+			f.n.Removed = true
+		default:
+			f.n.Stopped = true
+		}
 	}
 	if err != nil {
 		s.log.Error("entity source failed", logs.KeyTask, t.Name, logs.Tick(T), logs.KeyError, err)
@@ -153,7 +161,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	s.log.Log(context.Background(), lvl, "tick", logs.KeyTask, t.Name, logs.Tick(T),
 		"entities", n.Entities, "started", n.Started, "busy", n.Busy, "already_ran", n.AlreadyRan, "limited", n.Limited,
 		"quarantined", n.Quarantined, "unacknowledged", n.Unacknowledged, "errors", n.Errors, "source_failed", n.SourceFailed,
-		"stopped", n.Stopped, "paused", n.Paused)
+		"stopped", n.Stopped, "paused", n.Paused, "removed", n.Removed)
 	s.observe(Event{Kind: EventTick, Task: t.Name, Tick: T, Counts: n})
 }
 
@@ -304,6 +312,9 @@ func (f *fanOut) reserve() reservation {
 	if f.ahead.jump > 0 {
 		return f.skippingUnlessStopped()
 	}
+	if len(f.batch) == 0 {
+		f.follow()
+	}
 	select {
 	case f.ts.slots <- struct{}{}:
 		return gotSlot
@@ -330,11 +341,29 @@ func (f *fanOut) reserve() reservation {
 	if f.ahead.jump > 0 {
 		return f.skippingUnlessStopped()
 	}
-	select {
-	case f.ts.slots <- struct{}{}:
-		return gotSlot
-	case <-f.ctx.Done():
-		return stopped
+	for { // the batch is empty: a reload's new state may take over
+		f.follow()
+		select {
+		case f.ts.slots <- struct{}{}:
+			return gotSlot
+		case <-f.ctx.Done():
+			return stopped
+		case <-f.ts.replaced:
+		}
+	}
+}
+
+// follow goes on under the task's newest state, if a reload replaced the
+// one f runs under. It is called while f's batch is empty, so that every
+// slot f holds is of one state, and each batch's runs of one config: the
+// runs started go on under the old state, the rest of the tick under the
+// new one.
+func (f *fanOut) follow() {
+	for next := f.ts.next.Load(); next != nil; next = f.ts.next.Load() {
+		f.ts = next
+		if len(next.t.Limits) > 0 {
+			next.tally.Store(f.tl)
+		}
 	}
 }
 

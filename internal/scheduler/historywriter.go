@@ -107,11 +107,14 @@ func (tl *tally) part(replica, process string, now time.Time) driver.TickPart {
 			p.Skipped[reason] = c
 		}
 	}
-	if n.Stopped || n.Paused {
+	if n.Stopped || n.Paused || n.Removed {
 		// The entities the fan-out did not come to.
 		why := history.SkipStopped
-		if n.Paused {
+		switch {
+		case n.Paused:
 			why = history.SkipPaused
+		case n.Removed:
+			why = history.SkipRemoved
 		}
 		if left := n.Entities - n.Started - n.Busy - n.AlreadyRan - n.Quarantined - n.Unacknowledged - n.Errors - n.Limited; left > 0 {
 			p.Skipped[why] = left

@@ -29,17 +29,23 @@ func (s *Scheduler) readPaused(ctx context.Context) {
 			s.log.Info(map[bool]string{true: "task paused", false: "task resumed"}[paused], logs.KeyTask, name)
 		}
 		if paused {
-			ts.fanOuts.stopAll()
+			ts.fanOuts.stopAll(errPaused)
 		}
 	}
 }
 
-// errPaused is the cause of a fan-out stopped by tickd pause.
-var errPaused = errors.New("the task was paused")
+// errPaused is the cause of a fan-out stopped by tickd pause; errRemoved,
+// of one whose task a reload took out of the config.
+var (
+	errPaused  = errors.New("the task was paused")
+	errRemoved = errors.New("the task was taken out of the config")
+)
 
 // fanOuts are a task's fan-outs under way: a pause stops each (no run of
 // it starts after that, but for a batch whose leases were granted then),
-// and a fan-out that begins once the task is paused stops at once.
+// and a fan-out that begins once the task is paused stops at once. A
+// reload that changes the task hands them to its new state; one that
+// removes it stops them.
 type fanOuts struct {
 	mu   sync.Mutex
 	next int
@@ -69,12 +75,12 @@ func (f *fanOuts) begin(ctx context.Context, ts *taskState) (context.Context, fu
 	}
 }
 
-// stopAll stops every fan-out under way.
-func (f *fanOuts) stopAll() {
+// stopAll stops every fan-out under way, with cause why.
+func (f *fanOuts) stopAll(why error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, cancel := range f.stop {
-		cancel(errPaused)
+		cancel(why)
 	}
 }
 

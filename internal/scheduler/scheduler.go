@@ -129,12 +129,20 @@ type taskState struct {
 	releasing          atomic.Int64
 	stop               context.CancelFunc
 	paused             atomic.Bool
-	fanOuts            fanOuts                // its fan-outs under way, which a pause stops
+	fanOuts            *fanOuts               // its fan-outs under way, which a pause stops; shared with its successors
 	tickLog, noTickLog atomic.Pointer[runLog] // runLog's
 	shardsSaid         atomic.Int64           // the recorded shard count last logged as differing from t's
 	// tally is the task's last tick's tally, for a task under limits: its
 	// runs that waited for a limit are counted in it when they run here.
 	tally atomic.Pointer[tally]
+	// next is the taskState a reload replaced this one with, and replaced
+	// is closed then: a fan-out under way goes on under next (fanOut.follow)
+	// rather than stop, so that no entity of its tick is dropped.
+	next     atomic.Pointer[taskState]
+	replaced chan struct{}
+	// lastTick is the last tick fanned out (Unix ns), handed on to next: a
+	// replaced task's tick loop does not catch up a tick already fanned out.
+	lastTick atomic.Int64
 }
 
 // New prepares a Scheduler for cfg; Start starts it.
@@ -216,7 +224,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	}
 	s.started = true
 	for _, t := range s.cfg.Tasks {
-		s.startTask(t)
+		s.startTask(t, nil)
 	}
 	type loop struct {
 		every time.Duration
@@ -240,12 +248,23 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	return nil
 }
 
-// startTask starts one task's tick loop; s.mu is held.
-func (s *Scheduler) startTask(t config.Task) {
+// startTask starts one task's tick loop, in place of prev (a reload's
+// change; nil for a new task); s.mu is held. prev's fan-outs under way go
+// on under the new state, and its tick loop stops.
+func (s *Scheduler) startTask(t config.Task, prev *taskState) {
 	s.metrics.Task(t.Name)
 	s.store.WantShards(t.Name, t.Shards)
-	ts := &taskState{t: t, slots: make(chan struct{}, t.Concurrency)}
+	ts := &taskState{t: t, slots: make(chan struct{}, t.Concurrency), fanOuts: &fanOuts{}, replaced: make(chan struct{})}
 	ts.action, ts.source = s.buildTask(t)
+	if prev != nil {
+		ts.fanOuts = prev.fanOuts
+		ts.paused.Store(prev.paused.Load())
+		ts.lastTick.Store(prev.lastTick.Load())
+		ts.tally.Store(prev.tally.Load())
+		prev.next.Store(ts)
+		close(prev.replaced)
+		prev.stop()
+	}
 	ctx, cancel := context.WithCancel(s.loopCtx)
 	ts.stop = cancel
 	s.tasks[t.Name] = ts
@@ -269,7 +288,10 @@ func (s *Scheduler) buildTask(t config.Task) (tasks.Action, tasks.Source) {
 
 // Reload switches to cfg: added tasks start, removed ones stop ticking,
 // changed ones restart with the new settings. Running runs are not
-// disturbed; they finish under the settings they started with.
+// disturbed; they finish under the settings they started with. A tick of
+// a changed task being fanned out goes on under the new settings (no
+// entity of it is dropped); a removed task's fan-out stops, and its tick's
+// record counts the entities it did not come to as removed.
 func (s *Scheduler) Reload(cfg *config.Config) error {
 	if err := s.checkHandlers(cfg); err != nil {
 		return err
@@ -296,20 +318,18 @@ func (s *Scheduler) Reload(cfg *config.Config) error {
 		nt, ok := newTasks[name]
 		switch {
 		case !ok:
+			ts.fanOuts.stopAll(errRemoved)
 			ts.stop()
 			delete(s.tasks, name)
 			removed = append(removed, name)
 		case !reflect.DeepEqual(ts.t, nt):
-			ts.stop()
-			paused := ts.paused.Load()
-			s.startTask(nt)
-			s.tasks[name].paused.Store(paused)
+			s.startTask(nt, ts)
 			changed = append(changed, name)
 		}
 	}
 	for _, t := range cfg.Tasks {
 		if _, ok := s.tasks[t.Name]; !ok {
-			s.startTask(t)
+			s.startTask(t, nil)
 			added = append(added, t.Name)
 		}
 	}

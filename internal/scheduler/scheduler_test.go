@@ -366,3 +366,115 @@ func TestStopDuringAnAcquireIsNoRedisError(t *testing.T) {
 	expect.Equal(t, "store errors", e.ev.count(kind(EventStoreError)), 0)
 	expect.Equal(t, "'cannot acquire' lines", e.logs.count("cannot acquire leases; retrying", nil), 0)
 }
+
+// TestReloadFinishesTheTickUnderWay: a reload in the middle of a tick's
+// fan-out (two replicas on one Redis) that changes the task's
+// concurrency, schedule, timeout, lease, limits or shards does not stop
+// that fan-out: every entity of the tick runs once, and no replica's tick
+// says it stopped. A reload that removes the task stops it, and its tick
+// says so (removed), not "stopped".
+func TestReloadFinishesTheTickUnderWay(t *testing.T) {
+	t.Parallel()
+	const n = 40
+	base := `
+[[limits]]
+name = "api"
+concurrency = 3
+
+[[tasks]]
+name = "fan"
+every = "%s"
+handler = "rec"
+lease_ttl = "%s"
+timeout = "%s"
+concurrency = %d
+shards = %d
+limits = %s
+entities = ` + entities(n) + "\n"
+	type task struct {
+		every, ttl, timeout string
+		concurrency, shards int
+		limits              string
+	}
+	cfg := func(c task) string {
+		return fmt.Sprintf(base, c.every, c.ttl, c.timeout, c.concurrency, c.shards, c.limits)
+	}
+	old := task{"5s", "10s", "1m", 4, 1, "[]"}
+	for name, change := range map[string]func(*task){
+		"concurrency": func(c *task) { c.concurrency = 3 },
+		"schedule":    func(c *task) { c.every = "7s" },
+		"timeout":     func(c *task) { c.timeout = "2m" },
+		"lease_ttl":   func(c *task) { c.ttl = "12s" },
+		"limits":      func(c *task) { c.limits = `["api"]` },
+		"shards":      func(c *task) { c.shards = 4 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, true)
+			e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+				select { // the work: 150ms, so that the fan-out lasts about a second
+				case <-time.After(150 * time.Millisecond):
+					return tasks.Done, nil
+				case <-ctx.Done():
+					return tasks.Done, context.Cause(ctx)
+				}
+			}
+			s1, _ := e.start(cfg(old))
+			s2, _ := e.start(cfg(old))
+			var T time.Time
+			expect.WaitFor(t, 15*time.Second, "a tick's runs under way", func() bool {
+				runs := e.rec.snapshot()
+				if len(runs) < 6 {
+					return false
+				}
+				T = runs[0].Tick
+				return true
+			})
+			nc := old
+			change(&nc)
+			for _, s := range []*Scheduler{s1, s2} {
+				if err := s.Reload(e.config(cfg(nc))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ofT := func(r runRec) bool { return r.Tick.Equal(T) && !r.end.IsZero() }
+			expect.WaitFor(t, 20*time.Second, "every entity of the tick ran", func() bool { return e.rec.count(ofT) >= n })
+			ran := map[string]int{}
+			for _, r := range e.rec.snapshot() {
+				if r.Tick.Equal(T) {
+					ran[r.Entity]++
+					if r.err != nil {
+						t.Errorf("%s's run of the tick failed: %v", r.Entity, r.err)
+					}
+				}
+			}
+			for i := range n {
+				expect.Equal(t, fmt.Sprint("runs of e", i, " in the tick"), ran[fmt.Sprint("e", i)], 1)
+			}
+			expect.Equal(t, "overlapping runs", e.rec.overlaps, 0)
+			tickT := func(ev Event) bool { return ev.Kind == EventTick && ev.Tick.Equal(T) }
+			expect.WaitFor(t, 10*time.Second, "both replicas' fan-outs of the tick ended", func() bool { return e.ev.count(tickT) == 2 })
+			for _, ev := range e.ev.events(tickT) {
+				if ev.Counts.Stopped || ev.Counts.Removed {
+					t.Errorf("%s's fan-out of the tick stopped: %+v", ev.Replica, ev.Counts)
+				}
+			}
+		})
+	}
+	t.Run("removed", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, false)
+		e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+			<-ctx.Done() // a run holds its slot until the scheduler stops
+			return tasks.Done, nil
+		}
+		s, _ := e.start(cfg(old))
+		expect.WaitFor(t, 15*time.Second, "the tick's first runs", func() bool { return e.rec.count(func(runRec) bool { return true }) == old.concurrency })
+		if err := s.Reload(e.config("[[tasks]]\nname = \"other\"\nevery = \"1h\"\nhandler = \"rec\"\n")); err != nil {
+			t.Fatal(err)
+		}
+		e.ev.waitFor(t, 10*time.Second, "the fan-out ended", kind(EventTick))
+		c := e.ev.events(kind(EventTick))[0].Counts
+		expect.True(t, fmt.Sprintf("the tick says the task was removed, not that it stopped: %+v", c), c.Removed && !c.Stopped)
+	})
+}

@@ -14,9 +14,11 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 	t := ts.t
 	now := s.clock.Now()
 	if t.CatchUp > 0 {
-		if prev := schedule.Prev(t.Schedule, now, t.CatchUp); !prev.IsZero() {
+		// Not a tick the task's state before a reload fanned out (its fan-out
+		// goes on under this one).
+		if prev := schedule.Prev(t.Schedule, now, t.CatchUp); !prev.IsZero() && prev.UnixNano() > ts.lastTick.Load() {
 			s.log.Info("catching up the latest missed tick", logs.KeyTask, t.Name, logs.Tick(prev))
-			s.goFanOut(ctx, ts, prev)
+			s.goFanOut(ts, prev)
 		}
 	}
 	next := t.Schedule.Next(now)
@@ -45,7 +47,7 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 		}
 		if late := now.Sub(next); late <= t.LateLimit() {
 			if !ts.paused.Load() {
-				s.goFanOut(ctx, ts, next)
+				s.goFanOut(ts, next)
 			} else {
 				s.metrics.Skipped(t.Name, "paused", 1)
 				s.log.Debug("task paused: tick skipped", logs.KeyTask, t.Name, logs.Tick(next))
@@ -59,7 +61,10 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 
 // goFanOut fans out in the background; Shutdown waits for it (the tick
 // loop that calls it is itself counted, so the count never touches zero).
-func (s *Scheduler) goFanOut(ctx context.Context, ts *taskState, T time.Time) {
+// The fan-out outlives its tick loop, which a reload stops: shutdown, a
+// pause or the task's removal stop it (fanOuts).
+func (s *Scheduler) goFanOut(ts *taskState, T time.Time) {
+	ts.lastTick.Store(T.UnixNano())
 	s.loopWG.Add(1)
-	go func() { defer s.loopWG.Done(); s.fanOut(ctx, ts, T) }()
+	go func() { defer s.loopWG.Done(); s.fanOut(s.loopCtx, ts, T) }()
 }
