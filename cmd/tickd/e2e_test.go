@@ -564,3 +564,76 @@ func TestWatchConfigFollowsAConfigMapSwap(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 }
+
+// TestKillTakesTheScriptsChildren: a task whose command is a script that
+// runs its work in a child (sh running the worker in the background and
+// waiting for it, as a script runs curl or a subshell). tickd is killed -9,
+// without systemd: the script dies by Pdeathsig and the worker, its child,
+// by tickd's guardian (internal/proc), within a second; another replica
+// then runs the entities, and none of its runs overlaps the killed one's.
+func TestKillTakesTheScriptsChildren(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	tickdtest.InitEpoch(t, srv.Addr, "e2e")
+	_, worker := tickdtest.Binaries(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tickd.toml")
+	tickdtest.WriteFile(t, cfg, fmt.Sprintf(`
+[daemon]
+log_format = "json"
+shutdown_timeout = "300ms"
+[redis]
+url = %q
+key_prefix = "e2e"
+[[tasks]]
+name = "script"
+every = "2s"
+lease_ttl = "2s"
+command = ["sh", "-c", "\"$0\" 20s & wait", %q]
+entities = ["a", "b", "c"]
+`, srv.URL(), worker))
+	logPath := filepath.Join(dir, "runs.log")
+	env := []string{"TESTWORKER_LOG=" + logPath}
+	a := tickdtest.Start(t, "A", env, "-config", cfg)
+	var runs []tickdtest.Run
+	expect.WaitFor(t, 15*time.Second, "the three scripts' workers started", func() bool {
+		runs = tickdtest.ReadRuns(t, logPath)
+		return len(runs) == 3
+	})
+	// Each worker is the script's child, not tickd's.
+	for _, r := range runs {
+		expect.True(t, fmt.Sprintf("worker %d is a child of the script, not of tickd (%d)", r.Start.Pid, a.Pid()), r.Start.Ppid != a.Pid())
+		t.Cleanup(func() { syscall.Kill(r.Start.Pid, syscall.SIGKILL) }) //nolint:errcheck // gone, unless the test failed
+	}
+	a.Signal(syscall.SIGKILL)
+	a.Wait(5 * time.Second)
+	killed := time.Now()
+	alive := func(pid int) bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		return err == nil && !strings.Contains(string(b), ") Z ")
+	}
+	expect.WaitFor(t, 5*time.Second, "the killed replica's workers gone", func() bool {
+		for _, r := range runs {
+			if alive(r.Start.Pid) {
+				return false
+			}
+		}
+		return true
+	})
+	gone := time.Now()
+	if d := gone.Sub(killed); d > time.Second {
+		t.Errorf("the script's children outlived the kill of tickd by %v, want at most 1s", d)
+	}
+	b := tickdtest.Start(t, "B", env, "-config", cfg)
+	expect.WaitFor(t, 20*time.Second, "the other replica's runs of the three entities", func() bool {
+		return len(tickdtest.ReadRuns(t, logPath)) == 6
+	})
+	for _, r := range tickdtest.ReadRuns(t, logPath)[3:] {
+		expect.True(t, fmt.Sprintf("B's run of %s started after A's workers were gone", r.Start.Entity), r.Start.At > gone.UnixNano())
+	}
+	for _, r := range tickdtest.ReadRuns(t, logPath)[:3] {
+		expect.Equal(t, fmt.Sprintf("A's run of %s has no end: its worker was killed", r.Start.Entity), r.End.Event, "")
+	}
+	b.Signal(syscall.SIGTERM)
+	expect.Equal(t, "B's exit status", b.Wait(10*time.Second), 0)
+}

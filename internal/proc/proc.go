@@ -122,6 +122,12 @@ func StartTail(ctx context.Context, cmd *exec.Cmd, grace time.Duration, check fu
 		return -1, fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
 	pgid := cmd.Process.Pid
+	// The group dies with this process, however it dies (guard.go).
+	guardian.add(pgid)
+	defer guardian.remove(pgid)
+	if err := GuardianErr(); err != nil && log != nil {
+		log.Warn("a run's children may outlive a kill -9 of tickd: its guardian could not start (the command itself dies with tickd)", "error", err.Error())
+	}
 	var wg sync.WaitGroup
 	if out != nil {
 		wg.Add(1)
