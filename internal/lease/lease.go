@@ -184,6 +184,9 @@ type Released struct {
 	// lease was held; the release enqueued one queued run (unless Next was
 	// given, which already covers it).
 	FollowUp bool
+	// Superseded is the tick of the entity's run waiting for a limit that
+	// the run enqueued took the place of (driver.ReleaseReply), or zero.
+	Superseded time.Time
 }
 
 // Release gives the lease back and records the outcome. With next, it also

@@ -236,7 +236,7 @@ func released(l *Lease, rep driver.ReleaseReply, err error) (Released, error) {
 	if err != nil {
 		return Released{}, fmt.Errorf("release lease %s/%s: %w", l.Task, l.Entity, err)
 	}
-	return Released{FollowUp: rep.FollowUp}, nil
+	return Released{FollowUp: rep.FollowUp, Superseded: rep.Superseded}, nil
 }
 
 // ownRelease answers a channel closed once the batch in flight of the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease/driver"
@@ -135,7 +136,7 @@ func (s *Scheduler) takeDue(ctx context.Context) {
 		case ts == nil:
 			s.unknownTask(ctx, d)
 		case ts.paused.Load():
-			s.giveBack(ctx, d)
+			s.giveBack(ctx, ts, d)
 		default:
 			select {
 			case ts.slots <- struct{}{}:
@@ -167,19 +168,31 @@ func (s *Scheduler) waitSlot(ctx context.Context, ts *taskState, d driver.Due) {
 	case ts.slots <- struct{}{}:
 		s.startDue(ctx, ts, d)
 	case <-t.C:
-		s.giveBack(ctx, d)
+		s.giveBack(ctx, ts, d)
 	case <-ctx.Done():
-		s.giveBack(context.WithoutCancel(ctx), d)
+		s.giveBack(context.WithoutCancel(ctx), ts, d)
 	}
 }
 
-// giveBack returns a taken due entry to be taken again soon.
-func (s *Scheduler) giveBack(ctx context.Context, d driver.Due) {
-	ctx, cancel := context.WithTimeout(ctx, lease.ReleaseTimeout)
-	defer cancel()
-	if err := s.store.Enqueue(ctx, d, time.Second); err != nil {
+// giveBack returns a taken due entry of ts to be taken again soon.
+func (s *Scheduler) giveBack(ctx context.Context, ts *taskState, d driver.Due) {
+	if err := s.requeue(ctx, ts, d); err != nil {
 		s.storeFailed("enqueue", "enqueue", "cannot give back a due run", Event{Task: d.Task}, err)
 	}
+}
+
+// requeue returns a taken due entry of ts to be taken again in a second.
+// A tick's run that waited for a limit may have been superseded meanwhile
+// (a newer tick's waiting run of the entity, or a retry, took its place):
+// its tick's record counts it so, not as waiting for good.
+func (s *Scheduler) requeue(ctx context.Context, ts *taskState, d driver.Due) error {
+	ctx, cancel := context.WithTimeout(ctx, lease.ReleaseTimeout)
+	defer cancel()
+	superseded, err := s.store.EnqueueWaiting(ctx, d, time.Second)
+	if err == nil && !superseded.IsZero() {
+		s.waitEnded(ts, superseded, history.SkipSuperseded)
+	}
+	return err
 }
 
 // startDue acquires the lease of due entry d, whose run slot of ts is
@@ -220,7 +233,7 @@ func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d driver.Due) {
 			s.log.Log(ctx, lvl, "due run found the entity busy: it runs after the holder", logs.KeyTask, d.Task, logs.KeyEntity, d.Entity, logs.KeyReason, d.Reason, "follow_up", queue, logs.KeyError, err)
 		case errors.Is(err, driver.ErrResharding):
 			s.log.Debug("due run waits for a reshard to end", logs.KeyTask, d.Task, logs.KeyEntity, d.Entity, logs.KeyReason, d.Reason)
-			s.store.Enqueue(ctx, d, time.Second) //nolint:errcheck // if this fails too, visibility brings it back
+			s.requeue(ctx, ts, d) //nolint:errcheck // if this fails too, visibility brings it back
 		case errors.Is(err, driver.ErrNotAcknowledged):
 			// The store handed the entry back; OnAcks logs why.
 		default:
@@ -232,7 +245,7 @@ func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d driver.Due) {
 			} else {
 				s.storeFailed("acquire", "acquire-due", "cannot acquire lease for a due run; retrying", Event{Task: d.Task}, err)
 			}
-			s.store.Enqueue(ctx, d, time.Second) //nolint:errcheck // if this fails too, visibility brings it back
+			s.requeue(ctx, ts, d) //nolint:errcheck // if this fails too, visibility brings it back
 		}
 		return
 	}

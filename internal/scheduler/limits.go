@@ -31,6 +31,9 @@ func (s *Scheduler) waitForLimit(ctx context.Context, ts *taskState, d driver.Du
 	superseded, err := s.store.EnqueueWaiting(ctx, d, wait)
 	if err != nil {
 		s.storeFailed("enqueue", "enqueue", "cannot queue a run that waits for a limit", Event{Task: d.Task, Entity: d.Entity}, err)
+		if d.Reason == driver.ReasonTick {
+			s.waitEnded(ts, d.Tick, history.SkipError) // it waits nowhere: its tick must not say it does
+		}
 		return
 	}
 	if !superseded.IsZero() {

@@ -2,11 +2,15 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/pingtest"
 	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/tasks"
 )
 
 // TestLimitedRunsWaitWithTheirTick: runs a limit has no room for are not
@@ -57,4 +61,73 @@ entities = ["a", "b", "c", "d", "e", "f", "g", "h"]
 		expect.Equal(t, "the part's skips: none (the runs that waited ran)", len(p.Skipped), 0)
 		expect.True(t, "the last end is at the rate's pace (7 starts at 20/s)", p.LastEnd >= 300*time.Millisecond)
 	}
+}
+
+// TestLimitedTicksEndUnderLastingOverload: a limit that can run about half
+// of what the ticks ask for, for good. Each entity has one waiting run, so
+// a tick's run that still waits when the entity's next tick comes is
+// superseded by it: every tick's record ends (its runs ran, were
+// superseded, or failed) within two ticks of its own, not "waiting" for
+// good.
+func TestLimitedTicksEndUnderLastingOverload(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	// The API takes 2 runs at once, and answers a third with a 429 (a
+	// Retry-After of 300ms); the limit lets 3 go at once.
+	var inFlight atomic.Int32
+	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+		defer inFlight.Add(-1)
+		if inFlight.Add(1) > 2 {
+			return tasks.Done, &tasks.BackoffError{After: 300 * time.Millisecond, Reason: "429"}
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+			return tasks.Done, nil
+		case <-ctx.Done():
+			return tasks.Done, context.Cause(ctx)
+		}
+	}
+	m := pingtest.Start(t)
+	_, st := e.start(`
+[[limits]]
+name = "api"
+concurrency = 3
+
+[[tasks]]
+name = "lim"
+every = "1s"
+heartbeat_url = "` + m.URL + `/lim"
+handler = "rec"
+limits = ["api"]
+entities = ` + entities(20) + "\n")
+	var recs []driver.TickRecord
+	expect.WaitFor(t, 30*time.Second, "eight ticks recorded", func() bool {
+		rs, err := st.Ticks(context.Background(), "lim", 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = rs
+		return len(rs) >= 8
+	})
+	newest := recs[0].Tick
+	old := 0
+	for _, r := range recs {
+		if newest.Sub(r.Tick) < 3*time.Second {
+			continue // young enough to wait still
+		}
+		old++
+		if !r.Final() || r.Waiting() > 0 {
+			t.Errorf("tick %s, %v before the newest, not ended: final %v, waiting %d, parts %+v", r.Tick.Format(time.TimeOnly), newest.Sub(r.Tick), r.Final(), r.Waiting(), r.Parts)
+		}
+	}
+	// And the monitor hears each of those ticks end.
+	expect.WaitFor(t, 10*time.Second, fmt.Sprintf("the heartbeat ends of the %d ended ticks", old), func() bool {
+		ended := 0
+		for _, r := range m.Runs() {
+			if len(r.Ends) > 0 {
+				ended++
+			}
+		}
+		return ended >= old
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/retry"
@@ -164,8 +165,12 @@ func (s *Scheduler) execute(w *worker, j job) {
 // AfterRelease ends r's run once its lease is released: the run's log line,
 // its event, and its slot given back unless execute did. A release that
 // failed is dealt with on a goroutine of its own: it may wait for Redis.
-func (r *running) AfterRelease(_ lease.Released, rerr error) {
+func (r *running) AfterRelease(rel lease.Released, rerr error) {
 	logEnd(&r.h, r.s.wall(r.ended), r.outcome, r.took, r.err, r.next)
+	if !rel.Superseded.IsZero() {
+		// The run it asked for took the place of a tick's waiting run.
+		r.s.waitEnded(r.ts, rel.Superseded, history.SkipSuperseded)
+	}
 	if rerr == nil {
 		r.done(nil)
 		return

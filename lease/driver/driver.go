@@ -36,7 +36,9 @@ type Driver interface {
 	// follow-ups) and the answers to the requests they carry.
 	// Enqueue stores d, due after delay: one per task and entity (an
 	// earlier one covers it). A tick's run waiting for a limit supersedes
-	// an older tick's waiting one, whose tick it returns.
+	// an older tick's waiting one, whose tick it returns; one that joins a
+	// newer tick's, or another run asked for (a retry), is superseded, and
+	// its own tick is returned.
 	Enqueue(ctx context.Context, d Due, delay time.Duration) (superseded time.Time, err error)
 	Take(ctx context.Context, limit int, visibility time.Duration, claimPrefix string) ([]Due, error)
 	// Ack removes a taken due entry and answers its requests AnswerDropped.
@@ -232,7 +234,12 @@ type ReleaseArg struct {
 // ReleaseReply is a release's answer for one lease.
 type ReleaseReply struct {
 	FollowUp bool
-	Err      error
+	// Superseded is the tick of the entity's run waiting for a limit that
+	// the run enqueued at the release (Next, or the follow-up) took the
+	// place of (an entity has one due run), zero for none: that tick's
+	// record counts it as superseded.
+	Superseded time.Time
+	Err        error
 }
 
 // The lists a task keeps beside its tick records.

@@ -291,4 +291,27 @@ func testNewerTickSupersedes(t *testing.T, k stores) {
 	if ds := dues(t, s); len(ds) != 1 || !ds[0].Tick.Equal(T2) {
 		t.Fatalf("after an older tick's run: %+v, want the newer tick's", ds)
 	}
+	// A tick's waiting run that yields to another run of the entity (a
+	// retry after a back-off) is superseded by it, and says so: its tick's
+	// record counted it as waiting for good before.
+	_, err = s.EnqueueWaiting(bg, driver.Due{Task: "t", Entity: "r", Reason: driver.ReasonRetry, Tick: T1}, 0)
+	noErr(t, err)
+	sup, err = s.EnqueueWaiting(bg, driver.Due{Task: "t", Entity: "r", Reason: driver.ReasonTick, Tick: T2}, 0)
+	noErr(t, err)
+	expect.True(t, fmt.Sprintf("a tick's run yielding to a retry is superseded: %v", sup), sup.Equal(T2))
+	// And a retry that takes the place of a tick's waiting run says so.
+	_, err = s.EnqueueWaiting(bg, driver.Due{Task: "t", Entity: "q", Reason: driver.ReasonTick, Tick: T2}, time.Hour)
+	noErr(t, err)
+	sup, err = s.EnqueueWaiting(bg, driver.Due{Task: "t", Entity: "q", Reason: driver.ReasonRetry, Tick: T1}, 0)
+	noErr(t, err)
+	expect.True(t, fmt.Sprintf("a retry taking a tick's waiting run's place supersedes it: %v", sup), sup.Equal(T2))
+	// So does the run a release asks for (a retry after a back-off, a
+	// reschedule) when the entity's tick run waits meanwhile: its release
+	// says which tick it superseded.
+	l := mustAcquire(t, s, driver.Request{Task: "t", Entity: "w", TTL: time.Minute, Reason: driver.ReasonTick, Tick: T1})
+	_, err = s.EnqueueWaiting(bg, driver.Due{Task: "t", Entity: "w", Reason: driver.ReasonTick, Tick: T2}, time.Hour)
+	noErr(t, err)
+	rel, err := l.Release(bg, driver.Finished{Outcome: driver.OutcomeReschedule}, &driver.Next{Reason: driver.ReasonRetry, Attempt: 1})
+	noErr(t, err)
+	expect.True(t, fmt.Sprintf("the release's retry supersedes the tick's waiting run: %v", rel.Superseded), rel.Superseded.Equal(T2))
 }

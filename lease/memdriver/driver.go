@@ -177,19 +177,19 @@ func (b *memDriver) Release(_ context.Context, rs []driver.ReleaseArg) ([]driver
 	defer b.mu.Unlock()
 	out := make([]driver.ReleaseReply, len(rs))
 	for i, r := range rs {
-		out[i].FollowUp, out[i].Err = b.releaseOne(r.Lease, r.Finished, r.Next)
+		out[i] = b.releaseOne(r.Lease, r.Finished, r.Next)
 	}
 	return out, nil
 }
 
-func (b *memDriver) releaseOne(l *driver.Lease, o driver.Finished, next *driver.Next) (bool, error) {
+func (b *memDriver) releaseOne(l *driver.Lease, o driver.Finished, next *driver.Next) driver.ReleaseReply {
 	now := b.now()
 	m := driver.Member(l.Task, l.Entity)
 	b.gc(m, now)
 	cur, ok := b.held[m]
 	if !ok || cur.token != l.Token {
 		b.answerLocked(l.Task, l.Entity, l.Requests, o.Outcome)
-		return false, driver.ErrNotHeld
+		return driver.ReleaseReply{Err: driver.ErrNotHeld}
 	}
 	delete(b.held, m)
 	s := b.state(m, now)
@@ -209,13 +209,14 @@ func (b *memDriver) releaseOne(l *driver.Lease, o driver.Finished, next *driver.
 		b.answerLocked(l.Task, l.Entity, reqs, o.Outcome)
 		reqs = nil
 	}
+	var sup time.Time
 	if next != nil {
-		b.addDueLocked(m, driver.Due{Task: l.Task, Entity: l.Entity, Reason: next.Reason, Attempt: next.Attempt, Tick: fuTick,
+		sup = b.addDueLocked(m, driver.Due{Task: l.Task, Entity: l.Entity, Reason: next.Reason, Attempt: next.Attempt, Tick: fuTick,
 			Requests: joinRequests(reqs, fuReqs)}, now.Add(next.Delay))
 	} else if fu {
-		b.addDueLocked(m, driver.Due{Task: l.Task, Entity: l.Entity, Reason: driver.ReasonQueued, Tick: fuTick, Requests: fuReqs}, now)
+		sup = b.addDueLocked(m, driver.Due{Task: l.Task, Entity: l.Entity, Reason: driver.ReasonQueued, Tick: fuTick, Requests: fuReqs}, now)
 	}
-	return fu, nil
+	return driver.ReleaseReply{FollowUp: fu, Superseded: sup}
 }
 
 // answerLocked records outcome as the answer of each request to entity.
@@ -254,31 +255,45 @@ func (b *memDriver) ackLocked(m, claim string) bool {
 }
 
 // addDueLocked keeps one request per member as add_due in lib.lua does;
-// the conformance suite holds the two stores to the same behaviour.
-func (b *memDriver) addDueLocked(m string, d driver.Due, at time.Time) (superseded time.Time) {
-	if e, ok := b.due[m]; ok && e.d.Claim == "" && d.Reason == driver.ReasonTick && e.d.Reason == driver.ReasonTick && d.Tick.After(e.d.Tick) {
+// the conformance suite holds the two stores to the same behaviour. It
+// returns the tick of a tick's waiting run superseded, or zero.
+func (b *memDriver) addDueLocked(m string, d driver.Due, at time.Time) time.Time {
+	e, ok := b.due[m]
+	if !ok || e.d.Claim != "" { // none, or in flight: the one asked for now comes after it
+		d.At, d.Claim = at, ""
+		b.due[m] = &memDue{d: d}
+		return time.Time{}
+	}
+	bothTicks := d.Reason == driver.ReasonTick && e.d.Reason == driver.ReasonTick
+	switch {
+	case bothTicks && d.Tick.After(e.d.Tick):
 		// add_due's rule: a newer tick's waiting run supersedes the older's.
-		superseded = e.d.Tick
+		superseded := e.d.Tick
 		e.d.Tick, e.d.Requests = d.Tick, joinRequests(e.d.Requests, d.Requests)
 		if at.Before(e.d.At) {
 			e.d.At = at
 		}
 		return superseded
-	}
-	if e, ok := b.due[m]; ok && e.d.Claim == "" && d.Reason == driver.ReasonTick && e.d.Reason == driver.ReasonTick && d.Tick.Before(e.d.Tick) {
+	case bothTicks && d.Tick.Before(e.d.Tick):
 		e.d.Requests = joinRequests(e.d.Requests, d.Requests) // an older tick's run joining the newer's
 		return d.Tick
 	}
-	if e, ok := b.due[m]; ok && e.d.Claim == "" {
-		d.Requests = joinRequests(e.d.Requests, d.Requests)
-		// add_due's rule: a tick's run waiting for a limit yields to any
-		// other run asked for.
-		weaker := d.Reason == driver.ReasonTick && e.d.Reason != driver.ReasonTick
-		stronger := d.Reason != driver.ReasonTick && e.d.Reason == driver.ReasonTick
-		if weaker || !stronger && !e.d.At.After(at) {
-			e.d.Requests = d.Requests
-			return superseded
-		}
+	d.Requests = joinRequests(e.d.Requests, d.Requests)
+	// add_due's rule: a tick's run waiting for a limit yields to any other
+	// run asked for (superseded by it), which takes its place (superseding it).
+	weaker := d.Reason == driver.ReasonTick && e.d.Reason != driver.ReasonTick
+	stronger := d.Reason != driver.ReasonTick && e.d.Reason == driver.ReasonTick
+	switch {
+	case weaker:
+		e.d.Requests = d.Requests
+		return d.Tick
+	case !stronger && !e.d.At.After(at): // an earlier one covers it
+		e.d.Requests = d.Requests
+		return time.Time{}
+	}
+	var superseded time.Time
+	if stronger {
+		superseded = e.d.Tick
 	}
 	d.At, d.Claim = at, ""
 	b.due[m] = &memDue{d: d}

@@ -426,7 +426,13 @@ func (b *redisDriver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]dr
 				out[i].Err = err
 				continue
 			}
-			switch vs[k] {
+			code, sup, _ := strings.Cut(vs[k], ":")
+			if sup != "" {
+				if ms, perr := strconv.ParseInt(sup, 10, 64); perr == nil && ms > 0 {
+					out[i].Superseded = time.UnixMilli(ms).UTC()
+				}
+			}
+			switch code {
 			case releasedNotHeld:
 				out[i].Err = driver.ErrNotHeld
 			case releasedFollowUp:

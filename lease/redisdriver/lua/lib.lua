@@ -399,7 +399,8 @@ end
 -- run waiting for a limit supersedes an older tick's waiting one: the entity
 -- has one waiting run, for its newest tick, due when the older was. Returns
 -- 1 when stored, 0 when covered, or the older tick (ms, a string) when one
--- was superseded (the run added, when it is the older).
+-- was superseded (the run added, when it is the older, or when it is a
+-- tick's run that yields to another run asked for: a retry).
 local function add_due(due_key, info_key, member, reason, due_ms, attempt, tick, reqs)
   local cur = redis.call('ZSCORE', due_key, member)
   local d = cur and decode_due(redis.call('HGET', info_key, member) or '')
@@ -431,11 +432,17 @@ local function add_due(due_key, info_key, member, reason, due_ms, attempt, tick,
         d.reqs = reqs
         redis.call('HSET', info_key, member, encode_due(d))
       end
+      -- A tick's run that yields to another run of the entity is
+      -- superseded by it: its tick's record must say so (it never runs).
+      if weaker then return tick end
       return 0
     end
   end
   redis.call('ZADD', due_key, num(due_ms), member)
   redis.call('HSET', info_key, member, encode_due({reason = reason, attempt = attempt, tick = tick, reqs = reqs, claim = ''}))
+  if d and d.claim == '' and d.reason == REASON_TICK and reason ~= REASON_TICK then
+    return d.tick -- a tick's waiting run, whose place another run asked for took
+  end
   return 1
 end
 

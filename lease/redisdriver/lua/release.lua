@@ -18,7 +18,9 @@
 -- mark) is left alone (a taken-over holder
 -- must not release the new holder's lease): RELEASED_NOT_HELD. Otherwise the
 -- lease is freed, the run recorded, and next or a requested follow-up
--- enqueued: RELEASED_OK, or RELEASED_FOLLOW_UP when a follow-up was asked for.
+-- enqueued: RELEASED_OK, or RELEASED_FOLLOW_UP when a follow-up was asked for;
+-- either followed by ':' and a tick (ms) when the run enqueued took the
+-- place of the entity's tick run waiting for a limit (add_due).
 local ARGV = ARGV
 if shards_refused(KEYS[#KEYS], ARGV[A_SHARDS]) then return redis.error_reply(SHARDS_CHANGED) end
 local now_ms = math.floor(now_us() / 1000)
@@ -70,14 +72,17 @@ for i = 1, n do
         answer(5, reqs, field, decode_run(ARGV[b + E_RECORD]).outcome)
         reqs = ''
       end
+      local sup
       if x then
         -- A follow-up folded into the next run: it carries the follow-up's tick.
-        add_due(KEYS[1], KEYS[2], mprefix .. field, x.reason, now_ms + tonumber(x.delay_ms), x.attempt, fu_tick,
+        sup = add_due(KEYS[1], KEYS[2], mprefix .. field, x.reason, now_ms + tonumber(x.delay_ms), x.attempt, fu_tick,
           join_reqs(reqs, fu_reqs))
       elseif fu == '1' then
-        add_due(KEYS[1], KEYS[2], mprefix .. field, REASON_QUEUED, now_ms, '0', fu_tick, fu_reqs)
+        sup = add_due(KEYS[1], KEYS[2], mprefix .. field, REASON_QUEUED, now_ms, '0', fu_tick, fu_reqs)
       end
       if fu == '1' then out[i] = RELEASED_FOLLOW_UP else out[i] = RELEASED_OK end
+      -- The tick of a waiting run that the run enqueued took the place of.
+      if type(sup) == 'string' then out[i] = out[i] .. ':' .. sup end
     end
   end
 end
