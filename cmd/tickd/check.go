@@ -196,7 +196,7 @@ func pingRedis(ctx context.Context, cfg *config.Config) (map[string]int, error) 
 	for i, t := range cfg.Tasks {
 		names[i] = t.Name
 	}
-	recorded, err := s.ReadShards(pctx, names)
+	recorded, err := s.RecordedShards(pctx, names) // none recorded: absent, the config's is what the first tick records
 	if err != nil {
 		return nil, fmt.Errorf("redis %s: read the shard counts: %w", redisconn.Where(cfg.Redis), err)
 	}

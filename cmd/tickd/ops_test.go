@@ -800,6 +800,7 @@ command = ["true"]
 	if code != 0 || fmt.Sprint(doc) != "map[due:0 layout:2 resharded:[map[due:0 entities:0 followups:0 from:1 task:m to:4]] tasks:0]" {
 		t.Fatalf("migrate to 4 shards: %d %s %s", code, out, errs)
 	}
+	checkReshardInTaskActions(t, cfg, "m", "1 → 4 shards")
 	code, out, errs = cli("migrate", "-config", cfg)
 	expect.True(t, fmt.Sprintf("migrate again: %d %s %s", code, out, errs), code == 0 && strings.Contains(out, "every task in the shards its config gives"))
 	// status shows the count in force, and the config's when it differs.
@@ -1020,4 +1021,29 @@ func TestTLSToAPlaintextRedisSaysSo(t *testing.T) {
 		expect.True(t, fmt.Sprintf("%v fails: %d", args, code), code != 0)
 		expect.True(t, fmt.Sprintf("%v says it looks like TLS to a plaintext Redis: %s", args, errs), strings.Contains(errs, "looks like TLS to a Redis that does not speak it"))
 	}
+}
+
+// checkReshardInTaskActions: a reshard is in the task's own actions, not
+// only the prefix's.
+func checkReshardInTaskActions(t *testing.T, cfg, task, what string) {
+	t.Helper()
+	code, out, errs := cli("history", "-config", cfg, "-actions", task)
+	expect.True(t, fmt.Sprintf("history -actions %s has the reshard: %d %s %s", task, code, out, errs), code == 0 && strings.Contains(out, "migrate by") && strings.Contains(out, what))
+}
+
+// TestShardsBeforeTheFirstTick: before a sharded task's first tick no
+// count is recorded in Redis; check -redis and status say the config's
+// count, which the first tick records, not "1 recorded in Redis, in force".
+func TestShardsBeforeTheFirstTick(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	tickdtest.InitEpoch(t, srv.Addr, "tickd")
+	cfg := filepath.Join(t.TempDir(), "tickd.toml")
+	tickdtest.WriteFile(t, cfg, fmt.Sprintf("[redis]\nurl = %q\n[[tasks]]\nname = \"s\"\nevery = \"1h\"\nshards = 16\ncommand = [\"true\"]\n", srv.URL()))
+	code, out, errs := cli("check", "-redis", "-config", cfg)
+	expect.True(t, fmt.Sprintf("check -redis: the config's 16 shards, none said recorded: %d %s %s", code, out, errs),
+		code == 0 && strings.Contains(out, ", 16 shards") && !strings.Contains(out, "recorded"))
+	code, out, errs = cli("status", "-config", cfg, "s")
+	expect.True(t, fmt.Sprintf("status: 16 shards, nothing said to differ: %d %s %s", code, out, errs),
+		code == 0 && strings.Contains(out, "shards: 16\n") && !strings.Contains(out, "recorded in Redis"))
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -306,12 +307,13 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 		nq := url.Values{"cursor": {ents.Next}, "q": {pq.Search}, "mode": {q.Get("mode")}, "outcome": {pq.Outcome}}
 		data.NextURL = c.url("/tasks/") + url.PathEscape(t.Name) + "?" + nq.Encode()
 	}
-	counts, err := c.store.ReadShards(ctx, []string{t.Name})
+	counts, err := c.store.RecordedShards(ctx, []string{t.Name})
 	if err != nil {
 		c.fail(w, err)
 		return
 	}
-	data.Shards, data.ConfigShards = counts[t.Name], max(t.Shards, 1)
+	data.ConfigShards = max(t.Shards, 1)
+	data.Shards = cmp.Or(counts[t.Name], data.ConfigShards) // none recorded yet: the first tick records the config's
 	errFull := errors.New("full")
 	err = c.store.DueEntries(ctx, t.Name, func(d driver.Due) error {
 		if data.Pending = append(data.Pending, d); len(data.Pending) >= pendingRows {

@@ -95,6 +95,21 @@ func (s *Store) ReadShards(ctx context.Context, tasks []string) (map[string]int,
 	return out, nil
 }
 
+// RecordedShards reads tasks' shard counts as recorded, without recording
+// any: a task none is recorded for yet (it never ticked, and no migrate
+// resharded it) is absent, and its first tick records its config's count.
+func (s *Store) RecordedShards(ctx context.Context, tasks []string) (map[string]int, error) {
+	want := make(map[string]int, len(tasks))
+	for _, t := range tasks {
+		want[t] = 0
+	}
+	got, err := s.b.Shards(ctx, want)
+	if err != nil {
+		return nil, fmt.Errorf("read the shard counts: %w", err)
+	}
+	return got, nil
+}
+
 // refresh reads the shard counts of tasks again after the driver refused a
 // call named by an old one (driver.ErrShardsChanged). While a reshard
 // moves a task (driver.ErrResharding), it waits for the move's end, up to

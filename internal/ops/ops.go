@@ -383,6 +383,7 @@ type Migration struct {
 // config's count) whose recorded count differs (no replica running it).
 func Migrate(ctx context.Context, store *lease.Store, shards map[string]int, by string) (Migration, Done, error) {
 	var m Migration
+	var perTask []lease.Action
 	said := "key layout " + redisdriver.LayoutVersion + ": in place"
 	var le *redisdriver.LayoutError
 	if err := store.CheckLayout(ctx); errors.As(err, &le) && le.Other == "" {
@@ -405,11 +406,19 @@ func Migrate(ctx context.Context, store *lease.Store, shards map[string]int, by 
 		}
 		m.Resharded = append(m.Resharded, r)
 		m.Took = append(m.Took, took)
-		said += fmt.Sprintf("; %s: %d → %d shards, moved %d entities, %d follow-ups and %d pending requests in %v (nothing of it ran meanwhile)",
-			task, r.From, r.To, r.Entities, r.FollowUps, r.Due, took.Round(time.Millisecond))
+		part := fmt.Sprintf("%d → %d shards, moved %d entities, %d follow-ups and %d pending requests in %v (nothing of it ran meanwhile)",
+			r.From, r.To, r.Entities, r.FollowUps, r.Due, took.Round(time.Millisecond))
+		said += "; " + task + ": " + part
+		perTask = append(perTask, lease.Action{Task: task, At: time.Now(), By: by, What: lease.ActionMigrate, Detail: part})
 	}
 	if len(m.Resharded) == 0 {
 		said += "; every task in the shards its config gives"
 	}
-	return m, record(ctx, store, nil, lease.Action{At: time.Now(), By: by, What: lease.ActionMigrate, Detail: said}, said), nil
+	done := record(ctx, store, nil, lease.Action{At: time.Now(), By: by, What: lease.ActionMigrate, Detail: said}, said)
+	// Each task resharded has it in its own actions too (history -actions
+	// TASK, the task's page), not only in the prefix's.
+	for _, a := range perTask {
+		done.Recorded = errors.Join(done.Recorded, store.RecordAction(ctx, a, driver.DefaultHistory()))
+	}
+	return m, done, nil
 }

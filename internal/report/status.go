@@ -62,11 +62,14 @@ const StatusScan = 2000
 func StatusOf(ctx context.Context, store *lease.Store, t config.Task, now time.Time, limit, scan int, outcome string) (TaskStatus, error) {
 	st := TaskStatus{Name: t.Name, NextTick: t.Schedule.Next(now), Schedule: t.ScheduleText(), Timezone: t.Location.String(),
 		ConfigShards: max(t.Shards, 1)}
-	counts, err := store.ReadShards(ctx, []string{t.Name})
+	counts, err := store.RecordedShards(ctx, []string{t.Name})
 	if err != nil {
 		return st, fmt.Errorf("read the shard count: %w", err)
 	}
 	st.Shards = counts[t.Name]
+	if st.Shards == 0 { // none recorded yet: the first tick records the config's
+		st.Shards = st.ConfigShards
+	}
 	leases, runs, due := firstN[driver.Held](limit), firstN[driver.LastRun](limit), firstN[driver.Due](limit)
 	// The limit most recent last runs: a new run replaces the oldest kept.
 	runs.full = func(r driver.LastRun) {
