@@ -54,10 +54,10 @@ func runHistory(ctx context.Context, args []string, stdout io.Writer) error {
 		printTicks(stdout, h)
 	}
 	if !*onlyActions {
-		printFailures(stdout, h.Failures, t.Location)
+		printFailures(stdout, h.Failures, t.Location, *limit)
 	}
 	if !*onlyFailures {
-		printActions(stdout, h.Actions, t.Location)
+		printActions(stdout, h.Actions, t.Location, *limit)
 	}
 	return nil
 }
@@ -114,8 +114,8 @@ func printTicks(w io.Writer, h report.TaskHistory) {
 
 // printFailures lists failures, their instants in loc (the task's zone),
 // as every text output names a task's instants.
-func printFailures(w io.Writer, fs []lease.Failure, loc *time.Location) {
-	fmt.Fprintf(w, "recent failures: %d\n", len(fs))
+func printFailures(w io.Writer, fs []lease.Failure, loc *time.Location, limit int) {
+	fmt.Fprintf(w, "recent failures: %d%s\n", len(fs), more(len(fs), limit))
 	for _, f := range fs {
 		fmt.Fprintf(w, "  %s  %s  %s (%s, tick %s, fence %d, on %s): %s\n", f.Ended.In(loc).Format(time.RFC3339), idCell(f.Entity),
 			f.Outcome, f.Reason, f.Tick.In(loc).Format(time.RFC3339), f.Fence, f.Replica, report.Visible(f.Error))
@@ -127,8 +127,17 @@ func printFailures(w io.Writer, fs []lease.Failure, loc *time.Location) {
 	}
 }
 
-func printActions(w io.Writer, as []lease.Action, loc *time.Location) {
-	fmt.Fprintf(w, "operator actions: %d\n", len(as))
+// more says, after a count of rows that -limit bounds, that more may be
+// kept when the count reached it.
+func more(n, limit int) string {
+	if n < limit {
+		return ""
+	}
+	return fmt.Sprintf(" (the newest %d: more may be kept; raise -limit to see them)", n)
+}
+
+func printActions(w io.Writer, as []lease.Action, loc *time.Location, limit int) {
+	fmt.Fprintf(w, "operator actions: %d%s\n", len(as), more(len(as), limit))
 	for _, a := range as {
 		line := fmt.Sprintf("  %s  %s by %s", a.At.In(loc).Format(time.RFC3339), a.What, report.Visible(a.By))
 		if len(a.Entities) > 0 {

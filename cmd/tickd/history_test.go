@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
@@ -306,4 +307,20 @@ func TestTaskRegistryKeepsADroppedTaskFlagged(t *testing.T) {
 	code, _, errs = cli("forget", "-config", e.cfg, "keep")
 	expect.Equal(t, "forget of a task a replica runs: exit status", code, 1)
 	expect.True(t, "it says who runs it: "+errs, strings.Contains(errs, "keep is run by"))
+}
+
+// TestHistorySaysWhenTheLimitCutTheList: a list of failures or actions as
+// long as -limit says more may be kept, and how to see them; a shorter one
+// does not.
+func TestHistorySaysWhenTheLimitCutTheList(t *testing.T) {
+	t.Parallel()
+	fs := make([]lease.Failure, 3)
+	as := make([]lease.Action, 3)
+	for limit, want := range map[int]bool{3: true, 20: false} {
+		var b strings.Builder
+		printFailures(&b, fs, time.UTC, limit)
+		printActions(&b, as, time.UTC, limit)
+		out := b.String()
+		expect.Equal(t, fmt.Sprintf("-limit %d: the hint to raise it, twice, in\n%s", limit, out), strings.Count(out, "raise -limit") == 2, want)
+	}
 }
