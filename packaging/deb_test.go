@@ -18,7 +18,14 @@ func TestDebInstallUpgradePurge(t *testing.T) {
 	nextDir, next := nextDist(t)
 	r := newThrowaway(t, dir, nextDir)
 	if _, had := r.lookupUser("tickd"); had {
-		t.Fatal("this machine has a tickd account: the test cannot tell the package made it")
+		// The machine once had the package (a purge keeps the account, as
+		// postrm says): the throwaway's copy drops it, so that the test can
+		// tell the package makes it. The machine's own is not touched.
+		r.must("userdel", "tickd")
+		r.run("groupdel", "tickd") //nolint:errcheck // userdel may have taken it
+		if _, still := r.lookupUser("tickd"); still {
+			t.Fatal("the throwaway root keeps a tickd account after userdel: the test cannot tell the package made it")
+		}
 	}
 	r.dpkg("-i", filepath.Join(dir, "tickd_"+v+"_amd64.deb"))
 	checkInstalled(t, r, v)

@@ -156,8 +156,8 @@ func (g *runGuardian) start() {
 	}
 }
 
-// GuardianGuardianErr says why the guardian could not be started, once: nil when it
-// runs, or was never needed, or the error was said already.
+// GuardianErr says why the guardian could not be started, once: nil when
+// it runs, or was never needed, or the error was said already.
 func GuardianErr() error {
 	guardian.mu.Lock()
 	defer guardian.mu.Unlock()
