@@ -5,8 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tickd/tickd/config"
@@ -21,6 +19,9 @@ type TickCounts struct {
 	Started    int // runs started on this replica
 	Busy       int // skipped: the lease was held
 	AlreadyRan int // skipped: another replica ran this tick
+	// Superseded: skipped, a newer tick of the entity ran already (a
+	// replica on a newer schedule, or this fan-out came late).
+	Superseded int
 	// Quarantined: no lease while Redis holds no tickd state (a first
 	// start, or a data loss) until the tick became too late to start.
 	Quarantined int
@@ -103,17 +104,6 @@ type skipped struct {
 	ids []string
 }
 
-// jumpChunks is how far a fan-out skips ahead when another replica took a
-// whole batch: the replicas of a tick read the same stream from its start,
-// so without it the ones that lost the race for a batch lose it for the
-// next, and the next (docs/performance.md).
-const jumpChunks = 8 * driver.BatchSize / chunkSize
-
-// chunkSize is the length of a chunk of a tick's entity stream. Batches are
-// as large as the free run slots, so a chunk must be small enough to fall
-// whole inside most of them; each costs one SADD in the acquire script.
-const chunkSize = 16
-
 // fanOut runs tick T of ts.
 func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	ctx, done := ts.fanOuts.begin(ctx, ts)
@@ -159,7 +149,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 		lvl = slog.LevelWarn
 	}
 	s.log.Log(context.Background(), lvl, "tick", logs.KeyTask, t.Name, logs.Tick(T),
-		"entities", n.Entities, "started", n.Started, "busy", n.Busy, "already_ran", n.AlreadyRan, "limited", n.Limited,
+		"entities", n.Entities, "started", n.Started, "busy", n.Busy, "already_ran", n.AlreadyRan, "superseded", n.Superseded, "limited", n.Limited,
 		"quarantined", n.Quarantined, "unacknowledged", n.Unacknowledged, "errors", n.Errors, "source_failed", n.SourceFailed,
 		"stopped", n.Stopped, "paused", n.Paused, "removed", n.Removed)
 	s.observe(Event{Kind: EventTick, Task: t.Name, Tick: T, Counts: n})
@@ -439,7 +429,12 @@ func (f *fanOut) flush() {
 			f.n.Busy++
 			s.log.Debug(logs.MsgSkippedBusy, logs.KeyTask, t.Name, logs.KeyEntity, f.batch[i], logs.Tick(f.T), logs.KeyError, r.Err)
 		case errors.Is(r.Err, lease.ErrAlreadyRan):
-			f.n.AlreadyRan++
+			// A newer tick's run: this tick's was superseded, not run by another.
+			if ar := (*lease.AlreadyRanError)(nil); errors.As(r.Err, &ar) && ar.LastTick.After(f.T) {
+				f.n.Superseded++
+			} else {
+				f.n.AlreadyRan++
+			}
 			s.log.Debug(logs.MsgAlreadyRan, logs.KeyTask, t.Name, logs.KeyEntity, f.batch[i], logs.Tick(f.T))
 		case errors.Is(r.Err, driver.ErrNotAcknowledged):
 			f.n.Unacknowledged++
@@ -462,47 +457,3 @@ func (f *fanOut) flush() {
 // deferOne keeps the entity at pos, whose acquire Redis failed (or
 // quarantined), for retryFailed.
 func (f *fanOut) deferOne(id string, pos int) { f.failed = appendAt(f.failed, id, pos) }
-
-// takenWhole says whether another replica took the batch's chunks (it held
-// one at least) and ran the rest.
-func takenWhole(reqs []driver.Request, res []lease.Result) bool {
-	chunk := false
-	for i, r := range res {
-		if !errors.Is(r.Err, lease.ErrAlreadyRan) {
-			return false
-		}
-		chunk = chunk || reqs[i].Chunk != ""
-	}
-	return chunk
-}
-
-// markChunks names each whole chunk in the batch by its ids, each with its
-// length (the store sends a hash of the name): replicas that read the same
-// ids in the same order name it alike.
-func (f *fanOut) markChunks(reqs []driver.Request) {
-	first, end := f.first, f.first+len(reqs) // the stream positions of reqs
-	for k := (first + chunkSize - 1) / chunkSize; (k+1)*chunkSize <= end; k++ {
-		lo := k*chunkSize - first
-		id := chunkName(f.batch[lo : lo+chunkSize])
-		for i := lo; i < lo+chunkSize; i++ {
-			reqs[i].Chunk = id
-		}
-	}
-}
-
-// chunkName names a chunk by its ids, in one allocation.
-func chunkName(ids []string) string {
-	n := 0
-	for _, id := range ids {
-		n += len(id) + 21 // the length's digits, at most 20, and ':'
-	}
-	var b strings.Builder
-	b.Grow(n)
-	var num [20]byte
-	for _, id := range ids {
-		b.Write(strconv.AppendInt(num[:0], int64(len(id)), 10))
-		b.WriteByte(':')
-		b.WriteString(id)
-	}
-	return b.String()
-}

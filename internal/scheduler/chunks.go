@@ -1,0 +1,69 @@
+package scheduler
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/lease/driver"
+)
+
+// A tick's entity stream, in a fan-out in source order, is cut into
+// chunks: a batch that holds a whole chunk sends it as one, which only one
+// replica takes (docs/performance.md).
+
+// jumpChunks is how far a fan-out skips ahead when another replica took a
+// whole batch: the replicas of a tick read the same stream from its start,
+// so without it the ones that lost the race for a batch lose it for the
+// next, and the next (docs/performance.md).
+const jumpChunks = 8 * driver.BatchSize / chunkSize
+
+// chunkSize is the length of a chunk of a tick's entity stream. Batches are
+// as large as the free run slots, so a chunk must be small enough to fall
+// whole inside most of them; each costs one SADD in the acquire script.
+const chunkSize = 16
+
+// takenWhole says whether another replica took the batch's chunks (it held
+// one at least) and ran the rest.
+func takenWhole(reqs []driver.Request, res []lease.Result) bool {
+	chunk := false
+	for i, r := range res {
+		if !errors.Is(r.Err, lease.ErrAlreadyRan) {
+			return false
+		}
+		chunk = chunk || reqs[i].Chunk != ""
+	}
+	return chunk
+}
+
+// markChunks names each whole chunk in the batch by its ids, each with its
+// length (the store sends a hash of the name): replicas that read the same
+// ids in the same order name it alike.
+func (f *fanOut) markChunks(reqs []driver.Request) {
+	first, end := f.first, f.first+len(reqs) // the stream positions of reqs
+	for k := (first + chunkSize - 1) / chunkSize; (k+1)*chunkSize <= end; k++ {
+		lo := k*chunkSize - first
+		id := chunkName(f.batch[lo : lo+chunkSize])
+		for i := lo; i < lo+chunkSize; i++ {
+			reqs[i].Chunk = id
+		}
+	}
+}
+
+// chunkName names a chunk by its ids, in one allocation.
+func chunkName(ids []string) string {
+	n := 0
+	for _, id := range ids {
+		n += len(id) + 21 // the length's digits, at most 20, and ':'
+	}
+	var b strings.Builder
+	b.Grow(n)
+	var num [20]byte
+	for _, id := range ids {
+		b.Write(strconv.AppendInt(num[:0], int64(len(id)), 10))
+		b.WriteByte(':')
+		b.WriteString(id)
+	}
+	return b.String()
+}
