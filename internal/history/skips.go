@@ -12,6 +12,9 @@ const (
 	SkipPaused          = "paused"  // tickd pause stopped the fan-out first
 	SkipRemoved         = "removed" // a reload took the task out of the config first
 	// SkipSuperseded: a run that waited for a limit gave its place to the
-	// entity's run of a newer tick (an entity has one waiting run).
+	// entity's run of a newer tick (an entity has one waiting run), or to
+	// another run of it (a retry); or the fan-out came to the entity once a
+	// newer tick of it had run (a replica on a newer schedule, a late
+	// fan-out).
 	SkipSuperseded = "superseded"
 )

@@ -547,3 +547,28 @@ entities = ` + entities(n)
 		t.Fatalf("%d of %d entities never ran in tick %v: the gone replica's shards were left", missing, n, T)
 	}
 }
+
+// TestFanOutOfAnOlderTickCountsSuperseded: a fan-out that comes to an
+// entity once a newer tick of it ran (a replica on a newer schedule during
+// a rollout, a late fan-out) counts it superseded, not already_ran: no run
+// of this tick ran it.
+func TestFanOutOfAnOlderTickCountsSuperseded(t *testing.T) {
+	bothStores(t, func(t *testing.T, withRedis bool) {
+		e := newEnv(t, withRedis)
+		st := e.store("r1")
+		// A newer tick's run of e1, by a replica whose schedule has it.
+		newer := time.Now().Truncate(time.Second)
+		l, err := st.Acquire(context.Background(), driver.Request{Task: "late", Entity: "e1", TTL: time.Minute, Reason: driver.ReasonTick, Tick: newer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Release(context.Background(), driver.Finished{Outcome: driver.OutcomeDone}, nil); err != nil {
+			t.Fatal(err)
+		}
+		// This one catches up the hour's tick, older: e1's is superseded, e2 runs.
+		e.run("[[tasks]]\nname = \"late\"\nevery = \"1h\"\ncatch_up = \"1h\"\nhandler = \"rec\"\nentities = [\"e1\", \"e2\"]\n", Options{Store: st})
+		e.ev.waitFor(t, 10*time.Second, "the catch-up tick", kind(EventTick))
+		c := e.ev.events(kind(EventTick))[0].Counts
+		expect.True(t, fmt.Sprintf("counts %+v: e1 superseded, e2 started, none already ran", c), c.Superseded == 1 && c.Started == 1 && c.AlreadyRan == 0)
+	})
+}

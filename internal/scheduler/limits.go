@@ -75,7 +75,8 @@ func (s *Scheduler) dueSkipped(ts *taskState, d driver.Due, err error) {
 	why := history.SkipBusy
 	if errors.Is(err, lease.ErrAlreadyRan) {
 		why = driver.SkipAlreadyRan
-		if last := ts.tally.Load(); last != nil && last.tick.After(d.Tick) {
+		ar := (*lease.AlreadyRanError)(nil)
+		if last := ts.tally.Load(); last != nil && last.tick.After(d.Tick) || errors.As(err, &ar) && ar.LastTick.After(d.Tick) {
 			why = history.SkipSuperseded
 		}
 	}
