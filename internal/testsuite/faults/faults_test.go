@@ -107,6 +107,9 @@ type cluster struct {
 	// loss only by that process: one that stopped before the loss leaves
 	// the tick's record without it.
 	exited map[int]int64
+	// stopping: tickd pid -> when it was sent SIGTERM (its fan-outs stop
+	// then; it exits later).
+	stopping map[int]int64
 	losses []time.Time
 	// mon is the monitor every task's heartbeat_url pings (checkBeats).
 	mon *pingtest.Monitor
@@ -243,7 +246,7 @@ func newClusterOn(t *testing.T, srv *redistest.Server, redis string, ttl time.Du
 	_, worker := tickdtest.Binaries(t)
 	t.Cleanup(func() { failedUnsaid(t) })
 	c := &cluster{t: t, srv: srv, redis: redis, redisAddr: srv.Addr, ttl: ttl, dir: t.TempDir(),
-		killedAt: map[int]int64{}, linger: map[int]interval{}, exited: map[int]int64{}, mon: pingtest.Start(t)}
+		killedAt: map[int]int64{}, linger: map[int]interval{}, exited: map[int]int64{}, stopping: map[int]int64{}, mon: pingtest.Start(t)}
 	c.runsLog = filepath.Join(c.dir, "runs.log")
 	c.workDir = filepath.Join(c.dir, "work")
 	os.Mkdir(c.workDir, 0o755) //nolint:errcheck
@@ -347,6 +350,7 @@ func (c *cluster) run(fault func(c *cluster, until time.Time)) result {
 	c.checkHistory(&res, begin, end)
 	c.checkReasons(&res, begin, end)
 	c.checkBeats(&res, begin, end)
+	c.checkDelivery(&res, begin, end)
 	return res
 }
 
@@ -437,6 +441,9 @@ type result struct {
 	// The history of the ticks checked: complete records, records left
 	// incomplete, and complete records that disagree with the worker.
 	historyComplete, historyIncomplete, historyWrong int
+	// The quiet ticks whose delivery was judged, and those that delivered
+	// wrong (checkDelivery).
+	deliveryJudged, deliveryWrong int
 	// The reasons of the ticks checked, by kind, and those without one
 	// (checkReasons); the heartbeats heard (checkBeats).
 	reasons                map[string]int
@@ -705,10 +712,10 @@ var (
 
 func report(t *testing.T, name string, r result) {
 	t.Helper()
-	row := fmt.Sprintf("%-22s faults=%-3d runs=%-5d tick_runs=%-5d reschedules=%-4d overlaps=%d dup_tick_runs=%d fence_violations=%d liveness=%.4f (%d/%d) stopped_unrecorded=%d runs_without_redis=%d work_left=%d stray_leases=%d history=%d/%d/%d %s",
+	row := fmt.Sprintf("%-22s faults=%-3d runs=%-5d tick_runs=%-5d reschedules=%-4d overlaps=%d dup_tick_runs=%d fence_violations=%d liveness=%.4f (%d/%d) stopped_unrecorded=%d runs_without_redis=%d work_left=%d stray_leases=%d history=%d/%d/%d delivery=%d/%d %s",
 		name, r.faults, r.Runs, r.TickRuns, r.Reschedules, r.Overlaps, r.DuplicateTickRuns, r.FenceViolations,
 		r.liveness(), r.liveRan, r.liveEligible, r.stoppedUnrecorded, len(r.withoutRedis), r.workLeft, r.strays,
-		r.historyComplete, r.historyIncomplete, r.historyWrong, r.extra)
+		r.historyComplete, r.historyIncomplete, r.historyWrong, r.deliveryJudged, r.deliveryWrong, r.extra)
 	row += " " + r.beatsRow()
 	t.Log(row)
 	tableMu.Lock()
@@ -740,6 +747,9 @@ func guaranteesHold(t *testing.T, r result, allowOverlaps bool) {
 	}
 	if r.unaccounted != 0 || r.beatsWrong != 0 || r.beatStarts == 0 {
 		failf(t, "ticks without a true reason: %d; heartbeats wrong: %d, starts heard: %d\n%s", r.unaccounted, r.beatsWrong, r.beatStarts, strings.Join(r.Examples, "\n"))
+	}
+	if r.deliveryWrong != 0 {
+		failf(t, "ticks that delivered wrong: %d of %d judged\n%s", r.deliveryWrong, r.deliveryJudged, strings.Join(r.Examples, "\n"))
 	}
 	if r.historyWrong != 0 || r.historyComplete == 0 {
 		failf(t, "tick records: %d complete, %d of them wrong, %d incomplete\n%s", r.historyComplete, r.historyWrong,

@@ -171,6 +171,11 @@ func (n *nemesis) act(until time.Time) {
 // reload changes the config and sends SIGHUP to some replicas: all of
 // them, or all but one, which keeps the config it had.
 func (n *nemesis) reload() {
+	if n.rnd.IntN(2) == 0 {
+		// sync changes in half the reloads, whatever else does: a reload
+		// in the middle of its fan-out must finish that tick (checkDelivery).
+		n.concurrency = 150 - n.concurrency // 70 <-> 80
+	}
 	switch n.rnd.IntN(6) {
 	case 5: // [telemetry]: a reload warns that it takes a restart; the spans go on
 		n.runSpans = []int{1000, 50}[n.rnd.IntN(2)]
@@ -327,6 +332,9 @@ func (n *nemesis) restart() {
 	n.allUp()
 	r := n.c.reps[n.rnd.IntN(len(n.c.reps))]
 	pid := r.proc.Pid()
+	n.c.mu.Lock()
+	n.c.stopping[pid] = time.Now().UnixNano()
+	n.c.mu.Unlock()
 	r.proc.Signal(syscall.SIGTERM)
 	if code := r.proc.Wait(30 * time.Second); code != 0 {
 		failf(n.c.t, "%s exited %d on SIGTERM; its log ends:\n%s", r.name, code, tail(r.proc.Log(), 8))
