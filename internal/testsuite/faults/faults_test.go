@@ -110,7 +110,7 @@ type cluster struct {
 	// stopping: tickd pid -> when it was sent SIGTERM (its fan-outs stop
 	// then; it exits later).
 	stopping map[int]int64
-	losses []time.Time
+	losses   []time.Time
 	// mon is the monitor every task's heartbeat_url pings (checkBeats).
 	mon *pingtest.Monitor
 }
