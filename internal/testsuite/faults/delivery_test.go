@@ -28,8 +28,46 @@ import (
 // judged (their parts are lost).
 func (c *cluster) checkDelivery(res *result, begin, end time.Time) {
 	c.mu.Lock()
-	var faults []interval
-	stops := map[int]interval{} // tickd pid -> from its SIGTERM (or kill) to its end
+	faults, stops := c.faultTimes()
+	losses := slices.Clone(c.losses)
+	procs := slices.Clone(c.procs)
+	runs := tickdtest.ReadRuns(c.t, c.runsLog)
+	holds, _ := unrecorded(runs, c.readLogs(), c.ttl)
+	c.mu.Unlock()
+	// stopped says whether replica (a part's) was stopped or killed in
+	// [from, to]: its id is its process's name (the nemesis's) or ends in
+	// its pid (the default id).
+	stopped := func(replica string, from, to time.Time) bool {
+		for _, p := range procs {
+			s, ok := stops[p.Pid()]
+			if ok && (replica == p.Name || strings.HasSuffix(replica, "-"+strconv.Itoa(p.Pid()))) && !s.from.After(to) && !s.to.Before(from) {
+				return true
+			}
+		}
+		return false
+	}
+	ran := ranByTick(append(runs, holds...))
+	for _, rec := range tickdtest.TicksIn(c.t, c.readStore(), "sync", 1000) {
+		T := rec.Tick
+		if T.Before(begin) || T.After(end) || !rec.Final() || c.nearLoss(T, losses) {
+			continue
+		}
+		res.deliveryJudged++
+		why := delivered(rec, len(ran[T.UnixNano()]), quiet(faults, T.Add(-c.ttl-every), T.Add(3*every)),
+			func(replica string) bool { return stopped(replica, T.Add(-every), T.Add(3*every)) })
+		if why != "" {
+			res.deliveryWrong++
+			if len(res.Examples) < 20 {
+				res.Examples = append(res.Examples, fmt.Sprintf("tick %s delivered wrong: %s; parts %+v", T.UTC().Format(time.RFC3339), why, rec.Parts))
+			}
+		}
+	}
+}
+
+// faultTimes are the faults injected so far, and by tickd pid the time
+// from its SIGTERM (or kill) to its end. c.mu is held.
+func (c *cluster) faultTimes() (faults []interval, stops map[int]interval) {
+	stops = map[int]interval{}
 	for pid, at := range c.killedAt {
 		stops[pid] = interval{time.Unix(0, at), time.Unix(0, at)}
 	}
@@ -49,32 +87,20 @@ func (c *cluster) checkDelivery(res *result, begin, end time.Time) {
 	for _, at := range c.losses {
 		faults = append(faults, interval{at, at})
 	}
-	faults = append(append(faults, c.blackouts...), c.redisDown...)
-	losses := slices.Clone(c.losses)
-	procs := slices.Clone(c.procs)
-	runs := tickdtest.ReadRuns(c.t, c.runsLog)
-	holds, _ := unrecorded(runs, c.readLogs(), c.ttl)
-	c.mu.Unlock()
-	// stopped says whether replica (a part's) was stopped or killed in
-	// [from, to]: its id is its process's name (the nemesis's) or ends in
-	// its pid (the default id).
-	stopped := func(replica string, from, to time.Time) bool {
-		for _, p := range procs {
-			s, ok := stops[p.Pid()]
-			if ok && (replica == p.Name || strings.HasSuffix(replica, "-"+strconv.Itoa(p.Pid()))) && !s.from.After(to) && !s.to.Before(from) {
-				return true
-			}
-		}
-		return false
-	}
-	ran := map[int64]map[string]bool{} // tick -> the entities some run of it ran
-	for _, r := range append(runs, holds...) {
-		T, err := time.Parse(time.RFC3339Nano, r.Start.Tick)
-		switch r.Start.Reason { // the runs of a tick: its own, its hand-overs, and runs the replicas logged
+	return append(append(faults, c.blackouts...), c.redisDown...), stops
+}
+
+// ranByTick is, by tick, the entities of sync some run of the tick ran:
+// its own, its hand-overs, and the runs the replicas logged.
+func ranByTick(runs []tickdtest.Run) map[int64]map[string]bool {
+	ran := map[int64]map[string]bool{}
+	for _, r := range runs {
+		switch r.Start.Reason {
 		case "tick", "retry", "queued", unrecordedReason:
 		default:
 			continue
 		}
+		T, err := time.Parse(time.RFC3339Nano, r.Start.Tick)
 		if r.Start.Task != "sync" || err != nil {
 			continue
 		}
@@ -83,21 +109,7 @@ func (c *cluster) checkDelivery(res *result, begin, end time.Time) {
 		}
 		ran[T.UnixNano()][r.Start.Entity] = true
 	}
-	for _, rec := range tickdtest.TicksIn(c.t, c.readStore(), "sync", 1000) {
-		T := rec.Tick
-		if T.Before(begin) || T.After(end) || !rec.Final() || c.nearLoss(T, losses) {
-			continue
-		}
-		res.deliveryJudged++
-		why := delivered(rec, len(ran[T.UnixNano()]), quiet(faults, T.Add(-c.ttl-every), T.Add(3*every)),
-			func(replica string) bool { return stopped(replica, T.Add(-every), T.Add(3*every)) })
-		if why != "" {
-			res.deliveryWrong++
-			if len(res.Examples) < 20 {
-				res.Examples = append(res.Examples, fmt.Sprintf("tick %s delivered wrong: %s; parts %+v", T.UTC().Format(time.RFC3339), why, rec.Parts))
-			}
-		}
-	}
+	return ran
 }
 
 // quiet says whether no fault meets [from, to].
