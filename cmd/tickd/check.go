@@ -172,7 +172,7 @@ func pingRedis(ctx context.Context, cfg *config.Config) (map[string]int, error) 
 	if cfg.Redis == nil {
 		return nil, errors.New("-redis: the config has no [redis] table")
 	}
-	routeRedisLogs(slog.New(slog.DiscardHandler)) // the one error below says it all
+	redisconn.RouteLogs(slog.New(slog.DiscardHandler)) // the one error below says it all
 	c, err := redisClient(cfg)
 	if err != nil {
 		return nil, err

@@ -56,34 +56,6 @@ func parseLevel(s string) slog.Level {
 	return l
 }
 
-// redisLog routes go-redis's own log lines (a pool that cannot dial, …)
-// into tickd's log, rate-limited like tickd's own lines about Redis: left
-// to itself, go-redis prints "redis: 2026/…" lines to stderr several times
-// a second, breaking the JSON stream.
-type redisLog struct {
-	log   *slog.Logger
-	limit *logs.Limiter
-}
-
-func (r redisLog) Printf(_ context.Context, format string, v ...any) {
-	msg := strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: ")
-	switch {
-	case strings.HasPrefix(msg, "sentinel: selected addr"), strings.HasPrefix(msg, "sentinel: discovered new sentinel"),
-		strings.HasPrefix(msg, "sentinel: ignore addr"):
-		r.log.Debug("redis client: " + msg) // Sentinel discovery at work, not a problem
-	case strings.HasPrefix(msg, "sentinel: new master"):
-		r.log.Info("redis client: " + msg) // a failover, followed
-	default:
-		r.limit.Log(r.log, slog.LevelWarn, "go-redis", "redis client: "+msg)
-	}
-}
-
-// routeRedisLogs sends go-redis's log lines to log (go-redis has one logger
-// per process).
-func routeRedisLogs(log *slog.Logger) {
-	redis.SetLogger(redisLog{log: log, limit: logs.NewLimiter(logs.Every)})
-}
-
 // redisClient builds the client for the config's [redis] table.
 func redisClient(cfg *config.Config) (redis.UniversalClient, error) {
 	c, err := redisconn.Client(cfg.Redis)
@@ -124,7 +96,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	var level slog.LevelVar
 	log := newLogger(cfg.Daemon, stderr, &level)
-	routeRedisLogs(log)
+	redisconn.RouteLogs(log)
 	reg := prometheus.NewRegistry()
 	b := readBuild()
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_build_info",

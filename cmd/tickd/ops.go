@@ -38,7 +38,7 @@ func cliStore(cfg *config.Config, cmd string, ttl time.Duration) (*lease.Store, 
 	if cfg.Redis == nil {
 		return nil, nil, fmt.Errorf("%s needs a [redis] table in %s: without one, leases live inside the daemon's process", cmd, cfg.Path)
 	}
-	routeRedisLogs(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	redisconn.RouteLogs(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	s, err := app.OpenStore(cfg, lease.Options{Replica: "cli:" + operator(), MaxTTL: ttl})
 	if err != nil {
 		return nil, nil, err

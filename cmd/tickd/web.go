@@ -14,6 +14,7 @@ import (
 	"github.com/tickd/tickd/internal/console"
 	"github.com/tickd/tickd/internal/earlysignal"
 	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/internal/redisconn"
 )
 
 // runWeb serves the console alone, from any host that reaches the config's
@@ -35,7 +36,7 @@ func runWeb(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	var level slog.LevelVar
 	log := newLogger(cfg.Daemon, stderr, &level)
-	routeRedisLogs(log)
+	redisconn.RouteLogs(log)
 	store, err := app.OpenStore(cfg, lease.Options{Replica: "web:" + operator()})
 	if err != nil {
 		return err

@@ -19,15 +19,19 @@
 package telemetry
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -36,6 +40,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -53,6 +58,34 @@ type Tracer struct {
 	// took: Stop says how many were not (dropped as the queue overflowed,
 	// or refused).
 	ended, delivered *atomic.Int64
+	where            string // the endpoint, as the config or the environment gives it
+}
+
+// Where says where the spans go: the endpoint the config or the
+// environment gives (the SDK adds /v1/traces to a base endpoint).
+func (t *Tracer) Where() string { return t.where }
+
+// errLog is where LogErrors sends the SDK's errors; errLimit bounds them.
+var (
+	errLog   atomic.Pointer[slog.Logger]
+	errLimit = logs.NewLimiter(logs.Every)
+	errOnce  sync.Once
+)
+
+// LogErrors sends the OpenTelemetry SDK's errors (an export the collector
+// did not take) to log, at warn, one line per logs.Every with a count of
+// those suppressed: left to itself, the SDK writes plain-text lines to
+// stderr, into a JSON log, every few seconds while a collector is down.
+// The SDK has one error handler per process: the last call's log wins.
+func LogErrors(log *slog.Logger) {
+	errLog.Store(log)
+	errOnce.Do(func() {
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+			if l := errLog.Load(); l != nil {
+				errLimit.Log(l, slog.LevelWarn, "otel", "traces: the OpenTelemetry SDK failed (spans are dropped while the collector does not take them)", "error", err.Error())
+			}
+		}))
+	})
 }
 
 // The batcher's bounds where no OTEL_BSP_* variable gives them: a tick's
@@ -104,7 +137,8 @@ func New(ctx context.Context, cfg *config.Telemetry, getenv func(string) string,
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
-	t := &Tracer{runSpans: runSpans, replica: replica, ended: new(atomic.Int64), delivered: new(atomic.Int64)}
+	where := cmp.Or(endpoint, getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
+	t := &Tracer{runSpans: runSpans, replica: replica, ended: new(atomic.Int64), delivered: new(atomic.Int64), where: where}
 	t.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(endCounter{t.ended}),
 		sdktrace.WithBatcher(deliveryCounter{exp, t.delivered}, batcherOptions(getenv)...),
 		sdktrace.WithResource(res), sdktrace.WithIDGenerator(ids{}))

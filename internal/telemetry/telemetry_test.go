@@ -1,12 +1,16 @@
 package telemetry
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/otlptest"
 	"github.com/tickd/tickd/lease/driver"
 	"go.opentelemetry.io/otel/trace"
@@ -191,4 +195,41 @@ func TestStopSaysWhatWasNotDelivered(t *testing.T) {
 	if err := tr.Stop(ctx); err == nil || !strings.Contains(err.Error(), "1 of the 1 spans sampled were not delivered") {
 		t.Fatalf("Stop: %v, want it to say the span was not delivered", err)
 	}
+}
+
+// TestExportErrorsGoToTheLog: the SDK's error for an export the collector
+// did not take is a line of tickd's log (slog, rate-limited), not a
+// plain-text line of the SDK's own on stderr; the tracer says where it
+// exports.
+func TestExportErrorsGoToTheLog(t *testing.T) {
+	var b syncBuffer
+	LogErrors(slog.New(slog.NewJSONHandler(&b, nil)))
+	tr, err := New(context.Background(), &config.Telemetry{Endpoint: "http://127.0.0.1:1"}, func(string) string { return "" }, "a", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Stop(context.Background()) }) //nolint:errcheck // undelivered: the point
+	expect.Equal(t, "where it exports", tr.Where(), "http://127.0.0.1:1")
+	f := tr.StartFanOut("sync", time.Now())
+	f.End(0, 0, "")
+	expect.WaitFor(t, 10*time.Second, "the failed export logged", func() bool { return strings.Contains(b.String(), `"msg":"traces: the OpenTelemetry SDK failed`) })
+	expect.True(t, "a JSON line at warn: "+b.String(), strings.Contains(b.String(), `"level":"WARN"`))
+}
+
+// syncBuffer is a bytes.Buffer for one writer and one reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
