@@ -49,6 +49,16 @@ func TestHeartbeatURLPerTask(t *testing.T) {
 	expect.True(t, "refused without the URL: "+fmt.Sprint(err), err != nil && !strings.Contains(err.Error(), "s3cret"))
 }
 
+// TestHeartbeatURLKeepsItsQuery: a check URL with a query of its own
+// (Healthchecks' ?create=1) is taken, its path's last slash dropped.
+func TestHeartbeatURLKeepsItsQuery(t *testing.T) {
+	cfg, err := Parse("cfg.toml", []byte(httpTask+"heartbeat_url = \"https://hc-ping.com/key/{task}/?create=1\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "the URL", cfg.Tasks[0].HeartbeatURL, "https://hc-ping.com/key/"+cfg.Tasks[0].Name+"?create=1")
+}
+
 const goodTask = `
 [[tasks]]
 name = "sync"
@@ -133,7 +143,7 @@ func TestConfigErrors(t *testing.T) {
 		{"heartbeat from an unset variable", goodTask + "heartbeat_url = \"https://hc-ping.com/${TICKD_TEST_UNSET_KEY}/{task}\"\n",
 			"cfg.toml:6: tasks[0].heartbeat_url: environment variable TICKD_TEST_UNSET_KEY is not set"},
 		{"heartbeat not http", goodTask + "heartbeat_url = \"hc-ping.com/abc\"\n", "cfg.toml:6: tasks[0].heartbeat_url: not an http:// or https:// URL"},
-		{"heartbeat with a query", goodTask + "heartbeat_url = \"https://hc-ping.com/abc?x=1\"\n", "cfg.toml:6: tasks[0].heartbeat_url: give the check's URL alone"},
+		{"heartbeat with its own rid", goodTask + "heartbeat_url = \"https://hc-ping.com/abc?rid=1\"\n", "cfg.toml:6: tasks[0].heartbeat_url: give the check's URL, with its own query if it has one"},
 		{"one heartbeat for two tasks", "[defaults]\nheartbeat_url = \"https://hc-ping.com/abc\"\n" + goodTask + strings.Replace(goodTask, `"sync"`, `"sync2"`, 1),
 			"tasks[1].heartbeat_url: the same URL as tasks[0]'s: one check would hear both tasks"},
 	}

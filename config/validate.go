@@ -354,10 +354,15 @@ func validateHeartbeat(t *Task, bad badFunc) {
 	switch {
 	case !ok:
 		bad("heartbeat_url", "not an http:// or https:// URL: want a monitor's ping URL, e.g. \"https://hc-ping.com/${HC_PING_KEY}/{task}\"")
-	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
-		bad("heartbeat_url", "give the check's URL alone: tickd adds /start, /fail and ?rid=")
+	case u.Fragment != "" || u.User != nil || u.Query().Has("rid"):
+		bad("heartbeat_url", "give the check's URL, with its own query if it has one: tickd adds /start or /fail to its path and rid= to its query")
 	default:
-		t.HeartbeatURL = strings.TrimSuffix(v, "/")
+		// A query stays (Healthchecks' ?create=1); the path's last slash goes.
+		base, query, ok := strings.Cut(v, "?")
+		t.HeartbeatURL = strings.TrimSuffix(base, "/")
+		if ok {
+			t.HeartbeatURL += "?" + query
+		}
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,9 +62,14 @@ type Ping struct {
 }
 
 // Target is the URL the ping is sent to: the check's URL, the kind's
-// suffix, and the tick's run id.
+// suffix on its path, and the tick's run id beside the check's own query
+// (Healthchecks' ?create=1, say).
 func (p Ping) Target() string {
-	return p.URL + p.Kind.suffix() + "?rid=" + RID(p.Task, p.Tick)
+	base, query, _ := strings.Cut(p.URL, "?")
+	if query != "" {
+		query += "&"
+	}
+	return base + p.Kind.suffix() + "?" + query + "rid=" + RID(p.Task, p.Tick)
 }
 
 // claimName names the ping in the store's claims.

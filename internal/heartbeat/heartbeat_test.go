@@ -102,3 +102,16 @@ func TestRIDIsAUUIDOfTheTick(t *testing.T) {
 	expect.True(t, "another tick's differs", RID("sync", tick.Add(time.Second)) != r)
 	expect.True(t, "another task's differs", RID("sync2", tick) != r)
 }
+
+// TestTargetKeepsTheChecksQuery: a check URL with a query of its own
+// (Healthchecks' ?create=1, a check that creates itself) keeps it; the
+// kind's suffix goes on the path, the run id into the query.
+func TestTargetKeepsTheChecksQuery(t *testing.T) {
+	rid := RID("sync", tick)
+	for url, want := range map[string]string{
+		"https://hc-ping.com/k/sync":          "https://hc-ping.com/k/sync/start?rid=" + rid,
+		"https://hc-ping.com/k/sync?create=1": "https://hc-ping.com/k/sync/start?create=1&rid=" + rid,
+	} {
+		expect.Equal(t, url, Ping{URL: url, Task: "sync", Tick: tick, Kind: Start}.Target(), want)
+	}
+}
