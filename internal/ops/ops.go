@@ -339,8 +339,9 @@ func unlockSaid(u driver.Unlocked, ttl time.Duration) string {
 		return fmt.Sprintf("revoked the lease of %s: its run was told to stop at once; the entity is free once it has "+
 			"stopped, at the latest in %s", what, left)
 	}
-	return fmt.Sprintf("revoked the lease of %s: the holder stops its run at its next renewal (within %s); the entity is "+
-		"free once it has stopped, at the latest in %s, and nothing else runs on it before", what, (ttl / 3).Round(time.Millisecond), left)
+	return fmt.Sprintf("revoked the lease of %s: the holder is told at once (Redis publishes the revocation; at the latest at its "+
+		"next renewal, within %s) and stops its run; the entity is free once it has stopped, at the latest in %s, and nothing "+
+		"else runs on it before", what, (ttl / 3).Round(time.Millisecond), left)
 }
 
 // ErrStillRun is the error of a forget of a task a live replica runs.
