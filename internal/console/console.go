@@ -117,7 +117,9 @@ func New(opts Options) (*Console, error) {
 // chooses who may see it.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, ok := r.Context().Value(userKey{}).(User); !ok {
-		http.Error(w, "console: no authentication chosen: serve it through console.NewFront, or console.Anyone to let anyone in", http.StatusForbidden)
+		// Said to whoever mounted it: tickd's own [web] users, or a program's
+		// sign-on in front (tickd.WithUser on each request it lets through).
+		http.Error(w, "console: no authentication saw this request: [web] users in tickd's config, or the program's own sign-on in front saying who the user is (tickd.WithUser)", http.StatusForbidden)
 		return
 	}
 	c.h.ServeHTTP(w, r)
@@ -190,7 +192,7 @@ func userOf(r *http.Request) User {
 func (c *Console) admin(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if userOf(r).Role != Admin {
-			http.Error(w, "only an admin may do this (web.admins)", http.StatusForbidden)
+			http.Error(w, "only an admin may do this", http.StatusForbidden)
 			return
 		}
 		next(w, r)
