@@ -143,3 +143,20 @@ func TestReasonForEveryTick(t *testing.T) {
 		expect.Equal(t, fmt.Sprintf("the reason of %+v", c.v.Parts), Reason(c.v), c.want)
 	}
 }
+
+// TestSummaryNamesWhatWentWrong: a heartbeat's end names the replica that
+// left an incomplete tick unfinished, and the entities whose runs failed
+// (at most max, then how many more), each quoted.
+func TestSummaryNamesWhatWentWrong(t *testing.T) {
+	T := at(9, 0)
+	r := driver.TickRecord{Tick: T, Parts: []driver.TickPart{
+		{Replica: "r1", Final: true, Entities: 3, Started: 1, Outcomes: map[driver.Outcome]int{driver.OutcomeDone: 1}},
+		{Replica: "r2", Final: false, Entities: 3, Started: 2},
+	}}
+	ok, text := Summary("sync", r, TickIncomplete)
+	expect.True(t, "not ok: "+text, !ok)
+	expect.True(t, "names r2: "+text, strings.Contains(text, "unfinished: the part of r2, gone with its runs"))
+	fs := []lease.Failure{{Entity: "a", Tick: T}, {Entity: "b\n", Tick: T}, {Entity: "a", Tick: T}, {Entity: "c", Tick: T.Add(time.Minute)}, {Entity: "d", Tick: T}}
+	expect.Equal(t, "failed entities", FailedEntities(fs, T, 2), `failed: "a", "b\n" and 1 more (tickd history -failures)`+"\n")
+	expect.Equal(t, "none of the tick", FailedEntities(fs, T.Add(time.Hour), 2), "")
+}

@@ -59,7 +59,44 @@ func Summary(task string, r driver.TickRecord, state string) (ok bool, text stri
 		fmt.Fprintf(&b, "entity source failed: %s\n", r.SourceError())
 	}
 	fmt.Fprintf(&b, "first start %s, last end %s after the tick; replicas %s\n", Millis(r.FirstStart()), Millis(r.LastEnd()), strings.Join(r.Replicas(), ", "))
+	if state == TickIncomplete {
+		var gone []string
+		for _, p := range r.Parts {
+			if !p.Final && !slices.Contains(gone, p.Replica) {
+				gone = append(gone, p.Replica)
+			}
+		}
+		fmt.Fprintf(&b, "unfinished: the part of %s, gone with its runs\n", strings.Join(gone, ", "))
+	}
 	return ok, b.String()
+}
+
+// FailedEntities is the line a tick's summary ends with when runs of it
+// failed: the entities of fs (a task's recent failures) whose run of tick
+// T failed, at most limit of them, and how many more.
+func FailedEntities(fs []lease.Failure, T time.Time, limit int) string {
+	var ids []string
+	seen := map[string]bool{}
+	more := 0
+	for _, f := range fs {
+		if !f.Tick.Equal(T) || seen[f.Entity] {
+			continue
+		}
+		seen[f.Entity] = true
+		if len(ids) == limit {
+			more++
+			continue
+		}
+		ids = append(ids, fmt.Sprintf("%q", f.Entity))
+	}
+	if len(ids) == 0 {
+		return ""
+	}
+	line := "failed: " + strings.Join(ids, ", ")
+	if more > 0 {
+		line += fmt.Sprintf(" and %d more", more)
+	}
+	return line + " (tickd history -failures)\n"
 }
 
 // lateAfter is how late a tick's first run may start and still be on time.

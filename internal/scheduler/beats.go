@@ -181,6 +181,8 @@ func (b *beats) judge(timeout time.Duration) {
 				kind := heartbeat.Fail
 				if ok {
 					kind = heartbeat.Success
+				} else if fs, err := b.s.store.Failures(ctx, task, failuresRead); err == nil {
+					summary += history.FailedEntities(fs, ob.tick, failuresNamed) // which entities failed, when some did
 				}
 				b.send.Send(heartbeat.Ping{Task: task, URL: ob.url, Tick: ob.tick, Kind: kind, Body: summary, Keep: ob.keep})
 			case now.After(ob.until):
@@ -197,6 +199,13 @@ func (b *beats) judge(timeout time.Duration) {
 
 // maxOpenTicks is how many of a task's newest tick records judge reads.
 const maxOpenTicks = 100
+
+// A failing tick's end names at most failuresNamed of its failed
+// entities, read among the task's failuresRead newest failures.
+const (
+	failuresRead  = 100
+	failuresNamed = 10
+)
 
 // live is the replicas whose announcement is current (nil when they cannot
 // be read: no tick is then taken for incomplete).

@@ -67,6 +67,7 @@ func TestHeartbeatsOncePerTickForTheFleet(t *testing.T) {
 		case "/bad":
 			expect.Equal(t, "bad's end", end.Kind, "fail")
 			expect.True(t, "the summary says a run failed: "+end.Body, strings.Contains(end.Body, "runs 3: done 2, failed 1"))
+			expect.True(t, "the summary names the entity that failed: "+end.Body, strings.Contains(end.Body, `failed: "bad-1" (tickd history -failures)`))
 		}
 	}
 }
