@@ -54,6 +54,11 @@ type Options struct {
 // were stopped: Go handlers that do not honour their ctx.
 var ErrRunsGoOn = scheduler.ErrRunsGoOn
 
+// ErrRestartNeeded is wrapped by Reload's error when the config changed a
+// table only a new Open applies ([redis], [telemetry]); the rest of it is
+// in force.
+var ErrRestartNeeded = app.ErrRestartNeeded
+
 // Tickd is one embedded tickd: a replica among those sharing the config's
 // Redis (or alone, in-process, without a [redis] table).
 type Tickd struct{ a *app.App }
@@ -90,7 +95,9 @@ func (t *Tickd) Stop(ctx context.Context) error { return t.a.Stop(ctx) }
 
 // Reload runs cfg from now on, as SIGHUP does for the binary: tasks added,
 // removed and changed; a config it cannot run is refused, and the old one
-// runs on.
+// runs on. A config that changes [redis] or [telemetry] is applied but for
+// those, which only a new Open takes: Reload then returns an error that
+// wraps ErrRestartNeeded.
 func (t *Tickd) Reload(cfg *config.Config) error { return t.a.Reload(cfg) }
 
 // Replica is the replica id this tickd runs under.

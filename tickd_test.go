@@ -3,6 +3,7 @@ package tickd_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -161,4 +162,34 @@ entities = ["u1", "u2", "u3", "u4", "u5", "u6"]
 	}
 	expect.True(t, fmt.Sprintf("tickd_runs_total series (an instance label each): %d", runs), runs >= 1)
 	expect.True(t, "the service's logger has tickd's lines", strings.Contains(logs.String(), `"instance":"svc-a"`))
+}
+
+// TestReloadSaysWhatTakesARestart: a Reload that changes [redis] applies
+// the rest (a task added) and says, with ErrRestartNeeded, that the table
+// takes a new Open; one that changes tasks alone returns nil.
+func TestReloadSaysWhatTakesARestart(t *testing.T) {
+	t.Parallel()
+	handlers := &tasks.Registry{}
+	handlers.Register("noop", func(context.Context, tasks.Run) (tasks.Result, error) { return tasks.Done, nil }) //nolint:errcheck // one name
+	parse := func(s string) *config.Config {
+		cfg, err := config.Parse("service.toml", []byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	task := func(name string) string { return fmt.Sprintf("[[tasks]]\nname = %q\nevery = \"1h\"\nhandler = \"noop\"\n", name) }
+	td, err := tickd.Open(parse(task("a")), tickd.Options{Handlers: handlers, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := td.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { td.Stop(context.Background()) }) //nolint:errcheck // nothing runs
+	expect.True(t, "a reload of tasks alone", td.Reload(parse(task("a")+task("b"))) == nil)
+	err = td.Reload(parse("[redis]\nurl = \"redis://127.0.0.1:1/0\"\n" + task("a") + task("b") + task("c")))
+	expect.True(t, fmt.Sprintf("a reload that changes [redis]: %v", err), errors.Is(err, tickd.ErrRestartNeeded) && strings.Contains(fmt.Sprint(err), "[redis]"))
+	st, err := td.Status(context.Background(), "", 1)
+	expect.True(t, fmt.Sprintf("task c added all the same: %v %+v", err, st), err == nil && len(st.Tasks) == 3)
 }

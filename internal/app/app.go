@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -245,6 +247,7 @@ func (a *App) Console(prefix string) (*console.Console, error) {
 // Reload runs cfg from now on (scheduler.Scheduler.Reload), and shows it
 // to the consoles; a config the scheduler refuses changes nothing.
 func (a *App) Reload(cfg *config.Config) error {
+	old := a.Scheduler.Config()
 	if err := a.Scheduler.Reload(cfg); err != nil {
 		return err
 	}
@@ -253,8 +256,22 @@ func (a *App) Reload(cfg *config.Config) error {
 	for _, c := range a.consoles {
 		c.Reload(cfg)
 	}
+	var tables []string
+	if !reflect.DeepEqual(old.Redis, cfg.Redis) {
+		tables = append(tables, "[redis]")
+	}
+	if !reflect.DeepEqual(old.Telemetry, cfg.Telemetry) {
+		tables = append(tables, "[telemetry]")
+	}
+	if len(tables) > 0 {
+		return fmt.Errorf("%w: %s changed; everything else is in force", ErrRestartNeeded, strings.Join(tables, " and "))
+	}
 	return nil
 }
+
+// ErrRestartNeeded is Reload's error when the config changed a table that
+// only a new start takes ([redis], [telemetry]); the rest was applied.
+var ErrRestartNeeded = errors.New("the config changed what only a restart applies")
 
 // ReplicaID is d's replica_id; else TICKD_REPLICA_ID; else POD_NAME (a
 // Kubernetes pod's name, by the downward API); else hostname-pid, with a
