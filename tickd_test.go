@@ -178,7 +178,9 @@ func TestReloadSaysWhatTakesARestart(t *testing.T) {
 		}
 		return cfg
 	}
-	task := func(name string) string { return fmt.Sprintf("[[tasks]]\nname = %q\nevery = \"1h\"\nhandler = \"noop\"\n", name) }
+	task := func(name string) string {
+		return fmt.Sprintf("[[tasks]]\nname = %q\nevery = \"1h\"\nhandler = \"noop\"\n", name)
+	}
 	td, err := tickd.Open(parse(task("a")), tickd.Options{Handlers: handlers, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
