@@ -71,12 +71,17 @@ func (c *cluster) faultTimes() (faults []interval, stops map[int]interval) {
 	for pid, at := range c.killedAt {
 		stops[pid] = interval{time.Unix(0, at), time.Unix(0, at)}
 	}
-	for pid, at := range c.exited {
-		from := at
-		if sent, ok := c.stopping[pid]; ok {
-			from = sent
+	for pid, sent := range c.stopping { // until it ended, or for a while
+		to, ok := c.exited[pid]
+		if !ok {
+			to = sent + (30 * time.Second).Nanoseconds()
 		}
-		stops[pid] = interval{time.Unix(0, from), time.Unix(0, at)}
+		stops[pid] = interval{time.Unix(0, sent), time.Unix(0, to)}
+	}
+	for pid, at := range c.exited {
+		if _, ok := stops[pid]; !ok {
+			stops[pid] = interval{time.Unix(0, at), time.Unix(0, at)}
+		}
 	}
 	for _, s := range stops {
 		faults = append(faults, s)

@@ -221,6 +221,9 @@ func TestReplicaGoneForGood(t *testing.T) {
 			logged += min(gone, 1)
 		}
 		for _, rep := range c.reps {
+			c.mu.Lock()
+			c.stopping[rep.proc.Pid()] = time.Now().UnixNano()
+			c.mu.Unlock()
 			rep.proc.Signal(syscall.SIGTERM)
 			rep.proc.Wait(30 * time.Second)
 		}

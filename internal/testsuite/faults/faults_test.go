@@ -325,6 +325,9 @@ func (c *cluster) run(fault func(c *cluster, until time.Time)) result {
 	})
 	end := time.Now()
 	for _, r := range c.reps {
+		c.mu.Lock()
+		c.stopping[r.proc.Pid()] = time.Now().UnixNano() // a tick's fan-out under way stops: judged so (checkDelivery)
+		c.mu.Unlock()
 		r.proc.Signal(syscall.SIGTERM)
 	}
 	for _, r := range c.reps {
@@ -795,10 +798,17 @@ func TestRollingRestarts(t *testing.T) {
 		for time.Now().Before(until) {
 			for _, rep := range c.reps {
 				at := time.Now()
+				pid := rep.proc.Pid()
+				c.mu.Lock()
+				c.stopping[pid] = at.UnixNano()
+				c.mu.Unlock()
 				rep.proc.Signal(syscall.SIGTERM)
 				if code := rep.proc.Wait(20 * time.Second); code != 0 {
 					failf(t, "%s exited %d on SIGTERM; its log ends:\n%s", rep.name, code, tail(rep.proc.Log(), 8))
 				}
+				c.mu.Lock()
+				c.exited[pid] = time.Now().UnixNano()
+				c.mu.Unlock()
 				c.fault()
 				c.start(rep)
 				rep.proc.WaitReady(20 * time.Second)
