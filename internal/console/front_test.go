@@ -268,7 +268,7 @@ func TestConsoleAloneShowsNothing(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	expect.Equal(t, "the console alone", resp.StatusCode, http.StatusForbidden)
-	expect.True(t, "it says what to choose: "+string(body), strings.Contains(string(body), "console.NewFront") && !strings.Contains(string(body), "sync"))
+	expect.True(t, "it says what to choose: "+string(body), strings.Contains(string(body), "tickd.WithUser") && !strings.Contains(string(body), "console.") && !strings.Contains(string(body), "sync"))
 	open := httptest.NewServer(Anyone(e.con, Viewer))
 	t.Cleanup(open.Close)
 	resp, err = http.Get(open.URL + "/tasks/sync")

@@ -13,12 +13,17 @@ import (
 // One request per (task, entity) is kept: an earlier pending one covers it.
 func (s *Store) Enqueue(ctx context.Context, d driver.Due, delay time.Duration) error {
 	_, err := s.EnqueueWaiting(ctx, d, delay)
+	if errors.Is(err, driver.ErrWaiting) {
+		return nil // covered by the same tick's waiting run
+	}
 	return err
 }
 
 // EnqueueWaiting is Enqueue, and for a tick's run that waits for a limit,
 // says which older tick's waiting run of the entity it superseded (zero
-// for none): an entity has one waiting run, for its newest tick.
+// for none): an entity has one waiting run, for its newest tick. It
+// returns an error wrapping driver.ErrWaiting when the same tick's run of
+// the entity waits already (another replica enqueued it).
 func (s *Store) EnqueueWaiting(ctx context.Context, d driver.Due, delay time.Duration) (superseded time.Time, err error) {
 	if err := checkRequestIDs(d.Requests); err != nil {
 		return time.Time{}, err

@@ -189,7 +189,11 @@ func (s *Scheduler) requeue(ctx context.Context, ts *taskState, d driver.Due) er
 	ctx, cancel := context.WithTimeout(ctx, lease.ReleaseTimeout)
 	defer cancel()
 	superseded, err := s.store.EnqueueWaiting(ctx, d, time.Second)
-	if err == nil && !superseded.IsZero() {
+	switch {
+	case errors.Is(err, driver.ErrWaiting): // the same tick's run waits, queued by another replica meanwhile
+		s.waitEnded(ts, d.Tick, driver.SkipAlreadyRan)
+		return nil
+	case err == nil && !superseded.IsZero():
 		s.waitEnded(ts, superseded, history.SkipSuperseded)
 	}
 	return err

@@ -29,6 +29,12 @@ func (s *Scheduler) waitForLimit(ctx context.Context, ts *taskState, d driver.Du
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
 	defer cancel()
 	superseded, err := s.store.EnqueueWaiting(ctx, d, wait)
+	if errors.Is(err, driver.ErrWaiting) {
+		// Another replica's fan-out of the tick queued the entity's run:
+		// its part counts it waiting, this one's as run elsewhere.
+		s.waitEnded(ts, d.Tick, driver.SkipAlreadyRan)
+		return
+	}
 	if err != nil {
 		s.storeFailed("enqueue", "enqueue", "cannot queue a run that waits for a limit", Event{Task: d.Task, Entity: d.Entity}, err)
 		if d.Reason == driver.ReasonTick {

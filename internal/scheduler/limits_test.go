@@ -64,7 +64,7 @@ entities = ["a", "b", "c", "d", "e", "f", "g", "h"]
 }
 
 // TestLimitedTicksEndUnderLastingOverload: a limit that can run about half
-// of what the ticks ask for, for good. Each entity has one waiting run, so
+// of what the ticks ask for, for good, over two replicas. Each entity has one waiting run, so
 // a tick's run that still waits when the entity's next tick comes is
 // superseded by it: every tick's record ends (its runs ran, were
 // superseded, or failed) within two ticks of its own, not "waiting" for
@@ -88,7 +88,7 @@ func TestLimitedTicksEndUnderLastingOverload(t *testing.T) {
 		}
 	}
 	m := pingtest.Start(t)
-	_, st := e.start(`
+	toml := `
 [[limits]]
 name = "api"
 concurrency = 3
@@ -99,7 +99,9 @@ every = "1s"
 heartbeat_url = "` + m.URL + `/lim"
 handler = "rec"
 limits = ["api"]
-entities = ` + entities(20) + "\n")
+entities = ` + entities(20) + "\n"
+	_, st := e.start(toml)
+	e.start(toml) // two replicas: each one's fan-out meets the limit for the same entities
 	var recs []driver.TickRecord
 	expect.WaitFor(t, 30*time.Second, "eight ticks recorded", func() bool {
 		rs, err := st.Ticks(context.Background(), "lim", 50)

@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/heartbeat"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/pingtest"
 	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/lease/memdriver"
@@ -384,6 +386,7 @@ concurrency = 3
 [[tasks]]
 name = "fan"
 every = "%s"
+heartbeat_url = "%s/fan"
 handler = "rec"
 lease_ttl = "%s"
 timeout = "%s"
@@ -396,8 +399,8 @@ entities = ` + entities(n) + "\n"
 		concurrency, shards int
 		limits              string
 	}
-	cfg := func(c task) string {
-		return fmt.Sprintf(base, c.every, c.ttl, c.timeout, c.concurrency, c.shards, c.limits)
+	cfg := func(c task, monitor string) string {
+		return fmt.Sprintf(base, c.every, monitor, c.ttl, c.timeout, c.concurrency, c.shards, c.limits)
 	}
 	old := task{"5s", "10s", "1m", 4, 1, "[]"}
 	for name, change := range map[string]func(*task){
@@ -419,8 +422,9 @@ entities = ` + entities(n) + "\n"
 					return tasks.Done, context.Cause(ctx)
 				}
 			}
-			s1, _ := e.start(cfg(old))
-			s2, _ := e.start(cfg(old))
+			m := pingtest.Start(t) // the heartbeats: the tick's end must be a success
+			s1, st1 := e.start(cfg(old, m.URL))
+			s2, _ := e.start(cfg(old, m.URL))
 			var T time.Time
 			expect.WaitFor(t, 15*time.Second, "a tick's runs under way", func() bool {
 				runs := e.rec.snapshot()
@@ -433,32 +437,11 @@ entities = ` + entities(n) + "\n"
 			nc := old
 			change(&nc)
 			for _, s := range []*Scheduler{s1, s2} {
-				if err := s.Reload(e.config(cfg(nc))); err != nil {
+				if err := s.Reload(e.config(cfg(nc, m.URL))); err != nil {
 					t.Fatal(err)
 				}
 			}
-			ofT := func(r runRec) bool { return r.Tick.Equal(T) && !r.end.IsZero() }
-			expect.WaitFor(t, 20*time.Second, "every entity of the tick ran", func() bool { return e.rec.count(ofT) >= n })
-			ran := map[string]int{}
-			for _, r := range e.rec.snapshot() {
-				if r.Tick.Equal(T) {
-					ran[r.Entity]++
-					if r.err != nil {
-						t.Errorf("%s's run of the tick failed: %v", r.Entity, r.err)
-					}
-				}
-			}
-			for i := range n {
-				expect.Equal(t, fmt.Sprint("runs of e", i, " in the tick"), ran[fmt.Sprint("e", i)], 1)
-			}
-			expect.Equal(t, "overlapping runs", e.rec.overlaps, 0)
-			tickT := func(ev Event) bool { return ev.Kind == EventTick && ev.Tick.Equal(T) }
-			expect.WaitFor(t, 10*time.Second, "both replicas' fan-outs of the tick ended", func() bool { return e.ev.count(tickT) == 2 })
-			for _, ev := range e.ev.events(tickT) {
-				if ev.Counts.Stopped || ev.Counts.Removed {
-					t.Errorf("%s's fan-out of the tick stopped: %+v", ev.Replica, ev.Counts)
-				}
-			}
+			checkTickDelivered(t, e, m, st1, T, n)
 		})
 	}
 	t.Run("removed", func(t *testing.T) {
@@ -468,7 +451,7 @@ entities = ` + entities(n) + "\n"
 			<-ctx.Done() // a run holds its slot until the scheduler stops
 			return tasks.Done, nil
 		}
-		s, _ := e.start(cfg(old))
+		s, _ := e.start(cfg(old, pingtest.Start(t).URL))
 		expect.WaitFor(t, 15*time.Second, "the tick's first runs", func() bool { return e.rec.count(func(runRec) bool { return true }) == old.concurrency })
 		if err := s.Reload(e.config("[[tasks]]\nname = \"other\"\nevery = \"1h\"\nhandler = \"rec\"\n")); err != nil {
 			t.Fatal(err)
@@ -477,4 +460,52 @@ entities = ` + entities(n) + "\n"
 		c := e.ev.events(kind(EventTick))[0].Counts
 		expect.True(t, fmt.Sprintf("the tick says the task was removed, not that it stopped: %+v", c), c.Removed && !c.Stopped)
 	})
+}
+
+// checkTickDelivered: every entity of tick T (n of them) of task "fan" ran
+// once and did not fail, no run overlapped another, both replicas' fan-outs
+// of T ended without stopping, and the monitor heard T end in success.
+func checkTickDelivered(t *testing.T, e *env, m *pingtest.Monitor, st *lease.Store, T time.Time, n int) {
+	t.Helper()
+	ofT := func(r runRec) bool { return r.Tick.Equal(T) && !r.end.IsZero() }
+	expect.WaitFor(t, 20*time.Second, "every entity of the tick ran", func() bool { return e.rec.count(ofT) >= n })
+	ran := map[string]int{}
+	for _, r := range e.rec.snapshot() {
+		if r.Tick.Equal(T) {
+			ran[r.Entity]++
+			if r.err != nil {
+				t.Errorf("%s's run of the tick failed: %v", r.Entity, r.err)
+			}
+		}
+	}
+	for i := range n {
+		expect.Equal(t, fmt.Sprint("runs of e", i, " in the tick"), ran[fmt.Sprint("e", i)], 1)
+	}
+	expect.Equal(t, "overlapping runs", e.rec.overlaps, 0)
+	tickT := func(ev Event) bool { return ev.Kind == EventTick && ev.Tick.Equal(T) }
+	expect.WaitFor(t, 10*time.Second, "both replicas' fan-outs of the tick ended", func() bool { return e.ev.count(tickT) == 2 })
+	for _, ev := range e.ev.events(tickT) {
+		if ev.Counts.Stopped || ev.Counts.Removed {
+			t.Errorf("%s's fan-out of the tick stopped: %+v", ev.Replica, ev.Counts)
+		}
+	}
+	rid := heartbeat.RID("fan", T)
+	var end pingtest.Ping
+	heard := func() bool {
+		for _, r := range m.Runs() {
+			if r.RID == rid && len(r.Ends) > 0 {
+				end = r.Ends[0]
+				return true
+			}
+		}
+		return false
+	}
+	if !expect.Within(20*time.Second, heard) {
+		recs, _ := st.Ticks(context.Background(), "fan", 5)
+		for _, r := range recs {
+			t.Logf("record %s: final %v, waiting %d, parts %+v", r.Tick.Format(time.TimeOnly), r.Final(), r.Waiting(), r.Parts)
+		}
+		t.Fatal("the tick's heartbeat end did not come within 20s")
+	}
+	expect.Equal(t, "the tick's heartbeat end, "+end.Body, end.Kind, "success")
 }

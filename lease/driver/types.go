@@ -316,6 +316,11 @@ const (
 // shard anew. Nothing of the call was done.
 var ErrShardsChanged = errors.New("lease: the task's shard count changed")
 
+// ErrWaiting is Enqueue's error for a tick's run waiting for a limit when
+// the same tick's run of the entity waits already (another replica's
+// fan-out met the limit too): nothing was added.
+var ErrWaiting = errors.New("lease: this tick's run of the entity waits already")
+
 // ErrResharding is returned for a task whose shards are being moved
 // (tickd migrate): nothing of it is granted, renewed, released or
 // enqueued until the move ends.

@@ -291,6 +291,12 @@ func testNewerTickSupersedes(t *testing.T, k stores) {
 	if ds := dues(t, s); len(ds) != 1 || !ds[0].Tick.Equal(T2) {
 		t.Fatalf("after an older tick's run: %+v, want the newer tick's", ds)
 	}
+	// The same tick's run enqueued twice (two replicas' fan-outs met the
+	// limit) is one waiting run, and the second enqueue says so.
+	_, err = s.EnqueueWaiting(bg, driver.Due{Task: "t", Entity: "s", Reason: driver.ReasonTick, Tick: T1}, 0)
+	noErr(t, err)
+	_, err = s.EnqueueWaiting(bg, driver.Due{Task: "t", Entity: "s", Reason: driver.ReasonTick, Tick: T1}, 0)
+	expect.True(t, fmt.Sprintf("the same tick's run again: %v, want driver.ErrWaiting", err), errors.Is(err, driver.ErrWaiting))
 	// A tick's waiting run that yields to another run of the entity (a
 	// retry after a back-off) is superseded by it, and says so: its tick's
 	// record counted it as waiting for good before.

@@ -258,11 +258,18 @@ func (b *memDriver) ackLocked(m, claim string) bool {
 // the conformance suite holds the two stores to the same behaviour. It
 // returns the tick of a tick's waiting run superseded, or zero.
 func (b *memDriver) addDueLocked(m string, d driver.Due, at time.Time) time.Time {
+	sup, _ := b.addDue(m, d, at)
+	return sup
+}
+
+// addDue is addDueLocked that also says, with driver.ErrWaiting, that the
+// same tick's waiting run covers d (add_due's 2).
+func (b *memDriver) addDue(m string, d driver.Due, at time.Time) (time.Time, error) {
 	e, ok := b.due[m]
 	if !ok || e.d.Claim != "" { // none, or in flight: the one asked for now comes after it
 		d.At, d.Claim = at, ""
 		b.due[m] = &memDue{d: d}
-		return time.Time{}
+		return time.Time{}, nil
 	}
 	bothTicks := d.Reason == driver.ReasonTick && e.d.Reason == driver.ReasonTick
 	switch {
@@ -273,10 +280,13 @@ func (b *memDriver) addDueLocked(m string, d driver.Due, at time.Time) time.Time
 		if at.Before(e.d.At) {
 			e.d.At = at
 		}
-		return superseded
+		return superseded, nil
+	case bothTicks && d.Tick.Equal(e.d.Tick):
+		e.d.Requests = joinRequests(e.d.Requests, d.Requests) // the same tick's run waits already
+		return time.Time{}, driver.ErrWaiting
 	case bothTicks && d.Tick.Before(e.d.Tick):
 		e.d.Requests = joinRequests(e.d.Requests, d.Requests) // an older tick's run joining the newer's
-		return d.Tick
+		return d.Tick, nil
 	}
 	d.Requests = joinRequests(e.d.Requests, d.Requests)
 	// add_due's rule: a tick's run waiting for a limit yields to any other
@@ -286,10 +296,10 @@ func (b *memDriver) addDueLocked(m string, d driver.Due, at time.Time) time.Time
 	switch {
 	case weaker:
 		e.d.Requests = d.Requests
-		return d.Tick
+		return d.Tick, nil
 	case !stronger && !e.d.At.After(at): // an earlier one covers it
 		e.d.Requests = d.Requests
-		return time.Time{}
+		return time.Time{}, nil
 	}
 	var superseded time.Time
 	if stronger {
@@ -297,13 +307,13 @@ func (b *memDriver) addDueLocked(m string, d driver.Due, at time.Time) time.Time
 	}
 	d.At, d.Claim = at, ""
 	b.due[m] = &memDue{d: d}
-	return superseded
+	return superseded, nil
 }
 
 func (b *memDriver) Enqueue(_ context.Context, d driver.Due, delay time.Duration) (time.Time, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.addDueLocked(driver.Member(d.Task, d.Entity), d, b.now().Add(delay)), nil
+	return b.addDue(driver.Member(d.Task, d.Entity), d, b.now().Add(delay))
 }
 
 func (b *memDriver) Take(_ context.Context, limit int, vis time.Duration, prefix string) ([]driver.Due, error) {

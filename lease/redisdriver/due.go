@@ -38,6 +38,9 @@ func (b *redisDriver) Enqueue(ctx context.Context, d driver.Due, delay time.Dura
 	cmds, err := b.evalBatch(ctx, scriptEnqueue, []scriptCall{{keys: []string{b.k.due(bk), b.k.dueInfo(bk), b.k.shards(d.Task)}, args: args}}, enqueueWait)
 	if err == nil && len(cmds) == 1 {
 		err = shardsErr(cmds[0].Err())
+		if n, ok := cmds[0].Val().(int64); ok && n == 2 && err == nil {
+			return time.Time{}, driver.ErrWaiting
+		}
 		// A string answer is the older tick a waiting run superseded.
 		if s, ok := cmds[0].Val().(string); ok && err == nil {
 			if n, perr := strconv.ParseInt(s, 10, 64); perr == nil && n > 0 {

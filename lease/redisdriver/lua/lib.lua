@@ -398,7 +398,8 @@ end
 -- the in-flight run (whose taker answers the ids it took). A newer tick's
 -- run waiting for a limit supersedes an older tick's waiting one: the entity
 -- has one waiting run, for its newest tick, due when the older was. Returns
--- 1 when stored, 0 when covered, or the older tick (ms, a string) when one
+-- 1 when stored, 0 when covered, 2 when covered by the same tick's waiting
+-- run, or the older tick (ms, a string) when one
 -- was superseded (the run added, when it is the older, or when it is a
 -- tick's run that yields to another run asked for: a retry).
 local function add_due(due_key, info_key, member, reason, due_ms, attempt, tick, reqs)
@@ -410,6 +411,17 @@ local function add_due(due_key, info_key, member, reason, due_ms, attempt, tick,
     redis.call('HSET', info_key, member, encode_due(d))
     if tonumber(cur) > due_ms then redis.call('ZADD', due_key, num(due_ms), member) end
     return older
+  end
+  if d and d.claim == '' and reason == REASON_TICK and d.reason == REASON_TICK and tonumber(tick) == tonumber(d.tick) then
+    -- The same tick's run of the entity waits already (another replica's
+    -- fan-out met the limit too): covered, and said so (2), so that each
+    -- replica's part of the tick counts the entity waiting once in all.
+    local reqs2 = join_reqs(d.reqs, reqs)
+    if reqs2 ~= d.reqs then
+      d.reqs = reqs2
+      redis.call('HSET', info_key, member, encode_due(d))
+    end
+    return 2
   end
   if d and d.claim == '' and reason == REASON_TICK and d.reason == REASON_TICK and tonumber(tick) < tonumber(d.tick) then
     -- An older tick's run joining the newer's waiting one: superseded.
