@@ -155,13 +155,19 @@ func Assess(t *config.Task, now time.Time, p Past) ([]TickView, Health) {
 		slices.Reverse(ms)
 		views = append(views, ms...)
 	}
-	newer := upTo
+	// A record off the current schedule was made under another (a schedule
+	// changed by a reload, or a rollout): the ticks the current one had
+	// between it and its neighbours were not expected then, and are not
+	// shown as missed.
+	onSchedule := func(T time.Time) bool { return t.Schedule.Next(T.Add(-time.Nanosecond)).Equal(T) }
+	newer, newerOn := upTo, true
 	for _, r := range p.Ticks {
-		if r.Tick.Before(newer) {
+		on := onSchedule(r.Tick)
+		if r.Tick.Before(newer) && on && newerOn {
 			missed(r.Tick, newer)
 		}
 		views = append(views, TickView{TickRecord: r, State: State(r, live)})
-		newer = r.Tick.Add(-time.Nanosecond)
+		newer, newerOn = r.Tick.Add(-time.Nanosecond), on
 	}
 	var h Health
 	h.NotFiring = notFiring(t, now, p, runners)

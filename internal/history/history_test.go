@@ -160,3 +160,25 @@ func TestSummaryNamesWhatWentWrong(t *testing.T) {
 	expect.Equal(t, "failed entities", FailedEntities(fs, T, 2), `failed: "a", "b\n" and 1 more (tickd history -failures)`+"\n")
 	expect.Equal(t, "none of the tick", FailedEntities(fs, T.Add(time.Hour), 2), "")
 }
+
+// TestNoMissedRowsFromAnOlderSchedule: after a reload changed the schedule
+// (every 45s, then every minute), the current schedule's ticks between the
+// older schedule's records are not shown as missed; one missed under the
+// current schedule still is.
+func TestNoMissedRowsFromAnOlderSchedule(t *testing.T) {
+	t.Parallel()
+	task := everyMinute(t)
+	done := map[driver.Outcome]int{driver.OutcomeDone: 1}
+	s := func(h, m, sec int) time.Time { return at(h, m).Add(time.Duration(sec) * time.Second) }
+	past := Past{Replicas: running, Ticks: []driver.TickRecord{
+		record(at(12, 10), "r1", true, done),
+		record(at(12, 8), "r1", true, done), // 12:09 missed, under the current schedule
+		record(s(12, 7, 30), "r1", true, done),
+		record(s(12, 6, 45), "r1", true, done),
+		record(at(12, 6), "r1", true, done),
+		record(s(12, 5, 15), "r1", true, done),
+		record(s(12, 4, 30), "r1", true, done),
+	}}
+	views, _ := Assess(task, s(12, 10, 30), past)
+	expect.Equal(t, "states", states(views), "12:10 complete; 12:09 missed; 12:08 complete; 12:07 complete; 12:06 complete; 12:06 complete; 12:05 complete; 12:04 complete; ")
+}
