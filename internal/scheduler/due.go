@@ -207,8 +207,14 @@ func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d driver.Due) {
 	// trigger, whatever on_busy says (that is for ticks).
 	queue := d.Reason != driver.ReasonTick || ts.t.OnBusy == config.OnBusyQueue
 	req := driver.Request{Task: d.Task, Entity: d.Entity, TTL: ts.t.LeaseTTL, Reason: d.Reason, Queue: queue, From: &d, Limits: ts.t.Limits}
-	if d.Reason == driver.ReasonTick {
+	switch {
+	case d.Reason == driver.ReasonTick:
 		req.Tick = d.Tick // a tick's run that waited for a limit
+	case d.Reason == driver.ReasonRetry && !d.Tick.IsZero():
+		// A run retried after a back-off keeps its tick's place in a
+		// limit's line: it waited its back-off out of the line, and would
+		// come back behind every run that asked meanwhile.
+		req.Since = d.Tick
 	}
 	// An operator's trigger may come while a run of the entity that ended
 	// here is still releasing its lease (its slot went back before:

@@ -133,3 +133,53 @@ entities = ` + entities(20) + "\n"
 		return ended >= old
 	})
 }
+
+// TestRetryKeepsItsTicksPlaceInLine: a run retried after a back-off (a
+// 429) keeps its tick's place in the limit's line, ahead of a newer tick's
+// run that waits; before, it came back behind every run that asked while
+// it waited its back-off out.
+func TestRetryKeepsItsTicksPlaceInLine(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	release := make(chan struct{})
+	e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+		if r.Entity == "blocker" {
+			<-release
+		}
+		return tasks.Done, nil
+	}
+	toml := `
+[[limits]]
+name = "api"
+concurrency = 1
+
+[[tasks]]
+name = "lim"
+every = "1h"
+handler = "rec"
+limits = ["api"]
+entities = ["blocker", "a", "x"]
+`
+	_, st := e.start(toml)
+	ctx := context.Background()
+	if err := st.Enqueue(ctx, driver.Due{Task: "lim", Entity: "blocker", Reason: driver.ReasonTrigger}, 0); err != nil {
+		t.Fatal(err)
+	}
+	expect.WaitFor(t, 10*time.Second, "the blocker holds the limit", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
+	T1 := time.Now().Add(-time.Hour).Truncate(time.Hour)
+	if _, err := st.EnqueueWaiting(ctx, driver.Due{Task: "lim", Entity: "x", Reason: driver.ReasonTick, Tick: T1.Add(30 * time.Minute)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Enqueue(ctx, driver.Due{Task: "lim", Entity: "a", Reason: driver.ReasonRetry, Tick: T1, Attempt: 1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	lim := e.config(toml).LeaseLimits()[0]
+	expect.WaitFor(t, 10*time.Second, "both wait in the limit's line", func() bool {
+		ls, err := st.LimitStatus(ctx, lim)
+		return err == nil && ls.Waiting == 2
+	})
+	close(release)
+	expect.WaitFor(t, 10*time.Second, "both ran", func() bool { return e.rec.count(func(runRec) bool { return true }) == 3 })
+	runs := e.rec.snapshot()
+	expect.Equal(t, "the run after the blocker", runs[1].Entity, "a")
+}
