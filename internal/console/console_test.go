@@ -523,7 +523,7 @@ func must[T any](v T, err error) T {
 func TestTasksPageShowsLimits(t *testing.T) {
 	e := newEnv(t, false)
 	_, body := e.do("GET", "/", "", nil, nil)
-	for _, want := range []string{"<h2>Limits</h2>", "<td>api</td>", "<td>0/2</td>", "2 at once, per entity", `<a href="/tasks/sync">sync</a>`,
+	for _, want := range []string{"<h2>Limits</h2>", "<td>api</td>", "<td>0/2</td>", "<th>Waiting</th>", `<td class="waiting">0</td>`, "2 at once, per entity", `<a href="/tasks/sync">sync</a>`,
 		"429 &lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;"} {
 		expect.True(t, "the tasks page shows "+want, strings.Contains(body, want))
 	}
