@@ -168,6 +168,11 @@ limits = ["users-api"]
 	run("the task page", click(`a[href="/tickd/tasks/sync-users"]`), chromedp.WaitVisible(`svg.chart`),
 		chromedp.Evaluate(`document.querySelectorAll("svg.chart g").length`, &bars))
 	expect.True(t, "the chart has ticks", bars > 0)
+	// The legend's swatch for runs waiting for a limit is drawn by the
+	// style sheet (no inline style under the CSP): a colour, not nothing.
+	var swatch string
+	run("the chart's legend", chromedp.Evaluate(`getComputedStyle(document.querySelector(".legend i.skip-limited")).backgroundColor`, &swatch))
+	expect.Equal(t, "the waiting swatch's colour", swatch, "rgb(245, 215, 110)")
 	var axis []string
 	run("the chart's time axis", chromedp.Evaluate(`[...document.querySelectorAll("svg.chart text.axis")].map(t => t.textContent)`, &axis))
 	expect.True(t, fmt.Sprintf("the chart's time axis is labelled with times: %q", axis), len(axis) >= 1 && strings.Count(axis[0], ":") == 2)

@@ -109,6 +109,17 @@ func chartOf(ticks []history.TickView) chart {
 			y -= h
 			b.Parts = append(b.Parts, barPart{Class: string(o), Y: y, H: h, Outcome: string(o), N: n})
 		}
+		// What did not run for a reason a look should catch: runs still
+		// waiting for a limit, and entities a stop cut off (above the runs,
+		// hatched by the style).
+		sk := v.Skipped()
+		for _, k := range []string{driver.SkipLimited, history.SkipStopped} {
+			if n := sk[k]; n > 0 {
+				h := max(1, int(float64(n)*scale))
+				y -= h
+				b.Parts = append(b.Parts, barPart{Class: "skip-" + k, Y: max(y, 0), H: h, Outcome: k, N: n})
+			}
+		}
 		b.Label = fmt.Sprintf("%s %s: %s (%s), lag %s, duration %s", v.Tick.UTC().Format(time.RFC3339), v.State,
 			count(v.Runs(), "run"), history.Counts(os, "none"), history.Millis(v.FirstStart()), history.Millis(v.LastEnd()))
 		if v.Pause != nil {

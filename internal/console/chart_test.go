@@ -2,6 +2,7 @@ package console
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,4 +39,18 @@ func TestChartAxisLabelsNeverOverlap(t *testing.T) {
 			expect.True(t, fmt.Sprintf("%d ticks: label %q starts after %q ends", c.n, ch.Axis[i].Text, ch.Axis[i-1].Text), left(ch.Axis[i]) >= prevEnd)
 		}
 	}
+}
+
+// TestChartShowsWaitingAndStopped: a tick's bar shows its runs still
+// waiting for a limit and the entities a stop cut off, each in a class of
+// its own (a colour, and the legend's), above its runs.
+func TestChartShowsWaitingAndStopped(t *testing.T) {
+	rec := driver.TickRecord{Tick: time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC), Parts: []driver.TickPart{{Replica: "r", Final: true, Entities: 10, Started: 4,
+		Outcomes: map[driver.Outcome]int{driver.OutcomeDone: 4}, Skipped: map[string]int{driver.SkipLimited: 3, history.SkipStopped: 3}}}}
+	ch := chartOf([]history.TickView{{TickRecord: rec, State: history.TickWaiting}})
+	var classes []string
+	for _, p := range ch.Bars[0].Parts {
+		classes = append(classes, p.Class)
+	}
+	expect.Equal(t, "the bar's parts", strings.Join(classes, " "), "done skip-limited skip-stopped")
 }

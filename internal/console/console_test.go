@@ -564,3 +564,15 @@ func TestFlashComesFromTheServer(t *testing.T) {
 	_, body = e.do("GET", loc, "view", nil, nil)
 	expect.True(t, "another user following the same link sees none", !strings.Contains(body, "paused sync"))
 }
+
+// TestPendingRunWaitingForALimitSaysSo: a tick's run waiting for a limit
+// shows among the task's pending requests as such, with its tick.
+func TestPendingRunWaitingForALimitSaysSo(t *testing.T) {
+	e := newEnv(t, false)
+	T := time.Date(2026, 1, 1, 9, 15, 0, 0, time.UTC)
+	if _, err := e.store.EnqueueWaiting(context.Background(), driver.Due{Task: "sync", Entity: "b", Reason: driver.ReasonTick, Tick: T}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	_, body := e.do("GET", "/tasks/sync", "", nil, nil)
+	expect.True(t, "the pending run says it waits for a limit, with its tick", strings.Contains(body, `<span class="flag">waits for a limit</span>`) && strings.Contains(body, `datetime="2026-01-01T09:15:00Z"`))
+}
