@@ -60,6 +60,14 @@ func TestStopDoesNotWaitForAHandlerThatIgnoresCtx(t *testing.T) {
 	}
 	expect.Equal(t, "runs counted as overrunning", m.n.Load(), int32(1))
 	expect.Equal(t, "ERROR lines with the run's fence", e.logs.count(msgOverran, map[string]string{"entity": "deaf", "fence": fmt.Sprint(fence)}), 1)
+	// The line's stopped_for counts from the stop (the abort), a grace
+	// before the line: not 0s, as when it counted from its own moment.
+	for _, r := range e.logs.all() {
+		if r.msg == msgOverran {
+			d, err := time.ParseDuration(r.attrs["stopped_for"])
+			expect.True(t, fmt.Sprintf("stopped_for %q: the grace since the abort", r.attrs["stopped_for"]), err == nil && d >= handlerGrace-100*time.Millisecond)
+		}
+	}
 }
 
 // TestHandlerPastItsCancellationIsReported: a Go handler still going a

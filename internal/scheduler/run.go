@@ -63,8 +63,10 @@ type running struct {
 	// run's start by the monotonic clock.
 	began  time.Time
 	warned bool // under worker.mu
-	// The overrun watch's (under worker.mu): when it first saw the run's
-	// context cancelled, and whether it reported the run.
+	// The overrun watch's (under worker.mu): when the run was stopped (by
+	// the shutdown's abort, to the instant; else when the watch first saw
+	// its context cancelled, at most overrunEvery later), and whether it
+	// reported the run.
 	stoppedAt time.Time
 	overran   bool
 	// slotBack: the run gave its slot back when its handler returned

@@ -184,7 +184,13 @@ func (ws *workers) park(w *worker, idle *time.Timer, ran *bool) bool {
 // that starts after it sees the scheduler's abort context cancelled
 // (worker.begin).
 func (ws *workers) abort(cause error) {
-	ws.each(func(r *running) { r.l.Cancel(cause) })
+	now := time.Now()
+	ws.each(func(r *running) {
+		if r.stoppedAt.IsZero() {
+			r.stoppedAt = now // the overrun line's stopped_for counts from here, not from when the watch saw it
+		}
+		r.l.Cancel(cause)
+	})
 }
 
 // each calls fn with each run going on, its worker's lock held.
