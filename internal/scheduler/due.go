@@ -188,9 +188,18 @@ func (s *Scheduler) giveBack(ctx context.Context, ts *taskState, d driver.Due) {
 func (s *Scheduler) requeue(ctx context.Context, ts *taskState, d driver.Due) error {
 	ctx, cancel := context.WithTimeout(ctx, lease.ReleaseTimeout)
 	defer cancel()
-	superseded, err := s.store.EnqueueWaiting(ctx, d, time.Second)
+	return s.enqueueWaiting(ctx, ts, d, time.Second)
+}
+
+// enqueueWaiting enqueues due run d of ts after delay, and counts in the
+// tick records what that did to a tick's waiting run: one it superseded
+// (an older tick's, or d's own when it yields to another run of the
+// entity), or d itself when the same tick's run waits already, queued by
+// another replica (covered: counted as run elsewhere; no error).
+func (s *Scheduler) enqueueWaiting(ctx context.Context, ts *taskState, d driver.Due, delay time.Duration) error {
+	superseded, err := s.store.EnqueueWaiting(ctx, d, delay)
 	switch {
-	case errors.Is(err, driver.ErrWaiting): // the same tick's run waits, queued by another replica meanwhile
+	case errors.Is(err, driver.ErrWaiting):
 		s.waitEnded(ts, d.Tick, driver.SkipAlreadyRan)
 		return nil
 	case err == nil && !superseded.IsZero():

@@ -28,22 +28,11 @@ func (s *Scheduler) waitForLimit(ctx context.Context, ts *taskState, d driver.Du
 	s.log.Debug("run waits for a limit", logs.KeyTask, d.Task, logs.KeyEntity, d.Entity, logs.KeyReason, d.Reason, "limit", limit, "why", why, "wait", wait.String())
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
 	defer cancel()
-	superseded, err := s.store.EnqueueWaiting(ctx, d, wait)
-	if errors.Is(err, driver.ErrWaiting) {
-		// Another replica's fan-out of the tick queued the entity's run:
-		// its part counts it waiting, this one's as run elsewhere.
-		s.waitEnded(ts, d.Tick, driver.SkipAlreadyRan)
-		return
-	}
-	if err != nil {
+	if err := s.enqueueWaiting(ctx, ts, d, wait); err != nil {
 		s.storeFailed("enqueue", "enqueue", "cannot queue a run that waits for a limit", Event{Task: d.Task, Entity: d.Entity}, err)
 		if d.Reason == driver.ReasonTick {
 			s.waitEnded(ts, d.Tick, history.SkipError) // it waits nowhere: its tick must not say it does
 		}
-		return
-	}
-	if !superseded.IsZero() {
-		s.waitEnded(ts, superseded, history.SkipSuperseded)
 	}
 }
 
