@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -73,19 +74,25 @@ func TestConsoleInABrowser(t *testing.T) {
 	htpasswd := filepath.Join(dir, "htpasswd")
 	tickdtest.WriteFile(t, htpasswd, "ops:"+string(hash)+"\n")
 	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+	// The monitor of the heartbeat and the traces' collector: anything is
+	// taken.
+	monitor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	defer monitor.Close()
 	cfg := filepath.Join(dir, "tickd.toml")
 	tickdtest.WriteFile(t, cfg, fmt.Sprintf(`
 [daemon]
 log_format = "json"
 shutdown_timeout = "300ms"
 [redis]
-url = %q
+url = %[1]q
 [web]
-listen = %q
-htpasswd_file = %q
+listen = %[2]q
+htpasswd_file = %[3]q
 admins = ["ops"]
 refresh = "1s"
 base_path = "/tickd"
+[telemetry]
+endpoint = %[5]q
 [[limits]]
 name = "users-api"
 concurrency = 4
@@ -95,9 +102,10 @@ every = "2s"
 lease_ttl = "3s"
 timezone = "Europe/Berlin"
 entities = ["alpha", "beta", "<b>gamma</b>", "x y", "x+y", "nl\nx", "nl\r\nx"]
-command = [%q]
+command = [%[4]q]
 limits = ["users-api"]
-`, srv.URL(), addr, htpasswd, worker))
+heartbeat_url = "%[5]s/ping/check"
+`, srv.URL(), addr, htpasswd, worker, monitor.URL))
 	d := tickdtest.Start(t, "A", []string{"TESTWORKER_LOG=" + filepath.Join(dir, "runs.log"), "TESTWORKER_MAX_SLEEP=50ms",
 		"TESTWORKER_SLOW=beta", "TESTWORKER_SLOW_SLEEP=1h"}, "-config", cfg)
 	d.WaitReady(20 * time.Second)
@@ -173,6 +181,10 @@ limits = ["users-api"]
 	var swatch string
 	run("the chart's legend", chromedp.Evaluate(`getComputedStyle(document.querySelector(".legend i.skip-limited")).backgroundColor`, &swatch))
 	expect.Equal(t, "the waiting swatch's colour", swatch, "rgb(245, 215, 110)")
+	// The ticks' end pings and traces, in their columns.
+	run("a tick's end ping and its trace", chromedp.Poll(
+		`[...document.querySelectorAll("main td.ping")].some(td => /^(success|fail)$/.test(td.textContent)) &&
+		 [...document.querySelectorAll("main code.trace")].some(c => /^[0-9a-f]{32}$/.test(c.textContent))`, nil, chromedp.WithPollingTimeout(20*time.Second)))
 	var axis []string
 	run("the chart's time axis", chromedp.Evaluate(`[...document.querySelectorAll("svg.chart text.axis")].map(t => t.textContent)`, &axis))
 	expect.True(t, fmt.Sprintf("the chart's time axis is labelled with times: %q", axis), len(axis) >= 1 && strings.Count(axis[0], ":") == 2)

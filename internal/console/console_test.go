@@ -30,6 +30,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/internal/telemetry"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/jsoncontract"
 	"github.com/tickd/tickd/internal/testkit/stores"
@@ -575,4 +576,40 @@ func TestPendingRunWaitingForALimitSaysSo(t *testing.T) {
 	}
 	_, body := e.do("GET", "/tasks/sync", "", nil, nil)
 	expect.True(t, "the pending run says it waits for a limit, with its tick", strings.Contains(body, `<span class="flag">waits for a limit</span>`) && strings.Contains(body, `datetime="2026-01-01T09:15:00Z"`))
+}
+
+// TestTaskPageShowsHeartbeatAndTraces: a task with a heartbeat_url shows
+// the monitor's site (never the check's path, its secret) and what each
+// tick's end ping says; with tracing on, each tick's trace id, the one
+// every replica gives it.
+func TestTaskPageShowsHeartbeatAndTraces(t *testing.T) {
+	e := newEnv(t, false)
+	_, body := e.do("GET", "/tasks/sync", "", nil, nil)
+	expect.True(t, "without a heartbeat nor traces, no Ping nor Trace column", !strings.Contains(body, "<th>Ping</th>") && !strings.Contains(body, "<th>Trace</th>"))
+
+	cfg, err := config.Parse("t.toml", []byte(`
+[telemetry]
+endpoint = "http://user:secret@collector.example:4318"
+
+[[tasks]]
+name = "sync"
+every = "15m"
+handler = "h"
+entities = ["a", "b"]
+heartbeat_url = "https://hc.example/ping/check-secret-uuid"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.con.Reload(cfg)
+	_, body = e.do("GET", "/tasks/sync", "", nil, nil)
+	expect.True(t, "the monitor's site is shown, not its check", strings.Contains(body, "pings the check at https://hc.example") && !strings.Contains(body, "check-secret-uuid"))
+	expect.True(t, "the collector's site is shown, not its credentials", strings.Contains(body, "sent to http://collector.example:4318") && !strings.Contains(body, "secret@"))
+	// The seeded tick is complete, with a failed run: its end ping is a fail.
+	expect.True(t, "the tick's end ping", strings.Contains(body, `<td class="ping">fail</td>`))
+	recs, err := e.store.Ticks(context.Background(), "sync", 1)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("the seeded tick: %v, %d records", err, len(recs))
+	}
+	expect.True(t, "the tick's trace id", strings.Contains(body, `<code class="trace">`+telemetry.TickTrace("sync", recs[0].Tick).String()+`</code>`))
 }

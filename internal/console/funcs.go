@@ -9,6 +9,7 @@ import (
 
 	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/report"
+	"github.com/tickd/tickd/internal/telemetry"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -53,6 +54,37 @@ var funcs = template.FuncMap{
 		return sum
 	},
 	"chart": chartOf,
+	"ping":  endPing,
+	// trace is the id of the trace of a task's tick, the same on every
+	// replica (internal/telemetry).
+	"trace": func(task string, tick time.Time) string { return telemetry.TickTrace(task, tick).String() },
+}
+
+// endPing is what the heartbeat's end ping of tick v says, as the replica
+// that sends it judges the tick (internal/scheduler's beats): "success"
+// or "fail" once the tick is over, "not yet" while it is not, "" for a tick
+// no replica fanned out (no ping starts it).
+func endPing(v history.TickView) string {
+	switch v.State {
+	case history.TickComplete, history.TickIncomplete:
+		if ok, _ := history.Summary("", v.TickRecord, v.State); ok {
+			return "success"
+		}
+		return "fail"
+	case history.TickRunning, history.TickWaiting:
+		return "not yet"
+	}
+	return ""
+}
+
+// siteOf is a URL's scheme and host, never its path, query or
+// credentials (a heartbeat URL's path is its check's secret).
+func siteOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(a URL that does not parse)"
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 // count is n units, singular for one: "1 run", "3 runs".

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/tickd/tickd/internal/ops"
 	"github.com/tickd/tickd/internal/registry"
 	"github.com/tickd/tickd/internal/report"
+	"github.com/tickd/tickd/internal/telemetry"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -296,7 +298,16 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 		// Shards is the shard count recorded in Redis, in force;
 		// ConfigShards the config's.
 		Shards, ConfigShards int
+		// Monitor is the site the task's heartbeat pings ("": none);
+		// Traces the one its ticks' traces go to ("": not traced).
+		Monitor, Traces string
 	}{Page: c.page(r, t.Name), Task: row, Chart: chartOf(row.Ticks).withAxis(t.Location), Query: pq, Entities: ents, Actions: row.Actions}
+	if t.HeartbeatURL != "" {
+		data.Monitor = siteOf(t.HeartbeatURL)
+	}
+	if where := telemetry.Endpoint(c.cfg().Telemetry, os.Getenv); where != "" {
+		data.Traces = siteOf(where)
+	}
 	data.Outcomes = append(data.Outcomes, "held")
 	for _, o := range driver.AllOutcomes() {
 		data.Outcomes = append(data.Outcomes, string(o))

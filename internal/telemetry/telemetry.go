@@ -111,10 +111,8 @@ func New(ctx context.Context, cfg *config.Telemetry, getenv func(string) string,
 			runSpans = int64(cfg.RunSpans)
 		}
 	}
-	if getenv("OTEL_SDK_DISABLED") == "true" || getenv("OTEL_TRACES_EXPORTER") == "none" {
-		return nil, nil
-	}
-	if endpoint == "" && getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+	where := Endpoint(cfg, getenv)
+	if where == "" {
 		return nil, nil
 	}
 	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
@@ -137,13 +135,27 @@ func New(ctx context.Context, cfg *config.Telemetry, getenv func(string) string,
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
-	where := cmp.Or(endpoint, getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
 	t := &Tracer{runSpans: runSpans, replica: replica, ended: new(atomic.Int64), delivered: new(atomic.Int64), where: where}
 	t.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(endCounter{t.ended}),
 		sdktrace.WithBatcher(deliveryCounter{exp, t.delivered}, batcherOptions(getenv)...),
 		sdktrace.WithResource(res), sdktrace.WithIDGenerator(ids{}))
 	t.tr = t.tp.Tracer("github.com/tickd/tickd")
 	return t, nil
+}
+
+// Endpoint is where the config and the environment (getenv) send traces,
+// as they give it: [telemetry] endpoint, else the OTLP variables'; "" when
+// they ask for no tracing (none given, OTEL_SDK_DISABLED=true, or
+// OTEL_TRACES_EXPORTER=none).
+func Endpoint(cfg *config.Telemetry, getenv func(string) string) string {
+	if getenv("OTEL_SDK_DISABLED") == "true" || getenv("OTEL_TRACES_EXPORTER") == "none" {
+		return ""
+	}
+	endpoint := ""
+	if cfg != nil {
+		endpoint = cfg.Endpoint
+	}
+	return cmp.Or(endpoint, getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
 }
 
 // batcherOptions are tickd's bounds of the batcher (maxQueued…) but where
