@@ -2,6 +2,7 @@ package proc
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // The guardian makes a run's processes die with tickd, all of them.
@@ -82,7 +84,16 @@ type runGuardian struct {
 	live map[int]int // the groups registered, to register again after a restart
 	err  error       // the last start's failure, said once (GuardianErr)
 	said bool
+	// retryAt: a start that failed is not tried again before it, so
+	// that a machine that cannot fork one more process is not asked at
+	// every run.
+	retryAt time.Time
+	exe     string // "": this binary (a test's guardian may be another)
 }
+
+// guardianRetry is how long a guardian that could not be started is left
+// unstarted.
+const guardianRetry = time.Minute
 
 // guardian is the one every run registers with.
 var guardian runGuardian
@@ -91,6 +102,15 @@ var guardian runGuardian
 // remove. A guardian that cannot be started leaves the run to Pdeathsig
 // alone; GuardianErr says why.
 func (g *runGuardian) add(pgid int) { g.send('+', pgid) }
+
+// ready starts the guardian if it is not running (and may be tried).
+func (g *runGuardian) ready() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.w == nil {
+		g.start()
+	}
+}
 
 // remove unregisters pgid.
 func (g *runGuardian) remove(pgid int) { g.send('-', pgid) }
@@ -108,7 +128,7 @@ func (g *runGuardian) send(op byte, pgid int) {
 	}
 	if g.w == nil && op == '+' {
 		g.start()
-		return // start registered every live group, this one too
+		return // start registered every live group, this one too (when it started)
 	}
 	if g.w == nil {
 		return
@@ -126,13 +146,16 @@ func (g *runGuardian) send(op byte, pgid int) {
 // start starts the guardian and registers the live groups with it; g.mu
 // is held.
 func (g *runGuardian) start() {
+	if time.Now().Before(g.retryAt) {
+		return
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		g.err = err
+		g.failed(err)
 		return
 	}
 	defer r.Close()
-	cmd := exec.Command("/proc/self/exe")
+	cmd := exec.Command(cmp.Or(g.exe, "/proc/self/exe"))
 	cmd.Args = []string{"tickd-guardian"}
 	cmd.Env = append(os.Environ(), guardEnv+"=1")
 	cmd.Stdin = r
@@ -141,19 +164,25 @@ func (g *runGuardian) start() {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		w.Close()
-		g.err = fmt.Errorf("start the run guardian: %w", err)
+		g.failed(fmt.Errorf("start the run guardian: %w", err))
 		return
 	}
 	go cmd.Wait() //nolint:errcheck // reaped; a new one starts when a write fails
-	g.w, g.err = w, nil
 	for pgid, n := range g.live {
 		for range n {
 			if _, err := fmt.Fprintf(w, "+%d\n", pgid); err != nil {
-				g.err = err
+				w.Close()
+				g.failed(fmt.Errorf("the run guardian died as it started: %w", err))
 				return
 			}
 		}
 	}
+	g.w, g.err, g.said = w, nil, false // a later failure is said again
+}
+
+// failed notes a start that failed; g.mu is held.
+func (g *runGuardian) failed(err error) {
+	g.err, g.retryAt = err, time.Now().Add(guardianRetry)
 }
 
 // GuardianErr says why the guardian could not be started, once: nil when

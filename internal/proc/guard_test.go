@@ -96,3 +96,22 @@ func TestRunsGrandchildrenDieWithTheProcess(t *testing.T) {
 		t.Errorf("the run's group outlived the kill by %v, want at most 1s", d)
 	}
 }
+
+// TestGuardianThatCannotStartIsNotAskedAtEveryRun: a guardian that could
+// not be started is said once, and not tried again before guardianRetry;
+// then it is, and takes the groups registered meanwhile.
+func TestGuardianThatCannotStartIsNotAskedAtEveryRun(t *testing.T) {
+	g := &runGuardian{exe: filepath.Join(t.TempDir(), "missing")}
+	g.add(1 << 30)
+	expect.True(t, "the failed start is kept", g.err != nil && g.w == nil)
+	g.exe = "/bin/cat" // would start now: it reads the pipe until it closes
+	g.add(1<<30 + 1)
+	expect.True(t, "no start is tried again before guardianRetry", g.w == nil && g.err != nil)
+	g.retryAt = time.Time{}
+	g.ready()
+	expect.True(t, "once it may be tried, it starts", g.w != nil && g.err == nil)
+	g.remove(1 << 30)
+	g.remove(1<<30 + 1)
+	expect.Equal(t, "the groups registered", len(g.live), 0)
+	g.w.Close()
+}

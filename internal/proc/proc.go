@@ -114,6 +114,9 @@ func StartTail(ctx context.Context, cmd *exec.Cmd, grace time.Duration, check fu
 		defer out.Close()
 		cmd.Stdout, cmd.Stderr = in, in
 	}
+	// Running before the command starts, so that registering its group
+	// is a write to a pipe, not a process to start first (guard.go).
+	guardian.ready()
 	err := cmd.Start()
 	if in != nil {
 		in.Close() // the command has its own copy: the pipe ends when its copies close
