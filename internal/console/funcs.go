@@ -67,7 +67,7 @@ var funcs = template.FuncMap{
 func endPing(v history.TickView) string {
 	switch v.State {
 	case history.TickComplete, history.TickIncomplete:
-		if ok, _ := history.Summary("", v.TickRecord, v.State); ok {
+		if history.Succeeded(v.TickRecord, v.State) {
 			return "success"
 		}
 		return "fail"

@@ -152,8 +152,9 @@ func TestSummaryNamesWhatWentWrong(t *testing.T) {
 	r := driver.TickRecord{Tick: T, Parts: []driver.TickPart{
 		{Replica: "r1", Final: true, Entities: 3, Started: 1, Outcomes: map[driver.Outcome]int{driver.OutcomeDone: 1}},
 		{Replica: "r2", Final: false, Entities: 3, Started: 2},
+		{Replica: "r3", Final: false, Entities: 3, Started: 0}, // live: its part goes on
 	}}
-	ok, text := Summary("sync", r, TickIncomplete)
+	ok, text := Summary("sync", r, TickIncomplete, map[string]bool{"r1": true, "r3": true})
 	expect.True(t, "not ok: "+text, !ok)
 	expect.True(t, "names r2: "+text, strings.Contains(text, "unfinished: the part of r2, gone with its runs"))
 	fs := []lease.Failure{{Entity: "a", Tick: T}, {Entity: "b\n", Tick: T}, {Entity: "a", Tick: T}, {Entity: "c", Tick: T.Add(time.Minute)}, {Entity: "d", Tick: T}}

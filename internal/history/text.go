@@ -37,20 +37,30 @@ func Millis(d time.Duration) string {
 // fault, not the fleet sharing the tick out or an operator's choice.
 var badSkips = []string{SkipError, SkipQuarantined, SkipNotAcknowledged, SkipStopped}
 
-// Summary says whether tick r of task, in state (State), went well (it
-// is complete, every run it started succeeded, its source listed its
-// entities, and no entity was left without its run by a fault) and what
-// it did, in a few lines: a heartbeat's body for an outside monitor.
-func Summary(task string, r driver.TickRecord, state string) (ok bool, text string) {
-	failed := 0
+// Succeeded says whether tick r, in state (State), went well: it is
+// complete, every run it started succeeded, its source listed its
+// entities, and no entity was left without its run by a fault.
+func Succeeded(r driver.TickRecord, state string) bool {
+	if state != TickComplete || r.SourceFailed() {
+		return false
+	}
 	for o, n := range r.Outcomes() {
-		if lease.Failed(o) {
-			failed += n
+		if n > 0 && lease.Failed(o) {
+			return false
 		}
 	}
 	skipped := r.Skipped()
-	ok = state == TickComplete && failed == 0 && !r.SourceFailed() &&
-		!slices.ContainsFunc(badSkips, func(k string) bool { return skipped[k] > 0 })
+	return !slices.ContainsFunc(badSkips, func(k string) bool { return skipped[k] > 0 })
+}
+
+// Summary says whether tick r of task, in state (State), went well
+// (Succeeded) and what it did, in a few lines: a heartbeat's body for an
+// outside monitor. An incomplete tick's names the replicas that left
+// their part unfinished: those not in live (the replicas whose
+// announcement is current).
+func Summary(task string, r driver.TickRecord, state string, live map[string]bool) (ok bool, text string) {
+	ok = Succeeded(r, state)
+	skipped := r.Skipped()
 	var b strings.Builder
 	fmt.Fprintf(&b, "tickd: %s, tick %s: %s\n", task, r.Tick.UTC().Format(time.RFC3339), state)
 	fmt.Fprintf(&b, "entities %d, runs %d: %s\n", r.Entities(), r.Runs(), Counts(r.Outcomes(), "none ended"))
@@ -62,7 +72,7 @@ func Summary(task string, r driver.TickRecord, state string) (ok bool, text stri
 	if state == TickIncomplete {
 		var gone []string
 		for _, p := range r.Parts {
-			if !p.Final && !slices.Contains(gone, p.Replica) {
+			if !p.Final && !live[p.Replica] && !slices.Contains(gone, p.Replica) {
 				gone = append(gone, p.Replica)
 			}
 		}

@@ -177,7 +177,7 @@ func (b *beats) judge(timeout time.Duration) {
 			}
 			switch {
 			case state == history.TickComplete || state == history.TickIncomplete:
-				ok, summary := history.Summary(task, r, state)
+				ok, summary := history.Summary(task, r, state, live)
 				kind := heartbeat.Fail
 				if ok {
 					kind = heartbeat.Success
