@@ -152,10 +152,12 @@ func StartTail(ctx context.Context, cmd *exec.Cmd, grace time.Duration, check fu
 		select {
 		case <-exited:
 		case <-t.C:
-			syscall.Kill(-pgid, syscall.SIGKILL) //nolint:errcheck
+			// Said before it is done: the run ends once the kill lands,
+			// and its line must be in the log by then.
 			if log != nil {
 				log.Warn(logs.MsgKilled, "grace", grace.String())
 			}
+			syscall.Kill(-pgid, syscall.SIGKILL) //nolint:errcheck
 		}
 	}()
 	wg.Wait() // all output read: the pipe is closed
