@@ -14,7 +14,7 @@ import (
 var (
 	ErrBusy       = errors.New("lease: busy")
 	ErrAlreadyRan = errors.New("lease: tick already ran")
-	ErrQuarantine = errors.New("lease: no tickd state in this Redis (a first start under this key_prefix, or a data loss): granting nothing until any lease granted before can have expired")
+	ErrQuarantine = errors.New("lease: no tickd state in this Redis, or it restarted (a first start under this key_prefix, a data loss, or a restart that may have loaded an older snapshot): granting nothing until any lease granted before can have expired")
 	// Causes of a lease context's cancellation (context.Cause).
 	ErrLost      = errors.New("lease: lost (released by force, expired or taken over)")
 	ErrUntrusted = errors.New("lease: not renewed within its trust window")

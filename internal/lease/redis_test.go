@@ -162,6 +162,45 @@ func TestRedisRestartedEmptyNoSecondHolder(t *testing.T) {
 	mustRelease(t, got)
 }
 
+// TestRedisRestartedFromAnOlderSnapshotNoSecondHolder: Redis killed and
+// restarted from a snapshot older than a lease and a tick's run (a Redis
+// without an append-only file, after a crash): its keyspace looks intact,
+// epoch and all. The restart is a loss all the same: nothing is granted
+// before the lease Redis forgot can have expired, and the tick that ran
+// after the snapshot does not run again. Without the check, B is granted
+// e at once, while A's run goes on, and runs tick T a second time.
+func TestRedisRestartedFromAnOlderSnapshotNoSecondHolder(t *testing.T) {
+	srv := redistest.Start(t)
+	const ttl = 900 * time.Millisecond
+	a := newRedisStore(t, newClient(t, srv.Addr), Options{Replica: "A", MaxTTL: ttl})
+	b := newRedisStore(t, newClient(t, srv.Addr), Options{Replica: "B", MaxTTL: ttl})
+	a.InitEpoch(bg)                                       //nolint:errcheck
+	mustRelease(t, mustAcquire(t, a, req("before", ttl))) // the epoch knows this server
+	snap := srv.Snapshot()
+	T := time.Now().Truncate(time.Second)
+	mustRelease(t, mustAcquire(t, a, tickReq("f", ttl, T)))
+	held := mustAcquire(t, a, req("e", ttl))
+	wait := cancelTimes([]*Lease{held})
+	srv.RestartFrom(snap)
+	var got *Lease
+	expect.WaitFor(t, 10*time.Second, "a grant after the quarantine", func() bool {
+		l, err := b.Acquire(bg, req("e", ttl))
+		got = l
+		return err == nil
+	})
+	granted := time.Now()
+	at := wait(t, 5*time.Second)
+	if c := context.Cause(held.Context()); !errors.Is(c, ErrLost) && !errors.Is(c, ErrUntrusted) {
+		t.Fatalf("old holder's cause %v", c)
+	}
+	expect.True(t, fmt.Sprintf("the old holder stopped before the new grant (%v after it)", at[0].Sub(granted)), at[0].Before(granted))
+	expect.True(t, "no grant while the old holder could still trust its lease", held.TrustedUntil().Before(granted))
+	expect.True(t, "the fence goes on increasing", got.Fence > held.Fence)
+	mustRelease(t, got)
+	_, err := b.Acquire(bg, tickReq("f", ttl, T))
+	expect.True(t, fmt.Sprintf("the tick that ran after the snapshot does not run again: %v", err), errors.Is(err, ErrAlreadyRan))
+}
+
 // proxiedPair is two stores on one Redis with leases of ttl: a reaches it
 // through a proxy the test can stall, b directly.
 func proxiedPair(t *testing.T, ttl time.Duration) (proxy *faultproxy.Proxy, a, b *Store) {

@@ -48,7 +48,7 @@ func (s *Scheduler) quarantined(left time.Duration) {
 	if left < time.Second {
 		return // found as it ends (a grant refused at its last instant): not worth a line saying "0s"
 	}
-	s.log.Info("no tickd state in this Redis: a first start, or a data loss; nothing is granted for "+
+	s.log.Info("no tickd state in this Redis, or it restarted: a first start, a data loss, or a restart that may have loaded an older snapshot; nothing is granted for "+
 		left.Round(time.Second).String()+", so that no lease it may have forgotten is granted twice", "quarantine_left", left.Round(time.Millisecond).String())
 }
 

@@ -221,7 +221,7 @@ lease_ttl = "2s"
 entities = ["a", "b", "c"]
 `, Options{Store: st})
 	expect.WaitFor(t, 15*time.Second, "runs once the quarantine is over", func() bool { return e.rec.count(func(runRec) bool { return true }) >= 3 })
-	said := e.logs.countPrefix("no tickd state in this Redis: a first start, or a data loss; nothing is granted for ")
+	said := e.logs.countPrefix("no tickd state in this Redis, or it restarted: a first start, a data loss, or a restart that may have loaded an older snapshot; nothing is granted for ")
 	expect.Equal(t, "times the quarantine is logged", said, 1)
 	expect.Equal(t, "store errors", e.ev.count(kind(EventStoreError)), 0)
 	expect.Equal(t, "'cannot acquire' lines", e.logs.count("cannot acquire leases; retrying", nil), 0)

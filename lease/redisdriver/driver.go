@@ -34,6 +34,7 @@ type redisDriver struct {
 	acksMode driver.ReplicaAcks // Options.ReplicaAcks
 	acks     *acker             // nil: never wait for replicas
 	gate     layoutGate
+	succ     successors // the replicas recorded in each server's epochs
 	// shardAcks holds an acker per Cluster master, by address.
 	shardAcks sync.Map
 	// own marks the buckets of the tasks this replica last announced; polls

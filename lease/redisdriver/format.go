@@ -219,27 +219,32 @@ func (n nextRun) encode() string {
 	return string(n.Reason) + "|" + strconv.FormatInt(n.DelayMS, 10) + "|" + strconv.FormatInt(n.Attempt, 10) + "|" + flag(n.Carry)
 }
 
-// epochValue is the epoch key (keys.epoch), "quarantine_until|lost_at":
-// nothing is granted before quarantine_until, and tick runs for ticks before
-// lost_at are refused. It is written when acquire finds it missing (Redis
-// lost its data, or is new); InitEpoch writes the zero value.
+// epochValue is the epoch key (keys.epoch),
+// "quarantine_until|lost_at|run|successors": nothing is granted before
+// quarantine_until, and tick runs for ticks before lost_at are refused. It
+// is written when acquire finds it missing (Redis lost its data, or is new)
+// or on a server that is neither run (the run_id of the server that last
+// checked it) nor one of successors (that server's replicas, comma-joined:
+// successors.lua); InitEpoch writes the zero value, without a run (so did
+// a tickd before it: "quarantine_until|lost_at").
 type epochValue struct {
 	QuarantineUntil int64
 	LostAt          int64
+	Run             string   // lower-case hex
+	Successors      []string // lower-case hex each
 }
 
 func (e epochValue) encode() string {
-	return strconv.FormatInt(e.QuarantineUntil, 10) + "|" + strconv.FormatInt(e.LostAt, 10)
+	v := strconv.FormatInt(e.QuarantineUntil, 10) + "|" + strconv.FormatInt(e.LostAt, 10)
+	if e.Run != "" {
+		v += "|" + e.Run + "|" + strings.Join(e.Successors, ",")
+	}
+	return v
 }
 
-func decodeEpoch(v string) (epochValue, error) {
-	q, l, ok := strings.Cut(v, "|")
-	qn, qerr := driver.Number(q)
-	ln, lerr := driver.Number(l)
-	if !ok || qerr != nil || lerr != nil {
-		return epochValue{}, fmt.Errorf("%w: epoch %q", driver.ErrFormat, v)
-	}
-	return epochValue{QuarantineUntil: qn, LostAt: ln}, nil
+// isHex says whether s is a run_id's form: hex digits, at least one.
+func isHex(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789abcdefABCDEF") == ""
 }
 
 // announceValue is a replica's field of the replicas hash (keys.replicas):

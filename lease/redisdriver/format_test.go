@@ -131,8 +131,9 @@ func TestCodecsAgree(t *testing.T) {
 	for _, d := range []dueInfo{{}, {Reason: driver.ReasonRetry, Attempt: 3, Tick: maxMS, Claim: "nonce-12:7"}, {Reason: driver.ReasonTrigger, Reqs: []string{"0a1b", "c-2"}, Claim: "a|b"}} {
 		checkCodec(t, lua, "due", d, d.encode(), dueFields(d), decodeDueInfo)
 	}
-	for _, ep := range []epochValue{{}, {QuarantineUntil: maxMS, LostAt: 1_700_000_000_000}} {
-		fields := map[string]string{"quarantine_until": itoa(ep.QuarantineUntil), "lost_at": itoa(ep.LostAt)}
+	for _, ep := range []epochValue{{}, {QuarantineUntil: maxMS, LostAt: 1_700_000_000_000}, {LostAt: 1, Run: "b98bf76521e6f74e51f21f0c74bb15ea9bf9cafb"},
+		{Run: "ab", Successors: []string{"cd", "ef01"}}} {
+		fields := map[string]string{"quarantine_until": itoa(ep.QuarantineUntil), "lost_at": itoa(ep.LostAt), "run": ep.Run, "successors": strings.Join(ep.Successors, ",")}
 		checkCodec(t, lua, "epoch", ep, ep.encode(), fields, nil)
 	}
 

@@ -125,8 +125,11 @@ func (b *redisDriver) prepare(ctx context.Context) error {
 	if err := b.c.SetNX(ctx, b.k.layout(), LayoutVersion, 0).Err(); err != nil {
 		return err
 	}
-	_, err := b.evalBatch(ctx, scriptEpoch, b.epochCalls(b.maxTTL()), 0)
-	return err
+	if _, err := b.evalBatch(ctx, scriptEpoch, b.epochCalls(b.maxTTL()), 0); err != nil {
+		return err
+	}
+	b.recordSuccessors(ctx, true) // before the first grant: a failover right after it is no restart
+	return nil
 }
 
 // epochCalls run the epoch script on every bucket: one without an epoch
@@ -140,14 +143,14 @@ func (b *redisDriver) epochCalls(maxTTL time.Duration) []scriptCall {
 }
 
 // CheckEpochs looks for a data loss once the store is prepared (before
-// that, the first grant's prepare gives every bucket its epoch). It reads
-// one bucket's epoch per server, bucket 0's on a single Redis and the first
-// bucket of each master on a Cluster, since a server that lost its data
-// lost every bucket it serves: two commands a second, not one script per
-// bucket. When a probe finds its epoch gone, the epoch script runs on every
-// bucket, quarantining those that lost theirs from now (on a Cluster, a
-// shard that does not answer fails only its own buckets). It answers the
-// longest quarantine left.
+// that, the first grant's prepare gives every bucket its epoch). It runs
+// the epoch script on one bucket per server, bucket 0 on a single Redis and
+// the first bucket of each master on a Cluster, since a server that lost
+// its data, or restarted, lost every bucket it serves: a script or two a
+// second, not one per bucket. When a probe finds the loss, the epoch
+// script runs on every bucket, quarantining those that lost theirs from now
+// (on a Cluster, a shard that does not answer fails only its own buckets).
+// It answers the longest quarantine left.
 func (b *redisDriver) CheckEpochs(ctx context.Context) (time.Duration, error) {
 	b.gate.mu.Lock()
 	prepared := !b.gate.checked.IsZero()
@@ -155,30 +158,39 @@ func (b *redisDriver) CheckEpochs(ctx context.Context) (time.Duration, error) {
 	if !prepared {
 		return 0, nil
 	}
+	b.recordSuccessors(ctx, false)
 	probes := b.lossProbes(ctx)
-	pipe := b.c.Pipeline()
-	gets := make([]*redis.StringCmd, len(probes))
+	calls := make([]scriptCall, len(probes))
 	for i, bk := range probes {
-		gets[i] = pipe.Get(ctx, b.k.epoch(bk))
+		calls[i] = scriptCall{keys: []string{b.k.epoch(bk)}, args: []any{ms(b.maxTTL())}}
 	}
-	now := pipe.Time(ctx)
-	pipe.Exec(ctx) //nolint:errcheck // each command keeps its own error
 	var left time.Duration
 	var failed error
-	for _, g := range gets {
-		v, err := g.Result()
+	for _, cmd := range evalEach(ctx, b.c, scriptEpoch, calls) {
+		l, found, err := epochReply(cmd)
 		switch {
-		case errors.Is(err, redis.Nil):
-			return b.quarantineLost(ctx, b.maxTTL())
 		case err != nil:
 			failed = err
+		case found:
+			return b.quarantineLost(ctx, b.maxTTL())
 		default:
-			if ep, err := decodeEpoch(v); err == nil && now.Err() == nil {
-				left = max(left, time.UnixMilli(ep.QuarantineUntil).Sub(now.Val()))
-			}
+			left = max(left, l)
 		}
 	}
 	return left, failed
+}
+
+// epochReply reads the epoch script's answer: the quarantine left, and
+// whether this call found the loss.
+func epochReply(cmd *redis.Cmd) (time.Duration, bool, error) {
+	v, err := cmd.Int64Slice()
+	if err != nil {
+		return 0, false, err
+	}
+	if len(v) != 2 {
+		return 0, false, fmt.Errorf("%w: epoch script answered %v", driver.ErrFormat, v)
+	}
+	return time.Duration(v[0]) * time.Millisecond, v[1] == 1, nil
 }
 
 // lossProbes are the buckets checkEpochs reads: one per server.
@@ -210,12 +222,12 @@ func (b *redisDriver) quarantineLost(ctx context.Context, maxTTL time.Duration) 
 	var left time.Duration
 	var failed error
 	for _, cmd := range evalEach(ctx, b.c, scriptEpoch, b.epochCalls(maxTTL)) {
-		n, err := cmd.Int64()
+		n, _, err := epochReply(cmd)
 		if err != nil {
 			failed = err
 			continue
 		}
-		left = max(left, time.Duration(n)*time.Millisecond)
+		left = max(left, n)
 	}
 	return left, failed
 }

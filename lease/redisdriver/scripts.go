@@ -38,6 +38,7 @@ var (
 	scriptKnown    = newScript("known", knownArgs)
 	scriptEpoch    = newScript("epoch", epochArgs)
 	scriptProbe    = newScript("probe", probeArgs)
+	scriptSucc     = newScript("successors", successorsArgs)
 	scriptTick     = newScript("tick", tickArgs)
 	scriptLimit    = newScript("limit", limitArgs)
 	scriptSettle   = newScript("settle", settleArgs)
@@ -235,9 +236,10 @@ var announceArgs = argv{fixed: []arg{{"REPLICA", annReplica}, {"TTL", annTTL}, {
 
 // known.lua's, epoch.lua's and probe.lua's: one argument each.
 var (
-	knownArgs = argv{fixed: []arg{{"TASK", 0}}}    // escaped
-	epochArgs = argv{fixed: []arg{{"MAX_TTL", 0}}} // ms
-	probeArgs = argv{fixed: []arg{{"VALUE", 0}}}
+	knownArgs      = argv{fixed: []arg{{"TASK", 0}}}    // escaped
+	epochArgs      = argv{fixed: []arg{{"MAX_TTL", 0}}} // ms
+	probeArgs      = argv{fixed: []arg{{"VALUE", 0}}}
+	successorsArgs = argv{fixed: []arg{{"RUNS", 0}}} // comma-joined
 )
 
 // tick.lua's.

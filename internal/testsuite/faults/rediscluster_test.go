@@ -340,10 +340,35 @@ func TestRedisClusterMasterKilled(t *testing.T) {
 // lease is granted twice.
 func TestRedisClusterMasterRestartedEmpty(t *testing.T) {
 	t.Parallel() // each scenario on a Redis and replicas of its own
+	masterRestarted(t, "cluster master empty", func(m *redistest.Server) time.Time {
+		at := time.Now()
+		m.Restart()
+		return at
+	})
+}
+
+// TestRedisClusterMasterRestartedFromAnOlderSnapshot: a master killed and
+// restarted from an RDB snapshot taken a tick and a half before: its
+// epochs look intact, the leases and tick records since are gone. Its
+// tasks are quarantined as if it came back empty, and only its.
+func TestRedisClusterMasterRestartedFromAnOlderSnapshot(t *testing.T) {
+	t.Parallel() // each scenario on a Redis and replicas of its own
+	masterRestarted(t, "cluster master from a snapshot", func(m *redistest.Server) time.Time {
+		snap := m.Snapshot()
+		sleepUntil(time.Now().Add(rcEvery + rcEvery/2)) // a tick's grants land after the snapshot
+		at := time.Now()
+		m.RestartFrom(snap)
+		return at
+	})
+}
+
+// masterRestarted restarts, by restart (which answers when the master's
+// data went), the master with the most tasks, and checks that its tasks, and its shards of the sharded one, are
+// quarantined for one lease TTL while the others run on.
+func masterRestarted(t *testing.T, name string, restart func(*redistest.Server) time.Time) {
 	e := startRC(t)
 	m, its := e.mostTasks()
-	restarted := time.Now()
-	m.Restart()
+	restarted := restart(m)
 	e.cl.WaitHealthy(t)
 	// Within the quarantine (one lease TTL after the first acquire that found
 	// the epoch gone) none of its tasks is granted; the others are. A run
@@ -375,7 +400,7 @@ func TestRedisClusterMasterRestartedEmpty(t *testing.T) {
 			resumed = at.Sub(restarted)
 		}
 	}
-	e.stop("cluster master empty", fmt.Sprintf("quarantined_tasks=%d others_running=%d/%d its_tasks_resumed_after=%v",
+	e.stop(name, fmt.Sprintf("quarantined_tasks=%d others_running=%d/%d its_tasks_resumed_after=%v",
 		len(its), len(others), len(e.tasks)-len(its), resumed.Round(100*time.Millisecond)))
 	if len(early) > 0 {
 		failf(t, "runs of the emptied master's tasks during its quarantine: %v", early)

@@ -297,15 +297,28 @@ local function answer(first, reqs, field, outcome)
   end
 end
 
--- Epoch (Go: epochValue): quarantine_until|lost_at
+-- Epoch (Go: epochValue): quarantine_until|lost_at|run|successors, run
+-- the run_id of the Redis server that last checked it, successors the
+-- run_ids of its replicas (comma-joined) as a store last found them (none in
+-- an epoch InitEpoch wrote, or a tickd before them: quarantine_until|lost_at).
 local function decode_epoch(v)
-  local q, lost = match(v, '^(%d+)|(%d+)$')
-  if not q then return nil end
-  return {quarantine_until = q, lost_at = lost}
+  local q, lost, run, succ = match(v, '^(%d+)|(%d+)|(%x+)|([%x,]*)$')
+  if not q then
+    q, lost = match(v, '^(%d+)|(%d+)$')
+    if not q then return nil end
+    run, succ = '', ''
+  end
+  return {quarantine_until = q, lost_at = lost, run = run, successors = succ}
 end
 
 local function encode_epoch(e)
-  return e.quarantine_until .. '|' .. e.lost_at
+  if e.run == '' then return e.quarantine_until .. '|' .. e.lost_at end
+  return e.quarantine_until .. '|' .. e.lost_at .. '|' .. e.run .. '|' .. e.successors
+end
+
+-- server_run is the run_id of the server the script runs on.
+local function server_run()
+  return match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
 end
 
 -- Announcement (Go: announceValue), a replica's field of the replicas hash:
@@ -339,19 +352,39 @@ local function reply_early(ms_left) return GRANT_EARLY .. '|' .. ms_left end
 -- lost its data (or is new): nothing is granted for one maximum lease TTL,
 -- so no old holder can still trust a lease that Redis has forgotten; and no
 -- tick before the loss is run again, since the records of the ticks that did
--- run are gone too. Returns the quarantine left (ms) and the loss time (ms).
+-- run are gone too. A server that restarted lost its data as far as tickd
+-- can tell: it may have loaded a snapshot older than the leases and the
+-- records written since, the epoch among them. Each epoch keeps the run_id
+-- of the server that last checked it, and of that server's replicas
+-- (successors.lua): another server is a loss too, unless it is one of
+-- those replicas, promoted in its place (Sentinel, a Cluster failover),
+-- which had every grant the replicas acknowledged (replica_acks). Returns
+-- the quarantine left (ms), the loss time (ms), and whether this call found
+-- the loss.
 local function quarantine(epoch_key, now_ms, max_ttl_ms)
   local v = redis.call('GET', epoch_key)
   local ep = v and decode_epoch(v)
-  if not ep then
-    redis.call('SET', epoch_key, encode_epoch({quarantine_until = num(now_ms + max_ttl_ms), lost_at = num(now_ms)}))
-    return max_ttl_ms, now_ms
+  local run = server_run()
+  local lost = not ep
+  if lost then
+    ep = {run = ''}
   end
+  if ep.run ~= run then
+    if ep.run ~= '' and not string.find(',' .. ep.successors .. ',', ',' .. run .. ',', 1, true) then
+      lost = true -- restarted, or another server: not a replica it had
+    end
+    ep.run, ep.successors = run, ''
+    if lost then
+      ep.quarantine_until, ep.lost_at = num(now_ms + max_ttl_ms), num(now_ms)
+    end
+    redis.call('SET', epoch_key, encode_epoch(ep))
+  end
+  if lost then return max_ttl_ms, now_ms, true end
   local q = tonumber(ep.quarantine_until)
   if now_ms < q then
-    return q - now_ms, tonumber(ep.lost_at)
+    return q - now_ms, tonumber(ep.lost_at), false
   end
-  return 0, tonumber(ep.lost_at)
+  return 0, tonumber(ep.lost_at), false
 end
 
 -- reply joins a batch's answers, one per entity, with spaces (none holds
