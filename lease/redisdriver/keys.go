@@ -134,6 +134,7 @@ func (k keys) duplicates() string              { return k.prefix + ":duplicates"
 func (k keys) pauses() string                  { return k.prefix + ":pauses" }
 func (k keys) registry() string                { return k.prefix + ":tasks" }
 func (k keys) shards(task string) string       { return k.task(task) + ":shards" }
+func (k keys) migrating(task string) string    { return k.task(task) + ":migrating" } // the lock of a reshard under way
 func (k keys) claim(name string) string        { return k.prefix + ":claim:" + driver.Escape(name) }
 func (k keys) layout() string                  { return k.prefix + ":layout" }
 

@@ -96,11 +96,30 @@ func (b *redisDriver) ensureShardKeys(ctx context.Context, task string, n int) e
 //
 // A Reshard cut short leaves the mark: nothing of the task is granted
 // until Reshard runs again, which carries the move on.
+//
+// One Reshard of a task at a time: each holds the task's migrating lock
+// for the whole move (renewed while it goes on), and another finds it held
+// and refuses; the count is written (shard 0's, the one every store reads)
+// only while the lock is still the move's.
 func (b *redisDriver) Reshard(ctx context.Context, task string, to int) (driver.Resharded, error) {
 	r := driver.Resharded{Task: task, To: to}
 	if to < 1 || to > driver.MaxShards {
 		return r, fmt.Errorf("lease: reshard %s: %d shards: use 1..%d", task, to, driver.MaxShards)
 	}
+	lock, err := b.lockMigrate(ctx, task)
+	if err != nil {
+		return r, err
+	}
+	defer lock.release()
+	r, err = b.reshard(lock.ctx, lock, r)
+	if err != nil && errors.Is(context.Cause(lock.ctx), errLockLost) {
+		err = fmt.Errorf("lease: reshard %s: %w", task, errLockLost)
+	}
+	return r, err
+}
+
+func (b *redisDriver) reshard(ctx context.Context, lock *migrateLock, r driver.Resharded) (driver.Resharded, error) {
+	task, to := r.Task, r.To
 	got, err := b.c.Get(ctx, b.k.shards(task)).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return r, err
@@ -115,7 +134,7 @@ func (b *redisDriver) Reshard(ctx context.Context, task string, to int) (driver.
 			return r, err // in place: nothing to move, nothing stopped
 		}
 	}
-	if err := b.setLayout(ctx, task, func(int) string { return movingMark(r.From, to) }); err != nil {
+	if err := b.setLayout(ctx, task, func(int) string { return movingMark(r.From, to) }, lock); err != nil {
 		return r, fmt.Errorf("mark %s as moving: %w", task, err)
 	}
 	for s := range driver.MaxShards {
@@ -128,7 +147,7 @@ func (b *redisDriver) Reshard(ctx context.Context, task string, to int) (driver.
 			return strconv.Itoa(to)
 		}
 		return "x:" + strconv.Itoa(to)
-	})
+	}, lock)
 }
 
 // strays says whether a shard of task at or beyond n holds state, or a
@@ -159,8 +178,8 @@ func (b *redisDriver) strays(ctx context.Context, task string, n int) (bool, err
 }
 
 // setLayout sets the layout key of each of task's MaxShards shards to
-// value(s), shard 0 last.
-func (b *redisDriver) setLayout(ctx context.Context, task string, value func(s int) string) error {
+// value(s), shard 0 last, and that one only while lock is held.
+func (b *redisDriver) setLayout(ctx context.Context, task string, value func(s int) string, lock *migrateLock) error {
 	pipe := b.c.Pipeline()
 	for s := driver.MaxShards - 1; s >= 1; s-- { // one key per command: the shards live in different slots
 		pipe.Set(ctx, b.k.shards(driver.ShardName(task, s)), value(s), 0)
@@ -168,7 +187,7 @@ func (b *redisDriver) setLayout(ctx context.Context, task string, value func(s i
 	if _, err := pipe.Exec(ctx); err != nil {
 		return err
 	}
-	return b.c.Set(ctx, b.k.shards(task), value(0), 0).Err()
+	return lock.whileHeld(ctx, func(tx redis.Pipeliner) { tx.Set(ctx, b.k.shards(task), value(0), 0) })
 }
 
 // reshardOne moves what shard name holds of entities another shard now

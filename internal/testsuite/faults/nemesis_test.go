@@ -29,6 +29,8 @@ import (
 //     changed: sync's concurrency and configured shards; extra tasks
 //     added, removed and renamed, their schedules and the limit's size;
 //   - migrate: tickd migrate to a new shard count of sync, at any moment;
+//     sometimes two at once, to two counts (one is refused while the other
+//     moves the task);
 //   - pause -for a few seconds, and resume;
 //   - unlock of a running entity, and unlock -force (the one overlap a
 //     documented action allows, excused for its own entity only);
@@ -37,7 +39,10 @@ import (
 //   - a replica stopped with SIGTERM, killed with kill -9, restarted with
 //     its id; a second process started with a live replica's id (it must
 //     be refused);
-//   - Redis restarted empty.
+//   - Redis restarted empty;
+//   - Redis (on a Cluster, one master) restarted from a snapshot it took
+//     at an earlier act: what it loads looks intact, epochs and all, and
+//     lacks every write since.
 //
 // The seed is logged; TICKD_NEMESIS_SEED replays it (the same choices; the
 // moments they meet the runs differ), TICKD_NEMESIS_TIME sets how long the
@@ -64,6 +69,11 @@ type nemesis struct {
 	// [telemetry] run_spans the configs say (a reload changes it).
 	traces   *otlptest.Receiver
 	runSpans int
+	// snap is the snapshot redisRollback took and restores next, of the
+	// server snapped (a Cluster master, or the Redis).
+	snap    string
+	snapped *redistest.Server
+	snapAt  time.Time
 }
 
 type forcedUnlock struct {
@@ -152,7 +162,7 @@ func (n *nemesis) act(until time.Time) {
 		fn     func()
 	}{
 		{5, n.reload}, {3, n.migrate}, {2, n.pause}, {2, n.unlock}, {1, n.forceUnlock}, {2, n.triggers},
-		{1, n.forget}, {2, n.restart}, {1, n.kill}, {1, n.duplicate}, {1, n.redisRestart},
+		{1, n.forget}, {2, n.restart}, {1, n.kill}, {1, n.duplicate}, {1, n.redisRestart}, {2, n.redisRollback}, {1, n.migrateTwice},
 	}
 	total := 0
 	for _, a := range acts {
@@ -234,6 +244,43 @@ func (n *nemesis) migrate() {
 		failf(n.c.t, "tickd migrate to %d: %v\n%s", to, err, out)
 	}
 	n.say("migrate sync to %d: %s", to, strings.TrimSpace(out))
+}
+
+// migrateTwice runs two tickd migrate at once, to two different counts of
+// sync: one moves the task; the other waits its turn or is refused while
+// the first moves it, and says so.
+func (n *nemesis) migrateTwice() {
+	counts := []int{1, 2, 3, 4, 8, 16}
+	a := n.rnd.IntN(len(counts))
+	b := (a + 1 + n.rnd.IntN(len(counts)-1)) % len(counts)
+	keep := n.shards
+	defer func() { n.shards = keep }()
+	type result struct {
+		to  int
+		out string
+		err error
+	}
+	results := make(chan result, 2)
+	for i, to := range []int{counts[a], counts[b]} {
+		n.shards = to
+		cfg := filepath.Join(n.dir, fmt.Sprintf("operator-%d.toml", i))
+		tickdtest.WriteFile(n.c.t, cfg, n.config())
+		go func() {
+			out, err := exec.Command(n.bin, "migrate", "-config", cfg).CombinedOutput()
+			results <- result{to, string(out), err}
+		}()
+	}
+	for range 2 {
+		r := <-results
+		switch {
+		case r.err == nil:
+			n.say("migrate sync to %d (beside another): %s", r.to, strings.TrimSpace(r.out))
+		case strings.Contains(r.out, "under way"):
+			n.say("migrate sync to %d refused beside another: %s", r.to, strings.TrimSpace(r.out))
+		default:
+			n.say("migrate sync to %d (beside another) failed: %v %s", r.to, r.err, strings.TrimSpace(r.out))
+		}
+	}
 }
 
 // pause pauses sync for 2-4s, or resumes it; the ticks of a pause are not
@@ -391,6 +438,26 @@ func (n *nemesis) redisRestart() {
 	n.c.dataLost(at)
 	n.paused = false
 	n.say("redis restarted empty")
+}
+
+// redisRollback takes a snapshot of the Redis (on a Cluster, of one master)
+// when it holds none, else kills that server and restarts it from it.
+func (n *nemesis) redisRollback() {
+	if n.snapped == nil {
+		n.snapped = n.c.srv
+		if rc := n.c.rc; rc != nil {
+			ms := rc.Masters(n.c.t)
+			n.snapped = ms[n.rnd.IntN(len(ms))]
+		}
+		n.snap, n.snapAt = n.snapped.Snapshot(), time.Now()
+		n.say("redis snapshot taken of %s", n.snapped.Addr)
+		return
+	}
+	at := time.Now()
+	n.snapped.RestartFrom(n.snap)
+	n.c.dataLost(at)
+	n.say("redis %s restarted from its snapshot of %v before", n.snapped.Addr, at.Sub(n.snapAt).Round(time.Millisecond))
+	n.snapped = nil
 }
 
 // TestOperatorChaos runs the nemesis on a single Redis and on a 3-master
