@@ -2,9 +2,8 @@ package config
 
 import (
 	"fmt"
-	"io"
-	"os"
-	"syscall"
+
+	"github.com/tickd/tickd/internal/regular"
 )
 
 // The bounds of a config file, checked before the TOML parser sees it: a
@@ -34,26 +33,7 @@ func ReadFile(path string) ([]byte, error) {
 // blocking (a FIFO's open waits for a writer): the config, and the files
 // it names for a secret (url_file).
 func readRegular(path string, max int) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file (%s)", path, st.Mode().Type())
-	}
-	data, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > max {
-		return nil, fmt.Errorf("%s: larger than %d KiB", path, max>>10)
-	}
-	return data, nil
+	return regular.ReadFile(path, int64(max))
 }
 
 // errTooDeep: arrays and inline tables nested deeper than maxNesting.

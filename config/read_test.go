@@ -26,7 +26,7 @@ func TestOnlyARegularFileOfSaneSizeIsRead(t *testing.T) {
 	deep := filepath.Join(dir, "deep.toml")
 	os.WriteFile(deep, []byte("[[tasks]]\nname = \"a\"\nx = "+strings.Repeat("[", 200000)+"\n"), 0o600) //nolint:errcheck
 	for path, want := range map[string]string{fifo: "not a regular file", dir: "not a regular file",
-		big: "larger than 4096 KiB", deep: "deep.toml:3: arrays or inline tables nested deeper than 16"} {
+		big: "larger than 4 MiB", deep: "deep.toml:3: arrays or inline tables nested deeper than 16"} {
 		began := time.Now()
 		_, err := Load(path)
 		expect.True(t, filepath.Base(path)+": "+errString(err), err != nil && strings.Contains(err.Error(), want))

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"crypto/tls"
 	"maps"
 	"net"
 	"net/url"
@@ -15,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/listen"
+	"github.com/tickd/tickd/internal/regular"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/schedule"
 	"github.com/tickd/tickd/tasks"
@@ -74,7 +74,7 @@ func validateWeb(d *decoder, w *Web) {
 	if (w.TLSCertFile == "") != (w.TLSKeyFile == "") {
 		d.bad("web.tls_cert_file", "give tls_cert_file and tls_key_file together")
 	} else if w.TLSCertFile != "" {
-		if _, err := tls.LoadX509KeyPair(w.TLSCertFile, w.TLSKeyFile); err != nil {
+		if _, err := regular.KeyPair(w.TLSCertFile, w.TLSKeyFile); err != nil {
 			d.bad("web.tls_cert_file", "%v", err)
 		}
 	}

@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tickd/tickd/internal/regular"
 )
 
 // Source yields a task's entity ids, one at a time, so that a source of a
@@ -45,7 +46,7 @@ type File struct {
 
 // Each streams the file's ids.
 func (f File) Each(ctx context.Context, fn func(string) error) error {
-	fh, err := os.Open(f.Path)
+	fh, err := regular.Open(f.Path, regular.MaxEntitiesFile)
 	if err != nil {
 		return fmt.Errorf("entities_file: %w", err)
 	}

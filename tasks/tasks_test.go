@@ -66,6 +66,26 @@ func TestFileSourceSkipsBlankAndBadLines(t *testing.T) {
 	}
 }
 
+// TestFileSourceRefusesAFIFO: a FIFO as entities_file is refused at once;
+// opening it to read would wait for a writer for ever, with the fan-out
+// and its OS thread.
+func TestFileSourceRefusesAFIFO(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ids")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := collect(t, File{Path: p}); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("a FIFO read as a source: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the source still blocks on the FIFO after 5s")
+	}
+}
+
 func TestCommandSourceStreamsAMillionLines(t *testing.T) {
 	n := 0
 	err := Command{Argv: []string{"seq", "1000000"}, Timeout: time.Minute}.Each(context.Background(), func(string) error { n++; return nil })

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
 	"sort"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/redisconn"
+	"github.com/tickd/tickd/internal/regular"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease/redisdriver"
 	"github.com/tickd/tickd/schedule"
@@ -148,7 +148,7 @@ func runWarnings(cfg *config.Config) []string {
 	for i, t := range cfg.Tasks {
 		at := fmt.Sprintf("%s: tasks[%d] (%s)", cfg.Path, i, t.Name)
 		if t.EntitiesFile != "" {
-			if f, err := os.Open(t.EntitiesFile); err != nil {
+			if f, err := regular.Open(t.EntitiesFile, regular.MaxEntitiesFile); err != nil {
 				ws = append(ws, fmt.Sprintf("%s: entities_file: %v", at, err))
 			} else {
 				f.Close()

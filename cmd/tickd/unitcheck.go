@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/regular"
 )
 
 // unitDirs are where systemd reads tickd's units and their drop-ins from,
@@ -78,7 +79,7 @@ func unitStopTimeout(unit string) (d time.Duration, from string, ok bool) {
 
 // stopSetting is the last TimeoutStopSec= of file f.
 func stopSetting(f string) (v string, set bool) {
-	fh, err := os.Open(f)
+	fh, err := regular.Open(f, 1<<20)
 	if err != nil {
 		return "", false
 	}

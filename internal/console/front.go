@@ -12,6 +12,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/listen"
+	"github.com/tickd/tickd/internal/regular"
 )
 
 // Limits bound what one client can hold of the console's server, so that
@@ -141,7 +142,7 @@ func (f *Front) Start(ctx context.Context) error {
 	ll := listen.Limits{ReadTimeout: lim.ReadTimeout, WriteTimeout: lim.WriteTimeout, IdleTimeout: lim.IdleTimeout, MaxConns: maxConns, PerClient: perClient}
 	srv := listen.Server(f, ll, log)
 	if w.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(w.TLSCertFile, w.TLSKeyFile)
+		cert, err := regular.KeyPair(w.TLSCertFile, w.TLSKeyFile)
 		if err != nil {
 			return fmt.Errorf("web.tls_cert_file: %w", err)
 		}

@@ -7,12 +7,16 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/tickd/tickd/internal/regular"
 )
+
+// MaxFile bounds an htpasswd file: a regular file of at most 1 MiB.
+const MaxFile = 1 << 20
 
 // Users are the file's users and their bcrypt hashes.
 type Users map[string][]byte
@@ -24,7 +28,7 @@ type Users map[string][]byte
 // the file's cost, so that a name cannot be told by how long a wrong
 // password takes.
 func Read(path string) (Users, error) {
-	data, err := os.ReadFile(path)
+	data, err := regular.ReadFile(path, MaxFile)
 	if err != nil {
 		return nil, err
 	}
