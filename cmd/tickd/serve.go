@@ -56,6 +56,7 @@ func metricsServer(addr string, reg *prometheus.Registry, store *lease.Store, lo
 			if err != nil {
 				return fmt.Errorf("metrics_addr: %w", err)
 			}
+			srv.ConnState = ln.ConnState
 			go func() {
 				if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					log.Error("metrics server stopped", logs.KeyError, err)

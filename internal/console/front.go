@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -148,10 +149,12 @@ func (f *Front) Start(ctx context.Context) error {
 		}
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	ln, err := listen.TCP(ctx, w.Listen, ll)
+	capped, err := listen.TCP(ctx, w.Listen, ll)
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
 	}
+	srv.ConnState = capped.ConnState
+	var ln net.Listener = capped
 	if srv.TLSConfig != nil {
 		ln = tls.NewListener(ln, srv.TLSConfig)
 	}
