@@ -87,15 +87,18 @@ func Open(cfg *config.Config, opts Options) (*App, error) {
 			return nil, err
 		}
 	}
+	// The libraries' own lines go to the log too (go-redis's, the
+	// OpenTelemetry SDK's, from before it reads its variables): nothing
+	// else writes to stderr.
+	redisconn.RouteLogs(a.Log)
+	if telemetry.Endpoint(cfg.Telemetry, os.Getenv) != "" {
+		telemetry.LogErrors(a.Log)
+	}
 	var err error
 	if a.Tracer, err = telemetry.New(context.Background(), cfg.Telemetry, os.Getenv, a.Replica, opts.Version); err != nil {
 		return nil, err
 	}
-	// The libraries' own lines go to the log too (go-redis's, the
-	// OpenTelemetry SDK's): nothing else writes to stderr.
-	redisconn.RouteLogs(a.Log)
 	if a.Tracer != nil {
-		telemetry.LogErrors(a.Log)
 		a.Log.Info("tracing on: each tick's fan-out and its runs are exported over OTLP/HTTP", "endpoint", a.Tracer.Where())
 	}
 	if a.Store, err = a.openStore(cfg, opts); err != nil {

@@ -27,10 +27,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -62,8 +64,16 @@ type Tracer struct {
 }
 
 // Where says where the spans go: the endpoint the config or the
-// environment gives (the SDK adds /v1/traces to a base endpoint).
-func (t *Tracer) Where() string { return t.where }
+// environment gives (the SDK adds /v1/traces to a base endpoint), without
+// credentials or a query (they may hold a token).
+func (t *Tracer) Where() string {
+	u, err := url.Parse(t.where)
+	if err != nil || u.Host == "" {
+		return "(an endpoint that does not parse as a URL)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}
 
 // errLog is where LogErrors sends the SDK's errors; errLimit bounds them.
 var (
@@ -77,15 +87,53 @@ var (
 // those suppressed: left to itself, the SDK writes plain-text lines to
 // stderr, into a JSON log, every few seconds while a collector is down.
 // The SDK has one error handler per process: the last call's log wins.
+//
+// The SDK's own log (otel.SetLogger: a header it could not parse, a URL)
+// goes there too, at warn, its errors only, and without the values it
+// names, which may be a header's token: only a file or a header's name is
+// shown. Every text from outside (a collector's answer) is made printable
+// and cut to maxErrText bytes (logs.Printable).
 func LogErrors(log *slog.Logger) {
 	errLog.Store(log)
 	errOnce.Do(func() {
 		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 			if l := errLog.Load(); l != nil {
-				errLimit.Log(l, slog.LevelWarn, "otel", "traces: the OpenTelemetry SDK failed (spans are dropped while the collector does not take them)", "error", err.Error())
+				errLimit.Log(l, slog.LevelWarn, "otel", "traces: the OpenTelemetry SDK failed (spans are dropped while the collector does not take them)",
+					"error", logs.Printable(err.Error(), maxErrText))
 			}
 		}))
+		otel.SetLogger(logr.New(sdkLog{}))
 	})
+}
+
+// maxErrText bounds an SDK error's text in the log.
+const maxErrText = 512
+
+// sdkLog is the SDK's logr sink: its errors to errLog, at warn, rate
+// limited, with only the values shown is safe to show; the rest of what
+// it logs (debug) is dropped.
+type sdkLog struct{}
+
+func (sdkLog) Init(logr.RuntimeInfo)            {}
+func (sdkLog) Enabled(int) bool                 { return false } // Info: never
+func (sdkLog) Info(int, string, ...any)         {}
+func (s sdkLog) WithValues(...any) logr.LogSink { return s }
+func (s sdkLog) WithName(string) logr.LogSink   { return s }
+func (sdkLog) Error(err error, msg string, kv ...any) {
+	l := errLog.Load()
+	if l == nil {
+		return
+	}
+	args := []any{"what", logs.Printable(msg, maxErrText)}
+	if err != nil {
+		args = append(args, "error", logs.Printable(err.Error(), maxErrText))
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if k, ok := kv[i].(string); ok && (k == "file" || k == "key") {
+			args = append(args, k, logs.Printable(fmt.Sprint(kv[i+1]), maxErrText))
+		}
+	}
+	errLimit.Log(l, slog.LevelWarn, "otel-config", "traces: the OpenTelemetry SDK refused part of its configuration (values not shown: they may be secrets)", args...)
 }
 
 // The batcher's bounds where no OTEL_BSP_* variable gives them: a tick's

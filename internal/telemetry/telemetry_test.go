@@ -3,13 +3,18 @@ package telemetry
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/otlptest"
 	"github.com/tickd/tickd/lease/driver"
@@ -232,4 +237,36 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestSDKTextIsBoundedAndSecretsNotShown: a malformed
+// OTEL_EXPORTER_OTLP_HEADERS is said without its value (a token), and a
+// hostile collector's answer (escapes, a bidi override, 4 MiB) is logged
+// printable and cut, in tickd's log, not on stderr.
+func TestSDKTextIsBoundedAndSecretsNotShown(t *testing.T) {
+	errLimit = logs.NewLimiter(logs.Every) // another test's line does not hush these
+	var b syncBuffer
+	LogErrors(slog.New(slog.NewJSONHandler(&b, nil)))
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Bearer%20s3cr3t-token,broken-s3cr3t-header")
+	hostile := "\x1b[2J\a\u202e" + strings.Repeat("x", 64<<10)
+	col := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) //nolint:errcheck
+		http.Error(w, hostile, http.StatusBadRequest)
+	}))
+	defer col.Close()
+	tr, err := New(context.Background(), &config.Telemetry{Endpoint: col.URL}, func(string) string { return "" }, "a", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Stop(context.Background()) }) //nolint:errcheck // refused: the point
+	f := tr.StartFanOut("sync", time.Now())
+	f.End(0, 0, "")
+	expect.WaitFor(t, 10*time.Second, "the refused export logged", func() bool { return strings.Contains(b.String(), `"msg":"traces: the OpenTelemetry SDK failed`) })
+	out := b.String()
+	expect.True(t, "the malformed header is said: "+out, strings.Contains(out, "refused part of its configuration"))
+	expect.True(t, "no secret in the log", !strings.Contains(out, "s3cr3t"))
+	expect.True(t, "no escape sent raw: "+out[strings.Index(out, "SDK failed"):][:min(len(out)-strings.Index(out, "SDK failed"), 700)], !strings.Contains(out, `\u001b`) && !strings.Contains(out, "\u202e") && strings.Contains(out, `\\x1b`))
+	for line := range strings.Lines(out) {
+		expect.True(t, fmt.Sprintf("a line of at most 2 KiB: %d bytes", len(line)), len(line) <= 2<<10)
+	}
 }
