@@ -375,9 +375,14 @@ func (c *cluster) checkHistory(res *result, begin, end time.Time) {
 	c.mu.Lock()
 	killed, exited, losses := maps.Clone(c.killedAt), maps.Clone(c.exited), slices.Clone(c.losses)
 	c.mu.Unlock()
-	lost := func(pid int) bool { // stopped, then Redis lost its part
+	// lost: the replica stopped, then Redis lost its part; or it stopped
+	// soon after a loss, before it could write its part again (a replica
+	// writes the parts of the minute before a loss again once it finds
+	// it, which takes Redis back, a Cluster's slots covered again, and a
+	// second; one stopping before that says its records are lost).
+	lost := func(pid int) bool {
 		at, ok := exited[pid]
-		return ok && slices.ContainsFunc(losses, func(l time.Time) bool { return l.UnixNano() > at })
+		return ok && slices.ContainsFunc(losses, func(l time.Time) bool { return at < l.Add(c.ttl+2*time.Second).UnixNano() })
 	}
 	for _, r := range tickdtest.ReadRuns(c.t, c.runsLog) {
 		if r.Start.Reason != "tick" || r.Start.Task != "sync" { // the nemesis runs other tasks beside it
