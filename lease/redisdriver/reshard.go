@@ -30,22 +30,26 @@ func movingMark(from, to int) string { return "m:" + strconv.Itoa(from) + ":" + 
 
 // parseShards reads a layout value of shard 0: the count, or the move under
 // way (from, to) with moving true. n is 0 for no value or one this code
-// cannot read.
+// cannot read, and so is a count outside 1..MaxShards: a number read from
+// Redis is bounded before it sizes anything.
 func parseShards(v string) (n, from, to int, moving bool) {
 	if rest, ok := strings.CutPrefix(v, "m:"); ok {
 		f, t, _ := strings.Cut(rest, ":")
 		from, ferr := strconv.Atoi(f)
 		to, terr := strconv.Atoi(t)
-		if ferr == nil && terr == nil && from > 0 {
+		if ferr == nil && terr == nil && validShards(from) && validShards(to) {
 			return 0, from, to, true
 		}
 		return 0, 0, 0, false
 	}
-	if n, err := strconv.Atoi(v); err == nil && n > 0 {
+	if n, err := strconv.Atoi(v); err == nil && validShards(n) {
 		return n, 0, 0, false
 	}
 	return 0, 0, 0, false
 }
+
+// validShards says whether n is a shard count tickd can keep a task in.
+func validShards(n int) bool { return n >= 1 && n <= driver.MaxShards }
 
 // shardsArg is a script's shard-count argument: "" for a call not checked.
 func shardsArg(n int) string {

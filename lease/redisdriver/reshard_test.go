@@ -51,3 +51,17 @@ func TestOneReshardAtATime(t *testing.T) {
 	r, err := b.Reshard(bg, "sync", 4)
 	expect.True(t, fmt.Sprintf("once it is over, the next runs: %v", err), err == nil && r.From == 8)
 }
+
+// TestShardCountsReadAreBounded: a count in Redis outside 1..MaxShards (a
+// damaged or hostile value) is no count: before, 1e9 panicked tickd status
+// and grew tickd run to 22 GB in 15s.
+func TestShardCountsReadAreBounded(t *testing.T) {
+	for v, want := range map[string]int{"8": 8, "64": 64, "65": 0, "1000000000": 0, "-3": 0, "0": 0} {
+		n, _, _, _ := parseShards(v)
+		expect.Equal(t, "count "+v, n, want)
+	}
+	_, from, to, moving := parseShards("m:1000000000:4")
+	expect.True(t, "a move from a count out of bounds is no move", !moving && from == 0 && to == 0)
+	_, from, to, moving = parseShards("m:4:8")
+	expect.True(t, "a move", moving && from == 4 && to == 8)
+}
