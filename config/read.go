@@ -44,22 +44,37 @@ var errTooDeep = fmt.Errorf("arrays or inline tables nested deeper than %d: not 
 func checkNesting(data []byte) (int, error) {
 	depth, line := 0, 1
 	var quote byte // inside a string: its quote
+	triple := false
 	comment := false
 	for i := 0; i < len(data); i++ {
 		c := data[i]
-		switch {
-		case c == '\n':
+		if c == '\n' {
 			line++
 			comment = false
+			if !triple {
+				quote = 0 // a one-line string ends with its line (the parser says what is wrong)
+			}
+			continue
+		}
+		switch {
 		case comment:
 		case quote != 0:
-			if c == '\\' && quote == '"' {
-				i++
-			} else if c == quote {
+			if c == '\\' && quote == '"' && i+1 < len(data) && data[i+1] != '\n' {
+				i++ // an escaped character (a line's end is counted)
+			} else if c == quote && !triple {
 				quote = 0
+			} else if c == quote && i+2 < len(data) && data[i+1] == c && data[i+2] == c {
+				for i+1 < len(data) && data[i+1] == c { // up to two quotes before the closing three are the string's
+					i++
+				}
+				quote, triple = 0, false
 			}
 		case c == '"' || c == '\'':
 			quote = c
+			if i+2 < len(data) && data[i+1] == c && data[i+2] == c {
+				triple = true
+				i += 2
+			}
 		case c == '#':
 			comment = true
 		case c == '[' || c == '{':

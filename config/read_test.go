@@ -32,6 +32,15 @@ func TestOnlyARegularFileOfSaneSizeIsRead(t *testing.T) {
 		expect.True(t, filepath.Base(path)+": "+errString(err), err != nil && strings.Contains(err.Error(), want))
 		expect.True(t, filepath.Base(path)+" refused at once", time.Since(began) < 2*time.Second)
 	}
+	// A quote inside a multi-line string does not end it: the nesting
+	// after it is seen (before, the check took the rest of the file for a
+	// string, and a 24 KB config ran tickd check out of memory).
+	for _, q := range []string{`"""`, "'''"} {
+		tricky := filepath.Join(dir, "tricky.toml")
+		os.WriteFile(tricky, []byte("[[tasks]]\nname = \"a\"\ndesc = "+q+"\na \" ' \\\" b \""+q+"\nx = "+strings.Repeat("[", 20000)+"\n"), 0o600) //nolint:errcheck
+		_, err := Load(tricky)
+		expect.True(t, q+": "+errString(err), err != nil && strings.Contains(err.Error(), "tricky.toml:5: arrays or inline tables nested deeper than 16"))
+	}
 	// A string or a comment may hold brackets.
 	ok := filepath.Join(dir, "ok.toml")
 	os.WriteFile(ok, []byte("# [[[[[[[[[[[[[[[[[[[[\n[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"echo\", \"[[[[[[[[[[[[[[[[[[[[\"]\n"), 0o600) //nolint:errcheck
