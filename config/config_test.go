@@ -82,6 +82,8 @@ func TestConfigErrors(t *testing.T) {
 		{"follow_redirects misspelt", "[[tasks]]\nname = \"a\"\nevery = \"1m\"\nurl = \"https://x/\"\nfollow_redirects = \"same-host\"\n", `tasks[0].follow_redirects: "same-host": use "none" (the default) or "same-origin"`},
 		{"follow_redirects without url", "[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"true\"]\nfollow_redirects = \"none\"\n", `tasks[0].follow_redirects: only an HTTP action (url) follows redirects`},
 		{"{entity} in a shell's script", "[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"/bin/sh\", \"-c\", \"work {entity}\"]\n", `tasks[0].command: {entity} inside a shell's script (sh -c): an entity id would be read as shell words; use "$TICKD_ENTITY"`},
+		{"{entity} in a shell's script behind a wrapper", "[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"timeout\", \"30\", \"sh\", \"-c\", \"work {entity}\"]\n", `{entity} inside a shell's script (sh -c)`},
+		{"{entity} in a shell's script behind env", "[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"env\", \"A=b\", \"bash\", \"-c\", \"work {entity}\"]\n", `{entity} inside a shell's script (bash -c)`},
 		{"{entity} in bash -lc's script", "[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"bash\", \"-lc\", \"work '{entity}'\"]\n", `{entity} inside a shell's script (bash -c)`},
 		{"unknown placeholder", "[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"echo\", \"--id={entitiy}\"]\n", `cfg.toml:4: tasks[0].command: unknown placeholder {entitiy} (did you mean {entity}?)`},
 		{"a placeholder never replaced", "[[tasks]]\nname = \"a\"\nevery = \"1m\"\ncommand = [\"echo\", \"{tick}\"]\n", `tasks[0].command: unknown placeholder {tick}: only {entity} is replaced`},

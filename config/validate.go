@@ -222,8 +222,12 @@ func validateAction(t *Task, bad badFunc) {
 	if t.Command != nil && (len(t.Command) == 0 || t.Command[0] == "") {
 		bad("command", "empty argv")
 	}
-	if i := shellScriptArg(t.Command); i > 0 && strings.Contains(t.Command[i], "{entity}") {
-		bad("command", "{entity} inside a shell's script (%s -c): an entity id would be read as shell words; use \"$TICKD_ENTITY\" in the script (quoted), or pass {entity} as an argument of its own", filepath.Base(t.Command[0]))
+	// The shell may come after a wrapper: timeout 30 sh -c, env A=b bash -c.
+	for j := range t.Command {
+		if i := shellScriptArg(t.Command[j:]); i > 0 && strings.Contains(t.Command[j+i], "{entity}") {
+			bad("command", "{entity} inside a shell's script (%s -c): an entity id would be read as shell words; use \"$TICKD_ENTITY\" in the script (quoted), or pass {entity} as an argument of its own", filepath.Base(t.Command[j]))
+			break
+		}
 	}
 	for _, a := range t.Command {
 		for _, m := range placeholder.FindAllStringSubmatch(a, -1) {
