@@ -398,6 +398,9 @@ func TestHostileTextIsEscaped(t *testing.T) {
 		expect.True(t, p+": the raw markup is not on the page", !strings.Contains(body, "<script>alert") && !strings.Contains(body, "<img src=x"))
 		expect.True(t, p+": one script tag, the console's own", strings.Count(body, "<script") == 1 && strings.Contains(body, `<script src="/static/app.js" defer></script>`))
 		expect.True(t, p+": no inline style or event handler in a tag", !inlineAttr.MatchString(body))
+		// Outside text (an entity id, a run's error and output, a reason)
+		// is shown printable: a bidi override is written as its escape.
+		expect.True(t, p+": no raw bidi override", !strings.Contains(body, "\u202e"))
 	}
 	for _, p := range []string{"/tasks/sync", "/tasks/sync/entity?id=" + url.QueryEscape(hostile), "/actions"} {
 		_, body := e.do("GET", p, "", nil, nil)

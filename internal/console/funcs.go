@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/tickd/tickd/internal/history"
@@ -34,6 +35,15 @@ var funcs = template.FuncMap{
 	"why":     history.Why,
 	"path":    url.PathEscape,
 	"visible": report.Visible,
+	// text is a run's output for a <pre>: each line visible (report.Visible),
+	// its line breaks kept.
+	"text": func(s string) string {
+		lines := strings.Split(s, "\n")
+		for i, l := range lines {
+			lines[i] = report.Visible(l)
+		}
+		return strings.Join(lines, "\n")
+	},
 	"join": func(ss []string) string {
 		out := ""
 		for i, s := range ss {

@@ -367,7 +367,7 @@ func (c *Console) entityPage(w http.ResponseWriter, r *http.Request) {
 		ID       string
 		State    driver.EntityState
 		Failures []lease.Failure
-	}{c.page(r, t.Name+" / "+id), t, id, st, fs})
+	}{c.page(r, t.Name+" / "+report.Visible(id)), t, id, st, fs})
 }
 
 func (c *Console) requestPage(w http.ResponseWriter, r *http.Request) {
