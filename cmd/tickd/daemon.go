@@ -43,7 +43,7 @@ func newLogger(d config.Daemon, w io.Writer, level *slog.LevelVar) *slog.Logger 
 	}
 	switch format {
 	case "tint":
-		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
+		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly, ReplaceAttr: logs.TerminalSafe}))
 	case "text":
 		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 	}

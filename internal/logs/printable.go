@@ -1,6 +1,8 @@
 package logs
 
 import (
+	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"unicode"
@@ -43,4 +45,46 @@ func Printable(s string, max int) string {
 		s += "… (" + strconv.Itoa(more) + " bytes more)"
 	}
 	return s
+}
+
+// TerminalSafe is a handler's ReplaceAttr for a log read on a terminal
+// (tint): a string's, an error's and the message's runs of text that are
+// not printable are written as \uXXXX, so that a run's output or an
+// outside answer cannot drive the terminal. (\uXXXX, not \x1b: tint turns
+// a quoted \x1b back into ESC for its colours.)
+func TerminalSafe(_ []string, a slog.Attr) slog.Attr {
+	switch v := a.Value.Any().(type) {
+	case string:
+		if !printable(v) {
+			return slog.String(a.Key, unicodeEscaped(v))
+		}
+	case error:
+		if s := v.Error(); !printable(s) {
+			return slog.String(a.Key, unicodeEscaped(s))
+		}
+	}
+	return a
+}
+
+func printable(s string) bool {
+	return !strings.ContainsFunc(s, func(r rune) bool { return r == utf8.RuneError || !unicode.IsPrint(r) })
+}
+
+// unicodeEscaped writes each rune of s that is not printable as \uXXXX
+// (a byte of invalid UTF-8 as \u00XX).
+func unicodeEscaped(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\u%04x`, s[i])
+		case unicode.IsPrint(r):
+			b.WriteRune(r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+		i += n
+	}
+	return b.String()
 }
