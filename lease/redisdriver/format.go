@@ -242,6 +242,35 @@ func (e epochValue) encode() string {
 	return v
 }
 
+func decodeEpoch(v string) (epochValue, error) {
+	f := strings.Split(v, "|")
+	bad := fmt.Errorf("%w: epoch %q", driver.ErrFormat, v)
+	if len(f) != 2 && len(f) != 4 {
+		return epochValue{}, bad
+	}
+	qn, qerr := driver.Number(f[0])
+	ln, lerr := driver.Number(f[1])
+	if qerr != nil || lerr != nil {
+		return epochValue{}, bad
+	}
+	ep := epochValue{QuarantineUntil: qn, LostAt: ln}
+	if len(f) == 4 {
+		if !isHex(f[2]) {
+			return epochValue{}, bad
+		}
+		ep.Run = f[2]
+		if f[3] != "" {
+			ep.Successors = strings.Split(f[3], ",")
+		}
+		for _, s := range ep.Successors {
+			if !isHex(s) {
+				return epochValue{}, bad
+			}
+		}
+	}
+	return ep, nil
+}
+
 // isHex says whether s is a run_id's form: hex digits, at least one.
 func isHex(s string) bool {
 	return s != "" && strings.Trim(s, "0123456789abcdefABCDEF") == ""

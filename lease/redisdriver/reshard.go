@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tickd/tickd/lease/driver"
@@ -138,6 +139,13 @@ func (b *redisDriver) reshard(ctx context.Context, lock *migrateLock, r driver.R
 			return r, err // in place: nothing to move, nothing stopped
 		}
 	}
+	loss, err := b.lossUnder(ctx, task)
+	if err != nil {
+		return r, err
+	}
+	if loss.left > 0 {
+		return r, fmt.Errorf("lease: reshard %s: Redis lost data under some of its shards (nothing of them is granted for %v more): a move now would take their entities out of that quarantine; run tickd migrate again then", task, loss.left.Round(time.Second))
+	}
 	if err := b.setLayout(ctx, task, func(int) string { return movingMark(r.From, to) }, lock); err != nil {
 		return r, fmt.Errorf("mark %s as moving: %w", task, err)
 	}
@@ -146,12 +154,83 @@ func (b *redisDriver) reshard(ctx context.Context, lock *migrateLock, r driver.R
 			return r, err
 		}
 	}
+	if err := b.raiseLost(ctx, task, to, loss.at); err != nil {
+		return r, err
+	}
 	return r, b.setLayout(ctx, task, func(s int) string {
 		if s < to {
 			return strconv.Itoa(to)
 		}
 		return "x:" + strconv.Itoa(to)
 	}, lock)
+}
+
+// shardLoss is what the epochs under a task's shards say of a data loss:
+// the latest one (ms, Redis's clock; 0: none) and the quarantine left.
+type shardLoss struct {
+	at   int64
+	left time.Duration
+}
+
+// lossUnder reads the epochs of the buckets of task's MaxShards shards. An
+// epoch missing (a bucket no store prepared yet, or one that lost it and
+// no grant looked since) says nothing.
+func (b *redisDriver) lossUnder(ctx context.Context, task string) (shardLoss, error) {
+	var l shardLoss
+	pipe := b.c.Pipeline()
+	seen := map[int]bool{}
+	var gets []*redis.StringCmd
+	for s := range driver.MaxShards {
+		if bk := bucketOf(driver.ShardName(task, s)); !seen[bk] {
+			seen[bk] = true
+			gets = append(gets, pipe.Get(ctx, b.k.epoch(bk)))
+		}
+	}
+	now := pipe.Time(ctx)
+	pipe.Exec(ctx) //nolint:errcheck // each command keeps its own error
+	if err := now.Err(); err != nil {
+		return l, err
+	}
+	for _, g := range gets {
+		v, err := g.Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return l, err
+		}
+		ep, err := decodeEpoch(v)
+		if err != nil {
+			return l, err
+		}
+		l.at = max(l.at, ep.LostAt)
+		l.left = max(l.left, time.UnixMilli(ep.QuarantineUntil).Sub(now.Val()))
+	}
+	return l, nil
+}
+
+// raiseLost makes the buckets of task's shards 0..n-1, where a reshard
+// puts its entities, refuse tick runs from before lostAt, the latest loss
+// under any of its shards: an entity moved from a bucket that lost the
+// record of a tick's run keeps that tick from running again.
+func (b *redisDriver) raiseLost(ctx context.Context, task string, n int, lostAt int64) error {
+	if lostAt <= 0 {
+		return nil
+	}
+	seen := map[int]bool{}
+	var calls []scriptCall
+	for s := range n {
+		if bk := bucketOf(driver.ShardName(task, s)); !seen[bk] {
+			seen[bk] = true
+			calls = append(calls, scriptCall{keys: []string{b.k.epoch(bk)}, args: []any{lostAt}})
+		}
+	}
+	for _, cmd := range evalEach(ctx, b.c, scriptRaise, calls) {
+		if err := cmd.Err(); err != nil {
+			return fmt.Errorf("carry the loss of %s's shards: %w", task, err)
+		}
+	}
+	return nil
 }
 
 // strays says whether a shard of task at or beyond n holds state, or a

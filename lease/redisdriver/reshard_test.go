@@ -3,6 +3,7 @@ package redisdriver
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,4 +65,39 @@ func TestShardCountsReadAreBounded(t *testing.T) {
 	expect.True(t, "a move from a count out of bounds is no move", !moving && from == 0 && to == 0)
 	_, from, to, moving = parseShards("m:4:8")
 	expect.True(t, "a move", moving && from == 4 && to == 8)
+}
+
+// TestReshardCarriesALoss: a reshard while Redis's quarantine after a loss
+// holds under one of the task's shards is refused (it would take their
+// entities out of it); after it, the buckets the entities move to refuse
+// the ticks from before the loss, as the one they left does. Without it,
+// the nemesis saw a tick run twice: a rolled-back master lost the record
+// of tick T's runs, a migrate moved its entities to another master, and
+// the fan-out of T, catching up, ran them there again.
+func TestReshardCarriesALoss(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr)
+	d, err := New(c, "rs", driver.AcksNever)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := d.(*redisDriver)
+	for bk := range buckets {
+		c.Set(bg, b.k.epoch(bk), epochValue{}.encode(), 0)
+	}
+	c.HSet(bg, b.k.entities("sync"), "e1", entityValue{Fence: 1}.encode())
+	now := time.Now().UnixMilli()
+	lost := b.k.epoch(bucketOf("sync"))
+	c.Set(bg, lost, epochValue{QuarantineUntil: now + 60_000, LostAt: now}.encode(), 0)
+	_, err = b.Reshard(bg, "sync", 4)
+	expect.True(t, fmt.Sprintf("refused while the quarantine holds: %v", err), err != nil && strings.Contains(err.Error(), "Redis lost data under some of its shards"))
+	c.Set(bg, lost, epochValue{QuarantineUntil: now - 1, LostAt: now}.encode(), 0)
+	if _, err := b.Reshard(bg, "sync", 4); err != nil {
+		t.Fatal(err)
+	}
+	for s := range 4 {
+		v, _ := c.Get(bg, b.k.epoch(bucketOf(driver.ShardName("sync", s)))).Result()
+		ep, err := decodeEpoch(v)
+		expect.True(t, fmt.Sprintf("shard %d's bucket refuses the ticks before the loss: %q %v", s, v, err), err == nil && ep.LostAt >= now)
+	}
 }

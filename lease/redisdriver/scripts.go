@@ -39,6 +39,7 @@ var (
 	scriptEpoch    = newScript("epoch", epochArgs)
 	scriptProbe    = newScript("probe", probeArgs)
 	scriptSucc     = newScript("successors", successorsArgs)
+	scriptRaise    = newScript("raiselost", raiseLostArgs)
 	scriptTick     = newScript("tick", tickArgs)
 	scriptLimit    = newScript("limit", limitArgs)
 	scriptSettle   = newScript("settle", settleArgs)
@@ -239,7 +240,8 @@ var (
 	knownArgs      = argv{fixed: []arg{{"TASK", 0}}}    // escaped
 	epochArgs      = argv{fixed: []arg{{"MAX_TTL", 0}}} // ms
 	probeArgs      = argv{fixed: []arg{{"VALUE", 0}}}
-	successorsArgs = argv{fixed: []arg{{"RUNS", 0}}} // comma-joined
+	successorsArgs = argv{fixed: []arg{{"RUNS", 0}}}    // comma-joined
+	raiseLostArgs  = argv{fixed: []arg{{"LOST_AT", 0}}} // ms
 )
 
 // tick.lua's.
