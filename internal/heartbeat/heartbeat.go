@@ -130,7 +130,13 @@ const maxQueued = 32
 // tried then is given up.
 func New(ctx context.Context, opts Options) *Sender {
 	if opts.Client == nil {
-		opts.Client = &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		// A monitor's answer is read with a small header limit: the
+		// default 10 MB, a goroutine per task, let 50 tasks' hostile
+		// answers hold 654 MB.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxResponseHeaderBytes = maxAnswerHeader
+		opts.Client = &http.Client{Timeout: 10 * time.Second, Transport: tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	if opts.GiveUp == 0 {
 		opts.GiveUp = 2 * time.Minute
@@ -220,6 +226,13 @@ func (s *Sender) one(p Ping) {
 	}
 }
 
+// maxAnswerHeader bounds the header of a monitor's answer; maxStatus its
+// status line as the log shows it.
+const (
+	maxAnswerHeader = 16 << 10
+	maxStatus       = 200
+)
+
 // maxBody bounds a ping's body; the ping API keeps about 10 kB of it.
 const maxBody = 4 << 10
 
@@ -255,8 +268,8 @@ func (s *Sender) post(ctx context.Context, p Ping) (again bool, err error) {
 	case c >= 200 && c < 300:
 		return false, nil
 	case c == http.StatusRequestTimeout || c == http.StatusTooManyRequests || c >= 500:
-		return true, fmt.Errorf("the monitor answered %s", resp.Status)
+		return true, fmt.Errorf("the monitor answered %s", logs.Printable(resp.Status, maxStatus))
 	default:
-		return false, fmt.Errorf("the monitor answered %s: is heartbeat_url right?", resp.Status)
+		return false, fmt.Errorf("the monitor answered %s: is heartbeat_url right?", logs.Printable(resp.Status, maxStatus))
 	}
 }

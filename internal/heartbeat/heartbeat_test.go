@@ -1,11 +1,14 @@
 package heartbeat
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,4 +117,38 @@ func TestTargetKeepsTheChecksQuery(t *testing.T) {
 	} {
 		expect.Equal(t, url, Ping{URL: url, Task: "sync", Tick: tick, Kind: Start}.Target(), want)
 	}
+}
+
+// TestAHostileMonitorsAnswerIsBounded: a monitor answering with a header
+// of a megabyte is cut at 16 KiB (Go's default read 10 MB, a goroutine a
+// task); one whose status line is a kilobyte of escapes is said cut and
+// printable.
+func TestAHostileMonitorsAnswerIsBounded(t *testing.T) {
+	answer := make(chan string, 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				http.ReadRequest(bufio.NewReader(c)) //nolint:errcheck // answered whatever it is
+				c.Write([]byte(<-answer))            //nolint:errcheck
+			}()
+		}
+	}()
+	s := senders(t, 1)[0]
+	p := Ping{Task: "sync", URL: "http://" + ln.Addr().String() + "/ping/x", Tick: tick, Kind: Start}
+	answer <- "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("x", 1<<20) + "\r\nContent-Length: 0\r\n\r\n"
+	_, err = s.post(context.Background(), p)
+	expect.True(t, fmt.Sprintf("a megabyte of header is refused: %v", err), err != nil && strings.Contains(err.Error(), "header"))
+	answer <- "HTTP/1.1 418 \x1b[2J" + strings.Repeat("\x07x", 500) + "\r\nContent-Length: 0\r\n\r\n"
+	_, err = s.post(context.Background(), p)
+	expect.True(t, fmt.Sprintf("the status line cut and printable: %q", err), err != nil && len(err.Error()) < 400 && !strings.ContainsAny(err.Error(), "\x1b\x07"))
 }
