@@ -185,6 +185,7 @@ func checkConfig(t *testing.T, config string) {
 	}
 	cmd := exec.Command("go", "run", "./cmd/tickd", "check", "-config", path)
 	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "HC_PING_KEY=k") // the values' env, as the hook Job has it
 	if out, err := cmd.CombinedOutput(); err != nil && !strings.Contains(string(out), "redis: ") {
 		t.Errorf("tickd check of the chart's config: %v\n%s", err, out)
 	}
@@ -289,7 +290,7 @@ func checkHook(t *testing.T, objs []object) {
 	}
 	b, _ := json.Marshal(job)
 	for _, want := range []string{`"args":["check","-config","/etc/tickd/config.toml"]`, `"mountPath":"/etc/tickd-redis"`, `"mountPath":"/etc/tickd-web"`,
-		`"restartPolicy":"Never"`, `"backoffLimit":0`, `"runAsNonRoot":true`} {
+		`"restartPolicy":"Never"`, `"backoffLimit":0`, `"runAsNonRoot":true`, `"name":"HC_PING_KEY"`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("the check Job lacks %s:\n%s", want, b)
 		}
