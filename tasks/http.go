@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -64,15 +65,40 @@ func (h HTTP) client() *http.Client {
 	cc.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		switch {
 		case h.Redirects != RedirectsSameOrigin:
-			return fmt.Errorf("%w: %s answered a redirect to %s (follow_redirects: none)", ErrRedirect, h.URL, req.URL.Redacted())
+			return fmt.Errorf("%w: %s answered a redirect to %s (follow_redirects: none)", ErrRedirect, h.shown(), shownURL(req.URL.String()))
 		case origin == nil || req.URL.Scheme != origin.Scheme || req.URL.Host != origin.Host:
-			return fmt.Errorf("%w: %s answered a redirect to another origin, %s (follow_redirects: same-origin)", ErrRedirect, h.URL, req.URL.Redacted())
+			return fmt.Errorf("%w: %s answered a redirect to another origin, %s (follow_redirects: same-origin)", ErrRedirect, h.shown(), shownURL(req.URL.String()))
 		case len(via) >= 10:
-			return fmt.Errorf("%w: %s: more than 10 redirects", ErrRedirect, h.URL)
+			return fmt.Errorf("%w: %s: more than 10 redirects", ErrRedirect, h.shown())
 		}
 		return nil
 	}
 	return &cc
+}
+
+// shown is the action's URL as errors, history, status and the console
+// show it (shownURL).
+func (h HTTP) shown() string { return shownURL(h.URL) }
+
+// shownURL is a URL as tickd shows it: without its user part (a password
+// in it) and with its query's values hidden (a token in one), which stay
+// in the config alone.
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	u.User = nil
+	if u.RawQuery != "" {
+		q := u.Query()
+		keys := make([]string, 0, len(q))
+		for k := range q {
+			keys = append(keys, url.QueryEscape(k)+"=…")
+		}
+		slices.Sort(keys)
+		u.RawQuery = strings.Join(keys, "&")
+	}
+	return u.String()
 }
 
 // ErrStatus is wrapped by the error of a non-2xx response.
@@ -110,17 +136,21 @@ func (h HTTP) Do(ctx context.Context, run Run) (Result, error) {
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return Done, fmt.Errorf("post %s: %w", h.URL, err)
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // its message holds the whole URL
+		}
+		return Done, fmt.Errorf("post %s: %w", h.shown(), err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) //nolint:errcheck
 		be := backoffOf(resp, time.Now())
-		be.Reason += " from " + h.URL
+		be.Reason += " from " + h.shown()
 		return Done, be
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		err := fmt.Errorf("%w %d from %s", ErrStatus, resp.StatusCode, h.URL)
+		err := fmt.Errorf("%w %d from %s", ErrStatus, resp.StatusCode, h.shown())
 		if h.KeepBody > 0 {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, int64(h.KeepBody))) // what came before an error
 			if len(body) > 0 {

@@ -422,3 +422,24 @@ func TestHTTPNeverCarriesSecretsToAnotherOrigin(t *testing.T) {
 	defer mu.Unlock()
 	expect.Equal(t, "requests the other host received", len(leaked), 0)
 }
+
+// TestAURLsSecretsAreNotShown: an action's URL with a password in its user
+// part and a token in its query is shown without them in every error a run
+// records (a refused status, a 429's reason, a connection refused), which
+// history, status and the console show.
+func TestAURLsSecretsAreNotShown(t *testing.T) {
+	codes := []int{http.StatusInternalServerError, http.StatusTooManyRequests}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(codes[0])
+		codes = codes[1:]
+	}))
+	defer srv.Close()
+	secret := strings.Replace(srv.URL, "http://", "http://ops:pa55word@", 1) + "/hook?token=t0ken&x=1"
+	for range 2 {
+		_, err := HTTP{URL: secret}.Do(context.Background(), Run{Task: "t", Entity: "e"})
+		expect.True(t, fmt.Sprintf("an error without the secrets: %v", err), err != nil && !strings.Contains(err.Error(), "pa55word") && !strings.Contains(err.Error(), "t0ken") && strings.Contains(err.Error(), "/hook?token=…&x=…"))
+	}
+	srv.Close()
+	_, err := HTTP{URL: secret}.Do(context.Background(), Run{Task: "t", Entity: "e"})
+	expect.True(t, fmt.Sprintf("a connection refused, without the secrets: %v", err), err != nil && !strings.Contains(err.Error(), "pa55word") && !strings.Contains(err.Error(), "t0ken"))
+}

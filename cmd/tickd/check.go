@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os/exec"
 	"sort"
 	"strings"
@@ -147,6 +148,9 @@ func runWarnings(cfg *config.Config) []string {
 	ws := []string{}
 	for i, t := range cfg.Tasks {
 		at := fmt.Sprintf("%s: tasks[%d] (%s)", cfg.Path, i, t.Name)
+		if u, err := url.Parse(t.URL); t.URL != "" && err == nil && (u.User != nil || u.RawQuery != "") {
+			ws = append(ws, fmt.Sprintf("%s: url: it carries a user part or a query, which may be a secret: tickd shows it without them (errors, history, status, the console), but the config holds them; a token is better in headers, from the environment (${NAME})", at))
+		}
 		if t.EntitiesFile != "" {
 			if f, err := regular.Open(t.EntitiesFile, regular.MaxEntitiesFile); err != nil {
 				ws = append(ws, fmt.Sprintf("%s: entities_file: %v", at, err))
