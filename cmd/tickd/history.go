@@ -89,7 +89,7 @@ func printTicks(w io.Writer, h report.TaskHistory) {
 		if why := history.Why(v); why != "" {
 			state += " (" + why + ")"
 		}
-		if v.SourceFailed() {
+		if v.SourceFailed() && !strings.Contains(state, "source failed") { // said once, whether or not it is why
 			state += " (source failed)"
 		}
 		if v.State == history.TickMissed {

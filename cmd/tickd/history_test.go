@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/testkit/expect"
@@ -323,4 +325,16 @@ func TestHistorySaysWhenTheLimitCutTheList(t *testing.T) {
 		out := b.String()
 		expect.Equal(t, fmt.Sprintf("-limit %d: the hint to raise it, twice, in\n%s", limit, out), strings.Count(out, "raise -limit") == 2, want)
 	}
+}
+
+// TestSourceFailedSaidOnce: a tick whose entity source failed and started
+// nothing says so once in tickd history's table ("(source failed)" was
+// both its reason and the flag after it).
+func TestSourceFailedSaidOnce(t *testing.T) {
+	t.Parallel()
+	task := &config.Task{Name: "sync", Location: time.UTC, FlagAfter: 3}
+	rec := driver.TickRecord{Tick: time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC), Parts: []driver.TickPart{{Replica: "r", Final: true, SourceFailed: true, SourceError: "boom"}}}
+	var b strings.Builder
+	printTicks(&b, report.TaskHistory{Task: task, Ticks: []history.TickView{{TickRecord: rec, State: history.TickComplete}}})
+	expect.Equal(t, "times said:\n"+b.String(), strings.Count(b.String(), "source failed"), 1)
 }
