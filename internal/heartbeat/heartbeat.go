@@ -219,6 +219,10 @@ func (s *Sender) one(p Ping) {
 	switch {
 	case err == nil:
 		s.opts.Log.Debug("heartbeat sent", attrs...)
+	case s.ctx.Err() != nil:
+		// tickd stopping: not the monitor's fault, nor the store's. A
+		// replica still running sends the end when it judges the tick.
+		s.opts.Log.Info("heartbeat not sent: tickd stopped while sending it", attrs...)
 	case !claimed:
 		s.opts.Log.Warn("heartbeat not sent: the store did not answer its claim", append(attrs, logs.KeyError, err)...)
 	default:

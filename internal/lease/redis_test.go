@@ -504,3 +504,29 @@ func TestSlowRenewalIsWaitedFor(t *testing.T) {
 	expect.Equal(t, "renewal rounds reported failed", failed.Load(), int64(0))
 	mustRelease(t, l)
 }
+
+// TestLimitLinesExpire: a limit's waiting line, in Redis, expires a day
+// after its last use: a limit the config no longer names leaves nothing
+// behind for good (its keys lived for ever).
+func TestLimitLinesExpire(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr)
+	s := newRedisStore(t, c, Options{Replica: "A", MaxTTL: time.Minute})
+	s.InitEpoch(bg) //nolint:errcheck
+	s.SetLimits([]driver.Limit{{Name: "api", Concurrency: 1}})
+	r := driver.Request{Task: "t", TTL: time.Minute, Reason: driver.ReasonTrigger, Limits: []string{"api"}}
+	r.Entity = "a"
+	mustAcquire(t, s, r)
+	r.Entity = "b"
+	_, err := s.Acquire(bg, r)
+	expect.True(t, fmt.Sprintf("b waits for the limit: %v", err), err != nil)
+	lines := 0
+	for _, k := range c.Keys(bg, "*").Val() {
+		if strings.Contains(k, ":q:") || strings.HasSuffix(k, ":seen") || strings.HasSuffix(k, ":since") {
+			lines++
+			ttl := c.PTTL(bg, k).Val()
+			expect.True(t, fmt.Sprintf("%s expires within a day: %v", k, ttl), ttl > 0 && ttl <= 24*time.Hour)
+		}
+	}
+	expect.True(t, "the line's keys were found", lines >= 2)
+}

@@ -123,6 +123,13 @@ for m, k in pairs(granted) do
 end
 for k, g in pairs(got) do redis.call('HINCRBY', rk, k, g) end
 redis.call('PEXPIRE', rk, ttl)
+-- The line's keys outlive no use by more than LINE_TTL_MS: a limit the
+-- config no longer names leaves nothing behind for good.
+local lines = {}
+for i = 1, n do lines[ks[i]] = true end
+for k in pairs(lines) do redis.call('PEXPIRE', base .. ':q:' .. k, LINE_TTL_MS) end
+redis.call('PEXPIRE', seen, LINE_TTL_MS)
+redis.call('PEXPIRE', since_all, LINE_TTL_MS)
 for k, t in pairs(tats) do
   if t > tat0[k] then
     redis.call('SET', base .. ':tat:' .. k, num(t), 'PX', math.max(1, math.ceil((t - now_v) / 1000)))
