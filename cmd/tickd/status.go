@@ -244,6 +244,8 @@ func printLimits(w io.Writer, ls []report.LimitStatus, now time.Time) {
 func printShards(w io.Writer, t report.TaskStatus) {
 	switch {
 	case t.Unlisted != nil:
+	case t.Resharding != "":
+		fmt.Fprintf(w, "  shards: being moved by tickd migrate (%s); nothing of it is granted until the move is over\n", t.Resharding)
 	case t.Shards != t.ConfigShards:
 		fmt.Fprintf(w, "  shards: %d, recorded in Redis and in force; the config says %d (tickd migrate with it reshards the task)\n", t.Shards, t.ConfigShards)
 	case t.Shards > 1:

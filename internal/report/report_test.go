@@ -4,14 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/lease/driver"
 )
@@ -140,4 +144,32 @@ func keys(v any, at string) []string {
 		}
 	}
 	return out
+}
+
+// TestStatusWhileATaskIsResharded: while tickd migrate moves one task, the
+// status of it says so and the others' is read (every task's failed).
+func TestStatusWhileATaskIsResharded(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { c.Close() })
+	s, err := stores.Redis(c, "st", lease.Options{Replica: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop(context.Background()) })
+	cfg, err := config.Parse("t.toml", []byte("[[tasks]]\nname = \"moving\"\nevery = \"1m\"\ncommand = [\"true\"]\n[[tasks]]\nname = \"other\"\nevery = \"1m\"\ncommand = [\"true\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The move's mark, as tickd migrate sets it on the task's shard 0
+	// (lease/redisdriver's keys: its bucket is CRC-32 of its name mod 64).
+	key := fmt.Sprintf("st:{%02d}:moving:shards", crc32.ChecksumIEEE([]byte("moving"))%64)
+	if err := c.Set(context.Background(), key, "m:1:4", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ReadStatus(context.Background(), s, cfg, "", 10, 0, "", time.Now())
+	expect.True(t, fmt.Sprintf("status is read: %v", err), err == nil && len(st.Tasks) == 2)
+	for _, ts := range st.Tasks {
+		expect.Equal(t, ts.Name+" resharding", ts.Resharding != "", ts.Name == "moving")
+	}
 }

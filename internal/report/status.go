@@ -46,6 +46,10 @@ type TaskStatus struct {
 	// Shards is the shard count recorded in Redis, the one in force;
 	// ConfigShards what the config says.
 	Shards, ConfigShards int
+	// Resharding says, while tickd migrate moves the task, from and to
+	// what ("" otherwise): Shards is then the config's, and its entities
+	// are not read.
+	Resharding string
 }
 
 // StatusScan is how many entities status looks at per task unless told to
@@ -63,7 +67,13 @@ func StatusOf(ctx context.Context, store *lease.Store, t config.Task, now time.T
 	st := TaskStatus{Name: t.Name, NextTick: t.Schedule.Next(now), Schedule: t.ScheduleText(), Timezone: t.Location.String(),
 		ConfigShards: max(t.Shards, 1)}
 	counts, err := store.RecordedShards(ctx, []string{t.Name})
-	if err != nil {
+	switch {
+	case errors.Is(err, driver.ErrResharding):
+		// One task moving does not keep the others' status from being
+		// read; its own entities are read once it has moved.
+		st.Resharding, st.Shards = err.Error(), st.ConfigShards
+		return st, nil
+	case err != nil:
 		return st, fmt.Errorf("read the shard count: %w", err)
 	}
 	st.Shards = counts[t.Name]
