@@ -59,6 +59,14 @@ var ErrRunsGoOn = scheduler.ErrRunsGoOn
 // in force.
 var ErrRestartNeeded = app.ErrRestartNeeded
 
+// ErrUnknownTask is wrapped by Status's and History's error for a task that
+// neither the config, the task registry nor the history knows.
+var ErrUnknownTask = report.ErrUnknownTask
+
+// ErrReplicaInUse is wrapped by Start's error when another live process
+// runs under this replica id.
+var ErrReplicaInUse = app.ErrReplicaInUse
+
 // Tickd is one embedded tickd: a replica among those sharing the config's
 // Redis (or alone, in-process, without a [redis] table).
 type Tickd struct{ a *app.App }

@@ -105,6 +105,19 @@ entities = ["u1", "u2", "u3", "u4", "u5", "u6"]
 	}
 	mu.Unlock()
 
+	// Errors an embedder can tell apart: a task nobody knows, a replica id
+	// a live instance holds, a missing config.
+	_, err = instances[0].History(ctx, "nope", 1)
+	expect.True(t, fmt.Sprintf("an unknown task: %v", err), errors.Is(err, tickd.ErrUnknownTask))
+	dup, err := tickd.Open(cfg, tickd.Options{Handlers: handlers, ReplicaID: "svc-a", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = dup.Start(ctx)
+	expect.True(t, fmt.Sprintf("a second instance under svc-a: %v", err), errors.Is(err, tickd.ErrReplicaInUse) && strings.Contains(fmt.Sprint(err), `replica id "svc-a" is in use by a live tickd`))
+	_, err = tickd.Open(nil, tickd.Options{})
+	expect.True(t, fmt.Sprintf("Open without a config: %v", err), err != nil)
+
 	// The console, behind the service's own sign-on.
 	pages, err := instances[1].Console("/ops/tickd")
 	if err != nil {

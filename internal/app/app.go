@@ -66,6 +66,9 @@ type App struct {
 
 // Open builds cfg's tickd.
 func Open(cfg *config.Config, opts Options) (*App, error) {
+	if cfg == nil {
+		return nil, errors.New("tickd: Open needs a config (config.Load, config.Parse or config.New)")
+	}
 	a := &App{Log: opts.Logger, Replica: opts.ReplicaID}
 	if a.Log == nil {
 		a.Log = slog.Default()

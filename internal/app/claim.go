@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -55,9 +56,19 @@ func ClaimReplicaID(ctx context.Context, store *lease.Store, replica string, log
 			log.Info("the other process's announcement lapsed: it was not running", logs.KeyReplica, replica)
 			return nil
 		case now.Seen.After(other.Seen):
-			return fmt.Errorf("replica id %q is in use by a live tickd on host %s (running since %s): give each replica its own replica_id (or leave it out: hostname-pid)",
-				replica, now.Host, now.Since.UTC().Format(time.RFC3339))
+			return fmt.Errorf("replica id %q is in use by a live tickd on host %s (running since %s): give each replica its own replica_id (or leave it out: hostname-pid)%w",
+				replica, now.Host, now.Since.UTC().Format(time.RFC3339), quiet{ErrReplicaInUse})
 		}
 	}
 	return nil
 }
+
+// ErrReplicaInUse is wrapped by Start's error when another live process
+// runs under the replica id.
+var ErrReplicaInUse = errors.New("replica id in use")
+
+// quiet wraps an error for errors.Is without adding to the message.
+type quiet struct{ err error }
+
+func (q quiet) Error() string { return "" }
+func (q quiet) Unwrap() error { return q.err }

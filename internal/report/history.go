@@ -2,6 +2,7 @@ package report
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -51,6 +52,10 @@ func unlisted(ctx context.Context, store *lease.Store, t *config.Task) (*registr
 	return &registry.Orphan{Task: *t, Info: o.Info}, true
 }
 
+// ErrUnknownTask is wrapped by FindTask's error for a task that neither the
+// config, the task registry nor the history knows.
+var ErrUnknownTask = errors.New("unknown task")
+
 // FindTask returns the config's task named task, or else the task as the
 // task registry remembers it (a replica ran it; no config lists it any
 // more), or else a task forgotten (tickd forget) whose history is still
@@ -75,7 +80,7 @@ func FindTask(ctx context.Context, store *lease.Store, cfg *config.Config, task 
 		return nil, err
 	}
 	if len(as) == 0 && len(ts) == 0 {
-		return nil, fmt.Errorf("no task %q in %s, nor in the task registry, nor in the history", task, cfg.Path)
+		return nil, fmt.Errorf("%w: no task %q in %s, nor in the task registry, nor in the history", ErrUnknownTask, task, cfg.Path)
 	}
 	return registry.ForgottenTask(task), nil
 }
