@@ -105,18 +105,7 @@ entities = ["u1", "u2", "u3", "u4", "u5", "u6"]
 	}
 	mu.Unlock()
 
-	// Errors an embedder can tell apart: a task nobody knows, a replica id
-	// a live instance holds, a missing config.
-	_, err = instances[0].History(ctx, "nope", 1)
-	expect.True(t, fmt.Sprintf("an unknown task: %v", err), errors.Is(err, tickd.ErrUnknownTask))
-	dup, err := tickd.Open(cfg, tickd.Options{Handlers: handlers, ReplicaID: "svc-a", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = dup.Start(ctx)
-	expect.True(t, fmt.Sprintf("a second instance under svc-a: %v", err), errors.Is(err, tickd.ErrReplicaInUse) && strings.Contains(fmt.Sprint(err), `replica id "svc-a" is in use by a live tickd`))
-	_, err = tickd.Open(nil, tickd.Options{})
-	expect.True(t, fmt.Sprintf("Open without a config: %v", err), err != nil)
+	checkErrorsToTellApart(t, instances[0], cfg, handlers)
 
 	// The console, behind the service's own sign-on.
 	pages, err := instances[1].Console("/ops/tickd")
@@ -180,6 +169,25 @@ entities = ["u1", "u2", "u3", "u4", "u5", "u6"]
 // TestReloadSaysWhatTakesARestart: a Reload that changes [redis] applies
 // the rest (a task added) and says, with ErrRestartNeeded, that the table
 // takes a new Open; one that changes tasks alone returns nil.
+// checkErrorsToTellApart: the errors an embedder can tell apart, on a
+// running td: a task nobody knows, a replica id a live instance (td) holds,
+// a missing config.
+func checkErrorsToTellApart(t *testing.T, td *tickd.Tickd, cfg *config.Config, handlers *tasks.Registry) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := td.History(ctx, "nope", 1)
+	expect.True(t, fmt.Sprintf("an unknown task: %v", err), errors.Is(err, tickd.ErrUnknownTask))
+	dup, err := tickd.Open(cfg, tickd.Options{Handlers: handlers, ReplicaID: td.Replica(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = dup.Start(ctx)
+	expect.True(t, fmt.Sprintf("a second instance under %s: %v", td.Replica(), err), errors.Is(err, tickd.ErrReplicaInUse) &&
+		strings.Contains(fmt.Sprint(err), fmt.Sprintf("replica id %q is in use by a live tickd", td.Replica())))
+	_, err = tickd.Open(nil, tickd.Options{})
+	expect.True(t, fmt.Sprintf("Open without a config: %v", err), err != nil)
+}
+
 func TestReloadSaysWhatTakesARestart(t *testing.T) {
 	t.Parallel()
 	handlers := &tasks.Registry{}

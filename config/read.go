@@ -43,38 +43,17 @@ var errTooDeep = fmt.Errorf("arrays or inline tables nested deeper than %d: not 
 // inline tables nest deeper than maxNesting, and the line.
 func checkNesting(data []byte) (int, error) {
 	depth, line := 0, 1
-	var quote byte // inside a string: its quote
-	triple := false
 	comment := false
 	for i := 0; i < len(data); i++ {
 		c := data[i]
-		if c == '\n' {
+		switch {
+		case c == '\n':
 			line++
 			comment = false
-			if !triple {
-				quote = 0 // a one-line string ends with its line (the parser says what is wrong)
-			}
-			continue
-		}
-		switch {
 		case comment:
-		case quote != 0:
-			if c == '\\' && quote == '"' && i+1 < len(data) && data[i+1] != '\n' {
-				i++ // an escaped character (a line's end is counted)
-			} else if c == quote && !triple {
-				quote = 0
-			} else if c == quote && i+2 < len(data) && data[i+1] == c && data[i+2] == c {
-				for i+1 < len(data) && data[i+1] == c { // up to two quotes before the closing three are the string's
-					i++
-				}
-				quote, triple = 0, false
-			}
 		case c == '"' || c == '\'':
-			quote = c
-			if i+2 < len(data) && data[i+1] == c && data[i+2] == c {
-				triple = true
-				i += 2
-			}
+			end, lines := stringEnd(data, i)
+			i, line = end, line+lines
 		case c == '#':
 			comment = true
 		case c == '[' || c == '{':
@@ -86,4 +65,37 @@ func checkNesting(data []byte) (int, error) {
 		}
 	}
 	return 0, nil
+}
+
+// stringEnd finds the end of the string that opens at data[i] (a quote):
+// the index of its last byte, and the line breaks inside it. A multi-line
+// string (opened by three quotes, double or single) ends at three quotes
+// (up to two more before them are the string's); a one-line string at its
+// quote or its line's end (the parser says what is wrong). Only a basic
+// string (") escapes.
+func stringEnd(data []byte, i int) (end, lines int) {
+	q := data[i]
+	triple := i+2 < len(data) && data[i+1] == q && data[i+2] == q
+	if triple {
+		i += 2
+	}
+	for i++; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case c == '\n' && !triple:
+			return i - 1, 0 // the line break is the caller's to count
+		case c == '\n':
+			lines++
+		case c == '\\' && q == '"' && i+1 < len(data) && data[i+1] != '\n':
+			i++ // an escaped character (a line's end is counted)
+		case c == q && !triple:
+			return i, lines
+		case c == q && i+2 < len(data) && data[i+1] == q && data[i+2] == q:
+			for i+1 < len(data) && data[i+1] == q {
+				i++
+			}
+			return i, lines
+		}
+	}
+	return len(data), lines
 }

@@ -74,7 +74,8 @@ func (r Result) String() string {
 // could no longer be trusted may overlap a run of the same entity on
 // another replica, and a shutdown cannot wait for it. One still going 2s
 // after its ctx was cancelled is logged at ERROR with its fence and counted
-// (tickd_handler_overruns_total); Scheduler.Stop does not wait for it.
+// (tickd_handler_overruns_total); tickd.Tickd's Stop does not wait for
+// it, and returns tickd.ErrRunsGoOn.
 type Handler func(ctx context.Context, run Run) (Result, error)
 
 // Action runs one run of a task.

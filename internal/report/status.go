@@ -59,6 +59,26 @@ type TaskStatus struct {
 // latest tick's counts come from its record, whole.
 const StatusScan = 2000
 
+// readShards reads the task's recorded shard count into st, or, while
+// tickd migrate moves it, says so (Resharding) with the config's count:
+// one task moving does not keep the others' status from being read, and
+// its own entities are read once it has moved.
+func (st *TaskStatus) readShards(ctx context.Context, store *lease.Store) error {
+	counts, err := store.RecordedShards(ctx, []string{st.Name})
+	switch {
+	case errors.Is(err, driver.ErrResharding):
+		st.Resharding, st.Shards = err.Error(), st.ConfigShards
+		return nil
+	case err != nil:
+		return fmt.Errorf("read the shard count: %w", err)
+	}
+	st.Shards = counts[st.Name]
+	if st.Shards == 0 { // none recorded yet: the first tick records the config's
+		st.Shards = st.ConfigShards
+	}
+	return nil
+}
+
 // StatusOf reads one task's state with bounded memory: one walk of its
 // entities, a page at a time, of at most scan entities (0: all of them),
 // keeping the first limit leases, the limit most recent last runs and the
@@ -66,19 +86,8 @@ const StatusScan = 2000
 func StatusOf(ctx context.Context, store *lease.Store, t config.Task, now time.Time, limit, scan int, outcome string) (TaskStatus, error) {
 	st := TaskStatus{Name: t.Name, NextTick: t.Schedule.Next(now), Schedule: t.ScheduleText(), Timezone: t.Location.String(),
 		ConfigShards: max(t.Shards, 1)}
-	counts, err := store.RecordedShards(ctx, []string{t.Name})
-	switch {
-	case errors.Is(err, driver.ErrResharding):
-		// One task moving does not keep the others' status from being
-		// read; its own entities are read once it has moved.
-		st.Resharding, st.Shards = err.Error(), st.ConfigShards
-		return st, nil
-	case err != nil:
-		return st, fmt.Errorf("read the shard count: %w", err)
-	}
-	st.Shards = counts[t.Name]
-	if st.Shards == 0 { // none recorded yet: the first tick records the config's
-		st.Shards = st.ConfigShards
+	if err := st.readShards(ctx, store); err != nil || st.Resharding != "" {
+		return st, err
 	}
 	leases, runs, due := firstN[driver.Held](limit), firstN[driver.LastRun](limit), firstN[driver.Due](limit)
 	// The limit most recent last runs: a new run replaces the oldest kept.
@@ -120,7 +129,7 @@ func StatusOf(ctx context.Context, store *lease.Store, t config.Task, now time.T
 	// looked at (a trigger -force of 200,000 entities leaves as many while
 	// they drain: walking them cost 300 ms of Redis CPU).
 	errEnough := errors.New("enough pending runs looked at")
-	err = store.DueEntries(ctx, t.Name, func(d driver.Due) error {
+	err := store.DueEntries(ctx, t.Name, func(d driver.Due) error {
 		due.add(d) //nolint:errcheck // never fails
 		if scan > 0 && due.count >= scan {
 			st.DuePartial = true

@@ -5,8 +5,7 @@
 // tick's history and publishes the tasks' health as metrics.
 //
 // The config it runs is package config's (its file, schedules and store);
-// reading what the ticks left is package history's. The names that lived
-// here before are kept as deprecated aliases (compat.go).
+// reading what the ticks left is package history's.
 package scheduler
 
 import (
