@@ -348,6 +348,11 @@ func New(daemon Daemon, r *Redis, tasks ...Task) (*Config, error) {
 	}
 	seen := map[string]int{}
 	for i, t := range tasks {
+		if len(t.Limits) > 0 {
+			// New declares no [[limits]]: a name would be a limit nothing
+			// bounds, as Parse refuses it.
+			d.bad(fmt.Sprintf("tasks[%d].limits", i), "%q is no [[limits]] name: a config built by New declares none (declare them in a file, config.Parse)", t.Limits[0])
+		}
 		if t, ok := validTask(d, seen, i, t, keySet{"every": t.Every != 0}); ok {
 			cfg.Tasks = append(cfg.Tasks, t)
 		}

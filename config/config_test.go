@@ -337,6 +337,13 @@ func TestNewConfigURLFile(t *testing.T) {
 	if _, err := New(DefaultDaemon(), &Redis{URL: "redis://x:1/0", URLFile: f, KeyPrefix: "tickd"}, task); err == nil {
 		t.Error("url and url_file both accepted")
 	}
+	// A limit New cannot declare is refused, as Parse refuses an undeclared
+	// one (it was accepted, and bounded nothing).
+	task.Limits = []string{"api"}
+	_, err = New(DefaultDaemon(), nil, task)
+	if err == nil || !strings.Contains(err.Error(), `tasks[0].limits: "api" is no [[limits]] name`) {
+		t.Errorf("a task naming a limit New does not declare: %v", err)
+	}
 }
 
 // replica_acks reads "auto", 0 (never) and N; the default is auto. With

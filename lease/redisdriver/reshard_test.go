@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/lease/driver"
@@ -18,13 +20,7 @@ import (
 // the fast one wrote its count while the slow one still moved entities:
 // the task ran under a count whose entities were not all where it said.
 func TestOneReshardAtATime(t *testing.T) {
-	srv := redistest.Start(t)
-	c := newClient(t, srv.Addr)
-	d, err := New(c, "rs", driver.AcksNever)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := d.(*redisDriver)
+	c, b := reshardDriver(t)
 	// Enough state that a move takes a while: 30,000 entities in shard 0.
 	pipe := c.Pipeline()
 	for i := range 30_000 {
@@ -42,7 +38,7 @@ func TestOneReshardAtATime(t *testing.T) {
 		v, _ := c.Get(bg, b.k.shards("sync")).Result()
 		return v == movingMark(1, 8)
 	})
-	_, err = b.Reshard(bg, "sync", 4)
+	_, err := b.Reshard(bg, "sync", 4)
 	expect.True(t, fmt.Sprintf("the second is refused as the first moves: %v", err), errors.Is(err, errMigrating))
 	expect.True(t, "the first one ends well", <-first == nil)
 	got, _ := c.Get(bg, b.k.shards("sync")).Result()
@@ -75,13 +71,7 @@ func TestShardCountsReadAreBounded(t *testing.T) {
 // of tick T's runs, a migrate moved its entities to another master, and
 // the fan-out of T, catching up, ran them there again.
 func TestReshardCarriesALoss(t *testing.T) {
-	srv := redistest.Start(t)
-	c := newClient(t, srv.Addr)
-	d, err := New(c, "rs", driver.AcksNever)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := d.(*redisDriver)
+	c, b := reshardDriver(t)
 	for bk := range buckets {
 		c.Set(bg, b.k.epoch(bk), epochValue{}.encode(), 0)
 	}
@@ -89,7 +79,7 @@ func TestReshardCarriesALoss(t *testing.T) {
 	now := time.Now().UnixMilli()
 	lost := b.k.epoch(bucketOf("sync"))
 	c.Set(bg, lost, epochValue{QuarantineUntil: now + 60_000, LostAt: now}.encode(), 0)
-	_, err = b.Reshard(bg, "sync", 4)
+	_, err := b.Reshard(bg, "sync", 4)
 	expect.True(t, fmt.Sprintf("refused while the quarantine holds: %v", err), err != nil && strings.Contains(err.Error(), "Redis lost data under some of its shards"))
 	c.Set(bg, lost, epochValue{QuarantineUntil: now - 1, LostAt: now}.encode(), 0)
 	if _, err := b.Reshard(bg, "sync", 4); err != nil {
@@ -100,4 +90,16 @@ func TestReshardCarriesALoss(t *testing.T) {
 		ep, err := decodeEpoch(v)
 		expect.True(t, fmt.Sprintf("shard %d's bucket refuses the ticks before the loss: %q %v", s, v, err), err == nil && ep.LostAt >= now)
 	}
+}
+
+// reshardDriver is a Redis driver on a Redis of its own, prefix "rs", and
+// a client of that Redis.
+func reshardDriver(t *testing.T) (*redis.Client, *redisDriver) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr)
+	d, err := New(c, "rs", driver.AcksNever)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, d.(*redisDriver)
 }

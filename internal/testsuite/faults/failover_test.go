@@ -241,16 +241,7 @@ func TestSentinelPrimaryRestartedFromAnOlderSnapshot(t *testing.T) {
 	t.Parallel() // each scenario on a Redis and replicas of its own
 	pair := redistest.StartReplicated(t, redistest.ReplicatedOptions{Sentinels: true})
 	c := newClusterOn(t, pair.Primary, pair.SentinelTOML(), leaseTTL)
-	r := c.run(func(c *cluster, until time.Time) {
-		sleepUntil(time.Now().Add(4 * time.Second))
-		snap := pair.Primary.Snapshot()
-		sleepUntil(time.Now().Truncate(every).Add(2*every - 300*time.Millisecond))
-		at := time.Now()
-		pair.Primary.RestartFrom(snap)
-		c.fault()
-		c.dataLost(at)
-		sleepUntil(until)
-	})
+	r := c.run(func(c *cluster, until time.Time) { c.rollBack(pair.Primary, until) })
 	report(t, "sentinel primary from an older snapshot", r)
 	guaranteesHold(t, r, false)
 }

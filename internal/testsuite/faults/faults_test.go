@@ -874,23 +874,26 @@ func TestRedisRestartedEmpty(t *testing.T) {
 func TestRedisRestartedFromAnOlderSnapshot(t *testing.T) {
 	t.Parallel() // each scenario on a Redis and replicas of its own
 	c := newCluster(t, false)
-	r := c.run(func(c *cluster, until time.Time) {
-		sleepUntil(time.Now().Add(4 * time.Second))
-		snap := c.srv.Snapshot()
-		// A tick granted runs since: their leases and its records are what
-		// the snapshot lacks. Redis comes back just before the next tick,
-		// while those runs go on and before their holders' next renewal
-		// could find their leases gone: without the check, that tick's
-		// fan-out is granted entities whose runs go on.
-		sleepUntil(time.Now().Truncate(every).Add(2*every - 300*time.Millisecond))
-		at := time.Now()
-		c.srv.RestartFrom(snap)
-		c.fault()
-		c.dataLost(at)
-		sleepUntil(until)
-	})
+	r := c.run(func(c *cluster, until time.Time) { c.rollBack(c.srv, until) })
 	report(t, "redis restarted from an older snapshot", r)
 	guaranteesHold(t, r, false)
+}
+
+// rollBack is the fault of the rollback scenarios: 4s in, srv saves a
+// snapshot; a tick grants runs since (their leases and its records are
+// what the snapshot lacks); srv is killed and comes back from the
+// snapshot just before the next tick, while those runs go on and before
+// their holders' next renewal could find their leases gone: without the
+// check, that tick's fan-out is granted entities whose runs go on.
+func (c *cluster) rollBack(srv *redistest.Server, until time.Time) {
+	sleepUntil(time.Now().Add(4 * time.Second))
+	snap := srv.Snapshot()
+	sleepUntil(time.Now().Truncate(every).Add(2*every - 300*time.Millisecond))
+	at := time.Now()
+	srv.RestartFrom(snap)
+	c.fault()
+	c.dataLost(at)
+	sleepUntil(until)
 }
 
 func TestStalledConnection(t *testing.T) {
