@@ -19,6 +19,7 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/app"
@@ -48,6 +49,13 @@ type Options struct {
 	Version string
 	// Clock is the scheduler's and the store's clock; nil: the system's.
 	Clock driver.Clock
+	// TracerProvider, when set, is where tickd makes its spans (a tick's
+	// fan-out, each run's, whose context the handler gets: its own spans
+	// join the run's trace). tickd then builds no OpenTelemetry SDK nor
+	// exporter and reads no OTEL_* variable; [telemetry] gives run_spans
+	// only. Shutting the provider down is the program's. nil: the config's
+	// [telemetry] and the OTEL_* variables, as for the binary.
+	TracerProvider trace.TracerProvider
 }
 
 // ErrRunsGoOn is returned by Stop when runs were still going 2s after they
@@ -82,7 +90,7 @@ type History = report.HistoryDoc
 // metrics_addr, watch_config) are ignored, with a warning.
 func Open(cfg *config.Config, opts Options) (*Tickd, error) {
 	a, err := app.Open(cfg, app.Options{Handlers: opts.Handlers, Logger: opts.Logger, Registerer: opts.Registerer,
-		ReplicaID: opts.ReplicaID, Version: opts.Version, Clock: opts.Clock})
+		ReplicaID: opts.ReplicaID, Version: opts.Version, Clock: opts.Clock, TracerProvider: opts.TracerProvider})
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/tickd/tickd"
 	"github.com/tickd/tickd/config"
@@ -215,4 +217,56 @@ func TestReloadSaysWhatTakesARestart(t *testing.T) {
 	expect.True(t, fmt.Sprintf("a reload that changes [redis]: %v", err), errors.Is(err, tickd.ErrRestartNeeded) && strings.Contains(fmt.Sprint(err), "[redis]"))
 	st, err := td.Status(context.Background(), "", 1)
 	expect.True(t, fmt.Sprintf("task c added all the same: %v %+v", err, st), err == nil && len(st.Tasks) == 3)
+}
+
+// TestATracerProviderHandedIn: a program hands its own TracerProvider in;
+// a handler's span, made with it from the run's context, and tickd's run
+// span are in one trace (the tick's), with no OTEL_* variable read: a
+// grpc protocol and an endpoint nobody listens on in the environment (for
+// the program's own SDK, say) change nothing, and Open succeeds (it
+// failed on the protocol).
+func TestATracerProviderHandedIn(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) }) //nolint:errcheck // in memory
+	handlers := &tasks.Registry{}
+	handlers.Register("work", func(ctx context.Context, r tasks.Run) (tasks.Result, error) { //nolint:errcheck // one name
+		_, span := tp.Tracer("service").Start(ctx, "handler work")
+		span.End()
+		return tasks.Done, nil
+	})
+	cfg, err := config.Parse("service.toml", []byte("[[tasks]]\nname = \"sync\"\nevery = \"1s\"\nhandler = \"work\"\nentities = [\"u1\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	td, err := tickd.Open(cfg, tickd.Options{Handlers: handlers, Logger: slog.New(slog.DiscardHandler), TracerProvider: tp})
+	if err != nil {
+		t.Fatalf("Open with a provider handed in and OTEL_EXPORTER_OTLP_PROTOCOL=grpc: %v", err)
+	}
+	if err := td.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { td.Stop(context.Background()) }) //nolint:errcheck // nothing runs long
+	var handler, run tracetest.SpanStub
+	expect.WaitFor(t, 10*time.Second, "a handler's span and tickd's run span", func() bool {
+		for _, s := range exp.GetSpans() {
+			switch s.Name {
+			case "handler work":
+				handler = s
+			case "run sync":
+				run = s
+			}
+		}
+		return handler.Name != "" && run.Name != "" && handler.Parent.SpanID() == run.SpanContext.SpanID()
+	})
+	expect.Equal(t, "one trace", handler.SpanContext.TraceID(), run.SpanContext.TraceID())
+	var tick tracetest.SpanStub
+	for _, s := range exp.GetSpans() {
+		if s.Name == "tick sync" && s.SpanContext.TraceID() == run.SpanContext.TraceID() {
+			tick = s
+		}
+	}
+	expect.True(t, "the run's parent is its tick's fan-out, in the tick's trace", tick.Name != "" && run.Parent.SpanID() == tick.SpanContext.SpanID())
 }

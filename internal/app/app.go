@@ -21,6 +21,7 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/console"
@@ -44,6 +45,9 @@ type Options struct {
 	Version    string
 	Clock      driver.Clock // nil: the system's
 	Observer   func(scheduler.Event)
+	// TracerProvider, when set, is where tickd makes its spans: no SDK,
+	// no exporter, no OTEL_* variable read ([telemetry] gives run_spans).
+	TracerProvider trace.TracerProvider
 	// Daemon says that the tickd binary opens it: the [daemon] keys only
 	// the binary reads are its own; a program embedding tickd is warned of
 	// those it set, which nothing reads.
@@ -94,14 +98,22 @@ func Open(cfg *config.Config, opts Options) (*App, error) {
 	// OpenTelemetry SDK's, from before it reads its variables): nothing
 	// else writes to stderr.
 	redisconn.RouteLogs(a.Log)
-	if telemetry.Endpoint(cfg.Telemetry, os.Getenv) != "" {
-		telemetry.LogErrors(a.Log)
-	}
 	var err error
-	if a.Tracer, err = telemetry.New(context.Background(), cfg.Telemetry, os.Getenv, a.Replica, opts.Version); err != nil {
-		return nil, err
+	switch {
+	case opts.TracerProvider != nil:
+		a.Tracer = telemetry.FromProvider(opts.TracerProvider, cfg.Telemetry, a.Replica)
+	default:
+		if telemetry.Endpoint(cfg.Telemetry, os.Getenv) != "" {
+			telemetry.LogErrors(a.Log)
+		}
+		if a.Tracer, err = telemetry.New(context.Background(), cfg.Telemetry, os.Getenv, a.Replica, opts.Version); err != nil {
+			return nil, err
+		}
 	}
-	if a.Tracer != nil {
+	switch {
+	case opts.TracerProvider != nil:
+		a.Log.Info("tracing on: each tick's fan-out and its runs are spans of the program's TracerProvider")
+	case a.Tracer != nil:
 		a.Log.Info("tracing on: each tick's fan-out and its runs are exported over OTLP/HTTP", "endpoint", a.Tracer.Where())
 	}
 	if a.Store, err = a.openStore(cfg, opts); err != nil {

@@ -67,6 +67,9 @@ type Tracer struct {
 // environment gives (the SDK adds /v1/traces to a base endpoint), without
 // credentials or a query (they may hold a token).
 func (t *Tracer) Where() string {
+	if t.tp == nil {
+		return t.where
+	}
 	u, err := url.Parse(t.where)
 	if err != nil || u.Host == "" {
 		return "(an endpoint that does not parse as a URL)"
@@ -248,9 +251,26 @@ func (c deliveryCounter) ExportSpans(ctx context.Context, spans []sdktrace.ReadO
 	return err
 }
 
-// Stop sends what is left, within ctx.
+// FromProvider is a tracer that makes its spans with tp, a program's own
+// provider (tickd.Options.TracerProvider): tickd builds no SDK nor
+// exporter, reads no OTEL_* variable, and leaves tp's shutdown to the
+// program. A tick's trace id is still TickTrace, the same on every
+// replica: each fan-out span is the child of a remote parent of that trace
+// (tickSpan, marked sampled: the program's sampler, parent-based, keeps
+// the tick), which no span stands for. cfg gives run_spans, if any.
+func FromProvider(tp trace.TracerProvider, cfg *config.Telemetry, replica string) *Tracer {
+	runSpans := int64(DefaultRunSpans)
+	if cfg != nil && cfg.RunSpans > 0 {
+		runSpans = int64(cfg.RunSpans)
+	}
+	return &Tracer{tr: tp.Tracer("github.com/tickd/tickd"), runSpans: runSpans, replica: replica, where: "the program's TracerProvider",
+		ended: new(atomic.Int64), delivered: new(atomic.Int64)}
+}
+
+// Stop sends what is left, within ctx; a program's provider (FromProvider)
+// is the program's to stop.
 func (t *Tracer) Stop(ctx context.Context) error {
-	if t == nil {
+	if t == nil || t.tp == nil {
 		return nil
 	}
 	err := t.tp.Shutdown(ctx)
@@ -314,7 +334,15 @@ func (t *Tracer) StartFanOut(task string, tick time.Time) *FanOut {
 		return nil
 	}
 	ctx := context.WithValue(context.Background(), tickKey{}, TickTrace(task, tick))
-	_, span := t.tr.Start(ctx, "tick "+task, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindInternal),
+	root := trace.WithNewRoot() // tickd's SDK: ids gives the root the tick's trace id
+	if t.tp == nil {
+		// A program's provider, whose ids are its own: the tick's trace id
+		// comes from a remote parent that stands for the tick.
+		ctx = trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID: TickTrace(task, tick), SpanID: tickSpan(task, tick), TraceFlags: trace.FlagsSampled, Remote: true}))
+		root = trace.WithLinks() // none: the parent is the point
+	}
+	_, span := t.tr.Start(ctx, "tick "+task, root, trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(
 			attribute.String("tickd.task", task), attribute.String("tickd.tick", tick.UTC().Format(time.RFC3339Nano)),
 			attribute.String("tickd.replica", t.replica)))
