@@ -19,6 +19,7 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tickd/tickd/config"
@@ -56,6 +57,14 @@ type Options struct {
 	// only. Shutting the provider down is the program's. nil: the config's
 	// [telemetry] and the OTEL_* variables, as for the binary.
 	TracerProvider trace.TracerProvider
+	// Redis, when set, is the go-redis client tickd's leases go through:
+	// the program's, with its hooks and instrumentation (a *redis.Client,
+	// a failover or a Cluster client), which tickd never closes. The
+	// config's [redis] then gives the key prefix and replica_acks only
+	// (without the table: "tickd" and "auto"); its url, url_file, sentinel
+	// and cluster keys are not read. nil: the client the [redis] table
+	// describes, or in-process leases without it.
+	Redis redis.UniversalClient
 }
 
 // ErrRunsGoOn is returned by Stop when runs were still going 2s after they
@@ -90,7 +99,7 @@ type History = report.HistoryDoc
 // metrics_addr, watch_config) are ignored, with a warning.
 func Open(cfg *config.Config, opts Options) (*Tickd, error) {
 	a, err := app.Open(cfg, app.Options{Handlers: opts.Handlers, Logger: opts.Logger, Registerer: opts.Registerer,
-		ReplicaID: opts.ReplicaID, Version: opts.Version, Clock: opts.Clock, TracerProvider: opts.TracerProvider})
+		ReplicaID: opts.ReplicaID, Version: opts.Version, Clock: opts.Clock, TracerProvider: opts.TracerProvider, Redis: opts.Redis})
 	if err != nil {
 		return nil, err
 	}

@@ -11,10 +11,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/tickdtest"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -269,4 +272,64 @@ func TestATracerProviderHandedIn(t *testing.T) {
 		}
 	}
 	expect.True(t, "the run's parent is its tick's fan-out, in the tick's trace", tick.Name != "" && run.Parent.SpanID() == tick.SpanContext.SpanID())
+}
+
+// TestARedisClientHandedIn: a program hands its own go-redis client in
+// (with a hook of its own, as instrumentation would add); a config without
+// [redis] then keeps its leases in that Redis, under the default prefix,
+// through that client (the hook sees tickd's scripts), and Stop leaves the
+// client open.
+func TestARedisClientHandedIn(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	tickdtest.InitEpoch(t, srv.Addr, "tickd")
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { c.Close() })
+	var scripts atomic.Int64
+	c.AddHook(countScripts{&scripts})
+	var ran atomic.Int64
+	handlers := &tasks.Registry{}
+	handlers.Register("work", func(context.Context, tasks.Run) (tasks.Result, error) { ran.Add(1); return tasks.Done, nil }) //nolint:errcheck // one name
+	cfg, err := config.Parse("service.toml", []byte("[[tasks]]\nname = \"sync\"\nevery = \"1s\"\nhandler = \"work\"\nentities = [\"u1\", \"u2\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	td, err := tickd.Open(cfg, tickd.Options{Handlers: handlers, Logger: slog.New(slog.DiscardHandler), Redis: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := td.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	expect.WaitFor(t, 10*time.Second, "two runs", func() bool { return ran.Load() >= 2 })
+	if err := td.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	expect.True(t, "the program's hook saw tickd's scripts", scripts.Load() > 0)
+	keys, err := c.Keys(context.Background(), "tickd:*").Result()
+	expect.True(t, fmt.Sprintf("the leases are in that Redis, under tickd: %d keys, %v", len(keys), err), err == nil && len(keys) > 0)
+	expect.Equal(t, "the client is still the program's, open", c.Ping(context.Background()).Err(), nil)
+}
+
+// countScripts is a go-redis hook that counts the scripts sent.
+type countScripts struct{ n *atomic.Int64 }
+
+func (countScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h countScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.HasPrefix(cmd.Name(), "eval") {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h countScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if strings.HasPrefix(cmd.Name(), "eval") {
+				h.n.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tickd/tickd/config"
@@ -48,6 +49,9 @@ type Options struct {
 	// TracerProvider, when set, is where tickd makes its spans: no SDK,
 	// no exporter, no OTEL_* variable read ([telemetry] gives run_spans).
 	TracerProvider trace.TracerProvider
+	// Redis, when set, is the client the leases go through (withClient):
+	// the program's, which tickd never closes.
+	Redis redis.UniversalClient
 	// Daemon says that the tickd binary opens it: the [daemon] keys only
 	// the binary reads are its own; a program embedding tickd is warned of
 	// those it set, which nothing reads.
@@ -60,9 +64,10 @@ type App struct {
 	Log       *slog.Logger
 	Store     *lease.Store
 	Scheduler *scheduler.Scheduler
-	Metrics   *metrics.Collectors // nil without Options.Registerer
-	Tracer    *telemetry.Tracer   // nil: no traces ([telemetry], OTEL_*)
-	announced bool                // Start claimed the replica id: Stop withdraws it
+	Metrics   *metrics.Collectors   // nil without Options.Registerer
+	Tracer    *telemetry.Tracer     // nil: no traces ([telemetry], OTEL_*)
+	client    redis.UniversalClient // the program's (Options.Redis), or nil
+	announced bool                  // Start claimed the replica id: Stop withdraws it
 
 	mu       sync.Mutex
 	consoles []*console.Console // Console's: Reload shows them the new config
@@ -73,7 +78,8 @@ func Open(cfg *config.Config, opts Options) (*App, error) {
 	if cfg == nil {
 		return nil, errors.New("tickd: Open needs a config (config.Load, config.Parse or config.New)")
 	}
-	a := &App{Log: opts.Logger, Replica: opts.ReplicaID}
+	a := &App{Log: opts.Logger, Replica: opts.ReplicaID, client: opts.Redis}
+	cfg = a.withClient(cfg)
 	if a.Log == nil {
 		a.Log = slog.Default()
 	}
@@ -174,11 +180,14 @@ func (a *App) openStore(cfg *config.Config, opts Options) (*lease.Store, error) 
 			log.Info("redis replicas acknowledge lease writes again", "replica_acks", cfg.Redis.ReplicaAcks.String())
 		}
 	}
-	s, err := OpenStore(cfg, lo)
+	s, err := openStoreWith(cfg, lo, a.client)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Redis != nil {
+	switch {
+	case a.client != nil:
+		log.Info("leases in redis, through the program's client", "key_prefix", cfg.Redis.KeyPrefix, "replica_acks", cfg.Redis.ReplicaAcks.String())
+	case cfg.Redis != nil:
 		log.Info("leases in redis", "redis", redisconn.Where(cfg.Redis), "key_prefix", cfg.Redis.KeyPrefix, "replica_acks", cfg.Redis.ReplicaAcks.String())
 		if redisconn.InsecureTLS(cfg.Redis) {
 			log.Warn("redis url has skip_verify=true: the server's TLS certificate is not checked, so anyone on the path can pose as Redis; give the CA instead")
@@ -265,6 +274,7 @@ func (a *App) Console(prefix string) (*console.Console, error) {
 // Reload runs cfg from now on (scheduler.Scheduler.Reload), and shows it
 // to the consoles; a config the scheduler refuses changes nothing.
 func (a *App) Reload(cfg *config.Config) error {
+	cfg = a.withClient(cfg)
 	old := a.Scheduler.Config()
 	if err := a.Scheduler.Reload(cfg); err != nil {
 		return err
@@ -285,6 +295,19 @@ func (a *App) Reload(cfg *config.Config) error {
 		return fmt.Errorf("%w: %s changed; everything else is in force", ErrRestartNeeded, strings.Join(tables, " and "))
 	}
 	return nil
+}
+
+// withClient is cfg as tickd runs it when the program handed a Redis
+// client in: a config without [redis] gets the default table (key prefix
+// "tickd", replica_acks auto), the client saying where Redis is; [redis]'s
+// url, url_file, sentinel and cluster keys are not read then.
+func (a *App) withClient(cfg *config.Config) *config.Config {
+	if a.client == nil || cfg.Redis != nil {
+		return cfg
+	}
+	c := *cfg
+	c.Redis = &config.Redis{KeyPrefix: "tickd", ReplicaAcks: driver.AcksAuto}
+	return &c
 }
 
 // ErrRestartNeeded is Reload's error when the config changed a table that

@@ -3,6 +3,8 @@ package app
 import (
 	"fmt"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/redisconn"
@@ -23,11 +25,24 @@ import (
 // (Store.WantShards): whichever process first writes for a task (a
 // replica's tick, a trigger) records the config's count.
 func OpenStore(c *config.Config, opts lease.Options) (*lease.Store, error) {
+	return openStoreWith(c, opts, nil)
+}
+
+// openStoreWith is OpenStore on client, a program's own Redis client, when
+// not nil: the store then leaves it open when it stops.
+func openStoreWith(c *config.Config, opts lease.Options, client redis.UniversalClient) (*lease.Store, error) {
 	opts.MaxTTL = max(opts.MaxTTL, c.MaxLeaseTTL())
 	var s *lease.Store
-	if c.Redis == nil {
+	switch {
+	case c.Redis == nil:
 		s = lease.New(memdriver.New(), opts)
-	} else {
+	case client != nil:
+		d, err := redisdriver.New(client, c.Redis.KeyPrefix, c.Redis.ReplicaAcks)
+		if err != nil {
+			return nil, err
+		}
+		s = lease.New(d, opts)
+	default:
 		rc, err := redisconn.Client(c.Redis)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.Path, err)
