@@ -26,6 +26,7 @@ import (
 	"github.com/tickd/tickd/internal/redisconn"
 	"github.com/tickd/tickd/internal/scheduler"
 	"github.com/tickd/tickd/internal/telemetry"
+	"github.com/tickd/tickd/internal/telemetry/otlp"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -104,7 +105,10 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	buildInfo.WithLabelValues(b.version, b.revision, b.goVersion).Set(1)
 	reg.MustRegister(buildInfo)
 	reloads := newReloadMetrics(reg)
-	a, err := app.Open(cfg, app.Options{Handlers: stockHandlers(), Logger: log, Registerer: reg, Version: b.version, Clock: newClock(log), Daemon: true})
+	a, err := app.Open(cfg, app.Options{Handlers: stockHandlers(), Logger: log, Registerer: reg, Version: b.version, Clock: newClock(log), Daemon: true,
+		Traces: func(cfg *config.Config, replica string, log *slog.Logger) (*telemetry.Tracer, error) {
+			return otlp.Open(cfg.Telemetry, replica, b.version, log)
+		}})
 	if err != nil {
 		return err
 	}

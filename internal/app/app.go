@@ -49,6 +49,11 @@ type Options struct {
 	// TracerProvider, when set, is where tickd makes its spans: no SDK,
 	// no exporter, no OTEL_* variable read ([telemetry] gives run_spans).
 	TracerProvider trace.TracerProvider
+	// Traces, when set (the binary's: package otlp) and TracerProvider is
+	// not, builds the tracer the config and the environment ask for (nil:
+	// none). Without either, nothing is traced: a program hands its own
+	// provider in.
+	Traces func(cfg *config.Config, replica string, log *slog.Logger) (*telemetry.Tracer, error)
 	// Redis, when set, is the client the leases go through (withClient):
 	// the program's, which tickd never closes.
 	Redis redis.UniversalClient
@@ -108,11 +113,8 @@ func Open(cfg *config.Config, opts Options) (*App, error) {
 	switch {
 	case opts.TracerProvider != nil:
 		a.Tracer = telemetry.FromProvider(opts.TracerProvider, cfg.Telemetry, a.Replica)
-	default:
-		if telemetry.Endpoint(cfg.Telemetry, os.Getenv) != "" {
-			telemetry.LogErrors(a.Log)
-		}
-		if a.Tracer, err = telemetry.New(context.Background(), cfg.Telemetry, os.Getenv, a.Replica, opts.Version); err != nil {
+	case opts.Traces != nil:
+		if a.Tracer, err = opts.Traces(cfg, a.Replica, a.Log); err != nil {
 			return nil, err
 		}
 	}

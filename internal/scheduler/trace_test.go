@@ -12,6 +12,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/telemetry"
+	"github.com/tickd/tickd/internal/telemetry/otlp"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/otlptest"
 	"github.com/tickd/tickd/tasks"
@@ -85,7 +86,7 @@ func TestARunsSpanSaysItsLimitWait(t *testing.T) {
 func tracer(t *testing.T) (*telemetry.Tracer, func() []otlptest.Span) {
 	t.Helper()
 	rcv := otlptest.Start(t)
-	tr, err := telemetry.New(context.Background(), &config.Telemetry{Endpoint: rcv.URL}, func(string) string { return "" }, "r1", "test")
+	tr, err := otlp.New(context.Background(), &config.Telemetry{Endpoint: rcv.URL}, func(string) string { return "" }, "r1", "test")
 	if err != nil {
 		t.Fatal(err)
 	}

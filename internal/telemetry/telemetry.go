@@ -1,21 +1,19 @@
-// Package telemetry is tickd's tracing with OpenTelemetry: one trace per
-// (task, tick), the same on every replica, and a span per run inside it.
+// Package telemetry is tickd's tracing with OpenTelemetry's API: one trace
+// per (task, tick), the same on every replica, and a span per run inside
+// it. It makes its spans with a TracerProvider it is given: a program's
+// own (FromProvider), or the binary's SDK (package otlp, FromSDK); it
+// builds no SDK and no exporter itself.
 //
 // The trace id of a tick is derived from the task's name and the tick
 // (TickTrace), so each replica's fan-out span joins it with no
-// coordination: every replica's fan-out is a root span of that trace, and
-// each run it starts is a child of its replica's fan-out. Past a bound
-// (RunSpans) a tick's runs on one replica get traces of their own, linked
-// to the fan-out, so that a tick of 100,000 entities is not one trace of
-// 100,000 spans. Triggers, reschedules and retries are traces of their
-// own, linked to the tick they carry.
-//
-// It is off unless configured: by [telemetry] endpoint, or the standard
-// OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT. The
-// other OTEL_* variables apply as the SDK reads them (OTEL_TRACES_SAMPLER
-// and _ARG, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES,
-// OTEL_EXPORTER_OTLP_HEADERS…). Off, every method is a no-op that costs a
-// nil check.
+// coordination: every replica's fan-out is a root span of that trace (or,
+// under a program's provider, the child of a remote parent that stands for
+// the tick), and each run it starts is a child of its replica's fan-out.
+// Past a bound (RunSpans) a tick's runs on one replica get traces of their
+// own, linked to the fan-out, so that a tick of 100,000 entities is not one
+// trace of 100,000 spans. Triggers, reschedules and retries are traces of
+// their own, linked to the tick they carry. Off (a nil *Tracer), every
+// method is a no-op that costs a nil check.
 package telemetry
 
 import (
@@ -23,26 +21,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
-	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"net/url"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/go-logr/logr"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tickd/tickd/config"
-	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -52,22 +40,21 @@ const DefaultRunSpans = 1000
 
 // Tracer traces ticks and runs; nil is off.
 type Tracer struct {
-	tp       *sdktrace.TracerProvider
 	tr       trace.Tracer
 	runSpans int64
 	replica  string
-	// ended counts the sampled spans ended, delivered those the collector
-	// took: Stop says how many were not (dropped as the queue overflowed,
-	// or refused).
-	ended, delivered *atomic.Int64
-	where            string // the endpoint, as the config or the environment gives it
+	// own: the provider is tickd's SDK, whose root spans take the tick's
+	// trace id from TickIDs; else a program's, whose ids are its own.
+	own   bool
+	where string                          // where the spans go, as said
+	stop  func(ctx context.Context) error // the SDK's shutdown; nil: not ours
 }
 
 // Where says where the spans go: the endpoint the config or the
-// environment gives (the SDK adds /v1/traces to a base endpoint), without
-// credentials or a query (they may hold a token).
+// environment gives, without credentials or a query (they may hold a
+// token), or "the program's TracerProvider".
 func (t *Tracer) Where() string {
-	if t.tp == nil {
+	if !t.own {
 		return t.where
 	}
 	u, err := url.Parse(t.where)
@@ -76,122 +63,6 @@ func (t *Tracer) Where() string {
 	}
 	u.User, u.RawQuery, u.Fragment = nil, "", ""
 	return u.String()
-}
-
-// errLog is where LogErrors sends the SDK's errors; errLimit bounds them.
-var (
-	errLog   atomic.Pointer[slog.Logger]
-	errLimit = logs.NewLimiter(logs.Every)
-	errOnce  sync.Once
-)
-
-// LogErrors sends the OpenTelemetry SDK's errors (an export the collector
-// did not take) to log, at warn, one line per logs.Every with a count of
-// those suppressed: left to itself, the SDK writes plain-text lines to
-// stderr, into a JSON log, every few seconds while a collector is down.
-// The SDK has one error handler per process: the last call's log wins.
-//
-// The SDK's own log (otel.SetLogger: a header it could not parse, a URL)
-// goes there too, at warn, its errors only, and without the values it
-// names, which may be a header's token: only a file or a header's name is
-// shown. Every text from outside (a collector's answer) is made printable
-// and cut to maxErrText bytes (logs.Printable).
-func LogErrors(log *slog.Logger) {
-	errLog.Store(log)
-	errOnce.Do(func() {
-		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-			if l := errLog.Load(); l != nil {
-				errLimit.Log(l, slog.LevelWarn, "otel", "traces: the OpenTelemetry SDK failed (spans are dropped while the collector does not take them)",
-					"error", logs.Printable(err.Error(), maxErrText))
-			}
-		}))
-		otel.SetLogger(logr.New(sdkLog{}))
-	})
-}
-
-// maxErrText bounds an SDK error's text in the log.
-const maxErrText = 512
-
-// sdkLog is the SDK's logr sink: its errors to errLog, at warn, rate
-// limited, with only the values shown is safe to show; the rest of what
-// it logs (debug) is dropped.
-type sdkLog struct{}
-
-func (sdkLog) Init(logr.RuntimeInfo)            {}
-func (sdkLog) Enabled(int) bool                 { return false } // Info: never
-func (sdkLog) Info(int, string, ...any)         {}
-func (s sdkLog) WithValues(...any) logr.LogSink { return s }
-func (s sdkLog) WithName(string) logr.LogSink   { return s }
-func (sdkLog) Error(err error, msg string, kv ...any) {
-	l := errLog.Load()
-	if l == nil {
-		return
-	}
-	args := []any{"what", logs.Printable(msg, maxErrText)}
-	if err != nil {
-		args = append(args, "error", logs.Printable(err.Error(), maxErrText))
-	}
-	for i := 0; i+1 < len(kv); i += 2 {
-		if k, ok := kv[i].(string); ok && (k == "file" || k == "key") {
-			args = append(args, k, logs.Printable(fmt.Sprint(kv[i+1]), maxErrText))
-		}
-	}
-	errLimit.Log(l, slog.LevelWarn, "otel-config", "traces: the OpenTelemetry SDK refused part of its configuration (values not shown: they may be secrets)", args...)
-}
-
-// The batcher's bounds where no OTEL_BSP_* variable gives them: a tick's
-// runs end in a burst of thousands a second, which the SDK's defaults
-// (2,048 spans queued, exported 512 at a time every 5s) drop most of.
-// The queue holds a tick of 20,000 runs' spans (about 20 MB while a
-// collector does not answer).
-const (
-	maxQueued      = 20_480
-	maxExportBatch = 2_048
-	exportEvery    = time.Second
-)
-
-// New returns the tracer the config and the environment (getenv) ask
-// for, or nil when they ask for none. It exports over OTLP/HTTP. getenv
-// says whether to trace and over what; the SDK reads the other OTEL_*
-// variables (sampler, resource, headers) from the process's environment.
-func New(ctx context.Context, cfg *config.Telemetry, getenv func(string) string, replica, version string) (*Tracer, error) {
-	endpoint, runSpans := "", int64(DefaultRunSpans)
-	if cfg != nil {
-		endpoint = cfg.Endpoint
-		if cfg.RunSpans > 0 {
-			runSpans = int64(cfg.RunSpans)
-		}
-	}
-	where := Endpoint(cfg, getenv)
-	if where == "" {
-		return nil, nil
-	}
-	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
-		if p := getenv(k); p != "" && p != "http/protobuf" {
-			return nil, fmt.Errorf("%s=%s: tickd exports traces over OTLP/HTTP only: set it to http/protobuf and point the endpoint at the collector's HTTP port (4318)", k, p)
-		}
-	}
-	var opts []otlptracehttp.Option
-	if endpoint != "" {
-		opts = append(opts, otlptracehttp.WithEndpointURL(endpoint+"/v1/traces"))
-	}
-	exp, err := otlptracehttp.New(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("telemetry: %w", err)
-	}
-	res, err := resource.New(ctx,
-		resource.WithAttributes(attribute.String("service.name", "tickd"), attribute.String("service.instance.id", replica),
-			attribute.String("service.version", version)),
-		resource.WithFromEnv()) // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
-	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
-		return nil, fmt.Errorf("telemetry: resource: %w", err)
-	}
-	t := &Tracer{runSpans: runSpans, replica: replica, ended: new(atomic.Int64), delivered: new(atomic.Int64), where: where}
-	t.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(endCounter{t.ended}),
-		sdktrace.WithBatcher(deliveryCounter{exp, t.delivered}, batcherOptions(getenv)...),
-		sdktrace.WithResource(res), sdktrace.WithIDGenerator(ids{}))
-	t.tr = t.tp.Tracer("github.com/tickd/tickd")
-	return t, nil
 }
 
 // Endpoint is where the config and the environment (getenv) send traces,
@@ -209,48 +80,6 @@ func Endpoint(cfg *config.Telemetry, getenv func(string) string) string {
 	return cmp.Or(endpoint, getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
 }
 
-// batcherOptions are tickd's bounds of the batcher (maxQueued…) but where
-// an OTEL_BSP_* variable gives its own.
-func batcherOptions(getenv func(string) string) []sdktrace.BatchSpanProcessorOption {
-	var opts []sdktrace.BatchSpanProcessorOption
-	if getenv("OTEL_BSP_MAX_QUEUE_SIZE") == "" {
-		opts = append(opts, sdktrace.WithMaxQueueSize(maxQueued))
-	}
-	if getenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") == "" {
-		opts = append(opts, sdktrace.WithMaxExportBatchSize(maxExportBatch))
-	}
-	if getenv("OTEL_BSP_SCHEDULE_DELAY") == "" {
-		opts = append(opts, sdktrace.WithBatchTimeout(exportEvery))
-	}
-	return opts
-}
-
-// endCounter counts the sampled spans that end.
-type endCounter struct{ n *atomic.Int64 }
-
-func (c endCounter) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-func (c endCounter) OnEnd(s sdktrace.ReadOnlySpan) {
-	if s.SpanContext().IsSampled() {
-		c.n.Add(1)
-	}
-}
-func (endCounter) Shutdown(context.Context) error   { return nil }
-func (endCounter) ForceFlush(context.Context) error { return nil }
-
-// deliveryCounter counts the spans its exporter delivered.
-type deliveryCounter struct {
-	sdktrace.SpanExporter
-	n *atomic.Int64
-}
-
-func (c deliveryCounter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	err := c.SpanExporter.ExportSpans(ctx, spans)
-	if err == nil {
-		c.n.Add(int64(len(spans)))
-	}
-	return err
-}
-
 // FromProvider is a tracer that makes its spans with tp, a program's own
 // provider (tickd.Options.TracerProvider): tickd builds no SDK nor
 // exporter, reads no OTEL_* variable, and leaves tp's shutdown to the
@@ -259,25 +88,34 @@ func (c deliveryCounter) ExportSpans(ctx context.Context, spans []sdktrace.ReadO
 // (tickSpan, marked sampled: the program's sampler, parent-based, keeps
 // the tick), which no span stands for. cfg gives run_spans, if any.
 func FromProvider(tp trace.TracerProvider, cfg *config.Telemetry, replica string) *Tracer {
-	runSpans := int64(DefaultRunSpans)
-	if cfg != nil && cfg.RunSpans > 0 {
-		runSpans = int64(cfg.RunSpans)
-	}
-	return &Tracer{tr: tp.Tracer("github.com/tickd/tickd"), runSpans: runSpans, replica: replica, where: "the program's TracerProvider",
-		ended: new(atomic.Int64), delivered: new(atomic.Int64)}
+	return &Tracer{tr: tp.Tracer(tracerName), runSpans: runSpans(cfg), replica: replica, where: "the program's TracerProvider"}
 }
 
-// Stop sends what is left, within ctx; a program's provider (FromProvider)
-// is the program's to stop.
+// FromSDK is the tracer of tickd's own SDK provider tp (package otlp),
+// whose ID generator is TickIDs; where says where its spans go, and stop
+// shuts it down (Stop calls it).
+func FromSDK(tp trace.TracerProvider, cfg *config.Telemetry, replica, where string, stop func(context.Context) error) *Tracer {
+	return &Tracer{tr: tp.Tracer(tracerName), runSpans: runSpans(cfg), replica: replica, own: true, where: where, stop: stop}
+}
+
+// tracerName names tickd's tracer (its instrumentation scope).
+const tracerName = "github.com/tickd/tickd"
+
+// runSpans is cfg's run_spans, or DefaultRunSpans.
+func runSpans(cfg *config.Telemetry) int64 {
+	if cfg != nil && cfg.RunSpans > 0 {
+		return int64(cfg.RunSpans)
+	}
+	return DefaultRunSpans
+}
+
+// Stop sends what is left, within ctx, of tickd's own SDK; a program's
+// provider (FromProvider) is the program's to stop.
 func (t *Tracer) Stop(ctx context.Context) error {
-	if t == nil || t.tp == nil {
+	if t == nil || t.stop == nil {
 		return nil
 	}
-	err := t.tp.Shutdown(ctx)
-	if lost := t.ended.Load() - t.delivered.Load(); lost > 0 {
-		err = errors.Join(err, fmt.Errorf("%d of the %d spans sampled were not delivered: the queue overflowed (OTEL_BSP_MAX_QUEUE_SIZE), or the collector refused them or did not answer", lost, t.ended.Load()))
-	}
-	return err
+	return t.stop(ctx)
 }
 
 // TickTrace is the trace id of task's tick at tick: the same on every
@@ -296,20 +134,23 @@ func TickTrace(task string, tick time.Time) trace.TraceID {
 // tickKey carries, in a context, the trace id the next root span takes.
 type tickKey struct{}
 
-// ids gives a root span the trace id its context carries (a tick's), else
+// TickIDs is the ID generator of tickd's own SDK provider (package otlp):
+// it gives a root span the trace id its context carries (a tick's), else
 // random ids, as the SDK's own generator does.
-type ids struct{}
+type TickIDs struct{}
 
-func (ids) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
+// NewIDs is a root span's trace and span ids.
+func (TickIDs) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
 	tid, ok := ctx.Value(tickKey{}).(trace.TraceID)
 	if !ok {
 		binary.BigEndian.PutUint64(tid[:8], rand.Uint64())
 		binary.BigEndian.PutUint64(tid[8:], rand.Uint64())
 	}
-	return tid, ids{}.NewSpanID(ctx, tid)
+	return tid, TickIDs{}.NewSpanID(ctx, tid)
 }
 
-func (ids) NewSpanID(context.Context, trace.TraceID) trace.SpanID {
+// NewSpanID is a span's id, at random.
+func (TickIDs) NewSpanID(context.Context, trace.TraceID) trace.SpanID {
 	var sid trace.SpanID
 	for sid == (trace.SpanID{}) {
 		binary.BigEndian.PutUint64(sid[:], rand.Uint64())
@@ -334,8 +175,8 @@ func (t *Tracer) StartFanOut(task string, tick time.Time) *FanOut {
 		return nil
 	}
 	ctx := context.WithValue(context.Background(), tickKey{}, TickTrace(task, tick))
-	root := trace.WithNewRoot() // tickd's SDK: ids gives the root the tick's trace id
-	if t.tp == nil {
+	root := trace.WithNewRoot() // tickd's SDK: TickIDs gives the root the tick's trace id
+	if !t.own {
 		// A program's provider, whose ids are its own: the tick's trace id
 		// comes from a remote parent that stands for the tick.
 		ctx = trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
@@ -349,6 +190,9 @@ func (t *Tracer) StartFanOut(task string, tick time.Time) *FanOut {
 	sc := span.SpanContext()
 	return &FanOut{span: span, ctx: trace.ContextWithSpan(context.Background(), span), sampled: sc.IsSampled(), name: "run " + task, link: trace.Link{SpanContext: sc}}
 }
+
+// SpanContext is f's span's.
+func (f *FanOut) SpanContext() trace.SpanContext { return f.span.SpanContext() }
 
 // End ends f with what the fan-out counted.
 func (f *FanOut) End(entities, started int, sourceErr string) {

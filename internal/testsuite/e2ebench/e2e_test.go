@@ -43,6 +43,7 @@ import (
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/scheduler"
 	"github.com/tickd/tickd/internal/telemetry"
+	"github.com/tickd/tickd/internal/telemetry/otlp"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/stores"
@@ -735,7 +736,7 @@ func benchTracer(b *testing.B, mode string) *telemetry.Tracer {
 	}))
 	b.Cleanup(srv.Close)
 	b.Setenv("OTEL_TRACES_SAMPLER", sampler) // the SDK reads it
-	tr, err := telemetry.New(context.Background(), &config.Telemetry{Endpoint: srv.URL}, os.Getenv, "bench", "bench")
+	tr, err := otlp.New(context.Background(), &config.Telemetry{Endpoint: srv.URL}, os.Getenv, "bench", "bench")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package telemetry
+package otlp
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/telemetry"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -38,8 +39,8 @@ func BenchmarkRunSpanFull(b *testing.B) {
 	cpu0 := cpuNow()
 	b.ResetTimer()
 	for i := range b.N {
-		_, span := tr.StartRun(ctx, f, Run{Task: "bench", Entity: ids[i%len(ids)], Tick: T, Fence: int64(i), Reason: driver.ReasonTick})
-		EndRun(span, driver.OutcomeDone, "", 1)
+		_, span := tr.StartRun(ctx, f, telemetry.Run{Task: "bench", Entity: ids[i%len(ids)], Tick: T, Fence: int64(i), Reason: driver.ReasonTick})
+		telemetry.EndRun(span, driver.OutcomeDone, "", 1)
 	}
 	f.End(b.N, b.N, "")
 	if err := tr.Stop(context.Background()); err != nil { // every span exported: its CPU counts
