@@ -406,15 +406,21 @@ func (h *historyWriter) flush(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	err := h.s.store.RecordTicks(wctx, ws)
+	// The failures first: a tick's part written final wakes the heartbeat's
+	// judge (beats.wrote), whose /fail body names the tick's failed
+	// entities from them (a race: the body lacked them).
+	var err error
+	if len(fails) > 0 {
+		if err = h.s.store.RecordFailures(wctx, fails, h.s.retention); err == nil {
+			fails = nil // written: not queued again
+		}
+	}
+	if err == nil {
+		err = h.s.store.RecordTicks(wctx, ws)
+	}
 	if err == nil {
 		h.wrote(parts)
 		h.s.beats.wrote(parts)
-	}
-	if err == nil && len(fails) > 0 {
-		err = h.s.store.RecordFailures(wctx, fails, h.s.retention)
-	}
-	if err == nil {
 		return nil
 	}
 	h.mu.Lock()
