@@ -65,6 +65,12 @@ type Options struct {
 	// and cluster keys are not read. nil: the client the [redis] table
 	// describes, or in-process leases without it.
 	Redis redis.UniversalClient
+	// OnEvent, if set, hears what tickd does (Event): ticks fanned out,
+	// runs started and ended. It is called synchronously, from many
+	// goroutines: keep it quick (send on a buffered channel, count). A run
+	// ends once its lease is released, one after another for a batch: an
+	// OnEvent that blocks holds up the others.
+	OnEvent func(Event)
 }
 
 // ErrRunsGoOn is returned by Stop when runs were still going 2s after they
@@ -99,7 +105,8 @@ type History = report.HistoryDoc
 // metrics_addr, watch_config) are ignored, with a warning.
 func Open(cfg *config.Config, opts Options) (*Tickd, error) {
 	a, err := app.Open(cfg, app.Options{Handlers: opts.Handlers, Logger: opts.Logger, Registerer: opts.Registerer,
-		ReplicaID: opts.ReplicaID, Version: opts.Version, Clock: opts.Clock, TracerProvider: opts.TracerProvider, Redis: opts.Redis})
+		ReplicaID: opts.ReplicaID, Version: opts.Version, Clock: opts.Clock, TracerProvider: opts.TracerProvider, Redis: opts.Redis,
+		Observer: observer(opts.OnEvent)})
 	if err != nil {
 		return nil, err
 	}
