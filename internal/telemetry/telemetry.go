@@ -174,19 +174,20 @@ func (t *Tracer) StartFanOut(task string, tick time.Time) *FanOut {
 	if t == nil {
 		return nil
 	}
-	ctx := context.WithValue(context.Background(), tickKey{}, TickTrace(task, tick))
-	root := trace.WithNewRoot() // tickd's SDK: TickIDs gives the root the tick's trace id
-	if !t.own {
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+		attribute.String("tickd.task", task), attribute.String("tickd.tick", tick.UTC().Format(time.RFC3339Nano)),
+		attribute.String("tickd.replica", t.replica))}
+	var ctx context.Context
+	if t.own {
+		// tickd's SDK: TickIDs gives a new root the tick's trace id.
+		ctx, opts = context.WithValue(context.Background(), tickKey{}, TickTrace(task, tick)), append(opts, trace.WithNewRoot())
+	} else {
 		// A program's provider, whose ids are its own: the tick's trace id
 		// comes from a remote parent that stands for the tick.
 		ctx = trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
 			TraceID: TickTrace(task, tick), SpanID: tickSpan(task, tick), TraceFlags: trace.FlagsSampled, Remote: true}))
-		root = trace.WithLinks() // none: the parent is the point
 	}
-	_, span := t.tr.Start(ctx, "tick "+task, root, trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(
-			attribute.String("tickd.task", task), attribute.String("tickd.tick", tick.UTC().Format(time.RFC3339Nano)),
-			attribute.String("tickd.replica", t.replica)))
+	_, span := t.tr.Start(ctx, "tick "+task, opts...)
 	sc := span.SpanContext()
 	return &FanOut{span: span, ctx: trace.ContextWithSpan(context.Background(), span), sampled: sc.IsSampled(), name: "run " + task, link: trace.Link{SpanContext: sc}}
 }
