@@ -272,6 +272,15 @@ func TestATracerProviderHandedIn(t *testing.T) {
 		}
 	}
 	expect.True(t, "the run's parent is its tick's fan-out, in the tick's trace", tick.Name != "" && run.Parent.SpanID() == tick.SpanContext.SpanID())
+	// The console says where this tickd's traces go, not where the
+	// environment's OTLP endpoint would send another's.
+	pages, err := td.Console("/ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	pages.ServeHTTP(rec, httptest.NewRequest("GET", "/ops/tasks/sync", nil).WithContext(tickd.WithUser(context.Background(), tickd.User{Name: "v", Role: tickd.Viewer})))
+	expect.True(t, "the task page's traces: "+rec.Body.String()[:min(rec.Body.Len(), 200)], strings.Contains(rec.Body.String(), "sent to the program&#39;s TracerProvider") && !strings.Contains(rec.Body.String(), "127.0.0.1:1"))
 }
 
 // TestARedisClientHandedIn: a program hands its own go-redis client in

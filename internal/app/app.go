@@ -263,7 +263,11 @@ func (a *App) History(ctx context.Context, task string, limit int) (report.Histo
 // on each request's context says who it is); Reload shows it the new
 // config.
 func (a *App) Console(prefix string) (*console.Console, error) {
-	c, err := console.New(console.Options{Config: a.Scheduler.Config(), Store: a.Store, Logger: a.Log, Prefix: prefix})
+	traces := "" // what this tickd traces, not what the environment would ask of another
+	if a.Tracer != nil {
+		traces = a.Tracer.Where()
+	}
+	c, err := console.New(console.Options{Config: a.Scheduler.Config(), Store: a.Store, Logger: a.Log, Prefix: prefix, Traces: &traces})
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,11 @@ type Options struct {
 	// (mount it at Prefix+"/", without http.StripPrefix). Defaults to [web]
 	// base_path, or "" (the root).
 	Prefix string
+	// Traces says where the ticks' traces go, as the tickd whose console
+	// this is says it ("": nowhere, not traced). nil: the config's
+	// [telemetry] and this process's OTEL_* variables say (tickd web, a
+	// process that traces nothing itself).
+	Traces *string
 }
 
 // Console is the console's http.Handler: its pages and actions, with the
@@ -67,6 +72,7 @@ type Console struct {
 	pages   *template.Template
 	h       http.Handler
 	flashes flashes // the messages after actions (flash.go)
+	traces  *string // Options.Traces
 }
 
 //go:embed templates/*.html
@@ -80,7 +86,7 @@ func New(opts Options) (*Console, error) {
 	if opts.Config == nil || opts.Store == nil {
 		return nil, errors.New("console: a config and a store are needed")
 	}
-	c := &Console{store: opts.Store, log: opts.Logger, refresh: opts.Refresh, prefix: opts.Prefix}
+	c := &Console{store: opts.Store, log: opts.Logger, refresh: opts.Refresh, prefix: opts.Prefix, traces: opts.Traces}
 	if w := opts.Config.Web; w != nil {
 		c.proxies = parseProxies(w.TrustedProxies)
 		if c.prefix == "" {

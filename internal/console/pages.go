@@ -113,6 +113,22 @@ type world struct {
 	orphans  []registry.Orphan // the task registry's tasks the config does not list
 }
 
+// tracesWhere is where the ticks' traces go, as a task's page says it: a
+// collector's site (never its path, credentials or query), or what the
+// tickd said ("the program's TracerProvider"); "" when not traced.
+func (c *Console) tracesWhere() string {
+	if c.traces != nil {
+		if u, err := url.Parse(*c.traces); err == nil && u.Host != "" {
+			return siteOf(*c.traces)
+		}
+		return *c.traces
+	}
+	if where := telemetry.Endpoint(c.cfg().Telemetry, os.Getenv); where != "" {
+		return siteOf(where)
+	}
+	return ""
+}
+
 func (c *Console) readWorld(ctx context.Context) (world, error) {
 	var wd world
 	var err error
@@ -305,9 +321,7 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 	if t.HeartbeatURL != "" {
 		data.Monitor = siteOf(t.HeartbeatURL)
 	}
-	if where := telemetry.Endpoint(c.cfg().Telemetry, os.Getenv); where != "" {
-		data.Traces = siteOf(where)
-	}
+	data.Traces = c.tracesWhere()
 	data.Outcomes = append(data.Outcomes, "held")
 	for _, o := range driver.AllOutcomes() {
 		data.Outcomes = append(data.Outcomes, string(o))
