@@ -432,22 +432,10 @@ func TestShardCountOutlivesTheLossOfItsKey(t *testing.T) {
 	}
 	a := k.client(opts("A"))
 	a.WantShards("s", 4)
-	var reqs []driver.Request
-	for i := range 40 {
-		reqs = append(reqs, driver.Request{Task: "s", Entity: fmt.Sprint("e", i), TTL: 300 * time.Millisecond, Reason: driver.ReasonTrigger})
-	}
-	for _, r := range a.AcquireBatch(bg, reqs) {
-		mustRelease(t, r.Lease)
-	}
-	if _, err := a.Reshard(bg, "s", 2); err != nil {
-		t.Fatal(err)
-	}
+	reqs := ranThenResharded(t, a, 300*time.Millisecond, 2)
 	c := newClient(t, srv.Addr)
-	main := c.Keys(bg, "*:s:shards").Val()
-	if len(main) != 1 {
-		t.Fatalf("the count's key: %v", main)
-	}
-	bucket, _, _ := strings.Cut(main[0], "}")
+	main := countKeyOfS(t, c)
+	bucket, _, _ := strings.Cut(main, "}")
 	for _, key := range c.Keys(bg, bucket+"}*").Val() { // the slot's master lost its data
 		c.Del(bg, key)
 	}
@@ -470,6 +458,55 @@ func TestShardCountOutlivesTheLossOfItsKey(t *testing.T) {
 	})
 	got, err := b.Shards(bg, "s")
 	expect.True(t, fmt.Sprintf("B reads %d shards, %v; want 2", got, err), err == nil && got == 2)
+}
+
+// TestShardLayoutOutlivesARollback: a task resharded from 2 shards to 4,
+// after which the layout keys of its shards 0 and 3 go back to what they
+// held before (one Cluster master restarted from a snapshot older than the
+// migrate; the other masters keep the new layout): a store that had read 4
+// and a new one both read 4, and every entity is granted. Before, shard 0
+// said 2, the shards that kept 4 refused every call named by 2, and the
+// re-read said 2 again: those entities never ran (the nemesis on a
+// Cluster, seed 1795915241434977779). And a batch one of whose shards
+// refuses keeps the grants the others made: before, with acknowledgement
+// on, it failed whole, and those entities, asked for again, were found
+// busy, held by no run until their TTL.
+func TestShardLayoutOutlivesARollback(t *testing.T) {
+	srv := redistest.Start(t)
+	k := redisKitOn(t, srv.Addr)
+	a := k.client(Options{Replica: "A"})
+	reqs := ranThenResharded(t, a, time.Minute, 2)
+	c := newClient(t, srv.Addr)
+	main := countKeyOfS(t, c)
+	prefix, _, _ := strings.Cut(main, ":{")
+	keyOf := func(s int) string {
+		return strings.TrimSuffix(TaskKey(prefix, driver.ShardName("s", s)), ":entities") + ":shards"
+	}
+	before := map[string]string{}
+	for _, s := range []int{0, 3} {
+		before[keyOf(s)] = c.Get(bg, keyOf(s)).Val()
+	}
+	if _, err := a.Reshard(bg, "s", 4); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.Shards(bg, "s"); err != nil || n != 4 {
+		t.Fatalf("A reads %d shards, %v; want 4", n, err)
+	}
+	for key, v := range before { // the rolled-back master's keys
+		c.Set(bg, key, v, 0)
+	}
+	b := k.client(Options{Replica: "B"})
+	b.WantShards("s", 8)
+	for _, s := range []*Store{a, b} {
+		for i, r := range s.AcquireBatch(bg, reqs) {
+			if r.Err != nil {
+				t.Fatalf("%s after the rollback (%s): %v, want granted", reqs[i].Entity, s.Replica(), r.Err)
+			}
+			mustRelease(t, r.Lease)
+		}
+	}
+	got, err := b.Shards(bg, "s")
+	expect.True(t, fmt.Sprintf("B reads %d shards, %v; want 4", got, err), err == nil && got == 4)
 }
 
 // TestBatchWithAMasterDownKeepsTheOthersGrants: with acknowledgement on
@@ -501,4 +538,32 @@ func TestBatchWithAMasterDownKeepsTheOthersGrants(t *testing.T) {
 		mustRelease(t, r.Lease)
 	}
 	expect.True(t, fmt.Sprintf("with a master down: %d granted, %d failed; want some of each", granted, failed), granted > 0 && failed > 0)
+}
+
+// ranThenResharded grants and releases 40 entities of task s in a (its
+// count recorded), then reshards s to n; it returns their requests.
+func ranThenResharded(t *testing.T, a *Store, ttl time.Duration, n int) []driver.Request {
+	t.Helper()
+	var reqs []driver.Request
+	for i := range 40 {
+		reqs = append(reqs, driver.Request{Task: "s", Entity: fmt.Sprint("e", i), TTL: ttl, Reason: driver.ReasonTrigger})
+	}
+	for _, r := range a.AcquireBatch(bg, reqs) {
+		mustRelease(t, r.Lease)
+	}
+	if _, err := a.Reshard(bg, "s", n); err != nil {
+		t.Fatal(err)
+	}
+	return reqs
+}
+
+// countKeyOfS is the layout key of task s's shard 0, the one its count is
+// read from.
+func countKeyOfS(t *testing.T, c *redis.Client) string {
+	t.Helper()
+	main := c.Keys(bg, "*:s:shards").Val()
+	if len(main) != 1 {
+		t.Fatalf("the count's key: %v", main)
+	}
+	return main[0]
 }

@@ -139,13 +139,20 @@ func evalBatchOn(ctx context.Context, c RedisClient, acks *acker, sc *redis.Scri
 		return nil, err
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		if !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		var refused redis.Error
+		switch {
+		case redis.HasErrorPrefix(err, "NOSCRIPT"): // every call's: one script, one node
+			if err := sc.Load(ctx, c).Err(); err != nil {
+				return nil, err
+			}
+			return evalBatchOn(ctx, c, acks, sc, calls, ackWithin)
+		case !errors.As(err, &refused):
 			return nil, err
 		}
-		if err := sc.Load(ctx, c).Err(); err != nil {
-			return nil, err
-		}
-		return evalBatchOn(ctx, c, acks, sc, calls, ackWithin)
+		// One call's own refusal (a shard's layout changed): the others
+		// ran, and each command keeps its own answer. Before, the batch
+		// failed whole, and the grants the others made were asked for again
+		// and found busy, held by no run until their TTL.
 	}
 	return cmds, round.check(ctx, c)
 }

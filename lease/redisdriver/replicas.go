@@ -2,7 +2,6 @@ package redisdriver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -80,92 +79,74 @@ func (b *redisDriver) ForgetTask(ctx context.Context, task string) (bool, error)
 
 func (b *redisDriver) Shards(ctx context.Context, want map[string]int) (map[string]int, error) {
 	tasks := slices.Sorted(maps.Keys(want))
-	pipe := b.c.Pipeline()
-	got := make([]*redis.StringCmd, len(tasks))
-	had := make([]*redis.IntCmd, len(tasks))
-	for i, t := range tasks {
-		got[i] = pipe.Get(ctx, b.k.shards(t))
-		if want[t] > 1 { // one key per command: they may live on different shards
-			had[i] = pipe.Exists(ctx, b.k.entities(t))
-		}
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	ls, err := b.readLayouts(ctx, tasks)
+	if err != nil {
 		return nil, err
 	}
 	out := make(map[string]int, len(tasks))
-	set := map[string]any{}
+	var unset []string
 	for i, t := range tasks {
-		n, from, to, moving := parseShards(got[i].Val())
-		if moving {
-			return nil, fmt.Errorf("%w: %s, from %d shards to %d (tickd migrate)", driver.ErrResharding, t, from, to)
-		}
-		if n > 0 {
-			out[t] = n
-			continue
-		}
-		if want[t] <= 0 {
-			continue
-		}
-		// No count where the task's own slot keeps it: never recorded, or
-		// lost with its master's data while the other shards kept theirs
-		// (each holds the count, or x:N).
-		n, err := b.countInShards(ctx, t)
+		l := ls[i]
 		switch {
-		case err != nil:
+		case l.moving:
+			return nil, fmt.Errorf("%w: %s, from %d shards to %d (tickd migrate)", driver.ErrResharding, t, l.from, l.to)
+		case l.n > 0:
+			out[t] = l.n
+			if want[t] > 0 { // a store that is to write: every shard says the layout
+				if err := b.repairLayout(ctx, t, l); err != nil {
+					return nil, err
+				}
+			}
+		case want[t] > 0:
+			unset = append(unset, t)
+		}
+	}
+	if len(unset) > 0 {
+		if err := b.recordShards(ctx, want, unset, out); err != nil {
 			return nil, err
-		case n > 0:
-			set[t] = n
-		case had[i] != nil && had[i].Val() > 0:
-			set[t] = 1 // state of a tickd before shards: in the task's one
-		default:
-			set[t] = want[t]
 		}
-	}
-	if len(set) == 0 {
-		return out, b.ensureAll(ctx, want, out)
-	}
-	pipe = b.c.Pipeline()
-	after := map[string]*redis.StringCmd{}
-	for t, n := range set { // the first writer wins: every replica reads its count
-		pipe.SetNX(ctx, b.k.shards(t), n, 0)
-		after[t] = pipe.Get(ctx, b.k.shards(t))
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, err
-	}
-	for t, c := range after {
-		n, from, to, moving := parseShards(c.Val())
-		if moving {
-			return nil, fmt.Errorf("%w: %s, from %d shards to %d (tickd migrate)", driver.ErrResharding, t, from, to)
-		}
-		if n <= 0 {
-			return nil, fmt.Errorf("the shard count of %s: %q", t, c.Val())
-		}
-		out[t] = n
 	}
 	return out, b.ensureAll(ctx, want, out)
 }
 
-// countInShards is the count the layout keys of task's shards 1.. hold,
-// 0 if none does: the task's recorded count when its own key was lost.
-func (b *redisDriver) countInShards(ctx context.Context, task string) (int, error) {
+// recordShards records the count of each of tasks, none of whose shards
+// has one, into out: its want, or 1 for a task with state from a tickd
+// before shards (in the task's one shard). The first writer wins: every
+// replica reads its count.
+func (b *redisDriver) recordShards(ctx context.Context, want map[string]int, tasks []string, out map[string]int) error {
 	pipe := b.c.Pipeline()
-	got := make([]*redis.StringCmd, driver.MaxShards-1)
-	for s := range got { // one key per command: the shards live in different slots
-		got[s] = pipe.Get(ctx, b.k.shards(driver.ShardName(task, s+1)))
+	had := make([]*redis.IntCmd, len(tasks))
+	for i, t := range tasks {
+		had[i] = pipe.Exists(ctx, b.k.entities(t))
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return 0, err
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
 	}
-	for _, g := range got {
-		v := strings.TrimPrefix(g.Val(), "x:") // a shard the count leaves unused
-		if n, from, to, moving := parseShards(v); moving {
-			return 0, fmt.Errorf("%w: %s, from %d shards to %d (tickd migrate)", driver.ErrResharding, task, from, to)
-		} else if n > 0 {
-			return n, nil
+	pipe = b.c.Pipeline()
+	after := make([]*redis.StringCmd, len(tasks))
+	for i, t := range tasks { // one key per command: they may live on different shards
+		n := want[t]
+		if had[i].Val() > 0 {
+			n = 1
 		}
+		pipe.SetNX(ctx, b.k.shards(t), n, 0)
+		after[i] = pipe.Get(ctx, b.k.shards(t))
 	}
-	return 0, nil
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	for i, t := range tasks {
+		base, _ := splitGen(after[i].Val())
+		n, from, to, moving := parseShards(base)
+		if moving {
+			return fmt.Errorf("%w: %s, from %d shards to %d (tickd migrate)", driver.ErrResharding, t, from, to)
+		}
+		if n <= 0 {
+			return fmt.Errorf("the shard count of %s: %q", t, after[i].Val())
+		}
+		out[t] = n
+	}
+	return nil
 }
 
 // ensureAll gives the shards of each task of got that a store is to write

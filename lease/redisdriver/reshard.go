@@ -5,52 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tickd/tickd/lease/driver"
 )
-
-// A task's shard count is kept in every shard's slot, under the shard's
-// layout key (keys.shards of the shard's name): shard 0's is the count as
-// recorded, which every store reads; the others say which count the shard
-// belongs to. Each script that grants, renews, releases or enqueues is
-// handed the count its caller named the shard by and refuses the call
-// when the shard's key says otherwise (lib.lua's shards_refused): a
-// replica that read the count before a reshard cannot act on the old
-// layout, whatever it cached. Values:
-//
-//	N          the shard is one of N (shard 0: the task is kept in N)
-//	x:N        the task is kept in N, and this shard is not one of them
-//	m:FROM:TO  tickd migrate is moving the task from FROM shards to TO
-//	(none)     the count was never recorded: one shard, shard 0 only
-
-// movingMark is a layout value while a reshard moves the task.
-func movingMark(from, to int) string { return "m:" + strconv.Itoa(from) + ":" + strconv.Itoa(to) }
-
-// parseShards reads a layout value of shard 0: the count, or the move under
-// way (from, to) with moving true. n is 0 for no value or one this code
-// cannot read, and so is a count outside 1..MaxShards: a number read from
-// Redis is bounded before it sizes anything.
-func parseShards(v string) (n, from, to int, moving bool) {
-	if rest, ok := strings.CutPrefix(v, "m:"); ok {
-		f, t, _ := strings.Cut(rest, ":")
-		from, ferr := strconv.Atoi(f)
-		to, terr := strconv.Atoi(t)
-		if ferr == nil && terr == nil && validShards(from) && validShards(to) {
-			return 0, from, to, true
-		}
-		return 0, 0, 0, false
-	}
-	if n, err := strconv.Atoi(v); err == nil && validShards(n) {
-		return n, 0, 0, false
-	}
-	return 0, 0, 0, false
-}
-
-// validShards says whether n is a shard count tickd can keep a task in.
-func validShards(n int) bool { return n >= 1 && n <= driver.MaxShards }
 
 // shardsArg is a script's shard-count argument: "" for a call not checked.
 func shardsArg(n int) string {
@@ -66,23 +25,6 @@ func shardsErr(err error) error {
 	if err != nil && redis.HasErrorPrefix(err, shardsChanged) {
 		return driver.ErrShardsChanged
 	}
-	return err
-}
-
-// ensureShardKeys gives shards 1..n-1 of task their layout key if they
-// have none (a count recorded by a tickd before layout keys): a shard
-// without one refuses a count above 1. A key set already is left alone,
-// so a store that read the count before a reshard cannot bring the old one
-// back.
-func (b *redisDriver) ensureShardKeys(ctx context.Context, task string, n int) error {
-	if n <= 1 {
-		return nil
-	}
-	pipe := b.c.Pipeline()
-	for s := 1; s < n; s++ { // one key per command: the shards live in different slots
-		pipe.SetNX(ctx, b.k.shards(driver.ShardName(task, s)), n, 0)
-	}
-	_, err := pipe.Exec(ctx)
 	return err
 }
 
@@ -125,16 +67,16 @@ func (b *redisDriver) Reshard(ctx context.Context, task string, to int) (driver.
 
 func (b *redisDriver) reshard(ctx context.Context, lock *migrateLock, r driver.Resharded) (driver.Resharded, error) {
 	task, to := r.Task, r.To
-	got, err := b.c.Get(ctx, b.k.shards(task)).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	ls, err := b.readLayouts(ctx, []string{task})
+	if err != nil {
 		return r, err
 	}
-	n, from, _, moving := parseShards(got)
-	r.From = max(n, 1)
-	if moving {
-		r.From = from
+	was := ls[0]
+	r.From = max(was.n, 1)
+	if was.moving {
+		r.From = was.from
 	}
-	if !moving && r.From == to {
+	if !was.moving && r.From == to {
 		if strays, err := b.strays(ctx, task, to); err != nil || !strays {
 			return r, err // in place: nothing to move, nothing stopped
 		}
@@ -146,7 +88,15 @@ func (b *redisDriver) reshard(ctx context.Context, lock *migrateLock, r driver.R
 	if loss.left > 0 {
 		return r, fmt.Errorf("lease: reshard %s: Redis lost data under some of its shards (nothing of them is granted for %v more): a move now would take their entities out of that quarantine; run tickd migrate again then", task, loss.left.Round(time.Second))
 	}
-	if err := b.setLayout(ctx, task, func(int) string { return movingMark(r.From, to) }, lock); err != nil {
+	now, err := b.c.Time(ctx).Result()
+	if err != nil {
+		return r, err
+	}
+	// The move's generation: above every one written, and above any an
+	// earlier reshard whose lock expired can still write (its clock was
+	// earlier by the lock's TTL at least).
+	gen := max(now.UnixMilli(), was.gen+2)
+	if err := b.setLayout(ctx, task, layout{moving: true, from: r.From, to: to, gen: gen}, lock); err != nil {
 		return r, fmt.Errorf("mark %s as moving: %w", task, err)
 	}
 	for s := range driver.MaxShards {
@@ -157,12 +107,7 @@ func (b *redisDriver) reshard(ctx context.Context, lock *migrateLock, r driver.R
 	if err := b.raiseLost(ctx, task, to, loss.at); err != nil {
 		return r, err
 	}
-	return r, b.setLayout(ctx, task, func(s int) string {
-		if s < to {
-			return strconv.Itoa(to)
-		}
-		return "x:" + strconv.Itoa(to)
-	}, lock)
+	return r, b.setLayout(ctx, task, layout{n: to, gen: gen + 1}, lock)
 }
 
 // shardLoss is what the epochs under a task's shards say of a data loss:
@@ -258,19 +203,6 @@ func (b *redisDriver) strays(ctx context.Context, task string, n int) (bool, err
 		}
 	}
 	return false, nil
-}
-
-// setLayout sets the layout key of each of task's MaxShards shards to
-// value(s), shard 0 last, and that one only while lock is held.
-func (b *redisDriver) setLayout(ctx context.Context, task string, value func(s int) string, lock *migrateLock) error {
-	pipe := b.c.Pipeline()
-	for s := driver.MaxShards - 1; s >= 1; s-- { // one key per command: the shards live in different slots
-		pipe.Set(ctx, b.k.shards(driver.ShardName(task, s)), value(s), 0)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return err
-	}
-	return lock.whileHeld(ctx, func(tx redis.Pipeliner) { tx.Set(ctx, b.k.shards(task), value(0), 0) })
 }
 
 // reshardOne moves what shard name holds of entities another shard now

@@ -40,6 +40,7 @@ var (
 	scriptProbe    = newScript("probe", probeArgs)
 	scriptSucc     = newScript("successors", successorsArgs)
 	scriptRaise    = newScript("raiselost", raiseLostArgs)
+	scriptLayout   = newScript("setlayout", setLayoutArgs)
 	scriptTick     = newScript("tick", tickArgs)
 	scriptLimit    = newScript("limit", limitArgs)
 	scriptSettle   = newScript("settle", settleArgs)
@@ -242,6 +243,7 @@ var (
 	probeArgs      = argv{fixed: []arg{{"VALUE", 0}}}
 	successorsArgs = argv{fixed: []arg{{"RUNS", 0}}}    // comma-joined
 	raiseLostArgs  = argv{fixed: []arg{{"LOST_AT", 0}}} // ms
+	setLayoutArgs  = argv{fixed: []arg{{"VALUE", 0}, {"GEN", 1}, {"OVER", 2}}}
 )
 
 // tick.lua's.

@@ -13,7 +13,7 @@ import (
 func TestScriptsNameTheirArguments(t *testing.T) {
 	scripts := map[string]argv{"acquire": acquireArgs, "renew": renewArgs, "release": releaseArgs, "enqueue": enqueueArgs,
 		"take": takeArgs, "ack": ackArgs, "unlock": unlockArgs, "sweep": sweepArgs, "announce": announceArgs,
-		"known": knownArgs, "epoch": epochArgs, "probe": probeArgs, "successors": successorsArgs, "raiselost": raiseLostArgs, "tick": tickArgs,
+		"known": knownArgs, "epoch": epochArgs, "probe": probeArgs, "successors": successorsArgs, "raiselost": raiseLostArgs, "setlayout": setLayoutArgs, "tick": tickArgs,
 		"limit": limitArgs, "settle": settleArgs, "close": closeArgs}
 	byNumber := regexp.MustCompile(`ARGV\[\s*(\d|b\s*\]|b\s*[+-]\s*\d)`)
 	named := regexp.MustCompile(`\b[AE]_[A-Z_]+\b`)

@@ -498,10 +498,12 @@ end
 -- is refused, reads it again and names the shard anew (Go's
 -- driver.ErrShardsChanged). The key holds the count, 'x:N' for a shard a
 -- count N leaves unused, 'm:FROM:TO' while tickd migrate moves the task.
+-- A value may end in '@G', the generation of the reshard that wrote it
+-- (Go's shardlayout.go): compared without it.
 -- No key: a task whose count was never recorded is in one shard.
 local function shards_refused(key, want)
   if want == '' then return false end
   local got = redis.call('GET', key)
-  if got then return got ~= want end
+  if got then return string.match(got, '^[^@]*') ~= want end
   return want ~= '1'
 end
