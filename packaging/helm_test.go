@@ -15,11 +15,12 @@ import (
 
 const chart = "deploy/helm/tickd" // from the module's root
 
-// helm runs the helm tools/go.mod pins (go tool -modfile=tools/go.mod
+// helm runs the helm tools/go.mod pins (GOWORK=off go tool -modfile=tools/go.mod
 // helm) from the module's root.
 func helm(args ...string) (string, error) {
 	cmd := exec.Command("go", append([]string{"tool", "-modfile=tools/go.mod", "helm"}, args...)...)
 	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "GOWORK=off") // the tools module is no module of go.work
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -56,6 +57,7 @@ func render(t *testing.T, values ...string) []object {
 			return
 		}
 		cmd := exec.Command("go", "-C", "../tools", "build", "-o", filepath.Join(kubecheck.dir, "kubecheck"), "./kubecheck")
+		cmd.Env = append(os.Environ(), "GOWORK=off")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			kubecheck.err = fmt.Errorf("building tools/kubecheck: %v\n%s", err, out)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/cmd/tickd/internal/otlp"
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/app"
 	"github.com/tickd/tickd/internal/earlysignal"
@@ -26,7 +27,6 @@ import (
 	"github.com/tickd/tickd/internal/redisconn"
 	"github.com/tickd/tickd/internal/scheduler"
 	"github.com/tickd/tickd/internal/telemetry"
-	"github.com/tickd/tickd/internal/telemetry/otlp"
 	"github.com/tickd/tickd/tasks"
 )
 

@@ -8,13 +8,12 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/telemetry"
-	"github.com/tickd/tickd/internal/telemetry/otlp"
 	"github.com/tickd/tickd/internal/testkit/expect"
-	"github.com/tickd/tickd/internal/testkit/otlptest"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -81,24 +80,33 @@ func TestARunsSpanSaysItsLimitWait(t *testing.T) {
 	}
 }
 
-// tracer is a tracer exporting to a receiver of real OTLP; exported stops
-// it (every span sent) and returns what the receiver got.
-func tracer(t *testing.T) (*telemetry.Tracer, func() []otlptest.Span) {
+// span is what a test reads of an ended span.
+type span struct {
+	Name, SpanID string
+	Attrs        map[string]string // values as text
+}
+
+// tracer is tickd's tracer over an SDK provider with tickd's IDs, as the
+// binary's own is (its OTLP exporter is tested with it, in cmd/tickd);
+// exported stops it and returns the spans that ended.
+func tracer(t *testing.T) (*telemetry.Tracer, func() []span) {
 	t.Helper()
-	rcv := otlptest.Start(t)
-	tr, err := otlp.New(context.Background(), &config.Telemetry{Endpoint: rcv.URL}, func(string) string { return "" }, "r1", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr, func() []otlptest.Span {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithIDGenerator(telemetry.TickIDs{}))
+	tr := telemetry.FromSDK(tp, nil, "r1", "memory", tp.ForceFlush) // a shutdown would empty exp
+	return tr, func() []span {
 		t.Helper()
 		if err := tr.Stop(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		spans, err := rcv.Spans()
-		if err != nil {
-			t.Fatal(err)
+		var out []span
+		for _, s := range exp.GetSpans() {
+			sp := span{Name: s.Name, SpanID: s.SpanContext.SpanID().String(), Attrs: map[string]string{}}
+			for _, kv := range s.Attributes {
+				sp.Attrs[string(kv.Key)] = kv.Value.String()
+			}
+			out = append(out, sp)
 		}
-		return spans
+		return out
 	}
 }

@@ -1,4 +1,4 @@
-// Package tier sorts the tests in two tiers. `go test -short ./...` is the
+// Package tier sorts the tests in two tiers. `go test -short ./... ./cmd/tickd/...` is the
 // quick tier a contributor runs before each commit (a few minutes on two
 // cores, no root, no network, no podman, no Chromium, no Redis Cluster: a
 // redis-server on PATH is all it needs); `go test ./...`, what CI runs, is

@@ -21,7 +21,7 @@ import (
 // master's share of the Redis CPU, and the calls and Redis CPU per run over
 // all the masters (docs/performance.md, "Redis Cluster"):
 //
-//	go test -run XXX -bench ClusterTick -benchtime 1x -timeout 60m ./internal/testsuite/e2ebench
+//	go test -run XXX -bench ClusterTick -benchtime 1x -timeout 60m ./cmd/tickd/internal/e2ebench
 //
 // Each entity must run exactly once per tick.
 func BenchmarkClusterTick(b *testing.B) {

@@ -27,7 +27,7 @@ import (
 // its first run starts, over E2E_LAG_TICKS ticks (100), and reports the
 // median and p99 (docs/performance.md, "Targets": p99 within 10ms).
 //
-//	go test -run XXX -bench TickLag -benchtime 1x ./internal/testsuite/e2ebench
+//	go test -run XXX -bench TickLag -benchtime 1x ./cmd/tickd/internal/e2ebench
 func BenchmarkTickLag(b *testing.B) {
 	ticks := envInt("E2E_LAG_TICKS", 100)
 	srv := redistest.Start(b)

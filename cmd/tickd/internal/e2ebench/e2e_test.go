@@ -2,9 +2,9 @@
 // user would write by hand, in the same run (docs/performance.md): a tick
 // fanned out over N entities, each run started, finished and released.
 //
-//	go test -run XXX -bench 'Tick$' -benchtime 1x ./internal/testsuite/e2ebench
-//	go test -run XXX -bench Replicas -benchtime 1x ./internal/testsuite/e2ebench
-//	go test -run XXX -bench ClusterTick -benchtime 1x -timeout 60m ./internal/testsuite/e2ebench
+//	go test -run XXX -bench 'Tick$' -benchtime 1x ./cmd/tickd/internal/e2ebench
+//	go test -run XXX -bench Replicas -benchtime 1x ./cmd/tickd/internal/e2ebench
+//	go test -run XXX -bench ClusterTick -benchtime 1x -timeout 60m ./cmd/tickd/internal/e2ebench
 //
 // E2E_ENTITIES (100000; Replicas: 20000), E2E_REPLICAS (1; Replicas: 3),
 // E2E_TICKS (3 measured ticks, after a first one that is not), E2E_EVERY
@@ -37,13 +37,13 @@ import (
 	"github.com/bsm/redislock"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tickd/tickd/cmd/tickd/internal/otlp"
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/gcpolicy"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/scheduler"
 	"github.com/tickd/tickd/internal/telemetry"
-	"github.com/tickd/tickd/internal/telemetry/otlp"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/stores"
