@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/tickd/tickd/lease/driver"
 )
 
 // Limit is one [[limits]] entry: a budget every replica shares, which the
@@ -39,11 +37,6 @@ type Limit struct {
 
 // DefaultLimit is a [[limits]] entry's built-in defaults.
 func DefaultLimit() Limit { return Limit{Burst: 1, Per: "all", MaxBackoff: 10 * time.Minute} }
-
-// Lease is the limit as the lease store enforces it.
-func (l *Limit) Lease() driver.Limit {
-	return driver.Limit{Name: l.Name, Concurrency: l.Concurrency, Rate: l.RateN, Per: l.RatePer, Burst: l.Burst, PerEntity: l.Per == "entity"}
-}
 
 // String says the limit in words: "8 at once, 20/s (burst 5), per entity".
 func (l *Limit) String() string {
@@ -169,15 +162,6 @@ func (c *Config) Limit(name string) (*Limit, bool) {
 		}
 	}
 	return nil, false
-}
-
-// LeaseLimits are the config's limits as the lease store enforces them.
-func (c *Config) LeaseLimits() []driver.Limit {
-	out := make([]driver.Limit, len(c.Limits))
-	for i := range c.Limits {
-		out[i] = c.Limits[i].Lease()
-	}
-	return out
 }
 
 // LimitUsers are the tasks that name each limit, by limit name.

@@ -4,8 +4,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/tickd/tickd/lease/driver"
 )
 
 // ScheduleText is t's schedule as written in its config: `every 15m` or
@@ -27,9 +25,4 @@ func shortDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
-}
-
-// Info is what the task registry keeps of t (driver.Store.RegisterTasks).
-func (t *Task) Info() driver.TaskInfo {
-	return driver.TaskInfo{Name: t.Name, Schedule: t.ScheduleText(), Timezone: t.Location.String()}
 }

@@ -147,11 +147,6 @@ func DefaultTask() Task {
 	}
 }
 
-// Retention is what the task's history keeps.
-func (t *Task) Retention() driver.Retention {
-	return driver.Retention{Ticks: t.HistoryTicks, Age: t.HistoryAge, Failures: t.FailuresKept, Actions: driver.DefaultHistory().Actions}
-}
-
 // LateLimit is how late a tick may still start its runs: the catch-up
 // window, and at least 10s (a timer woken late, a Redis that answered late).
 func (t *Task) LateLimit() time.Duration { return max(t.CatchUp, 10*time.Second) }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/internal/leaseconf"
 	"github.com/tickd/tickd/internal/registry"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease/driver"
@@ -43,7 +44,7 @@ type Done struct {
 func record(ctx context.Context, store *lease.Store, t *config.Task, a lease.Action, said string) Done {
 	keep := driver.DefaultHistory()
 	if t != nil {
-		keep = t.Retention()
+		keep = leaseconf.Retention(t)
 	}
 	return Done{Action: a, Said: said, Recorded: store.RecordAction(ctx, a, keep)}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/leaseconf"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -31,7 +32,7 @@ command = ["true"]
 	}
 	var reg []driver.TaskInfo
 	for _, task := range cfg.Tasks {
-		ti := task.Info()
+		ti := leaseconf.TaskInfo(&task)
 		back, err := RegisteredTask(ti)
 		if err != nil {
 			t.Fatalf("%s: %v", task.Name, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/internal/leaseconf"
 )
 
 // LimitStatus is one limit as status shows it: the config's words, the
@@ -25,7 +26,7 @@ func ReadLimits(ctx context.Context, store *lease.Store, cfg *config.Config) ([]
 	users := cfg.LimitUsers()
 	out := []LimitStatus{}
 	for _, l := range cfg.Limits {
-		st, err := store.LimitStatus(ctx, l.Lease())
+		st, err := store.LimitStatus(ctx, leaseconf.Limit(&l))
 		if err != nil {
 			return nil, err
 		}

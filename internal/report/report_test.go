@@ -14,6 +14,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/internal/leaseconf"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/stores"
@@ -46,7 +47,7 @@ func world(t *testing.T) (*lease.Store, *config.Config, time.Time) {
 	}
 	part := driver.TickPart{Replica: "r1", Process: "1", Final: true, Written: T.Add(time.Second), Entities: 2, Started: 2,
 		Outcomes: map[driver.Outcome]int{driver.OutcomeDone: 2}}
-	if err := s.RecordTicks(bg, []driver.TickWrite{{Task: "t", Tick: T, Part: part, Keep: task.Retention()}}); err != nil {
+	if err := s.RecordTicks(bg, []driver.TickWrite{{Task: "t", Tick: T, Part: part, Keep: leaseconf.Retention(task)}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Pause(bg, "t", lease.PauseInfo{By: "ops", At: T, Reason: "deploy"}); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/internal/leaseconf"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease/driver"
 )
@@ -57,7 +58,7 @@ func (s *Scheduler) announce(ctx context.Context) {
 	infos := make([]driver.TaskInfo, 0, len(s.tasks))
 	for name, ts := range s.tasks {
 		names = append(names, name)
-		infos = append(infos, ts.t.Info())
+		infos = append(infos, leaseconf.TaskInfo(&ts.t))
 	}
 	s.mu.Unlock()
 	sort.Strings(names)

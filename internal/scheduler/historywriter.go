@@ -11,6 +11,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/internal/leaseconf"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/retry"
 	"github.com/tickd/tickd/internal/telemetry"
@@ -187,7 +188,7 @@ func (h *historyWriter) begin(ctx context.Context, t config.Task, T time.Time) *
 	if tl := h.again(t.Name, T); tl != nil {
 		return tl
 	}
-	tl := &tally{task: t.Name, tick: T, keep: t.Retention(), liveAt: h.s.clock.Now()}
+	tl := &tally{task: t.Name, tick: T, keep: leaseconf.Retention(&t), liveAt: h.s.clock.Now()}
 	tl.firstStart.Store(-1)
 	tl.lastEnd.Store(-1)
 	tl.pending.Store(1) // the fan-out
@@ -440,9 +441,9 @@ func (s *Scheduler) retention(task string) driver.Retention {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ts, ok := s.tasks[task]; ok {
-		return ts.t.Retention()
+		return leaseconf.Retention(&ts.t)
 	}
-	return s.cfg.Defaults.Retention()
+	return leaseconf.Retention(&s.cfg.Defaults)
 }
 
 // failure is r's run as a lease.Failure.

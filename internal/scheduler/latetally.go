@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/leaseconf"
 )
 
 // The runs of a tick that waited for a limit, counted in its record
@@ -59,7 +60,7 @@ func (h *historyWriter) tallyFor(t config.Task, T time.Time) *tally {
 		delete(h.late, oldest)
 	}
 	h.lateN++
-	tl := &tally{task: t.Name, tick: T, keep: t.Retention(), process: h.s.store.Process() + "." + strconv.Itoa(h.lateN), fannedOut: 1, used: now}
+	tl := &tally{task: t.Name, tick: T, keep: leaseconf.Retention(&t), process: h.s.store.Process() + "." + strconv.Itoa(h.lateN), fannedOut: 1, used: now}
 	tl.firstStart.Store(-1)
 	tl.lastEnd.Store(-1)
 	h.late[k] = tl

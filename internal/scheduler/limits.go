@@ -8,6 +8,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/internal/leaseconf"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
@@ -98,7 +99,7 @@ func (s *Scheduler) backOff(t config.Task, l *lease.Lease, be *tasks.BackoffErro
 		d := min(after, lim.MaxBackoff)
 		wait = max(wait, d)
 		ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
-		err := s.store.CloseLimit(ctx, lim.Lease(), l.Entity, d, be.Reason)
+		err := s.store.CloseLimit(ctx, leaseconf.Limit(lim), l.Entity, d, be.Reason)
 		cancel()
 		if err != nil {
 			s.storeFailed("limit", "close-limit:"+name, "cannot close a limit that an API asked to back off", Event{Task: t.Name, Entity: l.Entity}, err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/leaseconf"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/pingtest"
 	"github.com/tickd/tickd/lease/driver"
@@ -173,7 +174,7 @@ entities = ["blocker", "a", "x"]
 	if err := st.Enqueue(ctx, driver.Due{Task: "lim", Entity: "a", Reason: driver.ReasonRetry, Tick: T1, Attempt: 1}, 0); err != nil {
 		t.Fatal(err)
 	}
-	lim := e.config(toml).LeaseLimits()[0]
+	lim := leaseconf.Limits(e.config(toml))[0]
 	expect.WaitFor(t, 10*time.Second, "both wait in the limit's line", func() bool {
 		ls, err := st.LimitStatus(ctx, lim)
 		return err == nil && ls.Waiting == 2

@@ -21,6 +21,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/internal/leaseconf"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/telemetry"
 	"github.com/tickd/tickd/lease/driver"
@@ -184,7 +185,7 @@ func New(cfg *config.Config, opts Options) (*Scheduler, error) {
 	}
 	// The data-loss quarantine must cover the longest lease in use.
 	s.store.CoverTTL(cfg.MaxLeaseTTL())
-	s.store.SetLimits(cfg.LeaseLimits())
+	s.store.SetLimits(leaseconf.Limits(cfg))
 	s.cfg = cfg
 	return s, nil
 }
@@ -296,7 +297,7 @@ func (s *Scheduler) Reload(cfg *config.Config) error {
 		return err
 	}
 	s.store.CoverTTL(cfg.MaxLeaseTTL())
-	s.store.SetLimits(cfg.LeaseLimits())
+	s.store.SetLimits(leaseconf.Limits(cfg))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.loopCtx.Err() != nil {

@@ -327,10 +327,6 @@ var stablePackages = []string{"tickd", "tasks", "tasks/taskstest", "config", "sc
 // must still be in the API (strike it when its line goes), and no other
 // line may do so.
 var unstableDebt = []string{
-	`pkg config, method (*Config) LeaseLimits() []driver.Limit`,
-	`pkg config, method (*Limit) Lease() driver.Limit`,
-	`pkg config, method (*Task) Info() driver.TaskInfo`,
-	`pkg config, method (*Task) Retention() driver.Retention`,
 	`pkg config, type Redis struct, ReplicaAcks driver.ReplicaAcks`,
 	`pkg lease, func New(driver.Driver, Options) *Store`,
 	`pkg lease, method (*Lease) Release(context.Context, driver.Finished, *driver.Next) error`,
