@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tickd/tickd/lease/driver"
@@ -106,36 +109,77 @@ func parseShards(v string) (n, from, to int, moving bool) {
 // validShards says whether n is a shard count tickd can keep a task in.
 func validShards(n int) bool { return n >= 1 && n <= driver.MaxShards }
 
-// readLayouts reads the layout keys of every shard of each of tasks.
+// layoutReadWait bounds the wait for the masters of a task's 64 layout
+// keys: on a Cluster, a master that died (and is not replaced yet) holds
+// its keys' answers back for seconds of dial attempts, and a count read
+// (a trigger's, a store's first) would wait for it though the task's own
+// master answers at once.
+const layoutReadWait = 500 * time.Millisecond
+
+// readLayouts reads the layout keys of every shard of each of tasks: those
+// that answer within layoutReadWait; if none does, shard 0's alone, as
+// long as ctx lets it (a Redis slow to answer every key).
 func (b *redisDriver) readLayouts(ctx context.Context, tasks []string) ([]layout, error) {
+	ls, err := b.readLayoutsWithin(ctx, tasks, layoutReadWait)
+	if err == nil {
+		return ls, nil
+	}
+	return b.readLayoutsWithin(ctx, tasks, 0)
+}
+
+// readLayoutsWithin reads the layout keys of tasks' shards, every one
+// (within wait), or shard 0's alone (wait 0).
+func (b *redisDriver) readLayoutsWithin(ctx context.Context, tasks []string, wait time.Duration) ([]layout, error) {
+	shards := driver.MaxShards
+	if wait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+	} else {
+		shards = 1
+	}
 	pipe := b.c.Pipeline()
 	got := make([][driver.MaxShards]*redis.StringCmd, len(tasks))
 	for i, t := range tasks {
-		for s := range driver.MaxShards { // one key per command: the shards live in different slots
+		for s := range shards { // one key per command: the shards live in different slots
 			got[i][s] = pipe.Get(ctx, b.k.shards(driver.ShardName(t, s)))
 		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, err
-	}
+	pipe.Exec(ctx) //nolint:errcheck // each command keeps its own error
 	out := make([]layout, len(tasks))
 	for i := range tasks {
 		var vals [driver.MaxShards]string
-		for s, g := range got[i] {
-			vals[s] = g.Val()
+		var read [driver.MaxShards]bool
+		var firstErr error
+		for s, g := range got[i][:shards] {
+			switch err := g.Err(); {
+			case err == nil || errors.Is(err, redis.Nil):
+				vals[s], read[s] = g.Val(), true
+			case firstErr == nil:
+				firstErr = err
+			}
 		}
-		out[i] = layoutOf(vals)
+		if !slices.Contains(read[:], true) {
+			return nil, firstErr
+		}
+		out[i] = layoutOf(vals, read)
 	}
 	return out, nil
 }
 
 // layoutOf is the layout the values of a task's layout keys say ("": no
-// key): the newest generation's; among values of generation 0, shard 0's,
-// or another shard's when shard 0 has none.
-func layoutOf(vals [driver.MaxShards]string) layout {
+// key), of those read (a Cluster master that does not answer leaves its
+// shards' keys unread: the others say the layout, and none of its keys is
+// stale): the newest generation's; among values of generation 0, shard
+// 0's, or another shard's when shard 0 has none.
+func layoutOf(vals [driver.MaxShards]string, read [driver.MaxShards]bool) layout {
 	best, bestGen := -1, int64(-1)
 	gens := make([]int64, len(vals))
 	for s, v := range vals {
+		if !read[s] {
+			gens[s] = math.MaxInt64 // not stale: unknown
+			continue
+		}
 		base, g := splitGen(v)
 		n, _, _, moving := parseShards(base)
 		if v == "" || g < 0 || (n == 0 && !moving) {
