@@ -16,7 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/tickdtype"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -49,7 +49,7 @@ type Options struct {
 	// page): the program's own.
 	Version string
 	// Clock is the scheduler's and the store's clock; nil: the system's.
-	Clock driver.Clock
+	Clock tickdtype.Clock
 	// TracerProvider, when set, is where tickd makes its spans (a tick's
 	// fan-out, each run's, whose context the handler gets: its own spans
 	// join the run's trace). tickd then builds no OpenTelemetry SDK nor

@@ -7,7 +7,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/tickdtype"
 )
 
 // Config is a whole tickd config file.
@@ -91,7 +91,7 @@ type Redis struct {
 	// ReplicaAcks is how many replicas must have a lease grant or renewal
 	// before it is trusted: "auto" (default; every replica the primary
 	// reports online, none if it has none), a number, or 0 (never wait).
-	ReplicaAcks driver.ReplicaAcks `toml:"replica_acks"`
+	ReplicaAcks tickdtype.ReplicaAcks `toml:"replica_acks"`
 }
 
 // Web is the [web] table: the console (package console). Leave it out for

@@ -23,6 +23,7 @@ import (
 
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/tickdtype"
 )
 
 // Errors of the store and of a lease's Context (context.Cause). Compare
@@ -55,7 +56,7 @@ type Options struct {
 	// data, nothing is granted for this long. 0: 1m.
 	MaxTTL time.Duration
 	// Clock is the store's clock; nil: the system's.
-	Clock driver.Clock
+	Clock tickdtype.Clock
 	// OnRenew, if set, is called after each successful renewal round;
 	// OnRenewError with each failed one.
 	OnRenew      func()
@@ -100,7 +101,7 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (*Lease, error)
 // holder's Context is cancelled with ErrRevoked. force frees the entity at
 // once instead of when the holder ends; use it only when the holder is
 // known to be dead.
-func (s *Store) Unlock(ctx context.Context, task, entity, by string, force bool) (driver.Unlocked, error) {
+func (s *Store) Unlock(ctx context.Context, task, entity, by string, force bool) (tickdtype.Unlocked, error) {
 	return s.s.Unlock(ctx, task, entity, by, force)
 }
 
@@ -128,7 +129,7 @@ func (l *Lease) TrustedUntil() time.Time { return l.l.TrustedUntil() }
 // Release gives the lease back and records the run's outcome; with next,
 // it enqueues another run of the entity in the same step. A holder whose
 // lease was taken over gets an error and touches nothing.
-func (l *Lease) Release(ctx context.Context, o driver.Finished, next *driver.Next) error {
+func (l *Lease) Release(ctx context.Context, o tickdtype.Finished, next *tickdtype.Next) error {
 	_, err := l.l.Release(ctx, o, next)
 	return err
 }

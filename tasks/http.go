@@ -14,7 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/tickdtype"
 )
 
 // RescheduleHeader is the response header by which an HTTP action asks to be
@@ -106,12 +106,12 @@ var ErrStatus = errors.New("tasks: http status")
 
 // Body is the JSON an HTTP action receives.
 type Body struct {
-	Task    string        `json:"task"`
-	Entity  string        `json:"entity"`
-	Tick    string        `json:"tick"`
-	Fence   int64         `json:"fence"`
-	Reason  driver.Reason `json:"reason"`
-	Attempt int           `json:"attempt"`
+	Task    string           `json:"task"`
+	Entity  string           `json:"entity"`
+	Tick    string           `json:"tick"`
+	Fence   int64            `json:"fence"`
+	Reason  tickdtype.Reason `json:"reason"`
+	Attempt int              `json:"attempt"`
 }
 
 // Do sends the request; ctx bounds it.

@@ -13,17 +13,17 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/proc"
-	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/tickdtype"
 )
 
 // Run is what a run sees.
 type Run struct {
 	Task    string
 	Entity  string
-	Tick    time.Time     // the tick the run belongs to (UTC)
-	Fence   int64         // fencing token of the run's lease
-	Reason  driver.Reason // tick, reschedule, retry, trigger or queued
-	Attempt int           // consecutive reschedules or retries before this run
+	Tick    time.Time        // the tick the run belongs to (UTC)
+	Fence   int64            // fencing token of the run's lease
+	Reason  tickdtype.Reason // tick, reschedule, retry, trigger or queued
+	Attempt int              // consecutive reschedules or retries before this run
 	// Logger carries the run's attributes (task, entity, tick, fence,
 	// reason, replica).
 	Logger *slog.Logger

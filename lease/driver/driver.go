@@ -145,11 +145,6 @@ type Driver interface {
 	LimitState(ctx context.Context, lim Limit) (LimitState, error)
 }
 
-// Clock reads the wall clock: tickd's one clock interface, for the store,
-// its drivers, the scheduler and the daemon. Tests inject offsets through
-// it.
-type Clock interface{ Now() time.Time }
-
 // Config is what a driver is told of the store it serves.
 type Config struct {
 	Replica  string        // this process's id, recorded as the holder

@@ -3,25 +3,8 @@ package driver
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 )
-
-// ReplicaAcks is how many of the primary's replicas must have a lease write
-// (a grant or a renewal) before the store trusts it: after a failover to a
-// replica that lacked the write, a second holder could be granted while
-// the first still runs. The zero value is AcksAuto.
-type ReplicaAcks int
-
-func (a ReplicaAcks) String() string {
-	switch {
-	case a == AcksAuto:
-		return "auto"
-	case a < 0:
-		return "0"
-	}
-	return strconv.Itoa(int(a))
-}
 
 // ErrNotAcknowledged is matched by an *AckError.
 var ErrNotAcknowledged = errors.New("lease: replicas did not acknowledge the write")
@@ -66,13 +49,3 @@ type Resharded struct {
 	// pending requests.
 	Entities, FollowUps, Due int
 }
-
-const (
-	// AcksAuto waits for every replica the primary reports online, read
-	// from INFO replication at most a second ago; a primary with none does
-	// not wait.
-	AcksAuto ReplicaAcks = 0
-	// AcksNever never waits: a failover may then lose grants that runs
-	// were started under.
-	AcksNever ReplicaAcks = -1
-)

@@ -3,17 +3,9 @@ package driver
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 )
-
-// MaxRunError bounds the error text an entity's last run keeps: it lives
-// in the entity's value, which every acquire reads.
-const MaxRunError = 200
-
-// Reason says why a run happens.
-type Reason string
 
 // EarlyTolerance is how far ahead of the store's clock (Redis's TIME) a
 // tick may be started. A replica whose clock runs ahead gets an
@@ -54,45 +46,6 @@ type Request struct {
 	Since time.Time
 }
 
-// Outcome says how a run ended, as recorded for status.
-type Outcome string
-
-// allOutcomes is every Outcome; its length is a constant (NumOutcomes),
-// for arrays counted by outcome.
-var allOutcomes = [...]Outcome{OutcomeDone, OutcomeReschedule, OutcomeFailed, OutcomeTimeout, OutcomeLeaseLost, OutcomeCanceled, OutcomeUnlocked}
-
-// NumOutcomes is how many Outcomes there are.
-const NumOutcomes = len(allOutcomes)
-
-// AllOutcomes is every Outcome, in a fixed order (an array: a caller's
-// copy, no global to change).
-func AllOutcomes() [NumOutcomes]Outcome { return allOutcomes }
-
-// Index is o's position in AllOutcomes, or -1 when o is no Outcome of
-// tickd's.
-func (o Outcome) Index() int { return slices.Index(allOutcomes[:], o) }
-
-// Finished is what a run did, recorded at release for status.
-type Finished struct {
-	Outcome Outcome
-	Started time.Time
-	Ended   time.Time
-	// Error is a failed run's error, kept as its last run's (cut to
-	// MaxRunError bytes).
-	Error string
-}
-
-// Next asks, atomically with the release, for another run of the same
-// (task, entity) after Delay. It is durable: any replica carries it out.
-type Next struct {
-	Reason  Reason
-	Delay   time.Duration
-	Attempt int
-	// HandOver says the run did not do its work (stopped by shutdown, or
-	// never begun): the next run answers its Requests in its stead.
-	HandOver bool
-}
-
 // Due is a pending request for a run: a reschedule, retry, trigger or
 // queued follow-up.
 type Due struct {
@@ -115,20 +68,6 @@ type Due struct {
 	// Enqueue: a driver refuses the call with ErrShardsChanged when the
 	// task is kept in another number now (a reshard). 0: not checked.
 	Shards int
-}
-
-// Held describes a lease someone holds, for status.
-type Held struct {
-	Task   string
-	Entity string
-	Holder string
-	Since  time.Time
-	Fence  int64
-	Reason Reason
-	TTL    time.Duration // time left
-	// Revoked: an operator unlocked it (Store.Unlock); its holder is told
-	// to stop, and it is free once released or after TTL.
-	Revoked bool
 }
 
 // LastRun describes the last finished run of a (task, entity), for status.
@@ -276,39 +215,6 @@ type EntityState struct {
 	Last    *LastRun // the last finished run, if retained
 	Pending *Due     // the pending request, if any
 }
-
-// Unlocked is what an unlock did to a held lease.
-type Unlocked struct {
-	// Held is the lease as it was found; its TTL is how long it has left
-	// at most: a revoked lease is free by then, released or not.
-	Held
-	Freed   bool // force: the lease is free now
-	Already bool // it had been revoked before: nothing changed
-	// Told: this store held the lease, and its run was told to stop at
-	// once; otherwise the holder hears it at its next renewal.
-	Told bool
-}
-
-// The reasons of a run.
-const (
-	ReasonTick       Reason = "tick"
-	ReasonReschedule Reason = "reschedule"
-	ReasonRetry      Reason = "retry"
-	ReasonTrigger    Reason = "trigger"
-	ReasonQueued     Reason = "queued"
-)
-
-// The outcomes of a run.
-const (
-	OutcomeDone       Outcome = "done"
-	OutcomeReschedule Outcome = "reschedule" // done for now, asked to run again
-	OutcomeFailed     Outcome = "failed"
-	OutcomeTimeout    Outcome = "timeout"
-	OutcomeLeaseLost  Outcome = "lease_lost"
-	OutcomeCanceled   Outcome = "canceled" // stopped by shutdown, or never begun: handed over
-	// OutcomeUnlocked records an operator's Unlock of a held lease.
-	OutcomeUnlocked Outcome = "unlocked"
-)
 
 // ErrShardsChanged is a driver's answer to a call that named a task's
 // shard by a shard count that is no longer the task's (a reshard moved

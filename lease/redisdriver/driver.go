@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/tickd/tickd/internal/codec"
 	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/tickdtype"
 )
 
 // RedisClient is what the store needs of a go-redis client.
@@ -54,7 +55,7 @@ type redisDriver struct {
 // waiting for acks replicas to acknowledge each lease write. Stores on
 // drivers that share the Redis and the prefix coordinate. The client is
 // the caller's.
-func New(c RedisClient, prefix string, acks driver.ReplicaAcks) (driver.Driver, error) {
+func New(c RedisClient, prefix string, acks tickdtype.ReplicaAcks) (driver.Driver, error) {
 	if !driver.ValidPrefix(prefix) {
 		return nil, fmt.Errorf("lease: key prefix %q: use letters, digits and . _ - : only", prefix)
 	}

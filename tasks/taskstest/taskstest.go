@@ -20,15 +20,16 @@ import (
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
+	"github.com/tickd/tickd/tickdtype"
 )
 
 // Run is one call of a handler: what its tasks.Run carries, and how tickd
 // stops it. Every field may be left out.
 type Run struct {
 	Task, Entity string
-	Tick         time.Time     // zero: now, to the second
-	Fence        int64         // zero: 1
-	Reason       driver.Reason // "": driver.ReasonTick
+	Tick         time.Time        // zero: now, to the second
+	Fence        int64            // zero: 1
+	Reason       tickdtype.Reason // "": tickdtype.ReasonTick
 	Attempt      int
 	// Timeout is the task's timeout: ctx's deadline, after which ctx is
 	// cancelled with tasks.ErrTimeout. Zero: 1h, tickd's default.

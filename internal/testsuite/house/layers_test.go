@@ -62,7 +62,7 @@ func TestLayersAsDrawn(t *testing.T) {
 // leaf: the packages docs/development.md names as importing nothing of
 // tickd's.
 func leaf(pkg string) bool {
-	return slices.Contains([]string{"internal/codec", "internal/earlysignal", "internal/gcpolicy", "internal/logs", "internal/retry", "schedule"}, pkg)
+	return slices.Contains([]string{"internal/codec", "internal/earlysignal", "internal/gcpolicy", "internal/logs", "internal/retry", "schedule", "tickdtype"}, pkg)
 }
 
 // drawnLayers reads the Layout drawing: each package's allowed imports,
