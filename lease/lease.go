@@ -2,17 +2,17 @@
 // leases alone, without the scheduler: a lease per (task, entity), renewed
 // while it is held, its Context cancelled the moment it can no longer be
 // trusted, released with an outcome, and a fencing token that grows with
-// every grant. The state lives in a driver the caller builds and hands in:
+// every grant. The state lives in Redis, shared by every replica, or in
+// this process:
 //
-//	d, err := redisdriver.New(client, "tickd", driver.AcksAuto) // shared by every replica
-//	store := lease.New(d, lease.Options{Replica: "web-1"})
-//	store := lease.New(memdriver.New(), lease.Options{})        // or in this process
+//	store, err := lease.NewRedis(client, "tickd", lease.Options{Replica: "web-1"})
+//	store := lease.NewMemory(lease.Options{})
 //
-// The vocabulary (driver.Request, driver.Finished, driver.OutcomeDone…)
-// is lease/driver's. This package is a small door onto tickd's own store,
-// which the scheduler runs on: the same grants, renewals, trust windows and
-// fences. The protocol and the stored formats are described in the
-// repository's internal/lease/doc.go.
+// The words (tickdtype.Finished, tickdtype.OutcomeDone…) are tickdtype's.
+// This package is a small door onto tickd's own store, which the scheduler
+// runs on: the same grants, renewals, trust windows and fences. The
+// protocol and the stored formats are described in the repository's
+// internal/lease/doc.go.
 package lease
 
 import (
@@ -21,8 +21,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/lease/memdriver"
+	"github.com/tickd/tickd/lease/redisdriver"
 	"github.com/tickd/tickd/tickdtype"
 )
 
@@ -52,6 +56,10 @@ var (
 type Options struct {
 	// Replica is this process's id, recorded as the holder. "": "local".
 	Replica string
+	// ReplicaAcks is how many of the Redis primary's replicas must have a
+	// grant or a renewal before it is trusted (NewRedis); the zero value is
+	// tickdtype.AcksAuto.
+	ReplicaAcks tickdtype.ReplicaAcks
 	// MaxTTL is the longest lease TTL in use: after the backend lost its
 	// data, nothing is granted for this long. 0: 1m.
 	MaxTTL time.Duration
@@ -67,8 +75,27 @@ type Options struct {
 // renews every lease it holds in one round every TTL/3.
 type Store struct{ s *lease.Store }
 
-// New returns a Store over d, which the caller built. It starts nothing:
-// Start does (a store also starts at its first grant).
+// NewRedis returns a Store whose leases are in the Redis c reaches (a
+// client, a Sentinel failover client or a Cluster client), under keys that
+// begin with prefix: every process that shares c's Redis and prefix shares
+// the leases. It starts nothing: Start does (a store also starts at its
+// first grant).
+func NewRedis(c redis.UniversalClient, prefix string, opts Options) (*Store, error) {
+	d, err := redisdriver.New(c, prefix, opts.ReplicaAcks)
+	if err != nil {
+		return nil, err
+	}
+	return New(d, opts), nil
+}
+
+// NewMemory returns a Store whose leases are in this process: one
+// process's runs never overlap, and nothing is shared with another.
+func NewMemory(opts Options) *Store { return New(memdriver.New(), opts) }
+
+// New returns a Store over d, a driver the caller built (lease/driver's
+// contract, which is not yet stable: NewRedis and NewMemory name none of
+// it). It starts nothing: Start does (a store also starts at its first
+// grant).
 func New(d driver.Driver, opts Options) *Store {
 	return &Store{lease.New(d, lease.Options{Replica: opts.Replica, MaxTTL: opts.MaxTTL, Clock: opts.Clock,
 		OnRenew: opts.OnRenew, OnRenewError: opts.OnRenewError})}
@@ -83,14 +110,30 @@ func (s *Store) Start(ctx context.Context) error { return s.s.Start(ctx) }
 // until its TTL passes, and Stop reports it (ErrStillHeld's message).
 func (s *Store) Stop(ctx context.Context) error { return s.s.Stop(ctx) }
 
-// Driver is the driver the store runs on.
-func (s *Store) Driver() driver.Driver { return s.s.Driver() }
+// Request asks for the lease of one (Task, Entity).
+type Request struct {
+	Task, Entity string
+	TTL          time.Duration // the lease's time to live; renewed every TTL/3
+	// Reason says why the run happens, as recorded; "":
+	// tickdtype.ReasonTrigger.
+	Reason tickdtype.Reason
+	// Tick is the scheduled instant of a tickdtype.ReasonTick run: the
+	// acquire fails with ErrAlreadyRan when a tick run for a tick at or
+	// after it already started.
+	Tick time.Time
+	// Queue, when the entity is busy, leaves a follow-up that the holder's
+	// release turns into one run after it.
+	Queue bool
+}
 
 // Acquire takes the lease of (req.Task, req.Entity) for req.TTL, or
 // returns why not: a *BusyError (ErrBusy) when another holder has it,
 // ErrAlreadyRan, ErrQuarantine.
-func (s *Store) Acquire(ctx context.Context, req driver.Request) (*Lease, error) {
-	l, err := s.s.Acquire(ctx, req)
+func (s *Store) Acquire(ctx context.Context, req Request) (*Lease, error) {
+	if req.Reason == "" {
+		req.Reason = tickdtype.ReasonTrigger
+	}
+	l, err := s.s.Acquire(ctx, driver.Request{Task: req.Task, Entity: req.Entity, TTL: req.TTL, Reason: req.Reason, Tick: req.Tick, Queue: req.Queue})
 	if err != nil {
 		return nil, busy(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/tickd/tickd/lease"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/lease/redisdriver"
+	"github.com/tickd/tickd/tickdtype"
 )
 
 // TestTwoProcessesOnARedis: the public door holds the promises it names,
@@ -25,7 +26,7 @@ func TestTwoProcessesOnARedis(t *testing.T) {
 	open := func(replica string) *lease.Store {
 		c := redis.NewClient(&redis.Options{Addr: addr})
 		t.Cleanup(func() { c.Close() })
-		d, err := redisdriver.New(c, "pub", driver.AcksAuto)
+		d, err := redisdriver.New(c, "pub", tickdtype.AcksAuto)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,13 +35,16 @@ func TestTwoProcessesOnARedis(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		s := lease.New(d, lease.Options{Replica: replica})
+		s, err := lease.NewRedis(c, "pub", lease.Options{Replica: replica})
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(func() { s.Stop(context.Background()) })
 		return s
 	}
 	ctx := context.Background()
 	a, b := open("a"), open("b")
-	req := driver.Request{Task: "t", Entity: "e:1 {x}", TTL: 5 * time.Second, Reason: driver.ReasonTrigger}
+	req := lease.Request{Task: "t", Entity: "e:1 {x}", TTL: 5 * time.Second}
 	l, err := a.Acquire(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +64,7 @@ func TestTwoProcessesOnARedis(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the holder's Context was not cancelled within 10s of the unlock")
 	}
-	l.Release(ctx, driver.Finished{Outcome: driver.OutcomeUnlocked}, nil) //nolint:errcheck // the revoked holder lets go
+	l.Release(ctx, tickdtype.Finished{Outcome: tickdtype.OutcomeUnlocked}, nil) //nolint:errcheck // the revoked holder lets go
 	l2, err := b.Acquire(ctx, req)
 	if err != nil {
 		t.Fatalf("acquire after the holder let go: %v", err)
@@ -68,10 +72,40 @@ func TestTwoProcessesOnARedis(t *testing.T) {
 	if l2.Fence <= l.Fence {
 		t.Fatalf("fence %d after %d: it must grow", l2.Fence, l.Fence)
 	}
-	if err := l2.Release(ctx, driver.Finished{Outcome: driver.OutcomeDone}, nil); err != nil {
+	if err := l2.Release(ctx, tickdtype.Finished{Outcome: tickdtype.OutcomeDone}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Release(ctx, driver.Finished{Outcome: driver.OutcomeDone}, nil); err == nil {
+	if err := l.Release(ctx, tickdtype.Finished{Outcome: tickdtype.OutcomeDone}, nil); err == nil {
 		t.Fatal("a second release of a lease let go succeeded; it must touch nothing")
+	}
+}
+
+// TestInThisProcess: NewMemory's leases hold the same promises within one
+// process, with the words of the stable packages alone (a request without
+// a reason is a trigger's).
+func TestInThisProcess(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := lease.NewMemory(lease.Options{Replica: "here"})
+	t.Cleanup(func() { s.Stop(ctx) })
+	req := lease.Request{Task: "t", Entity: "e", TTL: time.Minute}
+	l, err := s.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var busy *lease.BusyError
+	if _, err := s.Acquire(ctx, req); !errors.As(err, &busy) || busy.Holder != "here" || busy.Fence != l.Fence {
+		t.Fatalf("second acquire: %v, want busy held by here at its fence", err)
+	}
+	if err := l.Release(ctx, tickdtype.Finished{Outcome: tickdtype.OutcomeDone}, nil); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := s.Acquire(ctx, req)
+	if err != nil || l2.Fence <= l.Fence {
+		t.Fatalf("after the release: %v, fence %d after %d", err, l2.Fence, l.Fence)
+	}
+	u, err := s.Unlock(ctx, "t", "e", "operator", true)
+	if err != nil || u.Reason != tickdtype.ReasonTrigger || !u.Freed {
+		t.Fatalf("unlock: %+v, %v; want the trigger's lease, freed", u, err)
 	}
 }
