@@ -95,10 +95,10 @@ var ErrReplicaInUse = app.ErrReplicaInUse
 type Tickd struct{ a *app.App }
 
 // Status is the status document of tickd status -json.
-type Status = report.StatusDoc
+type Status = tickdtype.StatusDoc
 
 // History is a task's history document of tickd history -json.
-type History = report.HistoryDoc
+type History = tickdtype.HistoryDoc
 
 // Open builds cfg's tickd. It starts nothing and connects to nothing yet:
 // Start does. [daemon] keys only the binary reads (log_level, log_format,

@@ -35,33 +35,6 @@ func ReadLimits(ctx context.Context, store *lease.Store, cfg *config.Config) ([]
 	return out, nil
 }
 
-// LimitDoc is a limit in `tickd status -json` and the console's JSON.
-type LimitDoc struct {
-	Name        string       `json:"name"`
-	Says        string       `json:"says"`
-	Concurrency int          `json:"concurrency"` // 0: no bound
-	Rate        string       `json:"rate"`        // "" : no bound
-	Per         string       `json:"per"`         // all | entity
-	Tasks       []string     `json:"tasks"`
-	Runs        int          `json:"runs"`    // across the replicas
-	Busiest     int          `json:"busiest"` // per entity: the most runs of one entity
-	Closed      []ClosingDoc `json:"closed"`  // soonest to open first
-	Waiting     int          `json:"waiting"` // runs waiting in the limit's line
-	// OldestWait is how long the oldest waiting run has waited (since its
-	// tick), 0 for none; OldestTask and OldestEntity say whose.
-	OldestWait   float64 `json:"oldest_wait_s"`
-	OldestTask   string  `json:"oldest_task"`
-	OldestEntity string  `json:"oldest_entity"`
-}
-
-// ClosingDoc is a budget an API closed: the limit's one (entity "") or an
-// entity's.
-type ClosingDoc struct {
-	Entity string  `json:"entity"`
-	Until  Instant `json:"until"`
-	Reason string  `json:"reason"`
-}
-
 // Doc is the limit as the JSON output says it.
 func (l LimitStatus) Doc() LimitDoc {
 	d := LimitDoc{Name: l.Limit.Name, Says: l.Limit.String(), Concurrency: l.Limit.Concurrency, Rate: l.Limit.Rate, Per: l.Limit.Per,

@@ -323,13 +323,13 @@ var unstableInStable = regexp.MustCompile(`\bdriver\.|= (report|app|scheduler|co
 var stablePackages = []string{"tickd", "tickdtype", "tasks", "tasks/taskstest", "config", "schedule", "lease"}
 
 // unstableDebt is the stable API's lines that still name lease/driver or
-// alias an internal type (issue 63, item 1): the list only shrinks. Each
-// must still be in the API (strike it when its line goes), and no other
-// line may do so.
+// alias an internal type: the list only shrinks. Each must still be in the
+// API (strike it when its line goes), and no other line may do so. One
+// stays by design: lease.New is where a driver of a program's own is
+// handed in (as river's NewClient takes its driver), so it names the
+// contract and changes with it; NewRedis and NewMemory name none of it.
 var unstableDebt = []string{
 	`pkg lease, func New(driver.Driver, Options) *Store`,
-	`pkg tickd, type History = report.HistoryDoc`,
-	`pkg tickd, type Status = report.StatusDoc`,
 }
 
 // TestStableAPINamesNothingUnstable: no line of a stable package's API
