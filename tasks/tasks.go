@@ -83,12 +83,10 @@ type Action interface {
 	Do(ctx context.Context, run Run) (Result, error)
 }
 
-// HandlerFunc adapts a Handler to an Action, recovering panics as failures.
-// It calls Run.Check before the handler, and not the handler on an error.
-type HandlerFunc Handler
-
-// Do calls the handler.
-func (h HandlerFunc) Do(ctx context.Context, run Run) (res Result, err error) {
+// Do calls the handler: a Handler is an Action. A panic is a failure
+// (ErrPanic, with its stack); a run that fails its own check (Run's
+// fields) is one too, and the handler is not called.
+func (h Handler) Do(ctx context.Context, run Run) (res Result, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %v\n%s", ErrPanic, p, debug.Stack())

@@ -267,7 +267,7 @@ func TestExecKeepsTheOrderOfStdoutAndStderr(t *testing.T) {
 }
 
 func TestHandlerPanicIsAFailure(t *testing.T) {
-	h := HandlerFunc(func(context.Context, Run) (Result, error) { panic("boom") })
+	h := Handler(func(context.Context, Run) (Result, error) { panic("boom") })
 	if _, err := h.Do(context.Background(), Run{}); !errors.Is(err, ErrPanic) {
 		t.Fatalf("%v", err)
 	}
@@ -309,7 +309,7 @@ func TestActionsDoNotBeginWhenCheckFails(t *testing.T) {
 	}
 
 	called := false
-	h := HandlerFunc(func(context.Context, Run) (Result, error) { called = true; return Done, nil })
+	h := Handler(func(context.Context, Run) (Result, error) { called = true; return Done, nil })
 	if _, err := h.Do(context.Background(), run); !errors.Is(err, untrusted) || called {
 		t.Fatalf("handler: %v, called %v", err, called)
 	}

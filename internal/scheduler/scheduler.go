@@ -281,7 +281,7 @@ func (s *Scheduler) buildTask(t config.Task) (tasks.Action, tasks.Source) {
 		a = tasks.HTTP{URL: t.URL, Headers: t.Headers, KeepBody: t.FailureOutput, Redirects: t.FollowRedirects}
 	default:
 		h, _ := s.registry.Lookup(t.Handler)
-		a = tasks.HandlerFunc(h)
+		a = h
 	}
 	return a, t.Source(s.log.With(logs.KeyTask, t.Name))
 }

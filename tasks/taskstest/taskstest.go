@@ -1,5 +1,5 @@
 // Package taskstest calls a Go handler in a test the way tickd calls it:
-// through tasks.HandlerFunc (a panic is a failure), with a ctx whose
+// through Handler.Do (a panic is a failure), with a ctx whose
 // deadline is the task's timeout and which tickd cancels, with a cause,
 // when the run must stop; and it fails the test when the handler does not
 // honour that ctx (tasks.Handler's one rule).
@@ -86,7 +86,7 @@ func Call(t testing.TB, h tasks.Handler, r Run) (tasks.Result, error) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		res, err := tasks.HandlerFunc(h).Do(ctx, run)
+		res, err := h.Do(ctx, run)
 		done <- answer{res, err}
 	}()
 	select {
