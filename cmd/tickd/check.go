@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/app"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/redisconn"
 	"github.com/tickd/tickd/internal/regular"
@@ -192,7 +193,7 @@ func pingRedis(ctx context.Context, cfg *config.Config) (map[string]int, error) 
 		return nil, err
 	}
 	s := lease.New(d, lease.Options{})
-	defer s.Stop(context.Background())
+	defer app.CloseStore(s) //nolint:errcheck // a check holds no lease
 	if err := s.CheckLayout(pctx); err != nil {
 		return nil, fmt.Errorf("redis %s answers, but: %w", redisconn.Where(cfg.Redis), err)
 	}

@@ -25,7 +25,6 @@ import (
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/redisconn"
-	"github.com/tickd/tickd/internal/scheduler"
 	"github.com/tickd/tickd/internal/telemetry"
 	"github.com/tickd/tickd/tasks"
 )
@@ -112,64 +111,53 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	store, sch, replica := a.Store, a.Scheduler, a.Replica
-	// The parts start in this order and stop in reverse (services).
-	ss := &services{log: log}
-	defer ss.stopAll()
-	if err := ss.start(ctx, "systemd watchdog", watchdog(), shortStop); err != nil {
-		return err
-	}
-	if err := ss.start(ctx, "tracer", tracerService(a.Tracer), shortStop); err != nil {
-		return err
-	}
-	if err := ss.start(ctx, "lease store", store, shortStop); err != nil {
-		return err
-	}
+	// What only the binary adds is parts of the one lifecycle an embedding
+	// program runs too (app.App): started after the lease store, before the
+	// replica id is claimed and the scheduler starts, in this order;
+	// stopped after the scheduler, in reverse, before the store and the
+	// tracer.
+	a.Add(loopPart("systemd watchdog", watchdog))
 	if cfg.Daemon.MetricsAddr != "" {
-		if err := ss.start(ctx, "metrics server", metricsServer(cfg.Daemon.MetricsAddr, reg, store, log), shortStop); err != nil {
-			return err
-		}
+		a.Add(metricsServer(cfg.Daemon.MetricsAddr, reg, a.Store, log))
 	}
-	var con *webConsole
 	if cfg.Web != nil {
-		if con, err = newConsole(cfg, store, log); err != nil {
+		con, err := newConsole(cfg, a.Store, log)
+		if err != nil {
+			stopApp(a, log)
 			return err
 		}
-		if err := ss.start(ctx, "console", con.front, shortStop); err != nil {
-			return err
-		}
+		p := servicePart("console", con.front)
+		p.Reload = con.reload
+		a.Add(p)
 	}
-	if err := claimReplica(ctx, ss, cfg, store, replica, sigs, log); errors.Is(err, errStopped) {
+	// Whether Redis answers, said once it does (or every 10s until then).
+	a.Add(loopPart("redis watch", func(ctx context.Context) { watchRedis(ctx, a.Store, log) }))
+	watch.on = func() bool { return a.Config().Daemon.WatchConfig }
+	a.Add(loopPart("config watch", watch.run))
+	a.Add(app.Part{Name: "log level", Reload: func(cfg *config.Config) { level.Set(parseLevel(cfg.Daemon.LogLevel)) }})
+	if err := startUnlessStopped(ctx, a, sigs); errors.Is(err, errStopped) {
 		log.Info("signal received during start-up: stopping before any run")
+		stopApp(a, log)
 		return nil
 	} else if err != nil {
+		stopApp(a, log)
 		return err
 	}
-	// The scheduler's stop waits for the runs up to the shutdown_timeout of
-	// the config in force then.
-	if err := ss.start(ctx, "scheduler", sch, func() time.Duration { return sch.Config().Daemon.ShutdownTimeout }); err != nil {
-		return err
-	}
-	log.Info("tickd started", "config", cfg.Path, "tasks", len(cfg.Tasks), logs.KeyReplica, replica)
+	log.Info("tickd started", "config", cfg.Path, "tasks", len(cfg.Tasks), logs.KeyReplica, a.Replica)
 	// READY=1 as soon as tickd runs: it waits for Redis by itself (and
 	// /readyz says whether Redis answers), so a wrong password or a Redis
 	// down at boot must not hold systemctl start for ever.
 	daemon.SdNotify(false, daemon.SdNotifyReady) //nolint:errcheck
 
-	// Whether Redis answers, said once it does (or every 10s until then).
-	ss.start(ctx, "redis watch", loop(func(ctx context.Context) { watchRedis(ctx, store, log) }), shortStop) //nolint:errcheck // a loop's start is nil
-	watch.on = func() bool { return sch.Config().Daemon.WatchConfig }
-	ss.start(ctx, "config watch", loop(watch.run), shortStop) //nolint:errcheck // a loop's start is nil
-
 	reloadNow := func() {
 		daemon.SdNotify(false, daemon.SdNotifyReloading) //nolint:errcheck
-		reloads.record(reload(sch, con, *path, &level, log))
+		reloads.record(reload(a, *path, log))
 		daemon.SdNotify(false, daemon.SdNotifyReady) //nolint:errcheck
 	}
 	for {
 		select {
 		case <-ctx.Done():
-			return shutdown(ss, log, nil)
+			return shutdown(a, log, nil)
 		case <-watch.changed:
 			log.Info("config file changed: reloading (watch_config)", "config", *path)
 			reloadNow()
@@ -180,39 +168,26 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 				continue
 			}
 			log.Info("signal received: stopping", "signal", sig.String())
-			return shutdown(ss, log, sigs)
+			return shutdown(a, log, sigs)
 		}
 	}
 }
 
-// stopRequested says whether a stopping signal arrived while tickd was
-// starting; a SIGHUP then is moot (the config was just read).
-func stopRequested(sigs <-chan os.Signal) (os.Signal, bool) {
-	for {
-		select {
-		case sig := <-sigs:
-			if sig != syscall.SIGHUP {
-				return sig, true
-			}
-		default:
-			return nil, false
-		}
-	}
-}
-
-// reload re-reads the config; a bad one is reported and the old one kept.
-func reload(sch *scheduler.Scheduler, con *webConsole, path string, level *slog.LevelVar, log *slog.Logger) error {
+// reload re-reads the config and runs it (app.App.Reload: the scheduler,
+// then the parts); a bad one is reported and the old one kept. A change
+// only a restart applies ([redis], [telemetry]) is no failure: the
+// scheduler said so, and the rest is in force.
+func reload(a *app.App, path string, log *slog.Logger) error {
 	cfg, err := loadServed(path)
 	if err == nil {
-		err = sch.Reload(cfg)
+		err = a.Reload(cfg)
+	}
+	if errors.Is(err, app.ErrRestartNeeded) {
+		return nil
 	}
 	if err != nil {
 		logReloadFailed(log, err)
 		return err
-	}
-	level.Set(parseLevel(cfg.Daemon.LogLevel))
-	if con != nil {
-		con.reload(cfg)
 	}
 	return nil
 }
@@ -250,9 +225,8 @@ func (m reloadMetrics) record(err error) {
 	m.at.SetToCurrentTime()
 }
 
-// shutdown stops the daemon's parts, the scheduler first, gracefully; a
-// second signal exits at once.
-func shutdown(ss *services, log *slog.Logger, sigs <-chan os.Signal) error {
+// shutdown stops tickd gracefully (stopApp); a second signal exits at once.
+func shutdown(a *app.App, log *slog.Logger, sigs <-chan os.Signal) error {
 	daemon.SdNotify(false, daemon.SdNotifyStopping) //nolint:errcheck
 	if sigs != nil {
 		go func() {
@@ -264,9 +238,20 @@ func shutdown(ss *services, log *slog.Logger, sigs <-chan os.Signal) error {
 			}
 		}()
 	}
-	ss.stopAll()
+	stopApp(a, log)
 	log.Info("tickd stopped")
 	return nil
+}
+
+// stopApp stops what started: the scheduler's runs have the shutdown_timeout
+// of the config in force; an error is logged.
+func stopApp(a *app.App, log *slog.Logger) {
+	d := a.Config().Daemon.ShutdownTimeout
+	ctx, cancel := context.WithTimeoutCause(context.Background(), d, fmt.Errorf("the scheduler's stop timeout (shutdown_timeout %s) reached", d))
+	defer cancel()
+	if err := a.Stop(ctx); err != nil {
+		log.Warn("stopped with an error", logs.KeyError, err)
+	}
 }
 
 // watchRedis says, at start, whether the lease store answers: an error
@@ -298,10 +283,4 @@ func watchRedis(ctx context.Context, store *lease.Store, log *slog.Logger) {
 func hello(_ context.Context, run tasks.Run) (tasks.Result, error) {
 	run.Logger.Info("hello from a Go handler", "entity", run.Entity)
 	return tasks.Done, nil
-}
-
-// tracerService sends the spans left when it stops: started first, it
-// stops last, after the runs' ends. Without tracing, it does nothing.
-func tracerService(tr *telemetry.Tracer) service {
-	return funcs{start: func(context.Context) error { return nil }, stop: tr.Stop}
 }

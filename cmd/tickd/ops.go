@@ -43,7 +43,7 @@ func cliStore(cfg *config.Config, cmd string, ttl time.Duration) (*lease.Store, 
 	if err != nil {
 		return nil, nil, err
 	}
-	done := func() { s.Stop(context.Background()) } //nolint:errcheck // a lease left held was reported by its release
+	done := func() { app.CloseStore(s) } //nolint:errcheck // a lease left held was reported by its release
 	if redisconn.TLS(cfg.Redis) {
 		// A rediss:// url to a plaintext Redis never answers: say so at
 		// once, not as the command's own timeout.

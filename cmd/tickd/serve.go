@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tickd/tickd/internal/app"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/listen"
 	"github.com/tickd/tickd/internal/logs"
@@ -26,7 +27,7 @@ var metricsLimits = listen.Limits{ReadTimeout: 10 * time.Second, WriteTimeout: 3
 // metricsServer serves /metrics, /healthz (the process is alive) and
 // /readyz (the config is loaded, the lease store answers, and its replicas
 // acknowledge lease writes) on addr, from Start to Stop.
-func metricsServer(addr string, reg *prometheus.Registry, store *lease.Store, log *slog.Logger) service {
+func metricsServer(addr string, reg *prometheus.Registry, store *lease.Store, log *slog.Logger) app.Part {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tickd_replica_ack_failures_total",
 			Help: "Lease writes (a batch's grants, a renewal round, a due entry) that the Redis replicas did not acknowledge in time (replica_acks): nothing started under them."},
@@ -50,8 +51,9 @@ func metricsServer(addr string, reg *prometheus.Registry, store *lease.Store, lo
 		fmt.Fprintln(w, "ready")
 	})
 	srv := listen.Server(mux, metricsLimits, log)
-	return funcs{
-		start: func(ctx context.Context) error {
+	return app.Part{
+		Name: "metrics server",
+		Start: func(ctx context.Context) error {
 			ln, err := listen.TCP(ctx, addr, metricsLimits)
 			if err != nil {
 				return fmt.Errorf("metrics_addr: %w", err)
@@ -65,7 +67,7 @@ func metricsServer(addr string, reg *prometheus.Registry, store *lease.Store, lo
 			log.Info("serving metrics and health", "addr", ln.Addr().String())
 			return nil
 		},
-		stop: func(ctx context.Context) error {
+		Stop: func(ctx context.Context) error {
 			if err := srv.Shutdown(ctx); err != nil {
 				return errors.Join(err, srv.Close())
 			}

@@ -37,24 +37,21 @@ func runWeb(ctx context.Context, args []string, stderr io.Writer) error {
 	var level slog.LevelVar
 	log := newLogger(cfg.Daemon, stderr, &level)
 	redisconn.RouteLogs(log)
-	store, err := app.OpenStore(cfg, lease.Options{Replica: "web:" + operator()})
+	a, err := app.OpenConsole(cfg, lease.Options{Replica: "web:" + operator()}, log)
 	if err != nil {
 		return err
 	}
-	con, err := newConsole(cfg, store, log)
+	con, err := newConsole(cfg, a.Store, log)
 	if err != nil {
-		store.Stop(ctx) //nolint:errcheck // nothing was started
+		stopApp(a, log)
 		return err
 	}
-	ss := &services{log: log}
-	defer ss.stopAll()
-	for _, p := range []struct {
-		name string
-		svc  service
-	}{{"lease store", store}, {"console", con.front}} {
-		if err := ss.start(ctx, p.name, p.svc, shortStop); err != nil {
-			return err
-		}
+	p := servicePart("console", con.front)
+	p.Reload = con.reload
+	a.Add(p)
+	defer stopApp(a, log)
+	if err := a.Start(ctx); err != nil {
+		return err
 	}
 	sigs := make(chan os.Signal, 1)
 	earlysignal.Hand(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
@@ -65,11 +62,7 @@ func runWeb(ctx context.Context, args []string, stderr io.Writer) error {
 			return nil
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				if cfg, err := loadServed(*c.config); err != nil {
-					logReloadFailed(log, err)
-				} else {
-					con.reload(cfg)
-				}
+				reload(a, *c.config, log) //nolint:errcheck // logged; the old config stays
 				continue
 			}
 			log.Info("signal received: stopping", "signal", sig.String())

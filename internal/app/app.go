@@ -74,7 +74,12 @@ type App struct {
 	client    redis.UniversalClient // the program's (Options.Redis), or nil
 	announced bool                  // Start claimed the replica id: Stop withdraws it
 
-	mu       sync.Mutex
+	config    *config.Config // in force: Open's, then each Reload's
+	parts     []Part         // Add's, started in order after the store
+	partsUp   int            // how many of parts started
+	scheduled bool           // Start started the scheduler
+
+	mu       sync.Mutex         // guards config and consoles
 	consoles []*console.Console // Console's: Reload shows them the new config
 }
 
@@ -85,6 +90,7 @@ func Open(cfg *config.Config, opts Options) (*App, error) {
 	}
 	a := &App{Log: opts.Logger, Replica: opts.ReplicaID, client: opts.Redis}
 	cfg = a.withClient(cfg)
+	a.config = cfg
 	if a.Log == nil {
 		a.Log = slog.Default()
 	}
@@ -198,40 +204,70 @@ func (a *App) openStore(cfg *config.Config, opts Options) (*lease.Store, error) 
 	return s, nil
 }
 
-// Start starts the store, claims the replica id on a Redis (ClaimReplicaID:
-// another live process under it is an error), and starts the scheduler.
-// ctx bounds the start.
+// Start starts the store, then the parts (Add), claims the replica id on a
+// Redis (ClaimReplicaID: another live process under it is an error), and
+// starts the scheduler. ctx bounds the start: cancelled (a signal during
+// start-up), the start stops where it is, and Stop stops what started.
+// Without a scheduler (OpenConsole), the parts are all it starts after the
+// store.
 func (a *App) Start(ctx context.Context) error {
 	if err := a.Store.Start(ctx); err != nil {
 		return err
 	}
-	if a.Scheduler.Config().Redis != nil {
+	if err := a.startParts(ctx); err != nil {
+		return err
+	}
+	if a.Scheduler == nil {
+		return nil
+	}
+	if a.Config().Redis != nil {
 		if err := ClaimReplicaID(ctx, a.Store, a.Replica, a.Log); err != nil {
 			return err
 		}
 		a.announced = true
 	}
-	return a.Scheduler.Start(ctx)
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx)
+	}
+	if err := a.Scheduler.Start(ctx); err != nil {
+		return err
+	}
+	a.scheduled = true
+	return nil
 }
 
-// Stop stops the scheduler (its runs have until ctx is done), withdraws the
-// replica's announcement and stops the store.
+// Stop stops what Start started, in reverse: the scheduler (its runs have
+// until ctx is done), the replica's announcement, the parts (last added
+// first), the store and the tracer, each of the others within 2s.
 func (a *App) Stop(ctx context.Context) error {
-	err := a.Scheduler.Stop(ctx)
+	var err error
+	if a.scheduled {
+		err = a.Scheduler.Stop(ctx)
+		a.scheduled = false
+	}
 	if a.announced {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		err = errors.Join(err, a.Store.Withdraw(wctx))
 		cancel()
+		a.announced = false
 	}
+	err = errors.Join(err, a.stopParts())
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	return errors.Join(err, a.Store.Stop(sctx), a.Tracer.Stop(sctx))
 }
 
+// Config is the config in force: Open's, then each Reload's.
+func (a *App) Config() *config.Config {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.config
+}
+
 // Status is the status document (tickd status -json) of every task, or of
 // task alone, with at most limit leases, last runs and due entries each.
 func (a *App) Status(ctx context.Context, task string, limit int) (report.StatusDoc, error) {
-	cfg := a.Scheduler.Config()
+	cfg := a.Config()
 	if task != "" {
 		if _, err := report.FindTask(ctx, a.Store, cfg, task); err != nil {
 			return report.StatusDoc{}, err
@@ -247,7 +283,7 @@ func (a *App) Status(ctx context.Context, task string, limit int) (report.Status
 // History is task's history document (tickd history -json): at most limit
 // ticks, failures and actions, newest first.
 func (a *App) History(ctx context.Context, task string, limit int) (report.HistoryDoc, error) {
-	t, err := report.FindTask(ctx, a.Store, a.Scheduler.Config(), task)
+	t, err := report.FindTask(ctx, a.Store, a.Config(), task)
 	if err != nil {
 		return report.HistoryDoc{}, err
 	}
@@ -267,7 +303,7 @@ func (a *App) Console(prefix string) (*console.Console, error) {
 	if a.Tracer != nil {
 		traces = a.Tracer.Where()
 	}
-	c, err := console.New(console.Options{Config: a.Scheduler.Config(), Store: a.Store, Logger: a.Log, Prefix: prefix, Traces: &traces})
+	c, err := console.New(console.Options{Config: a.Config(), Store: a.Store, Logger: a.Log, Prefix: prefix, Traces: &traces})
 	if err != nil {
 		return nil, err
 	}
@@ -278,15 +314,20 @@ func (a *App) Console(prefix string) (*console.Console, error) {
 }
 
 // Reload runs cfg from now on (scheduler.Scheduler.Reload), and shows it
-// to the consoles; a config the scheduler refuses changes nothing.
+// to the consoles and the parts; a config the scheduler refuses changes
+// nothing.
 func (a *App) Reload(cfg *config.Config) error {
 	cfg = a.withClient(cfg)
-	old := a.Scheduler.Config()
-	if err := a.Scheduler.Reload(cfg); err != nil {
-		return err
+	old := a.Config()
+	if a.Scheduler != nil {
+		if err := a.Scheduler.Reload(cfg); err != nil {
+			return err
+		}
 	}
+	a.reloadParts(cfg)
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.config = cfg
 	for _, c := range a.consoles {
 		c.Reload(cfg)
 	}

@@ -1,7 +1,10 @@
 package app
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -59,4 +62,25 @@ func openStoreWith(c *config.Config, opts lease.Options, client redis.UniversalC
 		s.WantShards(t.Name, t.Shards)
 	}
 	return s, nil
+}
+
+// CloseStore stops a store OpenStore opened for one operator command,
+// within 2s: a lease still held was reported by its release.
+func CloseStore(s *lease.Store) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return s.Stop(ctx)
+}
+
+// OpenConsole builds the App of a process that serves the console alone
+// (tickd web): the store on cfg's Redis, and no scheduler and no tracer;
+// the console is a Part its caller adds. Start starts the store and the
+// parts, Reload shows the parts the new config, Stop stops them and the
+// store.
+func OpenConsole(cfg *config.Config, opts lease.Options, log *slog.Logger) (*App, error) {
+	s, err := OpenStore(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &App{Log: log, Replica: opts.Replica, Store: s, config: cfg}, nil
 }
