@@ -15,25 +15,23 @@ import (
 	"github.com/tickd/tickd/lease/redisdriver"
 )
 
-// TestConformance runs lease/drivertest on every store: the Redis driver
-// on a single Redis, a replicated pair (every grant and renewal
-// acknowledged by the replica) and a Cluster (three masters with a
-// replica each, acknowledged per shard), and the in-process driver; and on
-// a single Redis and in-process again with every task in 4 shards. A
+// TestConformance runs lease/drivertest on the Redis driver: on a single
+// Redis, a replicated pair (every grant and renewal acknowledged by the
+// replica) and a Cluster (three masters with a replica each, acknowledged
+// per shard), and on a single Redis again with every task in 4 shards. A
 // store's servers start when its subtest runs, so that
-// `go test -run TestConformance/memory/Batch` starts none.
+// `go test -run TestConformance/redis/Batch` starts one. The in-process
+// driver's tests are drivertest alone (lease/memdriver).
 func TestConformance(t *testing.T) {
 	type setUp func(*testing.T) (shards int, newKit func(*testing.T) drivertest.Kit)
 	kits := map[string]setUp{
 		"redis": func(*testing.T) (int, func(*testing.T) drivertest.Kit) {
 			return 1, func(t *testing.T) drivertest.Kit { return redisKit(t, redistest.Start(t).Addr) }
 		},
-		"memory": func(*testing.T) (int, func(*testing.T) drivertest.Kit) { return 1, memoryKit },
 		// Every case again, each task in 4 shards.
 		"redis-sharded": func(*testing.T) (int, func(*testing.T) drivertest.Kit) {
 			return 4, func(t *testing.T) drivertest.Kit { return redisKit(t, redistest.Start(t).Addr) }
 		},
-		"memory-sharded": func(*testing.T) (int, func(*testing.T) drivertest.Kit) { return 4, memoryKit },
 		"redis-replicated": func(t *testing.T) (int, func(*testing.T) drivertest.Kit) {
 			pair := redistest.StartReplicated(t, redistest.ReplicatedOptions{})
 			return 1, func(t *testing.T) drivertest.Kit { return redisKit(t, pair.Primary.Addr) }

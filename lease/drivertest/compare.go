@@ -27,8 +27,8 @@ func Compare(t *testing.T, a, b Kit, seed uint64, ops int) {
 		t:    t,
 		rnd:  rand.New(rand.NewPCG(seed, 1)),
 		now:  time.Now().Truncate(time.Hour).Add(-24 * time.Hour),
-		a:    storesOn(t, a, 1)(lease.Options{Replica: "diff"}),
-		b:    storesOn(t, b, 1)(lease.Options{Replica: "diff"}),
+		a:    storesOn(t, a, 1, &calls{})(lease.Options{Replica: "diff"}),
+		b:    storesOn(t, b, 1, &calls{})(lease.Options{Replica: "diff"}),
 		held: map[string][2]*lease.Lease{},
 	}
 	for i := range ops {

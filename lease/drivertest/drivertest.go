@@ -3,9 +3,12 @@
 // busy answers, expiry, unlock, fences, once per tick, the due queue and
 // its requests, status, the history, pauses, the task registry, limits),
 // as cases any driver runs. tickd runs it on the Redis driver (single,
-// replicated, Cluster) and the in-process one; a third driver (PostgreSQL,
-// say) starts from it alone: it hands the suite drivers, and the suite
-// runs tickd's store over them.
+// replicated, Cluster) and the in-process one, whose tests are this suite
+// alone (lease/memdriver's TestConformance); a third driver (PostgreSQL,
+// say) starts from it the same way: it hands the suite drivers, and the
+// suite runs tickd's store over them. Every method of driver.Driver (and
+// of driver.Admin, for a driver that offers it) is called by some case: a
+// run of every case fails for one none called.
 //
 //	func TestConformance(t *testing.T) {
 //		drivertest.Run(t, func(t *testing.T) drivertest.Kit {
@@ -43,9 +46,21 @@ func Run(t *testing.T, newKit func(t *testing.T) Kit) { RunSharded(t, 1, newKit)
 // RunSharded runs every case as Run does, with each task the cases use
 // kept in n shards: every case then holds for a task whose entities are
 // spread over shards, as for one in one.
+//
+// Each driver's calls are recorded: when every case ran (no -run that
+// leaves some out), a method of driver.Driver that no case called, or of
+// driver.Admin for a driver that offers it, fails the run.
 func RunSharded(t *testing.T, n int, newKit func(t *testing.T) Kit) {
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.fn(t, storesOn(t, newKit(t), n)) })
+	c := &calls{}
+	ran := 0
+	for _, cs := range cases { // none is parallel: each ends before the next
+		t.Run(cs.name, func(t *testing.T) {
+			ran++
+			cs.fn(t, storesOn(t, newKit(t), n, c))
+		})
+	}
+	if ran == len(cases) {
+		c.check(t)
 	}
 }
 
@@ -58,7 +73,7 @@ type stores func(opts lease.Options) *lease.Store
 // with the operator's tools (driver.Admin) is told at the case's first
 // store that its backend holds no lease yet (InitEpoch): no data-loss
 // quarantine on a new backend.
-func storesOn(t *testing.T, k Kit, n int) stores {
+func storesOn(t *testing.T, k Kit, n int, c *calls) stores {
 	var mu sync.Mutex
 	made := map[driver.Driver]*lease.Store{}
 	return func(opts lease.Options) *lease.Store {
@@ -68,9 +83,10 @@ func storesOn(t *testing.T, k Kit, n int) stores {
 		if s, ok := made[d]; ok {
 			return s
 		}
-		s := lease.New(d, opts)
+		rd := recorded(d, c)
+		s := lease.New(rd, opts)
 		t.Cleanup(func() { s.Stop(context.Background()) })
-		if a, ok := d.(driver.Admin); ok && len(made) == 0 {
+		if a, ok := rd.(driver.Admin); ok && len(made) == 0 {
 			if err := a.InitEpoch(context.Background()); err != nil {
 				t.Fatalf("InitEpoch: %v", err)
 			}
@@ -132,6 +148,10 @@ var cases = []struct {
 	{"LimitedTickYields", testLimitedTickYields},
 	{"LimitServesInOrder", testLimitServesInOrder},
 	{"NewerTickSupersedes", testNewerTickSupersedes},
+	{"Announced", testAnnounced},
+	{"DueCount", testDueCount},
+	{"Taken", testTaken},
+	{"Admin", testAdmin},
 }
 
 var bg = context.Background()
