@@ -65,10 +65,10 @@ func TestImage(t *testing.T) {
 	c := startContainers(t, ref, srv.Addr)
 	store := storeOn(t, srv.Addr)
 	expect.WaitFor(t, 60*time.Second, "two replicas registered with distinct ids", func() bool {
-		rs, err := store.Replicas(context.Background())
+		rs, err := store.Fleet().Replicas(context.Background())
 		return err == nil && len(rs) == 2 && rs[0].ID != rs[1].ID && rs[0].DuplicateOn == "" && rs[1].DuplicateOn == ""
 	})
-	rs, _ := store.Replicas(context.Background())
+	rs, _ := store.Fleet().Replicas(context.Background())
 	for _, r := range rs {
 		if r.Version != v {
 			t.Errorf("replica %s says version %q, want %q", r.ID, r.Version, v)

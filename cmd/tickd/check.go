@@ -194,14 +194,14 @@ func pingRedis(ctx context.Context, cfg *config.Config) (map[string]int, error) 
 	}
 	s := lease.New(d, lease.Options{})
 	defer app.CloseStore(s) //nolint:errcheck // a check holds no lease
-	if err := s.CheckLayout(pctx); err != nil {
+	if err := s.Fleet().CheckLayout(pctx); err != nil {
 		return nil, fmt.Errorf("redis %s answers, but: %w", redisconn.Where(cfg.Redis), err)
 	}
 	names := make([]string, len(cfg.Tasks))
 	for i, t := range cfg.Tasks {
 		names[i] = t.Name
 	}
-	recorded, err := s.RecordedShards(pctx, names) // none recorded: absent, the config's is what the first tick records
+	recorded, err := s.Fleet().RecordedShards(pctx, names) // none recorded: absent, the config's is what the first tick records
 	if err != nil {
 		return nil, fmt.Errorf("redis %s: read the shard counts: %w", redisconn.Where(cfg.Redis), err)
 	}

@@ -259,7 +259,7 @@ func stopApp(a *app.App, log *slog.Logger) {
 func watchRedis(ctx context.Context, store *lease.Store, log *slog.Logger) {
 	for i := 0; ; i++ {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := store.Ping(pctx)
+		err := store.Fleet().Ping(pctx)
 		cancel()
 		if err == nil {
 			if i > 0 {

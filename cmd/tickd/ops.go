@@ -58,7 +58,7 @@ func cliStore(cfg *config.Config, cmd string, ttl time.Duration) (*lease.Store, 
 	if cmd != "migrate" {
 		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := s.CheckLayout(lctx); errors.Is(err, redisdriver.ErrLayout) {
+		if err := s.Fleet().CheckLayout(lctx); errors.Is(err, redisdriver.ErrLayout) {
 			done()
 			return nil, nil, err
 		}
@@ -72,7 +72,7 @@ func cliStore(cfg *config.Config, cmd string, ttl time.Duration) (*lease.Store, 
 func pingTLS(s *lease.Store) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return s.Ping(ctx)
+	return s.Fleet().Ping(ctx)
 }
 
 // loadTask loads the config and finds task in it.

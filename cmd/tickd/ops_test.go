@@ -272,8 +272,8 @@ entities = ["x", "y"]
 	}()
 	expect.WaitFor(t, 30*time.Second, "the other 59 triggered runs", func() bool {
 		n := 0
-		e.status("w")                                                             // the schema holds while runs go on
-		holder.LastRuns(context.Background(), "w", func(r driver.LastRun) error { //nolint:errcheck // polled
+		e.status("w")                                                                     // the schema holds while runs go on
+		holder.Fleet().LastRuns(context.Background(), "w", func(r driver.LastRun) error { //nolint:errcheck // polled
 			if r.Reason == driver.ReasonTrigger {
 				n++
 			}

@@ -40,7 +40,7 @@ func metricsServer(addr string, reg *prometheus.Registry, store *lease.Store, lo
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		defer cancel()
-		if err := store.Ping(ctx); err != nil {
+		if err := store.Fleet().Ping(ctx); err != nil {
 			http.Error(w, "lease store unreachable: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}

@@ -78,7 +78,7 @@ func trigger(ctx context.Context, store *lease.Store, t *config.Task, ids []stri
 		return report.TriggerDoc{}, err
 	}
 	notRecorded(d.Done)
-	pauses, err := store.Pauses(ctx)
+	pauses, err := store.Fleet().Pauses(ctx)
 	if err != nil {
 		return report.TriggerDoc{}, fmt.Errorf("read paused tasks: %w", err)
 	}
@@ -210,7 +210,7 @@ func waitAnswers(ctx context.Context, store *lease.Store, task, id string, ids [
 // in time is: running (since when, where), queued (due since when), or
 // neither.
 func whereIs(ctx context.Context, store *lease.Store, task, id string, paused bool) (string, report.Instant, string) {
-	st, err := store.Entity(ctx, task, id)
+	st, err := store.Fleet().Entity(ctx, task, id)
 	now := time.Now()
 	switch {
 	case err != nil:

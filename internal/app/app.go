@@ -247,7 +247,7 @@ func (a *App) Stop(ctx context.Context) error {
 	}
 	if a.announced {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		err = errors.Join(err, a.Store.Withdraw(wctx))
+		err = errors.Join(err, a.Store.Fleet().Withdraw(wctx))
 		cancel()
 		a.announced = false
 	}

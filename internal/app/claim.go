@@ -27,7 +27,7 @@ const announceLapse = 11 * time.Second
 // anyway).
 func ClaimReplicaID(ctx context.Context, store *lease.Store, replica string, log *slog.Logger) error {
 	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	other, err := store.ReplicaInUse(rctx)
+	other, err := store.Fleet().ReplicaInUse(rctx)
 	cancel()
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
@@ -47,7 +47,7 @@ func ClaimReplicaID(ctx context.Context, store *lease.Store, replica string, log
 		case <-tick.C:
 		}
 		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		now, err := store.ReplicaInUse(rctx)
+		now, err := store.Fleet().ReplicaInUse(rctx)
 		cancel()
 		switch {
 		case err != nil:

@@ -141,18 +141,18 @@ func (e *env) seed() {
 	if _, err := e.store.Acquire(ctx, driver.Request{Task: "sync", Entity: "a", TTL: time.Minute, Reason: driver.ReasonTrigger}); err != nil {
 		e.t.Fatal(err)
 	}
-	err = e.store.RecordTicks(ctx, []driver.TickWrite{{Task: "sync", Tick: tick, Keep: driver.DefaultHistory(), Part: driver.TickPart{
+	err = e.store.Fleet().RecordTicks(ctx, []driver.TickWrite{{Task: "sync", Tick: tick, Keep: driver.DefaultHistory(), Part: driver.TickPart{
 		Replica: hostile, Final: true, Written: tick, Entities: 2, Started: 1, Outcomes: map[driver.Outcome]int{driver.OutcomeFailed: 1},
 		Skipped: map[string]int{}, FirstStart: time.Millisecond, LastEnd: time.Second}}})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	keep := func(string) driver.Retention { return driver.DefaultHistory() }
-	if err := e.store.RecordFailures(ctx, []lease.Failure{{Task: "sync", Entity: hostile, Tick: tick, Outcome: driver.OutcomeFailed,
+	if err := e.store.Fleet().RecordFailures(ctx, []lease.Failure{{Task: "sync", Entity: hostile, Tick: tick, Outcome: driver.OutcomeFailed,
 		Error: hostile, Output: hostile + "\n"}}, keep); err != nil {
 		e.t.Fatal(err)
 	}
-	if err := e.store.RecordAction(ctx, lease.Action{Task: "sync", At: tick, By: hostile, What: "pause", Reason: hostile}, driver.DefaultHistory()); err != nil {
+	if err := e.store.Fleet().RecordAction(ctx, lease.Action{Task: "sync", At: tick, By: hostile, What: "pause", Reason: hostile}, driver.DefaultHistory()); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -220,10 +220,10 @@ func TestEveryRouteIsListed(t *testing.T) {
 // leases, recorded actions.
 func (e *env) state() string {
 	ctx := context.Background()
-	ps, _ := e.store.Pauses(ctx)
-	n, _ := e.store.DueCount(ctx)
-	st, _ := e.store.Entity(ctx, "sync", "a")
-	as, _ := e.store.Actions(ctx, "sync", 100)
+	ps, _ := e.store.Fleet().Pauses(ctx)
+	n, _ := e.store.Fleet().DueCount(ctx)
+	st, _ := e.store.Fleet().Entity(ctx, "sync", "a")
+	as, _ := e.store.Fleet().Actions(ctx, "sync", 100)
 	return fmt.Sprintf("pauses %d, due %d, a held %v, actions %d", len(ps), n, st.Held != nil, len(as))
 }
 
@@ -269,7 +269,7 @@ func TestAuthAndRoles(t *testing.T) {
 
 	resp, _ = e.do("POST", "/tasks/sync/pause", "ops", actions["/tasks/sync/pause"], nil)
 	expect.Equal(t, "an admin's pause", resp.StatusCode, http.StatusSeeOther)
-	ps, _ := e.store.Pauses(context.Background())
+	ps, _ := e.store.Fleet().Pauses(context.Background())
 	expect.True(t, "paused with its reason, its end and who", ps["sync"].Reason == "test" && ps["sync"].By == "ops (console)" &&
 		time.Until(ps["sync"].Until) > 50*time.Minute)
 	resp, _ = e.do("POST", "/tasks/sync/unlock", "ops", url.Values{"entity": {"a"}, "confirm": {"b"}}, nil)
@@ -281,7 +281,7 @@ func TestAuthAndRoles(t *testing.T) {
 	resp, _ = e.do("POST", "/tasks/sync/trigger", "ops", actions["/tasks/sync/trigger"], nil)
 	expect.Equal(t, "an admin's trigger", resp.StatusCode, http.StatusSeeOther)
 	expect.True(t, "a trigger leads to its answers", strings.Contains(resp.Header.Get("Location"), "/tasks/sync/requests/"))
-	as, _ := e.store.Actions(context.Background(), "sync", 10)
+	as, _ := e.store.Fleet().Actions(context.Background(), "sync", 10)
 	expect.True(t, "the actions recorded, newest first", len(as) == 4 && as[0].What == "trigger" && as[1].What == "unlock" &&
 		as[2].What == "pause" && as[0].By == "ops (console)")
 }
@@ -610,7 +610,7 @@ heartbeat_url = "https://hc.example/ping/check-secret-uuid"
 	expect.True(t, "the collector's site is shown, not its credentials", strings.Contains(body, "sent to http://collector.example:4318") && !strings.Contains(body, "secret@"))
 	// The seeded tick is complete, with a failed run: its end ping is a fail.
 	expect.True(t, "the tick's end ping", strings.Contains(body, `<td class="ping">fail</td>`))
-	recs, err := e.store.Ticks(context.Background(), "sync", 1)
+	recs, err := e.store.Fleet().Ticks(context.Background(), "sync", 1)
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("the seeded tick: %v, %d records", err, len(recs))
 	}

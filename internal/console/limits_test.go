@@ -173,7 +173,7 @@ func TestHostCheckedWithoutUsers(t *testing.T) {
 	if code := do("evil.test"); code != http.StatusMisdirectedRequest {
 		t.Fatalf("Host evil.test: %d, want 421", code)
 	}
-	if ps, _ := e.store.Pauses(t.Context()); len(ps) != 0 {
+	if ps, _ := e.store.Fleet().Pauses(t.Context()); len(ps) != 0 {
 		t.Fatalf("paused through a rebinding Host: %v", ps)
 	}
 	for _, h := range []string{"localhost:8080", "127.0.0.1", "[::1]:8080"} {
@@ -271,7 +271,7 @@ func TestPauseReasonCheckedOnTheServer(t *testing.T) {
 		resp, _ := e.do("POST", "/tasks/sync/pause", "ops", form, nil)
 		expect.Equal(t, what, resp.StatusCode, http.StatusBadRequest)
 	}
-	if ps, _ := e.store.Pauses(t.Context()); len(ps) != 0 {
+	if ps, _ := e.store.Fleet().Pauses(t.Context()); len(ps) != 0 {
 		t.Fatalf("paused by a refused form: %v", ps)
 	}
 }

@@ -85,7 +85,7 @@ func TestLinksCarryTheExactID(t *testing.T) {
 			t.Errorf("trigger %q: %d", id, resp.StatusCode)
 			continue
 		}
-		as, err := e.store.Actions(ctx, "sync", 1)
+		as, err := e.store.Fleet().Actions(ctx, "sync", 1)
 		if err != nil || len(as) != 1 || !slices.Equal(as[0].Entities, []string{id}) {
 			t.Errorf("trigger of %q recorded %+v", id, as)
 		}

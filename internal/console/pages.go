@@ -132,13 +132,13 @@ func (c *Console) tracesWhere() string {
 func (c *Console) readWorld(ctx context.Context) (world, error) {
 	var wd world
 	var err error
-	if wd.pauses, err = c.store.Pauses(ctx); err != nil {
+	if wd.pauses, err = c.store.Fleet().Pauses(ctx); err != nil {
 		return wd, err
 	}
-	if wd.replicas, err = c.store.Replicas(ctx); err != nil {
+	if wd.replicas, err = c.store.Fleet().Replicas(ctx); err != nil {
 		return wd, err
 	}
-	reg, err := c.store.Registry(ctx)
+	reg, err := c.store.Fleet().Registry(ctx)
 	if err != nil {
 		return wd, err
 	}
@@ -291,7 +291,7 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("outcome %q: use held or one of %v", o, driver.AllOutcomes()), http.StatusBadRequest)
 		return
 	}
-	ents, err := c.store.EntityPage(ctx, t.Name, pq)
+	ents, err := c.store.Fleet().EntityPage(ctx, t.Name, pq)
 	if errors.Is(err, driver.ErrBadCursor) {
 		http.Error(w, "bad cursor: follow the page's own next link", http.StatusBadRequest)
 		return
@@ -332,7 +332,7 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 		nq := url.Values{"cursor": {ents.Next}, "q": {pq.Search}, "mode": {q.Get("mode")}, "outcome": {pq.Outcome}}
 		data.NextURL = c.url("/tasks/") + url.PathEscape(t.Name) + "?" + nq.Encode()
 	}
-	counts, err := c.store.RecordedShards(ctx, []string{t.Name})
+	counts, err := c.store.Fleet().RecordedShards(ctx, []string{t.Name})
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -340,7 +340,7 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 	data.ConfigShards = max(t.Shards, 1)
 	data.Shards = cmp.Or(counts[t.Name], data.ConfigShards) // none recorded yet: the first tick records the config's
 	errFull := errors.New("full")
-	err = c.store.DueEntries(ctx, t.Name, func(d driver.Due) error {
+	err = c.store.Fleet().DueEntries(ctx, t.Name, func(d driver.Due) error {
 		if data.Pending = append(data.Pending, d); len(data.Pending) >= pendingRows {
 			return errFull
 		}
@@ -350,7 +350,7 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, err)
 		return
 	}
-	if data.Failures, err = c.store.Failures(ctx, t.Name, recentFails); err != nil {
+	if data.Failures, err = c.store.Fleet().Failures(ctx, t.Name, recentFails); err != nil {
 		c.fail(w, err)
 		return
 	}
@@ -364,12 +364,12 @@ func (c *Console) entityPage(w http.ResponseWriter, r *http.Request) {
 	}
 	id := r.URL.Query().Get("id")
 	ctx := r.Context()
-	st, err := c.store.Entity(ctx, t.Name, id)
+	st, err := c.store.Fleet().Entity(ctx, t.Name, id)
 	if err != nil {
 		c.fail(w, err)
 		return
 	}
-	fs, err := c.store.Failures(ctx, t.Name, driver.DefaultHistory().Failures)
+	fs, err := c.store.Fleet().Failures(ctx, t.Name, driver.DefaultHistory().Failures)
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -432,14 +432,14 @@ func (c *Console) requestPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) replicasPage(w http.ResponseWriter, r *http.Request) {
-	rs, err := c.store.Replicas(r.Context())
+	rs, err := c.store.Fleet().Replicas(r.Context())
 	if err != nil {
 		c.fail(w, err)
 		return
 	}
 	var locks []driver.Held
 	errFull := errors.New("full")
-	err = c.store.Leases(r.Context(), report.LockTask, func(h driver.Held) error {
+	err = c.store.Fleet().Leases(r.Context(), report.LockTask, func(h driver.Held) error {
 		if locks = append(locks, h); len(locks) >= pendingRows {
 			return errFull
 		}
@@ -459,7 +459,7 @@ func (c *Console) replicasPage(w http.ResponseWriter, r *http.Request) {
 // failuresPage shows the newest failed runs of every task, newest first:
 // one list, which every failure is also written to.
 func (c *Console) failuresPage(w http.ResponseWriter, r *http.Request) {
-	fs, err := c.store.Failures(r.Context(), "", driver.DefaultHistory().Failures)
+	fs, err := c.store.Fleet().Failures(r.Context(), "", driver.DefaultHistory().Failures)
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -474,7 +474,7 @@ func (c *Console) failuresPage(w http.ResponseWriter, r *http.Request) {
 // every action is also written to.
 func (c *Console) actionsPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	all, err := c.store.Actions(ctx, "", driver.DefaultHistory().Actions)
+	all, err := c.store.Fleet().Actions(ctx, "", driver.DefaultHistory().Actions)
 	if err != nil {
 		c.fail(w, err)
 		return

@@ -41,7 +41,7 @@ func manyTasks(tb testing.TB, n int) (*httptest.Server, *redis.Client) {
 		ws = append(ws, driver.TickWrite{Task: name, Tick: tick, Keep: driver.DefaultHistory(), Part: driver.TickPart{
 			Replica: "r", Final: true, Written: tick, Entities: 1, Started: 1, Outcomes: map[driver.Outcome]int{driver.OutcomeDone: 1}}})
 	}
-	if err := store.RecordTicks(context.Background(), ws); err != nil {
+	if err := store.Fleet().RecordTicks(context.Background(), ws); err != nil {
 		tb.Fatal(err)
 	}
 	cfg, err := config.Parse("many.toml", []byte(b.String()))
@@ -148,10 +148,10 @@ func TestFailuresAcrossTasks(t *testing.T) {
 		fs = append(fs, lease.Failure{Task: "bulk", Entity: fmt.Sprint("b", i), Outcome: driver.OutcomeFailed, Ended: now, Error: "bulk"})
 	}
 	fs = append(fs, lease.Failure{Task: "other", Entity: "o1", Outcome: driver.OutcomeTimeout, Ended: now.Add(time.Second), Error: "too slow"})
-	if err := e.store.RecordFailures(ctx, fs, keep); err != nil {
+	if err := e.store.Fleet().RecordFailures(ctx, fs, keep); err != nil {
 		t.Fatal(err)
 	}
-	all, err := e.store.Failures(ctx, "", 1000)
+	all, err := e.store.Fleet().Failures(ctx, "", 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func senders(t *testing.T, n int) []*Sender {
 	t.Cleanup(cancel)
 	ss := make([]*Sender, n)
 	for i := range ss {
-		ss[i] = New(ctx, Options{Claim: store.Claim, Log: slog.New(slog.DiscardHandler), Backoff: retry.Backoff{First: time.Millisecond, Max: 4 * time.Millisecond}})
+		ss[i] = New(ctx, Options{Claim: store.Fleet().Claim, Log: slog.New(slog.DiscardHandler), Backoff: retry.Backoff{First: time.Millisecond, Max: 4 * time.Millisecond}})
 	}
 	return ss
 }

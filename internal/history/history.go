@@ -76,11 +76,11 @@ type Past struct {
 // ReadPast reads what Assess needs of task t: its newest limit tick records
 // (at least flag_after), its actions, whether it is paused, the replicas.
 func ReadPast(ctx context.Context, store *lease.Store, t *config.Task, limit int) (Past, error) {
-	pauses, err := store.Pauses(ctx)
+	pauses, err := store.Fleet().Pauses(ctx)
 	if err != nil {
 		return Past{}, err
 	}
-	replicas, err := store.Replicas(ctx)
+	replicas, err := store.Fleet().Replicas(ctx)
 	if err != nil {
 		return Past{}, err
 	}
@@ -105,7 +105,7 @@ func ReadPasts(ctx context.Context, store *lease.Store, ts []*config.Task, ticks
 	for i, t := range ts {
 		reads[i] = driver.HistoryRead{Task: t.Name, Ticks: max(ticks, t.FlagAfter+2), Actions: actions}
 	}
-	hs, err := store.Histories(ctx, reads)
+	hs, err := store.Fleet().Histories(ctx, reads)
 	if err != nil {
 		return nil, err
 	}

@@ -54,7 +54,7 @@ func TestAcksRefuseAGrantTheReplicaLacks(t *testing.T) {
 		expect.Equal(t, "acknowledgements wanted", ae.Want, 1)
 		expect.Equal(t, "acknowledgements got", ae.Got, 0)
 	}
-	st, serr := s.Entity(bg, "sync", "e1")
+	st, serr := s.Fleet().Entity(bg, "sync", "e1")
 	expect.Equal(t, "read e1", serr, nil)
 	expect.True(t, "the refused grant was released", st.Held == nil)
 	expect.True(t, "the refused grant was handed over as a due run", st.Pending != nil)
@@ -162,7 +162,7 @@ func TestAcksAcknowledgedSurvivesAFailover(t *testing.T) {
 			_, err = b.Acquire(bg, req("held", ttl))
 			expect.True(t, "an acknowledged lease is still held after the failover", errors.Is(err, ErrBusy))
 			var ds []string
-			b.DueEntries(bg, "", func(d driver.Due) error { ds = append(ds, d.Entity); return nil }) //nolint:errcheck
+			b.Fleet().DueEntries(bg, "", func(d driver.Due) error { ds = append(ds, d.Entity); return nil }) //nolint:errcheck
 			expect.True(t, "an acknowledged due entry survives", strings.Contains(strings.Join(ds, ","), "queued"))
 			l2, err := b.Acquire(bg, req("late", ttl))
 			if acks == driver.AcksNever {

@@ -11,7 +11,8 @@ import (
 // older key layout or names a newer one: what the store reads there would
 // not be what the replicas running beside it write. Nil for a driver with
 // no layout (the in-process one).
-func (s *Store) CheckLayout(ctx context.Context) error {
+func (f Fleet) CheckLayout(ctx context.Context) error {
+	s := f.s
 	if d, ok := s.b.(driver.Admin); ok {
 		return d.CheckLayout(ctx)
 	}
@@ -21,7 +22,8 @@ func (s *Store) CheckLayout(ctx context.Context) error {
 // Migrate moves the keys of layout 1 (tickd before buckets) into this
 // layout (the Redis driver's Migrate says how). Every tickd must be stopped
 // first.
-func (s *Store) Migrate(ctx context.Context) (driver.Migrated, error) {
+func (f Fleet) Migrate(ctx context.Context) (driver.Migrated, error) {
+	s := f.s
 	if d, ok := s.b.(driver.Admin); ok {
 		return d.Migrate(ctx)
 	}
@@ -31,7 +33,8 @@ func (s *Store) Migrate(ctx context.Context) (driver.Migrated, error) {
 // Reshard keeps task in n shards from now on, moving what its entities
 // have to their new shards (the Redis driver's Reshard says how); it
 // refuses while a replica runs the task.
-func (s *Store) Reshard(ctx context.Context, task string, n int) (driver.Resharded, error) {
+func (f Fleet) Reshard(ctx context.Context, task string, n int) (driver.Resharded, error) {
+	s := f.s
 	d, ok := s.b.(driver.Admin)
 	if !ok {
 		return driver.Resharded{}, errors.New("lease: reshard: the in-process store has no keys")
@@ -48,7 +51,8 @@ func (s *Store) Reshard(ctx context.Context, task string, n int) (driver.Reshard
 // Replication probes the replicas: one small write (a key that expires in a
 // minute) and one WAIT, as a lease write does. The in-process store has no
 // replicas.
-func (s *Store) Replication(ctx context.Context) (driver.Replication, error) {
+func (f Fleet) Replication(ctx context.Context) (driver.Replication, error) {
+	s := f.s
 	if d, ok := s.b.(driver.Admin); ok {
 		return d.Replication(ctx)
 	}

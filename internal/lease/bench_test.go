@@ -291,10 +291,10 @@ func BenchmarkPoll(b *testing.B) {
 					b.Fatal(ds, err)
 				}
 				if i%5 == 0 {
-					if _, err := s.Pauses(bg); err != nil {
+					if _, err := s.Fleet().Pauses(bg); err != nil {
 						b.Fatal(err)
 					}
-					if err := s.Announce(bg, tasks, time.Minute); err != nil {
+					if err := s.Fleet().Announce(bg, tasks, time.Minute); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -91,10 +91,10 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 	if err := s.Sweep(bg); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Announce(bg, tasks, time.Minute); err != nil {
+	if err := s.Fleet().Announce(bg, tasks, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Known(bg, tasks[0]); err != nil {
+	if _, err := s.Fleet().Known(bg, tasks[0]); err != nil {
 		t.Fatal(err)
 	}
 	hook.mu.Lock()
@@ -207,7 +207,7 @@ func TestReleaseOnClusterFailsOnlyTheDeadShard(t *testing.T) {
 		}
 	}
 	for _, e := range []string{"a", "b"} {
-		st, err := s.Entity(bg, alive, e)
+		st, err := s.Fleet().Entity(bg, alive, e)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -300,13 +300,13 @@ func everyScriptOf(t *testing.T, s *Store, cl *redistest.Cluster, task string) {
 		t.Fatal(err)
 	}
 	// The history: a tick's part (a script), failures and actions.
-	if err := s.RecordTicks(bg, []driver.TickWrite{{Task: task, Tick: time.Now(), Part: driver.TickPart{Replica: "r", Written: time.Now()}, Keep: driver.DefaultHistory()}}); err != nil {
+	if err := s.Fleet().RecordTicks(bg, []driver.TickWrite{{Task: task, Tick: time.Now(), Part: driver.TickPart{Replica: "r", Written: time.Now()}, Keep: driver.DefaultHistory()}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordFailures(bg, []Failure{{Task: task, Entity: "a{1}"}}, func(string) driver.Retention { return driver.DefaultHistory() }); err != nil {
+	if err := s.Fleet().RecordFailures(bg, []Failure{{Task: task, Entity: "a{1}"}}, func(string) driver.Retention { return driver.DefaultHistory() }); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordAction(bg, Action{Task: task, What: "pause"}, driver.DefaultHistory()); err != nil {
+	if err := s.Fleet().RecordAction(bg, Action{Task: task, What: "pause"}, driver.DefaultHistory()); err != nil {
 		t.Fatal(err)
 	}
 	entities := TaskKey("slots", task)

@@ -84,7 +84,8 @@ func (s *Store) Ack(ctx context.Context, d driver.Due) error {
 
 // DueEntries calls fn for each pending request of task ("" for all tasks):
 // earliest first for one task.
-func (s *Store) DueEntries(ctx context.Context, task string, fn func(driver.Due) error) error {
+func (f Fleet) DueEntries(ctx context.Context, task string, fn func(driver.Due) error) error {
+	s := f.s
 	return s.eachShard(ctx, task, func(name string) error {
 		return s.b.DueEntries(ctx, name, func(d driver.Due) error {
 			d.Task, d.Shard = driver.SplitShard(d.Task)
@@ -94,4 +95,7 @@ func (s *Store) DueEntries(ctx context.Context, task string, fn func(driver.Due)
 }
 
 // DueCount is the number of pending requests.
-func (s *Store) DueCount(ctx context.Context) (int, error) { return s.b.DueCount(ctx) }
+func (f Fleet) DueCount(ctx context.Context) (int, error) {
+	s := f.s
+	return s.b.DueCount(ctx)
+}

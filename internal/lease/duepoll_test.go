@@ -73,7 +73,7 @@ func TestReplicasShareTheDuePolls(t *testing.T) {
 
 func announce(t *testing.T, s *Store, task string) {
 	t.Helper()
-	if err := s.Announce(bg, []string{task}, time.Minute); err != nil {
+	if err := s.Fleet().Announce(bg, []string{task}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 }

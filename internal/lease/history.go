@@ -18,7 +18,8 @@ import (
 
 // RecordTicks writes replicas' parts of ticks, each over its replica's
 // earlier part of the same tick, in one round trip.
-func (s *Store) RecordTicks(ctx context.Context, ws []driver.TickWrite) error {
+func (f Fleet) RecordTicks(ctx context.Context, ws []driver.TickWrite) error {
+	s := f.s
 	if len(ws) == 0 {
 		return nil
 	}
@@ -29,7 +30,8 @@ func (s *Store) RecordTicks(ctx context.Context, ws []driver.TickWrite) error {
 }
 
 // Ticks returns task's newest tick records, newest first, at most limit.
-func (s *Store) Ticks(ctx context.Context, task string, limit int) ([]driver.TickRecord, error) {
+func (f Fleet) Ticks(ctx context.Context, task string, limit int) ([]driver.TickRecord, error) {
+	s := f.s
 	els, err := s.b.Ticks(ctx, task, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read ticks of %s: %w", task, err)
@@ -73,12 +75,13 @@ func Failed(o driver.Outcome) bool {
 // and the newest of them to the prefix's list, every task's failures
 // (DefaultHistory's Failures kept), in the same round trip: the console's
 // failures page reads that one list however many tasks there are.
-func (s *Store) RecordFailures(ctx context.Context, fs []Failure, keep func(task string) driver.Retention) error {
-	return s.pushWithFleet(ctx, driver.ListFailures, len(fs), func(i int) (string, any) { return fs[i].Task, fs[i] }, keep)
+func (f Fleet) RecordFailures(ctx context.Context, fs []Failure, keep func(task string) driver.Retention) error {
+	return f.pushWithFleet(ctx, driver.ListFailures, len(fs), func(i int) (string, any) { return fs[i].Task, fs[i] }, keep)
 }
 
 // Failures returns task's newest failures, newest first, at most limit.
-func (s *Store) Failures(ctx context.Context, task string, limit int) ([]Failure, error) {
+func (f Fleet) Failures(ctx context.Context, task string, limit int) ([]Failure, error) {
+	s := f.s
 	return readList[Failure](ctx, s, driver.ListFailures, task, limit)
 }
 
@@ -114,8 +117,8 @@ const (
 // that list is every action of the fleet, newest first (kept to
 // DefaultHistory's Actions), which the console's actions page reads in one
 // call however many tasks there are.
-func (s *Store) RecordAction(ctx context.Context, a Action, keep driver.Retention) error {
-	return s.pushWithFleet(ctx, driver.ListActions, 1, func(int) (string, any) { return a.Task, a }, func(string) driver.Retention { return keep })
+func (f Fleet) RecordAction(ctx context.Context, a Action, keep driver.Retention) error {
+	return f.pushWithFleet(ctx, driver.ListActions, 1, func(int) (string, any) { return a.Task, a }, func(string) driver.Retention { return keep })
 }
 
 // pushWithFleet is push, and also puts the newest of the values of a task
@@ -123,7 +126,7 @@ func (s *Store) RecordAction(ctx context.Context, a Action, keep driver.Retentio
 // the same round trip: the prefix's list is the whole fleet's, newest
 // first, kept to DefaultHistory. A value of the prefix itself (task "")
 // goes there once.
-func (s *Store) pushWithFleet(ctx context.Context, list string, n int, at func(i int) (string, any), keep func(string) driver.Retention) error {
+func (f Fleet) pushWithFleet(ctx context.Context, list string, n int, at func(i int) (string, any), keep func(string) driver.Retention) error {
 	type value struct {
 		task string
 		v    any
@@ -142,7 +145,7 @@ func (s *Store) pushWithFleet(ctx context.Context, list string, n int, at func(i
 		limit = driver.DefaultHistory().Actions
 	}
 	vals = append(vals, fleet[max(0, len(fleet)-limit):]...) // the newest: the prefix's list keeps no more
-	return s.push(ctx, list, len(vals), func(i int) (string, any) { return vals[i].task, vals[i].v }, func(task string) driver.Retention {
+	return f.push(ctx, list, len(vals), func(i int) (string, any) { return vals[i].task, vals[i].v }, func(task string) driver.Retention {
 		if task == "" {
 			return driver.DefaultHistory()
 		}
@@ -152,7 +155,8 @@ func (s *Store) pushWithFleet(ctx context.Context, list string, n int, at func(i
 
 // Actions returns task's newest actions (the prefix's for ""), newest
 // first, at most limit.
-func (s *Store) Actions(ctx context.Context, task string, limit int) ([]Action, error) {
+func (f Fleet) Actions(ctx context.Context, task string, limit int) ([]Action, error) {
+	s := f.s
 	return readList[Action](ctx, s, driver.ListActions, task, limit)
 }
 
@@ -164,7 +168,8 @@ type TaskHistory struct {
 
 // Histories reads the tick records and actions of many tasks in one round
 // trip: what a page of tasks, or the health checks of every task, read.
-func (s *Store) Histories(ctx context.Context, reads []driver.HistoryRead) ([]TaskHistory, error) {
+func (f Fleet) Histories(ctx context.Context, reads []driver.HistoryRead) ([]TaskHistory, error) {
+	s := f.s
 	ticks, actions, err := s.b.Histories(ctx, reads)
 	if err != nil {
 		return nil, fmt.Errorf("read the history of %d task(s): %w", len(reads), err)
@@ -176,7 +181,8 @@ func (s *Store) Histories(ctx context.Context, reads []driver.HistoryRead) ([]Ta
 	return out, nil
 }
 
-func (s *Store) push(ctx context.Context, list string, n int, at func(i int) (string, any), keep func(string) driver.Retention) error {
+func (f Fleet) push(ctx context.Context, list string, n int, at func(i int) (string, any), keep func(string) driver.Retention) error {
+	s := f.s
 	if n == 0 {
 		return nil
 	}

@@ -40,7 +40,7 @@ func TestTickRecordBytes(t *testing.T) {
 			}
 		}
 		for i := 0; i < len(ws); i += 100 {
-			if err := s.RecordTicks(bg, ws[i:min(i+100, len(ws))]); err != nil {
+			if err := s.Fleet().RecordTicks(bg, ws[i:min(i+100, len(ws))]); err != nil {
 				t.Fatal(err)
 			}
 		}

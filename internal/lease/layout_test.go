@@ -122,11 +122,11 @@ func TestMigrateFromLayout1(t *testing.T) {
 	s := newRedisStore(t, c, Options{})
 
 	c.HSet(bg, "f:replicas", "old-replica", fmt.Sprintf("%d|sync-users||||0|0", time.Now().Add(time.Hour).UnixMilli())) // announcing sync-users for an hour
-	if _, err := s.Migrate(bg); !errors.Is(err, ErrReplicasRunning) {
+	if _, err := s.Fleet().Migrate(bg); !errors.Is(err, ErrReplicasRunning) {
 		t.Fatalf("migrate while a replica announces its tasks: %v", err)
 	}
 	c.Del(bg, "f:replicas")
-	m, err := s.Migrate(bg)
+	m, err := s.Fleet().Migrate(bg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 	if n := c.Exists(bg, "f:epoch", "f:due", "f:dueinfo", "f:{sync-users}:entities").Val(); n != 0 {
 		t.Fatalf("%d old keys left", n)
 	}
-	st, err := s.Entity(bg, "sync-users", "u 1")
+	st, err := s.Fleet().Entity(bg, "sync-users", "u 1")
 	if err != nil || st.Last == nil || st.Last.Fence != 42 {
 		t.Fatalf("the task's hash after migrate: %+v, %v", st, err)
 	}
@@ -145,7 +145,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 	if err != nil || len(ds) != 1 || ds[0].Entity != "u 2" || ds[0].Reason != driver.ReasonRetry || ds[0].Attempt != 2 || !ds[0].Tick.Equal(T) {
 		t.Fatalf("the pending request after migrate: %+v, %v", ds, err)
 	}
-	if m, err := s.Migrate(bg); err != nil || m != (driver.Migrated{}) {
+	if m, err := s.Fleet().Migrate(bg); err != nil || m != (driver.Migrated{}) {
 		t.Fatalf("a second migrate: %+v, %v", m, err)
 	}
 }
@@ -159,7 +159,7 @@ func TestDuePollFindsOtherTasks(t *testing.T) {
 	s := newRedisStore(t, newClient(t, srv.Addr), Options{})
 	s.InitEpoch(bg) //nolint:errcheck
 	mine, other := twoBuckets()
-	if err := s.Announce(bg, []string{mine}, time.Minute); err != nil {
+	if err := s.Fleet().Announce(bg, []string{mine}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Enqueue(bg, driver.Due{Task: other, Entity: "e", Reason: driver.ReasonTrigger}, 0); err != nil {

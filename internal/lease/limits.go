@@ -360,7 +360,8 @@ type WaitingRun struct {
 }
 
 // LimitStatus reads the state of lim.
-func (s *Store) LimitStatus(ctx context.Context, lim driver.Limit) (LimitStatus, error) {
+func (f Fleet) LimitStatus(ctx context.Context, lim driver.Limit) (LimitStatus, error) {
+	s := f.s
 	st, err := s.b.LimitState(ctx, lim)
 	if err != nil {
 		return LimitStatus{}, fmt.Errorf("limit %s: %w", lim.Name, err)

@@ -12,7 +12,8 @@ import (
 // EntityPage reads one page of task's entities, in the store's order (a
 // hash's scan order in Redis: HSCAN with MATCH, a page of at most
 // q.MaxScan entries looked at).
-func (s *Store) EntityPage(ctx context.Context, task string, q driver.PageQuery) (driver.Page, error) {
+func (f Fleet) EntityPage(ctx context.Context, task string, q driver.PageQuery) (driver.Page, error) {
+	s := f.s
 	q.Size, q.MaxScan = max(q.Size, 1), max(q.MaxScan, q.Size, 1)
 	names, err := s.shardNames(ctx, task)
 	if err != nil {
@@ -25,12 +26,13 @@ func (s *Store) EntityPage(ctx context.Context, task string, q driver.PageQuery)
 		}
 		return p, nil
 	}
-	return s.shardedPage(ctx, task, names, q)
+	return f.shardedPage(ctx, task, names, q)
 }
 
 // shardedPage reads a page of a task of several shards: their entities one
 // shard after the other, the cursor "shard/the shard's cursor".
-func (s *Store) shardedPage(ctx context.Context, task string, names []string, q driver.PageQuery) (driver.Page, error) {
+func (f Fleet) shardedPage(ctx context.Context, task string, names []string, q driver.PageQuery) (driver.Page, error) {
+	s := f.s
 	shard, cur := 0, ""
 	if q.Cursor != "" {
 		a, b, ok := strings.Cut(q.Cursor, "/")

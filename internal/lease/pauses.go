@@ -16,7 +16,8 @@ type PauseInfo struct {
 
 // Pause pauses task's ticks on every replica, with who, why and until when.
 // A pause with an Until ends by itself then.
-func (s *Store) Pause(ctx context.Context, task string, p PauseInfo) error {
+func (f Fleet) Pause(ctx context.Context, task string, p PauseInfo) error {
+	s := f.s
 	data, err := json.Marshal(p)
 	if err != nil {
 		return err
@@ -25,13 +26,15 @@ func (s *Store) Pause(ctx context.Context, task string, p PauseInfo) error {
 }
 
 // Resume resumes task's ticks on every replica.
-func (s *Store) Resume(ctx context.Context, task string) error {
+func (f Fleet) Resume(ctx context.Context, task string) error {
+	s := f.s
 	return s.b.SetPaused(ctx, task, "")
 }
 
 // Pauses returns the paused tasks and their pauses; a pause whose Until
 // passed is left out.
-func (s *Store) Pauses(ctx context.Context) (map[string]PauseInfo, error) {
+func (f Fleet) Pauses(ctx context.Context) (map[string]PauseInfo, error) {
+	s := f.s
 	raw, err := s.b.Paused(ctx)
 	if err != nil {
 		return nil, err

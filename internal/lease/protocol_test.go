@@ -273,7 +273,7 @@ func testFences(t *testing.T, k kit) {
 		if err := s.Sweep(bg); err != nil {
 			t.Fatal(err)
 		}
-		st, err := s.Entity(bg, "t", "e")
+		st, err := s.Fleet().Entity(bg, "t", "e")
 		return err == nil && st.Last == nil
 	})
 	l = mustAcquire(t, s, req("e", time.Minute))

@@ -436,33 +436,33 @@ func TestReplicasAnnounced(t *testing.T) {
 	b := newRedisStore(t, newClient(t, srv.Addr), Options{Replica: "B", Version: "v2 <b>"})
 	a1.InitEpoch(bg) //nolint:errcheck
 	for range 2 {    // announcing again is not a duplicate of itself
-		if err := a1.Announce(bg, []string{"t1", "t 2"}, time.Minute); err != nil {
+		if err := a1.Fleet().Announce(bg, []string{"t1", "t 2"}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := b.Announce(bg, []string{"t3"}, time.Minute); err != nil {
+	if err := b.Fleet().Announce(bg, []string{"t3"}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	// A second process with the same id: its first announcement could be a
 	// restart's, finding its predecessor's; from its second on, it is told.
-	if err := a2.Announce(bg, []string{"t1"}, time.Minute); err != nil {
+	if err := a2.Fleet().Announce(bg, []string{"t1"}, time.Minute); err != nil {
 		t.Fatalf("a process's first announcement: %v, want none (a restart finds its predecessor's)", err)
 	}
 	var dup *driver.DuplicateReplicaError
-	if err := a1.Announce(bg, []string{"t1", "t 2"}, time.Minute); !errors.As(err, &dup) || dup.Replica != "A" || dup.Host != hostname() {
+	if err := a1.Fleet().Announce(bg, []string{"t1", "t 2"}, time.Minute); !errors.As(err, &dup) || dup.Replica != "A" || dup.Host != hostname() {
 		t.Fatalf("the first process, at its next announcement: %v, want a DuplicateReplicaError naming this host", err)
 	}
-	if err := a2.Announce(bg, []string{"t1"}, time.Minute); !errors.Is(err, driver.ErrDuplicateReplica) {
+	if err := a2.Fleet().Announce(bg, []string{"t1"}, time.Minute); !errors.Is(err, driver.ErrDuplicateReplica) {
 		t.Fatalf("the second process, at its next announcement: %v, want the duplicate said", err)
 	}
 	// A replica restarted under its id (the old process gone) is not told.
 	a3 := newRedisStore(t, newClient(t, srv.Addr), Options{Replica: "B", Version: "v2 <b>"})
 	for range 2 {
-		if err := a3.Announce(bg, []string{"t3"}, time.Minute); err != nil {
+		if err := a3.Fleet().Announce(bg, []string{"t3"}, time.Minute); err != nil {
 			t.Fatalf("B restarted: %v, want no duplicate", err)
 		}
 	}
-	rs, err := a1.Replicas(bg)
+	rs, err := a1.Fleet().Replicas(bg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,8 @@ import (
 
 // RegisterTasks records that this replica runs ts, now: a replica calls it
 // when its tasks change and every few minutes.
-func (s *Store) RegisterTasks(ctx context.Context, ts []driver.TaskInfo) error {
+func (f Fleet) RegisterTasks(ctx context.Context, ts []driver.TaskInfo) error {
+	s := f.s
 	if len(ts) == 0 {
 		return nil
 	}
@@ -34,7 +35,8 @@ func (s *Store) RegisterTasks(ctx context.Context, ts []driver.TaskInfo) error {
 }
 
 // Registry returns every task the registry remembers, by name.
-func (s *Store) Registry(ctx context.Context) ([]driver.TaskInfo, error) {
+func (f Fleet) Registry(ctx context.Context) ([]driver.TaskInfo, error) {
+	s := f.s
 	vals, err := s.b.Registry(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the task registry: %w", err)
@@ -55,7 +57,8 @@ func (s *Store) Registry(ctx context.Context) ([]driver.TaskInfo, error) {
 // ForgetTask takes task out of the registry: it is gone on purpose, and
 // no longer flagged as not firing. It says whether the registry had it. A
 // replica that still runs the task registers it again.
-func (s *Store) ForgetTask(ctx context.Context, task string) (bool, error) {
+func (f Fleet) ForgetTask(ctx context.Context, task string) (bool, error) {
+	s := f.s
 	ok, err := s.b.ForgetTask(ctx, task)
 	if err != nil {
 		return false, fmt.Errorf("forget task %s: %w", task, err)
@@ -66,7 +69,8 @@ func (s *Store) ForgetTask(ctx context.Context, task string) (bool, error) {
 // Claim says whether this replica is the first to claim name within ttl:
 // the replicas sharing a store do a thing once between them (a tick's
 // heartbeat ping). A data loss forgets the claims.
-func (s *Store) Claim(ctx context.Context, name string, ttl time.Duration) (bool, error) {
+func (f Fleet) Claim(ctx context.Context, name string, ttl time.Duration) (bool, error) {
+	s := f.s
 	ok, err := s.b.Claim(ctx, name, ttl)
 	if err != nil {
 		return false, fmt.Errorf("claim %q: %w", name, err)

@@ -17,7 +17,8 @@ import (
 // An error matching *DuplicateReplicaError (the announcement was made) says that
 // another live process announced the same replica id: two replicas share a
 // replica_id, and their records (holder, status) cannot be told apart.
-func (s *Store) Announce(ctx context.Context, tasks []string, ttl time.Duration) error {
+func (f Fleet) Announce(ctx context.Context, tasks []string, ttl time.Duration) error {
+	s := f.s
 	a := driver.Announcement{Tasks: tasks, Process: s.nonce, Host: s.host, Version: s.opts.Version, Shards: s.announcedShards(tasks)}
 	if err := s.b.Announce(ctx, a, ttl); err != nil {
 		return fmt.Errorf("announce tasks: %w", err)
@@ -29,7 +30,8 @@ func (s *Store) Announce(ctx context.Context, tasks []string, ttl time.Duration)
 // replica is gone from the live ones at once, and a process that starts
 // under the same replica id next does not wait for it (ReplicaInUse). An
 // announcement of another process under this id is left alone.
-func (s *Store) Withdraw(ctx context.Context) error {
+func (f Fleet) Withdraw(ctx context.Context) error {
+	s := f.s
 	a := driver.Announcement{Process: s.nonce, Host: s.host, Version: s.opts.Version}
 	if err := s.b.Announce(ctx, a, -time.Millisecond); err != nil {
 		return fmt.Errorf("withdraw the announcement: %w", err)
@@ -41,8 +43,9 @@ func (s *Store) Withdraw(ctx context.Context) error {
 // this store's replica id, or nil: a process stopped without withdrawing
 // (killed), whose announcement lapses within its TTL, or a live one
 // (a copied unit file), whose announcement is renewed (Seen moves on).
-func (s *Store) ReplicaInUse(ctx context.Context) (*driver.Replica, error) {
-	rs, err := s.Replicas(ctx)
+func (f Fleet) ReplicaInUse(ctx context.Context) (*driver.Replica, error) {
+	s := f.s
+	rs, err := f.Replicas(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +58,8 @@ func (s *Store) ReplicaInUse(ctx context.Context) (*driver.Replica, error) {
 }
 
 // Replicas lists the replicas whose announcement is current, by id.
-func (s *Store) Replicas(ctx context.Context) ([]driver.Replica, error) {
+func (f Fleet) Replicas(ctx context.Context) ([]driver.Replica, error) {
+	s := f.s
 	rs, err := s.b.Replicas(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read replicas: %w", err)
@@ -66,7 +70,8 @@ func (s *Store) Replicas(ctx context.Context) ([]driver.Replica, error) {
 
 // Known says whether a replica whose announcement has not run out runs
 // task.
-func (s *Store) Known(ctx context.Context, task string) (bool, error) {
+func (f Fleet) Known(ctx context.Context, task string) (bool, error) {
+	s := f.s
 	ok, err := s.b.Known(ctx, task)
 	if err != nil {
 		return false, fmt.Errorf("read announced tasks: %w", err)
@@ -75,4 +80,7 @@ func (s *Store) Known(ctx context.Context, task string) (bool, error) {
 }
 
 // Ping checks that the backend answers.
-func (s *Store) Ping(ctx context.Context) error { return s.b.Ping(ctx) }
+func (f Fleet) Ping(ctx context.Context) error {
+	s := f.s
+	return s.b.Ping(ctx)
+}

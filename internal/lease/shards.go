@@ -80,7 +80,8 @@ func (s *Store) Shards(ctx context.Context, task string) (int, error) {
 // ReadShards reads tasks' shard counts as recorded, without recording
 // any: a task with none is in one shard. The store reads them again,
 // forgetting what it knew (a migration changes them).
-func (s *Store) ReadShards(ctx context.Context, tasks []string) (map[string]int, error) {
+func (f Fleet) ReadShards(ctx context.Context, tasks []string) (map[string]int, error) {
+	s := f.s
 	out := make(map[string]int, len(tasks))
 	for _, t := range tasks {
 		s.shards.mu.Lock()
@@ -98,7 +99,8 @@ func (s *Store) ReadShards(ctx context.Context, tasks []string) (map[string]int,
 // RecordedShards reads tasks' shard counts as recorded, without recording
 // any: a task none is recorded for yet (it never ticked, and no migrate
 // resharded it) is absent, and its first tick records its config's count.
-func (s *Store) RecordedShards(ctx context.Context, tasks []string) (map[string]int, error) {
+func (f Fleet) RecordedShards(ctx context.Context, tasks []string) (map[string]int, error) {
+	s := f.s
 	want := make(map[string]int, len(tasks))
 	for _, t := range tasks {
 		want[t] = 0

@@ -72,7 +72,7 @@ func TestShardsSpreadATaskOverTheMasters(t *testing.T) {
 		}
 	}
 	held := 0
-	if err := b.Leases(bg, "big", func(h driver.Held) error {
+	if err := b.Fleet().Leases(bg, "big", func(h driver.Held) error {
 		expect.Equal(t, "a held lease's task", h.Task, "big")
 		held++
 		return nil
@@ -112,7 +112,7 @@ func TestShardCountOfATaskFromBefore(t *testing.T) {
 	expect.True(t, fmt.Sprintf("a new task: shards %d, %v: want 8", n, err), err == nil && n == 8)
 	// A read records nothing: the first write records its store's count.
 	c2 := k.client(Options{Replica: "C"})
-	if _, err := c2.EntityPage(bg, "fresh", driver.PageQuery{Size: 10}); err != nil {
+	if _, err := c2.Fleet().EntityPage(bg, "fresh", driver.PageQuery{Size: 10}); err != nil {
 		t.Fatal(err)
 	}
 	b.WantShards("fresh", 8)
@@ -146,7 +146,7 @@ func TestReshardKeepsEveryEntitysState(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, to := range []int{4, 2} {
-		r, err := a.Reshard(bg, "r", to)
+		r, err := a.Fleet().Reshard(bg, "r", to)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +169,7 @@ func TestReshardKeepsEveryEntitysState(t *testing.T) {
 			t.Fatalf("%d shards: the held lease: %v, want busy", to, err)
 		}
 		pending := 0
-		if err := b.DueEntries(bg, "r", func(d driver.Due) error {
+		if err := b.Fleet().DueEntries(bg, "r", func(d driver.Due) error {
 			expect.Equal(t, "the pending request's entity", d.Entity, "e7")
 			pending++
 			return nil
@@ -254,7 +254,7 @@ func TestStaleShardCountIsRefused(t *testing.T) {
 			a.WantShards("s", 16)
 			held := mustAcquire(t, a, driver.Request{Task: "s", Entity: "held", TTL: ttl, Reason: driver.ReasonTrigger})
 			op := k.clientAcks(driver.AcksNever, Options{Replica: "op"})
-			r, err := op.Reshard(bg, "s", 8)
+			r, err := op.Fleet().Reshard(bg, "s", 8)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -348,11 +348,11 @@ func TestPauseOverIsGoneBeforeADataLoss(t *testing.T) {
 	srv := redistest.Start(t)
 	k := redisKitOn(t, srv.Addr)
 	s := k.client(Options{Replica: "A"})
-	if err := s.Pause(bg, "p", PauseInfo{By: "ops", At: time.Now(), Until: time.Now().Add(50 * time.Millisecond)}); err != nil {
+	if err := s.Fleet().Pause(bg, "p", PauseInfo{By: "ops", At: time.Now(), Until: time.Now().Add(50 * time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
 	expect.WaitFor(t, 5*time.Second, "the pause over", func() bool {
-		ps, err := s.Pauses(bg)
+		ps, err := s.Fleet().Pauses(bg)
 		return err == nil && len(ps) == 0
 	})
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
@@ -371,7 +371,7 @@ func TestPauseOverIsGoneBeforeADataLoss(t *testing.T) {
 			}
 		}
 	}
-	ps, err := s.Pauses(bg)
+	ps, err := s.Fleet().Pauses(bg)
 	expect.True(t, fmt.Sprintf("after the infos' loss: paused %v, %v", ps, err), err == nil && len(ps) == 0)
 }
 
@@ -387,13 +387,13 @@ func TestPauseEndsWithTheLossOfItsInfo(t *testing.T) {
 	s := k.client(Options{Replica: "A"})
 	pause := func() {
 		t.Helper()
-		if err := s.Pause(bg, "p", PauseInfo{By: "ops", At: time.Now(), Until: time.Now().Add(time.Minute)}); err != nil {
+		if err := s.Fleet().Pause(bg, "p", PauseInfo{By: "ops", At: time.Now(), Until: time.Now().Add(time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	paused := func() bool {
 		t.Helper()
-		ps, err := s.Pauses(bg)
+		ps, err := s.Fleet().Pauses(bg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -410,7 +410,7 @@ func TestPauseEndsWithTheLossOfItsInfo(t *testing.T) {
 	expect.True(t, "paused after the infos' loss", !paused())
 	pause()
 	expect.True(t, "paused again", paused())
-	if err := s.Resume(bg, "p"); err != nil {
+	if err := s.Fleet().Resume(bg, "p"); err != nil {
 		t.Fatal(err)
 	}
 	expect.True(t, "paused after the resume", !paused())
@@ -486,7 +486,7 @@ func TestShardLayoutOutlivesARollback(t *testing.T) {
 	for _, s := range []int{0, 3} {
 		before[keyOf(s)] = c.Get(bg, keyOf(s)).Val()
 	}
-	if _, err := a.Reshard(bg, "s", 4); err != nil {
+	if _, err := a.Fleet().Reshard(bg, "s", 4); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := a.Shards(bg, "s"); err != nil || n != 4 {
@@ -551,7 +551,7 @@ func ranThenResharded(t *testing.T, a *Store, ttl time.Duration, n int) []driver
 	for _, r := range a.AcquireBatch(bg, reqs) {
 		mustRelease(t, r.Lease)
 	}
-	if _, err := a.Reshard(bg, "s", n); err != nil {
+	if _, err := a.Fleet().Reshard(bg, "s", n); err != nil {
 		t.Fatal(err)
 	}
 	return reqs

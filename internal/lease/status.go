@@ -8,7 +8,8 @@ import (
 
 // Leases calls fn for each held lease of task ("" for all tasks). Redis is
 // read with SCAN, a page at a time.
-func (s *Store) Leases(ctx context.Context, task string, fn func(driver.Held) error) error {
+func (f Fleet) Leases(ctx context.Context, task string, fn func(driver.Held) error) error {
+	s := f.s
 	return s.eachShard(ctx, task, func(name string) error {
 		return s.b.Leases(ctx, name, func(h driver.Held) error {
 			h.Task = taskOf(h.Task)
@@ -19,7 +20,8 @@ func (s *Store) Leases(ctx context.Context, task string, fn func(driver.Held) er
 
 // LastRuns calls fn for the last finished run of each entity of task ("" for
 // all), as long as its state is retained.
-func (s *Store) LastRuns(ctx context.Context, task string, fn func(driver.LastRun) error) error {
+func (f Fleet) LastRuns(ctx context.Context, task string, fn func(driver.LastRun) error) error {
+	s := f.s
 	return s.eachShard(ctx, task, func(name string) error {
 		return s.b.LastRuns(ctx, name, func(r driver.LastRun) error {
 			r.Task = taskOf(r.Task)
@@ -29,7 +31,8 @@ func (s *Store) LastRuns(ctx context.Context, task string, fn func(driver.LastRu
 }
 
 // Entity reads the state of one (task, entity) in one round trip.
-func (s *Store) Entity(ctx context.Context, task, entity string) (driver.EntityState, error) {
+func (f Fleet) Entity(ctx context.Context, task, entity string) (driver.EntityState, error) {
+	s := f.s
 	name, _, err := s.shardName(ctx, task, entity, false)
 	if err != nil {
 		return driver.EntityState{}, err

@@ -16,7 +16,7 @@ import (
 // run by who: a holder still running then overlaps the next run. It
 // returns what it found and did, or ErrNotHeld.
 func (s *Store) Unlock(ctx context.Context, task, entity, by string, force bool) (driver.Unlocked, error) {
-	if _, err := s.ReadShards(ctx, []string{task}); err != nil { // a reshard may have moved it
+	if _, err := s.Fleet().ReadShards(ctx, []string{task}); err != nil { // a reshard may have moved it
 		return driver.Unlocked{}, fmt.Errorf("unlock %s/%s: %w", task, entity, err)
 	}
 	name, _, err := s.shardName(ctx, task, entity, false)

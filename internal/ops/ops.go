@@ -46,7 +46,7 @@ func record(ctx context.Context, store *lease.Store, t *config.Task, a lease.Act
 	if t != nil {
 		keep = leaseconf.Retention(t)
 	}
-	return Done{Action: a, Said: said, Recorded: store.RecordAction(ctx, a, keep)}
+	return Done{Action: a, Said: said, Recorded: store.Fleet().RecordAction(ctx, a, keep)}
 }
 
 // ErrReason is the error of a reason over MaxReason.
@@ -199,7 +199,7 @@ const maxBusyRead = 100
 func BusyOf(ctx context.Context, store *lease.Store, task string, ids []string) []Busy {
 	out := []Busy{}
 	for _, id := range ids[:min(len(ids), maxBusyRead)] {
-		if st, err := store.Entity(ctx, task, id); err == nil && st.Held != nil {
+		if st, err := store.Fleet().Entity(ctx, task, id); err == nil && st.Held != nil {
 			out = append(out, Busy{Entity: id, Holder: st.Held.Holder, Since: st.Held.Since})
 		}
 	}
@@ -225,7 +225,7 @@ func Pause(ctx context.Context, store *lease.Store, t *config.Task, by, reason s
 	if forD < 0 {
 		return Paused{}, fmt.Errorf("for %v: must not be negative", forD)
 	}
-	pauses, err := store.Pauses(ctx)
+	pauses, err := store.Fleet().Pauses(ctx)
 	if err != nil {
 		return Paused{}, err
 	}
@@ -244,7 +244,7 @@ func Pause(ctx context.Context, store *lease.Store, t *config.Task, by, reason s
 	if forD > 0 {
 		p.Until = now.Add(forD)
 	}
-	if err := store.Pause(ctx, t.Name, p); err != nil {
+	if err := store.Fleet().Pause(ctx, t.Name, p); err != nil {
 		return Paused{}, err
 	}
 	a := lease.Action{Task: t.Name, At: now, By: by, What: lease.ActionPause, Reason: reason, Until: p.Until}
@@ -261,7 +261,7 @@ func Resume(ctx context.Context, store *lease.Store, t *config.Task, by, reason 
 	if err := checkReason(reason); err != nil {
 		return Paused{}, err
 	}
-	pauses, err := store.Pauses(ctx)
+	pauses, err := store.Fleet().Pauses(ctx)
 	if err != nil {
 		return Paused{}, err
 	}
@@ -269,7 +269,7 @@ func Resume(ctx context.Context, store *lease.Store, t *config.Task, by, reason 
 	if !was {
 		return Paused{Done: Done{Said: t.Name + " is not paused: nothing changed"}}, nil
 	}
-	if err := store.Resume(ctx, t.Name); err != nil {
+	if err := store.Fleet().Resume(ctx, t.Name); err != nil {
 		return Paused{}, err
 	}
 	a := lease.Action{Task: t.Name, At: now, By: by, What: lease.ActionResume, Reason: reason}
@@ -355,14 +355,14 @@ func Forget(ctx context.Context, store *lease.Store, task, by, reason string) (D
 	if err := checkReason(reason); err != nil {
 		return Done{}, err
 	}
-	replicas, err := store.Replicas(ctx)
+	replicas, err := store.Fleet().Replicas(ctx)
 	if err != nil {
 		return Done{}, err
 	}
 	if runners := registry.RunnerIDs(replicas, task); len(runners) > 0 {
 		return Done{}, fmt.Errorf("%s is run by %s: take it out of their configs (and reload them) first: %w", task, strings.Join(runners, ", "), ErrStillRun)
 	}
-	found, err := store.ForgetTask(ctx, task)
+	found, err := store.Fleet().ForgetTask(ctx, task)
 	if err != nil {
 		return Done{}, err
 	}
@@ -388,8 +388,8 @@ func Migrate(ctx context.Context, store *lease.Store, shards map[string]int, by 
 	var perTask []lease.Action
 	said := "key layout " + redisdriver.LayoutVersion + ": in place"
 	var le *redisdriver.LayoutError
-	if err := store.CheckLayout(ctx); errors.As(err, &le) && le.Other == "" {
-		if m.Layout, err = store.Migrate(ctx); err != nil {
+	if err := store.Fleet().CheckLayout(ctx); errors.As(err, &le) && le.Other == "" {
+		if m.Layout, err = store.Fleet().Migrate(ctx); err != nil {
 			return m, Done{}, err
 		}
 		said = fmt.Sprintf("key layout %s: moved %d task(s) and %d pending request(s)", redisdriver.LayoutVersion, m.Layout.Tasks, m.Layout.Due)
@@ -398,7 +398,7 @@ func Migrate(ctx context.Context, store *lease.Store, shards map[string]int, by 
 	}
 	for _, task := range slices.Sorted(maps.Keys(shards)) { // each one, even in place: it may have state astray (Reshard looks)
 		began := time.Now()
-		r, err := store.Reshard(ctx, task, shards[task])
+		r, err := store.Fleet().Reshard(ctx, task, shards[task])
 		if err != nil {
 			return m, Done{}, fmt.Errorf("reshard %s: %w", task, err)
 		}
@@ -420,7 +420,7 @@ func Migrate(ctx context.Context, store *lease.Store, shards map[string]int, by 
 	// Each task resharded has it in its own actions too (history -actions
 	// TASK, the task's page), not only in the prefix's.
 	for _, a := range perTask {
-		done.Recorded = errors.Join(done.Recorded, store.RecordAction(ctx, a, driver.DefaultHistory()))
+		done.Recorded = errors.Join(done.Recorded, store.Fleet().RecordAction(ctx, a, driver.DefaultHistory()))
 	}
 	return m, done, nil
 }

@@ -65,7 +65,7 @@ func TestTriggerSaysBusyAndRecords(t *testing.T) {
 	}
 	expect.True(t, "busy: "+fmt.Sprint(tr.Busy), len(tr.Busy) == 1 && tr.Busy[0].Entity == "b" && tr.Busy[0].Holder == "r1")
 	expect.True(t, "said: "+tr.Said, strings.HasPrefix(tr.Said, "triggered 2 run(s) of t") && strings.Contains(tr.Said, `t "b": busy (held by r1 since`))
-	as, err := s.Actions(bg, "t", 5)
+	as, err := s.Fleet().Actions(bg, "t", 5)
 	expect.True(t, fmt.Sprintf("recorded: %+v, %v", as, err), err == nil && len(as) == 1 && as[0].What == lease.ActionTrigger && as[0].By == "alice")
 }
 
@@ -86,11 +86,11 @@ func TestPauseAndResume(t *testing.T) {
 	expect.True(t, "a negative -for is refused", err != nil)
 	r, err := Resume(bg, s, task, "ops", "", now)
 	expect.True(t, "resumed: "+r.Said, err == nil && r.Changed && strings.HasPrefix(r.Said, "resumed t (paused by ops"))
-	pauses, _ := s.Pauses(bg)
+	pauses, _ := s.Fleet().Pauses(bg)
 	expect.Equal(t, "pauses after the resume", len(pauses), 0)
 	r, err = Resume(bg, s, task, "ops", "", now)
 	expect.True(t, "again: "+r.Said, err == nil && !r.Changed)
-	as, _ := s.Actions(bg, "t", 10)
+	as, _ := s.Fleet().Actions(bg, "t", 10)
 	expect.Equal(t, "actions recorded (pause, change, resume)", len(as), 3)
 }
 
@@ -119,7 +119,7 @@ func TestForget(t *testing.T) {
 	s, _ := setup(t)
 	_, err := Forget(bg, s, "nobody-knows", "ops", "")
 	expect.True(t, fmt.Sprintf("unknown: %v", err), err != nil && strings.Contains(err.Error(), "nothing to forget"))
-	if err := s.RegisterTasks(bg, []driver.TaskInfo{{Name: "old", Schedule: "every 1h0m0s", Timezone: "UTC"}}); err != nil {
+	if err := s.Fleet().RegisterTasks(bg, []driver.TaskInfo{{Name: "old", Schedule: "every 1h0m0s", Timezone: "UTC"}}); err != nil {
 		t.Fatal(err)
 	}
 	d, err := Forget(bg, s, "old", "ops", "retired")

@@ -33,7 +33,7 @@ func ReadHistory(ctx context.Context, store *lease.Store, t *config.Task, limit 
 	}
 	h.Ticks = h.Ticks[:min(len(h.Ticks), limit)]
 	h.Actions = past.Actions[:min(len(past.Actions), limit)]
-	if h.Failures, err = store.Failures(ctx, t.Name, limit); err != nil {
+	if h.Failures, err = store.Fleet().Failures(ctx, t.Name, limit); err != nil {
 		return h, err
 	}
 	return h, nil
@@ -71,11 +71,11 @@ func FindTask(ctx context.Context, store *lease.Store, cfg *config.Config, task 
 	if o != nil {
 		return &o.Task, nil
 	}
-	as, err := store.Actions(ctx, task, 1)
+	as, err := store.Fleet().Actions(ctx, task, 1)
 	if err != nil {
 		return nil, err
 	}
-	ts, err := store.Ticks(ctx, task, 1)
+	ts, err := store.Fleet().Ticks(ctx, task, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func Unlisted(ctx context.Context, store *lease.Store, cfg *config.Config, name 
 	if _, ok := cfg.Task(name); ok {
 		return nil, nil
 	}
-	reg, err := store.Registry(ctx)
+	reg, err := store.Fleet().Registry(ctx)
 	if err != nil {
 		return nil, err
 	}

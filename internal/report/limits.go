@@ -26,7 +26,7 @@ func ReadLimits(ctx context.Context, store *lease.Store, cfg *config.Config) ([]
 	users := cfg.LimitUsers()
 	out := []LimitStatus{}
 	for _, l := range cfg.Limits {
-		st, err := store.LimitStatus(ctx, leaseconf.Limit(&l))
+		st, err := store.Fleet().LimitStatus(ctx, leaseconf.Limit(&l))
 		if err != nil {
 			return nil, err
 		}

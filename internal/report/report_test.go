@@ -47,10 +47,10 @@ func world(t *testing.T) (*lease.Store, *config.Config, time.Time) {
 	}
 	part := driver.TickPart{Replica: "r1", Process: "1", Final: true, Written: T.Add(time.Second), Entities: 2, Started: 2,
 		Outcomes: map[driver.Outcome]int{driver.OutcomeDone: 2}}
-	if err := s.RecordTicks(bg, []driver.TickWrite{{Task: "t", Tick: T, Part: part, Keep: leaseconf.Retention(task)}}); err != nil {
+	if err := s.Fleet().RecordTicks(bg, []driver.TickWrite{{Task: "t", Tick: T, Part: part, Keep: leaseconf.Retention(task)}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Pause(bg, "t", lease.PauseInfo{By: "ops", At: T, Reason: "deploy"}); err != nil {
+	if err := s.Fleet().Pause(bg, "t", lease.PauseInfo{By: "ops", At: T, Reason: "deploy"}); err != nil {
 		t.Fatal(err)
 	}
 	return s, cfg, T
@@ -88,7 +88,7 @@ func TestHistoryOfATask(t *testing.T) {
 	}
 	doc := h.Doc()
 	expect.True(t, fmt.Sprintf("ticks: %+v", doc.Ticks), len(doc.Ticks) >= 1 && doc.Ticks[0].State == "complete" && doc.Ticks[0].Runs == 2)
-	if err := s.RegisterTasks(bg, []driver.TaskInfo{{Name: "old", Schedule: "every 1h0m0s", Timezone: "UTC", Seen: T, By: "r9"}}); err != nil {
+	if err := s.Fleet().RegisterTasks(bg, []driver.TaskInfo{{Name: "old", Schedule: "every 1h0m0s", Timezone: "UTC", Seen: T, By: "r9"}}); err != nil {
 		t.Fatal(err)
 	}
 	old, err := FindTask(bg, s, cfg, "old")

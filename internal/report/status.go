@@ -64,7 +64,7 @@ const StatusScan = 2000
 // one task moving does not keep the others' status from being read, and
 // its own entities are read once it has moved.
 func (st *TaskStatus) readShards(ctx context.Context, store *lease.Store) error {
-	counts, err := store.RecordedShards(ctx, []string{st.Name})
+	counts, err := store.Fleet().RecordedShards(ctx, []string{st.Name})
 	switch {
 	case errors.Is(err, driver.ErrResharding):
 		st.Resharding, st.Shards = err.Error(), st.ConfigShards
@@ -104,7 +104,7 @@ func StatusOf(ctx context.Context, store *lease.Store, t config.Task, now time.T
 	}
 	q := driver.PageQuery{Size: statusPage, MaxScan: statusPage}
 	for {
-		p, err := store.EntityPage(ctx, t.Name, q)
+		p, err := store.Fleet().EntityPage(ctx, t.Name, q)
 		if err != nil {
 			return st, fmt.Errorf("list the entities: %w", err)
 		}
@@ -129,7 +129,7 @@ func StatusOf(ctx context.Context, store *lease.Store, t config.Task, now time.T
 	// looked at (a trigger -force of 200,000 entities leaves as many while
 	// they drain: walking them cost 300 ms of Redis CPU).
 	errEnough := errors.New("enough pending runs looked at")
-	err := store.DueEntries(ctx, t.Name, func(d driver.Due) error {
+	err := store.Fleet().DueEntries(ctx, t.Name, func(d driver.Due) error {
 		due.add(d) //nolint:errcheck // never fails
 		if scan > 0 && due.count >= scan {
 			st.DuePartial = true
@@ -220,22 +220,22 @@ const LockTask = "@lock"
 // every entity), the last runs filtered by outcome when it is not "".
 func ReadStatus(ctx context.Context, store *lease.Store, cfg *config.Config, only string, limit, scan int, outcome string, now time.Time) (Status, error) {
 	st := Status{Now: now}
-	pauses, err := store.Pauses(ctx)
+	pauses, err := store.Fleet().Pauses(ctx)
 	if err != nil {
 		return st, fmt.Errorf("read paused tasks: %w", err)
 	}
-	if st.Replication, err = store.Replication(ctx); err != nil {
+	if st.Replication, err = store.Fleet().Replication(ctx); err != nil {
 		return st, fmt.Errorf("read replication: %w", err)
 	}
-	if st.Replicas, err = store.Replicas(ctx); err != nil {
+	if st.Replicas, err = store.Fleet().Replicas(ctx); err != nil {
 		return st, err
 	}
-	reg, err := store.Registry(ctx)
+	reg, err := store.Fleet().Registry(ctx)
 	if err != nil {
 		return st, err
 	}
 	locks := firstN[driver.Held](limit)
-	if err := store.Leases(ctx, LockTask, locks.add); err != nil {
+	if err := store.Fleet().Leases(ctx, LockTask, locks.add); err != nil {
 		return st, fmt.Errorf("list locks: %w", err)
 	}
 	st.Locks, st.LockCount = locks.items, locks.count

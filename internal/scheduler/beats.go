@@ -59,7 +59,7 @@ func (b *beats) start() {
 	if v := b.s.version; v != "" {
 		ua += "/" + v
 	}
-	b.send = heartbeat.New(ctx, heartbeat.Options{Claim: b.s.store.Claim, Log: b.s.log, UserAgent: ua})
+	b.send = heartbeat.New(ctx, heartbeat.Options{Claim: b.s.store.Fleet().Claim, Log: b.s.log, UserAgent: ua})
 	lctx, stop := context.WithCancel(context.Background())
 	b.stop = stop
 	go func() {
@@ -159,7 +159,7 @@ func (b *beats) judge(timeout time.Duration) {
 	var live map[string]bool // read once, when a record is not final
 	now := b.s.clock.Now()
 	for task, obs := range byTask {
-		recs, err := b.s.store.Ticks(ctx, task, maxOpenTicks)
+		recs, err := b.s.store.Fleet().Ticks(ctx, task, maxOpenTicks)
 		if err != nil {
 			b.s.logLimited("heartbeat-read", "cannot read the history to judge heartbeats; will retry", logs.KeyTask, task, logs.KeyError, err)
 			continue
@@ -181,7 +181,7 @@ func (b *beats) judge(timeout time.Duration) {
 				kind := heartbeat.Fail
 				if ok {
 					kind = heartbeat.Success
-				} else if fs, err := b.s.store.Failures(ctx, task, failuresRead); err == nil {
+				} else if fs, err := b.s.store.Fleet().Failures(ctx, task, failuresRead); err == nil {
 					summary += history.FailedEntities(fs, ob.tick, failuresNamed) // which entities failed, when some did
 				}
 				b.send.Send(heartbeat.Ping{Task: task, URL: ob.url, Tick: ob.tick, Kind: kind, Body: summary, Keep: ob.keep})
@@ -210,7 +210,7 @@ const (
 // live is the replicas whose announcement is current (nil when they cannot
 // be read: no tick is then taken for incomplete).
 func (b *beats) live(ctx context.Context) map[string]bool {
-	rs, err := b.s.store.Replicas(ctx)
+	rs, err := b.s.store.Fleet().Replicas(ctx)
 	if err != nil {
 		return nil
 	}

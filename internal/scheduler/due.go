@@ -19,7 +19,7 @@ import (
 // publishDueDepth publishes how many requests are pending (the due set's
 // size); the metrics loop calls it every PausePoll.
 func (s *Scheduler) publishDueDepth(ctx context.Context) {
-	if n, err := s.store.DueCount(ctx); err == nil {
+	if n, err := s.store.Fleet().DueCount(ctx); err == nil {
 		s.metrics.Due(n)
 	}
 }
@@ -34,7 +34,7 @@ const dueVisibility = 30 * time.Second
 // entry dropped.
 func (s *Scheduler) unknownTask(ctx context.Context, d driver.Due) {
 	ev := Event{Task: d.Task, Entity: d.Entity, Reason: d.Reason, Tick: d.Tick}
-	known, err := s.store.Known(ctx, d.Task)
+	known, err := s.store.Fleet().Known(ctx, d.Task)
 	if err != nil || known {
 		if err != nil {
 			s.storeFailed("announce", "known", "cannot read which replicas run which tasks", Event{Task: d.Task}, err)
@@ -63,7 +63,7 @@ func (s *Scheduler) announce(ctx context.Context) {
 	s.mu.Unlock()
 	sort.Strings(names)
 	s.register(ctx, infos)
-	err := s.store.Announce(ctx, names, max(10*time.Second, 5*s.pausePoll))
+	err := s.store.Fleet().Announce(ctx, names, max(10*time.Second, 5*s.pausePoll))
 	var dup *driver.DuplicateReplicaError
 	switch {
 	case errors.As(err, &dup):
@@ -90,7 +90,7 @@ func (s *Scheduler) register(ctx context.Context, infos []driver.TaskInfo) {
 	if key == s.registered && time.Since(s.registeredAt) < registerEvery {
 		return
 	}
-	if err := s.store.RegisterTasks(ctx, infos); err != nil {
+	if err := s.store.Fleet().RegisterTasks(ctx, infos); err != nil {
 		if ctx.Err() == nil {
 			s.storeFailed("announce", "register", "cannot record this replica's tasks in the task registry", Event{}, err)
 		}

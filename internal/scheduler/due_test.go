@@ -40,7 +40,7 @@ lease_ttl = "3s"
 			}
 			expect.WaitFor(t, 5*time.Second, "trigger taken", func() bool {
 				n := 0
-				st.DueEntries(context.Background(), "", func(driver.Due) error { n++; return nil }) //nolint:errcheck
+				st.Fleet().DueEntries(context.Background(), "", func(driver.Due) error { n++; return nil }) //nolint:errcheck
 				return n == 0
 			})
 		}
@@ -57,7 +57,7 @@ lease_ttl = "3s"
 		// pending (a second follow-up would have been enqueued by that
 		// release, atomically with it).
 		e.ev.waitFor(t, 5*time.Second, "the follow-up's end", func(ev Event) bool { return ev.Kind == EventRunEnded && ev.Reason == driver.ReasonQueued })
-		state, err := st.Entity(context.Background(), "q", "q")
+		state, err := st.Fleet().Entity(context.Background(), "q", "q")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,14 +82,14 @@ func TestDueRunDuringARolloutWaits(t *testing.T) {
 	_, st := e.start(oldCfg) // r1: takes due runs every 20ms, does not know "new"
 	// r2 has "new" but takes no due run for now: it only announces its tasks.
 	e.run(newCfg, Options{Store: e.store("r2"), DuePoll: time.Hour, PausePoll: 50 * time.Millisecond})
-	expect.WaitFor(t, 5*time.Second, "r2's tasks announced", func() bool { ok, _ := st.Known(context.Background(), "new"); return ok })
+	expect.WaitFor(t, 5*time.Second, "r2's tasks announced", func() bool { ok, _ := st.Fleet().Known(context.Background(), "new"); return ok })
 	if err := st.Enqueue(context.Background(), driver.Due{Task: "new", Entity: "x", Reason: driver.ReasonTrigger}, 0); err != nil {
 		t.Fatal(err)
 	}
 	deferredByR1 := func(ev Event) bool { return ev.Kind == EventDueDeferred && ev.Replica == "r1" && ev.Task == "new" }
 	expect.WaitFor(t, 10*time.Second, "r1 to leave the run twice", func() bool { return e.ev.count(deferredByR1) >= 2 })
 	expect.Equal(t, "runs dropped", e.ev.count(kind(EventDueDropped)), 0)
-	state, err := st.Entity(context.Background(), "new", "x")
+	state, err := st.Fleet().Entity(context.Background(), "new", "x")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestDueRunDuringARolloutWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.ev.waitFor(t, 30*time.Second, "the ghost's run dropped", func(ev Event) bool { return ev.Kind == EventDueDropped && ev.Task == "ghost" })
-	state, _ = st.Entity(context.Background(), "ghost", "y")
+	state, _ = st.Fleet().Entity(context.Background(), "ghost", "y")
 	expect.True(t, "the ghost's run is gone", state.Pending == nil)
 }
 
@@ -162,6 +162,6 @@ func TestDuplicateReplicaIDIsWarned(t *testing.T) {
 	e.ev.waitFor(t, 10*time.Second, "the duplicate found", func(ev Event) bool { return ev.Kind == EventDuplicateReplica })
 	expect.True(t, "the duplicate warned", e.logs.countPrefix("another tickd process uses this replica_id") >= 1)
 	// The replicas list flags it too, for status and the console.
-	rs, err := e.redisStore("tickd", lease.Options{Replica: "reader"}).Replicas(context.Background())
+	rs, err := e.redisStore("tickd", lease.Options{Replica: "reader"}).Fleet().Replicas(context.Background())
 	expect.True(t, fmt.Sprintf("the duplicate flagged in the replicas list: %+v %v", rs, err), err == nil && len(rs) == 1 && rs[0].DuplicateOn != "")
 }

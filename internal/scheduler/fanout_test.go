@@ -413,7 +413,7 @@ entities_command = ["sh", "-c", "echo a; echo 'the database is down' >&2; exit 3
 	expect.Equal(t, "tick lines saying so", e.logs.count("tick", map[string]string{logs.KeyTask: "nofile", "source_failed": "true"}), 1)
 	var rec driver.TickRecord
 	expect.WaitFor(t, 10*time.Second, "the tick's record, final", func() bool {
-		rs, err := st.Ticks(context.Background(), "nofile", 1)
+		rs, err := st.Fleet().Ticks(context.Background(), "nofile", 1)
 		if err != nil || len(rs) == 0 || !rs[0].Final() {
 			return false
 		}
@@ -495,14 +495,14 @@ shards = 6
 entities = ` + entities(n)
 	// r1, the registry says, runs the task: it announced it, then died.
 	gone := e.store("r1")
-	if err := gone.Announce(context.Background(), []string{"shared"}, time.Minute); err != nil {
+	if err := gone.Fleet().Announce(context.Background(), []string{"shared"}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range []string{"r0", "r2"} {
 		st := e.store(r)
 		// Announced before the first tick, as after a while: each sees
 		// three replicas of the task from the start.
-		if err := st.Announce(context.Background(), []string{"shared"}, time.Minute); err != nil {
+		if err := st.Fleet().Announce(context.Background(), []string{"shared"}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		e.run(cfg, Options{Store: st})

@@ -19,16 +19,16 @@ const healthBatch = 500
 
 func (s *Scheduler) publishHealth(ctx context.Context) {
 	cfg := s.Config()
-	pauses, err := s.store.Pauses(ctx)
+	pauses, err := s.store.Fleet().Pauses(ctx)
 	if err != nil {
 		return // the pause loop says so
 	}
-	replicas, err := s.store.Replicas(ctx)
+	replicas, err := s.store.Fleet().Replicas(ctx)
 	if err != nil {
 		s.storeFailed("history", "health", "cannot read the replicas for the tasks' health", Event{}, err)
 		return
 	}
-	reg, err := s.store.Registry(ctx)
+	reg, err := s.store.Fleet().Registry(ctx)
 	if err != nil {
 		s.storeFailed("history", "health", "cannot read the task registry for the tasks' health", Event{}, err)
 		return

@@ -56,7 +56,7 @@ entities = [` + strings.Join(ids, ", ") + `]
 		var rs []driver.TickRecord
 		expect.WaitFor(t, 10*time.Second, "two complete tick records", func() bool {
 			var err error
-			rs, err = st.Ticks(context.Background(), "rec", 100)
+			rs, err = st.Fleet().Ticks(context.Background(), "rec", 100)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,11 +93,11 @@ entities = [` + strings.Join(ids, ", ") + `]
 		expect.True(t, "ticks checked", checked >= 2)
 		var fs []lease.Failure
 		expect.WaitFor(t, 5*time.Second, "the failures recorded", func() bool {
-			fs, _ = st.Failures(context.Background(), "rec", 10)
+			fs, _ = st.Fleet().Failures(context.Background(), "rec", 10)
 			return len(fs) >= 2
 		})
 		expect.True(t, "a failure's error", strings.HasPrefix(fs[0].Error, "quota exceeded for "))
-		es, err := st.Entity(context.Background(), "rec", "<b>7")
+		es, err := st.Fleet().Entity(context.Background(), "rec", "<b>7")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +161,7 @@ entities = ["a", "b", "c"]
 `, Options{Store: st, DuePoll: 20 * time.Millisecond, PausePoll: 100 * time.Millisecond})
 	direct := e.redisStore("tickd", lease.Options{Replica: "reader"})
 	complete := func() map[time.Time]driver.TickRecord {
-		rs, err := direct.Ticks(context.Background(), "rec", 100)
+		rs, err := direct.Fleet().Ticks(context.Background(), "rec", 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +212,7 @@ func TestRunsGoOnWhenHistoryWritesFail(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := e.redisStoreVia(redis.Options{Username: "nohistory", Password: "pw"}, "tickd", lease.Options{Replica: "r1", MaxTTL: 2 * time.Second})
-	if err := st.RecordTicks(context.Background(), []driver.TickWrite{{Task: "rec", Tick: time.Now(),
+	if err := st.Fleet().RecordTicks(context.Background(), []driver.TickWrite{{Task: "rec", Tick: time.Now(),
 		Part: driver.TickPart{Replica: "x", Written: time.Now()}, Keep: driver.DefaultHistory()}}); err == nil {
 		t.Fatal("the user may write the history: the test tests nothing")
 	}
@@ -248,7 +248,7 @@ entities = ["a", "b", "c"]
 	}
 	granted := time.Now()
 	expect.WaitFor(t, 30*time.Second, "the refused ticks' records written", func() bool {
-		rs, err := st.Ticks(context.Background(), "rec", 100)
+		rs, err := st.Fleet().Ticks(context.Background(), "rec", 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,7 +266,7 @@ entities = ["a", "b", "c"]
 		return n > 0
 	})
 	expect.WaitFor(t, 10*time.Second, "the refused failures written", func() bool {
-		fs, err := st.Failures(context.Background(), "rec", 100)
+		fs, err := st.Fleet().Failures(context.Background(), "rec", 100)
 		return err == nil && len(fs) >= 15
 	})
 }
@@ -424,7 +424,7 @@ entities = ["slow"]
 `)
 	var fs []lease.Failure
 	expect.WaitFor(t, 10*time.Second, "the timeout recorded", func() bool {
-		fs, _ = st.Failures(context.Background(), "rec", 10)
+		fs, _ = st.Fleet().Failures(context.Background(), "rec", 10)
 		return len(fs) > 0
 	})
 	expect.Equal(t, "outcome", fs[0].Outcome, driver.OutcomeTimeout)
@@ -447,7 +447,7 @@ entities = ["a", "b"]
 `)
 	var before driver.TickRecord
 	expect.WaitFor(t, 10*time.Second, "a complete record", func() bool {
-		rs, _ := st.Ticks(context.Background(), "rec", 10)
+		rs, _ := st.Fleet().Ticks(context.Background(), "rec", 10)
 		for _, r := range rs {
 			if r.Final() && r.Runs() == 2 {
 				before = r
@@ -462,7 +462,7 @@ entities = ["a", "b"]
 		t.Fatal(err)
 	}
 	expect.WaitFor(t, 15*time.Second, "the record of a tick before the loss written again", func() bool {
-		rs, _ := st.Ticks(context.Background(), "rec", 100)
+		rs, _ := st.Fleet().Ticks(context.Background(), "rec", 100)
 		for _, r := range rs {
 			if r.Tick.Equal(before.Tick) {
 				return r.Final() && r.Runs() == 2
@@ -495,10 +495,10 @@ entities = ["a"]
 	s.history.fannedOut(first, TickCounts{Entities: 10, Started: 6, AlreadyRan: 4})
 	s.history.fannedOut(second, TickCounts{Entities: 10, Started: 3, AlreadyRan: 7})
 	expect.WaitFor(t, 10*time.Second, "the tick's final record", func() bool {
-		rs, err := st.Ticks(ctx, "twice", 10)
+		rs, err := st.Fleet().Ticks(ctx, "twice", 10)
 		return err == nil && len(rs) > 0 && rs[0].Tick.Equal(T) && rs[0].Final() && rs[0].Runs() == 9
 	})
-	rs, _ := st.Ticks(ctx, "twice", 10)
+	rs, _ := st.Fleet().Ticks(ctx, "twice", 10)
 	expect.Equal(t, "parts of the one process", len(rs[0].Parts), 1)
 	expect.Equal(t, "already ran: the 7 of the second fan-out less the 6 the first ran", rs[0].Skipped()[driver.SkipAlreadyRan], 1)
 }
@@ -530,7 +530,7 @@ entities = ["a", "b", "c", "d", "e", "f"]
 `)
 	ctx := context.Background()
 	expect.WaitFor(t, 10*time.Second, "the fan-out's counts so far in its record", func() bool {
-		rs, err := st.Ticks(ctx, "slow", 1)
+		rs, err := st.Fleet().Ticks(ctx, "slow", 1)
 		return err == nil && len(rs) == 1 && !rs[0].Final() && rs[0].Runs() == 2 && rs[0].Entities() >= 2
 	})
 }

@@ -196,7 +196,7 @@ func (h *historyWriter) begin(ctx context.Context, t config.Task, T time.Time) *
 	w := driver.TickWrite{Task: tl.task, Tick: tl.tick, Part: tl.part(h.s.replica, h.s.store.Process(), h.s.clock.Now()), Keep: tl.keep}
 	wctx, cancel := context.WithTimeout(ctx, beginWait)
 	defer cancel()
-	if h.s.store.RecordTicks(wctx, []driver.TickWrite{w}) != nil {
+	if h.s.store.Fleet().RecordTicks(wctx, []driver.TickWrite{w}) != nil {
 		h.put(tl)
 	} else {
 		h.wrote(map[tallyKey]driver.TickWrite{{tl.task, tl.tick.UnixNano()}: w})
@@ -412,12 +412,12 @@ func (h *historyWriter) flush(ctx context.Context) error {
 	// entities from them (a race: the body lacked them).
 	var err error
 	if len(fails) > 0 {
-		if err = h.s.store.RecordFailures(wctx, fails, h.s.retention); err == nil {
+		if err = h.s.store.Fleet().RecordFailures(wctx, fails, h.s.retention); err == nil {
 			fails = nil // written: not queued again
 		}
 	}
 	if err == nil {
-		err = h.s.store.RecordTicks(wctx, ws)
+		err = h.s.store.Fleet().RecordTicks(wctx, ws)
 	}
 	if err == nil {
 		h.wrote(parts)

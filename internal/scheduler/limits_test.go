@@ -44,7 +44,7 @@ entities = ["a", "b", "c", "d", "e", "f", "g", "h"]
 		// how long the tick took with the waits.
 		var rec driver.TickRecord
 		expect.WaitFor(t, 10*time.Second, "the tick's record with every run", func() bool {
-			rs, err := st.Ticks(context.Background(), "lim", 10)
+			rs, err := st.Fleet().Ticks(context.Background(), "lim", 10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +105,7 @@ entities = ` + entities(20) + "\n"
 	e.start(toml) // two replicas: each one's fan-out meets the limit for the same entities
 	var recs []driver.TickRecord
 	expect.WaitFor(t, 30*time.Second, "eight ticks recorded", func() bool {
-		rs, err := st.Ticks(context.Background(), "lim", 50)
+		rs, err := st.Fleet().Ticks(context.Background(), "lim", 50)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +176,7 @@ entities = ["blocker", "a", "x"]
 	}
 	lim := leaseconf.Limits(e.config(toml))[0]
 	expect.WaitFor(t, 10*time.Second, "both wait in the limit's line", func() bool {
-		ls, err := st.LimitStatus(ctx, lim)
+		ls, err := st.Fleet().LimitStatus(ctx, lim)
 		return err == nil && ls.Waiting == 2
 	})
 	close(release)

@@ -73,7 +73,7 @@ func (noMetrics) Limit(string, lease.LimitStatus)                          {}
 // its oldest waiting runs; the metrics loop calls it every PausePoll.
 func (s *Scheduler) publishLimits(ctx context.Context) {
 	for _, l := range s.Config().Limits {
-		st, err := s.store.LimitStatus(ctx, leaseconf.Limit(&l))
+		st, err := s.store.Fleet().LimitStatus(ctx, leaseconf.Limit(&l))
 		if err != nil {
 			continue // the Redis errors are said by the run path
 		}

@@ -13,7 +13,7 @@ import (
 // PausePoll, so that every replica stops or resumes ticking a task within
 // that long.
 func (s *Scheduler) readPaused(ctx context.Context) {
-	pauses, err := s.store.Pauses(ctx)
+	pauses, err := s.store.Fleet().Pauses(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.storeFailed("paused", "paused", "cannot read paused tasks", Event{}, err)

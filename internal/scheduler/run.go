@@ -323,7 +323,7 @@ func (s *Scheduler) logReleaseFailed(log *slog.Logger, l *lease.Lease, err error
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
 	defer cancel()
-	st, serr := s.store.Entity(ctx, l.Task, l.Entity)
+	st, serr := s.store.Fleet().Entity(ctx, l.Task, l.Entity)
 	if serr == nil && st.Last != nil && st.Last.Outcome == driver.OutcomeUnlocked && st.Last.Fence == l.Fence {
 		log.Warn("the lease was force-released during the run (tickd unlock); the run's outcome is not recorded",
 			"unlocked_by", st.Last.By, "unlocked_at", st.Last.Ended.UTC().Format(time.RFC3339))

@@ -192,7 +192,7 @@ func TestUnlockRevokesTheRun(t *testing.T) {
 			t.Fatalf("cause %v, want lease.ErrRevoked", c)
 		}
 		expect.WaitFor(t, 5*time.Second, "the entity free, its run recorded", func() bool {
-			es, err := st.Entity(context.Background(), "u", "u")
+			es, err := st.Fleet().Entity(context.Background(), "u", "u")
 			return err == nil && es.Held == nil && es.Last != nil && es.Last.Outcome == driver.OutcomeUnlocked
 		})
 	})

@@ -68,12 +68,12 @@ entities = ["x", "y"]
 		t.Errorf("Start after Stop: %v, want ErrShutdown", err)
 	}
 	var held []driver.Held
-	st.Leases(context.Background(), "", func(h driver.Held) error { held = append(held, h); return nil }) //nolint:errcheck
+	st.Fleet().Leases(context.Background(), "", func(h driver.Held) error { held = append(held, h); return nil }) //nolint:errcheck
 	if len(held) != 0 {
 		t.Fatalf("leases left after shutdown: %+v", held)
 	}
 	var due []driver.Due
-	st.DueEntries(context.Background(), "", func(d driver.Due) error { due = append(due, d); return nil }) //nolint:errcheck
+	st.Fleet().DueEntries(context.Background(), "", func(d driver.Due) error { due = append(due, d); return nil }) //nolint:errcheck
 	if len(due) != 2 || due[0].Reason != driver.ReasonRetry {
 		t.Fatalf("hand-over entries %+v", due)
 	}
@@ -501,7 +501,7 @@ func checkTickDelivered(t *testing.T, e *env, m *pingtest.Monitor, st *lease.Sto
 		return false
 	}
 	if !expect.Within(20*time.Second, heard) {
-		recs, _ := st.Ticks(context.Background(), "fan", 5)
+		recs, _ := st.Fleet().Ticks(context.Background(), "fan", 5)
 		for _, r := range recs {
 			t.Logf("record %s: final %v, waiting %d, parts %+v", r.Tick.Format(time.TimeOnly), r.Final(), r.Waiting(), r.Parts)
 		}

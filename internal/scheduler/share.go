@@ -47,7 +47,7 @@ func (s *Scheduler) shareOf(ctx context.Context, task string, n int) share {
 	if n <= 1 {
 		return share{}
 	}
-	rs, err := s.store.Replicas(ctx)
+	rs, err := s.store.Fleet().Replicas(ctx)
 	if err != nil {
 		return share{}
 	}

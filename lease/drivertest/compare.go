@@ -131,9 +131,11 @@ func (d *differ) recordTick() {
 	}
 	both(d, fmt.Sprintf("record tick %s@%s by %s", w.Task, w.Tick.Format(time.TimeOnly), w.Part.Replica),
 		func(s *lease.Store) (struct{}, error) {
-			return struct{}{}, s.RecordTicks(context.Background(), []driver.TickWrite{w})
+			return struct{}{}, s.Fleet().RecordTicks(context.Background(), []driver.TickWrite{w})
 		})
-	both(d, "ticks of "+w.Task+" after the write", func(s *lease.Store) ([]driver.TickRecord, error) { return s.Ticks(context.Background(), w.Task, 100) })
+	both(d, "ticks of "+w.Task+" after the write", func(s *lease.Store) ([]driver.TickRecord, error) {
+		return s.Fleet().Ticks(context.Background(), w.Task, 100)
+	})
 }
 
 func (d *differ) recordAction() {
@@ -141,7 +143,7 @@ func (d *differ) recordAction() {
 		Entities: []string{d.pick(diffEntities)}, Reason: "diff"}
 	keep := driver.Retention{Actions: 1 + d.rnd.IntN(8)}
 	both(d, "record action", func(s *lease.Store) (struct{}, error) {
-		return struct{}{}, s.RecordAction(context.Background(), a, keep)
+		return struct{}{}, s.Fleet().RecordAction(context.Background(), a, keep)
 	})
 }
 
@@ -151,21 +153,25 @@ func (d *differ) recordFailure() {
 	n := 1 + d.rnd.IntN(6)
 	keep := func(string) driver.Retention { return driver.Retention{Failures: n} }
 	both(d, "record failure", func(s *lease.Store) (struct{}, error) {
-		return struct{}{}, s.RecordFailures(context.Background(), []lease.Failure{f}, keep)
+		return struct{}{}, s.Fleet().RecordFailures(context.Background(), []lease.Failure{f}, keep)
 	})
 }
 
 func (d *differ) pauseOrResume() {
 	task := d.pick(diffTasks)
 	if d.rnd.IntN(2) == 0 {
-		both(d, "resume "+task, func(s *lease.Store) (struct{}, error) { return struct{}{}, s.Resume(context.Background(), task) })
+		both(d, "resume "+task, func(s *lease.Store) (struct{}, error) {
+			return struct{}{}, s.Fleet().Resume(context.Background(), task)
+		})
 		return
 	}
 	p := lease.PauseInfo{By: d.pick(diffReplicas), At: d.now.UTC(), Reason: "diff"}
 	if d.rnd.IntN(2) == 0 {
 		p.Until = time.Now().Add(time.Hour).UTC().Truncate(time.Second) // not over while the test runs
 	}
-	both(d, "pause "+task, func(s *lease.Store) (struct{}, error) { return struct{}{}, s.Pause(context.Background(), task, p) })
+	both(d, "pause "+task, func(s *lease.Store) (struct{}, error) {
+		return struct{}{}, s.Fleet().Pause(context.Background(), task, p)
+	})
 }
 
 // acquire asks for a tick run of an entity at a tick in the past (ticks
@@ -224,9 +230,9 @@ func (d *differ) releaseAll() {
 func (d *differ) compareReads() {
 	ctx := context.Background()
 	for _, task := range diffTasks {
-		both(d, "ticks of "+task, func(s *lease.Store) ([]driver.TickRecord, error) { return s.Ticks(ctx, task, 100) })
-		both(d, "actions of "+task, func(s *lease.Store) ([]lease.Action, error) { return s.Actions(ctx, task, 100) })
-		both(d, "failures of "+task, func(s *lease.Store) ([]lease.Failure, error) { return s.Failures(ctx, task, 100) })
+		both(d, "ticks of "+task, func(s *lease.Store) ([]driver.TickRecord, error) { return s.Fleet().Ticks(ctx, task, 100) })
+		both(d, "actions of "+task, func(s *lease.Store) ([]lease.Action, error) { return s.Fleet().Actions(ctx, task, 100) })
+		both(d, "failures of "+task, func(s *lease.Store) ([]lease.Failure, error) { return s.Fleet().Failures(ctx, task, 100) })
 	}
-	both(d, "pauses", func(s *lease.Store) (map[string]lease.PauseInfo, error) { return s.Pauses(ctx) })
+	both(d, "pauses", func(s *lease.Store) (map[string]lease.PauseInfo, error) { return s.Fleet().Pauses(ctx) })
 }

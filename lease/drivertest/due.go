@@ -17,7 +17,7 @@ import (
 func dues(t *testing.T, s *lease.Store) []driver.Due {
 	t.Helper()
 	var ds []driver.Due
-	if err := s.DueEntries(bg, "", func(d driver.Due) error { ds = append(ds, d); return nil }); err != nil {
+	if err := s.Fleet().DueEntries(bg, "", func(d driver.Due) error { ds = append(ds, d); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return ds

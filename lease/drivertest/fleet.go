@@ -16,13 +16,13 @@ import (
 // once withdrawn; the backend answers a ping.
 func testAnnounced(t *testing.T, k stores) {
 	a := k(lease.Options{Replica: "A", Version: "v1"})
-	if err := a.Ping(bg); err != nil {
+	if err := a.Fleet().Ping(bg); err != nil {
 		t.Fatalf("ping: %v", err)
 	}
-	if err := a.Announce(bg, []string{"t", "a"}, time.Minute); err != nil {
+	if err := a.Fleet().Announce(bg, []string{"t", "a"}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := a.Replicas(bg)
+	rs, err := a.Fleet().Replicas(bg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,22 +35,22 @@ func testAnnounced(t *testing.T, k stores) {
 	expect.Equal(t, "its version", rs[i].Version, "v1")
 	expect.True(t, "its last announcement is recent", time.Since(rs[i].Seen) < time.Minute && !rs[i].Seen.IsZero())
 	for task, want := range map[string]bool{"t": true, "a": true, "none": false} {
-		got, err := a.Known(bg, task)
+		got, err := a.Fleet().Known(bg, task)
 		if err != nil || got != want {
 			t.Fatalf("Known(%q) = %v, %v; want %v", task, got, err, want)
 		}
 	}
-	if err := a.Withdraw(bg); err != nil {
+	if err := a.Fleet().Withdraw(bg); err != nil {
 		t.Fatal(err)
 	}
-	rs, err = a.Replicas(bg)
+	rs, err = a.Fleet().Replicas(bg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if slices.ContainsFunc(rs, func(r driver.Replica) bool { return r.ID == "A" }) {
 		t.Fatalf("a withdrawn replica is still live: %+v", rs)
 	}
-	if got, err := a.Known(bg, "t"); err != nil || got {
+	if got, err := a.Fleet().Known(bg, "t"); err != nil || got {
 		t.Fatalf("Known after the withdrawal: %v, %v; want false", got, err)
 	}
 }
@@ -64,7 +64,7 @@ func testDueCount(t *testing.T, k stores) {
 			t.Fatal(err)
 		}
 	}
-	n, err := s.DueCount(bg)
+	n, err := s.Fleet().DueCount(bg)
 	if err != nil || n != 3 {
 		t.Fatalf("DueCount = %d, %v; want 3", n, err)
 	}
@@ -108,14 +108,14 @@ func testAdmin(t *testing.T, k stores) {
 	if _, ok := s.Driver().(driver.Admin); !ok {
 		return // in-process: nothing of this
 	}
-	if err := s.CheckLayout(bg); err != nil {
+	if err := s.Fleet().CheckLayout(bg); err != nil {
 		t.Fatalf("a new backend's layout: %v", err)
 	}
-	r, err := s.Replication(bg)
+	r, err := s.Fleet().Replication(bg)
 	if err != nil || r.Role == "" {
 		t.Fatalf("replication: %+v, %v", r, err)
 	}
-	if m, err := s.Migrate(bg); err != nil || m != (driver.Migrated{}) {
+	if m, err := s.Fleet().Migrate(bg); err != nil || m != (driver.Migrated{}) {
 		t.Fatalf("migrate on a new backend: %+v, %v; want nothing moved", m, err)
 	}
 	fences := map[string]int64{}
@@ -124,7 +124,7 @@ func testAdmin(t *testing.T, k stores) {
 		fences[l.Entity] = l.Fence
 		mustRelease(t, l)
 	}
-	rs, err := s.Reshard(bg, "t", 3)
+	rs, err := s.Fleet().Reshard(bg, "t", 3)
 	if err != nil || rs.To != 3 {
 		t.Fatalf("reshard: %+v, %v", rs, err)
 	}

@@ -23,7 +23,7 @@ func testTickRecords(t *testing.T, k stores) {
 	}
 	write := func(task string, tick time.Time, p driver.TickPart) {
 		t.Helper()
-		if err := s.RecordTicks(bg, []driver.TickWrite{{Task: task, Tick: tick, Part: p, Keep: driver.DefaultHistory()}}); err != nil {
+		if err := s.Fleet().RecordTicks(bg, []driver.TickWrite{{Task: task, Tick: tick, Part: p, Keep: driver.DefaultHistory()}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -31,7 +31,7 @@ func testTickRecords(t *testing.T, k stores) {
 	write("t", t1, part(hostile, true, 10, map[driver.Outcome]int{driver.OutcomeDone: 9, driver.OutcomeFailed: 1}, nil))
 	write("t", t2, part("B", true, 6, map[driver.Outcome]int{driver.OutcomeDone: 6}, map[string]int{driver.SkipAlreadyRan: 4}))
 	write("t", t2, part("A", true, 4, map[driver.Outcome]int{driver.OutcomeDone: 3, driver.OutcomeTimeout: 1}, map[string]int{driver.SkipAlreadyRan: 6}))
-	rs, err := s.Ticks(bg, "t", 10)
+	rs, err := s.Fleet().Ticks(bg, "t", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func testTickRecords(t *testing.T, k stores) {
 }
 func mustTicks(t *testing.T, s *lease.Store, task string) []driver.TickRecord {
 	t.Helper()
-	rs, err := s.Ticks(bg, task, 1000)
+	rs, err := s.Fleet().Ticks(bg, task, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func testHistoryRetention(t *testing.T, k stores) {
 		ws = append(ws, driver.TickWrite{Task: "t", Tick: now.Add(time.Duration(i-8) * time.Minute),
 			Part: driver.TickPart{Replica: "A", Final: true, Written: now, Started: i}, Keep: keep})
 	}
-	if err := s.RecordTicks(bg, ws); err != nil {
+	if err := s.Fleet().RecordTicks(bg, ws); err != nil {
 		t.Fatal(err)
 	}
 	rs := mustTicks(t, s, "t")
@@ -94,7 +94,7 @@ func testHistoryRetention(t *testing.T, k stores) {
 	expect.Equal(t, "the oldest kept", rs[4].Runs(), 3)
 	// A part that is written two hours on drops every record older than an hour.
 	later := driver.TickWrite{Task: "t", Tick: now.Add(2 * time.Hour), Part: driver.TickPart{Replica: "A", Written: now.Add(2 * time.Hour)}, Keep: keep}
-	if err := s.RecordTicks(bg, []driver.TickWrite{later}); err != nil {
+	if err := s.Fleet().RecordTicks(bg, []driver.TickWrite{later}); err != nil {
 		t.Fatal(err)
 	}
 	expect.Equal(t, "records after an hour", len(mustTicks(t, s, "t")), 1)
@@ -106,7 +106,7 @@ func testHistoryRetention(t *testing.T, k stores) {
 		ws = append(ws, driver.TickWrite{Task: "u", Tick: now.Add(time.Duration(i) * time.Second), Part: driver.TickPart{Replica: "A", Written: now}, Keep: keep})
 	}
 	ws = append(ws, driver.TickWrite{Task: "u", Tick: now.Add(-time.Second), Part: driver.TickPart{Replica: "A", Written: now}, Keep: keep})
-	if err := s.RecordTicks(bg, ws); err != nil {
+	if err := s.Fleet().RecordTicks(bg, ws); err != nil {
 		t.Fatal(err)
 	}
 	expect.Equal(t, "records after a late part", len(mustTicks(t, s, "u")), driver.TickScan)
@@ -115,21 +115,21 @@ func testHistoryRetention(t *testing.T, k stores) {
 	for i := range 5 {
 		fs = append(fs, lease.Failure{Task: "t", Entity: strings.Repeat("e", i+1), Outcome: driver.OutcomeFailed})
 	}
-	if err := s.RecordFailures(bg, fs, func(string) driver.Retention { return keep }); err != nil {
+	if err := s.Fleet().RecordFailures(bg, fs, func(string) driver.Retention { return keep }); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Failures(bg, "t", 10)
+	got, err := s.Fleet().Failures(bg, "t", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	expect.Equal(t, "failures kept", len(got), 3)
 	expect.Equal(t, "the newest failure first", got[0].Entity, "eeeee")
 	for i := range 3 {
-		if err := s.RecordAction(bg, lease.Action{Task: "t", What: "trigger", By: strings.Repeat("o", i+1)}, keep); err != nil {
+		if err := s.Fleet().RecordAction(bg, lease.Action{Task: "t", What: "trigger", By: strings.Repeat("o", i+1)}, keep); err != nil {
 			t.Fatal(err)
 		}
 	}
-	as, err := s.Actions(bg, "t", 10)
+	as, err := s.Fleet().Actions(bg, "t", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,10 +144,10 @@ func testFailuresAndActions(t *testing.T, k stores) {
 	tick := time.Now().Truncate(time.Second).UTC()
 	f := lease.Failure{Task: "t", Entity: hostile, Tick: tick, Reason: driver.ReasonTick, Fence: 42, Replica: "A", Started: tick,
 		Ended: tick.Add(time.Second), Outcome: driver.OutcomeFailed, Error: "exit status 3 " + hostile, Output: "line 1\n<script>\n"}
-	if err := s.RecordFailures(bg, []lease.Failure{f}, func(string) driver.Retention { return driver.DefaultHistory() }); err != nil {
+	if err := s.Fleet().RecordFailures(bg, []lease.Failure{f}, func(string) driver.Retention { return driver.DefaultHistory() }); err != nil {
 		t.Fatal(err)
 	}
-	fs, err := s.Failures(bg, "t", 10)
+	fs, err := s.Fleet().Failures(bg, "t", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,13 +155,13 @@ func testFailuresAndActions(t *testing.T, k stores) {
 	a := lease.Action{Task: "t", At: tick, By: "ops@host", What: "pause", Reason: hostile, Until: tick.Add(time.Hour)}
 	global := lease.Action{At: tick, By: "ops@host", What: "migrate", Detail: "moved 3 keys"}
 	for _, a := range []lease.Action{a, global} {
-		if err := s.RecordAction(bg, a, driver.DefaultHistory()); err != nil {
+		if err := s.Fleet().RecordAction(bg, a, driver.DefaultHistory()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	as, _ := s.Actions(bg, "t", 10)
+	as, _ := s.Fleet().Actions(bg, "t", 10)
 	expect.Same(t, "the task's actions", as, []lease.Action{a})
-	as, _ = s.Actions(bg, "", 10)
+	as, _ = s.Fleet().Actions(bg, "", 10)
 	expect.Same(t, "the fleet's actions: the prefix's and every task's, newest first", as, []lease.Action{global, a})
 
 	l := mustAcquire(t, s, driver.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: driver.ReasonTick, Tick: tick})
@@ -169,14 +169,14 @@ func testFailuresAndActions(t *testing.T, k stores) {
 	if _, err := l.Release(bg, driver.Finished{Outcome: driver.OutcomeFailed, Started: tick, Ended: tick, Error: long}, nil); err != nil {
 		t.Fatal(err)
 	}
-	st, err := s.Entity(bg, "t", "e")
+	st, err := s.Fleet().Entity(bg, "t", "e")
 	if err != nil {
 		t.Fatal(err)
 	}
 	expect.Equal(t, "the last run's error, cut at a rune", st.Last.Error, long[:driver.MaxRunError])
 	l = mustAcquire(t, s, driver.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: driver.ReasonTrigger})
 	mustRelease(t, l)
-	st, _ = s.Entity(bg, "t", "e")
+	st, _ = s.Fleet().Entity(bg, "t", "e")
 	expect.Equal(t, "a run that did not fail has no error", st.Last.Error, "")
 }
 
@@ -185,16 +185,16 @@ func testPauses(t *testing.T, k stores) {
 	s := k(lease.Options{Replica: "A"})
 	now := time.Now().Truncate(time.Second).UTC()
 	p := lease.PauseInfo{By: "ops", At: now, Reason: hostile, Until: now.Add(time.Hour)}
-	if err := s.Pause(bg, "t", p); err != nil {
+	if err := s.Fleet().Pause(bg, "t", p); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Pause(bg, "gone", lease.PauseInfo{By: "ops", At: now, Until: now.Add(-time.Second)}); err != nil {
+	if err := s.Fleet().Pause(bg, "gone", lease.PauseInfo{By: "ops", At: now, Until: now.Add(-time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Pause(bg, "plain", lease.PauseInfo{At: now}); err != nil {
+	if err := s.Fleet().Pause(bg, "plain", lease.PauseInfo{At: now}); err != nil {
 		t.Fatal(err)
 	}
-	ps, err := s.Pauses(bg)
+	ps, err := s.Fleet().Pauses(bg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func testPauses(t *testing.T, k stores) {
 	_, ok := ps["gone"]
 	expect.True(t, "a pause past its until is over", !ok)
 	expect.Same(t, "paused", pausedSet(s), map[string]bool{"t": true, "plain": true})
-	if err := s.Resume(bg, "t"); err != nil {
+	if err := s.Fleet().Resume(bg, "t"); err != nil {
 		t.Fatal(err)
 	}
 	expect.Same(t, "paused after a resume", pausedSet(s), map[string]bool{"plain": true})
@@ -210,7 +210,7 @@ func testPauses(t *testing.T, k stores) {
 
 // pausedSet is the set of s's paused tasks.
 func pausedSet(s *lease.Store) map[string]bool {
-	ps, _ := s.Pauses(bg)
+	ps, _ := s.Fleet().Pauses(bg)
 	m := map[string]bool{}
 	for task := range ps {
 		m[task] = true
@@ -227,16 +227,16 @@ func testHistories(t *testing.T, k stores) {
 	for _, task := range []string{"a", "b"} {
 		for i := range 3 {
 			T := tick.Add(time.Duration(i) * time.Minute)
-			err := s.RecordTicks(bg, []driver.TickWrite{{Task: task, Tick: T, Keep: driver.DefaultHistory(), Part: driver.TickPart{Replica: "A", Final: true, Written: T, Entities: 1}}})
+			err := s.Fleet().RecordTicks(bg, []driver.TickWrite{{Task: task, Tick: T, Keep: driver.DefaultHistory(), Part: driver.TickPart{Replica: "A", Final: true, Written: T, Entities: 1}}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.RecordAction(bg, lease.Action{Task: task, At: T, By: task, What: lease.ActionTrigger}, driver.DefaultHistory()); err != nil {
+			if err := s.Fleet().RecordAction(bg, lease.Action{Task: task, At: T, By: task, What: lease.ActionTrigger}, driver.DefaultHistory()); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	hs, err := s.Histories(bg, []driver.HistoryRead{{Task: "a", Ticks: 2, Actions: 1}, {Task: "none", Ticks: 5, Actions: 5}, {Task: "b", Ticks: 5, Actions: 5}})
+	hs, err := s.Fleet().Histories(bg, []driver.HistoryRead{{Task: "a", Ticks: 2, Actions: 1}, {Task: "none", Ticks: 5, Actions: 5}, {Task: "b", Ticks: 5, Actions: 5}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,8 +245,8 @@ func testHistories(t *testing.T, k stores) {
 		return
 	}
 	for i, r := range []driver.HistoryRead{{Task: "a", Ticks: 2, Actions: 1}, {Task: "none", Ticks: 5, Actions: 5}, {Task: "b", Ticks: 5, Actions: 5}} {
-		ticks, _ := s.Ticks(bg, r.Task, r.Ticks)
-		actions, _ := s.Actions(bg, r.Task, r.Actions)
+		ticks, _ := s.Fleet().Ticks(bg, r.Task, r.Ticks)
+		actions, _ := s.Fleet().Actions(bg, r.Task, r.Actions)
 		expect.Same(t, r.Task+"'s ticks", hs[i].Ticks, ticks)
 		expect.Same(t, r.Task+"'s actions", hs[i].Actions, actions)
 	}

@@ -168,7 +168,7 @@ func testUnlock(t *testing.T, k stores) {
 	if _, err := l.Release(bg, driver.Finished{Outcome: driver.OutcomeUnlocked}, nil); err != nil {
 		t.Fatalf("the holder's release of its revoked lease: %v", err)
 	}
-	st, err := op.Entity(bg, "t", "e")
+	st, err := op.Fleet().Entity(bg, "t", "e")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func testForceUnlock(t *testing.T, k stores) {
 	if _, err := l.Release(bg, driver.Finished{Outcome: driver.OutcomeDone}, nil); !errors.Is(err, driver.ErrNotHeld) {
 		t.Fatalf("stale holder's release: %v", err)
 	}
-	st, err := op.Entity(bg, "t", "e")
+	st, err := op.Fleet().Entity(bg, "t", "e")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,14 +89,14 @@ func testLimitConcurrency(t *testing.T, k stores) {
 	if le == nil || le.Why != driver.LimitFull || le.Limit != "api" || le.Wait <= 0 {
 		t.Fatalf("a third run under a limit of 2: %+v, want refused as full, with a wait", le)
 	}
-	st, err := b.LimitStatus(bg, driver.Limit{Name: "api", Concurrency: 2})
+	st, err := b.Fleet().LimitStatus(bg, driver.Limit{Name: "api", Concurrency: 2})
 	noErr(t, err)
 	expect.Equal(t, "runs under the limit", st.Runs, 2)
 	mustRelease(t, held[0])
 	expect.WaitFor(t, 10*time.Second, "the ended run's place", func() bool { return limited(t, b, "b", "e3", "api") == nil })
 	mustRelease(t, held[1])
 	expect.WaitFor(t, 10*time.Second, "no runs counted", func() bool {
-		st, err := a.LimitStatus(bg, driver.Limit{Name: "api"})
+		st, err := a.Fleet().LimitStatus(bg, driver.Limit{Name: "api"})
 		return err == nil && st.Runs == 0
 	})
 }
@@ -158,7 +158,7 @@ func testLimitClosed(t *testing.T, k stores) {
 	if le := limited(t, b, "t", "shop 1", "each"); le == nil || le.Why != driver.LimitClosed {
 		t.Fatalf("the closed entity: %+v", le)
 	}
-	st, err := b.LimitStatus(bg, each)
+	st, err := b.Fleet().LimitStatus(bg, each)
 	noErr(t, err)
 	if len(st.Closed) != 1 || !strings.Contains(st.Closed["shop 1"].Reason, "429") {
 		t.Fatalf("status of the closed budgets: %+v", st.Closed)
@@ -226,7 +226,7 @@ func testLimitServesInOrder(t *testing.T, k stores) {
 	}
 	free := func() {
 		expect.WaitFor(t, 10*time.Second, "the limit's place free", func() bool {
-			st, err := a.LimitStatus(bg, driver.Limit{Name: "one"})
+			st, err := a.Fleet().LimitStatus(bg, driver.Limit{Name: "one"})
 			return err == nil && st.Runs == 0
 		})
 	}
@@ -238,7 +238,7 @@ func testLimitServesInOrder(t *testing.T, k stores) {
 	if le := ask(b, "old", old); le == nil {
 		t.Fatal("a run under a full limit granted")
 	}
-	st, err := a.LimitStatus(bg, driver.Limit{Name: "one"})
+	st, err := a.Fleet().LimitStatus(bg, driver.Limit{Name: "one"})
 	noErr(t, err)
 	expect.Equal(t, "runs waiting", st.Waiting, 2)
 	expect.True(t, fmt.Sprintf("the oldest waiting, first: %+v", st.Oldest), len(st.Oldest) == 2 && st.Oldest[0].Since.Sub(old).Abs() < time.Second)

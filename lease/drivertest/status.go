@@ -12,7 +12,7 @@ import (
 
 func testEntityState(t *testing.T, k stores) {
 	s := k(lease.Options{Replica: "A"})
-	st, err := s.Entity(bg, "t", "e")
+	st, err := s.Fleet().Entity(bg, "t", "e")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,14 +20,14 @@ func testEntityState(t *testing.T, k stores) {
 	expect.Equal(t, "unknown entity: last run", st.Last, nil)
 	expect.Equal(t, "unknown entity: pending", st.Pending, nil)
 	l := mustAcquire(t, s, req("e", time.Minute))
-	st, _ = s.Entity(bg, "t", "e")
+	st, _ = s.Fleet().Entity(bg, "t", "e")
 	expect.NotNil(t, "held lease", st.Held)
 	expect.Equal(t, "held lease's fence", st.Held.Fence, l.Fence)
 	expect.Equal(t, "held lease's holder", st.Held.Holder, "A")
 	if _, err := l.Release(bg, driver.Finished{Outcome: driver.OutcomeDone}, &driver.Next{Reason: driver.ReasonReschedule, Delay: time.Hour, Attempt: 1}); err != nil {
 		t.Fatal(err)
 	}
-	st, _ = s.Entity(bg, "t", "e")
+	st, _ = s.Fleet().Entity(bg, "t", "e")
 	expect.Equal(t, "held after release", st.Held, nil)
 	expect.NotNil(t, "last run after release", st.Last)
 	expect.Equal(t, "last run's outcome", st.Last.Outcome, driver.OutcomeDone)
@@ -44,17 +44,17 @@ func testStatus(t *testing.T, k stores) {
 		t.Fatal(err)
 	}
 	var hs []driver.Held
-	s.Leases(bg, "t", func(h driver.Held) error { hs = append(hs, h); return nil }) //nolint:errcheck
+	s.Fleet().Leases(bg, "t", func(h driver.Held) error { hs = append(hs, h); return nil }) //nolint:errcheck
 	if len(hs) != 1 || hs[0].Entity != "held" || hs[0].Fence != l.Fence || hs[0].TTL <= 0 || hs[0].TTL > time.Minute {
 		t.Fatalf("leases of t: %+v", hs)
 	}
 	var rs []driver.LastRun
-	s.LastRuns(bg, "other", func(r driver.LastRun) error { rs = append(rs, r); return nil }) //nolint:errcheck
+	s.Fleet().LastRuns(bg, "other", func(r driver.LastRun) error { rs = append(rs, r); return nil }) //nolint:errcheck
 	if len(rs) != 1 || rs[0].Outcome != "failed" || rs[0].Fence != done.Fence || rs[0].Ended.Sub(rs[0].Started) != 2*time.Second {
 		t.Fatalf("last runs: %+v", rs)
 	}
 	var all []driver.Held
-	s.Leases(bg, "", func(h driver.Held) error { all = append(all, h); return nil }) //nolint:errcheck
+	s.Fleet().Leases(bg, "", func(h driver.Held) error { all = append(all, h); return nil }) //nolint:errcheck
 	if len(all) != 1 {
 		t.Fatalf("all leases: %+v", all)
 	}
@@ -86,7 +86,7 @@ func testEntityPage(t *testing.T, k stores) {
 		if pages > 25 {
 			t.Fatal("the walk does not end")
 		}
-		p, err := s.EntityPage(bg, "p", driver.PageQuery{Cursor: cursor, Size: 10, MaxScan: 1000})
+		p, err := s.Fleet().EntityPage(bg, "p", driver.PageQuery{Cursor: cursor, Size: 10, MaxScan: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,9 +104,9 @@ func testEntityPage(t *testing.T, k stores) {
 	}
 	expect.Equal(t, "entities walked", len(got), 25)
 	expect.Equal(t, "held", held, 12)
-	p, err := s.EntityPage(bg, "p", driver.PageQuery{Search: "user-1", Size: 100, MaxScan: 1000})
+	p, err := s.Fleet().EntityPage(bg, "p", driver.PageQuery{Search: "user-1", Size: 100, MaxScan: 1000})
 	expect.True(t, "prefix search", err == nil && len(p.Rows) == 10)
-	p, err = s.EntityPage(bg, "p", driver.PageQuery{Search: "#c d%", Substring: true, Size: 100, MaxScan: 1000})
+	p, err = s.Fleet().EntityPage(bg, "p", driver.PageQuery{Search: "#c d%", Substring: true, Size: 100, MaxScan: 1000})
 	expect.True(t, "substring search finds the hostile id", err == nil && len(p.Rows) == 1 && p.Rows[0].Entity == "user-07 "+hostile)
 }
 
@@ -116,10 +116,10 @@ func testEntityPage(t *testing.T, k stores) {
 func testTaskRegistry(t *testing.T, k stores) {
 	s := k(lease.Options{Replica: "A"})
 	hostile := "x y{1}:%|#\n"
-	if err := s.RegisterTasks(bg, []driver.TaskInfo{{Name: "sync", Schedule: "every 15m0s", Timezone: "Europe/Berlin"}, {Name: hostile, Schedule: `cron "* * * * *"`, Timezone: "UTC"}}); err != nil {
+	if err := s.Fleet().RegisterTasks(bg, []driver.TaskInfo{{Name: "sync", Schedule: "every 15m0s", Timezone: "Europe/Berlin"}, {Name: hostile, Schedule: `cron "* * * * *"`, Timezone: "UTC"}}); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := s.Registry(bg)
+	reg, err := s.Fleet().Registry(bg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,13 +130,13 @@ func testTaskRegistry(t *testing.T, k stores) {
 	expect.Equal(t, "zone", reg[0].Timezone, "Europe/Berlin")
 	expect.Equal(t, "registered by", reg[0].By, "A")
 	expect.True(t, "registered now", time.Since(reg[0].Seen) < time.Minute)
-	ok, err := s.ForgetTask(bg, "sync")
+	ok, err := s.Fleet().ForgetTask(bg, "sync")
 	expect.Equal(t, "forget's error", err, nil)
 	expect.Equal(t, "forget found it", ok, true)
-	if ok, _ := s.ForgetTask(bg, "sync"); ok {
+	if ok, _ := s.Fleet().ForgetTask(bg, "sync"); ok {
 		t.Fatal("forgot sync twice")
 	}
-	if reg, _ := s.Registry(bg); len(reg) != 1 || reg[0].Name != hostile {
+	if reg, _ := s.Fleet().Registry(bg); len(reg) != 1 || reg[0].Name != hostile {
 		t.Fatalf("after forget: %+v", reg)
 	}
 }
@@ -149,7 +149,7 @@ func testClaim(t *testing.T, k stores) {
 	b := k(lease.Options{Replica: "B"})
 	claim := func(s *lease.Store, name string, ttl time.Duration) bool {
 		t.Helper()
-		ok, err := s.Claim(bg, name, ttl)
+		ok, err := s.Fleet().Claim(bg, name, ttl)
 		expect.Equal(t, "claim's error", err, nil)
 		return ok
 	}

@@ -19,11 +19,11 @@ func testRetention(t *testing.T, k stores) {
 	s := k(lease.Options{StateTTL: stateTTL})
 	mustRelease(t, mustAcquire(t, s, req("old", time.Minute)))
 	held := mustAcquire(t, s, req("held", 3*time.Second))
-	if st, err := s.Entity(bg, "t", "old"); err != nil || st.Last == nil {
+	if st, err := s.Fleet().Entity(bg, "t", "old"); err != nil || st.Last == nil {
 		t.Fatalf("fresh record missing: %+v %v", st, err)
 	}
 	expect.WaitFor(t, 10*time.Second, "the old record to be swept", func() bool {
-		st, err := s.Entity(bg, "t", "old")
+		st, err := s.Fleet().Entity(bg, "t", "old")
 		return err == nil && st.Last == nil
 	})
 	if held.Context().Err() != nil {
@@ -179,7 +179,7 @@ func testHostileIDs(t *testing.T, k stores) {
 		ls = append(ls, mustAcquire(t, s, driver.Request{Task: "we:ird {task}", Entity: id, TTL: time.Minute, Reason: driver.ReasonTrigger}))
 	}
 	got := map[string]bool{}
-	if err := s.Leases(bg, "we:ird {task}", func(h driver.Held) error { got[h.Entity] = true; return nil }); err != nil {
+	if err := s.Fleet().Leases(bg, "we:ird {task}", func(h driver.Held) error { got[h.Entity] = true; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range hostileIDs {

@@ -416,7 +416,7 @@ func HeldLeases(t testing.TB, addr, prefix string) []driver.Held {
 func HeldLeasesIn(t testing.TB, s *lease.Store) []driver.Held {
 	t.Helper()
 	var hs []driver.Held
-	if err := s.Leases(context.Background(), "", func(h driver.Held) error { hs = append(hs, h); return nil }); err != nil {
+	if err := s.Fleet().Leases(context.Background(), "", func(h driver.Held) error { hs = append(hs, h); return nil }); err != nil {
 		t.Errorf("read leases: %v", err)
 	}
 	return hs
@@ -435,7 +435,7 @@ func Ticks(t testing.TB, addr, prefix, task string, limit int) []driver.TickReco
 // them.
 func TicksIn(t testing.TB, s *lease.Store, task string, limit int) []driver.TickRecord {
 	t.Helper()
-	rs, err := s.Ticks(context.Background(), task, limit)
+	rs, err := s.Fleet().Ticks(context.Background(), task, limit)
 	if err != nil {
 		t.Fatalf("read tick records: %v", err)
 	}
@@ -447,7 +447,7 @@ func DueCount(t testing.TB, addr, prefix string) int {
 	t.Helper()
 	s := store(t, addr, prefix)
 	defer s.Stop(context.Background())
-	n, err := s.DueCount(context.Background())
+	n, err := s.Fleet().DueCount(context.Background())
 	if err != nil {
 		t.Fatalf("count due entries: %v", err)
 	}

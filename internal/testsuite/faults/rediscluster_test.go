@@ -190,7 +190,7 @@ func (e *rcEnv) store() *lease.Store {
 // (a replica writes its part of every tick it fans out).
 func (e *rcEnv) ticksDone(s *lease.Store, from, to time.Time) bool {
 	for _, task := range e.tasks {
-		recs, err := s.Ticks(context.Background(), task, 50)
+		recs, err := s.Fleet().Ticks(context.Background(), task, 50)
 		if err != nil {
 			return false
 		}
