@@ -166,7 +166,7 @@ func (s *Store) takeLimit(ctx context.Context, st *limitState, reqs []driver.Req
 		asks[j] = driver.LimitAsk{Key: keys[j], Waiter: limitWaiter(r.Task, r.Entity), Since: since}
 		st.ttl = max(st.ttl, r.TTL)
 	}
-	gs, err := s.b.TakeLimit(ctx, st.lim, s.limitHolder(), st.holdTTL(), s.MaxTTL(), asks)
+	gs, err := s.b.TakeLimit(ctx, st.lim, st.holdTTL(), asks)
 	if err != nil {
 		for _, i := range idx {
 			bad[i] = fmt.Errorf("take limit %s: %w", st.lim.Name, err)
@@ -207,7 +207,7 @@ func (s *Store) giveBack(ctx context.Context, hs []limitHold) {
 			st.runs[h.key]--
 			back[j] = h.key
 		}
-		if err := s.b.SetLimitRuns(ctx, st.lim, s.limitHolder(), st.holdTTL(), st.runs, back); err != nil {
+		if err := s.b.SetLimitRuns(ctx, st.lim, st.holdTTL(), st.runs, back); err != nil {
 			st.dirty = true // the settler sets them again
 		}
 		st.mu.Unlock()
@@ -328,7 +328,7 @@ func (s *Store) settle(ctx context.Context, all bool) {
 		}
 		if st.dirty || all && held {
 			cctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
-			if s.b.SetLimitRuns(cctx, st.lim, s.limitHolder(), st.holdTTL(), st.runs, nil) == nil {
+			if s.b.SetLimitRuns(cctx, st.lim, st.holdTTL(), st.runs, nil) == nil {
 				st.dirty = false
 			}
 			cancel()

@@ -60,7 +60,7 @@ func New(b driver.Driver, opts Options) *Store {
 		done: make(chan struct{}),
 	}
 	s.limits.wake = make(chan struct{}, 1)
-	b.Configure(driver.Config{Replica: opts.Replica, StateTTL: opts.StateTTL, Clock: opts.Clock, MaxTTL: s.MaxTTL})
+	b.Configure(driver.Config{Replica: opts.Replica, Holder: s.limitHolder(), StateTTL: opts.StateTTL, Clock: opts.Clock, MaxTTL: s.MaxTTL})
 	return s
 }
 

@@ -130,14 +130,16 @@ type Driver interface {
 	// concurrency, every replica's runs counted; at the rate; not closed).
 	// The others keep their place (the older Since of their asks) while
 	// they ask again within the wait they are told and LimitWaitGrace. A
-	// granted start counts as one of holder's runs under its key until
-	// SetLimitRuns says otherwise; holder's runs count for ttl from its
-	// last call. maxTTL is the quarantine after a data loss.
-	TakeLimit(ctx context.Context, lim Limit, holder string, ttl, maxTTL time.Duration, asks []LimitAsk) ([]LimitGrant, error)
-	// SetLimitRuns sets holder's runs under lim by key (a key left out has
-	// none), counted for ttl, and gives back the rate's starts of the keys
-	// of giveBack, one each: starts granted that no run used.
-	SetLimitRuns(ctx context.Context, lim Limit, holder string, ttl time.Duration, runs map[string]int, giveBack []string) error
+	// granted start counts as one of the store's runs (Config.Holder) under
+	// its key until SetLimitRuns says otherwise; the store's runs count for
+	// ttl from its last call. Config.MaxTTL is the quarantine after a data
+	// loss.
+	TakeLimit(ctx context.Context, lim Limit, ttl time.Duration, asks []LimitAsk) ([]LimitGrant, error)
+	// SetLimitRuns sets the store's runs (Config.Holder) under lim by key
+	// (a key left out has none), counted for ttl, and gives back the rate's
+	// starts of the keys of giveBack, one each: starts granted that no run
+	// used.
+	SetLimitRuns(ctx context.Context, lim Limit, ttl time.Duration, runs map[string]int, giveBack []string) error
 	// CloseLimit closes lim's budget key (as TakeLimit's keys) for d, for
 	// why: no start is granted under it until then.
 	CloseLimit(ctx context.Context, lim Limit, key string, d time.Duration, why string) error
@@ -147,7 +149,10 @@ type Driver interface {
 
 // Config is what a driver is told of the store it serves.
 type Config struct {
-	Replica  string        // this process's id, recorded as the holder
+	Replica string // this process's id, recorded as the holder
+	// Holder is what the store's runs under a limit count as (its replica
+	// and its process): TakeLimit's and SetLimitRuns'.
+	Holder   string
 	StateTTL time.Duration // how long per-entity state is kept after its last write
 	Clock    Clock         // the in-process driver's clock (Redis has its own)
 	// MaxTTL is the store's longest lease TTL: the quarantine of a store

@@ -267,14 +267,14 @@ func (x recorder) CheckEpochs(ctx context.Context) (time.Duration, error) {
 	return x.d.CheckEpochs(ctx)
 }
 
-func (x recorder) TakeLimit(ctx context.Context, lim driver.Limit, holder string, ttl time.Duration, maxTTL time.Duration, asks []driver.LimitAsk) ([]driver.LimitGrant, error) {
+func (x recorder) TakeLimit(ctx context.Context, lim driver.Limit, ttl time.Duration, asks []driver.LimitAsk) ([]driver.LimitGrant, error) {
 	x.r.call("TakeLimit")
-	return x.d.TakeLimit(ctx, lim, holder, ttl, maxTTL, asks)
+	return x.d.TakeLimit(ctx, lim, ttl, asks)
 }
 
-func (x recorder) SetLimitRuns(ctx context.Context, lim driver.Limit, holder string, ttl time.Duration, runs map[string]int, giveBack []string) error {
+func (x recorder) SetLimitRuns(ctx context.Context, lim driver.Limit, ttl time.Duration, runs map[string]int, giveBack []string) error {
 	x.r.call("SetLimitRuns")
-	return x.d.SetLimitRuns(ctx, lim, holder, ttl, runs, giveBack)
+	return x.d.SetLimitRuns(ctx, lim, ttl, runs, giveBack)
 }
 
 func (x recorder) CloseLimit(ctx context.Context, lim driver.Limit, key string, d time.Duration, why string) error {

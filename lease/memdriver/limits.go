@@ -51,7 +51,8 @@ func (b *memDriver) limit(name string, now time.Time) *memLimit {
 }
 
 // TakeLimit is limit.lua's twin.
-func (b *memDriver) TakeLimit(_ context.Context, lim driver.Limit, holder string, ttl, _ time.Duration, asks []driver.LimitAsk) ([]driver.LimitGrant, error) {
+func (b *memDriver) TakeLimit(_ context.Context, lim driver.Limit, ttl time.Duration, asks []driver.LimitAsk) ([]driver.LimitGrant, error) {
+	holder := b.cfg.Holder
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
@@ -159,7 +160,8 @@ func (l *memLimit) rank(key, w string) int {
 }
 
 // SetLimitRuns is settle.lua's twin.
-func (b *memDriver) SetLimitRuns(_ context.Context, lim driver.Limit, holder string, ttl time.Duration, runs map[string]int, giveBack []string) error {
+func (b *memDriver) SetLimitRuns(_ context.Context, lim driver.Limit, ttl time.Duration, runs map[string]int, giveBack []string) error {
+	holder := b.cfg.Holder
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()

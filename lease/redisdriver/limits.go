@@ -31,7 +31,8 @@ func (k keys) limit(name string) string {
 }
 
 // TakeLimit runs limit.lua on the limit's master.
-func (b *redisDriver) TakeLimit(ctx context.Context, lim driver.Limit, holder string, ttl, maxTTL time.Duration, asks []driver.LimitAsk) ([]driver.LimitGrant, error) {
+func (b *redisDriver) TakeLimit(ctx context.Context, lim driver.Limit, ttl time.Duration, asks []driver.LimitAsk) ([]driver.LimitGrant, error) {
+	holder, maxTTL := b.cfg.Holder, b.cfg.MaxTTL()
 	base := b.k.limit(lim.Name)
 	ival := lim.Interval()
 	args := []any{ms(maxTTL), driver.Escape(holder), ms(ttl), base, lim.Concurrency,
@@ -94,7 +95,8 @@ func limitGrant(p string) (driver.LimitGrant, error) {
 }
 
 // SetLimitRuns runs settle.lua on the limit's master.
-func (b *redisDriver) SetLimitRuns(ctx context.Context, lim driver.Limit, holder string, ttl time.Duration, runs map[string]int, giveBack []string) error {
+func (b *redisDriver) SetLimitRuns(ctx context.Context, lim driver.Limit, ttl time.Duration, runs map[string]int, giveBack []string) error {
+	holder := b.cfg.Holder
 	base := b.k.limit(lim.Name)
 	args := []any{driver.Escape(holder), ms(ttl), base, lim.Interval().Microseconds(), 0}
 	n := 0
