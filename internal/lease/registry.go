@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -19,16 +18,12 @@ func (f Fleet) RegisterTasks(ctx context.Context, ts []driver.TaskInfo) error {
 		return nil
 	}
 	now := s.clock.Now().UTC()
-	vals := make(map[string]string, len(ts))
-	for _, t := range ts {
+	stamped := make([]driver.TaskInfo, len(ts))
+	for i, t := range ts {
 		t.Seen, t.By = now, s.opts.Replica
-		b, err := json.Marshal(t)
-		if err != nil {
-			return err
-		}
-		vals[t.Name] = string(b)
+		stamped[i] = t
 	}
-	if err := s.b.RegisterTasks(ctx, vals); err != nil {
+	if err := s.b.RegisterTasks(ctx, stamped); err != nil {
 		return fmt.Errorf("register tasks: %w", err)
 	}
 	return nil
@@ -37,18 +32,9 @@ func (f Fleet) RegisterTasks(ctx context.Context, ts []driver.TaskInfo) error {
 // Registry returns every task the registry remembers, by name.
 func (f Fleet) Registry(ctx context.Context) ([]driver.TaskInfo, error) {
 	s := f.s
-	vals, err := s.b.Registry(ctx)
+	out, err := s.b.Registry(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the task registry: %w", err)
-	}
-	out := make([]driver.TaskInfo, 0, len(vals))
-	for name, v := range vals {
-		var t driver.TaskInfo
-		if json.Unmarshal([]byte(v), &t) != nil {
-			t = driver.TaskInfo{} // another version's: its name is still known
-		}
-		t.Name = name
-		out = append(out, t)
 	}
 	slices.SortFunc(out, func(a, b driver.TaskInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil

@@ -66,10 +66,12 @@ type Driver interface {
 	// whose end passed); a pause made since stays.
 	EndPause(ctx context.Context, task, info string) error
 
-	// TaskRegistry: keeps every task a replica registered: name → its info,
-	// encoded by the store.
-	RegisterTasks(ctx context.Context, vals map[string]string) error
-	Registry(ctx context.Context) (map[string]string, error)
+	// TaskRegistry: keeps every task a replica registered, by name (a
+	// later registration of a name replaces the earlier). Registry returns
+	// them in any order; a record the driver cannot read (another
+	// version's) comes back with its Name alone.
+	RegisterTasks(ctx context.Context, ts []TaskInfo) error
+	Registry(ctx context.Context) ([]TaskInfo, error)
 	ForgetTask(ctx context.Context, task string) (bool, error)
 	// Shards returns how many shards (ShardName) each task of want is kept
 	// in: the count recorded for it, or else want's, which it records (1

@@ -187,12 +187,12 @@ func (x recorder) EndPause(ctx context.Context, task string, info string) error 
 	return x.d.EndPause(ctx, task, info)
 }
 
-func (x recorder) RegisterTasks(ctx context.Context, vals map[string]string) error {
+func (x recorder) RegisterTasks(ctx context.Context, ts []driver.TaskInfo) error {
 	x.r.call("RegisterTasks")
-	return x.d.RegisterTasks(ctx, vals)
+	return x.d.RegisterTasks(ctx, ts)
 }
 
-func (x recorder) Registry(ctx context.Context) (map[string]string, error) {
+func (x recorder) Registry(ctx context.Context) ([]driver.TaskInfo, error) {
 	x.r.call("Registry")
 	return x.d.Registry(ctx)
 }

@@ -35,17 +35,19 @@ func (b *memDriver) Paused(context.Context) (map[string]string, error) {
 	return maps.Clone(b.pausedSet), nil
 }
 
-func (b *memDriver) RegisterTasks(_ context.Context, vals map[string]string) error {
+func (b *memDriver) RegisterTasks(_ context.Context, ts []driver.TaskInfo) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	maps.Copy(b.tasks, vals)
+	for _, t := range ts {
+		b.tasks[t.Name] = t
+	}
 	return nil
 }
 
-func (b *memDriver) Registry(context.Context) (map[string]string, error) {
+func (b *memDriver) Registry(context.Context) ([]driver.TaskInfo, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return maps.Clone(b.tasks), nil
+	return slices.Collect(maps.Values(b.tasks)), nil
 }
 
 func (b *memDriver) ForgetTask(_ context.Context, task string) (bool, error) {

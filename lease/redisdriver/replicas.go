@@ -2,6 +2,7 @@ package redisdriver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -64,12 +65,35 @@ func (b *redisDriver) Paused(ctx context.Context) (map[string]string, error) {
 	return m, nil
 }
 
-func (b *redisDriver) RegisterTasks(ctx context.Context, vals map[string]string) error {
+// RegisterTasks keeps each task's info as JSON, a field of the registry's
+// hash by name.
+func (b *redisDriver) RegisterTasks(ctx context.Context, ts []driver.TaskInfo) error {
+	vals := make(map[string]any, len(ts))
+	for _, t := range ts {
+		v, err := json.Marshal(t)
+		if err != nil {
+			return err
+		}
+		vals[t.Name] = string(v)
+	}
 	return b.c.HSet(ctx, b.k.registry(), vals).Err()
 }
 
-func (b *redisDriver) Registry(ctx context.Context) (map[string]string, error) {
-	return b.c.HGetAll(ctx, b.k.registry()).Result()
+func (b *redisDriver) Registry(ctx context.Context) ([]driver.TaskInfo, error) {
+	vals, err := b.c.HGetAll(ctx, b.k.registry()).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]driver.TaskInfo, 0, len(vals))
+	for name, v := range vals {
+		var t driver.TaskInfo
+		if json.Unmarshal([]byte(v), &t) != nil {
+			t = driver.TaskInfo{} // another version's: its name is still known
+		}
+		t.Name = name
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 func (b *redisDriver) ForgetTask(ctx context.Context, task string) (bool, error) {
