@@ -32,22 +32,11 @@ func (f Fleet) RecordTicks(ctx context.Context, ws []driver.TickWrite) error {
 // Ticks returns task's newest tick records, newest first, at most limit.
 func (f Fleet) Ticks(ctx context.Context, task string, limit int) ([]driver.TickRecord, error) {
 	s := f.s
-	els, err := s.b.Ticks(ctx, task, limit)
+	rs, err := s.b.Ticks(ctx, task, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read ticks of %s: %w", task, err)
 	}
-	return decodeTicks(els), nil
-}
-
-// decodeTicks decodes tick records, leaving out any it cannot read.
-func decodeTicks(els []string) []driver.TickRecord {
-	rs := make([]driver.TickRecord, 0, len(els))
-	for _, el := range els {
-		if r, err := driver.DecodeTickRecord(el); err == nil {
-			rs = append(rs, r)
-		}
-	}
-	return rs
+	return rs, nil
 }
 
 // Failure is one failed run (outcome failed, timeout or lease_lost).
@@ -176,7 +165,7 @@ func (f Fleet) Histories(ctx context.Context, reads []driver.HistoryRead) ([]Tas
 	}
 	out := make([]TaskHistory, len(reads))
 	for i := range reads {
-		out[i] = TaskHistory{Ticks: decodeTicks(ticks[i]), Actions: decodeJSON[Action](actions[i])}
+		out[i] = TaskHistory{Ticks: ticks[i], Actions: decodeJSON[Action](actions[i])}
 	}
 	return out, nil
 }

@@ -83,18 +83,18 @@ type Driver interface {
 
 	// History: keeps what happened: tick records, failures and actions.
 	// RecordTicks puts parts in their tick records, enforcing each one's
-	// retention; Ticks returns task's newest tick records
-	// (EncodeTickPart's records), newest first.
+	// retention; Ticks returns task's newest tick records, newest first,
+	// leaving out any it cannot read (another version's).
 	RecordTicks(ctx context.Context, ws []TickWrite) error
-	Ticks(ctx context.Context, task string, limit int) ([]string, error)
+	Ticks(ctx context.Context, task string, limit int) ([]TickRecord, error)
 	// Push adds values to tasks' lists (ListFailures, ListActions), each
 	// cut to its keep; List returns task's newest values of list, newest
 	// first.
 	Push(ctx context.Context, list string, ps []*ListPush) error
 	List(ctx context.Context, list, task string, limit int) ([]string, error)
 	// Histories returns, for each read, its task's newest tick records
-	// and actions (newest first), in one round trip.
-	Histories(ctx context.Context, reads []HistoryRead) (ticks, actions [][]string, err error)
+	// (as Ticks) and actions (as List), newest first, in one round trip.
+	Histories(ctx context.Context, reads []HistoryRead) (ticks [][]TickRecord, actions [][]string, err error)
 
 	// ReplicaRegistry: keeps the live replicas and the tasks each runs.
 	// Announce records the tasks this replica runs, and which process

@@ -202,3 +202,16 @@ func cutAt(s string, max int) string {
 	}
 	return s[:n]
 }
+
+// DecodeTickRecords decodes a driver's stored tick records (each the
+// records of EncodeTickPart's parts that MergeTickPart joined), leaving out
+// any it cannot read: another version's.
+func DecodeTickRecords(els []string) []TickRecord {
+	rs := make([]TickRecord, 0, len(els))
+	for _, el := range els {
+		if r, err := DecodeTickRecord(el); err == nil {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}

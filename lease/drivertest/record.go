@@ -212,7 +212,7 @@ func (x recorder) RecordTicks(ctx context.Context, ws []driver.TickWrite) error 
 	return x.d.RecordTicks(ctx, ws)
 }
 
-func (x recorder) Ticks(ctx context.Context, task string, limit int) ([]string, error) {
+func (x recorder) Ticks(ctx context.Context, task string, limit int) ([]driver.TickRecord, error) {
 	x.r.call("Ticks")
 	return x.d.Ticks(ctx, task, limit)
 }
@@ -227,7 +227,7 @@ func (x recorder) List(ctx context.Context, list string, task string, limit int)
 	return x.d.List(ctx, list, task, limit)
 }
 
-func (x recorder) Histories(ctx context.Context, reads []driver.HistoryRead) ([][]string, [][]string, error) {
+func (x recorder) Histories(ctx context.Context, reads []driver.HistoryRead) ([][]driver.TickRecord, [][]string, error) {
 	x.r.call("Histories")
 	return x.d.Histories(ctx, reads)
 }

@@ -58,11 +58,11 @@ func putTick(l []string, w driver.TickWrite) []string {
 	return l
 }
 
-func (b *memDriver) Ticks(_ context.Context, task string, limit int) ([]string, error) {
+func (b *memDriver) Ticks(_ context.Context, task string, limit int) ([]driver.TickRecord, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l := b.tickRecs[task]
-	return append([]string(nil), l[:min(len(l), limit)]...), nil
+	return driver.DecodeTickRecords(l[:min(len(l), limit)]), nil
 }
 
 func (b *memDriver) Push(_ context.Context, list string, ps []*driver.ListPush) error {
@@ -79,8 +79,8 @@ func (b *memDriver) Push(_ context.Context, list string, ps []*driver.ListPush) 
 	return nil
 }
 
-func (b *memDriver) Histories(ctx context.Context, reads []driver.HistoryRead) (ticks, actions [][]string, err error) {
-	ticks, actions = make([][]string, len(reads)), make([][]string, len(reads))
+func (b *memDriver) Histories(ctx context.Context, reads []driver.HistoryRead) (ticks [][]driver.TickRecord, actions [][]string, err error) {
+	ticks, actions = make([][]driver.TickRecord, len(reads)), make([][]string, len(reads))
 	for i, r := range reads {
 		ticks[i], _ = b.Ticks(ctx, r.Task, r.Ticks)
 		actions[i], _ = b.List(ctx, driver.ListActions, r.Task, r.Actions)

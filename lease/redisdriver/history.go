@@ -34,8 +34,12 @@ func (b *redisDriver) RecordTicks(ctx context.Context, ws []driver.TickWrite) er
 	return nil
 }
 
-func (b *redisDriver) Ticks(ctx context.Context, task string, limit int) ([]string, error) {
-	return b.c.LRange(ctx, b.k.ticks(task), 0, int64(limit)-1).Result()
+func (b *redisDriver) Ticks(ctx context.Context, task string, limit int) ([]driver.TickRecord, error) {
+	els, err := b.c.LRange(ctx, b.k.ticks(task), 0, int64(limit)-1).Result()
+	if err != nil {
+		return nil, err
+	}
+	return driver.DecodeTickRecords(els), nil
 }
 
 // Push sends one LPUSH and one LTRIM per list, in one pipeline (on a
@@ -61,7 +65,7 @@ func (b *redisDriver) List(ctx context.Context, list, task string, limit int) ([
 
 // Histories sends every read's two LRANGEs in one pipeline (on a Cluster,
 // go-redis splits it by shard).
-func (b *redisDriver) Histories(ctx context.Context, reads []driver.HistoryRead) (ticks, actions [][]string, err error) {
+func (b *redisDriver) Histories(ctx context.Context, reads []driver.HistoryRead) (ticks [][]driver.TickRecord, actions [][]string, err error) {
 	pipe := b.c.Pipeline()
 	tc := make([]*redis.StringSliceCmd, len(reads))
 	ac := make([]*redis.StringSliceCmd, len(reads))
@@ -74,9 +78,9 @@ func (b *redisDriver) Histories(ctx context.Context, reads []driver.HistoryRead)
 			return nil, nil, err
 		}
 	}
-	ticks, actions = make([][]string, len(reads)), make([][]string, len(reads))
+	ticks, actions = make([][]driver.TickRecord, len(reads)), make([][]string, len(reads))
 	for i := range reads {
-		ticks[i], actions[i] = tc[i].Val(), ac[i].Val()
+		ticks[i], actions[i] = driver.DecodeTickRecords(tc[i].Val()), ac[i].Val()
 	}
 	return ticks, actions, nil
 }
