@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
-	"github.com/tickd/tickd/internal/logs"
 )
 
 // A Part runs beside tickd's own parts, in the one lifecycle the binary
@@ -46,7 +45,8 @@ func (a *App) startParts(ctx context.Context) error {
 }
 
 // stopParts stops the parts that started, last first, each within
-// partStop; an error is logged, and the others stop all the same.
+// partStop; a part's error is returned (Stop's caller logs it once), and
+// the others stop all the same.
 func (a *App) stopParts() error {
 	var errs []error
 	for ; a.partsUp > 0; a.partsUp-- {
@@ -56,7 +56,6 @@ func (a *App) stopParts() error {
 		}
 		ctx, cancel := context.WithTimeoutCause(context.Background(), partStop, fmt.Errorf("%s: its stop timeout (%s) reached", p.Name, partStop))
 		if err := p.Stop(ctx); err != nil {
-			a.Log.Warn("stopped with an error", "part", p.Name, logs.KeyError, err)
 			errs = append(errs, fmt.Errorf("%s: %w", p.Name, err))
 		}
 		cancel()
