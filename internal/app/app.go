@@ -315,7 +315,8 @@ func (a *App) Console(prefix string) (*console.Console, error) {
 
 // Reload runs cfg from now on (scheduler.Scheduler.Reload), and shows it
 // to the consoles and the parts; a config the scheduler refuses changes
-// nothing.
+// nothing. A changed [redis] or [telemetry] table, which only a restart
+// applies, is logged and wrapped as ErrRestartNeeded.
 func (a *App) Reload(cfg *config.Config) error {
 	cfg = a.withClient(cfg)
 	old := a.Config()
@@ -337,6 +338,9 @@ func (a *App) Reload(cfg *config.Config) error {
 	}
 	if !reflect.DeepEqual(old.Telemetry, cfg.Telemetry) {
 		tables = append(tables, "[telemetry]")
+	}
+	for _, t := range tables { // said here, once, for a tickd with a scheduler or without (tickd web)
+		a.Log.Warn("the " + t + " table changed: restart tickd to use it")
 	}
 	if len(tables) > 0 {
 		return fmt.Errorf("%w: %s changed; everything else is in force", ErrRestartNeeded, strings.Join(tables, " and "))

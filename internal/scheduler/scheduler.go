@@ -303,12 +303,6 @@ func (s *Scheduler) Reload(cfg *config.Config) error {
 	if s.loopCtx.Err() != nil {
 		return ErrShutdown
 	}
-	if !reflect.DeepEqual(s.cfg.Redis, cfg.Redis) {
-		s.log.Warn("the [redis] table changed: restart tickd to use it")
-	}
-	if !reflect.DeepEqual(s.cfg.Telemetry, cfg.Telemetry) {
-		s.log.Warn("the [telemetry] table changed: restart tickd to use it")
-	}
 	newTasks := map[string]config.Task{}
 	for _, t := range cfg.Tasks {
 		newTasks[t.Name] = t
