@@ -117,7 +117,7 @@ func (b *redisDriver) Shards(ctx context.Context, want map[string]int) (map[stri
 		case l.n > 0:
 			out[t] = l.n
 			if want[t] > 0 { // a store that is to write: every shard says the layout
-				if err := b.repairLayout(ctx, t, l); err != nil {
+				if err := b.keepLayout(ctx, t, l); err != nil {
 					return nil, err
 				}
 			}
@@ -129,8 +129,24 @@ func (b *redisDriver) Shards(ctx context.Context, want map[string]int) (map[stri
 		if err := b.recordShards(ctx, want, unset, out); err != nil {
 			return nil, err
 		}
+		for _, t := range unset {
+			if err := b.ensureShardKeys(ctx, t, out[t]); err != nil {
+				return nil, err
+			}
+		}
 	}
-	return out, b.ensureAll(ctx, want, out)
+	return out, nil
+}
+
+// keepLayout makes every shard of task say l: a reshard's layout
+// (generation > 0) is put back where it was lost (repairLayout); a count
+// of a tickd before generations gives its shards their keys if they have
+// none (ensureShardKeys).
+func (b *redisDriver) keepLayout(ctx context.Context, task string, l layout) error {
+	if l.gen > 0 {
+		return b.repairLayout(ctx, task, l)
+	}
+	return b.ensureShardKeys(ctx, task, l.n)
 }
 
 // recordShards records the count of each of tasks, none of whose shards
@@ -169,19 +185,6 @@ func (b *redisDriver) recordShards(ctx context.Context, want map[string]int, tas
 			return fmt.Errorf("the shard count of %s: %q", t, after[i].Val())
 		}
 		out[t] = n
-	}
-	return nil
-}
-
-// ensureAll gives the shards of each task of got that a store is to write
-// (want > 0) their layout keys (ensureShardKeys).
-func (b *redisDriver) ensureAll(ctx context.Context, want, got map[string]int) error {
-	for t, n := range got {
-		if want[t] > 0 {
-			if err := b.ensureShardKeys(ctx, t, n); err != nil {
-				return err
-			}
-		}
 	}
 	return nil
 }
