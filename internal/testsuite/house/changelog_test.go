@@ -30,7 +30,8 @@ func TestChangelogNamesAreTrue(t *testing.T) {
 			continue
 		}
 		path, decl, _ := strings.Cut(rest, ", ")
-		api[path[strings.LastIndex(path, "/")+1:]] = append(api[path[strings.LastIndex(path, "/")+1:]], decl)
+		name := path[strings.LastIndex(path, "/")+1:]
+		api[name] = append(api[name], decl)
 	}
 	f, err := os.Open("../../../CHANGELOG.md")
 	if err != nil {
