@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tickd/tickd/lease/driver"
@@ -59,8 +61,8 @@ func (s *Store) acquireAfterOwnReleases(ctx context.Context, reqs []driver.Reque
 		// Found first, for all of them, and only then waited for: a wait
 		// lets the other releases land too.
 		if own == nil {
-			own = s.ownReleases()
-			holding = s.heldEntities()
+			own = s.rel.ownReleases()
+			holding = s.keeper.heldEntities()
 		}
 		key := [2]string{taskOf(reqs[i].Task), reqs[i].Entity}
 		_, onItsWay := own[key]
@@ -93,7 +95,7 @@ func (s *Store) acquireRenamed(ctx context.Context, reqs []driver.Request, out [
 	if len(changed) == 0 {
 		return
 	}
-	if err := s.refresh(ctx, changed...); err != nil {
+	if err := s.shards.refresh(ctx, changed...); err != nil {
 		for i := range out {
 			if errors.Is(out[i].Err, driver.ErrShardsChanged) {
 				out[i].Err = fmt.Errorf("acquire lease: %w", err)
@@ -120,9 +122,9 @@ func (s *Store) acquireRenamed(ctx context.Context, reqs []driver.Request, out [
 func (s *Store) acquireRound(ctx context.Context, reqs []driver.Request, out []Result) {
 	args := make([]driver.AcquireArg, len(reqs))
 	gen := s.shards.gen.Load() // before the shards are named: a refresh after them names the leases anew
-	reqs, ns, bad := s.sharded(ctx, reqs)
-	holds, bad := s.takeLimits(ctx, reqs, bad)
-	defer s.giveBackUnused(ctx, holds, out)
+	reqs, ns, bad := s.shards.sharded(ctx, reqs)
+	holds, bad := s.limits.takeLimits(ctx, reqs, bad)
+	defer s.limits.giveBackUnused(ctx, holds, out)
 	for i := range reqs {
 		r := &reqs[i]
 		if bad != nil && bad[i] != nil {
@@ -135,15 +137,12 @@ func (s *Store) acquireRound(ctx context.Context, reqs []driver.Request, out []R
 		}
 		args[i] = driver.AcquireArg{Req: r, Field: driver.Escape(r.Entity), Shards: ns[i]}
 	}
-	for i, t := range s.tokens(len(args), chunkPositions(args)) {
+	for i, t := range s.tok.tokens(len(args), chunkPositions(args)) {
 		if args[i].Req != nil {
 			args[i].Token = t
 		}
 	}
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
+	if s.keeper.isClosed() {
 		for i := range out {
 			out[i].Err = ErrClosed
 		}
@@ -151,7 +150,7 @@ func (s *Store) acquireRound(ctx context.Context, reqs []driver.Request, out []R
 	}
 	sent := s.clock.Now()
 	replies, err := s.b.Acquire(ctx, args)
-	s.noteAcks(err)
+	s.acks.note(err)
 	var ackErr *driver.AckError
 	if errors.As(err, &ackErr) && replies != nil {
 		s.handBack(ctx, args, replies, out, ackErr, sent)
@@ -184,7 +183,7 @@ func (s *Store) acquireRound(ctx context.Context, reqs []driver.Request, out []R
 			}
 			granted = append(granted, out[i].Lease)
 		default:
-			out[i].Err = s.refusal(a, rep)
+			out[i].Err = refusal(a, rep, &s.quarantine)
 		}
 	}
 	if len(granted) > 0 {
@@ -192,15 +191,16 @@ func (s *Store) acquireRound(ctx context.Context, reqs []driver.Request, out []R
 	}
 }
 
-// refusal is the error of an acquire reply that granted nothing.
-func (s *Store) refusal(a driver.AcquireArg, rep driver.AcquireReply) error {
+// refusal is the error of an acquire reply that granted nothing; a
+// quarantine it tells of is noted in q.
+func refusal(a driver.AcquireArg, rep driver.AcquireReply, q *quarantine) error {
 	switch rep.Status {
 	case driver.GrantBusy:
 		return &BusyError{Holder: rep.Holder, Since: rep.At, Fence: rep.Fence, Queued: a.Req.Queue}
 	case driver.GrantRan:
 		return &AlreadyRanError{LastTick: rep.At}
 	case driver.GrantQuarantine:
-		s.quarantinedFor(rep.Left)
+		q.quarantinedFor(rep.Left)
 		return &QuarantineError{Left: rep.Left}
 	case driver.GrantEarly:
 		return &EarlyError{Wait: rep.Left}
@@ -225,7 +225,7 @@ func (s *Store) handBack(ctx context.Context, args []driver.AcquireArg, replies 
 			continue
 		}
 		if rep.Status != driver.GrantOK {
-			out[i].Err = s.refusal(args[i], rep)
+			out[i].Err = refusal(args[i], rep, &s.quarantine)
 			continue
 		}
 		out[i].Err = fmt.Errorf("lease %s/%s: %w", taskOf(args[i].Req.Task), args[i].Req.Entity, ackErr)
@@ -252,48 +252,52 @@ func (s *Store) handBack(ctx context.Context, args []driver.AcquireArg, replies 
 // tried again.
 const handBackDelay = time.Second
 
-// noteAcks follows whether the replicas acknowledge lease writes: err is a
-// backend answer to a write that waited for them. OnAcks hears of each
-// change, and AckFailures counts the writes refused.
-func (s *Store) noteAcks(err error) {
+// acks follows whether the replicas acknowledge lease writes.
+type acks struct {
+	onAcks   func(error)  // Options.OnAcks
+	failures atomic.Int64 // the writes refused
+	mu       sync.Mutex
+	err      *driver.AckError // while lease writes are not acknowledged
+}
+
+// note follows whether the replicas acknowledge lease writes: err is a
+// backend answer to a write that waited for them. onAcks hears of each
+// change, and failures counts the writes refused.
+func (a *acks) note(err error) {
 	var ae *driver.AckError
 	failing := errors.As(err, &ae)
 	if !failing && err != nil {
 		return // no answer: nothing learnt about the replicas
 	}
 	if failing {
-		s.ackFailures.Add(1)
+		a.failures.Add(1)
 	}
-	s.mu.Lock()
-	changed := (s.ackErr != nil) != failing
-	if failing {
-		s.ackErr = ae
-	} else {
-		s.ackErr = nil
-	}
-	s.mu.Unlock()
-	if changed && s.opts.OnAcks != nil {
-		if failing {
-			s.opts.OnAcks(ae)
-		} else {
-			s.opts.OnAcks(nil)
-		}
+	a.mu.Lock()
+	changed := (a.err != nil) != failing
+	a.err = ae
+	a.mu.Unlock()
+	switch {
+	case !changed || a.onAcks == nil:
+	case failing:
+		a.onAcks(ae)
+	default:
+		a.onAcks(nil) // not a nil *AckError
 	}
 }
 
 // AckFailures counts the lease writes (a batch's grants, a renewal round, a
 // due entry) that the replicas did not acknowledge in time.
-func (s *Store) AckFailures() int64 { return s.ackFailures.Load() }
+func (s *Store) AckFailures() int64 { return s.acks.failures.Load() }
 
 // AckErr is the last acknowledgement failure while lease writes are not
 // acknowledged, or nil.
 func (s *Store) AckErr() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ackErr == nil {
+	s.acks.mu.Lock()
+	defer s.acks.mu.Unlock()
+	if s.acks.err == nil {
 		return nil
 	}
-	return s.ackErr
+	return s.acks.err
 }
 
 func (s *Store) newLease(a driver.AcquireArg, fence int64, sent time.Time) *Lease {
@@ -318,29 +322,20 @@ func (s *Store) newLease(a driver.AcquireArg, fence int64, sent time.Time) *Leas
 	return l
 }
 
-// hold registers leases granted by one request, sent at sent, with the
-// keeper and watches their trust windows. The keeper is woken only when one
-// is due for renewal before it planned to wake. Leases granted while the
-// store was being stopped are dropped at once, as Stop drops the others.
+// hold hands leases granted by one request, sent at sent, to the keeper.
+// Leases granted while the store was being stopped are dropped at once, as
+// Stop drops the others.
 func (s *Store) hold(ls []*Lease, sent time.Time) {
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	held := s.keeper.hold(ls, sent)
+	if held {
+		s.startLocked() // a store not started starts at its first grant
+	}
+	s.mu.Unlock()
+	if !held {
 		for _, l := range ls {
-			s.drop(l, ErrClosed)
+			s.keeper.drop(l, ErrClosed)
 		}
-		return
-	}
-	defer s.mu.Unlock()
-	s.startLocked() // a store not started starts at its first grant
-	wake := false
-	for _, l := range ls {
-		s.held[l] = struct{}{}
-		wake = wake || s.wakeAt.IsZero() || l.renewAt.Before(s.wakeAt)
-	}
-	s.watchAllLocked(sent, ls)
-	if wake {
-		s.poke()
 	}
 }
 

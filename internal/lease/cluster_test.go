@@ -88,7 +88,7 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 	for _, task := range tasks {
 		everyScriptOf(t, s, cl, task)
 	}
-	if err := s.Sweep(bg); err != nil {
+	if err := s.Fleet().Sweep(bg); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Fleet().Announce(bg, tasks, time.Minute); err != nil {
@@ -276,7 +276,7 @@ func everyScriptOf(t *testing.T, s *Store, cl *redistest.Cluster, task string) {
 			t.Fatalf("%s: %v", task, r.Err)
 		}
 	}
-	s.renewRound(bg, []*Lease{rs[0].Lease, rs[1].Lease})
+	s.keeper.renewRound(bg, []*Lease{rs[0].Lease, rs[1].Lease})
 	if err := s.Enqueue(bg, driver.Due{Task: task, Entity: "a{1}", Reason: driver.ReasonTrigger, Requests: []string{"req-1"}}, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func (s *Store) EnqueueWaiting(ctx context.Context, d driver.Due, delay time.Dur
 	}
 	superseded, err = s.enqueueOnce(ctx, d, delay)
 	if errors.Is(err, driver.ErrShardsChanged) && d.Claim == "" { // a reshard: named anew
-		if err = s.refresh(ctx, d.Task); err == nil {
+		if err = s.shards.refresh(ctx, d.Task); err == nil {
 			superseded, err = s.enqueueOnce(ctx, d, delay)
 		}
 	}
@@ -42,13 +42,13 @@ func (s *Store) EnqueueWaiting(ctx context.Context, d driver.Due, delay time.Dur
 
 // enqueueOnce names d's shard and enqueues it there.
 func (s *Store) enqueueOnce(ctx context.Context, d driver.Due, delay time.Duration) (time.Time, error) {
-	name, n, err := s.dueName(ctx, d)
+	name, n, err := s.shards.dueName(ctx, d)
 	if err != nil {
 		return time.Time{}, err
 	}
 	d.Task, d.Shards = name, n
 	superseded, err := s.b.Enqueue(ctx, d, delay)
-	s.noteAcks(err)
+	s.acks.note(err)
 	return superseded, err
 }
 
@@ -56,7 +56,7 @@ func (s *Store) enqueueOnce(ctx context.Context, d driver.Due, delay time.Durati
 // for visibility; pass it as Request.From so the release acks it, or Ack it.
 // A request whose taker dies comes back after visibility.
 func (s *Store) TakeDue(ctx context.Context, limit int, visibility time.Duration) ([]driver.Due, error) {
-	ds, err := s.b.Take(ctx, limit, visibility, s.token())
+	ds, err := s.b.Take(ctx, limit, visibility, s.tok.token())
 	if err != nil {
 		return nil, fmt.Errorf("take due entries: %w", err)
 	}
@@ -69,7 +69,7 @@ func (s *Store) TakeDue(ctx context.Context, limit int, visibility time.Duration
 // Ack removes a taken due request, if it is still the one taken, without a
 // run: its requests are answered AnswerDropped.
 func (s *Store) Ack(ctx context.Context, d driver.Due) error {
-	name, _, err := s.dueName(ctx, d)
+	name, _, err := s.shards.dueName(ctx, d)
 	if err == nil {
 		task := d.Task
 		d.Task = name
@@ -86,7 +86,7 @@ func (s *Store) Ack(ctx context.Context, d driver.Due) error {
 // earliest first for one task.
 func (f Fleet) DueEntries(ctx context.Context, task string, fn func(driver.Due) error) error {
 	s := f.s
-	return s.eachShard(ctx, task, func(name string) error {
+	return s.shards.eachShard(ctx, task, func(name string) error {
 		return s.b.DueEntries(ctx, name, func(d driver.Due) error {
 			d.Task, d.Shard = driver.SplitShard(d.Task)
 			return fn(d)

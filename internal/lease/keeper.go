@@ -3,10 +3,85 @@ package lease
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tickd/tickd/lease/driver"
 )
+
+// keeper keeps the leases a store holds: it renews them in rounds (keep),
+// watches their trust windows (trust.go), and drops them, cancelling their
+// runs, when they are released, lost, revoked, untrusted, or the store
+// stops. mu guards the leases held, the trust groups (Lease.group/slot)
+// and closed; the store takes its own mutex before mu, never after.
+type keeper struct {
+	b      driver.Driver
+	clock  driver.Clock
+	opts   *Options
+	shards *shardCounts
+	limits *limits
+	acks   *acks // follows the acknowledgements of a renewal round
+
+	sweeping atomic.Bool // true while a sweep runs
+	mu       sync.Mutex
+	held     map[*Lease]struct{}
+	wake     chan struct{}
+	wakeAt   time.Time // when the keeper plans to wake; zero while it works
+	closed   bool      // the store stopped: no lease is held from then on
+	done     chan struct{}
+}
+
+// hold registers ls, granted by one request sent at sent, and watches
+// their trust windows, unless the store was stopped: it says whether it
+// did. The keeper is woken only when one is due for renewal before it
+// planned to wake.
+func (k *keeper) hold(ls []*Lease, sent time.Time) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return false
+	}
+	wake := false
+	for _, l := range ls {
+		k.held[l] = struct{}{}
+		wake = wake || k.wakeAt.IsZero() || l.renewAt.Before(k.wakeAt)
+	}
+	k.watchAllLocked(sent, ls)
+	if wake {
+		k.poke()
+	}
+	return true
+}
+
+// close stops holding leases, and returns those held.
+func (k *keeper) close() []*Lease {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.closed = true
+	ls := make([]*Lease, 0, len(k.held))
+	for l := range k.held {
+		ls = append(ls, l)
+	}
+	return ls
+}
+
+// isClosed says whether the store stopped.
+func (k *keeper) isClosed() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.closed
+}
+
+// quarantine is the store's quarantine after a data loss: when the last
+// one found ends.
+type quarantine struct {
+	b     driver.Driver
+	clock driver.Clock
+	// end is when the quarantine last found ends (Unix ns, by this
+	// process's clock); zero when none was found.
+	end atomic.Int64
+}
 
 // LossWatch is how often a store looks for a data loss (a bucket whose
 // epoch is gone), so that the quarantine is counted from the loss for every
@@ -18,7 +93,7 @@ const LossWatch = time.Second
 // back at once, quarantined from that moment. Without it, a bucket would be
 // found empty only by its next grant, however late, and a task that ticks
 // an hour after the loss would lose that tick to a quarantine of its own.
-func (s *Store) watchLoss(ctx context.Context) {
+func (q *quarantine) watchLoss(ctx context.Context) {
 	t := time.NewTicker(LossWatch)
 	defer t.Stop()
 	for {
@@ -28,20 +103,20 @@ func (s *Store) watchLoss(ctx context.Context) {
 		case <-t.C:
 		}
 		cctx, cancel := context.WithTimeout(ctx, LossWatch)
-		left, err := s.b.CheckEpochs(cctx)
+		left, err := q.b.CheckEpochs(cctx)
 		cancel()
 		if err == nil && left > 0 {
-			s.quarantinedFor(left)
+			q.quarantinedFor(left)
 		}
 	}
 }
 
 // quarantinedFor notes a quarantine found with left to go.
-func (s *Store) quarantinedFor(left time.Duration) {
-	end := s.clock.Now().Add(left).UnixNano()
+func (q *quarantine) quarantinedFor(left time.Duration) {
+	end := q.clock.Now().Add(left).UnixNano()
 	for {
-		old := s.quarantineEnd.Load()
-		if old >= end || s.quarantineEnd.CompareAndSwap(old, end) {
+		old := q.end.Load()
+		if old >= end || q.end.CompareAndSwap(old, end) {
 			return
 		}
 	}
@@ -51,38 +126,38 @@ func (s *Store) quarantinedFor(left time.Duration) {
 // (by an acquire, or by looking for a loss every LossWatch) still lasts;
 // zero when none is going on.
 func (s *Store) Quarantine() time.Duration {
-	end := s.quarantineEnd.Load()
+	end := s.quarantine.end.Load()
 	if end == 0 {
 		return 0
 	}
 	return max(0, time.Unix(0, end).Sub(s.clock.Now()))
 }
 
-func (s *Store) poke() {
+func (k *keeper) poke() {
 	select {
-	case s.wake <- struct{}{}:
+	case k.wake <- struct{}{}:
 	default:
 	}
 }
 
 // keep is the keeper: it renews, in one pipelined round, every held lease
 // whose renewal is due (or nearly due, so that rounds are shared).
-func (s *Store) keep(ctx context.Context) {
-	defer close(s.done)
+func (k *keeper) keep(ctx context.Context) {
+	defer close(k.done)
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
-	sweepEvery := min(s.opts.StateTTL/10, time.Hour)
-	nextSweep := s.clock.Now().Add(sweepEvery)
+	sweepEvery := min(k.opts.StateTTL/10, time.Hour)
+	nextSweep := k.clock.Now().Add(sweepEvery)
 	for {
-		now := s.clock.Now()
+		now := k.clock.Now()
 		if !now.Before(nextSweep) {
 			nextSweep = now.Add(sweepEvery)
-			s.sweepAsync(ctx, sweepEvery)
+			k.sweepAsync(ctx, sweepEvery)
 		}
 		var due []*Lease
 		next := nextSweep
-		s.mu.Lock()
-		for l := range s.held {
+		k.mu.Lock()
+		for l := range k.held {
 			l.mu.Lock()
 			at := l.renewAt
 			ttl := l.d.TTL
@@ -93,20 +168,20 @@ func (s *Store) keep(ctx context.Context) {
 				next = at
 			}
 		}
-		s.wakeAt = next
+		k.wakeAt = next
 		if len(due) > 0 {
-			s.wakeAt = time.Time{}
+			k.wakeAt = time.Time{}
 		}
-		s.mu.Unlock()
+		k.mu.Unlock()
 		if len(due) > 0 {
-			s.renewRound(ctx, due)
+			k.renewRound(ctx, due)
 			continue
 		}
 		t.Reset(next.Sub(now))
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.wake:
+		case <-k.wake:
 		case <-t.C:
 		}
 	}
@@ -115,30 +190,25 @@ func (s *Store) keep(ctx context.Context) {
 // sweepAsync bounds what the store keeps (Options.StateTTL), off the
 // renewal path: once per interval, by the first replica to claim it; a
 // sweep still going skips the next one.
-func (s *Store) sweepAsync(ctx context.Context, every time.Duration) {
-	if !s.sweeping.CompareAndSwap(false, true) {
+func (k *keeper) sweepAsync(ctx context.Context, every time.Duration) {
+	if !k.sweeping.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
-		defer s.sweeping.Store(false)
+		defer k.sweeping.Store(false)
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		if mine, err := s.b.Claim(sctx, "sweep", every); err != nil || !mine {
+		if mine, err := k.b.Claim(sctx, "sweep", every); err != nil || !mine {
 			return // another replica sweeps; or Redis fails, and the next interval retries
 		}
-		s.b.Sweep(sctx) //nolint:errcheck // retried at the next interval
-		if s.opts.OnSweep != nil {
-			s.opts.OnSweep()
+		k.b.Sweep(sctx) //nolint:errcheck // retried at the next interval
+		if k.opts.OnSweep != nil {
+			k.opts.OnSweep()
 		}
 	}()
 }
 
-// Sweep forgets at once the entities neither held nor touched within
-// Options.StateTTL; the store also does it by itself every StateTTL/10 (at
-// most every hour).
-func (s *Store) Sweep(ctx context.Context) error { return s.b.Sweep(ctx) }
-
-func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
+func (k *keeper) renewRound(ctx context.Context, ls []*Lease) {
 	shortest := ls[0].d.TTL
 	for _, l := range ls {
 		shortest = min(shortest, l.d.TTL)
@@ -148,20 +218,20 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 	// a round given up early (at TTL/3, as it once was) left its retry,
 	// paced, past the window of every lease of a loaded replica's first
 	// tick (TestSlowRenewalIsWaitedFor).
-	sent := s.clock.Now()
+	sent := k.clock.Now()
 	rctx, cancel := context.WithTimeout(ctx, max(trustedUntil(ls, sent.Add(shortest)).Sub(sent), 50*time.Millisecond))
 	defer cancel()
-	ok, err := s.renew(rctx, ls)
-	s.noteAcks(err)
+	ok, err := k.renew(rctx, ls)
+	k.acks.note(err)
 	if err != nil {
-		if s.opts.OnRenewError != nil && ctx.Err() == nil && !errors.Is(err, driver.ErrNotAcknowledged) {
-			s.opts.OnRenewError(err) // a shortfall of acknowledgements is OnAcks's to report
+		if k.opts.OnRenewError != nil && ctx.Err() == nil && !errors.Is(err, driver.ErrNotAcknowledged) {
+			k.opts.OnRenewError(err) // a shortfall of acknowledgements is OnAcks's to report
 		}
 		for _, l := range ls {
 			l.mu.Lock()
 			l.failures++
 			// Retry soon, but never spin: a tenth of the TTL.
-			l.renewAt = s.clock.Now().Add(max(l.d.TTL/10, 10*time.Millisecond))
+			l.renewAt = k.clock.Now().Add(max(l.d.TTL/10, 10*time.Millisecond))
 			l.mu.Unlock()
 		}
 		if ctx.Err() == nil {
@@ -172,17 +242,17 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 		}
 		return
 	}
-	if s.opts.OnRenew != nil {
-		s.opts.OnRenew()
+	if k.opts.OnRenew != nil {
+		k.opts.OnRenew()
 	}
 	renewed := make([]*Lease, 0, len(ls))
 	for i, l := range ls {
 		switch ok[i] {
 		case driver.RenewLost:
-			s.drop(l, ErrLost)
+			k.drop(l, ErrLost)
 			continue
 		case driver.RenewRevoked:
-			s.drop(l, ErrRevoked)
+			k.drop(l, ErrRevoked)
 			continue
 		}
 		l.mu.Lock()
@@ -196,38 +266,38 @@ func (s *Store) renewRound(ctx context.Context, ls []*Lease) {
 		l.mu.Unlock()
 	}
 	// Move the renewed leases still held to the round's trust groups.
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	still := renewed[:0]
 	for _, l := range renewed {
-		if _, ok := s.held[l]; ok {
+		if _, ok := k.held[l]; ok {
 			still = append(still, l)
 		}
 	}
 	if len(still) > 0 {
-		s.watchAllLocked(sent, still)
+		k.watchAllLocked(sent, still)
 	}
 }
 
 // renew sends one renewal round for ls, each lease where its shard is now
 // (Store.where): once more where a reshard moved them when the driver
 // refused the round as named by an old count.
-func (s *Store) renew(ctx context.Context, ls []*Lease) ([]driver.Renewal, error) {
+func (k *keeper) renew(ctx context.Context, ls []*Lease) ([]driver.Renewal, error) {
 	refs := make([]*driver.Lease, len(ls))
 	for i, l := range ls {
-		refs[i] = s.renewing(l)
+		refs[i] = k.shards.renewing(l)
 	}
-	ok, err := s.b.Renew(ctx, refs)
+	ok, err := k.b.Renew(ctx, refs)
 	if !errors.Is(err, driver.ErrShardsChanged) {
 		return ok, err
 	}
-	if err := s.refresh(ctx, changedTasks(len(ls), func(int) error { return err }, func(i int) string { return ls[i].Task })...); err != nil {
+	if err := k.shards.refresh(ctx, changedTasks(len(ls), func(int) error { return err }, func(i int) string { return ls[i].Task })...); err != nil {
 		return nil, err
 	}
 	for i, l := range ls {
-		refs[i] = s.renewing(l)
+		refs[i] = k.shards.renewing(l)
 	}
-	return s.b.Renew(ctx, refs)
+	return k.b.Renew(ctx, refs)
 }
 
 // trustedUntil is the earliest end of ls's trust windows, or until if

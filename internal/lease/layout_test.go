@@ -212,7 +212,7 @@ func TestLossQuarantinesEveryBucketAtOnce(t *testing.T) {
 	// is read rather than what is left of it, which a slow machine may have
 	// used up by now.
 	found := time.Now()
-	end := time.Unix(0, s.quarantineEnd.Load())
+	end := time.Unix(0, s.quarantine.end.Load())
 	if end.Before(lost.Add(maxTTL)) || end.After(found.Add(maxTTL)) {
 		t.Fatalf("the quarantine ends %v after the loss, want between %v and %v", end.Sub(lost), maxTTL, found.Add(maxTTL).Sub(lost))
 	}

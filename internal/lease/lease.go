@@ -151,7 +151,7 @@ func (l *Lease) Check() error {
 	if err := context.Cause(l.ctx); err != nil {
 		return err
 	}
-	l.store.dropIfUntrusted(l, l.store.clock.Now())
+	l.store.keeper.dropIfUntrusted(l, l.store.clock.Now())
 	return context.Cause(l.ctx)
 }
 

@@ -58,8 +58,13 @@ type limitHold struct {
 	key string
 }
 
-// limits are the store's limits by name.
+// limits are the store's limits by name, and their settler.
 type limits struct {
+	b     driver.Driver
+	clock driver.Clock
+	// quarantined starts the store's quarantine: a limit's keys were lost.
+	quarantined func(left time.Duration)
+
 	mu     sync.Mutex
 	byName map[string]*limitState
 	wake   chan struct{}
@@ -86,10 +91,10 @@ func (s *Store) SetLimits(ls []driver.Limit) {
 	}
 }
 
-func (s *Store) limitState(name string) *limitState {
-	s.limits.mu.Lock()
-	defer s.limits.mu.Unlock()
-	return s.limits.byName[name]
+func (ls *limits) limitState(name string) *limitState {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.byName[name]
 }
 
 // budgetKey is entity's budget under lim: its own, or the limit's one.
@@ -105,7 +110,7 @@ func budgetKey(lim driver.Limit, entity string) string {
 // by request, and, for those refused, a *LimitedError (or the I/O error)
 // in bad, which it makes when nil. A request refused by one limit gives
 // back what it took under the others.
-func (s *Store) takeLimits(ctx context.Context, reqs []driver.Request, bad []error) ([][]limitHold, []error) {
+func (ls *limits) takeLimits(ctx context.Context, reqs []driver.Request, bad []error) ([][]limitHold, []error) {
 	var names []string
 	for i := range reqs {
 		if bad == nil || bad[i] == nil {
@@ -124,7 +129,7 @@ func (s *Store) takeLimits(ctx context.Context, reqs []driver.Request, bad []err
 	}
 	holds := make([][]limitHold, len(reqs))
 	for _, name := range names {
-		st := s.limitState(name)
+		st := ls.limitState(name)
 		var idx []int
 		for i := range reqs {
 			if bad[i] == nil && slices.Contains(reqs[i].Limits, name) {
@@ -137,7 +142,7 @@ func (s *Store) takeLimits(ctx context.Context, reqs []driver.Request, bad []err
 			}
 			continue
 		}
-		s.takeLimit(ctx, st, reqs, idx, holds, bad)
+		ls.takeLimit(ctx, st, reqs, idx, holds, bad)
 	}
 	var back []limitHold
 	for i := range reqs {
@@ -146,12 +151,12 @@ func (s *Store) takeLimits(ctx context.Context, reqs []driver.Request, bad []err
 			holds[i] = nil
 		}
 	}
-	s.giveBack(ctx, back)
+	ls.giveBack(ctx, back)
 	return holds, bad
 }
 
 // takeLimit takes a start under st's limit for each request of idx.
-func (s *Store) takeLimit(ctx context.Context, st *limitState, reqs []driver.Request, idx []int, holds [][]limitHold, bad []error) {
+func (ls *limits) takeLimit(ctx context.Context, st *limitState, reqs []driver.Request, idx []int, holds [][]limitHold, bad []error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	keys := make([]string, len(idx))
@@ -166,7 +171,7 @@ func (s *Store) takeLimit(ctx context.Context, st *limitState, reqs []driver.Req
 		asks[j] = driver.LimitAsk{Key: keys[j], Waiter: limitWaiter(r.Task, r.Entity), Since: since}
 		st.ttl = max(st.ttl, r.TTL)
 	}
-	gs, err := s.b.TakeLimit(ctx, st.lim, st.holdTTL(), asks)
+	gs, err := ls.b.TakeLimit(ctx, st.lim, st.holdTTL(), asks)
 	if err != nil {
 		for _, i := range idx {
 			bad[i] = fmt.Errorf("take limit %s: %w", st.lim.Name, err)
@@ -183,7 +188,7 @@ func (s *Store) takeLimit(ctx context.Context, st *limitState, reqs []driver.Req
 		if g.Why == driver.LimitQuarantine {
 			// The limit's keys were lost with its master's data: a
 			// quarantine as the leases' own.
-			s.quarantinedFor(g.Wait)
+			ls.quarantined(g.Wait)
 			bad[i] = &QuarantineError{Left: g.Wait}
 			continue
 		}
@@ -193,7 +198,7 @@ func (s *Store) takeLimit(ctx context.Context, st *limitState, reqs []driver.Req
 
 // giveBack returns starts taken but not used: the run counts no more, and
 // the rate's start is given back.
-func (s *Store) giveBack(ctx context.Context, hs []limitHold) {
+func (ls *limits) giveBack(ctx context.Context, hs []limitHold) {
 	if len(hs) == 0 {
 		return
 	}
@@ -207,7 +212,7 @@ func (s *Store) giveBack(ctx context.Context, hs []limitHold) {
 			st.runs[h.key]--
 			back[j] = h.key
 		}
-		if err := s.b.SetLimitRuns(ctx, st.lim, st.holdTTL(), st.runs, back); err != nil {
+		if err := ls.b.SetLimitRuns(ctx, st.lim, st.holdTTL(), st.runs, back); err != nil {
 			st.dirty = true // the settler sets them again
 		}
 		st.mu.Unlock()
@@ -216,14 +221,14 @@ func (s *Store) giveBack(ctx context.Context, hs []limitHold) {
 
 // giveBackUnused gives back what was taken (holds, by request) for runs
 // that do not start (out, their answers).
-func (s *Store) giveBackUnused(ctx context.Context, holds [][]limitHold, out []Result) {
+func (ls *limits) giveBackUnused(ctx context.Context, holds [][]limitHold, out []Result) {
 	var back []limitHold
 	for i, h := range holds {
 		if out[i].Lease == nil {
 			back = append(back, h...)
 		}
 	}
-	s.giveBack(ctx, back)
+	ls.giveBack(ctx, back)
 }
 
 // groupHolds groups starts by limit.
@@ -242,7 +247,7 @@ func groupHolds(hs []limitHold) [][]limitHold {
 
 // limitsEnded counts runs that ended out of their limits; the settler
 // tells the store soon after.
-func (s *Store) limitsEnded(hs []limitHold) {
+func (ls *limits) limitsEnded(hs []limitHold) {
 	if len(hs) == 0 {
 		return
 	}
@@ -253,7 +258,7 @@ func (s *Store) limitsEnded(hs []limitHold) {
 		h.st.mu.Unlock()
 	}
 	select {
-	case s.limits.wake <- struct{}{}:
+	case ls.wake <- struct{}{}:
 	default:
 	}
 }
@@ -263,7 +268,7 @@ func (s *Store) limitsEnded(hs []limitHold) {
 // TTL while it holds any, so that they keep counting; a replica that stops
 // (killed, cut off) has its runs counted for holdTTL more, as long as
 // their leases could be trusted, then they free themselves.
-func (s *Store) settleLimits(ctx context.Context) {
+func (ls *limits) settleLimits(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	refresh := time.Time{}
@@ -271,7 +276,7 @@ func (s *Store) settleLimits(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.limits.wake:
+		case <-ls.wake:
 			// Runs that end together are told in one call: a tick's
 			// runs end by the hundred.
 			select {
@@ -281,23 +286,23 @@ func (s *Store) settleLimits(ctx context.Context) {
 			}
 		case <-t.C:
 		}
-		now := s.clock.Now()
+		now := ls.clock.Now()
 		all := !now.Before(refresh)
 		if all {
-			refresh = now.Add(s.settlePeriod())
+			refresh = now.Add(ls.settlePeriod())
 		}
-		s.settle(ctx, all)
-		t.Reset(refresh.Sub(s.clock.Now()))
+		ls.settle(ctx, all)
+		t.Reset(refresh.Sub(ls.clock.Now()))
 	}
 }
 
 // settlePeriod is a third of the shortest lease TTL of the runs taken under
 // a limit, or a second before any was.
-func (s *Store) settlePeriod() time.Duration {
-	s.limits.mu.Lock()
-	defer s.limits.mu.Unlock()
+func (ls *limits) settlePeriod() time.Duration {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
 	p := time.Second
-	for _, st := range s.limits.byName {
+	for _, st := range ls.byName {
 		st.mu.Lock()
 		if st.ttl > 0 {
 			p = min(p, st.ttl/3)
@@ -313,13 +318,13 @@ const settleGather = 50 * time.Millisecond
 
 // settle sets this replica's runs under each limit whose runs ended
 // (dirty), or under every limit it holds runs of (all).
-func (s *Store) settle(ctx context.Context, all bool) {
-	s.limits.mu.Lock()
-	sts := make([]*limitState, 0, len(s.limits.byName))
-	for _, st := range s.limits.byName {
+func (ls *limits) settle(ctx context.Context, all bool) {
+	ls.mu.Lock()
+	sts := make([]*limitState, 0, len(ls.byName))
+	for _, st := range ls.byName {
 		sts = append(sts, st)
 	}
-	s.limits.mu.Unlock()
+	ls.mu.Unlock()
 	for _, st := range sts {
 		st.mu.Lock()
 		held := false
@@ -328,7 +333,7 @@ func (s *Store) settle(ctx context.Context, all bool) {
 		}
 		if st.dirty || all && held {
 			cctx, cancel := context.WithTimeout(ctx, ReleaseTimeout)
-			if s.b.SetLimitRuns(cctx, st.lim, st.holdTTL(), st.runs, nil) == nil {
+			if ls.b.SetLimitRuns(cctx, st.lim, st.holdTTL(), st.runs, nil) == nil {
 				st.dirty = false
 			}
 			cancel()
@@ -413,7 +418,7 @@ const MaxCloseReason = 256
 // replica id and this process's nonce, so that two processes given one
 // replica_id (a copied unit file) each count their own runs and cannot
 // together run more than the limit allows.
-func (s *Store) limitHolder() string { return s.opts.Replica + "/" + s.nonce }
+func (s *Store) limitHolder() string { return s.opts.Replica + "/" + s.tok.nonce }
 
 // limitWaiter is the place in a limit's line of task's run of entity.
 func limitWaiter(task, entity string) string {

@@ -15,7 +15,7 @@ import (
 func (f Fleet) EntityPage(ctx context.Context, task string, q driver.PageQuery) (driver.Page, error) {
 	s := f.s
 	q.Size, q.MaxScan = max(q.Size, 1), max(q.MaxScan, q.Size, 1)
-	names, err := s.shardNames(ctx, task)
+	names, err := s.shards.shardNames(ctx, task)
 	if err != nil {
 		return driver.Page{}, fmt.Errorf("read entities of %s: %w", task, err)
 	}

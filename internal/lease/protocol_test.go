@@ -190,10 +190,7 @@ func (c *closingClock) Now() time.Time {
 	if inAcquire() && c.armed.CompareAndSwap(true, false) {
 		go c.s.Stop(context.Background())
 		for {
-			c.s.mu.Lock()
-			closed := c.s.closed
-			c.s.mu.Unlock()
-			if closed {
+			if c.s.keeper.isClosed() {
 				break
 			}
 			runtime.Gosched()
@@ -226,9 +223,9 @@ func testGrantedWhileClosing(t *testing.T, k kit) {
 	}
 	// The keeper reads the clock too: arm it once the keeper sleeps.
 	expect.WaitFor(t, 5*time.Second, "keeper asleep", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return !s.wakeAt.IsZero()
+		s.keeper.mu.Lock()
+		defer s.keeper.mu.Unlock()
+		return !s.keeper.wakeAt.IsZero()
 	})
 	clock.armed.Store(true)
 	l, err := s.Acquire(bg, req("e", time.Minute))
@@ -270,7 +267,7 @@ func testFences(t *testing.T, k kit) {
 	// After the state expired (StateTTL 200ms) and was swept: the entity's
 	// last run is forgotten, and a fresh grant still gets a higher fence.
 	expect.WaitFor(t, 5*time.Second, "state swept", func() bool {
-		if err := s.Sweep(bg); err != nil {
+		if err := s.Fleet().Sweep(bg); err != nil {
 			t.Fatal(err)
 		}
 		st, err := s.Fleet().Entity(bg, "t", "e")

@@ -9,11 +9,11 @@ import (
 )
 
 // drop forgets a lease and cancels its context with cause.
-func (s *Store) drop(l *Lease, cause error) { s.dropEach(1, func(int) *Lease { return l }, cause) }
+func (k *keeper) drop(l *Lease, cause error) { k.dropEach(1, func(int) *Lease { return l }, cause) }
 
 // dropEach drops n leases, the i-th at(i), under one lock of the store: a
 // release batch's.
-func (s *Store) dropEach(n int, at func(int) *Lease, cause error) {
+func (k *keeper) dropEach(n int, at func(int) *Lease, cause error) {
 	for i := range n {
 		l := at(i)
 		l.mu.Lock()
@@ -21,16 +21,16 @@ func (s *Store) dropEach(n int, at func(int) *Lease, cause error) {
 		l.mu.Unlock()
 	}
 	var ended []limitHold
-	s.mu.Lock()
+	k.mu.Lock()
 	for i := range n {
 		l := at(i)
 		ended = append(ended, l.limits...)
 		l.limits = nil // given back once
-		delete(s.held, l)
-		s.leaveLocked(l)
+		delete(k.held, l)
+		k.leaveLocked(l)
 	}
-	s.mu.Unlock()
-	s.limitsEnded(ended)
+	k.mu.Unlock()
+	k.limits.limitsEnded(ended)
 	for i := range n {
 		at(i).cancel(cause)
 	}
@@ -40,9 +40,9 @@ func (s *Store) release(ctx context.Context, l *Lease, o driver.Finished, next *
 	if errors.Is(context.Cause(l.ctx), ErrReleased) {
 		return Released{}, driver.ErrNotHeld
 	}
-	rep, err := s.releaseOne(ctx, l, driver.ReleaseArg{Lease: l.ref(), Finished: o, Next: next})
+	rep, err := s.rel.releaseOne(ctx, l, driver.ReleaseArg{Lease: l.ref(), Finished: o, Next: next})
 	if err != nil { // stopped waiting: the flush drops it too, later
-		s.drop(l, ErrReleased)
+		s.keeper.drop(l, ErrReleased)
 	}
 	return released(l, rep, err)
 }
@@ -53,7 +53,7 @@ func (s *Store) releaseThen(l *Lease, o driver.Finished, next *driver.Next, then
 		then.AfterRelease(Released{}, driver.ErrNotHeld)
 		return
 	}
-	s.queueRelease(releaseReq{l: l, arg: driver.ReleaseArg{Lease: l.ref(), Finished: o, Next: next}, then: then})
+	s.rel.queueRelease(releaseReq{l: l, arg: driver.ReleaseArg{Lease: l.ref(), Finished: o, Next: next}, then: then})
 }
 
 // ReleaseBatch releases many leases with one outcome in one round trip per
@@ -65,19 +65,19 @@ func (s *Store) ReleaseBatch(ctx context.Context, ls []*Lease, o driver.Finished
 		hi := min(lo+driver.BatchSize, len(ls))
 		args := make([]driver.ReleaseArg, hi-lo)
 		for i, l := range ls[lo:hi] {
-			args[i] = driver.ReleaseArg{Lease: s.located(l, l.ref()), Finished: o}
+			args[i] = driver.ReleaseArg{Lease: s.shards.located(l, l.ref()), Finished: o}
 		}
 		reps, err := s.b.Release(ctx, args)
 		if err == nil {
-			s.releaseRenamed(ctx, func(i int) *Lease { return ls[lo+i] }, args, reps)
+			s.rel.releaseRenamed(ctx, func(i int) *Lease { return ls[lo+i] }, args, reps)
 		}
 		if err != nil {
 			rest := ls[lo:] // renewed no more: they expire
-			s.dropEach(len(rest), func(i int) *Lease { return rest[i] }, ErrReleased)
+			s.keeper.dropEach(len(rest), func(i int) *Lease { return rest[i] }, ErrReleased)
 			return nil, fmt.Errorf("release %d leases: %w", len(ls), err)
 		}
 		batch := ls[lo:hi]
-		s.dropEach(len(batch), func(i int) *Lease { return batch[i] }, ErrReleased)
+		s.keeper.dropEach(len(batch), func(i int) *Lease { return batch[i] }, ErrReleased)
 		for i, r := range reps {
 			errs[lo+i] = r.Err
 		}

@@ -11,6 +11,15 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
+// releasers are a store's releasers, one per task's shard
+// (driver.ShardName), made as releases are asked for.
+type releasers struct {
+	b      driver.Driver
+	shards *shardCounts
+	keeper *keeper
+	m      sync.Map // task's shard → *releaser
+}
+
 // releaser batches the releases of one task's runs that end at about the
 // same time, as a database commits a group: a release made while none is
 // in flight goes out at once, alone; releases made while one is in flight
@@ -62,10 +71,10 @@ const releaseBatchMax = 4 * driver.BatchSize
 // the leases at(i)) that the driver refused as named by an old shard
 // count (a reshard moved them), once the counts are read again; their
 // answers replace the refusals.
-func (s *Store) releaseRenamed(ctx context.Context, at func(int) *Lease, args []driver.ReleaseArg, reps []driver.ReleaseReply) {
+func (rs *releasers) releaseRenamed(ctx context.Context, at func(int) *Lease, args []driver.ReleaseArg, reps []driver.ReleaseReply) {
 	refused := func(i int) error { return reps[i].Err }
 	changed := changedTasks(len(reps), refused, func(i int) string { return at(i).Task })
-	if len(changed) == 0 || s.refresh(ctx, changed...) != nil {
+	if len(changed) == 0 || rs.shards.refresh(ctx, changed...) != nil {
 		return
 	}
 	var idx []int
@@ -73,11 +82,11 @@ func (s *Store) releaseRenamed(ctx context.Context, at func(int) *Lease, args []
 	for i := range reps {
 		if errors.Is(reps[i].Err, driver.ErrShardsChanged) {
 			a := args[i]
-			a.Lease = s.located(at(i), a.Lease)
+			a.Lease = rs.shards.located(at(i), a.Lease)
 			idx, again = append(idx, i), append(again, a)
 		}
 	}
-	res, err := s.b.Release(ctx, again)
+	res, err := rs.b.Release(ctx, again)
 	if err != nil {
 		return
 	}
@@ -87,9 +96,9 @@ func (s *Store) releaseRenamed(ctx context.Context, at func(int) *Lease, args []
 }
 
 // releaseOne queues arg and waits for its answer, or for ctx.
-func (s *Store) releaseOne(ctx context.Context, l *Lease, arg driver.ReleaseArg) (driver.ReleaseReply, error) {
+func (rs *releasers) releaseOne(ctx context.Context, l *Lease, arg driver.ReleaseArg) (driver.ReleaseReply, error) {
 	done := doneChans.Get().(chan releaseDone)
-	s.queueRelease(releaseReq{l: l, arg: arg, done: done})
+	rs.queueRelease(releaseReq{l: l, arg: arg, done: done})
 	select {
 	case d := <-done:
 		doneChans.Put(done) // empty again, and no one else sends on it
@@ -105,10 +114,10 @@ var doneChans = sync.Pool{New: func() any { return make(chan releaseDone, 1) }}
 
 // queueRelease queues q with its shard's releases, and starts a flush if
 // none is going on.
-func (s *Store) queueRelease(q releaseReq) {
-	v, ok := s.releasers.Load(q.l.d.Task) // per shard: one master's
+func (rs *releasers) queueRelease(q releaseReq) {
+	v, ok := rs.m.Load(q.l.d.Task) // per shard: one master's
 	if !ok {
-		v, _ = s.releasers.LoadOrStore(q.l.d.Task, &releaser{})
+		v, _ = rs.m.LoadOrStore(q.l.d.Task, &releaser{})
 	}
 	r := v.(*releaser)
 	r.mu.Lock()
@@ -117,7 +126,7 @@ func (s *Store) queueRelease(q releaseReq) {
 	r.flushing = true
 	r.mu.Unlock()
 	if start {
-		go s.flushReleases(r)
+		go rs.flushReleases(r)
 	}
 }
 
@@ -133,7 +142,7 @@ func (s *Store) queueRelease(q releaseReq) {
 // 16 shards, one replica sent a third of its release calls with one
 // lease each; 6 replicas, the commands per run went from 1.17× one
 // replica's to 0.95× (docs/performance.md, "Several replicas").
-func (s *Store) flushReleases(r *releaser) {
+func (rs *releasers) flushReleases(r *releaser) {
 	r.mu.Lock()
 	alone := len(r.queue) < 2
 	r.mu.Unlock()
@@ -157,20 +166,20 @@ func (s *Store) flushReleases(r *releaser) {
 		args := r.args[:0]
 		for _, q := range batch {
 			a := q.arg
-			a.Lease = s.located(q.l, a.Lease)
+			a.Lease = rs.shards.located(q.l, a.Lease)
 			args = append(args, a)
 		}
 		r.args = args
 		ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
-		reps, err := s.b.Release(ctx, args)
+		reps, err := rs.b.Release(ctx, args)
 		if err == nil {
-			s.releaseRenamed(ctx, func(i int) *Lease { return batch[i].l }, args, reps)
+			rs.releaseRenamed(ctx, func(i int) *Lease { return batch[i].l }, args, reps)
 		}
 		cancel()
 		// Released or not, the leases are renewed no more: a release that
 		// failed leaves its lease in Redis until its TTL passes, never held
 		// for good.
-		s.dropEach(len(batch), func(i int) *Lease { return batch[i].l }, ErrReleased)
+		rs.keeper.dropEach(len(batch), func(i int) *Lease { return batch[i].l }, ErrReleased)
 		// Landed: no longer on its way (ownRelease), before the batch is
 		// answered, and before it is cleared, which ownRelease must not see.
 		r.mu.Lock()
@@ -242,10 +251,10 @@ func released(l *Lease, rep driver.ReleaseReply, err error) (Released, error) {
 // ownRelease answers a channel closed once the batch in flight of the
 // releaser that holds a release of task's entity, queued or in flight, is
 // answered; nil when this store has none on its way.
-func (s *Store) ownRelease(task, entity string) <-chan struct{} {
+func (rs *releasers) ownRelease(task, entity string) <-chan struct{} {
 	task = taskOf(task)
 	var ch chan struct{}
-	s.releasers.Range(func(_, v any) bool {
+	rs.m.Range(func(_, v any) bool {
 		r := v.(*releaser)
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -274,9 +283,9 @@ func releasing(qs []releaseReq, task, entity string) bool {
 // this store, queued or in flight: one pass over the releasers for a
 // batch's refusals, not one for each (a tick overlapping the runs of the
 // last may find thousands busy).
-func (s *Store) ownReleases() map[[2]string]struct{} {
+func (rs *releasers) ownReleases() map[[2]string]struct{} {
 	set := map[[2]string]struct{}{}
-	s.releasers.Range(func(_, v any) bool {
+	rs.m.Range(func(_, v any) bool {
 		r := v.(*releaser)
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -292,11 +301,11 @@ func (s *Store) ownReleases() map[[2]string]struct{} {
 
 // heldEntities is every (task, entity) this store holds a lease of, its
 // release maybe on its way.
-func (s *Store) heldEntities() map[[2]string]struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	set := make(map[[2]string]struct{}, len(s.held))
-	for l := range s.held {
+func (k *keeper) heldEntities() map[[2]string]struct{} {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	set := make(map[[2]string]struct{}, len(k.held))
+	for l := range k.held {
 		set[[2]string{l.Task, l.Entity}] = struct{}{}
 	}
 	return set
@@ -310,7 +319,7 @@ func (s *Store) heldEntities() map[[2]string]struct{} {
 // (the scheduler's execute): an acquire sent meanwhile would find the
 // entity busy with the run that ended.
 func (s *Store) AwaitOwnRelease(ctx context.Context, task, entity string) bool {
-	ch := s.ownRelease(task, entity)
+	ch := s.rel.ownRelease(task, entity)
 	if ch == nil {
 		return false
 	}
@@ -324,7 +333,7 @@ func (s *Store) AwaitOwnRelease(ctx context.Context, task, entity string) bool {
 		case <-ctx.Done():
 			return true
 		}
-		ch = s.ownRelease(task, entity)
+		ch = s.rel.ownRelease(task, entity)
 	}
 	return true
 }

@@ -19,7 +19,7 @@ import (
 // replica_id, and their records (holder, status) cannot be told apart.
 func (f Fleet) Announce(ctx context.Context, tasks []string, ttl time.Duration) error {
 	s := f.s
-	a := driver.Announcement{Tasks: tasks, Process: s.nonce, Host: s.host, Version: s.opts.Version, Shards: s.announcedShards(tasks)}
+	a := driver.Announcement{Tasks: tasks, Process: s.tok.nonce, Host: s.host, Version: s.opts.Version, Shards: s.shards.announcedShards(tasks)}
 	if err := s.b.Announce(ctx, a, ttl); err != nil {
 		return fmt.Errorf("announce tasks: %w", err)
 	}
@@ -32,7 +32,7 @@ func (f Fleet) Announce(ctx context.Context, tasks []string, ttl time.Duration) 
 // announcement of another process under this id is left alone.
 func (f Fleet) Withdraw(ctx context.Context) error {
 	s := f.s
-	a := driver.Announcement{Process: s.nonce, Host: s.host, Version: s.opts.Version}
+	a := driver.Announcement{Process: s.tok.nonce, Host: s.host, Version: s.opts.Version}
 	if err := s.b.Announce(ctx, a, -time.Millisecond); err != nil {
 		return fmt.Errorf("withdraw the announcement: %w", err)
 	}
@@ -50,7 +50,7 @@ func (f Fleet) ReplicaInUse(ctx context.Context) (*driver.Replica, error) {
 		return nil, err
 	}
 	for _, r := range rs {
-		if r.ID == s.opts.Replica && r.Process != "" && r.Process != s.nonce {
+		if r.ID == s.opts.Replica && r.Process != "" && r.Process != s.tok.nonce {
 			return &r, nil
 		}
 	}

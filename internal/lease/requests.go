@@ -51,7 +51,7 @@ func (s *Store) Answers(ctx context.Context, task, id string) (map[string]driver
 	if err := checkRequestIDs([]string{id}); err != nil {
 		return nil, err
 	}
-	m, err := s.mergeAnswers(ctx, task, id)
+	m, err := s.shards.mergeAnswers(ctx, task, id)
 	if err != nil {
 		return nil, fmt.Errorf("read answers to request %s: %w", id, err)
 	}
@@ -60,5 +60,5 @@ func (s *Store) Answers(ctx context.Context, task, id string) (map[string]driver
 
 // Forget deletes the answers to request id of task.
 func (s *Store) Forget(ctx context.Context, task, id string) error {
-	return s.eachShard(ctx, task, func(name string) error { return s.b.Forget(ctx, name, id) })
+	return s.shards.eachShard(ctx, task, func(name string) error { return s.b.Forget(ctx, name, id) })
 }

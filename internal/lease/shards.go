@@ -42,6 +42,7 @@ var ErrShardName = errors.New("lease: a task name cannot hold " + driver.ShardMa
 
 // shardCounts are the shard counts a store knows.
 type shardCounts struct {
+	b      driver.Driver
 	mu     sync.Mutex
 	want   map[string]int // WantShards: for a task no count is recorded for
 	counts map[string]int // as recorded, by task
@@ -67,14 +68,18 @@ func (s *Store) WantShards(task string, n int) {
 // the count the first time, and records the wanted one (WantShards) if
 // none is.
 func (s *Store) Shards(ctx context.Context, task string) (int, error) {
+	return s.shards.shards(ctx, task)
+}
+
+// shards is Store.Shards.
+func (c *shardCounts) shards(ctx context.Context, task string) (int, error) {
 	if strings.Contains(task, driver.ShardMark) {
 		return 0, fmt.Errorf("%w: %q", ErrShardName, task)
 	}
-	c := &s.shards
 	c.mu.Lock()
 	want := max(c.want[task], 1)
 	c.mu.Unlock()
-	return s.count(ctx, task, want)
+	return c.count(ctx, task, want)
 }
 
 // ReadShards reads tasks' shard counts as recorded, without recording
@@ -87,7 +92,7 @@ func (f Fleet) ReadShards(ctx context.Context, tasks []string) (map[string]int, 
 		s.shards.mu.Lock()
 		delete(s.shards.counts, t)
 		s.shards.mu.Unlock()
-		n, err := s.recorded(ctx, t)
+		n, err := s.shards.recorded(ctx, t)
 		if err != nil {
 			return nil, err
 		}
@@ -116,10 +121,10 @@ func (f Fleet) RecordedShards(ctx context.Context, tasks []string) (map[string]i
 // call named by an old one (driver.ErrShardsChanged). While a reshard
 // moves a task (driver.ErrResharding), it waits for the move's end, up to
 // reshardWait, then gives up with that error.
-func (s *Store) refresh(ctx context.Context, tasks ...string) error {
+func (c *shardCounts) refresh(ctx context.Context, tasks ...string) error {
 	deadline := time.Now().Add(reshardWait)
 	for {
-		err := s.refreshOnce(ctx, tasks)
+		err := c.refreshOnce(ctx, tasks)
 		if !errors.Is(err, driver.ErrResharding) || time.Now().After(deadline) {
 			return err
 		}
@@ -137,15 +142,14 @@ func (s *Store) refresh(ctx context.Context, tasks ...string) error {
 const reshardWait = 2 * time.Second
 
 // refreshOnce reads tasks' counts, recording each wanted one if none is.
-func (s *Store) refreshOnce(ctx context.Context, tasks []string) error {
-	c := &s.shards
+func (c *shardCounts) refreshOnce(ctx context.Context, tasks []string) error {
 	want := make(map[string]int, len(tasks))
 	c.mu.Lock()
 	for _, t := range tasks {
 		want[t] = max(c.want[t], 1)
 	}
 	c.mu.Unlock()
-	got, err := s.b.Shards(ctx, want)
+	got, err := c.b.Shards(ctx, want)
 	if err != nil {
 		return fmt.Errorf("read the shard counts again: %w", err)
 	}
@@ -163,13 +167,13 @@ func (s *Store) refreshOnce(ctx context.Context, tasks []string) error {
 
 // where is the driver's name of l's shard, and the count it is named by:
 // as granted, unless a refresh changed a count since.
-func (s *Store) where(l *Lease) (string, int) {
-	if l.gen == s.shards.gen.Load() {
+func (c *shardCounts) where(l *Lease) (string, int) {
+	if l.gen == c.gen.Load() {
 		return l.d.Task, l.d.Shards
 	}
-	s.shards.mu.Lock()
-	n, ok := s.shards.counts[l.Task]
-	s.shards.mu.Unlock()
+	c.mu.Lock()
+	n, ok := c.counts[l.Task]
+	c.mu.Unlock()
 	if !ok {
 		return l.d.Task, l.d.Shards
 	}
@@ -179,22 +183,22 @@ func (s *Store) where(l *Lease) (string, int) {
 // located is d, l's lease as its driver sees it at a release (Lease.ref),
 // as the driver is to see it now: d when its shard is named as it was
 // granted, else a copy named anew (where).
-func (s *Store) located(l *Lease, d *driver.Lease) *driver.Lease {
-	name, n := s.where(l)
+func (c *shardCounts) located(l *Lease, d *driver.Lease) *driver.Lease {
+	name, n := c.where(l)
 	if name == d.Task && n == d.Shards {
 		return d
 	}
-	c := *d
-	c.Task, c.Shards = name, n
-	return &c
+	cp := *d
+	cp.Task, cp.Shards = name, n
+	return &cp
 }
 
 // renewing is l as the driver is to see it for a renewal: &l.d when its
 // shard is named as it was granted, else a copy named anew (where) of
 // what a renewal reads, the fields no one writes after the grant (a
 // release's Lease.ref writes the others).
-func (s *Store) renewing(l *Lease) *driver.Lease {
-	name, n := s.where(l)
+func (c *shardCounts) renewing(l *Lease) *driver.Lease {
+	name, n := c.where(l)
 	if name == l.d.Task && n == l.d.Shards {
 		return &l.d
 	}
@@ -215,21 +219,20 @@ func changedTasks(n int, errAt func(int) error, taskAt func(int) string) []strin
 
 // recorded is task's shard count as recorded, without recording one: 1
 // while none is (nothing was written for the task in another shard).
-func (s *Store) recorded(ctx context.Context, task string) (int, error) {
-	return s.count(ctx, task, 0)
+func (c *shardCounts) recorded(ctx context.Context, task string) (int, error) {
+	return c.count(ctx, task, 0)
 }
 
 // count is task's shard count as recorded, kept once read; with want > 0
 // it records want if none is. 1 while none is.
-func (s *Store) count(ctx context.Context, task string, want int) (int, error) {
-	c := &s.shards
+func (c *shardCounts) count(ctx context.Context, task string, want int) (int, error) {
 	c.mu.Lock()
 	n, ok := c.counts[task]
 	c.mu.Unlock()
 	if ok {
 		return n, nil
 	}
-	got, err := s.b.Shards(ctx, map[string]int{task: want})
+	got, err := c.b.Shards(ctx, map[string]int{task: want})
 	if err != nil {
 		return 0, fmt.Errorf("read the shard count of %s: %w", task, err)
 	}
@@ -247,11 +250,11 @@ func (s *Store) count(ctx context.Context, task string, want int) (int, error) {
 
 // shardNames are the driver's names of task's shards, for a read: a
 // read records no count.
-func (s *Store) shardNames(ctx context.Context, task string) ([]string, error) {
+func (c *shardCounts) shardNames(ctx context.Context, task string) ([]string, error) {
 	if task == "" {
 		return []string{""}, nil // every task: the driver's rows are translated back
 	}
-	n, err := s.recorded(ctx, task)
+	n, err := c.recorded(ctx, task)
 	if err != nil {
 		return nil, err
 	}
@@ -265,10 +268,10 @@ func (s *Store) shardNames(ctx context.Context, task string) ([]string, error) {
 // shardName is the driver's name of the shard entity of task is in, for
 // a write (write true: the count is recorded if it is not) or a read, and
 // the count it is named by.
-func (s *Store) shardName(ctx context.Context, task, entity string, write bool) (string, int, error) {
-	count := s.recorded
+func (c *shardCounts) shardName(ctx context.Context, task, entity string, write bool) (string, int, error) {
+	count := c.recorded
 	if write {
-		count = s.Shards
+		count = c.shards
 	}
 	n, err := count(ctx, task)
 	if err != nil {
@@ -280,11 +283,11 @@ func (s *Store) shardName(ctx context.Context, task, entity string, write bool) 
 // dueName is the driver's name of the shard d is in: the one it was taken
 // from (not checked against the count: 0), or its entity's, with the count
 // it is named by.
-func (s *Store) dueName(ctx context.Context, d driver.Due) (string, int, error) {
+func (c *shardCounts) dueName(ctx context.Context, d driver.Due) (string, int, error) {
 	if d.Claim != "" {
 		return driver.ShardName(d.Task, d.Shard), 0, nil
 	}
-	return s.shardName(ctx, d.Task, d.Entity, true)
+	return c.shardName(ctx, d.Task, d.Entity, true)
 }
 
 // taskOf is the task of a driver's name.
@@ -298,13 +301,13 @@ func taskOf(name string) string {
 // too. reqs itself when no task has more than one; ns[i] is the count the
 // request's shard is named by, bad[i] the error of a request the store
 // cannot name.
-func (s *Store) sharded(ctx context.Context, reqs []driver.Request) (out []driver.Request, ns []int, bad []error) {
+func (c *shardCounts) sharded(ctx context.Context, reqs []driver.Request) (out []driver.Request, ns []int, bad []error) {
 	ns = make([]int, len(reqs))
 	last, lastN := "", 1
 	for i := range reqs {
 		r := &reqs[i]
 		if r.Task != last || i == 0 {
-			n, err := s.Shards(ctx, r.Task)
+			n, err := c.shards(ctx, r.Task)
 			if err != nil {
 				if bad == nil {
 					bad = make([]error, len(reqs))
@@ -339,8 +342,8 @@ func (s *Store) sharded(ctx context.Context, reqs []driver.Request) (out []drive
 }
 
 // eachShard calls fn with the driver's name of each of task's shards.
-func (s *Store) eachShard(ctx context.Context, task string, fn func(name string) error) error {
-	names, err := s.shardNames(ctx, task)
+func (c *shardCounts) eachShard(ctx context.Context, task string, fn func(name string) error) error {
+	names, err := c.shardNames(ctx, task)
 	if err != nil {
 		return err
 	}
@@ -353,10 +356,10 @@ func (s *Store) eachShard(ctx context.Context, task string, fn func(name string)
 }
 
 // mergeAnswers reads the answers to request id from each of task's shards.
-func (s *Store) mergeAnswers(ctx context.Context, task, id string) (map[string]driver.Outcome, error) {
+func (c *shardCounts) mergeAnswers(ctx context.Context, task, id string) (map[string]driver.Outcome, error) {
 	out := map[string]driver.Outcome{}
-	err := s.eachShard(ctx, task, func(name string) error {
-		m, err := s.b.Answers(ctx, name, id)
+	err := c.eachShard(ctx, task, func(name string) error {
+		m, err := c.b.Answers(ctx, name, id)
 		maps.Copy(out, m)
 		return err
 	})
@@ -368,12 +371,12 @@ func (s *Store) mergeAnswers(ctx context.Context, task, id string) (map[string]d
 // are used, with no round trip: a replica learns a task's at its first
 // tick, and until then the due poll's read of every bucket (every 50th
 // poll) finds the entries of the task's other shards.
-func (s *Store) announcedShards(tasks []string) []string {
+func (c *shardCounts) announcedShards(tasks []string) []string {
 	var out []string
-	s.shards.mu.Lock()
-	defer s.shards.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, t := range tasks {
-		n := s.shards.counts[t]
+		n := c.counts[t]
 		for i := 1; i < n; i++ {
 			out = append(out, driver.ShardName(t, i))
 		}

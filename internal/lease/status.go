@@ -10,7 +10,7 @@ import (
 // read with SCAN, a page at a time.
 func (f Fleet) Leases(ctx context.Context, task string, fn func(driver.Held) error) error {
 	s := f.s
-	return s.eachShard(ctx, task, func(name string) error {
+	return s.shards.eachShard(ctx, task, func(name string) error {
 		return s.b.Leases(ctx, name, func(h driver.Held) error {
 			h.Task = taskOf(h.Task)
 			return fn(h)
@@ -22,7 +22,7 @@ func (f Fleet) Leases(ctx context.Context, task string, fn func(driver.Held) err
 // all), as long as its state is retained.
 func (f Fleet) LastRuns(ctx context.Context, task string, fn func(driver.LastRun) error) error {
 	s := f.s
-	return s.eachShard(ctx, task, func(name string) error {
+	return s.shards.eachShard(ctx, task, func(name string) error {
 		return s.b.LastRuns(ctx, name, func(r driver.LastRun) error {
 			r.Task = taskOf(r.Task)
 			return fn(r)
@@ -33,7 +33,7 @@ func (f Fleet) LastRuns(ctx context.Context, task string, fn func(driver.LastRun
 // Entity reads the state of one (task, entity) in one round trip.
 func (f Fleet) Entity(ctx context.Context, task, entity string) (driver.EntityState, error) {
 	s := f.s
-	name, _, err := s.shardName(ctx, task, entity, false)
+	name, _, err := s.shards.shardName(ctx, task, entity, false)
 	if err != nil {
 		return driver.EntityState{}, err
 	}

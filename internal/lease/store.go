@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tickd/tickd/lease/driver"
@@ -16,31 +15,22 @@ import (
 // Store hands out leases and keeps them alive. One Store per process: its
 // keeper renews every lease it holds in one round every TTL/3.
 type Store struct {
-	b           driver.Driver
-	opts        Options
-	clock       driver.Clock
-	nonce       string
-	seq         atomic.Uint64
-	sweeping    atomic.Bool // true while a sweep runs
-	ackFailures atomic.Int64
-	releasers   sync.Map // task's shard (driver.ShardName) → *releaser
-	host        string   // this host's name, announced
-	// quarantineEnd is when the data-loss quarantine last found ends (Unix
-	// ns, by this process's clock); zero when none was found.
-	quarantineEnd atomic.Int64
+	b     driver.Driver
+	opts  Options
+	clock driver.Clock
+	host  string // this host's name, announced
 
-	shards shardCounts // by task (shards.go)
-	limits limits      // by name (limits.go)
+	tok        tokenSource // the leases' tokens (tokens.go)
+	acks       acks        // the replicas' acknowledgements (acquire.go)
+	keeper     keeper      // the leases held (keeper.go, trust.go)
+	rel        releasers   // the releases on their way, by shard (releaser.go)
+	quarantine quarantine  // after a data loss (keeper.go)
+	shards     shardCounts // by task (shards.go)
+	limits     limits      // by name (limits.go)
 
-	mu      sync.Mutex
-	maxTTL  time.Duration    // Options.MaxTTL, raised by CoverTTL
-	ackErr  *driver.AckError // while lease writes are not acknowledged
-	held    map[*Lease]struct{}
-	wake    chan struct{}
-	wakeAt  time.Time // when the keeper plans to wake; zero while it works
-	started bool      // Start ran, or the first grant started the store
-	closed  bool      // Stop ran
-	done    chan struct{}
+	mu      sync.Mutex    // taken before keeper.mu, never after
+	maxTTL  time.Duration // Options.MaxTTL, raised by CoverTTL
+	started bool          // Start ran, or the first grant started the store
 	stop    context.CancelFunc
 }
 
@@ -54,12 +44,17 @@ func New(b driver.Driver, opts Options) *Store {
 	opts.fill()
 	var n [8]byte
 	rand.Read(n[:]) //nolint:errcheck // crypto/rand never fails on Linux
-	s := &Store{
-		b: b, opts: opts, clock: opts.Clock, nonce: hex.EncodeToString(n[:]),
-		maxTTL: opts.MaxTTL, held: map[*Lease]struct{}{}, wake: make(chan struct{}, 1), host: hostname(),
-		done: make(chan struct{}),
+	s := &Store{b: b, opts: opts, clock: opts.Clock, maxTTL: opts.MaxTTL, host: hostname()}
+	s.tok.nonce = hex.EncodeToString(n[:])
+	s.acks.onAcks = opts.OnAcks
+	s.shards.b = b
+	s.quarantine = quarantine{b: b, clock: opts.Clock}
+	s.limits = limits{b: b, clock: opts.Clock, quarantined: s.quarantine.quarantinedFor, wake: make(chan struct{}, 1)}
+	s.keeper = keeper{
+		b: b, clock: opts.Clock, opts: &s.opts, shards: &s.shards, limits: &s.limits, acks: &s.acks,
+		held: map[*Lease]struct{}{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
-	s.limits.wake = make(chan struct{}, 1)
+	s.rel = releasers{b: b, shards: &s.shards, keeper: &s.keeper}
 	b.Configure(driver.Config{Replica: opts.Replica, Holder: s.limitHolder(), StateTTL: opts.StateTTL, Clock: opts.Clock, MaxTTL: s.MaxTTL})
 	return s
 }
@@ -77,7 +72,7 @@ func (s *Store) Start(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.keeper.isClosed() {
 		return ErrClosed
 	}
 	s.startLocked()
@@ -92,9 +87,9 @@ func (s *Store) startLocked() {
 	s.started = true
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
-	go s.keep(ctx)
-	go s.watchLoss(ctx)
-	go s.settleLimits(ctx)
+	go s.keeper.keep(ctx)
+	go s.quarantine.watchLoss(ctx)
+	go s.limits.settleLimits(ctx)
 	if w, ok := s.b.(driver.RevocationWatcher); ok {
 		w.WatchRevocations(ctx, s.revokedElsewhere)
 	}
@@ -108,7 +103,7 @@ func (s *Store) Replica() string { return s.opts.Replica }
 
 // Process names this store among the processes of its replica id: its
 // nonce, which changes at every start (TickPart.Process).
-func (s *Store) Process() string { return s.nonce[:8] }
+func (s *Store) Process() string { return s.tok.nonce[:8] }
 
 // MaxTTL is the longest lease TTL the store's data-loss quarantine covers:
 // Options.MaxTTL, or more since CoverTTL.
@@ -138,30 +133,26 @@ func (s *Store) CoverTTL(ttl time.Duration) {
 // ctx. A second Stop does nothing.
 func (s *Store) Stop(ctx context.Context) error {
 	s.mu.Lock()
-	if s.closed {
+	if s.keeper.isClosed() {
 		s.mu.Unlock()
 		return nil
 	}
-	s.closed = true
+	ls := s.keeper.close()
 	started := s.started
-	ls := make([]*Lease, 0, len(s.held))
-	for l := range s.held {
-		ls = append(ls, l)
-	}
 	s.mu.Unlock()
 	var errs []error
 	if started {
 		s.stop()
 		select {
-		case <-s.done:
+		case <-s.keeper.done:
 		case <-ctx.Done():
 			errs = append(errs, fmt.Errorf("lease store: stopping its keeper: %w", ctx.Err()))
 		}
 	}
 	for _, l := range ls {
-		s.drop(l, ErrClosed)
+		s.keeper.drop(l, ErrClosed)
 	}
-	s.settle(ctx, false) // the runs that ended count no more
+	s.limits.settle(ctx, false) // the runs that ended count no more
 	if len(ls) > 0 {
 		errs = append(errs, fmt.Errorf("%w: %d leases", ErrStillHeld, len(ls)))
 	}

@@ -2,15 +2,23 @@ package lease
 
 import (
 	"strconv"
+	"sync/atomic"
 
 	"github.com/tickd/tickd/internal/codec"
 	"github.com/tickd/tickd/lease/driver"
 )
 
+// tokenSource makes a store's tokens: its nonce, which changes at every
+// start, and a sequence number.
+type tokenSource struct {
+	nonce string
+	seq   atomic.Uint64
+}
+
 // token returns a new token, "nonce-seq": a take's claim.
-func (s *Store) token() string {
-	t := s.tokens(1, nil)[0]
-	return t[1 : len(t)-1]
+func (t *tokenSource) token() string {
+	tok := t.tokens(1, nil)[0]
+	return tok[1 : len(tok)-1]
 }
 
 // tokens returns n new lease tokens, cut from one allocation. Each is
@@ -20,9 +28,9 @@ func (s *Store) token() string {
 // (from 1) has the chunk's first token with ".j" before the closing
 // separator, so that a backend can send a chunk's tokens as the prefix
 // alone (chunkPrefix).
-func (s *Store) tokens(n int, pos []int) []string {
-	last := s.seq.Add(uint64(n))
-	buf := make([]byte, 0, n*(len(s.nonce)+14))
+func (t *tokenSource) tokens(n int, pos []int) []string {
+	last := t.seq.Add(uint64(n))
+	buf := make([]byte, 0, n*(len(t.nonce)+14))
 	ends := make([]int, n)
 	var from, to int // the current chunk's "|nonce-seq" in buf
 	for i := range n {
@@ -32,7 +40,7 @@ func (s *Store) tokens(n int, pos []int) []string {
 		}
 		if j <= 1 {
 			from = len(buf)
-			buf = append(append(buf, '|'), s.nonce...)
+			buf = append(append(buf, '|'), t.nonce...)
 			buf = strconv.AppendUint(append(buf, '-'), last-uint64(n-1-i), 36)
 			to = len(buf)
 		} else {

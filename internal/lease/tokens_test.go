@@ -23,8 +23,8 @@ func TestChunkTokens(t *testing.T) {
 	if want := []int{0, 1, 2, 3, 0, 0, 0}; !slices.Equal(pos, want) {
 		t.Errorf("chunkPositions: %v, want %v", pos, want)
 	}
-	s := &Store{nonce: "n"}
-	got := s.tokens(len(args), pos)
+	src := &tokenSource{nonce: "n"}
+	got := src.tokens(len(args), pos)
 	if want := []string{"|n-1|", "|n-2.1|", "|n-2.2|", "|n-2.3|", "|n-5|", "|n-6|", "|n-7|"}; !slices.Equal(got, want) {
 		t.Errorf("tokens: %q, want %q", got, want)
 	}

@@ -20,19 +20,19 @@ type trustGroup struct {
 
 // watchLocked puts ls, held leases whose trust windows all end at at, in a
 // new group, which keeps ls, and arms its timer. Call with s.mu held.
-func (s *Store) watchLocked(at time.Time, ls []*Lease) {
+func (k *keeper) watchLocked(at time.Time, ls []*Lease) {
 	g := &trustGroup{at: at, ls: ls, live: len(ls)}
 	for i, l := range ls {
-		s.leaveLocked(l)
+		k.leaveLocked(l)
 		l.group, l.slot = g, i
 	}
-	// A window that already ended fires at once; expire waits for s.mu.
-	g.timer = time.AfterFunc(at.Sub(s.clock.Now()), func() { s.expire(g) })
+	// A window that already ended fires at once; expire waits for k.mu.
+	g.timer = time.AfterFunc(at.Sub(k.clock.Now()), func() { k.expire(g) })
 }
 
 // watchAllLocked watches held leases that were granted or renewed by one
 // request sent at sent, one group per TTL. Call with s.mu held.
-func (s *Store) watchAllLocked(sent time.Time, ls []*Lease) {
+func (k *keeper) watchAllLocked(sent time.Time, ls []*Lease) {
 	for _, g := range codec.GroupBy(len(ls), func(i int) time.Duration { return ls[i].d.TTL }) {
 		sub := ls
 		if len(g.Idx) < len(ls) {
@@ -41,13 +41,13 @@ func (s *Store) watchAllLocked(sent time.Time, ls []*Lease) {
 				sub[k] = ls[i]
 			}
 		}
-		s.watchLocked(trustEnd(sent, g.Key), sub)
+		k.watchLocked(trustEnd(sent, g.Key), sub)
 	}
 }
 
 // leaveLocked takes l out of its group; the last one out stops the group's
 // timer. Call with s.mu held.
-func (s *Store) leaveLocked(l *Lease) {
+func (k *keeper) leaveLocked(l *Lease) {
 	g := l.group
 	if g == nil {
 		return
@@ -60,13 +60,13 @@ func (s *Store) leaveLocked(l *Lease) {
 
 // expire runs when a group's trust windows end: its leases, not renewed in
 // time, are dropped as untrusted.
-func (s *Store) expire(g *trustGroup) {
-	s.mu.Lock()
-	now := s.clock.Now()
+func (k *keeper) expire(g *trustGroup) {
+	k.mu.Lock()
+	now := k.clock.Now()
 	if left := g.at.Sub(now); left > 0 && g.live > 0 {
 		// The store's clock (tests inject one) is behind the timer's.
 		g.timer.Reset(left)
-		s.mu.Unlock()
+		k.mu.Unlock()
 		return
 	}
 	var ls []*Lease
@@ -75,19 +75,19 @@ func (s *Store) expire(g *trustGroup) {
 			ls = append(ls, l)
 		}
 	}
-	s.mu.Unlock()
+	k.mu.Unlock()
 	for _, l := range ls {
-		s.dropIfUntrusted(l, now) // a round that ended just now may have renewed it
+		k.dropIfUntrusted(l, now) // a round that ended just now may have renewed it
 	}
 }
 
 // dropIfUntrusted drops l, cause ErrUntrusted, when its trust window has
 // ended by now.
-func (s *Store) dropIfUntrusted(l *Lease, now time.Time) {
+func (k *keeper) dropIfUntrusted(l *Lease, now time.Time) {
 	l.mu.Lock()
 	ended := !now.Before(l.trusted)
 	l.mu.Unlock()
 	if ended {
-		s.drop(l, ErrUntrusted)
+		k.drop(l, ErrUntrusted)
 	}
 }

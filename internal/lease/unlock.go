@@ -19,13 +19,13 @@ func (s *Store) Unlock(ctx context.Context, task, entity, by string, force bool)
 	if _, err := s.Fleet().ReadShards(ctx, []string{task}); err != nil { // a reshard may have moved it
 		return driver.Unlocked{}, fmt.Errorf("unlock %s/%s: %w", task, entity, err)
 	}
-	name, _, err := s.shardName(ctx, task, entity, false)
+	name, _, err := s.shards.shardName(ctx, task, entity, false)
 	if err != nil {
 		return driver.Unlocked{}, fmt.Errorf("unlock %s/%s: %w", task, entity, err)
 	}
 	// This store's lease of the entity, if it holds one: the driver's
 	// publish may reach revokedElsewhere before the answer comes.
-	mine := s.holding(task, entity, 0)
+	mine := s.keeper.holding(task, entity, 0)
 	u, ok, err := s.b.Unlock(ctx, name, entity, by, force)
 	u.Task = taskOf(u.Task)
 	if err != nil {
@@ -35,7 +35,7 @@ func (s *Store) Unlock(ctx context.Context, task, entity, by string, force bool)
 		return driver.Unlocked{}, driver.ErrNotHeld
 	}
 	if mine != nil && mine.Fence == u.Fence {
-		s.drop(mine, unlockCause(u.Freed))
+		s.keeper.drop(mine, unlockCause(u.Freed))
 		u.Told = true
 	}
 	return u, nil
@@ -54,17 +54,17 @@ func unlockCause(freed bool) error {
 // process revoked (task is the driver's name of its shard): its run stops
 // at once, or does not start, rather than at the lease's next renewal.
 func (s *Store) revokedElsewhere(task, entity string, fence int64, freed bool) {
-	if l := s.holding(taskOf(task), entity, fence); l != nil {
-		s.drop(l, unlockCause(freed))
+	if l := s.keeper.holding(taskOf(task), entity, fence); l != nil {
+		s.keeper.drop(l, unlockCause(freed))
 	}
 }
 
 // holding returns the lease of (task, entity) with fence (0: any) that
 // this store holds, if any.
-func (s *Store) holding(task, entity string, fence int64) *Lease {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for l := range s.held {
+func (k *keeper) holding(task, entity string, fence int64) *Lease {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for l := range k.held {
 		if (fence == 0 || l.Fence == fence) && l.Task == task && l.Entity == entity {
 			return l
 		}
