@@ -11,8 +11,8 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/history"
-	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/report"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // runHistory prints a task's recent ticks, newest first, then its recent
@@ -114,7 +114,7 @@ func printTicks(w io.Writer, h report.TaskHistory) {
 
 // printFailures lists failures, their instants in loc (the task's zone),
 // as every text output names a task's instants.
-func printFailures(w io.Writer, fs []lease.Failure, loc *time.Location, limit int) {
+func printFailures(w io.Writer, fs []driver.Failure, loc *time.Location, limit int) {
 	fmt.Fprintf(w, "recent failures: %d%s\n", len(fs), more(len(fs), limit))
 	for _, f := range fs {
 		fmt.Fprintf(w, "  %s  %s  %s (%s, tick %s, fence %d, on %s): %s\n", f.Ended.In(loc).Format(time.RFC3339), idCell(f.Entity),
@@ -136,7 +136,7 @@ func more(n, limit int) string {
 	return fmt.Sprintf(" (the newest %d: more may be kept; raise -limit to see them)", n)
 }
 
-func printActions(w io.Writer, as []lease.Action, loc *time.Location, limit int) {
+func printActions(w io.Writer, as []driver.Action, loc *time.Location, limit int) {
 	fmt.Fprintf(w, "operator actions: %d%s\n", len(as), more(len(as), limit))
 	for _, a := range as {
 		line := fmt.Sprintf("  %s  %s by %s", a.At.In(loc).Format(time.RFC3339), a.What, report.Visible(a.By))

@@ -12,7 +12,6 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/history"
-	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
@@ -316,8 +315,8 @@ func TestTaskRegistryKeepsADroppedTaskFlagged(t *testing.T) {
 // does not.
 func TestHistorySaysWhenTheLimitCutTheList(t *testing.T) {
 	t.Parallel()
-	fs := make([]lease.Failure, 3)
-	as := make([]lease.Action, 3)
+	fs := make([]driver.Failure, 3)
+	as := make([]driver.Action, 3)
 	for limit, want := range map[int]bool{3: true, 20: false} {
 		var b strings.Builder
 		printFailures(&b, fs, time.UTC, limit)

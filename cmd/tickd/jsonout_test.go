@@ -6,15 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickd/tickd/lease/driver"
-
 	"github.com/mattn/go-runewidth"
-
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/testkit/jsoncontract"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // checkSchema fails the test when doc breaks the -json contract.
@@ -122,8 +120,8 @@ func checkHistorySchema(t *testing.T, now time.Time) {
 			Replica: "r1", Final: true, Written: now, Entities: 3, Started: 2, Outcomes: map[driver.Outcome]int{driver.OutcomeDone: 2},
 			Skipped: map[string]int{history.SkipBusy: 1}, FirstStart: time.Millisecond, LastEnd: time.Second}}}},
 			{State: history.TickMissed, TickRecord: driver.TickRecord{Tick: now.Add(-time.Minute)}}},
-		Failures: []lease.Failure{{Task: "t", Entity: "a", Tick: now, Outcome: driver.OutcomeFailed, Error: "exit status 3"}},
-		Actions:  []lease.Action{{Task: "t", At: now, By: "ops", What: "trigger", Entities: []string{"a"}}, {Task: "t", At: now, What: "pause"}}}
+		Failures: []driver.Failure{{Task: "t", Entity: "a", Tick: now, Outcome: driver.OutcomeFailed, Error: "exit status 3"}},
+		Actions:  []driver.Action{{Task: "t", At: now, By: "ops", What: "trigger", Entities: []string{"a"}}, {Task: "t", At: now, What: "pause"}}}
 	for _, h := range []report.TaskHistory{full, {Task: task}} {
 		b, err := json.Marshal(h.Doc())
 		if err != nil {

@@ -24,16 +24,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickd/tickd/lease/driver"
-
-	"golang.org/x/crypto/bcrypt"
-
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/telemetry"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/jsoncontract"
 	"github.com/tickd/tickd/internal/testkit/stores"
+	"github.com/tickd/tickd/lease/driver"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // hostile is an entity id, and error text, that would break a page that
@@ -148,11 +146,11 @@ func (e *env) seed() {
 		e.t.Fatal(err)
 	}
 	keep := func(string) driver.Retention { return driver.DefaultHistory() }
-	if err := e.store.Fleet().RecordFailures(ctx, []lease.Failure{{Task: "sync", Entity: hostile, Tick: tick, Outcome: driver.OutcomeFailed,
+	if err := e.store.Fleet().RecordFailures(ctx, []driver.Failure{{Task: "sync", Entity: hostile, Tick: tick, Outcome: driver.OutcomeFailed,
 		Error: hostile, Output: hostile + "\n"}}, keep); err != nil {
 		e.t.Fatal(err)
 	}
-	if err := e.store.Fleet().RecordAction(ctx, lease.Action{Task: "sync", At: tick, By: hostile, What: "pause", Reason: hostile}, driver.DefaultHistory()); err != nil {
+	if err := e.store.Fleet().RecordAction(ctx, driver.Action{Task: "sync", At: tick, By: hostile, What: "pause", Reason: hostile}, driver.DefaultHistory()); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -100,7 +100,7 @@ type taskRow struct {
 	Ticks    []history.TickView // newest first
 	Last     *history.TickView  // the newest not running
 	Replicas []string           // the replicas running it
-	Actions  []lease.Action     // its newest actions
+	Actions  []driver.Action    // its newest actions
 	// Unlisted is, for a task the config does not list (the task registry
 	// remembers it), what the registry keeps; nil otherwise.
 	Unlisted *driver.TaskInfo
@@ -308,8 +308,8 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 		Entities driver.Page
 		NextURL  string
 		Pending  []driver.Due
-		Failures []lease.Failure
-		Actions  []lease.Action
+		Failures []driver.Failure
+		Actions  []driver.Action
 		Outcomes []string // what the outcome filter offers
 		// Shards is the shard count recorded in Redis, in force;
 		// ConfigShards the config's.
@@ -374,13 +374,13 @@ func (c *Console) entityPage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, err)
 		return
 	}
-	fs = slices.DeleteFunc(fs, func(f lease.Failure) bool { return f.Entity != id })
+	fs = slices.DeleteFunc(fs, func(f driver.Failure) bool { return f.Entity != id })
 	c.render(w, "entity.html", struct {
 		Page
 		Task     *config.Task
 		ID       string
 		State    driver.EntityState
-		Failures []lease.Failure
+		Failures []driver.Failure
 	}{c.page(r, t.Name+" / "+report.Visible(id)), t, id, st, fs})
 }
 
@@ -466,7 +466,7 @@ func (c *Console) failuresPage(w http.ResponseWriter, r *http.Request) {
 	}
 	c.render(w, "failures.html", struct {
 		Page
-		Failures []lease.Failure
+		Failures []driver.Failure
 	}{c.page(r, "Failures"), fs})
 }
 
@@ -481,6 +481,6 @@ func (c *Console) actionsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	c.render(w, "actions.html", struct {
 		Page
-		Actions []lease.Action
+		Actions []driver.Action
 	}{c.page(r, "Actions"), all})
 }

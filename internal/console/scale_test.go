@@ -9,15 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickd/tickd/lease/driver"
-
 	"github.com/redis/go-redis/v9"
-
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/stores"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // manyTasks is a console over a real Redis for a config of n tasks
@@ -143,11 +141,11 @@ func TestFailuresAcrossTasks(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Second)
 	keep := func(string) driver.Retention { return driver.DefaultHistory() }
-	var fs []lease.Failure
+	var fs []driver.Failure
 	for i := range 200 {
-		fs = append(fs, lease.Failure{Task: "bulk", Entity: fmt.Sprint("b", i), Outcome: driver.OutcomeFailed, Ended: now, Error: "bulk"})
+		fs = append(fs, driver.Failure{Task: "bulk", Entity: fmt.Sprint("b", i), Outcome: driver.OutcomeFailed, Ended: now, Error: "bulk"})
 	}
-	fs = append(fs, lease.Failure{Task: "other", Entity: "o1", Outcome: driver.OutcomeTimeout, Ended: now.Add(time.Second), Error: "too slow"})
+	fs = append(fs, driver.Failure{Task: "other", Entity: "o1", Outcome: driver.OutcomeTimeout, Ended: now.Add(time.Second), Error: "too slow"})
 	if err := e.store.Fleet().RecordFailures(ctx, fs, keep); err != nil {
 		t.Fatal(err)
 	}

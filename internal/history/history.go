@@ -37,7 +37,7 @@ const (
 type TickView struct {
 	driver.TickRecord
 	State string
-	Pause *lease.Action
+	Pause *driver.Action
 }
 
 // Health says whether a task has stopped firing, fails, or runs nothing.
@@ -68,7 +68,7 @@ func (h Health) Flags() []string {
 // Past is what the history holds about a task, read for Assess.
 type Past struct {
 	Ticks    []driver.TickRecord // newest first
-	Actions  []lease.Action      // newest first
+	Actions  []driver.Action     // newest first
 	Paused   bool
 	Replicas []driver.Replica // every replica whose announcement is current
 }
@@ -216,7 +216,7 @@ func notFiring(t *config.Task, now time.Time, p Past, runners []driver.Replica) 
 		from = p.Ticks[0].Tick
 	}
 	for _, a := range p.Actions {
-		if a.What == lease.ActionResume && a.At.After(from) {
+		if a.What == driver.ActionResume && a.At.After(from) {
 			from = a.At
 			break
 		}
@@ -242,7 +242,7 @@ func failingStarved(t *config.Task, views []TickView, due time.Time) (failing, s
 		runs := v.Runs()
 		failed := 0
 		for o, c := range v.Outcomes() {
-			if lease.Failed(o) {
+			if driver.Failed(o) {
 				failed += c
 			}
 		}
@@ -259,22 +259,22 @@ func failingStarved(t *config.Task, views []TickView, due time.Time) (failing, s
 // paused at T, or nil: the newest pause or resume before T, when it was a
 // pause that had not ended. A pause changed later (its reason, its end) is
 // the one that began it.
-func pauseAt(actions []lease.Action, T time.Time) *lease.Action {
+func pauseAt(actions []driver.Action, T time.Time) *driver.Action {
 	for i := range actions {
 		a := &actions[i]
 		if a.At.After(T) {
 			continue
 		}
 		switch a.What {
-		case lease.ActionPause:
+		case driver.ActionPause:
 			if !a.Until.IsZero() && !a.Until.After(T) {
 				return nil
 			}
-			for j := i + 1; j < len(actions) && actions[j].What == lease.ActionPause; j++ {
+			for j := i + 1; j < len(actions) && actions[j].What == driver.ActionPause; j++ {
 				a = &actions[j] // an earlier pause this one changed
 			}
 			return a
-		case lease.ActionResume:
+		case driver.ActionResume:
 			return nil
 		}
 	}

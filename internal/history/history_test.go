@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
-	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/lease/driver"
 )
@@ -67,7 +66,7 @@ func TestAssessStates(t *testing.T) {
 	// Paused from 12:01 to 12:04: one paused row for the ticks it held.
 	past = Past{Replicas: running,
 		Ticks:   []driver.TickRecord{record(at(12, 5), "r1", true, done), record(at(12, 0), "r1", true, done)},
-		Actions: []lease.Action{{What: lease.ActionResume, At: at(12, 4).Add(30 * time.Second)}, {What: lease.ActionPause, At: at(12, 0).Add(30 * time.Second), By: "ops"}},
+		Actions: []driver.Action{{What: driver.ActionResume, At: at(12, 4).Add(30 * time.Second)}, {What: driver.ActionPause, At: at(12, 0).Add(30 * time.Second), By: "ops"}},
 	}
 	views, _ = Assess(task, at(12, 5).Add(30*time.Second), past)
 	expect.Equal(t, "states with a pause", states(views), "12:05 complete; 12:01 paused; 12:00 complete; ")
@@ -157,7 +156,7 @@ func TestSummaryNamesWhatWentWrong(t *testing.T) {
 	ok, text := Summary("sync", r, TickIncomplete, map[string]bool{"r1": true, "r3": true})
 	expect.True(t, "not ok: "+text, !ok)
 	expect.True(t, "names r2: "+text, strings.Contains(text, "unfinished: the part of r2, gone with its runs"))
-	fs := []lease.Failure{{Entity: "a", Tick: T}, {Entity: "b\n", Tick: T}, {Entity: "a", Tick: T}, {Entity: "c", Tick: T.Add(time.Minute)}, {Entity: "d", Tick: T}}
+	fs := []driver.Failure{{Entity: "a", Tick: T}, {Entity: "b\n", Tick: T}, {Entity: "a", Tick: T}, {Entity: "c", Tick: T.Add(time.Minute)}, {Entity: "d", Tick: T}}
 	expect.Equal(t, "failed entities", FailedEntities(fs, T, 2), `failed: "a", "b\n" and 1 more (tickd history -failures)`+"\n")
 	expect.Equal(t, "none of the tick", FailedEntities(fs, T.Add(time.Hour), 2), "")
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -45,7 +44,7 @@ func Succeeded(r driver.TickRecord, state string) bool {
 		return false
 	}
 	for o, n := range r.Outcomes() {
-		if n > 0 && lease.Failed(o) {
+		if n > 0 && driver.Failed(o) {
 			return false
 		}
 	}
@@ -84,7 +83,7 @@ func Summary(task string, r driver.TickRecord, state string, live map[string]boo
 // FailedEntities is the line a tick's summary ends with when runs of it
 // failed: the entities of fs (a task's recent failures) whose run of tick
 // T failed, at most limit of them, and how many more.
-func FailedEntities(fs []lease.Failure, T time.Time, limit int) string {
+func FailedEntities(fs []driver.Failure, T time.Time, limit int) string {
 	var ids []string
 	seen := map[string]bool{}
 	more := 0

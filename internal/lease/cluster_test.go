@@ -9,12 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickd/tickd/lease/driver"
-
 	"github.com/redis/go-redis/v9"
-
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/lease/redisdriver"
 )
 
@@ -303,10 +301,10 @@ func everyScriptOf(t *testing.T, s *Store, cl *redistest.Cluster, task string) {
 	if err := s.Fleet().RecordTicks(bg, []driver.TickWrite{{Task: task, Tick: time.Now(), Part: driver.TickPart{Replica: "r", Written: time.Now()}, Keep: driver.DefaultHistory()}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Fleet().RecordFailures(bg, []Failure{{Task: task, Entity: "a{1}"}}, func(string) driver.Retention { return driver.DefaultHistory() }); err != nil {
+	if err := s.Fleet().RecordFailures(bg, []driver.Failure{{Task: task, Entity: "a{1}"}}, func(string) driver.Retention { return driver.DefaultHistory() }); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Fleet().RecordAction(bg, Action{Task: task, What: "pause"}, driver.DefaultHistory()); err != nil {
+	if err := s.Fleet().RecordAction(bg, driver.Action{Task: task, What: "pause"}, driver.DefaultHistory()); err != nil {
 		t.Fatal(err)
 	}
 	entities := TaskKey("slots", task)

@@ -2,9 +2,7 @@ package lease
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/tickd/tickd/lease/driver"
 )
@@ -39,65 +37,39 @@ func (f Fleet) Ticks(ctx context.Context, task string, limit int) ([]driver.Tick
 	return rs, nil
 }
 
-// Failure is one failed run (outcome failed, timeout or lease_lost).
-type Failure struct {
-	Task    string         `json:"task"`
-	Entity  string         `json:"entity"`
-	Tick    time.Time      `json:"tick"`
-	Reason  driver.Reason  `json:"reason"`
-	Fence   int64          `json:"fence"`
-	Replica string         `json:"replica"`
-	Started time.Time      `json:"started_at"`
-	Ended   time.Time      `json:"ended_at"`
-	Outcome driver.Outcome `json:"outcome"`
-	Error   string         `json:"error"`
-	Output  string         `json:"output"` // the end of the run's output
-}
-
-// Failed says whether o is a failure the history keeps.
-func Failed(o driver.Outcome) bool {
-	return o == driver.OutcomeFailed || o == driver.OutcomeTimeout || o == driver.OutcomeLeaseLost
-}
-
 // RecordFailures adds failed runs to their tasks' recent failures, each
 // task's list cut to keep[task].Failures (DefaultHistory's without one),
 // and the newest of them to the prefix's list, every task's failures
 // (DefaultHistory's Failures kept), in the same round trip: the console's
 // failures page reads that one list however many tasks there are.
-func (f Fleet) RecordFailures(ctx context.Context, fs []Failure, keep func(task string) driver.Retention) error {
-	return f.pushWithFleet(ctx, driver.ListFailures, len(fs), func(i int) (string, any) { return fs[i].Task, fs[i] }, keep)
+func (f Fleet) RecordFailures(ctx context.Context, fs []driver.Failure, keep func(task string) driver.Retention) error {
+	var fleet []driver.Failure
+	for _, x := range fs {
+		if x.Task != "" {
+			fleet = append(fleet, x)
+		}
+	}
+	fleet = fleet[max(0, len(fleet)-driver.DefaultHistory().Failures):] // the newest: the prefix's list keeps no more
+	ps := listPushes(keep)
+	for i := range fs {
+		p := ps.of(fs[i].Task)
+		p.Failures = append(p.Failures, fs[i])
+	}
+	if len(fleet) > 0 {
+		p := ps.of("")
+		p.Failures = append(p.Failures, fleet...)
+	}
+	return f.push(ctx, "failures", ps)
 }
 
 // Failures returns task's newest failures, newest first, at most limit.
-func (f Fleet) Failures(ctx context.Context, task string, limit int) ([]Failure, error) {
-	s := f.s
-	return readList[Failure](ctx, s, driver.ListFailures, task, limit)
+func (f Fleet) Failures(ctx context.Context, task string, limit int) ([]driver.Failure, error) {
+	fs, err := f.s.b.Failures(ctx, task, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read failures of %s: %w", task, err)
+	}
+	return fs, nil
 }
-
-// Action is what an operator did (internal/ops does each).
-type Action struct {
-	Task     string     `json:"task"` // "" for the whole prefix (migrate)
-	At       time.Time  `json:"at"`
-	By       string     `json:"by"`
-	What     ActionKind `json:"action"`
-	Entities []string   `json:"entities"`
-	Reason   string     `json:"reason"`
-	Until    time.Time  `json:"until"` // a pause's end; zero: none
-	Detail   string     `json:"detail"`
-}
-
-// ActionKind is the kind of an operator's action, as the history keeps it.
-type ActionKind string
-
-// The actions.
-const (
-	ActionTrigger ActionKind = "trigger"
-	ActionPause   ActionKind = "pause" // or a change of the pause in force (Detail says so)
-	ActionResume  ActionKind = "resume"
-	ActionUnlock  ActionKind = "unlock"
-	ActionForget  ActionKind = "forget"  // a task taken out of the task registry
-	ActionMigrate ActionKind = "migrate" // of the whole prefix: Task is ""
-)
 
 // RecordAction adds an operator's action to its task's list (or to the
 // prefix's, for a.Task ""), cut to keep.Actions.
@@ -106,118 +78,81 @@ const (
 // that list is every action of the fleet, newest first (kept to
 // DefaultHistory's Actions), which the console's actions page reads in one
 // call however many tasks there are.
-func (f Fleet) RecordAction(ctx context.Context, a Action, keep driver.Retention) error {
-	return f.pushWithFleet(ctx, driver.ListActions, 1, func(int) (string, any) { return a.Task, a }, func(string) driver.Retention { return keep })
-}
-
-// pushWithFleet is push, and also puts the newest of the values of a task
-// (as many as DefaultHistory keeps of list) into the prefix's list, in
-// the same round trip: the prefix's list is the whole fleet's, newest
-// first, kept to DefaultHistory. A value of the prefix itself (task "")
-// goes there once.
-func (f Fleet) pushWithFleet(ctx context.Context, list string, n int, at func(i int) (string, any), keep func(string) driver.Retention) error {
-	type value struct {
-		task string
-		v    any
+func (f Fleet) RecordAction(ctx context.Context, a driver.Action, keep driver.Retention) error {
+	ps := listPushes(func(string) driver.Retention { return keep })
+	p := ps.of(a.Task)
+	p.Actions = append(p.Actions, a)
+	if a.Task != "" {
+		p := ps.of("")
+		p.Actions = append(p.Actions, a)
 	}
-	vals := make([]value, 0, n)
-	var fleet []value
-	for i := range n {
-		task, v := at(i)
-		vals = append(vals, value{task, v})
-		if task != "" {
-			fleet = append(fleet, value{"", v})
-		}
-	}
-	limit := driver.DefaultHistory().Failures
-	if list == driver.ListActions {
-		limit = driver.DefaultHistory().Actions
-	}
-	vals = append(vals, fleet[max(0, len(fleet)-limit):]...) // the newest: the prefix's list keeps no more
-	return f.push(ctx, list, len(vals), func(i int) (string, any) { return vals[i].task, vals[i].v }, func(task string) driver.Retention {
-		if task == "" {
-			return driver.DefaultHistory()
-		}
-		return keep(task)
-	})
+	return f.push(ctx, "actions", ps)
 }
 
 // Actions returns task's newest actions (the prefix's for ""), newest
 // first, at most limit.
-func (f Fleet) Actions(ctx context.Context, task string, limit int) ([]Action, error) {
-	s := f.s
-	return readList[Action](ctx, s, driver.ListActions, task, limit)
+func (f Fleet) Actions(ctx context.Context, task string, limit int) ([]driver.Action, error) {
+	as, err := f.s.b.Actions(ctx, task, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read actions of %s: %w", task, err)
+	}
+	return as, nil
 }
 
 // TaskHistory is what a HistoryRead found, newest first.
 type TaskHistory struct {
 	Ticks   []driver.TickRecord
-	Actions []Action
+	Actions []driver.Action
 }
 
 // Histories reads the tick records and actions of many tasks in one round
 // trip: what a page of tasks, or the health checks of every task, read.
 func (f Fleet) Histories(ctx context.Context, reads []driver.HistoryRead) ([]TaskHistory, error) {
-	s := f.s
-	ticks, actions, err := s.b.Histories(ctx, reads)
+	ticks, actions, err := f.s.b.Histories(ctx, reads)
 	if err != nil {
 		return nil, fmt.Errorf("read the history of %d task(s): %w", len(reads), err)
 	}
 	out := make([]TaskHistory, len(reads))
 	for i := range reads {
-		out[i] = TaskHistory{Ticks: ticks[i], Actions: decodeJSON[Action](actions[i])}
+		out[i] = TaskHistory{Ticks: ticks[i], Actions: actions[i]}
 	}
 	return out, nil
 }
 
-func (f Fleet) push(ctx context.Context, list string, n int, at func(i int) (string, any), keep func(string) driver.Retention) error {
-	s := f.s
-	if n == 0 {
+// pushes are a push's lists, one per task, in the order first named.
+type pushes struct {
+	ps   []driver.ListPush
+	at   map[string]int // task → its index in ps
+	keep func(task string) driver.Retention
+}
+
+// listPushes makes pushes whose lists are kept as keep says (the
+// prefix's as DefaultHistory).
+func listPushes(keep func(string) driver.Retention) *pushes {
+	return &pushes{at: map[string]int{}, keep: keep}
+}
+
+// of is task's push: valid until the next call.
+func (p *pushes) of(task string) *driver.ListPush {
+	if i, ok := p.at[task]; ok {
+		return &p.ps[i]
+	}
+	p.at[task] = len(p.ps)
+	k := driver.DefaultHistory()
+	if task != "" {
+		k = p.keep(task)
+	}
+	k.Failures, k.Actions = max(k.Failures, 1), max(k.Actions, 1)
+	p.ps = append(p.ps, driver.ListPush{Task: task, Keep: k})
+	return &p.ps[len(p.ps)-1]
+}
+
+func (f Fleet) push(ctx context.Context, what string, p *pushes) error {
+	if len(p.ps) == 0 {
 		return nil
 	}
-	by := map[string]*driver.ListPush{}
-	var order []*driver.ListPush
-	for i := range n {
-		task, v := at(i)
-		data, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		p := by[task]
-		if p == nil {
-			k := keep(task)
-			p = &driver.ListPush{Task: task, Keep: k.Failures}
-			if list == driver.ListActions {
-				p.Keep = k.Actions
-			}
-			p.Keep = max(p.Keep, 1)
-			by[task] = p
-			order = append(order, p)
-		}
-		p.Vals = append(p.Vals, string(data))
-	}
-	if err := s.b.Push(ctx, list, order); err != nil {
-		return fmt.Errorf("record %s: %w", list, err)
+	if err := f.s.b.Push(ctx, p.ps); err != nil {
+		return fmt.Errorf("record %s: %w", what, err)
 	}
 	return nil
-}
-
-func readList[T any](ctx context.Context, s *Store, list, task string, limit int) ([]T, error) {
-	vals, err := s.b.List(ctx, list, task, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read %s of %s: %w", list, task, err)
-	}
-	return decodeJSON[T](vals), nil
-}
-
-// decodeJSON decodes a list's JSON values, leaving out any it cannot read.
-func decodeJSON[T any](vals []string) []T {
-	out := make([]T, 0, len(vals))
-	for _, v := range vals {
-		var x T
-		if json.Unmarshal([]byte(v), &x) == nil {
-			out = append(out, x)
-		}
-	}
-	return out
 }

@@ -1,7 +1,7 @@
 // Package ops is the operator's actions, one way for the command line and
 // the console alike: trigger, pause, resume, unlock, forget and migrate.
 // Each does what it says over a store, records itself in the history as
-// an action of its kind (lease.ActionKind), with who did it, and says in
+// an action of its kind (driver.ActionKind), with who did it, and says in
 // words what it did and how long it takes. A record that cannot be written
 // does not undo the action: the result carries the error (Recorded), for
 // the caller to report its way.
@@ -34,14 +34,14 @@ const MaxReason = 1000
 // Done is what every action returns: the record it left, what it did in
 // words, and whether the record could be written (nil: yes).
 type Done struct {
-	Action   lease.Action
+	Action   driver.Action
 	Said     string
 	Recorded error
 }
 
 // record keeps a in the history of t (of the prefix for t nil), under t's
 // retention, into d.
-func record(ctx context.Context, store *lease.Store, t *config.Task, a lease.Action, said string) Done {
+func record(ctx context.Context, store *lease.Store, t *config.Task, a driver.Action, said string) Done {
 	keep := driver.DefaultHistory()
 	if t != nil {
 		keep = leaseconf.Retention(t)
@@ -158,7 +158,7 @@ func Trigger(ctx context.Context, store *lease.Store, t *config.Task, ids, reqs 
 			return Triggered{}, err
 		}
 	}
-	a := lease.Action{Task: t.Name, At: time.Now(), By: by, What: lease.ActionTrigger, Entities: ids[:min(len(ids), maxRecordedIDs)]}
+	a := driver.Action{Task: t.Name, At: time.Now(), By: by, What: driver.ActionTrigger, Entities: ids[:min(len(ids), maxRecordedIDs)]}
 	if len(ids) > maxRecordedIDs {
 		a.Detail = fmt.Sprintf("%d entities, the first %d listed", len(ids), maxRecordedIDs)
 	}
@@ -247,7 +247,7 @@ func Pause(ctx context.Context, store *lease.Store, t *config.Task, by, reason s
 	if err := store.Fleet().Pause(ctx, t.Name, p); err != nil {
 		return Paused{}, err
 	}
-	a := lease.Action{Task: t.Name, At: now, By: by, What: lease.ActionPause, Reason: reason, Until: p.Until}
+	a := driver.Action{Task: t.Name, At: now, By: by, What: driver.ActionPause, Reason: reason, Until: p.Until}
 	said := fmt.Sprintf("paused %s%s: every replica stops ticking it, and stops its fan-out under way, within a second (no run of it starts after that); runs already started finish", t.Name, untilWords(p, t))
 	if was {
 		a.Detail = "changed the pause: " + pauseWords(p, t)
@@ -272,7 +272,7 @@ func Resume(ctx context.Context, store *lease.Store, t *config.Task, by, reason 
 	if err := store.Fleet().Resume(ctx, t.Name); err != nil {
 		return Paused{}, err
 	}
-	a := lease.Action{Task: t.Name, At: now, By: by, What: lease.ActionResume, Reason: reason}
+	a := driver.Action{Task: t.Name, At: now, By: by, What: driver.ActionResume, Reason: reason}
 	return Paused{Done: record(ctx, store, t, a, fmt.Sprintf("resumed %s (paused %s)", t.Name, pauseWords(cur, t))), Changed: true}, nil
 }
 
@@ -320,7 +320,7 @@ func Unlock(ctx context.Context, store *lease.Store, t *config.Task, entity, by 
 	if u.Already {
 		return Unlocked{Done: Done{Said: said}, Unlocked: u}, nil
 	}
-	a := lease.Action{Task: t.Name, At: time.Now(), By: by, What: lease.ActionUnlock, Entities: []string{entity}, Detail: said}
+	a := driver.Action{Task: t.Name, At: time.Now(), By: by, What: driver.ActionUnlock, Entities: []string{entity}, Detail: said}
 	return Unlocked{Done: record(ctx, store, t, a, said), Unlocked: u}, nil
 }
 
@@ -369,7 +369,7 @@ func Forget(ctx context.Context, store *lease.Store, task, by, reason string) (D
 	if !found {
 		return Done{}, fmt.Errorf("no task %q in the task registry: nothing to forget", task)
 	}
-	a := lease.Action{Task: task, At: time.Now(), By: by, What: lease.ActionForget, Reason: reason}
+	a := driver.Action{Task: task, At: time.Now(), By: by, What: driver.ActionForget, Reason: reason}
 	return record(ctx, store, nil, a, "forgot "+task+": it is no longer flagged as not firing; its history stays until its retention ends"), nil
 }
 
@@ -385,7 +385,7 @@ type Migration struct {
 // config's count) whose recorded count differs (no replica running it).
 func Migrate(ctx context.Context, store *lease.Store, shards map[string]int, by string) (Migration, Done, error) {
 	var m Migration
-	var perTask []lease.Action
+	var perTask []driver.Action
 	said := "key layout " + redisdriver.LayoutVersion + ": in place"
 	var le *redisdriver.LayoutError
 	if err := store.Fleet().CheckLayout(ctx); errors.As(err, &le) && le.Other == "" {
@@ -411,12 +411,12 @@ func Migrate(ctx context.Context, store *lease.Store, shards map[string]int, by 
 		part := fmt.Sprintf("%d → %d shards, moved %d entities, %d follow-ups and %d pending requests in %v (nothing of it ran meanwhile)",
 			r.From, r.To, r.Entities, r.FollowUps, r.Due, took.Round(time.Millisecond))
 		said += "; " + task + ": " + part
-		perTask = append(perTask, lease.Action{Task: task, At: time.Now(), By: by, What: lease.ActionMigrate, Detail: part})
+		perTask = append(perTask, driver.Action{Task: task, At: time.Now(), By: by, What: driver.ActionMigrate, Detail: part})
 	}
 	if len(m.Resharded) == 0 {
 		said += "; every task in the shards its config gives"
 	}
-	done := record(ctx, store, nil, lease.Action{At: time.Now(), By: by, What: lease.ActionMigrate, Detail: said}, said)
+	done := record(ctx, store, nil, driver.Action{At: time.Now(), By: by, What: driver.ActionMigrate, Detail: said}, said)
 	// Each task resharded has it in its own actions too (history -actions
 	// TASK, the task's page), not only in the prefix's.
 	for _, a := range perTask {

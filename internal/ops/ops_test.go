@@ -66,7 +66,7 @@ func TestTriggerSaysBusyAndRecords(t *testing.T) {
 	expect.True(t, "busy: "+fmt.Sprint(tr.Busy), len(tr.Busy) == 1 && tr.Busy[0].Entity == "b" && tr.Busy[0].Holder == "r1")
 	expect.True(t, "said: "+tr.Said, strings.HasPrefix(tr.Said, "triggered 2 run(s) of t") && strings.Contains(tr.Said, `t "b": busy (held by r1 since`))
 	as, err := s.Fleet().Actions(bg, "t", 5)
-	expect.True(t, fmt.Sprintf("recorded: %+v, %v", as, err), err == nil && len(as) == 1 && as[0].What == lease.ActionTrigger && as[0].By == "alice")
+	expect.True(t, fmt.Sprintf("recorded: %+v, %v", as, err), err == nil && len(as) == 1 && as[0].What == driver.ActionTrigger && as[0].By == "alice")
 }
 
 // TestPauseAndResume: a pause is recorded with its reason and end; a

@@ -10,6 +10,7 @@ import (
 	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/registry"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // TaskHistory is what history reads of one task.
@@ -17,8 +18,8 @@ type TaskHistory struct {
 	Task     *config.Task
 	Ticks    []history.TickView
 	Health   history.Health
-	Failures []lease.Failure
-	Actions  []lease.Action
+	Failures []driver.Failure
+	Actions  []driver.Action
 }
 
 func ReadHistory(ctx context.Context, store *lease.Store, t *config.Task, limit int, now time.Time) (TaskHistory, error) {

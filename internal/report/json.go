@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/internal/history"
-	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -82,7 +81,7 @@ func TickDocOf(v history.TickView) TickDoc {
 	return d
 }
 
-func ActionDocs(as []lease.Action) []ActionDoc {
+func ActionDocs(as []driver.Action) []ActionDoc {
 	out := make([]ActionDoc, len(as))
 	for i, a := range as {
 		out[i] = ActionDoc{At: Instant(a.At), By: a.By, Action: string(a.What), Entities: append([]string{}, a.Entities...),

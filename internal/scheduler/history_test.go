@@ -9,15 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickd/tickd/lease/driver"
-
 	"github.com/redis/go-redis/v9"
-
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/faultproxy"
+	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -91,7 +89,7 @@ entities = [` + strings.Join(ids, ", ") + `]
 			checked++
 		}
 		expect.True(t, "ticks checked", checked >= 2)
-		var fs []lease.Failure
+		var fs []driver.Failure
 		expect.WaitFor(t, 5*time.Second, "the failures recorded", func() bool {
 			fs, _ = st.Fleet().Failures(context.Background(), "rec", 10)
 			return len(fs) >= 2
@@ -370,7 +368,7 @@ handler = "h"
 	// Paused from 11:50:30 to 11:51:30: 11:51 was not missed but paused,
 	// by whom and why; paused from 11:53:30 on, the ticks since are one
 	// paused row.
-	p.Actions = []lease.Action{{What: "pause", At: at(-7).Add(30 * time.Second), By: "bob", Reason: "deploy"},
+	p.Actions = []driver.Action{{What: "pause", At: at(-7).Add(30 * time.Second), By: "bob", Reason: "deploy"},
 		{What: "resume", At: at(-9).Add(30 * time.Second)}, {What: "pause", At: at(-10).Add(30 * time.Second), By: "alice", Reason: "db"}}
 	views, _ = history.Assess(task, now, p)
 	states = nil
@@ -422,7 +420,7 @@ handler = "rec"
 timeout = "100ms"
 entities = ["slow"]
 `)
-	var fs []lease.Failure
+	var fs []driver.Failure
 	expect.WaitFor(t, 10*time.Second, "the timeout recorded", func() bool {
 		fs, _ = st.Fleet().Failures(context.Background(), "rec", 10)
 		return len(fs) > 0

@@ -10,7 +10,6 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/history"
-	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/leaseconf"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/retry"
@@ -137,7 +136,7 @@ type historyWriter struct {
 
 	mu      sync.Mutex
 	parts   map[tallyKey]driver.TickWrite // to write: the newest part of each tick
-	fails   []lease.Failure               // to write, oldest first
+	fails   []driver.Failure              // to write, oldest first
 	dropped int                           // not written since the last log line: over the bounds
 	wake    chan struct{}
 	// written are the parts written within rewriteWithin, by tick: after a
@@ -329,7 +328,7 @@ func (h *historyWriter) bound() {
 }
 
 // failed queues a failed run for writing.
-func (h *historyWriter) failed(f lease.Failure) {
+func (h *historyWriter) failed(f driver.Failure) {
 	h.mu.Lock()
 	h.fails = append(h.fails, f)
 	h.bound()
@@ -446,10 +445,10 @@ func (s *Scheduler) retention(task string) driver.Retention {
 	return leaseconf.Retention(&s.cfg.Defaults)
 }
 
-// failure is r's run as a lease.Failure.
-func (r *running) failure(started, ended time.Time, text string) lease.Failure {
+// failure is r's run as a driver.Failure.
+func (r *running) failure(started, ended time.Time, text string) driver.Failure {
 	l := r.l
-	return lease.Failure{Task: r.ts.t.Name, Entity: l.Entity, Tick: l.Tick.UTC(), Reason: l.Reason, Fence: l.Fence,
+	return driver.Failure{Task: r.ts.t.Name, Entity: l.Entity, Tick: l.Tick.UTC(), Reason: l.Reason, Fence: l.Fence,
 		Replica: r.s.replica, Started: started.UTC(), Ended: ended.UTC(), Outcome: r.outcome, Error: text,
 		Output: tasks.OutputOf(r.err)}
 }

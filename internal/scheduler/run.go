@@ -140,7 +140,7 @@ func (s *Scheduler) execute(w *worker, j job) {
 	}
 	r.outcome, r.took, r.err, r.next, r.ended = outcome, ended.Sub(started), err, next, ended
 	fin := driver.Finished{Outcome: outcome, Started: started, Ended: ended}
-	if lease.Failed(outcome) {
+	if driver.Failed(outcome) {
 		fin.Error = failureText(err, context.Cause(&r.ctx))
 		s.history.failed(r.failure(started, ended, fin.Error))
 	}

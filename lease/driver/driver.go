@@ -87,14 +87,16 @@ type Driver interface {
 	// leaving out any it cannot read (another version's).
 	RecordTicks(ctx context.Context, ws []TickWrite) error
 	Ticks(ctx context.Context, task string, limit int) ([]TickRecord, error)
-	// Push adds values to tasks' lists (ListFailures, ListActions), each
-	// cut to its keep; List returns task's newest values of list, newest
-	// first.
-	Push(ctx context.Context, list string, ps []*ListPush) error
-	List(ctx context.Context, list, task string, limit int) ([]string, error)
+	// Push adds failures and actions to their tasks' lists, each list
+	// cut to its push's Keep; Failures and Actions return task's newest,
+	// newest first, leaving out any the driver cannot read (another
+	// version's). Task "" is the prefix's own lists.
+	Push(ctx context.Context, ps []ListPush) error
+	Failures(ctx context.Context, task string, limit int) ([]Failure, error)
+	Actions(ctx context.Context, task string, limit int) ([]Action, error)
 	// Histories returns, for each read, its task's newest tick records
-	// (as Ticks) and actions (as List), newest first, in one round trip.
-	Histories(ctx context.Context, reads []HistoryRead) (ticks [][]TickRecord, actions [][]string, err error)
+	// (as Ticks) and actions (as Actions), newest first, in one round trip.
+	Histories(ctx context.Context, reads []HistoryRead) (ticks [][]TickRecord, actions [][]Action, err error)
 
 	// ReplicaRegistry: keeps the live replicas and the tasks each runs.
 	// Announce records the tasks this replica runs, and which process
@@ -244,17 +246,14 @@ type ReleaseReply struct {
 	Err        error
 }
 
-// The lists a task keeps beside its tick records.
-const (
-	ListFailures = "failures"
-	ListActions  = "actions"
-)
-
-// ListPush is values to push onto one task's list, and how many to keep.
+// ListPush is what to add to one task's lists of failures and actions,
+// oldest first (the last pushed is the newest), and how many of each list
+// to keep (Keep.Failures, Keep.Actions: at least 1).
 type ListPush struct {
-	Task string
-	Vals []string // oldest first: the last pushed is the newest
-	Keep int
+	Task     string
+	Failures []Failure
+	Actions  []Action
+	Keep     Retention
 }
 
 // Announcement is what a replica announces of itself; the driver adds

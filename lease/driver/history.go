@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"time"
+	"unicode/utf8"
 )
 
 // TickPart is one replica's part in one tick of a task.
@@ -199,4 +200,107 @@ type TickWrite struct {
 type HistoryRead struct {
 	Task           string
 	Ticks, Actions int
+}
+
+// Failure is one failed run (outcome failed, timeout or lease_lost).
+type Failure struct {
+	Task    string
+	Entity  string
+	Tick    time.Time
+	Reason  Reason
+	Fence   int64
+	Replica string
+	Started time.Time
+	Ended   time.Time
+	Outcome Outcome
+	Error   string
+	Output  string // the end of the run's output
+}
+
+// Failed says whether o is a failure the history keeps.
+func Failed(o Outcome) bool {
+	return o == OutcomeFailed || o == OutcomeTimeout || o == OutcomeLeaseLost
+}
+
+// Action is what an operator did (tickd's operator commands do each).
+type Action struct {
+	Task     string // "" for the whole prefix (migrate)
+	At       time.Time
+	By       string
+	What     ActionKind
+	Entities []string
+	Reason   string
+	Until    time.Time // a pause's end; zero: none
+	Detail   string
+}
+
+// ActionKind is the kind of an operator's action, as the history keeps it.
+type ActionKind string
+
+// The actions.
+const (
+	ActionTrigger ActionKind = "trigger"
+	ActionPause   ActionKind = "pause" // or a change of the pause in force (Detail says so)
+	ActionResume  ActionKind = "resume"
+	ActionUnlock  ActionKind = "unlock"
+	ActionForget  ActionKind = "forget"  // a task taken out of the task registry
+	ActionMigrate ActionKind = "migrate" // of the whole prefix: Task is ""
+)
+
+// TickScan is how many of a task's newest tick records a write looks
+// through for its tick: a part for an older tick is too late, and dropped.
+const TickScan = 32
+
+// TickAgeDrop is how many records older than the retention's age a write
+// drops at most, oldest first (the rest go with later writes, or with the
+// list's expiry): a write's cost stays bounded however long the list was
+// left alone.
+const TickAgeDrop = 16
+
+// CutError cuts a run's error to MaxRunError bytes, at a rune's start.
+func CutError(s string) string { return cutAt(s, MaxRunError) }
+
+// MaxSourceError bounds the error of a failed entity source that a tick's
+// record keeps.
+const MaxSourceError = 1024
+
+// cutAt is s's first max bytes, cut at a rune's start.
+func cutAt(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// Kept is what a driver keeps of p, and gives back: its times to the
+// millisecond, its counts of zero left out, its source's error (cut to
+// MaxSourceError) only when the source failed.
+func (p TickPart) Kept() TickPart {
+	dur := func(d time.Duration) time.Duration {
+		if d < 0 {
+			return -1
+		}
+		return d.Truncate(time.Millisecond)
+	}
+	p.Written = MSTime(p.Written.UnixMilli())
+	p.FirstStart, p.LastEnd = dur(p.FirstStart), dur(p.LastEnd)
+	p.Outcomes = maps.Clone(p.Outcomes)
+	if p.Outcomes == nil {
+		p.Outcomes = map[Outcome]int{}
+	}
+	maps.DeleteFunc(p.Outcomes, func(_ Outcome, n int) bool { return n == 0 })
+	p.Skipped = maps.Clone(p.Skipped)
+	if p.Skipped == nil {
+		p.Skipped = map[string]int{}
+	}
+	maps.DeleteFunc(p.Skipped, func(_ string, n int) bool { return n == 0 })
+	p.SourceError = cutAt(p.SourceError, MaxSourceError)
+	if !p.SourceFailed {
+		p.SourceError = ""
+	}
+	return p
 }

@@ -139,7 +139,7 @@ func (d *differ) recordTick() {
 }
 
 func (d *differ) recordAction() {
-	a := lease.Action{Task: d.pick(diffTasks), At: d.now.UTC(), By: d.pick(diffReplicas), What: lease.ActionTrigger,
+	a := driver.Action{Task: d.pick(diffTasks), At: d.now.UTC(), By: d.pick(diffReplicas), What: driver.ActionTrigger,
 		Entities: []string{d.pick(diffEntities)}, Reason: "diff"}
 	keep := driver.Retention{Actions: 1 + d.rnd.IntN(8)}
 	both(d, "record action", func(s *lease.Store) (struct{}, error) {
@@ -148,12 +148,12 @@ func (d *differ) recordAction() {
 }
 
 func (d *differ) recordFailure() {
-	f := lease.Failure{Task: d.pick(diffTasks), Entity: d.pick(diffEntities), Tick: d.now.UTC(), Reason: driver.ReasonTick,
+	f := driver.Failure{Task: d.pick(diffTasks), Entity: d.pick(diffEntities), Tick: d.now.UTC(), Reason: driver.ReasonTick,
 		Replica: d.pick(diffReplicas), Started: d.now.UTC(), Ended: d.now.UTC(), Outcome: driver.OutcomeFailed, Error: "exit 1"}
 	n := 1 + d.rnd.IntN(6)
 	keep := func(string) driver.Retention { return driver.Retention{Failures: n} }
 	both(d, "record failure", func(s *lease.Store) (struct{}, error) {
-		return struct{}{}, s.Fleet().RecordFailures(context.Background(), []lease.Failure{f}, keep)
+		return struct{}{}, s.Fleet().RecordFailures(context.Background(), []driver.Failure{f}, keep)
 	})
 }
 
@@ -231,8 +231,8 @@ func (d *differ) compareReads() {
 	ctx := context.Background()
 	for _, task := range diffTasks {
 		both(d, "ticks of "+task, func(s *lease.Store) ([]driver.TickRecord, error) { return s.Fleet().Ticks(ctx, task, 100) })
-		both(d, "actions of "+task, func(s *lease.Store) ([]lease.Action, error) { return s.Fleet().Actions(ctx, task, 100) })
-		both(d, "failures of "+task, func(s *lease.Store) ([]lease.Failure, error) { return s.Fleet().Failures(ctx, task, 100) })
+		both(d, "actions of "+task, func(s *lease.Store) ([]driver.Action, error) { return s.Fleet().Actions(ctx, task, 100) })
+		both(d, "failures of "+task, func(s *lease.Store) ([]driver.Failure, error) { return s.Fleet().Failures(ctx, task, 100) })
 	}
 	both(d, "pauses", func(s *lease.Store) (map[string]lease.PauseInfo, error) { return s.Fleet().Pauses(ctx) })
 }

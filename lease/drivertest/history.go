@@ -111,9 +111,9 @@ func testHistoryRetention(t *testing.T, k stores) {
 	}
 	expect.Equal(t, "records after a late part", len(mustTicks(t, s, "u")), driver.TickScan)
 
-	var fs []lease.Failure
+	var fs []driver.Failure
 	for i := range 5 {
-		fs = append(fs, lease.Failure{Task: "t", Entity: strings.Repeat("e", i+1), Outcome: driver.OutcomeFailed})
+		fs = append(fs, driver.Failure{Task: "t", Entity: strings.Repeat("e", i+1), Outcome: driver.OutcomeFailed})
 	}
 	if err := s.Fleet().RecordFailures(bg, fs, func(string) driver.Retention { return keep }); err != nil {
 		t.Fatal(err)
@@ -125,7 +125,7 @@ func testHistoryRetention(t *testing.T, k stores) {
 	expect.Equal(t, "failures kept", len(got), 3)
 	expect.Equal(t, "the newest failure first", got[0].Entity, "eeeee")
 	for i := range 3 {
-		if err := s.Fleet().RecordAction(bg, lease.Action{Task: "t", What: "trigger", By: strings.Repeat("o", i+1)}, keep); err != nil {
+		if err := s.Fleet().RecordAction(bg, driver.Action{Task: "t", What: "trigger", By: strings.Repeat("o", i+1)}, keep); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -142,27 +142,27 @@ func testHistoryRetention(t *testing.T, k stores) {
 func testFailuresAndActions(t *testing.T, k stores) {
 	s := k(lease.Options{Replica: "A"})
 	tick := time.Now().Truncate(time.Second).UTC()
-	f := lease.Failure{Task: "t", Entity: hostile, Tick: tick, Reason: driver.ReasonTick, Fence: 42, Replica: "A", Started: tick,
+	f := driver.Failure{Task: "t", Entity: hostile, Tick: tick, Reason: driver.ReasonTick, Fence: 42, Replica: "A", Started: tick,
 		Ended: tick.Add(time.Second), Outcome: driver.OutcomeFailed, Error: "exit status 3 " + hostile, Output: "line 1\n<script>\n"}
-	if err := s.Fleet().RecordFailures(bg, []lease.Failure{f}, func(string) driver.Retention { return driver.DefaultHistory() }); err != nil {
+	if err := s.Fleet().RecordFailures(bg, []driver.Failure{f}, func(string) driver.Retention { return driver.DefaultHistory() }); err != nil {
 		t.Fatal(err)
 	}
 	fs, err := s.Fleet().Failures(bg, "t", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	expect.Same(t, "failures", fs, []lease.Failure{f})
-	a := lease.Action{Task: "t", At: tick, By: "ops@host", What: "pause", Reason: hostile, Until: tick.Add(time.Hour)}
-	global := lease.Action{At: tick, By: "ops@host", What: "migrate", Detail: "moved 3 keys"}
-	for _, a := range []lease.Action{a, global} {
+	expect.Same(t, "failures", fs, []driver.Failure{f})
+	a := driver.Action{Task: "t", At: tick, By: "ops@host", What: "pause", Reason: hostile, Until: tick.Add(time.Hour)}
+	global := driver.Action{At: tick, By: "ops@host", What: "migrate", Detail: "moved 3 keys"}
+	for _, a := range []driver.Action{a, global} {
 		if err := s.Fleet().RecordAction(bg, a, driver.DefaultHistory()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	as, _ := s.Fleet().Actions(bg, "t", 10)
-	expect.Same(t, "the task's actions", as, []lease.Action{a})
+	expect.Same(t, "the task's actions", as, []driver.Action{a})
 	as, _ = s.Fleet().Actions(bg, "", 10)
-	expect.Same(t, "the fleet's actions: the prefix's and every task's, newest first", as, []lease.Action{global, a})
+	expect.Same(t, "the fleet's actions: the prefix's and every task's, newest first", as, []driver.Action{global, a})
 
 	l := mustAcquire(t, s, driver.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: driver.ReasonTick, Tick: tick})
 	long := strings.Repeat("é", driver.MaxRunError)
@@ -231,7 +231,7 @@ func testHistories(t *testing.T, k stores) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Fleet().RecordAction(bg, lease.Action{Task: task, At: T, By: task, What: lease.ActionTrigger}, driver.DefaultHistory()); err != nil {
+			if err := s.Fleet().RecordAction(bg, driver.Action{Task: task, At: T, By: task, What: driver.ActionTrigger}, driver.DefaultHistory()); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -217,17 +217,22 @@ func (x recorder) Ticks(ctx context.Context, task string, limit int) ([]driver.T
 	return x.d.Ticks(ctx, task, limit)
 }
 
-func (x recorder) Push(ctx context.Context, list string, ps []*driver.ListPush) error {
+func (x recorder) Push(ctx context.Context, ps []driver.ListPush) error {
 	x.r.call("Push")
-	return x.d.Push(ctx, list, ps)
+	return x.d.Push(ctx, ps)
 }
 
-func (x recorder) List(ctx context.Context, list string, task string, limit int) ([]string, error) {
-	x.r.call("List")
-	return x.d.List(ctx, list, task, limit)
+func (x recorder) Failures(ctx context.Context, task string, limit int) ([]driver.Failure, error) {
+	x.r.call("Failures")
+	return x.d.Failures(ctx, task, limit)
 }
 
-func (x recorder) Histories(ctx context.Context, reads []driver.HistoryRead) ([][]driver.TickRecord, [][]string, error) {
+func (x recorder) Actions(ctx context.Context, task string, limit int) ([]driver.Action, error) {
+	x.r.call("Actions")
+	return x.d.Actions(ctx, task, limit)
+}
+
+func (x recorder) Histories(ctx context.Context, reads []driver.HistoryRead) ([][]driver.TickRecord, [][]driver.Action, error) {
 	x.r.call("Histories")
 	return x.d.Histories(ctx, reads)
 }

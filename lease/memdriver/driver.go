@@ -21,7 +21,7 @@ func New() driver.Driver {
 	return &memDriver{
 		held: map[string]*memLease{}, states: map[string]*memState{},
 		due: map[string]*memDue{}, pausedSet: map[string]string{}, tasks: map[string]driver.TaskInfo{}, shards: map[string]int{},
-		tickRecs: map[string][]string{}, lists: map[string][]string{},
+		tickRecs: map[string][]driver.TickRecord{}, failures: map[string][]driver.Failure{}, actions: map[string][]driver.Action{},
 		followups: map[string][]string{}, answered: map[string]map[string]driver.Outcome{}, claims: map[string]time.Time{},
 	}
 }
@@ -35,11 +35,12 @@ type memDriver struct {
 	held      map[string]*memLease // by member
 	states    map[string]*memState
 	due       map[string]*memDue
-	pausedSet map[string]string          // task → PauseInfo, encoded
-	tasks     map[string]driver.TaskInfo // the task registry, by name
-	shards    map[string]int             // by task: its shard count, once recorded
-	tickRecs  map[string][]string        // by task: tick records, newest first (history.go)
-	lists     map[string][]string        // by list and task: values, newest first
+	pausedSet map[string]string              // task → PauseInfo, encoded
+	tasks     map[string]driver.TaskInfo     // the task registry, by name
+	shards    map[string]int                 // by task: its shard count, once recorded
+	tickRecs  map[string][]driver.TickRecord // by task: tick records, newest first (history.go)
+	failures  map[string][]driver.Failure    // by task ("" the prefix's): newest first
+	actions   map[string][]driver.Action     // by task ("" the prefix's): newest first
 	// announced is the one replica, as it announced itself last.
 	announced driver.Replica
 	followups map[string][]string                  // by member: the requests a follow-up answers

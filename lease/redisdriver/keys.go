@@ -90,7 +90,7 @@ func EpochKeys(prefix string) []string {
 // records, failures and actions, in the slot of its entities (TaskKey).
 func HistoryKeys(prefix, task string) []string {
 	k := keys{prefix}
-	return []string{k.ticks(task), k.list(task, driver.ListFailures), k.list(task, driver.ListActions)}
+	return []string{k.ticks(task), k.list(task, listFailures), k.list(task, listActions)}
 }
 
 // SameBucket says whether tasks a and b share a bucket: one hash tag, and
@@ -138,7 +138,7 @@ func (k keys) migrating(task string) string    { return k.task(task) + ":migrati
 func (k keys) claim(name string) string        { return k.prefix + ":claim:" + driver.Escape(name) }
 func (k keys) layout() string                  { return k.prefix + ":layout" }
 
-// list is one of a task's lists (ListFailures, ListActions), or the
+// list is one of a task's lists (listFailures, listActions), or the
 // prefix's for task "" (the actions on no one task: migrate).
 func (k keys) list(task, list string) string {
 	if task == "" {
