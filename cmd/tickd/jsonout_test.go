@@ -9,7 +9,6 @@ import (
 	"github.com/mattn/go-runewidth"
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/history"
-	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/internal/testkit/jsoncontract"
 	"github.com/tickd/tickd/lease/driver"
@@ -34,7 +33,7 @@ func TestJSONSchema(t *testing.T) {
 		Leases:     []driver.Held{{Task: "t", Entity: "a", Holder: "r1", Since: now.Add(-time.Second), Fence: 7, TTL: 40 * time.Second, Reason: driver.ReasonTick}},
 		LastRuns:   []driver.LastRun{{Task: "t", Entity: "b", Outcome: driver.OutcomeUnlocked, Replica: "r1", By: "alice", Started: now.Add(-time.Minute), Ended: now}},
 		Due:        []driver.Due{{Task: "t", Entity: "c", Reason: driver.ReasonTrigger, At: now}}, // no tick: null
-		LeaseCount: 1, RunCount: 1, DueCount: 1, Paused: true, Pause: lease.PauseInfo{By: "ops", At: now, Reason: "db"},
+		LeaseCount: 1, RunCount: 1, DueCount: 1, Paused: true, Pause: driver.PauseInfo{By: "ops", At: now, Reason: "db"},
 		Health: history.Health{Starved: true}, LastTick: &history.TickView{State: history.TickMissed, TickRecord: driver.TickRecord{Tick: now}}}
 	checkHistorySchema(t, now)
 	for name, st := range map[string]report.TaskStatus{"full": full, "empty": {Name: "e", Schedule: "every 1h0m0s", Timezone: "UTC"}} {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/history"
-	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/redisconn"
 	"github.com/tickd/tickd/internal/report"
 	"github.com/tickd/tickd/lease/driver"
@@ -198,7 +197,7 @@ func printReplicas(w io.Writer, rs []driver.Replica, now time.Time) {
 }
 
 // pauseText says who paused a task, why and until when.
-func pauseText(p lease.PauseInfo, loc *time.Location) string {
+func pauseText(p driver.PauseInfo, loc *time.Location) string {
 	s := ""
 	if p.By != "" {
 		s += " by " + report.Visible(p.By)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/history"
-	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/ops"
 	"github.com/tickd/tickd/internal/registry"
 	"github.com/tickd/tickd/internal/report"
@@ -95,7 +94,7 @@ type taskRow struct {
 	Words    string // in words
 	Next     []time.Time
 	Paused   bool
-	Pause    lease.PauseInfo
+	Pause    driver.PauseInfo
 	Health   history.Health
 	Ticks    []history.TickView // newest first
 	Last     *history.TickView  // the newest not running
@@ -108,7 +107,7 @@ type taskRow struct {
 
 // world is what every task row needs that is read once a page.
 type world struct {
-	pauses   map[string]lease.PauseInfo
+	pauses   map[string]driver.PauseInfo
 	replicas []driver.Replica
 	orphans  []registry.Orphan // the task registry's tasks the config does not list
 }

@@ -100,7 +100,7 @@ const RecentActions = 20
 // its newest ticks (at least flag_after + 2, the most the flags look at)
 // and its newest actions. Whether each is paused and the replicas are read
 // once for all, by the caller.
-func ReadPasts(ctx context.Context, store *lease.Store, ts []*config.Task, ticks, actions int, pauses map[string]lease.PauseInfo, replicas []driver.Replica) ([]Past, error) {
+func ReadPasts(ctx context.Context, store *lease.Store, ts []*config.Task, ticks, actions int, pauses map[string]driver.PauseInfo, replicas []driver.Replica) ([]Past, error) {
 	reads := make([]driver.HistoryRead, len(ts))
 	for i, t := range ts {
 		reads[i] = driver.HistoryRead{Task: t.Name, Ticks: max(ticks, t.FlagAfter+2), Actions: actions}

@@ -7,12 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tickd/tickd/lease/driver"
-
 	"github.com/redis/go-redis/v9"
-
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // TestShardsSpreadATaskOverTheMasters: a task in 16 shards keeps its
@@ -348,7 +346,7 @@ func TestPauseOverIsGoneBeforeADataLoss(t *testing.T) {
 	srv := redistest.Start(t)
 	k := redisKitOn(t, srv.Addr)
 	s := k.client(Options{Replica: "A"})
-	if err := s.Fleet().Pause(bg, "p", PauseInfo{By: "ops", At: time.Now(), Until: time.Now().Add(50 * time.Millisecond)}); err != nil {
+	if err := s.Fleet().Pause(bg, "p", driver.PauseInfo{By: "ops", At: time.Now(), Until: time.Now().Add(50 * time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
 	expect.WaitFor(t, 5*time.Second, "the pause over", func() bool {
@@ -387,7 +385,7 @@ func TestPauseEndsWithTheLossOfItsInfo(t *testing.T) {
 	s := k.client(Options{Replica: "A"})
 	pause := func() {
 		t.Helper()
-		if err := s.Fleet().Pause(bg, "p", PauseInfo{By: "ops", At: time.Now(), Until: time.Now().Add(time.Minute)}); err != nil {
+		if err := s.Fleet().Pause(bg, "p", driver.PauseInfo{By: "ops", At: time.Now(), Until: time.Now().Add(time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -212,7 +212,7 @@ func BusyOf(ctx context.Context, store *lease.Store, task string, ids []string) 
 type Paused struct {
 	Done
 	Changed bool
-	Pause   lease.PauseInfo // the pause in force after it, for a pause
+	Pause   driver.PauseInfo // the pause in force after it, for a pause
 }
 
 // Pause pauses t with who, why (required) and for how long (0: until
@@ -234,7 +234,7 @@ func Pause(ctx context.Context, store *lease.Store, t *config.Task, by, reason s
 		return Paused{Done: Done{Said: fmt.Sprintf("%s is already paused (%s): nothing changed; give a reason or an end to change the pause",
 			t.Name, pauseWords(cur, t))}, Pause: cur}, nil
 	}
-	p := lease.PauseInfo{By: by, At: now, Reason: reason}
+	p := driver.PauseInfo{By: by, At: now, Reason: reason}
 	if was {
 		p = cur
 		if reason != "" {
@@ -277,7 +277,7 @@ func Resume(ctx context.Context, store *lease.Store, t *config.Task, by, reason 
 }
 
 // pauseWords says who paused, when, why and until when, in t's zone.
-func pauseWords(p lease.PauseInfo, t *config.Task) string {
+func pauseWords(p driver.PauseInfo, t *config.Task) string {
 	var b strings.Builder
 	b.WriteString("by " + p.By)
 	if !p.At.IsZero() {
@@ -290,7 +290,7 @@ func pauseWords(p lease.PauseInfo, t *config.Task) string {
 	return b.String()
 }
 
-func untilWords(p lease.PauseInfo, t *config.Task) string {
+func untilWords(p driver.PauseInfo, t *config.Task) string {
 	if p.Until.IsZero() {
 		return ""
 	}

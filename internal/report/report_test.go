@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/leaseconf"
@@ -50,7 +49,7 @@ func world(t *testing.T) (*lease.Store, *config.Config, time.Time) {
 	if err := s.Fleet().RecordTicks(bg, []driver.TickWrite{{Task: "t", Tick: T, Part: part, Keep: leaseconf.Retention(task)}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Fleet().Pause(bg, "t", lease.PauseInfo{By: "ops", At: T, Reason: "deploy"}); err != nil {
+	if err := s.Fleet().Pause(bg, "t", driver.PauseInfo{By: "ops", At: T, Reason: "deploy"}); err != nil {
 		t.Fatal(err)
 	}
 	return s, cfg, T

@@ -22,7 +22,7 @@ type TaskStatus struct {
 	Timezone   string
 	NextTick   time.Time
 	Paused     bool
-	Pause      lease.PauseInfo // who, why, until when, when Paused
+	Pause      driver.PauseInfo // who, why, until when, when Paused
 	Health     history.Health
 	FlagAfter  int
 	LastTick   *history.TickView // the newest tick recorded or missed
@@ -153,7 +153,7 @@ const statusPage = 1000
 // Assess reads the task's newest ticks and actions for its flags and its
 // last tick.
 func (st *TaskStatus) Assess(ctx context.Context, store *lease.Store, t *config.Task, replicas []driver.Replica, now time.Time) error {
-	ps, err := history.ReadPasts(ctx, store, []*config.Task{t}, 0, history.RecentActions, map[string]lease.PauseInfo{}, replicas)
+	ps, err := history.ReadPasts(ctx, store, []*config.Task{t}, 0, history.RecentActions, map[string]driver.PauseInfo{}, replicas)
 	if err != nil {
 		return err
 	}

@@ -57,14 +57,15 @@ type Driver interface {
 	// One reads the state of one entity.
 	One(ctx context.Context, task, entity string) (EntityState, error)
 
-	// Pauses: keeps the paused tasks: SetPaused pauses task with info (encoded
-	// by the store), or resumes it for info ""; Paused returns the paused tasks'
-	// infos.
-	SetPaused(ctx context.Context, task, info string) error
-	Paused(ctx context.Context) (map[string]string, error)
-	// EndPause resumes task if its pause's info is still info (a pause
-	// whose end passed); a pause made since stays.
-	EndPause(ctx context.Context, task, info string) error
+	// Pauses: keeps the paused tasks: SetPaused pauses task with p, or
+	// resumes it for p nil; Paused returns the paused tasks' pauses (one the
+	// driver cannot read, another version's, as the zero PauseInfo: paused,
+	// by nobody known, with no end).
+	SetPaused(ctx context.Context, task string, p *PauseInfo) error
+	Paused(ctx context.Context) (map[string]PauseInfo, error)
+	// EndPause resumes task if its pause is still p (a pause whose end
+	// passed, as Paused returned it); a pause made since stays.
+	EndPause(ctx context.Context, task string, p PauseInfo) error
 
 	// TaskRegistry: keeps every task a replica registered, by name (a
 	// later registration of a name replaces the earlier). Registry returns

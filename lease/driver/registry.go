@@ -8,11 +8,11 @@ import "time"
 // by status, history, the console and every replica's health metrics,
 // whatever their config, until an operator forgets the task (the store's ForgetTask).
 type TaskInfo struct {
-	Name     string    `json:"name"`
-	Schedule string    `json:"schedule"` // as written: `every 15m0s`, `cron "*/5 * * * *"`
-	Timezone string    `json:"timezone"`
-	Seen     time.Time `json:"seen"` // when a replica last registered it
-	By       string    `json:"by"`   // that replica
+	Name     string
+	Schedule string // as written: `every 15m0s`, `cron "*/5 * * * *"`
+	Timezone string
+	Seen     time.Time // when a replica last registered it
+	By       string    // that replica
 }
 
 // DefaultHistory is what the history keeps unless told otherwise: a week
@@ -39,4 +39,12 @@ func ValidPrefix(p string) bool {
 		}
 	}
 	return true
+}
+
+// PauseInfo is who paused a task, when, why and until when.
+type PauseInfo struct {
+	By     string
+	At     time.Time
+	Reason string
+	Until  time.Time // zero: until resumed
 }

@@ -165,7 +165,7 @@ func (d *differ) pauseOrResume() {
 		})
 		return
 	}
-	p := lease.PauseInfo{By: d.pick(diffReplicas), At: d.now.UTC(), Reason: "diff"}
+	p := driver.PauseInfo{By: d.pick(diffReplicas), At: d.now.UTC(), Reason: "diff"}
 	if d.rnd.IntN(2) == 0 {
 		p.Until = time.Now().Add(time.Hour).UTC().Truncate(time.Second) // not over while the test runs
 	}
@@ -234,5 +234,5 @@ func (d *differ) compareReads() {
 		both(d, "actions of "+task, func(s *lease.Store) ([]driver.Action, error) { return s.Fleet().Actions(ctx, task, 100) })
 		both(d, "failures of "+task, func(s *lease.Store) ([]driver.Failure, error) { return s.Fleet().Failures(ctx, task, 100) })
 	}
-	both(d, "pauses", func(s *lease.Store) (map[string]lease.PauseInfo, error) { return s.Fleet().Pauses(ctx) })
+	both(d, "pauses", func(s *lease.Store) (map[string]driver.PauseInfo, error) { return s.Fleet().Pauses(ctx) })
 }

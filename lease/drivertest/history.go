@@ -184,14 +184,14 @@ func testFailuresAndActions(t *testing.T, k stores) {
 func testPauses(t *testing.T, k stores) {
 	s := k(lease.Options{Replica: "A"})
 	now := time.Now().Truncate(time.Second).UTC()
-	p := lease.PauseInfo{By: "ops", At: now, Reason: hostile, Until: now.Add(time.Hour)}
+	p := driver.PauseInfo{By: "ops", At: now, Reason: hostile, Until: now.Add(time.Hour)}
 	if err := s.Fleet().Pause(bg, "t", p); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Fleet().Pause(bg, "gone", lease.PauseInfo{By: "ops", At: now, Until: now.Add(-time.Second)}); err != nil {
+	if err := s.Fleet().Pause(bg, "gone", driver.PauseInfo{By: "ops", At: now, Until: now.Add(-time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Fleet().Pause(bg, "plain", lease.PauseInfo{At: now}); err != nil {
+	if err := s.Fleet().Pause(bg, "plain", driver.PauseInfo{At: now}); err != nil {
 		t.Fatal(err)
 	}
 	ps, err := s.Fleet().Pauses(bg)

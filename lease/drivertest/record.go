@@ -172,19 +172,19 @@ func (x recorder) One(ctx context.Context, task string, entity string) (driver.E
 	return x.d.One(ctx, task, entity)
 }
 
-func (x recorder) SetPaused(ctx context.Context, task string, info string) error {
+func (x recorder) SetPaused(ctx context.Context, task string, p *driver.PauseInfo) error {
 	x.r.call("SetPaused")
-	return x.d.SetPaused(ctx, task, info)
+	return x.d.SetPaused(ctx, task, p)
 }
 
-func (x recorder) Paused(ctx context.Context) (map[string]string, error) {
+func (x recorder) Paused(ctx context.Context) (map[string]driver.PauseInfo, error) {
 	x.r.call("Paused")
 	return x.d.Paused(ctx)
 }
 
-func (x recorder) EndPause(ctx context.Context, task string, info string) error {
+func (x recorder) EndPause(ctx context.Context, task string, p driver.PauseInfo) error {
 	x.r.call("EndPause")
-	return x.d.EndPause(ctx, task, info)
+	return x.d.EndPause(ctx, task, p)
 }
 
 func (x recorder) RegisterTasks(ctx context.Context, ts []driver.TaskInfo) error {

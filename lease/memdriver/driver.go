@@ -20,7 +20,7 @@ import (
 func New() driver.Driver {
 	return &memDriver{
 		held: map[string]*memLease{}, states: map[string]*memState{},
-		due: map[string]*memDue{}, pausedSet: map[string]string{}, tasks: map[string]driver.TaskInfo{}, shards: map[string]int{},
+		due: map[string]*memDue{}, pausedSet: map[string]driver.PauseInfo{}, tasks: map[string]driver.TaskInfo{}, shards: map[string]int{},
 		tickRecs: map[string][]driver.TickRecord{}, failures: map[string][]driver.Failure{}, actions: map[string][]driver.Action{},
 		followups: map[string][]string{}, answered: map[string]map[string]driver.Outcome{}, claims: map[string]time.Time{},
 	}
@@ -35,7 +35,7 @@ type memDriver struct {
 	held      map[string]*memLease // by member
 	states    map[string]*memState
 	due       map[string]*memDue
-	pausedSet map[string]string              // task → PauseInfo, encoded
+	pausedSet map[string]driver.PauseInfo    // by task
 	tasks     map[string]driver.TaskInfo     // the task registry, by name
 	shards    map[string]int                 // by task: its shard count, once recorded
 	tickRecs  map[string][]driver.TickRecord // by task: tick records, newest first (history.go)

@@ -9,27 +9,27 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-func (b *memDriver) SetPaused(_ context.Context, task, info string) error {
+func (b *memDriver) SetPaused(_ context.Context, task string, p *driver.PauseInfo) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if info != "" {
-		b.pausedSet[task] = info
+	if p != nil {
+		b.pausedSet[task] = *p
 	} else {
 		delete(b.pausedSet, task)
 	}
 	return nil
 }
 
-func (b *memDriver) EndPause(_ context.Context, task, info string) error {
+func (b *memDriver) EndPause(_ context.Context, task string, p driver.PauseInfo) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.pausedSet[task] == info {
+	if cur, ok := b.pausedSet[task]; ok && cur == p {
 		delete(b.pausedSet, task)
 	}
 	return nil
 }
 
-func (b *memDriver) Paused(context.Context) (map[string]string, error) {
+func (b *memDriver) Paused(context.Context) (map[string]driver.PauseInfo, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return maps.Clone(b.pausedSet), nil

@@ -14,12 +14,20 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-func (b *redisDriver) SetPaused(ctx context.Context, task, info string) error {
+// pauseRecord is a driver.PauseInfo as the pauses' hash keeps it, in JSON.
+type pauseRecord struct {
+	By     string    `json:"by"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
+	Until  time.Time `json:"until"`
+}
+
+func (b *redisDriver) SetPaused(ctx context.Context, task string, p *driver.PauseInfo) error {
 	// Two slots on a Cluster: no transaction. The info is written first,
 	// so a task in the set has its info.
 	pipe := b.c.Pipeline()
-	if info != "" {
-		pipe.HSet(ctx, b.k.pauses(), task, info)
+	if p != nil {
+		pipe.HSet(ctx, b.k.pauses(), task, jsonValue(pauseRecord(*p)))
 		pipe.SAdd(ctx, b.k.paused(), task)
 	} else {
 		pipe.SRem(ctx, b.k.paused(), task)
@@ -29,40 +37,50 @@ func (b *redisDriver) SetPaused(ctx context.Context, task, info string) error {
 	return err
 }
 
-// EndPause removes a pause whose end passed, if it is still the one of
-// info: its info first (one script on the hash: a pause made since is
+// EndPause removes a pause whose end passed, if it is still p (as its
+// JSON: Paused's decoding, encoded again, is what it read): its info first (one script on the hash: a pause made since is
 // left alone), then its member of the set. On a Cluster the two keys may
 // live on two masters: a pause ended so is gone before either loses its
 // data, so that a master restarted empty cannot leave the task in the set
 // without its info (which reads as a pause with no end).
-func (b *redisDriver) EndPause(ctx context.Context, task, info string) error {
-	n, err := scriptEndPause.Run(ctx, b.c, []string{b.k.pauses()}, task, info).Int()
+func (b *redisDriver) EndPause(ctx context.Context, task string, p driver.PauseInfo) error {
+	n, err := scriptEndPause.Run(ctx, b.c, []string{b.k.pauses()}, task, jsonValue(pauseRecord(p))).Int()
 	if err != nil || n == 0 {
 		return err
 	}
 	return b.c.SRem(ctx, b.k.paused(), task).Err()
 }
 
-// Paused reads the paused set and the pauses' infos: a task in the set
-// without one (paused by an older tickd) gets "".
-func (b *redisDriver) Paused(ctx context.Context) (map[string]string, error) {
+// Paused reads the paused set and the pauses' infos.
+func (b *redisDriver) Paused(ctx context.Context) (map[string]driver.PauseInfo, error) {
 	pipe := b.c.Pipeline()
 	set := pipe.SMembers(ctx, b.k.paused())
 	infos := pipe.HGetAll(ctx, b.k.pauses())
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, err
 	}
-	m := make(map[string]string, len(set.Val()))
+	m := make(map[string]driver.PauseInfo, len(set.Val()))
 	for _, t := range set.Val() {
 		// A member without its info lost it with its master's data (a
 		// Cluster keeps the two in two slots): a data loss ends a pause,
 		// as where one Redis loses both. Left in the set: a pause being
 		// made may have its member written before its info.
 		if info, ok := infos.Val()[t]; ok {
-			m[t] = info
+			var p pauseRecord
+			json.Unmarshal([]byte(info), &p) //nolint:errcheck // an info not understood: paused, by nobody known, with no end
+			m[t] = driver.PauseInfo(p)
 		}
 	}
 	return m, nil
+}
+
+// taskRecord is a driver.TaskInfo as the registry's hash keeps it, in JSON.
+type taskRecord struct {
+	Name     string    `json:"name"`
+	Schedule string    `json:"schedule"`
+	Timezone string    `json:"timezone"`
+	Seen     time.Time `json:"seen"`
+	By       string    `json:"by"`
 }
 
 // RegisterTasks keeps each task's info as JSON, a field of the registry's
@@ -70,11 +88,7 @@ func (b *redisDriver) Paused(ctx context.Context) (map[string]string, error) {
 func (b *redisDriver) RegisterTasks(ctx context.Context, ts []driver.TaskInfo) error {
 	vals := make(map[string]any, len(ts))
 	for _, t := range ts {
-		v, err := json.Marshal(t)
-		if err != nil {
-			return err
-		}
-		vals[t.Name] = string(v)
+		vals[t.Name] = jsonValue(taskRecord(t))
 	}
 	return b.c.HSet(ctx, b.k.registry(), vals).Err()
 }
@@ -86,12 +100,12 @@ func (b *redisDriver) Registry(ctx context.Context) ([]driver.TaskInfo, error) {
 	}
 	out := make([]driver.TaskInfo, 0, len(vals))
 	for name, v := range vals {
-		var t driver.TaskInfo
+		var t taskRecord
 		if json.Unmarshal([]byte(v), &t) != nil {
-			t = driver.TaskInfo{} // another version's: its name is still known
+			t = taskRecord{} // another version's: its name is still known
 		}
 		t.Name = name
-		out = append(out, t)
+		out = append(out, driver.TaskInfo(t))
 	}
 	return out, nil
 }
