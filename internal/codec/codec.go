@@ -4,11 +4,6 @@
 // contract (lease/driver): a driver of its own needs none of it.
 package codec
 
-import (
-	"strconv"
-	"strings"
-)
-
 // Group is the positions in a batch of the requests that share key, in order.
 type Group[K comparable] struct {
 	Key K
@@ -47,27 +42,6 @@ func GroupBy[K comparable](n int, key func(i int) K) []Group[K] {
 		gs[j].Idx = append(gs[j].Idx, i)
 	}
 	return gs
-}
-
-// ChunkPrefix is the prefix the tokens of a chunk's requests share (all of
-// a token but its position and closing separator), when tokens gave them
-// their chunk positions.
-func ChunkPrefix(tokens func(k int) string, n int) (string, bool) {
-	first := tokens(0)
-	prefix, ok := strings.CutSuffix(first, ".1|")
-	if !ok {
-		return "", false
-	}
-	prefix += "."
-	var num [20]byte
-	for k := 1; k < n; k++ {
-		t := tokens(k)
-		rest, ok := strings.CutPrefix(t, prefix)
-		if !ok || len(rest) < 2 || rest[len(rest)-1] != '|' || rest[:len(rest)-1] != string(strconv.AppendInt(num[:0], int64(k+1), 10)) {
-			return "", false
-		}
-	}
-	return prefix, true
 }
 
 // Strings converts buf to one string and returns its pieces ending at ends: many

@@ -135,7 +135,7 @@ func (s *Store) acquireRound(ctx context.Context, reqs []driver.Request, out []R
 			out[i].Err = fmt.Errorf("lease: acquire %s/%s: ttl must be positive", r.Task, r.Entity)
 			continue
 		}
-		args[i] = driver.AcquireArg{Req: r, Field: driver.Escape(r.Entity), Shards: ns[i]}
+		args[i] = driver.AcquireArg{Req: r, Shards: ns[i]}
 	}
 	for i, t := range s.tok.tokens(len(args), chunkPositions(args)) {
 		if args[i].Req != nil {
@@ -305,7 +305,7 @@ func (s *Store) newLease(a driver.AcquireArg, fence int64, sent time.Time) *Leas
 	l := &Lease{
 		Task: taskOf(a.Req.Task), Entity: a.Req.Entity, Reason: a.Req.Reason, Fence: fence,
 		Acquired: sent, store: s,
-		d:   driver.Lease{Task: a.Req.Task, Entity: a.Req.Entity, Field: a.Field, Token: a.Token, TTL: a.Req.TTL, Shards: a.Shards},
+		d:   driver.Lease{Task: a.Req.Task, Entity: a.Req.Entity, Token: a.Token, TTL: a.Req.TTL, Shards: a.Shards},
 		ctx: ctx, cancel: cancel,
 	}
 	if a.Req.Reason == driver.ReasonTick {

@@ -275,9 +275,10 @@
 //
 // Three formats travel between Go and the scripts without being stored:
 //
-//	token        |nonce-seq|           a lease token between its separators (nonce: the
-//	             |nonce-seq.j|         store's, hex; seq: base 36); the j-th lease of a
-//	                                   chunk (from 1) shares its first's nonce-seq
+//	token        |nonce-seq|           a lease token (the store's: nonce, hex; seq, base
+//	             |nonce-seq.j|         36) between the separators the Redis driver adds;
+//	                                   the j-th lease of a chunk (from 1) shares its
+//	                                   first's nonce-seq
 //	chunk        t:m:id                acquire's ARGV[8], space-joined, one per chunk sent
 //	                                   whole: request t (from 1) starts it, m entities,
 //	                                   id the hash of its ids (Request.Chunk)

@@ -202,7 +202,7 @@ func (c *shardCounts) renewing(l *Lease) *driver.Lease {
 	if name == l.d.Task && n == l.d.Shards {
 		return &l.d
 	}
-	return &driver.Lease{Task: name, Entity: l.d.Entity, Field: l.d.Field, Token: l.d.Token, TTL: l.d.TTL, Shards: n}
+	return &driver.Lease{Task: name, Entity: l.d.Entity, Token: l.d.Token, TTL: l.d.TTL, Shards: n}
 }
 
 // changedTasks are the tasks whose calls the driver refused as named by an

@@ -16,23 +16,18 @@ type tokenSource struct {
 }
 
 // token returns a new token, "nonce-seq": a take's claim.
-func (t *tokenSource) token() string {
-	tok := t.tokens(1, nil)[0]
-	return tok[1 : len(tok)-1]
-}
+func (t *tokenSource) token() string { return t.tokens(1, nil)[0] }
 
 // tokens returns n new lease tokens, cut from one allocation. Each is
-// "|nonce-seq|": the scripts find a lease's token in its value, between the
-// value's separators, with one search (lib.lua's release_fast). pos, when
-// not nil, places the i-th in a chunk (chunkPositions): the j-th of a chunk
-// (from 1) has the chunk's first token with ".j" before the closing
-// separator, so that a backend can send a chunk's tokens as the prefix
-// alone (chunkPrefix).
+// "nonce-seq". pos, when not nil, places the i-th in a chunk
+// (chunkPositions): the j-th of a chunk (from 1) is the chunk's first
+// token with ".j" after it (driver.AcquireArg.Token), so that a driver can
+// send a chunk's tokens as their prefix alone.
 func (t *tokenSource) tokens(n int, pos []int) []string {
 	last := t.seq.Add(uint64(n))
 	buf := make([]byte, 0, n*(len(t.nonce)+14))
 	ends := make([]int, n)
-	var from, to int // the current chunk's "|nonce-seq" in buf
+	var from, to int // the current chunk's "nonce-seq" in buf
 	for i := range n {
 		j := 0
 		if pos != nil {
@@ -40,7 +35,7 @@ func (t *tokenSource) tokens(n int, pos []int) []string {
 		}
 		if j <= 1 {
 			from = len(buf)
-			buf = append(append(buf, '|'), t.nonce...)
+			buf = append(buf, t.nonce...)
 			buf = strconv.AppendUint(append(buf, '-'), last-uint64(n-1-i), 36)
 			to = len(buf)
 		} else {
@@ -49,7 +44,6 @@ func (t *tokenSource) tokens(n int, pos []int) []string {
 		if j > 0 {
 			buf = strconv.AppendInt(append(buf, '.'), int64(j), 10)
 		}
-		buf = append(buf, '|')
 		ends[i] = len(buf)
 	}
 	return codec.Strings(buf, ends)

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tickd/tickd/internal/codec"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -25,19 +24,10 @@ func TestChunkTokens(t *testing.T) {
 	}
 	src := &tokenSource{nonce: "n"}
 	got := src.tokens(len(args), pos)
-	if want := []string{"|n-1|", "|n-2.1|", "|n-2.2|", "|n-2.3|", "|n-5|", "|n-6|", "|n-7|"}; !slices.Equal(got, want) {
+	if want := []string{"n-1", "n-2.1", "n-2.2", "n-2.3", "n-5", "n-6", "n-7"}; !slices.Equal(got, want) {
 		t.Errorf("tokens: %q, want %q", got, want)
 	}
 	if pos := chunkPositions(args[4:]); pos != nil {
 		t.Errorf("chunkPositions of no chunk: %v, want nil", pos)
-	}
-	tok := func(ts ...string) func(int) string { return func(k int) string { return ts[k] } }
-	if p, ok := codec.ChunkPrefix(tok(got[1], got[2], got[3]), 3); !ok || p != "|n-2." {
-		t.Errorf("chunkPrefix: %q, %v; want %q", p, ok, "|n-2.")
-	}
-	for _, ts := range [][]string{{"|n-1.1|", "|n-1.3|"}, {"|n-1|", "|n-1.2|"}, {"|n-1.1|", "|n-2.2|"}, {"|n-1.1|", "|n-1."}} {
-		if p, ok := codec.ChunkPrefix(tok(ts...), len(ts)); ok {
-			t.Errorf("codec.ChunkPrefix(%q) = %q: want none", ts, p)
-		}
 	}
 }

@@ -1,9 +1,7 @@
 package driver
 
 import (
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -76,34 +74,6 @@ func unhex(c byte) (byte, bool) {
 		return c - 'A' + 10, true
 	}
 	return 0, false
-}
-
-// Member names one (task, entity) in the due set and inside hash tags.
-func Member(task, entity string) string { return Escape(task) + ":" + Escape(entity) }
-
-// SplitMember reverses member.
-func SplitMember(m string) (task, entity string, err error) {
-	i := strings.IndexByte(m, ':')
-	if i < 0 {
-		return "", "", fmt.Errorf("lease: bad member %q", m)
-	}
-	if task, err = Unescape(m[:i]); err != nil {
-		return "", "", err
-	}
-	entity, err = Unescape(m[i+1:])
-	return task, entity, err
-}
-
-// ErrFormat is wrapped by every decode error: a value this code does not
-// understand (another version's, or damaged) is skipped, never misread.
-var ErrFormat = errors.New("lease: stored value in an unknown format")
-
-// Number parses a stored integer; "" (a field left empty) is 0.
-func Number(s string) (int64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	return strconv.ParseInt(s, 10, 64)
 }
 
 // MSTime is the instant of Unix ms n; the zero time for 0 (a field left

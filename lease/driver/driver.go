@@ -169,7 +169,6 @@ type Config struct {
 // and, at a release, what the run carried.
 type Lease struct {
 	Task, Entity string
-	Field        string // Escape(Entity)
 	Token        string
 	TTL          time.Duration
 	Reason       Reason
@@ -184,9 +183,12 @@ type Lease struct {
 
 // AcquireArg is one request of an Acquire.
 type AcquireArg struct {
-	Req   *Request // the caller's
+	Req *Request // the caller's
+	// Token is the lease's, unique to it: letters, digits, '-' and '.'.
+	// The requests of a chunk (Req.Chunk) sent one after the other have
+	// the tokens P.1, P.2, … of one prefix P, so that a driver may send
+	// them as P alone.
 	Token string
-	Field string // Escape(Req.Entity)
 	// Shards is the shard count Req.Task (a shard's name) was named by: a
 	// driver refuses the grant with ErrShardsChanged when the task is kept
 	// in another number now. 0: not checked.

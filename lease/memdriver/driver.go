@@ -19,10 +19,10 @@ import (
 // between processes.
 func New() driver.Driver {
 	return &memDriver{
-		held: map[string]*memLease{}, states: map[string]*memState{},
-		due: map[string]*memDue{}, pausedSet: map[string]driver.PauseInfo{}, tasks: map[string]driver.TaskInfo{}, shards: map[string]int{},
+		held: map[member]*memLease{}, states: map[member]*memState{},
+		due: map[member]*memDue{}, pausedSet: map[string]driver.PauseInfo{}, tasks: map[string]driver.TaskInfo{}, shards: map[string]int{},
 		tickRecs: map[string][]driver.TickRecord{}, failures: map[string][]driver.Failure{}, actions: map[string][]driver.Action{},
-		followups: map[string][]string{}, answered: map[string]map[string]driver.Outcome{}, claims: map[string]time.Time{},
+		followups: map[member][]string{}, answered: map[member]map[string]driver.Outcome{}, claims: map[string]time.Time{},
 	}
 }
 
@@ -32,9 +32,9 @@ type memDriver struct {
 	cfg driver.Config
 
 	mu        sync.Mutex
-	held      map[string]*memLease // by member
-	states    map[string]*memState
-	due       map[string]*memDue
+	held      map[member]*memLease
+	states    map[member]*memState
+	due       map[member]*memDue
 	pausedSet map[string]driver.PauseInfo    // by task
 	tasks     map[string]driver.TaskInfo     // the task registry, by name
 	shards    map[string]int                 // by task: its shard count, once recorded
@@ -43,11 +43,14 @@ type memDriver struct {
 	actions   map[string][]driver.Action     // by task ("" the prefix's): newest first
 	// announced is the one replica, as it announced itself last.
 	announced driver.Replica
-	followups map[string][]string                  // by member: the requests a follow-up answers
-	answered  map[string]map[string]driver.Outcome // by task and request id: answers by entity
+	followups map[member][]string                  // the requests a follow-up answers
+	answered  map[member]map[string]driver.Outcome // by task and request id (as entity): answers by entity
 	limits    map[string]*memLimit                 // by name (limits.go)
 	claims    map[string]time.Time                 // Claim's names, to when they are held
 }
+
+// member names a task's entity: the key of its state.
+type member struct{ task, entity string }
 
 type memLease struct {
 	token, holder string
@@ -76,7 +79,7 @@ func (b *memDriver) Configure(cfg driver.Config) { b.cfg = cfg }
 func (b *memDriver) now() time.Time { return b.cfg.Clock.Now() }
 
 // gc drops what has expired for one member.
-func (b *memDriver) gc(m string, now time.Time) {
+func (b *memDriver) gc(m member, now time.Time) {
 	if l, ok := b.held[m]; ok && !now.Before(l.expire) {
 		delete(b.held, m)
 	}
@@ -85,7 +88,7 @@ func (b *memDriver) gc(m string, now time.Time) {
 	}
 }
 
-func (b *memDriver) state(m string, now time.Time) *memState {
+func (b *memDriver) state(m member, now time.Time) *memState {
 	s, ok := b.states[m]
 	if !ok {
 		s = &memState{}
@@ -105,7 +108,7 @@ func (b *memDriver) Acquire(_ context.Context, reqs []driver.AcquireArg) ([]driv
 		if a.Token == "" {
 			continue
 		}
-		m := driver.Member(a.Req.Task, a.Req.Entity)
+		m := member{a.Req.Task, a.Req.Entity}
 		b.gc(m, now)
 		st := b.states[m]
 		if a.Req.Reason == driver.ReasonTick && a.Req.Tick.Sub(now) > driver.EarlyTolerance {
@@ -159,7 +162,7 @@ func (b *memDriver) Renew(_ context.Context, ls []*driver.Lease) ([]driver.Renew
 	now := b.now()
 	ok := make([]driver.Renewal, len(ls))
 	for i, l := range ls {
-		m := driver.Member(l.Task, l.Entity)
+		m := member{l.Task, l.Entity}
 		b.gc(m, now)
 		switch cur, found := b.held[m]; {
 		case !found || cur.token != l.Token:
@@ -185,7 +188,7 @@ func (b *memDriver) Release(_ context.Context, rs []driver.ReleaseArg) ([]driver
 
 func (b *memDriver) releaseOne(l *driver.Lease, o driver.Finished, next *driver.Next) driver.ReleaseReply {
 	now := b.now()
-	m := driver.Member(l.Task, l.Entity)
+	m := member{l.Task, l.Entity}
 	b.gc(m, now)
 	cur, ok := b.held[m]
 	if !ok || cur.token != l.Token {
@@ -223,7 +226,7 @@ func (b *memDriver) releaseOne(l *driver.Lease, o driver.Finished, next *driver.
 // answerLocked records outcome as the answer of each request to entity.
 func (b *memDriver) answerLocked(task, entity string, ids []string, outcome driver.Outcome) {
 	for _, id := range ids {
-		k := driver.Member(task, id)
+		k := member{task, id}
 		if b.answered[k] == nil {
 			b.answered[k] = map[string]driver.Outcome{}
 		}
@@ -244,7 +247,7 @@ func joinRequests(a, b []string) []string {
 	return all
 }
 
-func (b *memDriver) ackLocked(m, claim string) bool {
+func (b *memDriver) ackLocked(m member, claim string) bool {
 	if claim == "" {
 		return false
 	}
@@ -258,14 +261,14 @@ func (b *memDriver) ackLocked(m, claim string) bool {
 // addDueLocked keeps one request per member as add_due in lib.lua does;
 // the conformance suite holds the two stores to the same behaviour. It
 // returns the tick of a tick's waiting run superseded, or zero.
-func (b *memDriver) addDueLocked(m string, d driver.Due, at time.Time) time.Time {
+func (b *memDriver) addDueLocked(m member, d driver.Due, at time.Time) time.Time {
 	sup, _ := b.addDue(m, d, at)
 	return sup
 }
 
 // addDue is addDueLocked that also says, with driver.ErrWaiting, that the
 // same tick's waiting run covers d (add_due's 2).
-func (b *memDriver) addDue(m string, d driver.Due, at time.Time) (time.Time, error) {
+func (b *memDriver) addDue(m member, d driver.Due, at time.Time) (time.Time, error) {
 	e, ok := b.due[m]
 	if !ok || e.d.Claim != "" { // none, or in flight: the one asked for now comes after it
 		d.At, d.Claim = at, ""
@@ -314,7 +317,7 @@ func (b *memDriver) addDue(m string, d driver.Due, at time.Time) (time.Time, err
 func (b *memDriver) Enqueue(_ context.Context, d driver.Due, delay time.Duration) (time.Time, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.addDue(driver.Member(d.Task, d.Entity), d, b.now().Add(delay))
+	return b.addDue(member{d.Task, d.Entity}, d, b.now().Add(delay))
 }
 
 func (b *memDriver) Take(_ context.Context, limit int, vis time.Duration, prefix string) ([]driver.Due, error) {
@@ -344,7 +347,7 @@ func (b *memDriver) Take(_ context.Context, limit int, vis time.Duration, prefix
 func (b *memDriver) Ack(_ context.Context, d driver.Due) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.ackLocked(driver.Member(d.Task, d.Entity), d.Claim) {
+	if b.ackLocked(member{d.Task, d.Entity}, d.Claim) {
 		b.answerLocked(d.Task, d.Entity, d.Requests, driver.AnswerDropped)
 	}
 	return nil
@@ -353,12 +356,12 @@ func (b *memDriver) Ack(_ context.Context, d driver.Due) error {
 func (b *memDriver) Answers(_ context.Context, task, id string) (map[string]driver.Outcome, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return maps.Clone(b.answered[driver.Member(task, id)]), nil
+	return maps.Clone(b.answered[member{task, id}]), nil
 }
 
 func (b *memDriver) Forget(_ context.Context, task, id string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.answered, driver.Member(task, id))
+	delete(b.answered, member{task, id})
 	return nil
 }

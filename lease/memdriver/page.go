@@ -15,9 +15,9 @@ func (b *memDriver) EntityPage(_ context.Context, task string, q driver.PageQuer
 	now := b.now()
 	seen := map[string]bool{}
 	var ids []string
-	for _, ms := range [][]string{sortedMembers(b.held, task), sortedMembers(b.states, task)} {
+	for _, ms := range [][]member{sortedMembers(b.held, task), sortedMembers(b.states, task)} {
 		for _, m := range ms {
-			if _, e, err := driver.SplitMember(m); err == nil && !seen[e] {
+			if e := m.entity; !seen[e] {
 				seen[e] = true
 				ids = append(ids, e)
 			}

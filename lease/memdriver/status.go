@@ -1,10 +1,11 @@
 package memdriver
 
 import (
+	"cmp"
 	"context"
 	"maps"
+	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/tickd/tickd/lease/driver"
@@ -13,7 +14,7 @@ import (
 func (b *memDriver) Unlock(_ context.Context, task, entity, by string, force bool) (driver.Unlocked, bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	m := driver.Member(task, entity)
+	m := member{task, entity}
 	now := b.now()
 	b.gc(m, now)
 	cur, ok := b.held[m]
@@ -63,15 +64,16 @@ func (b *memDriver) Sweep(context.Context) error {
 	return nil
 }
 
-// sortedMembers lists the members of one task ("" for all) in a stable order.
-func sortedMembers[V any](mp map[string]V, task string) []string {
-	var ms []string
+// sortedMembers lists the members of one task ("" for all) in a stable
+// order: by task, then by entity.
+func sortedMembers[V any](mp map[member]V, task string) []member {
+	var ms []member
 	for m := range mp {
-		if task == "" || strings.HasPrefix(m, driver.Escape(task)+":") {
+		if task == "" || m.task == task {
 			ms = append(ms, m)
 		}
 	}
-	sort.Strings(ms)
+	slices.SortFunc(ms, func(a, b member) int { return cmp.Or(cmp.Compare(a.task, b.task), cmp.Compare(a.entity, b.entity)) })
 	return ms
 }
 
@@ -85,7 +87,7 @@ func (b *memDriver) Leases(_ context.Context, task string, fn func(driver.Held) 
 		if !ok {
 			continue
 		}
-		t, e, _ := driver.SplitMember(m)
+		t, e := m.task, m.entity
 		hs = append(hs, driver.Held{Task: t, Entity: e, Holder: l.holder, Since: l.since, Fence: l.fence, Reason: l.reason, TTL: l.expire.Sub(now), Revoked: l.revoked})
 	}
 	b.mu.Unlock()
@@ -106,7 +108,7 @@ func (b *memDriver) LastRuns(_ context.Context, task string, fn func(driver.Last
 			continue
 		}
 		r := s.last
-		r.Task, r.Entity, _ = driver.SplitMember(m)
+		r.Task, r.Entity = m.task, m.entity
 		r.LastTick = s.tick
 		rs = append(rs, r)
 	}
@@ -145,7 +147,7 @@ func (b *memDriver) One(_ context.Context, task, entity string) (driver.EntitySt
 
 // oneLocked is one's, with b.mu held.
 func (b *memDriver) oneLocked(task, entity string, now time.Time) driver.EntityState {
-	m := driver.Member(task, entity)
+	m := member{task, entity}
 	b.gc(m, now)
 	var st driver.EntityState
 	if l, ok := b.held[m]; ok {

@@ -125,10 +125,11 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 		args[acqMaxTTL], args[acqHolder], args[acqPrefix] = ms(maxTTL), holderArg, driver.Escape(k.task)+":"
 		args[acqTTL], args[acqReason], args[acqTick], args[acqQueue] = ms(k.ttl), k.reason, k.tick, queue
 		args[acqShards] = shardsArg(k.shards)
-		args[acqTwice] = twice(len(gr.Idx), func(x int) string { return reqs[live[gr.Idx[x]]].Field })
+		args[acqTwice] = twice(len(gr.Idx), func(x int) string { return reqs[live[gr.Idx[x]]].Req.Entity })
 		bk := bucketOf(k.task)
 		ks := []string{b.k.epoch(bk), b.k.due(bk), b.k.dueInfo(bk), b.k.entities(k.task), b.k.followups(k.task)}
 		var chunks strings.Builder
+		var bars []string // the tokens not sent in a chunk, barred: made at the first
 		for x := 0; x < len(gr.Idx); {
 			if y, ok := b.chunkArgs(&args, &chunks, reqs, live, gr.Idx, x); ok {
 				x = y
@@ -140,8 +141,11 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 				from = dueFrom{Claim: d.Claim, Tick: unixMS(d.Tick), Reqs: d.Requests}.encode()
 				ks = b.requestKeys(ks, k.task, d.Requests)
 			}
+			if bars == nil {
+				bars = barred(len(gr.Idx), func(k int) string { return reqs[live[gr.Idx[k]]].Token })
+			}
 			var part [acqStride]any
-			part[acqField], part[acqToken], part[acqFrom] = &a.Field, &a.Token, from
+			part[acqField], part[acqToken], part[acqFrom] = fieldArg(&a.Req.Entity), &bars[x], from
 			args = append(args, part[:]...)
 			x++
 		}
@@ -181,6 +185,17 @@ func decodeAcquireReplies(out []driver.AcquireReply, live []int, res []string, e
 		}
 	}
 	return nil
+}
+
+// fieldArg is the script argument of an entity's field in its task's
+// hash, Escape(*entity): a pointer to the entity's id when escaping leaves
+// it as it is (go-redis boxes a string with an allocation, a pointer
+// without), the escaped id else.
+func fieldArg(entity *string) any {
+	if f := driver.Escape(*entity); f != *entity {
+		return f
+	}
+	return entity
 }
 
 // twice is the scripts' TWICE for a batch of n requests or leases, the
@@ -253,28 +268,71 @@ func (b *redisDriver) chunkArgs(args *[]any, chunks *strings.Builder, reqs []dri
 	if m < 2 {
 		return x, false
 	}
-	prefix, ok := codec.ChunkPrefix(func(k int) string { return at(k).Token }, m)
+	prefix, ok := chunkPrefix(func(k int) string { return at(k).Token }, m)
 	if !ok {
 		return x, false
 	}
 	var fields strings.Builder
 	for k := range m {
-		if at(k).Field == "" {
+		if at(k).Req.Entity == "" {
 			return x, false // the script splits a chunk's fields at spaces, skipping empty ones
 		}
 		if k > 0 {
 			fields.WriteByte(' ')
 		}
-		fields.WriteString(at(k).Field)
+		fields.WriteString(driver.Escape(at(k).Req.Entity))
 	}
 	if chunks.Len() > 0 {
 		chunks.WriteByte(' ')
 	}
 	fmt.Fprintf(chunks, "%d:%d:%s", (len(*args)-acqFixed)/acqStride+1, m, chunkHash(c))
 	var part [acqStride]any
-	part[acqField], part[acqToken], part[acqFrom] = fields.String(), prefix, ""
+	part[acqField], part[acqToken], part[acqFrom] = fields.String(), "|"+prefix, ""
 	*args = append(*args, part[:]...)
 	return x + m, true
+}
+
+// chunkPrefix is the prefix the tokens of a chunk's m requests share, P.
+// in P.1, P.2, … (driver.AcquireArg.Token), when they are so: the script
+// makes the j-th (between its separators) of the prefix and POSITION[j].
+func chunkPrefix(tokens func(k int) string, m int) (string, bool) {
+	prefix, ok := strings.CutSuffix(tokens(0), ".1")
+	if !ok {
+		return "", false
+	}
+	prefix += "."
+	var num [20]byte
+	for k := 1; k < m; k++ {
+		rest, ok := strings.CutPrefix(tokens(k), prefix)
+		if !ok || rest != string(strconv.AppendInt(num[:0], int64(k+1), 10)) {
+			return "", false
+		}
+	}
+	return prefix, true
+}
+
+// barred is the tokens token(k), k < n, each between the separators the
+// scripts find a lease's token by in its value ('|' .. token .. '|':
+// lib.lua's unbar), cut from one string.
+func barred(n int, token func(k int) string) []string {
+	size := 0
+	for k := range n {
+		size += len(token(k)) + 2
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for k := range n {
+		b.WriteByte('|')
+		b.WriteString(token(k))
+		b.WriteByte('|')
+	}
+	all, out := b.String(), make([]string, n)
+	at := 0
+	for k := range n {
+		end := at + len(token(k)) + 2
+		out[k], at = all[at:end], end
+	}
+	return out
 }
 
 // chunkHash is what the claims set holds of a chunk's name.
@@ -314,9 +372,10 @@ func (b *redisDriver) Renew(ctx context.Context, ls []*driver.Lease) ([]driver.R
 	for g, gr := range gs {
 		args := make([]any, renFixed, renFixed+renStride*len(gr.Idx))
 		args[renShards] = shardsArg(gr.Key.shards)
-		for _, j := range gr.Idx {
+		bars := barred(len(gr.Idx), func(k int) string { return ls[gr.Idx[k]].Token })
+		for k, j := range gr.Idx {
 			var part [renStride]any
-			part[renField], part[renToken], part[renTTL] = &ls[j].Field, &ls[j].Token, ms(ls[j].TTL)
+			part[renField], part[renToken], part[renTTL] = fieldArg(&ls[j].Entity), &bars[k], ms(ls[j].TTL)
 			args = append(args, part[:]...)
 		}
 		calls[g] = scriptCall{keys: []string{b.k.entities(gr.Key.task), b.k.shards(gr.Key.task)}, args: args}
@@ -383,15 +442,16 @@ func (b *redisDriver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]dr
 		}
 		args := make([]any, relFixed, relFixed+stride*len(gr.Idx))
 		args[relPrefix], args[relStrideArg], args[relShards] = driver.Escape(gr.Key)+":", strconv.Itoa(stride), shardsArg(grn.Key.shards)
-		args[relTwice] = twice(len(gr.Idx), func(k int) string { return rs[gr.Idx[k]].Lease.Field })
+		args[relTwice] = twice(len(gr.Idx), func(k int) string { return rs[gr.Idx[k]].Lease.Entity })
 		bk := bucketOf(gr.Key)
 		ks := []string{b.k.due(bk), b.k.dueInfo(bk), b.k.entities(gr.Key), b.k.followups(gr.Key)}
 		recs := runRecords(rs, gr.Idx, replica)
+		bars := barred(len(gr.Idx), func(k int) string { return rs[gr.Idx[k]].Lease.Token })
 		for k, j := range gr.Idx {
 			r := rs[j]
 			// pointers: go-redis boxes a string with an allocation
 			var part [relStrideLong]any
-			part[relField], part[relToken], part[relRecord] = &r.Lease.Field, &r.Lease.Token, &recs[k]
+			part[relField], part[relToken], part[relRecord] = fieldArg(&r.Lease.Entity), &bars[k], &recs[k]
 			if stride == relStrideShort {
 				args = append(args, part[:relStrideShort]...)
 				continue
@@ -441,7 +501,7 @@ func (b *redisDriver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]dr
 				out[i].FollowUp = true
 			case releasedOK:
 			default:
-				out[i].Err = fmt.Errorf("%w: release reply %q", driver.ErrFormat, vs[k])
+				out[i].Err = fmt.Errorf("%w: release reply %q", errFormat, vs[k])
 			}
 		}
 	}

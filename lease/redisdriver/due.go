@@ -32,7 +32,7 @@ func (b *redisDriver) Enqueue(ctx context.Context, d driver.Due, delay time.Dura
 	// Acknowledged, so that a trigger said to be stored survives a failover.
 	bk := bucketOf(d.Task)
 	args := make([]any, enqFixed)
-	args[enqMember], args[enqReason], args[enqDelay] = driver.Member(d.Task, d.Entity), string(d.Reason), ms(delay)
+	args[enqMember], args[enqReason], args[enqDelay] = member(d.Task, d.Entity), string(d.Reason), ms(delay)
 	args[enqAttempt], args[enqTick], args[enqReqs] = strconv.Itoa(d.Attempt), tickMS(d.Tick), strings.Join(d.Requests, ",")
 	args[enqShards] = shardsArg(d.Shards)
 	cmds, err := b.evalBatch(ctx, scriptEnqueue, []scriptCall{{keys: []string{b.k.due(bk), b.k.dueInfo(bk), b.k.shards(d.Task)}, args: args}}, enqueueWait)
@@ -206,7 +206,7 @@ func anyOK(cmds []*redis.ZSliceCmd) bool {
 
 // parseDue decodes a due member, its info (dueInfo) and its score.
 func parseDue(m, info, score string) (driver.Due, error) {
-	task, entity, err := driver.SplitMember(m)
+	task, entity, err := splitMember(m)
 	if err != nil {
 		return driver.Due{}, err
 	}
@@ -223,7 +223,7 @@ func (b *redisDriver) Ack(ctx context.Context, d driver.Due) error {
 	bk := bucketOf(d.Task)
 	ks := b.requestKeys([]string{b.k.due(bk), b.k.dueInfo(bk)}, d.Task, d.Requests)
 	args := make([]any, ackFixed)
-	args[ackMember], args[ackClaim] = driver.Member(d.Task, d.Entity), d.Claim
+	args[ackMember], args[ackClaim] = member(d.Task, d.Entity), d.Claim
 	args[ackField], args[ackReqs] = driver.Escape(d.Entity), strings.Join(d.Requests, ",")
 	return scriptAck.Run(ctx, b.c, ks, args...).Err()
 }

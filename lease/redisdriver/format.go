@@ -43,7 +43,7 @@ func decodeEntity(v string) (entityValue, error) {
 	lease, last, ok := strings.Cut(v, "#")
 	f := strings.Split(lease, "|")
 	if !ok || len(f) != 9 {
-		return entityValue{}, fmt.Errorf("%w: entity %q", driver.ErrFormat, v)
+		return entityValue{}, fmt.Errorf("%w: entity %q", errFormat, v)
 	}
 	var e entityValue
 	var err error
@@ -51,13 +51,13 @@ func decodeEntity(v string) (entityValue, error) {
 		dst *int64
 		s   string
 	}{{&e.LastTick, f[0]}, {&e.Fence, f[1]}, {&e.Exp, f[3]}, {&e.Touched, f[5]}, {&e.Tick, f[7]}} {
-		if *n.dst, err = driver.Number(n.s); err != nil {
-			return entityValue{}, fmt.Errorf("%w: entity %q", driver.ErrFormat, v)
+		if *n.dst, err = number(n.s); err != nil {
+			return entityValue{}, fmt.Errorf("%w: entity %q", errFormat, v)
 		}
 	}
 	e.Token, e.FollowUp, e.Reason = f[2], f[4] == "1", driver.Reason(f[6])
 	if e.Holder, err = driver.Unescape(f[8]); err != nil {
-		return entityValue{}, fmt.Errorf("%w: entity %q", driver.ErrFormat, v)
+		return entityValue{}, fmt.Errorf("%w: entity %q", errFormat, v)
 	}
 	if last != "" {
 		r, err := decodeRun(last)
@@ -132,19 +132,19 @@ func (r runRecord) appendTo(buf []byte) []byte {
 func decodeRun(v string) (runRecord, error) {
 	f := strings.Split(v, "|")
 	if len(f) != 6 && len(f) != 7 {
-		return runRecord{}, fmt.Errorf("%w: run %q", driver.ErrFormat, v)
+		return runRecord{}, fmt.Errorf("%w: run %q", errFormat, v)
 	}
 	r := runRecord{Outcome: driver.Outcome(f[0]), Reason: driver.Reason(f[4])}
 	var err [5]error
 	if len(f) == 7 {
 		r.Error, err[4] = driver.Unescape(f[6])
 	}
-	r.Start, err[0] = driver.Number(f[1])
-	r.End, err[1] = driver.Number(f[2])
-	r.Fence, err[2] = driver.Number(f[3])
+	r.Start, err[0] = number(f[1])
+	r.End, err[1] = number(f[2])
+	r.Fence, err[2] = number(f[3])
 	r.Replica, err[3] = driver.Unescape(f[5])
 	if errors.Join(err[:]...) != nil {
-		return runRecord{}, fmt.Errorf("%w: run %q", driver.ErrFormat, v)
+		return runRecord{}, fmt.Errorf("%w: run %q", errFormat, v)
 	}
 	return r, nil
 }
@@ -173,14 +173,14 @@ func (d dueInfo) encode() string {
 func decodeDueInfo(v string) (dueInfo, error) {
 	f := strings.SplitN(v, "|", 5)
 	if len(f) != 5 {
-		return dueInfo{}, fmt.Errorf("%w: due info %q", driver.ErrFormat, v)
+		return dueInfo{}, fmt.Errorf("%w: due info %q", errFormat, v)
 	}
 	d := dueInfo{Reason: driver.Reason(f[0]), Reqs: splitReqs(f[3]), Claim: f[4]}
 	var e1, e2 error
-	d.Attempt, e1 = driver.Number(f[1])
-	d.Tick, e2 = driver.Number(f[2])
+	d.Attempt, e1 = number(f[1])
+	d.Tick, e2 = number(f[2])
 	if e1 != nil || e2 != nil {
-		return dueInfo{}, fmt.Errorf("%w: due info %q", driver.ErrFormat, v)
+		return dueInfo{}, fmt.Errorf("%w: due info %q", errFormat, v)
 	}
 	return d, nil
 }
@@ -244,12 +244,12 @@ func (e epochValue) encode() string {
 
 func decodeEpoch(v string) (epochValue, error) {
 	f := strings.Split(v, "|")
-	bad := fmt.Errorf("%w: epoch %q", driver.ErrFormat, v)
+	bad := fmt.Errorf("%w: epoch %q", errFormat, v)
 	if len(f) != 2 && len(f) != 4 {
 		return epochValue{}, bad
 	}
-	qn, qerr := driver.Number(f[0])
-	ln, lerr := driver.Number(f[1])
+	qn, qerr := number(f[0])
+	ln, lerr := number(f[1])
 	if qerr != nil || lerr != nil {
 		return epochValue{}, bad
 	}
@@ -291,12 +291,12 @@ func encodeAnnounce(a driver.Announcement) string {
 }
 
 func decodeAnnounce(v string) (driver.Announcement, error) {
-	bad := fmt.Errorf("%w: announcement %q", driver.ErrFormat, v)
+	bad := fmt.Errorf("%w: announcement %q", errFormat, v)
 	f := strings.Split(v, "|")
 	if len(f) != 2 && len(f) != 7 {
 		return driver.Announcement{}, bad
 	}
-	n, err := driver.Number(f[0])
+	n, err := number(f[0])
 	if err != nil || f[0] == "" {
 		return driver.Announcement{}, bad
 	}
@@ -314,8 +314,8 @@ func decodeAnnounce(v string) (driver.Announcement, error) {
 	a.Process = f[2]
 	h, herr := driver.Unescape(f[3])
 	ver, verr := driver.Unescape(f[4])
-	since, serr := driver.Number(f[5])
-	seen, seerr := driver.Number(f[6])
+	since, serr := number(f[5])
+	seen, seerr := number(f[6])
 	if herr != nil || verr != nil || serr != nil || seerr != nil || f[5] == "" || f[6] == "" {
 		return driver.Announcement{}, bad
 	}
@@ -341,28 +341,28 @@ func decodeAcquireReply(v string) (driver.AcquireReply, error) {
 		return driver.AcquireReply{Status: driver.GrantOK, Fence: fence}, nil
 	}
 	r := driver.AcquireReply{Status: driver.GrantStatus(status)}
-	bad := fmt.Errorf("%w: acquire reply %q", driver.ErrFormat, v)
+	bad := fmt.Errorf("%w: acquire reply %q", errFormat, v)
 	switch r.Status {
 	case driver.GrantBusy:
 		f := strings.SplitN(rest, "|", 3)
 		if len(f) != 3 {
 			return r, bad
 		}
-		since, e1 := driver.Number(f[0])
-		fence, e2 := driver.Number(f[1])
+		since, e1 := number(f[0])
+		fence, e2 := number(f[1])
 		holder, e3 := driver.Unescape(f[2])
 		if errors.Join(e1, e2, e3) != nil {
 			return r, bad
 		}
 		r.At, r.Fence, r.Holder = driver.MSTime(since), fence, holder
 	case driver.GrantRan:
-		n, err := driver.Number(rest)
+		n, err := number(rest)
 		if err != nil {
 			return r, bad
 		}
 		r.At = driver.MSTime(n)
 	case driver.GrantQuarantine, driver.GrantEarly:
-		n, err := driver.Number(rest)
+		n, err := number(rest)
 		if err != nil {
 			return r, bad
 		}

@@ -343,7 +343,7 @@ func badValuesRefused(t *testing.T, lua luaCodec) {
 		}
 	}
 	for _, v := range []string{"1|2|3", "x|2||4|0|6|tick|8|h#", "1|2||4|0|6|tick|8|h#done|1"} {
-		if _, err := decodeEntity(v); !errors.Is(err, driver.ErrFormat) {
+		if _, err := decodeEntity(v); !errors.Is(err, errFormat) {
 			t.Errorf("go decodes a bad entity %q: %v", v, err)
 		}
 	}

@@ -36,8 +36,8 @@ func FuzzKeyEncoding(f *testing.F) {
 		if got, err := driver.Unescape(field); err != nil || got != entity {
 			t.Fatalf("field %q decodes to %q %v", field, got, err)
 		}
-		m := driver.Member(task, entity)
-		gt, ge, err := driver.SplitMember(m)
+		m := member(task, entity)
+		gt, ge, err := splitMember(m)
 		if err != nil || gt != task || ge != entity {
 			t.Fatalf("member %q decodes to %q %q %v", m, gt, ge, err)
 		}

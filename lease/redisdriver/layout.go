@@ -188,7 +188,7 @@ func epochReply(cmd *redis.Cmd) (time.Duration, bool, error) {
 		return 0, false, err
 	}
 	if len(v) != 2 {
-		return 0, false, fmt.Errorf("%w: epoch script answered %v", driver.ErrFormat, v)
+		return 0, false, fmt.Errorf("%w: epoch script answered %v", errFormat, v)
 	}
 	return time.Duration(v[0]) * time.Millisecond, v[1] == 1, nil
 }
@@ -327,13 +327,13 @@ func (b *redisDriver) migrateDue(ctx context.Context, due, info string) (int, er
 	n := 0
 	for _, z := range zs {
 		m := z.Member.(string)
-		task, _, err := driver.SplitMember(m)
+		task, _, err := splitMember(m)
 		f := strings.SplitN(infos[m], "|", 4) // layout 1: reason|attempt|tick|claim
 		if err != nil || len(f) != 4 {
 			continue
 		}
-		attempt, aerr := driver.Number(f[1])
-		tick, terr := driver.Number(f[2])
+		attempt, aerr := number(f[1])
+		tick, terr := number(f[2])
 		if aerr != nil || terr != nil {
 			continue
 		}

@@ -226,18 +226,18 @@ func (b *redisDriver) Announce(ctx context.Context, a driver.Announcement, ttl t
 		return err
 	}
 	f := strings.Split(r, "|")
-	now, nowErr := driver.Number(f[len(f)-1])
+	now, nowErr := number(f[len(f)-1])
 	if nowErr == nil {
 		b.announced.Store(now)
 	}
 	if len(f) >= 4 {
-		same, _ := driver.Number(f[len(f)-3])
-		live, _ := driver.Number(f[len(f)-2])
+		same, _ := number(f[len(f)-3])
+		live, _ := number(f[len(f)-2])
 		b.share.Store(&pollShare{same: clampShare(same), live: clampShare(live)})
 	}
 	if f[0] == "dup" && len(f) == 6 {
 		host, _ := driver.Unescape(f[1])
-		n, _ := driver.Number(f[2])
+		n, _ := number(f[2])
 		// Kept for the console's replicas page, while it goes on (the two
 		// processes find each other every announcement or two).
 		b.c.HSet(ctx, b.k.duplicates(), driver.Escape(b.cfg.Replica), f[1]+"|"+strconv.FormatInt(now+3*ttl.Milliseconds(), 10)) //nolint:errcheck // the warning is logged either way
@@ -266,7 +266,7 @@ func (b *redisDriver) Replicas(ctx context.Context) ([]driver.Replica, error) {
 		name, _ := driver.Unescape(id)
 		r := driver.Replica{ID: name, Host: a.Host, Version: a.Version, Tasks: a.Tasks, Since: driver.MSTime(a.Since), Seen: driver.MSTime(a.Seen), Process: a.Process}
 		if host, until, ok := strings.Cut(dups[id], "|"); ok {
-			if n, err := driver.Number(until); err == nil && n >= now {
+			if n, err := number(until); err == nil && n >= now {
 				r.DuplicateOn, _ = driver.Unescape(host)
 			}
 		}

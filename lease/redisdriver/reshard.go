@@ -290,7 +290,7 @@ func (b *redisDriver) reshardDue(ctx context.Context, r *driver.Resharded, name 
 	pipe := b.c.Pipeline()
 	for _, z := range zs {
 		m := z.Member.(string)
-		task, entity, err := driver.SplitMember(m)
+		task, entity, err := splitMember(m)
 		if err != nil || task != name {
 			continue
 		}
@@ -302,7 +302,7 @@ func (b *redisDriver) reshardDue(ctx context.Context, r *driver.Resharded, name 
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return err
 		}
-		nm, nbk := driver.Member(d, entity), bucketOf(d)
+		nm, nbk := member(d, entity), bucketOf(d)
 		pipe.ZAdd(ctx, b.k.due(nbk), redis.Z{Score: z.Score, Member: nm})
 		pipe.HSet(ctx, b.k.dueInfo(nbk), nm, info)
 		pipe.ZRem(ctx, b.k.due(bk), m)

@@ -179,7 +179,7 @@ func str(v any) string {
 	return fmt.Sprint(v)
 }
 func (b *redisDriver) One(ctx context.Context, task, entity string) (driver.EntityState, error) {
-	m := driver.Member(task, entity)
+	m := member(task, entity)
 	pipe := b.c.Pipeline()
 	eg, tm := pipe.HGet(ctx, b.k.entities(task), driver.Escape(entity)), pipe.Time(ctx)
 	bk := bucketOf(task)

@@ -110,7 +110,7 @@ func decodeTickPart(s string) (driver.TickPart, error) {
 	}
 	p.Process = proc
 	p.Final = f[1] == "f"
-	written, err1 := driver.Number(f[2])
+	written, err1 := number(f[2])
 	entities, err2 := strconv.Atoi(f[3])
 	started, err3 := strconv.Atoi(f[4])
 	p.Written, p.Entities, p.Started = driver.MSTime(written), entities, started
@@ -119,7 +119,7 @@ func decodeTickPart(s string) (driver.TickPart, error) {
 		if f[5+i] == "" {
 			continue
 		}
-		n, err := driver.Number(f[5+i])
+		n, err := number(f[5+i])
 		if err != nil {
 			return p, err
 		}
@@ -146,7 +146,7 @@ func decodeTickPart(s string) (driver.TickPart, error) {
 
 func decodeTickRecord(el string) (driver.TickRecord, error) {
 	f := strings.Split(el, " ")
-	tick, err := driver.Number(f[0])
+	tick, err := number(f[0])
 	if err != nil {
 		return driver.TickRecord{}, fmt.Errorf("lease: bad tick record %q", el)
 	}
