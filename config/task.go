@@ -43,6 +43,11 @@ type Task struct {
 	EntitiesCommand []string `toml:"entities_command"`
 	// EntitiesTimeout stops an entities_command. Defaults to 1m.
 	EntitiesTimeout time.Duration `toml:"entities_timeout"`
+	// EntitiesFormat is how entities_file and entities_command's output
+	// give entities: "lines" (one id a line: the default) or "jsonl" (one
+	// JSON object a line, {"id": "shop-42", "tz": "Europe/Berlin"}: its
+	// other members are the entity's attributes, which its runs see).
+	EntitiesFormat string `toml:"entities_format"`
 
 	// Exactly one action.
 	Command []string `toml:"command"`
@@ -164,9 +169,9 @@ func (t *Task) Source(log *slog.Logger) tasks.Source {
 	case t.Entities != nil:
 		return tasks.Static(t.Entities)
 	case t.EntitiesFile != "":
-		return tasks.File{Path: t.EntitiesFile, Log: log}
+		return tasks.File{Path: t.EntitiesFile, Format: t.EntitiesFormat, Log: log}
 	case t.EntitiesCommand != nil:
-		return tasks.Command{Argv: t.EntitiesCommand, Timeout: t.EntitiesTimeout, Log: log}
+		return tasks.Command{Argv: t.EntitiesCommand, Timeout: t.EntitiesTimeout, Format: t.EntitiesFormat, Log: log}
 	}
 	return tasks.Static{t.Name}
 }

@@ -378,6 +378,12 @@ func validateSource(t *Task, bad badFunc) {
 	if t.EntitiesCommand != nil && (len(t.EntitiesCommand) == 0 || t.EntitiesCommand[0] == "") {
 		bad("entities_command", "empty argv")
 	}
+	switch {
+	case !tasks.ValidFormat(t.EntitiesFormat):
+		bad("entities_format", "%q: want \"lines\" (one id a line) or \"jsonl\" (one JSON object a line, with attributes)", t.EntitiesFormat)
+	case t.EntitiesFormat != "" && t.EntitiesFile == "" && t.EntitiesCommand == nil:
+		bad("entities_format", "is for entities_file or entities_command: give one of them")
+	}
 	for j, id := range t.Entities {
 		if id == "" {
 			bad("entities", "entity %d is empty", j)

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -45,20 +47,27 @@ func expand(argv []string, entity string) []string {
 	return out
 }
 
-// env is the environment a run's command gets on top of the daemon's.
+// env is the environment a run's command gets on top of the daemon's: the
+// run's fields, and each attribute as TICKD_ATTR_NAME (its name
+// upper-cased), in the order of the names.
 func env(run Run) []string {
 	tick := ""
 	if !run.Tick.IsZero() {
 		tick = run.Tick.UTC().Format(time.RFC3339)
 	}
-	return []string{
-		"TICKD_TASK=" + run.Task,
-		"TICKD_ENTITY=" + run.Entity,
-		"TICKD_TICK=" + tick,
-		"TICKD_FENCE=" + strconv.FormatInt(run.Fence, 10),
-		"TICKD_REASON=" + string(run.Reason),
-		"TICKD_ATTEMPT=" + strconv.Itoa(run.Attempt),
+	vs := make([]string, 0, 6+len(run.Attributes))
+	vs = append(vs,
+		"TICKD_TASK="+run.Task,
+		"TICKD_ENTITY="+run.Entity,
+		"TICKD_TICK="+tick,
+		"TICKD_FENCE="+strconv.FormatInt(run.Fence, 10),
+		"TICKD_REASON="+string(run.Reason),
+		"TICKD_ATTEMPT="+strconv.Itoa(run.Attempt),
+	)
+	for _, name := range slices.Sorted(maps.Keys(run.Attributes)) {
+		vs = append(vs, "TICKD_ATTR_"+strings.ToUpper(name)+"="+run.Attributes[name])
 	}
+	return vs
 }
 
 // Do runs the command and waits for it.

@@ -21,7 +21,8 @@ import (
 // rescheduled: a 2xx response with "Tickd-Result: reschedule".
 const RescheduleHeader = "Tickd-Result"
 
-// HTTP posts a JSON body {task, entity, tick, fence, reason, attempt} to URL.
+// HTTP posts a JSON body {task, entity, tick, fence, reason, attempt,
+// attributes} to URL.
 // A 2xx response is Done (Reschedule with the RescheduleHeader); a 429 or
 // 503 is a *BackoffError (Retry-After, RateLimit-Reset or
 // X-RateLimit-Reset say for how long); anything else fails.
@@ -104,7 +105,8 @@ func shownURL(raw string) string {
 // ErrStatus is wrapped by the error of a non-2xx response.
 var ErrStatus = errors.New("tasks: http status")
 
-// Body is the JSON an HTTP action receives.
+// Body is the JSON an HTTP action receives, and "attributes": an object of
+// the entity's attributes (Run.Attributes), when it has any.
 type Body struct {
 	Task    string           `json:"task"`
 	Entity  string           `json:"entity"`
@@ -114,13 +116,20 @@ type Body struct {
 	Attempt int              `json:"attempt"`
 }
 
+// attributedBody is the JSON an HTTP action sends: Body's members, and
+// "attributes", the entity's (Run.Attributes), left out when it has none.
+type attributedBody struct {
+	Body
+	Attributes Attributes `json:"attributes,omitempty"`
+}
+
 // Do sends the request; ctx bounds it.
 func (h HTTP) Do(ctx context.Context, run Run) (Result, error) {
 	b := Body{Task: run.Task, Entity: run.Entity, Fence: run.Fence, Reason: run.Reason, Attempt: run.Attempt}
 	if !run.Tick.IsZero() {
 		b.Tick = run.Tick.UTC().Format(time.RFC3339)
 	}
-	data, _ := json.Marshal(b) // plain struct: never fails
+	data, _ := json.Marshal(attributedBody{b, run.Attributes}) // plain struct and strings: never fails
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(data))
 	if err != nil {
 		return Done, err

@@ -38,33 +38,47 @@ func (s Static) Each(ctx context.Context, fn func(string) error) error {
 	return nil
 }
 
-// File reads ids from a file, one a line.
+// File reads entities from a file, one a line: ids, or JSON objects with
+// attributes (Format).
 type File struct {
-	Path string
-	Log  *slog.Logger
+	Path   string
+	Format string // FormatLines ("" too) or FormatJSONL
+	Log    *slog.Logger
 }
 
 // Each streams the file's ids.
 func (f File) Each(ctx context.Context, fn func(string) error) error {
+	return f.EachEntity(ctx, func(e Entity) error { return fn(e.ID) })
+}
+
+// EachEntity streams the file's entities.
+func (f File) EachEntity(ctx context.Context, fn func(Entity) error) error {
 	fh, err := regular.Open(f.Path, regular.MaxEntitiesFile)
 	if err != nil {
 		return fmt.Errorf("entities_file: %w", err)
 	}
 	defer fh.Close()
-	return scanIDs(ctx, fh, f.Path, f.Log, fn)
+	return entityLines(ctx, newLineReader(fh, f.Path, f.Format, f.Log), f.Format, fn)
 }
 
-// Command runs argv (no shell) and reads ids from its stdout, one a line.
-// The command is killed after Timeout; a non-zero exit is an error reported
-// after the ids it printed were used.
+// Command runs argv (no shell) and reads entities from its stdout, one a
+// line: ids, or JSON objects with attributes (Format). The command is
+// killed after Timeout; a non-zero exit is an error reported after the
+// entities it printed were used.
 type Command struct {
 	Argv    []string
 	Timeout time.Duration
+	Format  string // FormatLines ("" too) or FormatJSONL
 	Log     *slog.Logger
 }
 
 // Each streams the command's ids.
 func (c Command) Each(ctx context.Context, fn func(string) error) error {
+	return c.EachEntity(ctx, func(e Entity) error { return fn(e.ID) })
+}
+
+// EachEntity streams the command's entities.
+func (c Command) EachEntity(ctx context.Context, fn func(Entity) error) error {
 	if c.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, c.Timeout, fmt.Errorf("entities_command timed out after %v", c.Timeout))
@@ -82,7 +96,7 @@ func (c Command) Each(ctx context.Context, fn func(string) error) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("entities_command: %w", err)
 	}
-	scanErr := scanIDs(ctx, out, c.Argv[0], c.Log, fn)
+	scanErr := entityLines(ctx, newLineReader(out, c.Argv[0], c.Format, c.Log), c.Format, fn)
 	if scanErr != nil {
 		// Stop the command: its remaining output is not wanted.
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck
@@ -138,50 +152,69 @@ func CheckID(id string) error {
 	return nil
 }
 
-// scanIDs reads one id a line: trailing \r is dropped, blank lines are
-// ignored, bad lines are skipped and reported (the first few, then a count).
-func scanIDs(ctx context.Context, r io.Reader, name string, log *slog.Logger, fn func(string) error) error {
-	br := bufio.NewReaderSize(r, 64*1024)
-	line, bad := 0, 0
+// lineReader reads a source's lines: trailing \r is dropped, blank lines
+// are passed over, and the lines skipped are reported (the first few,
+// then a count).
+type lineReader struct {
+	br        *bufio.Reader
+	name      string
+	log       *slog.Logger
+	max       int // a longer line is kept cut past max, to be refused
+	line, bad int
+}
+
+func newLineReader(r io.Reader, name, format string, log *slog.Logger) *lineReader {
+	max := maxIDLen
+	if format == FormatJSONL {
+		max = maxJSONLine
+	}
+	return &lineReader{br: bufio.NewReaderSize(r, 64*1024), name: name, log: log, max: max}
+}
+
+// next returns the next line that is not blank, and its number; io.EOF
+// at the end is nil.
+func (r *lineReader) next() (string, int, error) {
 	for {
-		if err := ctx.Err(); err != nil {
-			return context.Cause(ctx)
-		}
-		s, err := readLine(br)
+		s, err := readLine(r.br, r.max)
 		if s == "" && err != nil {
-			if bad > 0 && log != nil {
-				log.Warn("entity source had bad lines", "source", name, "bad_lines", bad)
-			}
 			if errors.Is(err, io.EOF) {
-				return nil
+				err = errEnd
 			}
-			return err
+			return "", r.line, err
 		}
-		line++
+		r.line++
 		s = strings.TrimRight(s, "\r")
-		if strings.TrimSpace(s) == "" {
-			continue
-		}
-		if cerr := CheckID(s); cerr != nil {
-			bad++
-			if bad <= 3 && log != nil {
-				log.Warn("skipping entity id", "source", name, "line", line, "error", cerr)
-			}
-			continue
-		}
-		if err := fn(s); err != nil {
-			return err
+		if strings.TrimSpace(s) != "" {
+			return s, r.line, nil
 		}
 	}
 }
 
+// errEnd ends a source's lines: entityLines returns nil for it.
+var errEnd = errors.New("end of the lines")
+
+// skip reports line, skipped for why.
+func (r *lineReader) skip(line int, why error) {
+	r.bad++
+	if r.bad <= 3 && r.log != nil {
+		r.log.Warn("skipping entity id", "source", r.name, "line", line, "error", why)
+	}
+}
+
+// done reports how many lines were skipped.
+func (r *lineReader) done() {
+	if r.bad > 0 && r.log != nil {
+		r.log.Warn("entity source had bad lines", "source", r.name, "bad_lines", r.bad)
+	}
+}
+
 // readLine reads a line of any length (without its newline); a line longer
-// than maxIDLen is returned truncated past the limit so CheckID rejects it.
-func readLine(br *bufio.Reader) (string, error) {
+// than max is returned truncated past it, so that it is refused.
+func readLine(br *bufio.Reader, max int) (string, error) {
 	var b []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
-		if len(b) <= maxIDLen {
+		if len(b) <= max {
 			b = append(b, chunk...)
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {

@@ -24,6 +24,10 @@ type Run struct {
 	Fence   int64            // fencing token of the run's lease
 	Reason  tickdtype.Reason // tick, reschedule, retry, trigger or queued
 	Attempt int              // consecutive reschedules or retries before this run
+	// Attributes are the entity's, as its source gave them at the tick
+	// (nil for a source of bare ids, and for a run that is not a tick's:
+	// a reschedule, a retry, a trigger). A handler must not change them.
+	Attributes Attributes
 	// Logger carries the run's attributes (task, entity, tick, fence,
 	// reason, replica).
 	Logger *slog.Logger

@@ -277,7 +277,7 @@ func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d driver.Due) {
 	if l.Tick.IsZero() {
 		l.Tick = d.At
 	}
-	s.start(ts, l, tl, waited)
+	s.start(ts, l, tl, waited, nil)
 }
 
 // limitWait is how long a run of tick T that waited for a limit waited,

@@ -11,6 +11,7 @@ import (
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/tasks"
 )
 
 // TickCounts says what one tick of a task did with its entities.
@@ -59,6 +60,11 @@ type fanOut struct {
 	n     *TickCounts // the tick's, shared by its shards' streams
 	batch []string
 	reqs  []driver.Request // flush's, reused: the store keeps none of them
+	// attrs are the attributes of the entities read and not yet started
+	// or passed over, by id: the tick's, shared by its shards' streams,
+	// and only touched by the fan-out's goroutine. nil for a source of
+	// bare ids, which costs nothing more.
+	attrs map[string]tasks.Attributes
 	// A task of several shards is fanned out one stream per shard: each
 	// entity goes to its shard's (driver.ShardOf), so that a batch is one
 	// shard's, one script call. name is the driver's name of this stream's
@@ -109,6 +115,9 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	ctx, done := ts.fanOuts.begin(ctx, ts)
 	defer done()
 	f := &fanOut{s: s, ts: ts, T: T, ctx: ctx, tl: s.history.begin(ctx, ts.t, T), n: &TickCounts{}, name: ts.t.Name}
+	if _, ok := ts.source.(tasks.EntitySource); ok {
+		f.attrs = map[string]tasks.Attributes{} // shared by the shards' streams
+	}
 	if len(ts.t.Limits) > 0 {
 		ts.tally.Store(f.tl)
 	}
@@ -181,7 +190,7 @@ func (f *fanOut) inOrder() error {
 			return err
 		}
 	}
-	err := f.ts.source.Each(f.ctx, add)
+	err := f.each(add)
 	for s, st := range streams {
 		if err == nil {
 			err = st.addAll(pending[s])
@@ -235,7 +244,7 @@ func (f *fanOut) shardStreams() []*fanOut {
 	streams := make([]*fanOut, n)
 	streams[0] = f
 	for i := 1; i < n; i++ {
-		streams[i] = &fanOut{s: f.s, ts: f.ts, T: f.T, ctx: f.ctx, tl: f.tl, n: f.n, chunked: true, name: driver.ShardName(t.Name, i)}
+		streams[i] = &fanOut{s: f.s, ts: f.ts, T: f.T, ctx: f.ctx, tl: f.tl, n: f.n, attrs: f.attrs, chunked: true, name: driver.ShardName(t.Name, i)}
 	}
 	for _, st := range streams {
 		st.deferFailed = true
@@ -423,7 +432,7 @@ func (f *fanOut) flush() {
 		switch {
 		case r.Err == nil:
 			f.n.Started++
-			s.start(ts, r.Lease, f.tl, 0)
+			s.start(ts, r.Lease, f.tl, 0, f.attrsOf(f.batch[i]))
 			continue
 		case errors.Is(r.Err, lease.ErrBusy):
 			f.n.Busy++
@@ -443,15 +452,40 @@ func (f *fanOut) flush() {
 			s.waitForLimit(f.ctx, ts, driver.Due{Task: t.Name, Entity: f.batch[i], Reason: driver.ReasonTick, Tick: f.T}, r.Err)
 		case f.deferFailed: // Redis failed, or quarantines the shard: tried again last
 			f.deferOne(f.batch[i], f.first+i)
+			<-ts.slots
+			continue
 		case errors.Is(r.Err, lease.ErrQuarantine):
 			f.n.Quarantined++
 		default:
 			f.n.Errors++
 		}
+		f.attrsOf(f.batch[i]) // passed over: forgotten
 		<-ts.slots
 	}
 	f.batch = f.batch[:0]
 	s.history.progress(f.tl, *f.n)
+}
+
+// each reads the task's source, calling add with each entity's id and
+// keeping its attributes, if it has any, for its run (attrsOf): only an
+// EntitySource yields any, and its fan-out has f.attrs.
+func (f *fanOut) each(add func(id string) error) error {
+	return tasks.EachEntity(f.ctx, f.ts.source, func(e tasks.Entity) error {
+		if e.Attributes != nil {
+			f.attrs[e.ID] = e.Attributes
+		}
+		return add(e.ID)
+	})
+}
+
+// attrsOf takes id's attributes, to start its run with, or nil.
+func (f *fanOut) attrsOf(id string) tasks.Attributes {
+	if len(f.attrs) == 0 {
+		return nil
+	}
+	a := f.attrs[id]
+	delete(f.attrs, id)
+	return a
 }
 
 // deferOne keeps the entity at pos, whose acquire Redis failed (or

@@ -572,3 +572,47 @@ func TestFanOutOfAnOlderTickCountsSuperseded(t *testing.T) {
 		expect.True(t, fmt.Sprintf("counts %+v: e1 superseded, e2 started, none already ran", c), c.Superseded == 1 && c.Started == 1 && c.AlreadyRan == 0)
 	})
 }
+
+// TestRunsSeeTheirEntitysAttributes: a jsonl source's attributes reach each
+// entity's run, whether the tick is fanned out in order over several
+// shards' streams or spread; a line without attributes runs with none.
+func TestRunsSeeTheirEntitysAttributes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	file := filepath.Join(t.TempDir(), "entities.jsonl")
+	var lines []string
+	want := map[string]tasks.Attributes{}
+	for i := range 40 {
+		id := fmt.Sprintf("e%d", i)
+		if i%5 == 0 {
+			lines = append(lines, fmt.Sprintf(`{"id": %q}`, id))
+			continue
+		}
+		lines = append(lines, fmt.Sprintf(`{"id": %q, "tz": "Zone/%d", "weight": %d}`, id, i, i))
+		want[id] = tasks.Attributes{"tz": fmt.Sprintf("Zone/%d", i), "weight": fmt.Sprint(i)}
+	}
+	os.WriteFile(file, []byte(strings.Join(lines, "\n")), 0o644) //nolint:errcheck
+	e.start(fmt.Sprintf(`
+[[tasks]]
+name = "sharded"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+shards = 3
+entities_file = %[1]q
+entities_format = "jsonl"
+
+[[tasks]]
+name = "spread"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+spread = "200ms"
+entities_file = %[1]q
+entities_format = "jsonl"
+`, file))
+	expect.WaitFor(t, 10*time.Second, "every entity of both tasks", func() bool { return e.rec.count(func(runRec) bool { return true }) == 80 })
+	for _, r := range e.rec.snapshot() {
+		expect.Same(t, r.Task+"/"+r.Entity+"'s attributes", r.Attributes, want[r.Entity])
+	}
+}

@@ -24,21 +24,23 @@ func Grace(ttl time.Duration) time.Duration { return min(10*time.Second, lease.M
 
 // start runs l's run on a worker; the caller holds a slot of ts, which the
 // run gives back.
-func (s *Scheduler) start(ts *taskState, l *lease.Lease, tl *tally, limitWait time.Duration) {
+func (s *Scheduler) start(ts *taskState, l *lease.Lease, tl *tally, limitWait time.Duration, attrs tasks.Attributes) {
 	s.runs.Add(1)
 	s.metrics.Active(s.active.Add(1))
 	if tl != nil {
 		tl.pending.Add(1)
 	}
-	s.workers.do(job{ts, l, tl, limitWait})
+	s.workers.do(job{ts, l, tl, limitWait, attrs})
 }
 
-// job is a run to start: l's, for ts's task, its tick's tally, its wait.
+// job is a run to start: l's, for ts's task, its tick's tally, its wait,
+// its entity's attributes.
 type job struct {
 	ts        *taskState
 	l         *lease.Lease
 	tl        *tally
 	limitWait time.Duration
+	attrs     tasks.Attributes
 }
 
 // running is one run's state, in one allocation: its log handler and
@@ -111,7 +113,7 @@ func (s *Scheduler) execute(w *worker, j job) {
 	r.log.Debug("run started", "attempt", l.Attempt)
 	s.observe(r.event(EventRunStarted))
 	res, err := ts.action.Do(&r.ctx, tasks.Run{Task: t.Name, Entity: l.Entity, Tick: l.Tick, Fence: l.Fence,
-		Reason: l.Reason, Attempt: l.Attempt, Logger: &r.log, Check: l.Check})
+		Reason: l.Reason, Attempt: l.Attempt, Attributes: j.attrs, Logger: &r.log, Check: l.Check})
 	w.end()
 	ended := s.clock.Now()
 	outcome := outcomeOf(res, err, context.Cause(&r.ctx))

@@ -27,7 +27,7 @@ func (f *fanOut) spreadOut() error {
 	}
 	var arena []byte
 	var items []item
-	if err := ts.source.Each(ctx, func(id string) error {
+	if err := f.each(func(id string) error {
 		if len(arena)+binary.MaxVarintLen64+len(id) > math.MaxUint32 {
 			return errors.New("spread: the entity ids exceed 4 GiB")
 		}
