@@ -33,6 +33,11 @@ type Task struct {
 	Cron string `toml:"cron"`
 	// Timezone is an IANA zone name. Defaults to UTC.
 	Timezone string `toml:"timezone"`
+	// TimezoneFrom names the entity attribute (entities_format = "jsonl")
+	// that holds each entity's IANA zone: the schedule is evaluated, for
+	// each entity, in its own zone; an entity without the attribute uses
+	// Timezone. Defaults to "" (every entity in Timezone).
+	TimezoneFrom string `toml:"timezone_from"`
 	// Spread spreads entity start times over this window, by a hash of the
 	// entity. Defaults to 0s (off).
 	Spread time.Duration `toml:"spread"`

@@ -378,6 +378,13 @@ func validateSource(t *Task, bad badFunc) {
 	if t.EntitiesCommand != nil && (len(t.EntitiesCommand) == 0 || t.EntitiesCommand[0] == "") {
 		bad("entities_command", "empty argv")
 	}
+	if t.TimezoneFrom != "" {
+		if err := (tasks.Attributes{t.TimezoneFrom: ""}).Check(); err != nil {
+			bad("timezone_from", "%q: an attribute's name: [a-z][a-z0-9_]*, at most %d bytes", t.TimezoneFrom, tasks.MaxAttrName)
+		} else if t.EntitiesFormat != tasks.FormatJSONL {
+			bad("timezone_from", "names an entity attribute: give entities_format = \"jsonl\", whose lines carry them")
+		}
+	}
 	switch {
 	case !tasks.ValidFormat(t.EntitiesFormat):
 		bad("entities_format", "%q: want \"lines\" (one id a line) or \"jsonl\" (one JSON object a line, with attributes)", t.EntitiesFormat)

@@ -211,6 +211,32 @@ func (c Cron) Next(t time.Time) time.Time {
 	})
 }
 
+// In returns s evaluated in loc: the same wall-clock rule, placed on loc's
+// instants, with loc's daylight saving handled as for s's own zone. A
+// Schedule that is neither Every nor Cron is returned as it is.
+func In(s Schedule, loc *time.Location) Schedule {
+	switch x := s.(type) {
+	case Every:
+		x.Location = loc
+		return x
+	case Cron:
+		x.Location = loc
+		return x
+	}
+	return s
+}
+
+// Location is s's zone: Every's and Cron's Location, else UTC.
+func Location(s Schedule) *time.Location {
+	switch x := s.(type) {
+	case Every:
+		return x.Location
+	case Cron:
+		return x.Location
+	}
+	return time.UTC
+}
+
 // SpreadOffset is where in [0, spread) the run of entity starts after its
 // tick: a hash of task and entity, the same on every replica.
 func SpreadOffset(task, entity string, spread time.Duration) time.Duration {

@@ -17,4 +17,7 @@ const (
 	// newer tick of it had run (a replica on a newer schedule, a late
 	// fan-out).
 	SkipSuperseded = "superseded"
+	// SkipUnknownZone: the entity's zone attribute (timezone_from) names
+	// no IANA zone; it is counted at the ticks of the task's own zone.
+	SkipUnknownZone = "unknown_zone"
 )

@@ -34,6 +34,12 @@ type TickCounts struct {
 	// Limited: a limit the task names had no room; each run waits as a due
 	// run, with its tick, until it has.
 	Limited int
+	// UnknownZone: skipped, the entity's zone attribute (timezone_from)
+	// names no zone; counted at the ticks of the task's own zone.
+	UnknownZone int
+	// Zones are the zones whose entities the tick served, for a task with
+	// timezone_from: "" for the task's own.
+	Zones []string
 	// SourceFailed: the entity source failed (the entities read before the
 	// failure were run).
 	SourceFailed bool
@@ -65,6 +71,8 @@ type fanOut struct {
 	// and only touched by the fan-out's goroutine. nil for a source of
 	// bare ids, which costs nothing more.
 	attrs map[string]tasks.Attributes
+	// zones, for a task with timezone_from, says which entities tick at T.
+	zones *zoneFilter
 	// A task of several shards is fanned out one stream per shard: each
 	// entity goes to its shard's (driver.ShardOf), so that a batch is one
 	// shard's, one script call. name is the driver's name of this stream's
@@ -110,13 +118,16 @@ type skipped struct {
 	ids []string
 }
 
-// fanOut runs tick T of ts.
-func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
+// fanOut runs tick T of ts; of the zones of only, when it is not nil.
+func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time, only map[string]bool) {
 	ctx, done := ts.fanOuts.begin(ctx, ts)
 	defer done()
 	f := &fanOut{s: s, ts: ts, T: T, ctx: ctx, tl: s.history.begin(ctx, ts.t, T), n: &TickCounts{}, name: ts.t.Name}
 	if _, ok := ts.source.(tasks.EntitySource); ok {
 		f.attrs = map[string]tasks.Attributes{} // shared by the shards' streams
+	}
+	if ts.zones != nil {
+		f.zones = newZoneFilter(ts.zones, T, only)
 	}
 	if len(ts.t.Limits) > 0 {
 		ts.tally.Store(f.tl)
@@ -149,6 +160,9 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 		s.log.Error("entity source failed", logs.KeyTask, t.Name, logs.Tick(T), logs.KeyError, err)
 		f.n.SourceFailed, f.n.SourceError = true, err.Error()
 	}
+	if f.zones != nil {
+		f.n.Zones = f.zones.Served
+	}
 	n := *f.n
 	span.End(n.Entities, n.Started, n.SourceError)
 	s.history.fannedOut(f.tl, n)
@@ -160,7 +174,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time) {
 	s.log.Log(context.Background(), lvl, "tick", logs.KeyTask, t.Name, logs.Tick(T),
 		"entities", n.Entities, "started", n.Started, "busy", n.Busy, "already_ran", n.AlreadyRan, "superseded", n.Superseded, "limited", n.Limited,
 		"quarantined", n.Quarantined, "unacknowledged", n.Unacknowledged, "errors", n.Errors, "source_failed", n.SourceFailed,
-		"stopped", n.Stopped, "paused", n.Paused, "removed", n.Removed)
+		"stopped", n.Stopped, "paused", n.Paused, "removed", n.Removed, "unknown_zone", n.UnknownZone, "zones", len(n.Zones))
 	s.observe(Event{Kind: EventTick, Task: t.Name, Tick: T, Counts: n})
 }
 
@@ -471,11 +485,33 @@ func (f *fanOut) flush() {
 // EntitySource yields any, and its fan-out has f.attrs.
 func (f *fanOut) each(add func(id string) error) error {
 	return tasks.EachEntity(f.ctx, f.ts.source, func(e tasks.Entity) error {
+		if f.zones != nil && !f.zoned(e) {
+			return nil
+		}
 		if e.Attributes != nil {
 			f.attrs[e.ID] = e.Attributes
 		}
 		return add(e.ID)
 	})
+}
+
+// zoned says whether e ticks at f.T in its zone (timezone_from). One whose
+// zone is unknown is counted, at the instants of the task's own zone, as
+// skipped.
+func (f *fanOut) zoned(e tasks.Entity) bool {
+	switch f.zones.at(e.Attributes[f.ts.t.TimezoneFrom]) {
+	case zoneNow:
+		return true
+	case zoneUnknown:
+		if f.zones.at("") == zoneNow {
+			f.n.Entities++
+			if f.n.UnknownZone++; f.n.UnknownZone == 1 {
+				f.s.log.Warn("entity's zone is unknown: its runs are skipped", logs.KeyTask, f.ts.t.Name, logs.KeyEntity, e.ID,
+					"zone", e.Attributes[f.ts.t.TimezoneFrom], logs.Tick(f.T))
+			}
+		}
+	}
+	return false
 }
 
 // attrsOf takes id's attributes, to start its run with, or nil.

@@ -102,7 +102,7 @@ func (tl *tally) part(replica, process string, now time.Time) driver.TickPart {
 	}
 	for reason, c := range map[string]int{history.SkipBusy: n.Busy, driver.SkipAlreadyRan: n.AlreadyRan, history.SkipSuperseded: n.Superseded,
 		history.SkipQuarantined: n.Quarantined, history.SkipNotAcknowledged: n.Unacknowledged, history.SkipError: n.Errors,
-		driver.SkipLimited: n.Limited} {
+		driver.SkipLimited: n.Limited, history.SkipUnknownZone: n.UnknownZone} {
 		if c > 0 {
 			p.Skipped[reason] = c
 		}
@@ -116,7 +116,7 @@ func (tl *tally) part(replica, process string, now time.Time) driver.TickPart {
 		case n.Removed:
 			why = history.SkipRemoved
 		}
-		if left := n.Entities - n.Started - n.Busy - n.AlreadyRan - n.Superseded - n.Quarantined - n.Unacknowledged - n.Errors - n.Limited; left > 0 {
+		if left := n.Entities - n.Started - n.Busy - n.AlreadyRan - n.Superseded - n.Quarantined - n.Unacknowledged - n.Errors - n.Limited - n.UnknownZone; left > 0 {
 			p.Skipped[why] = left
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/telemetry"
 	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/schedule"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -143,6 +144,11 @@ type taskState struct {
 	// lastTick is the last tick fanned out (Unix ns), handed on to next: a
 	// replaced task's tick loop does not catch up a tick already fanned out.
 	lastTick atomic.Int64
+	// zones, for a task with timezone_from, are the zones its entities
+	// were found in, handed on to next; sched is its ticks' Schedule:
+	// zones, or the task's own.
+	zones *zoneSet
+	sched schedule.Schedule
 }
 
 // New prepares a Scheduler for cfg; Start starts it.
@@ -256,6 +262,14 @@ func (s *Scheduler) startTask(t config.Task, prev *taskState) {
 	s.store.WantShards(t.Name, t.Shards)
 	ts := &taskState{t: t, slots: make(chan struct{}, t.Concurrency), fanOuts: &fanOuts{}, replaced: make(chan struct{})}
 	ts.action, ts.source = s.buildTask(t)
+	ts.sched = t.Schedule
+	if t.TimezoneFrom != "" {
+		ts.zones = newZoneSet(t.Schedule)
+		if prev != nil && prev.zones != nil {
+			ts.zones.learn(prev.zones)
+		}
+		ts.sched = ts.zones
+	}
 	if prev != nil {
 		ts.fanOuts = prev.fanOuts
 		ts.paused.Store(prev.paused.Load())

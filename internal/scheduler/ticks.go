@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/tickd/tickd/internal/logs"
@@ -11,17 +12,32 @@ import (
 // tickLoop waits for each tick of a task and fans it out. Ticks are computed
 // from the previous planned tick, never from now.
 func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
-	t := ts.t
+	t, sched := ts.t, ts.sched
+	if ts.zones != nil && !ts.zones.scanned.Load() {
+		// The zones are learned before the first tick, so that each one's
+		// missed tick is caught up and none of its instants waits for a
+		// fan-out to find it.
+		if err := ts.zones.scan(ctx, ts.source, t.TimezoneFrom); err != nil && ctx.Err() == nil {
+			s.log.Warn("cannot read the entities' zones before the first tick: each is learned at a tick that reads it", logs.KeyTask, t.Name, logs.KeyError, err)
+		}
+	}
 	now := s.clock.Now()
 	if t.CatchUp > 0 {
 		// Not a tick the task's state before a reload fanned out (its fan-out
-		// goes on under this one).
-		if prev := schedule.Prev(t.Schedule, now, t.CatchUp); !prev.IsZero() && prev.UnixNano() > ts.lastTick.Load() {
-			s.log.Info("catching up the latest missed tick", logs.KeyTask, t.Name, logs.Tick(prev))
-			s.goFanOut(ts, prev)
+		// goes on under this one). With zones, each zone's latest missed
+		// tick: one fan-out per distinct instant, of the zones it is the
+		// latest of.
+		for _, c := range catchUps(ts, now) {
+			s.log.Info("catching up the latest missed tick", logs.KeyTask, t.Name, logs.Tick(c.T))
+			s.goFanOut(ts, c.T, c.zones)
 		}
 	}
-	next := t.Schedule.Next(now)
+	var found chan struct{} // a zone found: its instants may come sooner
+	if ts.zones != nil {
+		found = ts.zones.found
+	}
+	planned := now // the instant the next tick was computed from
+	next := sched.Next(now)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for !next.IsZero() {
@@ -29,6 +45,9 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-found:
+			next = sched.Next(planned)
+			continue
 		case <-timer.C:
 		}
 		now = s.clock.Now()
@@ -38,7 +57,7 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 		// Woken late (a pause, a frozen process): run the latest tick due, not
 		// a flood of old ones, and only if it is young enough.
 		skipped := 0
-		for n := t.Schedule.Next(next); !n.IsZero() && !n.After(now); n = t.Schedule.Next(n) {
+		for n := sched.Next(next); !n.IsZero() && !n.After(now); n = sched.Next(n) {
 			next = n
 			skipped++
 		}
@@ -47,7 +66,7 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 		}
 		if late := now.Sub(next); late <= t.LateLimit() {
 			if !ts.paused.Load() {
-				s.goFanOut(ts, next)
+				s.goFanOut(ts, next, nil)
 			} else {
 				s.metrics.Skipped(t.Name, "paused", 1)
 				s.log.Debug("task paused: tick skipped", logs.KeyTask, t.Name, logs.Tick(next))
@@ -55,7 +74,7 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 		} else {
 			s.log.Warn("tick too late to run", logs.KeyTask, t.Name, logs.Tick(next), "late", late.Round(time.Millisecond).String())
 		}
-		next = t.Schedule.Next(next)
+		planned, next = next, sched.Next(next)
 	}
 }
 
@@ -63,8 +82,47 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 // loop that calls it is itself counted, so the count never touches zero).
 // The fan-out outlives its tick loop, which a reload stops: shutdown, a
 // pause or the task's removal stop it (fanOuts).
-func (s *Scheduler) goFanOut(ts *taskState, T time.Time) {
-	ts.lastTick.Store(T.UnixNano())
+// only, when not nil, names the zones (timezone_from) whose entities it
+// runs: a catch-up's.
+func (s *Scheduler) goFanOut(ts *taskState, T time.Time, only map[string]bool) {
+	if T.UnixNano() > ts.lastTick.Load() {
+		ts.lastTick.Store(T.UnixNano())
+	}
 	s.loopWG.Add(1)
-	go func() { defer s.loopWG.Done(); s.fanOut(s.loopCtx, ts, T) }()
+	go func() { defer s.loopWG.Done(); s.fanOut(s.loopCtx, ts, T, only) }()
+}
+
+// catchUp is a tick to catch up, and, with zones, the zones whose latest
+// missed tick it is.
+type catchUp struct {
+	T     time.Time
+	zones map[string]bool
+}
+
+// catchUps are the ticks ts misses at now, within its catch-up window, and
+// newer than the last it fanned out: the latest, or, with zones, each
+// zone's latest, oldest first.
+func catchUps(ts *taskState, now time.Time) []catchUp {
+	t, last := ts.t, ts.lastTick.Load()
+	if ts.zones == nil {
+		if prev := schedule.Prev(t.Schedule, now, t.CatchUp); !prev.IsZero() && prev.UnixNano() > last {
+			return []catchUp{{T: prev}}
+		}
+		return nil
+	}
+	by := map[time.Time]map[string]bool{}
+	for name, s := range ts.zones.each() {
+		if prev := schedule.Prev(s, now, t.CatchUp); !prev.IsZero() && prev.UnixNano() > last {
+			if by[prev] == nil {
+				by[prev] = map[string]bool{}
+			}
+			by[prev][name] = true
+		}
+	}
+	out := make([]catchUp, 0, len(by))
+	for T, zs := range by {
+		out = append(out, catchUp{T, zs})
+	}
+	slices.SortFunc(out, func(a, b catchUp) int { return a.T.Compare(b.T) })
+	return out
 }

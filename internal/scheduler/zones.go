@@ -1,0 +1,217 @@
+package scheduler
+
+import (
+	"context"
+	"maps"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tickd/tickd/schedule"
+	"github.com/tickd/tickd/tasks"
+)
+
+// A task with timezone_from ticks each entity in the zone its attribute
+// names: its schedule, evaluated in that zone. The task's tick loop wakes
+// at every instant at which the task's schedule ticks in one of the zones
+// its entities are in (zoneSet, a Schedule), and the fan-out of instant T
+// runs the entities whose zone ticks at T, and passes over the others
+// (zoneFilter). So the fan-out is one pass per distinct instant: zones that
+// share their offsets share their instants, and a daily schedule over the
+// world's 400 zones is about 40 instants a day.
+//
+// The zones are learned from the source: the task's own (for the entities
+// without the attribute) from the start, the others as fan-outs find them.
+// A zone found by a fan-out wakes the tick loop, which plans its next
+// instant anew.
+
+// zoneSet is the zones a task's entities were found in, and the union of
+// its schedule in each: a Schedule.
+type zoneSet struct {
+	base schedule.Schedule // the task's, in its own zone
+	mu   sync.Mutex
+	in   map[string]schedule.Schedule // by zone name; the task's own under ""
+	// found is told (without waiting) when a zone is added.
+	found chan struct{}
+	// scanned: the source was read for its zones (scan), or the set was
+	// handed on by a reload.
+	scanned atomic.Bool
+}
+
+// maxZones bounds the zones of one task: the IANA database names about
+// 600.
+const maxZones = 1000
+
+func newZoneSet(base schedule.Schedule) *zoneSet {
+	return &zoneSet{base: base, in: map[string]schedule.Schedule{"": base}, found: make(chan struct{}, 1)}
+}
+
+// Next is the first instant after t at which the task ticks in one of its
+// zones.
+func (z *zoneSet) Next(t time.Time) time.Time {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	var first time.Time
+	for _, s := range z.in {
+		if n := s.Next(t); !n.IsZero() && (first.IsZero() || n.Before(first)) {
+			first = n
+		}
+	}
+	return first
+}
+
+// add adds zone name, at loc, and says whether it is in the set (false:
+// the set is full).
+func (z *zoneSet) add(name string, loc *time.Location) bool {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if _, ok := z.in[name]; ok {
+		return true
+	}
+	if len(z.in) >= maxZones {
+		return false
+	}
+	z.in[name] = schedule.In(z.base, loc)
+	select {
+	case z.found <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// learn adds the zones prev found: a reload's set, for the schedule the
+// reload gives.
+func (z *zoneSet) learn(prev *zoneSet) {
+	z.scanned.Store(prev.scanned.Load())
+	for _, name := range prev.names() {
+		if loc, ok := loadZone(name); ok {
+			z.add(name, loc)
+		}
+	}
+}
+
+// scan reads src for the zones its entities' attribute attr names, and adds
+// them. A name that is no zone is left for the fan-outs to count.
+func (z *zoneSet) scan(ctx context.Context, src tasks.Source, attr string) error {
+	z.scanned.Store(true)
+	seen := map[string]bool{}
+	return tasks.EachEntity(ctx, src, func(e tasks.Entity) error {
+		if name := e.Attributes[attr]; name != "" && !seen[name] {
+			seen[name] = true
+			if loc, ok := loadZone(name); ok {
+				z.add(name, loc)
+			}
+		}
+		return nil
+	})
+}
+
+// each yields each zone's name ("" the task's own) and the schedule in it.
+func (z *zoneSet) each() map[string]schedule.Schedule {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return maps.Clone(z.in)
+}
+
+// names are the zones found, sorted, the task's own left out.
+func (z *zoneSet) names() []string {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	out := make([]string, 0, len(z.in))
+	for n := range z.in {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// zoneFilter says, in the fan-out of instant T, whether an entity in a
+// zone ticks at T: each zone's answer worked out once per fan-out.
+type zoneFilter struct {
+	set  *zoneSet
+	T    time.Time
+	only map[string]bool // when not nil: the zones that run (a catch-up's)
+	seen map[string]zoneAt
+	// Served are the zones whose entities tick at T, the task's own as
+	// "" (for history: which zones a tick served).
+	Served []string
+}
+
+// zoneAt is a zone's answer at T.
+type zoneAt int
+
+const (
+	zoneNotNow  zoneAt = iota // the zone ticks at another instant
+	zoneNow                   // its entities tick at T
+	zoneUnknown               // no such zone (or too many): its entities cannot be placed
+)
+
+func newZoneFilter(set *zoneSet, T time.Time, only map[string]bool) *zoneFilter {
+	return &zoneFilter{set: set, T: T, only: only, seen: map[string]zoneAt{}}
+}
+
+// at says what the entities of zone name do at T.
+func (f *zoneFilter) at(name string) zoneAt {
+	if a, ok := f.seen[name]; ok {
+		return a
+	}
+	a := zoneUnknown
+	s := f.set.base
+	if name != "" {
+		loc, ok := loadZone(name)
+		if ok && f.set.add(name, loc) {
+			s = schedule.In(f.set.base, loc)
+		} else {
+			s = nil
+		}
+	}
+	if s != nil {
+		a = zoneNotNow
+		if s.Next(f.T.Add(-time.Nanosecond)).Equal(f.T) && (f.only == nil || f.only[name]) {
+			a = zoneNow
+			f.Served = append(f.Served, name)
+		}
+	}
+	f.seen[name] = a
+	return a
+}
+
+// zones caches the zones loaded by name, and the names that are none, up
+// to maxZoneNames: a source that names more distinct zones than any
+// database holds gets its new names refused unread.
+var zones struct {
+	sync.Mutex
+	by map[string]*time.Location // nil: not a zone
+}
+
+const maxZoneNames = 10000
+
+// loadZone is the IANA zone name, if there is one: "Local" (this host's
+// zone, which replicas need not share) and names no zone database could
+// hold are refused unread.
+func loadZone(name string) (*time.Location, bool) {
+	if name == "Local" || len(name) > 64 || strings.Contains(name, "..") || strings.HasPrefix(name, "/") {
+		return nil, false
+	}
+	zones.Lock()
+	defer zones.Unlock()
+	if loc, ok := zones.by[name]; ok {
+		return loc, loc != nil
+	}
+	if zones.by == nil {
+		zones.by = map[string]*time.Location{}
+	}
+	if len(zones.by) >= maxZoneNames {
+		return nil, false
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		loc = nil
+	}
+	zones.by[name] = loc
+	return loc, loc != nil
+}

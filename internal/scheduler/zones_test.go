@@ -1,0 +1,67 @@
+package scheduler
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/internal/testkit/expect"
+)
+
+// TestEachEntityTicksInItsZone: with timezone_from, each entity's run is
+// its schedule's tick in its own zone (hourly at :00 local: :00 UTC, :30
+// in Kolkata, :15 in Kathmandu), caught up once per zone at start, each
+// entity once; an entity without the attribute ticks in the task's zone,
+// and one whose zone is unknown is skipped and counted at the task's own
+// ticks.
+func TestEachEntityTicksInItsZone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	zones := map[string]string{"utc-1": "", "utc-2": "UTC", "ist-1": "Asia/Kolkata", "ist-2": "Asia/Kolkata", "npt": "Asia/Kathmandu", "mars": "Mars/Base"}
+	var lines []string
+	for id, z := range zones {
+		if z == "" {
+			lines = append(lines, fmt.Sprintf(`{"id": %q}`, id))
+		} else {
+			lines = append(lines, fmt.Sprintf(`{"id": %q, "tz": %q}`, id, z))
+		}
+	}
+	file := filepath.Join(t.TempDir(), "entities.jsonl")
+	os.WriteFile(file, []byte(strings.Join(lines, "\n")), 0o644) //nolint:errcheck
+	began := time.Now()
+	e.start(fmt.Sprintf(`
+[[tasks]]
+name = "local"
+every = "1h"
+catch_up = "1h"
+handler = "rec"
+entities_file = %q
+entities_format = "jsonl"
+timezone_from = "tz"
+`, file))
+	expect.WaitFor(t, 10*time.Second, "a run of each entity with a zone", func() bool { return e.rec.count(func(runRec) bool { return true }) == 5 })
+	e.ev.waitFor(t, 10*time.Second, "the unknown zone counted", func(ev Event) bool { return ev.Kind == EventTick && ev.Counts.UnknownZone == 1 })
+	ended := time.Now()
+	seen := map[string]int{}
+	for _, r := range e.rec.snapshot() {
+		seen[r.Entity]++
+		loc := time.UTC
+		if z := zones[r.Entity]; z != "" {
+			loc, _ = time.LoadLocation(z)
+		}
+		l := r.Tick.In(loc)
+		expect.True(t, fmt.Sprintf("%s ticks at :00 in %v (got %v)", r.Entity, loc, l), l.Minute() == 0 && l.Second() == 0)
+		expect.True(t, fmt.Sprintf("%s's tick %v is the latest before the start", r.Entity, r.Tick), !r.Tick.After(ended) && began.Sub(r.Tick) <= time.Hour)
+		expect.Equal(t, r.Entity+"'s TICKD_ATTR_TZ", r.Attributes["tz"], zones[r.Entity])
+	}
+	for id, z := range zones {
+		want := 1
+		if z == "Mars/Base" {
+			want = 0
+		}
+		expect.Equal(t, id+"'s runs", seen[id], want)
+	}
+}
