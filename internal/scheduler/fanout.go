@@ -428,6 +428,9 @@ func (f *fanOut) flush() {
 	reqs := f.reqs[:0]
 	for _, id := range f.batch {
 		reqs = append(reqs, driver.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: driver.ReasonTick, Tick: f.T, Queue: t.OnBusy == config.OnBusyQueue, Limits: t.Limits})
+		if f.zones != nil {
+			reqs[len(reqs)-1].Floor = f.zones.floor(f.attrs[id][t.TimezoneFrom])
+		}
 	}
 	f.reqs = reqs
 	if f.chunked {
@@ -478,50 +481,6 @@ func (f *fanOut) flush() {
 	}
 	f.batch = f.batch[:0]
 	s.history.progress(f.tl, *f.n)
-}
-
-// each reads the task's source, calling add with each entity's id and
-// keeping its attributes, if it has any, for its run (attrsOf): only an
-// EntitySource yields any, and its fan-out has f.attrs.
-func (f *fanOut) each(add func(id string) error) error {
-	return tasks.EachEntity(f.ctx, f.ts.source, func(e tasks.Entity) error {
-		if f.zones != nil && !f.zoned(e) {
-			return nil
-		}
-		if e.Attributes != nil {
-			f.attrs[e.ID] = e.Attributes
-		}
-		return add(e.ID)
-	})
-}
-
-// zoned says whether e ticks at f.T in its zone (timezone_from). One whose
-// zone is unknown is counted, at the instants of the task's own zone, as
-// skipped.
-func (f *fanOut) zoned(e tasks.Entity) bool {
-	switch f.zones.at(e.Attributes[f.ts.t.TimezoneFrom]) {
-	case zoneNow:
-		return true
-	case zoneUnknown:
-		if f.zones.at("") == zoneNow {
-			f.n.Entities++
-			if f.n.UnknownZone++; f.n.UnknownZone == 1 {
-				f.s.log.Warn("entity's zone is unknown: its runs are skipped", logs.KeyTask, f.ts.t.Name, logs.KeyEntity, e.ID,
-					"zone", e.Attributes[f.ts.t.TimezoneFrom], logs.Tick(f.T))
-			}
-		}
-	}
-	return false
-}
-
-// attrsOf takes id's attributes, to start its run with, or nil.
-func (f *fanOut) attrsOf(id string) tasks.Attributes {
-	if len(f.attrs) == 0 {
-		return nil
-	}
-	a := f.attrs[id]
-	delete(f.attrs, id)
-	return a
 }
 
 // deferOne keeps the entity at pos, whose acquire Redis failed (or

@@ -136,6 +136,9 @@ type zoneFilter struct {
 	T    time.Time
 	only map[string]bool // when not nil: the zones that run (a catch-up's)
 	seen map[string]zoneAt
+	// floors are, by zone that ticks at T, the tick at or after which an
+	// entity's run counts as its run of T (floorAt).
+	floors map[string]time.Time
 	// Served are the zones whose entities tick at T, the task's own as
 	// "" (for history: which zones a tick served).
 	Served []string
@@ -151,7 +154,7 @@ const (
 )
 
 func newZoneFilter(set *zoneSet, T time.Time, only map[string]bool) *zoneFilter {
-	return &zoneFilter{set: set, T: T, only: only, seen: map[string]zoneAt{}}
+	return &zoneFilter{set: set, T: T, only: only, seen: map[string]zoneAt{}, floors: map[string]time.Time{}}
 }
 
 // at says what the entities of zone name do at T.
@@ -174,10 +177,39 @@ func (f *zoneFilter) at(name string) zoneAt {
 		if s.Next(f.T.Add(-time.Nanosecond)).Equal(f.T) && (f.only == nil || f.only[name]) {
 			a = zoneNow
 			f.Served = append(f.Served, name)
+			f.floors[name] = floorAt(s, f.T)
 		}
 	}
 	f.seen[name] = a
 	return a
+}
+
+// floor is the Floor of the run at T of an entity in zone name, which
+// ticks at T (at).
+func (f *zoneFilter) floor(name string) time.Time { return f.floors[name] }
+
+// floorAt is the tick at or after which an entity whose schedule s ticks at
+// T counts as having had its run of T (driver.Request.Floor): its runs are
+// never closer than its own schedule's, whatever zone it was in before.
+// For a schedule that ticks at most once a local day (its tick before T is
+// 23 hours or more before it, or none is within 32 days), the start of
+// T's local date: an entity that moved west, whose 09:00 comes later, runs
+// no second time on the same local date, and one that moved east runs at
+// its new zone's first 09:00 of a date it has not run on. For a schedule
+// that ticks more often, half way from its tick before T: a run in the old
+// zone within half a period before T counts as T's.
+func floorAt(s schedule.Schedule, T time.Time) time.Time {
+	var prev time.Time
+	for _, within := range []time.Duration{26 * time.Hour, 8 * 24 * time.Hour, 32 * 24 * time.Hour} {
+		if prev = schedule.Prev(s, T.Add(-time.Nanosecond), within); !prev.IsZero() {
+			break
+		}
+	}
+	if prev.IsZero() || T.Sub(prev) >= 23*time.Hour {
+		l := T.In(schedule.Location(s))
+		return time.Date(l.Year(), l.Month(), l.Day(), 0, 0, 0, 0, l.Location())
+	}
+	return T.Add(-T.Sub(prev) / 2)
 }
 
 // zones caches the zones loaded by name, and the names that are none, up

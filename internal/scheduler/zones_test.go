@@ -65,3 +65,67 @@ timezone_from = "tz"
 		expect.Equal(t, id+"'s runs", seen[id], want)
 	}
 }
+
+// TestAZoneChangeNeverRunsTwiceInALocalDay: an entity whose zone changes
+// between two starts of a daily task ("0 9 * * *") runs at most once per
+// local date of its new zone: one that moved west (Berlin to New York: its
+// 09:00 comes later the same day) is not run again that day; one that
+// moved east (New York to Berlin) runs at Berlin's next 09:00, a date it
+// had not run on.
+func TestAZoneChangeNeverRunsTwiceInALocalDay(t *testing.T) {
+	t.Parallel()
+	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	berlin, ny := day.Add(8*time.Hour), day.Add(14*time.Hour) // 09:00 local, the same date
+	for _, c := range []struct {
+		name     string
+		now      time.Time
+		from, to string
+		first    time.Time // the run in the old zone
+		second   time.Time // the tick in the new zone
+		again    bool      // whether it runs there
+	}{
+		{"west", day.Add(15 * time.Hour), "Europe/Berlin", "America/New_York", berlin, ny, false},
+		{"east", day.Add(24*time.Hour + 8*time.Hour + 30*time.Minute), "America/New_York", "Europe/Berlin", ny, berlin.Add(24 * time.Hour), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, false)
+			file := filepath.Join(t.TempDir(), "entities.jsonl")
+			write := func(zone string) {
+				os.WriteFile(file, []byte(fmt.Sprintf(`{"id": "shop", "tz": %q}`, zone)), 0o644) //nolint:errcheck
+			}
+			toml := fmt.Sprintf(`
+[[tasks]]
+name = "daily"
+cron = "0 9 * * *"
+catch_up = "24h"
+handler = "rec"
+entities_file = %q
+entities_format = "jsonl"
+timezone_from = "tz"
+`, file)
+			clock := shiftedClock(time.Until(c.now)) // the catch-up finds the ticks before it
+			tickOf := func(T time.Time) func(Event) bool {
+				return func(ev Event) bool { return ev.Kind == EventTick && ev.Task == "daily" && ev.Tick.Equal(T) }
+			}
+			write(c.from)
+			st := e.store("r1")
+			e.run(toml, Options{Store: st, Clock: clock, DuePoll: 20 * time.Millisecond})
+			e.ev.waitFor(t, 10*time.Second, "the tick in the old zone", tickOf(c.first))
+			expect.WaitFor(t, 10*time.Second, "its run", func() bool { return e.rec.count(func(runRec) bool { return true }) == 1 })
+			write(c.to)
+			e.run(toml, Options{Store: st, Clock: clock, DuePoll: 20 * time.Millisecond})
+			e.ev.waitFor(t, 10*time.Second, "the tick in the new zone", tickOf(c.second))
+			want := 1
+			if c.again {
+				want = 2
+				expect.WaitFor(t, 10*time.Second, "its second run", func() bool { return e.rec.count(func(runRec) bool { return true }) == 2 })
+			}
+			ticks := []time.Time{}
+			for _, r := range e.rec.snapshot() {
+				ticks = append(ticks, r.Tick)
+			}
+			expect.Equal(t, fmt.Sprintf("runs (ticks %v)", ticks), len(ticks), want)
+		})
+	}
+}

@@ -21,6 +21,11 @@ type Request struct {
 	// Tick is the scheduled instant of a ReasonTick run. The acquire fails
 	// with ErrAlreadyRan when a tick run for a tick >= Tick already started.
 	Tick time.Time
+	// Floor, for a ReasonTick run, moves that bound earlier: the acquire
+	// fails when a tick run for a tick >= Floor started (an entity whose
+	// zone changed ran its period's run in its old zone). Zero, or a Floor
+	// after Tick: Tick.
+	Floor time.Time
 	// Queue, when the entity is busy, leaves a follow-up request that the
 	// holder's release turns into one run after it.
 	Queue bool

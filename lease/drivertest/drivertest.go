@@ -118,6 +118,7 @@ var cases = []struct {
 	{"DuplicateInOneBatch", testDuplicateInBatch},
 	{"Retention", testRetention},
 	{"OncePerTick", testOncePerTick},
+	{"FloorCountsAnEarlierTick", testFloor},
 	{"FollowUp", testFollowUp},
 	{"FollowUpCarriesItsTick", testFollowUpTick},
 	{"ReleaseWithNext", testReleaseNext},

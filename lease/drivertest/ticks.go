@@ -197,3 +197,39 @@ func testHostileIDs(t *testing.T, k stores) {
 		mustRelease(t, l)
 	}
 }
+
+// testFloor: a tick run's Floor counts an earlier tick as run (an entity
+// whose zone changed ran its period's run in its old zone): refused when
+// the entity's last tick is at or after the floor, granted when before, in
+// one batch; a Floor after the Tick is the Tick.
+func testFloor(t *testing.T, k stores) {
+	s := k(lease.Options{Replica: "A"})
+	T := time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC) // 09:00 in Berlin
+	at := func(e string, tick, floor time.Time) driver.Request {
+		return driver.Request{Task: "t", Entity: e, TTL: time.Minute, Reason: driver.ReasonTick, Tick: tick, Floor: floor}
+	}
+	for _, e := range []string{"moved-west", "moved-east", "late-floor"} {
+		mustRelease(t, mustAcquire(t, s, at(e, T, time.Time{})))
+	}
+	ny := T.Add(6 * time.Hour) // 09:00 in New York, the same day
+	res := s.AcquireBatch(bg, []driver.Request{
+		at("moved-west", ny, ny.Add(-9*time.Hour)), // the local day's start in New York: 05:00Z
+		at("moved-east", ny, T.Add(time.Minute)),   // a floor after its last tick
+		at("late-floor", ny, ny.Add(time.Hour)),    // after the tick: the tick's
+	})
+	var ar *lease.AlreadyRanError
+	if !errors.As(res[0].Err, &ar) || !ar.LastTick.Equal(T) {
+		t.Errorf("last tick at or after the floor: got %v, want already ran at %v", res[0].Err, T)
+	}
+	for i, name := range []string{"", "last tick before the floor", "a floor after the tick"} {
+		if i == 0 {
+			continue
+		}
+		if res[i].Err != nil {
+			t.Errorf("%s: %v, want granted", name, res[i].Err)
+			continue
+		}
+		expect.Equal(t, name+": the lease's tick", res[i].Lease.Tick, ny)
+		mustRelease(t, res[i].Lease)
+	}
+}

@@ -95,23 +95,26 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 	// What a fan-out batch shares is sent once: task, TTL, reason, tick and
 	// queue; per entity only its field, token and due entry.
 	type shared struct {
-		task, reason, tick string
-		ttl                time.Duration
-		queue              bool
-		shards             int
+		task, reason, tick, floor string
+		ttl                       time.Duration
+		queue                     bool
+		shards                    int
 	}
 	var lastTick time.Time // a fan-out batch's requests share their tick: formatted once
 	lastTickS := ""
 	gs := codec.GroupBy(len(live), func(i int) shared {
 		r := reqs[live[i]].Req
-		tick := "0"
+		tick, floor := "0", "0"
 		if r.Reason == driver.ReasonTick {
 			if lastTickS == "" || !r.Tick.Equal(lastTick) {
 				lastTick, lastTickS = r.Tick, tickMS(r.Tick)
 			}
 			tick = lastTickS
+			if !r.Floor.IsZero() && r.Floor.Before(r.Tick) {
+				floor = tickMS(r.Floor)
+			}
 		}
-		return shared{task: r.Task, reason: string(r.Reason), tick: tick, ttl: r.TTL, queue: r.Queue, shards: reqs[live[i]].Shards}
+		return shared{task: r.Task, reason: string(r.Reason), tick: tick, floor: floor, ttl: r.TTL, queue: r.Queue, shards: reqs[live[i]].Shards}
 	})
 	holderArg, maxTTL := driver.Escape(b.cfg.Replica), b.maxTTL()
 	calls := make([]scriptCall, len(gs))
@@ -124,7 +127,7 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 		args := make([]any, acqFixed, acqFixed+acqStride*len(gr.Idx))
 		args[acqMaxTTL], args[acqHolder], args[acqPrefix] = ms(maxTTL), holderArg, driver.Escape(k.task)+":"
 		args[acqTTL], args[acqReason], args[acqTick], args[acqQueue] = ms(k.ttl), k.reason, k.tick, queue
-		args[acqShards] = shardsArg(k.shards)
+		args[acqShards], args[acqFloor] = shardsArg(k.shards), k.floor
 		args[acqTwice] = twice(len(gr.Idx), func(x int) string { return reqs[live[gr.Idx[x]]].Req.Entity })
 		bk := bucketOf(k.task)
 		ks := []string{b.k.epoch(bk), b.k.due(bk), b.k.dueInfo(bk), b.k.entities(k.task), b.k.followups(k.task)}

@@ -196,14 +196,17 @@ local token, last = ARGV[5], ARGV[6]
 local tick_s, exp_s = ARGV[7], num(now_ms + 5000)
 local reason, holder, run_tick, tsfx = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
 local tick = tonumber(tick_s)
+local floor_s = ARGV[12]
+if floor_s == '0' or tick == 0 then floor_s = tick_s end
+local floor = tonumber(floor_s)
 local fast, slow = 'nil', 'nil'
 local e = entity(v)
 if ARGV[1] == 'grant' then
   -- token .. tsfx is the whole token: a chunk's prefix and its position, or
   -- a token alone and ''; grant_fast gets them between separators.
-  local a, b = grant_fast_for(tick, tick_s, now_s, now_ms_s, exp_s, reason, holder)(v, '|' .. token, tsfx .. '|', run_tick)
+  local a, b = grant_fast_for(tick, tick_s, floor_s, now_s, now_ms_s, exp_s, reason, holder)(v, '|' .. token, tsfx .. '|', run_tick)
   if a == 'ran' then fast = 'ran ' .. b elseif a then fast = a .. ' ' .. b end
-  if ran_before(e, tick) then
+  if ran_before(e, floor) then
     slow = 'ran ' .. e.last_tick
   elseif not is_held(e, now_ms) then
     local fence = grant(e, now, now_s, now_ms_s, tick, tick_s, token .. tsfx, exp_s, reason, run_tick, holder)
@@ -252,7 +255,8 @@ func TestFastPathsAgree(t *testing.T) {
 		{"queued", hostile, itoa(maxMS), ""}, {"tick", "me", "", ".7"}, {"tick", "r2", "", ".16"}}
 	applied := map[string]int{}
 	for _, v := range raw {
-		for _, tick := range []int64{0, nowMS - 10_000, nowMS, nowMS + 10} {
+		for _, tf := range [][2]int64{{0, 0}, {nowMS - 10_000, 0}, {nowMS, 0}, {nowMS + 10, 0}, {nowMS, nowMS - 10_000}, {nowMS + 10, nowMS - 5}, {nowMS, nowMS - 15_000}} {
+			tick, floor := tf[0], tf[1] // a floor (Request.Floor) or none (0)
 			for _, token := range []string{"tok", "other"} {
 				for k, op := range []string{"grant", "release", "grant", "grant", "grant", "grant"} {
 					a := asks[0]
@@ -263,13 +267,13 @@ func TestFastPathsAgree(t *testing.T) {
 					if runTick == "" {
 						runTick = itoa(tick)
 					}
-					res, err := fastScript.Run(bg, c, nil, op, v, now, nowMS, token, rr, tick, a.reason, driver.Escape(a.holder), runTick, a.tsfx).StringSlice()
+					res, err := fastScript.Run(bg, c, nil, op, v, now, nowMS, token, rr, tick, a.reason, driver.Escape(a.holder), runTick, a.tsfx, floor).StringSlice()
 					if err != nil {
 						t.Fatalf("%s %q: %v", op, v, err)
 					}
 					fast, slow := res[0], res[1]
 					if fast != "nil" && fast != slow {
-						t.Errorf("%s of %q (tick %d, token %s%s, %+v): fast path %q, codec %q", op, v, tick, token, a.tsfx, a, fast, slow)
+						t.Errorf("%s of %q (tick %d, floor %d, token %s%s, %+v): fast path %q, codec %q", op, v, tick, floor, token, a.tsfx, a, fast, slow)
 					}
 					if fast != "nil" {
 						applied[op]++

@@ -103,6 +103,7 @@ const (
 	acqChunks // "" or "t:m:id …": triple t holds the m entities of chunk id
 	acqShards // the shard count the task's shard was named by; "": not checked
 	acqTwice  // 0|1: 1 when an entity is asked for twice in the batch
+	acqFloor  // ms: a tick >= it counts as run (Request.Floor); tick's when 0
 	acqFixed
 )
 
@@ -116,7 +117,7 @@ const (
 var acquireArgs = argv{
 	fixed: []arg{{"MAX_TTL", acqMaxTTL}, {"HOLDER", acqHolder}, {"PREFIX", acqPrefix}, {"TTL", acqTTL},
 		{"REASON", acqReason}, {"TICK", acqTick}, {"QUEUE", acqQueue}, {"CHUNKS", acqChunks}, {"SHARDS", acqShards},
-		{"TWICE", acqTwice}},
+		{"TWICE", acqTwice}, {"FLOOR", acqFloor}},
 	each: []arg{{"FIELD", acqField}, {"TOKEN", acqToken}, {"FROM", acqFrom}},
 }
 

@@ -49,6 +49,11 @@ end
 local ttl, reason, tick_s, queue = tonumber(ARGV[A_TTL]), ARGV[A_REASON], ARGV[A_TICK], ARGV[A_QUEUE]
 local twice = ARGV[A_TWICE] == '1'
 local tick = tonumber(tick_s)
+-- floor: a tick run for a tick >= it counts as run (the tick's own but
+-- for an entity whose zone changed: Request.Floor).
+local floor_s = ARGV[A_FLOOR]
+if floor_s == '0' or floor_s == '' or tick == 0 then floor_s = tick_s end
+local floor = tonumber(floor_s)
 local exp_s = num(now_ms + ttl)
 local refused
 if tick > now_ms + EARLY_MS then
@@ -97,7 +102,7 @@ local taken_reply = reply_ran(tick_s)
 -- request skipped); or granted. It returns the answer, whether e changed,
 -- and whether the tick already ran.
 local function decide(e, field, tok, tsfx, run_tick, reqs)
-  if ran_before(e, tick) then return reply_ran(e.last_tick), false, true end
+  if ran_before(e, floor) then return reply_ran(e.last_tick), false, true end
   if not is_held(e, now_ms) then
     return grant(e, now, now_s, now_ms_s, tick, tick_s, unbar(tok .. tsfx), exp_s, reason, run_tick, holder), true, false
   end
@@ -120,7 +125,7 @@ end
 -- Step 2, decide per entity: grant_fast for the common cases, decide for
 -- the rest; each new value is staged. Step 3, write: one HSET.
 local cur, writes, nw, e, k, i = {}, {}, 0, {}, 0, 0
-local grant_fast = grant_fast_for(tick, tick_s, now_s, now_ms_s, exp_s, reason, holder)
+local grant_fast = grant_fast_for(tick, tick_s, floor_s, now_s, now_ms_s, exp_s, reason, holder)
 for t = 1, nt do
   -- Request t is one entity (its token whole, its due entry), or a chunk
   -- of m (their tokens a prefix and a position, no due entries).

@@ -126,19 +126,21 @@ local find, byte = string.find, string.byte
 -- value shares are joined once.
 --
 -- grant_fast answers an acquire of v, a stored value, when its lease is
--- free (no token, expiry 0): 'ran' and the last tick when tick already
--- ran, else the new value and its fence. nil when v has a token (held, or
+-- free (no token, expiry 0): 'ran' and the last tick when a tick at or
+-- after floor_s (the tick's, but for an entity whose zone changed) ran,
+-- else the new value and its fence. nil when v has a token (held, or
 -- expired but not released) or is not understood. tokbar is the new token
 -- between its separators ('|' .. token .. '|'), in two pieces (tokbar ..
 -- tokbar2: a chunk's prefix and position, or the whole and '') so that the
 -- grant concatenates them once. Its fields are as acquire.lua's grant sets
 -- them.
 --
--- v > tick_s says whether the last tick, v's first field, is at or after
--- the tick when both have one length: the digits decide where they
--- differ, and v, with more after them, sorts after a tick_s it starts with.
-local function grant_fast_for(tick, tick_s, now_s, now_ms_s, exp_s, reason, holder)
-  local lt, ln = #tick_s, #now_s
+-- v > floor_s says whether the last tick, v's first field, is at or after
+-- the floor when both have one length: the digits decide where they
+-- differ, and v, with more after them, sorts after a floor_s it starts
+-- with.
+local function grant_fast_for(tick, tick_s, floor_s, now_s, now_ms_s, exp_s, reason, holder)
+  local lf0, ln = #floor_s, #now_s
   -- The new value's middle, after the token: expiry, follow-up flag (kept:
   -- '0', or '1', or '' in values of tickd before it), touched, reason.
   local after_fu = '|' .. now_ms_s .. '|' .. reason .. '|'
@@ -155,7 +157,7 @@ local function grant_fast_for(tick, tick_s, now_s, now_ms_s, exp_s, reason, hold
     local lt_s = tick_s
     if tick == 0 then
       lt_s = sub(v, 1, p1 - 1)
-    elseif p1 - 1 > lt or (p1 - 1 == lt and v > tick_s) then
+    elseif p1 - 1 > lf0 or (p1 - 1 == lf0 and v > floor_s) then
       return 'ran', sub(v, 1, p1 - 1)
     end
     local f_s, fence, lf = sub(v, p1 + 1, p2 - 1), now_s, p2 - p1 - 1

@@ -1,0 +1,54 @@
+package scheduler
+
+import (
+	"github.com/tickd/tickd/internal/logs"
+	"github.com/tickd/tickd/tasks"
+)
+
+// What a fan-out keeps of the entities it reads: their attributes, for
+// their runs, and, for a task with timezone_from, whether each ticks at
+// the fan-out's instant.
+
+// each reads the task's source, calling add with each entity's id and
+// keeping its attributes, if it has any, for its run (attrsOf): only an
+// EntitySource yields any, and its fan-out has f.attrs.
+func (f *fanOut) each(add func(id string) error) error {
+	return tasks.EachEntity(f.ctx, f.ts.source, func(e tasks.Entity) error {
+		if f.zones != nil && !f.zoned(e) {
+			return nil
+		}
+		if e.Attributes != nil {
+			f.attrs[e.ID] = e.Attributes
+		}
+		return add(e.ID)
+	})
+}
+
+// zoned says whether e ticks at f.T in its zone (timezone_from). One whose
+// zone is unknown is counted, at the instants of the task's own zone, as
+// skipped.
+func (f *fanOut) zoned(e tasks.Entity) bool {
+	switch f.zones.at(e.Attributes[f.ts.t.TimezoneFrom]) {
+	case zoneNow:
+		return true
+	case zoneUnknown:
+		if f.zones.at("") == zoneNow {
+			f.n.Entities++
+			if f.n.UnknownZone++; f.n.UnknownZone == 1 {
+				f.s.log.Warn("entity's zone is unknown: its runs are skipped", logs.KeyTask, f.ts.t.Name, logs.KeyEntity, e.ID,
+					"zone", e.Attributes[f.ts.t.TimezoneFrom], logs.Tick(f.T))
+			}
+		}
+	}
+	return false
+}
+
+// attrsOf takes id's attributes, to start its run with, or nil.
+func (f *fanOut) attrsOf(id string) tasks.Attributes {
+	if len(f.attrs) == 0 {
+		return nil
+	}
+	a := f.attrs[id]
+	delete(f.attrs, id)
+	return a
+}
