@@ -106,7 +106,8 @@ const (
 	FormatLines = "lines"
 	// FormatJSONL is one JSON object a line: {"id": "shop-42", "tz":
 	// "Europe/Berlin"}. id is required; every other member is an
-	// attribute, a string (a number is kept as its text).
+	// attribute, a string (a number is kept as its text; null is no
+	// attribute).
 	FormatJSONL = "jsonl"
 )
 
@@ -132,6 +133,9 @@ func ParseEntityLine(line string) (Entity, error) {
 	}
 	var e Entity
 	for k, v := range m {
+		if v == nil && k != "id" {
+			continue // null: no such attribute (a database's NULL)
+		}
 		s, ok := jsonText(v)
 		if !ok {
 			return Entity{}, fmt.Errorf("%w: %s: want a string or a number", ErrBadAttribute, cut(k, 40))
