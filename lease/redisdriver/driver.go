@@ -92,30 +92,7 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 			live = append(live, i)
 		}
 	}
-	// What a fan-out batch shares is sent once: task, TTL, reason, tick and
-	// queue; per entity only its field, token and due entry.
-	type shared struct {
-		task, reason, tick, floor string
-		ttl                       time.Duration
-		queue                     bool
-		shards                    int
-	}
-	var lastTick time.Time // a fan-out batch's requests share their tick: formatted once
-	lastTickS := ""
-	gs := codec.GroupBy(len(live), func(i int) shared {
-		r := reqs[live[i]].Req
-		tick, floor := "0", "0"
-		if r.Reason == driver.ReasonTick {
-			if lastTickS == "" || !r.Tick.Equal(lastTick) {
-				lastTick, lastTickS = r.Tick, tickMS(r.Tick)
-			}
-			tick = lastTickS
-			if !r.Floor.IsZero() && r.Floor.Before(r.Tick) {
-				floor = tickMS(r.Floor)
-			}
-		}
-		return shared{task: r.Task, reason: string(r.Reason), tick: tick, floor: floor, ttl: r.TTL, queue: r.Queue, shards: reqs[live[i]].Shards}
-	})
+	gs := groupAcquires(reqs, live)
 	holderArg, maxTTL := driver.Escape(b.cfg.Replica), b.maxTTL()
 	calls := make([]scriptCall, len(gs))
 	for g, gr := range gs {
@@ -172,6 +149,41 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 		return nil, derr
 	}
 	return out, err // an *AckError: the grants stand on the primary, untrusted
+}
+
+// acquireKey is what a fan-out batch's requests share, sent once: task,
+// TTL, reason, tick, floor and queue; per entity only its field, token and
+// due entry.
+type acquireKey struct {
+	task, reason, tick, floor string
+	ttl                       time.Duration
+	queue                     bool
+	shards                    int
+}
+
+// groupAcquires groups the requests reqs[live[i]] by what they share. A
+// fan-out batch's share their tick and floor: each is formatted once.
+func groupAcquires(reqs []driver.AcquireArg, live []int) []codec.Group[acquireKey] {
+	var lastTick, lastFloor time.Time
+	lastTickS, lastFloorS := "", ""
+	return codec.GroupBy(len(live), func(i int) acquireKey {
+		r := reqs[live[i]].Req
+		k := acquireKey{task: r.Task, reason: string(r.Reason), tick: "0", floor: "0", ttl: r.TTL, queue: r.Queue, shards: reqs[live[i]].Shards}
+		if r.Reason != driver.ReasonTick {
+			return k
+		}
+		if lastTickS == "" || !r.Tick.Equal(lastTick) {
+			lastTick, lastTickS = r.Tick, tickMS(r.Tick)
+		}
+		k.tick = lastTickS
+		if !r.Floor.IsZero() && r.Floor.Before(r.Tick) {
+			if lastFloorS == "" || !r.Floor.Equal(lastFloor) {
+				lastFloor, lastFloorS = r.Floor, tickMS(r.Floor)
+			}
+			k.floor = lastFloorS
+		}
+		return k
+	})
 }
 
 // decodeAcquireReplies puts the answer res[j] (or the error errs[j]) of
