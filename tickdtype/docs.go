@@ -191,6 +191,9 @@ type TickDoc struct {
 	SourceError    string         `json:"source_error"` // why, with the end of a command's stderr; "" when it did not fail
 	FirstStartLagS float64        `json:"first_start_lag_s"`
 	DurationS      float64        `json:"duration_s"` // from the tick to its last run's end
+	// Zones are the zones whose entities the tick served, for a task whose
+	// entities tick in zones of their own (timezone_from); [] otherwise.
+	Zones []string `json:"zones"`
 }
 
 // FailureDoc is a failed run that history keeps (HistoryDoc.Failures).

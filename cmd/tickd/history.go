@@ -105,6 +105,11 @@ func printTicks(w io.Writer, h report.TaskHistory) {
 			history.Millis(v.FirstStart()), history.Millis(v.LastEnd()), strings.Join(v.Replicas(), " "))
 	}
 	tb.write(w)
+	for _, v := range h.Ticks { // a task whose entities tick in zones of their own
+		if zs := v.Zones(); len(zs) > 0 {
+			fmt.Fprintf(w, "  %s served the zones %s\n", v.Tick.In(loc).Format(time.RFC3339), strings.Join(zs, ", "))
+		}
+	}
 	for _, v := range h.Ticks {
 		if e := v.SourceError(); e != "" {
 			fmt.Fprintf(w, "  the source of the tick at %s failed: %s\n", v.Tick.In(loc).Format(time.RFC3339), report.Visible(e))

@@ -40,7 +40,7 @@ func (st TaskStatus) Doc(now time.Time) TaskDoc {
 	if st.Paused {
 		d.Pause = PauseInfoDoc{By: st.Pause.By, At: Instant(st.Pause.At), Reason: st.Pause.Reason, Until: Instant(st.Pause.Until)}
 	}
-	d.LastTick = TickDoc{State: "none", Replicas: []string{}, Outcomes: map[string]int{}, Skipped: map[string]int{}}
+	d.LastTick = TickDoc{State: "none", Replicas: []string{}, Outcomes: map[string]int{}, Skipped: map[string]int{}, Zones: []string{}}
 	if st.LastTick != nil {
 		d.LastTick = TickDocOf(*st.LastTick)
 	}
@@ -71,7 +71,8 @@ func SecondsOrZero(d time.Duration) float64 { return max(d, 0).Seconds() }
 func TickDocOf(v history.TickView) TickDoc {
 	d := TickDoc{Tick: Instant(v.Tick), State: v.State, Reason: history.Reason(v), Replicas: append([]string{}, v.Replicas()...),
 		Entities: v.Entities(), Runs: v.Runs(), Outcomes: map[string]int{}, Skipped: v.Skipped(),
-		SourceFailed: v.SourceFailed(), SourceError: v.SourceError(), FirstStartLagS: SecondsOrZero(v.FirstStart()), DurationS: SecondsOrZero(v.LastEnd())}
+		SourceFailed: v.SourceFailed(), SourceError: v.SourceError(), FirstStartLagS: SecondsOrZero(v.FirstStart()), DurationS: SecondsOrZero(v.LastEnd()),
+		Zones: append([]string{}, v.Zones()...)}
 	for o, n := range v.Outcomes() {
 		d.Outcomes[string(o)] = n
 	}

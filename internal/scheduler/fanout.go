@@ -161,7 +161,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time, only
 		f.n.SourceFailed, f.n.SourceError = true, err.Error()
 	}
 	if f.zones != nil {
-		f.n.Zones = f.zones.Served
+		f.n.Zones = f.zones.served(t.Timezone)
 	}
 	n := *f.n
 	span.End(n.Entities, n.Started, n.SourceError)

@@ -89,7 +89,8 @@ func (tl *tally) part(replica, process string, now time.Time) driver.TickPart {
 		process = tl.process
 	}
 	p := driver.TickPart{Replica: replica, Process: process, Final: tl.pending.Load() == 0, Written: now, Entities: n.Entities,
-		Started: n.Started + int(tl.waited.Load()), SourceFailed: n.SourceFailed, SourceError: n.SourceError, Outcomes: map[driver.Outcome]int{}, Skipped: map[string]int{}}
+		Started: n.Started + int(tl.waited.Load()), SourceFailed: n.SourceFailed, SourceError: n.SourceError, Zones: n.Zones,
+		Outcomes: map[driver.Outcome]int{}, Skipped: map[string]int{}}
 	all := driver.AllOutcomes()
 	for i := range tl.outcomes {
 		if c := int(tl.outcomes[i].Load()); c > 0 {

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -182,6 +183,19 @@ func (f *zoneFilter) at(name string) zoneAt {
 	}
 	f.seen[name] = a
 	return a
+}
+
+// served are the zones whose entities tick at T, by name (the task's own,
+// "", as own), sorted, once each.
+func (f *zoneFilter) served(own string) []string {
+	zs := slices.Clone(f.Served)
+	for i, z := range zs {
+		if z == "" {
+			zs[i] = own
+		}
+	}
+	slices.Sort(zs)
+	return slices.Compact(zs)
 }
 
 // floor is the Floor of the run at T of an entity in zone name, which

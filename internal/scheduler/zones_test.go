@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -32,7 +33,7 @@ func TestEachEntityTicksInItsZone(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "entities.jsonl")
 	os.WriteFile(file, []byte(strings.Join(lines, "\n")), 0o644) //nolint:errcheck
 	began := time.Now()
-	e.start(fmt.Sprintf(`
+	_, st := e.start(fmt.Sprintf(`
 [[tasks]]
 name = "local"
 every = "1h"
@@ -45,6 +46,15 @@ timezone_from = "tz"
 	expect.WaitFor(t, 10*time.Second, "a run of each entity with a zone", func() bool { return e.rec.count(func(runRec) bool { return true }) == 5 })
 	e.ev.waitFor(t, 10*time.Second, "the unknown zone counted", func(ev Event) bool { return ev.Kind == EventTick && ev.Counts.UnknownZone == 1 })
 	ended := time.Now()
+	// Each tick's record says which zones it served.
+	expect.WaitFor(t, 10*time.Second, "the ticks' records, with their zones", func() bool {
+		rs, err := st.Fleet().Ticks(context.Background(), "local", 10)
+		served := map[string]bool{}
+		for _, r := range rs {
+			served[strings.Join(r.Zones(), ",")] = true
+		}
+		return err == nil && served["UTC"] && served["Asia/Kolkata"] && served["Asia/Kathmandu"]
+	})
 	seen := map[string]int{}
 	for _, r := range e.rec.snapshot() {
 		seen[r.Entity]++

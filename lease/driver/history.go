@@ -32,6 +32,10 @@ type TickPart struct {
 	// for a command, its exit status and the end of its stderr).
 	SourceFailed bool
 	SourceError  string
+	// Zones are the zones whose entities the tick served, for a task
+	// whose entities tick in zones of their own (timezone_from): at most
+	// MaxTickZones names. nil for a task in one zone.
+	Zones []string
 	// FirstStart is how long after the tick its first run started, LastEnd
 	// how long after the tick its last run ended; -1 when none did.
 	FirstStart, LastEnd time.Duration
@@ -167,6 +171,19 @@ func (r TickRecord) Final() bool {
 	return !slices.ContainsFunc(r.Parts, func(p TickPart) bool { return !p.Final })
 }
 
+// Zones are the zones the tick served, sorted: its parts' (Zones).
+func (r TickRecord) Zones() []string {
+	var zs []string
+	for _, p := range r.Parts {
+		zs = append(zs, p.Zones...)
+	}
+	slices.Sort(zs)
+	return slices.Compact(zs)
+}
+
+// MaxTickZones bounds the zones a tick part keeps (TickPart.Zones).
+const MaxTickZones = 64
+
 // Replicas lists the replicas that took part, in the order they wrote.
 func (r TickRecord) Replicas() []string {
 	rs := make([]string, 0, len(r.Parts))
@@ -278,7 +295,8 @@ func cutAt(s string, max int) string {
 
 // Kept is what a driver keeps of p, and gives back: its times to the
 // millisecond, its counts of zero left out, its source's error (cut to
-// MaxSourceError) only when the source failed.
+// MaxSourceError) only when the source failed, its zones sorted, once each,
+// at most MaxTickZones.
 func (p TickPart) Kept() TickPart {
 	dur := func(d time.Duration) time.Duration {
 		if d < 0 {
@@ -299,6 +317,12 @@ func (p TickPart) Kept() TickPart {
 	}
 	maps.DeleteFunc(p.Skipped, func(_ string, n int) bool { return n == 0 })
 	p.SourceError = cutAt(p.SourceError, MaxSourceError)
+	if p.Zones = slices.DeleteFunc(slices.Clone(p.Zones), func(z string) bool { return z == "" }); len(p.Zones) > 0 {
+		p.Zones = slices.Compact(slices.Sorted(slices.Values(p.Zones)))
+		p.Zones = p.Zones[:min(len(p.Zones), MaxTickZones)]
+	} else {
+		p.Zones = nil
+	}
 	if !p.SourceFailed {
 		p.SourceError = ""
 	}

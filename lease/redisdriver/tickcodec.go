@@ -25,13 +25,15 @@ func partKey(p driver.TickPart) string {
 // of a task's tick list (prefix:{NN}:TASK:ticks, newest first):
 //
 //	tickMs part part…        separated by spaces, one part per replica process
-//	part: key|state|written|entities|started|first|last|outcomes|skipped|src
+//	part: key|state|written|entities|started|first|last|outcomes|skipped|src[|zones]
 //
 // key is partKey's (the replica escaped, then ~ and the process); state f
 // (final) or r (runs going on); written in Unix
 // ms; first and last in ms from the tick (” for none); outcomes and
 // skipped as name=n,name=n; src 1 when the source failed, then ":" and its
-// error, escaped, when it is known. Lua (tick.lua)
+// error, escaped, when it is known; zones, for a part that served zones
+// of their own (timezone_from) only, their names escaped, comma-joined (a
+// tickd before them reads no such part). Lua (tick.lua)
 // reads only the tick and each part's key, to put a part in place.
 func encodeTickPart(p driver.TickPart) string {
 	var b strings.Builder
@@ -56,6 +58,10 @@ func encodeTickPart(p driver.TickPart) string {
 	if p.SourceFailed && p.SourceError != "" {
 		b.WriteByte(':')
 		b.WriteString(driver.Escape(p.SourceError))
+	}
+	for i, z := range p.Zones { // an eleventh field, only for a part with zones
+		b.WriteString(map[bool]string{true: "|", false: ","}[i == 0])
+		b.WriteString(driver.Escape(z))
 	}
 	return b.String()
 }
@@ -99,7 +105,7 @@ func readCounts[K ~string](s string) (map[K]int, error) {
 
 func decodeTickPart(s string) (driver.TickPart, error) {
 	f := strings.Split(s, "|")
-	if len(f) != 10 {
+	if len(f) != 10 && len(f) != 11 {
 		return driver.TickPart{}, fmt.Errorf("lease: bad tick part %q", s)
 	}
 	var p driver.TickPart
@@ -130,6 +136,15 @@ func decodeTickPart(s string) (driver.TickPart, error) {
 	}
 	if p.Skipped, err = readCounts[string](f[8]); err != nil {
 		return p, err
+	}
+	if len(f) == 11 {
+		for z := range strings.SplitSeq(f[10], ",") {
+			name, err := driver.Unescape(z)
+			if err != nil || name == "" {
+				return p, fmt.Errorf("lease: bad tick part %q", s)
+			}
+			p.Zones = append(p.Zones, name)
+		}
 	}
 	src, srcErr, _ := strings.Cut(f[9], ":")
 	p.SourceFailed = src == "1"

@@ -27,3 +27,17 @@ func TestTickPartKeepsTheSourceError(t *testing.T) {
 	expect.Equal(t, "an older part's error", err, nil)
 	expect.True(t, "an older part still failed", back.SourceFailed && back.SourceError == "")
 }
+
+// TestTickPartKeepsItsZones: a part's zones come back whole, hostile names
+// too; a part without zones is encoded as before them (ten fields).
+func TestTickPartKeepsItsZones(t *testing.T) {
+	p := driver.TickPart{Replica: "r", Written: time.UnixMilli(1000), FirstStart: -1, LastEnd: -1,
+		Zones: []string{"Europe/Berlin", "America/New_York", "a,b|c d%"}}
+	back, err := decodeTickPart(encodeTickPart(p.Kept()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Same(t, "zones", back.Zones, []string{"America/New_York", "Europe/Berlin", "a,b|c d%"})
+	p.Zones = nil
+	expect.Equal(t, "fields without zones", strings.Count(encodeTickPart(p.Kept()), "|"), 9)
+}
