@@ -27,6 +27,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tryRedis := c.fs.Bool("redis", false, "also connect to the config's Redis")
 	from := c.fs.String("from", "", "list the ticks after this instant (RFC 3339, e.g. 2027-03-28T00:00:00Z) instead of now")
 	n := c.fs.Int("n", 5, "how many ticks to list per task")
+	entity := c.fs.String("entity", "", "also list this entity's ticks in each task, in its own zone (timezone_from): reads the tasks' sources")
 	asJSON := c.jsonFlag()
 	if _, err := c.args(args, 0, 0); err != nil {
 		return err
@@ -53,18 +54,8 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			doc.Warnings = append(doc.Warnings, fmt.Sprintf("%s: redis.url: skip_verify=true: the server's TLS certificate is not checked, so anyone on the path can pose as Redis", cfg.Path))
 		}
 	}
-	for _, t := range cfg.Tasks {
-		td := report.CheckTaskDoc{Name: t.Name, Schedule: t.ScheduleText(), Timezone: t.Location.String(),
-			Source: report.DescribeSource(t), Ticks: []report.CheckTickDoc{}, Shards: max(t.Shards, 1)}
-		at := start
-		for range *n {
-			if at = t.Schedule.Next(at); at.IsZero() {
-				break
-			}
-			td.Ticks = append(td.Ticks, report.CheckTickDoc{Tick: report.Instant(at), Local: at.In(t.Location).Format(time.RFC3339), DST: schedule.DSTNote(t.Schedule, at)})
-		}
-		doc.Tasks = append(doc.Tasks, td)
-	}
+	tds, warns := checkTasks(ctx, cfg, start, *n, *entity)
+	doc.Tasks, doc.Warnings = tds, append(doc.Warnings, warns...)
 	users := cfg.LimitUsers()
 	doc.Limits = []report.CheckLimit{}
 	for _, l := range cfg.Limits {
@@ -93,6 +84,32 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return redisErr
 }
 
+// checkTasks lists each task's next n ticks after start, and, when entity
+// is not "", that entity's (checkEntity), with what is wrong with it.
+func checkTasks(ctx context.Context, cfg *config.Config, start time.Time, n int, entity string) ([]report.CheckTaskDoc, []string) {
+	tds, warns := []report.CheckTaskDoc{}, []string{}
+	for _, t := range cfg.Tasks {
+		td := report.CheckTaskDoc{Name: t.Name, Schedule: t.ScheduleText(), Timezone: t.Location.String(),
+			Source: report.DescribeSource(t), Ticks: []report.CheckTickDoc{}, Shards: max(t.Shards, 1), Entities: []report.CheckEntityDoc{}}
+		at := start
+		for range n {
+			if at = t.Schedule.Next(at); at.IsZero() {
+				break
+			}
+			td.Ticks = append(td.Ticks, report.CheckTickDoc{Tick: report.Instant(at), Local: at.In(t.Location).Format(time.RFC3339), DST: schedule.DSTNote(t.Schedule, at)})
+		}
+		if entity != "" {
+			e, warn := checkEntity(ctx, t, entity, start, n)
+			td.Entities = append(td.Entities, e)
+			if warn != "" {
+				warns = append(warns, fmt.Sprintf("%s: task %s: %s", cfg.Path, t.Name, warn))
+			}
+		}
+		tds = append(tds, td)
+	}
+	return tds, warns
+}
+
 // printCheck writes check's document for people: each task's next ticks in
 // its zone, marked where daylight saving moved one; warnings on stderr.
 func printCheck(stdout, stderr io.Writer, doc report.CheckDoc) {
@@ -104,6 +121,9 @@ func printCheck(stdout, stderr io.Writer, doc report.CheckDoc) {
 				note = "   <- " + tk.DST
 			}
 			fmt.Fprintf(stdout, "  %s%s\n", tk.Local, note)
+		}
+		for _, e := range t.Entities {
+			printCheckEntity(stdout, e)
 		}
 	}
 	for _, l := range doc.Limits {

@@ -112,6 +112,21 @@ type CheckTaskDoc struct {
 	// in Redis, in force (check -redis; 0 without it).
 	Shards         int `json:"shards"`
 	RecordedShards int `json:"recorded_shards"`
+	// Entities are, with -entity, that entity in this task: found in its
+	// source or not, its attributes, its zone and its next ticks there;
+	// [] without -entity.
+	Entities []CheckEntityDoc `json:"entities"`
+}
+
+// CheckEntityDoc is one entity of a task, for check -entity.
+type CheckEntityDoc struct {
+	ID         string            `json:"id"`
+	Found      bool              `json:"found"` // listed by the task's source
+	Attributes map[string]string `json:"attributes"`
+	// Timezone is the zone its ticks are in: its own (timezone_from), else
+	// the task's; "" for a zone that is unknown (its runs are skipped).
+	Timezone string         `json:"timezone"`
+	Ticks    []CheckTickDoc `json:"ticks"` // local_time in Timezone
 }
 
 // CheckTickDoc is one tick: the Instant, its wall-clock time in the task's
