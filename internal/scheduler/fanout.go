@@ -171,10 +171,14 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time, only
 	if n.Errors > 0 || n.SourceFailed || n.Quarantined > 0 {
 		lvl = slog.LevelWarn
 	}
-	s.log.Log(context.Background(), lvl, "tick", logs.KeyTask, t.Name, logs.Tick(T),
+	attrs := []any{logs.KeyTask, t.Name, logs.Tick(T),
 		"entities", n.Entities, "started", n.Started, "busy", n.Busy, "already_ran", n.AlreadyRan, "superseded", n.Superseded, "limited", n.Limited,
 		"quarantined", n.Quarantined, "unacknowledged", n.Unacknowledged, "errors", n.Errors, "source_failed", n.SourceFailed,
-		"stopped", n.Stopped, "paused", n.Paused, "removed", n.Removed, "unknown_zone", n.UnknownZone, "zones", len(n.Zones))
+		"stopped", n.Stopped, "paused", n.Paused, "removed", n.Removed}
+	if f.zones != nil { // a task whose entities tick in zones of their own
+		attrs = append(attrs, "zones", len(n.Zones), "unknown_zone", n.UnknownZone)
+	}
+	s.log.Log(context.Background(), lvl, "tick", attrs...)
 	s.observe(Event{Kind: EventTick, Task: t.Name, Tick: T, Counts: n})
 }
 
