@@ -12,6 +12,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/report"
+	"github.com/tickd/tickd/internal/scheduler"
 	"github.com/tickd/tickd/schedule"
 	"github.com/tickd/tickd/tasks"
 )
@@ -43,8 +44,8 @@ func checkEntity(ctx context.Context, t config.Task, id string, start time.Time,
 	}
 	loc := t.Location
 	if z := d.Attributes[t.TimezoneFrom]; t.TimezoneFrom != "" && z != "" {
-		l, err := time.LoadLocation(z)
-		if err != nil || z == "Local" {
+		l, ok := scheduler.LoadZone(z)
+		if !ok {
 			return d, fmt.Sprintf("entity %q: %s %q is no IANA zone: its runs are skipped (unknown_zone)", id, t.TimezoneFrom, z)
 		}
 		loc = l

@@ -54,16 +54,20 @@ func (k *keeper) hold(ls []*Lease, sent time.Time) bool {
 	return true
 }
 
-// close stops holding leases, and returns those held.
-func (k *keeper) close() []*Lease {
+// close stops holding leases, and returns those held; already, when an
+// earlier close did, none.
+func (k *keeper) close() (ls []*Lease, already bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.closed {
+		return nil, true
+	}
 	k.closed = true
-	ls := make([]*Lease, 0, len(k.held))
+	ls = make([]*Lease, 0, len(k.held))
 	for l := range k.held {
 		ls = append(ls, l)
 	}
-	return ls
+	return ls, false
 }
 
 // isClosed says whether the store stopped.

@@ -133,13 +133,12 @@ func (s *Store) CoverTTL(ttl time.Duration) {
 // ctx. A second Stop does nothing.
 func (s *Store) Stop(ctx context.Context) error {
 	s.mu.Lock()
-	if s.keeper.isClosed() {
-		s.mu.Unlock()
-		return nil
-	}
-	ls := s.keeper.close()
+	ls, already := s.keeper.close()
 	started := s.started
 	s.mu.Unlock()
+	if already {
+		return nil
+	}
 	var errs []error
 	if started {
 		s.stop()

@@ -63,23 +63,24 @@ func (z *zoneSet) Next(t time.Time) time.Time {
 	return first
 }
 
-// add adds zone name, at loc, and says whether it is in the set (false:
-// the set is full).
-func (z *zoneSet) add(name string, loc *time.Location) bool {
+// add adds zone name, at loc, and returns the task's schedule in it; nil
+// when the set is full.
+func (z *zoneSet) add(name string, loc *time.Location) schedule.Schedule {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	if _, ok := z.in[name]; ok {
-		return true
+	if s, ok := z.in[name]; ok {
+		return s
 	}
 	if len(z.in) >= maxZones {
-		return false
+		return nil
 	}
-	z.in[name] = schedule.In(z.base, loc)
+	s := schedule.In(z.base, loc)
+	z.in[name] = s
 	select {
 	case z.found <- struct{}{}:
 	default:
 	}
-	return true
+	return s
 }
 
 // learn adds the zones prev found: a reload's set, for the schedule the
@@ -87,7 +88,7 @@ func (z *zoneSet) add(name string, loc *time.Location) bool {
 func (z *zoneSet) learn(prev *zoneSet) {
 	z.scanned.Store(prev.scanned.Load())
 	for _, name := range prev.names() {
-		if loc, ok := loadZone(name); ok {
+		if loc, ok := LoadZone(name); ok {
 			z.add(name, loc)
 		}
 	}
@@ -101,7 +102,7 @@ func (z *zoneSet) scan(ctx context.Context, src tasks.Source, attr string) error
 	return tasks.EachEntity(ctx, src, func(e tasks.Entity) error {
 		if name := e.Attributes[attr]; name != "" && !seen[name] {
 			seen[name] = true
-			if loc, ok := loadZone(name); ok {
+			if loc, ok := LoadZone(name); ok {
 				z.add(name, loc)
 			}
 		}
@@ -166,11 +167,9 @@ func (f *zoneFilter) at(name string) zoneAt {
 	a := zoneUnknown
 	s := f.set.base
 	if name != "" {
-		loc, ok := loadZone(name)
-		if ok && f.set.add(name, loc) {
-			s = schedule.In(f.set.base, loc)
-		} else {
-			s = nil
+		s = nil
+		if loc, ok := LoadZone(name); ok {
+			s = f.set.add(name, loc)
 		}
 	}
 	if s != nil {
@@ -236,10 +235,11 @@ var zones struct {
 
 const maxZoneNames = 10000
 
-// loadZone is the IANA zone name, if there is one: "Local" (this host's
-// zone, which replicas need not share) and names no zone database could
-// hold are refused unread.
-func loadZone(name string) (*time.Location, bool) {
+// LoadZone is the IANA zone name, if there is one, as an entity's zone
+// attribute (timezone_from) names it: "Local" (this host's zone, which
+// replicas need not share) and names no zone database could hold are
+// refused unread.
+func LoadZone(name string) (*time.Location, bool) {
 	if name == "Local" || len(name) > 64 || strings.Contains(name, "..") || strings.HasPrefix(name, "/") {
 		return nil, false
 	}

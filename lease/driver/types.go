@@ -100,6 +100,15 @@ func (r *Request) RunTick() time.Time {
 	return r.Tick
 }
 
+// TickFloor is the tick at or after which a tick run of r counts as run:
+// its Floor when it is before its Tick, else its Tick.
+func (r *Request) TickFloor() time.Time {
+	if !r.Floor.IsZero() && r.Floor.Before(r.Tick) {
+		return r.Floor
+	}
+	return r.Tick
+}
+
 // PageQuery asks for one page of a task's entities (the ones the store
 // knows: held, or run within StateTTL), for the console: a bounded amount
 // of work whatever the number of entities.

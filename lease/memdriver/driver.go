@@ -115,7 +115,7 @@ func (b *memDriver) Acquire(_ context.Context, reqs []driver.AcquireArg) ([]driv
 			out[i] = driver.AcquireReply{Status: driver.GrantEarly, Left: a.Req.Tick.Sub(now)}
 			continue
 		}
-		if a.Req.Reason == driver.ReasonTick && st != nil && !st.tick.IsZero() && !st.tick.Before(floorOf(a.Req)) {
+		if a.Req.Reason == driver.ReasonTick && st != nil && !st.tick.IsZero() && !st.tick.Before(a.Req.TickFloor()) {
 			out[i] = driver.AcquireReply{Status: driver.GrantRan, At: st.tick}
 			continue
 		}
@@ -364,13 +364,4 @@ func (b *memDriver) Forget(_ context.Context, task, id string) error {
 	defer b.mu.Unlock()
 	delete(b.answered, member{task, id})
 	return nil
-}
-
-// floorOf is the tick at or after which a tick run of r counts as run:
-// r.Floor when it is before r.Tick, else r.Tick.
-func floorOf(r *driver.Request) time.Time {
-	if !r.Floor.IsZero() && r.Floor.Before(r.Tick) {
-		return r.Floor
-	}
-	return r.Tick
 }

@@ -176,9 +176,9 @@ func groupAcquires(reqs []driver.AcquireArg, live []int) []codec.Group[acquireKe
 			lastTick, lastTickS = r.Tick, tickMS(r.Tick)
 		}
 		k.tick = lastTickS
-		if !r.Floor.IsZero() && r.Floor.Before(r.Tick) {
-			if lastFloorS == "" || !r.Floor.Equal(lastFloor) {
-				lastFloor, lastFloorS = r.Floor, tickMS(r.Floor)
+		if floor := r.TickFloor(); !floor.Equal(r.Tick) {
+			if lastFloorS == "" || !floor.Equal(lastFloor) {
+				lastFloor, lastFloorS = floor, tickMS(floor)
 			}
 			k.floor = lastFloorS
 		}

@@ -59,9 +59,11 @@ func encodeTickPart(p driver.TickPart) string {
 		b.WriteByte(':')
 		b.WriteString(driver.Escape(p.SourceError))
 	}
-	for i, z := range p.Zones { // an eleventh field, only for a part with zones
-		b.WriteString(map[bool]string{true: "|", false: ","}[i == 0])
+	sep := byte('|') // an eleventh field, only for a part with zones
+	for _, z := range p.Zones {
+		b.WriteByte(sep)
 		b.WriteString(driver.Escape(z))
+		sep = ','
 	}
 	return b.String()
 }
