@@ -1,12 +1,10 @@
 package config
 
 import (
-	"log/slog"
 	"time"
 
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/schedule"
-	"github.com/tickd/tickd/tasks"
 )
 
 // OnBusy says what a tick does for an entity whose lease is held.
@@ -46,12 +44,25 @@ type Task struct {
 	Entities        []string `toml:"entities"`
 	EntitiesFile    string   `toml:"entities_file"`
 	EntitiesCommand []string `toml:"entities_command"`
-	// EntitiesTimeout stops an entities_command. Defaults to 1m.
+	// EntitiesURL is an HTTP(S) endpoint answering a GET with the
+	// entities, as JSON lines (as entities_format "jsonl") or one JSON
+	// array. Its ETag is kept (a 304 reuses the list), and its last good
+	// list stands in for it when it fails, for EntitiesMaxAge.
+	EntitiesURL string `toml:"entities_url"`
+	// EntitiesHeaders are entities_url's request headers, ${NAME} as in
+	// Headers. Defaults to none.
+	EntitiesHeaders map[string]string `toml:"entities_headers"`
+	// EntitiesMaxAge is how long entities_url's last good list stands in
+	// for an endpoint that fails. Defaults to 1h.
+	EntitiesMaxAge time.Duration `toml:"entities_max_age"`
+	// EntitiesTimeout stops an entities_command, and bounds an
+	// entities_url's request, its body read whole. Defaults to 1m.
 	EntitiesTimeout time.Duration `toml:"entities_timeout"`
 	// EntitiesFormat is how entities_file and entities_command's output
 	// give entities: "lines" (one id a line: the default) or "jsonl" (one
 	// JSON object a line, {"id": "shop-42", "tz": "Europe/Berlin"}: its
 	// other members are the entity's attributes, which its runs see).
+	// entities_url's answer is JSON: "jsonl" is its default and only value.
 	EntitiesFormat string `toml:"entities_format"`
 
 	// Exactly one action.
@@ -142,6 +153,7 @@ func DefaultTask() Task {
 	return Task{
 		Timezone:           "UTC",
 		EntitiesTimeout:    time.Minute,
+		EntitiesMaxAge:     time.Hour,
 		Concurrency:        4,
 		Shards:             1,
 		Timeout:            time.Hour,
@@ -164,21 +176,7 @@ func (t *Task) LateLimit() time.Duration { return max(t.CatchUp, 10*time.Second)
 // singleton reports whether the task has no entity source: it runs for one
 // implicit entity, its own name.
 func (t *Task) singleton() bool {
-	return t.Entities == nil && t.EntitiesFile == "" && t.EntitiesCommand == nil
-}
-
-// Source is where the task's entities come from; a singleton's one entity
-// is its name. log (may be nil) hears about skipped bad lines.
-func (t *Task) Source(log *slog.Logger) tasks.Source {
-	switch {
-	case t.Entities != nil:
-		return tasks.Static(t.Entities)
-	case t.EntitiesFile != "":
-		return tasks.File{Path: t.EntitiesFile, Format: t.EntitiesFormat, Log: log}
-	case t.EntitiesCommand != nil:
-		return tasks.Command{Argv: t.EntitiesCommand, Timeout: t.EntitiesTimeout, Format: t.EntitiesFormat, Log: log}
-	}
-	return tasks.Static{t.Name}
+	return t.Entities == nil && t.EntitiesFile == "" && t.EntitiesCommand == nil && t.EntitiesURL == ""
 }
 
 // MissingAfter is how long after a tick its record may still be missing

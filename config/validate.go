@@ -292,39 +292,45 @@ func validateRedirects(t *Task, bad badFunc) {
 	}
 }
 
-// validateHeaders checks the HTTP headers and puts the environment's values
-// in place of ${NAME}. Errors name the header and the variable, never a
-// value.
+// validateHeaders checks the HTTP action's headers and puts the
+// environment's values in place of ${NAME}.
 func validateHeaders(t *Task, bad badFunc) {
 	if len(t.Headers) > 0 && t.URL == "" {
 		bad("headers", "only an HTTP action (url) sends headers")
 	}
-	if t.Headers == nil {
-		return
+	t.Headers = expandHeaders("headers", t.Headers, bad)
+}
+
+// expandHeaders checks key's headers and puts the environment's values in
+// place of ${NAME}. Errors name the header and the variable, never a
+// value.
+func expandHeaders(key string, h map[string]string, bad badFunc) map[string]string {
+	if h == nil {
+		return nil
 	}
-	expanded := make(map[string]string, len(t.Headers)) // [defaults]' map is shared by its tasks
-	for _, name := range slices.Sorted(maps.Keys(t.Headers)) {
-		v := t.Headers[name]
+	expanded := make(map[string]string, len(h)) // [defaults]' map is shared by its tasks
+	for _, name := range slices.Sorted(maps.Keys(h)) {
+		v := h[name]
 		if !headerName.MatchString(name) {
-			bad("headers", "%q is not a header name", name)
+			bad(key, "%q is not a header name", name)
 			continue
 		}
 		if strings.EqualFold(name, "Content-Type") || strings.EqualFold(name, "Host") || strings.EqualFold(name, "Content-Length") {
-			bad("headers", "%s is set by tickd", name)
+			bad(key, "%s is set by tickd", name)
 			continue
 		}
 		v, missing := expandEnv(v)
 		if len(missing) > 0 {
-			bad("headers", "%s: environment variable %s is not set", name, strings.Join(missing, ", "))
+			bad(key, "%s: environment variable %s is not set", name, strings.Join(missing, ", "))
 			continue
 		}
 		if strings.ContainsAny(v, "\r\n\x00") {
-			bad("headers", "%s: the value holds a line break or NUL", name)
+			bad(key, "%s: the value holds a line break or NUL", name)
 			continue
 		}
 		expanded[name] = v
 	}
-	t.Headers = expanded
+	return expanded
 }
 
 // expandEnv puts the environment's values in place of ${NAME} in v, and
@@ -366,36 +372,6 @@ func validateHeartbeat(t *Task, bad badFunc) {
 		t.HeartbeatURL = strings.TrimSuffix(base, "/")
 		if ok {
 			t.HeartbeatURL += "?" + query
-		}
-	}
-}
-
-// validateSource checks the entity source: at most one, and its ids.
-func validateSource(t *Task, bad badFunc) {
-	if count(t.Entities != nil, t.EntitiesFile != "", t.EntitiesCommand != nil) > 1 {
-		bad("entities", "give only one of entities, entities_file, entities_command")
-	}
-	if t.EntitiesCommand != nil && (len(t.EntitiesCommand) == 0 || t.EntitiesCommand[0] == "") {
-		bad("entities_command", "empty argv")
-	}
-	if t.TimezoneFrom != "" {
-		if err := (tasks.Attributes{t.TimezoneFrom: ""}).Check(); err != nil {
-			bad("timezone_from", "%q: an attribute's name: [a-z][a-z0-9_]*, at most %d bytes", t.TimezoneFrom, tasks.MaxAttrName)
-		} else if t.EntitiesFormat != tasks.FormatJSONL {
-			bad("timezone_from", "names an entity attribute: give entities_format = \"jsonl\", whose lines carry them")
-		}
-	}
-	switch {
-	case !tasks.ValidFormat(t.EntitiesFormat):
-		bad("entities_format", "%q: want \"lines\" (one id a line) or \"jsonl\" (one JSON object a line, with attributes)", t.EntitiesFormat)
-	case t.EntitiesFormat != "" && t.EntitiesFile == "" && t.EntitiesCommand == nil:
-		bad("entities_format", "is for entities_file or entities_command: give one of them")
-	}
-	for j, id := range t.Entities {
-		if id == "" {
-			bad("entities", "entity %d is empty", j)
-		} else if err := tasks.CheckID(id); err != nil {
-			bad("entities", "entity %d: %v", j, err)
 		}
 	}
 }

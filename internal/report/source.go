@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"net/url"
 
 	"github.com/tickd/tickd/config"
 )
@@ -15,6 +16,23 @@ func DescribeSource(t config.Task) string {
 		return "entities from " + t.EntitiesFile
 	case t.EntitiesCommand != nil:
 		return fmt.Sprintf("entities from command %q", t.EntitiesCommand[0])
+	case t.EntitiesURL != "":
+		return "entities from " + shownURL(t.EntitiesURL)
 	}
 	return "singleton"
+}
+
+// shownURL is an entities_url as tickd shows it: without its query, which
+// may hold a token ("?…" says there was one).
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	q := u.RawQuery
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	if q != "" {
+		return u.String() + "?…"
+	}
+	return u.String()
 }

@@ -3,10 +3,14 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -615,4 +619,47 @@ entities_format = "jsonl"
 	for _, r := range e.rec.snapshot() {
 		expect.Same(t, r.Task+"/"+r.Entity+"'s attributes", r.Attributes, want[r.Entity])
 	}
+}
+
+// TestAnEndpointDownRunsTheLastGoodList: a tick whose entities_url fails
+// runs the last good list, and its record says the source failed and
+// which list was used; a reload that leaves the endpoint as it was keeps
+// that list (the endpoint still down), where a new endpoint has none.
+func TestAnEndpointDownRunsTheLastGoodList(t *testing.T) {
+	t.Parallel()
+	var down atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "down", http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprint(w, `{"id": "a", "tz": "Asia/Tokyo"}`+"\n"+`{"id": "b"}`)
+	}))
+	defer srv.Close()
+	e := newEnv(t, false)
+	cfg := fmt.Sprintf("[[tasks]]\nname = \"crm\"\nevery = \"1s\"\nhandler = \"rec\"\nentities_url = %q\n", srv.URL)
+	s, st := e.start(cfg)
+	e.ev.waitFor(t, 10*time.Second, "a tick that ran both", func(ev Event) bool { return ev.Kind == EventTick && ev.Counts.Started == 2 })
+	down.Store(true)
+	stale := func(ev Event) bool {
+		return ev.Kind == EventTick && ev.Counts.SourceFailed && ev.Counts.Started == 2 && strings.Contains(ev.Counts.SourceError, "using the list of")
+	}
+	e.ev.waitFor(t, 10*time.Second, "a tick of the endpoint down that ran the last good list", stale)
+	expect.WaitFor(t, 10*time.Second, "its record", func() bool {
+		rs, err := st.Fleet().Ticks(context.Background(), "crm", 10)
+		return err == nil && slices.ContainsFunc(rs, func(r driver.TickRecord) bool {
+			return r.Final() && r.SourceFailed() && strings.Contains(r.SourceError(), "500") && strings.Contains(r.SourceError(), "using the list of")
+		})
+	})
+	if err := s.Reload(e.config(cfg + "concurrency = 2\n")); err != nil {
+		t.Fatal(err)
+	}
+	before := e.ev.count(stale)
+	expect.WaitFor(t, 10*time.Second, "a tick after the reload that ran the last good list", func() bool { return e.ev.count(stale) > before+1 }) // the second: the first may have read its list before the reload
+	if err := s.Reload(e.config(cfg + "concurrency = 2\nentities_max_age = \"2h\"\n")); err != nil {
+		t.Fatal(err)
+	}
+	e.ev.waitFor(t, 10*time.Second, "a tick after a reload that changed the endpoint, with no list", func(ev Event) bool {
+		return ev.Kind == EventTick && ev.Counts.SourceFailed && ev.Counts.Started == 0 && strings.Contains(ev.Counts.SourceError, "no list was read")
+	})
 }

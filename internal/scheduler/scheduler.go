@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"sort"
 	"sync"
@@ -262,6 +263,9 @@ func (s *Scheduler) startTask(t config.Task, prev *taskState) {
 	s.store.WantShards(t.Name, t.Shards)
 	ts := &taskState{t: t, slots: make(chan struct{}, t.Concurrency), fanOuts: &fanOuts{}, replaced: make(chan struct{})}
 	ts.action, ts.source = s.buildTask(t)
+	if prev != nil {
+		ts.source = keptSource(prev.source, ts.source)
+	}
 	ts.sched = t.Schedule
 	if t.TimezoneFrom != "" {
 		ts.zones = newZoneSet(t.Schedule)
@@ -298,6 +302,20 @@ func (s *Scheduler) buildTask(t config.Task) (tasks.Action, tasks.Source) {
 		a = h
 	}
 	return a, t.Source(s.log.With(logs.KeyTask, t.Name))
+}
+
+// keptSource is prev in place of next when both are the same endpoint: its
+// last good list and ETag outlive a reload that left the endpoint as it
+// was (the endpoint down at a reload does not leave the task without
+// entities).
+func keptSource(prev, next tasks.Source) tasks.Source {
+	p, ok1 := prev.(*tasks.Endpoint)
+	n, ok2 := next.(*tasks.Endpoint)
+	if ok1 && ok2 && p.URL == n.URL && maps.Equal(p.Headers, n.Headers) && p.Timeout == n.Timeout &&
+		p.MaxAge == n.MaxAge && p.MaxBytes == n.MaxBytes && p.MaxEntities == n.MaxEntities {
+		return prev
+	}
+	return next
 }
 
 // Reload switches to cfg: added tasks start, removed ones stop ticking,
