@@ -141,6 +141,31 @@ type RunDoc struct {
 	Error     string  `json:"error"` // a failed run's error; "" otherwise
 }
 
+// EntityDoc is `tickd status -json TASK ENTITY`, and the console's
+// /api/tasks/TASK/entity?id=ENTITY: one entity of a task, its attributes
+// as its source gives them now, its zone, and its lease, last run and
+// pending run (each a list of at most one).
+type EntityDoc struct {
+	Task   string `json:"task"`
+	Entity string `json:"entity"`
+	// Source says where the attributes were read: "entities from …".
+	Source string `json:"source"`
+	// SourceError says why the source was not read ("" when it was): a
+	// failure, or an entities_command, which the console does not run.
+	SourceError string `json:"source_error"`
+	// Listed: the source lists the entity now (false when it was not read).
+	Listed     bool              `json:"listed"`
+	Attributes map[string]string `json:"attributes"`
+	// Timezone is the zone its ticks are in: its own (the task's
+	// timezone_from names its attribute), else the task's; "" for a zone
+	// that is unknown (its runs are skipped, counted unknown_zone).
+	Timezone string     `json:"timezone"`
+	NextTick Instant    `json:"next_tick"` // in Timezone; null when paused or the zone is unknown
+	Leases   []LeaseDoc `json:"leases"`
+	LastRuns []RunDoc   `json:"last_runs"`
+	Due      []DueDoc   `json:"due"`
+}
+
 // PauseInfoDoc is who paused a task, when, why, and until when (null: until
 // resumed).
 type PauseInfoDoc struct {

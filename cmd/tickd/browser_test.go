@@ -78,6 +78,8 @@ func TestConsoleInABrowser(t *testing.T) {
 	// taken.
 	monitor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
 	defer monitor.Close()
+	shops := filepath.Join(dir, "shops.jsonl")
+	tickdtest.WriteFile(t, shops, `{"id": "shop-42", "tz": "Asia/Kolkata", "plan": "<b>pro</b>"}`+"\n")
 	cfg := filepath.Join(dir, "tickd.toml")
 	tickdtest.WriteFile(t, cfg, fmt.Sprintf(`
 [daemon]
@@ -105,7 +107,15 @@ entities = ["alpha", "beta", "<b>gamma</b>", "x y", "x+y", "nl\nx", "nl\r\nx"]
 command = [%[4]q]
 limits = ["users-api"]
 heartbeat_url = "%[5]s/ping/check"
-`, srv.URL(), addr, htpasswd, worker, monitor.URL))
+[[tasks]]
+name = "digest"
+every = "1h"
+catch_up = "1h"
+timezone_from = "tz"
+entities_format = "jsonl"
+entities_file = %[6]q
+command = [%[4]q]
+`, srv.URL(), addr, htpasswd, worker, monitor.URL, shops))
 	d := tickdtest.Start(t, "A", []string{"TESTWORKER_LOG=" + filepath.Join(dir, "runs.log"), "TESTWORKER_MAX_SLEEP=50ms",
 		"TESTWORKER_SLOW=beta", "TESTWORKER_SLOW_SLEEP=1h"}, "-config", cfg)
 	d.WaitReady(20 * time.Second)
@@ -165,7 +175,7 @@ heartbeat_url = "%[5]s/ping/check"
 	var text string
 	run("the tasks page", chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible(`a[href="/tickd/tasks/sync-users"]`),
-		chromedp.WaitVisible(`svg.spark rect.done`), // a tick ran and is in the history
+		chromedp.WaitVisible(`tr:has(a[href="/tickd/tasks/sync-users"]) svg.spark rect.done`), // a tick of it ran and is in the history
 		chromedp.Text("main", &text))
 	expect.True(t, "the tasks page shows the schedule in words and the zone", strings.Contains(text, "every 2 seconds") && strings.Contains(text, "Europe/Berlin"))
 	expect.True(t, "the tasks page shows the limit and its runs (beta's, at least)", strings.Contains(text, "users-api") && strings.Contains(text, "4 at once") &&
@@ -299,6 +309,14 @@ heartbeat_url = "%[5]s/ping/check"
 		}
 		run("back to 1280px", chromedp.EmulateViewport(1280, 900))
 	}
+
+	// An entity's attributes and zone, and the zones its task's ticks served.
+	run("an entity's page", chromedp.Navigate(base+"/tasks/digest/entity?id=shop-42"), chromedp.WaitVisible(`table.attributes`), chromedp.Text("main", &text))
+	expect.True(t, "its attributes, as text, and its zone:\n"+text, strings.Contains(text, "plan\t<b>pro</b>") && strings.Contains(text, "Zone: Asia/Kolkata; next tick"))
+	expect.WaitFor(t, 20*time.Second, "the task page, its tick's zone", func() bool {
+		run("the digest's page", chromedp.Navigate(base+"/tasks/digest"), chromedp.WaitVisible(`main`), chromedp.Text("main", &text))
+		return strings.Contains(text, "zones: Asia/Kolkata")
+	})
 
 	run("the actions log", chromedp.Navigate(base+"/actions"), chromedp.WaitVisible(`table`), chromedp.Text("main", &text))
 	for _, want := range []string{"trigger", "pause", "resume", "unlock", "ops (console)"} {

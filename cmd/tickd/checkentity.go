@@ -2,53 +2,32 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/report"
-	"github.com/tickd/tickd/internal/scheduler"
 	"github.com/tickd/tickd/schedule"
-	"github.com/tickd/tickd/tasks"
 )
-
-// entityReadTimeout bounds check -entity's read of one task's source.
-const entityReadTimeout = time.Minute
 
 // checkEntity finds entity id in task t's source and lists its next n ticks
 // after start in its own zone (timezone_from), else in the task's. It says
 // what is wrong, if anything: a source that failed, a zone that is no zone.
 func checkEntity(ctx context.Context, t config.Task, id string, start time.Time, n int) (report.CheckEntityDoc, string) {
 	d := report.CheckEntityDoc{ID: id, Attributes: map[string]string{}, Ticks: []report.CheckTickDoc{}}
-	ctx, cancel := context.WithTimeout(ctx, entityReadTimeout)
-	defer cancel()
-	errFound := errors.New("found")
-	err := tasks.EachEntity(ctx, t.Source(nil), func(e tasks.Entity) error {
-		if e.ID != id {
-			return nil
-		}
-		d.Found = true
-		maps.Copy(d.Attributes, e.Attributes)
-		return errFound
-	})
-	if err != nil && !errors.Is(err, errFound) {
-		return d, fmt.Sprintf("cannot read its entities to find %q: %v", id, err)
+	f := report.LookupEntity(ctx, &t, id, true)
+	if f.Err != nil {
+		return d, fmt.Sprintf("cannot read its entities to find %q: %v", id, f.Err)
 	}
-	if !d.Found {
+	if d.Found = f.Listed; !d.Found {
 		return d, ""
 	}
-	loc := t.Location
-	if z := d.Attributes[t.TimezoneFrom]; t.TimezoneFrom != "" && z != "" {
-		l, ok := scheduler.LoadZone(z)
-		if !ok {
-			return d, fmt.Sprintf("entity %q: %s %q is no IANA zone: its runs are skipped (unknown_zone)", id, t.TimezoneFrom, z)
-		}
-		loc = l
+	maps.Copy(d.Attributes, f.Attributes)
+	loc, bad := report.EntityLocation(&t, f.Attributes)
+	if loc == nil {
+		return d, fmt.Sprintf("entity %q: %s %q is no IANA zone: its runs are skipped (unknown_zone)", id, t.TimezoneFrom, bad)
 	}
 	d.Timezone = loc.String()
 	s := schedule.In(t.Schedule, loc)
@@ -68,15 +47,11 @@ func printCheckEntity(w io.Writer, d report.CheckEntityDoc) {
 		fmt.Fprintf(w, "  entity %s: not listed by the source\n", idCell(d.ID))
 		return
 	}
-	var attrs []string
-	for _, k := range slices.Sorted(maps.Keys(d.Attributes)) {
-		attrs = append(attrs, k+"="+idCell(d.Attributes[k]))
-	}
 	zone := d.Timezone
 	if zone == "" {
 		zone = "an unknown zone: its runs are skipped"
 	}
-	fmt.Fprintf(w, "  entity %s (%s), in %s:\n", idCell(d.ID), strings.Join(attrs, " "), zone)
+	fmt.Fprintf(w, "  entity %s (%s), in %s:\n", idCell(d.ID), attrText(d.Attributes), zone)
 	for _, tk := range d.Ticks {
 		note := ""
 		if tk.DST != "" {

@@ -63,3 +63,43 @@ command = ["true"]
 	json.Unmarshal([]byte(js), &doc) //nolint:errcheck
 	expect.Equal(t, "no entities without -entity", len(doc.Tasks[0].Entities), 0)
 }
+
+// TestStatusShowsAnEntity: status TASK ENTITY shows the entity's
+// attributes as its source gives them now, its zone and next tick there,
+// and its last run; an entity whose zone is no zone says its runs are
+// skipped; -json keeps the contract.
+func TestStatusShowsAnEntity(t *testing.T) {
+	t.Parallel()
+	e := newOpsEnv(t, false, `
+[[tasks]]
+name = "digest"
+every = "1h"
+catch_up = "1h"
+timezone_from = "tz"
+entities_format = "jsonl"
+entities_command = ["sh", "-c", "echo '{\"id\": \"shop-42\", \"tz\": \"Asia/Tokyo\", \"plan\": \"pro\"}'; echo '{\"id\": \"mars\", \"tz\": \"Mars/Base\"}'"]
+command = ["WORKER"]
+`)
+	e.daemon("A", "0s")
+	var doc report.EntityDoc
+	expect.WaitFor(t, 20*time.Second, "shop-42's run, in status", func() bool {
+		code, js, _ := cli("status", "-config", e.cfg, "-json", "digest", "shop-42")
+		return code == 0 && json.Unmarshal([]byte(js), &doc) == nil && len(doc.LastRuns) == 1
+	})
+	_, js, _ := cli("status", "-config", e.cfg, "-json", "digest", "shop-42")
+	checkSchema(t, js)
+	expect.True(t, "listed", doc.Listed)
+	expect.Same(t, "its attributes", doc.Attributes, map[string]string{"tz": "Asia/Tokyo", "plan": "pro"})
+	expect.Equal(t, "its zone", doc.Timezone, "Asia/Tokyo")
+	expect.Equal(t, "its next tick, on the hour in Tokyo", doc.NextTick.Time().In(time.UTC).Minute(), 0)
+	expect.Equal(t, "its last run", doc.LastRuns[0].Outcome, "done")
+
+	code, text, errs := cli("status", "-config", e.cfg, "digest", "shop-42")
+	expect.Equal(t, "status TASK ENTITY: "+errs, code, 0)
+	expect.True(t, "the text shows them:\n"+text, strings.Contains(text, "attributes: plan=pro tz=Asia/Tokyo (entities from command \"sh\", read now)") &&
+		strings.Contains(text, "zone: Asia/Tokyo, next tick ") && strings.Contains(text, "last run: done (tick)"))
+	_, text, _ = cli("status", "-config", e.cfg, "digest", "mars")
+	expect.True(t, "an unknown zone:\n"+text, strings.Contains(text, `zone: tz "Mars/Base" is no IANA zone: its runs are skipped`) && strings.Contains(text, "last run: none retained"))
+	_, text, _ = cli("status", "-config", e.cfg, "digest", "nobody")
+	expect.True(t, "not listed:\n"+text, strings.Contains(text, "not listed by its source"))
+}

@@ -71,8 +71,9 @@ type Console struct {
 	proxies proxies // [web] trusted_proxies: their X-Forwarded-Proto is believed
 	pages   *template.Template
 	h       http.Handler
-	flashes flashes // the messages after actions (flash.go)
-	traces  *string // Options.Traces
+	flashes flashes  // the messages after actions (flash.go)
+	traces  *string  // Options.Traces
+	lookups *lookups // the entity page's attributes
 }
 
 //go:embed templates/*.html
@@ -86,7 +87,7 @@ func New(opts Options) (*Console, error) {
 	if opts.Config == nil || opts.Store == nil {
 		return nil, errors.New("console: a config and a store are needed")
 	}
-	c := &Console{store: opts.Store, log: opts.Logger, refresh: opts.Refresh, prefix: opts.Prefix, traces: opts.Traces}
+	c := &Console{store: opts.Store, log: opts.Logger, refresh: opts.Refresh, prefix: opts.Prefix, traces: opts.Traces, lookups: newLookups()}
 	if w := opts.Config.Web; w != nil {
 		c.proxies = parseProxies(w.TrustedProxies)
 		if c.prefix == "" {
@@ -161,6 +162,7 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET "+p+"/failures", c.failuresPage)
 	mux.HandleFunc("GET "+p+"/api/status", c.statusJSON)
 	mux.HandleFunc("GET "+p+"/api/tasks/{task}/history", c.historyJSON)
+	mux.HandleFunc("GET "+p+"/api/tasks/{task}/entity", c.entityJSON)
 	mux.HandleFunc("POST "+p+"/tasks/{task}/trigger", c.admin(c.trigger))
 	mux.HandleFunc("POST "+p+"/tasks/{task}/pause", c.admin(c.pause))
 	mux.HandleFunc("POST "+p+"/tasks/{task}/resume", c.admin(c.resume))

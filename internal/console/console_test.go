@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,7 +66,8 @@ per = "entity"
 name = "sync"
 every = "15m"
 handler = "h"
-entities = ["a", "b"]
+entities_file = ENTITIES
+timezone_from = "tz"
 limits = ["api"]
 `
 	if withAuth {
@@ -82,6 +85,13 @@ limits = ["api"]
 		}
 		toml = fmt.Sprintf("[web]\nlisten = \"127.0.0.1:0\"\nhtpasswd_file = %q\nadmins = [\"ops\"]\n", pw) + toml
 	}
+	// a in Tokyo, with a hostile attribute; b in the task's zone.
+	note, _ := json.Marshal(strings.TrimRight(hostile, "長")) // within an attribute's 256 bytes
+	entities := filepath.Join(dir, "entities.jsonl")
+	if err := os.WriteFile(entities, []byte(`{"id": "a", "tz": "Asia/Tokyo", "note": `+string(note)+"}\n"+`{"id": "b"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	toml = strings.Replace(toml, "ENTITIES", strconv.Quote(entities)+"\nentities_format = \"jsonl\"", 1)
 	cfg, err := config.Parse("t.toml", []byte(toml))
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +198,7 @@ func (e *env) do(method, path, user string, form url.Values, hdr map[string]stri
 // pages are every GET route, with the seeded entities.
 var pages = []string{"/", "/tasks/sync", "/tasks/sync?q=%3Cscript&mode=substring", "/tasks/sync/entity?id=" + url.QueryEscape(hostile),
 	"/tasks/sync/entity?id=a", "/tasks/sync/requests/abc?e=" + url.QueryEscape(hostile), "/replicas", "/actions", "/failures",
-	"/api/status", "/api/tasks/sync/history", "/static/app.js", "/static/style.css", "/static/favicon.svg"}
+	"/api/status", "/api/tasks/sync/history", "/api/tasks/sync/entity?id=a", "/static/app.js", "/static/style.css", "/static/favicon.svg"}
 
 // actions are every POST route, with a valid form.
 var actions = map[string]url.Values{
@@ -419,7 +429,7 @@ func TestATicksRowSaysWhy(t *testing.T) {
 // commands' documents, under the same schema checker.
 func TestJSONEndpointsKeepTheContract(t *testing.T) {
 	e := newEnv(t, false)
-	for _, p := range []string{"/api/status", "/api/status?task=sync", "/api/tasks/sync/history"} {
+	for _, p := range []string{"/api/status", "/api/status?task=sync", "/api/tasks/sync/history", "/api/tasks/sync/entity?id=a", "/api/tasks/sync/entity?id=" + url.QueryEscape(hostile)} {
 		resp, body := e.do("GET", p, "", nil, nil)
 		expect.Equal(t, p+" content type", resp.Header.Get("Content-Type"), "application/json")
 		for _, msg := range jsoncontract.Errors(body) {
@@ -537,8 +547,8 @@ func TestTasksPageShowsLimits(t *testing.T) {
 func TestTriggerOfABusyEntitySaysSo(t *testing.T) {
 	e := newEnv(t, true)
 	// The seed holds a lease of sync/a.
-	resp, _ := e.do("POST", "/tasks/sync/trigger", "ops", url.Values{"entities": {"a"}}, nil)
-	expect.Equal(t, "an admin's trigger", resp.StatusCode, http.StatusSeeOther)
+	resp, b := e.do("POST", "/tasks/sync/trigger", "ops", url.Values{"entities": {"a"}}, nil)
+	expect.Equal(t, "an admin's trigger: "+b, resp.StatusCode, http.StatusSeeOther)
 	loc, err := url.Parse(resp.Header.Get("Location"))
 	if err != nil {
 		t.Fatal(err)

@@ -52,3 +52,20 @@ func writeJSON(w http.ResponseWriter, code int, doc any) {
 	enc.SetIndent("", "  ")
 	enc.Encode(doc) //nolint:errcheck // the client went away
 }
+
+// entityJSON serves one entity's document (tickd status -json TASK
+// ENTITY), of ?id=; its attributes read as the entity page reads them.
+func (c *Console) entityJSON(w http.ResponseWriter, r *http.Request) {
+	t, ok := c.cfg().Task(r.PathValue("task"))
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no task " + r.PathValue("task") + " in the config"})
+		return
+	}
+	ctx, id, now := r.Context(), r.URL.Query().Get("id"), time.Now()
+	es, err := report.ReadEntity(ctx, c.store, t, id, c.lookups.find(ctx, t, id), now)
+	if err != nil {
+		writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, es.Doc(now))
+}

@@ -363,7 +363,7 @@ func (c *Console) entityPage(w http.ResponseWriter, r *http.Request) {
 	}
 	id := r.URL.Query().Get("id")
 	ctx := r.Context()
-	st, err := c.store.Fleet().Entity(ctx, t.Name, id)
+	es, err := report.ReadEntity(ctx, c.store, t, id, c.lookups.find(ctx, t, id), time.Now())
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -379,8 +379,10 @@ func (c *Console) entityPage(w http.ResponseWriter, r *http.Request) {
 		Task     *config.Task
 		ID       string
 		State    driver.EntityState
+		Entity   report.EntityStatus
+		Source   string
 		Failures []driver.Failure
-	}{c.page(r, t.Name+" / "+report.Visible(id)), t, id, st, fs})
+	}{c.page(r, t.Name+" / "+report.Visible(id)), t, id, es.State, es, report.DescribeSource(*t), fs})
 }
 
 func (c *Console) requestPage(w http.ResponseWriter, r *http.Request) {

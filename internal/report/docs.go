@@ -20,4 +20,5 @@ type (
 	ActionDoc      = tickdtype.ActionDoc
 	LimitDoc       = tickdtype.LimitDoc
 	ClosingDoc     = tickdtype.ClosingDoc
+	EntityDoc      = tickdtype.EntityDoc
 )

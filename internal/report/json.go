@@ -48,21 +48,28 @@ func (st TaskStatus) Doc(now time.Time) TaskDoc {
 		d.Leases = append(d.Leases, leaseDoc(h, now))
 	}
 	for _, r := range st.LastRuns {
-		rd := RunDoc{Entity: r.Entity, Outcome: string(r.Outcome), Reason: string(r.Reason), Replica: r.Replica,
-			Fence: r.Fence, Started: Instant(r.Started), Ended: Instant(r.Ended), LastTick: Instant(r.LastTick), Error: r.Error}
-		if r.Outcome == driver.OutcomeUnlocked {
-			rd.By = r.By
-		}
-		if !r.Started.IsZero() && !r.Ended.IsZero() {
-			rd.DurationS = Seconds(r.Ended.Sub(r.Started))
-		}
-		d.LastRuns = append(d.LastRuns, rd)
+		d.LastRuns = append(d.LastRuns, runDoc(r))
 	}
 	for _, e := range st.Due {
-		d.Due = append(d.Due, DueDoc{Entity: e.Entity, Reason: string(e.Reason), Attempt: e.Attempt,
-			Tick: Instant(e.Tick), DueAt: Instant(e.At)})
+		d.Due = append(d.Due, dueDoc(e))
 	}
 	return d
+}
+
+func runDoc(r driver.LastRun) RunDoc {
+	rd := RunDoc{Entity: r.Entity, Outcome: string(r.Outcome), Reason: string(r.Reason), Replica: r.Replica,
+		Fence: r.Fence, Started: Instant(r.Started), Ended: Instant(r.Ended), LastTick: Instant(r.LastTick), Error: r.Error}
+	if r.Outcome == driver.OutcomeUnlocked {
+		rd.By = r.By
+	}
+	if !r.Started.IsZero() && !r.Ended.IsZero() {
+		rd.DurationS = Seconds(r.Ended.Sub(r.Started))
+	}
+	return rd
+}
+
+func dueDoc(e driver.Due) DueDoc {
+	return DueDoc{Entity: e.Entity, Reason: string(e.Reason), Attempt: e.Attempt, Tick: Instant(e.Tick), DueAt: Instant(e.At)}
 }
 
 // SecondsOrZero is d in Seconds, or 0 for none (-1).

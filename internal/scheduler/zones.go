@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,7 +87,7 @@ func (z *zoneSet) add(name string, loc *time.Location) schedule.Schedule {
 func (z *zoneSet) learn(prev *zoneSet) {
 	z.scanned.Store(prev.scanned.Load())
 	for _, name := range prev.names() {
-		if loc, ok := LoadZone(name); ok {
+		if loc, ok := schedule.LoadZone(name); ok {
 			z.add(name, loc)
 		}
 	}
@@ -102,7 +101,7 @@ func (z *zoneSet) scan(ctx context.Context, src tasks.Source, attr string) error
 	return tasks.EachEntity(ctx, src, func(e tasks.Entity) error {
 		if name := e.Attributes[attr]; name != "" && !seen[name] {
 			seen[name] = true
-			if loc, ok := LoadZone(name); ok {
+			if loc, ok := schedule.LoadZone(name); ok {
 				z.add(name, loc)
 			}
 		}
@@ -168,7 +167,7 @@ func (f *zoneFilter) at(name string) zoneAt {
 	s := f.set.base
 	if name != "" {
 		s = nil
-		if loc, ok := LoadZone(name); ok {
+		if loc, ok := schedule.LoadZone(name); ok {
 			s = f.set.add(name, loc)
 		}
 	}
@@ -223,41 +222,4 @@ func floorAt(s schedule.Schedule, T time.Time) time.Time {
 		return time.Date(l.Year(), l.Month(), l.Day(), 0, 0, 0, 0, l.Location())
 	}
 	return T.Add(-T.Sub(prev) / 2)
-}
-
-// zones caches the zones loaded by name, and the names that are none, up
-// to maxZoneNames: a source that names more distinct zones than any
-// database holds gets its new names refused unread.
-var zones struct {
-	sync.Mutex
-	by map[string]*time.Location // nil: not a zone
-}
-
-const maxZoneNames = 10000
-
-// LoadZone is the IANA zone name, if there is one, as an entity's zone
-// attribute (timezone_from) names it: "Local" (this host's zone, which
-// replicas need not share) and names no zone database could hold are
-// refused unread.
-func LoadZone(name string) (*time.Location, bool) {
-	if name == "Local" || len(name) > 64 || strings.Contains(name, "..") || strings.HasPrefix(name, "/") {
-		return nil, false
-	}
-	zones.Lock()
-	defer zones.Unlock()
-	if loc, ok := zones.by[name]; ok {
-		return loc, loc != nil
-	}
-	if zones.by == nil {
-		zones.by = map[string]*time.Location{}
-	}
-	if len(zones.by) >= maxZoneNames {
-		return nil, false
-	}
-	loc, err := time.LoadLocation(name)
-	if err != nil {
-		loc = nil
-	}
-	zones.by[name] = loc
-	return loc, loc != nil
 }
