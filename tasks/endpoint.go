@@ -174,10 +174,10 @@ func (e *Endpoint) fetch(ctx context.Context, etag string) (list []Entity, newTa
 		return nil, "", false, fmt.Errorf("entities_url %s: %w %s", shown, ErrStatus, resp.Status)
 	}
 	list, err = e.read(ctx, resp.Body, e.maxBytes())
-	if err != nil {
-		if ctx.Err() != nil {
-			err = context.Cause(ctx)
-		}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, "", false, context.Cause(ctx) // it names the URL
+	case err != nil:
 		return nil, "", false, fmt.Errorf("entities_url %s: %w", shown, err)
 	}
 	return list, resp.Header.Get("ETag"), false, nil
