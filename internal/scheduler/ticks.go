@@ -27,10 +27,11 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 		// goes on under this one). With zones, each zone's latest missed
 		// tick: one fan-out per distinct instant, of the zones it is the
 		// latest of.
-		for _, c := range catchUps(ts, now) {
+		cs := catchUps(ts, now)
+		for _, c := range cs {
 			s.log.Info("catching up the latest missed tick", logs.KeyTask, t.Name, logs.Tick(c.T))
-			s.goFanOut(ts, c.T, c.zones)
 		}
+		s.goFanOut(ts, cs...)
 	}
 	var found chan struct{} // a zone found: its instants may come sooner
 	if ts.zones != nil {
@@ -66,7 +67,7 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 		}
 		if late := now.Sub(next); late <= t.LateLimit() {
 			if !ts.paused.Load() {
-				s.goFanOut(ts, next, nil)
+				s.goFanOut(ts, catchUp{T: next})
 			} else {
 				s.metrics.Skipped(t.Name, "paused", 1)
 				s.log.Debug("task paused: tick skipped", logs.KeyTask, t.Name, logs.Tick(next))
@@ -78,18 +79,42 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 	}
 }
 
-// goFanOut fans out in the background; Shutdown waits for it (the tick
-// loop that calls it is itself counted, so the count never touches zero).
-// The fan-out outlives its tick loop, which a reload stops: shutdown, a
-// pause or the task's removal stop it (fanOuts).
-// only, when not nil, names the zones (timezone_from) whose entities it
-// runs: a catch-up's.
-func (s *Scheduler) goFanOut(ts *taskState, T time.Time, only map[string]bool) {
-	if T.UnixNano() > ts.lastTick.Load() {
+// goFanOut fans out the ticks cs in the background, oldest first, one
+// after another: each fan-out has the task's run slots to itself, as a
+// tick on time has (zones' catch-ups at once made batches of a fan-out's
+// share of the slots: 4 times the Redis commands a run). Shutdown waits
+// for them (the tick loop that calls it is itself counted, so the count
+// never touches zero). The fan-outs outlive their tick loop, which a
+// reload stops: a reload's new state takes the rest over; shutdown, a
+// pause or the task's removal stop them (fanOuts). A tick's zones, when
+// not nil, name the zones (timezone_from) whose entities it runs: a
+// catch-up's.
+func (s *Scheduler) goFanOut(ts *taskState, cs ...catchUp) {
+	if len(cs) == 0 {
+		return
+	}
+	if T := cs[len(cs)-1].T; T.UnixNano() > ts.lastTick.Load() {
 		ts.lastTick.Store(T.UnixNano())
 	}
 	s.loopWG.Add(1)
-	go func() { defer s.loopWG.Done(); s.fanOut(s.loopCtx, ts, T, only) }()
+	go func() {
+		defer s.loopWG.Done()
+		cur := ts
+		for i, c := range cs {
+			for next := cur.next.Load(); next != nil; next = cur.next.Load() {
+				cur = next // a reload's
+			}
+			if i > 0 {
+				s.mu.Lock()
+				removed := s.tasks[cur.t.Name] != cur
+				s.mu.Unlock()
+				if removed || s.loopCtx.Err() != nil {
+					return
+				}
+			}
+			s.fanOut(s.loopCtx, cur, c.T, c.zones)
+		}
+	}()
 }
 
 // catchUp is a tick to catch up, and, with zones, the zones whose latest

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +138,42 @@ timezone_from = "tz"
 			}
 			expect.Equal(t, fmt.Sprintf("runs (ticks %v)", ticks), len(ticks), want)
 		})
+	}
+}
+
+// TestZonesCatchUpOneAfterAnother: the catch-ups of a task's zones fan out
+// oldest first, one after another, each with the task's run slots to
+// itself: every run of an older tick starts before any run of a newer one
+// (at once, the fan-outs split the slots, and a batch was as small as its
+// share: 4 times the Redis commands a run at 1,000,000 entities).
+func TestZonesCatchUpOneAfterAnother(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	file := filepath.Join(t.TempDir(), "entities.jsonl")
+	var lines []string
+	zones := []string{"Asia/Tokyo", "Europe/Berlin", "America/New_York"}
+	for i := range 120 {
+		lines = append(lines, fmt.Sprintf(`{"id": "e%d", "tz": %q}`, i, zones[i%len(zones)]))
+	}
+	os.WriteFile(file, []byte(strings.Join(lines, "\n")), 0o644) //nolint:errcheck
+	noon := time.Date(2026, 3, 2, 23, 0, 0, 0, time.UTC)         // after 09:00 in each
+	e.run(fmt.Sprintf(`
+[[tasks]]
+name = "daily"
+cron = "0 9 * * *"
+catch_up = "24h"
+concurrency = 4
+handler = "rec"
+entities_file = %q
+entities_format = "jsonl"
+timezone_from = "tz"
+`, file), Options{Store: e.store("r1"), Clock: shiftedClock(time.Until(noon)), DuePoll: 20 * time.Millisecond})
+	expect.WaitFor(t, 20*time.Second, "every entity's run", func() bool { return e.rec.count(func(runRec) bool { return true }) == 120 })
+	runs := e.rec.snapshot()
+	slices.SortFunc(runs, func(a, b runRec) int { return a.start.Compare(b.start) })
+	for i := 1; i < len(runs); i++ {
+		if runs[i].Tick.Before(runs[i-1].Tick) {
+			t.Fatalf("run %d (%s, tick %v) started after run %d (%s, tick %v): the zones' catch-ups went at once", i-1, runs[i-1].Entity, runs[i-1].Tick, i, runs[i].Entity, runs[i].Tick)
+		}
 	}
 }

@@ -28,6 +28,9 @@ import (
 //   - reload: SIGHUP to some replicas (not always all) after their config
 //     changed: sync's concurrency and configured shards; extra tasks
 //     added, removed and renamed, their schedules and the limit's size;
+//     the zoned task's entities moved between zones, their attributes,
+//     its timezone_from, its source (a file, an endpoint that fails at
+//     times; nemesis_zones_test.go);
 //   - migrate: tickd migrate to a new shard count of sync, at any moment;
 //     sometimes two at once, to two counts (one is refused while the other
 //     moves the task);
@@ -74,6 +77,8 @@ type nemesis struct {
 	snap    string
 	snapped *redistest.Server
 	snapAt  time.Time
+	// zoned is the task whose entities tick in zones of their own.
+	zoned *zoned
 }
 
 type forcedUnlock struct {
@@ -96,6 +101,7 @@ func newNemesis(t *testing.T, seed uint64, onCluster bool) *nemesis {
 	for range 2 {
 		n.addExtra()
 	}
+	n.zoned = newZoned(t, c.dir, n.rnd)
 	for i, r := range c.reps {
 		r.cfg = filepath.Join(c.dir, fmt.Sprintf("r%d.toml", i))
 		r.env = append(r.env, "TICKD_REPLICA_ID="+r.name, "OTEL_TRACES_SAMPLER=always_on")
@@ -117,6 +123,7 @@ func (n *nemesis) config() string {
 		fmt.Fprintf(&b, "\n[[tasks]]\nname = %q\nevery = %q\nlease_ttl = \"2s\"\non_busy = \"queue\"\nlimits = [\"x-api\"]\ncommand = [%q, \"300ms\"]\nentities = [\"x0\", \"x1\", \"x2\"]\n",
 			x, n.extraEvery[x], n.worker)
 	}
+	b.WriteString(n.zoned.config(n.worker))
 	fmt.Fprintf(&b, "\n[telemetry]\nendpoint = %q\nrun_spans = %d\n", n.traces.URL, n.runSpans)
 	b.WriteString(n.c.beatsConfig())
 	return b.String()
@@ -186,7 +193,9 @@ func (n *nemesis) reload() {
 		// in the middle of its fan-out must finish that tick (checkDelivery).
 		n.concurrency = 150 - n.concurrency // 70 <-> 80
 	}
-	switch n.rnd.IntN(6) {
+	switch n.rnd.IntN(7) {
+	case 6: // zones, attributes, timezone_from, the source (file or endpoint)
+		n.say("%s", n.zoned.change(n.c.t, n.rnd))
 	case 5: // [telemetry]: a reload warns that it takes a restart; the spans go on
 		n.runSpans = []int{1000, 50}[n.rnd.IntN(2)]
 	case 0:
