@@ -72,9 +72,9 @@ func BenchmarkZonedDay(b *testing.B) {
 // day is what one local day cost.
 type day struct {
 	side
-	fanOuts   int           // ticks fanned out
-	elapsed   time.Duration // from start to the last run's end
-	idleCmds  int64         // Redis commands a second, idle after the day
+	fanOuts  int           // ticks fanned out
+	elapsed  time.Duration // from start to the last run's end
+	idleCmds int64         // Redis commands a second, idle after the day
 }
 
 func (d day) cmdsPerRun() float64  { return float64(d.commands) / float64(d.runs) }
@@ -174,7 +174,8 @@ func runDay(b *testing.B, addr, prefix, file string, zoned bool) day {
 	return d
 }
 
-// writeShops writes n entities, "0" to n-1, entity i in zones[i%len], as
+// writeShops writes n entities, "0" to n-1, entity i in zones[i%len] (with
+// E2E_ZONE_ORDER=blocks, each zone's entities one block of the file), as
 // JSON lines, and returns the file.
 func writeShops(b *testing.B, dir string, n int, zones []string) string {
 	b.Helper()
@@ -184,8 +185,13 @@ func writeShops(b *testing.B, dir string, n int, zones []string) string {
 		b.Fatal(err)
 	}
 	w := bufio.NewWriter(f)
+	blocks := os.Getenv("E2E_ZONE_ORDER") == "blocks"
 	for i := range n {
-		fmt.Fprintf(w, "{\"id\": \"%d\", \"tz\": %q}\n", i, zones[i%len(zones)])
+		z := zones[i%len(zones)]
+		if blocks {
+			z = zones[i*len(zones)/n]
+		}
+		fmt.Fprintf(w, "{\"id\": \"%d\", \"tz\": %q}\n", i, z)
 	}
 	if err := w.Flush(); err != nil {
 		b.Fatal(err)
