@@ -193,9 +193,12 @@ func (n *nemesis) reload() {
 		// in the middle of its fan-out must finish that tick (checkDelivery).
 		n.concurrency = 150 - n.concurrency // 70 <-> 80
 	}
-	switch n.rnd.IntN(7) {
-	case 6: // zones, attributes, timezone_from, the source (file or endpoint)
+	if n.rnd.IntN(2) == 0 {
+		// The zoned task changes in half the reloads too: its entities'
+		// zones and attributes, timezone_from, its source (file or endpoint).
 		n.say("%s", n.zoned.change(n.c.t, n.rnd))
+	}
+	switch n.rnd.IntN(6) {
 	case 5: // [telemetry]: a reload warns that it takes a restart; the spans go on
 		n.runSpans = []int{1000, 50}[n.rnd.IntN(2)]
 	case 0:
@@ -519,10 +522,19 @@ func operatorChaos(t *testing.T, onCluster bool) {
 		}
 	})
 	spans, wrong := n.checkTraces()
-	r.extra = fmt.Sprintf("seed=%d excused_overlaps=%d spans=%d traces_wrong=%d", seed, r.Excused, spans, len(wrong))
+	zonedRuns := 0
+	for _, run := range tickdtest.ReadRuns(t, n.c.runsLog) {
+		if run.Start.Task == "zoned" {
+			zonedRuns++
+		}
+	}
+	r.extra = fmt.Sprintf("seed=%d excused_overlaps=%d spans=%d traces_wrong=%d zoned_runs=%d", seed, r.Excused, spans, len(wrong), zonedRuns)
 	report(t, map[bool]string{false: "operator chaos", true: "operator chaos cluster"}[onCluster], r)
 	t.Logf("what the nemesis did:\n%s", strings.Join(n.log, "\n"))
 	guaranteesHold(t, r, false)
+	if zonedRuns == 0 {
+		failf(t, "the zoned task never ran: the checker judged nothing of it")
+	}
 	if spans == 0 || len(wrong) > 0 {
 		failf(t, "traces: %d spans received, %d wrong:\n%s", spans, len(wrong), strings.Join(wrong[:min(len(wrong), 20)], "\n"))
 	}
