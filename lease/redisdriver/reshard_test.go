@@ -105,3 +105,25 @@ func reshardDriver(t *testing.T) (*redis.Client, *redisDriver) {
 	}
 	return c, d.(*redisDriver)
 }
+
+// TestAShardThatLostItsLayoutGetsItBack: a count first recorded (no
+// reshard since: generation 0) outlives the loss of any shard's layout
+// key, shard 0's too (a Cluster master restarted empty): the next read of
+// a store that is to write puts it back, and a grant named by the count
+// is taken. Without shard 0's, every call named by the count was refused
+// as named by an old one, for good (the nemesis, seed
+// 1795939967246948667: a tick's fan-out retried until shutdown).
+func TestAShardThatLostItsLayoutGetsItBack(t *testing.T) {
+	c, b := reshardDriver(t)
+	if _, err := b.Shards(bg, map[string]int{"sync": 4}); err != nil {
+		t.Fatal(err)
+	}
+	for _, lost := range []int{0, 2} {
+		key := b.k.shards(driver.ShardName("sync", lost))
+		c.Del(bg, key)
+		got, err := b.Shards(bg, map[string]int{"sync": 4})
+		expect.True(t, fmt.Sprintf("shard %d's key lost: the count read %v, %v", lost, got, err), err == nil && got["sync"] == 4)
+		v, _ := c.Get(bg, key).Result()
+		expect.Equal(t, fmt.Sprintf("shard %d's key, put back", lost), v, "4")
+	}
+}

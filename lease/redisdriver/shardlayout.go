@@ -257,9 +257,9 @@ func (b *redisDriver) setLayout(ctx context.Context, task string, l layout, lock
 	return errLockLost
 }
 
-// ensureShardKeys gives shards 1..n-1 of task their layout key if they
-// have none (a count recorded by a tickd before layout keys): a shard
-// without one refuses a count above 1. A key set already is left alone,
+// ensureShardKeys gives shards 0..n-1 of task their layout key if they
+// have none (a count recorded by a tickd before layout keys, a master that
+// lost its data): a shard without one refuses a count above 1. A key set already is left alone,
 // so a store that read the count before a reshard cannot bring the old one
 // back.
 func (b *redisDriver) ensureShardKeys(ctx context.Context, task string, n int) error {
@@ -267,7 +267,11 @@ func (b *redisDriver) ensureShardKeys(ctx context.Context, task string, n int) e
 		return nil
 	}
 	pipe := b.c.Pipeline()
-	for s := 1; s < n; s++ { // one key per command: the shards live in different slots
+	for s := range n { // one key per command: the shards live in different slots
+		// Shard 0's too: a Cluster master that lost its data lost the key
+		// of each shard it held, and a shard 0 without one says "one
+		// shard", which refused every call named by n, for good (the
+		// nemesis, seed 1795939967246948667).
 		pipe.SetNX(ctx, b.k.shards(driver.ShardName(task, s)), n, 0)
 	}
 	_, err := pipe.Exec(ctx)
