@@ -12,17 +12,51 @@ import (
 // each reads the task's source, calling add with each entity's id and
 // keeping its attributes, if it has any, for its run (attrsOf): only an
 // EntitySource yields any, and its fan-out has f.attrs.
+//
+// A fan-out of zones (timezone_from) keeps its instant's entities, up to
+// zoneBurst, until the source is read, then sends them: its batches go
+// out in one burst, not one every few hundred lines of a source whose
+// zones interleave (Redis spent a quarter more a run on those, cold
+// between them: docs/performance.md). Past zoneBurst it sends as it
+// reads, the kept ones first.
 func (f *fanOut) each(add func(id string) error) error {
-	return tasks.EachEntity(f.ctx, f.ts.source, func(e tasks.Entity) error {
+	var kept []string
+	streaming := f.zones == nil
+	err := tasks.EachEntity(f.ctx, f.ts.source, func(e tasks.Entity) error {
 		if f.zones != nil && !f.zoned(e) {
 			return nil
 		}
 		if e.Attributes != nil {
 			f.attrs[e.ID] = e.Attributes
 		}
+		switch {
+		case streaming:
+			return add(e.ID)
+		case len(kept) < zoneBurst:
+			kept = append(kept, e.ID)
+			return nil
+		}
+		streaming = true // the burst is full: send it, then as read
+		for _, id := range kept {
+			if err := add(id); err != nil {
+				return err
+			}
+		}
+		kept = nil
 		return add(e.ID)
 	})
+	for _, id := range kept {
+		if aerr := add(id); aerr != nil && err == nil {
+			err = aerr
+		}
+	}
+	return err
 }
+
+// zoneBurst bounds the entities a fan-out of zones keeps before it sends
+// them (each): an instant of a daily schedule over the world's zones has
+// a fortieth of the entities.
+const zoneBurst = 65536
 
 // zoned says whether e ticks at f.T in its zone (timezone_from). One whose
 // zone is unknown is counted, at the instants of the task's own zone, as

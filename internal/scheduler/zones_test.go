@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/tasks"
 )
 
 // TestEachEntityTicksInItsZone: with timezone_from, each entity's run is
@@ -174,6 +176,59 @@ timezone_from = "tz"
 	for i := 1; i < len(runs); i++ {
 		if runs[i].Tick.Before(runs[i-1].Tick) {
 			t.Fatalf("run %d (%s, tick %v) started after run %d (%s, tick %v): the zones' catch-ups went at once", i-1, runs[i-1].Entity, runs[i-1].Tick, i, runs[i].Entity, runs[i].Tick)
+		}
+	}
+}
+
+// streamedSource yields n entities in the UTC zone, noting at each how
+// many the fan-out had sent by then.
+type streamedSource struct {
+	n         int
+	sentAt    []int
+	sentSoFar *int
+}
+
+func (s *streamedSource) Each(ctx context.Context, fn func(string) error) error {
+	return s.EachEntity(ctx, func(e tasks.Entity) error { return fn(e.ID) })
+}
+
+func (s *streamedSource) EachEntity(_ context.Context, fn func(tasks.Entity) error) error {
+	for i := range s.n {
+		s.sentAt = append(s.sentAt, *s.sentSoFar)
+		if err := fn(tasks.Entity{ID: fmt.Sprint("e", i), Attributes: tasks.Attributes{"tz": "UTC"}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestAZonesFanOutSendsInOneBurst: a fan-out of zones keeps its instant's
+// entities until the source is read, then sends them, up to zoneBurst;
+// past it, it sends as it reads. Sent as read, the batches of a source
+// whose zones interleave went out one every few hundred lines, and Redis
+// spent a quarter more a run on them (BenchmarkZonedDay).
+func TestAZonesFanOutSendsInOneBurst(t *testing.T) {
+	t.Parallel()
+	T := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	cfg, err := config.Parse("t.toml", []byte("[[tasks]]\nname = \"z\"\ncron = \"0 9 * * *\"\nhandler = \"h\"\nentities_file = \"/dev/null\"\nentities_format = \"jsonl\"\ntimezone_from = \"tz\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1000, zoneBurst + 10} {
+		sent := 0
+		src := &streamedSource{n: n, sentSoFar: &sent}
+		ts := &taskState{t: cfg.Tasks[0], source: src, zones: newZoneSet(cfg.Tasks[0].Schedule)}
+		f := &fanOut{ctx: context.Background(), ts: ts, T: T, n: &TickCounts{}, attrs: map[string]tasks.Attributes{}}
+		f.zones = newZoneFilter(ts.zones, T, nil)
+		if err := f.each(func(string) error { sent++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		expect.Equal(t, fmt.Sprintf("%d entities: sent", n), sent, n)
+		last := src.sentAt[len(src.sentAt)-1]
+		if n <= zoneBurst {
+			expect.Equal(t, fmt.Sprintf("%d entities: sent before the source was read", n), last, 0)
+		} else {
+			expect.Equal(t, fmt.Sprintf("%d entities: sent before the last was read, the burst full", n), last, n-1)
 		}
 	}
 }
