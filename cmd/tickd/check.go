@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"os/exec"
 	"sort"
@@ -15,6 +16,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/app"
 	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/internal/listen"
 	"github.com/tickd/tickd/internal/redisconn"
 	"github.com/tickd/tickd/internal/regular"
 	"github.com/tickd/tickd/internal/report"
@@ -162,15 +164,24 @@ func shardsNote(t report.CheckTaskDoc) string {
 	return fmt.Sprintf(", %d shard(s) in the config but %d recorded in Redis, in force: tickd migrate reshards it", t.Shards, t.RecordedShards)
 }
 
-// runWarnings lists what the config names that is not there on this host:
-// an entities_file that cannot be read, a command or entities_command not
-// on PATH.
+// runWarnings lists what the config names that is not there on this host
+// (an entities_file that cannot be read, a command or entities_command not
+// on PATH), and secrets it may let out (a token in a URL's query,
+// entities_headers sent over plain http to another host).
 func runWarnings(cfg *config.Config) []string {
 	ws := []string{}
 	for i, t := range cfg.Tasks {
 		at := fmt.Sprintf("%s: tasks[%d] (%s)", cfg.Path, i, t.Name)
 		if u, err := url.Parse(t.URL); t.URL != "" && err == nil && (u.User != nil || u.RawQuery != "") {
 			ws = append(ws, fmt.Sprintf("%s: url: it carries a user part or a query, which may be a secret: tickd shows it without them (errors, history, status, the console), but the config holds them; a token is better in headers, from the environment (${NAME})", at))
+		}
+		if u, err := url.Parse(t.EntitiesURL); t.EntitiesURL != "" && err == nil {
+			if u.RawQuery != "" {
+				ws = append(ws, fmt.Sprintf("%s: entities_url: it carries a query, which may be a secret: tickd shows it without it, but the config holds it; a token is better in entities_headers, from the environment (${NAME})", at))
+			}
+			if u.Scheme == "http" && len(t.EntitiesHeaders) > 0 && !listen.Loopback(net.JoinHostPort(u.Hostname(), "0")) {
+				ws = append(ws, fmt.Sprintf("%s: entities_url: its entities_headers go in clear over http:// to %s: use https://", at, u.Host))
+			}
 		}
 		if t.EntitiesFile != "" {
 			if f, err := regular.Open(t.EntitiesFile, regular.MaxEntitiesFile); err != nil {

@@ -103,3 +103,37 @@ command = ["WORKER"]
 	_, text, _ = cli("status", "-config", e.cfg, "digest", "nobody")
 	expect.True(t, "not listed:\n"+text, strings.Contains(text, "not listed by its source"))
 }
+
+// TestCheckWarnsOfAnEntitiesURLsSecrets: check warns of a token in
+// entities_url's query, and of entities_headers sent over plain http to
+// another host (not to this one's loopback).
+func TestCheckWarnsOfAnEntitiesURLsSecrets(t *testing.T) {
+	t.Setenv("TICKD_TEST_CRM_TOKEN", "s3cret")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tickd.toml")
+	tickdtest.WriteFile(t, cfg, `[[tasks]]
+name = "crm"
+every = "1h"
+command = ["true"]
+entities_url = "http://crm.example.com/shops?token=abc"
+entities_headers = { Authorization = "Bearer ${TICKD_TEST_CRM_TOKEN}" }
+
+[[tasks]]
+name = "local"
+every = "1h"
+command = ["true"]
+entities_url = "http://127.0.0.1:9/shops"
+entities_headers = { Authorization = "Bearer ${TICKD_TEST_CRM_TOKEN}" }
+`)
+	code, js, errs := cli("check", "-config", cfg, "-json")
+	expect.Equal(t, "check: "+errs, code, 0)
+	var doc report.CheckDoc
+	if err := json.Unmarshal([]byte(js), &doc); err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(doc.Warnings, "\n")
+	expect.True(t, "the query warned of:\n"+all, strings.Contains(all, "(crm): entities_url: it carries a query"))
+	expect.True(t, "the clear headers warned of:\n"+all, strings.Contains(all, "(crm): entities_url: its entities_headers go in clear over http:// to crm.example.com"))
+	expect.True(t, "not for loopback:\n"+all, !strings.Contains(all, "(local)"))
+	expect.True(t, "the token is in no warning", !strings.Contains(all, "s3cret"))
+}
