@@ -20,7 +20,10 @@ type lookups struct {
 	kept chan map[lookupKey]keptLookup // a lock that a waiting request can give up
 }
 
-type lookupKey struct{ task, source, format, id string }
+// lookupKey names an answer by the source as the config gives it, whole:
+// two endpoints that differ only in their query (which DescribeSource
+// hides) are two sources.
+type lookupKey struct{ task, file, url, format, id string }
 
 type keptLookup struct {
 	at    time.Time
@@ -44,7 +47,7 @@ func newLookups() *lookups {
 
 // find is what t's source says of id: kept, or read now.
 func (l *lookups) find(ctx context.Context, t *config.Task, id string) report.Found {
-	k := lookupKey{t.Name, report.DescribeSource(*t), t.EntitiesFormat, id}
+	k := lookupKey{t.Name, t.EntitiesFile, t.EntitiesURL, t.EntitiesFormat, id}
 	now := time.Now()
 	kept := <-l.kept
 	v, ok := kept[k]

@@ -49,7 +49,7 @@ name = "url"
 every = "1h"
 handler = "h"
 timezone_from = "tz"
-entities_url = %q
+entities_url = "%s?tenant=a"
 
 [[tasks]]
 name = "cmd"
@@ -66,6 +66,16 @@ entities_command = ["sh", "-c", "touch %s; echo c1"]
 	}
 	expect.True(t, "an unknown zone is flagged:\n"+body, strings.Contains(body, `<span class="flag">Unknown zone</span>: tz "Mars/Base" is no IANA zone`))
 	expect.Equal(t, "GETs of the endpoint for 10 views", gets.Load(), int32(1))
+	// The endpoint asked for another tenant's list, by its query alone, is
+	// another source: its answer is not the one kept.
+	cfg2, err := config.Parse("t.toml", []byte(fmt.Sprintf("[[tasks]]\nname = \"url\"\nevery = \"1h\"\nhandler = \"h\"\ntimezone_from = \"tz\"\nentities_url = %q\n", srv.URL+"?tenant=b")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.con.Reload(cfg2)
+	e.do("GET", "/api/tasks/url/entity?id=u1", "", nil, nil)
+	expect.Equal(t, "GETs once the query changed", gets.Load(), int32(2))
+	e.con.Reload(cfg)
 	_, body = e.do("GET", "/tasks/cmd/entity?id=c1", "", nil, nil)
 	expect.True(t, "a command's attributes are not read:\n"+body, strings.Contains(body, "Not read: the entities come from entities_command, which the console does not run"))
 	expect.True(t, "and the command did not run", !fileExists(ran))
