@@ -2,10 +2,11 @@ package config
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tickd/tickd/tasks"
 )
 
 // Limit is one [[limits]] entry: a budget every replica shares, which the
@@ -29,6 +30,16 @@ type Limit struct {
 	// MaxBackoff bounds how long an API's answer (a 429's Retry-After)
 	// closes the limit. Defaults to 10m.
 	MaxBackoff time.Duration `toml:"max_backoff"`
+	// FairBy names an entity attribute that puts runs in groups (a
+	// tenant): the groups with runs waiting take turns, each getting its
+	// share of the limit whatever its number of runs, the oldest first
+	// inside a group. Entities without it are one group. Defaults to ""
+	// (one line, the oldest first); only with per = "all".
+	FairBy string `toml:"fair_by"`
+	// WeightFrom names an entity attribute that gives its group's share
+	// against the others' (a whole number, 1 to 1000; 1 when absent).
+	// Defaults to "" (every group 1); only with fair_by.
+	WeightFrom string `toml:"weight_from"`
 
 	// Derived by validation: the rate's starts and period.
 	RateN   int           `toml:"-"`
@@ -53,6 +64,13 @@ func (l *Limit) String() string {
 	}
 	if l.Per == "entity" {
 		parts = append(parts, "per entity")
+	}
+	if l.FairBy != "" {
+		fair := "fair by " + l.FairBy
+		if l.WeightFrom != "" {
+			fair += " (weight " + l.WeightFrom + ")"
+		}
+		parts = append(parts, fair)
 	}
 	return strings.Join(parts, ", ")
 }
@@ -115,9 +133,25 @@ func decodeLimits(d *decoder, raw any) []Limit {
 		if l.MaxBackoff < time.Second {
 			bad("max_backoff", "%v: at least 1s", l.MaxBackoff)
 		}
+		checkFair(&l, bad)
 		out = append(out, l)
 	}
 	return out
+}
+
+// checkFair checks fair_by and weight_from.
+func checkFair(l *Limit, bad badFunc) {
+	for _, k := range [][2]string{{"fair_by", l.FairBy}, {"weight_from", l.WeightFrom}} {
+		if k[1] != "" && (tasks.Attributes{k[1]: ""}).Check() != nil {
+			bad(k[0], "%q: an attribute's name: [a-z][a-z0-9_]*, at most %d bytes", k[1], tasks.MaxAttrName)
+		}
+	}
+	switch {
+	case l.FairBy != "" && l.Per == "entity":
+		bad("fair_by", "is for a budget shared by many entities (per = \"all\"): an entity's own budget has one group")
+	case l.WeightFrom != "" && l.FairBy == "":
+		bad("weight_from", "weighs the groups of fair_by: give fair_by")
+	}
 }
 
 // checkTaskLimits checks that the limits each task names (or [defaults]
@@ -138,8 +172,15 @@ func checkTaskLimits(d *decoder, cfg *Config, tasksRaw []map[string]any, default
 		} else {
 			key = "defaults.limits"
 		}
+		var fair *Limit
 		for _, n := range given {
-			if slices.Contains(names, n) {
+			if l, ok := cfg.Limit(n); ok {
+				if l.FairBy != "" && fair != nil && (l.FairBy != fair.FairBy || l.WeightFrom != fair.WeightFrom) {
+					d.bad(key, "%q and %q group runs differently (fair_by, weight_from): a task's fair limits must agree", fair.Name, l.Name)
+				}
+				if l.FairBy != "" {
+					fair = l
+				}
 				continue
 			}
 			hint := ""
@@ -159,6 +200,17 @@ func (c *Config) Limit(name string) (*Limit, bool) {
 	for i := range c.Limits {
 		if c.Limits[i].Name == name {
 			return &c.Limits[i], true
+		}
+	}
+	return nil, false
+}
+
+// Fair is the fair limit among t's limits, if it names any (they agree on
+// fair_by and weight_from): how its runs are grouped in their lines.
+func (c *Config) Fair(t *Task) (*Limit, bool) {
+	for _, n := range t.Limits {
+		if l, ok := c.Limit(n); ok && l.FairBy != "" {
+			return l, true
 		}
 	}
 	return nil, false

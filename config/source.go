@@ -16,13 +16,8 @@ func validateSource(t *Task, bad badFunc) {
 		bad("entities_command", "empty argv")
 	}
 	validateEntitiesURL(t, bad)
-	if t.TimezoneFrom != "" {
-		if err := (tasks.Attributes{t.TimezoneFrom: ""}).Check(); err != nil {
-			bad("timezone_from", "%q: an attribute's name: [a-z][a-z0-9_]*, at most %d bytes", t.TimezoneFrom, tasks.MaxAttrName)
-		} else if t.EntitiesFormat != tasks.FormatJSONL {
-			bad("timezone_from", "names an entity attribute: give entities_format = \"jsonl\", whose lines carry them (or entities_url)")
-		}
-	}
+	checkAttrKey(t, bad, "timezone_from", t.TimezoneFrom)
+	checkAttrKey(t, bad, "priority_from", t.PriorityFrom)
 	switch {
 	case !tasks.ValidFormat(t.EntitiesFormat):
 		bad("entities_format", "%q: want \"lines\" (one id a line) or \"jsonl\" (one JSON object a line, with attributes)", t.EntitiesFormat)
@@ -35,6 +30,19 @@ func validateSource(t *Task, bad badFunc) {
 		} else if err := tasks.CheckID(id); err != nil {
 			bad("entities", "entity %d: %v", j, err)
 		}
+	}
+}
+
+// checkAttrKey checks key, which names an entity attribute (name): a
+// name that can be one, of a source whose lines carry attributes.
+func checkAttrKey(t *Task, bad badFunc, key, name string) {
+	if name == "" {
+		return
+	}
+	if err := (tasks.Attributes{name: ""}).Check(); err != nil {
+		bad(key, "%q: an attribute's name: [a-z][a-z0-9_]*, at most %d bytes", name, tasks.MaxAttrName)
+	} else if t.EntitiesFormat != tasks.FormatJSONL {
+		bad(key, "names an entity attribute: give entities_format = \"jsonl\", whose lines carry them (or entities_url)")
 	}
 }
 

@@ -104,6 +104,18 @@ type Task struct {
 	LeaseTTL time.Duration `toml:"lease_ttl"`
 	// OnBusy defaults to skip.
 	OnBusy OnBusy `toml:"on_busy"`
+	// Priority is a head start in the lines of the task's limits: a run
+	// waits as if it had asked this much earlier (inside its group, in a
+	// fair limit). Defaults to 0s.
+	Priority time.Duration `toml:"priority"`
+	// PriorityFrom names an entity attribute that gives an entity's own
+	// head start in place of Priority ("90s", "2m"; a value that is no
+	// duration is none). Defaults to "".
+	PriorityFrom string `toml:"priority_from"`
+	// TriggerPriority is the head start of an operator's trigger (tickd
+	// trigger, the console): ahead of the tick runs that waited less than
+	// it. Defaults to 24h.
+	TriggerPriority time.Duration `toml:"trigger_priority"`
 	// RescheduleExitCode is the exec exit status that means "more work
 	// left, run me again". Defaults to 75 (EX_TEMPFAIL).
 	RescheduleExitCode int `toml:"reschedule_exit_code"`
@@ -159,6 +171,7 @@ func DefaultTask() Task {
 		Timeout:            time.Hour,
 		LeaseTTL:           time.Minute,
 		OnBusy:             OnBusySkip,
+		TriggerPriority:    24 * time.Hour,
 		RescheduleExitCode: 75,
 		MaxReschedules:     100,
 		HistoryTicks:       driver.DefaultHistory().Ticks,

@@ -398,6 +398,14 @@ func validateLimits(t *Task, bad badFunc) {
 	if t.OnBusy != OnBusySkip && t.OnBusy != OnBusyQueue {
 		bad("on_busy", "%q: use %s or %s", t.OnBusy, OnBusySkip, OnBusyQueue)
 	}
+	for _, k := range []struct {
+		key string
+		d   time.Duration
+	}{{"priority", t.Priority}, {"trigger_priority", t.TriggerPriority}} {
+		if k.d < 0 {
+			bad(k.key, "%v: a head start is not negative", k.d)
+		}
+	}
 	if t.RescheduleExitCode < 0 || t.RescheduleExitCode > 255 {
 		bad("reschedule_exit_code", "%d: an exit status is 0..255", t.RescheduleExitCode)
 	}

@@ -54,6 +54,27 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	b.Run("ticks", func(b *testing.B) { ticks(b, s, "tick", false) })
 	// The same in chunks of 16, as one replica's fan-out sends a tick.
 	b.Run("chunks", func(b *testing.B) { ticks(b, s, "chunk", true) })
+	// The same under a limit with room for every run: the limited path's
+	// cost a run; and under a fair one, the runs in 100 groups.
+	s.SetLimits([]driver.Limit{{Name: "room", Concurrency: 1 << 30, Burst: 1}, {Name: "fair", Concurrency: 1 << 30, Burst: 1, Fair: true}})
+	b.Run("limited", func(b *testing.B) { limitedTicks(b, s, "room", nil) })
+	b.Run("fair", func(b *testing.B) {
+		limitedTicks(b, s, "fair", func(r *driver.Request, i int) { r.Grouped, r.Group, r.Weight = true, strconv.Itoa(i%100), 1 })
+	})
+}
+
+// limitedTicks is batches of new entities' tick runs under limit lim, each
+// request set by with (nil: left as it is).
+func limitedTicks(b *testing.B, s *Store, lim string, with func(*driver.Request, int)) {
+	T := time.Now()
+	batches(b, s, func(i int) driver.Request {
+		r := req(lim+strconv.Itoa(i), time.Minute)
+		r.Reason, r.Tick, r.Limits = driver.ReasonTick, T, []string{lim}
+		if with != nil {
+			with(&r, i)
+		}
+		return r
+	})
 }
 
 // ticks runs batches over a tick of 65,536 entities named prefix and a

@@ -168,7 +168,8 @@ func (ls *limits) takeLimit(ctx context.Context, st *limitState, reqs []driver.R
 		if since.IsZero() && r.Reason == driver.ReasonTick {
 			since = r.Tick
 		}
-		asks[j] = driver.LimitAsk{Key: keys[j], Waiter: limitWaiter(r.Task, r.Entity), Since: since}
+		asks[j] = driver.LimitAsk{Key: keys[j], Waiter: limitWaiter(r.Task, r.Entity), Since: since,
+			HeadStart: r.HeadStart, Group: r.Group, Weight: r.Weight, Grouped: r.Grouped}
 		st.ttl = max(st.ttl, r.TTL)
 	}
 	gs, err := ls.b.TakeLimit(ctx, st.lim, st.holdTTL(), asks)

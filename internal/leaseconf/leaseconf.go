@@ -11,7 +11,7 @@ import (
 
 // Limit is l as the store enforces it.
 func Limit(l *config.Limit) driver.Limit {
-	return driver.Limit{Name: l.Name, Concurrency: l.Concurrency, Rate: l.RateN, Per: l.RatePer, Burst: l.Burst, PerEntity: l.Per == "entity"}
+	return driver.Limit{Name: l.Name, Concurrency: l.Concurrency, Rate: l.RateN, Per: l.RatePer, Burst: l.Burst, PerEntity: l.Per == "entity", Fair: l.FairBy != ""}
 }
 
 // Limits are c's limits as the store enforces them (Store.SetLimits).

@@ -226,6 +226,14 @@ func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d driver.Due) {
 		// come back behind every run that asked meanwhile.
 		req.Since = d.Tick
 	}
+	if len(req.Limits) > 0 {
+		// Its group is its place's in the line, if it has one; its head
+		// start the task's, or a trigger's.
+		req.HeadStart = ts.t.Priority
+		if d.Reason == driver.ReasonTrigger {
+			req.HeadStart = ts.t.TriggerPriority
+		}
+	}
 	// An operator's trigger may come while a run of the entity that ended
 	// here is still releasing its lease (its slot went back before:
 	// execute): it waits for it rather than become its follow-up. The other

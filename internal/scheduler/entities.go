@@ -1,7 +1,9 @@
 package scheduler
 
 import (
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/logs"
+	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -85,4 +87,25 @@ func (f *fanOut) attrsOf(id string) tasks.Attributes {
 	a := f.attrs[id]
 	delete(f.attrs, id)
 	return a
+}
+
+// requests are the batch's lease requests (in f.reqs, reused).
+func (f *fanOut) requests() []driver.Request {
+	t := &f.ts.t
+	reqs := f.reqs[:0]
+	var place linePlace
+	if len(t.Limits) > 0 {
+		place = placeOf(f.s.Config(), t)
+	}
+	for _, id := range f.batch {
+		reqs = append(reqs, driver.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: driver.ReasonTick, Tick: f.T, Queue: t.OnBusy == config.OnBusyQueue, Limits: t.Limits})
+		if f.zones != nil {
+			reqs[len(reqs)-1].Floor = f.zones.floor(f.attrs[id][t.TimezoneFrom])
+		}
+		if len(t.Limits) > 0 {
+			place.place(&reqs[len(reqs)-1], f.attrs[id])
+		}
+	}
+	f.reqs = reqs
+	return reqs
 }

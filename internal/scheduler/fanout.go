@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease/driver"
@@ -429,14 +428,7 @@ func (f *fanOut) flush() {
 		return
 	}
 	s, ts, t := f.s, f.ts, f.ts.t
-	reqs := f.reqs[:0]
-	for _, id := range f.batch {
-		reqs = append(reqs, driver.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: driver.ReasonTick, Tick: f.T, Queue: t.OnBusy == config.OnBusyQueue, Limits: t.Limits})
-		if f.zones != nil {
-			reqs[len(reqs)-1].Floor = f.zones.floor(f.attrs[id][t.TimezoneFrom])
-		}
-	}
-	f.reqs = reqs
+	reqs := f.requests()
 	if f.chunked {
 		f.markChunks(reqs)
 	}
@@ -449,6 +441,8 @@ func (f *fanOut) flush() {
 	if f.chunked && !f.ahead.lastRound && takenWhole(reqs, res) {
 		f.ahead.jump = jumpChunks
 	}
+	var waiting []limitedRun
+	defer func() { f.waitForLimits(waiting) }()
 	for i, r := range res {
 		switch {
 		case r.Err == nil:
@@ -470,7 +464,7 @@ func (f *fanOut) flush() {
 			f.n.Unacknowledged++
 		case errors.Is(r.Err, lease.ErrLimited):
 			f.n.Limited++
-			s.waitForLimit(f.ctx, ts, driver.Due{Task: t.Name, Entity: f.batch[i], Reason: driver.ReasonTick, Tick: f.T}, r.Err)
+			waiting = append(waiting, limitedRun{driver.Due{Task: t.Name, Entity: f.batch[i], Reason: driver.ReasonTick, Tick: f.T}, r.Err})
 		case f.deferFailed: // Redis failed, or quarantines the shard: tried again last
 			f.deferOne(f.batch[i], f.first+i)
 			<-ts.slots

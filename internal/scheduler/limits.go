@@ -3,6 +3,9 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tickd/tickd/config"
@@ -36,6 +39,31 @@ func (s *Scheduler) waitForLimit(ctx context.Context, ts *taskState, d driver.Du
 		}
 	}
 }
+
+// limitedRun is a run a limit had no room for, and the refusal.
+type limitedRun struct {
+	d   driver.Due
+	err error
+}
+
+// waitForLimits is waitForLimit for each of rs, a few at once: a tick of
+// 100,000 entities under a limit puts them all in line, one enqueue each,
+// and one after the other they took a minute.
+func (f *fanOut) waitForLimits(rs []limitedRun) {
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range min(len(rs), limitEnqueuers) {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(len(rs)); i = next.Add(1) - 1 {
+				f.s.waitForLimit(f.ctx, f.ts, rs[i].d, rs[i].err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// limitEnqueuers bounds the enqueues of one batch's waiting runs at once.
+const limitEnqueuers = 16
 
 // waitEnded counts in tick T's record a run of it that waited for a limit
 // and no longer does: it ran (why ""), or was skipped for why.
@@ -115,3 +143,41 @@ func (s *Scheduler) backOff(t config.Task, l *lease.Lease, be *tasks.BackoffErro
 	}
 	return &driver.Next{Reason: reason, Delay: wait, Attempt: l.Attempt, HandOver: true}
 }
+
+// linePlace is where a task's runs wait in its limits' lines: their group
+// and its weight, by the attributes its fair limit names, and their head
+// start.
+type linePlace struct {
+	fairBy, weightFrom, priorityFrom string
+	fair                             bool
+	priority                         time.Duration
+}
+
+// placeOf is t's, by cfg: the config in force, so that a reload that
+// changes a limit's fair_by applies to the next runs asked for.
+func placeOf(cfg *config.Config, t *config.Task) linePlace {
+	p := linePlace{priority: t.Priority, priorityFrom: t.PriorityFrom}
+	if l, ok := cfg.Fair(t); ok {
+		p.fair, p.fairBy, p.weightFrom = true, l.FairBy, l.WeightFrom
+	}
+	return p
+}
+
+// place sets r's group, weight and head start from its entity's attributes.
+func (p *linePlace) place(r *driver.Request, attrs tasks.Attributes) {
+	r.HeadStart = p.priority
+	if p.priorityFrom != "" {
+		if d, err := time.ParseDuration(attrs[p.priorityFrom]); err == nil && d >= 0 {
+			r.HeadStart = d
+		}
+	}
+	if p.fair {
+		r.Grouped, r.Group, r.Weight = true, attrs[p.fairBy], 1
+		if w, err := strconv.Atoi(attrs[p.weightFrom]); err == nil && w >= 1 && w <= MaxWeight {
+			r.Weight = w
+		}
+	}
+}
+
+// MaxWeight bounds a group's weight in a fair limit.
+const MaxWeight = 1000

@@ -15,6 +15,11 @@ type Limit struct {
 	Per         time.Duration
 	Burst       int // at least 1
 	PerEntity   bool
+	// Fair serves the line by group (LimitAsk.Group): each group that has
+	// runs waiting gets its share of the starts (its weight's), whatever
+	// its number of runs, the oldest first inside it. Else the whole line
+	// is one group, the oldest first.
+	Fair bool
 }
 
 // Interval is the time between two starts at the limit's rate (GCRA's
@@ -37,7 +42,25 @@ type LimitAsk struct {
 	// Since is when the run was first asked for (its tick for a tick's
 	// run); zero for now.
 	Since time.Time
+	// HeadStart places the run in its line (its group's, in a fair limit)
+	// as if it had asked that much before Since.
+	HeadStart time.Duration
+	// Group is the run's group in a fair limit (Limit.Fair), when Grouped:
+	// its name ("" for runs whose entity names none) and Weight, its share
+	// against the other groups' (at least 1). A run that does not know it
+	// (not Grouped: one asked for outside a tick) takes the group its place
+	// in the line has, else "" with the weight it has.
+	Group   string
+	Weight  int
+	Grouped bool
 }
+
+// FairUnit is a fair line's virtual time for one start of a group of
+// weight 1: a group of weight w advances FairUnit/w a start.
+const FairUnit = 1_000_000
+
+// FairHead bounds the starts one TakeLimit call grants in a fair line.
+const FairHead = 256
 
 // LimitWaitGrace is how long a run keeps its place in a limit's line after
 // the wait it was told: one that does not ask again by then (its replica

@@ -49,6 +49,12 @@ type Request struct {
 	// limits with no room (LimitAsk). Zero: Tick for a tick's run, else
 	// now.
 	Since time.Time
+	// HeadStart, Group, Weight and Grouped place the run in those lines
+	// (LimitAsk's).
+	HeadStart time.Duration
+	Group     string
+	Weight    int
+	Grouped   bool
 }
 
 // Due is a pending request for a run: a reschedule, retry, trigger or

@@ -148,6 +148,8 @@ var cases = []struct {
 	{"LimitPerEntity", testLimitPerEntity},
 	{"LimitedTickYields", testLimitedTickYields},
 	{"LimitServesInOrder", testLimitServesInOrder},
+	{"LimitFairByGroup", testLimitFairByGroup},
+	{"LimitHeadStart", testLimitHeadStart},
 	{"NewerTickSupersedes", testNewerTickSupersedes},
 	{"Announced", testAnnounced},
 	{"DueCount", testDueCount},

@@ -2,7 +2,6 @@ package memdriver
 
 import (
 	"context"
-	"maps"
 	"math"
 	"slices"
 	"time"
@@ -17,6 +16,7 @@ type memLimit struct {
 	tat     map[string]time.Time           // key → the rate's theoretical arrival time
 	closed  map[string]driver.LimitClosing // key → until when, why
 	line    map[string]map[string]waiter   // key → waiter → its place
+	fair    map[string]*fairLine           // key → its groups, for a fair limit
 }
 
 // waiter is a run's place in a limit's line: since when it waits, and
@@ -44,8 +44,12 @@ func (b *memDriver) limit(name string, now time.Time) *memLimit {
 			delete(l.closed, k)
 		}
 	}
-	for _, ws := range l.line {
-		maps.DeleteFunc(ws, func(_ string, x waiter) bool { return !x.until.IsZero() && now.After(x.until) })
+	for k, ws := range l.line {
+		for w, x := range ws {
+			if !x.until.IsZero() && now.After(x.until) {
+				l.leave(k, w)
+			}
+		}
 	}
 	return l
 }
@@ -61,56 +65,118 @@ func (b *memDriver) TakeLimit(_ context.Context, lim driver.Limit, ttl time.Dura
 	if l.runs[holder] == nil {
 		l.runs[holder] = map[string]int{}
 	}
-	for i, a := range asks {
-		since := a.Since
-		if since.IsZero() {
-			since = now
-		}
-		if cur, ok := l.line[asks[i].Key][a.Waiter]; !ok || since.Before(cur.since) {
-			l.place(a.Key, a.Waiter, since, cur.until)
-		}
-	}
+	l.placeAll(lim, asks, now)
 	out := make([]driver.LimitGrant, len(asks))
 	ival := lim.Interval()
-	tolerance := time.Duration(max(lim.Burst, 1)-1) * ival
-	room := map[string][2]int{} // key → free places, starts the rate allows
-	tat0 := map[string]time.Time{}
-	granted := map[[2]string]bool{}
+	c := &limitCall{l: l, lim: lim, now: now, tolerance: time.Duration(max(lim.Burst, 1)-1) * ival,
+		room: map[string][2]int{}, tat0: map[string]time.Time{}, granted: map[[2]string]bool{}, heads: map[string]map[string]string{}}
 	for i, a := range asks {
 		k := a.Key
-		if c, ok := l.closed[k]; ok {
-			out[i] = driver.LimitGrant{Why: driver.LimitClosed, Wait: c.Until.Sub(now), Reason: c.Reason}
+		if cl, ok := l.closed[k]; ok {
+			out[i] = driver.LimitGrant{Why: driver.LimitClosed, Wait: cl.Until.Sub(now), Reason: cl.Reason}
 			l.line[k][a.Waiter] = waiter{l.line[k][a.Waiter].since, now.Add(out[i].Wait + driver.LimitWaitGrace)}
 			continue
 		}
-		if _, ok := room[k]; !ok {
-			room[k], tat0[k] = l.room(lim, k, now, tolerance)
-		}
-		rank := l.rank(k, a.Waiter)
-		if granted[[2]string{k, a.Waiter}] {
-			rank = math.MaxInt
-		}
-		free, avail := room[k][0], room[k][1]
+		ok, rank, free := c.decide(a)
 		switch {
-		case rank < free && rank < avail:
+		case ok:
 			out[i] = driver.LimitGrant{OK: true}
-			granted[[2]string{k, a.Waiter}] = true
+			c.granted[[2]string{k, a.Waiter}] = true
 			if ival > 0 {
 				l.tat[k] = l.tat[k].Add(ival)
 			}
 			l.runs[holder][k]++
 			continue
-		case rank >= free:
-			out[i] = driver.LimitGrant{Why: driver.LimitFull, Wait: driver.FullWait(rank-free, lim.Concurrency)}
+		case rank >= free || ival == 0:
+			out[i] = driver.LimitGrant{Why: driver.LimitFull, Wait: driver.FullWait(max(rank-free, 0), lim.Concurrency)}
 		default:
-			out[i] = driver.LimitGrant{Why: driver.LimitRate, Wait: tat0[k].Add(time.Duration(rank)*ival - tolerance).Sub(now).Round(time.Millisecond)}
+			// A fair line's rank is a least: a run told too soon asks again.
+			wait := ceilMs(c.tat0[k].Add(time.Duration(rank)*ival - c.tolerance).Sub(now))
+			if lim.Fair {
+				wait = max(wait, ceilMs(ival))
+			}
+			out[i] = driver.LimitGrant{Why: driver.LimitRate, Wait: wait}
 		}
 		l.line[k][a.Waiter] = waiter{l.line[k][a.Waiter].since, now.Add(out[i].Wait + driver.LimitWaitGrace)}
 	}
-	for g := range granted {
-		delete(l.line[g[0]], g[1])
+	for g := range c.granted {
+		l.leave(g[0], g[1])
+	}
+	for _, f := range l.fair {
+		f.callDone()
 	}
 	return out, nil
+}
+
+// placeAll puts every ask in its line first, so that the ranks after are
+// one line's: at its since less its head start, the older kept.
+func (l *memLimit) placeAll(lim driver.Limit, asks []driver.LimitAsk, now time.Time) {
+	for _, a := range asks {
+		since := a.Since
+		if since.IsZero() {
+			since = now
+		}
+		since = since.Add(-a.HeadStart.Truncate(time.Millisecond))
+		if lim.Fair {
+			l.fairLine(a.Key).place(a)
+		}
+		if cur, ok := l.line[a.Key][a.Waiter]; !ok || since.Before(cur.since) {
+			l.place(a.Key, a.Waiter, since, cur.until)
+		}
+	}
+}
+
+// limitCall is what one TakeLimit call reads once: each key's room (free
+// places, starts the rate allows) and rate's arrival time, the starts it
+// granted, and each fair line's first runs (→ their group).
+type limitCall struct {
+	l         *memLimit
+	lim       driver.Limit
+	now       time.Time
+	tolerance time.Duration
+	room      map[string][2]int
+	tat0      map[string]time.Time
+	granted   map[[2]string]bool
+	heads     map[string]map[string]string
+}
+
+// decide says whether a gets a start, else how many runs are ahead of it
+// (at least), and its key's free places.
+func (c *limitCall) decide(a driver.LimitAsk) (ok bool, rank, free int) {
+	k, l := a.Key, c.l
+	if _, ok := c.room[k]; !ok {
+		c.room[k], c.tat0[k] = l.room(c.lim, k, c.now, c.tolerance)
+	}
+	free, avail := c.room[k][0], c.room[k][1]
+	switch {
+	case c.granted[[2]string{k, a.Waiter}]: // one task and entity asked twice: once
+		return false, math.MaxInt, free
+	case c.lim.Fair:
+		f := l.fair[k]
+		if c.heads[k] == nil {
+			c.heads[k] = f.head(l.line[k], min(free, avail, driver.FairHead))
+		}
+		if g, in := c.heads[k][a.Waiter]; in {
+			f.granted(g)
+			return true, 0, free
+		}
+		return false, f.rank(l.line[k], a.Waiter), free
+	}
+	rank = l.rank(k, a.Waiter)
+	return rank < free && rank < avail, rank, free
+}
+
+// leave takes waiter w out of key's line, and out of its group's.
+func (l *memLimit) leave(key, w string) {
+	delete(l.line[key], w)
+	if f := l.fair[key]; f != nil {
+		f.out(w)
+	}
+}
+
+// ceilMs rounds d up to a millisecond, as the scripts' waits are.
+func ceilMs(d time.Duration) time.Duration {
+	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
 }
 
 // place puts waiter in key's line.

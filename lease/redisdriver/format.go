@@ -442,6 +442,8 @@ func luaConstants() string {
 		{"WAIT_GRACE_MS", driver.LimitWaitGrace.Milliseconds()},
 		{"FULL_POLL_MS", driver.FullPoll.Milliseconds()},
 		{"MAX_FULL_WAIT_MS", driver.MaxFullWait.Milliseconds()},
+		{"FAIR_UNIT", int64(driver.FairUnit)},
+		{"FAIR_HEAD", int64(driver.FairHead)},
 	} {
 		switch v := c.v.(type) {
 		case int64:

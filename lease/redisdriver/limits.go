@@ -35,14 +35,19 @@ func (b *redisDriver) TakeLimit(ctx context.Context, lim driver.Limit, ttl time.
 	holder, maxTTL := b.cfg.Holder, b.cfg.MaxTTL()
 	base := b.k.limit(lim.Name)
 	ival := lim.Interval()
-	args := []any{ms(maxTTL), driver.Escape(holder), ms(ttl), base, lim.Concurrency,
-		ival.Microseconds(), (time.Duration(max(lim.Burst, 1)-1) * ival).Microseconds()}
+	args := make([]any, 0, limFixed+limEach*len(asks))
+	args = append(args, ms(maxTTL), driver.Escape(holder), ms(ttl), base, lim.Concurrency,
+		ival.Microseconds(), (time.Duration(max(lim.Burst, 1)-1) * ival).Microseconds(), flag(lim.Fair))
 	for _, a := range asks {
 		since := int64(0)
 		if !a.Since.IsZero() {
 			since = a.Since.UnixMilli()
 		}
-		args = append(args, a.Key, a.Waiter, since)
+		group := ""
+		if a.Grouped {
+			group = "=" + driver.Escape(a.Group)
+		}
+		args = append(args, a.Key, a.Waiter, since, a.HeadStart.Milliseconds(), group, max(a.Weight, 1))
 	}
 	r, err := scriptLimit.Run(ctx, b.c, []string{b.k.epoch(b.k.limitBucket(lim.Name)), base + ":holders"}, args...).Text()
 	if err != nil {

@@ -261,7 +261,7 @@ const (
 var tickArgs = argv{fixed: []arg{{"TICK", tickTick}, {"REPLICA", tickReplica}, {"PART", tickPart},
 	{"KEEP", tickKeep}, {"OLDEST", tickOldest}, {"EXPIRY", tickExpiry}}}
 
-// limit.lua's: then key, waiter, since_ms triples, one per start asked for.
+// limit.lua's: then one part per start asked for.
 const (
 	limMaxTTL    = iota // ms
 	limHolder           // escaped
@@ -270,11 +270,24 @@ const (
 	limConc             // 0: none
 	limInterval         // us; 0: no rate
 	limTolerance        // us
+	limFair             // 0|1: Limit.Fair
 	limFixed
 )
 
+// A start's part of limit.lua's arguments.
+const (
+	limKey    = iota // the budget key
+	limWaiter        // escaped
+	limSince         // ms; 0: now
+	limHead          // ms: the head start
+	limGroup         // "": not known; else "=" and the escaped group
+	limWeight        // at least 1
+	limEach
+)
+
 var limitArgs = argv{fixed: []arg{{"MAX_TTL", limMaxTTL}, {"HOLDER", limHolder}, {"TTL", limTTL}, {"BASE", limBase},
-	{"CONC", limConc}, {"IVAL", limInterval}, {"TOL", limTolerance}}}
+	{"CONC", limConc}, {"IVAL", limInterval}, {"TOL", limTolerance}, {"FAIR", limFair}},
+	each: []arg{{"KEY", limKey}, {"WAITER", limWaiter}, {"SINCE", limSince}, {"HEAD", limHead}, {"GROUP", limGroup}, {"WEIGHT", limWeight}}}
 
 // settle.lua's: then key, runs pairs, then the keys given back.
 const (

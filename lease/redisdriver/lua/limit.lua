@@ -1,26 +1,38 @@
 -- KEYS: the limit's bucket epoch, its holders (zset: holder → until ms).
 -- ARGV (limitArgs): max_ttl_ms, holder, ttl_ms, base (the limit's key
 -- prefix), concurrency (0: none), interval_us and tolerance_us (the rate's
--- GCRA: 0 interval for none), then one key, waiter, since_ms triple per
+-- GCRA: 0 interval for none), fair (1: served by group), then one part per
 -- start asked for: the budget key ("": the limit's one budget, else an
--- escaped entity), who waits (TASK/ENTITY, escaped), and since when (0:
--- now).
--- Every run that asks waits in line, per budget key (base:q:KEY, a zset
--- waiter → since ms, the older since kept), and is granted a start when its
--- place in the line is within the budget's room: not closed, fewer runs
--- than the concurrency over every live holder (base:runs:HOLDER, a hash of
--- runs by key, kept while its holder renews it), and a start at the rate
--- (base:tat:KEY, the theoretical arrival time in us). The places of runs
--- ahead that did not ask in this call are kept for them: they ask again
--- within the wait they were told. base:seen ("KEY WAITER" → the ms by which
--- it must ask again, WAIT_GRACE_MS after that wait) lets a run that never
--- comes back leave the line; base:since ("KEY WAITER" → since) is the
--- whole line, oldest first, for the metrics. Answers, space-joined: ok,
--- n:WAIT_MS (full), r:WAIT_MS (rate), c:LEFT_MS:WHY (closed), q:LEFT_MS
--- (a data loss: nothing is granted for max_ttl, as for leases).
+-- escaped entity), who waits (TASK/ENTITY, escaped), since when (0: now),
+-- its head start (ms), its group ("": not known, else "=" and the escaped
+-- group) and the group's weight.
+-- Every run that asks waits in line, per budget key, at since less its head
+-- start (the older kept), and is granted a start when its place in the line
+-- is within the budget's room: not closed, fewer runs than the concurrency
+-- over every live holder (base:runs:HOLDER, a hash of runs by key, kept
+-- while its holder renews it), and a start at the rate (base:tat:KEY, the
+-- theoretical arrival time in us). The places of runs ahead that did not
+-- ask in this call are kept for them: they ask again within the wait they
+-- were told. base:seen ("KEY WAITER" → the ms by which it must ask again,
+-- WAIT_GRACE_MS after that wait) lets a run that never comes back leave the
+-- line; base:since ("KEY WAITER" → since) is the whole line, oldest first,
+-- for the metrics.
+-- The line (base:q:KEY, a zset waiter → since) is one, oldest first, unless
+-- the limit is fair. A fair line is one per group (base:fq:KEY:GROUP), and
+-- the groups take turns by their tags (start-time fair queuing, the
+-- timestamp form of deficit round-robin): base:fg:KEY (zset group → the
+-- virtual time of its next start) holds the groups with runs waiting, and a
+-- start advances its group's tag by FAIR_UNIT over its weight
+-- (base:fw:KEY, group → weight); a group that begins to wait starts at the
+-- line's virtual time (base:fvt:KEY: the tag of the last start), or at the
+-- tag it left with (base:fv:KEY) if later, so that a group's share does not
+-- grow with its runs, nor by leaving and coming back. base:fm:KEY (waiter →
+-- group) is each waiter's group. Answers, space-joined: ok, n:WAIT_MS
+-- (full), r:WAIT_MS (rate), c:LEFT_MS:WHY (closed), q:LEFT_MS (a data loss:
+-- nothing is granted for max_ttl, as for leases).
 local now_v = now_us()
 local now = math.floor(now_v / 1000)
-local n = (#ARGV - A_FIXED) / 3
+local n = (#ARGV - A_FIXED) / E_STRIDE
 local out = {}
 local q = quarantine(KEYS[1], now, tonumber(ARGV[A_MAX_TTL]))
 if q > 0 then
@@ -30,6 +42,7 @@ end
 local holders, base, holder = KEYS[2], ARGV[A_BASE], ARGV[A_HOLDER]
 local seen, since_all = base .. ':seen', base .. ':since'
 local ttl = tonumber(ARGV[A_TTL])
+local fair = ARGV[A_FAIR] == '1'
 for _, h in ipairs(redis.call('ZRANGEBYSCORE', holders, '-inf', '(' .. now)) do
   redis.call('DEL', base .. ':runs:' .. h)
   redis.call('ZREM', holders, h)
@@ -37,10 +50,38 @@ end
 redis.call('ZADD', holders, now + ttl, holder)
 local live = redis.call('ZRANGE', holders, 0, -1)
 
--- Runs that did not ask again in time leave the line.
+-- A fair line's keys for budget key k.
+local function fk(k, what) return base .. ':f' .. what .. ':' .. k end
+local function fline(k, g) return base .. ':fq:' .. k .. ':' .. g end
+
+-- fair_out takes waiter w out of its group's line (granted, or gone); a
+-- group left with none keeps its tag for when it comes back.
+local function fair_out(k, w)
+  local fm = fk(k, 'm')
+  local g = redis.call('HGET', fm, w)
+  if not g then return end
+  redis.call('HDEL', fm, w)
+  local gl = fline(k, g)
+  redis.call('ZREM', gl, w)
+  if redis.call('ZCARD', gl) == 0 then
+    local f = redis.call('ZSCORE', fk(k, 'g'), g)
+    if f then
+      redis.call('HSET', fk(k, 'v'), g, f)
+      redis.call('ZREM', fk(k, 'g'), g)
+    end
+    if redis.call('ZCARD', fk(k, 'g')) == 0 then
+      -- No group waits: the virtual times start over.
+      redis.call('DEL', fk(k, 'v'), fk(k, 'vt'))
+    end
+  end
+end
+
+-- Runs that did not ask again in time leave the line (either kind: a
+-- reload may have made the limit fair, or not).
 local function leave(k, w)
   local m = k .. ' ' .. w
   redis.call('ZREM', base .. ':q:' .. k, w)
+  fair_out(k, w)
   redis.call('ZREM', seen, m)
   redis.call('ZREM', since_all, m)
 end
@@ -49,14 +90,49 @@ for _, m in ipairs(redis.call('ZRANGEBYSCORE', seen, '-inf', '(' .. now, 'LIMIT'
   if sp then leave(string.sub(m, 1, sp - 1), string.sub(m, sp + 1)) else redis.call('ZREM', seen, m) end
 end
 
+local placed = {} -- the group lines placed in, by key
+-- fair_place puts waiter w in its group's line: g, or, not known (false),
+-- the group it has, else "".
+local function fair_place(k, w, since, g, weight)
+  local fm = fk(k, 'm')
+  local had = redis.call('HGET', fm, w)
+  if not g then g = had or '' end
+  if had and had ~= g then -- its group changed: it keeps its since
+    since = math.min(since, tonumber(redis.call('ZSCORE', fline(k, had), w)) or since)
+    fair_out(k, w)
+  end
+  local gl = fline(k, g)
+  redis.call('ZADD', gl, 'LT', since, w)
+  if not placed[gl] then
+    placed[gl] = true
+    redis.call('PEXPIRE', gl, LINE_TTL_MS)
+  end
+  redis.call('HSET', fm, w, g)
+  if weight then redis.call('HSET', fk(k, 'w'), g, weight) end
+  local fg = fk(k, 'g')
+  if not redis.call('ZSCORE', fg, g) then
+    local v = tonumber(redis.call('GET', fk(k, 'vt'))) or 0
+    local left = tonumber(redis.call('HGET', fk(k, 'v'), g)) or 0
+    redis.call('ZADD', fg, num(math.max(v, left)), g)
+  end
+end
+
 -- Every ask takes its place first, so the ranks below are one line's.
 local ks, ws = {}, {}
 for i = 1, n do
-  local k, w = ARGV[A_FIXED + 3 * i - 2], ARGV[A_FIXED + 3 * i - 1]
-  local since = tonumber(ARGV[A_FIXED + 3 * i])
+  local b = A_FIXED + E_STRIDE * (i - 1)
+  local k, w = ARGV[b + E_KEY], ARGV[b + E_WAITER]
+  local since = tonumber(ARGV[b + E_SINCE])
   if since <= 0 then since = now end
+  since = since - tonumber(ARGV[b + E_HEAD])
   ks[i], ws[i] = k, w
-  redis.call('ZADD', base .. ':q:' .. k, 'LT', since, w)
+  if fair then
+    local g, weight = ARGV[b + E_GROUP], nil
+    if g == '' then g = false else g, weight = string.sub(g, 2), ARGV[b + E_WEIGHT] end
+    fair_place(k, w, since, g, weight)
+  else
+    redis.call('ZADD', base .. ':q:' .. k, 'LT', since, w)
+  end
   redis.call('ZADD', since_all, 'LT', since, k .. ' ' .. w)
 end
 
@@ -81,6 +157,75 @@ local function room(k)
     if now_v + tol >= t then avail[k] = math.floor((now_v + tol - t) / ival) + 1 end
   end
 end
+
+-- A fair line's order: the groups' runs merged by tag, a group's j-th run
+-- (from 0) at its tag plus j steps (FAIR_UNIT over its weight); equal tags
+-- in the groups' order. heads[k] is the first of it, as many as there is
+-- room for (at most FAIR_HEAD): waiter → its group.
+local heads, groups = {}, {}
+local function step(k, g) return FAIR_UNIT / (tonumber(redis.call('HGET', fk(k, 'w'), g)) or 1) end
+local function fair_head(k)
+  if heads[k] then return heads[k] end
+  local head, cand = {}, {}
+  local r = math.min(free[k], avail[k], FAIR_HEAD)
+  local gs = r > 0 and redis.call('ZRANGE', fk(k, 'g'), 0, r - 1, 'WITHSCORES') or {}
+  for j = 1, #gs, 2 do
+    cand[#cand + 1] = { g = gs[j], tag = tonumber(gs[j + 1]), step = step(k, gs[j]), at = 0 }
+  end
+  local got = 0
+  while got < r do
+    local best
+    for _, c in ipairs(cand) do
+      if not c.done and (not best or c.tag < best.tag) then best = c end
+    end
+    if not best then break end
+    local w = redis.call('ZRANGE', fline(k, best.g), best.at, best.at)[1]
+    if w then
+      head[w], got = best.g, got + 1
+      best.at, best.tag = best.at + 1, best.tag + best.step
+    else
+      best.done = true
+    end
+  end
+  heads[k] = head
+  return head
+end
+
+-- fair_rank is at least the number of runs ahead of w in k's fair line:
+-- exact over the first 64 groups, one for each group after them.
+local function fair_rank(k, w)
+  local g = redis.call('HGET', fk(k, 'm'), w)
+  if not g then return 0 end
+  local at = redis.call('ZRANK', fline(k, g), w) or 0
+  local tag = (tonumber(redis.call('ZSCORE', fk(k, 'g'), g)) or 0) + at * step(k, g)
+  if not groups[k] then
+    groups[k] = {}
+    local gs = redis.call('ZRANGE', fk(k, 'g'), 0, 63, 'WITHSCORES')
+    for j = 1, #gs, 2 do
+      groups[k][#groups[k] + 1] = { g = gs[j], tag = tonumber(gs[j + 1]), step = step(k, gs[j]), n = redis.call('ZCARD', fline(k, gs[j])) }
+    end
+  end
+  local rank, counted = at, 0
+  for _, h in ipairs(groups[k]) do
+    if h.tag < tag then
+      counted = counted + 1
+      if h.g ~= g then rank = rank + math.min(h.n, math.ceil((tag - h.tag) / h.step)) end
+    end
+  end
+  local below = redis.call('ZCOUNT', fk(k, 'g'), '-inf', '(' .. num(tag))
+  return rank + math.max(below - counted, 0)
+end
+
+-- fair_granted advances w's group (g) by one start, and the line's virtual
+-- time to the start's tag.
+local function fair_granted(k, g)
+  local fg = fk(k, 'g')
+  local tag = tonumber(redis.call('ZSCORE', fg, g))
+  if not tag then return end
+  redis.call('ZADD', fg, num(tag + step(k, g)), g)
+  if tag > (tonumber(redis.call('GET', fk(k, 'vt'))) or 0) then redis.call('SET', fk(k, 'vt'), num(tag)) end
+end
+
 for i = 1, n do
   local k, w = ks[i], ws[i]
   local c = closed[k]
@@ -95,18 +240,29 @@ for i = 1, n do
     out[i], wait = 'c:' .. c[1] .. ':' .. c[2], math.max(tonumber(c[1]), 0)
   else
     room(k)
-    local rank = redis.call('ZRANK', base .. ':q:' .. k, w)
-    if granted[k .. ' ' .. w] then rank = HUGE end -- one task and entity asked twice: once
-    if rank < free[k] and rank < avail[k] then
+    local ok, rank
+    if granted[k .. ' ' .. w] then -- one task and entity asked twice: once
+      ok, rank = false, HUGE
+    elseif fair then
+      local g = fair_head(k)[w]
+      ok = g ~= nil
+      if ok then fair_granted(k, g) else rank = fair_rank(k, w) end
+    else
+      rank = redis.call('ZRANK', base .. ':q:' .. k, w)
+      ok = rank < free[k] and rank < avail[k]
+    end
+    if ok then
       out[i] = 'ok'
       granted[k .. ' ' .. w] = k
       if ival > 0 then tats[k] = tats[k] + ival end
-    elseif rank >= free[k] then
-      local ahead = math.min(rank - free[k], HUGE)
+    elseif rank >= free[k] or ival == 0 then
+      local ahead = math.min(math.max(rank - free[k], 0), HUGE)
       wait = math.min(FULL_POLL_MS + math.floor(ahead / math.max(conc, 1)) * FULL_POLL_MS, MAX_FULL_WAIT_MS)
       out[i] = 'n:' .. num(wait)
     else
+      -- A fair line's rank is a least: a run told too soon asks again.
       wait = math.ceil((tat0[k] + rank * ival - tol - now_v) / 1000)
+      if fair then wait = math.max(wait, math.ceil(ival / 1000)) end
       out[i] = 'r:' .. num(wait)
     end
   end
@@ -127,7 +283,13 @@ redis.call('PEXPIRE', rk, ttl)
 -- config no longer names leaves nothing behind for good.
 local lines = {}
 for i = 1, n do lines[ks[i]] = true end
-for k in pairs(lines) do redis.call('PEXPIRE', base .. ':q:' .. k, LINE_TTL_MS) end
+for k in pairs(lines) do
+  if fair then
+    for _, what in ipairs({ 'g', 'w', 'm', 'v', 'vt' }) do redis.call('PEXPIRE', fk(k, what), LINE_TTL_MS) end
+  else
+    redis.call('PEXPIRE', base .. ':q:' .. k, LINE_TTL_MS)
+  end
+end
 redis.call('PEXPIRE', seen, LINE_TTL_MS)
 redis.call('PEXPIRE', since_all, LINE_TTL_MS)
 for k, t in pairs(tats) do
