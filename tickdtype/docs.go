@@ -263,6 +263,27 @@ type LimitDoc struct {
 	OldestWait   float64 `json:"oldest_wait_s"`
 	OldestTask   string  `json:"oldest_task"`
 	OldestEntity string  `json:"oldest_entity"`
+	// For a limit with fair_by: the groups with runs waiting, the starts
+	// of the last minute, how many groups got less than half their fair
+	// share of them while they waited all along, and the groups that have
+	// waited longest (at most 20, longest first). 0 and [] for another.
+	GroupsWaiting    int        `json:"groups_waiting"`
+	StartsLastMinute int        `json:"starts_last_minute"`
+	GroupsStarved    int        `json:"groups_starved"`
+	Groups           []GroupDoc `json:"groups"`
+}
+
+// GroupDoc is a group of a fair limit's line: its runs waiting, how long
+// its oldest has waited, its weight, its starts of the last minute and
+// the share its weight was owed of them, and whether it is starved.
+type GroupDoc struct {
+	Group      string  `json:"group"`
+	Waiting    int     `json:"waiting"`
+	OldestWait float64 `json:"oldest_wait_s"`
+	Weight     int     `json:"weight"`
+	Started    int     `json:"started_last_minute"`
+	FairShare  float64 `json:"fair_share"`
+	Starved    bool    `json:"starved"`
 }
 
 // ClosingDoc is a budget an API closed: the limit's one (entity "") or an

@@ -69,12 +69,13 @@ type fairCase struct {
 // (burst 5) that is fair_by tenant, three tickd processes, one tick. The
 // tick's runs of every small tenant all start by
 //
-//	B = F + (G × n) / R + 5s
+//	B = F + (G × n) / R + 8s
 //
 // after the tick: F, until every small tenant's runs are read and in line
 // (the whole fan-out, here), then G = 101 tenants taking turns, one start
-// each a turn, for n = 10 turns, and 5s for the due runs' polls and the
-// last calls. At this scale that is about 4s + 50.5s + 5s, within 60s;
+// each a turn, for n = 10 turns, and 8s for the due runs' polls and the
+// last calls, on a machine loaded by the other tests. At this scale the
+// last small run started 51-56s after the tick (within 60s);
 // served oldest first, as a limit that is not fair is, the small tenants
 // wait behind the whole big one: 11,000 / R, about 9 minutes
 // (TICKD_TENANTS_LINE=oldest shows it failing). Over windows of five
@@ -86,14 +87,15 @@ type fairCase struct {
 // they wait all along while the big one's ids are read): its share does
 // not grow. No entity runs twice.
 //
-// TICKD_TENANTS="big small each rate" runs another case.
+// TICKD_TENANTS="big small each rate small_first" runs another case
+// ("100000 100 10 20 true" is the second).
 func TestFairLimitAcrossTenants(t *testing.T) {
 	t.Parallel()
 	tier.Full(t, "three replicas and 11,000 runs, for over a minute")
 	cases := []fairCase{{10_000, 100, 10, 20, false}, {100_000, 100, 10, 20, true}}
 	if v := os.Getenv("TICKD_TENANTS"); v != "" {
 		var c fairCase
-		if _, err := fmt.Sscan(v, &c.big, &c.small, &c.each, &c.rate); err != nil {
+		if _, err := fmt.Sscan(v, &c.big, &c.small, &c.each, &c.rate, &c.smallFirst); err != nil {
 			t.Fatalf("TICKD_TENANTS=%q: %v", v, err)
 		}
 		cases = []fairCase{c}
@@ -164,6 +166,7 @@ entities_format = "jsonl"
 		if inLine.IsZero() && time.Since(polled) > 100*time.Millisecond {
 			if polled = time.Now(); fannedOut(t, cfg, at, read) {
 				inLine = polled
+				seeGroups(t, cfg, c.small+1)
 			}
 		}
 		n := 0
@@ -193,7 +196,7 @@ entities_format = "jsonl"
 		t.Fatal("the line never held every entity")
 	}
 	fanOut := inLine.Sub(at)
-	bound := fanOut + time.Duration(float64(c.small+1)*float64(c.each)/c.rate*float64(time.Second)) + 5*time.Second
+	bound := fanOut + time.Duration(float64(c.small+1)*float64(c.each)/c.rate*float64(time.Second)) + 8*time.Second
 	took := lastSmall.Sub(at)
 	n := 0
 	for _, x := range calls {
@@ -211,6 +214,25 @@ entities_format = "jsonl"
 	api.mu.Lock()
 	expect.Equal(t, "entities run twice", len(api.twice), 0)
 	api.mu.Unlock()
+}
+
+// seeGroups checks what status says of the limit's groups once every
+// run is in line: most of the n tenants wait (the first few turns may have
+// served a tenant's runs read so far), none is starved, the longest
+// waiting are listed, and the text says so.
+func seeGroups(t *testing.T, cfg string, n int) {
+	code, out, errs := cli("status", "-config", cfg, "-json", "-limit", "1")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	l := decodeJSON(t, out)["limits"].([]any)[0].(map[string]any)
+	waiting, starved, groups := int(l["groups_waiting"].(float64)), int(l["groups_starved"].(float64)), l["groups"].([]any)
+	t.Logf("in line: %d tenants waiting, %d starved, %d listed", waiting, starved, len(groups))
+	expect.True(t, fmt.Sprintf("most of the %d tenants wait: %d", n, waiting), waiting >= n*9/10)
+	expect.Equal(t, "tenants starved", starved, 0)
+	expect.Equal(t, "tenants listed", len(groups), 20)
+	_, text, _ := cli("status", "-config", cfg, "-limit", "1")
+	expect.True(t, "status says the groups:\n"+text, strings.Contains(text, "api's groups: "))
 }
 
 // tenantSource is c's entities, one JSON line each: big-NNNNNN of tenant

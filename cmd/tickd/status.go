@@ -240,6 +240,11 @@ func printLimits(w io.Writer, ls []report.LimitStatus, now time.Time) {
 		tb.row(l.Limit.Name, l.InUse(), l.WaitingNow(now), l.Limit.String(), strings.Join(l.Tasks, ","), closed)
 	}
 	tb.write(w)
+	for _, l := range ls {
+		if g := l.GroupsNow(now); g != "" {
+			fmt.Fprintf(w, "    %s's groups: %s\n", l.Limit.Name, g)
+		}
+	}
 }
 
 // printShards says a task's shard count in force (recorded in Redis) when

@@ -357,6 +357,51 @@ type LimitStatus struct {
 	Waiting int
 	Oldest  []WaitingRun
 	Closed  map[string]driver.LimitClosing // by entity ("" for a limit not per entity)
+	// For a fair limit: GroupsWaiting counts the groups with runs waiting;
+	// Groups are those that waited longest (at most ShownGroups), longest
+	// first, each with its share of the starts of the last minute (Starts);
+	// Starved counts the groups (of the first driver.MaxGroups) that got
+	// less than half their fair share of them while they waited all along.
+	GroupsWaiting int
+	Groups        []GroupStatus
+	Starts        int
+	Starved       int
+}
+
+// GroupStatus is a group of a fair limit's line.
+type GroupStatus struct {
+	Name    string
+	Waiting int
+	Oldest  time.Time // its oldest waiting run's since
+	Weight  int
+	// Started is its starts of the last minute; FairShare the starts its
+	// weight was owed of them, among the groups waiting now. Starved: it
+	// had runs waiting the whole minute, and got less than half of that.
+	Started   int
+	FairShare float64
+	Starved   bool
+}
+
+// ShownGroups bounds LimitStatus.Groups.
+const ShownGroups = 20
+
+// groups is st's groups as LimitStatus says them, at now.
+func groups(st driver.LimitState, now time.Time) (out []GroupStatus, starved int) {
+	weights := 0
+	for _, g := range st.Groups {
+		weights += g.Weight
+	}
+	for _, g := range st.Groups {
+		gs := GroupStatus{Name: g.Name, Waiting: g.Waiting, Oldest: g.Oldest, Weight: g.Weight, Started: g.Started}
+		gs.FairShare = float64(st.Starts) * float64(g.Weight) / float64(max(weights, 1))
+		gs.Starved = !g.Since.IsZero() && now.Sub(g.Since) >= driver.StartsWindow && float64(g.Started) < gs.FairShare/2
+		if gs.Starved {
+			starved++
+		}
+		out = append(out, gs)
+	}
+	slices.SortStableFunc(out, func(a, b GroupStatus) int { return a.Oldest.Compare(b.Oldest) })
+	return out[:min(len(out), ShownGroups)], starved
 }
 
 // WaitingRun is a run waiting in a limit's line, since when.
@@ -372,7 +417,8 @@ func (f Fleet) LimitStatus(ctx context.Context, lim driver.Limit) (LimitStatus, 
 	if err != nil {
 		return LimitStatus{}, fmt.Errorf("limit %s: %w", lim.Name, err)
 	}
-	out := LimitStatus{Limit: lim, Closed: map[string]driver.LimitClosing{}, Waiting: st.Waiting}
+	out := LimitStatus{Limit: lim, Closed: map[string]driver.LimitClosing{}, Waiting: st.Waiting, GroupsWaiting: st.GroupsWaiting, Starts: st.Starts}
+	out.Groups, out.Starved = groups(st, s.clock.Now())
 	for _, w := range st.Oldest {
 		task, entity, _ := strings.Cut(w.Waiter, "/")
 		task, err1 := driver.Unescape(task)

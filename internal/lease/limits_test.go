@@ -65,3 +65,29 @@ func TestLimitSlotsComeBackAfterAKill(t *testing.T) {
 		t.Fatalf("the place came back %v after the cut: want within 1⅓ lease TTL (%v)", d, ttl+ttl/3)
 	}
 }
+
+// TestGroupsFlagTheStarved: a fair limit's group is starved when it had
+// runs waiting the whole last minute and got less than half of the starts
+// its weight was owed among the groups waiting; one that began to wait
+// within the minute is not, however few it got, nor is one that got half.
+// The groups are said longest waiting first.
+func TestGroupsFlagTheStarved(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	long, short := now.Add(-2*time.Minute), now.Add(-10*time.Second)
+	st := driver.LimitState{Starts: 120, GroupsWaiting: 4, Groups: []driver.LimitGroup{
+		{Name: "big", Waiting: 900, Oldest: long, Since: long, Weight: 2, Started: 100},               // owed 48
+		{Name: "few", Waiting: 3, Oldest: long.Add(time.Second), Since: long, Weight: 1, Started: 11}, // owed 24: starved
+		{Name: "half", Waiting: 3, Oldest: long.Add(2 * time.Second), Since: long, Weight: 1, Started: 12},
+		{Name: "new", Waiting: 1, Oldest: long.Add(-time.Hour), Since: short, Weight: 1, Started: 0}, // a run with an old tick, just in line
+	}}
+	gs, starved := groups(st, now)
+	if starved != 1 || len(gs) != 4 || gs[0].Name != "new" || gs[1].Name != "big" {
+		t.Fatalf("starved %d, groups %+v: want 1 starved, new (oldest run) first then big", starved, gs)
+	}
+	for _, g := range gs {
+		if g.Starved != (g.Name == "few") {
+			t.Errorf("%s (started %d, owed %.1f): starved %v", g.Name, g.Started, g.FairShare, g.Starved)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,7 +21,35 @@ func (m *Collectors) limitMetrics() []prometheus.Collector {
 		Help: "Seconds until the limit's budgets closed by an API open again (0: open)."}, []string{"limit"})
 	m.LimitOldestWait = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_limit_oldest_wait_seconds",
 		Help: "How long the oldest run of the task waiting in the limit's line has waited (since its tick), read from the shared Redis: aggregate with max."}, []string{"limit", "task"})
-	return []prometheus.Collector{m.LimitRuns, m.LimitWaits, m.LimitBackoffs, m.LimitClosed, m.LimitOldestWait}
+	m.LimitGroups = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_limit_groups",
+		Help: "A fair limit's groups (fair_by) with runs waiting (state waiting), and those of them that got less than half their fair share of the last minute's starts while they waited all along (state starved)."}, []string{"limit", "state"})
+	m.LimitGroupWait = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_limit_group_oldest_wait_seconds",
+		Help: "How long the oldest waiting run of each of a fair limit's groups that waited longest (the top 5, not every group) has waited."}, []string{"limit", "group"})
+	m.LimitGroupShare = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tickd_limit_group_share",
+		Help: "The share of a fair limit's starts of the last minute that each of its groups that waited longest (the top 5) got, 0 to 1."}, []string{"limit", "group"})
+	return []prometheus.Collector{m.LimitRuns, m.LimitWaits, m.LimitBackoffs, m.LimitClosed, m.LimitOldestWait, m.LimitGroups, m.LimitGroupWait, m.LimitGroupShare}
+}
+
+// TopGroups is how many of a fair limit's groups have series of their own:
+// those that waited longest.
+const TopGroups = 5
+
+// limitGroups publishes a fair limit's groups: how many wait and are
+// starved, and the top ones' waits and shares.
+func (m *Collectors) limitGroups(limit string, st lease.LimitStatus) {
+	m.LimitGroupWait.DeletePartialMatch(prometheus.Labels{"limit": limit})
+	m.LimitGroupShare.DeletePartialMatch(prometheus.Labels{"limit": limit})
+	if st.Limit.Fair {
+		m.LimitGroups.WithLabelValues(limit, "waiting").Set(float64(st.GroupsWaiting))
+		m.LimitGroups.WithLabelValues(limit, "starved").Set(float64(st.Starved))
+	} else {
+		m.LimitGroups.DeletePartialMatch(prometheus.Labels{"limit": limit})
+	}
+	for _, g := range st.Groups[:min(len(st.Groups), TopGroups)] {
+		g.Name = strings.ToValidUTF8(g.Name, "\uFFFD") // a label is UTF-8
+		m.LimitGroupWait.WithLabelValues(limit, g.Name).Set(max(0, time.Since(g.Oldest).Seconds()))
+		m.LimitGroupShare.WithLabelValues(limit, g.Name).Set(float64(g.Started) / float64(max(st.Starts, 1)))
+	}
 }
 
 // LimitWait counts a run that waited for limit, by why: concurrency, rate,
@@ -60,4 +89,5 @@ func (m *Collectors) Limit(limit string, st lease.LimitStatus) {
 	for task, since := range oldest {
 		m.LimitOldestWait.WithLabelValues(limit, task).Set(max(0, time.Since(since).Seconds()))
 	}
+	m.limitGroups(limit, st)
 }

@@ -55,6 +55,9 @@ type Collectors struct {
 	LimitBackoffs   *prometheus.CounterVec // limit: back-offs an API asked for
 	LimitClosed     *prometheus.GaugeVec   // limit: seconds until its budgets open again
 	LimitOldestWait *prometheus.GaugeVec   // limit, task: the oldest waiting run's age
+	LimitGroups     *prometheus.GaugeVec   // limit, state (waiting, starved): a fair limit's groups
+	LimitGroupWait  *prometheus.GaugeVec   // limit, group: the top groups' oldest waiting run's age
+	LimitGroupShare *prometheus.GaugeVec   // limit, group: the top groups' share of the last minute's starts
 }
 
 // redisOps are the values of RedisErrors' op label.

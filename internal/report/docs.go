@@ -20,5 +20,6 @@ type (
 	ActionDoc      = tickdtype.ActionDoc
 	LimitDoc       = tickdtype.LimitDoc
 	ClosingDoc     = tickdtype.ClosingDoc
+	GroupDoc       = tickdtype.GroupDoc
 	EntityDoc      = tickdtype.EntityDoc
 )

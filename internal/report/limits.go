@@ -3,6 +3,7 @@ package report
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"time"
@@ -48,7 +49,29 @@ func (l LimitStatus) Doc() LimitDoc {
 		o := l.Oldest[0]
 		d.OldestWait, d.OldestTask, d.OldestEntity = Seconds(max(0, time.Since(o.Since))), o.Task, o.Entity
 	}
+	d.GroupsWaiting, d.StartsLastMinute, d.GroupsStarved, d.Groups = l.GroupsWaiting, l.Starts, l.Starved, []GroupDoc{}
+	for _, g := range l.Groups {
+		d.Groups = append(d.Groups, GroupDoc{Group: g.Name, Waiting: g.Waiting, OldestWait: Seconds(max(0, time.Since(g.Oldest))), Weight: g.Weight,
+			Started: g.Started, FairShare: math.Round(g.FairShare*10) / 10, Starved: g.Starved})
+	}
 	return d
+}
+
+// GroupsNow says a fair limit's groups: how many wait, how many are
+// starved, and the one that waited longest, with its share of the last
+// minute's starts: "101 waiting, 0 starved; longest big: 9,870 runs,
+// oldest 41s, 12 of 1,200 starts (fair 11.9)". "" for another limit.
+func (l LimitStatus) GroupsNow(now time.Time) string {
+	if l.Limit.FairBy == "" {
+		return ""
+	}
+	s := fmt.Sprintf("%d waiting, %d starved", l.GroupsWaiting, l.Starved)
+	if len(l.Groups) > 0 {
+		g := l.Groups[0]
+		s += fmt.Sprintf("; longest %s: %d runs, oldest %v, %d of %d starts (fair %.1f)", Visible(g.Name), g.Waiting,
+			now.Sub(g.Oldest).Round(time.Second), g.Started, l.Starts, g.FairShare)
+	}
+	return s
 }
 
 // WaitingNow says the runs waiting in the limit's line and the oldest's

@@ -111,7 +111,32 @@ type LimitState struct {
 	Oldest  []LimitWaiting
 	// Closed are the budgets closed, by key.
 	Closed map[string]LimitClosing
+	// For a fair limit: GroupsWaiting counts the groups with runs waiting,
+	// Groups are the first MaxGroups of them in their turns' order, and
+	// Starts counts the starts of the last StartsWindow.
+	GroupsWaiting int
+	Groups        []LimitGroup
+	Starts        int
 }
+
+// LimitGroup is a group of a fair limit's line: its runs waiting, the
+// oldest's since, since when it waits, its weight, and its starts of the last StartsWindow.
+type LimitGroup struct {
+	Name    string
+	Waiting int
+	Oldest  time.Time
+	Since   time.Time // when it began to wait (its runs, without a break)
+	Weight  int
+	Started int
+}
+
+// MaxGroups bounds LimitState.Groups; StartsWindow is the span its starts
+// are counted over, in StartsBuckets buckets (the oldest one in part).
+const (
+	MaxGroups     = 1000
+	StartsWindow  = time.Minute
+	StartsBuckets = 6
+)
 
 // MaxOldest bounds LimitState.Oldest.
 const MaxOldest = 256

@@ -150,6 +150,7 @@ var cases = []struct {
 	{"LimitServesInOrder", testLimitServesInOrder},
 	{"LimitFairByGroup", testLimitFairByGroup},
 	{"LimitHeadStart", testLimitHeadStart},
+	{"LimitFairKeepsGroup", testLimitFairKeepsGroup},
 	{"NewerTickSupersedes", testNewerTickSupersedes},
 	{"Announced", testAnnounced},
 	{"DueCount", testDueCount},

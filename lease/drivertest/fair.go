@@ -84,6 +84,12 @@ func testLimitFairByGroup(t *testing.T, k stores) {
 			t.Fatal("a run granted under a full limit")
 		}
 	}
+	st, err := a.Fleet().LimitStatus(bg, lim)
+	noErr(t, err)
+	expect.Equal(t, "groups waiting", st.GroupsWaiting, 3)
+	if len(st.Groups) != 3 || st.Groups[0].Name != "big" || st.Groups[0].Waiting != 12 || st.Groups[1].Waiting != 2 || st.Groups[0].Oldest.Sub(T).Abs() > time.Millisecond {
+		t.Fatalf("the groups, longest waiting first: %+v", st.Groups)
+	}
 	mustRelease(t, held)
 	again := reqs[len(reqs)-1]
 	again.Group, again.Grouped = "", false
@@ -92,6 +98,21 @@ func testLimitFairByGroup(t *testing.T, k stores) {
 	want := []string{"big-00", "s1-0", "s2-0", "big-01", "s1-1", "s2-1", "big-02"}
 	expect.Equal(t, "the first starts, a group's turn each", strings.Join(order[:len(want)], " "), strings.Join(want, " "))
 	expect.True(t, "the big group, oldest first", slices.IsSorted(slices.DeleteFunc(slices.Clone(order), func(e string) bool { return !strings.HasPrefix(e, "big") })))
+	// Every start of the last minute is counted, by group: the holder's
+	// (in big) and the 16.
+	held = mustAcquire(t, a, fairAsk("holder", "big", 1, T.Add(-time.Hour)))
+	late := fairAsk("late", "s1", 1, T)
+	for _, r := range a.AcquireBatch(bg, []driver.Request{late}) {
+		expect.True(t, "refused under a full limit", r.Err != nil)
+	}
+	st, err = a.Fleet().LimitStatus(bg, lim)
+	noErr(t, err)
+	expect.Equal(t, "starts in the last minute", st.Starts, 18)
+	if len(st.Groups) != 1 || st.Groups[0].Name != "s1" || st.Groups[0].Started != 2 || st.Groups[0].Starved {
+		t.Fatalf("the group waiting: %+v, want s1, 2 starts, not starved", st.Groups)
+	}
+	mustRelease(t, held)
+	serveLine(t, a, lim, []driver.Request{late})
 
 	var weighted []driver.Request
 	for i := range 6 {
@@ -121,4 +142,37 @@ func testLimitHeadStart(t *testing.T, k stores) {
 		order := serveLine(t, a, lim, reqs)
 		expect.Equal(t, fmt.Sprintf("the order (fair: %v)", fair), strings.Join(order, " "), "a d b c")
 	}
+}
+
+// testLimitFairKeepsGroup: a run that left a fair line (it did not ask
+// again within its wait and LimitWaitGrace: its replica stopped) takes its
+// group back when it asks again not knowing it (a due run), rather than
+// join the group of entities without one.
+func testLimitFairKeepsGroup(t *testing.T, k stores) {
+	lim := driver.Limit{Name: "fair", Concurrency: 1, Burst: 1, Fair: true}
+	a, _ := limitStores(k, lim)
+	T := time.Now().Add(-time.Hour)
+	held := mustAcquire(t, a, fairAsk("holder", "g", 1, T.Add(-time.Hour)))
+	defer mustRelease(t, held)
+	gone := fairAsk("gone", "acme", 1, T)
+	le := limitedReq(t, a, gone)
+	if le == nil {
+		t.Fatal("a run granted under a full limit")
+	}
+	other := fairAsk("other", "g", 1, T)
+	expect.WaitFor(t, le.Wait+driver.LimitWaitGrace+10*time.Second, "the run that did not ask again gone from the line", func() bool {
+		limitedReq(t, a, other) // each ask sweeps the line
+		st, err := a.Fleet().LimitStatus(bg, lim)
+		return err == nil && st.GroupsWaiting == 1
+	})
+	gone.Group, gone.Grouped = "", false
+	limitedReq(t, a, gone)
+	st, err := a.Fleet().LimitStatus(bg, lim)
+	noErr(t, err)
+	var names []string
+	for _, g := range st.Groups {
+		names = append(names, g.Name)
+	}
+	slices.Sort(names)
+	expect.Equal(t, "the groups waiting", strings.Join(names, ","), "acme,g")
 }

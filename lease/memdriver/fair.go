@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/tickd/tickd/lease/driver"
 )
@@ -12,13 +13,16 @@ import (
 // keys. Its runs' places (since) are the limit's line's; this is their
 // groups and the groups' turns.
 type fairLine struct {
-	tags   map[string]float64 // the groups with runs waiting → their next start's virtual time
-	size   map[string]int     // … → how many
-	weight map[string]int     // group → its weight
-	member map[string]string  // waiter → its group
-	left   map[string]float64 // group → its tag when it had none left waiting
-	vt     float64            // the virtual time: the last start's tag
-	ranked []groupTurn        // the first groups, read once a call (rank)
+	tags   map[string]float64       // the groups with runs waiting → their next start's virtual time
+	size   map[string]int           // … → how many
+	weight map[string]int           // group → its weight
+	member map[string]string        // waiter → its group
+	known  map[string]string        // a waiter gone from the line (its wait passed) → its group
+	left   map[string]float64       // group → its tag when it had none left waiting
+	vt     float64                  // the virtual time: the last start's tag
+	ranked []groupTurn              // the first groups, read once a call (rank)
+	starts map[int64]map[string]int // span (StartsWindow/StartsBuckets) → group → starts
+	began  map[string]time.Time     // the groups with runs waiting → since when
 }
 
 // groupTurn is a group's turn in the line: its tag, step and runs.
@@ -43,14 +47,19 @@ func (l *memLimit) fairLine(key string) *fairLine {
 
 // place puts a's waiter in its group: a's, or, not known, the one it has,
 // else "".
-func (f *fairLine) place(a driver.LimitAsk) {
+func (f *fairLine) place(a driver.LimitAsk, now time.Time) {
 	had, in := f.member[a.Waiter]
 	g := a.Group
-	if !a.Grouped {
-		g = had // "" when it has none
+	switch {
+	case a.Grouped:
+	case in:
+		g = had
+	default:
+		g = f.known[a.Waiter] // "" when it has none
 	}
+	delete(f.known, a.Waiter)
 	if in && had != g {
-		f.out(a.Waiter)
+		f.out(a.Waiter, false)
 		in = false
 	}
 	if !in {
@@ -62,16 +71,30 @@ func (f *fairLine) place(a driver.LimitAsk) {
 	}
 	if _, ok := f.tags[g]; !ok {
 		f.tags[g] = max(f.vt, f.left[g])
+		if f.began == nil {
+			f.began = map[string]time.Time{}
+		}
+		f.began[g] = now.Truncate(time.Millisecond)
 	}
 }
 
-// out takes waiter w out of its group.
-func (f *fairLine) out(w string) {
+// out takes waiter w out of its group; keep keeps its group for when it
+// asks again not knowing it.
+func (f *fairLine) out(w string, keep bool) {
 	g, ok := f.member[w]
 	if !ok {
+		if !keep {
+			delete(f.known, w)
+		}
 		return
 	}
 	delete(f.member, w)
+	if keep {
+		if f.known == nil {
+			f.known = map[string]string{}
+		}
+		f.known[w] = g
+	}
 	if f.size[g]--; f.size[g] > 0 {
 		return
 	}
@@ -79,6 +102,7 @@ func (f *fairLine) out(w string) {
 	if tag, ok := f.tags[g]; ok {
 		f.left[g] = tag
 		delete(f.tags, g)
+		delete(f.began, g)
 	}
 	if len(f.tags) == 0 {
 		f.left, f.vt = map[string]float64{}, 0
@@ -173,11 +197,25 @@ func (f *fairLine) rank(line map[string]waiter, w string) int {
 	return rank + max(below-counted, 0)
 }
 
-// granted advances group g by one start, and the virtual time to its tag.
-func (f *fairLine) granted(g string) {
+// granted advances group g by one start, and the virtual time to its tag;
+// the start counts in g's starts (at now) for status.
+func (f *fairLine) granted(g string, now time.Time) {
 	tag, ok := f.tags[g]
 	if !ok {
 		return
+	}
+	span := now.UnixMilli() / bucketMs
+	if f.starts == nil {
+		f.starts = map[int64]map[string]int{}
+	}
+	if f.starts[span] == nil {
+		f.starts[span] = map[string]int{}
+	}
+	f.starts[span][g]++
+	for at := range f.starts {
+		if at < span-driver.StartsBuckets {
+			delete(f.starts, at)
+		}
 	}
 	f.tags[g] = math.RoundToEven(tag + f.step(g))
 	f.vt = max(f.vt, tag)
@@ -185,3 +223,28 @@ func (f *fairLine) granted(g string) {
 
 // callDone forgets what one TakeLimit call read once.
 func (f *fairLine) callDone() { f.ranked = nil }
+
+var bucketMs = (driver.StartsWindow / driver.StartsBuckets).Milliseconds()
+
+// state fills st's groups: limit.lua's keys as redisdriver reads them.
+func (f *fairLine) state(line map[string]waiter, now time.Time, st *driver.LimitState) {
+	st.GroupsWaiting = len(f.tags)
+	span, r := now.UnixMilli()/bucketMs, now.UnixMilli()%bucketMs
+	started := map[string]int{}
+	for i := range int64(driver.StartsBuckets + 1) {
+		for g, k := range f.starts[span-i] {
+			if i == driver.StartsBuckets {
+				k = k * int(time.Duration(bucketMs-r)*time.Millisecond) / int(time.Duration(bucketMs)*time.Millisecond)
+			}
+			started[g] += k
+			st.Starts += k
+		}
+	}
+	for _, turn := range f.turns(driver.MaxGroups) {
+		lg := driver.LimitGroup{Name: turn.g, Waiting: turn.n, Weight: max(f.weight[turn.g], 1), Started: started[turn.g], Since: f.began[turn.g]}
+		if ws := f.inGroup(line, turn.g); len(ws) > 0 {
+			lg.Oldest = line[ws[0]].since.Truncate(time.Millisecond)
+		}
+		st.Groups = append(st.Groups, lg)
+	}
+}

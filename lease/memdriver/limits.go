@@ -47,7 +47,7 @@ func (b *memDriver) limit(name string, now time.Time) *memLimit {
 	for k, ws := range l.line {
 		for w, x := range ws {
 			if !x.until.IsZero() && now.After(x.until) {
-				l.leave(k, w)
+				l.leave(k, w, true)
 			}
 		}
 	}
@@ -100,7 +100,7 @@ func (b *memDriver) TakeLimit(_ context.Context, lim driver.Limit, ttl time.Dura
 		l.line[k][a.Waiter] = waiter{l.line[k][a.Waiter].since, now.Add(out[i].Wait + driver.LimitWaitGrace)}
 	}
 	for g := range c.granted {
-		l.leave(g[0], g[1])
+		l.leave(g[0], g[1], false)
 	}
 	for _, f := range l.fair {
 		f.callDone()
@@ -118,7 +118,7 @@ func (l *memLimit) placeAll(lim driver.Limit, asks []driver.LimitAsk, now time.T
 		}
 		since = since.Add(-a.HeadStart.Truncate(time.Millisecond))
 		if lim.Fair {
-			l.fairLine(a.Key).place(a)
+			l.fairLine(a.Key).place(a, now)
 		}
 		if cur, ok := l.line[a.Key][a.Waiter]; !ok || since.Before(cur.since) {
 			l.place(a.Key, a.Waiter, since, cur.until)
@@ -157,7 +157,7 @@ func (c *limitCall) decide(a driver.LimitAsk) (ok bool, rank, free int) {
 			c.heads[k] = f.head(l.line[k], min(free, avail, driver.FairHead))
 		}
 		if g, in := c.heads[k][a.Waiter]; in {
-			f.granted(g)
+			f.granted(g, c.now)
 			return true, 0, free
 		}
 		return false, f.rank(l.line[k], a.Waiter), free
@@ -166,11 +166,12 @@ func (c *limitCall) decide(a driver.LimitAsk) (ok bool, rank, free int) {
 	return rank < free && rank < avail, rank, free
 }
 
-// leave takes waiter w out of key's line, and out of its group's.
-func (l *memLimit) leave(key, w string) {
+// leave takes waiter w out of key's line, and out of its group's: granted,
+// or gone (keep: it keeps its group).
+func (l *memLimit) leave(key, w string, keep bool) {
 	delete(l.line[key], w)
 	if f := l.fair[key]; f != nil {
-		f.out(w)
+		f.out(w, keep)
 	}
 }
 
@@ -284,5 +285,8 @@ func (b *memDriver) LimitState(_ context.Context, lim driver.Limit) (driver.Limi
 	}
 	slices.SortFunc(st.Oldest, func(a, b driver.LimitWaiting) int { return a.Since.Compare(b.Since) })
 	st.Oldest = st.Oldest[:min(len(st.Oldest), driver.MaxOldest)]
+	if f := l.fair[""]; lim.Fair && f != nil {
+		f.state(l.line[""], b.now(), &st)
+	}
 	return st, nil
 }

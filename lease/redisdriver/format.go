@@ -444,6 +444,8 @@ func luaConstants() string {
 		{"MAX_FULL_WAIT_MS", driver.MaxFullWait.Milliseconds()},
 		{"FAIR_UNIT", int64(driver.FairUnit)},
 		{"FAIR_HEAD", int64(driver.FairHead)},
+		{"STARTS_BUCKET_MS", (driver.StartsWindow / driver.StartsBuckets).Milliseconds()},
+		{"STARTS_BUCKETS", int64(driver.StartsBuckets)},
 	} {
 		switch v := c.v.(type) {
 		case int64:

@@ -195,5 +195,65 @@ func (b *redisDriver) LimitState(ctx context.Context, lim driver.Limit) (driver.
 		cl.Reason = why
 		st.Closed[key] = cl
 	}
+	if lim.Fair {
+		return st, b.fairState(ctx, base, now, &st)
+	}
 	return st, nil
+}
+
+// fairState reads a fair limit's groups (of its one budget, key ""):
+// limit.lua's base:fg:, base:fq::GROUP, base:fw: and base:fs::N keys.
+func (b *redisDriver) fairState(ctx context.Context, base string, now time.Time, st *driver.LimitState) error {
+	pipe := b.c.Pipeline()
+	n := pipe.ZCard(ctx, base+":fg:")
+	gs := pipe.ZRange(ctx, base+":fg:", 0, driver.MaxGroups-1)
+	ws := pipe.HGetAll(ctx, base+":fw:")
+	began := pipe.HGetAll(ctx, base+":fb:")
+	bucket := driver.StartsWindow / driver.StartsBuckets
+	at := now.UnixMilli() / bucket.Milliseconds()
+	starts := make([]*redis.MapStringStringCmd, driver.StartsBuckets+1)
+	for i := range starts {
+		starts[i] = pipe.HGetAll(ctx, base+":fs::"+strconv.FormatInt(at-int64(i), 10))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return err
+	}
+	st.GroupsWaiting = int(n.Val())
+	pipe = b.c.Pipeline()
+	sizes := make([]*redis.IntCmd, len(gs.Val()))
+	heads := make([]*redis.ZSliceCmd, len(gs.Val()))
+	for i, g := range gs.Val() {
+		sizes[i] = pipe.ZCard(ctx, base+":fq::"+g)
+		heads[i] = pipe.ZRangeWithScores(ctx, base+":fq::"+g, 0, 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return err
+	}
+	started := map[string]int{}
+	for i, c := range starts {
+		for g, v := range c.Val() {
+			k, _ := strconv.Atoi(v)
+			if i == driver.StartsBuckets { // the oldest bucket, in part
+				k = k * int(bucket-time.Duration(now.UnixMilli()%bucket.Milliseconds())*time.Millisecond) / int(bucket)
+			}
+			started[g] += k
+			st.Starts += k
+		}
+	}
+	for i, g := range gs.Val() {
+		name, err := driver.Unescape(g)
+		if err != nil {
+			continue
+		}
+		w, _ := strconv.Atoi(ws.Val()[g])
+		lg := driver.LimitGroup{Name: name, Waiting: int(sizes[i].Val()), Weight: max(w, 1), Started: started[g]}
+		if ms, err := strconv.ParseInt(began.Val()[g], 10, 64); err == nil {
+			lg.Since = time.UnixMilli(ms)
+		}
+		if h := heads[i].Val(); len(h) > 0 {
+			lg.Oldest = time.UnixMilli(int64(h[0].Score))
+		}
+		st.Groups = append(st.Groups, lg)
+	}
+	return nil
 }

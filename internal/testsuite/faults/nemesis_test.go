@@ -120,8 +120,9 @@ func (n *nemesis) config() string {
 	b.WriteString(base)
 	fmt.Fprintf(&b, "\n[[limits]]\nname = \"x-api\"\nconcurrency = %d\n", n.limit)
 	for _, x := range n.extras {
-		fmt.Fprintf(&b, "\n[[tasks]]\nname = %q\nevery = %q\nlease_ttl = \"2s\"\non_busy = \"queue\"\nlimits = [\"x-api\"]\ncommand = [%q, \"300ms\"]\nentities = [\"x0\", \"x1\", \"x2\"]\n",
-			x, n.extraEvery[x], n.worker)
+		// Every second one has a head start in x-api's line.
+		fmt.Fprintf(&b, "\n[[tasks]]\nname = %q\nevery = %q\nlease_ttl = \"2s\"\non_busy = \"queue\"\nlimits = [\"x-api\"]\npriority = \"%ds\"\ncommand = [%q, \"300ms\"]\nentities = [\"x0\", \"x1\", \"x2\"]\n",
+			x, n.extraEvery[x], len(x)%2, n.worker)
 	}
 	b.WriteString(n.zoned.config(n.worker))
 	fmt.Fprintf(&b, "\n[telemetry]\nendpoint = %q\nrun_spans = %d\n", n.traces.URL, n.runSpans)

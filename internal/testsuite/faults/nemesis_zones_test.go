@@ -18,8 +18,10 @@ import (
 // its entities move between zones (one of them no zone), their attributes
 // change, timezone_from comes and goes, and its source moves between a
 // file and an endpoint, which fails at times (the last good list stands
-// in). The checker judges its runs as every task's: no overlap, no tick
-// run twice.
+// in). Its runs start under a limit of its own, 2 at once, which a reload
+// makes fair by the entities' plan or not (weight_from, at times), and its
+// runs take an entity's own head start (priority_from) or not. The checker
+// judges its runs as every task's: no overlap, no tick run twice.
 type zoned struct {
 	file     string
 	srv      *httptest.Server
@@ -29,6 +31,8 @@ type zoned struct {
 	fromURL  bool
 	zonesOn  bool
 	revision int
+	fair     string // the limit's fair_by and weight_from lines, or ""
+	prioOn   bool   // priority_from = "prio"
 }
 
 // zonedZones are the zones the nemesis moves entities between: their
@@ -37,7 +41,7 @@ type zoned struct {
 var zonedZones = []string{"UTC", "Asia/Kathmandu", "Europe/Berlin", "Asia/Kolkata", "Mars/Base"}
 
 func newZoned(t *testing.T, dir string, rnd *rand.Rand) *zoned {
-	z := &zoned{file: filepath.Join(dir, "zoned.jsonl"), zonesOn: true, zoneOf: make([]string, 8), plan: make([]string, 8)}
+	z := &zoned{file: filepath.Join(dir, "zoned.jsonl"), zonesOn: true, zoneOf: make([]string, 8), plan: make([]string, 8), fair: "fair_by = \"plan\"\n", prioOn: true}
 	for i := range z.zoneOf {
 		z.zoneOf[i], z.plan[i] = zonedZones[rnd.IntN(len(zonedZones)-1)], "basic"
 	}
@@ -58,7 +62,8 @@ func newZoned(t *testing.T, dir string, rnd *rand.Rand) *zoned {
 func (z *zoned) write(t *testing.T) {
 	var b strings.Builder
 	for i, zone := range z.zoneOf {
-		fmt.Fprintf(&b, "{\"id\": \"z%d\", \"tz\": %q, \"plan\": %q, \"rev\": %d}\n", i, zone, z.plan[i], z.revision)
+		fmt.Fprintf(&b, "{\"id\": \"z%d\", \"tz\": %q, \"plan\": %q, \"w\": \"%d\", \"prio\": \"%ds\", \"rev\": %d}\n",
+			i, zone, z.plan[i], 1+i%3, i%4, z.revision)
 	}
 	tmp := z.file + ".tmp"
 	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
@@ -79,8 +84,11 @@ func (z *zoned) config(worker string) string {
 	if z.zonesOn {
 		from = "timezone_from = \"tz\"\n"
 	}
-	return fmt.Sprintf("\n[[tasks]]\nname = \"zoned\"\nevery = \"7s\"\nlease_ttl = \"2s\"\ncommand = [%q, \"300ms\"]\nentities_format = \"jsonl\"\n%s%s\n",
-		worker, from, source)
+	if z.prioOn {
+		from += "priority_from = \"prio\"\n"
+	}
+	return fmt.Sprintf("\n[[limits]]\nname = \"z-api\"\nconcurrency = 2\n%s\n[[tasks]]\nname = \"zoned\"\nevery = \"7s\"\nlease_ttl = \"2s\"\ncommand = [%q, \"300ms\"]\nentities_format = \"jsonl\"\nlimits = [\"z-api\"]\n%s%s\n",
+		z.fair, worker, from, source)
 }
 
 // change moves one to three entities to other zones and changes their
@@ -96,13 +104,19 @@ func (z *zoned) change(t *testing.T, rnd *rand.Rand) string {
 		moved = append(moved, fmt.Sprintf("z%d->%s", i, z.zoneOf[i]))
 	}
 	z.write(t)
-	switch rnd.IntN(6) {
+	switch rnd.IntN(7) {
 	case 0:
 		z.fromURL = !z.fromURL
 	case 1:
 		z.zonesOn = !z.zonesOn
 	case 2:
 		z.failing.Store(!z.failing.Load())
+	case 3:
+		z.prioOn = !z.prioOn
 	}
-	return fmt.Sprintf("zoned: %s, from_url %v, timezone_from %v, endpoint failing %v", strings.Join(moved, " "), z.fromURL, z.zonesOn, z.failing.Load())
+	if rnd.IntN(3) == 0 {
+		z.fair = []string{"", "fair_by = \"plan\"\n", "fair_by = \"plan\"\nweight_from = \"w\"\n"}[rnd.IntN(3)]
+	}
+	return fmt.Sprintf("zoned: %s, from_url %v, timezone_from %v, endpoint failing %v, fair %q, priority_from %v",
+		strings.Join(moved, " "), z.fromURL, z.zonesOn, z.failing.Load(), strings.ReplaceAll(z.fair, "\n", " "), z.prioOn)
 }

@@ -27,7 +27,9 @@
 -- line's virtual time (base:fvt:KEY: the tag of the last start), or at the
 -- tag it left with (base:fv:KEY) if later, so that a group's share does not
 -- grow with its runs, nor by leaving and coming back. base:fm:KEY (waiter →
--- group) is each waiter's group. Answers, space-joined: ok, n:WAIT_MS
+-- group) is each waiter's group, base:fb:KEY (group → ms) when each group
+-- began to wait; base:fs:KEY:N counts each group's starts
+-- in the N-th span of STARTS_BUCKET_MS, for status. Answers, space-joined: ok, n:WAIT_MS
 -- (full), r:WAIT_MS (rate), c:LEFT_MS:WHY (closed), q:LEFT_MS (a data loss:
 -- nothing is granted for max_ttl, as for leases).
 local now_v = now_us()
@@ -55,19 +57,21 @@ local function fk(k, what) return base .. ':f' .. what .. ':' .. k end
 local function fline(k, g) return base .. ':fq:' .. k .. ':' .. g end
 
 -- fair_out takes waiter w out of its group's line (granted, or gone); a
--- group left with none keeps its tag for when it comes back.
-local function fair_out(k, w)
+-- group left with none keeps its tag for when it comes back. One gone
+-- (keep) keeps its group, which it takes back when it asks again without
+-- knowing it.
+local function fair_out(k, w, keep)
   local fm = fk(k, 'm')
   local g = redis.call('HGET', fm, w)
   if not g then return end
-  redis.call('HDEL', fm, w)
+  if not keep then redis.call('HDEL', fm, w) end
   local gl = fline(k, g)
-  redis.call('ZREM', gl, w)
-  if redis.call('ZCARD', gl) == 0 then
+  if redis.call('ZREM', gl, w) == 1 and redis.call('ZCARD', gl) == 0 then
     local f = redis.call('ZSCORE', fk(k, 'g'), g)
     if f then
       redis.call('HSET', fk(k, 'v'), g, f)
       redis.call('ZREM', fk(k, 'g'), g)
+      redis.call('HDEL', fk(k, 'b'), g)
     end
     if redis.call('ZCARD', fk(k, 'g')) == 0 then
       -- No group waits: the virtual times start over.
@@ -78,16 +82,16 @@ end
 
 -- Runs that did not ask again in time leave the line (either kind: a
 -- reload may have made the limit fair, or not).
-local function leave(k, w)
+local function leave(k, w, keep)
   local m = k .. ' ' .. w
   redis.call('ZREM', base .. ':q:' .. k, w)
-  fair_out(k, w)
+  fair_out(k, w, keep)
   redis.call('ZREM', seen, m)
   redis.call('ZREM', since_all, m)
 end
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', seen, '-inf', '(' .. now, 'LIMIT', 0, 256)) do
   local sp = string.find(m, ' ', 1, true)
-  if sp then leave(string.sub(m, 1, sp - 1), string.sub(m, sp + 1)) else redis.call('ZREM', seen, m) end
+  if sp then leave(string.sub(m, 1, sp - 1), string.sub(m, sp + 1), true) else redis.call('ZREM', seen, m) end
 end
 
 local placed = {} -- the group lines placed in, by key
@@ -114,6 +118,7 @@ local function fair_place(k, w, since, g, weight)
     local v = tonumber(redis.call('GET', fk(k, 'vt'))) or 0
     local left = tonumber(redis.call('HGET', fk(k, 'v'), g)) or 0
     redis.call('ZADD', fg, num(math.max(v, left)), g)
+    redis.call('HSET', fk(k, 'b'), g, now)
   end
 end
 
@@ -218,10 +223,15 @@ end
 
 -- fair_granted advances w's group (g) by one start, and the line's virtual
 -- time to the start's tag.
+local starts_at = math.floor(now / STARTS_BUCKET_MS)
 local function fair_granted(k, g)
   local fg = fk(k, 'g')
   local tag = tonumber(redis.call('ZSCORE', fg, g))
   if not tag then return end
+  -- Its start counts in the group's starts of the last minute, for status.
+  local sk = fk(k, 's') .. ':' .. starts_at
+  redis.call('HINCRBY', sk, g, 1)
+  redis.call('PEXPIRE', sk, STARTS_BUCKET_MS * (STARTS_BUCKETS + 1))
   redis.call('ZADD', fg, num(tag + step(k, g)), g)
   if tag > (tonumber(redis.call('GET', fk(k, 'vt'))) or 0) then redis.call('SET', fk(k, 'vt'), num(tag)) end
 end
@@ -285,7 +295,7 @@ local lines = {}
 for i = 1, n do lines[ks[i]] = true end
 for k in pairs(lines) do
   if fair then
-    for _, what in ipairs({ 'g', 'w', 'm', 'v', 'vt' }) do redis.call('PEXPIRE', fk(k, what), LINE_TTL_MS) end
+    for _, what in ipairs({ 'g', 'w', 'm', 'v', 'vt', 'b' }) do redis.call('PEXPIRE', fk(k, what), LINE_TTL_MS) end
   else
     redis.call('PEXPIRE', base .. ':q:' .. k, LINE_TTL_MS)
   end
