@@ -20,8 +20,12 @@ type Limit struct {
 	// required.
 	Concurrency int `toml:"concurrency"`
 	// Rate is how many runs start per second, minute or hour, across every
-	// replica: "20/s", "100/m", "5000/h". Defaults to "" (no bound).
+	// replica: "20/s", "100/m", "5000/h"; or "auto", the rate the API's
+	// answers say (RateLimit-Policy, X-RateLimit-*), learned from its 429s
+	// when they say none. Defaults to "" (no bound).
 	Rate string `toml:"rate"`
+	// RateMax bounds a rate = "auto": "50/s". Defaults to "" (no bound).
+	RateMax string `toml:"rate_max"`
 	// Burst is how many starts may go at once above the rate. Defaults to 1.
 	Burst int `toml:"burst"`
 	// Per is "all" (one budget for every run under the limit) or "entity"
@@ -41,10 +45,15 @@ type Limit struct {
 	// Defaults to "" (every group 1); only with fair_by.
 	WeightFrom string `toml:"weight_from"`
 
-	// Derived by validation: the rate's starts and period.
-	RateN   int           `toml:"-"`
-	RatePer time.Duration `toml:"-"`
+	// Derived by validation: the rate's starts and period, and rate_max's.
+	RateN      int           `toml:"-"`
+	RatePer    time.Duration `toml:"-"`
+	RateMaxN   int           `toml:"-"`
+	RateMaxPer time.Duration `toml:"-"`
 }
+
+// RateAuto is the rate of a limit that learns it from its API's answers.
+const RateAuto = "auto"
 
 // DefaultLimit is a [[limits]] entry's built-in defaults.
 func DefaultLimit() Limit { return Limit{Burst: 1, Per: "all", MaxBackoff: 10 * time.Minute} }
@@ -57,6 +66,9 @@ func (l *Limit) String() string {
 	}
 	if l.Rate != "" {
 		r := l.Rate
+		if l.Rate == RateAuto && l.RateMax != "" {
+			r += " (at most " + l.RateMax + ")"
+		}
 		if l.Burst > 1 {
 			r += fmt.Sprintf(" (burst %d)", l.Burst)
 		}
@@ -115,12 +127,7 @@ func decodeLimits(d *decoder, raw any) []Limit {
 		if l.Concurrency < 0 {
 			bad("concurrency", "%d: must not be negative (0: no bound)", l.Concurrency)
 		}
-		if l.Rate != "" {
-			var err error
-			if l.RateN, l.RatePer, err = parseRate(l.Rate); err != nil {
-				bad("rate", "%v", err)
-			}
-		}
+		checkRates(&l, bad)
 		if l.Concurrency == 0 && l.Rate == "" && !d.failedUnder(key) {
 			d.bad(key, "give concurrency, rate or both: a limit with neither bounds nothing")
 		}
@@ -137,6 +144,24 @@ func decodeLimits(d *decoder, raw any) []Limit {
 		out = append(out, l)
 	}
 	return out
+}
+
+// checkRates checks rate and rate_max.
+func checkRates(l *Limit, bad badFunc) {
+	var err error
+	if l.Rate != "" && l.Rate != RateAuto {
+		if l.RateN, l.RatePer, err = parseRate(l.Rate); err != nil {
+			bad("rate", "%v, or \"auto\" (the rate the API's answers say)", err)
+		}
+	}
+	switch {
+	case l.RateMax != "" && l.Rate != RateAuto:
+		bad("rate_max", "bounds a rate = \"auto\": give rate = \"auto\", or drop it")
+	case l.RateMax != "":
+		if l.RateMaxN, l.RateMaxPer, err = parseRate(l.RateMax); err != nil {
+			bad("rate_max", "%v", err)
+		}
+	}
 }
 
 // checkFair checks fair_by and weight_from.

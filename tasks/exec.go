@@ -85,6 +85,9 @@ func (e Exec) Do(ctx context.Context, run Run) (Result, error) {
 	}
 	tail := &proc.Tail{Max: max(e.KeepOutput, 1024)} // its end: a retry-after line
 	code, err := proc.StartTail(ctx, cmd, e.Grace, run.Check, log, tail)
+	if q, ok := quotaLines(tail.String(), code == BackoffExitCode, time.Now()); (ok || code == 0) && err == nil && run.Quota != nil {
+		run.Quota(q) // a run that succeeded is an answer without a 429
+	}
 	if err == nil {
 		switch {
 		case code == 0:

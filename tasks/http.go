@@ -152,6 +152,10 @@ func (h HTTP) Do(ctx context.Context, run Run) (Result, error) {
 		return Done, fmt.Errorf("post %s: %w", h.shown(), err)
 	}
 	defer resp.Body.Close()
+	if run.Quota != nil { // every answer: one without a 429 raises a rate learned from 429s
+		q, _ := QuotaOf(resp.Header, resp.StatusCode, time.Now())
+		run.Quota(q)
+	}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) //nolint:errcheck
 		be := backoffOf(resp, time.Now())

@@ -39,6 +39,13 @@ type Run struct {
 	// cannot be taken back (exec: the process start; HTTP: the request)
 	// and return its error instead of starting.
 	Check func() error
+	// Quota, when set, is told what the run's API said of its rate limit
+	// (QuotaOf): an HTTP action tells it every answer's fields (none, for
+	// an answer without them), an exec action the fields its output printed
+	// ("RateLimit-Policy: …" lines, as curl -D - prints them), or none when
+	// it succeeded without printing any. A limit with rate = "auto" paces
+	// to it.
+	Quota func(Quota)
 }
 
 // ErrNotStarted is wrapped by the error of a run whose Check failed: the

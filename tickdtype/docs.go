@@ -267,6 +267,10 @@ type LimitDoc struct {
 	// of the last minute, how many groups got less than half their fair
 	// share of them while they waited all along, and the groups that have
 	// waited longest (at most 20, longest first). 0 and [] for another.
+	// For a limit with rate = "auto": the rate learned, starts a second
+	// (0 before any answer said one or taught it), and what from.
+	LearnedRate      float64    `json:"learned_rate"`
+	RateSource       string     `json:"rate_source"`
 	GroupsWaiting    int        `json:"groups_waiting"`
 	StartsLastMinute int        `json:"starts_last_minute"`
 	GroupsStarved    int        `json:"groups_starved"`

@@ -99,6 +99,7 @@ endpoint = %[5]q
 name = "users-api"
 concurrency = 4
 fair_by = "plan"
+rate = "auto"
 [[tasks]]
 name = "sync-users"
 every = "2s"
@@ -181,6 +182,7 @@ command = [%[4]q]
 	expect.True(t, "the tasks page shows the schedule in words and the zone", strings.Contains(text, "every 2 seconds") && strings.Contains(text, "Europe/Berlin"))
 	expect.True(t, "the tasks page shows the limit and its runs (beta's, at least)", strings.Contains(text, "users-api") && strings.Contains(text, "4 at once") &&
 		regexp.MustCompile(`users-api\s+[1-4]/4`).MatchString(text))
+	expect.True(t, "the tasks page says where the limit's rate came from", regexp.MustCompile(`rate (not learned yet|[0-9.]+/s learned from)`).MatchString(text))
 	expect.True(t, "the tasks page says the fair limit's groups", regexp.MustCompile(`\d+ groups waiting; of the last minute's \d+ starts`).MatchString(text))
 	run("screenshot of the tasks page", shot("tasks.png"))
 

@@ -319,7 +319,7 @@ entities = ["shop 1", "shop 2"]
 	}
 	t.Cleanup(func() { store.Stop(context.Background()) })
 	lim := driver.Limit{Name: "shop-token", Concurrency: 2, PerEntity: true}
-	if err := store.CloseLimit(context.Background(), lim, "shop 1", time.Minute, "429 Too Many Requests <b>"); err != nil {
+	if err := store.Budgets().Close(context.Background(), lim, "shop 1", time.Minute, "429 Too Many Requests <b>"); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errs := cli("status", "-config", cfg)

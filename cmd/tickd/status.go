@@ -241,6 +241,9 @@ func printLimits(w io.Writer, ls []report.LimitStatus, now time.Time) {
 	}
 	tb.write(w)
 	for _, l := range ls {
+		if r := l.RateNow(); r != "" {
+			fmt.Fprintf(w, "    %s: %s\n", l.Limit.Name, r)
+		}
 		if g := l.GroupsNow(now); g != "" {
 			fmt.Fprintf(w, "    %s's groups: %s\n", l.Limit.Name, g)
 		}

@@ -135,7 +135,7 @@ func (e *env) rewire(edit func(w *config.Web), lim Limits) {
 func (e *env) seed() {
 	ctx := context.Background()
 	// A budget an API closed, for a hostile entity, with a hostile reason.
-	if err := e.store.CloseLimit(ctx, driver.Limit{Name: "api", Concurrency: 2, PerEntity: true}, hostile, time.Hour, "429 "+hostile); err != nil {
+	if err := e.store.Budgets().Close(ctx, driver.Limit{Name: "api", Concurrency: 2, PerEntity: true}, hostile, time.Hour, "429 "+hostile); err != nil {
 		e.t.Fatal(err)
 	}
 	tick := time.Now().Add(-time.Minute).Truncate(time.Second)

@@ -366,6 +366,10 @@ type LimitStatus struct {
 	Groups        []GroupStatus
 	Starts        int
 	Starved       int
+	// For an auto limit: the rate learned (starts a second; 0: none yet)
+	// and what from.
+	Rate       float64
+	RateSource string
 }
 
 // GroupStatus is a group of a fair limit's line.
@@ -417,7 +421,8 @@ func (f Fleet) LimitStatus(ctx context.Context, lim driver.Limit) (LimitStatus, 
 	if err != nil {
 		return LimitStatus{}, fmt.Errorf("limit %s: %w", lim.Name, err)
 	}
-	out := LimitStatus{Limit: lim, Closed: map[string]driver.LimitClosing{}, Waiting: st.Waiting, GroupsWaiting: st.GroupsWaiting, Starts: st.Starts}
+	out := LimitStatus{Limit: lim, Closed: map[string]driver.LimitClosing{}, Waiting: st.Waiting, GroupsWaiting: st.GroupsWaiting, Starts: st.Starts,
+		Rate: st.Rate, RateSource: st.RateSource}
 	out.Groups, out.Starved = groups(st, s.clock.Now())
 	for _, w := range st.Oldest {
 		task, entity, _ := strings.Cut(w.Waiter, "/")
@@ -445,15 +450,34 @@ func (f Fleet) LimitStatus(ctx context.Context, lim driver.Limit) (LimitStatus, 
 	return out, nil
 }
 
-// CloseLimit closes a budget of lim for d: entity's own for a limit per
+// Budgets are a store's hand on its limits' shared budgets: closing them
+// and telling them the rate their API said (Store.Budgets).
+type Budgets struct{ s *Store }
+
+// Budgets is the store's hand on its limits' budgets.
+func (s *Store) Budgets() Budgets { return Budgets{s} }
+
+// Close closes a budget of lim for d: entity's own for a limit per
 // entity, else the limit's one. No run starts under it until then, on any
 // replica; why says what closed it (an API's 429).
-func (s *Store) CloseLimit(ctx context.Context, lim driver.Limit, entity string, d time.Duration, why string) error {
+func (b Budgets) Close(ctx context.Context, lim driver.Limit, entity string, d time.Duration, why string) error {
 	if len(why) > MaxCloseReason { // every replica's status reads it: bounded
 		why = strings.ToValidUTF8(why[:MaxCloseReason], "")
 	}
-	if err := s.b.CloseLimit(ctx, lim, budgetKey(lim, entity), d, why); err != nil {
+	if err := b.s.b.CloseLimit(ctx, lim, budgetKey(lim, entity), d, why); err != nil {
 		return fmt.Errorf("close limit %s: %w", lim.Name, err)
+	}
+	return nil
+}
+
+// Learn tells an auto limit what an answer of entity's run said of its
+// rate: its one budget's, or entity's own for a limit per entity.
+func (b Budgets) Learn(ctx context.Context, lim driver.Limit, entity string, seen driver.RateSeen) error {
+	if len(seen.Source) > MaxCloseReason {
+		seen.Source = strings.ToValidUTF8(seen.Source[:MaxCloseReason], "")
+	}
+	if err := b.s.b.LearnRate(ctx, lim, budgetKey(lim, entity), seen); err != nil {
+		return fmt.Errorf("learn rate of limit %s: %w", lim.Name, err)
 	}
 	return nil
 }

@@ -11,8 +11,21 @@ import (
 
 // Limit is l as the store enforces it.
 func Limit(l *config.Limit) driver.Limit {
-	return driver.Limit{Name: l.Name, Concurrency: l.Concurrency, Rate: l.RateN, Per: l.RatePer, Burst: l.Burst, PerEntity: l.Per == "entity", Fair: l.FairBy != ""}
+	d := driver.Limit{Name: l.Name, Concurrency: l.Concurrency, Rate: l.RateN, Per: l.RatePer, Burst: l.Burst, PerEntity: l.Per == "entity", Fair: l.FairBy != ""}
+	if l.Rate == config.RateAuto {
+		d.Auto, d.AutoStart = true, AutoStart
+		if l.RateMaxN > 0 {
+			d.AutoMax = float64(l.RateMaxN) / l.RateMaxPer.Seconds()
+			d.AutoStart = min(d.AutoStart, d.AutoMax)
+		}
+	}
+	return d
 }
+
+// AutoStart is a rate = "auto" limit's rate before any answer said one,
+// starts a second: low, so that the first answers teach it before it can
+// exceed the API's.
+const AutoStart = 1.0
 
 // Limits are c's limits as the store enforces them (Store.SetLimits).
 func Limits(c *config.Config) []driver.Limit {

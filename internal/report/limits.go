@@ -49,12 +49,26 @@ func (l LimitStatus) Doc() LimitDoc {
 		o := l.Oldest[0]
 		d.OldestWait, d.OldestTask, d.OldestEntity = Seconds(max(0, time.Since(o.Since))), o.Task, o.Entity
 	}
+	d.LearnedRate, d.RateSource = math.Round(l.LimitStatus.Rate*100)/100, l.RateSource
 	d.GroupsWaiting, d.StartsLastMinute, d.GroupsStarved, d.Groups = l.GroupsWaiting, l.Starts, l.Starved, []GroupDoc{}
 	for _, g := range l.Groups {
 		d.Groups = append(d.Groups, GroupDoc{Group: g.Name, Waiting: g.Waiting, OldestWait: Seconds(max(0, time.Since(g.Oldest))), Weight: g.Weight,
 			Started: g.Started, FairShare: math.Round(g.FairShare*10) / 10, Starved: g.Starved})
 	}
 	return d
+}
+
+// RateNow says a rate = "auto" limit's rate and where it came from: "rate
+// 18.7/s learned from RateLimit-Policy "burst";q=100;w=60", or "" for
+// another limit.
+func (l LimitStatus) RateNow() string {
+	switch {
+	case l.Limit.Rate != config.RateAuto:
+		return ""
+	case l.LimitStatus.Rate == 0:
+		return "rate not learned yet: no answer said it"
+	}
+	return fmt.Sprintf("rate %.1f/s learned from %s", l.LimitStatus.Rate, Visible(l.RateSource))
 }
 
 // GroupsNow says a fair limit's groups: how many wait, how many are

@@ -124,10 +124,13 @@ func (s *Scheduler) backOff(t config.Task, l *lease.Lease, be *tasks.BackoffErro
 		if !ok {
 			continue // the config changed under the run
 		}
+		if lim.Rate == config.RateAuto && be.After <= 0 {
+			continue // a 429 that gives no time cuts its learned rate (quotaFor), not more
+		}
 		d := min(after, lim.MaxBackoff)
 		wait = max(wait, d)
 		ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
-		err := s.store.CloseLimit(ctx, leaseconf.Limit(lim), l.Entity, d, be.Reason)
+		err := s.store.Budgets().Close(ctx, leaseconf.Limit(lim), l.Entity, d, be.Reason)
 		cancel()
 		if err != nil {
 			s.storeFailed("limit", "close-limit:"+name, "cannot close a limit that an API asked to back off", Event{Task: t.Name, Entity: l.Entity}, err)
@@ -181,3 +184,35 @@ func (p *linePlace) place(r *driver.Request, attrs tasks.Attributes) {
 
 // MaxWeight bounds a group's weight in a fair limit.
 const MaxWeight = 1000
+
+// quotaFor is the run's Quota callback (tasks.Run.Quota) for a task of s
+// under limits with rate = "auto", nil for another: what an answer said of
+// its rate is told to each of them, shared through the store; a quota used
+// up until a reset closes them until then. (A function, not a method: the
+// Scheduler owes methods.)
+func quotaFor(s *Scheduler, t *config.Task, entity string) func(tasks.Quota) {
+	var autos []*config.Limit
+	cfg := s.Config()
+	for _, name := range t.Limits {
+		if l, ok := cfg.Limit(name); ok && l.Rate == config.RateAuto {
+			autos = append(autos, l)
+		}
+	}
+	if len(autos) == 0 {
+		return nil
+	}
+	return func(q tasks.Quota) {
+		ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
+		defer cancel()
+		for _, l := range autos {
+			lim := leaseconf.Limit(l)
+			err := s.store.Budgets().Learn(ctx, lim, entity, driver.RateSeen{Rate: q.Rate, TooMany: q.TooMany, Source: q.Source})
+			if err == nil && q.Remaining == 0 && q.Reset > 0 && !q.TooMany {
+				err = s.store.Budgets().Close(ctx, lim, entity, min(q.Reset, l.MaxBackoff), "quota used up: "+q.Source)
+			}
+			if err != nil {
+				s.storeFailed("limit", "learn-rate:"+l.Name, "cannot tell a limit what its API said of its rate", Event{Task: t.Name, Entity: entity}, err)
+			}
+		}
+	}
+}

@@ -148,6 +148,9 @@ type Driver interface {
 	// CloseLimit closes lim's budget key (as TakeLimit's keys) for d, for
 	// why: no start is granted under it until then.
 	CloseLimit(ctx context.Context, lim Limit, key string, d time.Duration, why string) error
+	// LearnRate tells an auto limit's budget key what an answer said of
+	// its rate (RateSeen; the rules are AutoMargin's).
+	LearnRate(ctx context.Context, lim Limit, key string, seen RateSeen) error
 	// LimitState reads lim's runs by holder and the budgets closed.
 	LimitState(ctx context.Context, lim Limit) (LimitState, error)
 }

@@ -15,6 +15,13 @@ type Limit struct {
 	Per         time.Duration
 	Burst       int // at least 1
 	PerEntity   bool
+	// Auto paces starts to a rate learned from the API's answers
+	// (Driver.LearnRate), per budget key, at most AutoMax a second (0: no
+	// bound), from AutoStart a second before any answer; Rate and Per are
+	// then not used, Burst is.
+	Auto      bool
+	AutoMax   float64
+	AutoStart float64
 	// Fair serves the line by group (LimitAsk.Group): each group that has
 	// runs waiting gets its share of the starts (its weight's), whatever
 	// its number of runs, the oldest first inside it. Else the whole line
@@ -30,6 +37,43 @@ func (l Limit) Interval() time.Duration {
 	}
 	return l.Per / time.Duration(l.Rate)
 }
+
+// RateSeen is what one answer said of an auto limit's rate: the rate its
+// API allows (0: not said), whether it was too many (a 429), and the
+// fields that said it.
+type RateSeen struct {
+	Rate    float64
+	TooMany bool
+	Source  string
+}
+
+// How an auto limit learns from what it is told (Driver.LearnRate): a
+// rate said is paced at AutoMargin of it. With none said, a 429 cuts the
+// rate to AutoDecrease of it (AutoDecreaseAgain when a cut less than four
+// AutoHolds before did not stop them), at most once an AutoHold, and marks
+// the knee, the rate it came at. An answer without a 429 raises the rate, at
+// most once two
+// AutoHolds, and only while the budget starts runs at its rate (its burst
+// used: else the rate is not what holds the runs back, and a rate raised
+// then would be spent at once when they come): doubled before any 429 (no
+// knee yet), else by AutoRecover of its gap to AutoMargin of the knee, or,
+// there, by AutoProbe of the knee. A rate said
+// stands for AutoSaidFor, past which the raises resume. A waiting run of
+// an auto limit is told to ask again when the rate says if one was said,
+// else AutoAhead times sooner (the rate may have risen by then), or, before
+// any 429, when the runs ahead may have started were the rate to double
+// each second.
+const (
+	AutoMargin        = 0.95
+	AutoDecrease      = 0.85
+	AutoDecreaseAgain = 0.7
+	AutoRecover       = 0.25
+	AutoProbe         = 0.01
+	AutoHold          = 500 * time.Millisecond
+	AutoSaidFor       = time.Minute
+	AutoFloor         = 0.1 // starts a second: the least rate learned
+	AutoAhead         = 2
+)
 
 // LimitAsk is one run asking for a start under a limit.
 type LimitAsk struct {
@@ -117,6 +161,10 @@ type LimitState struct {
 	GroupsWaiting int
 	Groups        []LimitGroup
 	Starts        int
+	// For an auto limit: the rate learned for its one budget (key ""),
+	// starts a second (0: none yet), and what it was learned from.
+	Rate       float64
+	RateSource string
 }
 
 // LimitGroup is a group of a fair limit's line: its runs waiting, the

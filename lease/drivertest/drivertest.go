@@ -151,6 +151,7 @@ var cases = []struct {
 	{"LimitFairByGroup", testLimitFairByGroup},
 	{"LimitHeadStart", testLimitHeadStart},
 	{"LimitFairKeepsGroup", testLimitFairKeepsGroup},
+	{"LimitAutoRate", testLimitAutoRate},
 	{"NewerTickSupersedes", testNewerTickSupersedes},
 	{"Announced", testAnnounced},
 	{"DueCount", testDueCount},

@@ -1,6 +1,7 @@
 package drivertest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -175,4 +176,68 @@ func testLimitFairKeepsGroup(t *testing.T, k stores) {
 	}
 	slices.Sort(names)
 	expect.Equal(t, "the groups waiting", strings.Join(names, ","), "acme,g")
+}
+
+// testLimitAutoRate: an auto limit paces to the rate an answer says (at
+// AutoMargin of it), on every replica; a 429 cuts it (once an AutoHold),
+// and, where no rate was said, answers without one raise it: doubled
+// before the first 429. Before any answer it starts at AutoStart.
+func testLimitAutoRate(t *testing.T, k stores) {
+	lim := driver.Limit{Name: "auto", Burst: 1, Auto: true, AutoStart: 1, PerEntity: true}
+	a, b := limitStores(k, lim)
+	rate := func(s *lease.Store, entity string) float64 {
+		t.Helper()
+		l := lim
+		l.PerEntity = false // LimitStatus says the one budget's: ask for entity "" below
+		st, err := s.Fleet().LimitStatus(bg, l)
+		noErr(t, err)
+		return st.Rate
+	}
+	ask := func(s *lease.Store, entity string) []lease.Result {
+		return s.AcquireBatch(bg, []driver.Request{
+			{Task: "t", Entity: entity, TTL: time.Minute, Reason: driver.ReasonTrigger, Limits: []string{"auto"}},
+			{Task: "u", Entity: entity, TTL: time.Minute, Reason: driver.ReasonTrigger, Limits: []string{"auto"}},
+		})
+	}
+	// Before any answer: 1 a second.
+	res := ask(a, "x")
+	var le *lease.LimitedError
+	// The next start is a second away; the run is told to ask again
+	// AutoAhead times sooner (the rate may have risen by then).
+	if res[0].Err != nil || !errors.As(res[1].Err, &le) || le.Why != driver.LimitRate || le.Wait < time.Second/driver.AutoAhead-50*time.Millisecond {
+		t.Fatalf("before any answer: %v, %v; want one start, then a second's wait", res[0].Err, res[1].Err)
+	}
+	mustRelease(t, res[0].Lease)
+	// Told 20 a second, by one replica: the other paces at 19.
+	noErr(t, a.Budgets().Learn(bg, lim, "", driver.RateSeen{Rate: 20, Source: `RateLimit-Policy "default";q=20;w=1`}))
+	expect.Equal(t, "the rate learned", rate(b, ""), 19.0)
+	l := lim
+	l.PerEntity = false
+	st, err := b.Fleet().LimitStatus(bg, l)
+	noErr(t, err)
+	expect.Equal(t, "what it was learned from", st.RateSource, `RateLimit-Policy "default";q=20;w=1`)
+	noErr(t, a.Budgets().Learn(bg, lim, "y", driver.RateSeen{Rate: 20}))
+	res = ask(b, "y")
+	if res[0].Err != nil || !errors.As(res[1].Err, &le) || le.Wait > 60*time.Millisecond {
+		t.Fatalf("at 19 a second: %v, %v; want one start, then about 53ms", res[0].Err, res[1].Err)
+	}
+	mustRelease(t, res[0].Lease)
+	// A 429 cuts it, once a hold.
+	expect.WaitFor(t, 5*time.Second, "a 429 cutting the rate", func() bool {
+		noErr(t, b.Budgets().Learn(bg, lim, "", driver.RateSeen{TooMany: true}))
+		return rate(a, "") < 19
+	})
+	expect.Equal(t, "the rate after a 429", rate(a, ""), 19*driver.AutoDecrease)
+	// No rate said: answers raise it, doubled before any 429.
+	noErr(t, a.Budgets().Learn(bg, lim, "z", driver.RateSeen{}))
+	expect.WaitFor(t, 5*time.Second, "answers raising the rate", func() bool {
+		noErr(t, a.Budgets().Learn(bg, lim, "z", driver.RateSeen{}))
+		res := ask(b, "z")
+		for _, r := range res {
+			if r.Lease != nil {
+				mustRelease(t, r.Lease)
+			}
+		}
+		return errors.As(res[1].Err, &le) && le.Wait <= time.Second/4/driver.AutoAhead+5*time.Millisecond // 4 a second: doubled twice
+	})
 }

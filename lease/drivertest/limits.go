@@ -146,12 +146,12 @@ func testLimitClosed(t *testing.T, k stores) {
 	all := driver.Limit{Name: "all", Concurrency: 5, Burst: 1}
 	each := driver.Limit{Name: "each", Concurrency: 5, Burst: 1, PerEntity: true}
 	a, b := limitStores(k, all, each)
-	noErr(t, a.CloseLimit(bg, all, "anyone", time.Minute, "429 from crm | Retry-After: 60"))
+	noErr(t, a.Budgets().Close(bg, all, "anyone", time.Minute, "429 from crm | Retry-After: 60"))
 	le := limited(t, b, "t", "e1", "all")
 	if le == nil || le.Why != driver.LimitClosed || le.Reason != "429 from crm | Retry-After: 60" || le.Wait < 55*time.Second || le.Wait > time.Minute {
 		t.Fatalf("under a closed limit: %+v", le)
 	}
-	noErr(t, a.CloseLimit(bg, each, "shop 1", 100*time.Millisecond, "429"))
+	noErr(t, a.Budgets().Close(bg, each, "shop 1", 100*time.Millisecond, "429"))
 	if le := limited(t, b, "t", "shop 2", "each"); le != nil {
 		t.Fatalf("another entity's budget was closed too: %v", le)
 	}

@@ -287,6 +287,11 @@ func (x recorder) CloseLimit(ctx context.Context, lim driver.Limit, key string, 
 	return x.d.CloseLimit(ctx, lim, key, d, why)
 }
 
+func (x recorder) LearnRate(ctx context.Context, lim driver.Limit, key string, seen driver.RateSeen) error {
+	x.r.call("LearnRate")
+	return x.d.LearnRate(ctx, lim, key, seen)
+}
+
 func (x recorder) LimitState(ctx context.Context, lim driver.Limit) (driver.LimitState, error) {
 	x.r.call("LimitState")
 	return x.d.LimitState(ctx, lim)

@@ -17,6 +17,9 @@ type memLimit struct {
 	closed  map[string]driver.LimitClosing // key → until when, why
 	line    map[string]map[string]waiter   // key → waiter → its place
 	fair    map[string]*fairLine           // key → its groups, for a fair limit
+	auto    map[string]*autoRate           // key → its learned rate, for an auto limit
+	bound   map[string]time.Time           // key → when a run near its head was refused for its rate
+	burst   int                            // the limit's, as autoWait reads it
 }
 
 // waiter is a run's place in a limit's line: since when it waits, and
@@ -30,7 +33,7 @@ func (b *memDriver) limit(name string, now time.Time) *memLimit {
 	l := b.limits[name]
 	if l == nil {
 		l = &memLimit{holders: map[string]time.Time{}, runs: map[string]map[string]int{}, tat: map[string]time.Time{}, closed: map[string]driver.LimitClosing{},
-			line: map[string]map[string]waiter{}}
+			line: map[string]map[string]waiter{}, bound: map[string]time.Time{}}
 		b.limits[name] = l
 	}
 	for h, until := range l.holders {
@@ -67,8 +70,7 @@ func (b *memDriver) TakeLimit(_ context.Context, lim driver.Limit, ttl time.Dura
 	}
 	l.placeAll(lim, asks, now)
 	out := make([]driver.LimitGrant, len(asks))
-	ival := lim.Interval()
-	c := &limitCall{l: l, lim: lim, now: now, tolerance: time.Duration(max(lim.Burst, 1)-1) * ival,
+	c := &limitCall{l: l, lim: lim, now: now,
 		room: map[string][2]int{}, tat0: map[string]time.Time{}, granted: map[[2]string]bool{}, heads: map[string]map[string]string{}}
 	for i, a := range asks {
 		k := a.Key
@@ -78,6 +80,8 @@ func (b *memDriver) TakeLimit(_ context.Context, lim driver.Limit, ttl time.Dura
 			continue
 		}
 		ok, rank, free := c.decide(a)
+		ival := l.interval(lim, k)
+		tolerance := time.Duration(max(lim.Burst, 1)-1) * ival
 		switch {
 		case ok:
 			out[i] = driver.LimitGrant{OK: true}
@@ -91,7 +95,12 @@ func (b *memDriver) TakeLimit(_ context.Context, lim driver.Limit, ttl time.Dura
 			out[i] = driver.LimitGrant{Why: driver.LimitFull, Wait: driver.FullWait(max(rank-free, 0), lim.Concurrency)}
 		default:
 			// A fair line's rank is a least: a run told too soon asks again.
-			wait := ceilMs(c.tat0[k].Add(time.Duration(rank)*ival - c.tolerance).Sub(now))
+			ahead := time.Duration(rank) * ival
+			if lim.Auto { // the rate may rise meanwhile
+				l.burst = lim.Burst
+				ahead = l.autoWait(k, rank, ival, now)
+			}
+			wait := ceilMs(c.tat0[k].Add(ahead - tolerance).Sub(now))
 			if lim.Fair {
 				wait = max(wait, ceilMs(ival))
 			}
@@ -130,14 +139,13 @@ func (l *memLimit) placeAll(lim driver.Limit, asks []driver.LimitAsk, now time.T
 // places, starts the rate allows) and rate's arrival time, the starts it
 // granted, and each fair line's first runs (→ their group).
 type limitCall struct {
-	l         *memLimit
-	lim       driver.Limit
-	now       time.Time
-	tolerance time.Duration
-	room      map[string][2]int
-	tat0      map[string]time.Time
-	granted   map[[2]string]bool
-	heads     map[string]map[string]string
+	l       *memLimit
+	lim     driver.Limit
+	now     time.Time
+	room    map[string][2]int
+	tat0    map[string]time.Time
+	granted map[[2]string]bool
+	heads   map[string]map[string]string
 }
 
 // decide says whether a gets a start, else how many runs are ahead of it
@@ -145,7 +153,7 @@ type limitCall struct {
 func (c *limitCall) decide(a driver.LimitAsk) (ok bool, rank, free int) {
 	k, l := a.Key, c.l
 	if _, ok := c.room[k]; !ok {
-		c.room[k], c.tat0[k] = l.room(c.lim, k, c.now, c.tolerance)
+		c.room[k], c.tat0[k] = l.room(c.lim, k, c.now)
 	}
 	free, avail := c.room[k][0], c.room[k][1]
 	switch {
@@ -190,7 +198,9 @@ func (l *memLimit) place(key, w string, since, until time.Time) {
 
 // room is key's free places under the concurrency and the starts the rate
 // allows now (math.MaxInt for none), and the rate's arrival time.
-func (l *memLimit) room(lim driver.Limit, key string, now time.Time, tolerance time.Duration) ([2]int, time.Time) {
+func (l *memLimit) room(lim driver.Limit, key string, now time.Time) ([2]int, time.Time) {
+	ival := l.interval(lim, key)
+	tolerance := time.Duration(max(lim.Burst, 1)-1) * ival
 	r := [2]int{math.MaxInt, math.MaxInt}
 	if lim.Concurrency > 0 {
 		used := 0
@@ -203,7 +213,7 @@ func (l *memLimit) room(lim driver.Limit, key string, now time.Time, tolerance t
 	if tat.Before(now) {
 		tat = now
 	}
-	if ival := lim.Interval(); ival > 0 {
+	if ival > 0 {
 		l.tat[key] = tat
 		r[1] = 0
 		if !now.Add(tolerance).Before(tat) {
@@ -287,6 +297,9 @@ func (b *memDriver) LimitState(_ context.Context, lim driver.Limit) (driver.Limi
 	st.Oldest = st.Oldest[:min(len(st.Oldest), driver.MaxOldest)]
 	if f := l.fair[""]; lim.Fair && f != nil {
 		f.state(l.line[""], b.now(), &st)
+	}
+	if a := l.auto[""]; lim.Auto && a != nil {
+		st.Rate, st.RateSource = a.rate, a.src
 	}
 	return st, nil
 }

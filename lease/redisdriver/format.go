@@ -446,10 +446,21 @@ func luaConstants() string {
 		{"FAIR_HEAD", int64(driver.FairHead)},
 		{"STARTS_BUCKET_MS", (driver.StartsWindow / driver.StartsBuckets).Milliseconds()},
 		{"STARTS_BUCKETS", int64(driver.StartsBuckets)},
+		{"AUTO_HOLD_MS", driver.AutoHold.Milliseconds()},
+		{"AUTO_SAID_MS", driver.AutoSaidFor.Milliseconds()},
+		{"AUTO_MARGIN", driver.AutoMargin},
+		{"AUTO_DECREASE", driver.AutoDecrease},
+		{"AUTO_DECREASE_AGAIN", driver.AutoDecreaseAgain},
+		{"AUTO_RECOVER", driver.AutoRecover},
+		{"AUTO_PROBE", driver.AutoProbe},
+		{"AUTO_AHEAD", int64(driver.AutoAhead)},
+		{"AUTO_FLOOR", driver.AutoFloor},
 	} {
 		switch v := c.v.(type) {
 		case int64:
 			fmt.Fprintf(&b, "local %s = %d\n", c.name, v)
+		case float64:
+			fmt.Fprintf(&b, "local %s = %s\n", c.name, strconv.FormatFloat(v, 'g', -1, 64))
 		default:
 			fmt.Fprintf(&b, "local %s = '%s'\n", c.name, v)
 		}

@@ -36,8 +36,11 @@ func (b *redisDriver) TakeLimit(ctx context.Context, lim driver.Limit, ttl time.
 	base := b.k.limit(lim.Name)
 	ival := lim.Interval()
 	args := make([]any, 0, limFixed+limEach*len(asks))
-	args = append(args, ms(maxTTL), driver.Escape(holder), ms(ttl), base, lim.Concurrency,
-		ival.Microseconds(), (time.Duration(max(lim.Burst, 1)-1) * ival).Microseconds(), flag(lim.Fair))
+	iv, tol, auto := ival.Microseconds(), (time.Duration(max(lim.Burst, 1)-1) * ival).Microseconds(), 0.0
+	if lim.Auto {
+		iv, tol, auto = -1, int64(max(lim.Burst, 1)-1), lim.AutoStart
+	}
+	args = append(args, ms(maxTTL), driver.Escape(holder), ms(ttl), base, lim.Concurrency, iv, tol, flag(lim.Fair), auto)
 	for _, a := range asks {
 		since := int64(0)
 		if !a.Since.IsZero() {
@@ -118,6 +121,12 @@ func (b *redisDriver) SetLimitRuns(ctx context.Context, lim driver.Limit, ttl ti
 	return scriptSettle.Run(ctx, b.c, []string{base + ":holders"}, args...).Err()
 }
 
+// LearnRate runs learn.lua on the limit's master.
+func (b *redisDriver) LearnRate(ctx context.Context, lim driver.Limit, key string, seen driver.RateSeen) error {
+	return scriptLearn.Run(ctx, b.c, []string{b.k.limit(lim.Name) + ":auto:" + key}, b.k.limit(lim.Name), key, lim.AutoMax, lim.AutoStart,
+		seen.Rate, flag(seen.TooMany), seen.Source).Err()
+}
+
 // CloseLimit runs close.lua on the limit's master.
 func (b *redisDriver) CloseLimit(ctx context.Context, lim driver.Limit, key string, d time.Duration, why string) error {
 	base := b.k.limit(lim.Name)
@@ -177,7 +186,25 @@ func (b *redisDriver) LimitState(ctx context.Context, lim driver.Limit) (driver.
 		_, w, _ := strings.Cut(members[i], " ")
 		st.Oldest = append(st.Oldest, driver.LimitWaiting{Waiter: w, Since: time.UnixMilli(int64(z.Score))})
 	}
-	for i, h := range hs.Val() {
+	holderRuns(&st, hs.Val(), runs)
+	for key, c := range whys {
+		why, _ := driver.Unescape(c.Val())
+		cl := st.Closed[key]
+		cl.Reason = why
+		st.Closed[key] = cl
+	}
+	if lim.Auto {
+		b.autoState(ctx, base, &st)
+	}
+	if lim.Fair {
+		return st, b.fairState(ctx, base, now, &st)
+	}
+	return st, nil
+}
+
+// holderRuns fills st.Runs from each holder's runs by key.
+func holderRuns(st *driver.LimitState, holders []string, runs []*redis.MapStringStringCmd) {
+	for i, h := range holders {
 		holder, _ := driver.Unescape(h)
 		m := map[string]int{}
 		for k, v := range runs[i].Val() {
@@ -189,16 +216,15 @@ func (b *redisDriver) LimitState(ctx context.Context, lim driver.Limit) (driver.
 			st.Runs[holder] = m
 		}
 	}
-	for key, c := range whys {
-		why, _ := driver.Unescape(c.Val())
-		cl := st.Closed[key]
-		cl.Reason = why
-		st.Closed[key] = cl
+}
+
+// autoState reads an auto limit's rate learned for its one budget (key
+// ""): learn.lua's base:auto: hash. None read is none learned.
+func (b *redisDriver) autoState(ctx context.Context, base string, st *driver.LimitState) {
+	if v, err := b.c.HMGet(ctx, base+":auto:", "rate", "src").Result(); err == nil && v[0] != nil {
+		st.Rate, _ = strconv.ParseFloat(v[0].(string), 64)
+		st.RateSource, _ = v[1].(string)
 	}
-	if lim.Fair {
-		return st, b.fairState(ctx, base, now, &st)
-	}
-	return st, nil
 }
 
 // fairState reads a fair limit's groups (of its one budget, key ""):

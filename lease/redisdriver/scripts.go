@@ -45,6 +45,7 @@ var (
 	scriptLimit    = newScript("limit", limitArgs)
 	scriptSettle   = newScript("settle", settleArgs)
 	scriptClose    = newScript("close", closeArgs)
+	scriptLearn    = newScript("learn", learnArgs)
 	scriptEndPause = newScript("endpause", endPauseArgs)
 )
 
@@ -269,8 +270,9 @@ const (
 	limBase             // the limit's key prefix
 	limConc             // 0: none
 	limInterval         // us; 0: no rate
-	limTolerance        // us
+	limTolerance        // us; for an auto limit, its burst less one
 	limFair             // 0|1: Limit.Fair
+	limAuto             // the rate before any answer, for an auto limit (IVAL -1)
 	limFixed
 )
 
@@ -286,7 +288,7 @@ const (
 )
 
 var limitArgs = argv{fixed: []arg{{"MAX_TTL", limMaxTTL}, {"HOLDER", limHolder}, {"TTL", limTTL}, {"BASE", limBase},
-	{"CONC", limConc}, {"IVAL", limInterval}, {"TOL", limTolerance}, {"FAIR", limFair}},
+	{"CONC", limConc}, {"IVAL", limInterval}, {"TOL", limTolerance}, {"FAIR", limFair}, {"AUTO", limAuto}},
 	each: []arg{{"KEY", limKey}, {"WAITER", limWaiter}, {"SINCE", limSince}, {"HEAD", limHead}, {"GROUP", limGroup}, {"WEIGHT", limWeight}}}
 
 // settle.lua's: then key, runs pairs, then the keys given back.
@@ -303,6 +305,9 @@ var settleArgs = argv{fixed: []arg{{"HOLDER", setHolder}, {"TTL", setTTL}, {"BAS
 
 // endpause.lua's.
 var endPauseArgs = argv{fixed: []arg{{"TASK", 0}, {"INFO", 1}}}
+
+// learn.lua's.
+var learnArgs = argv{fixed: []arg{{"BASE", 0}, {"KEY", 1}, {"MAX", 2}, {"START", 3}, {"RATE", 4}, {"TOO_MANY", 5}, {"SOURCE", 6}}}
 
 // close.lua's.
 var closeArgs = argv{fixed: []arg{{"BASE", 0}, {"KEY", 1}, {"MS", 2}, {"WHY", 3}}}

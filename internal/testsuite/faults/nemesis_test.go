@@ -60,6 +60,7 @@ type nemesis struct {
 	dir    string
 	// What the next config written says.
 	concurrency, shards, limit int
+	autoRate                   bool     // x-api's rate = "auto"
 	extras                     []string // the extra tasks' names
 	extraEvery                 map[string]string
 	next                       int // the next extra task's number
@@ -97,7 +98,7 @@ func newNemesis(t *testing.T, seed uint64, onCluster bool) *nemesis {
 	}
 	bin, worker := tickdtest.Binaries(t)
 	n := &nemesis{c: c, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bin: bin, worker: worker, dir: c.dir,
-		concurrency: 80, shards: 4, limit: 2, extraEvery: map[string]string{}, traces: otlptest.Start(t), runSpans: 1000}
+		concurrency: 80, shards: 4, limit: 2, autoRate: true, extraEvery: map[string]string{}, traces: otlptest.Start(t), runSpans: 1000}
 	for range 2 {
 		n.addExtra()
 	}
@@ -119,6 +120,9 @@ func (n *nemesis) config() string {
 	var b strings.Builder
 	b.WriteString(base)
 	fmt.Fprintf(&b, "\n[[limits]]\nname = \"x-api\"\nconcurrency = %d\n", n.limit)
+	if n.autoRate { // a rate learned from the runs' answers (the worker's: none said, no 429)
+		b.WriteString("rate = \"auto\"\nrate_max = \"50/s\"\nburst = 3\n")
+	}
 	for _, x := range n.extras {
 		// Every second one has a head start in x-api's line.
 		fmt.Fprintf(&b, "\n[[tasks]]\nname = %q\nevery = %q\nlease_ttl = \"2s\"\non_busy = \"queue\"\nlimits = [\"x-api\"]\npriority = \"%ds\"\ncommand = [%q, \"300ms\"]\nentities = [\"x0\", \"x1\", \"x2\"]\n",
@@ -219,6 +223,7 @@ func (n *nemesis) reload() {
 		}
 	case 4:
 		n.limit = 1 + n.rnd.IntN(3)
+		n.autoRate = n.rnd.IntN(2) == 0
 		for _, x := range n.extras {
 			n.extraEvery[x] = []string{"1s", "2s", "3s"}[n.rnd.IntN(3)]
 		}
@@ -234,7 +239,7 @@ func (n *nemesis) reload() {
 		tickdtest.WriteFile(n.c.t, r.cfg, n.config())
 		r.proc.Signal(syscall.SIGHUP)
 	}
-	n.say("reload (concurrency %d, shards %d, limit %d, extras %v, run_spans %d; replica %d left out)", n.concurrency, n.shards, n.limit, n.extras, n.runSpans, skip)
+	n.say("reload (concurrency %d, shards %d, limit %d (rate auto %v), extras %v, run_spans %d; replica %d left out)", n.concurrency, n.shards, n.limit, n.autoRate, n.extras, n.runSpans, skip)
 }
 
 func (n *nemesis) migrate() {

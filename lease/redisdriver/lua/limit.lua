@@ -142,8 +142,34 @@ for i = 1, n do
 end
 
 local conc, ival, tol = tonumber(ARGV[A_CONC]), tonumber(ARGV[A_IVAL]), tonumber(ARGV[A_TOL])
+-- An auto limit (IVAL -1) paces each budget to the rate learned for it
+-- (learn.lua's base:auto:KEY), or AUTO before any; TOL is its burst less
+-- one. ivals[k] is the interval, us.
+local ivals, slow, said, burst_less = {}, {}, {}, tol
+local function ival_of(k)
+  if ival >= 0 then return ival end
+  if not ivals[k] then
+    local a = redis.call('HMGET', base .. ':auto:' .. k, 'rate', 'knee', 'said')
+    local r = tonumber(a[1]) or tonumber(ARGV[A_AUTO])
+    local said_at = tonumber(a[3]) or 0
+    ivals[k], said[k] = math.floor(1e6 / math.max(r, AUTO_FLOOR)), now - said_at < AUTO_SAID_MS
+    slow[k] = (tonumber(a[2]) or 0) == 0 and not said[k]
+  end
+  return ivals[k]
+end
+
+-- auto_wait is how long until an auto limit's run at rank may start, us:
+-- as the rate says when an answer said it; else, before the first 429 (and with no rate said) the rate may double each
+-- second, so the runs
+-- before it may start in log2(1 + rank ln2 / rate) seconds; after, AUTO_AHEAD
+-- times sooner than the rate says.
+local function auto_wait(k, rank, iv)
+  if said[k] then return rank * iv end
+  if slow[k] then return math.log(1 + rank * math.log(2) * iv / 1e6) / math.log(2) * 1e6 end
+  return rank * iv / AUTO_AHEAD
+end
 local HUGE = 1e15
-local free, avail, tat0, tats, closed, granted, waits = {}, {}, {}, {}, {}, {}, {}
+local free, avail, tat0, tats, tols, closed, granted, waits = {}, {}, {}, {}, {}, {}, {}, {}
 -- room computes key k's room once a call: free places under the
 -- concurrency, and starts the rate allows now.
 local function room(k)
@@ -154,12 +180,15 @@ local function room(k)
     for _, h in ipairs(live) do u = u + (tonumber(redis.call('HGET', base .. ':runs:' .. h, k)) or 0) end
     free[k] = math.max(conc - u, 0)
   end
-  if ival > 0 then
+  local iv = ival_of(k)
+  if iv > 0 then
+    local tl = tol
+    if ival < 0 then tl = burst_less * iv end
     local t = tonumber(redis.call('GET', base .. ':tat:' .. k)) or 0
     if t < now_v then t = now_v end
-    tat0[k], tats[k] = t, t
+    tat0[k], tats[k], tols[k] = t, t, tl
     avail[k] = 0
-    if now_v + tol >= t then avail[k] = math.floor((now_v + tol - t) / ival) + 1 end
+    if now_v + tl >= t then avail[k] = math.floor((now_v + tl - t) / iv) + 1 end
   end
 end
 
@@ -261,18 +290,26 @@ for i = 1, n do
       rank = redis.call('ZRANK', base .. ':q:' .. k, w)
       ok = rank < free[k] and rank < avail[k]
     end
+    local iv = ival_of(k)
     if ok then
       out[i] = 'ok'
       granted[k .. ' ' .. w] = k
-      if ival > 0 then tats[k] = tats[k] + ival end
-    elseif rank >= free[k] or ival == 0 then
+      if iv > 0 then tats[k] = tats[k] + iv end
+    elseif rank >= free[k] or iv == 0 then
       local ahead = math.min(math.max(rank - free[k], 0), HUGE)
       wait = math.min(FULL_POLL_MS + math.floor(ahead / math.max(conc, 1)) * FULL_POLL_MS, MAX_FULL_WAIT_MS)
       out[i] = 'n:' .. num(wait)
     else
       -- A fair line's rank is a least: a run told too soon asks again.
-      wait = math.ceil((tat0[k] + rank * ival - tol - now_v) / 1000)
-      if fair then wait = math.max(wait, math.ceil(ival / 1000)) end
+      local ahead = rank * iv
+      if ival < 0 then
+        ahead = math.floor(auto_wait(k, rank, iv)) -- the rate may rise meanwhile
+        -- A run near the head refused for the rate: the rate holds the
+        -- runs back, and learn.lua may raise it.
+        if rank <= 2 * (burst_less + 1) then redis.call('SET', base .. ':bound:' .. k, now, 'PX', 4 * AUTO_HOLD_MS) end
+      end
+      wait = math.ceil((tat0[k] + ahead - tols[k] - now_v) / 1000)
+      if fair then wait = math.max(wait, math.ceil(iv / 1000)) end
       out[i] = 'r:' .. num(wait)
     end
   end
@@ -302,9 +339,11 @@ for k in pairs(lines) do
 end
 redis.call('PEXPIRE', seen, LINE_TTL_MS)
 redis.call('PEXPIRE', since_all, LINE_TTL_MS)
+-- A budget's arrival time outlives itself by its burst and a second: an
+-- auto limit's learn.lua reads it to tell whether starts go at its rate.
 for k, t in pairs(tats) do
   if t > tat0[k] then
-    redis.call('SET', base .. ':tat:' .. k, num(t), 'PX', math.max(1, math.ceil((t - now_v) / 1000)))
+    redis.call('SET', base .. ':tat:' .. k, num(t), 'PX', math.ceil((t - now_v + tols[k] + ival_of(k)) / 1000) + 1000)
   end
 end
 return reply(out)
