@@ -252,8 +252,10 @@ func TestATracerProviderHandedIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { td.Stop(context.Background()) }) //nolint:errcheck // nothing runs long
-	var handler, run tracetest.SpanStub
-	expect.WaitFor(t, 10*time.Second, "a handler's span and tickd's run span", func() bool {
+	// A span is exported when it ends: the tick's fan-out may end after
+	// its run did, so the three are waited for together.
+	var handler, run, tick tracetest.SpanStub
+	expect.WaitFor(t, 10*time.Second, "a handler's span, tickd's run span and its tick's", func() bool {
 		for _, s := range exp.GetSpans() {
 			switch s.Name {
 			case "handler work":
@@ -262,16 +264,15 @@ func TestATracerProviderHandedIn(t *testing.T) {
 				run = s
 			}
 		}
-		return handler.Name != "" && run.Name != "" && handler.Parent.SpanID() == run.SpanContext.SpanID()
+		for _, s := range exp.GetSpans() {
+			if s.Name == "tick sync" && s.SpanContext.TraceID() == run.SpanContext.TraceID() {
+				tick = s
+			}
+		}
+		return handler.Name != "" && run.Name != "" && tick.Name != "" && handler.Parent.SpanID() == run.SpanContext.SpanID()
 	})
 	expect.Equal(t, "one trace", handler.SpanContext.TraceID(), run.SpanContext.TraceID())
-	var tick tracetest.SpanStub
-	for _, s := range exp.GetSpans() {
-		if s.Name == "tick sync" && s.SpanContext.TraceID() == run.SpanContext.TraceID() {
-			tick = s
-		}
-	}
-	expect.True(t, "the run's parent is its tick's fan-out, in the tick's trace", tick.Name != "" && run.Parent.SpanID() == tick.SpanContext.SpanID())
+	expect.True(t, "the run's parent is its tick's fan-out, in the tick's trace", run.Parent.SpanID() == tick.SpanContext.SpanID())
 	// The console says where this tickd's traces go, not where the
 	// environment's OTLP endpoint would send another's.
 	pages, err := td.Console("/ops")

@@ -99,6 +99,8 @@ endpoint = %[5]q
 name = "users-api"
 concurrency = 4
 fair_by = "plan"
+[[limits]]
+name = "mail-api"
 rate = "auto"
 [[tasks]]
 name = "sync-users"
@@ -117,6 +119,7 @@ timezone_from = "tz"
 entities_format = "jsonl"
 entities_file = %[6]q
 command = [%[4]q]
+limits = ["mail-api"]
 `, srv.URL(), addr, htpasswd, worker, monitor.URL, shops))
 	d := tickdtest.Start(t, "A", []string{"TESTWORKER_LOG=" + filepath.Join(dir, "runs.log"), "TESTWORKER_MAX_SLEEP=50ms",
 		"TESTWORKER_SLOW=beta", "TESTWORKER_SLOW_SLEEP=1h"}, "-config", cfg)
