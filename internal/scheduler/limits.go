@@ -190,10 +190,13 @@ const MaxWeight = 1000
 // its rate is told to each of them, shared through the store; a quota used
 // up until a reset closes them until then. (A function, not a method: the
 // Scheduler owes methods.)
-func quotaFor(s *Scheduler, t *config.Task, entity string) func(tasks.Quota) {
+func quotaFor(s *Scheduler, task string, limits []string, entity string) func(tasks.Quota) {
+	if len(limits) == 0 {
+		return nil
+	}
 	var autos []*config.Limit
 	cfg := s.Config()
-	for _, name := range t.Limits {
+	for _, name := range limits {
 		if l, ok := cfg.Limit(name); ok && l.Rate == config.RateAuto {
 			autos = append(autos, l)
 		}
@@ -211,7 +214,7 @@ func quotaFor(s *Scheduler, t *config.Task, entity string) func(tasks.Quota) {
 				err = s.store.Budgets().Close(ctx, lim, entity, min(q.Reset, l.MaxBackoff), "quota used up: "+q.Source)
 			}
 			if err != nil {
-				s.storeFailed("limit", "learn-rate:"+l.Name, "cannot tell a limit what its API said of its rate", Event{Task: t.Name, Entity: entity}, err)
+				s.storeFailed("limit", "learn-rate:"+l.Name, "cannot tell a limit what its API said of its rate", Event{Task: task, Entity: entity}, err)
 			}
 		}
 	}

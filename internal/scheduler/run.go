@@ -113,7 +113,7 @@ func (s *Scheduler) execute(w *worker, j job) {
 	r.log.Debug("run started", "attempt", l.Attempt)
 	s.observe(r.event(EventRunStarted))
 	res, err := ts.action.Do(&r.ctx, tasks.Run{Task: t.Name, Entity: l.Entity, Tick: l.Tick, Fence: l.Fence,
-		Reason: l.Reason, Attempt: l.Attempt, Attributes: j.attrs, Logger: &r.log, Check: l.Check, Quota: quotaFor(s, &t, l.Entity)})
+		Reason: l.Reason, Attempt: l.Attempt, Attributes: j.attrs, Logger: &r.log, Check: l.Check, Quota: quotaFor(s, t.Name, t.Limits, l.Entity)})
 	w.end()
 	ended := s.clock.Now()
 	outcome := outcomeOf(res, err, context.Cause(&r.ctx))
