@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/tickd/tickd/tasks"
 )
 
 // Limit is one [[limits]] entry: a budget every replica shares, which the
@@ -166,11 +164,8 @@ func checkRates(l *Limit, bad badFunc) {
 
 // checkFair checks fair_by and weight_from.
 func checkFair(l *Limit, bad badFunc) {
-	for _, k := range [][2]string{{"fair_by", l.FairBy}, {"weight_from", l.WeightFrom}} {
-		if k[1] != "" && (tasks.Attributes{k[1]: ""}).Check() != nil {
-			bad(k[0], "%q: an attribute's name: [a-z][a-z0-9_]*, at most %d bytes", k[1], tasks.MaxAttrName)
-		}
-	}
+	checkAttrName(bad, "fair_by", l.FairBy)
+	checkAttrName(bad, "weight_from", l.WeightFrom)
 	switch {
 	case l.FairBy != "" && l.Per == "entity":
 		bad("fair_by", "is for a budget shared by many entities (per = \"all\"): an entity's own budget has one group")

@@ -36,14 +36,19 @@ func validateSource(t *Task, bad badFunc) {
 // checkAttrKey checks key, which names an entity attribute (name): a
 // name that can be one, of a source whose lines carry attributes.
 func checkAttrKey(t *Task, bad badFunc, key, name string) {
-	if name == "" {
-		return
-	}
-	if err := (tasks.Attributes{name: ""}).Check(); err != nil {
-		bad(key, "%q: an attribute's name: [a-z][a-z0-9_]*, at most %d bytes", name, tasks.MaxAttrName)
-	} else if t.EntitiesFormat != tasks.FormatJSONL {
+	if checkAttrName(bad, key, name) && name != "" && t.EntitiesFormat != tasks.FormatJSONL {
 		bad(key, "names an entity attribute: give entities_format = \"jsonl\", whose lines carry them (or entities_url)")
 	}
+}
+
+// checkAttrName checks that key's name ("": none) can name an entity
+// attribute, and says whether it can.
+func checkAttrName(bad badFunc, key, name string) bool {
+	if name != "" && (tasks.Attributes{name: ""}).Check() != nil {
+		bad(key, "%q: an attribute's name: [a-z][a-z0-9_]*, at most %d bytes", name, tasks.MaxAttrName)
+		return false
+	}
+	return true
 }
 
 // validateEntitiesURL checks entities_url and the keys that go with it

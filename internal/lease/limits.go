@@ -461,10 +461,7 @@ func (s *Store) Budgets() Budgets { return Budgets{s} }
 // entity, else the limit's one. No run starts under it until then, on any
 // replica; why says what closed it (an API's 429).
 func (b Budgets) Close(ctx context.Context, lim driver.Limit, entity string, d time.Duration, why string) error {
-	if len(why) > MaxCloseReason { // every replica's status reads it: bounded
-		why = strings.ToValidUTF8(why[:MaxCloseReason], "")
-	}
-	if err := b.s.b.CloseLimit(ctx, lim, budgetKey(lim, entity), d, why); err != nil {
+	if err := b.s.b.CloseLimit(ctx, lim, budgetKey(lim, entity), d, boundedReason(why)); err != nil {
 		return fmt.Errorf("close limit %s: %w", lim.Name, err)
 	}
 	return nil
@@ -473,17 +470,25 @@ func (b Budgets) Close(ctx context.Context, lim driver.Limit, entity string, d t
 // Learn tells an auto limit what an answer of entity's run said of its
 // rate: its one budget's, or entity's own for a limit per entity.
 func (b Budgets) Learn(ctx context.Context, lim driver.Limit, entity string, seen driver.RateSeen) error {
-	if len(seen.Source) > MaxCloseReason {
-		seen.Source = strings.ToValidUTF8(seen.Source[:MaxCloseReason], "")
-	}
+	seen.Source = boundedReason(seen.Source)
 	if err := b.s.b.LearnRate(ctx, lim, budgetKey(lim, entity), seen); err != nil {
 		return fmt.Errorf("learn rate of limit %s: %w", lim.Name, err)
 	}
 	return nil
 }
 
-// MaxCloseReason bounds the reason a closed budget keeps, in bytes.
+// MaxCloseReason bounds the reason a closed budget keeps, and what a
+// learned rate says it came from, in bytes.
 const MaxCloseReason = 256
+
+// boundedReason is why cut to MaxCloseReason bytes: every replica's status
+// reads it.
+func boundedReason(why string) string {
+	if len(why) > MaxCloseReason {
+		why = strings.ToValidUTF8(why[:MaxCloseReason], "")
+	}
+	return why
+}
 
 // limitHolder is who this store's runs count under in a limit: the
 // replica id and this process's nonce, so that two processes given one

@@ -185,10 +185,10 @@ func testLimitFairKeepsGroup(t *testing.T, k stores) {
 func testLimitAutoRate(t *testing.T, k stores) {
 	lim := driver.Limit{Name: "auto", Burst: 1, Auto: true, AutoStart: 1, PerEntity: true}
 	a, b := limitStores(k, lim)
-	rate := func(s *lease.Store, entity string) float64 {
+	rate := func(s *lease.Store) float64 { // of the budget of entity "" (LimitStatus says the one budget's)
 		t.Helper()
 		l := lim
-		l.PerEntity = false // LimitStatus says the one budget's: ask for entity "" below
+		l.PerEntity = false
 		st, err := s.Fleet().LimitStatus(bg, l)
 		noErr(t, err)
 		return st.Rate
@@ -210,7 +210,7 @@ func testLimitAutoRate(t *testing.T, k stores) {
 	mustRelease(t, res[0].Lease)
 	// Told 20 a second, by one replica: the other paces at 19.
 	noErr(t, a.Budgets().Learn(bg, lim, "", driver.RateSeen{Rate: 20, Source: `RateLimit-Policy "default";q=20;w=1`}))
-	expect.Equal(t, "the rate learned", rate(b, ""), 19.0)
+	expect.Equal(t, "the rate learned", rate(b), 19.0)
 	l := lim
 	l.PerEntity = false
 	st, err := b.Fleet().LimitStatus(bg, l)
@@ -225,9 +225,9 @@ func testLimitAutoRate(t *testing.T, k stores) {
 	// A 429 cuts it, once a hold.
 	expect.WaitFor(t, 5*time.Second, "a 429 cutting the rate", func() bool {
 		noErr(t, b.Budgets().Learn(bg, lim, "", driver.RateSeen{TooMany: true}))
-		return rate(a, "") < 19
+		return rate(a) < 19
 	})
-	expect.Equal(t, "the rate after a 429", rate(a, ""), 19*driver.AutoDecrease)
+	expect.Equal(t, "the rate after a 429", rate(a), 19*driver.AutoDecrease)
 	// No rate said: answers raise it, doubled before any 429.
 	noErr(t, a.Budgets().Learn(bg, lim, "z", driver.RateSeen{}))
 	expect.WaitFor(t, 5*time.Second, "answers raising the rate", func() bool {

@@ -80,8 +80,8 @@ func (b *memDriver) LearnRate(_ context.Context, lim driver.Limit, key string, s
 
 // autoWait is how long until an auto limit's run at rank may start
 // (limit.lua's auto_wait).
-func (l *memLimit) autoWait(key string, rank int, ival time.Duration, now time.Time) time.Duration {
-	if rank <= 2*max(l.burst, 1) {
+func (l *memLimit) autoWait(key string, rank, burst int, ival time.Duration, now time.Time) time.Duration {
+	if rank <= 2*max(burst, 1) {
 		l.bound[key] = now.Truncate(time.Millisecond)
 	}
 	a := l.auto[key]

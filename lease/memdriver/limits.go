@@ -19,7 +19,6 @@ type memLimit struct {
 	fair    map[string]*fairLine           // key → its groups, for a fair limit
 	auto    map[string]*autoRate           // key → its learned rate, for an auto limit
 	bound   map[string]time.Time           // key → when a run near its head was refused for its rate
-	burst   int                            // the limit's, as autoWait reads it
 }
 
 // waiter is a run's place in a limit's line: since when it waits, and
@@ -97,8 +96,7 @@ func (b *memDriver) TakeLimit(_ context.Context, lim driver.Limit, ttl time.Dura
 			// A fair line's rank is a least: a run told too soon asks again.
 			ahead := time.Duration(rank) * ival
 			if lim.Auto { // the rate may rise meanwhile
-				l.burst = lim.Burst
-				ahead = l.autoWait(k, rank, ival, now)
+				ahead = l.autoWait(k, rank, lim.Burst, ival, now)
 			}
 			wait := ceilMs(c.tat0[k].Add(ahead - tolerance).Sub(now))
 			if lim.Fair {
