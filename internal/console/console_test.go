@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -61,6 +62,11 @@ func newEnv(t *testing.T, withAuth bool) *env {
 name = "api"
 concurrency = 2
 per = "entity"
+
+[[limits]]
+name = "fair-api"
+concurrency = 1
+fair_by = "plan"
 
 [[tasks]]
 name = "sync"
@@ -137,6 +143,16 @@ func (e *env) seed() {
 	// A budget an API closed, for a hostile entity, with a hostile reason.
 	if err := e.store.Budgets().Close(ctx, driver.Limit{Name: "api", Concurrency: 2, PerEntity: true}, hostile, time.Hour, "429 "+hostile); err != nil {
 		e.t.Fatal(err)
+	}
+	// A fair limit's one place held, and a run of a hostile group waiting.
+	fair := driver.Limit{Name: "fair-api", Concurrency: 1, Burst: 1, Fair: true}
+	e.store.SetLimits([]driver.Limit{fair})
+	if _, err := e.store.Acquire(ctx, driver.Request{Task: "other", Entity: "b", TTL: time.Minute, Reason: driver.ReasonTrigger, Limits: []string{"fair-api"}}); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.store.Acquire(ctx, driver.Request{Task: "other", Entity: "c", TTL: time.Minute, Reason: driver.ReasonTrigger, Limits: []string{"fair-api"},
+		Group: hostile, Grouped: true, Weight: 1}); !errors.Is(err, lease.ErrLimited) {
+		e.t.Fatalf("a run under a full limit: %v", err)
 	}
 	tick := time.Now().Add(-time.Minute).Truncate(time.Second)
 	l, err := e.store.Acquire(ctx, driver.Request{Task: "sync", Entity: hostile, TTL: time.Minute, Reason: driver.ReasonTick, Tick: tick})
@@ -410,6 +426,8 @@ func TestHostileTextIsEscaped(t *testing.T) {
 		// is shown printable: a bidi override is written as its escape.
 		expect.True(t, p+": no raw bidi override", !strings.Contains(body, "\u202e"))
 	}
+	_, body := e.do("GET", "/", "", nil, nil)
+	expect.True(t, "/: a fair limit's hostile group is shown, escaped", strings.Contains(body, `<span class="group">&lt;script&gt;alert(&#34;x&#34;)`))
 	for _, p := range []string{"/tasks/sync", "/tasks/sync/entity?id=" + url.QueryEscape(hostile), "/actions"} {
 		_, body := e.do("GET", p, "", nil, nil)
 		expect.True(t, p[:min(len(p), 40)]+": the hostile text is shown, escaped", strings.Contains(body, "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;"))
