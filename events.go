@@ -24,10 +24,11 @@ type Event struct {
 	Task    string
 	Entity  string    // a run's
 	Tick    time.Time // the tick, or the run's tick (zero for a trigger's)
-	Reason  string    // a run's: tick, trigger, reschedule, retry, queued
+	Reason  string    // a run's: tick, trigger, reschedule, retry, queued, replaced
 	Fence   int64     // a run's
 	// Outcome is how a run ended (EventRunEnded): done, reschedule,
-	// failed, timeout, lease_lost, canceled, unlocked.
+	// failed, timeout, lease_lost, canceled, unlocked,
+	// replaced.
 	Outcome string
 	Err     error // EventRunEnded: the action's error, or the release's
 	// Entities and Started are what a tick's fan-out on this replica read

@@ -117,7 +117,7 @@ func TestConfigErrors(t *testing.T) {
 		{"missing name", "[[tasks]]\nevery = \"1m\"\ncommand = [\"true\"]\n", "tasks[0].name: missing"},
 		{"bad name", "[[tasks]]\nname = \"a b\"\nevery = \"1m\"\ncommand = [\"true\"]\n", `cfg.toml:2: tasks[0].name: "a b": use letters`},
 		{"lease_ttl too short", goodTask + "lease_ttl = \"1s\"\n", "cfg.toml:6: tasks[0].lease_ttl: 1s: too short to renew"},
-		{"on_busy", goodTask + "on_busy = \"wait\"\n", `cfg.toml:6: tasks[0].on_busy: "wait": use skip or queue`},
+		{"on_busy", goodTask + "on_busy = \"wait\"\n", `cfg.toml:6: tasks[0].on_busy: "wait": use skip, queue or replace`},
 		{"concurrency", goodTask + "concurrency = 0\n", "cfg.toml:6: tasks[0].concurrency: 0: must be at least 1"},
 		{"reschedule code", goodTask + "reschedule_exit_code = 300\n", "tasks[0].reschedule_exit_code: 300"},
 		{"spread too long", goodTask + "spread = \"20m\"\n", "cfg.toml:6: tasks[0].spread: 20m0s: must be shorter than every"},
@@ -201,7 +201,7 @@ concurrency = 1.5
 	want := []string{
 		`cfg.toml:2: defaults.retries: want an integer, got the string "2"`,
 		`cfg.toml:6: tasks[0].every: bad duration "15 minutes"`,
-		`cfg.toml:8: tasks[0].on_busy: "wait": use skip or queue`,
+		`cfg.toml:8: tasks[0].on_busy: "wait": use skip, queue or replace`,
 		`cfg.toml:13: tasks[1].comand: unknown key (did you mean "command"?)`,
 		`cfg.toml:14: tasks[1].concurrency: want an integer, got the float 1.5`,
 	}

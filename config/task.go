@@ -14,6 +14,10 @@ type OnBusy string
 const (
 	OnBusySkip  OnBusy = "skip"  // skip the entity this tick
 	OnBusyQueue OnBusy = "queue" // run once more right after the holder ends
+	// OnBusyReplace stops the holder (as tickd unlock does) and runs the
+	// new tick once it has ended, or once its lease has expired when it
+	// never ends (a frozen process, a replica cut off).
+	OnBusyReplace OnBusy = "replace"
 )
 
 // Task is one [[tasks]] entry with [defaults] and the built-in defaults

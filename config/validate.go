@@ -395,8 +395,8 @@ func validateLimits(t *Task, bad badFunc) {
 	if t.Timeout <= 0 {
 		bad("timeout", "must be more than 0s")
 	}
-	if t.OnBusy != OnBusySkip && t.OnBusy != OnBusyQueue {
-		bad("on_busy", "%q: use %s or %s", t.OnBusy, OnBusySkip, OnBusyQueue)
+	if !slices.Contains([]OnBusy{OnBusySkip, OnBusyQueue, OnBusyReplace}, t.OnBusy) {
+		bad("on_busy", "%q: use %s, %s or %s", t.OnBusy, OnBusySkip, OnBusyQueue, OnBusyReplace)
 	}
 	for _, k := range []struct {
 		key string

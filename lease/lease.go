@@ -46,6 +46,8 @@ var (
 	ErrUntrusted = lease.ErrUntrusted
 	// ErrRevoked: an operator unlocked the lease (Store.Unlock).
 	ErrRevoked = lease.ErrRevoked
+	// ErrReplaced: a newer tick revoked the lease (on_busy = "replace").
+	ErrReplaced = lease.ErrReplaced
 	// ErrReleased: the lease was released.
 	ErrReleased = lease.ErrReleased
 	// ErrClosed: the store was stopped.
@@ -149,7 +151,8 @@ func (s *Store) Unlock(ctx context.Context, task, entity, by string, force bool)
 }
 
 // Lease is a held lease. Its Context is cancelled, with a cause
-// (context.Cause: ErrLost, ErrUntrusted, ErrRevoked, ErrClosed), the moment
+// (context.Cause: ErrLost, ErrUntrusted, ErrRevoked, ErrReplaced,
+// ErrClosed), the moment
 // it is lost or can no longer be trusted: stop the work then.
 type Lease struct {
 	Task, Entity string

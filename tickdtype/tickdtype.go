@@ -24,6 +24,9 @@ const (
 	ReasonRetry      Reason = "retry"
 	ReasonTrigger    Reason = "trigger"
 	ReasonQueued     Reason = "queued"
+	// ReasonReplaced is the run of a tick that found its entity busy
+	// under on_busy = "replace": it starts once the holder it revoked ends.
+	ReasonReplaced Reason = "replaced"
 )
 
 // Outcome says how a run ended, as recorded for status.
@@ -39,11 +42,14 @@ const (
 	OutcomeCanceled   Outcome = "canceled" // stopped by shutdown, or never begun: handed over
 	// OutcomeUnlocked records an operator's Unlock of a held lease.
 	OutcomeUnlocked Outcome = "unlocked"
+	// OutcomeReplaced records a run stopped because a newer tick replaced
+	// it (on_busy = "replace").
+	OutcomeReplaced Outcome = "replaced"
 )
 
 // allOutcomes is every Outcome; its length is a constant (NumOutcomes),
 // for arrays counted by outcome.
-var allOutcomes = [...]Outcome{OutcomeDone, OutcomeReschedule, OutcomeFailed, OutcomeTimeout, OutcomeLeaseLost, OutcomeCanceled, OutcomeUnlocked}
+var allOutcomes = [...]Outcome{OutcomeDone, OutcomeReschedule, OutcomeFailed, OutcomeTimeout, OutcomeLeaseLost, OutcomeCanceled, OutcomeUnlocked, OutcomeReplaced}
 
 // NumOutcomes is how many Outcomes there are.
 const NumOutcomes = len(allOutcomes)

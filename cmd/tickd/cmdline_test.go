@@ -31,7 +31,7 @@ func TestUsageMistakes(t *testing.T) {
 		{[]string{"lock", "-config", cfg, "-ttl", "100ms", "KEY", "--", "true"}, "tickd lock: -ttl 100ms is too short to renew; use at least 1.5s", "Usage: tickd lock"},
 		{[]string{"pause", "-config", cfg, "a", "b"}, `tickd pause: unexpected argument "b"`, "Usage: tickd pause [flags] TASK"},
 		{[]string{"status", "-config", cfg, "-limit", "0"}, "tickd status: -limit 0: show at least 1 row", "Usage: tickd status"},
-		{[]string{"status", "-config", cfg, "-outcome", "bogus"}, `tickd status: -outcome "bogus": use one of [done reschedule failed timeout lease_lost canceled unlocked]`, "Usage: tickd status"},
+		{[]string{"status", "-config", cfg, "-outcome", "bogus"}, `tickd status: -outcome "bogus": use one of [done reschedule failed timeout lease_lost canceled unlocked replaced]`, "Usage: tickd status"},
 		{[]string{"status", "-config", cfg, "-nosuch"}, "tickd status: flag provided but not defined: -nosuch", "Usage: tickd status"},
 		{[]string{"status", "tickd.toml"}, `tickd status: unexpected argument "tickd.toml" (give the config as -config tickd.toml)`, "Usage: tickd status"},
 		{[]string{"trigger", "tickd.toml", "sync-users"}, `tickd trigger: unexpected argument "tickd.toml" (give the config as -config tickd.toml)`, "Usage: tickd trigger"},

@@ -4,7 +4,11 @@ package history
 // lease/driver's SkipAlreadyRan and SkipLimited: the scheduler writes
 // them, the history and the documents read them.
 const (
-	SkipBusy            = "busy"
+	SkipBusy = "busy"
+	// SkipReplacing: the entity was busy and its holder was revoked
+	// (on_busy = "replace"): the tick's run starts once the holder ends,
+	// with reason replaced.
+	SkipReplacing       = "replacing"
 	SkipQuarantined     = "quarantined"
 	SkipNotAcknowledged = "not_acknowledged"
 	SkipError           = "error"   // the store failed until the tick was too late

@@ -37,7 +37,7 @@ func (s *Store) AcquireBatch(ctx context.Context, reqs []driver.Request) []Resul
 // this store's name whose lease this store no longer holds: its release
 // landed after Redis refused and before the store looked (or the lease is
 // a former process's of the same name, and is refused again). A request
-// that left a follow-up (Queue) is not asked again: it runs after the
+// that left a follow-up (Queue, Replace) is not asked again: it runs after the
 // release, as the follow-up; nor is a due entry's (From), whose requests
 // the refusal answered: the scheduler waits for its own release before it
 // asks for one.
@@ -50,7 +50,7 @@ func (s *Store) acquireAfterOwnReleases(ctx context.Context, reqs []driver.Reque
 	// entity's lease is in one of them until its release landed.
 	var own, holding map[[2]string]struct{}
 	for i := range out {
-		if out[i].Err == nil || reqs[i].Queue || reqs[i].From != nil {
+		if out[i].Err == nil || reqs[i].Queue || reqs[i].Replace || reqs[i].From != nil {
 			continue
 		}
 		// refusal's, as it is: a type assertion, not errors.As, whose
@@ -183,7 +183,7 @@ func (s *Store) acquireRound(ctx context.Context, reqs []driver.Request, out []R
 			}
 			granted = append(granted, out[i].Lease)
 		default:
-			out[i].Err = refusal(a, rep, &s.quarantine)
+			out[i].Err = s.refused(a, rep)
 		}
 	}
 	if len(granted) > 0 {
@@ -191,12 +191,21 @@ func (s *Store) acquireRound(ctx context.Context, reqs []driver.Request, out []R
 	}
 }
 
+// refused is the error of an acquire reply that granted nothing; a
+// holder the acquire replaced that this store holds is stopped at once.
+func (s *Store) refused(a driver.AcquireArg, rep driver.AcquireReply) error {
+	if rep.Replaced {
+		s.keeper.revokedHere(a.Req.Task, a.Req.Entity, rep.Fence, driver.Replaced)
+	}
+	return refusal(a, rep, &s.quarantine)
+}
+
 // refusal is the error of an acquire reply that granted nothing; a
 // quarantine it tells of is noted in q.
 func refusal(a driver.AcquireArg, rep driver.AcquireReply, q *quarantine) error {
 	switch rep.Status {
 	case driver.GrantBusy:
-		return &BusyError{Holder: rep.Holder, Since: rep.At, Fence: rep.Fence, Queued: a.Req.Queue}
+		return &BusyError{Holder: rep.Holder, Since: rep.At, Fence: rep.Fence, Queued: a.Req.Queue || a.Req.Replace, Replaced: rep.Replaced}
 	case driver.GrantRan:
 		return &AlreadyRanError{LastTick: rep.At}
 	case driver.GrantQuarantine:

@@ -258,6 +258,9 @@ func (k *keeper) renewRound(ctx context.Context, ls []*Lease) {
 		case driver.RenewRevoked:
 			k.drop(l, ErrRevoked)
 			continue
+		case driver.RenewReplaced:
+			k.drop(l, ErrReplaced)
+			continue
 		}
 		l.mu.Lock()
 		l.failures = 0

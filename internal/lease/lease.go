@@ -20,7 +20,10 @@ var (
 	ErrUntrusted = errors.New("lease: not renewed within its trust window")
 	// ErrRevoked: an operator unlocked the lease (Store.Unlock). It stays
 	// held, busy for everyone else, until its holder releases it.
-	ErrRevoked  = errors.New("lease: revoked by an operator (tickd unlock)")
+	ErrRevoked = errors.New("lease: revoked by an operator (tickd unlock)")
+	// ErrReplaced: a newer tick revoked the lease (on_busy = "replace").
+	// It stays held, busy for everyone else, until its holder releases it.
+	ErrReplaced = errors.New("lease: replaced by a newer tick (on_busy = \"replace\")")
 	ErrReleased = errors.New("lease: released")
 	ErrClosed   = errors.New("lease: store closed")
 	// ErrStillHeld is Stop's report of leases it dropped unreleased: they
@@ -34,6 +37,8 @@ type BusyError struct {
 	Since  time.Time // when the holder acquired it
 	Fence  int64     // the holder's fencing token
 	Queued bool      // a follow-up was requested for after the holder ends
+	// Replaced: this acquire revoked the holder (driver.Request.Replace).
+	Replaced bool
 }
 
 func (e *BusyError) Error() string {

@@ -91,7 +91,7 @@ func (s *Store) startLocked() {
 	go s.quarantine.watchLoss(ctx)
 	go s.limits.settleLimits(ctx)
 	if w, ok := s.b.(driver.RevocationWatcher); ok {
-		w.WatchRevocations(ctx, s.revokedElsewhere)
+		w.WatchRevocations(ctx, s.keeper.revokedHere)
 	}
 }
 

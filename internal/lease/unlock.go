@@ -24,7 +24,7 @@ func (s *Store) Unlock(ctx context.Context, task, entity, by string, force bool)
 		return driver.Unlocked{}, fmt.Errorf("unlock %s/%s: %w", task, entity, err)
 	}
 	// This store's lease of the entity, if it holds one: the driver's
-	// publish may reach revokedElsewhere before the answer comes.
+	// publish may reach revokedHere before the answer comes.
 	mine := s.keeper.holding(task, entity, 0)
 	u, ok, err := s.b.Unlock(ctx, name, entity, by, force)
 	u.Task = taskOf(u.Task)
@@ -35,27 +35,40 @@ func (s *Store) Unlock(ctx context.Context, task, entity, by string, force bool)
 		return driver.Unlocked{}, driver.ErrNotHeld
 	}
 	if mine != nil && mine.Fence == u.Fence {
-		s.keeper.drop(mine, unlockCause(u.Freed))
+		s.keeper.drop(mine, revocationCause(unlockHow(u.Freed)))
 		u.Told = true
 	}
 	return u, nil
 }
 
-// unlockCause is why an unlock stops its holder's run: the lease revoked,
-// or freed (unlock -force: lost, others may hold it now).
-func unlockCause(freed bool) error {
+// unlockHow is the revocation of an unlock: freed (-force) or not.
+func unlockHow(freed bool) driver.Revocation {
 	if freed {
+		return driver.Freed
+	}
+	return driver.Revoked
+}
+
+// revocationCause is why a revocation stops its holder's run: the lease
+// revoked by an unlock, replaced by a newer tick, or freed (unlock -force:
+// lost, others may hold it now).
+func revocationCause(how driver.Revocation) error {
+	switch how {
+	case driver.Freed:
 		return ErrLost
+	case driver.Replaced:
+		return ErrReplaced
 	}
 	return ErrRevoked
 }
 
-// revokedElsewhere stops this store's lease that an unlock by another
-// process revoked (task is the driver's name of its shard): its run stops
-// at once, or does not start, rather than at the lease's next renewal.
-func (s *Store) revokedElsewhere(task, entity string, fence int64, freed bool) {
-	if l := s.keeper.holding(taskOf(task), entity, fence); l != nil {
-		s.keeper.drop(l, unlockCause(freed))
+// revokedHere stops this store's lease that a revocation (an unlock, a
+// newer tick's replace) in this process or another revoked (task is the
+// driver's name of its shard): its run stops at once, or does not start,
+// rather than at the lease's next renewal.
+func (k *keeper) revokedHere(task, entity string, fence int64, how driver.Revocation) {
+	if l := k.holding(taskOf(task), entity, fence); l != nil {
+		k.drop(l, revocationCause(how))
 	}
 }
 

@@ -216,7 +216,10 @@ func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d driver.Due) {
 	// follow-up: a reschedule, a retry, a hand-over, and an operator's
 	// trigger, whatever on_busy says (that is for ticks).
 	queue := d.Reason != driver.ReasonTick || ts.t.OnBusy == config.OnBusyQueue
-	req := driver.Request{Task: d.Task, Entity: d.Entity, TTL: ts.t.LeaseTTL, Reason: d.Reason, Queue: queue, From: &d, Limits: ts.t.Limits}
+	// A tick's run that waited for a limit replaces a holder as the tick
+	// would have.
+	replace := d.Reason == driver.ReasonTick && ts.t.OnBusy == config.OnBusyReplace
+	req := driver.Request{Task: d.Task, Entity: d.Entity, TTL: ts.t.LeaseTTL, Reason: d.Reason, Queue: queue, Replace: replace, From: &d, Limits: ts.t.Limits}
 	switch {
 	case d.Reason == driver.ReasonTick:
 		req.Tick = d.Tick // a tick's run that waited for a limit

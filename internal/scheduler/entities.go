@@ -98,7 +98,7 @@ func (f *fanOut) requests() []driver.Request {
 		place = placeOf(f.s.Config(), t)
 	}
 	for _, id := range f.batch {
-		reqs = append(reqs, driver.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: driver.ReasonTick, Tick: f.T, Queue: t.OnBusy == config.OnBusyQueue, Limits: t.Limits})
+		reqs = append(reqs, driver.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: driver.ReasonTick, Tick: f.T, Queue: t.OnBusy == config.OnBusyQueue, Replace: t.OnBusy == config.OnBusyReplace, Limits: t.Limits})
 		if f.zones != nil {
 			reqs[len(reqs)-1].Floor = f.zones.floor(f.attrs[id][t.TimezoneFrom])
 		}

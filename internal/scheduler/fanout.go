@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease/driver"
@@ -15,9 +16,12 @@ import (
 
 // TickCounts says what one tick of a task did with its entities.
 type TickCounts struct {
-	Entities   int // read from the source
-	Started    int // runs started on this replica
-	Busy       int // skipped: the lease was held
+	Entities int // read from the source
+	Started  int // runs started on this replica
+	Busy     int // skipped: the lease was held
+	// Replacing: the lease was held and its holder revoked (on_busy =
+	// "replace"): the run starts once the holder has ended.
+	Replacing  int
 	AlreadyRan int // skipped: another replica ran this tick
 	// Superseded: skipped, a newer tick of the entity ran already (a
 	// replica on a newer schedule, or this fan-out came late).
@@ -171,7 +175,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time, only
 		lvl = slog.LevelWarn
 	}
 	attrs := []any{logs.KeyTask, t.Name, logs.Tick(T),
-		"entities", n.Entities, "started", n.Started, "busy", n.Busy, "already_ran", n.AlreadyRan, "superseded", n.Superseded, "limited", n.Limited,
+		"entities", n.Entities, "started", n.Started, "busy", n.Busy, "replacing", n.Replacing, "already_ran", n.AlreadyRan, "superseded", n.Superseded, "limited", n.Limited,
 		"quarantined", n.Quarantined, "unacknowledged", n.Unacknowledged, "errors", n.Errors, "source_failed", n.SourceFailed,
 		"stopped", n.Stopped, "paused", n.Paused, "removed", n.Removed}
 	if f.zones != nil { // a task whose entities tick in zones of their own
@@ -449,6 +453,9 @@ func (f *fanOut) flush() {
 			f.n.Started++
 			s.start(ts, r.Lease, f.tl, 0, f.attrsOf(f.batch[i]))
 			continue
+		case errors.Is(r.Err, lease.ErrBusy) && t.OnBusy == config.OnBusyReplace:
+			f.n.Replacing++
+			s.log.Debug("entity busy: its holder is stopped, and this tick runs once it has ended", logs.KeyTask, t.Name, logs.KeyEntity, f.batch[i], logs.Tick(f.T), logs.KeyError, r.Err)
 		case errors.Is(r.Err, lease.ErrBusy):
 			f.n.Busy++
 			s.log.Debug(logs.MsgSkippedBusy, logs.KeyTask, t.Name, logs.KeyEntity, f.batch[i], logs.Tick(f.T), logs.KeyError, r.Err)

@@ -101,7 +101,7 @@ func (tl *tally) part(replica, process string, now time.Time) driver.TickPart {
 			p.Outcomes[o] = c
 		}
 	}
-	for reason, c := range map[string]int{history.SkipBusy: n.Busy, driver.SkipAlreadyRan: n.AlreadyRan, history.SkipSuperseded: n.Superseded,
+	for reason, c := range map[string]int{history.SkipBusy: n.Busy, history.SkipReplacing: n.Replacing, driver.SkipAlreadyRan: n.AlreadyRan, history.SkipSuperseded: n.Superseded,
 		history.SkipQuarantined: n.Quarantined, history.SkipNotAcknowledged: n.Unacknowledged, history.SkipError: n.Errors,
 		driver.SkipLimited: n.Limited, history.SkipUnknownZone: n.UnknownZone} {
 		if c > 0 {
@@ -117,7 +117,7 @@ func (tl *tally) part(replica, process string, now time.Time) driver.TickPart {
 		case n.Removed:
 			why = history.SkipRemoved
 		}
-		if left := n.Entities - n.Started - n.Busy - n.AlreadyRan - n.Superseded - n.Quarantined - n.Unacknowledged - n.Errors - n.Limited - n.UnknownZone; left > 0 {
+		if left := n.Entities - n.Started - n.Busy - n.Replacing - n.AlreadyRan - n.Superseded - n.Quarantined - n.Unacknowledged - n.Errors - n.Limited - n.UnknownZone; left > 0 {
 			p.Skipped[why] = left
 		}
 	}

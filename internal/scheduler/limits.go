@@ -97,6 +97,9 @@ func (s *Scheduler) dueSkipped(ts *taskState, d driver.Due, err error) {
 		return
 	}
 	why := history.SkipBusy
+	if ts.t.OnBusy == config.OnBusyReplace {
+		why = history.SkipReplacing
+	}
 	if errors.Is(err, lease.ErrAlreadyRan) {
 		why = driver.SkipAlreadyRan
 		ar := (*lease.AlreadyRanError)(nil)

@@ -244,6 +244,8 @@ func outcomeOf(res tasks.Result, err, cause error) driver.Outcome {
 		return driver.OutcomeTimeout
 	case errors.Is(cause, lease.ErrRevoked):
 		return driver.OutcomeUnlocked
+	case errors.Is(cause, lease.ErrReplaced):
+		return driver.OutcomeReplaced
 	case errors.Is(cause, lease.ErrLost), errors.Is(cause, lease.ErrUntrusted):
 		return driver.OutcomeLeaseLost
 	case errors.Is(cause, ErrShutdown):

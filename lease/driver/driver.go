@@ -216,7 +216,10 @@ type AcquireReply struct {
 	Fence  int64
 	At     time.Time // busy: the holder's since; ran: the last tick run
 	Holder string
-	Left   time.Duration // quarantine or early: time left
+	// Replaced: busy, and this acquire revoked the holder (Request.Replace);
+	// false when it was revoked before.
+	Replaced bool
+	Left     time.Duration // quarantine or early: time left
 	// Err: this request failed where others of the call did not (on a
 	// Redis Cluster, a master that does not answer, or a shard refusing a
 	// name by an old count: ErrShardsChanged).
@@ -228,9 +231,10 @@ type Renewal uint8
 
 // The answers of a renewal.
 const (
-	RenewLost    Renewal = iota // expired, or held under another token
-	RenewOK                     // renewed: its trust window moves
-	RenewRevoked                // an operator revoked it (Store.Unlock)
+	RenewLost     Renewal = iota // expired, or held under another token
+	RenewOK                      // renewed: its trust window moves
+	RenewRevoked                 // an operator revoked it (Store.Unlock)
+	RenewReplaced                // a newer tick revoked it (Request.Replace)
 )
 
 // ReleaseArg is one lease to release, what its run did, and the run asked
@@ -283,11 +287,21 @@ type Announcement struct {
 // driver without it is still correct: the renewal finds the lease gone.
 type RevocationWatcher interface {
 	// WatchRevocations calls fn for each lease of this store revoked
-	// elsewhere (task is the driver's name of its shard; freed: the unlock
-	// freed the entity at once) until ctx is done, and reports whether it
-	// watches at all.
-	WatchRevocations(ctx context.Context, fn func(task, entity string, fence int64, freed bool)) bool
+	// elsewhere (task is the driver's name of its shard; how: revoked by
+	// an unlock, freed by one, or replaced by a newer tick) until ctx is
+	// done, and reports whether it watches at all.
+	WatchRevocations(ctx context.Context, fn func(task, entity string, fence int64, how Revocation)) bool
 }
+
+// Revocation says how a lease was taken from its holder.
+type Revocation uint8
+
+// The revocations.
+const (
+	Revoked  Revocation = iota // by an unlock: stop, then release
+	Freed                      // by unlock -force: the entity is free already
+	Replaced                   // by a newer tick (Request.Replace): stop, then release
+)
 
 // Admin is what a driver that keeps its state on a server offers beside
 // Driver: the operator's tools, which the store's methods of the same

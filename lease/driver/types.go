@@ -29,6 +29,12 @@ type Request struct {
 	// Queue, when the entity is busy, leaves a follow-up request that the
 	// holder's release turns into one run after it.
 	Queue bool
+	// Replace, when the entity is busy, revokes its holder (as an unlock
+	// does, with RenewReplaced and Replaced) and leaves a follow-up that
+	// runs with ReasonReplaced at the holder's release, or at its lease's
+	// expiry when it never releases (a frozen or cut-off holder). The
+	// request's tick counts as run.
+	Replace bool
 	// Chunk names the part of a tick's entity stream this request belongs
 	// to (ReasonTick only), when the whole part is in one AcquireBatch call,
 	// its requests one after the other. Any string: the store sends a hash

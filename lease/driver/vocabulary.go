@@ -22,6 +22,7 @@ const (
 	ReasonRetry      = tickdtype.ReasonRetry
 	ReasonTrigger    = tickdtype.ReasonTrigger
 	ReasonQueued     = tickdtype.ReasonQueued
+	ReasonReplaced   = tickdtype.ReasonReplaced
 
 	OutcomeDone       = tickdtype.OutcomeDone
 	OutcomeReschedule = tickdtype.OutcomeReschedule
@@ -30,6 +31,7 @@ const (
 	OutcomeLeaseLost  = tickdtype.OutcomeLeaseLost
 	OutcomeCanceled   = tickdtype.OutcomeCanceled
 	OutcomeUnlocked   = tickdtype.OutcomeUnlocked
+	OutcomeReplaced   = tickdtype.OutcomeReplaced
 
 	NumOutcomes = tickdtype.NumOutcomes
 	MaxRunError = tickdtype.MaxRunError

@@ -121,6 +121,8 @@ var cases = []struct {
 	{"FloorCountsAnEarlierTick", testFloor},
 	{"FollowUp", testFollowUp},
 	{"FollowUpCarriesItsTick", testFollowUpTick},
+	{"ReplaceRevokesTheHolder", testReplace},
+	{"ReplaceOutlivesAFrozenHolder", testReplaceFrozenHolder},
 	{"ReleaseWithNext", testReleaseNext},
 	{"ChainKeepsItsTick", testChainTick},
 	{"DueTakenOnce", testDueTakenOnce},

@@ -82,7 +82,7 @@ type adminRecorder struct {
 }
 
 // WatchRevocations passes on to a driver that watches (driver.RevocationWatcher).
-func (x recorder) WatchRevocations(ctx context.Context, fn func(task, entity string, fence int64, freed bool)) bool {
+func (x recorder) WatchRevocations(ctx context.Context, fn func(task, entity string, fence int64, how driver.Revocation)) bool {
 	w, ok := x.d.(driver.RevocationWatcher)
 	return ok && w.WatchRevocations(ctx, fn)
 }

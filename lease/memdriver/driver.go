@@ -58,15 +58,17 @@ type memLease struct {
 	fence         int64
 	reason        driver.Reason
 	revoked       bool // by an operator: renewals refused, release still frees it
+	replaced      bool // revoked by a newer tick (Request.Replace)
 }
 
 type memState struct {
-	tick     time.Time
-	fence    int64
-	followup bool
-	fuTick   time.Time // the latest tick of the requests the follow-up stands for
-	last     driver.LastRun
-	expire   time.Time
+	tick      time.Time
+	fence     int64
+	followup  bool
+	fuTick    time.Time // the latest tick of the requests the follow-up stands for
+	fuReplace bool      // the follow-up replaces the holder: ReasonReplaced
+	last      driver.LastRun
+	expire    time.Time
 }
 
 type memDue struct {
@@ -120,28 +122,16 @@ func (b *memDriver) Acquire(_ context.Context, reqs []driver.AcquireArg) ([]driv
 			continue
 		}
 		if cur, ok := b.held[m]; ok {
-			if a.Req.Queue {
-				s := b.state(m, now)
-				s.followup = true
-				if t := a.Req.RunTick(); t.After(s.fuTick) {
-					s.fuTick = t
-				}
-				if a.Req.Reason == driver.ReasonTick && a.Req.Tick.After(s.tick) {
-					s.tick = a.Req.Tick // carried by the follow-up: not queued again
-				}
-			}
-			if d := a.Req.From; d != nil && a.Req.Queue {
-				b.followups[m] = joinRequests(b.followups[m], d.Requests)
-			} else if d != nil {
-				b.answerLocked(a.Req.Task, a.Req.Entity, d.Requests, driver.AnswerSkipped)
-			}
-			if a.Req.From != nil {
-				b.ackLocked(m, a.Req.From.Claim)
-			}
-			out[i] = driver.AcquireReply{Status: driver.GrantBusy, Holder: cur.holder, At: cur.since, Fence: cur.fence}
+			out[i] = b.busyLocked(m, cur, a.Req, now)
 			continue
 		}
 		s := b.state(m, now)
+		if a.Req.Reason == driver.ReasonReplaced && s.fuReplace {
+			// The replacing run, come at the holder's expiry (it never
+			// released): it is the follow-up, not one more run after it.
+			s.followup, s.fuReplace, s.fuTick = false, false, time.Time{}
+			delete(b.followups, m)
+		}
 		fence := max(s.fence+1, now.UnixMicro())
 		s.fence = fence
 		if a.Req.Reason == driver.ReasonTick {
@@ -166,6 +156,8 @@ func (b *memDriver) Renew(_ context.Context, ls []*driver.Lease) ([]driver.Renew
 		b.gc(m, now)
 		switch cur, found := b.held[m]; {
 		case !found || cur.token != l.Token:
+		case cur.replaced:
+			ok[i] = driver.RenewReplaced
 		case cur.revoked:
 			ok[i] = driver.RenewRevoked
 		default:
@@ -198,11 +190,14 @@ func (b *memDriver) releaseOne(l *driver.Lease, o driver.Finished, next *driver.
 	delete(b.held, m)
 	s := b.state(m, now)
 	s.last = driver.LastRun{Outcome: o.Outcome, Reason: cur.reason, Replica: b.cfg.Replica, Fence: cur.fence, Started: o.Started, Ended: o.Ended, Error: driver.CutError(o.Error)}
-	fu, fuTick := s.followup, l.Tick
+	fu, fuTick, fuReason := s.followup, l.Tick, driver.ReasonQueued
 	if fu && !s.fuTick.IsZero() {
 		fuTick = s.fuTick
 	}
-	s.followup, s.fuTick = false, time.Time{}
+	if s.fuReplace {
+		fuReason = driver.ReasonReplaced
+	}
+	s.followup, s.fuTick, s.fuReplace = false, time.Time{}, false
 	var fuReqs []string
 	if fu {
 		fuReqs = b.followups[m]
@@ -218,9 +213,53 @@ func (b *memDriver) releaseOne(l *driver.Lease, o driver.Finished, next *driver.
 		sup = b.addDueLocked(m, driver.Due{Task: l.Task, Entity: l.Entity, Reason: next.Reason, Attempt: next.Attempt, Tick: fuTick,
 			Requests: joinRequests(reqs, fuReqs)}, now.Add(next.Delay))
 	} else if fu {
-		sup = b.addDueLocked(m, driver.Due{Task: l.Task, Entity: l.Entity, Reason: driver.ReasonQueued, Tick: fuTick, Requests: fuReqs}, now)
+		sup = b.addDueLocked(m, driver.Due{Task: l.Task, Entity: l.Entity, Reason: fuReason, Tick: fuTick, Requests: fuReqs}, now)
 	}
 	return driver.ReleaseReply{FollowUp: fu, Superseded: sup}
+}
+
+// busyLocked answers req for m, held by cur: busy, leaving a follow-up
+// (Queue, Replace), and revoking cur with Replace.
+func (b *memDriver) busyLocked(m member, cur *memLease, req *driver.Request, now time.Time) driver.AcquireReply {
+	rep := driver.AcquireReply{Status: driver.GrantBusy, Holder: cur.holder, At: cur.since, Fence: cur.fence}
+	if req.Replace {
+		rep.Replaced = b.replaceLocked(m, cur, req, now)
+	}
+	follow := req.Queue || req.Replace
+	if follow {
+		s := b.state(m, now)
+		s.followup = true
+		if t := req.RunTick(); t.After(s.fuTick) {
+			s.fuTick = t
+		}
+		if req.Reason == driver.ReasonTick && req.Tick.After(s.tick) {
+			s.tick = req.Tick // carried by the follow-up: not queued again
+		}
+	}
+	if d := req.From; d != nil {
+		if follow {
+			b.followups[m] = joinRequests(b.followups[m], d.Requests)
+		} else {
+			b.answerLocked(req.Task, req.Entity, d.Requests, driver.AnswerSkipped)
+		}
+		b.ackLocked(m, d.Claim)
+	}
+	return rep
+}
+
+// replaceLocked revokes cur, m's lease, for req (Request.Replace), as
+// acquire.lua's replace does, and says whether it was not revoked before:
+// the follow-up replaces it, at its release or at its expiry when it never
+// releases.
+func (b *memDriver) replaceLocked(m member, cur *memLease, req *driver.Request, now time.Time) bool {
+	s := b.state(m, now)
+	s.fuReplace = true
+	b.addDueLocked(m, driver.Due{Task: req.Task, Entity: req.Entity, Reason: driver.ReasonReplaced, Tick: req.RunTick()}, cur.expire)
+	if cur.revoked {
+		return false
+	}
+	cur.revoked, cur.replaced = true, true
+	return true
 }
 
 // answerLocked records outcome as the answer of each request to entity.

@@ -97,13 +97,13 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 	calls := make([]scriptCall, len(gs))
 	for g, gr := range gs {
 		k := gr.Key
-		queue := "0"
-		if k.queue {
-			queue = "1"
-		}
 		args := make([]any, acqFixed, acqFixed+acqStride*len(gr.Idx))
 		args[acqMaxTTL], args[acqHolder], args[acqPrefix] = ms(maxTTL), holderArg, driver.Escape(k.task)+":"
-		args[acqTTL], args[acqReason], args[acqTick], args[acqQueue] = ms(k.ttl), k.reason, k.tick, queue
+		args[acqTTL], args[acqReason], args[acqTick], args[acqQueue] = ms(k.ttl), k.reason, k.tick, k.busy
+		args[acqChannel] = ""
+		if k.busy == busyReplace {
+			args[acqChannel] = b.k.revoked()
+		}
 		args[acqShards], args[acqFloor] = shardsArg(k.shards), k.floor
 		args[acqTwice] = twice(len(gr.Idx), func(x int) string { return reqs[live[gr.Idx[x]]].Req.Entity })
 		bk := bucketOf(k.task)
@@ -157,7 +157,7 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 type acquireKey struct {
 	task, reason, tick, floor string
 	ttl                       time.Duration
-	queue                     bool
+	busy                      string // what a busy entity gets: busySkip, busyQueue, busyReplace
 	shards                    int
 }
 
@@ -168,7 +168,7 @@ func groupAcquires(reqs []driver.AcquireArg, live []int) []codec.Group[acquireKe
 	lastTickS, lastFloorS := "", ""
 	return codec.GroupBy(len(live), func(i int) acquireKey {
 		r := reqs[live[i]].Req
-		k := acquireKey{task: r.Task, reason: string(r.Reason), tick: "0", floor: "0", ttl: r.TTL, queue: r.Queue, shards: reqs[live[i]].Shards}
+		k := acquireKey{task: r.Task, reason: string(r.Reason), tick: "0", floor: "0", ttl: r.TTL, busy: busyArg(r), shards: reqs[live[i]].Shards}
 		if r.Reason != driver.ReasonTick {
 			return k
 		}
@@ -363,6 +363,8 @@ func (b *redisDriver) Renew(ctx context.Context, ls []*driver.Lease) ([]driver.R
 			ok[i] = driver.RenewOK
 		case renewedRevoked:
 			ok[i] = driver.RenewRevoked
+		case renewedReplaced:
+			ok[i] = driver.RenewReplaced
 		}
 	}
 	return ok, nil
@@ -475,3 +477,21 @@ var (
 	_ driver.Admin             = (*redisDriver)(nil)
 	_ driver.RevocationWatcher = (*redisDriver)(nil)
 )
+
+// What acquire.lua does for a busy entity (its QUEUE argument).
+const (
+	busySkip    = "0"
+	busyQueue   = "1" // a follow-up (Request.Queue)
+	busyReplace = "r" // the holder revoked, and a follow-up (Request.Replace)
+)
+
+// busyArg is r's QUEUE argument of acquire.lua.
+func busyArg(r *driver.Request) string {
+	switch {
+	case r.Replace:
+		return busyReplace
+	case r.Queue:
+		return busyQueue
+	}
+	return busySkip
+}

@@ -1,6 +1,7 @@
 package redisdriver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -19,7 +20,7 @@ type entityValue struct {
 	Fence    int64         // the latest fence granted
 	Token    string        // the holder's, with revokedMark first once an operator revoked it; "" when free
 	Exp      int64         // when the lease expires: held means Token != "" and Exp > now
-	FollowUp bool          // a follow-up was asked for while held ("1"; "0")
+	FollowUp string        // a follow-up asked for while held: "1" (queued), followUpReplace; "" ("0") for none
 	Touched  int64         // the last grant or release: the sweep's clock, the grant's since
 	Reason   driver.Reason // the current grant's
 	Tick     int64         // the current grant's run tick: its own, or its due entry's
@@ -34,7 +35,7 @@ func (e entityValue) encode() string {
 		last = e.Last.encode()
 	}
 	return strconv.FormatInt(e.LastTick, 10) + "|" + strconv.FormatInt(e.Fence, 10) + "|" + e.Token + "|" +
-		strconv.FormatInt(e.Exp, 10) + "|" + flag(e.FollowUp) + "|" + strconv.FormatInt(e.Touched, 10) + "|" +
+		strconv.FormatInt(e.Exp, 10) + "|" + cmp.Or(e.FollowUp, "0") + "|" + strconv.FormatInt(e.Touched, 10) + "|" +
 		string(e.Reason) + "|" + strconv.FormatInt(e.Tick, 10) + "|" + driver.Escape(e.Holder) + "#" + last
 }
 
@@ -55,7 +56,10 @@ func decodeEntity(v string) (entityValue, error) {
 			return entityValue{}, fmt.Errorf("%w: entity %q", errFormat, v)
 		}
 	}
-	e.Token, e.FollowUp, e.Reason = f[2], f[4] == "1", driver.Reason(f[6])
+	e.Token, e.FollowUp, e.Reason = f[2], f[4], driver.Reason(f[6])
+	if e.FollowUp == "0" {
+		e.FollowUp = ""
+	}
 	if e.Holder, err = driver.Unescape(f[8]); err != nil {
 		return entityValue{}, fmt.Errorf("%w: entity %q", errFormat, v)
 	}
@@ -344,7 +348,10 @@ func decodeAcquireReply(v string) (driver.AcquireReply, error) {
 	bad := fmt.Errorf("%w: acquire reply %q", errFormat, v)
 	switch r.Status {
 	case driver.GrantBusy:
-		f := strings.SplitN(rest, "|", 3)
+		f := strings.Split(rest, "|") // since|fence|holder, then "p" when this acquire replaced it
+		if len(f) == 4 && f[3] == revocationReplaced {
+			f, r.Replaced = f[:3], true
+		}
 		if len(f) != 3 {
 			return r, bad
 		}
@@ -371,101 +378,6 @@ func decodeAcquireReply(v string) (driver.AcquireReply, error) {
 		return r, bad
 	}
 	return r, nil
-}
-
-// Per-lease answers of release.lua and renew.lua.
-const (
-	releasedOK       = "ok"      // released
-	releasedFollowUp = "fu"      // released; a follow-up had been asked for
-	releasedNotHeld  = "notheld" // the token no longer holds the lease: nothing touched
-	renewedOK        = "1"
-	renewedLost      = "0"
-	renewedRevoked   = "r" // an operator revoked it (unlock.lua): stop, then release
-)
-
-// What unlock.lua is asked to do, and what it did.
-const (
-	unlockRevoke    = "revoke"
-	unlockForce     = "force"
-	unlockedFreed   = "freed"
-	unlockedRevoked = "revoked"
-	unlockedAlready = "already" // revoked before
-	// revokedMark begins the token of a revoked lease: its holder's renewals
-	// are refused and its release still frees it.
-	revokedMark = "!"
-	// unlockedBy begins the error of a forced unlock's run record, then who.
-	unlockedBy = "unlocked by "
-	// shardsChanged is the error reply of a script that named its shard
-	// by a count the task is no longer kept in (lib.lua's shards_refused).
-	shardsChanged = "tickd_shards_changed"
-)
-
-// luaConstants hands the scripts what Go and Lua share, defined once here:
-// every script begins with these lines, then lib.lua.
-func luaConstants() string {
-	var b strings.Builder
-	for _, c := range []struct {
-		name string
-		v    any
-	}{
-		{"EARLY_MS", driver.EarlyTolerance.Milliseconds()},
-		{"MAX_REQS", int64(driver.MaxRequests)},
-		{"REQUEST_TTL_MS", driver.RequestTTL.Milliseconds()},
-		{"CLAIMS_TTL_MS", claimsTTL.Milliseconds()},
-		{"LINE_TTL_MS", (24 * time.Hour).Milliseconds()}, // a limit's waiting line unused this long is gone
-		{"TICK_SCAN", int64(driver.TickScan)},
-		{"TICK_AGE_DROP", int64(driver.TickAgeDrop)},
-		{"ANSWER_SKIPPED", driver.AnswerSkipped},
-		{"ANSWER_DROPPED", driver.AnswerDropped},
-		{"REASON_RETRY", driver.ReasonRetry},
-		{"REASON_TICK", driver.ReasonTick},
-		{"REASON_QUEUED", driver.ReasonQueued},
-		{"OUTCOME_UNLOCKED", driver.OutcomeUnlocked},
-		{"GRANT_BUSY", driver.GrantBusy},
-		{"GRANT_RAN", driver.GrantRan},
-		{"GRANT_QUARANTINE", driver.GrantQuarantine},
-		{"GRANT_EARLY", driver.GrantEarly},
-		{"RELEASED_OK", releasedOK},
-		{"RELEASED_FOLLOW_UP", releasedFollowUp},
-		{"RELEASED_NOT_HELD", releasedNotHeld},
-		{"RENEWED_OK", renewedOK},
-		{"RENEWED_LOST", renewedLost},
-		{"RENEWED_REVOKED", renewedRevoked},
-		{"UNLOCK_REVOKE", unlockRevoke},
-		{"UNLOCK_FORCE", unlockForce},
-		{"UNLOCKED_FREED", unlockedFreed},
-		{"UNLOCKED_REVOKED", unlockedRevoked},
-		{"UNLOCKED_ALREADY", unlockedAlready},
-		{"REVOKED", revokedMark},
-		{"UNLOCKED_BY", driver.Escape(unlockedBy)},
-		{"SHARDS_CHANGED", shardsChanged},
-		{"WAIT_GRACE_MS", driver.LimitWaitGrace.Milliseconds()},
-		{"FULL_POLL_MS", driver.FullPoll.Milliseconds()},
-		{"MAX_FULL_WAIT_MS", driver.MaxFullWait.Milliseconds()},
-		{"FAIR_UNIT", int64(driver.FairUnit)},
-		{"FAIR_HEAD", int64(driver.FairHead)},
-		{"STARTS_BUCKET_MS", (driver.StartsWindow / driver.StartsBuckets).Milliseconds()},
-		{"STARTS_BUCKETS", int64(driver.StartsBuckets)},
-		{"AUTO_HOLD_MS", driver.AutoHold.Milliseconds()},
-		{"AUTO_SAID_MS", driver.AutoSaidFor.Milliseconds()},
-		{"AUTO_MARGIN", driver.AutoMargin},
-		{"AUTO_DECREASE", driver.AutoDecrease},
-		{"AUTO_DECREASE_AGAIN", driver.AutoDecreaseAgain},
-		{"AUTO_RECOVER", driver.AutoRecover},
-		{"AUTO_PROBE", driver.AutoProbe},
-		{"AUTO_AHEAD", int64(driver.AutoAhead)},
-		{"AUTO_FLOOR", driver.AutoFloor},
-	} {
-		switch v := c.v.(type) {
-		case int64:
-			fmt.Fprintf(&b, "local %s = %d\n", c.name, v)
-		case float64:
-			fmt.Fprintf(&b, "local %s = %s\n", c.name, strconv.FormatFloat(v, 'g', -1, 64))
-		default:
-			fmt.Fprintf(&b, "local %s = '%s'\n", c.name, v)
-		}
-	}
-	return b.String()
 }
 
 func flag(b bool) string {

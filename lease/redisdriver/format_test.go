@@ -1,6 +1,7 @@
 package redisdriver
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,7 +84,7 @@ func entityFields(e entityValue) map[string]string {
 		last = e.Last.encode()
 	}
 	return map[string]string{"last_tick": itoa(e.LastTick), "fence": itoa(e.Fence), "token": e.Token,
-		"exp": itoa(e.Exp), "fu": flag(e.FollowUp), "touched": itoa(e.Touched), "reason": string(e.Reason),
+		"exp": itoa(e.Exp), "fu": cmp.Or(e.FollowUp, "0"), "touched": itoa(e.Touched), "reason": string(e.Reason),
 		"tick": itoa(e.Tick), "holder": driver.Escape(e.Holder), "last": last}
 }
 
@@ -115,7 +116,7 @@ func TestCodecsAgree(t *testing.T) {
 	entities := []entityValue{
 		{},
 		{LastTick: 1_700_000_000_000, Fence: 1_700_000_000_000_123, Token: "0123abcd-1z", Exp: 1_700_000_060_000,
-			FollowUp: true, Touched: 1_700_000_000_001, Reason: driver.ReasonTick, Tick: 1_700_000_000_000, Holder: "host-42",
+			FollowUp: "1", Touched: 1_700_000_000_001, Reason: driver.ReasonTick, Tick: 1_700_000_000_000, Holder: "host-42",
 			Last: &runRecord{Outcome: driver.OutcomeDone, Start: 1, End: 2, Fence: 3, Reason: driver.ReasonTrigger, Replica: "r"}},
 		{LastTick: maxMS, Fence: maxMS, Token: "t", Exp: maxMS, Touched: maxMS, Reason: driver.ReasonQueued, Tick: maxMS,
 			Holder: hostile, Last: &fullRR},
@@ -236,8 +237,8 @@ func TestFastPathsAgree(t *testing.T) {
 		{LastTick: nowMS - 10_000, Fence: now - 5, Touched: nowMS - 1, Last: &fullRR},
 		{LastTick: nowMS - 10_000, Fence: now + 7, Token: "tok", Exp: nowMS + 1000, Touched: nowMS - 1, Reason: driver.ReasonTick, Tick: nowMS - 10_000, Holder: "h|x", Last: &fullRR},
 		{LastTick: nowMS - 10_000, Fence: now - 5, Token: "tok", Exp: nowMS - 1, Touched: nowMS - 1, Reason: driver.ReasonRetry, Holder: hostile, Last: &fullRR},
-		{LastTick: nowMS, Fence: 12, Token: "tok", Exp: nowMS + 1000, FollowUp: true, Touched: 1, Reason: driver.ReasonQueued, Tick: 5, Holder: "h", Last: &fullRR},
-		{LastTick: nowMS, Fence: 12, FollowUp: true, Touched: 1},
+		{LastTick: nowMS, Fence: 12, Token: "tok", Exp: nowMS + 1000, FollowUp: "1", Touched: 1, Reason: driver.ReasonQueued, Tick: 5, Holder: "h", Last: &fullRR},
+		{LastTick: nowMS, Fence: 12, FollowUp: "1", Touched: 1},
 		{LastTick: nowMS - 10_000, Fence: now, Touched: nowMS - 1, Last: &fullRR},
 		{LastTick: maxMS, Fence: maxMS, Token: "tok", Exp: maxMS, Touched: maxMS, Reason: driver.ReasonQueued, Tick: maxMS, Holder: hostile, Last: &fullRR},
 	}

@@ -16,12 +16,12 @@ type subscriber interface {
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
-// WatchRevocations calls fn for each lease an unlock revokes or frees, as
-// unlock.lua publishes it (the task's driver name, the entity, the fence,
-// and whether it was freed: unlock -force),
+// WatchRevocations calls fn for each lease an unlock revokes or frees, or
+// a newer tick replaces, as unlock.lua and acquire.lua publish it (the
+// task's driver name, the entity, the fence, and how),
 // until ctx ends; go-redis resubscribes after a reconnection. It says
 // whether the client can subscribe at all.
-func (b *redisDriver) WatchRevocations(ctx context.Context, fn func(task, entity string, fence int64, freed bool)) bool {
+func (b *redisDriver) WatchRevocations(ctx context.Context, fn func(task, entity string, fence int64, how driver.Revocation)) bool {
 	sc, ok := b.c.(subscriber)
 	if !ok {
 		return false
@@ -38,8 +38,8 @@ func (b *redisDriver) WatchRevocations(ctx context.Context, fn func(task, entity
 				if !ok {
 					return
 				}
-				if task, entity, fence, freed, ok := parseRevocation(m.Payload); ok {
-					fn(task, entity, fence, freed)
+				if task, entity, fence, how, ok := parseRevocation(m.Payload); ok {
+					fn(task, entity, fence, how)
 				}
 			}
 		}
@@ -47,15 +47,21 @@ func (b *redisDriver) WatchRevocations(ctx context.Context, fn func(task, entity
 	return true
 }
 
-// parseRevocation reads unlock.lua's "TASK FIELD FENCE r|f", the task and
-// the field escaped.
-func parseRevocation(s string) (task, entity string, fence int64, freed, ok bool) {
+// parseRevocation reads unlock.lua's "TASK FIELD FENCE r|f" and
+// acquire.lua's "… p", the task and the field escaped.
+func parseRevocation(s string) (task, entity string, fence int64, how driver.Revocation, ok bool) {
 	f := strings.Split(s, " ")
 	if len(f) != 4 {
-		return "", "", 0, false, false
+		return "", "", 0, 0, false
 	}
 	task, err1 := driver.Unescape(f[0])
 	entity, err2 := driver.Unescape(f[1])
 	fence, err3 := strconv.ParseInt(f[2], 10, 64)
-	return task, entity, fence, f[3] == "f", err1 == nil && err2 == nil && err3 == nil
+	switch f[3] {
+	case revocationFreed:
+		how = driver.Freed
+	case revocationReplaced:
+		how = driver.Replaced
+	}
+	return task, entity, fence, how, err1 == nil && err2 == nil && err3 == nil
 }

@@ -4,7 +4,8 @@
 // its pid and timestamps; sleeps (its first argument, or TESTWORKER_SLOW_SLEEP
 // for the entities listed in TESTWORKER_SLOW, or a random time up to
 // TESTWORKER_MAX_SLEEP), and, told to stop by SIGTERM, goes on for
-// TESTWORKER_TERM_DELAY before it exits;
+// TESTWORKER_TERM_DELAY before it exits (an entity listed in
+// TESTWORKER_IGNORE_TERM never does: SIGKILL ends it);
 // and, if TESTWORKER_WORK_DIR holds a counter file named after the entity,
 // decrements it and exits with the reschedule code (75) while work is left;
 // and, with TESTWORKER_ORPHAN set to a duration, starts a copy of itself in a
@@ -72,6 +73,9 @@ func main() {
 		select {
 		case <-time.After(sleep):
 		case s := <-sigs:
+			if ignore := os.Getenv("TESTWORKER_IGNORE_TERM"); strings.Contains(","+ignore+",", ","+rec.Entity+",") {
+				select {} // a worker that does not stop: SIGKILL ends it
+			}
 			// A worker that takes a while to stop (TESTWORKER_TERM_DELAY).
 			d, _ := time.ParseDuration(os.Getenv("TESTWORKER_TERM_DELAY"))
 			time.Sleep(d)

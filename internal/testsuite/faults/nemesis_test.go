@@ -22,12 +22,13 @@ import (
 // The operator-chaos scenario (the nemesis): the fault suite's cluster (3
 // replicas, "sync" with 200 entities every 2s, judged as every scenario
 // is), each replica with a config file and a replica id of its own, and
-// beside "sync" extra tasks under a shared limit, queued when busy, with
-// schedules that change. Every 1-3s, a seeded random choice of what
+// beside "sync" extra tasks under a shared limit, queued or replaced
+// (on_busy) when busy, with schedules that change. Every 1-3s, a seeded random choice of what
 // operators do, and of faults:
 //   - reload: SIGHUP to some replicas (not always all) after their config
 //     changed: sync's concurrency and configured shards; extra tasks
-//     added, removed and renamed, their schedules and the limit's size;
+//     added, removed and renamed, their schedules, their on_busy (queue
+//     or replace: a tick stops the run it finds) and the limit's size;
 //     the zoned task's entities moved between zones, their attributes,
 //     its timezone_from, its source (a file, an endpoint that fails at
 //     times; nemesis_zones_test.go);
@@ -63,8 +64,12 @@ type nemesis struct {
 	autoRate                   bool     // x-api's rate = "auto"
 	extras                     []string // the extra tasks' names
 	extraEvery                 map[string]string
-	next                       int // the next extra task's number
-	removed                    []string
+	// replacing are the extra tasks with on_busy = "replace" (and runs
+	// longer than their ticks, so that ticks replace them); the others
+	// queue.
+	replacing map[string]bool
+	next      int // the next extra task's number
+	removed   []string
 	// forced: each unlock -force, entity and when.
 	forced []forcedUnlock
 	log    []string // what was done, for the report
@@ -98,7 +103,7 @@ func newNemesis(t *testing.T, seed uint64, onCluster bool) *nemesis {
 	}
 	bin, worker := tickdtest.Binaries(t)
 	n := &nemesis{c: c, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bin: bin, worker: worker, dir: c.dir,
-		concurrency: 80, shards: 4, limit: 2, autoRate: true, extraEvery: map[string]string{}, traces: otlptest.Start(t), runSpans: 1000}
+		concurrency: 80, shards: 4, limit: 2, autoRate: true, extraEvery: map[string]string{}, replacing: map[string]bool{}, traces: otlptest.Start(t), runSpans: 1000}
 	for range 2 {
 		n.addExtra()
 	}
@@ -125,6 +130,11 @@ func (n *nemesis) config() string {
 	}
 	for _, x := range n.extras {
 		// Every second one has a head start in x-api's line.
+		if n.replacing[x] { // outside the limit, whose line would keep a tick from meeting the holder
+			fmt.Fprintf(&b, "\n[[tasks]]\nname = %q\nevery = %q\nlease_ttl = \"2s\"\non_busy = \"replace\"\ncommand = [%q, \"2500ms\"]\nentities = [\"x0\", \"x1\", \"x2\"]\n",
+				x, n.extraEvery[x], n.worker)
+			continue
+		}
 		fmt.Fprintf(&b, "\n[[tasks]]\nname = %q\nevery = %q\nlease_ttl = \"2s\"\non_busy = \"queue\"\nlimits = [\"x-api\"]\npriority = \"%ds\"\ncommand = [%q, \"300ms\"]\nentities = [\"x0\", \"x1\", \"x2\"]\n",
 			x, n.extraEvery[x], len(x)%2, n.worker)
 	}
@@ -139,6 +149,7 @@ func (n *nemesis) addExtra() {
 	n.next++
 	n.extras = append(n.extras, name)
 	n.extraEvery[name] = []string{"1s", "2s", "3s"}[n.rnd.IntN(3)]
+	n.replacing[name] = n.rnd.IntN(2) == 0
 }
 
 func (n *nemesis) say(format string, args ...any) {
@@ -226,6 +237,7 @@ func (n *nemesis) reload() {
 		n.autoRate = n.rnd.IntN(2) == 0
 		for _, x := range n.extras {
 			n.extraEvery[x] = []string{"1s", "2s", "3s"}[n.rnd.IntN(3)]
+			n.replacing[x] = n.rnd.IntN(2) == 0 // on_busy queue <-> replace
 		}
 	}
 	skip := -1
@@ -239,7 +251,7 @@ func (n *nemesis) reload() {
 		tickdtest.WriteFile(n.c.t, r.cfg, n.config())
 		r.proc.Signal(syscall.SIGHUP)
 	}
-	n.say("reload (concurrency %d, shards %d, limit %d (rate auto %v), extras %v, run_spans %d; replica %d left out)", n.concurrency, n.shards, n.limit, n.autoRate, n.extras, n.runSpans, skip)
+	n.say("reload (concurrency %d, shards %d, limit %d (rate auto %v), extras %v (replacing %v), run_spans %d; replica %d left out)", n.concurrency, n.shards, n.limit, n.autoRate, n.extras, n.replacing, n.runSpans, skip)
 }
 
 func (n *nemesis) migrate() {
@@ -528,13 +540,16 @@ func operatorChaos(t *testing.T, onCluster bool) {
 		}
 	})
 	spans, wrong := n.checkTraces()
-	zonedRuns := 0
+	zonedRuns, replaced := 0, 0 // replaced: runs that replaced a holder (on_busy = "replace")
 	for _, run := range tickdtest.ReadRuns(t, n.c.runsLog) {
-		if run.Start.Task == "zoned" {
+		switch {
+		case run.Start.Task == "zoned":
 			zonedRuns++
+		case run.Start.Reason == "replaced":
+			replaced++
 		}
 	}
-	r.extra = fmt.Sprintf("seed=%d excused_overlaps=%d spans=%d traces_wrong=%d zoned_runs=%d", seed, r.Excused, spans, len(wrong), zonedRuns)
+	r.extra = fmt.Sprintf("seed=%d excused_overlaps=%d spans=%d traces_wrong=%d zoned_runs=%d replaced_runs=%d", seed, r.Excused, spans, len(wrong), zonedRuns, replaced)
 	report(t, map[bool]string{false: "operator chaos", true: "operator chaos cluster"}[onCluster], r)
 	t.Logf("what the nemesis did:\n%s", strings.Join(n.log, "\n"))
 	guaranteesHold(t, r, false)

@@ -98,20 +98,27 @@ if nf > 0 then vals = redis.call('HMGET', KEYS[4], unpack(fs)) end
 local taken_reply = reply_ran(tick_s)
 
 -- decide answers one entity on the slow path, its value decoded into e:
--- already ran; busy (leaving a follow-up with queue, or answering the
--- request skipped); or granted. It returns the answer, whether e changed,
--- and whether the tick already ran.
+-- already ran; busy (leaving a follow-up with BUSY_QUEUE, revoking the
+-- holder too with BUSY_REPLACE, or answering the request skipped); or
+-- granted. It returns the answer, whether e changed, and whether the tick
+-- already ran.
 local function decide(e, field, tok, tsfx, run_tick, reqs)
   if ran_before(e, floor) then return reply_ran(e.last_tick), false, true end
   if not is_held(e, now_ms) then
+    if reason == REASON_REPLACED and e.fu == FU_REPLACE then
+      -- The replacing run, come at the holder's expiry (it never
+      -- released): it is the follow-up, not one more run after it.
+      e.fu = '0'
+      redis.call('HDEL', KEYS[5], field)
+    end
     return grant(e, now, now_s, now_ms_s, tick, tick_s, unbar(tok .. tsfx), exp_s, reason, run_tick, holder), true, false
   end
-  local changed = false
-  if queue == '1' then
+  local changed, replaced = false, false
+  if queue == BUSY_QUEUE or queue == BUSY_REPLACE then
     -- One queued run after the holder, carrying the latest tick of the
     -- requests folded into it; that tick counts as run, so a late
     -- replica's request for it is not queued once more.
-    if e.fu ~= '1' then e.fu, changed = '1', true end
+    if e.fu == '0' then e.fu, changed = '1', true end
     if tick > 0 and tick > tonumber(e.last_tick) then e.last_tick, changed = tick_s, true end
     local f = decode_followup(redis.call('HGET', KEYS[5], field))
     if tonumber(run_tick) > tonumber(f.tick) then f.tick = run_tick end
@@ -120,6 +127,19 @@ local function decide(e, field, tok, tsfx, run_tick, reqs)
   elseif reqs ~= '' then
     answer(6, reqs, field, ANSWER_SKIPPED)
   end
+  if queue == BUSY_REPLACE then
+    -- Replace: the holder is revoked (renewals refused: RENEWED_REPLACED,
+    -- and told at once), and the follow-up runs with REASON_REPLACED at
+    -- its release, or at its lease's end when it never releases (frozen,
+    -- cut off): that due entry stands in for the release.
+    if sub(e.token, 1, #REVOKED) ~= REVOKED then
+      e.token, replaced = REPLACED .. e.token, true
+      redis.pcall('PUBLISH', ARGV[A_CHANNEL], sub(mprefix, 1, -2) .. ' ' .. field .. ' ' .. e.fence .. ' ' .. REVOCATION_REPLACED)
+    end
+    e.fu, changed = FU_REPLACE, true
+    add_due(KEYS[2], KEYS[3], mprefix .. field, REASON_REPLACED, tonumber(e.exp), '0', run_tick, '')
+  end
+  if replaced then return reply_replaced(e), changed, false end
   return reply_busy(e), changed, false
 end
 -- Step 2, decide per entity: grant_fast for the common cases, decide for

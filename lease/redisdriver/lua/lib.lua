@@ -20,6 +20,8 @@ local match, sub = string.match, string.sub
 
 -- Entity value (Go: entityValue), one field of a task's hash:
 --   last_tick|fence|token|exp|fu|touched|reason|tick|holder#last
+-- fu, the follow-up flag, is a digit: 0 none, 1 queued, FU_REPLACE (a
+-- replace's: acquire.lua), so that an older tickd still reads the value.
 -- decode_entity fills e (a new table when nil) with v's fields and returns
 -- it, or returns nil when v is not in this format. A batch's scripts pass
 -- one scratch table for every entity: this is the fan-out's hot path. last,
@@ -171,6 +173,8 @@ local function grant_fast_for(tick, tick_s, floor_s, now_s, now_ms_s, exp_s, rea
       m = exp_s .. '|' .. after_fu
     elseif fu == 49 then
       m = exp_s .. '|1' .. after_fu
+    elseif fu ~= 48 then
+      return nil -- a replace's follow-up (FU_REPLACE): decide's
     end
     return lt_s .. '|' .. fence .. tokbar .. tokbar2 .. m .. run_tick .. tail .. sub(v, p9), fence
   end
@@ -191,7 +195,8 @@ local function release_fast_for(now_ms_s)
     if not p2 or find(v, '|', p1 + 1, true) ~= p2 then return nil end
     local p3 = p2 + #tokbar - 1
     local p4 = find(v, '|', p3 + 1, true)
-    if not p4 or byte(v, p4 + 1) == 49 then return nil end
+    local fu = p4 and byte(v, p4 + 1)
+    if not p4 or fu == 49 or fu == 50 then return nil end -- '1', FU_REPLACE
     local le = p4 - p3 - 1
     if ln > le or (ln == le and now_ms_s >= sub(v, p3 + 1, p4 - 1)) then return nil end
     return sub(v, 1, p2) .. freed .. last
@@ -346,6 +351,7 @@ end
 -- Acquire's answers, one per entity (Go: decodeAcquireReply): a granted
 -- fence alone, or status|fields.
 local function reply_busy(e) return GRANT_BUSY .. '|' .. e.touched .. '|' .. e.fence .. '|' .. e.holder end
+local function reply_replaced(e) return reply_busy(e) .. '|' .. REVOCATION_REPLACED end
 local function reply_ran(last_tick) return GRANT_RAN .. '|' .. last_tick end
 local function reply_quarantine(ms_left) return GRANT_QUARANTINE .. '|' .. ms_left end
 local function reply_early(ms_left) return GRANT_EARLY .. '|' .. ms_left end

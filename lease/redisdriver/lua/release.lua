@@ -50,7 +50,7 @@ for i = 1, n do
     entity(v, e)
     -- A revoked lease (unlock.lua) is still its holder's to release.
     local tok = unbar(ARGV[b + E_TOKEN])
-    if (e.token ~= tok and e.token ~= REVOKED .. tok) or not is_held(e, now_ms) then
+    if (e.token ~= tok and e.token ~= REVOKED .. tok and e.token ~= REPLACED .. tok) or not is_held(e, now_ms) then
       if reqs ~= '' then answer(5, reqs, field, decode_run(ARGV[b + E_RECORD]).outcome) end
       out[i] = RELEASED_NOT_HELD
     else
@@ -60,6 +60,8 @@ for i = 1, n do
       writes[nw + 1], writes[nw + 2], nw = field, v, nw + 2
       if twice then cur[field] = v end
       local fu_reqs, fu_tick = '', run_tick
+      local fu_reason = REASON_QUEUED
+      if fu == FU_REPLACE then fu, fu_reason = '1', REASON_REPLACED end
       if fu == '1' then
         local f = redis.call('HGET', KEYS[4], field)
         if f then redis.call('HDEL', KEYS[4], field) end
@@ -78,7 +80,7 @@ for i = 1, n do
         sup = add_due(KEYS[1], KEYS[2], mprefix .. field, x.reason, now_ms + tonumber(x.delay_ms), x.attempt, fu_tick,
           join_reqs(reqs, fu_reqs))
       elseif fu == '1' then
-        sup = add_due(KEYS[1], KEYS[2], mprefix .. field, REASON_QUEUED, now_ms, '0', fu_tick, fu_reqs)
+        sup = add_due(KEYS[1], KEYS[2], mprefix .. field, fu_reason, now_ms, '0', fu_tick, fu_reqs)
       end
       if fu == '1' then out[i] = RELEASED_FOLLOW_UP else out[i] = RELEASED_OK end
       -- The tick of a waiting run that the run enqueued took the place of.

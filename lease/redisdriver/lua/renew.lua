@@ -3,7 +3,8 @@
 -- (between its separators: lib.lua's unbar), ttl_ms.
 -- Returns for each RENEWED_OK when renewed, RENEWED_REVOKED when an
 -- operator revoked it (unlock.lua: the lease stays held, not renewed, until
--- the holder releases it or it expires), RENEWED_LOST when the lease
+-- the holder releases it or it expires), RENEWED_REPLACED when a newer tick
+-- did (acquire.lua's replace), RENEWED_LOST when the lease
 -- expired or is held under another token.
 if shards_refused(KEYS[#KEYS], ARGV[A_SHARDS]) then return redis.error_reply(SHARDS_CHANGED) end
 local now_ms = math.floor(now_us() / 1000)
@@ -22,6 +23,8 @@ for i = 1, (#ARGV - A_FIXED) / E_STRIDE do
     out[i] = RENEWED_OK
   elseif e.token == REVOKED .. tok and is_held(e, now_ms) then
     out[i] = RENEWED_REVOKED
+  elseif e.token == REPLACED .. tok and is_held(e, now_ms) then
+    out[i] = RENEWED_REPLACED
   end
 end
 if #writes > 0 then redis.call('HSET', KEYS[1], unpack(writes)) end

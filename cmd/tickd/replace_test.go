@@ -1,0 +1,164 @@
+package main
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/internal/scheduler"
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/tickdtest"
+)
+
+// replaceTTL and replaceEvery are TestReplaceStopsEveryKindOfHolder's
+// lease_ttl and tick interval.
+const (
+	replaceTTL   = 5 * time.Second
+	replaceEvery = 3 * time.Second
+)
+
+// successorOf is the first run of entity that started after old did, and
+// whether there is one.
+func successorOf(runs []tickdtest.Run, old tickdtest.Run) (tickdtest.Run, bool) {
+	for _, r := range runs {
+		if r.Start.Entity == old.Start.Entity && r.Start.At > old.Start.At {
+			return r, true
+		}
+	}
+	return tickdtest.Run{}, false
+}
+
+// sameRun is r as runs have it now: with its end record, if it has one.
+func sameRun(runs []tickdtest.Run, r tickdtest.Run) tickdtest.Run {
+	for _, x := range runs {
+		if x.Start.Pid == r.Start.Pid && x.Start.At == r.Start.At {
+			return x
+		}
+	}
+	return r
+}
+
+// tickOf is a run's tick, as TICKD_TICK gave it.
+func tickOf(t *testing.T, r tickdtest.Run) time.Time {
+	t.Helper()
+	T, err := time.Parse(time.RFC3339, r.Start.Tick)
+	if err != nil {
+		t.Fatalf("run %+v: its tick: %v", r.Start, err)
+	}
+	return T
+}
+
+// TestReplaceStopsEveryKindOfHolder: with on_busy = "replace", every tick
+// stops the run it finds and runs in its place: a holder that exits on
+// SIGTERM is followed within 1s of its end; one that ignores SIGTERM, and
+// one SIGSTOPped, are killed after the grace (lease_ttl/10) and followed
+// within 1s of that; a holder whose replica is killed (kill -9) is followed
+// once its lease has expired, within one lease_ttl of the tick. No two runs
+// of an entity overlap: each one's predecessor has ended, or its process is
+// gone, when it starts.
+func TestReplaceStopsEveryKindOfHolder(t *testing.T) {
+	t.Parallel()
+	e := newOpsEnv(t, false, `
+[[tasks]]
+name = "hung"
+every = "3s"
+lease_ttl = "5s"
+on_busy = "replace"
+entities = ["term", "deaf", "frozen"]
+command = ["WORKER"]
+`)
+	env := []string{"TESTWORKER_LOG=" + e.runs, "TESTWORKER_SLOW=term,deaf,frozen", "TESTWORKER_SLOW_SLEEP=1h",
+		"TESTWORKER_IGNORE_TERM=deaf"}
+	procs := map[int]*tickdtest.Proc{}
+	for _, name := range []string{"A", "B"} {
+		p := tickdtest.Start(t, name, env, "-config", e.cfg)
+		p.WaitReady(20 * time.Second)
+		procs[p.Pid()] = p
+	}
+	first := map[string]tickdtest.Run{}
+	expect.WaitFor(t, 30*time.Second, "a run of each entity", func() bool {
+		for _, r := range tickdtest.ReadRuns(t, e.runs) {
+			if _, ok := first[r.Start.Entity]; !ok {
+				first[r.Start.Entity] = r
+			}
+		}
+		return len(first) == 3
+	})
+	if err := syscall.Kill(first["frozen"].Start.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	grace := scheduler.Grace(replaceTTL)
+	next := map[string]tickdtest.Run{}
+	expect.WaitFor(t, 3*replaceEvery, "a successor of each", func() bool {
+		runs := tickdtest.ReadRuns(t, e.runs)
+		for id, old := range first {
+			if _, ok := next[id]; ok {
+				continue
+			}
+			if r, ok := successorOf(runs, old); ok {
+				next[id] = r
+				old = sameRun(runs, old)
+				first[id] = old // with its end, if it has one now
+				// At its start, its predecessor has ended: its end record,
+				// or, for a killed one, its process gone.
+				expect.True(t, id+": the predecessor ended before its successor started",
+					old.End.At != 0 && old.End.At <= r.Start.At || !alive(old.Start.Pid))
+			}
+		}
+		return len(next) == 3
+	})
+	for id, r := range next {
+		expect.Equal(t, id+": the successor's reason", r.Start.Reason, "replaced")
+		expect.True(t, id+": a higher fence", r.Start.Fence > first[id].Start.Fence)
+		T := tickOf(t, r)
+		if id == "term" {
+			old := first[id]
+			expect.Equal(t, "term: stopped by SIGTERM", old.End.Signal, "terminated")
+			d := time.Duration(r.Start.At - old.End.At)
+			t.Logf("term: followed %v after its predecessor ended", d.Round(time.Millisecond))
+			if d > time.Second {
+				t.Errorf("term: successor started %v after its predecessor ended, want within 1s", d)
+			}
+			continue
+		}
+		// Killed after the grace: followed within 1s of that.
+		expect.Equal(t, id+": no end record (killed)", first[id].End.At, int64(0))
+		d := time.Unix(0, r.Start.At).Sub(T)
+		t.Logf("%s: followed %v after the tick (grace %v)", id, d.Round(time.Millisecond), grace)
+		if d > grace+time.Second {
+			t.Errorf("%s: successor started %v after its tick, want within the grace %v and 1s", id, d, grace)
+		}
+	}
+
+	// Kill -9 the replica that runs term's successor: the next tick finds
+	// its lease held, never renewed again, and the run starts when it
+	// expires, within one lease_ttl of the tick.
+	holder := procs[next["term"].Start.Ppid]
+	if holder == nil {
+		t.Fatalf("term's successor's parent %d is not a replica", next["term"].Start.Ppid)
+	}
+	holder.Signal(syscall.SIGKILL)
+	var last tickdtest.Run // the killed replica's last run of term
+	for _, r := range tickdtest.ReadRuns(t, e.runs) {
+		if r.Start.Entity == "term" && r.Start.Ppid == holder.Pid() {
+			last = r
+		}
+	}
+	var third tickdtest.Run
+	expect.WaitFor(t, 3*replaceTTL, "a run of term after its replica's death", func() bool {
+		r, ok := successorOf(tickdtest.ReadRuns(t, e.runs), last)
+		third = r
+		return ok
+	})
+	expect.True(t, "the killed replica's run died with it (Pdeathsig)", !alive(last.Start.Pid))
+	// Every tick is shorter than the lease: the next one found it held,
+	// and the run it left waited for the lease to expire.
+	expect.Equal(t, "term: the reason of the run after the killed replica's", third.Start.Reason, "replaced")
+	T := tickOf(t, third)
+	d := time.Unix(0, third.Start.At).Sub(T)
+	t.Logf("the killed replica's run followed %v after the tick that replaced it (lease_ttl %v)", d.Round(time.Millisecond), replaceTTL)
+	if d > replaceTTL+time.Second {
+		t.Errorf("term: successor of the killed replica's run started %v after its tick, want within lease_ttl %v and 1s", d, replaceTTL)
+	}
+	expect.True(t, "a higher fence", third.Start.Fence > last.Start.Fence)
+}
