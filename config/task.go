@@ -10,6 +10,9 @@ import (
 // OnBusy says what a tick does for an entity whose lease is held.
 type OnBusy string
 
+// MaxQueue bounds queue_max: the ticks buffered per entity.
+const MaxQueue = 1000
+
 // The values of on_busy.
 const (
 	OnBusySkip  OnBusy = "skip"  // skip the entity this tick
@@ -108,6 +111,12 @@ type Task struct {
 	LeaseTTL time.Duration `toml:"lease_ttl"`
 	// OnBusy defaults to skip.
 	OnBusy OnBusy `toml:"on_busy"`
+	// QueueMax is how many ticks on_busy = "queue" buffers per entity,
+	// each run with its own tick, oldest first; past it the oldest is
+	// dropped (recorded so). 1 (the default): one follow-up, carrying the
+	// latest tick. A buffered tick older than CatchUp before the newest is
+	// missed (recorded so); with CatchUp 0, none is.
+	QueueMax int `toml:"queue_max"`
 	// Priority is a head start in the lines of the task's limits: a run
 	// waits as if it had asked this much earlier (inside its group, in a
 	// fair limit). Defaults to 0s.
@@ -175,6 +184,7 @@ func DefaultTask() Task {
 		Timeout:            time.Hour,
 		LeaseTTL:           time.Minute,
 		OnBusy:             OnBusySkip,
+		QueueMax:           1,
 		TriggerPriority:    24 * time.Hour,
 		RescheduleExitCode: 75,
 		MaxReschedules:     100,

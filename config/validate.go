@@ -376,6 +376,19 @@ func validateHeartbeat(t *Task, bad badFunc) {
 	}
 }
 
+// validateBusy checks what a tick does for a busy entity.
+func validateBusy(t *Task, bad badFunc) {
+	if !slices.Contains([]OnBusy{OnBusySkip, OnBusyQueue, OnBusyReplace}, t.OnBusy) {
+		bad("on_busy", "%q: use %s, %s or %s", t.OnBusy, OnBusySkip, OnBusyQueue, OnBusyReplace)
+	}
+	switch {
+	case t.QueueMax < 1 || t.QueueMax > MaxQueue:
+		bad("queue_max", "%d: use 1..%d", t.QueueMax, MaxQueue)
+	case t.QueueMax > 1 && t.OnBusy != OnBusyQueue:
+		bad("queue_max", "%d buffers ticks for on_busy = %q; this task's on_busy is %q", t.QueueMax, OnBusyQueue, t.OnBusy)
+	}
+}
+
 // validateLimits checks the keys that bound runs.
 func validateLimits(t *Task, bad badFunc) {
 	if t.Concurrency < 1 {
@@ -395,9 +408,7 @@ func validateLimits(t *Task, bad badFunc) {
 	if t.Timeout <= 0 {
 		bad("timeout", "must be more than 0s")
 	}
-	if !slices.Contains([]OnBusy{OnBusySkip, OnBusyQueue, OnBusyReplace}, t.OnBusy) {
-		bad("on_busy", "%q: use %s, %s or %s", t.OnBusy, OnBusySkip, OnBusyQueue, OnBusyReplace)
-	}
+	validateBusy(t, bad)
 	for _, k := range []struct {
 		key string
 		d   time.Duration

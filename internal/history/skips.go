@@ -8,7 +8,14 @@ const (
 	// SkipReplacing: the entity was busy and its holder was revoked
 	// (on_busy = "replace"): the tick's run starts once the holder ends,
 	// with reason replaced.
-	SkipReplacing       = "replacing"
+	SkipReplacing = "replacing"
+	// SkipDropped: the entity was busy and its tick buffered (on_busy =
+	// "queue", queue_max), then taken out of the buffer as its oldest when
+	// queue_max newer ticks were buffered: it never runs.
+	SkipDropped = "dropped"
+	// SkipMissed: as SkipDropped, taken out because it was older than
+	// catch_up when a newer tick was buffered.
+	SkipMissed          = "missed"
 	SkipQuarantined     = "quarantined"
 	SkipNotAcknowledged = "not_acknowledged"
 	SkipError           = "error"   // the store failed until the tick was too late

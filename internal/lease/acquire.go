@@ -205,7 +205,8 @@ func (s *Store) refused(a driver.AcquireArg, rep driver.AcquireReply) error {
 func refusal(a driver.AcquireArg, rep driver.AcquireReply, q *quarantine) error {
 	switch rep.Status {
 	case driver.GrantBusy:
-		return &BusyError{Holder: rep.Holder, Since: rep.At, Fence: rep.Fence, Queued: a.Req.Queue || a.Req.Replace, Replaced: rep.Replaced}
+		return &BusyError{Holder: rep.Holder, Since: rep.At, Fence: rep.Fence, Queued: a.Req.Queue || a.Req.Replace, Replaced: rep.Replaced,
+			Dropped: rep.Dropped, Missed: rep.Missed}
 	case driver.GrantRan:
 		return &AlreadyRanError{LastTick: rep.At}
 	case driver.GrantQuarantine:

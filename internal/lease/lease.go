@@ -39,6 +39,9 @@ type BusyError struct {
 	Queued bool      // a follow-up was requested for after the holder ends
 	// Replaced: this acquire revoked the holder (driver.Request.Replace).
 	Replaced bool
+	// Dropped and Missed: the buffered ticks this acquire took out
+	// (driver.AcquireReply's).
+	Dropped, Missed []time.Time
 }
 
 func (e *BusyError) Error() string {

@@ -209,17 +209,29 @@ func (s *Scheduler) enqueueWaiting(ctx context.Context, ts *taskState, d driver.
 	return err
 }
 
+// onBusy sets what due run req does when its entity is busy. Every due
+// run but a tick's waits for the holder, as a follow-up: a reschedule, a
+// retry, a hand-over, and an operator's trigger, whatever on_busy says
+// (that is for ticks). A tick's run that waited for a limit does what its
+// tick would have: queue (into the buffer), replace, or skip.
+func onBusy(req *driver.Request, t config.Task) {
+	if req.Reason != driver.ReasonTick {
+		req.Queue = true
+		return
+	}
+	switch t.OnBusy {
+	case config.OnBusyQueue:
+		req.Queue, req.QueueMax, req.QueueAge = true, t.QueueMax, t.CatchUp
+	case config.OnBusyReplace:
+		req.Replace = true
+	}
+}
+
 // startDue acquires the lease of due entry d, whose run slot of ts is
 // taken, and starts its run; the slot is given back if nothing starts.
 func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d driver.Due) {
-	// Every due run but a tick's waits for a busy entity's holder, as a
-	// follow-up: a reschedule, a retry, a hand-over, and an operator's
-	// trigger, whatever on_busy says (that is for ticks).
-	queue := d.Reason != driver.ReasonTick || ts.t.OnBusy == config.OnBusyQueue
-	// A tick's run that waited for a limit replaces a holder as the tick
-	// would have.
-	replace := d.Reason == driver.ReasonTick && ts.t.OnBusy == config.OnBusyReplace
-	req := driver.Request{Task: d.Task, Entity: d.Entity, TTL: ts.t.LeaseTTL, Reason: d.Reason, Queue: queue, Replace: replace, From: &d, Limits: ts.t.Limits}
+	req := driver.Request{Task: d.Task, Entity: d.Entity, TTL: ts.t.LeaseTTL, Reason: d.Reason, From: &d, Limits: ts.t.Limits}
+	onBusy(&req, ts.t)
 	switch {
 	case d.Reason == driver.ReasonTick:
 		req.Tick = d.Tick // a tick's run that waited for a limit
@@ -261,7 +273,7 @@ func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d driver.Due) {
 			if d.Reason == driver.ReasonTrigger {
 				lvl = slog.LevelInfo // an operator asked: say where the run went
 			}
-			s.log.Log(ctx, lvl, "due run found the entity busy: it runs after the holder", logs.KeyTask, d.Task, logs.KeyEntity, d.Entity, logs.KeyReason, d.Reason, "follow_up", queue, logs.KeyError, err)
+			s.log.Log(ctx, lvl, "due run found the entity busy: it runs after the holder", logs.KeyTask, d.Task, logs.KeyEntity, d.Entity, logs.KeyReason, d.Reason, "follow_up", req.Queue, logs.KeyError, err)
 		case errors.Is(err, driver.ErrResharding):
 			s.log.Debug("due run waits for a reshard to end", logs.KeyTask, d.Task, logs.KeyEntity, d.Entity, logs.KeyReason, d.Reason)
 			s.requeue(ctx, ts, d) //nolint:errcheck // if this fails too, visibility brings it back

@@ -3,9 +3,12 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/lease/driver"
@@ -164,4 +167,82 @@ func TestDuplicateReplicaIDIsWarned(t *testing.T) {
 	// The replicas list flags it too, for status and the console.
 	rs, err := e.redisStore("tickd", lease.Options{Replica: "reader"}).Fleet().Replicas(context.Background())
 	expect.True(t, fmt.Sprintf("the duplicate flagged in the replicas list: %+v %v", rs, err), err == nil && len(rs) == 1 && rs[0].DuplicateOn != "")
+}
+
+// TestQueueMaxBuffersTicks: with on_busy = "queue" and queue_max = 2, the
+// ticks that find the entity busy are buffered; past 2 the oldest is
+// dropped, and its tick's record says dropped, not busy; once the holder
+// ends, the buffered ticks run, oldest first, each with its own tick.
+func TestQueueMaxBuffersTicks(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, withRedis bool) {
+		e := newEnv(t, withRedis)
+		release := make(chan struct{})
+		first := true
+		var mu sync.Mutex
+		e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+			mu.Lock()
+			block := first
+			first = false
+			mu.Unlock()
+			if block {
+				<-release
+			}
+			return tasks.Done, nil
+		}
+		_, st := e.start(`
+[[tasks]]
+name = "q"
+every = "1s"
+on_busy = "queue"
+queue_max = 2
+handler = "rec"
+lease_ttl = "3s"
+`)
+		// recorded reads the tick records: the ticks dropped, and whether a
+		// dropped tick's record still says busy.
+		recorded := func() (dropped []time.Time, busyToo bool) {
+			rs, err := st.Fleet().Ticks(context.Background(), "q", 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rs {
+				if r.Skipped()[history.SkipDropped] > 0 {
+					dropped = append(dropped, r.Tick.UTC())
+					busyToo = busyToo || r.Skipped()[history.SkipBusy] > 0
+				}
+			}
+			slices.SortFunc(dropped, time.Time.Compare)
+			return dropped, busyToo
+		}
+		expect.WaitFor(t, 20*time.Second, "two ticks dropped from the buffer", func() bool {
+			ticks, _ := recorded()
+			return len(ticks) >= 2
+		})
+		close(release)
+		T0 := e.rec.snapshot()[0].Tick.UTC()
+		expect.WaitFor(t, 20*time.Second, "the two buffered ticks' runs", func() bool {
+			return e.rec.count(func(r runRec) bool { return r.Reason == "queued" }) >= 2
+		})
+		ran := map[time.Time]bool{T0: true}
+		var queued []time.Time
+		for _, r := range e.rec.snapshot() {
+			if r.Reason == "queued" {
+				queued = append(queued, r.Tick.UTC())
+			}
+			ran[r.Tick.UTC()] = true
+		}
+		dropped, busyToo := recorded()
+		expect.Equal(t, "a dropped tick's record says busy too", busyToo, false)
+		expect.Equal(t, "the first tick dropped", dropped[0], T0.Add(time.Second))
+		expect.True(t, fmt.Sprintf("the buffered runs' ticks %v are in order", queued), slices.IsSortedFunc(queued, time.Time.Compare))
+		// Never silently: every tick from the holder's to the last run's
+		// either ran or its record says dropped; a dropped one never ran.
+		for T := T0; !T.After(queued[len(queued)-1]); T = T.Add(time.Second) {
+			d := slices.ContainsFunc(dropped, T.Equal)
+			if d == ran[T] {
+				t.Errorf("tick %v: dropped %v, ran %v: want one of them", T.Format(time.TimeOnly), d, ran[T])
+			}
+		}
+	})
 }

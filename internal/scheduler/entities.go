@@ -98,7 +98,8 @@ func (f *fanOut) requests() []driver.Request {
 		place = placeOf(f.s.Config(), t)
 	}
 	for _, id := range f.batch {
-		reqs = append(reqs, driver.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: driver.ReasonTick, Tick: f.T, Queue: t.OnBusy == config.OnBusyQueue, Replace: t.OnBusy == config.OnBusyReplace, Limits: t.Limits})
+		reqs = append(reqs, driver.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: driver.ReasonTick, Tick: f.T, Queue: t.OnBusy == config.OnBusyQueue, QueueMax: t.QueueMax, QueueAge: t.CatchUp,
+			Replace: t.OnBusy == config.OnBusyReplace, Limits: t.Limits})
 		if f.zones != nil {
 			reqs[len(reqs)-1].Floor = f.zones.floor(f.attrs[id][t.TimezoneFrom])
 		}

@@ -458,6 +458,7 @@ func (f *fanOut) flush() {
 			s.log.Debug("entity busy: its holder is stopped, and this tick runs once it has ended", logs.KeyTask, t.Name, logs.KeyEntity, f.batch[i], logs.Tick(f.T), logs.KeyError, r.Err)
 		case errors.Is(r.Err, lease.ErrBusy):
 			f.n.Busy++
+			s.history.unbuffered(t, r.Err)
 			s.log.Debug(logs.MsgSkippedBusy, logs.KeyTask, t.Name, logs.KeyEntity, f.batch[i], logs.Tick(f.T), logs.KeyError, r.Err)
 		case errors.Is(r.Err, lease.ErrAlreadyRan):
 			// A newer tick's run: this tick's was superseded, not run by another.

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/history"
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/leaseconf"
 )
 
@@ -91,5 +93,23 @@ func (h *historyWriter) progress(tl *tally, n TickCounts) {
 	tl.mu.Unlock()
 	if wait <= 0 {
 		h.put(tl)
+	}
+}
+
+// unbuffered moves, in their ticks' records, the buffered ticks a busy
+// acquire's err took out of the entity's buffer (queue_max) from busy,
+// which their fan-out counted, to dropped or missed.
+func (h *historyWriter) unbuffered(t config.Task, err error) {
+	be, ok := err.(*lease.BusyError) // as the store returns it: no errors.As allocation per busy entity
+	if !ok || len(be.Dropped)+len(be.Missed) == 0 {
+		return
+	}
+	for why, ticks := range map[string][]time.Time{history.SkipDropped: be.Dropped, history.SkipMissed: be.Missed} {
+		for _, T := range ticks {
+			tl := h.tallyFor(t, T)
+			tl.lateAdd(history.SkipBusy, -1)
+			tl.lateAdd(why, 1)
+			h.put(tl)
+		}
 	}
 }

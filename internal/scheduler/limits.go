@@ -108,6 +108,7 @@ func (s *Scheduler) dueSkipped(ts *taskState, d driver.Due, err error) {
 		}
 	}
 	s.waitEnded(ts, d.Tick, why)
+	s.history.unbuffered(ts.t, err)
 }
 
 // backOff deals with a run whose API asked to back off: it closes the

@@ -219,7 +219,10 @@ type AcquireReply struct {
 	// Replaced: busy, and this acquire revoked the holder (Request.Replace);
 	// false when it was revoked before.
 	Replaced bool
-	Left     time.Duration // quarantine or early: time left
+	// Dropped and Missed: busy, and the ticks this acquire took out of the
+	// entity's buffer (Request.QueueMax, QueueAge): they never run.
+	Dropped, Missed []time.Time
+	Left            time.Duration // quarantine or early: time left
 	// Err: this request failed where others of the call did not (on a
 	// Redis Cluster, a master that does not answer, or a shard refusing a
 	// name by an old count: ErrShardsChanged).

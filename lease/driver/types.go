@@ -29,6 +29,13 @@ type Request struct {
 	// Queue, when the entity is busy, leaves a follow-up request that the
 	// holder's release turns into one run after it.
 	Queue bool
+	// QueueMax, with Queue and a Tick, buffers up to this many ticks as
+	// follow-ups, each run with its own tick, oldest first; past it the
+	// oldest is dropped (AcquireReply.Dropped). 0 or 1: one follow-up,
+	// carrying the latest tick. A buffered tick more than QueueAge older
+	// than Tick is missed (AcquireReply.Missed); QueueAge 0: none is.
+	QueueMax int
+	QueueAge time.Duration
 	// Replace, when the entity is busy, revokes its holder (as an unlock
 	// does, with RenewReplaced and Replaced) and leaves a follow-up that
 	// runs with ReasonReplaced at the holder's release, or at its lease's

@@ -121,6 +121,7 @@ var cases = []struct {
 	{"FloorCountsAnEarlierTick", testFloor},
 	{"FollowUp", testFollowUp},
 	{"FollowUpCarriesItsTick", testFollowUpTick},
+	{"QueueBuffersTicks", testQueueBuffersTicks},
 	{"ReplaceRevokesTheHolder", testReplace},
 	{"ReplaceOutlivesAFrozenHolder", testReplaceFrozenHolder},
 	{"ReleaseWithNext", testReleaseNext},

@@ -65,8 +65,9 @@ type memState struct {
 	tick      time.Time
 	fence     int64
 	followup  bool
-	fuTick    time.Time // the latest tick of the requests the follow-up stands for
-	fuReplace bool      // the follow-up replaces the holder: ReasonReplaced
+	fuTick    time.Time   // the latest tick of the requests the follow-up stands for
+	fuReplace bool        // the follow-up replaces the holder: ReasonReplaced
+	fuBuf     []time.Time // with a buffer (QueueMax > 1), the ticks after fuTick, oldest first
 	last      driver.LastRun
 	expire    time.Time
 }
@@ -198,9 +199,12 @@ func (b *memDriver) releaseOne(l *driver.Lease, o driver.Finished, next *driver.
 		fuReason = driver.ReasonReplaced
 	}
 	s.followup, s.fuTick, s.fuReplace = false, time.Time{}, false
+	if fu && len(s.fuBuf) > 0 { // the next buffered tick: the follow-up of the run enqueued here
+		s.followup, s.fuTick, s.fuBuf = true, s.fuBuf[0], s.fuBuf[1:]
+	}
 	var fuReqs []string
 	if fu {
-		fuReqs = b.followups[m]
+		fuReqs = b.followups[m] // they go with the first follow-up
 		delete(b.followups, m)
 	}
 	reqs := l.Requests
@@ -229,7 +233,9 @@ func (b *memDriver) busyLocked(m member, cur *memLease, req *driver.Request, now
 	if follow {
 		s := b.state(m, now)
 		s.followup = true
-		if t := req.RunTick(); t.After(s.fuTick) {
+		if req.QueueMax > 1 && req.Reason == driver.ReasonTick {
+			rep.Missed, rep.Dropped = s.buffer(req.Tick, req.QueueMax, req.QueueAge)
+		} else if t := req.RunTick(); t.After(s.fuTick) && req.QueueMax <= 1 {
 			s.fuTick = t
 		}
 		if req.Reason == driver.ReasonTick && req.Tick.After(s.tick) {
@@ -245,6 +251,27 @@ func (b *memDriver) busyLocked(m member, cur *memLease, req *driver.Request, now
 		b.ackLocked(m, d.Claim)
 	}
 	return rep
+}
+
+// buffer adds tick T to the follow-up's buffer of ticks, as lib.lua's
+// buffer_tick does, and returns the ticks missed (more than age before T,
+// age > 0) and dropped (the oldest past max).
+func (s *memState) buffer(T time.Time, max int, age time.Duration) (missed, dropped []time.Time) {
+	l := s.fuBuf
+	if !s.fuTick.IsZero() {
+		l = append([]time.Time{s.fuTick}, l...)
+	}
+	if i, found := slices.BinarySearchFunc(l, T, time.Time.Compare); !found {
+		l = slices.Insert(l, i, T)
+	}
+	for age > 0 && len(l) > 0 && l[0].Before(T.Add(-age)) {
+		missed, l = append(missed, l[0]), l[1:]
+	}
+	for len(l) > max {
+		dropped, l = append(dropped, l[0]), l[1:]
+	}
+	s.fuTick, s.fuBuf = l[0], slices.Clone(l[1:])
+	return missed, dropped
 }
 
 // replaceLocked revokes cur, m's lease, for req (Request.Replace), as

@@ -100,7 +100,7 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 		args := make([]any, acqFixed, acqFixed+acqStride*len(gr.Idx))
 		args[acqMaxTTL], args[acqHolder], args[acqPrefix] = ms(maxTTL), holderArg, driver.Escape(k.task)+":"
 		args[acqTTL], args[acqReason], args[acqTick], args[acqQueue] = ms(k.ttl), k.reason, k.tick, k.busy
-		args[acqChannel] = ""
+		args[acqChannel], args[acqQueueAge] = "", ms(k.queueAge)
 		if k.busy == busyReplace {
 			args[acqChannel] = b.k.revoked()
 		}
@@ -157,7 +157,8 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 type acquireKey struct {
 	task, reason, tick, floor string
 	ttl                       time.Duration
-	busy                      string // what a busy entity gets: busySkip, busyQueue, busyReplace
+	busy                      string // what a busy entity gets: busySkip, busyQueue (or a buffer's size), busyReplace
+	queueAge                  time.Duration
 	shards                    int
 }
 
@@ -168,7 +169,7 @@ func groupAcquires(reqs []driver.AcquireArg, live []int) []codec.Group[acquireKe
 	lastTickS, lastFloorS := "", ""
 	return codec.GroupBy(len(live), func(i int) acquireKey {
 		r := reqs[live[i]].Req
-		k := acquireKey{task: r.Task, reason: string(r.Reason), tick: "0", floor: "0", ttl: r.TTL, busy: busyArg(r), shards: reqs[live[i]].Shards}
+		k := acquireKey{task: r.Task, reason: string(r.Reason), tick: "0", floor: "0", ttl: r.TTL, busy: busyArg(r), queueAge: r.QueueAge, shards: reqs[live[i]].Shards}
 		if r.Reason != driver.ReasonTick {
 			return k
 		}
@@ -481,7 +482,7 @@ var (
 // What acquire.lua does for a busy entity (its QUEUE argument).
 const (
 	busySkip    = "0"
-	busyQueue   = "1" // a follow-up (Request.Queue)
+	busyQueue   = "1" // a follow-up (Request.Queue); N > 1: a buffer of N ticks (QueueMax)
 	busyReplace = "r" // the holder revoked, and a follow-up (Request.Replace)
 )
 
@@ -490,6 +491,8 @@ func busyArg(r *driver.Request) string {
 	switch {
 	case r.Replace:
 		return busyReplace
+	case r.Queue && r.QueueMax > 1 && r.Reason == driver.ReasonTick:
+		return strconv.Itoa(r.QueueMax)
 	case r.Queue:
 		return busyQueue
 	}

@@ -348,9 +348,20 @@ func decodeAcquireReply(v string) (driver.AcquireReply, error) {
 	bad := fmt.Errorf("%w: acquire reply %q", errFormat, v)
 	switch r.Status {
 	case driver.GrantBusy:
-		f := strings.Split(rest, "|") // since|fence|holder, then "p" when this acquire replaced it
-		if len(f) == 4 && f[3] == revocationReplaced {
-			f, r.Replaced = f[:3], true
+		// since|fence|holder, then, when the acquire did more (lib.lua's
+		// reply_busy_also), |flag|dropped|missed: flag revocationReplaced
+		// when it replaced the holder, the buffered ticks it dropped and
+		// missed (ms, comma-joined).
+		f := strings.Split(rest, "|")
+		if len(f) == 6 {
+			var e1, e2 error
+			r.Replaced = f[3] == revocationReplaced
+			r.Dropped, e1 = msTimes(f[4])
+			r.Missed, e2 = msTimes(f[5])
+			if e1 != nil || e2 != nil {
+				return r, bad
+			}
+			f = f[:3]
 		}
 		if len(f) != 3 {
 			return r, bad
@@ -385,6 +396,22 @@ func flag(b bool) string {
 		return "1"
 	}
 	return "0"
+}
+
+// msTimes reads comma-joined Unix milliseconds ("" for none).
+func msTimes(s string) ([]time.Time, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var ts []time.Time
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := number(f)
+		if err != nil {
+			return nil, err
+		}
+		ts = append(ts, driver.MSTime(n))
+	}
+	return ts, nil
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }

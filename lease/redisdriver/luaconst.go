@@ -84,6 +84,7 @@ func luaConstants() string {
 		{"FU_REPLACE", followUpReplace},
 		{"BUSY_REPLACE", busyReplace},
 		{"BUSY_QUEUE", busyQueue},
+		{"BUSY_SKIP", busySkip},
 		{"REASON_REPLACED", driver.ReasonReplaced},
 		{"UNLOCK_REVOKE", unlockRevoke},
 		{"UNLOCK_FORCE", unlockForce},

@@ -99,13 +99,14 @@ const (
 	acqPrefix        // the member prefix: the escaped task .. ":"
 	acqTTL           // ms
 	acqReason
-	acqTick    // ms; 0: not a tick run
-	acqQueue   // busySkip, busyQueue or busyReplace
-	acqChunks  // "" or "t:m:id …": triple t holds the m entities of chunk id
-	acqShards  // the shard count the task's shard was named by; "": not checked
-	acqTwice   // 0|1: 1 when an entity is asked for twice in the batch
-	acqFloor   // ms: a tick >= it counts as run (Request.Floor); tick's when 0
-	acqChannel // the revocations channel with busyReplace, else ""
+	acqTick     // ms; 0: not a tick run
+	acqQueue    // busySkip, busyQueue or busyReplace
+	acqChunks   // "" or "t:m:id …": triple t holds the m entities of chunk id
+	acqShards   // the shard count the task's shard was named by; "": not checked
+	acqTwice    // 0|1: 1 when an entity is asked for twice in the batch
+	acqFloor    // ms: a tick >= it counts as run (Request.Floor); tick's when 0
+	acqChannel  // the revocations channel with busyReplace, else ""
+	acqQueueAge // ms: a buffered tick older than this before the tick is missed; 0: none
 	acqFixed
 )
 
@@ -119,7 +120,7 @@ const (
 var acquireArgs = argv{
 	fixed: []arg{{"MAX_TTL", acqMaxTTL}, {"HOLDER", acqHolder}, {"PREFIX", acqPrefix}, {"TTL", acqTTL},
 		{"REASON", acqReason}, {"TICK", acqTick}, {"QUEUE", acqQueue}, {"CHUNKS", acqChunks}, {"SHARDS", acqShards},
-		{"TWICE", acqTwice}, {"FLOOR", acqFloor}, {"CHANNEL", acqChannel}},
+		{"TWICE", acqTwice}, {"FLOOR", acqFloor}, {"CHANNEL", acqChannel}, {"QUEUE_AGE", acqQueueAge}},
 	each: []arg{{"FIELD", acqField}, {"TOKEN", acqToken}, {"FROM", acqFrom}},
 }
 

@@ -28,7 +28,8 @@ import (
 //   - reload: SIGHUP to some replicas (not always all) after their config
 //     changed: sync's concurrency and configured shards; extra tasks
 //     added, removed and renamed, their schedules, their on_busy (queue
-//     or replace: a tick stops the run it finds) and the limit's size;
+//     or replace: a tick stops the run it finds), their queue_max (1 to
+//     3 ticks buffered) and the limit's size;
 //     the zoned task's entities moved between zones, their attributes,
 //     its timezone_from, its source (a file, an endpoint that fails at
 //     times; nemesis_zones_test.go);
@@ -68,7 +69,8 @@ type nemesis struct {
 	// longer than their ticks, so that ticks replace them); the others
 	// queue.
 	replacing map[string]bool
-	next      int // the next extra task's number
+	queueMax  map[string]int // the others' queue_max
+	next      int            // the next extra task's number
 	removed   []string
 	// forced: each unlock -force, entity and when.
 	forced []forcedUnlock
@@ -103,7 +105,7 @@ func newNemesis(t *testing.T, seed uint64, onCluster bool) *nemesis {
 	}
 	bin, worker := tickdtest.Binaries(t)
 	n := &nemesis{c: c, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bin: bin, worker: worker, dir: c.dir,
-		concurrency: 80, shards: 4, limit: 2, autoRate: true, extraEvery: map[string]string{}, replacing: map[string]bool{}, traces: otlptest.Start(t), runSpans: 1000}
+		concurrency: 80, shards: 4, limit: 2, autoRate: true, extraEvery: map[string]string{}, replacing: map[string]bool{}, queueMax: map[string]int{}, traces: otlptest.Start(t), runSpans: 1000}
 	for range 2 {
 		n.addExtra()
 	}
@@ -135,6 +137,11 @@ func (n *nemesis) config() string {
 				x, n.extraEvery[x], n.worker)
 			continue
 		}
+		if qmax := n.queueMax[x]; qmax > 1 { // runs longer than a tick, outside the limit: the buffer fills, and drops
+			fmt.Fprintf(&b, "\n[[tasks]]\nname = %q\nevery = %q\nlease_ttl = \"2s\"\non_busy = \"queue\"\nqueue_max = %d\ncommand = [%q, \"1500ms\"]\nentities = [\"x0\", \"x1\", \"x2\"]\n",
+				x, n.extraEvery[x], qmax, n.worker)
+			continue
+		}
 		fmt.Fprintf(&b, "\n[[tasks]]\nname = %q\nevery = %q\nlease_ttl = \"2s\"\non_busy = \"queue\"\nlimits = [\"x-api\"]\npriority = \"%ds\"\ncommand = [%q, \"300ms\"]\nentities = [\"x0\", \"x1\", \"x2\"]\n",
 			x, n.extraEvery[x], len(x)%2, n.worker)
 	}
@@ -150,6 +157,7 @@ func (n *nemesis) addExtra() {
 	n.extras = append(n.extras, name)
 	n.extraEvery[name] = []string{"1s", "2s", "3s"}[n.rnd.IntN(3)]
 	n.replacing[name] = n.rnd.IntN(2) == 0
+	n.queueMax[name] = 1 + n.rnd.IntN(3)
 }
 
 func (n *nemesis) say(format string, args ...any) {
@@ -238,6 +246,7 @@ func (n *nemesis) reload() {
 		for _, x := range n.extras {
 			n.extraEvery[x] = []string{"1s", "2s", "3s"}[n.rnd.IntN(3)]
 			n.replacing[x] = n.rnd.IntN(2) == 0 // on_busy queue <-> replace
+			n.queueMax[x] = 1 + n.rnd.IntN(3)   // a buffer of 1 to 3 ticks
 		}
 	}
 	skip := -1
@@ -251,7 +260,7 @@ func (n *nemesis) reload() {
 		tickdtest.WriteFile(n.c.t, r.cfg, n.config())
 		r.proc.Signal(syscall.SIGHUP)
 	}
-	n.say("reload (concurrency %d, shards %d, limit %d (rate auto %v), extras %v (replacing %v), run_spans %d; replica %d left out)", n.concurrency, n.shards, n.limit, n.autoRate, n.extras, n.replacing, n.runSpans, skip)
+	n.say("reload (concurrency %d, shards %d, limit %d (rate auto %v), extras %v (replacing %v, queue_max %v), run_spans %d; replica %d left out)", n.concurrency, n.shards, n.limit, n.autoRate, n.extras, n.replacing, n.queueMax, n.runSpans, skip)
 }
 
 func (n *nemesis) migrate() {
@@ -540,16 +549,20 @@ func operatorChaos(t *testing.T, onCluster bool) {
 		}
 	})
 	spans, wrong := n.checkTraces()
-	zonedRuns, replaced := 0, 0 // replaced: runs that replaced a holder (on_busy = "replace")
+	// replaced: runs that replaced a holder (on_busy = "replace"); queued:
+	// the extra tasks' follow-ups (queue_max buffers them).
+	zonedRuns, replaced, queued := 0, 0, 0
 	for _, run := range tickdtest.ReadRuns(t, n.c.runsLog) {
 		switch {
 		case run.Start.Task == "zoned":
 			zonedRuns++
 		case run.Start.Reason == "replaced":
 			replaced++
+		case run.Start.Reason == "queued" && strings.HasPrefix(run.Start.Task, "extra-"):
+			queued++
 		}
 	}
-	r.extra = fmt.Sprintf("seed=%d excused_overlaps=%d spans=%d traces_wrong=%d zoned_runs=%d replaced_runs=%d", seed, r.Excused, spans, len(wrong), zonedRuns, replaced)
+	r.extra = fmt.Sprintf("seed=%d excused_overlaps=%d spans=%d traces_wrong=%d zoned_runs=%d replaced_runs=%d queued_runs=%d", seed, r.Excused, spans, len(wrong), zonedRuns, replaced, queued)
 	report(t, map[bool]string{false: "operator chaos", true: "operator chaos cluster"}[onCluster], r)
 	t.Logf("what the nemesis did:\n%s", strings.Join(n.log, "\n"))
 	guaranteesHold(t, r, false)

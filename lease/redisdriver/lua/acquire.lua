@@ -48,6 +48,9 @@ if q > 0 then
 end
 local ttl, reason, tick_s, queue = tonumber(ARGV[A_TTL]), ARGV[A_REASON], ARGV[A_TICK], ARGV[A_QUEUE]
 local twice = ARGV[A_TWICE] == '1'
+-- qmax: the ticks buffered for a busy entity (queue_max); 1 folds them
+-- into one follow-up, 0 queues none (skip, replace).
+local qmax = tonumber(queue) or 0
 local tick = tonumber(tick_s)
 -- floor: a tick run for a tick >= it counts as run (the tick's own but
 -- for an entity whose zone changed: Request.Floor).
@@ -113,15 +116,20 @@ local function decide(e, field, tok, tsfx, run_tick, reqs)
     end
     return grant(e, now, now_s, now_ms_s, tick, tick_s, unbar(tok .. tsfx), exp_s, reason, run_tick, holder), true, false
   end
-  local changed, replaced = false, false
-  if queue == BUSY_QUEUE or queue == BUSY_REPLACE then
+  local changed, replaced, dropped, missed = false, false, '', ''
+  if queue ~= BUSY_SKIP then
     -- One queued run after the holder, carrying the latest tick of the
-    -- requests folded into it; that tick counts as run, so a late
-    -- replica's request for it is not queued once more.
+    -- requests folded into it (with a buffer, qmax > 1: each tick its
+    -- own, oldest first); that tick counts as run, so a late replica's
+    -- request for it is not queued once more.
     if e.fu == '0' then e.fu, changed = '1', true end
     if tick > 0 and tick > tonumber(e.last_tick) then e.last_tick, changed = tick_s, true end
     local f = decode_followup(redis.call('HGET', KEYS[5], field))
-    if tonumber(run_tick) > tonumber(f.tick) then f.tick = run_tick end
+    if qmax > 1 and tick > 0 then
+      missed, dropped = buffer_tick(f, tick_s, qmax, tonumber(ARGV[A_QUEUE_AGE]))
+    elseif qmax <= 1 and tonumber(run_tick) > tonumber(f.tick) then
+      f.tick = run_tick
+    end
     f.reqs = join_reqs(f.reqs, reqs)
     redis.call('HSET', KEYS[5], field, encode_followup(f))
   elseif reqs ~= '' then
@@ -139,7 +147,7 @@ local function decide(e, field, tok, tsfx, run_tick, reqs)
     e.fu, changed = FU_REPLACE, true
     add_due(KEYS[2], KEYS[3], mprefix .. field, REASON_REPLACED, tonumber(e.exp), '0', run_tick, '')
   end
-  if replaced then return reply_replaced(e), changed, false end
+  if replaced or dropped ~= '' or missed ~= '' then return reply_busy_also(e, replaced, dropped, missed), changed, false end
   return reply_busy(e), changed, false
 end
 -- Step 2, decide per entity: grant_fast for the common cases, decide for

@@ -278,14 +278,50 @@ end
 -- queued run carries; reqs: the ids of the requests it answers. A value
 -- without '|' (tickd before the tick was kept) is reqs alone.
 local function decode_followup(v)
-  if not v then return {tick = '0', reqs = ''} end
-  local t, q = match(v, '^(%d+)|(.*)$')
-  if not t then return {tick = '0', reqs = v} end
-  return {tick = t, reqs = q}
+  if not v then return {tick = '0', reqs = '', buf = ''} end
+  local t, q, buf = match(v, '^(%d+)|([^|]*)|?([%d,]*)$')
+  if not t then return {tick = '0', reqs = v, buf = ''} end
+  return {tick = t, reqs = q, buf = buf}
 end
 
 local function encode_followup(f)
+  if f.buf ~= '' then return f.tick .. '|' .. f.reqs .. '|' .. f.buf end
   return f.tick .. '|' .. f.reqs
+end
+
+-- buffer_tick adds tick_s (a decimal string) to follow-up f's buffer of
+-- ticks (queue_max): f.tick, the next to run, then f.buf, comma-joined,
+-- oldest first. A tick more than age ms before tick_s (age > 0) is missed,
+-- then the oldest past qmax dropped. Returns the ticks missed and dropped,
+-- comma-joined.
+local function buffer_tick(f, tick_s, qmax, age)
+  local l, tick = {}, tonumber(tick_s)
+  if f.tick ~= '0' then l[1] = f.tick end
+  for t in string.gmatch(f.buf, '%d+') do l[#l + 1] = t end
+  local at = #l + 1
+  for i = #l, 1, -1 do
+    local t = tonumber(l[i])
+    if t == tick then at = nil break end
+    if t < tick then break end
+    at = i
+  end
+  if at then table.insert(l, at, tick_s) end
+  local missed, dropped = {}, {}
+  while age > 0 and #l > 0 and tonumber(l[1]) < tick - age do missed[#missed + 1] = table.remove(l, 1) end
+  while #l > qmax do dropped[#dropped + 1] = table.remove(l, 1) end
+  f.tick = l[1] or '0'
+  f.buf = table.concat(l, ',', 2)
+  return table.concat(missed, ','), table.concat(dropped, ',')
+end
+
+-- buffer_next makes f, a follow-up just enqueued, the next buffered tick's
+-- (without requests: they went with the first), and says whether there
+-- was one.
+local function buffer_next(f)
+  if f.buf == '' then return false end
+  local first, rest = match(f.buf, '^(%d+),?(.*)$')
+  f.tick, f.reqs, f.buf = first, '', rest
+  return true
 end
 
 -- answer records outcome for entity field in each request of reqs: the
@@ -351,7 +387,13 @@ end
 -- Acquire's answers, one per entity (Go: decodeAcquireReply): a granted
 -- fence alone, or status|fields.
 local function reply_busy(e) return GRANT_BUSY .. '|' .. e.touched .. '|' .. e.fence .. '|' .. e.holder end
-local function reply_replaced(e) return reply_busy(e) .. '|' .. REVOCATION_REPLACED end
+-- reply_busy_also is reply_busy with what the acquire did beside: the
+-- holder replaced (a flag), ticks dropped and missed from the buffer.
+local function reply_busy_also(e, replaced, dropped, missed)
+  local flag = ''
+  if replaced then flag = REVOCATION_REPLACED end
+  return reply_busy(e) .. '|' .. flag .. '|' .. dropped .. '|' .. missed
+end
 local function reply_ran(last_tick) return GRANT_RAN .. '|' .. last_tick end
 local function reply_quarantine(ms_left) return GRANT_QUARANTINE .. '|' .. ms_left end
 local function reply_early(ms_left) return GRANT_EARLY .. '|' .. ms_left end

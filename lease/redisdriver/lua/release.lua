@@ -56,19 +56,25 @@ for i = 1, n do
     else
       local fu, run_tick = e.fu, e.tick
       release(e, now_ms_s, ARGV[b + E_RECORD])
-      v = encode_entity(e)
-      writes[nw + 1], writes[nw + 2], nw = field, v, nw + 2
-      if twice then cur[field] = v end
       local fu_reqs, fu_tick = '', run_tick
       local fu_reason = REASON_QUEUED
       if fu == FU_REPLACE then fu, fu_reason = '1', REASON_REPLACED end
       if fu == '1' then
-        local f = redis.call('HGET', KEYS[4], field)
-        if f then redis.call('HDEL', KEYS[4], field) end
-        f = decode_followup(f)
+        local f = decode_followup(redis.call('HGET', KEYS[4], field))
         fu_reqs = f.reqs
         if f.tick ~= '0' then fu_tick = f.tick end
+        if buffer_next(f) then
+          -- More ticks buffered (queue_max): the next is the follow-up of
+          -- the run enqueued here.
+          e.fu = '1'
+          redis.call('HSET', KEYS[4], field, encode_followup(f))
+        else
+          redis.call('HDEL', KEYS[4], field)
+        end
       end
+      v = encode_entity(e)
+      writes[nw + 1], writes[nw + 2], nw = field, v, nw + 2
+      if twice then cur[field] = v end
       local x = nxt ~= '' and decode_next(nxt)
       if reqs ~= '' and not (x and x.carry == '1') then
         answer(5, reqs, field, decode_run(ARGV[b + E_RECORD]).outcome)
