@@ -10,6 +10,15 @@ import (
 // OnBusy says what a tick does for an entity whose lease is held.
 type OnBusy string
 
+// The values of catch_up_runs.
+const (
+	CatchUpLatest = "latest"
+	CatchUpAll    = "all"
+)
+
+// MaxCatchUp bounds catch_up_max.
+const MaxCatchUp = 10000
+
 // MaxQueue bounds queue_max: the ticks buffered per entity.
 const MaxQueue = 1000
 
@@ -144,6 +153,14 @@ type Task struct {
 	// CatchUp runs the latest missed tick once, at start or after an
 	// outage, if it is at most this old. Defaults to 0s (off).
 	CatchUp time.Duration `toml:"catch_up"`
+	// CatchUpRuns says which missed ticks CatchUp runs: "latest" (the
+	// default: the latest, once), or "all": every tick within CatchUp that
+	// no replica ran, the latest first, then the others oldest first, at
+	// most CatchUpMax of them.
+	CatchUpRuns string `toml:"catch_up_runs"`
+	// CatchUpMax bounds the ticks catch_up_runs = "all" runs (1..10000,
+	// default 100): the oldest past it stay missed.
+	CatchUpMax int `toml:"catch_up_max"`
 	// HeartbeatURL is an outside monitor's check (a Healthchecks.io ping
 	// URL): URL/start when a tick's fan-out starts, URL or URL/fail when it
 	// is complete, once per tick for the fleet. {task} is the task's name
@@ -185,6 +202,8 @@ func DefaultTask() Task {
 		LeaseTTL:           time.Minute,
 		OnBusy:             OnBusySkip,
 		QueueMax:           1,
+		CatchUpRuns:        CatchUpLatest,
+		CatchUpMax:         100,
 		TriggerPriority:    24 * time.Hour,
 		RescheduleExitCode: 75,
 		MaxReschedules:     100,

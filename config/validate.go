@@ -376,6 +376,23 @@ func validateHeartbeat(t *Task, bad badFunc) {
 	}
 }
 
+// validateCatchUp checks which missed ticks run.
+func validateCatchUp(t *Task, bad badFunc) {
+	switch {
+	case t.CatchUpRuns != CatchUpLatest && t.CatchUpRuns != CatchUpAll:
+		bad("catch_up_runs", "%q: use %s or %s", t.CatchUpRuns, CatchUpLatest, CatchUpAll)
+	case t.CatchUpRuns == CatchUpAll && t.CatchUp <= 0:
+		bad("catch_up_runs", "%q runs the ticks missed within catch_up: set catch_up too", CatchUpAll)
+	case t.CatchUpRuns == CatchUpAll && t.TimezoneFrom != "":
+		bad("catch_up_runs", "%q is not yet for a task whose entities tick in their own zones (timezone_from): use %s", CatchUpAll, CatchUpLatest)
+	case t.CatchUpRuns == CatchUpAll && len(t.Limits) > 0:
+		bad("catch_up_runs", "%q is not yet for a task under limits: use %s", CatchUpAll, CatchUpLatest)
+	}
+	if t.CatchUpMax < 1 || t.CatchUpMax > MaxCatchUp {
+		bad("catch_up_max", "%d: use 1..%d", t.CatchUpMax, MaxCatchUp)
+	}
+}
+
 // validateBusy checks what a tick does for a busy entity.
 func validateBusy(t *Task, bad badFunc) {
 	if !slices.Contains([]OnBusy{OnBusySkip, OnBusyQueue, OnBusyReplace}, t.OnBusy) {
@@ -409,6 +426,7 @@ func validateLimits(t *Task, bad badFunc) {
 		bad("timeout", "must be more than 0s")
 	}
 	validateBusy(t, bad)
+	validateCatchUp(t, bad)
 	for _, k := range []struct {
 		key string
 		d   time.Duration

@@ -27,6 +27,9 @@ const (
 	// ReasonReplaced is the run of a tick that found its entity busy
 	// under on_busy = "replace": it starts once the holder it revoked ends.
 	ReasonReplaced Reason = "replaced"
+	// ReasonCatchUp is the run of a tick missed while no replica ran the
+	// task, caught up later (catch_up_runs = "all").
+	ReasonCatchUp Reason = "catch_up"
 )
 
 // Outcome says how a run ended, as recorded for status.

@@ -281,6 +281,10 @@ func pauseAt(actions []driver.Action, T time.Time) *driver.Action {
 	return nil
 }
 
+// Paused says whether the task whose actions (newest first) these are was
+// paused at T: a tick then was not missed, it was skipped.
+func Paused(actions []driver.Action, T time.Time) bool { return pauseAt(actions, T) != nil }
+
 // latestTick is the latest tick of s at or before now (zero for none within
 // a year), looked for in windows that grow, so that a schedule of seconds
 // is not walked over a year.

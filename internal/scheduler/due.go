@@ -210,12 +210,17 @@ func (s *Scheduler) enqueueWaiting(ctx context.Context, ts *taskState, d driver.
 }
 
 // onBusy sets what due run req does when its entity is busy. Every due
-// run but a tick's waits for the holder, as a follow-up: a reschedule, a
-// retry, a hand-over, and an operator's trigger, whatever on_busy says
-// (that is for ticks). A tick's run that waited for a limit does what its
-// tick would have: queue (into the buffer), replace, or skip.
+// run but a tick's or a catch-up's waits for the holder, as a follow-up: a
+// reschedule, a retry, a hand-over, and an operator's trigger, whatever
+// on_busy says (that is for ticks). A tick's run that waited for a limit
+// does what its tick would have: queue (into the buffer), replace, or
+// skip; a catch-up's skips, as its fan-out does.
 func onBusy(req *driver.Request, t config.Task) {
-	if req.Reason != driver.ReasonTick {
+	switch req.Reason {
+	case driver.ReasonCatchUp:
+		return // skipped, as its fan-out's
+	case driver.ReasonTick:
+	default:
 		req.Queue = true
 		return
 	}
@@ -233,8 +238,8 @@ func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d driver.Due) {
 	req := driver.Request{Task: d.Task, Entity: d.Entity, TTL: ts.t.LeaseTTL, Reason: d.Reason, From: &d, Limits: ts.t.Limits}
 	onBusy(&req, ts.t)
 	switch {
-	case d.Reason == driver.ReasonTick:
-		req.Tick = d.Tick // a tick's run that waited for a limit
+	case d.Reason == driver.ReasonTick, d.Reason == driver.ReasonCatchUp:
+		req.Tick, req.Record = d.Tick, runRecord(&ts.t) // a tick's run that waited for a limit, or was handed over
 	case d.Reason == driver.ReasonRetry && !d.Tick.IsZero():
 		// A run retried after a back-off keeps its tick's place in a
 		// limit's line: it waited its back-off out of the line, and would

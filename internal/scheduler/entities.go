@@ -97,9 +97,12 @@ func (f *fanOut) requests() []driver.Request {
 	if len(t.Limits) > 0 {
 		place = placeOf(f.s.Config(), t)
 	}
+	record := runRecord(t)
+	live := f.reason == driver.ReasonTick // a catch-up's run skips a busy entity
 	for _, id := range f.batch {
-		reqs = append(reqs, driver.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: driver.ReasonTick, Tick: f.T, Queue: t.OnBusy == config.OnBusyQueue, QueueMax: t.QueueMax, QueueAge: t.CatchUp,
-			Replace: t.OnBusy == config.OnBusyReplace, Limits: t.Limits})
+		reqs = append(reqs, driver.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: f.reason, Tick: f.T, Record: record,
+			Queue: live && t.OnBusy == config.OnBusyQueue, QueueMax: t.QueueMax, QueueAge: t.CatchUp,
+			Replace: live && t.OnBusy == config.OnBusyReplace, Limits: t.Limits})
 		if f.zones != nil {
 			reqs[len(reqs)-1].Floor = f.zones.floor(f.attrs[id][t.TimezoneFrom])
 		}

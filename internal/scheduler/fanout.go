@@ -1,13 +1,13 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 	"slices"
 	"time"
 
-	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/lease/driver"
@@ -61,14 +61,15 @@ type TickCounts struct {
 // a busy replica leaves entities to idle ones), and each batch's leases are
 // tried in one round trip.
 type fanOut struct {
-	s     *Scheduler
-	ts    *taskState
-	T     time.Time
-	ctx   context.Context
-	tl    *tally      // this replica's part of the tick, for the history
-	n     *TickCounts // the tick's, shared by its shards' streams
-	batch []string
-	reqs  []driver.Request // flush's, reused: the store keeps none of them
+	s      *Scheduler
+	ts     *taskState
+	T      time.Time
+	reason driver.Reason // the runs': tick, or catch_up (an older tick missed)
+	ctx    context.Context
+	tl     *tally      // this replica's part of the tick, for the history
+	n      *TickCounts // the tick's, shared by its shards' streams
+	batch  []string
+	reqs   []driver.Request // flush's, reused: the store keeps none of them
 	// attrs are the attributes of the entities read and not yet started
 	// or passed over, by id: the tick's, shared by its shards' streams,
 	// and only touched by the fan-out's goroutine. nil for a source of
@@ -86,6 +87,8 @@ type fanOut struct {
 	name        string
 	deferFailed bool
 	failed      []skipped
+	// busy are the entities a catch-up found busy, asked again (retryBusy).
+	busy []string
 	// In a fan-out in source order (no spread), the stream is cut into
 	// chunks of chunkSize entities: a batch that holds a whole chunk sends
 	// it as a chunk (driver.Request.Chunk), which only one replica takes.
@@ -122,10 +125,11 @@ type skipped struct {
 }
 
 // fanOut runs tick T of ts; of the zones of only, when it is not nil.
-func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, T time.Time, only map[string]bool) {
+func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, c catchUp) {
 	ctx, done := ts.fanOuts.begin(ctx, ts)
 	defer done()
-	f := &fanOut{s: s, ts: ts, T: T, ctx: ctx, tl: s.history.begin(ctx, ts.t, T), n: &TickCounts{}, name: ts.t.Name}
+	T, only := c.T, c.zones
+	f := &fanOut{s: s, ts: ts, T: T, reason: cmp.Or(c.reason, driver.ReasonTick), ctx: ctx, tl: s.history.begin(ctx, ts.t, T), n: &TickCounts{}, name: ts.t.Name}
 	if _, ok := ts.source.(tasks.EntitySource); ok {
 		f.attrs = map[string]tasks.Attributes{} // shared by the shards' streams
 	}
@@ -227,32 +231,18 @@ func (f *fanOut) inOrder() error {
 		if rerr := st.retryFailed(); err == nil {
 			err = rerr
 		}
-	}
-	return err
-}
-
-// retryFailed tries again, with retries as long as the tick may run, the
-// entities whose batch Redis failed while the other shards went on.
-func (f *fanOut) retryFailed() error {
-	f.deferFailed = false
-	failed := f.failed
-	f.failed = nil
-	for _, sk := range failed {
-		for i, id := range sk.ids {
-			if err := f.addAt(id, sk.pos+i); err != nil {
-				return err
-			}
+		if rerr := st.retryBusy(); err == nil {
+			err = rerr
 		}
 	}
-	f.flush()
-	return nil
+	return err
 }
 
 // shardStreams are the streams of f's tick: f alone for a task of one
 // shard (or while its count cannot be read: the store still puts each
 // entity in its shard, a batch may only cost more calls).
 func (f *fanOut) shardStreams() []*fanOut {
-	f.chunked = true
+	f.chunked = f.reason == driver.ReasonTick // a chunk is taken once per tick: a catch-up's is asked entity by entity
 	t := f.ts.t
 	n, err := f.s.store.Shards(f.ctx, t.Name)
 	if err == nil && n != max(t.Shards, 1) && f.ts.shardsSaid.Swap(int64(n)) != int64(n) {
@@ -265,7 +255,7 @@ func (f *fanOut) shardStreams() []*fanOut {
 	streams := make([]*fanOut, n)
 	streams[0] = f
 	for i := 1; i < n; i++ {
-		streams[i] = &fanOut{s: f.s, ts: f.ts, T: f.T, ctx: f.ctx, tl: f.tl, n: f.n, attrs: f.attrs, chunked: true, name: driver.ShardName(t.Name, i)}
+		streams[i] = &fanOut{s: f.s, ts: f.ts, T: f.T, reason: f.reason, ctx: f.ctx, tl: f.tl, n: f.n, attrs: f.attrs, chunked: f.chunked, name: driver.ShardName(t.Name, i)}
 	}
 	for _, st := range streams {
 		st.deferFailed = true
@@ -453,13 +443,11 @@ func (f *fanOut) flush() {
 			f.n.Started++
 			s.start(ts, r.Lease, f.tl, 0, f.attrsOf(f.batch[i]))
 			continue
-		case errors.Is(r.Err, lease.ErrBusy) && t.OnBusy == config.OnBusyReplace:
-			f.n.Replacing++
-			s.log.Debug("entity busy: its holder is stopped, and this tick runs once it has ended", logs.KeyTask, t.Name, logs.KeyEntity, f.batch[i], logs.Tick(f.T), logs.KeyError, r.Err)
 		case errors.Is(r.Err, lease.ErrBusy):
-			f.n.Busy++
-			s.history.unbuffered(t, r.Err)
-			s.log.Debug(logs.MsgSkippedBusy, logs.KeyTask, t.Name, logs.KeyEntity, f.batch[i], logs.Tick(f.T), logs.KeyError, r.Err)
+			if f.busyEntity(f.batch[i], r.Err) {
+				<-ts.slots
+				continue
+			}
 		case errors.Is(r.Err, lease.ErrAlreadyRan):
 			// A newer tick's run: this tick's was superseded, not run by another.
 			if ar := (*lease.AlreadyRanError)(nil); errors.As(r.Err, &ar) && ar.LastTick.After(f.T) {

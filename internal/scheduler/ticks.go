@@ -2,10 +2,14 @@ package scheduler
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"time"
 
+	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/history"
 	"github.com/tickd/tickd/internal/logs"
+	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/schedule"
 )
 
@@ -30,6 +34,9 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 		cs := catchUps(ts, now)
 		for _, c := range cs {
 			s.log.Info("catching up the latest missed tick", logs.KeyTask, t.Name, logs.Tick(c.T))
+		}
+		if len(cs) > 0 && t.CatchUpRuns == config.CatchUpAll {
+			cs = append(cs, olderMissed(ctx, s.store.Fleet(), s.log, ts, now, cs[0].T)...)
 		}
 		s.goFanOut(ts, cs...)
 	}
@@ -93,8 +100,9 @@ func (s *Scheduler) goFanOut(ts *taskState, cs ...catchUp) {
 	if len(cs) == 0 {
 		return
 	}
-	if T := cs[len(cs)-1].T; T.UnixNano() > ts.lastTick.Load() {
-		ts.lastTick.Store(T.UnixNano())
+	latest := slices.MaxFunc(cs, func(a, b catchUp) int { return a.T.Compare(b.T) }).T
+	if latest.UnixNano() > ts.lastTick.Load() {
+		ts.lastTick.Store(latest.UnixNano())
 	}
 	s.loopWG.Add(1)
 	go func() {
@@ -112,16 +120,95 @@ func (s *Scheduler) goFanOut(ts *taskState, cs ...catchUp) {
 					return
 				}
 			}
-			s.fanOut(s.loopCtx, cur, c.T, c.zones)
+			s.fanOut(s.loopCtx, cur, c)
 		}
 	}()
 }
 
 // catchUp is a tick to catch up, and, with zones, the zones whose latest
-// missed tick it is.
+// missed tick it is; reason is its runs' (tick when "").
 type catchUp struct {
-	T     time.Time
-	zones map[string]bool
+	T      time.Time
+	zones  map[string]bool
+	reason driver.Reason
+}
+
+// runRecord is how long a task's run record is kept
+// (driver.Request.Record): with catch_up_runs = "all", for as long as a
+// tick may be caught up, and an hour more; none otherwise.
+func runRecord(t *config.Task) time.Duration {
+	if t.CatchUpRuns != config.CatchUpAll {
+		return 0
+	}
+	return t.CatchUp + time.Hour
+}
+
+// tickReader reads a task's tick records (the store's fleet).
+type tickReader interface {
+	Ticks(ctx context.Context, task string, limit int) ([]driver.TickRecord, error)
+	Actions(ctx context.Context, task string, limit int) ([]driver.Action, error)
+	Claim(ctx context.Context, name string, ttl time.Duration) (bool, error)
+}
+
+// olderMissed are the ticks catch_up_runs = "all" runs after latest, the
+// latest missed: every tick before it within the catch-up window that no
+// replica fanned out (its tick record is missing from the fleet's
+// history) and the task was not paused at, oldest first, the newest catch_up_max - 1 of them. A tick
+// older than the history keeps is not one. Their runs' reason is
+// catch_up, decided by the run record: an entity runs each at most once,
+// whatever ran since.
+func olderMissed(ctx context.Context, fleet tickReader, log *slog.Logger, ts *taskState, now, latest time.Time) []catchUp {
+	t := ts.t
+	recs, err := fleet.Ticks(ctx, t.Name, t.HistoryTicks)
+	if err != nil {
+		log.Warn("cannot read which ticks ran: only the latest missed tick is caught up", logs.KeyTask, t.Name, logs.KeyError, err)
+		return nil
+	}
+	// A tick while the task was paused was skipped, not missed.
+	actions, err := fleet.Actions(ctx, t.Name, t.HistoryTicks)
+	if err != nil {
+		log.Warn("cannot read when the task was paused: only the latest missed tick is caught up", logs.KeyTask, t.Name, logs.KeyError, err)
+		return nil
+	}
+	ran := make(map[int64]bool, len(recs))
+	for _, r := range recs {
+		ran[r.Tick.UnixNano()] = true
+	}
+	from := now.Add(-t.CatchUp)
+	if len(recs) == t.HistoryTicks && recs[len(recs)-1].Tick.After(from) {
+		from = recs[len(recs)-1].Tick // older than the history keeps: unknown
+	}
+	var missed []time.Time
+	for at := ts.sched.Next(from.Add(-time.Nanosecond)); !at.IsZero() && at.Before(latest); at = ts.sched.Next(at) {
+		if !ran[at.UnixNano()] && !history.Paused(actions, at) {
+			missed = append(missed, at)
+		}
+	}
+	if over := len(missed) - (t.CatchUpMax - 1); over > 0 {
+		log.Warn("more ticks missed than catch_up_max: the oldest stay missed", logs.KeyTask, t.Name, "missed", len(missed)+1,
+			"catch_up_max", t.CatchUpMax, "from", missed[0].UTC().Format(time.RFC3339), "to", missed[over-1].UTC().Format(time.RFC3339))
+		missed = missed[over:]
+	}
+	if len(missed) == 0 {
+		return nil
+	}
+	// One replica of those starting now catches up, one tick after another:
+	// at once, one's fan-out of an older tick would find an entity busy
+	// with the other's of a newer one, and run it after.
+	name := "catch-up:" + t.Name + ":" + latest.UTC().Format(time.RFC3339)
+	if mine, err := fleet.Claim(ctx, name, t.CatchUp); err != nil || !mine {
+		if err != nil {
+			log.Warn("cannot claim the older missed ticks' catch-up: left to the replica that does", logs.KeyTask, t.Name, logs.KeyError, err)
+		}
+		return nil
+	}
+	cs := make([]catchUp, len(missed))
+	for i, at := range missed {
+		cs[i] = catchUp{T: at, reason: driver.ReasonCatchUp}
+	}
+	log.Info("catching up the older missed ticks, oldest first", logs.KeyTask, t.Name, "ticks", len(cs),
+		"from", missed[0].UTC().Format(time.RFC3339), "to", missed[len(missed)-1].UTC().Format(time.RFC3339))
+	return cs
 }
 
 // catchUps are the ticks ts misses at now, within its catch-up window, and
@@ -146,7 +233,7 @@ func catchUps(ts *taskState, now time.Time) []catchUp {
 	}
 	out := make([]catchUp, 0, len(by))
 	for T, zs := range by {
-		out = append(out, catchUp{T, zs})
+		out = append(out, catchUp{T: T, zones: zs})
 	}
 	slices.SortFunc(out, func(a, b catchUp) int { return a.T.Compare(b.T) })
 	return out

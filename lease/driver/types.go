@@ -20,7 +20,14 @@ type Request struct {
 	Reason Reason
 	// Tick is the scheduled instant of a ReasonTick run. The acquire fails
 	// with ErrAlreadyRan when a tick run for a tick >= Tick already started.
+	// A ReasonCatchUp run's Tick is an older tick it catches up: it fails
+	// only when the run record (Record) says the entity ran Tick.
 	Tick time.Time
+	// Record keeps, for this long, the record of which entities ran Tick
+	// (a bitmap per tick, driver-wide entity numbers): a grant of a
+	// ReasonTick or ReasonCatchUp run with Record sets the entity's bit. A
+	// ReasonCatchUp run needs it. 0: no record.
+	Record time.Duration
 	// Floor, for a ReasonTick run, moves that bound earlier: the acquire
 	// fails when a tick run for a tick >= Floor started (an entity whose
 	// zone changed ran its period's run in its old zone). Zero, or a Floor

@@ -23,6 +23,7 @@ const (
 	ReasonTrigger    = tickdtype.ReasonTrigger
 	ReasonQueued     = tickdtype.ReasonQueued
 	ReasonReplaced   = tickdtype.ReasonReplaced
+	ReasonCatchUp    = tickdtype.ReasonCatchUp
 
 	OutcomeDone       = tickdtype.OutcomeDone
 	OutcomeReschedule = tickdtype.OutcomeReschedule

@@ -122,6 +122,7 @@ var cases = []struct {
 	{"FollowUp", testFollowUp},
 	{"FollowUpCarriesItsTick", testFollowUpTick},
 	{"QueueBuffersTicks", testQueueBuffersTicks},
+	{"CatchUpRunsOnce", testCatchUpRunsOnce},
 	{"ReplaceRevokesTheHolder", testReplace},
 	{"ReplaceOutlivesAFrozenHolder", testReplaceFrozenHolder},
 	{"ReleaseWithNext", testReleaseNext},

@@ -23,6 +23,7 @@ func New() driver.Driver {
 		due: map[member]*memDue{}, pausedSet: map[string]driver.PauseInfo{}, tasks: map[string]driver.TaskInfo{}, shards: map[string]int{},
 		tickRecs: map[string][]driver.TickRecord{}, failures: map[string][]driver.Failure{}, actions: map[string][]driver.Action{},
 		followups: map[member][]string{}, answered: map[member]map[string]driver.Outcome{}, claims: map[string]time.Time{},
+		ran: map[ranKey]time.Time{},
 	}
 }
 
@@ -47,6 +48,13 @@ type memDriver struct {
 	answered  map[member]map[string]driver.Outcome // by task and request id (as entity): answers by entity
 	limits    map[string]*memLimit                 // by name (limits.go)
 	claims    map[string]time.Time                 // Claim's names, to when they are held
+	ran       map[ranKey]time.Time                 // the run record (Request.Record), to when it is kept
+}
+
+// ranKey is an entity's tick in the run record.
+type ranKey struct {
+	m    member
+	tick time.Time
 }
 
 // member names a task's entity: the key of its state.
@@ -122,6 +130,10 @@ func (b *memDriver) Acquire(_ context.Context, reqs []driver.AcquireArg) ([]driv
 			out[i] = driver.AcquireReply{Status: driver.GrantRan, At: st.tick}
 			continue
 		}
+		if a.Req.Reason == driver.ReasonCatchUp && b.ran[ranKey{m, a.Req.Tick}].After(now) {
+			out[i] = driver.AcquireReply{Status: driver.GrantRan, At: a.Req.Tick} // the record decides, not the last tick
+			continue
+		}
 		if cur, ok := b.held[m]; ok {
 			out[i] = b.busyLocked(m, cur, a.Req, now)
 			continue
@@ -135,8 +147,11 @@ func (b *memDriver) Acquire(_ context.Context, reqs []driver.AcquireArg) ([]driv
 		}
 		fence := max(s.fence+1, now.UnixMicro())
 		s.fence = fence
-		if a.Req.Reason == driver.ReasonTick {
+		if (a.Req.Reason == driver.ReasonTick || a.Req.Reason == driver.ReasonCatchUp) && a.Req.Tick.After(s.tick) {
 			s.tick = a.Req.Tick
+		}
+		if a.Req.Record > 0 {
+			b.ran[ranKey{m, a.Req.Tick}] = now.Add(a.Req.Record)
 		}
 		if a.Req.From != nil {
 			b.ackLocked(m, a.Req.From.Claim)

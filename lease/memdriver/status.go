@@ -61,6 +61,7 @@ func (b *memDriver) Sweep(context.Context) error {
 	for m := range b.held {
 		b.gc(m, now)
 	}
+	maps.DeleteFunc(b.ran, func(_ ranKey, until time.Time) bool { return !until.After(now) })
 	return nil
 }
 

@@ -100,7 +100,7 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 		args := make([]any, acqFixed, acqFixed+acqStride*len(gr.Idx))
 		args[acqMaxTTL], args[acqHolder], args[acqPrefix] = ms(maxTTL), holderArg, driver.Escape(k.task)+":"
 		args[acqTTL], args[acqReason], args[acqTick], args[acqQueue] = ms(k.ttl), k.reason, k.tick, k.busy
-		args[acqChannel], args[acqQueueAge] = "", ms(k.queueAge)
+		args[acqChannel], args[acqQueueAge], args[acqRecord] = "", ms(k.queueAge), ms(k.record)
 		if k.busy == busyReplace {
 			args[acqChannel] = b.k.revoked()
 		}
@@ -133,6 +133,9 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 		if chunks.Len() > 0 {
 			ks = slices.Insert(ks, 5, b.k.claims(k.task, k.tick))
 		}
+		if k.record > 0 { // the run record: the entities' numbers and the tick's bitmap
+			ks = append(ks, b.k.entityNumbers(k.task), b.k.entityCount(k.task), b.k.ran(k.task, k.tick))
+		}
 		calls[g] = scriptCall{keys: append(ks, b.k.shards(k.task)), args: args}
 	}
 	var shortest time.Duration
@@ -159,6 +162,7 @@ type acquireKey struct {
 	ttl                       time.Duration
 	busy                      string // what a busy entity gets: busySkip, busyQueue (or a buffer's size), busyReplace
 	queueAge                  time.Duration
+	record                    time.Duration
 	shards                    int
 }
 
@@ -169,8 +173,8 @@ func groupAcquires(reqs []driver.AcquireArg, live []int) []codec.Group[acquireKe
 	lastTickS, lastFloorS := "", ""
 	return codec.GroupBy(len(live), func(i int) acquireKey {
 		r := reqs[live[i]].Req
-		k := acquireKey{task: r.Task, reason: string(r.Reason), tick: "0", floor: "0", ttl: r.TTL, busy: busyArg(r), queueAge: r.QueueAge, shards: reqs[live[i]].Shards}
-		if r.Reason != driver.ReasonTick {
+		k := acquireKey{task: r.Task, reason: string(r.Reason), tick: "0", floor: "0", ttl: r.TTL, busy: busyArg(r), queueAge: r.QueueAge, record: r.Record, shards: reqs[live[i]].Shards}
+		if r.Reason != driver.ReasonTick && r.Reason != driver.ReasonCatchUp {
 			return k
 		}
 		if lastTickS == "" || !r.Tick.Equal(lastTick) {
@@ -478,23 +482,3 @@ var (
 	_ driver.Admin             = (*redisDriver)(nil)
 	_ driver.RevocationWatcher = (*redisDriver)(nil)
 )
-
-// What acquire.lua does for a busy entity (its QUEUE argument).
-const (
-	busySkip    = "0"
-	busyQueue   = "1" // a follow-up (Request.Queue); N > 1: a buffer of N ticks (QueueMax)
-	busyReplace = "r" // the holder revoked, and a follow-up (Request.Replace)
-)
-
-// busyArg is r's QUEUE argument of acquire.lua.
-func busyArg(r *driver.Request) string {
-	switch {
-	case r.Replace:
-		return busyReplace
-	case r.Queue && r.QueueMax > 1 && r.Reason == driver.ReasonTick:
-		return strconv.Itoa(r.QueueMax)
-	case r.Queue:
-		return busyQueue
-	}
-	return busySkip
-}

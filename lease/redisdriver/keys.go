@@ -105,6 +105,9 @@ func SameBucket(a, b string) bool { return bucketOf(a) == bucketOf(b) }
 //	prefix:{NN}:TASK:entities         everything about TASK's entities, one field each
 //	prefix:{NN}:TASK:followups        request ids queued follow-ups answer
 //	prefix:{NN}:TASK:request:ID       a request's answers
+//	prefix:{NN}:TASK:ix, TASK:ixn     each entity's number (from 1), the count given
+//	prefix:{NN}:TASK:ran:TICK         the run record: bit N set when entity N ran TICK
+//	                                  (bit 0: the record was kept), for Request.Record
 //
 // A batch of one task's entities is read and written with one HMGET and one
 // HSET. A task of several shards keeps shard s's (s > 0) under the name
@@ -118,25 +121,28 @@ type keys struct{ prefix string }
 func (k keys) bucket(b int) string {
 	return k.prefix + ":{" + string(rune('0'+b/10)) + string(rune('0'+b%10)) + "}"
 }
-func (k keys) task(task string) string         { return k.bucket(bucketOf(task)) + ":" + driver.Escape(task) }
-func (k keys) entities(task string) string     { return k.task(task) + ":entities" }
-func (k keys) followups(task string) string    { return k.task(task) + ":followups" }
-func (k keys) request(task, id string) string  { return k.task(task) + ":request:" + id }
-func (k keys) claims(task, tick string) string { return k.task(task) + ":claims:" + tick }
-func (k keys) ticks(task string) string        { return k.task(task) + ":ticks" }
-func (k keys) epoch(b int) string              { return k.bucket(b) + ":epoch" }
-func (k keys) due(b int) string                { return k.bucket(b) + ":due" }
-func (k keys) dueInfo(b int) string            { return k.bucket(b) + ":dueinfo" }
-func (k keys) paused() string                  { return k.prefix + ":paused" }
-func (k keys) revoked() string                 { return k.prefix + ":revoked" } // a channel
-func (k keys) replicas() string                { return k.prefix + ":replicas" }
-func (k keys) duplicates() string              { return k.prefix + ":duplicates" }
-func (k keys) pauses() string                  { return k.prefix + ":pauses" }
-func (k keys) registry() string                { return k.prefix + ":tasks" }
-func (k keys) shards(task string) string       { return k.task(task) + ":shards" }
-func (k keys) migrating(task string) string    { return k.task(task) + ":migrating" } // the lock of a reshard under way
-func (k keys) claim(name string) string        { return k.prefix + ":claim:" + driver.Escape(name) }
-func (k keys) layout() string                  { return k.prefix + ":layout" }
+func (k keys) task(task string) string          { return k.bucket(bucketOf(task)) + ":" + driver.Escape(task) }
+func (k keys) entities(task string) string      { return k.task(task) + ":entities" }
+func (k keys) followups(task string) string     { return k.task(task) + ":followups" }
+func (k keys) request(task, id string) string   { return k.task(task) + ":request:" + id }
+func (k keys) claims(task, tick string) string  { return k.task(task) + ":claims:" + tick }
+func (k keys) ticks(task string) string         { return k.task(task) + ":ticks" }
+func (k keys) entityNumbers(task string) string { return k.task(task) + ":ix" }
+func (k keys) entityCount(task string) string   { return k.task(task) + ":ixn" }
+func (k keys) ran(task, tick string) string     { return k.task(task) + ":ran:" + tick }
+func (k keys) epoch(b int) string               { return k.bucket(b) + ":epoch" }
+func (k keys) due(b int) string                 { return k.bucket(b) + ":due" }
+func (k keys) dueInfo(b int) string             { return k.bucket(b) + ":dueinfo" }
+func (k keys) paused() string                   { return k.prefix + ":paused" }
+func (k keys) revoked() string                  { return k.prefix + ":revoked" } // a channel
+func (k keys) replicas() string                 { return k.prefix + ":replicas" }
+func (k keys) duplicates() string               { return k.prefix + ":duplicates" }
+func (k keys) pauses() string                   { return k.prefix + ":pauses" }
+func (k keys) registry() string                 { return k.prefix + ":tasks" }
+func (k keys) shards(task string) string        { return k.task(task) + ":shards" }
+func (k keys) migrating(task string) string     { return k.task(task) + ":migrating" } // the lock of a reshard under way
+func (k keys) claim(name string) string         { return k.prefix + ":claim:" + driver.Escape(name) }
+func (k keys) layout() string                   { return k.prefix + ":layout" }
 
 // list is one of a task's lists (listFailures, listActions), or the
 // prefix's for task "" (the actions on no one task: migrate).

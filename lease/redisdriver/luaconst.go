@@ -86,6 +86,7 @@ func luaConstants() string {
 		{"BUSY_QUEUE", busyQueue},
 		{"BUSY_SKIP", busySkip},
 		{"REASON_REPLACED", driver.ReasonReplaced},
+		{"REASON_CATCH_UP", driver.ReasonCatchUp},
 		{"UNLOCK_REVOKE", unlockRevoke},
 		{"UNLOCK_FORCE", unlockForce},
 		{"UNLOCKED_FREED", unlockedFreed},
@@ -121,4 +122,24 @@ func luaConstants() string {
 		}
 	}
 	return b.String()
+}
+
+// What acquire.lua does for a busy entity (its QUEUE argument).
+const (
+	busySkip    = "0"
+	busyQueue   = "1" // a follow-up (Request.Queue); N > 1: a buffer of N ticks (QueueMax)
+	busyReplace = "r" // the holder revoked, and a follow-up (Request.Replace)
+)
+
+// busyArg is r's QUEUE argument of acquire.lua.
+func busyArg(r *driver.Request) string {
+	switch {
+	case r.Replace:
+		return busyReplace
+	case r.Queue && r.QueueMax > 1 && r.Reason == driver.ReasonTick:
+		return strconv.Itoa(r.QueueMax)
+	case r.Queue:
+		return busyQueue
+	}
+	return busySkip
 }

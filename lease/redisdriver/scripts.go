@@ -107,6 +107,7 @@ const (
 	acqFloor    // ms: a tick >= it counts as run (Request.Floor); tick's when 0
 	acqChannel  // the revocations channel with busyReplace, else ""
 	acqQueueAge // ms: a buffered tick older than this before the tick is missed; 0: none
+	acqRecord   // ms: how long the run record (keys.ran) is kept; 0: none (its keys left out)
 	acqFixed
 )
 
@@ -120,7 +121,7 @@ const (
 var acquireArgs = argv{
 	fixed: []arg{{"MAX_TTL", acqMaxTTL}, {"HOLDER", acqHolder}, {"PREFIX", acqPrefix}, {"TTL", acqTTL},
 		{"REASON", acqReason}, {"TICK", acqTick}, {"QUEUE", acqQueue}, {"CHUNKS", acqChunks}, {"SHARDS", acqShards},
-		{"TWICE", acqTwice}, {"FLOOR", acqFloor}, {"CHANNEL", acqChannel}, {"QUEUE_AGE", acqQueueAge}},
+		{"TWICE", acqTwice}, {"FLOOR", acqFloor}, {"CHANNEL", acqChannel}, {"QUEUE_AGE", acqQueueAge}, {"RECORD", acqRecord}},
 	each: []arg{{"FIELD", acqField}, {"TOKEN", acqToken}, {"FROM", acqFrom}},
 }
 

@@ -53,8 +53,12 @@ func (c *cluster) checkDelivery(res *result, begin, end time.Time) {
 			continue
 		}
 		res.deliveryJudged++
+		// A part written later than the tick's time (a catch-up's fan-out)
+		// was stopped by a stop near its writing.
 		why := delivered(rec, len(ran[T.UnixNano()]), quiet(faults, T.Add(-c.ttl-every), T.Add(3*every)),
-			func(replica string) bool { return stopped(replica, T.Add(-every), T.Add(3*every)) })
+			func(p driver.TickPart) bool {
+				return stopped(p.Replica, T.Add(-every), latest(T.Add(3*every), p.Written))
+			})
 		if why != "" {
 			res.deliveryWrong++
 			if len(res.Examples) < 20 {
@@ -101,7 +105,7 @@ func ranByTick(runs []tickdtest.Run) map[int64]map[string]bool {
 	ran := map[int64]map[string]bool{}
 	for _, r := range runs {
 		switch r.Start.Reason {
-		case "tick", "retry", "queued", unrecordedReason:
+		case "tick", "retry", "queued", "catch_up", unrecordedReason:
 		default:
 			continue
 		}
@@ -117,6 +121,14 @@ func ranByTick(runs []tickdtest.Run) map[int64]map[string]bool {
 	return ran
 }
 
+// latest is the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // quiet says whether no fault meets [from, to].
 func quiet(faults []interval, from, to time.Time) bool {
 	for _, f := range faults {
@@ -130,7 +142,7 @@ func quiet(faults []interval, from, to time.Time) bool {
 // delivered says what is wrong with tick record rec, of which ran
 // entities were run, on a quiet tick or not, whose replicas were stopped
 // in its time as stopped says: "" when nothing is.
-func delivered(rec driver.TickRecord, ran int, quiet bool, stopped func(replica string) bool) string {
+func delivered(rec driver.TickRecord, ran int, quiet bool, stopped func(p driver.TickPart) bool) string {
 	for _, p := range rec.Parts {
 		if p.Entities == 0 { // a late part: runs that waited, counted where they ran
 			continue
@@ -142,7 +154,7 @@ func delivered(rec driver.TickRecord, ran int, quiet bool, stopped func(replica 
 		switch {
 		case accounted != p.Entities:
 			return fmt.Sprintf("%s's part accounts for %d of its %d entities (started %d, skipped %v)", p.Replica, accounted, p.Entities, p.Started, p.Skipped)
-		case p.Skipped[history.SkipStopped] > 0 && !stopped(p.Replica):
+		case p.Skipped[history.SkipStopped] > 0 && !stopped(p):
 			return fmt.Sprintf("%s's part says %d entities were not come to (stopped), with no stop of a replica near the tick", p.Replica, p.Skipped[history.SkipStopped])
 		}
 	}
@@ -181,13 +193,13 @@ func TestDelivered(t *testing.T) {
 			part("r0", 10, 10, nil), {Replica: "r1", Final: true, Started: 1, Skipped: map[string]int{driver.SkipLimited: -1}},
 		}, 11, false},
 	} {
-		why := delivered(driver.TickRecord{Parts: c.parts}, c.ran, true, func(string) bool { return false })
+		why := delivered(driver.TickRecord{Parts: c.parts}, c.ran, true, func(driver.TickPart) bool { return false })
 		expect.Equal(t, fmt.Sprintf("%s: judged wrong (%q)", c.name, why), why != "", c.wrong)
 	}
 	// A replica stopped in the tick's time may say stopped; a tick near a
 	// fault is not judged on already_ran (a killed replica's grants).
 	stoppedPart := []driver.TickPart{part("r0", 10, 4, map[string]int{history.SkipStopped: 6})}
-	expect.Equal(t, "stopped, its replica stopped", delivered(driver.TickRecord{Parts: stoppedPart}, 4, true, func(r string) bool { return r == "r0" }), "")
+	expect.Equal(t, "stopped, its replica stopped", delivered(driver.TickRecord{Parts: stoppedPart}, 4, true, func(p driver.TickPart) bool { return p.Replica == "r0" }), "")
 	ranPart := []driver.TickPart{part("r0", 2, 0, map[string]int{driver.SkipAlreadyRan: 2})}
-	expect.Equal(t, "already ran near a fault", delivered(driver.TickRecord{Parts: ranPart}, 0, false, func(string) bool { return false }), "")
+	expect.Equal(t, "already ran near a fault", delivered(driver.TickRecord{Parts: ranPart}, 0, false, func(driver.TickPart) bool { return false }), "")
 }

@@ -385,7 +385,7 @@ func (c *cluster) checkHistory(res *result, begin, end time.Time) {
 		return ok && slices.ContainsFunc(losses, func(l time.Time) bool { return at < l.Add(c.ttl+2*time.Second).UnixNano() })
 	}
 	for _, r := range tickdtest.ReadRuns(c.t, c.runsLog) {
-		if r.Start.Reason != "tick" || r.Start.Task != "sync" { // the nemesis runs other tasks beside it
+		if r.Start.Reason != "tick" && r.Start.Reason != "catch_up" || r.Start.Task != "sync" { // the nemesis runs other tasks beside it; a tick's record counts its catch-up's runs
 			continue
 		}
 		good := r.End.Event == "end" && (r.End.Exit == 0 || r.End.Exit == 75)
@@ -676,7 +676,7 @@ func (j judge) liveness(runs []tickdtest.Run, tasks, entities []string, ticks []
 // tickOf is the tick r ran for: a tick run's, or the one its hand-over
 // (retry) or follow-up (queued) carries.
 func tickOf(r tickdtest.Run) (time.Time, bool) {
-	if r.Start.Reason != "tick" && r.Start.Reason != "retry" && r.Start.Reason != "queued" {
+	if r.Start.Reason != "tick" && r.Start.Reason != "retry" && r.Start.Reason != "queued" && r.Start.Reason != "catch_up" && r.Start.Reason != "replaced" {
 		return time.Time{}, false
 	}
 	tick, err := time.Parse(time.RFC3339Nano, r.Start.Tick)

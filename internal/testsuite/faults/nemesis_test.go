@@ -26,7 +26,8 @@ import (
 // (on_busy) when busy, with schedules that change. Every 1-3s, a seeded random choice of what
 // operators do, and of faults:
 //   - reload: SIGHUP to some replicas (not always all) after their config
-//     changed: sync's concurrency and configured shards; extra tasks
+//     changed: sync's concurrency, configured shards and catch_up_runs
+//     (latest or all: every missed tick, at a replica's start); extra tasks
 //     added, removed and renamed, their schedules, their on_busy (queue
 //     or replace: a tick stops the run it finds), their queue_max (1 to
 //     3 ticks buffered) and the limit's size;
@@ -63,6 +64,7 @@ type nemesis struct {
 	// What the next config written says.
 	concurrency, shards, limit int
 	autoRate                   bool     // x-api's rate = "auto"
+	catchUpAll                 bool     // sync's catch_up_runs = "all"
 	extras                     []string // the extra tasks' names
 	extraEvery                 map[string]string
 	// replacing are the extra tasks with on_busy = "replace" (and runs
@@ -105,7 +107,7 @@ func newNemesis(t *testing.T, seed uint64, onCluster bool) *nemesis {
 	}
 	bin, worker := tickdtest.Binaries(t)
 	n := &nemesis{c: c, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bin: bin, worker: worker, dir: c.dir,
-		concurrency: 80, shards: 4, limit: 2, autoRate: true, extraEvery: map[string]string{}, replacing: map[string]bool{}, queueMax: map[string]int{}, traces: otlptest.Start(t), runSpans: 1000}
+		concurrency: 80, shards: 4, limit: 2, autoRate: true, catchUpAll: true, extraEvery: map[string]string{}, replacing: map[string]bool{}, queueMax: map[string]int{}, traces: otlptest.Start(t), runSpans: 1000}
 	for range 2 {
 		n.addExtra()
 	}
@@ -124,6 +126,9 @@ func newNemesis(t *testing.T, seed uint64, onCluster bool) *nemesis {
 func (n *nemesis) config() string {
 	base := configWith(n.c.redis, leaseTTL, n.worker)
 	base = strings.Replace(base, "concurrency = 80", fmt.Sprintf("concurrency = %d\nshards = %d", n.concurrency, n.shards), 1)
+	if n.catchUpAll { // a replica that starts runs every tick of sync it and the others missed, each once
+		base = strings.Replace(base, `catch_up = "10s"`, "catch_up = \"10s\"\ncatch_up_runs = \"all\"", 1)
+	}
 	var b strings.Builder
 	b.WriteString(base)
 	fmt.Fprintf(&b, "\n[[limits]]\nname = \"x-api\"\nconcurrency = %d\n", n.limit)
@@ -193,7 +198,7 @@ func (n *nemesis) act(until time.Time) {
 		fn     func()
 	}{
 		{5, n.reload}, {3, n.migrate}, {2, n.pause}, {2, n.unlock}, {1, n.forceUnlock}, {2, n.triggers},
-		{1, n.forget}, {2, n.restart}, {1, n.kill}, {1, n.duplicate}, {1, n.redisRestart}, {2, n.redisRollback}, {1, n.migrateTwice},
+		{1, n.forget}, {2, n.restart}, {1, n.kill}, {1, n.outage}, {1, n.duplicate}, {1, n.redisRestart}, {2, n.redisRollback}, {1, n.migrateTwice},
 	}
 	total := 0
 	for _, a := range acts {
@@ -227,6 +232,7 @@ func (n *nemesis) reload() {
 		n.runSpans = []int{1000, 50}[n.rnd.IntN(2)]
 	case 0:
 		n.concurrency = []int{70, 80}[n.rnd.IntN(2)]
+		n.catchUpAll = n.rnd.IntN(3) > 0
 	case 1:
 		n.shards = []int{1, 2, 4, 8, 16}[n.rnd.IntN(5)] // the config's count: migrate changes the recorded one
 	case 2:
@@ -260,7 +266,7 @@ func (n *nemesis) reload() {
 		tickdtest.WriteFile(n.c.t, r.cfg, n.config())
 		r.proc.Signal(syscall.SIGHUP)
 	}
-	n.say("reload (concurrency %d, shards %d, limit %d (rate auto %v), extras %v (replacing %v, queue_max %v), run_spans %d; replica %d left out)", n.concurrency, n.shards, n.limit, n.autoRate, n.extras, n.replacing, n.queueMax, n.runSpans, skip)
+	n.say("reload (concurrency %d, catch_up_runs all %v, shards %d, limit %d (rate auto %v), extras %v (replacing %v, queue_max %v), run_spans %d; replica %d left out)", n.concurrency, n.catchUpAll, n.shards, n.limit, n.autoRate, n.extras, n.replacing, n.queueMax, n.runSpans, skip)
 }
 
 func (n *nemesis) migrate() {
@@ -455,6 +461,37 @@ func (n *nemesis) kill() {
 	n.say("kill -9 and restart %s", r.name)
 }
 
+// outage stops every replica (SIGTERM) for two to three of sync's ticks,
+// then starts them all: the ticks missed meanwhile are not judged (a
+// blackout), and with catch_up_runs = "all" they run at the start, each
+// once (as every tick, the checker judges that none runs twice).
+func (n *nemesis) outage() {
+	n.allUp()
+	c := n.c
+	from := time.Now()
+	for _, r := range c.reps {
+		pid := r.proc.Pid()
+		c.mu.Lock()
+		c.stopping[pid] = time.Now().UnixNano()
+		c.mu.Unlock()
+		r.proc.Signal(syscall.SIGTERM)
+	}
+	for _, r := range c.reps {
+		if code := r.proc.Wait(30 * time.Second); code != 0 {
+			failf(c.t, "%s exited %d on SIGTERM; its log ends:\n%s", r.name, code, tail(r.proc.Log(), 8))
+		}
+		c.mu.Lock()
+		c.exited[r.proc.Pid()] = time.Now().UnixNano()
+		c.mu.Unlock()
+	}
+	sleepUntil(time.Now().Add(time.Duration(4+n.rnd.IntN(3)) * time.Second)) // the outage's length, not a wait for a condition
+	for _, r := range c.reps {
+		c.start(r)
+	}
+	c.blackout(from, time.Now().Add(2*time.Second))
+	n.say("outage: every replica stopped from %s, started again", from.Format(timeMs))
+}
+
 // duplicate starts a process with a live replica's id: it must be refused.
 func (n *nemesis) duplicate() {
 	n.allUp()
@@ -537,6 +574,10 @@ func operatorChaos(t *testing.T, onCluster bool) {
 	n := newNemesis(t, seed, onCluster)
 	r := n.c.run(func(c *cluster, _ time.Time) {
 		end := time.Now().Add(chaos)
+		// The first act is an outage of the whole fleet, so that every seed
+		// judges a catch-up of the ticks it missed (catch_up_runs = "all").
+		sleepUntil(time.Now().Add(2 * time.Second)) // a tick or so first: the operator's pace
+		n.outage()
 		for time.Now().Before(end) {
 			sleepUntil(time.Now().Add(time.Second + time.Duration(n.rnd.Int64N(int64(2*time.Second)))))
 			n.act(end)
@@ -551,18 +592,20 @@ func operatorChaos(t *testing.T, onCluster bool) {
 	spans, wrong := n.checkTraces()
 	// replaced: runs that replaced a holder (on_busy = "replace"); queued:
 	// the extra tasks' follow-ups (queue_max buffers them).
-	zonedRuns, replaced, queued := 0, 0, 0
+	zonedRuns, replaced, queued, caughtUp := 0, 0, 0, 0
 	for _, run := range tickdtest.ReadRuns(t, n.c.runsLog) {
 		switch {
 		case run.Start.Task == "zoned":
 			zonedRuns++
 		case run.Start.Reason == "replaced":
 			replaced++
+		case run.Start.Reason == "catch_up":
+			caughtUp++
 		case run.Start.Reason == "queued" && strings.HasPrefix(run.Start.Task, "extra-"):
 			queued++
 		}
 	}
-	r.extra = fmt.Sprintf("seed=%d excused_overlaps=%d spans=%d traces_wrong=%d zoned_runs=%d replaced_runs=%d queued_runs=%d", seed, r.Excused, spans, len(wrong), zonedRuns, replaced, queued)
+	r.extra = fmt.Sprintf("seed=%d excused_overlaps=%d spans=%d traces_wrong=%d zoned_runs=%d replaced_runs=%d queued_runs=%d catch_up_runs=%d", seed, r.Excused, spans, len(wrong), zonedRuns, replaced, queued, caughtUp)
 	report(t, map[bool]string{false: "operator chaos", true: "operator chaos cluster"}[onCluster], r)
 	t.Logf("what the nemesis did:\n%s", strings.Join(n.log, "\n"))
 	guaranteesHold(t, r, false)

@@ -62,7 +62,7 @@ func (c *cluster) checkReasons(res *result, begin, end time.Time) {
 	slices.Reverse(views) // oldest first
 	ran := map[int64]int{}
 	for _, r := range tickdtest.ReadRuns(c.t, c.runsLog) {
-		if T, ok := tickOf(r); ok && r.Start.Task == "sync" && r.Start.Reason == "tick" {
+		if T, ok := tickOf(r); ok && r.Start.Task == "sync" && (r.Start.Reason == "tick" || r.Start.Reason == "catch_up") {
 			ran[T.UnixNano()]++
 		}
 	}

@@ -100,13 +100,61 @@ local vals = {}
 if nf > 0 then vals = redis.call('HMGET', KEYS[4], unpack(fs)) end
 local taken_reply = reply_ran(tick_s)
 
+-- The run record (RECORD > 0; its keys are the three before the layout
+-- key): each entity's number in the task's numbers hash, the tick's bitmap.
+-- A catch-up run (REASON_CATCH_UP) is decided by it, not by the last tick:
+-- an entity whose bit is set ran its tick (done[k]).
+local record, catch_up = tonumber(ARGV[A_RECORD]), reason == REASON_CATCH_UP
+local done = {}
+if catch_up and record == 0 then return redis.error_reply('acquire: a catch-up run needs the run record') end
+if catch_up and nf > 0 then
+  local ixs, get, at = redis.call('HMGET', KEYS[#KEYS - 3], unpack(fs)), {}, {}
+  for k2 = 1, nf do
+    if ixs[k2] then
+      get[#get + 1], get[#get + 2], get[#get + 3], at[#at + 1] = 'GET', 'u1', '#' .. ixs[k2], k2
+    end
+  end
+  if #get > 0 then
+    local bits = redis.call('BITFIELD', KEYS[#KEYS - 1], unpack(get))
+    for j = 1, #at do
+      if bits[j] == 1 then done[at[j]] = true end
+    end
+  end
+end
+
+-- record_ran sets the bits of the entities fields (granted) in the tick's
+-- bitmap, numbering the ones not numbered yet, and bit 0 (the tick's
+-- record is kept), kept for RECORD ms.
+local function record_ran(fields)
+  local ixk, rk, bf = KEYS[#KEYS - 3], KEYS[#KEYS - 1], {'SET', 'u1', '#0', 1}
+  if #fields > 0 then
+    local got, missing, new = redis.call('HMGET', ixk, unpack(fields)), 0, {}
+    for j = 1, #fields do
+      if not got[j] then missing = missing + 1 end
+    end
+    local n = 0
+    if missing > 0 then n = redis.call('INCRBY', KEYS[#KEYS - 2], missing) - missing end
+    for j = 1, #fields do
+      local ix = got[j]
+      if not ix then
+        n = n + 1
+        ix, new[#new + 1], new[#new + 2] = n, fields[j], n
+      end
+      bf[#bf + 1], bf[#bf + 2], bf[#bf + 3], bf[#bf + 4] = 'SET', 'u1', '#' .. ix, 1
+    end
+    if #new > 0 then redis.call('HSET', ixk, unpack(new)) end
+  end
+  redis.call('BITFIELD', rk, unpack(bf))
+  redis.call('PEXPIRE', rk, record)
+end
+
 -- decide answers one entity on the slow path, its value decoded into e:
 -- already ran; busy (leaving a follow-up with BUSY_QUEUE, revoking the
 -- holder too with BUSY_REPLACE, or answering the request skipped); or
 -- granted. It returns the answer, whether e changed, and whether the tick
 -- already ran.
 local function decide(e, field, tok, tsfx, run_tick, reqs)
-  if ran_before(e, floor) then return reply_ran(e.last_tick), false, true end
+  if not catch_up and ran_before(e, floor) then return reply_ran(e.last_tick), false, true end
   if not is_held(e, now_ms) then
     if reason == REASON_REPLACED and e.fu == FU_REPLACE then
       -- The replacing run, come at the holder's expiry (it never
@@ -153,6 +201,7 @@ end
 -- Step 2, decide per entity: grant_fast for the common cases, decide for
 -- the rest; each new value is staged. Step 3, write: one HSET.
 local cur, writes, nw, e, k, i = {}, {}, 0, {}, 0, 0
+local ran_fields, ran_seen = {}, {} -- granted, for the run record
 local grant_fast = grant_fast_for(tick, tick_s, floor_s, now_s, now_ms_s, exp_s, reason, holder)
 for t = 1, nt do
   -- Request t is one entity (its token whole, its due entry), or a chunk
@@ -178,11 +227,13 @@ for t = 1, nt do
     -- entity granted, or one whose tick already ran.
     local v, fast, fence = vals[k], nil, nil
     if twice then v = cur[field] or v end
-    if v then
+    if v and not catch_up then
       fast, fence = grant_fast(v, tok, tsfx, run_tick)
     end
-    local ran, w = fast == 'ran', nil -- w: the value to write, if any
-    if ran then
+    local ran, w = fast == 'ran' or done[k], nil -- w: the value to write, if any
+    if done[k] then
+      out[i] = reply_ran(tick_s)
+    elseif ran then
       out[i] = reply_ran(fence) -- with 'ran', grant_fast answers the last tick
     elseif fast then
       w, out[i] = fast, fence
@@ -190,6 +241,9 @@ for t = 1, nt do
       entity(v, e)
       out[i], w, ran = decide(e, field, tok, tsfx, run_tick, reqs)
       if w then w = encode_entity(e) end
+    end
+    if record > 0 and not ran and not ran_seen[field] and sub(out[i], 1, #GRANT_BUSY) ~= GRANT_BUSY then
+      ran_fields[#ran_fields + 1], ran_seen[field] = field, true -- granted: a fence
     end
     if w then -- staged: written by one HSET at the end, read by a later request for field
       writes[nw + 1], writes[nw + 2], nw = field, w, nw + 2
@@ -200,4 +254,5 @@ for t = 1, nt do
   end
 end
 if nw > 0 then redis.call('HSET', KEYS[4], unpack(writes)) end
+if record > 0 then record_ran(ran_fields) end
 return reply(out)
