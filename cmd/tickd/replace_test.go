@@ -8,6 +8,7 @@ import (
 	"github.com/tickd/tickd/internal/scheduler"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
+	"github.com/tickd/tickd/internal/testkit/tier"
 )
 
 // replaceTTL and replaceEvery are TestReplaceStopsEveryKindOfHolder's
@@ -57,6 +58,7 @@ func tickOf(t *testing.T, r tickdtest.Run) time.Time {
 // of an entity overlap: each one's predecessor has ended, or its process is
 // gone, when it starts.
 func TestReplaceStopsEveryKindOfHolder(t *testing.T) {
+	tier.Full(t, "two replicas for over ten seconds")
 	t.Parallel()
 	e := newOpsEnv(t, false, `
 [[tasks]]

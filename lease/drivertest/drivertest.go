@@ -125,6 +125,7 @@ var cases = []struct {
 	{"CatchUpRunsOnce", testCatchUpRunsOnce},
 	{"ReplaceRevokesTheHolder", testReplace},
 	{"ReplaceOutlivesAFrozenHolder", testReplaceFrozenHolder},
+	{"ReplaceKeepsTriggers", testReplaceKeepsTriggers},
 	{"ReleaseWithNext", testReleaseNext},
 	{"ChainKeepsItsTick", testChainTick},
 	{"DueTakenOnce", testDueTakenOnce},

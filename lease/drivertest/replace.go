@@ -2,6 +2,7 @@ package drivertest
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -110,5 +111,29 @@ func testReplaceFrozenHolder(t *testing.T, k stores) {
 	}
 	if ds := dues(t, a); len(ds) != 0 {
 		t.Fatalf("due entries left: %+v", ds)
+	}
+}
+
+// testReplaceKeepsTriggers: a trigger that asks while a replace waits for
+// a frozen holder's lease to expire runs after the replacing run, which
+// comes at the expiry, as it would have after the holder: it is answered.
+func testReplaceKeepsTriggers(t *testing.T, k stores) {
+	a := k(lease.Options{Replica: "A"})
+	b := k(lease.Options{Replica: "B"})
+	tick := replaceTicks()
+	mustAcquire(t, a, tick(0, false)) // frozen: never released
+	expect.True(t, "revoked", replaceBusy(t, b, tick(1, true)))
+	trig := driver.Due{Task: "t", Entity: "e", Reason: driver.ReasonTrigger, Requests: []string{"req1"}}
+	if _, err := b.Acquire(bg, driver.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: driver.ReasonTrigger, Queue: true, From: &trig}); !errors.Is(err, lease.ErrBusy) {
+		t.Fatalf("a trigger while the replace waits: %v, want busy", err)
+	}
+	d := takeReplaced(t, b, tick(1, false).Tick, 5*time.Second)
+	n := mustAcquire(t, b, driver.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: driver.ReasonReplaced, From: &d})
+	if r := mustRelease(t, n); !r.FollowUp {
+		t.Fatal("no follow-up for the trigger after the replacing run")
+	}
+	ds, err := b.TakeDue(bg, 10, time.Minute)
+	if err != nil || len(ds) != 1 || ds[0].Reason != driver.ReasonQueued || !slices.Contains(ds[0].Requests, "req1") {
+		t.Fatalf("due after the replacing run: %+v %v, want the trigger's follow-up", ds, err)
 	}
 }

@@ -141,9 +141,9 @@ func (b *memDriver) Acquire(_ context.Context, reqs []driver.AcquireArg) ([]driv
 		s := b.state(m, now)
 		if a.Req.Reason == driver.ReasonReplaced && s.fuReplace {
 			// The replacing run, come at the holder's expiry (it never
-			// released): it is the follow-up, not one more run after it.
-			s.followup, s.fuReplace, s.fuTick = false, false, time.Time{}
-			delete(b.followups, m)
+			// released): it is the follow-up, not one more run after it;
+			// but for the triggers that asked meanwhile (acquire.lua's).
+			s.followup, s.fuReplace, s.fuTick, s.fuBuf = len(b.followups[m]) > 0, false, time.Time{}, nil
 		}
 		fence := max(s.fence+1, now.UnixMicro())
 		s.fence = fence

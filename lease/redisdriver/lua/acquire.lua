@@ -158,9 +158,17 @@ local function decide(e, field, tok, tsfx, run_tick, reqs)
   if not is_held(e, now_ms) then
     if reason == REASON_REPLACED and e.fu == FU_REPLACE then
       -- The replacing run, come at the holder's expiry (it never
-      -- released): it is the follow-up, not one more run after it.
-      e.fu = '0'
-      redis.call('HDEL', KEYS[5], field)
+      -- released): it is the follow-up, not one more run after it; but
+      -- for the triggers that asked meanwhile, which run after it, as
+      -- they would have after the holder.
+      local f = decode_followup(redis.call('HGET', KEYS[5], field))
+      if f.reqs ~= '' then
+        e.fu, f.tick, f.buf = '1', '0', ''
+        redis.call('HSET', KEYS[5], field, encode_followup(f))
+      else
+        e.fu = '0'
+        redis.call('HDEL', KEYS[5], field)
+      end
     end
     return grant(e, now, now_s, now_ms_s, tick, tick_s, unbar(tok .. tsfx), exp_s, reason, run_tick, holder), true, false
   end
