@@ -67,18 +67,21 @@ type fairCase struct {
 // TestFairLimitAcrossTenants: one tenant of 10,000 entities and 100 of 10,
 // shuffled in one source, under one limit of R = 20 starts a second
 // (burst 5) that is fair_by tenant, three tickd processes, one tick. The
-// tick's runs of every small tenant all start by
+// tick's runs of every small tenant all start while the big tenant gets
+// at most
 //
-//	B = F + (G × n) / R + 8s
+//	2n + F × R + 20
 //
-// after the tick: F, until every small tenant's runs are read and in line
-// (the whole fan-out, here), then G = 101 tenants taking turns, one start
-// each a turn, for n = 10 turns, and 8s for the due runs' polls and the
-// last calls, on a machine loaded by the other tests. At this scale the
-// last small run started 51-56s after the tick (within 60s);
-// served oldest first, as a limit that is not fair is, the small tenants
-// wait behind the whole big one: 11,000 / R, about 9 minutes
-// (TICKD_TENANTS_LINE=oldest shows it failing). Over windows of five
+// starts: F, until every small tenant's runs are read and in line (the
+// whole fan-out, here), then G = 101 tenants taking turns, one start each
+// a turn, for n = 10 turns (the big tenant's n), with n and 20 more to
+// spare. Judged in starts, not seconds, which a loaded machine stretches:
+// at R the small tenants' last start comes by F + (G × n) / R, 51-56s
+// after the tick at this scale on an idle machine (logged; 64s was seen
+// under CI's load). Served oldest first, as a limit that is not fair is,
+// the small tenants wait behind the whole big one: thousands of its
+// starts, 11,000 / R, about 9 minutes (TICKD_TENANTS_LINE=oldest shows it
+// failing). Over windows of five
 // turns, one turn apart, from F until a small tenant runs out (every
 // tenant waiting all along), Jain's index of the tenants' starts is at
 // least 0.95; after the small tenants are done, the big one alone gets at
@@ -208,7 +211,21 @@ entities_format = "jsonl"
 	jain, windows := jainOverBacklog(calls, c.each, inLine)
 	t.Logf("%d entities in %d tenants at %v/s: the fan-out took %v; the small tenants' last start %v after the tick (bound %v); the big tenant alone: %.1f%% of the rate; Jain's index over %d windows: at least %.3f",
 		c.big+small, c.small+1, c.rate, fanOut.Round(time.Millisecond), took.Round(time.Millisecond), bound.Round(time.Millisecond), 100*share, windows, jain)
-	expect.True(t, fmt.Sprintf("every small tenant's runs start within %v of the tick: the last at %v", bound, took), took <= bound)
+	// Judged by the starts the big tenant got before the last small one,
+	// not by the time that took, which a loaded machine stretches (CI saw
+	// 64s against a bound of 60s, 51s on an idle machine): served in turns,
+	// it gets one start a turn (each small tenant's c.each turns), and what
+	// started before every run was in line; served oldest first, all of
+	// its runs read before the small tenants' (thousands).
+	bigBefore := 0
+	for _, x := range calls {
+		if x.tenant == "big" && x.at.Before(lastSmall) {
+			bigBefore++
+		}
+	}
+	fair := 2*c.each + int(fanOut.Seconds()*c.rate) + 20
+	t.Logf("the big tenant's starts before the small tenants' last: %d (in turns: at most %d); the time it took, against the time at the rate: %v, %v", bigBefore, fair, took.Round(time.Millisecond), bound.Round(time.Millisecond))
+	expect.True(t, fmt.Sprintf("the big tenant got at most %d starts before every small tenant's runs had started: %d", fair, bigBefore), bigBefore <= fair)
 	expect.True(t, fmt.Sprintf("the big tenant alone gets at least 95%% of the rate: %.1f%%", 100*share), share >= 0.95)
 	expect.True(t, fmt.Sprintf("Jain's index at least 0.95 among the tenants waiting: %.3f over %d windows", jain, windows), jain >= 0.95 && windows > 0)
 	api.mu.Lock()
