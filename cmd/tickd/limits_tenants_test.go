@@ -217,12 +217,7 @@ entities_format = "jsonl"
 	// it gets one start a turn (each small tenant's c.each turns), and what
 	// started before every run was in line; served oldest first, all of
 	// its runs read before the small tenants' (thousands).
-	bigBefore := 0
-	for _, x := range calls {
-		if x.tenant == "big" && x.at.Before(lastSmall) {
-			bigBefore++
-		}
-	}
+	bigBefore := bigStartsBefore(calls, lastSmall)
 	fair := 2*c.each + int(fanOut.Seconds()*c.rate) + 20
 	t.Logf("the big tenant's starts before the small tenants' last: %d (in turns: at most %d); the time it took, against the time at the rate: %v, %v", bigBefore, fair, took.Round(time.Millisecond), bound.Round(time.Millisecond))
 	expect.True(t, fmt.Sprintf("the big tenant got at most %d starts before every small tenant's runs had started: %d", fair, bigBefore), bigBefore <= fair)
@@ -231,6 +226,17 @@ entities_format = "jsonl"
 	api.mu.Lock()
 	expect.Equal(t, "entities run twice", len(api.twice), 0)
 	api.mu.Unlock()
+}
+
+// bigStartsBefore counts the big tenant's calls before at.
+func bigStartsBefore(calls []tenantCall, at time.Time) int {
+	n := 0
+	for _, x := range calls {
+		if x.tenant == "big" && x.at.Before(at) {
+			n++
+		}
+	}
+	return n
 }
 
 // seeGroups checks what status says of the limit's groups once every
