@@ -49,10 +49,17 @@ func testFollowUp(t *testing.T, k stores) {
 		t.Fatalf("due after release: %+v", ds)
 	}
 	f := mustAcquire(t, b, driver.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: driver.ReasonQueued, From: &ds[0]})
-	if r := mustRelease(t, f); r.FollowUp {
-		t.Fatal("follow-up of the follow-up")
+	releaseLast(t, a, f)
+}
+
+// releaseLast releases l, the last run of a chain of follow-ups: it asks
+// for no follow-up, and no due entry is left in s.
+func releaseLast(t *testing.T, s *lease.Store, l *lease.Lease) {
+	t.Helper()
+	if r := mustRelease(t, l); r.FollowUp {
+		t.Fatalf("a follow-up after the last run of %s", l.Entity)
 	}
-	if ds := dues(t, a); len(ds) != 0 {
+	if ds := dues(t, s); len(ds) != 0 {
 		t.Fatalf("due entries left: %+v", ds)
 	}
 }

@@ -56,6 +56,12 @@ func takeReplaced(t *testing.T, s *lease.Store, want time.Time, d time.Duration)
 	}
 }
 
+// replacing acquires the replacing run of due entry d.
+func replacing(t *testing.T, s *lease.Store, d driver.Due) *lease.Lease {
+	t.Helper()
+	return mustAcquire(t, s, driver.Request{Task: "t", Entity: d.Entity, TTL: time.Minute, Reason: driver.ReasonReplaced, From: &d})
+}
+
 // testReplace: a tick that finds its entity busy with Replace revokes the
 // holder (told at once, or at its next renewal: ErrReplaced), counts as
 // run, and leaves one follow-up with ReasonReplaced carrying the latest
@@ -81,14 +87,9 @@ func testReplace(t *testing.T, k stores) {
 		t.Fatalf("the replaced holder's release: %v", err)
 	}
 	d := takeReplaced(t, b, tick(2, false).Tick, time.Second)
-	n := mustAcquire(t, b, driver.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: driver.ReasonReplaced, From: &d})
+	n := replacing(t, b, d)
 	expect.True(t, "a higher fence", n.Fence > l.Fence)
-	if r := mustRelease(t, n); r.FollowUp {
-		t.Fatal("a follow-up after the replacing run")
-	}
-	if ds := dues(t, a); len(ds) != 0 {
-		t.Fatalf("due entries left: %+v", ds)
-	}
+	releaseLast(t, a, n)
 }
 
 // testReplaceFrozenHolder: a holder that never releases (frozen, cut off)
@@ -101,17 +102,12 @@ func testReplaceFrozenHolder(t *testing.T, k stores) {
 	l := mustAcquire(t, a, tick(0, false))
 	expect.True(t, "revoked", replaceBusy(t, b, tick(1, true)))
 	d := takeReplaced(t, b, tick(1, false).Tick, 5*time.Second)
-	n := mustAcquire(t, b, driver.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: driver.ReasonReplaced, From: &d})
+	n := replacing(t, b, d)
 	expect.True(t, "a higher fence", n.Fence > l.Fence)
 	if _, err := l.Release(bg, driver.Finished{Outcome: driver.OutcomeReplaced}, nil); err == nil {
 		t.Fatal("the expired holder's release was taken")
 	}
-	if r := mustRelease(t, n); r.FollowUp {
-		t.Fatal("a follow-up after the replacing run")
-	}
-	if ds := dues(t, a); len(ds) != 0 {
-		t.Fatalf("due entries left: %+v", ds)
-	}
+	releaseLast(t, a, n)
 }
 
 // testReplaceKeepsTriggers: a trigger that asks while a replace waits for
@@ -128,7 +124,7 @@ func testReplaceKeepsTriggers(t *testing.T, k stores) {
 		t.Fatalf("a trigger while the replace waits: %v, want busy", err)
 	}
 	d := takeReplaced(t, b, tick(1, false).Tick, 5*time.Second)
-	n := mustAcquire(t, b, driver.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: driver.ReasonReplaced, From: &d})
+	n := replacing(t, b, d)
 	if r := mustRelease(t, n); !r.FollowUp {
 		t.Fatal("no follow-up for the trigger after the replacing run")
 	}

@@ -33,8 +33,10 @@ const (
 	// replacedMark begins the token of a lease a newer tick revoked
 	// (acquire.lua's replace): it begins with revokedMark too.
 	replacedMark = "!!"
-	// The kinds of revocation published besides unlock.lua's "r": freed
-	// (unlock -force) and replaced (acquire.lua).
+	// The kinds of revocation published (revocations.go reads them):
+	// revoked and freed (unlock.lua; freed by unlock -force), replaced
+	// (acquire.lua).
+	revocationRevoked  = "r"
 	revocationFreed    = "f"
 	revocationReplaced = "p"
 	// followUpReplace is the follow-up flag of an entity whose holder a
@@ -81,6 +83,8 @@ func luaConstants() string {
 		{"RENEWED_REPLACED", renewedReplaced},
 		{"REPLACED", replacedMark},
 		{"REVOCATION_REPLACED", revocationReplaced},
+		{"REVOCATION_REVOKED", revocationRevoked},
+		{"REVOCATION_FREED", revocationFreed},
 		{"FU_REPLACE", followUpReplace},
 		{"BUSY_REPLACE", busyReplace},
 		{"BUSY_QUEUE", busyQueue},

@@ -47,8 +47,9 @@ func (b *redisDriver) WatchRevocations(ctx context.Context, fn func(task, entity
 	return true
 }
 
-// parseRevocation reads unlock.lua's "TASK FIELD FENCE r|f" and
-// acquire.lua's "… p", the task and the field escaped.
+// parseRevocation reads unlock.lua's "TASK FIELD FENCE KIND" (KIND
+// revocationRevoked or revocationFreed) and acquire.lua's (KIND
+// revocationReplaced), the task and the field escaped.
 func parseRevocation(s string) (task, entity string, fence int64, how driver.Revocation, ok bool) {
 	f := strings.Split(s, " ")
 	if len(f) != 4 {

@@ -1,9 +1,9 @@
 -- KEYS: entities (the task's hash). ARGV (unlockArgs): field, by (escaped), mode
 -- (UNLOCK_REVOKE or UNLOCK_FORCE), the revocations channel, the task
 -- (escaped).
--- Either mode publishes "TASK FIELD FENCE r" (revoked) or "… f" (freed) on
--- the channel: the holder, told
--- at once, stops its run (or does not start it) without waiting for its next
+-- Either mode publishes "TASK FIELD FENCE REVOCATION_REVOKED" (revoked) or
+-- "… REVOCATION_FREED" (freed) on the channel: the holder, told at once,
+-- stops its run (or does not start it) without waiting for its next
 -- renewal. A publish refused (an ACL without the channel) changes nothing:
 -- the renewal tells the holder all the same.
 -- UNLOCK_REVOKE revokes the lease: its token gets the REVOKED mark, so the
@@ -26,7 +26,7 @@ if ARGV[A_MODE] == UNLOCK_REVOKE then
   if sub(e.token, 1, #REVOKED) == REVOKED then return {holder, since, e.fence, exp, UNLOCKED_ALREADY} end
   e.token = REVOKED .. e.token
   redis.call('HSET', KEYS[1], ARGV[A_FIELD], encode_entity(e))
-  redis.pcall('PUBLISH', ARGV[A_CHANNEL], ARGV[A_TASK] .. ' ' .. ARGV[A_FIELD] .. ' ' .. e.fence .. ' r')
+  redis.pcall('PUBLISH', ARGV[A_CHANNEL], ARGV[A_TASK] .. ' ' .. ARGV[A_FIELD] .. ' ' .. e.fence .. ' ' .. REVOCATION_REVOKED)
   return {holder, since, e.fence, exp, UNLOCKED_REVOKED}
 end
 e.last = encode_run({outcome = OUTCOME_UNLOCKED, start = since, ['end'] = now_ms_s, fence = e.fence,
@@ -34,5 +34,5 @@ e.last = encode_run({outcome = OUTCOME_UNLOCKED, start = since, ['end'] = now_ms
 local fence = e.fence
 free(e, now_ms_s)
 redis.call('HSET', KEYS[1], ARGV[A_FIELD], encode_entity(e))
-redis.pcall('PUBLISH', ARGV[A_CHANNEL], ARGV[A_TASK] .. ' ' .. ARGV[A_FIELD] .. ' ' .. fence .. ' f')
+redis.pcall('PUBLISH', ARGV[A_CHANNEL], ARGV[A_TASK] .. ' ' .. ARGV[A_FIELD] .. ' ' .. fence .. ' ' .. REVOCATION_FREED)
 return {holder, since, fence, exp, UNLOCKED_FREED}
