@@ -391,6 +391,9 @@ func validateCatchUp(t *Task, bad badFunc) {
 	if t.CatchUpMax < 1 || t.CatchUpMax > MaxCatchUp {
 		bad("catch_up_max", "%d: use 1..%d", t.CatchUpMax, MaxCatchUp)
 	}
+	if t.RunRecord > MaxRunRecord {
+		bad("run_record", "%s: at most %s (a year)", t.RunRecord, MaxRunRecord)
+	}
 }
 
 // validateBusy checks what a tick does for a busy entity.

@@ -30,6 +30,9 @@ const (
 	// ReasonCatchUp is the run of a tick missed while no replica ran the
 	// task, caught up later (catch_up_runs = "all").
 	ReasonCatchUp Reason = "catch_up"
+	// ReasonBackfill is the run of a past tick an operator backfills
+	// (tickd backfill).
+	ReasonBackfill Reason = "backfill"
 )
 
 // Outcome says how a run ended, as recorded for status.

@@ -30,6 +30,9 @@ Usage:
   tickd lock -config FILE [-ttl 1m] [-busy-exit N] KEY -- CMD ARGS…
                                     run CMD under a lease, or exit at once if held
   tickd migrate -config FILE        move an older tickd's keys to this key layout
+  tickd backfill -config FILE TASK -from T1 -to T2   run a past range's ticks, each
+                                    (entity, tick) at most once ever (-dry-run, -wait);
+                                    without TASK, list the backfills; -cancel ID
 
   tickd version                     the version and build of this binary
 
@@ -39,7 +42,7 @@ command's flags; "tickd --version" is "tickd version".
 `
 
 // commands are the subcommands run knows.
-var commands = []string{"run", "check", "status", "trigger", "pause", "resume", "unlock", "forget", "lock", "migrate", "history", "web", "version", "help"}
+var commands = []string{"run", "check", "status", "trigger", "pause", "resume", "unlock", "forget", "lock", "migrate", "history", "backfill", "web", "version", "help"}
 
 // run dispatches a subcommand and turns its error into an exit status: a
 // command-line mistake prints what was wrong and the command's usage, exit 2.
@@ -101,6 +104,9 @@ var subcommands = map[string]func(ctx context.Context, args []string, stdout, st
 		return runHistory(ctx, args, stdout)
 	},
 	"web": func(ctx context.Context, args []string, _, stderr io.Writer) error { return runWeb(ctx, args, stderr) },
+	"backfill": func(ctx context.Context, args []string, stdout, _ io.Writer) error {
+		return runBackfill(ctx, args, stdout)
+	},
 }
 
 // command splits the command line into the command and its arguments;
@@ -167,7 +173,7 @@ func exitStatus(err error, cmd string, args []string, stdout, stderr io.Writer) 
 
 // jsonCommands are the commands that take -json.
 var jsonCommands = map[string]bool{"check": true, "status": true, "trigger": true, "pause": true, "resume": true,
-	"unlock": true, "forget": true, "migrate": true, "history": true}
+	"unlock": true, "forget": true, "migrate": true, "history": true, "backfill": true}
 
 // exitError is a command's exit status, said already (or by its silence):
 // run exits with it and prints nothing more. tickd lock passes CMD's status

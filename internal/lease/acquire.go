@@ -318,7 +318,7 @@ func (s *Store) newLease(a driver.AcquireArg, fence int64, sent time.Time) *Leas
 		d:   driver.Lease{Task: a.Req.Task, Entity: a.Req.Entity, Token: a.Token, TTL: a.Req.TTL, Shards: a.Shards},
 		ctx: ctx, cancel: cancel,
 	}
-	if a.Req.Reason == driver.ReasonTick || a.Req.Reason == driver.ReasonCatchUp {
+	if a.Req.Reason == driver.ReasonTick || driver.ByRecord(a.Req.Reason) {
 		l.Tick = a.Req.Tick
 	}
 	if d := a.Req.From; d != nil {

@@ -565,3 +565,51 @@ func countKeyOfS(t *testing.T, c *redis.Client) string {
 	}
 	return main[0]
 }
+
+// TestAReshardLeavesOlderTicksUnknown: a reshard numbers the entities it
+// moves anew, in another shard's run record, so which of them ran a tick
+// before it is not known: a catch-up or backfill of such a tick is
+// refused as run (never twice), and the run record says Moved; a tick
+// after it is run. Without the refusal, the entities moved to shards 1-3
+// ran their tick a second time.
+func TestAReshardLeavesOlderTicksUnknown(t *testing.T) {
+	t.Parallel()
+	a := redisKitOn(t, redistest.Start(t).Addr).client(Options{Replica: "A"})
+	T := time.Now().Truncate(time.Minute).Add(-10 * time.Minute)
+	var reqs []driver.Request
+	var ids []string
+	for i := range 40 {
+		ids = append(ids, fmt.Sprint("e", i))
+		reqs = append(reqs, driver.Request{Task: "s", Entity: ids[i], TTL: time.Minute, Reason: driver.ReasonTick, Tick: T, Record: time.Hour})
+	}
+	for _, r := range a.AcquireBatch(bg, reqs) {
+		mustRelease(t, r.Lease)
+	}
+	if _, err := a.Fleet().Reshard(bg, "s", 4); err != nil {
+		t.Fatal(err)
+	}
+	for i := range reqs {
+		reqs[i].Reason = driver.ReasonBackfill
+	}
+	for i, r := range a.AcquireBatch(bg, reqs) {
+		if !errors.Is(r.Err, ErrAlreadyRan) {
+			mustRelease(t, r.Lease)
+			t.Errorf("%s: a backfill of a tick before the reshard: %v, want already ran", reqs[i].Entity, r.Err)
+		}
+	}
+	after := time.Now().Truncate(time.Millisecond) // after the reshard began, by Redis's clock too
+	rec, err := a.Fleet().RunRecord(bg, "s", []time.Time{T, after}, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.True(t, "the tick before the reshard is not known", rec[0].Moved && !rec[1].Moved)
+	for i := range reqs {
+		reqs[i].Tick = after
+	}
+	for i, r := range a.AcquireBatch(bg, reqs) {
+		if r.Err != nil {
+			t.Fatalf("%s: a backfill of a tick after the reshard: %v", reqs[i].Entity, r.Err)
+		}
+		mustRelease(t, r.Lease)
+	}
+}

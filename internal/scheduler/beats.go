@@ -104,7 +104,7 @@ func (b *beats) began(t *config.Task, T time.Time) {
 	within := t.LateLimit() + t.Timeout + 5*time.Minute
 	ob := openBeat{task: t.Name, url: t.HeartbeatURL, tick: T, keep: within + 5*time.Minute, until: T.Add(within)}
 	b.mu.Lock()
-	b.open[tallyKey{t.Name, T.UnixNano()}] = ob
+	b.open[tallyKey{t.Name, T.UnixNano(), ""}] = ob
 	b.mu.Unlock()
 	b.send.Send(heartbeat.Ping{Task: t.Name, URL: ob.url, Tick: T, Kind: heartbeat.Start, Keep: ob.keep})
 }
@@ -191,7 +191,7 @@ func (b *beats) judge(timeout time.Duration) {
 				continue
 			}
 			b.mu.Lock()
-			delete(b.open, tallyKey{task, ob.tick.UnixNano()})
+			delete(b.open, tallyKey{task, ob.tick.UnixNano(), ""})
 			b.mu.Unlock()
 		}
 	}

@@ -2,8 +2,10 @@ package scheduler
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/lease/driver"
@@ -66,4 +68,34 @@ func chunkName(ids []string) string {
 		b.WriteString(id)
 	}
 	return b.String()
+}
+
+// tailWait bounds how long the partial chunk at a batch's end (flushWhole)
+// waits for a run slot before it is sent alone.
+const tailWait = 10 * time.Millisecond
+
+// flushWhole flushes the batch but for the part of a chunk at its end, if
+// it ends inside a chunk and holds more than that part: a chunk cut between
+// two batches is sent entity by entity, so every replica reads its
+// entities' records (docs/performance.md). It answers whether it flushed; the
+// part kept stays in the batch, or is skipped when the batch was taken
+// whole.
+func (f *fanOut) flushWhole() bool {
+	end := f.first + len(f.batch)
+	cut := end/chunkSize*chunkSize - f.first
+	if !f.chunked || cut <= 0 || cut >= len(f.batch) {
+		return false
+	}
+	tail := slices.Clone(f.batch[cut:])
+	f.batch = f.batch[:cut]
+	f.flush()
+	f.first = end - len(tail)
+	if f.ahead.jump > 0 {
+		for i, id := range tail {
+			f.skipReserved(id, f.first+i)
+		}
+		return true
+	}
+	f.batch = append(f.batch, tail...)
+	return true
 }

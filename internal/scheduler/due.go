@@ -217,7 +217,7 @@ func (s *Scheduler) enqueueWaiting(ctx context.Context, ts *taskState, d driver.
 // skip; a catch-up's skips, as its fan-out does.
 func onBusy(req *driver.Request, t config.Task) {
 	switch req.Reason {
-	case driver.ReasonCatchUp:
+	case driver.ReasonCatchUp, driver.ReasonBackfill:
 		return // skipped, as its fan-out's
 	case driver.ReasonTick:
 	default:
@@ -238,7 +238,7 @@ func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d driver.Due) {
 	req := driver.Request{Task: d.Task, Entity: d.Entity, TTL: ts.t.LeaseTTL, Reason: d.Reason, From: &d, Limits: ts.t.Limits}
 	onBusy(&req, ts.t)
 	switch {
-	case d.Reason == driver.ReasonTick, d.Reason == driver.ReasonCatchUp:
+	case d.Reason == driver.ReasonTick, driver.ByRecord(d.Reason):
 		req.Tick, req.Record = d.Tick, runRecord(&ts.t) // a tick's run that waited for a limit, or was handed over
 	case d.Reason == driver.ReasonRetry && !d.Tick.IsZero():
 		// A run retried after a back-off keeps its tick's place in a

@@ -25,7 +25,7 @@ func (f *fanOut) each(add func(id string) error) error {
 	var kept []string
 	streaming := f.zones == nil
 	err := tasks.EachEntity(f.ctx, f.ts.source, func(e tasks.Entity) error {
-		if f.zones != nil && !f.zoned(e) {
+		if f.zones != nil && !f.zoned(e) || len(f.only) > 0 && !f.only[e.ID] {
 			return nil
 		}
 		if e.Attributes != nil {
@@ -98,6 +98,9 @@ func (f *fanOut) requests() []driver.Request {
 		place = placeOf(f.s.Config(), t)
 	}
 	record := runRecord(t)
+	if f.reason == driver.ReasonBackfill {
+		record = max(record, BackfillRecord)
+	}
 	live := f.reason == driver.ReasonTick // a catch-up's run skips a busy entity
 	for _, id := range f.batch {
 		reqs = append(reqs, driver.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: f.reason, Tick: f.T, Record: record,

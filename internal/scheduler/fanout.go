@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/tickd/tickd/internal/lease"
@@ -87,8 +86,12 @@ type fanOut struct {
 	name        string
 	deferFailed bool
 	failed      []skipped
-	// busy are the entities a catch-up found busy, asked again (retryBusy).
-	busy []string
+	// busy are the entities a catch-up found busy, asked again (retryBusy)
+	// until until.
+	busy  []string
+	until time.Time
+	// only, for a backfill of some entities, are they (nil: every one).
+	only map[string]bool
 	// In a fan-out in source order (no spread), the stream is cut into
 	// chunks of chunkSize entities: a batch that holds a whole chunk sends
 	// it as a chunk (driver.Request.Chunk), which only one replica takes.
@@ -124,12 +127,25 @@ type skipped struct {
 	ids []string
 }
 
-// fanOut runs tick T of ts; of the zones of only, when it is not nil.
-func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, c catchUp) {
+// fanOut runs tick T of ts; of the zones of only, when it is not nil. It
+// returns what the tick did, and its tally, whose pending runs are those
+// still going.
+func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, c catchUp) (TickCounts, *tally) {
 	ctx, done := ts.fanOuts.begin(ctx, ts)
 	defer done()
 	T, only := c.T, c.zones
-	f := &fanOut{s: s, ts: ts, T: T, reason: cmp.Or(c.reason, driver.ReasonTick), ctx: ctx, tl: s.history.begin(ctx, ts.t, T), n: &TickCounts{}, name: ts.t.Name}
+	f := &fanOut{s: s, ts: ts, T: T, reason: cmp.Or(c.reason, driver.ReasonTick), ctx: ctx, tl: s.history.begin(ctx, ts.t, T, c.backfill), n: &TickCounts{}, name: ts.t.Name}
+	f.until = T.Add(ts.t.CatchUp) // a catch-up's busy entities are asked again until then (retryBusy)
+	if f.reason == driver.ReasonBackfill {
+		f.until = s.clock.Now().Add(max(2*ts.t.LeaseTTL, time.Minute))
+		f.only = make(map[string]bool, len(c.only))
+		for _, id := range c.only {
+			f.only[id] = true
+		}
+	} else {
+		s.liveFanOuts.Add(1)
+		defer s.liveFanOuts.Add(-1)
+	}
 	if _, ok := ts.source.(tasks.EntitySource); ok {
 		f.attrs = map[string]tasks.Attributes{} // shared by the shards' streams
 	}
@@ -139,7 +155,9 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, c catchUp) {
 	if len(ts.t.Limits) > 0 {
 		ts.tally.Store(f.tl)
 	}
-	s.beats.began(&ts.t, T)
+	if f.reason != driver.ReasonBackfill {
+		s.beats.began(&ts.t, T)
+	}
 	span := s.tracer.StartFanOut(ts.t.Name, T)
 	if span != nil {
 		f.tl.fanOutSpan.Store(span)
@@ -187,6 +205,7 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, c catchUp) {
 	}
 	s.log.Log(context.Background(), lvl, "tick", attrs...)
 	s.observe(Event{Kind: EventTick, Task: t.Name, Tick: T, Counts: n})
+	return n, f.tl
 }
 
 // inOrder fans the source out in its order, in chunks, one stream per
@@ -255,7 +274,8 @@ func (f *fanOut) shardStreams() []*fanOut {
 	streams := make([]*fanOut, n)
 	streams[0] = f
 	for i := 1; i < n; i++ {
-		streams[i] = &fanOut{s: f.s, ts: f.ts, T: f.T, reason: f.reason, ctx: f.ctx, tl: f.tl, n: f.n, attrs: f.attrs, chunked: f.chunked, name: driver.ShardName(t.Name, i)}
+		streams[i] = &fanOut{s: f.s, ts: f.ts, T: f.T, reason: f.reason, ctx: f.ctx, tl: f.tl, n: f.n, attrs: f.attrs, chunked: f.chunked, name: driver.ShardName(t.Name, i),
+			until: f.until, only: f.only}
 	}
 	for _, st := range streams {
 		st.deferFailed = true
@@ -322,6 +342,7 @@ func (f *fanOut) reserve() reservation {
 	if f.ahead.jump > 0 {
 		return f.skippingUnlessStopped()
 	}
+	f.backfillRoom()
 	if len(f.batch) == 0 {
 		f.follow()
 	}
@@ -383,36 +404,6 @@ func (f *fanOut) skippingUnlessStopped() reservation {
 		return stopped
 	}
 	return skipping
-}
-
-// tailWait bounds how long the partial chunk at a batch's end (flushWhole)
-// waits for a run slot before it is sent alone.
-const tailWait = 10 * time.Millisecond
-
-// flushWhole flushes the batch but for the part of a chunk at its end, if
-// it ends inside a chunk and holds more than that part: a chunk cut between
-// two batches is sent entity by entity, so every replica reads its
-// entities' records (docs/performance.md). It answers whether it flushed; the
-// part kept stays in the batch, or is skipped when the batch was taken
-// whole.
-func (f *fanOut) flushWhole() bool {
-	end := f.first + len(f.batch)
-	cut := end/chunkSize*chunkSize - f.first
-	if !f.chunked || cut <= 0 || cut >= len(f.batch) {
-		return false
-	}
-	tail := slices.Clone(f.batch[cut:])
-	f.batch = f.batch[:cut]
-	f.flush()
-	f.first = end - len(tail)
-	if f.ahead.jump > 0 {
-		for i, id := range tail {
-			f.skipReserved(id, f.first+i)
-		}
-		return true
-	}
-	f.batch = append(f.batch, tail...)
-	return true
 }
 
 // flush tries the batch's leases and starts a run for each one granted; the

@@ -16,7 +16,7 @@ import (
 func (f *fanOut) busyEntity(id string, err error) (again bool) {
 	s, t := f.s, f.ts.t
 	switch {
-	case f.reason == driver.ReasonCatchUp:
+	case driver.ByRecord(f.reason):
 		f.busy = append(f.busy, id)
 		return true
 	case t.OnBusy == config.OnBusyReplace:
@@ -57,8 +57,7 @@ const busyPoll = 100 * time.Millisecond
 // run after the run that was going, and in order. Those still busy then
 // are counted busy.
 func (f *fanOut) retryBusy() error {
-	until := f.T.Add(f.ts.t.CatchUp)
-	for len(f.busy) > 0 && f.s.clock.Now().Before(until) {
+	for len(f.busy) > 0 && f.s.clock.Now().Before(f.until) {
 		select {
 		case <-f.ctx.Done():
 			return context.Cause(f.ctx)

@@ -205,7 +205,7 @@ func TestRunsGoOnWhenHistoryWritesFail(t *testing.T) {
 	t.Cleanup(func() { admin.Close() })
 	// Every key tickd uses but the history's (TASK:ticks, TASK:failures).
 	err := admin.Do(context.Background(), "ACL", "SETUSER", "nohistory", "on", ">pw", "+@all", "~*:entities", "~*:followups",
-		"~*:request:*", "~*:claims:*", "~*:epoch", "~*:due", "~*:dueinfo", "~tickd:paused", "~tickd:pauses", "~tickd:replicas", "~tickd:sweep", "~tickd:layout", "~tickd:ackprobe", "~*:shards", "-@dangerous", "+info").Err()
+		"~*:request:*", "~*:claims:*", "~*:fan:*", "~*:epoch", "~*:due", "~*:dueinfo", "~tickd:paused", "~tickd:pauses", "~tickd:replicas", "~tickd:sweep", "~tickd:layout", "~tickd:ackprobe", "~*:shards", "-@dangerous", "+info").Err()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,8 +488,8 @@ entities = ["a"]
 	task := s.Config().Tasks[0]
 	T := time.Now().Truncate(time.Second)
 	ctx := context.Background()
-	first := s.history.begin(ctx, task, T)
-	second := s.history.begin(ctx, task, T) // after a reload, before the first fan-out ended
+	first := s.history.begin(ctx, task, T, "")
+	second := s.history.begin(ctx, task, T, "") // after a reload, before the first fan-out ended
 	s.history.fannedOut(first, TickCounts{Entities: 10, Started: 6, AlreadyRan: 4})
 	s.history.fannedOut(second, TickCounts{Entities: 10, Started: 3, AlreadyRan: 7})
 	expect.WaitFor(t, 10*time.Second, "the tick's final record", func() bool {

@@ -160,6 +160,10 @@ const rewriteWithin = time.Minute
 type tallyKey struct {
 	task string
 	tick int64 // Unix ns
+	// part is the process key of a part of its own (tally.process: a
+	// late part's, a backfill's), "" for the fan-out's: one part's write
+	// waiting never stands for another's.
+	part string
 }
 
 // The bounds of what waits to be written while Redis does not answer: the
@@ -184,22 +188,32 @@ const beginWait = 500 * time.Millisecond
 // as complete without its runs. It is the one history write a fan-out
 // waits for: one round trip a tick (its first run starts that much later),
 // at most beginWait; one not written by then is left to the writer.
-func (h *historyWriter) begin(ctx context.Context, t config.Task, T time.Time) *tally {
-	if tl := h.again(t.Name, T); tl != nil {
-		return tl
+//
+// A backfill's fan-out (its id in backfill) has a part of its own, beside
+// the live fan-out's, which it never replaces.
+func (h *historyWriter) begin(ctx context.Context, t config.Task, T time.Time, backfill string) *tally {
+	if backfill == "" {
+		if tl := h.again(t.Name, T); tl != nil {
+			return tl
+		}
 	}
 	tl := &tally{task: t.Name, tick: T, keep: leaseconf.Retention(&t), liveAt: h.s.clock.Now()}
+	if backfill != "" {
+		tl.process = h.s.store.Process() + ".backfill:" + backfill
+	}
 	tl.firstStart.Store(-1)
 	tl.lastEnd.Store(-1)
 	tl.pending.Store(1) // the fan-out
-	h.keepTally(tl)
+	if backfill == "" {
+		h.keepTally(tl)
+	}
 	w := driver.TickWrite{Task: tl.task, Tick: tl.tick, Part: tl.part(h.s.replica, h.s.store.Process(), h.s.clock.Now()), Keep: tl.keep}
 	wctx, cancel := context.WithTimeout(ctx, beginWait)
 	defer cancel()
 	if h.s.store.Fleet().RecordTicks(wctx, []driver.TickWrite{w}) != nil {
 		h.put(tl)
 	} else {
-		h.wrote(map[tallyKey]driver.TickWrite{{tl.task, tl.tick.UnixNano()}: w})
+		h.wrote(map[tallyKey]driver.TickWrite{{tl.task, tl.tick.UnixNano(), tl.process}: w})
 	}
 	return tl
 }
@@ -212,7 +226,7 @@ func (h *historyWriter) again(task string, T time.Time) *tally {
 	defer h.mu.Unlock()
 	cut := T.Add(-rewriteWithin)
 	maps.DeleteFunc(h.tallies, func(_ tallyKey, tl *tally) bool { return tl.tick.Before(cut) })
-	k := tallyKey{task, T.UnixNano()}
+	k := tallyKey{task, T.UnixNano(), ""}
 	if tl := h.tallies[k]; tl != nil {
 		tl.pending.Add(1)
 		return tl
@@ -224,7 +238,7 @@ func (h *historyWriter) again(task string, T time.Time) *tally {
 func (h *historyWriter) keepTally(tl *tally) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.tallies[tallyKey{tl.task, tl.tick.UnixNano()}] = tl
+	h.tallies[tallyKey{tl.task, tl.tick.UnixNano(), ""}] = tl
 }
 
 // wrote keeps the parts written, and forgets those older than
@@ -301,7 +315,7 @@ func (h *historyWriter) ended(tl *tally, o driver.Outcome, d time.Duration) {
 func (h *historyWriter) put(tl *tally) {
 	w := driver.TickWrite{Task: tl.task, Tick: tl.tick, Part: tl.part(h.s.replica, h.s.store.Process(), h.s.clock.Now()), Keep: tl.keep}
 	h.mu.Lock()
-	h.parts[tallyKey{tl.task, tl.tick.UnixNano()}] = w
+	h.parts[tallyKey{tl.task, tl.tick.UnixNano(), tl.process}] = w
 	h.bound()
 	h.mu.Unlock()
 	h.poke()

@@ -41,7 +41,7 @@ const (
 // late part of this process's.
 func (h *historyWriter) tallyFor(t config.Task, T time.Time) *tally {
 	now := h.s.clock.Now()
-	k := tallyKey{t.Name, T.UnixNano()}
+	k := tallyKey{t.Name, T.UnixNano(), ""}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if tl := h.tallies[k]; tl != nil {

@@ -94,7 +94,7 @@ func (s *Scheduler) execute(w *worker, j job) {
 	var span *telemetry.RunSpan
 	if s.tracer != nil {
 		var fo *telemetry.FanOut
-		if r.tl != nil && (l.Reason == driver.ReasonTick || l.Reason == driver.ReasonCatchUp) {
+		if r.tl != nil && (l.Reason == driver.ReasonTick || driver.ByRecord(l.Reason)) {
 			fo = r.tl.fanOutSpan.Load()
 		}
 		r.ctx.Context, span = s.tracer.StartRun(r.ctx.Context, fo, telemetry.Run{Task: t.Name, Entity: l.Entity, Tick: l.Tick,

@@ -117,6 +117,10 @@ type Scheduler struct {
 	stopHistory context.CancelFunc
 	historyDone chan struct{}
 	beats       *beats // the heartbeats of tasks with a heartbeat_url
+	backfills   *backfiller
+	// liveFanOuts counts the fan-outs under way but backfills': a
+	// backfill yields to them (yieldToLive).
+	liveFanOuts atomic.Int32
 }
 
 // taskState is one task's running state; a reload that changes the task
@@ -150,6 +154,8 @@ type taskState struct {
 	// zones, or the task's own.
 	zones *zoneSet
 	sched schedule.Schedule
+	// nextTick is the tick its tick loop waits for (Unix ns; 0: none).
+	nextTick atomic.Int64
 }
 
 // New prepares a Scheduler for cfg; Start starts it.
@@ -185,6 +191,7 @@ func New(cfg *config.Config, opts Options) (*Scheduler, error) {
 	s.loopCtx, s.stopLoops = context.WithCancel(context.Background())
 	s.history, s.historyDone = newHistoryWriter(s), make(chan struct{})
 	s.beats = newBeats(s)
+	s.backfills = &backfiller{s: s, running: map[string]bool{}}
 	s.workers = workers{s: s, run: s.execute, quit: s.loopCtx.Done(), all: map[*worker]struct{}{}}
 	s.abort, s.abortRuns = context.WithCancelCause(context.Background())
 	if err := s.checkHandlers(cfg); err != nil {
@@ -237,7 +244,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		every time.Duration
 		fn    func(context.Context)
 	}
-	loops := []loop{{s.duePoll, s.takeDue}, {s.pausePoll, s.readPaused}, {s.pausePoll, s.announce}}
+	loops := []loop{{s.duePoll, s.takeDue}, {s.pausePoll, s.readPaused}, {s.pausePoll, s.announce}, {backfillPoll, s.backfills.poll}}
 	if _, none := s.metrics.(noMetrics); !none {
 		loops = append(loops, loop{s.pausePoll, s.publishDueDepth}, loop{s.pausePoll, s.publishLimits}, loop{s.healthPoll, s.publishHealth})
 	}

@@ -48,7 +48,9 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 	next := sched.Next(now)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	defer ts.nextTick.Store(0)
 	for !next.IsZero() {
+		ts.nextTick.Store(next.UnixNano())
 		timer.Reset(next.Sub(s.clock.Now()))
 		select {
 		case <-ctx.Done():
@@ -126,21 +128,26 @@ func (s *Scheduler) goFanOut(ts *taskState, cs ...catchUp) {
 }
 
 // catchUp is a tick to catch up, and, with zones, the zones whose latest
-// missed tick it is; reason is its runs' (tick when "").
+// missed tick it is; reason is its runs' (tick when ""); only, when not
+// nil, are the only entities it runs (a backfill's).
 type catchUp struct {
 	T      time.Time
 	zones  map[string]bool
 	reason driver.Reason
+	only   []string
+	// backfill is the id of the backfill whose tick it is ("": none): its
+	// part of the tick's record is its own.
+	backfill string
 }
 
 // runRecord is how long a task's run record is kept
-// (driver.Request.Record): with catch_up_runs = "all", for as long as a
-// tick may be caught up, and an hour more; none otherwise.
+// (driver.Request.Record): run_record, or with catch_up_runs = "all" as
+// long as a tick may be caught up and an hour more, if that is longer.
 func runRecord(t *config.Task) time.Duration {
 	if t.CatchUpRuns != config.CatchUpAll {
-		return 0
+		return t.RunRecord
 	}
-	return t.CatchUp + time.Hour
+	return max(t.RunRecord, t.CatchUp+time.Hour)
 }
 
 // tickReader reads a task's tick records (the store's fleet).

@@ -8,10 +8,10 @@ import (
 // Driver keeps a lease store's state: what differs between Redis and the
 // in-process store. Package lease runs the protocol over it. Every method
 // is one round trip; a driver answers as the conformance suite says,
-// whatever it stores the state in. Its methods come in nine
+// whatever it stores the state in. Its methods come in ten
 // groups, each headed by its name: the grants, the due queue, the status
 // reads, the pauses, the task registry, the history, the replica
-// registry, the upkeep and the limits.
+// registry, the upkeep, the limits and the backfills.
 type Driver interface {
 	// Configure hands the driver the store's settings, once, before any
 	// other call.
@@ -153,6 +153,23 @@ type Driver interface {
 	LearnRate(ctx context.Context, lim Limit, key string, seen RateSeen) error
 	// LimitState reads lim's runs by holder and the budgets closed.
 	LimitState(ctx context.Context, lim Limit) (LimitState, error)
+
+	// Backfills: keeps the operators' backfills, each with its progress
+	// and the store that runs it, and reads the run record they go by.
+	// SaveBackfill writes b (by its ID; Cancelled, Holder and Until aside)
+	// and makes Config.Holder its holder for hold from now (0: none), and
+	// answers true; false, writing nothing, when b was cancelled, or
+	// another store holds it (its Until has not passed).
+	SaveBackfill(ctx context.Context, b Backfill, hold time.Duration) (bool, error)
+	// Backfills reads every backfill, in any order, forgetting those that
+	// ended more than BackfillKept ago.
+	Backfills(ctx context.Context) ([]Backfill, error)
+	// CancelBackfill marks backfill id cancelled by by (its holder's next
+	// save fails); false when there is no such backfill.
+	CancelBackfill(ctx context.Context, id, by string) (bool, error)
+	// RunRecord reads task's run record (Request.Record) of each of ticks:
+	// whether it is kept, and if so which of entities ran the tick.
+	RunRecord(ctx context.Context, task string, ticks []time.Time, entities []string) ([]TickRan, error)
 }
 
 // Config is what a driver is told of the store it serves.

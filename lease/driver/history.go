@@ -262,6 +262,9 @@ const (
 	ActionUnlock  ActionKind = "unlock"
 	ActionForget  ActionKind = "forget"  // a task taken out of the task registry
 	ActionMigrate ActionKind = "migrate" // of the whole prefix: Task is ""
+	// ActionBackfill: a backfill asked for (tickd backfill), cancelled, or
+	// ended (By is then the replica that ran it); Detail says which.
+	ActionBackfill ActionKind = "backfill"
 )
 
 // TickScan is how many of a task's newest tick records a write looks

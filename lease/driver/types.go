@@ -20,13 +20,13 @@ type Request struct {
 	Reason Reason
 	// Tick is the scheduled instant of a ReasonTick run. The acquire fails
 	// with ErrAlreadyRan when a tick run for a tick >= Tick already started.
-	// A ReasonCatchUp run's Tick is an older tick it catches up: it fails
-	// only when the run record (Record) says the entity ran Tick.
+	// A run ByRecord (catch-up, backfill) has an older tick it runs: it
+	// fails only when the run record (Record) says the entity ran Tick.
 	Tick time.Time
 	// Record keeps, for this long, the record of which entities ran Tick
 	// (a bitmap per tick, driver-wide entity numbers): a grant of a
-	// ReasonTick or ReasonCatchUp run with Record sets the entity's bit. A
-	// ReasonCatchUp run needs it. 0: no record.
+	// ReasonTick run, or one ByRecord, with Record sets the entity's bit.
+	// A run ByRecord needs it. 0: no record.
 	Record time.Duration
 	// Floor, for a ReasonTick run, moves that bound earlier: the acquire
 	// fails when a tick run for a tick >= Floor started (an entity whose
@@ -76,6 +76,11 @@ type Request struct {
 	Weight    int
 	Grouped   bool
 }
+
+// ByRecord says whether a run of reason r is decided by the run record
+// (Request.Record) rather than by its entity's last tick: a catch-up's or
+// a backfill's, of an older tick than the entity may have run.
+func ByRecord(r Reason) bool { return r == ReasonCatchUp || r == ReasonBackfill }
 
 // Due is a pending request for a run: a reschedule, retry, trigger or
 // queued follow-up.

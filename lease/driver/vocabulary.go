@@ -24,6 +24,7 @@ const (
 	ReasonQueued     = tickdtype.ReasonQueued
 	ReasonReplaced   = tickdtype.ReasonReplaced
 	ReasonCatchUp    = tickdtype.ReasonCatchUp
+	ReasonBackfill   = tickdtype.ReasonBackfill
 
 	OutcomeDone       = tickdtype.OutcomeDone
 	OutcomeReschedule = tickdtype.OutcomeReschedule

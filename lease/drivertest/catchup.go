@@ -46,4 +46,27 @@ func testCatchUpRunsOnce(t *testing.T, k stores) {
 	l = mustAcquire(t, b, at(driver.ReasonCatchUp, "e", 3)) // another missed tick: its own
 	expect.True(t, "a higher fence", l.Fence > 0)
 	mustRelease(t, l)
+	// A backfill's run is decided so too.
+	mustRelease(t, mustAcquire(t, a, at(driver.ReasonBackfill, "g", 3)))
+	if _, err := b.Acquire(bg, at(driver.ReasonBackfill, "e", 3)); !errors.Is(err, lease.ErrAlreadyRan) {
+		t.Errorf("a backfill of a tick its entity caught up: %v, want already ran", err)
+	}
+	// A tick that finds its entity busy and leaves it a run after the
+	// holder counts as run.
+	q := mustAcquire(t, a, at(driver.ReasonTick, "q", 6))
+	queued := at(driver.ReasonTick, "q", 7)
+	queued.Queue = true
+	if _, err := b.Acquire(bg, queued); !errors.Is(err, lease.ErrBusy) {
+		t.Fatalf("a tick of a busy entity, queued: %v, want busy", err)
+	}
+	mustRelease(t, q)
+	ticks := []time.Time{T.Add(2 * time.Minute), T.Add(3 * time.Minute), T.Add(5 * time.Minute), T.Add(7 * time.Minute), T.Add(9 * time.Minute)}
+	rec, err := b.Fleet().RunRecord(bg, "t", ticks, []string{"e", "f", "g", "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fanned: an acquire of a tick's runs asked for it (2: the late one).
+	expect.Same(t, "the run record of ticks 2, 3, 5, 7 and 9", rec, []driver.TickRan{
+		{Kept: true, Ran: []bool{true, true, false, false}, Fanned: true}, {Kept: true, Ran: []bool{true, false, true, false}},
+		{Kept: true, Ran: []bool{true, false, false, false}, Fanned: true}, {Kept: true, Ran: []bool{false, false, false, true}, Fanned: true}, {}})
 }

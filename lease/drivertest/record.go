@@ -321,3 +321,23 @@ func (x adminRecorder) InitEpoch(ctx context.Context) error {
 	x.r.call("InitEpoch")
 	return x.a.InitEpoch(ctx)
 }
+
+func (x recorder) SaveBackfill(ctx context.Context, b driver.Backfill, hold time.Duration) (bool, error) {
+	x.r.call("SaveBackfill")
+	return x.d.SaveBackfill(ctx, b, hold)
+}
+
+func (x recorder) Backfills(ctx context.Context) ([]driver.Backfill, error) {
+	x.r.call("Backfills")
+	return x.d.Backfills(ctx)
+}
+
+func (x recorder) CancelBackfill(ctx context.Context, id, by string) (bool, error) {
+	x.r.call("CancelBackfill")
+	return x.d.CancelBackfill(ctx, id, by)
+}
+
+func (x recorder) RunRecord(ctx context.Context, task string, ticks []time.Time, entities []string) ([]driver.TickRan, error) {
+	x.r.call("RunRecord")
+	return x.d.RunRecord(ctx, task, ticks, entities)
+}

@@ -23,7 +23,7 @@ func New() driver.Driver {
 		due: map[member]*memDue{}, pausedSet: map[string]driver.PauseInfo{}, tasks: map[string]driver.TaskInfo{}, shards: map[string]int{},
 		tickRecs: map[string][]driver.TickRecord{}, failures: map[string][]driver.Failure{}, actions: map[string][]driver.Action{},
 		followups: map[member][]string{}, answered: map[member]map[string]driver.Outcome{}, claims: map[string]time.Time{},
-		ran: map[ranKey]time.Time{},
+		ran: map[ranKey]time.Time{}, backfills: map[string]*driver.Backfill{},
 	}
 }
 
@@ -49,6 +49,7 @@ type memDriver struct {
 	limits    map[string]*memLimit                 // by name (limits.go)
 	claims    map[string]time.Time                 // Claim's names, to when they are held
 	ran       map[ranKey]time.Time                 // the run record (Request.Record), to when it is kept
+	backfills map[string]*driver.Backfill          // by id (backfill.go)
 }
 
 // ranKey is an entity's tick in the run record.
@@ -121,16 +122,18 @@ func (b *memDriver) Acquire(_ context.Context, reqs []driver.AcquireArg) ([]driv
 		}
 		m := member{a.Req.Task, a.Req.Entity}
 		b.gc(m, now)
+
 		st := b.states[m]
 		if a.Req.Reason == driver.ReasonTick && a.Req.Tick.Sub(now) > driver.EarlyTolerance {
 			out[i] = driver.AcquireReply{Status: driver.GrantEarly, Left: a.Req.Tick.Sub(now)}
 			continue
 		}
+		b.markTick(a.Req, now)
 		if a.Req.Reason == driver.ReasonTick && st != nil && !st.tick.IsZero() && !st.tick.Before(a.Req.TickFloor()) {
 			out[i] = driver.AcquireReply{Status: driver.GrantRan, At: st.tick}
 			continue
 		}
-		if a.Req.Reason == driver.ReasonCatchUp && b.ran[ranKey{m, a.Req.Tick}].After(now) {
+		if driver.ByRecord(a.Req.Reason) && b.ran[ranKey{m, a.Req.Tick}].After(now) {
 			out[i] = driver.AcquireReply{Status: driver.GrantRan, At: a.Req.Tick} // the record decides, not the last tick
 			continue
 		}
@@ -147,7 +150,7 @@ func (b *memDriver) Acquire(_ context.Context, reqs []driver.AcquireArg) ([]driv
 		}
 		fence := max(s.fence+1, now.UnixMicro())
 		s.fence = fence
-		if (a.Req.Reason == driver.ReasonTick || a.Req.Reason == driver.ReasonCatchUp) && a.Req.Tick.After(s.tick) {
+		if (a.Req.Reason == driver.ReasonTick || driver.ByRecord(a.Req.Reason)) && a.Req.Tick.After(s.tick) {
 			s.tick = a.Req.Tick
 		}
 		if a.Req.Record > 0 {
@@ -255,6 +258,9 @@ func (b *memDriver) busyLocked(m member, cur *memLease, req *driver.Request, now
 		}
 		if req.Reason == driver.ReasonTick && req.Tick.After(s.tick) {
 			s.tick = req.Tick // carried by the follow-up: not queued again
+		}
+		if req.Reason == driver.ReasonTick && req.Record > 0 { // the tick counts as run
+			b.ran[ranKey{m, req.Tick}] = now.Add(req.Record)
 		}
 	}
 	if d := req.From; d != nil {

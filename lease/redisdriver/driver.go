@@ -100,7 +100,7 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 		args := make([]any, acqFixed, acqFixed+acqStride*len(gr.Idx))
 		args[acqMaxTTL], args[acqHolder], args[acqPrefix] = ms(maxTTL), holderArg, driver.Escape(k.task)+":"
 		args[acqTTL], args[acqReason], args[acqTick], args[acqQueue] = ms(k.ttl), k.reason, k.tick, k.busy
-		args[acqChannel], args[acqQueueAge], args[acqRecord] = "", ms(k.queueAge), ms(k.record)
+		args[acqChannel], args[acqQueueAge], args[acqRecord], args[acqFanned] = "", ms(k.queueAge), ms(k.record), 0
 		if k.busy == busyReplace {
 			args[acqChannel] = b.k.revoked()
 		}
@@ -135,6 +135,10 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 		}
 		if k.record > 0 { // the run record: the entities' numbers and the tick's bitmap
 			ks = append(ks, b.k.entityNumbers(k.task), b.k.entityCount(k.task), b.k.ran(k.task, k.tick))
+		}
+		if k.reason == string(driver.ReasonTick) && k.tick != "0" { // a tick fanned out: its mark
+			args[acqFanned] = ms(driver.FannedKept)
+			ks = append(ks, b.k.fanned(k.task, k.tick))
 		}
 		calls[g] = scriptCall{keys: append(ks, b.k.shards(k.task)), args: args}
 	}
@@ -174,7 +178,7 @@ func groupAcquires(reqs []driver.AcquireArg, live []int) []codec.Group[acquireKe
 	return codec.GroupBy(len(live), func(i int) acquireKey {
 		r := reqs[live[i]].Req
 		k := acquireKey{task: r.Task, reason: string(r.Reason), tick: "0", floor: "0", ttl: r.TTL, busy: busyArg(r), queueAge: r.QueueAge, record: r.Record, shards: reqs[live[i]].Shards}
-		if r.Reason != driver.ReasonTick && r.Reason != driver.ReasonCatchUp {
+		if r.Reason != driver.ReasonTick && !driver.ByRecord(r.Reason) {
 			return k
 		}
 		if lastTickS == "" || !r.Tick.Equal(lastTick) {

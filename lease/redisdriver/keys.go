@@ -5,6 +5,7 @@ import (
 	"hash/crc32"
 	"math/bits"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tickd/tickd/lease/driver"
@@ -143,6 +144,14 @@ func (k keys) shards(task string) string        { return k.task(task) + ":shards
 func (k keys) migrating(task string) string     { return k.task(task) + ":migrating" } // the lock of a reshard under way
 func (k keys) claim(name string) string         { return k.prefix + ":claim:" + driver.Escape(name) }
 func (k keys) layout() string                   { return k.prefix + ":layout" }
+func (k keys) backfills() string                { return k.prefix + ":backfills" }
+
+// fanned is the fan marks of the day of tick (ms, decimal): a bit per
+// second of the day (driver.FannedKept).
+func (k keys) fanned(task, tick string) string {
+	ms, _ := strconv.ParseInt(tick, 10, 64) //nolint:errcheck // tickMS's digits
+	return k.task(task) + ":fan:" + strconv.FormatInt(ms/86_400_000, 10)
+}
 
 // list is one of a task's lists (listFailures, listActions), or the
 // prefix's for task "" (the actions on no one task: migrate).

@@ -91,6 +91,7 @@ func luaConstants() string {
 		{"BUSY_SKIP", busySkip},
 		{"REASON_REPLACED", driver.ReasonReplaced},
 		{"REASON_CATCH_UP", driver.ReasonCatchUp},
+		{"REASON_BACKFILL", driver.ReasonBackfill},
 		{"UNLOCK_REVOKE", unlockRevoke},
 		{"UNLOCK_FORCE", unlockForce},
 		{"UNLOCKED_FREED", unlockedFreed},

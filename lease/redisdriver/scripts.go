@@ -47,6 +47,7 @@ var (
 	scriptClose    = newScript("close", closeArgs)
 	scriptLearn    = newScript("learn", learnArgs)
 	scriptEndPause = newScript("endpause", endPauseArgs)
+	scriptBackfill = newScript("backfill", backfillArgs)
 )
 
 // luaPrelude begins every script: the shared constants, then lib.lua.
@@ -108,6 +109,7 @@ const (
 	acqChannel  // the revocations channel with busyReplace, else ""
 	acqQueueAge // ms: a buffered tick older than this before the tick is missed; 0: none
 	acqRecord   // ms: how long the run record (keys.ran) is kept; 0: none (its keys left out)
+	acqFanned   // ms: how long the tick's fan mark (keys.fanned) is kept; 0: none (its key left out)
 	acqFixed
 )
 
@@ -121,7 +123,7 @@ const (
 var acquireArgs = argv{
 	fixed: []arg{{"MAX_TTL", acqMaxTTL}, {"HOLDER", acqHolder}, {"PREFIX", acqPrefix}, {"TTL", acqTTL},
 		{"REASON", acqReason}, {"TICK", acqTick}, {"QUEUE", acqQueue}, {"CHUNKS", acqChunks}, {"SHARDS", acqShards},
-		{"TWICE", acqTwice}, {"FLOOR", acqFloor}, {"CHANNEL", acqChannel}, {"QUEUE_AGE", acqQueueAge}, {"RECORD", acqRecord}},
+		{"TWICE", acqTwice}, {"FLOOR", acqFloor}, {"CHANNEL", acqChannel}, {"QUEUE_AGE", acqQueueAge}, {"RECORD", acqRecord}, {"FANNED", acqFanned}},
 	each: []arg{{"FIELD", acqField}, {"TOKEN", acqToken}, {"FROM", acqFrom}},
 }
 
@@ -308,6 +310,9 @@ var settleArgs = argv{fixed: []arg{{"HOLDER", setHolder}, {"TTL", setTTL}, {"BAS
 
 // endpause.lua's.
 var endPauseArgs = argv{fixed: []arg{{"TASK", 0}, {"INFO", 1}}}
+
+// backfill.lua's.
+var backfillArgs = argv{fixed: []arg{{"ID", 0}, {"RECORD", 1}, {"HOLDER", 2}, {"HOLD", 3}}}
 
 // learn.lua's.
 var learnArgs = argv{fixed: []arg{{"BASE", 0}, {"KEY", 1}, {"MAX", 2}, {"START", 3}, {"RATE", 4}, {"TOO_MANY", 5}, {"SOURCE", 6}}}

@@ -12,7 +12,8 @@ import (
 
 // instantKeys are the keys whose values are instants.
 var instantKeys = map[string]bool{"next_tick": true, "since": true, "started": true, "ended": true, "last_tick": true, "tick": true, "due_at": true, "last_seen": true,
-	"at": true, "until": true, "started_at": true, "ended_at": true, "last_registered": true}
+	"at": true, "until": true, "started_at": true, "ended_at": true, "last_registered": true,
+	"cursor": true, "first_tick": true, "created": true}
 
 var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 

@@ -1,7 +1,9 @@
 -- KEYS: epoch, due, dueinfo, entities (the task's hash), followups (the
 --   task's), then the tick's claims (when chunks ~= ''), then the hashes of
---   the requests the batch's due entries answer, then the shard's layout
---   key (shards_refused).
+--   the requests the batch's due entries answer, then the run record's
+--   numbers, count and the tick's bitmap (when record > 0), then the day's
+--   fan marks (when fanned > 0), then the shard's layout key
+--   (shards_refused).
 -- ARGV (scripts.go's acquireArgs): max_ttl_ms, holder (escaped), member_prefix (escaped task .. ':'),
 --   ttl_ms, reason, tick_ms (0: not a tick run), queue (0|1), chunks
 --   ('' or "t:m:id …": triple t holds the m entities of chunk id of the
@@ -66,6 +68,12 @@ if tick > now_ms + EARLY_MS then
 elseif tick > 0 and tick < lost_at then
   -- The tick may have run before Redis lost its records: never twice.
   refused = reply_ran(num(lost_at))
+elseif tick > 0 and (reason == REASON_CATCH_UP or reason == REASON_BACKFILL) then
+  -- A reshard numbers the entities it moves anew, in another shard's run
+  -- record: which of them ran a tick before it (its generation, the
+  -- layout's '@G', Redis ms at its start) is not known. Never twice.
+  local gen = tonumber(match(redis.call('GET', KEYS[#KEYS]) or '', '@(%d+)$') or '0')
+  if tick < gen then refused = reply_ran(num(gen)) end
 end
 if refused then
   for i = 1, n do out[i] = refused end
@@ -102,20 +110,25 @@ local taken_reply = reply_ran(tick_s)
 
 -- The run record (RECORD > 0; its keys are the three before the layout
 -- key): each entity's number in the task's numbers hash, the tick's bitmap.
--- A catch-up run (REASON_CATCH_UP) is decided by it, not by the last tick:
--- an entity whose bit is set ran its tick (done[k]).
-local record, catch_up = tonumber(ARGV[A_RECORD]), reason == REASON_CATCH_UP
+-- A catch-up or backfill run (REASON_CATCH_UP, REASON_BACKFILL) is decided
+-- by it, not by the last tick: an entity whose bit is set ran its tick
+-- (done[k]).
+local record, catch_up = tonumber(ARGV[A_RECORD]), reason == REASON_CATCH_UP or reason == REASON_BACKFILL
+-- The optional keys before the layout key: the fan marks, then before
+-- them the run record's three (ix, ixn, the bitmap: rec + 0..2).
+local rec = #KEYS - 3
+if ARGV[A_FANNED] ~= '0' then rec = rec - 1 end
 local done = {}
 if catch_up and record == 0 then return redis.error_reply('acquire: a catch-up run needs the run record') end
 if catch_up and nf > 0 then
-  local ixs, get, at = redis.call('HMGET', KEYS[#KEYS - 3], unpack(fs)), {}, {}
+  local ixs, get, at = redis.call('HMGET', KEYS[rec], unpack(fs)), {}, {}
   for k2 = 1, nf do
     if ixs[k2] then
       get[#get + 1], get[#get + 2], get[#get + 3], at[#at + 1] = 'GET', 'u1', '#' .. ixs[k2], k2
     end
   end
   if #get > 0 then
-    local bits = redis.call('BITFIELD', KEYS[#KEYS - 1], unpack(get))
+    local bits = redis.call('BITFIELD', KEYS[rec + 2], unpack(get))
     for j = 1, #at do
       if bits[j] == 1 then done[at[j]] = true end
     end
@@ -126,14 +139,14 @@ end
 -- bitmap, numbering the ones not numbered yet, and bit 0 (the tick's
 -- record is kept), kept for RECORD ms.
 local function record_ran(fields)
-  local ixk, rk, bf = KEYS[#KEYS - 3], KEYS[#KEYS - 1], {'SET', 'u1', '#0', 1}
+  local ixk, rk, bf = KEYS[rec], KEYS[rec + 2], {'SET', 'u1', '#0', 1}
   if #fields > 0 then
     local got, missing, new = redis.call('HMGET', ixk, unpack(fields)), 0, {}
     for j = 1, #fields do
       if not got[j] then missing = missing + 1 end
     end
     local n = 0
-    if missing > 0 then n = redis.call('INCRBY', KEYS[#KEYS - 2], missing) - missing end
+    if missing > 0 then n = redis.call('INCRBY', KEYS[rec + 1], missing) - missing end
     for j = 1, #fields do
       local ix = got[j]
       if not ix then
@@ -250,8 +263,10 @@ for t = 1, nt do
       out[i], w, ran = decide(e, field, tok, tsfx, run_tick, reqs)
       if w then w = encode_entity(e) end
     end
-    if record > 0 and not ran and not ran_seen[field] and sub(out[i], 1, #GRANT_BUSY) ~= GRANT_BUSY then
-      ran_fields[#ran_fields + 1], ran_seen[field] = field, true -- granted: a fence
+    -- Granted (a fence), or busy with the tick left to run after the
+    -- holder (queued, or replacing it): the tick counts as run.
+    if record > 0 and not ran and not ran_seen[field] and (sub(out[i], 1, #GRANT_BUSY) ~= GRANT_BUSY or queue ~= BUSY_SKIP and reason == REASON_TICK) then
+      ran_fields[#ran_fields + 1], ran_seen[field] = field, true
     end
     if w then -- staged: written by one HSET at the end, read by a later request for field
       writes[nw + 1], writes[nw + 2], nw = field, w, nw + 2
@@ -263,4 +278,10 @@ for t = 1, nt do
 end
 if nw > 0 then redis.call('HSET', KEYS[4], unpack(writes)) end
 if record > 0 then record_ran(ran_fields) end
+if ARGV[A_FANNED] ~= '0' then
+  -- A tick fanned out: its second of the day in the day's marks, kept
+  -- FANNED ms, so that a backfill tells it from a tick no one ran.
+  redis.call('SETBIT', KEYS[#KEYS - 1], math.floor((tick % 86400000) / 1000), 1)
+  redis.call('PEXPIRE', KEYS[#KEYS - 1], ARGV[A_FANNED])
+end
 return reply(out)

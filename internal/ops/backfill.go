@@ -1,0 +1,139 @@
+package ops
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tickd/tickd/config"
+	"github.com/tickd/tickd/internal/lease"
+	"github.com/tickd/tickd/lease/driver"
+)
+
+// MaxBackfillTicks bounds the ticks of one backfill's range.
+const MaxBackfillTicks = 100_000
+
+// BackfillPlan is what a backfill of a range would run, as the run record
+// says now.
+type BackfillPlan struct {
+	// Backfill is the backfill as it would be created: its id, range,
+	// entities, and the ticks it leaves out (Unknown).
+	Backfill driver.Backfill
+	Ticks    int   // the range's ticks, Unknown ones included
+	Entities int   // the entities it runs each tick for
+	Runs     int64 // the (entity, tick)s no one ran: the runs it would start
+}
+
+// PlanBackfill plans a backfill of t's ticks from from to to (both
+// included) for ids (nil: every entity of t), asked for by by at now:
+// which ticks are known (their run record is kept, or no replica fanned
+// them out: driver.TickRan) and how many runs it would start. A tick a
+// replica fanned out while no run record was kept, one older than
+// driver.FannedKept without one, and one before a reshard are left out
+// (Unknown): their runs are not known, and none may run twice.
+func PlanBackfill(ctx context.Context, store *lease.Store, t config.Task, from, to time.Time, ids []string, by string, now time.Time) (BackfillPlan, error) {
+	switch {
+	case len(t.Limits) > 0:
+		return BackfillPlan{}, errors.New("a backfill is not yet for a task under limits")
+	case t.TimezoneFrom != "":
+		return BackfillPlan{}, errors.New("a backfill is not yet for a task whose entities tick in their own zones (timezone_from)")
+	case to.Before(from):
+		return BackfillPlan{}, fmt.Errorf("-to %s is before -from %s", to.UTC().Format(time.RFC3339), from.UTC().Format(time.RFC3339))
+	case to.After(now.Add(-t.LateLimit())):
+		return BackfillPlan{}, fmt.Errorf("-to %s is a tick a replica may still run (within %s of now): give an older one",
+			to.UTC().Format(time.RFC3339), t.LateLimit())
+	}
+	var ticks []time.Time
+	for at := t.Schedule.Next(from.Add(-time.Nanosecond)); !at.IsZero() && !at.After(to); at = t.Schedule.Next(at) {
+		if len(ticks) == MaxBackfillTicks {
+			return BackfillPlan{}, fmt.Errorf("the range has more than %d ticks: backfill it in parts", MaxBackfillTicks)
+		}
+		ticks = append(ticks, at)
+	}
+	if len(ticks) == 0 {
+		return BackfillPlan{}, fmt.Errorf("task %s has no tick from %s to %s", t.Name, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
+	}
+	all, err := TriggerIDs(ctx, t, ids, false)
+	if err != nil {
+		return BackfillPlan{}, err
+	}
+	bf := driver.Backfill{ID: newBackfillID(), Task: t.Name, From: ticks[0], To: ticks[len(ticks)-1], Entities: slices.Clone(ids), Total: len(ticks), By: by, Created: now}
+	plan := BackfillPlan{Ticks: len(ticks), Entities: len(all)}
+	oldest := now.Add(-driver.FannedKept) // older: no fan mark tells whether it was fanned out
+	for i := 0; i < len(ticks); i += 1000 {
+		part := ticks[i:min(i+1000, len(ticks))]
+		rec, err := store.Fleet().RunRecord(ctx, t.Name, part, all)
+		if err != nil {
+			return BackfillPlan{}, err
+		}
+		for j, r := range rec {
+			T := part[j]
+			switch {
+			case r.Moved: // a reshard since: who ran it is not known
+				bf.Unknown = append(bf.Unknown, T)
+			case r.Kept:
+				for _, ran := range r.Ran {
+					if !ran {
+						plan.Runs++
+					}
+				}
+			case r.Fanned || T.Before(oldest): // fanned out with no run record, or too old to tell
+				bf.Unknown = append(bf.Unknown, T)
+			default:
+				plan.Runs += int64(len(all))
+			}
+		}
+	}
+	plan.Backfill = bf
+	return plan, nil
+}
+
+// newBackfillID is a new backfill's id: 8 random hex digits.
+func newBackfillID() string {
+	b := make([]byte, 4)
+	rand.Read(b) //nolint:errcheck // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}
+
+// StartBackfill creates plan's backfill: a replica that runs its task
+// takes it within a second.
+func StartBackfill(ctx context.Context, store *lease.Store, t *config.Task, plan BackfillPlan) (Done, error) {
+	bf := plan.Backfill
+	if _, err := store.Fleet().SaveBackfill(ctx, bf, 0); err != nil {
+		return Done{}, err
+	}
+	said := fmt.Sprintf("backfill %s of %s: %d ticks from %s to %s, %d runs to start", bf.ID, t.Name, plan.Ticks,
+		bf.From.UTC().Format(time.RFC3339), bf.To.UTC().Format(time.RFC3339), plan.Runs)
+	if len(bf.Unknown) > 0 {
+		said += fmt.Sprintf("; %d ticks left out, whose runs are not known (a replica ran them while the task kept no run_record)", len(bf.Unknown))
+	}
+	a := driver.Action{Task: t.Name, At: bf.Created, By: bf.By, What: driver.ActionBackfill, Detail: said}
+	return record(ctx, store, t, a, said), nil
+}
+
+// ErrNoBackfill is CancelBackfill's error for an id no backfill has.
+var ErrNoBackfill = errors.New("no such backfill")
+
+// CancelBackfill cancels backfill id: its replica stops it within
+// backfill's hold (the runs started go on).
+func CancelBackfill(ctx context.Context, store *lease.Store, cfg *config.Config, id, by string) (Done, error) {
+	bs, err := store.Fleet().Backfills(ctx)
+	if err != nil {
+		return Done{}, err
+	}
+	i := slices.IndexFunc(bs, func(b driver.Backfill) bool { return b.ID == id })
+	if i < 0 {
+		return Done{}, fmt.Errorf("%w: %q", ErrNoBackfill, id)
+	}
+	if ok, err := store.Fleet().CancelBackfill(ctx, id, by); err != nil || !ok {
+		return Done{}, errors.Join(err, fmt.Errorf("%w: %q", ErrNoBackfill, id))
+	}
+	said := fmt.Sprintf("backfill %s of %s cancelled: no run starts after its next tick's fan-out ends, within 5s; the runs started go on", id, bs[i].Task)
+	t, _ := cfg.Task(bs[i].Task)
+	a := driver.Action{Task: bs[i].Task, At: time.Now(), By: by, What: driver.ActionBackfill, Detail: said}
+	return record(ctx, store, t, a, said), nil
+}

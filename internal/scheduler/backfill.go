@@ -1,0 +1,263 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tickd/tickd/internal/leaseconf"
+	"github.com/tickd/tickd/internal/logs"
+	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/schedule"
+)
+
+// An operator's backfill (tickd backfill) is a record in the store
+// (driver.Backfill): the range, and its progress. Every replica reads the
+// records every backfillPoll; one that runs the task takes the holder's
+// place of a backfill no one holds, and fans its ticks out one after
+// another, oldest first, from the tick after its cursor, with
+// driver.ReasonBackfill: each entity's run is granted only when the run
+// record says it has not run its tick. Its holder saves the progress
+// after each tick, and at least every backfillHold/3; a save refused (a
+// cancel, or another holder after a hold that passed) stops it. So a
+// backfill goes on where it stopped when its replica is killed, on
+// whichever replica takes it next, and runs no (entity, tick) twice.
+const (
+	backfillPoll = time.Second
+	backfillHold = 15 * time.Second
+	// BackfillRecord is how long a backfill's runs keep the run record
+	// of their ticks, at the least (a task's run_record may be longer): a
+	// backfill of the range within it runs none of them again; past it,
+	// none of the range's ticks is known, and none runs.
+	BackfillRecord = 90 * 24 * time.Hour
+	// yieldAhead is how long before a live tick a backfill stops asking
+	// for leases, so that the tick's acquires find Redis idle.
+	yieldAhead = 50 * time.Millisecond
+)
+
+// errBackfillStopped stops a backfill whose save was refused.
+var errBackfillStopped = errors.New("backfill cancelled, or taken by another replica")
+
+// backfiller runs this replica's backfills.
+type backfiller struct {
+	s       *Scheduler
+	mu      sync.Mutex
+	running map[string]bool // by id
+}
+
+// poll reads the backfills and takes those to run that no one holds.
+func (b *backfiller) poll(ctx context.Context) {
+	s := b.s
+	fleet := s.store.Fleet()
+	bs, err := fleet.Backfills(ctx)
+	if err != nil {
+		s.logLimited("backfills", "cannot read the backfills; will retry", logs.KeyError, err)
+		return
+	}
+	for _, bf := range bs {
+		// One held elsewhere is asked for too: its Until is by the
+		// store's clock, which the save compares by.
+		if !bf.Ended.IsZero() || bf.Cancelled != "" || taskStateOf(s, bf.Task) == nil {
+			continue
+		}
+		b.mu.Lock()
+		running := b.running[bf.ID]
+		b.mu.Unlock()
+		if running {
+			continue
+		}
+		if ok, err := fleet.SaveBackfill(ctx, bf, backfillHold); err != nil || !ok {
+			continue
+		}
+		b.mu.Lock()
+		b.running[bf.ID] = true
+		b.mu.Unlock()
+		s.loopWG.Add(1)
+		go func() {
+			defer s.loopWG.Done()
+			b.run(bf)
+			b.mu.Lock()
+			delete(b.running, bf.ID)
+			b.mu.Unlock()
+		}()
+	}
+}
+
+// taskStateOf is s's newest state of task, nil when the config has none.
+func taskStateOf(s *Scheduler, task string) *taskState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tasks[task]
+}
+
+// backfillRun is one backfill being run here: its record, saved as it
+// goes.
+type backfillRun struct {
+	b    *backfiller
+	mu   sync.Mutex
+	bf   driver.Backfill
+	stop context.CancelCauseFunc
+	// going are the tallies of its ticks whose runs may still go on.
+	going []*tally
+}
+
+// save saves the progress, holding the backfill for backfillHold more (0
+// once it ended); a save refused stops the run.
+func (r *backfillRun) save(ctx context.Context, hold time.Duration) {
+	r.mu.Lock()
+	bf := r.bf
+	r.mu.Unlock()
+	ok, err := r.b.s.store.Fleet().SaveBackfill(ctx, bf, hold)
+	switch {
+	case err != nil:
+		r.b.s.logLimited("backfill:"+bf.ID, "cannot save a backfill's progress; will retry", logs.KeyTask, bf.Task, "backfill", bf.ID, logs.KeyError, err)
+	case !ok:
+		r.stop(errBackfillStopped)
+	}
+}
+
+// run runs bf's ticks after its cursor, saving its progress after each.
+func (b *backfiller) run(bf driver.Backfill) {
+	s := b.s
+	ctx, stop := context.WithCancelCause(s.loopCtx)
+	defer stop(nil)
+	r := &backfillRun{b: b, bf: bf, stop: stop}
+	// The hold, kept while a tick's fan-out goes on.
+	go poll(ctx, backfillHold/3, func(ctx context.Context) { r.save(ctx, backfillHold) })
+	s.log.Info("backfill resumed", logs.KeyTask, bf.Task, "backfill", bf.ID, "ticks_done", bf.Ticks, "from", bf.From.UTC().Format(time.RFC3339), "to", bf.To.UTC().Format(time.RFC3339))
+	for _, T := range backfillTicks(taskStateOf(s, bf.Task), bf) {
+		if !b.tick(ctx, r, T) {
+			s.log.Info("backfill stopped", logs.KeyTask, bf.Task, "backfill", bf.ID, logs.KeyError, context.Cause(ctx))
+			return
+		}
+	}
+	// It ends once its runs have: a -wait that returns finds them done.
+	for _, tl := range r.going {
+		for tl.pending.Load() > 0 && ctx.Err() == nil {
+			wait(ctx, backfillRoomPoll)
+		}
+	}
+	r.mu.Lock()
+	r.bf.Ended = s.clock.Now()
+	r.mu.Unlock()
+	r.save(ctx, 0)
+	if ctx.Err() != nil {
+		return
+	}
+	bf = r.bf
+	detail := fmt.Sprintf("%s ended: %d ticks, %d runs, %d run before, %d left busy", bf.ID, bf.Ticks, bf.Ran, bf.Skipped, bf.Busy)
+	if ts := taskStateOf(s, bf.Task); ts != nil {
+		err := s.store.Fleet().RecordAction(ctx, driver.Action{Task: bf.Task, At: bf.Ended, By: s.replica, What: driver.ActionBackfill, Detail: detail}, leaseconf.Retention(&ts.t))
+		if err != nil {
+			s.log.Warn("cannot record a backfill's end in the history", logs.KeyTask, bf.Task, "backfill", bf.ID, logs.KeyError, err)
+		}
+	}
+	s.log.Info("backfill ended", logs.KeyTask, bf.Task, "backfill", bf.ID, "ticks", bf.Ticks, "ran", bf.Ran, "skipped", bf.Skipped, "busy", bf.Busy)
+}
+
+// tick fans out tick T of r's backfill, once the task is not paused, and
+// saves its progress; false when the backfill stops (its task gone from
+// the config, a cancel, shutdown).
+func (b *backfiller) tick(ctx context.Context, r *backfillRun, T time.Time) bool {
+	s := b.s
+	for ctx.Err() == nil {
+		ts := taskStateOf(s, r.bf.Task)
+		if ts == nil {
+			return false
+		}
+		if ts.paused.Load() {
+			wait(ctx, s.pausePoll)
+			continue
+		}
+		n, tl := s.fanOut(ctx, ts, catchUp{T: T, reason: driver.ReasonBackfill, only: r.bf.Entities, backfill: r.bf.ID})
+		r.going = slices.DeleteFunc(append(r.going, tl), func(tl *tally) bool { return tl.pending.Load() == 0 })
+		if n.Paused {
+			continue // the tick again, once resumed: its runs so far are recorded
+		}
+		if ctx.Err() != nil || n.Stopped || n.Removed {
+			return false
+		}
+		r.mu.Lock()
+		r.bf.Cursor, r.bf.Ticks = T, r.bf.Ticks+1
+		r.bf.Ran += int64(n.Started)
+		r.bf.Skipped += int64(n.AlreadyRan + n.Superseded)
+		r.bf.Busy += int64(n.Busy + n.Errors + n.Quarantined)
+		r.mu.Unlock()
+		r.save(ctx, backfillHold)
+		return ctx.Err() == nil
+	}
+	return false
+}
+
+// wait waits d, or until ctx is done.
+func wait(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// backfillTicks are bf's ticks still to run: of its range, after its
+// cursor, not Unknown, oldest first, by the task's schedule.
+func backfillTicks(ts *taskState, bf driver.Backfill) []time.Time {
+	if ts == nil {
+		return nil
+	}
+	return BackfillTicks(ts.sched, bf)
+}
+
+// BackfillTicks are bf's ticks still to run by schedule sched: of its
+// range, after its cursor, not Unknown, oldest first.
+func BackfillTicks(sched schedule.Schedule, bf driver.Backfill) []time.Time {
+	from := bf.From.Add(-time.Nanosecond)
+	if bf.Cursor.After(from) {
+		from = bf.Cursor
+	}
+	var out []time.Time
+	for at := sched.Next(from); !at.IsZero() && !at.After(bf.To); at = sched.Next(at) {
+		if !slices.ContainsFunc(bf.Unknown, at.Equal) {
+			out = append(out, at)
+		}
+	}
+	return out
+}
+
+// liveSoon says whether a live tick's fan-out goes on, or one is due
+// within yieldAhead.
+func liveSoon(s *Scheduler) bool {
+	if s.liveFanOuts.Load() > 0 {
+		return true
+	}
+	soon := s.clock.Now().Add(yieldAhead).UnixNano()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ts := range s.tasks {
+		if next := ts.nextTick.Load(); next > 0 && next <= soon {
+			return true
+		}
+	}
+	return false
+}
+
+// backfillRoom waits, before a backfill's fan-out takes a run slot, while
+// a live tick's fan-out goes on or is due (liveSoon), or the backfill's
+// runs hold half the task's slots: a backfill takes the room live ticks
+// leave. Its batch is sent first: it holds slots, and Redis's time.
+func (f *fanOut) backfillRoom() {
+	half := max(cap(f.ts.slots)/2, 1)
+	if f.reason != driver.ReasonBackfill || !liveSoon(f.s) && len(f.ts.slots) < half {
+		return
+	}
+	f.flush()
+	for f.ctx.Err() == nil && (liveSoon(f.s) || len(f.ts.slots) >= half) {
+		wait(f.ctx, backfillRoomPoll)
+	}
+}
+
+// backfillRoomPoll is how often a backfill waiting for room looks again.
+const backfillRoomPoll = 5 * time.Millisecond

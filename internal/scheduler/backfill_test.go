@@ -1,0 +1,81 @@
+package scheduler
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/lease/driver"
+)
+
+// TestBackfillGoesOnWhereItStopped: a backfill whose replica stopped
+// after its first tick (its cursor there, no holder) is taken by one of
+// two replicas, which runs the ticks after its cursor, oldest first,
+// each (entity, tick) at most once between live runs and backfills by the
+// run record (b's 05:00, run by the replica that stopped, and a's 08:00,
+// run live, do not run again), leaves out its Unknown ticks, and saves
+// its end with its counts.
+func TestBackfillGoesOnWhereItStopped(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, withRedis bool) {
+		e := newEnv(t, withRedis)
+		ten := time.Now().UTC().Add(-3 * time.Hour).Truncate(time.Hour)
+		now := ten.Add(30 * time.Minute)
+		at := func(h int) time.Time { return ten.Add(time.Duration(h-10) * time.Hour) }
+		first := e.store("r1")
+		ran := func(reason driver.Reason, entity string, h int) {
+			l, err := first.Acquire(context.Background(), driver.Request{Task: "hourly", Entity: entity, TTL: time.Minute, Reason: reason, Tick: at(h), Record: BackfillRecord})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Release(context.Background(), driver.Finished{Outcome: driver.OutcomeDone}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ran(driver.ReasonTick, "a", 8)     // live, recorded
+		ran(driver.ReasonBackfill, "b", 5) // by the replica that stopped: it saved no progress for 05:00
+		bf := driver.Backfill{ID: "b1", Task: "hourly", From: at(4), To: at(8), Unknown: []time.Time{at(7)}, Total: 5, By: "op", Created: at(9),
+			Cursor: at(4), Ticks: 1, Ran: 3}
+		if ok, err := first.Fleet().SaveBackfill(context.Background(), bf, 0); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		cfg := `
+[[tasks]]
+name = "hourly"
+every = "1h"
+run_record = "720h"
+entities = ["a", "b", "c"]
+handler = "rec"
+`
+		e.run(cfg, Options{Store: first, Clock: shiftedClock(time.Until(now)), DuePoll: 20 * time.Millisecond})
+		if withRedis { // a second replica (the in-process store has one: its holder is one)
+			e.run(cfg, Options{Store: e.store("r2"), Clock: shiftedClock(time.Until(now)), DuePoll: 20 * time.Millisecond})
+		}
+		var end driver.Backfill
+		expect.WaitFor(t, 20*time.Second, "the backfill to end", func() bool {
+			bs, err := first.Fleet().Backfills(context.Background())
+			if err != nil || len(bs) != 1 {
+				return false
+			}
+			end = bs[0]
+			return !end.Ended.IsZero()
+		})
+		runs := e.rec.snapshot()
+		slices.SortStableFunc(runs, func(a, b runRec) int { return cmp.Compare(a.Fence, b.Fence) })
+		var got []string
+		for _, r := range runs {
+			expect.Equal(t, "a run's reason", r.Reason, driver.ReasonBackfill)
+			got = append(got, fmt.Sprintf("%02d:%s", int(r.Tick.Sub(ten)/time.Hour)+10, r.Entity))
+		}
+		slices.Sort(got[:2]) // a tick's entities start in any order
+		slices.Sort(got[2:5])
+		slices.Sort(got[5:])
+		expect.Equal(t, "the runs, tick by tick", fmt.Sprint(got), "[05:a 05:c 06:a 06:b 06:c 08:b 08:c]")
+		expect.Equal(t, "its cursor", end.Cursor, at(8))
+		expect.Equal(t, "its counts: ticks, runs, run before, busy", fmt.Sprint(end.Ticks, end.Ran, end.Skipped, end.Busy), "4 10 2 0")
+	})
+}
