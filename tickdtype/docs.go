@@ -48,6 +48,46 @@ type StatusDoc struct {
 	Locks     []LeaseDoc `json:"locks"`
 	LockCount int        `json:"lock_count"`
 	Limits    []LimitDoc `json:"limits"`
+	// Backfills are the backfills kept (tickd backfill), of every task
+	// or of the one asked for, the newest first.
+	Backfills []BackfillDoc `json:"backfills"`
+}
+
+// BackfillDoc is a backfill, in `tickd backfill -json` (as created, as
+// listed, or as it ended with -wait), `tickd status -json` and the
+// console's JSON.
+type BackfillDoc struct {
+	ID       string   `json:"id"`
+	Task     string   `json:"task"`
+	From     Instant  `json:"first_tick"` // the range's first tick
+	To       Instant  `json:"last_tick"`  // its last
+	Entities []string `json:"entities"`   // [] for every entity of the task
+	By       string   `json:"by"`
+	Created  Instant  `json:"created"`
+	// Ticks is the range's ticks; Unknown, those left out (their runs are
+	// not known); Done, those fanned out.
+	Ticks   int `json:"ticks"`
+	Unknown int `json:"unknown"`
+	Done    int `json:"done"`
+	// Ran: runs started; Skipped: (entity, tick)s that had run before;
+	// Busy: left busy (a backfill of the range again runs them).
+	Ran     int64 `json:"ran"`
+	Skipped int64 `json:"skipped"`
+	Busy    int64 `json:"busy"`
+	// Failed: its runs that failed or timed out, counted once they ended;
+	// Left: the ticks still to fan out.
+	Failed int64 `json:"failed"`
+	Left   int   `json:"left"`
+	// State is "waiting" (no replica runs it yet), "running", "ended" or
+	// "cancelled".
+	State     string  `json:"state"`
+	Holder    string  `json:"holder"`
+	Cursor    Instant `json:"cursor"` // the newest tick fanned out; null: none yet
+	Ended     Instant `json:"ended"`
+	Cancelled string  `json:"cancelled_by"`
+	// Runs, for a plan (-dry-run, or as created): the runs it would start
+	// as the run record says now; -1 in a listing.
+	Runs int64 `json:"runs"`
 }
 
 // ReplicaDoc is a running replica, as it last announced itself.

@@ -101,7 +101,7 @@ func startBackfill(ctx context.Context, store *lease.Store, t *config.Task, from
 		}
 		notRecorded(d)
 	}
-	doc := backfillDoc(plan.Backfill)
+	doc := report.BackfillDocOf(plan.Backfill, time.Now())
 	doc.Runs = plan.Runs
 	if *f.wait && !*f.dryRun {
 		if doc, err = waitBackfill(ctx, store, plan, *f.timeout, stdout, *f.asJSON); err != nil {
@@ -156,12 +156,12 @@ func waitBackfill(ctx context.Context, store *lease.Store, plan ops.BackfillPlan
 			return report.BackfillDoc{}, err
 		}
 		if i := slices.IndexFunc(bs, func(b driver.Backfill) bool { return b.ID == plan.Backfill.ID }); i >= 0 {
-			doc := backfillDoc(bs[i])
+			doc := report.BackfillDocOf(bs[i], time.Now())
 			if line := progressLine(doc); !asJSON && line != last {
 				fmt.Fprintln(w, line)
 				last = line
 			}
-			if doc.State == "ended" || doc.State == "cancelled" {
+			if doc.State == report.BackfillEnded || doc.State == report.BackfillCancelled {
 				return doc, nil
 			}
 		}
@@ -173,31 +173,10 @@ func waitBackfill(ctx context.Context, store *lease.Store, plan ops.BackfillPlan
 	}
 }
 
-// backfillDoc is bf's document.
-func backfillDoc(bf driver.Backfill) report.BackfillDoc {
-	d := report.BackfillDoc{ID: bf.ID, Task: bf.Task, From: report.Instant(bf.From), To: report.Instant(bf.To), Entities: bf.Entities, By: bf.By,
-		Created: report.Instant(bf.Created), Ticks: bf.Total, Unknown: len(bf.Unknown), Done: bf.Ticks, Ran: bf.Ran, Skipped: bf.Skipped, Busy: bf.Busy,
-		Holder: bf.Holder, Cursor: report.Instant(bf.Cursor), Ended: report.Instant(bf.Ended), Cancelled: bf.Cancelled, Runs: -1}
-	if d.Entities == nil {
-		d.Entities = []string{}
-	}
-	switch {
-	case bf.Cancelled != "":
-		d.State = "cancelled"
-	case !bf.Ended.IsZero():
-		d.State = "ended"
-	case bf.Until.After(time.Now()):
-		d.State = "running"
-	default:
-		d.State = "waiting"
-	}
-	return d
-}
-
 // progressLine says how far a backfill got.
 func progressLine(d report.BackfillDoc) string {
-	return fmt.Sprintf("backfill %s: %s, %d of %d ticks done (%d left out as unknown), %d runs started, %d had run before, %d left busy",
-		d.ID, d.State, d.Done, d.Ticks-d.Unknown, d.Unknown, d.Ran, d.Skipped, d.Busy)
+	return fmt.Sprintf("backfill %s: %s, %d of %d ticks done (%d left out as unknown), %d runs started, %d failed, %d had run before, %d left busy",
+		d.ID, d.State, d.Done, d.Ticks-d.Unknown, d.Unknown, d.Ran, d.Failed, d.Skipped, d.Busy)
 }
 
 // printBackfill prints a backfill as created (or planned, for a dry run).
@@ -207,7 +186,7 @@ func printBackfill(w io.Writer, d report.BackfillDoc, dryRun bool) {
 			d.Task, d.From.Time().UTC().Format(time.RFC3339), d.To.Time().UTC().Format(time.RFC3339), d.Runs, d.Ticks-d.Unknown, d.Unknown)
 		return
 	}
-	if d.State == "waiting" && d.Runs >= 0 {
+	if d.State == report.BackfillWaiting && d.Runs >= 0 {
 		fmt.Fprintf(w, "backfill %s of %s: %d runs to start over %d ticks (%d left out as unknown); a replica that runs the task takes it within a second; tickd backfill -cancel %s stops it\n",
 			d.ID, d.Task, d.Runs, d.Ticks-d.Unknown, d.Unknown, d.ID)
 		return
@@ -217,14 +196,13 @@ func printBackfill(w io.Writer, d report.BackfillDoc, dryRun bool) {
 
 // listBackfills prints every backfill kept, the newest first.
 func listBackfills(ctx context.Context, store *lease.Store, w io.Writer, asJSON bool) error {
-	bs, err := store.Fleet().Backfills(ctx)
+	bs, err := report.ReadBackfills(ctx, store, "")
 	if err != nil {
 		return err
 	}
-	slices.SortFunc(bs, func(a, b driver.Backfill) int { return b.Created.Compare(a.Created) })
 	doc := report.BackfillListDoc{Backfills: []report.BackfillDoc{}}
 	for _, b := range bs {
-		doc.Backfills = append(doc.Backfills, backfillDoc(b))
+		doc.Backfills = append(doc.Backfills, report.BackfillDocOf(b, time.Now()))
 	}
 	if asJSON {
 		return printJSON(w, doc)
@@ -233,11 +211,17 @@ func listBackfills(ctx context.Context, store *lease.Store, w io.Writer, asJSON 
 		fmt.Fprintln(w, "no backfills")
 		return nil
 	}
-	tb := table{}
-	tb.row("ID", "TASK", "FROM", "TO", "STATE", "TICKS DONE", "RAN", "RAN BEFORE", "BUSY", "BY")
-	for _, d := range doc.Backfills {
-		tb.row(d.ID, d.Task, d.From.Time().UTC().Format(time.RFC3339), d.To.Time().UTC().Format(time.RFC3339), d.State, d.Done, d.Ran, d.Skipped, d.Busy, d.By)
+	backfillTable(w, "", doc.Backfills)
+	return nil
+}
+
+// backfillTable prints backfills, a row each, indented by indent.
+func backfillTable(w io.Writer, indent string, bs []report.BackfillDoc) {
+	tb := table{indent: indent}
+	tb.row("ID", "TASK", "FIRST TICK", "LAST TICK", "STATE", "DONE", "LEFT", "RAN", "FAILED", "RAN BEFORE", "BUSY", "BY")
+	for _, d := range bs {
+		tb.row(d.ID, d.Task, d.From.Time().UTC().Format(time.RFC3339), d.To.Time().UTC().Format(time.RFC3339), d.State, d.Done, d.Left,
+			d.Ran, d.Failed, d.Skipped, d.Busy, d.By)
 	}
 	tb.write(w)
-	return nil
 }

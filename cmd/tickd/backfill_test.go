@@ -124,9 +124,38 @@ command = ["WORKER"]
 	// count as run before, for the replica that went on.
 	expect.Equal(t, "its runs started and found run before, in all", end.Ran+end.Skipped, int64(590))
 
+	checkBackfillShown(t, e, made.ID)
+
 	var again report.BackfillDoc
 	backfillCLI(t, &again, "-config", e.cfg, "minutely", "-from", from.Format(time.RFC3339), "-to", to.Format(time.RFC3339), "-dry-run")
 	expect.Equal(t, "the same backfill again: runs", again.Runs, int64(0))
+}
+
+// checkBackfillShown: status shows backfill id, ended, and the history
+// says who asked for it and its end.
+func checkBackfillShown(t *testing.T, e *opsEnv, id string) {
+	t.Helper()
+	code, out, errs := cli("status", "-config", e.cfg, "-json", "minutely")
+	if code != 0 {
+		t.Fatalf("status: %d %s", code, errs)
+	}
+	checkSchema(t, out)
+	var st report.StatusDoc
+	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Backfills) != 1 {
+		t.Fatalf("status -json: %v, backfills %+v", err, st.Backfills)
+	}
+	b := st.Backfills[0]
+	expect.Equal(t, "status: its state, done, left, failed", fmt.Sprintf("%s %d %d %d", b.State, b.Done, b.Left, b.Failed), "ended 59 0 0")
+	if _, text, _ := cli("status", "-config", e.cfg, "minutely"); !strings.Contains(text, id+"  minutely") {
+		t.Errorf("status does not list the backfill:\n%s", text)
+	}
+	var said []string
+	for _, a := range e.history(e.cfg, "minutely").Actions {
+		if a.Action == string(driver.ActionBackfill) && strings.Contains(a.Detail, id) {
+			said = append(said, a.By)
+		}
+	}
+	expect.Equal(t, "the history's backfill actions: its end (by the replica), its start (by the operator)", len(said), 2)
 }
 
 // seedHistory leaves, in the store of the config at path, tick unknown

@@ -67,12 +67,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	tickdtest.InitEpoch(t, srv.Addr, "tickd")
 	_, worker := tickdtest.Binaries(t)
 	dir := t.TempDir()
-	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	htpasswd := filepath.Join(dir, "htpasswd")
-	tickdtest.WriteFile(t, htpasswd, "ops:"+string(hash)+"\n")
+	htpasswd := opsHtpasswd(t, dir)
 	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
 	// The monitor of the heartbeat and the traces' collector: anything is
 	// taken.
@@ -137,14 +132,7 @@ limits = ["mail-api"]
 	defer proxy.Close()
 	base := proxy.URL + "/tickd"
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 900), chromedp.Flag("disable-dev-shm-usage", true))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelTime := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelTime()
+	ctx := headless(t, browser, 2*time.Minute)
 	shots := screenshotDir(t)
 	shot := func(name string) chromedp.Action {
 		return chromedp.ActionFunc(func(ctx context.Context) error {
@@ -331,6 +319,31 @@ limits = ["mail-api"]
 	}
 	run("screenshot of the actions log", shot("actions.png"))
 	t.Logf("screenshots in %s", shots)
+}
+
+// headless is a headless Chromium's context, for at most timeout, closed
+// when the test ends.
+func headless(t *testing.T, browser string, timeout time.Duration) context.Context {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 900), chromedp.Flag("disable-dev-shm-usage", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	ctx, cancelTime := context.WithTimeout(ctx, timeout)
+	t.Cleanup(func() { cancelTime(); cancel(); cancelAlloc() })
+	return ctx
+}
+
+// opsHtpasswd writes, in dir, an htpasswd file of the user ops, password
+// s3cret, and returns its path.
+func opsHtpasswd(t *testing.T, dir string) string {
+	t.Helper()
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "htpasswd")
+	tickdtest.WriteFile(t, path, "ops:"+string(hash)+"\n")
+	return path
 }
 
 func basicAuth(user, pass string) string {

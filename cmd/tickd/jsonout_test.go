@@ -48,7 +48,11 @@ func TestJSONSchema(t *testing.T) {
 			l.Closed = map[string]driver.LimitClosing{"shop": {Until: now, Reason: "429"}}
 			limits = append(limits, l.Doc())
 		}
-		b, err := json.Marshal(report.StatusDoc{Replicas: replicas, Tasks: []report.TaskDoc{st.Doc(now)}, Locks: []report.LeaseDoc{}, Limits: limits})
+		backfills := []report.BackfillDoc{}
+		if name == "full" { // one going on: no cursor nor end yet (null), every entity ([])
+			backfills = append(backfills, report.BackfillDocOf(driver.Backfill{ID: "b1", Task: "t", From: now.Add(-time.Hour), To: now, Total: 5, By: "ops", Created: now}, now))
+		}
+		b, err := json.Marshal(report.StatusDoc{Replicas: replicas, Tasks: []report.TaskDoc{st.Doc(now)}, Locks: []report.LeaseDoc{}, Limits: limits, Backfills: backfills})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -69,6 +69,10 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	printReplicas(stdout, replicas, now)
 	printStatus(stdout, out, now)
 	printLimits(stdout, st.Limits, now)
+	if doc := st.Doc(); len(doc.Backfills) > 0 {
+		fmt.Fprintf(stdout, "backfills (tickd backfill): %d\n", len(doc.Backfills))
+		backfillTable(stdout, "    ", doc.Backfills)
+	}
 	if st.LockCount > 0 {
 		fmt.Fprintf(stdout, "locks held (tickd lock): %d%s\n", st.LockCount, shown(len(st.Locks), st.LockCount))
 		tb := table{indent: "    "}

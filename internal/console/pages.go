@@ -307,9 +307,11 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 		Entities driver.Page
 		NextURL  string
 		Pending  []driver.Due
-		Failures []driver.Failure
-		Actions  []driver.Action
-		Outcomes []string // what the outcome filter offers
+		// Backfills are the task's backfills kept, the newest first.
+		Backfills []report.BackfillDoc
+		Failures  []driver.Failure
+		Actions   []driver.Action
+		Outcomes  []string // what the outcome filter offers
 		// Shards is the shard count recorded in Redis, in force;
 		// ConfigShards the config's.
 		Shards, ConfigShards int
@@ -335,6 +337,14 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		c.fail(w, err)
 		return
+	}
+	bfs, err := report.ReadBackfills(ctx, c.store, t.Name)
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	for _, b := range bfs {
+		data.Backfills = append(data.Backfills, report.BackfillDocOf(b, time.Now()))
 	}
 	data.ConfigShards = max(t.Shards, 1)
 	data.Shards = cmp.Or(counts[t.Name], data.ConfigShards) // none recorded yet: the first tick records the config's

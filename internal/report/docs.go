@@ -22,4 +22,5 @@ type (
 	ClosingDoc     = tickdtype.ClosingDoc
 	GroupDoc       = tickdtype.GroupDoc
 	EntityDoc      = tickdtype.EntityDoc
+	BackfillDoc    = tickdtype.BackfillDoc
 )

@@ -208,6 +208,7 @@ type Status struct {
 	Locks     []driver.Held
 	LockCount int
 	Limits    []LimitStatus
+	Backfills []driver.Backfill // newest first
 	Now       time.Time
 }
 
@@ -240,6 +241,9 @@ func ReadStatus(ctx context.Context, store *lease.Store, cfg *config.Config, onl
 	}
 	st.Locks, st.LockCount = locks.items, locks.count
 	if st.Limits, err = ReadLimits(ctx, store, cfg); err != nil {
+		return st, err
+	}
+	if st.Backfills, err = ReadBackfills(ctx, store, only); err != nil {
 		return st, err
 	}
 	type one struct {
@@ -275,7 +279,10 @@ func ReadStatus(ctx context.Context, store *lease.Store, cfg *config.Config, onl
 // Doc is the status as `tickd status -json` prints it.
 func (st Status) Doc() StatusDoc {
 	doc := StatusDoc{Replication: ReplicationDocOf(st.Replication), Replicas: ReplicaDocs(st.Replicas), Tasks: []TaskDoc{},
-		Locks: []LeaseDoc{}, LockCount: st.LockCount, Limits: []LimitDoc{}}
+		Locks: []LeaseDoc{}, LockCount: st.LockCount, Limits: []LimitDoc{}, Backfills: []BackfillDoc{}}
+	for _, b := range st.Backfills {
+		doc.Backfills = append(doc.Backfills, BackfillDocOf(b, st.Now))
+	}
 	for _, l := range st.Limits {
 		doc.Limits = append(doc.Limits, l.Doc())
 	}

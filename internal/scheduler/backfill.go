@@ -100,14 +100,33 @@ type backfillRun struct {
 	mu   sync.Mutex
 	bf   driver.Backfill
 	stop context.CancelCauseFunc
-	// going are the tallies of its ticks whose runs may still go on.
+	// going are the tallies of its ticks whose runs may still go on
+	// (countEnded counts their failures once they ended).
 	going []*tally
+}
+
+// failedOutcomes are the outcomes a backfill counts as failed.
+var failedOutcomes = []int{outcomeIndex(driver.OutcomeFailed), outcomeIndex(driver.OutcomeTimeout)}
+
+// countEnded adds the failures of the ticks whose runs all ended to the
+// backfill's, and forgets them; r.mu is held.
+func (r *backfillRun) countEnded() {
+	r.going = slices.DeleteFunc(r.going, func(tl *tally) bool {
+		if tl.pending.Load() > 0 {
+			return false
+		}
+		for _, i := range failedOutcomes {
+			r.bf.Failed += tl.outcomes[i].Load()
+		}
+		return true
+	})
 }
 
 // save saves the progress, holding the backfill for backfillHold more (0
 // once it ended); a save refused stops the run.
 func (r *backfillRun) save(ctx context.Context, hold time.Duration) {
 	r.mu.Lock()
+	r.countEnded()
 	bf := r.bf
 	r.mu.Unlock()
 	ok, err := r.b.s.store.Fleet().SaveBackfill(ctx, bf, hold)
@@ -135,13 +154,17 @@ func (b *backfiller) run(bf driver.Backfill) {
 		}
 	}
 	// It ends once its runs have: a -wait that returns finds them done.
-	for _, tl := range r.going {
+	r.mu.Lock()
+	going := slices.Clone(r.going)
+	r.mu.Unlock()
+	for _, tl := range going {
 		for tl.pending.Load() > 0 && ctx.Err() == nil {
 			wait(ctx, backfillRoomPoll)
 		}
 	}
 	r.mu.Lock()
 	r.bf.Ended = s.clock.Now()
+	r.countEnded()
 	r.mu.Unlock()
 	r.save(ctx, 0)
 	if ctx.Err() != nil {
@@ -173,7 +196,6 @@ func (b *backfiller) tick(ctx context.Context, r *backfillRun, T time.Time) bool
 			continue
 		}
 		n, tl := s.fanOut(ctx, ts, catchUp{T: T, reason: driver.ReasonBackfill, only: r.bf.Entities, backfill: r.bf.ID})
-		r.going = slices.DeleteFunc(append(r.going, tl), func(tl *tally) bool { return tl.pending.Load() == 0 })
 		if n.Paused {
 			continue // the tick again, once resumed: its runs so far are recorded
 		}
@@ -181,6 +203,7 @@ func (b *backfiller) tick(ctx context.Context, r *backfillRun, T time.Time) bool
 			return false
 		}
 		r.mu.Lock()
+		r.going = append(r.going, tl)
 		r.bf.Cursor, r.bf.Ticks = T, r.bf.Ticks+1
 		r.bf.Ran += int64(n.Started)
 		r.bf.Skipped += int64(n.AlreadyRan + n.Superseded)

@@ -35,8 +35,11 @@ type Backfill struct {
 	Skipped int64     // an (entity, tick) found run before
 	// Busy: an (entity, tick) whose entity stayed busy with other runs
 	// until the backfill gave it up: a backfill of the range runs it.
-	Busy  int64
-	Ended time.Time // zero while it goes on
+	Busy int64
+	// Failed: the runs that failed or timed out, as the replicas that ran
+	// them counted them once they ended.
+	Failed int64
+	Ended  time.Time // zero while it goes on
 
 	// Cancelled is who cancelled it (CancelBackfill); "" if no one did.
 	// Holder is the store (Config.Holder) that runs it, until Until;

@@ -30,6 +30,7 @@ type backfillRecord struct {
 	Ran      int64       `json:"ran"`
 	Skipped  int64       `json:"skipped"`
 	Busy     int64       `json:"busy"`
+	Failed   int64       `json:"failed"`
 	Ended    time.Time   `json:"ended"`
 }
 
@@ -41,7 +42,7 @@ const (
 
 func (b *redisDriver) SaveBackfill(ctx context.Context, bf driver.Backfill, hold time.Duration) (bool, error) {
 	rec := backfillRecord{ID: bf.ID, Task: bf.Task, From: bf.From, To: bf.To, Entities: bf.Entities, Unknown: bf.Unknown, Total: bf.Total, By: bf.By, Created: bf.Created,
-		Cursor: bf.Cursor, Ticks: bf.Ticks, Ran: bf.Ran, Skipped: bf.Skipped, Busy: bf.Busy, Ended: bf.Ended}
+		Cursor: bf.Cursor, Ticks: bf.Ticks, Ran: bf.Ran, Skipped: bf.Skipped, Busy: bf.Busy, Failed: bf.Failed, Ended: bf.Ended}
 	n, err := scriptBackfill.Run(ctx, b.c, []string{b.k.backfills()}, bf.ID, jsonValue(rec), b.cfg.Holder, ms(hold)).Int()
 	return n == 1, err
 }
@@ -69,7 +70,7 @@ func (b *redisDriver) Backfills(ctx context.Context) ([]driver.Backfill, error) 
 			continue // another version's
 		}
 		bf := driver.Backfill{ID: id, Task: r.Task, From: r.From, To: r.To, Entities: r.Entities, Unknown: r.Unknown, Total: r.Total, By: r.By, Created: r.Created,
-			Cursor: r.Cursor, Ticks: r.Ticks, Ran: r.Ran, Skipped: r.Skipped, Busy: r.Busy, Ended: r.Ended, Cancelled: all[id+backfillCancelled]}
+			Cursor: r.Cursor, Ticks: r.Ticks, Ran: r.Ran, Skipped: r.Skipped, Busy: r.Busy, Failed: r.Failed, Ended: r.Ended, Cancelled: all[id+backfillCancelled]}
 		if h, ok := all[id+backfillHolder]; ok {
 			if i := strings.LastIndexByte(h, '|'); i >= 0 {
 				until, _ := strconv.ParseInt(h[i+1:], 10, 64) //nolint:errcheck // written by backfill.lua: digits

@@ -352,7 +352,7 @@ func CheckExcusing(runs []Run, openEnd func(Run) int64, excused func(a, b Run) b
 		by[k] = append(by[k], r)
 		f.Runs++
 		switch r.Start.Reason {
-		case "tick", "catch_up", "replaced": // a tick's one run: live, caught up, or in a holder's place
+		case "tick", "catch_up", "replaced", "backfill": // a tick's one run: live, caught up, in a holder's place, or backfilled
 			f.TickRuns++
 			ticks[k+"\x00"+r.Start.Tick]++
 		case "reschedule":

@@ -385,7 +385,7 @@ func (c *cluster) checkHistory(res *result, begin, end time.Time) {
 		return ok && slices.ContainsFunc(losses, func(l time.Time) bool { return at < l.Add(c.ttl+2*time.Second).UnixNano() })
 	}
 	for _, r := range tickdtest.ReadRuns(c.t, c.runsLog) {
-		if r.Start.Reason != "tick" && r.Start.Reason != "catch_up" || r.Start.Task != "sync" { // the nemesis runs other tasks beside it; a tick's record counts its catch-up's runs
+		if !countedInTick(r) {
 			continue
 		}
 		good := r.End.Event == "end" && (r.End.Exit == 0 || r.End.Exit == 75)
@@ -421,6 +421,13 @@ func (c *cluster) checkHistory(res *result, begin, end time.Time) {
 			}
 		}
 	}
+}
+
+// countedInTick says whether r is a run of sync its tick's record counts:
+// its own, its catch-up's or a backfill's (the nemesis runs other tasks
+// beside it).
+func countedInTick(r tickdtest.Run) bool {
+	return r.Start.Task == "sync" && slices.Contains([]string{"tick", "catch_up", "backfill"}, r.Start.Reason)
 }
 
 func (c *cluster) workLeft() int {

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -26,14 +27,17 @@ import (
 // (on_busy) when busy, with schedules that change. Every 1-3s, a seeded random choice of what
 // operators do, and of faults:
 //   - reload: SIGHUP to some replicas (not always all) after their config
-//     changed: sync's concurrency, configured shards and catch_up_runs
-//     (latest or all: every missed tick, at a replica's start); extra tasks
+//     changed: sync's concurrency, configured shards, catch_up_runs
+//     (latest or all: every missed tick, at a replica's start) and
+//     run_record (kept an hour, or not at all); extra tasks
 //     added, removed and renamed, their schedules, their on_busy (queue
 //     or replace: a tick stops the run it finds), their queue_max (1 to
 //     3 ticks buffered) and the limit's size;
 //     the zoned task's entities moved between zones, their attributes,
 //     its timezone_from, its source (a file, an endpoint that fails at
 //     times; nemesis_zones_test.go);
+//   - backfill: tickd backfill of sync's last 20-60s (but the last 11s),
+//     or -cancel of one started; kills and restarts stop and resume them;
 //   - migrate: tickd migrate to a new shard count of sync, at any moment;
 //     sometimes two at once, to two counts (one is refused while the other
 //     moves the task);
@@ -63,10 +67,14 @@ type nemesis struct {
 	dir    string
 	// What the next config written says.
 	concurrency, shards, limit int
-	autoRate                   bool     // x-api's rate = "auto"
-	catchUpAll                 bool     // sync's catch_up_runs = "all"
-	extras                     []string // the extra tasks' names
-	extraEvery                 map[string]string
+	autoRate                   bool // x-api's rate = "auto"
+	catchUpAll                 bool // sync's catch_up_runs = "all"
+	runRecord                  bool // sync's run_record = "1h"
+	// backfills are the ids of the backfills of sync started, and not
+	// cancelled yet.
+	backfills  []string
+	extras     []string // the extra tasks' names
+	extraEvery map[string]string
 	// replacing are the extra tasks with on_busy = "replace" (and runs
 	// longer than their ticks, so that ticks replace them); the others
 	// queue.
@@ -128,6 +136,9 @@ func (n *nemesis) config() string {
 	base = strings.Replace(base, "concurrency = 80", fmt.Sprintf("concurrency = %d\nshards = %d", n.concurrency, n.shards), 1)
 	if n.catchUpAll { // a replica that starts runs every tick of sync it and the others missed, each once
 		base = strings.Replace(base, `catch_up = "10s"`, "catch_up = \"10s\"\ncatch_up_runs = \"all\"", 1)
+	}
+	if n.runRecord { // which entities ran each tick, for a backfill
+		base = strings.Replace(base, `catch_up = "10s"`, "catch_up = \"10s\"\nrun_record = \"1h\"", 1)
 	}
 	var b strings.Builder
 	b.WriteString(base)
@@ -199,6 +210,7 @@ func (n *nemesis) act(until time.Time) {
 	}{
 		{5, n.reload}, {3, n.migrate}, {2, n.pause}, {2, n.unlock}, {1, n.forceUnlock}, {2, n.triggers},
 		{1, n.forget}, {2, n.restart}, {1, n.kill}, {1, n.outage}, {1, n.duplicate}, {1, n.redisRestart}, {2, n.redisRollback}, {1, n.migrateTwice},
+		{2, n.backfill},
 	}
 	total := 0
 	for _, a := range acts {
@@ -233,6 +245,7 @@ func (n *nemesis) reload() {
 	case 0:
 		n.concurrency = []int{70, 80}[n.rnd.IntN(2)]
 		n.catchUpAll = n.rnd.IntN(3) > 0
+		n.runRecord = n.rnd.IntN(2) == 0
 	case 1:
 		n.shards = []int{1, 2, 4, 8, 16}[n.rnd.IntN(5)] // the config's count: migrate changes the recorded one
 	case 2:
@@ -266,7 +279,7 @@ func (n *nemesis) reload() {
 		tickdtest.WriteFile(n.c.t, r.cfg, n.config())
 		r.proc.Signal(syscall.SIGHUP)
 	}
-	n.say("reload (concurrency %d, catch_up_runs all %v, shards %d, limit %d (rate auto %v), extras %v (replacing %v, queue_max %v), run_spans %d; replica %d left out)", n.concurrency, n.catchUpAll, n.shards, n.limit, n.autoRate, n.extras, n.replacing, n.queueMax, n.runSpans, skip)
+	n.say("reload (concurrency %d, catch_up_runs all %v, run_record %v, shards %d, limit %d (rate auto %v), extras %v (replacing %v, queue_max %v), run_spans %d; replica %d left out)", n.concurrency, n.catchUpAll, n.runRecord, n.shards, n.limit, n.autoRate, n.extras, n.replacing, n.queueMax, n.runSpans, skip)
 }
 
 func (n *nemesis) migrate() {
@@ -399,6 +412,38 @@ func (n *nemesis) triggers() {
 	// A trigger may fail while a master restarts (CLUSTERDOWN): it says so,
 	// and nothing of it was promised.
 	n.say("trigger %s (%d entities): %v %s", args[1], max(len(args)-2, 3), err, strings.TrimSpace(out))
+}
+
+// backfill starts a backfill of sync's ticks from 20 to 60s ago to 11s
+// ago (older than a live tick can start), or cancels one started: the
+// replicas' kills, restarts and outages stop and resume them. Its runs
+// count as their tick's: the checker judges that no (entity, tick) runs
+// twice across live ticks, catch-ups and backfills.
+func (n *nemesis) backfill() {
+	if len(n.backfills) > 0 && n.rnd.IntN(3) == 0 {
+		i := n.rnd.IntN(len(n.backfills))
+		id := n.backfills[i]
+		out, err := n.cli("backfill", "-by", "nemesis", "-cancel", id)
+		if err == nil {
+			n.backfills = slices.Delete(n.backfills, i, i+1)
+		}
+		n.say("backfill -cancel %s: %v %s", id, err, strings.TrimSpace(out))
+		return
+	}
+	now := time.Now().UTC()
+	from, to := now.Add(-time.Duration(20+n.rnd.IntN(40))*time.Second), now.Add(-11*time.Second)
+	out, err := n.cli("backfill", "-json", "-by", "nemesis", "sync", "-from", from.Format(time.RFC3339), "-to", to.Format(time.RFC3339))
+	var doc struct {
+		ID      string `json:"id"`
+		Runs    int    `json:"runs"`
+		Unknown int    `json:"unknown"`
+	}
+	if err == nil && json.Unmarshal([]byte(out), &doc) == nil && doc.ID != "" {
+		n.backfills = append(n.backfills, doc.ID)
+		n.say("backfill sync %s to %s: %s, %d runs to start, %d ticks unknown", from.Format(timeMs), to.Format(timeMs), doc.ID, doc.Runs, doc.Unknown)
+		return
+	}
+	n.say("backfill sync failed: %v %s", err, strings.TrimSpace(out)) // a master restarting: nothing was promised
 }
 
 func (n *nemesis) forget() {
@@ -592,7 +637,7 @@ func operatorChaos(t *testing.T, onCluster bool) {
 	spans, wrong := n.checkTraces()
 	// replaced: runs that replaced a holder (on_busy = "replace"); queued:
 	// the extra tasks' follow-ups (queue_max buffers them).
-	zonedRuns, replaced, queued, caughtUp := 0, 0, 0, 0
+	zonedRuns, replaced, queued, caughtUp, backfilled := 0, 0, 0, 0, 0
 	for _, run := range tickdtest.ReadRuns(t, n.c.runsLog) {
 		switch {
 		case run.Start.Task == "zoned":
@@ -601,11 +646,13 @@ func operatorChaos(t *testing.T, onCluster bool) {
 			replaced++
 		case run.Start.Reason == "catch_up":
 			caughtUp++
+		case run.Start.Reason == "backfill":
+			backfilled++
 		case run.Start.Reason == "queued" && strings.HasPrefix(run.Start.Task, "extra-"):
 			queued++
 		}
 	}
-	r.extra = fmt.Sprintf("seed=%d excused_overlaps=%d spans=%d traces_wrong=%d zoned_runs=%d replaced_runs=%d queued_runs=%d catch_up_runs=%d", seed, r.Excused, spans, len(wrong), zonedRuns, replaced, queued, caughtUp)
+	r.extra = fmt.Sprintf("seed=%d excused_overlaps=%d spans=%d traces_wrong=%d zoned_runs=%d replaced_runs=%d queued_runs=%d catch_up_runs=%d backfill_runs=%d", seed, r.Excused, spans, len(wrong), zonedRuns, replaced, queued, caughtUp, backfilled)
 	report(t, map[bool]string{false: "operator chaos", true: "operator chaos cluster"}[onCluster], r)
 	t.Logf("what the nemesis did:\n%s", strings.Join(n.log, "\n"))
 	guaranteesHold(t, r, false)
