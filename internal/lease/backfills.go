@@ -41,7 +41,7 @@ func (f Fleet) CancelBackfill(ctx context.Context, id, by string) (bool, error) 
 // RunRecord reads task's run record of each of ticks for entities, from
 // the shard of each: a tick is Kept when the record of any of its shards
 // is, and an entity of a shard whose record is not ran it not; Moved when
-// any shard's is.
+// any shard's is, and Forgotten when any shard's is.
 func (f Fleet) RunRecord(ctx context.Context, task string, ticks []time.Time, entities []string) ([]driver.TickRan, error) {
 	n, err := f.s.Shards(ctx, task)
 	if err != nil {
@@ -60,7 +60,7 @@ func (f Fleet) RunRecord(ctx context.Context, task string, ticks []time.Time, en
 			return nil, fmt.Errorf("read the run record of %s: %w", task, err)
 		}
 		for i, r := range rs {
-			out[i].Moved, out[i].Fanned = out[i].Moved || r.Moved, out[i].Fanned || r.Fanned
+			out[i].Forgotten, out[i].Fanned = out[i].Forgotten || r.Forgotten, out[i].Fanned || r.Fanned
 			if !r.Kept {
 				continue
 			}

@@ -569,7 +569,7 @@ func countKeyOfS(t *testing.T, c *redis.Client) string {
 // TestAReshardLeavesOlderTicksUnknown: a reshard numbers the entities it
 // moves anew, in another shard's run record, so which of them ran a tick
 // before it is not known: a catch-up or backfill of such a tick is
-// refused as run (never twice), and the run record says Moved; a tick
+// refused as run (never twice), and the run record says Forgotten; a tick
 // after it is run. Without the refusal, the entities moved to shards 1-3
 // ran their tick a second time.
 func TestAReshardLeavesOlderTicksUnknown(t *testing.T) {
@@ -602,7 +602,7 @@ func TestAReshardLeavesOlderTicksUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expect.True(t, "the tick before the reshard is not known", rec[0].Moved && !rec[1].Moved)
+	expect.True(t, "the tick before the reshard is not known", rec[0].Forgotten && !rec[1].Forgotten)
 	for i := range reqs {
 		reqs[i].Tick = after
 	}
@@ -612,4 +612,26 @@ func TestAReshardLeavesOlderTicksUnknown(t *testing.T) {
 		}
 		mustRelease(t, r.Lease)
 	}
+}
+
+// TestADataLossLeavesOlderTicksUnknown: Redis lost its data (its epochs
+// gone) after a tick ran: which entities ran it is not known, and the run
+// record says Forgotten before a grant found the loss and after.
+func TestADataLossLeavesOlderTicksUnknown(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	a := redisKitOn(t, srv.Addr).client(Options{Replica: "A"})
+	T := time.Now().Truncate(time.Minute).Add(-10 * time.Minute)
+	mustRelease(t, mustAcquire(t, a, driver.Request{Task: "s", Entity: "e", TTL: time.Minute, Reason: driver.ReasonTick, Tick: T, Record: time.Hour}))
+	c := newClient(t, srv.Addr)
+	if err := c.FlushAll(bg).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := a.Fleet().RunRecord(bg, "s", []time.Time{T}, []string{"e"})
+	expect.True(t, fmt.Sprintf("the tick is forgotten before a grant finds the loss: %+v %v", rec, err), err == nil && rec[0].Forgotten)
+	if _, err := a.Acquire(bg, driver.Request{Task: "s", Entity: "f", TTL: time.Minute, Reason: driver.ReasonBackfill, Tick: T, Record: time.Hour}); !errors.Is(err, ErrAlreadyRan) && !errors.Is(err, ErrQuarantine) {
+		t.Fatalf("a backfill of a tick before the loss: %v, want already ran or quarantined", err)
+	}
+	rec, err = a.Fleet().RunRecord(bg, "s", []time.Time{T}, []string{"e"})
+	expect.True(t, fmt.Sprintf("and after: %+v %v", rec, err), err == nil && rec[0].Forgotten)
 }

@@ -33,8 +33,9 @@ type BackfillPlan struct {
 // which ticks are known (their run record is kept, or no replica fanned
 // them out: driver.TickRan) and how many runs it would start. A tick a
 // replica fanned out while no run record was kept, one older than
-// driver.FannedKept without one, and one before a reshard are left out
-// (Unknown): their runs are not known, and none may run twice.
+// driver.FannedKept without one, and one before a reshard or a data loss
+// are left out (Unknown): their runs are not known, and none may run
+// twice.
 func PlanBackfill(ctx context.Context, store *lease.Store, t config.Task, from, to time.Time, ids []string, by string, now time.Time) (BackfillPlan, error) {
 	switch {
 	case len(t.Limits) > 0:
@@ -73,7 +74,7 @@ func PlanBackfill(ctx context.Context, store *lease.Store, t config.Task, from, 
 		for j, r := range rec {
 			T := part[j]
 			switch {
-			case r.Moved: // a reshard since: who ran it is not known
+			case r.Forgotten: // a reshard or a data loss since: who ran it is not known
 				bf.Unknown = append(bf.Unknown, T)
 			case r.Kept:
 				for _, ran := range r.Ran {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tickd/tickd/internal/leaseconf"
@@ -34,8 +36,10 @@ const (
 	// none of the range's ticks is known, and none runs.
 	BackfillRecord = 90 * 24 * time.Hour
 	// yieldAhead is how long before a live tick a backfill stops asking
-	// for leases, so that the tick's acquires find Redis idle.
+	// for leases, so that the tick's acquires find Redis idle; yieldLive,
+	// how long after the tick's fan-out began it waits at most.
 	yieldAhead = 50 * time.Millisecond
+	yieldLive  = time.Second
 )
 
 // errBackfillStopped stops a backfill whose save was refused.
@@ -46,6 +50,11 @@ type backfiller struct {
 	s       *Scheduler
 	mu      sync.Mutex
 	running map[string]bool // by id
+	// runs counts the backfills this process took: each one's parts of
+	// its ticks' records are its own (a backfill taken again, after a
+	// Redis rollback took its progress back, never writes over what it
+	// recorded before).
+	runs atomic.Int64
 }
 
 // poll reads the backfills and takes those to run that no one holds.
@@ -103,6 +112,10 @@ type backfillRun struct {
 	// going are the tallies of its ticks whose runs may still go on
 	// (countEnded counts their failures once they ended).
 	going []*tally
+	// part names it in its ticks' records (catchUp.backfill), with the
+	// number of each fan-out of it (fanOuts) after it.
+	part    string
+	fanOuts atomic.Int64
 }
 
 // failedOutcomes are the outcomes a backfill counts as failed.
@@ -143,7 +156,7 @@ func (b *backfiller) run(bf driver.Backfill) {
 	s := b.s
 	ctx, stop := context.WithCancelCause(s.loopCtx)
 	defer stop(nil)
-	r := &backfillRun{b: b, bf: bf, stop: stop}
+	r := &backfillRun{b: b, bf: bf, stop: stop, part: bf.ID + "." + strconv.FormatInt(b.runs.Add(1), 10)}
 	// The hold, kept while a tick's fan-out goes on.
 	go poll(ctx, backfillHold/3, func(ctx context.Context) { r.save(ctx, backfillHold) })
 	s.log.Info("backfill resumed", logs.KeyTask, bf.Task, "backfill", bf.ID, "ticks_done", bf.Ticks, "from", bf.From.UTC().Format(time.RFC3339), "to", bf.To.UTC().Format(time.RFC3339))
@@ -184,8 +197,13 @@ func (b *backfiller) run(bf driver.Backfill) {
 // tick fans out tick T of r's backfill, once the task is not paused, and
 // saves its progress; false when the backfill stops (its task gone from
 // the config, a cancel, shutdown).
+//
+// A fan-out a pause stopped is done again once it is resumed: each one
+// has a part of its own in the tick's record (part.N), and the runs an
+// earlier one started count as started, not as found run before.
 func (b *backfiller) tick(ctx context.Context, r *backfillRun, T time.Time) bool {
 	s := b.s
+	started := 0 // by this tick's fan-outs a pause stopped
 	for ctx.Err() == nil {
 		ts := taskStateOf(s, r.bf.Task)
 		if ts == nil {
@@ -195,18 +213,22 @@ func (b *backfiller) tick(ctx context.Context, r *backfillRun, T time.Time) bool
 			wait(ctx, s.pausePoll)
 			continue
 		}
-		n, tl := s.fanOut(ctx, ts, catchUp{T: T, reason: driver.ReasonBackfill, only: r.bf.Entities, backfill: r.bf.ID})
+		part := r.part + "." + strconv.FormatInt(r.fanOuts.Add(1), 10)
+		n, tl := s.fanOut(ctx, ts, catchUp{T: T, reason: driver.ReasonBackfill, only: r.bf.Entities, backfill: part})
+		r.mu.Lock()
+		r.going = append(r.going, tl)
+		r.bf.Ran += int64(n.Started)
+		r.mu.Unlock()
 		if n.Paused {
-			continue // the tick again, once resumed: its runs so far are recorded
+			started += n.Started
+			continue // the tick again, once resumed
 		}
 		if ctx.Err() != nil || n.Stopped || n.Removed {
 			return false
 		}
 		r.mu.Lock()
-		r.going = append(r.going, tl)
 		r.bf.Cursor, r.bf.Ticks = T, r.bf.Ticks+1
-		r.bf.Ran += int64(n.Started)
-		r.bf.Skipped += int64(n.AlreadyRan + n.Superseded)
+		r.bf.Skipped += int64(max(n.AlreadyRan+n.Superseded-started, 0))
 		r.bf.Busy += int64(n.Busy + n.Errors + n.Quarantined)
 		r.mu.Unlock()
 		r.save(ctx, backfillHold)
@@ -250,13 +272,15 @@ func BackfillTicks(sched schedule.Schedule, bf driver.Backfill) []time.Time {
 	return out
 }
 
-// liveSoon says whether a live tick's fan-out goes on, or one is due
-// within yieldAhead.
+// liveSoon says whether a live tick is due within yieldAhead, or a live
+// tick's fan-out goes on that began within yieldLive (one that waits long
+// for limits or busy entities does not hold a backfill up for good).
 func liveSoon(s *Scheduler) bool {
-	if s.liveFanOuts.Load() > 0 {
+	now := s.clock.Now()
+	if s.liveFanOuts.Load() > 0 && now.UnixNano()-s.liveSince.Load() < int64(yieldLive) {
 		return true
 	}
-	soon := s.clock.Now().Add(yieldAhead).UnixNano()
+	soon := now.Add(yieldAhead).UnixNano()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ts := range s.tasks {

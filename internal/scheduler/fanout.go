@@ -142,8 +142,9 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, c catchUp) (TickC
 		for _, id := range c.only {
 			f.only[id] = true
 		}
-	} else {
+	} else if f.reason == driver.ReasonTick {
 		s.liveFanOuts.Add(1)
+		s.liveSince.Store(s.clock.Now().UnixNano())
 		defer s.liveFanOuts.Add(-1)
 	}
 	if _, ok := ts.source.(tasks.EntitySource); ok {

@@ -118,9 +118,11 @@ type Scheduler struct {
 	historyDone chan struct{}
 	beats       *beats // the heartbeats of tasks with a heartbeat_url
 	backfills   *backfiller
-	// liveFanOuts counts the fan-outs under way but backfills': a
-	// backfill yields to them (yieldToLive).
+	// liveFanOuts counts the live ticks' fan-outs under way, and
+	// liveSince is when the latest began (Unix ns): a backfill yields to
+	// them, for a while (liveSoon).
 	liveFanOuts atomic.Int32
+	liveSince   atomic.Int64
 }
 
 // taskState is one task's running state; a reload that changes the task

@@ -135,8 +135,8 @@ type catchUp struct {
 	zones  map[string]bool
 	reason driver.Reason
 	only   []string
-	// backfill is the id of the backfill whose tick it is ("": none): its
-	// part of the tick's record is its own.
+	// backfill names the run of the backfill whose tick it is ("": none):
+	// its part of the tick's record is its own.
 	backfill string
 }
 

@@ -55,9 +55,10 @@ type Backfill struct {
 type TickRan struct {
 	Kept bool
 	Ran  []bool // by entity, as asked; nil when not Kept
-	// Moved: a reshard since the tick numbered the entities anew, and
-	// which ran it is not known; a run ByRecord of it is refused.
-	Moved bool
+	// Forgotten: which entities ran the tick is not known (a reshard since
+	// numbered the entities anew, or the store lost its data after it); a
+	// run ByRecord of it is refused.
+	Forgotten bool
 	// Fanned: an Acquire of ReasonTick runs asked for the tick within
 	// FannedKept (a replica fanned it out, in part at least).
 	Fanned bool

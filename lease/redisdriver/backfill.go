@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -101,6 +102,7 @@ func (b *redisDriver) RunRecord(ctx context.Context, task string, ticks []time.T
 		nums = pipe.HMGet(ctx, b.k.entityNumbers(task), fields...)
 	}
 	layout := pipe.Get(ctx, b.k.shards(task))
+	epoch := pipe.Get(ctx, b.k.epoch(bucketOf(task)))
 	bitmaps := make([]*redis.StringCmd, len(ticks))
 	fans := make([]*redis.IntCmd, len(ticks))
 	for i, T := range ticks {
@@ -120,10 +122,17 @@ func (b *redisDriver) RunRecord(ctx context.Context, task string, ticks []time.T
 		}
 	}
 	_, gen := splitGen(layout.Val()) // a reshard's generation: Redis ms at its start
+	// The bucket's data loss, ms: acquire.lua refuses a tick before it.
+	// An epoch missing is a loss not found yet (or a Redis new to tickd):
+	// the next grant finds it, and refuses every tick before it.
+	var lost int64 = math.MaxInt64
+	if ep, err := decodeEpoch(epoch.Val()); err == nil {
+		lost = ep.LostAt
+	}
 	out := make([]driver.TickRan, len(ticks))
 	for i, m := range bitmaps {
 		out[i].Fanned = fans[i].Val() == 1
-		if out[i].Moved = ticks[i].UnixMilli() < gen; out[i].Moved {
+		if out[i].Forgotten = ticks[i].UnixMilli() < max(gen, lost); out[i].Forgotten {
 			continue
 		}
 		bits := []byte(m.Val())

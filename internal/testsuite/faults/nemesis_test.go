@@ -115,7 +115,7 @@ func newNemesis(t *testing.T, seed uint64, onCluster bool) *nemesis {
 	}
 	bin, worker := tickdtest.Binaries(t)
 	n := &nemesis{c: c, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bin: bin, worker: worker, dir: c.dir,
-		concurrency: 80, shards: 4, limit: 2, autoRate: true, catchUpAll: true, extraEvery: map[string]string{}, replacing: map[string]bool{}, queueMax: map[string]int{}, traces: otlptest.Start(t), runSpans: 1000}
+		concurrency: 80, shards: 4, limit: 2, autoRate: true, catchUpAll: true, runRecord: true, extraEvery: map[string]string{}, replacing: map[string]bool{}, queueMax: map[string]int{}, traces: otlptest.Start(t), runSpans: 1000}
 	for range 2 {
 		n.addExtra()
 	}
@@ -618,11 +618,18 @@ func operatorChaos(t *testing.T, onCluster bool) {
 	t.Logf("nemesis seed %d (replay: TICKD_NEMESIS_SEED=%d)", seed, seed)
 	n := newNemesis(t, seed, onCluster)
 	r := n.c.run(func(c *cluster, _ time.Time) {
-		end := time.Now().Add(chaos)
 		// The first act is an outage of the whole fleet, so that every seed
-		// judges a catch-up of the ticks it missed (catch_up_runs = "all").
+		// judges a catch-up of the ticks it missed (catch_up_runs = "all"),
+		// and a backfill.
 		sleepUntil(time.Now().Add(2 * time.Second)) // a tick or so first: the operator's pace
 		n.outage()
+		// Then, once the ticks it missed are older than a live tick can
+		// start, a backfill of them and of those before: every seed judges
+		// one (the act does more, at random), beside the chaos that
+		// follows.
+		sleepUntil(time.Now().Add(11 * time.Second)) // the ticks' age, not a wait for a condition
+		n.backfill()
+		end := time.Now().Add(chaos)
 		for time.Now().Before(end) {
 			sleepUntil(time.Now().Add(time.Second + time.Duration(n.rnd.Int64N(int64(2*time.Second)))))
 			n.act(end)
