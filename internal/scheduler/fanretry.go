@@ -47,21 +47,24 @@ func (f *fanOut) retryFailed() error {
 	return nil
 }
 
-// busyPoll is how often a catch-up asks again for the entities it found
-// busy.
+// busyPoll is how often, at most, a catch-up or a backfill asks again for
+// the entities it found busy; it asks 5ms after, then twice as long each
+// time: an entity is often busy only with its run of the tick before,
+// ended and its release on its way (a backfill of a tick after another
+// found a few each tick, and waited 100ms each time: 20 times slower).
 const busyPoll = 100 * time.Millisecond
 
-// retryBusy asks again, every busyPoll, for the entities a catch-up's
+// retryBusy asks again, every busyPoll at most, for the entities a catch-up's
 // fan-out found busy (with a run of a newer tick, elsewhere), until each
 // has run or the tick leaves the catch-up window: an entity's catch-ups
 // run after the run that was going, and in order. Those still busy then
 // are counted busy.
 func (f *fanOut) retryBusy() error {
-	for len(f.busy) > 0 && f.s.clock.Now().Before(f.until) {
+	for poll := 5 * time.Millisecond; len(f.busy) > 0 && f.s.clock.Now().Before(f.until); poll = min(2*poll, busyPoll) {
 		select {
 		case <-f.ctx.Done():
 			return context.Cause(f.ctx)
-		case <-time.After(busyPoll):
+		case <-time.After(poll):
 		}
 		ids := f.busy
 		f.busy = nil

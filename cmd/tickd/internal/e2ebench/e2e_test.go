@@ -477,6 +477,13 @@ func sleepUntil(t time.Time) { time.Sleep(time.Until(t)) }
 // binary as one (E2E_PEER_ADDR set), and the tests and benchmarks
 // otherwise.
 func TestMain(m *testing.M) {
+	if name := os.Getenv("BF_REPLICA"); name != "" { // a replica of BenchmarkBackfill
+		if err := serveBFReplica(name); err != nil {
+			fmt.Fprintln(os.Stderr, "replica:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if addr := os.Getenv("E2E_PEER_ADDR"); addr != "" {
 		if err := servePeer(addr, envInt("E2E_PEER_ENTITIES", 1), os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "peer:", err)
