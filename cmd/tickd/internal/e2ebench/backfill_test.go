@@ -53,19 +53,8 @@ const (
 func BenchmarkBackfill(b *testing.B) {
 	n, days := envInt("BF_ENTITIES", 10_000), envInt("BF_DAYS", 7)
 	for range b.N {
-		srv, chk := redistest.Start(b), redistest.Start(b)
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr})
-		cc := redis.NewClient(&redis.Options{Addr: chk.Addr})
-		st, err := stores.Redis(c, bfPrefix, lease.Options{Replica: "operator"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		st.InitEpoch(context.Background()) //nolint:errcheck
-		cfg, err := bfConfig(n)
-		if err != nil {
-			b.Fatal(err)
-		}
-		reps := []*bfReplica{startBFReplica(b, "r0", srv.Addr, chk.Addr, n), startBFReplica(b, "r1", srv.Addr, chk.Addr, n)}
+		e := newBFEnv(b, n)
+		c, cc, st, cfg, reps := e.c, e.cc, e.st, e.cfg, e.reps
 		idleFrom := time.Now()
 		sleepUntil(idleFrom.Add(6 * bfLiveEvery)) // the live task's ticks on an idle daemon: the figures' time, not a wait for a condition
 		idle := liveLag(b, st, idleFrom, time.Now())
@@ -107,6 +96,31 @@ func BenchmarkBackfill(b *testing.B) {
 			r.stop()
 		}
 	}
+}
+
+// bfEnv is a backfill benchmark's Redis (c), its checker's (cc), an
+// operator's store, the config, and two replicas running it.
+type bfEnv struct {
+	c, cc *redis.Client
+	st    *lease.Store
+	cfg   *config.Config
+	reps  []*bfReplica
+}
+
+// newBFEnv starts the Redis servers and the two replicas over n entities.
+func newBFEnv(b *testing.B, n int) bfEnv {
+	srv, chk := redistest.Start(b), redistest.Start(b)
+	e := bfEnv{c: redis.NewClient(&redis.Options{Addr: srv.Addr}), cc: redis.NewClient(&redis.Options{Addr: chk.Addr})}
+	var err error
+	if e.st, err = stores.Redis(e.c, bfPrefix, lease.Options{Replica: "operator"}); err != nil {
+		b.Fatal(err)
+	}
+	e.st.InitEpoch(context.Background()) //nolint:errcheck
+	if e.cfg, err = bfConfig(n); err != nil {
+		b.Fatal(err)
+	}
+	e.reps = []*bfReplica{startBFReplica(b, "r0", srv.Addr, chk.Addr, n), startBFReplica(b, "r1", srv.Addr, chk.Addr, n)}
+	return e
 }
 
 // bfConfig is the benchmark's config: sync and live.
@@ -332,19 +346,8 @@ func recordMemory(b *testing.B, c *redis.Client, mem0 int64) string {
 func BenchmarkBackfillTen(b *testing.B) {
 	n := envInt("BF_TEN_ENTITIES", 1000)
 	for range b.N {
-		srv, chk := redistest.Start(b), redistest.Start(b)
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr})
-		cc := redis.NewClient(&redis.Options{Addr: chk.Addr})
-		st, err := stores.Redis(c, bfPrefix, lease.Options{Replica: "operator"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		st.InitEpoch(context.Background()) //nolint:errcheck
-		cfg, err := bfConfig(n)
-		if err != nil {
-			b.Fatal(err)
-		}
-		reps := []*bfReplica{startBFReplica(b, "r0", srv.Addr, chk.Addr, n), startBFReplica(b, "r1", srv.Addr, chk.Addr, n)}
+		e := newBFEnv(b, n)
+		cc, st, cfg, reps := e.cc, e.st, e.cfg, e.reps
 		task, _ := cfg.Task("sync")
 		last := time.Now().UTC().Truncate(15 * time.Minute).Add(-15 * time.Minute)
 		start := time.Now()
