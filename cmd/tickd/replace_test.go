@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
 	"github.com/tickd/tickd/internal/testkit/tier"
+	"github.com/tickd/tickd/lease/driver"
 )
 
 // replaceTTL and replaceEvery are TestReplaceStopsEveryKindOfHolder's
@@ -163,4 +165,25 @@ command = ["WORKER"]
 		t.Errorf("term: successor of the killed replica's run started %v after its tick, want within lease_ttl %v and 1s", d, replaceTTL)
 	}
 	expect.True(t, "a higher fence", third.Start.Fence > last.Start.Fence)
+	replaceShown(t, e)
+}
+
+// replaceShown: tickd history -json counts the runs replaced (outcome
+// replaced) and the entities a tick found busy and replaced (skipped
+// replacing), and tickd status -json shows a last run replaced and one
+// with reason replaced.
+func replaceShown(t *testing.T, e *opsEnv) {
+	t.Helper()
+	outcomes, skipped := 0, 0
+	for _, tk := range e.history(e.cfg, "hung").Ticks {
+		outcomes += tk.Outcomes[string(driver.OutcomeReplaced)]
+		skipped += tk.Skipped["replacing"]
+	}
+	expect.True(t, fmt.Sprintf("the history counts runs replaced (%d) and entities replacing (%d)", outcomes, skipped), outcomes > 0 && skipped > 0)
+	var replaced, replacing bool
+	for _, r := range e.status("hung").LastRuns {
+		replaced = replaced || r.Outcome == string(driver.OutcomeReplaced)
+		replacing = replacing || r.Reason == string(driver.ReasonReplaced)
+	}
+	expect.True(t, fmt.Sprintf("status shows a run replaced (%v) and a replacing one (%v)", replaced, replacing), replaced || replacing)
 }
