@@ -2,8 +2,6 @@ package ops
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -93,12 +91,9 @@ func PlanBackfill(ctx context.Context, store *lease.Store, t config.Task, from, 
 	return plan, nil
 }
 
-// newBackfillID is a new backfill's id: 8 random hex digits.
-func newBackfillID() string {
-	b := make([]byte, 4)
-	rand.Read(b) //nolint:errcheck // crypto/rand.Read never fails
-	return hex.EncodeToString(b)
-}
+// newBackfillID is a new backfill's id: a request id's first 8 random
+// hex digits, short enough to type after -cancel.
+func newBackfillID() string { return lease.NewRequestID()[:8] }
 
 // StartBackfill creates plan's backfill: a replica that runs its task
 // takes it within a second.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/tickd/tickd/internal/leaseconf"
 	"github.com/tickd/tickd/internal/logs"
+	"github.com/tickd/tickd/internal/retry"
 	"github.com/tickd/tickd/lease/driver"
-	"github.com/tickd/tickd/schedule"
 )
 
 // An operator's backfill (tickd backfill) is a record in the store
@@ -172,7 +172,7 @@ func (b *backfiller) run(bf driver.Backfill) {
 	r.mu.Unlock()
 	for _, tl := range going {
 		for tl.pending.Load() > 0 && ctx.Err() == nil {
-			wait(ctx, backfillRoomPoll)
+			retry.Wait(ctx.Done(), backfillRoomPoll)
 		}
 	}
 	r.mu.Lock()
@@ -210,7 +210,7 @@ func (b *backfiller) tick(ctx context.Context, r *backfillRun, T time.Time) bool
 			return false
 		}
 		if ts.paused.Load() {
-			wait(ctx, s.pausePoll)
+			retry.Wait(ctx.Done(), s.pausePoll)
 			continue
 		}
 		part := r.part + "." + strconv.FormatInt(r.fanOuts.Add(1), 10)
@@ -237,34 +237,19 @@ func (b *backfiller) tick(ctx context.Context, r *backfillRun, T time.Time) bool
 	return false
 }
 
-// wait waits d, or until ctx is done.
-func wait(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
 // backfillTicks are bf's ticks still to run: of its range, after its
-// cursor, not Unknown, oldest first, by the task's schedule.
+// cursor, not Unknown, oldest first, by the schedule of ts (none for nil:
+// the task is gone from the config).
 func backfillTicks(ts *taskState, bf driver.Backfill) []time.Time {
 	if ts == nil {
 		return nil
 	}
-	return BackfillTicks(ts.sched, bf)
-}
-
-// BackfillTicks are bf's ticks still to run by schedule sched: of its
-// range, after its cursor, not Unknown, oldest first.
-func BackfillTicks(sched schedule.Schedule, bf driver.Backfill) []time.Time {
 	from := bf.From.Add(-time.Nanosecond)
 	if bf.Cursor.After(from) {
 		from = bf.Cursor
 	}
 	var out []time.Time
-	for at := sched.Next(from); !at.IsZero() && !at.After(bf.To); at = sched.Next(at) {
+	for at := ts.sched.Next(from); !at.IsZero() && !at.After(bf.To); at = ts.sched.Next(at) {
 		if !slices.ContainsFunc(bf.Unknown, at.Equal) {
 			out = append(out, at)
 		}
@@ -302,7 +287,7 @@ func (f *fanOut) backfillRoom() {
 	}
 	f.flush()
 	for f.ctx.Err() == nil && (liveSoon(f.s) || len(f.ts.slots) >= half) {
-		wait(f.ctx, backfillRoomPoll)
+		retry.Wait(f.ctx.Done(), backfillRoomPoll)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/logs"
+	"github.com/tickd/tickd/internal/retry"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -60,11 +61,10 @@ const busyPoll = 100 * time.Millisecond
 // run after the run that was going, and in order. Those still busy then
 // are counted busy.
 func (f *fanOut) retryBusy() error {
-	for poll := 5 * time.Millisecond; len(f.busy) > 0 && f.s.clock.Now().Before(f.until); poll = min(2*poll, busyPoll) {
-		select {
-		case <-f.ctx.Done():
+	poll := retry.Backoff{First: 5 * time.Millisecond, Max: busyPoll}
+	for len(f.busy) > 0 && f.s.clock.Now().Before(f.until) {
+		if !poll.Wait(f.ctx.Done()) {
 			return context.Cause(f.ctx)
-		case <-time.After(poll):
 		}
 		ids := f.busy
 		f.busy = nil
