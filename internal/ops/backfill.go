@@ -30,10 +30,11 @@ type BackfillPlan struct {
 // included) for ids (nil: every entity of t), asked for by by at now:
 // which ticks are known (their run record is kept, or no replica fanned
 // them out: driver.TickRan) and how many runs it would start. A tick a
-// replica fanned out while no run record was kept, one older than
-// driver.FannedKept without one, and one before a reshard or a data loss
-// are left out (Unknown): their runs are not known, and none may run
-// twice.
+// replica fanned out while no run record was kept (by its fan mark, or by
+// its record in the history: a tickd before fan marks left only that),
+// one older than driver.FannedKept or than the history keeps without one,
+// and one before a reshard or a data loss are left out (Unknown): their
+// runs are not known, and none may run twice.
 func PlanBackfill(ctx context.Context, store *lease.Store, t config.Task, from, to time.Time, ids []string, by string, now time.Time) (BackfillPlan, error) {
 	switch {
 	case len(t.Limits) > 0:
@@ -63,6 +64,13 @@ func PlanBackfill(ctx context.Context, store *lease.Store, t config.Task, from, 
 	bf := driver.Backfill{ID: newBackfillID(), Task: t.Name, From: ticks[0], To: ticks[len(ticks)-1], Entities: slices.Clone(ids), Total: len(ticks), By: by, Created: now}
 	plan := BackfillPlan{Ticks: len(ticks), Entities: len(all)}
 	oldest := now.Add(-driver.FannedKept) // older: no fan mark tells whether it was fanned out
+	// A tickd before fan marks fanned its ticks out without them, but with
+	// a tick record: the history counts too.
+	fanned, reach, err := fannedOut(ctx, store, t)
+	if err != nil {
+		return BackfillPlan{}, err
+	}
+	oldest = later(oldest, reach)
 	for i := 0; i < len(ticks); i += 1000 {
 		part := ticks[i:min(i+1000, len(ticks))]
 		rec, err := store.Fleet().RunRecord(ctx, t.Name, part, all)
@@ -70,25 +78,65 @@ func PlanBackfill(ctx context.Context, store *lease.Store, t config.Task, from, 
 			return BackfillPlan{}, err
 		}
 		for j, r := range rec {
-			T := part[j]
-			switch {
-			case r.Forgotten: // a reshard or a data loss since: who ran it is not known
-				bf.Unknown = append(bf.Unknown, T)
-			case r.Kept:
-				for _, ran := range r.Ran {
-					if !ran {
-						plan.Runs++
-					}
-				}
-			case r.Fanned || T.Before(oldest): // fanned out with no run record, or too old to tell
-				bf.Unknown = append(bf.Unknown, T)
-			default:
-				plan.Runs += int64(len(all))
+			if runs, known := tickRuns(r, fanned[part[j].UnixNano()] || part[j].Before(oldest), len(all)); known {
+				plan.Runs += runs
+			} else {
+				bf.Unknown = append(bf.Unknown, part[j])
 			}
 		}
 	}
 	plan.Backfill = bf
 	return plan, nil
+}
+
+// tickRuns are the runs a backfill would start of a tick whose run record
+// is r, and whether they are known: a tick forgotten (a reshard or a data
+// loss since) is not; one whose record is kept, by its entities' bits;
+// one without, when it was fanned out (unsure: fanned out by the history,
+// or too old to tell), is not; else no one ran it, and all its entities
+// (n) run.
+func tickRuns(r driver.TickRan, unsure bool, n int) (runs int64, known bool) {
+	switch {
+	case r.Forgotten:
+		return 0, false
+	case r.Kept:
+		for _, ran := range r.Ran {
+			if !ran {
+				runs++
+			}
+		}
+		return runs, true
+	case r.Fanned || unsure:
+		return 0, false
+	}
+	return int64(n), true
+}
+
+// fannedOut are the ticks of t whose records the history keeps (a replica
+// fanned them out), by Unix ns, and the oldest tick it keeps when it keeps
+// no more (zero while it is not full: it has every tick).
+func fannedOut(ctx context.Context, store *lease.Store, t config.Task) (map[int64]bool, time.Time, error) {
+	recs, err := store.Fleet().Ticks(ctx, t.Name, t.HistoryTicks)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("read which ticks ran: %w", err)
+	}
+	fanned := make(map[int64]bool, len(recs))
+	for _, r := range recs {
+		fanned[r.Tick.UnixNano()] = true
+	}
+	var reach time.Time
+	if len(recs) > 0 && len(recs) == t.HistoryTicks {
+		reach = recs[len(recs)-1].Tick
+	}
+	return fanned, reach, nil
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // newBackfillID is a new backfill's id: a request id's first 8 random
