@@ -385,8 +385,6 @@ func validateCatchUp(t *Task, bad badFunc) {
 		bad("catch_up_runs", "%q runs the ticks missed within catch_up: set catch_up too", CatchUpAll)
 	case t.CatchUpRuns == CatchUpAll && t.TimezoneFrom != "":
 		bad("catch_up_runs", "%q is not yet for a task whose entities tick in their own zones (timezone_from): use %s", CatchUpAll, CatchUpLatest)
-	case t.CatchUpRuns == CatchUpAll && len(t.Limits) > 0:
-		bad("catch_up_runs", "%q is not yet for a task under limits: use %s", CatchUpAll, CatchUpLatest)
 	}
 	if t.CatchUpMax < 1 || t.CatchUpMax > MaxCatchUp {
 		bad("catch_up_max", "%d: use 1..%d", t.CatchUpMax, MaxCatchUp)

@@ -170,6 +170,12 @@ func (ls *limits) takeLimit(ctx context.Context, st *limitState, reqs []driver.R
 		}
 		asks[j] = driver.LimitAsk{Key: keys[j], Waiter: limitWaiter(r.Task, r.Entity), Since: since,
 			HeadStart: r.HeadStart, Group: r.Group, Weight: r.Weight, Grouped: r.Grouped}
+		if driver.ByRecord(r.Reason) {
+			// An older tick's run (a catch-up's, a backfill's) waits
+			// behind the live ticks' runs, in a place of its own.
+			asks[j].Waiter += olderWaiter
+			asks[j].HeadStart -= BehindLive
+		}
 		st.ttl = max(st.ttl, r.TTL)
 	}
 	gs, err := ls.b.TakeLimit(ctx, st.lim, st.holdTTL(), asks)
@@ -425,11 +431,16 @@ func (f Fleet) LimitStatus(ctx context.Context, lim driver.Limit) (LimitStatus, 
 		Rate: st.Rate, RateSource: st.RateSource}
 	out.Groups, out.Starved = groups(st, s.clock.Now())
 	for _, w := range st.Oldest {
-		task, entity, _ := strings.Cut(w.Waiter, "/")
+		since := w.Since
+		waiter, older := strings.CutSuffix(w.Waiter, olderWaiter)
+		if older {
+			since = since.Add(-BehindLive)
+		}
+		task, entity, _ := strings.Cut(waiter, "/")
 		task, err1 := driver.Unescape(task)
 		entity, err2 := driver.Unescape(entity)
 		if err1 == nil && err2 == nil {
-			out.Oldest = append(out.Oldest, WaitingRun{Task: task, Entity: entity, Since: w.Since})
+			out.Oldest = append(out.Oldest, WaitingRun{Task: task, Entity: entity, Since: since})
 		}
 	}
 	for k, c := range st.Closed {
@@ -460,3 +471,13 @@ func (s *Store) limitHolder() string { return s.opts.Replica + "/" + s.tok.nonce
 func limitWaiter(task, entity string) string {
 	return driver.Escape(task) + "/" + driver.Escape(entity)
 }
+
+// olderWaiter ends the waiter of an older tick's run of an entity (a
+// catch-up's, a backfill's): a place of its own, which a live tick's run
+// of the entity neither takes nor is taken by.
+const olderWaiter = "/older"
+
+// BehindLive is how far behind the runs that ask at the time an older
+// tick's run (a catch-up's, a backfill's) waits in a limit's line: it
+// takes the room the live ticks' runs leave.
+const BehindLive = 24 * time.Hour

@@ -37,8 +37,6 @@ type BackfillPlan struct {
 // runs are not known, and none may run twice.
 func PlanBackfill(ctx context.Context, store *lease.Store, t config.Task, from, to time.Time, ids []string, by string, now time.Time) (BackfillPlan, error) {
 	switch {
-	case len(t.Limits) > 0:
-		return BackfillPlan{}, errors.New("a backfill is not yet for a task under limits")
 	case t.TimezoneFrom != "":
 		return BackfillPlan{}, errors.New("a backfill is not yet for a task whose entities tick in their own zones (timezone_from)")
 	case to.Before(from):

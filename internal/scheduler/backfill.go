@@ -229,7 +229,7 @@ func (b *backfiller) tick(ctx context.Context, r *backfillRun, T time.Time) bool
 		r.mu.Lock()
 		r.bf.Cursor, r.bf.Ticks = T, r.bf.Ticks+1
 		r.bf.Skipped += int64(max(n.AlreadyRan+n.Superseded-started, 0))
-		r.bf.Busy += int64(n.Busy + n.Errors + n.Quarantined)
+		r.bf.Busy += int64(n.Busy + n.Errors + n.Quarantined + n.Limited)
 		r.mu.Unlock()
 		r.save(ctx, backfillHold)
 		return ctx.Err() == nil

@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/tasks"
 )
 
 // TestBackfillGoesOnWhereItStopped: a backfill whose replica stopped
@@ -23,9 +25,7 @@ func TestBackfillGoesOnWhereItStopped(t *testing.T) {
 	t.Parallel()
 	bothStores(t, func(t *testing.T, withRedis bool) {
 		e := newEnv(t, withRedis)
-		ten := time.Now().UTC().Add(-3 * time.Hour).Truncate(time.Hour)
-		now := ten.Add(30 * time.Minute)
-		at := func(h int) time.Time { return ten.Add(time.Duration(h-10) * time.Hour) }
+		ten, now, at := halfPastTen()
 		first := e.store("r1")
 		ran := func(reason driver.Reason, entity string, h int) {
 			l, err := first.Acquire(context.Background(), driver.Request{Task: "hourly", Entity: entity, TTL: time.Minute, Reason: reason, Tick: at(h), Record: BackfillRecord})
@@ -77,5 +77,70 @@ handler = "rec"
 		expect.Equal(t, "the runs, tick by tick", fmt.Sprint(got), "[05:a 05:c 06:a 06:b 06:c 08:b 08:c]")
 		expect.Equal(t, "its cursor", end.Cursor, at(8))
 		expect.Equal(t, "its counts: ticks, runs, run before, busy", fmt.Sprint(end.Ticks, end.Ran, end.Skipped, end.Busy), "4 10 2 0")
+	})
+}
+
+// TestOlderTicksWaitForTheLimits: under a limit of one run at a time, a
+// start after an outage runs the latest tick's runs first, then the older
+// missed ticks' (catch_up_runs = "all") and a backfill's, which wait in
+// the limit's line behind the live ticks' runs (in the fan-out, not as
+// the entity's due run): each (entity, tick) once, with its reason, and
+// never two runs at once.
+func TestOlderTicksWaitForTheLimits(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, withRedis bool) {
+		e := newEnv(t, withRedis)
+		ten, now, at := halfPastTen()
+		var inFlight, most atomic.Int32
+		e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			return tasks.Done, nil
+		}
+		st := e.store("r1")
+		bf := driver.Backfill{ID: "b1", Task: "hourly", From: at(1), To: at(3), Total: 3, By: "op", Created: now}
+		if ok, err := st.Fleet().SaveBackfill(context.Background(), bf, 0); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		e.run(`
+[[limits]]
+name = "api"
+concurrency = 1
+
+[[tasks]]
+name = "hourly"
+every = "1h"
+catch_up = "7h"
+catch_up_runs = "all"
+catch_up_max = 4
+run_record = "720h"
+limits = ["api"]
+entities = ["a", "b", "c"]
+handler = "rec"
+`, Options{Store: st, Clock: shiftedClock(time.Until(now)), DuePoll: 20 * time.Millisecond})
+		// 10:00 live; 07:00, 08:00 and 09:00 caught up (catch_up_max 4);
+		// 01:00 to 03:00 backfilled.
+		expect.WaitFor(t, 30*time.Second, "7 ticks of 3 entities", func() bool { return e.rec.count(func(runRec) bool { return true }) >= 21 })
+		runs := e.rec.snapshot()
+		slices.SortStableFunc(runs, func(a, b runRec) int { return a.start.Compare(b.start) })
+		seen := map[string]bool{}
+		for i, r := range runs {
+			k := fmt.Sprintf("%02d:%s", int(r.Tick.Sub(ten)/time.Hour)+10, r.Entity)
+			expect.True(t, k+" ran once", !seen[k])
+			seen[k] = true
+			reason := driver.ReasonCatchUp
+			switch h := r.Tick.Sub(ten) / time.Hour; {
+			case h == 0:
+				reason = driver.ReasonTick
+				expect.True(t, k+", a live tick's run, starts before every older tick's", i < 3)
+			case h < -6:
+				reason = driver.ReasonBackfill
+			}
+			expect.Equal(t, k+": its reason", r.Reason, reason)
+		}
+		expect.Equal(t, "runs", len(runs), 21)
+		expect.Equal(t, "the most runs at once, under a limit of 1", most.Load(), int32(1))
 	})
 }

@@ -23,11 +23,7 @@ func TestCatchUpRunsAll(t *testing.T) {
 	t.Parallel()
 	bothStores(t, func(t *testing.T, withRedis bool) {
 		e := newEnv(t, withRedis)
-		// 10:30 on a clock shifted a few hours back: the history keeps its
-		// records (a week), and no tick is ahead of the store's clock.
-		ten := time.Now().UTC().Add(-3 * time.Hour).Truncate(time.Hour)
-		now := ten.Add(30 * time.Minute)
-		at := func(h int) time.Time { return ten.Add(time.Duration(h-10) * time.Hour) }
+		ten, now, at := halfPastTen()
 		first := e.store("r1")
 		// 08:00 ran (a replica fanned it out): it is not caught up.
 		if err := first.Fleet().RecordTicks(context.Background(), []driver.TickWrite{{Task: "hourly", Tick: at(8),
@@ -77,4 +73,12 @@ handler = "rec"
 		expect.Equal(t, "runs", len(runs), 12)
 		expect.Equal(t, "the ticks, in the order of their grants", fmt.Sprint(order), fmt.Sprint(want))
 	})
+}
+
+// halfPastTen is 10:30 of a clock shifted a few hours back (now), where
+// the history keeps its records (a week) and no tick is ahead of the
+// store's clock: ten is 10:00, at(h) h o'clock, of that day.
+func halfPastTen() (ten, now time.Time, at func(h int) time.Time) {
+	ten = time.Now().UTC().Add(-3 * time.Hour).Truncate(time.Hour)
+	return ten, ten.Add(30 * time.Minute), func(h int) time.Time { return ten.Add(time.Duration(h-10) * time.Hour) }
 }

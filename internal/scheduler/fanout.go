@@ -86,10 +86,13 @@ type fanOut struct {
 	name        string
 	deferFailed bool
 	failed      []skipped
-	// busy are the entities a catch-up found busy, asked again (retryBusy)
-	// until until.
-	busy  []string
-	until time.Time
+	// busy are the entities a catch-up or a backfill found busy, asked
+	// again (retryHeld) until until; limited, those a limit had no room
+	// for, until limitUntil (zero: as long as the fan-out goes on).
+	busy       []string
+	limited    []heldBack
+	until      time.Time
+	limitUntil time.Time
 	// only, for a backfill of some entities, are they (nil: every one).
 	only map[string]bool
 	// In a fan-out in source order (no spread), the stream is cut into
@@ -135,26 +138,20 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, c catchUp) (TickC
 	defer done()
 	T, only := c.T, c.zones
 	f := &fanOut{s: s, ts: ts, T: T, reason: cmp.Or(c.reason, driver.ReasonTick), ctx: ctx, tl: s.history.begin(ctx, ts.t, T, c.backfill), n: &TickCounts{}, name: ts.t.Name}
-	f.until = T.Add(ts.t.CatchUp) // a catch-up's busy entities are asked again until then (retryBusy)
-	if f.reason == driver.ReasonBackfill {
-		f.until = s.clock.Now().Add(max(2*ts.t.LeaseTTL, time.Minute))
-		f.only = make(map[string]bool, len(c.only))
-		for _, id := range c.only {
-			f.only[id] = true
-		}
-	} else if f.reason == driver.ReasonTick {
+	if f.reason == driver.ReasonTick {
 		s.liveFanOuts.Add(1)
 		s.liveSince.Store(s.clock.Now().UnixNano())
 		defer s.liveFanOuts.Add(-1)
 	}
+	f.heldUntil(c)
 	if _, ok := ts.source.(tasks.EntitySource); ok {
 		f.attrs = map[string]tasks.Attributes{} // shared by the shards' streams
 	}
 	if ts.zones != nil {
 		f.zones = newZoneFilter(ts.zones, T, only)
 	}
-	if len(ts.t.Limits) > 0 {
-		ts.tally.Store(f.tl)
+	if len(ts.t.Limits) > 0 && f.reason == driver.ReasonTick {
+		ts.tally.Store(f.tl) // the live tick's: a waiting run of an older one is superseded
 	}
 	if f.reason != driver.ReasonBackfill {
 		s.beats.began(&ts.t, T)
@@ -166,6 +163,9 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, c catchUp) (TickC
 	var err error
 	if ts.t.Spread > 0 {
 		err = f.spreadOut()
+		if rerr := f.retryHeld(); err == nil {
+			err = rerr
+		}
 	} else {
 		err = f.inOrder()
 	}
@@ -207,6 +207,22 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, c catchUp) (TickC
 	s.log.Log(context.Background(), lvl, "tick", attrs...)
 	s.observe(Event{Kind: EventTick, Task: t.Name, Tick: T, Counts: n})
 	return n, f.tl
+}
+
+// heldUntil sets how long the entities a catch-up or a backfill finds
+// busy or limited are asked again (retryHeld), and a backfill's entities.
+func (f *fanOut) heldUntil(c catchUp) {
+	f.until = f.T.Add(f.ts.t.CatchUp) // a catch-up's, while its tick is in the window
+	f.limitUntil = f.until
+	if f.reason != driver.ReasonBackfill {
+		return
+	}
+	f.limitUntil = time.Time{} // a backfill's runs wait for a limit as long as it goes on
+	f.until = f.s.clock.Now().Add(max(2*f.ts.t.LeaseTTL, time.Minute))
+	f.only = make(map[string]bool, len(c.only))
+	for _, id := range c.only {
+		f.only[id] = true
+	}
 }
 
 // inOrder fans the source out in its order, in chunks, one stream per
@@ -251,7 +267,7 @@ func (f *fanOut) inOrder() error {
 		if rerr := st.retryFailed(); err == nil {
 			err = rerr
 		}
-		if rerr := st.retryBusy(); err == nil {
+		if rerr := st.retryHeld(); err == nil {
 			err = rerr
 		}
 	}
@@ -276,7 +292,7 @@ func (f *fanOut) shardStreams() []*fanOut {
 	streams[0] = f
 	for i := 1; i < n; i++ {
 		streams[i] = &fanOut{s: f.s, ts: f.ts, T: f.T, reason: f.reason, ctx: f.ctx, tl: f.tl, n: f.n, attrs: f.attrs, chunked: f.chunked, name: driver.ShardName(t.Name, i),
-			until: f.until, only: f.only}
+			until: f.until, limitUntil: f.limitUntil, only: f.only}
 	}
 	for _, st := range streams {
 		st.deferFailed = true
@@ -393,7 +409,7 @@ func (f *fanOut) reserve() reservation {
 func (f *fanOut) follow() {
 	for next := f.ts.next.Load(); next != nil; next = f.ts.next.Load() {
 		f.ts = next
-		if len(next.t.Limits) > 0 {
+		if len(next.t.Limits) > 0 && f.reason == driver.ReasonTick {
 			next.tally.Store(f.tl)
 		}
 	}
@@ -450,6 +466,10 @@ func (f *fanOut) flush() {
 			s.log.Debug(logs.MsgAlreadyRan, logs.KeyTask, t.Name, logs.KeyEntity, f.batch[i], logs.Tick(f.T))
 		case errors.Is(r.Err, driver.ErrNotAcknowledged):
 			f.n.Unacknowledged++
+		case errors.Is(r.Err, lease.ErrLimited) && driver.ByRecord(f.reason):
+			f.limitedEntity(f.batch[i], r.Err)
+			<-ts.slots
+			continue
 		case errors.Is(r.Err, lease.ErrLimited):
 			f.n.Limited++
 			waiting = append(waiting, limitedRun{driver.Due{Task: t.Name, Entity: f.batch[i], Reason: driver.ReasonTick, Tick: f.T}, r.Err})

@@ -156,6 +156,7 @@ var cases = []struct {
 	{"LimitServesInOrder", testLimitServesInOrder},
 	{"LimitFairByGroup", testLimitFairByGroup},
 	{"LimitHeadStart", testLimitHeadStart},
+	{"LimitOlderTicksBehind", testLimitOlderTicksBehind},
 	{"LimitFairKeepsGroup", testLimitFairKeepsGroup},
 	{"LimitAutoRate", testLimitAutoRate},
 	{"NewerTickSupersedes", testNewerTickSupersedes},

@@ -145,6 +145,34 @@ func testLimitHeadStart(t *testing.T, k stores) {
 	}
 }
 
+// testLimitOlderTicksBehind: an older tick's run (a catch-up's, a
+// backfill's) waits in a limit's line behind the live ticks' runs, those
+// of ticks after it asked too.
+func testLimitOlderTicksBehind(t *testing.T, k stores) {
+	for _, fair := range []bool{false, true} {
+		lim := driver.Limit{Name: "fair", Concurrency: 1, Burst: 1, Fair: fair}
+		a, _ := limitStores(k, lim)
+		T := time.Now().Add(-time.Hour)
+		older := func(r driver.Reason, entity string, tick time.Time) driver.Request {
+			return driver.Request{Task: "t", Entity: entity, TTL: time.Minute, Reason: r, Tick: tick, Record: 24 * time.Hour,
+				Limits: []string{"fair"}, Group: "g", Weight: 1, Grouped: true}
+		}
+		// The live ticks' runs take their places after the older runs
+		// took theirs (their Since, as if their ticks came later).
+		now := time.Now()
+		live := func(entity string, since time.Time) driver.Request {
+			r := older(driver.ReasonTick, entity, T)
+			r.Record, r.Since = 0, since
+			return r
+		}
+		reqs := []driver.Request{older(driver.ReasonBackfill, "x", T.Add(-24*time.Hour)), older(driver.ReasonCatchUp, "y", T.Add(-time.Hour)),
+			live("b", now.Add(time.Minute)), live("c", now.Add(2*time.Minute)), live("z", now.Add(3*time.Minute))}
+		order := serveLine(t, a, lim, reqs)
+		slices.Sort(order[3:]) // the older two asked at once: in either order (of a sharded store's calls)
+		expect.Equal(t, fmt.Sprintf("the order (fair: %v)", fair), strings.Join(order, " "), "b c z x y")
+	}
+}
+
 // testLimitFairKeepsGroup: a run that left a fair line (it did not ask
 // again within its wait and LimitWaitGrace: its replica stopped) takes its
 // group back when it asks again not knowing it (a due run), rather than

@@ -4,6 +4,7 @@ package expect
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -45,8 +46,24 @@ func True(t testing.TB, what string, cond bool) bool {
 func NotNil[T any](t testing.TB, what string, p *T) {
 	t.Helper()
 	if p == nil {
-		t.Fatalf("%s: nil", what)
+		Fatalf(t, "%s: nil", what)
 	}
+}
+
+// OnFatal is told, when set (before the tests run), each message Fatalf
+// and WaitFor stop a test with: a suite that sums its failures up at its
+// end (the fault suite's table) keeps them there, where the logs that a
+// failing test prints after its message do not push them out of sight.
+var OnFatal func(t testing.TB, msg string)
+
+// Fatalf stops the test with the message, told to OnFatal first.
+func Fatalf(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if OnFatal != nil {
+		OnFatal(t, msg)
+	}
+	t.Fatal(msg)
 }
 
 // WaitFor polls cond every few milliseconds until it is true or d passes, and
@@ -55,7 +72,7 @@ func NotNil[T any](t testing.TB, what string, p *T) {
 func WaitFor(t testing.TB, d time.Duration, msg string, cond func() bool) {
 	t.Helper()
 	if !Within(d, cond) {
-		t.Fatalf("timed out after %v waiting for %s", d, msg)
+		Fatalf(t, "timed out after %v waiting for %s", d, msg)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"net"
 	"sync"
 	"testing"
+
+	"github.com/tickd/tickd/internal/testkit/expect"
 )
 
 // Proxy forwards connections from Addr to a target address.
@@ -33,7 +35,7 @@ func Start(t testing.TB, target string) *Proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		expect.Fatalf(t, "%v", err)
 	}
 	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}, resume: make(chan struct{})}
 	close(p.resume)

@@ -51,7 +51,7 @@ func StartCluster(t testing.TB) *Cluster {
 	}
 	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
 	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+		expect.Fatalf(t, "redis-cli --cluster create: %v\n%s", err, out)
 	}
 	c.WaitHealthy(t)
 	c.WaitInSync(t)
@@ -91,7 +91,7 @@ func ownKey(t testing.TB, addr string) string {
 			return k
 		}
 	}
-	t.Fatalf("no key served by %s", addr)
+	expect.Fatalf(t, "no key served by %s", addr)
 	return ""
 }
 
@@ -109,7 +109,7 @@ func clusterPort(t testing.TB) int {
 			return p
 		}
 	}
-	t.Fatal("no free port pair for a cluster node")
+	expect.Fatalf(t, "%v", "no free port pair for a cluster node")
 	return 0
 }
 
@@ -176,7 +176,7 @@ func (c *Cluster) MasterOf(t testing.TB, key string) *Server {
 			return m
 		}
 	}
-	t.Fatalf("no master serves %s", key)
+	expect.Fatalf(t, "no master serves %s", key)
 	return nil
 }
 
@@ -196,7 +196,7 @@ func (c *Cluster) Slot(t testing.TB, key string) int {
 			return n
 		}
 	}
-	t.Fatal("no node answers CLUSTER KEYSLOT")
+	expect.Fatalf(t, "%v", "no node answers CLUSTER KEYSLOT")
 	return 0
 }
 

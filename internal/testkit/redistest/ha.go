@@ -77,7 +77,7 @@ func (r *Replicated) WaitInSync(t testing.TB) {
 	mark := strconv.FormatInt(time.Now().UnixNano(), 10)
 	expect.WaitFor(t, 20*time.Second, "the replica online", func() bool { return OnlineReplicas(r.Primary.Addr) == 1 })
 	if err := p.Set(context.Background(), "redistest:sync", mark, 0).Err(); err != nil {
-		t.Fatalf("write the sync marker: %v", err)
+		expect.Fatalf(t, "write the sync marker: %v", err)
 	}
 	expect.WaitFor(t, 20*time.Second, "the replica in sync", func() bool {
 		return rc.Get(context.Background(), "redistest:sync").Val() == mark
@@ -120,7 +120,7 @@ sentinel parallel-syncs %s 1
 `, s.port, s.Dir, MasterName, host, port, MasterName, downAfter.Milliseconds(), MasterName, MasterName)
 	s.sentinel = filepath.Join(s.Dir, "sentinel.conf")
 	if err := os.WriteFile(s.sentinel, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
+		expect.Fatalf(t, "%v", err)
 	}
 	s.start()
 	t.Cleanup(s.Stop)
@@ -190,6 +190,6 @@ func Promote(t testing.TB, s *Server) {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr})
 	defer c.Close()
 	if err := c.ReplicaOf(context.Background(), "NO", "ONE").Err(); err != nil {
-		t.Fatalf("promote %s: %v", s.Addr, err)
+		expect.Fatalf(t, "promote %s: %v", s.Addr, err)
 	}
 }

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/testkit/expect"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -70,7 +72,7 @@ func Tool(t testing.TB, bin, howTo string) string {
 	if p, err := exec.LookPath(bin); err == nil {
 		return p
 	}
-	t.Fatal(howTo)
+	expect.Fatalf(t, "%v", howTo)
 	return ""
 }
 
@@ -109,7 +111,7 @@ func (s *Server) startOnNewPort(newPort func(testing.TB) int) {
 		if attempt < 5 && strings.Contains(log, "Address already in use") {
 			continue
 		}
-		t.Fatalf("redis-server on %s not ready: %v\n%s", s.Addr, err, log)
+		expect.Fatalf(t, "redis-server on %s not ready: %v\n%s", s.Addr, err, log)
 	}
 }
 
@@ -124,7 +126,7 @@ func (s *Server) URL() string {
 func (s *Server) start() {
 	s.t.Helper()
 	if log, err := s.tryStart(); err != nil {
-		s.t.Fatalf("redis-server on %s not ready: %v\n%s", s.Addr, err, log)
+		expect.Fatalf(s.t, "redis-server on %s not ready: %v\n%s", s.Addr, err, log)
 	}
 }
 
@@ -154,11 +156,11 @@ func (s *Server) tryStart() (log string, err error) {
 	cmd := exec.Command(Binary(t), args...)
 	logf, err := os.Create(filepath.Join(s.Dir, "redis.log"))
 	if err != nil {
-		t.Fatal(err)
+		expect.Fatalf(t, "%v", err)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
+		expect.Fatalf(t, "start redis-server: %v", err)
 	}
 	s.cmd = cmd
 	s.exited = make(chan struct{})
@@ -302,12 +304,12 @@ func (s *Server) Snapshot() string {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, Password: s.password})
 	defer c.Close()
 	if err := c.Save(context.Background()).Err(); err != nil {
-		s.t.Fatalf("SAVE on %s: %v", s.Addr, err)
+		expect.Fatalf(s.t, "SAVE on %s: %v", s.Addr, err)
 	}
 	s.snapshots++
 	snap := filepath.Join(s.Dir, fmt.Sprintf("snapshot-%d.rdb", s.snapshots))
 	if err := os.Rename(filepath.Join(s.Dir, "dump.rdb"), snap); err != nil {
-		s.t.Fatal(err)
+		expect.Fatalf(s.t, "%v", err)
 	}
 	return snap
 }
@@ -325,7 +327,7 @@ func (s *Server) RestartFrom(snapshot string) {
 		err = os.WriteFile(dump, b, 0o600)
 	}
 	if err != nil {
-		s.t.Fatal(err)
+		expect.Fatalf(s.t, "%v", err)
 	}
 	s.start()
 	os.Remove(dump) //nolint:errcheck // loaded: a later Restart comes back empty
@@ -339,7 +341,7 @@ func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		expect.Fatalf(t, "%v", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
@@ -351,7 +353,7 @@ func MainThreadCPU(tb testing.TB, c redis.Cmdable) float64 {
 	tb.Helper()
 	info, err := c.Info(context.Background(), "cpu").Result()
 	if err != nil {
-		tb.Fatal(err)
+		expect.Fatalf(tb, "%v", err)
 	}
 	var sum float64
 	for line := range strings.SplitSeq(info, "\n") {
@@ -359,7 +361,7 @@ func MainThreadCPU(tb testing.TB, c redis.Cmdable) float64 {
 		if k == "used_cpu_sys_main_thread" || k == "used_cpu_user_main_thread" {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				tb.Fatalf("INFO cpu: %q: %v", line, err)
+				expect.Fatalf(tb, "INFO cpu: %q: %v", line, err)
 			}
 			sum += f
 		}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tickd/tickd/internal/testkit/expect"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -15,14 +17,14 @@ func CommandCalls(t testing.TB, c *redis.Client, cmd string) int {
 	t.Helper()
 	info, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
-		t.Fatal(err)
+		expect.Fatalf(t, "%v", err)
 	}
 	for _, line := range strings.Split(info, "\n") {
 		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls="); ok {
 			v, _, _ := strings.Cut(rest, ",")
 			n, err := strconv.Atoi(v)
 			if err != nil {
-				t.Fatalf("INFO commandstats: %q: %v", line, err)
+				expect.Fatalf(t, "INFO commandstats: %q: %v", line, err)
 			}
 			return n
 		}

@@ -77,7 +77,7 @@ func testClockBinary(t testing.TB) string {
 		testClockErr = goBuild(bin, "./cmd/tickd", "-tags", "tickd_testclock")
 	})
 	if testClockErr != nil {
-		t.Fatal(testClockErr)
+		expect.Fatalf(t, "%v", testClockErr)
 	}
 	return bin
 }
@@ -100,7 +100,7 @@ func goBuild(out, pkg string, flags ...string) error {
 func Binaries(t testing.TB) (tickd, worker string) {
 	t.Helper()
 	if err := build(); err != nil {
-		t.Fatal(err)
+		expect.Fatalf(t, "%v", err)
 	}
 	return filepath.Join(buildDir, "tickd"), filepath.Join(buildDir, "testworker")
 }
@@ -148,11 +148,11 @@ func Start(t testing.TB, name string, env []string, args ...string) *Proc {
 	p.cmd.Env = append(append(os.Environ(), "NOTIFY_SOCKET="+sock), env...) // env may bring its own
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		t.Fatal(err)
+		expect.Fatalf(t, "%v", err)
 	}
 	p.cmd.Stdout, p.cmd.Stderr = pw, pw
 	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
+		expect.Fatalf(t, "%v", err)
 	}
 	pw.Close()
 	go func() {
@@ -186,12 +186,12 @@ func Start(t testing.TB, name string, env []string, args ...string) *Proc {
 func (p *Proc) listenNotify(t testing.TB) string {
 	dir, err := os.MkdirTemp("", "tickdn")
 	if err != nil {
-		t.Fatal(err)
+		expect.Fatalf(t, "%v", err)
 	}
 	sock := filepath.Join(dir, "s")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
 	if err != nil {
-		t.Fatal(err)
+		expect.Fatalf(t, "%v", err)
 	}
 	t.Cleanup(func() { conn.Close(); os.RemoveAll(dir) })
 	go func() {
@@ -261,7 +261,8 @@ func (p *Proc) Wait(d time.Duration) int {
 	select {
 	case <-p.exited:
 	case <-time.After(d):
-		p.t.Fatalf("%s did not exit within %v", p.Name, d)
+		log := strings.Split(strings.TrimRight(p.Log(), "\n"), "\n")
+		expect.Fatalf(p.t, "%s did not exit within %v; its log ends:\n%s", p.Name, d, strings.Join(log[max(len(log)-8, 0):], "\n"))
 	}
 	if p.err == nil {
 		return 0
@@ -292,7 +293,7 @@ func ReadRuns(t testing.TB, path string) []Run {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
+		expect.Fatalf(t, "%v", err)
 	}
 	// A record still being appended may show as a last line without its
 	// newline (a reader can see the first page of a write that crosses a
@@ -306,7 +307,7 @@ func ReadRuns(t testing.TB, path string) []Run {
 		}
 		var r Record
 		if err := json.Unmarshal(line, &r); err != nil {
-			t.Fatalf("bad record %q: %v", line, err)
+			expect.Fatalf(t, "bad record %q: %v", line, err)
 		}
 		switch r.Event {
 		case "start":
@@ -399,7 +400,7 @@ func CheckExcusing(runs []Run, openEnd func(Run) int64, excused func(a, b Run) b
 func WriteFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
+		expect.Fatalf(t, "%v", err)
 	}
 }
 
@@ -437,7 +438,7 @@ func TicksIn(t testing.TB, s *lease.Store, task string, limit int) []driver.Tick
 	t.Helper()
 	rs, err := s.Fleet().Ticks(context.Background(), task, limit)
 	if err != nil {
-		t.Fatalf("read tick records: %v", err)
+		expect.Fatalf(t, "read tick records: %v", err)
 	}
 	return rs
 }
@@ -449,7 +450,7 @@ func DueCount(t testing.TB, addr, prefix string) int {
 	defer s.Stop(context.Background())
 	n, err := s.Fleet().DueCount(context.Background())
 	if err != nil {
-		t.Fatalf("count due entries: %v", err)
+		expect.Fatalf(t, "count due entries: %v", err)
 	}
 	return n
 }
@@ -461,7 +462,7 @@ func store(t testing.TB, addr, prefix string) *lease.Store {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	s, err := stores.Redis(c, prefix, lease.Options{})
 	if err != nil {
-		t.Fatal(err)
+		expect.Fatalf(t, "%v", err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return s
@@ -486,10 +487,10 @@ func initEpoch(t testing.TB, c redis.UniversalClient, prefix string) {
 	defer c.Close()
 	s, err := stores.Redis(c, prefix, lease.Options{})
 	if err != nil {
-		t.Fatal(err)
+		expect.Fatalf(t, "%v", err)
 	}
 	defer s.Stop(context.Background())
 	if err := s.InitEpoch(context.Background()); err != nil {
-		t.Fatalf("init epoch: %v", err)
+		expect.Fatalf(t, "init epoch: %v", err)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/testkit/expect"
+
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
 )
@@ -73,7 +75,7 @@ func checkOf(t *testing.T, rs []synthRun, setup func(c *cluster)) result {
 		}
 	}
 	if err := os.WriteFile(c.runsLog, lines, 0o644); err != nil {
-		t.Fatal(err)
+		expect.Fatalf(t, "%v", err)
 	}
 	if setup != nil {
 		setup(c)

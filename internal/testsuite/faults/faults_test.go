@@ -145,7 +145,7 @@ func (c *cluster) readStore() *lease.Store {
 	}
 	s, err := stores.Redis(rc, "faults", lease.Options{})
 	if err != nil {
-		c.t.Fatal(err)
+		expect.Fatalf(c.t, "%v", err)
 	}
 	c.t.Cleanup(func() { s.Stop(context.Background()); rc.Close() })
 	return s
@@ -1104,8 +1104,8 @@ func failf(t *testing.T, format string, args ...any) {
 	tableMu.Unlock()
 }
 
-// failedUnsaid keeps a line for a test that failed without failf (a Fatal:
-// a wait that timed out).
+// failedUnsaid keeps a line for a test that failed without failf or
+// expect.Fatalf (a t.Fatal of its own).
 func failedUnsaid(t *testing.T) {
 	if !t.Failed() {
 		return
@@ -1161,6 +1161,14 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	atOnce, note := scenariosAtOnce()
 	tier.Parallel(atOnce)
+	expect.OnFatal = func(t testing.TB, msg string) { // kept in the failures below, not only above the logs a failing test prints
+		if len(msg) > 2000 {
+			msg = msg[:2000] + "…"
+		}
+		tableMu.Lock()
+		failures = append(failures, t.Name()+": "+msg)
+		tableMu.Unlock()
+	}
 	code := tickdtest.Main(m)
 	if len(table) > 0 {
 		sort.Strings(table)

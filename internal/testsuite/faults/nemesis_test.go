@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/testkit/expect"
+
 	"github.com/tickd/tickd/internal/telemetry"
 	"github.com/tickd/tickd/internal/testkit/otlptest"
 	"github.com/tickd/tickd/internal/testkit/redistest"
@@ -70,6 +72,7 @@ type nemesis struct {
 	autoRate                   bool // x-api's rate = "auto"
 	catchUpAll                 bool // sync's catch_up_runs = "all"
 	runRecord                  bool // sync's run_record = "1h"
+	syncLimit                  int  // sync under a limit of this many runs at once (0: none): its catch-ups and backfills wait behind its live runs
 	// backfills are the ids of the backfills of sync started, and not
 	// cancelled yet.
 	backfills  []string
@@ -116,6 +119,7 @@ func newNemesis(t *testing.T, seed uint64, onCluster bool) *nemesis {
 	bin, worker := tickdtest.Binaries(t)
 	n := &nemesis{c: c, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bin: bin, worker: worker, dir: c.dir,
 		concurrency: 80, shards: 4, limit: 2, autoRate: true, catchUpAll: true, runRecord: true, extraEvery: map[string]string{}, replacing: map[string]bool{}, queueMax: map[string]int{}, traces: otlptest.Start(t), runSpans: 1000}
+	n.syncLimit = []int{0, 160}[n.rnd.IntN(2)] // half the seeds begin with sync's catch-up and backfill under a limit
 	for range 2 {
 		n.addExtra()
 	}
@@ -140,8 +144,14 @@ func (n *nemesis) config() string {
 	if n.runRecord { // which entities ran each tick, for a backfill
 		base = strings.Replace(base, `catch_up = "10s"`, "catch_up = \"10s\"\nrun_record = \"1h\"", 1)
 	}
+	if n.syncLimit > 0 {
+		base = strings.Replace(base, `catch_up = "10s"`, "catch_up = \"10s\"\nlimits = [\"sync-api\"]", 1)
+	}
 	var b strings.Builder
 	b.WriteString(base)
+	if n.syncLimit > 0 {
+		fmt.Fprintf(&b, "\n[[limits]]\nname = \"sync-api\"\nconcurrency = %d\n", n.syncLimit)
+	}
 	fmt.Fprintf(&b, "\n[[limits]]\nname = \"x-api\"\nconcurrency = %d\n", n.limit)
 	if n.autoRate { // a rate learned from the runs' answers (the worker's: none said, no 429)
 		b.WriteString("rate = \"auto\"\nrate_max = \"50/s\"\nburst = 3\n")
@@ -246,6 +256,7 @@ func (n *nemesis) reload() {
 		n.concurrency = []int{70, 80}[n.rnd.IntN(2)]
 		n.catchUpAll = n.rnd.IntN(3) > 0
 		n.runRecord = n.rnd.IntN(2) == 0
+		n.syncLimit = []int{0, 0, 160}[n.rnd.IntN(3)]
 	case 1:
 		n.shards = []int{1, 2, 4, 8, 16}[n.rnd.IntN(5)] // the config's count: migrate changes the recorded one
 	case 2:
@@ -279,7 +290,7 @@ func (n *nemesis) reload() {
 		tickdtest.WriteFile(n.c.t, r.cfg, n.config())
 		r.proc.Signal(syscall.SIGHUP)
 	}
-	n.say("reload (concurrency %d, catch_up_runs all %v, run_record %v, shards %d, limit %d (rate auto %v), extras %v (replacing %v, queue_max %v), run_spans %d; replica %d left out)", n.concurrency, n.catchUpAll, n.runRecord, n.shards, n.limit, n.autoRate, n.extras, n.replacing, n.queueMax, n.runSpans, skip)
+	n.say("reload (concurrency %d, catch_up_runs all %v, run_record %v, sync limit %d, shards %d, limit %d (rate auto %v), extras %v (replacing %v, queue_max %v), run_spans %d; replica %d left out)", n.concurrency, n.catchUpAll, n.runRecord, n.syncLimit, n.shards, n.limit, n.autoRate, n.extras, n.replacing, n.queueMax, n.runSpans, skip)
 }
 
 func (n *nemesis) migrate() {
@@ -603,7 +614,7 @@ func operatorChaos(t *testing.T, onCluster bool) {
 	if s := os.Getenv("TICKD_NEMESIS_SEED"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			t.Fatalf("TICKD_NEMESIS_SEED=%q: %v", s, err)
+			expect.Fatalf(t, "TICKD_NEMESIS_SEED=%q: %v", s, err)
 		}
 		seed = v
 	}
@@ -611,7 +622,7 @@ func operatorChaos(t *testing.T, onCluster bool) {
 	if s := os.Getenv("TICKD_NEMESIS_TIME"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil {
-			t.Fatalf("TICKD_NEMESIS_TIME=%q: %v", s, err)
+			expect.Fatalf(t, "TICKD_NEMESIS_TIME=%q: %v", s, err)
 		}
 		chaos = d
 	}

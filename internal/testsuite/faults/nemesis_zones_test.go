@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/tickd/tickd/internal/testkit/expect"
 )
 
 // zoned is the nemesis's task whose entities carry attributes and tick in
@@ -67,10 +69,10 @@ func (z *zoned) write(t *testing.T) {
 	}
 	tmp := z.file + ".tmp"
 	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
+		expect.Fatalf(t, "%v", err)
 	}
 	if err := os.Rename(tmp, z.file); err != nil {
-		t.Fatal(err)
+		expect.Fatalf(t, "%v", err)
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tickd/tickd/internal/testkit/expect"
+
 	tickdconfig "github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/heartbeat"
 	"github.com/tickd/tickd/internal/history"
@@ -46,16 +48,16 @@ func (c *cluster) nearLoss(T time.Time, losses []time.Time) bool {
 func (c *cluster) checkReasons(res *result, begin, end time.Time) {
 	b, err := os.ReadFile(c.reps[0].cfg)
 	if err != nil {
-		c.t.Fatal(err)
+		expect.Fatalf(c.t, "%v", err)
 	}
 	cfg, err := tickdconfig.Parse(c.reps[0].cfg, b)
 	if err != nil {
-		c.t.Fatal(err)
+		expect.Fatalf(c.t, "%v", err)
 	}
 	task, _ := cfg.Task("sync")
 	past, err := history.ReadPast(context.Background(), c.readStore(), task, 1000)
 	if err != nil {
-		c.t.Fatal(err)
+		expect.Fatalf(c.t, "%v", err)
 	}
 	// Every replica has stopped: each tick up to end is due, or over.
 	views, _ := history.Assess(task, end.Add(task.MissingAfter()), past)

@@ -71,7 +71,7 @@ func startRC(t *testing.T) *rcEnv {
 		e.master[name] = m
 	}
 	if len(per) < 3 {
-		t.Fatalf("tasks on %d masters, want 3", len(per))
+		expect.Fatalf(t, "tasks on %d masters, want 3", len(per))
 	}
 	e.tasks = append(e.tasks, rcSharded)
 	masters := map[*redistest.Server]int{}
@@ -82,7 +82,7 @@ func startRC(t *testing.T) *rcEnv {
 		masters[e.entityMaster[id]]++
 	}
 	if len(masters) < 3 {
-		t.Fatalf("the sharded task's entities on %d masters, want 3", len(masters))
+		expect.Fatalf(t, "the sharded task's entities on %d masters, want 3", len(masters))
 	}
 	_, worker := tickdtest.Binaries(t)
 	dir := t.TempDir()
@@ -117,7 +117,7 @@ func (e *rcEnv) triggers() func(task, entity string) {
 	s := e.store()
 	trigger := func(task, entity string, delay time.Duration) {
 		if err := s.Enqueue(context.Background(), driver.Due{Task: task, Entity: entity, Reason: driver.ReasonTrigger}, delay); err != nil {
-			e.t.Fatalf("trigger %s/%s: %v", task, entity, err)
+			expect.Fatalf(e.t, "trigger %s/%s: %v", task, entity, err)
 		}
 	}
 	trigger(e.tasks[0], "warm-up", time.Hour)
@@ -179,7 +179,7 @@ func (e *rcEnv) store() *lease.Store {
 	e.t.Cleanup(func() { c.Close() })
 	s, err := stores.Redis(c, "faults", lease.Options{})
 	if err != nil {
-		e.t.Fatal(err)
+		expect.Fatalf(e.t, "%v", err)
 	}
 	e.t.Cleanup(func() { s.Stop(context.Background()) })
 	return s
