@@ -17,10 +17,11 @@ import (
 
 // backfillFlags are tickd backfill's flags.
 type backfillFlags struct {
-	from, to, only, entities, cancel *string
-	dryRun, wait, asJSON             *bool
-	timeout                          *time.Duration
-	by                               *string
+	from, to, only, entities, group *string
+	cancel                          *string
+	dryRun, wait, asJSON            *bool
+	timeout                         *time.Duration
+	by                              *string
 }
 
 func runBackfill(ctx context.Context, args []string, stdout io.Writer) error {
@@ -31,6 +32,7 @@ func runBackfill(ctx context.Context, args []string, stdout io.Writer) error {
 		to:       fs.String("to", "", "the range's last tick, RFC 3339"),
 		only:     fs.String("only", "", "which (entity, tick)s to run: missing, those no one ran (the default; the only one yet)"),
 		entities: fs.String("entities", "", "only these entities, comma-separated (default: every entity of the task)"),
+		group:    fs.String("group", "", "only the entities of this group: whose attribute the task's fair limit groups by (fair_by) is this"),
 		cancel:   fs.String("cancel", "", "cancel the backfill of this id"),
 		dryRun:   fs.Bool("dry-run", false, "print how many runs it would start, and start none"),
 		wait:     fs.Bool("wait", false, "wait until it has ended, printing its progress"),
@@ -80,15 +82,21 @@ func runBackfill(ctx context.Context, args []string, stdout io.Writer) error {
 	case t == nil:
 		return listBackfills(ctx, store, stdout, *f.asJSON)
 	}
-	return startBackfill(ctx, store, t, from, to, f, stdout)
+	return startBackfill(ctx, store, cfg, t, from, to, f, stdout)
 }
 
-// startBackfill plans a backfill of t from from to to, and starts it but
-// for a dry run: it prints the plan, or with -wait how it ended.
-func startBackfill(ctx context.Context, store *lease.Store, t *config.Task, from, to time.Time, f backfillFlags, stdout io.Writer) error {
+// startBackfill plans a backfill of t from from to to (of some entities:
+// -entities, -group, by cfg), and starts it but for a dry run: it prints the plan, or with -wait how it ended.
+func startBackfill(ctx context.Context, store *lease.Store, cfg *config.Config, t *config.Task, from, to time.Time, f backfillFlags, stdout io.Writer) error {
 	var ids []string
 	if *f.entities != "" {
 		ids = strings.Split(*f.entities, ",")
+	}
+	if *f.group != "" {
+		var err error
+		if ids, err = ops.GroupIDs(ctx, cfg, *t, *f.group, ids); err != nil {
+			return err
+		}
 	}
 	plan, err := ops.PlanBackfill(ctx, store, *t, from, to, ids, *f.by, time.Now())
 	if err != nil {

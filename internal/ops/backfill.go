@@ -10,6 +10,7 @@ import (
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/tasks"
 )
 
 // MaxBackfillTicks bounds the ticks of one backfill's range.
@@ -178,4 +179,28 @@ func CancelBackfill(ctx context.Context, store *lease.Store, cfg *config.Config,
 	t, _ := cfg.Task(bs[i].Task)
 	a := driver.Action{Task: bs[i].Task, At: time.Now(), By: by, What: driver.ActionBackfill, Detail: said}
 	return record(ctx, store, t, a, said), nil
+}
+
+// GroupIDs are t's entities of group g (tickd backfill -group): those
+// whose attribute its fair limit groups by (fair_by, by cfg) is g; of ids
+// alone when ids are given.
+func GroupIDs(ctx context.Context, cfg *config.Config, t config.Task, g string, ids []string) ([]string, error) {
+	l, ok := cfg.Fair(&t)
+	if !ok {
+		return nil, fmt.Errorf("task %s is under no fair limit: a group is the value of a fair limit's fair_by attribute", t.Name)
+	}
+	var out []string
+	err := tasks.EachEntity(ctx, t.Source(nil), func(e tasks.Entity) error {
+		if e.Attributes[l.FairBy] == g && (len(ids) == 0 || slices.Contains(ids, e.ID)) {
+			out = append(out, e.ID)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case len(out) == 0:
+		return nil, fmt.Errorf("task %s has no entity of group %q (its attribute %s)", t.Name, g, l.FairBy)
+	}
+	return out, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -124,4 +126,63 @@ func TestForget(t *testing.T) {
 	}
 	d, err := Forget(bg, s, "old", "ops", "retired")
 	expect.True(t, fmt.Sprintf("forgot: %+v, %v", d, err), err == nil && strings.HasPrefix(d.Said, "forgot old"))
+}
+
+// TestGroupIDs: -group G is the entities whose fair limit's fair_by
+// attribute is G (of -entities, when given); a task under no fair limit,
+// or a group of none, is refused with what a group is.
+func TestGroupIDs(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "shops.jsonl")
+	if err := os.WriteFile(file, []byte(`{"id": "a", "tenant": "acme"}
+{"id": "b", "tenant": "other"}
+{"id": "c", "tenant": "acme"}
+{"id": "d"}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse("t.toml", []byte(fmt.Sprintf(`
+[[limits]]
+name = "api"
+concurrency = 2
+fair_by = "tenant"
+
+[[tasks]]
+name = "fair"
+every = "1m"
+command = ["true"]
+entities_file = %q
+entities_format = "jsonl"
+limits = ["api"]
+
+[[tasks]]
+name = "plain"
+every = "1m"
+command = ["true"]
+entities = ["a"]
+`, file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fair, _ := cfg.Task("fair")
+	plain, _ := cfg.Task("plain")
+	for _, c := range []struct {
+		task      *config.Task
+		group     string
+		ids       []string
+		want, err string
+	}{
+		{fair, "acme", nil, "[a c]", ""},
+		{fair, "acme", []string{"c", "b"}, "[c]", ""},
+		{fair, "", nil, "[d]", ""},
+		{fair, "none", nil, "", `task fair has no entity of group "none" (its attribute tenant)`},
+		{plain, "acme", nil, "", "task plain is under no fair limit: a group is the value of a fair limit's fair_by attribute"},
+	} {
+		got, err := GroupIDs(context.Background(), cfg, *c.task, c.group, c.ids)
+		if c.err != "" {
+			expect.Equal(t, c.task.Name+" "+c.group+": the error", fmt.Sprint(err), c.err)
+			continue
+		}
+		expect.Equal(t, c.task.Name+" "+c.group+": its entities", fmt.Sprint(got), c.want)
+	}
 }
