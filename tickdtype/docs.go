@@ -62,8 +62,11 @@ type BackfillDoc struct {
 	From     Instant  `json:"first_tick"` // the range's first tick
 	To       Instant  `json:"last_tick"`  // its last
 	Entities []string `json:"entities"`   // [] for every entity of the task
-	By       string   `json:"by"`
-	Created  Instant  `json:"created"`
+	// Only is which (entity, tick)s it runs: "missing", those no one ran,
+	// or "all", every one again (once).
+	Only    string  `json:"only"`
+	By      string  `json:"by"`
+	Created Instant `json:"created"`
 	// Ticks is the range's ticks; Unknown, those left out (their runs are
 	// not known); Done, those fanned out.
 	Ticks   int `json:"ticks"`

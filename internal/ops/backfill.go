@@ -24,19 +24,24 @@ type BackfillPlan struct {
 	Backfill driver.Backfill
 	Ticks    int   // the range's ticks, Unknown ones included
 	Entities int   // the entities it runs each tick for
-	Runs     int64 // the (entity, tick)s no one ran: the runs it would start
+	Runs     int64 // the runs it would start: the (entity, tick)s no one ran, or every one (BackfillAll)
 }
 
-// PlanBackfill plans a backfill of t's ticks from from to to (both
-// included) for ids (nil: every entity of t), asked for by by at now:
-// which ticks are known (their run record is kept, or no replica fanned
-// them out: driver.TickRan) and how many runs it would start. A tick a
-// replica fanned out while no run record was kept (by its fan mark, or by
-// its record in the history: a tickd before fan marks left only that),
-// one older than driver.FannedKept or than the history keeps without one,
-// and one before a reshard or a data loss are left out (Unknown): their
-// runs are not known, and none may run twice.
-func PlanBackfill(ctx context.Context, store *lease.Store, t config.Task, from, to time.Time, ids []string, by string, now time.Time) (BackfillPlan, error) {
+// PlanBackfill plans the backfill ask of t's ticks (from ask.From to
+// ask.To, both included, of ask.Entities, nil for every entity of t, the
+// runs ask.Only says), asked for by ask.By at now: which ticks are known
+// (their run record is kept, or no replica fanned them out:
+// driver.TickRan) and how many runs it would start. A tick a replica
+// fanned out while no run record was kept (by its fan mark, or by its
+// record in the history: a tickd before fan marks left only that), one
+// older than driver.FannedKept or than the history keeps without one, and
+// one before a reshard or a data loss are left out (Unknown): their runs
+// are not known, and none may run twice. A backfill of every run again
+// (driver.BackfillAll) runs every entity of each tick, once, but for a
+// tick before a reshard or a data loss (its own record numbers the
+// entities as the tick's does).
+func PlanBackfill(ctx context.Context, store *lease.Store, t config.Task, ask driver.Backfill, now time.Time) (BackfillPlan, error) {
+	from, to, ids := ask.From, ask.To, ask.Entities
 	switch {
 	case t.TimezoneFrom != "":
 		return BackfillPlan{}, errors.New("a backfill is not yet for a task whose entities tick in their own zones (timezone_from)")
@@ -60,7 +65,7 @@ func PlanBackfill(ctx context.Context, store *lease.Store, t config.Task, from, 
 	if err != nil {
 		return BackfillPlan{}, err
 	}
-	bf := driver.Backfill{ID: newBackfillID(), Task: t.Name, From: ticks[0], To: ticks[len(ticks)-1], Entities: slices.Clone(ids), Total: len(ticks), By: by, Created: now}
+	bf := driver.Backfill{ID: newBackfillID(), Task: t.Name, From: ticks[0], To: ticks[len(ticks)-1], Entities: slices.Clone(ids), Total: len(ticks), Only: ask.Only, By: ask.By, Created: now}
 	plan := BackfillPlan{Ticks: len(ticks), Entities: len(all)}
 	oldest := now.Add(-driver.FannedKept) // older: no fan mark tells whether it was fanned out
 	// A tickd before fan marks fanned its ticks out without them, but with
@@ -77,7 +82,10 @@ func PlanBackfill(ctx context.Context, store *lease.Store, t config.Task, from, 
 			return BackfillPlan{}, err
 		}
 		for j, r := range rec {
-			if runs, known := tickRuns(r, fanned[part[j].UnixNano()] || part[j].Before(oldest), len(all)); known {
+			if ask.Only == driver.BackfillAll && !r.Forgotten {
+				r = driver.TickRan{} // every entity, as if no one ran it
+			}
+			if runs, known := tickRuns(r, ask.Only != driver.BackfillAll && (fanned[part[j].UnixNano()] || part[j].Before(oldest)), len(all)); known {
 				plan.Runs += runs
 			} else {
 				bf.Unknown = append(bf.Unknown, part[j])
@@ -149,7 +157,11 @@ func StartBackfill(ctx context.Context, store *lease.Store, t *config.Task, plan
 	if _, err := store.Fleet().SaveBackfill(ctx, bf, 0); err != nil {
 		return Done{}, err
 	}
-	said := fmt.Sprintf("backfill %s of %s: %d ticks from %s to %s, %d runs to start", bf.ID, t.Name, plan.Ticks,
+	what := "the runs no one ran"
+	if bf.Only == driver.BackfillAll {
+		what = "every run again (-only all)"
+	}
+	said := fmt.Sprintf("backfill %s of %s, %s: %d ticks from %s to %s, %d runs to start", bf.ID, t.Name, what, plan.Ticks,
 		bf.From.UTC().Format(time.RFC3339), bf.To.UTC().Format(time.RFC3339), plan.Runs)
 	if len(bf.Unknown) > 0 {
 		said += fmt.Sprintf("; %d ticks left out, whose runs are not known (a replica ran them while the task kept no run_record)", len(bf.Unknown))

@@ -39,6 +39,10 @@ func BackfillDocOf(bf driver.Backfill, now time.Time) BackfillDoc {
 	if d.Entities == nil {
 		d.Entities = []string{}
 	}
+	d.Only = "missing"
+	if bf.Only == driver.BackfillAll {
+		d.Only = "all"
+	}
 	if d.State == BackfillEnded || d.State == BackfillCancelled {
 		d.Left = 0
 	}

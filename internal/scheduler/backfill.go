@@ -214,7 +214,11 @@ func (b *backfiller) tick(ctx context.Context, r *backfillRun, T time.Time) bool
 			continue
 		}
 		part := r.part + "." + strconv.FormatInt(r.fanOuts.Add(1), 10)
-		n, tl := s.fanOut(ctx, ts, catchUp{T: T, reason: driver.ReasonBackfill, only: r.bf.Entities, backfill: part})
+		c := catchUp{T: T, reason: driver.ReasonBackfill, only: r.bf.Entities, backfill: part}
+		if r.bf.Only == driver.BackfillAll {
+			c.recordOf = r.bf.ID // every entity again, once in this backfill
+		}
+		n, tl := s.fanOut(ctx, ts, c)
 		r.mu.Lock()
 		r.going = append(r.going, tl)
 		r.bf.Ran += int64(n.Started)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/lease/driver"
 	"github.com/tickd/tickd/tasks"
@@ -27,17 +28,8 @@ func TestBackfillGoesOnWhereItStopped(t *testing.T) {
 		e := newEnv(t, withRedis)
 		ten, now, at := halfPastTen()
 		first := e.store("r1")
-		ran := func(reason driver.Reason, entity string, h int) {
-			l, err := first.Acquire(context.Background(), driver.Request{Task: "hourly", Entity: entity, TTL: time.Minute, Reason: reason, Tick: at(h), Record: BackfillRecord})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := l.Release(context.Background(), driver.Finished{Outcome: driver.OutcomeDone}, nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-		ran(driver.ReasonTick, "a", 8)     // live, recorded
-		ran(driver.ReasonBackfill, "b", 5) // by the replica that stopped: it saved no progress for 05:00
+		ranBefore(t, first, driver.ReasonTick, "a", at(8), "")     // live, recorded
+		ranBefore(t, first, driver.ReasonBackfill, "b", at(5), "") // by the replica that stopped: it saved no progress for 05:00
 		bf := driver.Backfill{ID: "b1", Task: "hourly", From: at(4), To: at(8), Unknown: []time.Time{at(7)}, Total: 5, By: "op", Created: at(9),
 			Cursor: at(4), Ticks: 1, Ran: 3}
 		if ok, err := first.Fleet().SaveBackfill(context.Background(), bf, 0); err != nil || !ok {
@@ -55,15 +47,7 @@ handler = "rec"
 		if withRedis { // a second replica (the in-process store has one: its holder is one)
 			e.run(cfg, Options{Store: e.store("r2"), Clock: shiftedClock(time.Until(now)), DuePoll: 20 * time.Millisecond})
 		}
-		var end driver.Backfill
-		expect.WaitFor(t, 20*time.Second, "the backfill to end", func() bool {
-			bs, err := first.Fleet().Backfills(context.Background())
-			if err != nil || len(bs) != 1 {
-				return false
-			}
-			end = bs[0]
-			return !end.Ended.IsZero()
-		})
+		end := backfillEnd(t, first)
 		runs := e.rec.snapshot()
 		slices.SortStableFunc(runs, func(a, b runRec) int { return cmp.Compare(a.Fence, b.Fence) })
 		var got []string
@@ -143,4 +127,67 @@ handler = "rec"
 		expect.Equal(t, "runs", len(runs), 21)
 		expect.Equal(t, "the most runs at once, under a limit of 1", most.Load(), int32(1))
 	})
+}
+
+// TestBackfillOfEveryRunRunsEachOnceInIt: a backfill of every run again
+// (-only all) runs the (entity, tick)s that ran before too (08:00 a, run
+// live), each once in it: 07:00 b, which it ran before its replica
+// stopped (no progress saved), is not run again.
+func TestBackfillOfEveryRunRunsEachOnceInIt(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, withRedis bool) {
+		e := newEnv(t, withRedis)
+		ten, now, at := halfPastTen()
+		first := e.store("r1")
+		ranBefore(t, first, driver.ReasonTick, "a", at(8), "")
+		ranBefore(t, first, driver.ReasonBackfill, "b", at(7), "b1")
+		bf := driver.Backfill{ID: "b1", Task: "hourly", From: at(7), To: at(8), Total: 2, Only: driver.BackfillAll, By: "op", Created: at(9)}
+		if ok, err := first.Fleet().SaveBackfill(context.Background(), bf, 0); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		e.run(`
+[[tasks]]
+name = "hourly"
+every = "1h"
+run_record = "720h"
+entities = ["a", "b", "c"]
+handler = "rec"
+`, Options{Store: first, Clock: shiftedClock(time.Until(now)), DuePoll: 20 * time.Millisecond})
+		end := backfillEnd(t, first)
+		var got []string
+		for _, r := range e.rec.snapshot() {
+			got = append(got, fmt.Sprintf("%02d:%s", int(r.Tick.Sub(ten)/time.Hour)+10, r.Entity))
+		}
+		slices.Sort(got)
+		expect.Equal(t, "the runs", fmt.Sprint(got), "[07:a 07:c 08:a 08:b 08:c]")
+		expect.Equal(t, "its counts: ticks, runs, run before", fmt.Sprint(end.Ticks, end.Ran, end.Skipped), "2 5 1")
+	})
+}
+
+// ranBefore runs task hourly's entity at tick T on st, for reason (and
+// the record of, when not ""), before the test's replicas start.
+func ranBefore(t *testing.T, st *lease.Store, reason driver.Reason, entity string, T time.Time, of string) {
+	t.Helper()
+	l, err := st.Acquire(context.Background(), driver.Request{Task: "hourly", Entity: entity, TTL: time.Minute, Reason: reason, Tick: T, Record: BackfillRecord, RecordOf: of})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Release(context.Background(), driver.Finished{Outcome: driver.OutcomeDone}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// backfillEnd waits for the one backfill st keeps to end, and returns it.
+func backfillEnd(t *testing.T, st *lease.Store) driver.Backfill {
+	t.Helper()
+	var end driver.Backfill
+	expect.WaitFor(t, 20*time.Second, "the backfill to end", func() bool {
+		bs, err := st.Fleet().Backfills(context.Background())
+		if err != nil || len(bs) != 1 {
+			return false
+		}
+		end = bs[0]
+		return !end.Ended.IsZero()
+	})
+	return end
 }

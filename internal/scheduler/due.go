@@ -204,6 +204,9 @@ func (s *Scheduler) enqueueWaiting(ctx context.Context, ts *taskState, d driver.
 		s.waitEnded(ts, d.Tick, driver.SkipAlreadyRan)
 		return nil
 	case err == nil && !superseded.IsZero():
+		// The entity's run of an older tick waited for a limit still: this
+		// tick's takes its place, and the older one is not run.
+		s.log.Debug(logs.MsgAlreadyRan, logs.KeyTask, d.Task, logs.KeyEntity, d.Entity, logs.Tick(superseded), "superseded_by", d.Tick.UTC().Format(time.RFC3339))
 		s.waitEnded(ts, superseded, history.SkipSuperseded)
 	}
 	return err

@@ -103,7 +103,7 @@ func (f *fanOut) requests() []driver.Request {
 	}
 	live := f.reason == driver.ReasonTick // a catch-up's run skips a busy entity
 	for _, id := range f.batch {
-		reqs = append(reqs, driver.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: f.reason, Tick: f.T, Record: record,
+		reqs = append(reqs, driver.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: f.reason, Tick: f.T, Record: record, RecordOf: f.recordOf,
 			Queue: live && t.OnBusy == config.OnBusyQueue, QueueMax: t.QueueMax, QueueAge: t.CatchUp,
 			Replace: live && t.OnBusy == config.OnBusyReplace, Limits: t.Limits})
 		if f.zones != nil {

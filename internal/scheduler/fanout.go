@@ -93,8 +93,10 @@ type fanOut struct {
 	limited    []heldBack
 	until      time.Time
 	limitUntil time.Time
-	// only, for a backfill of some entities, are they (nil: every one).
-	only map[string]bool
+	// only, for a backfill of some entities, are they (nil: every one);
+	// recordOf, the record of its own that decides its runs (catchUp's).
+	only     map[string]bool
+	recordOf string
 	// In a fan-out in source order (no spread), the stream is cut into
 	// chunks of chunkSize entities: a batch that holds a whole chunk sends
 	// it as a chunk (driver.Request.Chunk), which only one replica takes.
@@ -218,6 +220,7 @@ func (f *fanOut) heldUntil(c catchUp) {
 		return
 	}
 	f.limitUntil = time.Time{} // a backfill's runs wait for a limit as long as it goes on
+	f.recordOf = c.recordOf
 	f.until = f.s.clock.Now().Add(max(2*f.ts.t.LeaseTTL, time.Minute))
 	f.only = make(map[string]bool, len(c.only))
 	for _, id := range c.only {
@@ -292,7 +295,7 @@ func (f *fanOut) shardStreams() []*fanOut {
 	streams[0] = f
 	for i := 1; i < n; i++ {
 		streams[i] = &fanOut{s: f.s, ts: f.ts, T: f.T, reason: f.reason, ctx: f.ctx, tl: f.tl, n: f.n, attrs: f.attrs, chunked: f.chunked, name: driver.ShardName(t.Name, i),
-			until: f.until, limitUntil: f.limitUntil, only: f.only}
+			until: f.until, limitUntil: f.limitUntil, only: f.only, recordOf: f.recordOf}
 	}
 	for _, st := range streams {
 		st.deferFailed = true

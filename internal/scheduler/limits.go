@@ -107,6 +107,9 @@ func (s *Scheduler) dueSkipped(ts *taskState, d driver.Due, err error) {
 			why = history.SkipSuperseded
 		}
 	}
+	if why != history.SkipBusy && why != history.SkipReplacing {
+		s.log.Debug(logs.MsgAlreadyRan, logs.KeyTask, d.Task, logs.KeyEntity, d.Entity, logs.Tick(d.Tick), "waited_for_a_limit", true)
+	}
 	s.waitEnded(ts, d.Tick, why)
 	s.history.unbuffered(ts.t, err)
 }

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"slices"
@@ -27,6 +28,9 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 	}
 	now := s.clock.Now()
 	if t.CatchUp > 0 {
+		// A live tick may be caught up now: a backfill waits (liveSoon)
+		// while the missed ticks are read.
+		ts.nextTick.Store(now.UnixNano())
 		// Not a tick the task's state before a reload fanned out (its fan-out
 		// goes on under this one). With zones, each zone's latest missed
 		// tick: one fan-out per distinct instant, of the zones it is the
@@ -106,11 +110,21 @@ func (s *Scheduler) goFanOut(ts *taskState, cs ...catchUp) {
 	if latest.UnixNano() > ts.lastTick.Load() {
 		ts.lastTick.Store(latest.UnixNano())
 	}
+	// A live tick's fan-out counts from now, not from when its goroutine
+	// begins: a backfill yields to it (liveSoon).
+	live := cmp.Or(cs[0].reason, driver.ReasonTick) == driver.ReasonTick
+	if live {
+		s.liveFanOuts.Add(1)
+		s.liveSince.Store(s.clock.Now().UnixNano())
+	}
 	s.loopWG.Add(1)
 	go func() {
 		defer s.loopWG.Done()
 		cur := ts
 		for i, c := range cs {
+			if i == 1 && live {
+				s.liveFanOuts.Add(-1)
+			}
 			for next := cur.next.Load(); next != nil; next = cur.next.Load() {
 				cur = next // a reload's
 			}
@@ -123,6 +137,9 @@ func (s *Scheduler) goFanOut(ts *taskState, cs ...catchUp) {
 				}
 			}
 			s.fanOut(s.loopCtx, cur, c)
+		}
+		if len(cs) == 1 && live {
+			s.liveFanOuts.Add(-1)
 		}
 	}()
 }
@@ -138,6 +155,9 @@ type catchUp struct {
 	// backfill names the run of the backfill whose tick it is ("": none):
 	// its part of the tick's record is its own.
 	backfill string
+	// recordOf is the record of its own that decides its runs
+	// (driver.Request.RecordOf): a backfill's that runs every entity again.
+	recordOf string
 }
 
 // runRecord is how long a task's run record is kept

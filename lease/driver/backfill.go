@@ -24,7 +24,11 @@ type Backfill struct {
 	// them is not known (a replica fanned them out, or may have, while the
 	// task kept no run record).
 	Unknown []time.Time
-	Total   int    // the range's ticks, Unknown ones included
+	Total   int // the range's ticks, Unknown ones included
+	// Only says which (entity, tick)s it runs: BackfillMissing, those the
+	// run record says did not run, or BackfillAll, every one again (once
+	// in the backfill: Request.RecordOf its ID).
+	Only    string
 	By      string // who asked for it
 	Created time.Time
 
@@ -48,6 +52,12 @@ type Backfill struct {
 	Holder    string
 	Until     time.Time
 }
+
+// What a backfill runs (Backfill.Only).
+const (
+	BackfillMissing = ""    // the (entity, tick)s no one ran
+	BackfillAll     = "all" // every (entity, tick) again, once
+)
 
 // TickRan is the run record of one tick (Driver.RunRecord): whether it is
 // kept (a grant with Request.Record wrote it, and it has not expired),

@@ -28,6 +28,12 @@ type Request struct {
 	// ReasonTick run, or one ByRecord, with Record sets the entity's bit.
 	// A run ByRecord needs it. 0: no record.
 	Record time.Duration
+	// RecordOf, for a run ByRecord, names a record of Tick of its own to
+	// decide it by (an operator's backfill that runs every entity again,
+	// BackfillAll: its ID): it is granted when that record says its entity
+	// has not run Tick, whatever Tick's own record says, and sets both. So
+	// it runs each (entity, tick) once per name. "": Tick's own record.
+	RecordOf string
 	// Floor, for a ReasonTick run, moves that bound earlier: the acquire
 	// fails when a tick run for a tick >= Floor started (an entity whose
 	// zone changed ran its period's run in its old zone). Zero, or a Floor

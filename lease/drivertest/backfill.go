@@ -18,7 +18,7 @@ func testBackfills(t *testing.T, k stores) {
 	a, b, two := sa.Fleet(), sb.Fleet(), sa != sb
 	T := time.Now().Truncate(time.Minute).UTC()
 	bf := driver.Backfill{ID: "x1", Task: "we:ird {task}", From: T.Add(-time.Hour), To: T, Entities: []string{"e|1", "f"},
-		By: "ops@host", Created: T}
+		Only: driver.BackfillAll, By: "ops@host", Created: T}
 	if ok, err := a.SaveBackfill(bg, bf, 0); err != nil || !ok {
 		t.Fatalf("create: %v, %v", ok, err)
 	}

@@ -70,3 +70,40 @@ func testCatchUpRunsOnce(t *testing.T, k stores) {
 		{Kept: true, Ran: []bool{true, true, false, false}, Fanned: true}, {Kept: true, Ran: []bool{true, false, true, false}},
 		{Kept: true, Ran: []bool{true, false, false, false}, Fanned: true}, {Kept: true, Ran: []bool{false, false, false, true}, Fanned: true}, {}})
 }
+
+// testRecordOfItsOwn: a run ByRecord with RecordOf (a backfill of every
+// run again) is decided by that record alone, once per name, and sets the
+// tick's own record too: granted for an (entity, tick) that ran, not
+// twice under one name, again under another; one that never ran counts
+// as run for a backfill of the missing runs after it.
+func testRecordOfItsOwn(t *testing.T, k stores) {
+	a := k(lease.Options{Replica: "A"})
+	b := k(lease.Options{Replica: "B"})
+	T := time.Now().Truncate(time.Minute).Add(-10 * time.Minute)
+	at := func(reason driver.Reason, entity, of string) driver.Request {
+		return driver.Request{Task: "t", Entity: entity, TTL: time.Minute, Reason: reason, Tick: T, Record: time.Hour, RecordOf: of}
+	}
+	mustRelease(t, mustAcquire(t, a, at(driver.ReasonTick, "e", ""))) // ran, recorded
+	for _, r := range []struct {
+		what    string
+		req     driver.Request
+		granted bool
+	}{
+		{"a backfill of every run again, of a run that ran", at(driver.ReasonBackfill, "e", "b1"), true},
+		{"the same again, on another store", at(driver.ReasonBackfill, "e", "b1"), false},
+		{"another backfill of every run again", at(driver.ReasonBackfill, "e", "b2"), true},
+		{"a backfill of the missing runs", at(driver.ReasonBackfill, "e", ""), false},
+		{"a backfill of every run again, of a run that never ran", at(driver.ReasonBackfill, "f", "b1"), true},
+		{"a backfill of the missing runs after it", at(driver.ReasonBackfill, "f", ""), false},
+	} {
+		l, err := b.Acquire(bg, r.req)
+		switch {
+		case r.granted && err != nil:
+			t.Errorf("%s: %v, want granted", r.what, err)
+		case r.granted:
+			mustRelease(t, l)
+		case !errors.Is(err, lease.ErrAlreadyRan):
+			t.Errorf("%s: %v, want already ran", r.what, err)
+		}
+	}
+}

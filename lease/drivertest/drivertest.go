@@ -123,6 +123,7 @@ var cases = []struct {
 	{"FollowUpCarriesItsTick", testFollowUpTick},
 	{"QueueBuffersTicks", testQueueBuffersTicks},
 	{"CatchUpRunsOnce", testCatchUpRunsOnce},
+	{"RecordOfItsOwn", testRecordOfItsOwn},
 	{"Backfills", testBackfills},
 	{"ReplaceRevokesTheHolder", testReplace},
 	{"ReplaceOutlivesAFrozenHolder", testReplaceFrozenHolder},

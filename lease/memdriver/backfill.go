@@ -61,13 +61,13 @@ func (b *memDriver) RunRecord(_ context.Context, task string, ticks []time.Time,
 	now := b.now()
 	out := make([]driver.TickRan, len(ticks))
 	for i, T := range ticks {
-		out[i].Fanned = b.ran[ranKey{member{task, fannedMark}, T}].After(now)
-		if !b.ran[ranKey{member{task: task}, T}].After(now) {
+		out[i].Fanned = b.ran[ranKey{member{task, fannedMark}, T, ""}].After(now)
+		if !b.ran[ranKey{member{task: task}, T, ""}].After(now) {
 			continue
 		}
 		out[i].Kept, out[i].Ran = true, make([]bool, len(entities))
 		for j, e := range entities {
-			out[i].Ran[j] = b.ran[ranKey{member{task, e}, T}].After(now)
+			out[i].Ran[j] = b.ran[ranKey{member{task, e}, T, ""}].After(now)
 		}
 	}
 	return out, nil
@@ -81,9 +81,9 @@ const fannedMark = "\x00fanned"
 // bit 0), and that a tick's acquire asked for it (its fan mark).
 func (b *memDriver) markTick(req *driver.Request, now time.Time) {
 	if req.Record > 0 {
-		b.ran[ranKey{member{task: req.Task}, req.Tick}] = now.Add(req.Record)
+		b.ran[ranKey{member{task: req.Task}, req.Tick, ""}] = now.Add(req.Record)
 	}
 	if req.Reason == driver.ReasonTick && !req.Tick.IsZero() {
-		b.ran[ranKey{member{req.Task, fannedMark}, req.Tick}] = now.Add(driver.FannedKept)
+		b.ran[ranKey{member{req.Task, fannedMark}, req.Tick, ""}] = now.Add(driver.FannedKept)
 	}
 }

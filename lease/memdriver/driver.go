@@ -56,6 +56,7 @@ type memDriver struct {
 type ranKey struct {
 	m    member
 	tick time.Time
+	of   string // a record of the tick's own (Request.RecordOf); "": the tick's
 }
 
 // member names a task's entity: the key of its state.
@@ -133,7 +134,7 @@ func (b *memDriver) Acquire(_ context.Context, reqs []driver.AcquireArg) ([]driv
 			out[i] = driver.AcquireReply{Status: driver.GrantRan, At: st.tick}
 			continue
 		}
-		if driver.ByRecord(a.Req.Reason) && b.ran[ranKey{m, a.Req.Tick}].After(now) {
+		if driver.ByRecord(a.Req.Reason) && b.ran[ranKey{m, a.Req.Tick, a.Req.RecordOf}].After(now) {
 			out[i] = driver.AcquireReply{Status: driver.GrantRan, At: a.Req.Tick} // the record decides, not the last tick
 			continue
 		}
@@ -154,7 +155,10 @@ func (b *memDriver) Acquire(_ context.Context, reqs []driver.AcquireArg) ([]driv
 			s.tick = a.Req.Tick
 		}
 		if a.Req.Record > 0 {
-			b.ran[ranKey{m, a.Req.Tick}] = now.Add(a.Req.Record)
+			b.ran[ranKey{m, a.Req.Tick, ""}] = now.Add(a.Req.Record)
+			if a.Req.RecordOf != "" {
+				b.ran[ranKey{m, a.Req.Tick, a.Req.RecordOf}] = now.Add(a.Req.Record)
+			}
 		}
 		if a.Req.From != nil {
 			b.ackLocked(m, a.Req.From.Claim)
@@ -260,7 +264,7 @@ func (b *memDriver) busyLocked(m member, cur *memLease, req *driver.Request, now
 			s.tick = req.Tick // carried by the follow-up: not queued again
 		}
 		if req.Reason == driver.ReasonTick && req.Record > 0 { // the tick counts as run
-			b.ran[ranKey{m, req.Tick}] = now.Add(req.Record)
+			b.ran[ranKey{m, req.Tick, ""}] = now.Add(req.Record)
 		}
 	}
 	if d := req.From; d != nil {

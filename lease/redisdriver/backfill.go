@@ -24,6 +24,7 @@ type backfillRecord struct {
 	Entities []string    `json:"entities,omitempty"`
 	Unknown  []time.Time `json:"unknown,omitempty"`
 	Total    int         `json:"total"`
+	Only     string      `json:"only,omitempty"`
 	By       string      `json:"by"`
 	Created  time.Time   `json:"created"`
 	Cursor   time.Time   `json:"cursor"`
@@ -42,7 +43,7 @@ const (
 )
 
 func (b *redisDriver) SaveBackfill(ctx context.Context, bf driver.Backfill, hold time.Duration) (bool, error) {
-	rec := backfillRecord{ID: bf.ID, Task: bf.Task, From: bf.From, To: bf.To, Entities: bf.Entities, Unknown: bf.Unknown, Total: bf.Total, By: bf.By, Created: bf.Created,
+	rec := backfillRecord{ID: bf.ID, Task: bf.Task, From: bf.From, To: bf.To, Entities: bf.Entities, Unknown: bf.Unknown, Total: bf.Total, Only: bf.Only, By: bf.By, Created: bf.Created,
 		Cursor: bf.Cursor, Ticks: bf.Ticks, Ran: bf.Ran, Skipped: bf.Skipped, Busy: bf.Busy, Failed: bf.Failed, Ended: bf.Ended}
 	n, err := scriptBackfill.Run(ctx, b.c, []string{b.k.backfills()}, bf.ID, jsonValue(rec), b.cfg.Holder, ms(hold)).Int()
 	return n == 1, err
@@ -70,7 +71,7 @@ func (b *redisDriver) Backfills(ctx context.Context) ([]driver.Backfill, error) 
 		if json.Unmarshal([]byte(v), &r) != nil {
 			continue // another version's
 		}
-		bf := driver.Backfill{ID: id, Task: r.Task, From: r.From, To: r.To, Entities: r.Entities, Unknown: r.Unknown, Total: r.Total, By: r.By, Created: r.Created,
+		bf := driver.Backfill{ID: id, Task: r.Task, From: r.From, To: r.To, Entities: r.Entities, Unknown: r.Unknown, Total: r.Total, Only: r.Only, By: r.By, Created: r.Created,
 			Cursor: r.Cursor, Ticks: r.Ticks, Ran: r.Ran, Skipped: r.Skipped, Busy: r.Busy, Failed: r.Failed, Ended: r.Ended, Cancelled: all[id+backfillCancelled]}
 		if h, ok := all[id+backfillHolder]; ok {
 			if i := strings.LastIndexByte(h, '|'); i >= 0 {

@@ -135,6 +135,10 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 		}
 		if k.record > 0 { // the run record: the entities' numbers and the tick's bitmap
 			ks = append(ks, b.k.entityNumbers(k.task), b.k.entityCount(k.task), b.k.ran(k.task, k.tick))
+			if k.recordOf != "" { // a record of its own decides, before the tick's (set too); a negative record says so
+				ks = slices.Insert(ks, len(ks)-1, b.k.ranOf(k.task, k.tick, k.recordOf))
+				args[acqRecord] = "-" + ms(k.record)
+			}
 		}
 		if k.reason == string(driver.ReasonTick) && k.tick != "0" { // a tick fanned out: its mark
 			args[acqFanned] = ms(driver.FannedKept)
@@ -167,6 +171,7 @@ type acquireKey struct {
 	busy                      string // what a busy entity gets: busySkip, busyQueue (or a buffer's size), busyReplace
 	queueAge                  time.Duration
 	record                    time.Duration
+	recordOf                  string // Request.RecordOf
 	shards                    int
 }
 
@@ -177,7 +182,7 @@ func groupAcquires(reqs []driver.AcquireArg, live []int) []codec.Group[acquireKe
 	lastTickS, lastFloorS := "", ""
 	return codec.GroupBy(len(live), func(i int) acquireKey {
 		r := reqs[live[i]].Req
-		k := acquireKey{task: r.Task, reason: string(r.Reason), tick: "0", floor: "0", ttl: r.TTL, busy: busyArg(r), queueAge: r.QueueAge, record: r.Record, shards: reqs[live[i]].Shards}
+		k := acquireKey{task: r.Task, reason: string(r.Reason), tick: "0", floor: "0", ttl: r.TTL, busy: busyArg(r), queueAge: r.QueueAge, record: r.Record, recordOf: r.RecordOf, shards: reqs[live[i]].Shards}
 		if r.Reason != driver.ReasonTick && !driver.ByRecord(r.Reason) {
 			return k
 		}

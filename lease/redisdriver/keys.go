@@ -109,6 +109,7 @@ func SameBucket(a, b string) bool { return bucketOf(a) == bucketOf(b) }
 //	prefix:{NN}:TASK:ix, TASK:ixn     each entity's number (from 1), the count given
 //	prefix:{NN}:TASK:ran:TICK         the run record: bit N set when entity N ran TICK
 //	                                  (bit 0: the record was kept), for Request.Record
+//	prefix:{NN}:TASK:ran:TICK:NAME    a record of TICK of its own (Request.RecordOf)
 //
 // A batch of one task's entities is read and written with one HMGET and one
 // HSET. A task of several shards keeps shard s's (s > 0) under the name
@@ -131,20 +132,23 @@ func (k keys) ticks(task string) string         { return k.task(task) + ":ticks"
 func (k keys) entityNumbers(task string) string { return k.task(task) + ":ix" }
 func (k keys) entityCount(task string) string   { return k.task(task) + ":ixn" }
 func (k keys) ran(task, tick string) string     { return k.task(task) + ":ran:" + tick }
-func (k keys) epoch(b int) string               { return k.bucket(b) + ":epoch" }
-func (k keys) due(b int) string                 { return k.bucket(b) + ":due" }
-func (k keys) dueInfo(b int) string             { return k.bucket(b) + ":dueinfo" }
-func (k keys) paused() string                   { return k.prefix + ":paused" }
-func (k keys) revoked() string                  { return k.prefix + ":revoked" } // a channel
-func (k keys) replicas() string                 { return k.prefix + ":replicas" }
-func (k keys) duplicates() string               { return k.prefix + ":duplicates" }
-func (k keys) pauses() string                   { return k.prefix + ":pauses" }
-func (k keys) registry() string                 { return k.prefix + ":tasks" }
-func (k keys) shards(task string) string        { return k.task(task) + ":shards" }
-func (k keys) migrating(task string) string     { return k.task(task) + ":migrating" } // the lock of a reshard under way
-func (k keys) claim(name string) string         { return k.prefix + ":claim:" + driver.Escape(name) }
-func (k keys) layout() string                   { return k.prefix + ":layout" }
-func (k keys) backfills() string                { return k.prefix + ":backfills" }
+
+// ranOf is the run record of tick named of (Request.RecordOf).
+func (k keys) ranOf(task, tick, of string) string { return k.ran(task, tick) + ":" + driver.Escape(of) }
+func (k keys) epoch(b int) string                 { return k.bucket(b) + ":epoch" }
+func (k keys) due(b int) string                   { return k.bucket(b) + ":due" }
+func (k keys) dueInfo(b int) string               { return k.bucket(b) + ":dueinfo" }
+func (k keys) paused() string                     { return k.prefix + ":paused" }
+func (k keys) revoked() string                    { return k.prefix + ":revoked" } // a channel
+func (k keys) replicas() string                   { return k.prefix + ":replicas" }
+func (k keys) duplicates() string                 { return k.prefix + ":duplicates" }
+func (k keys) pauses() string                     { return k.prefix + ":pauses" }
+func (k keys) registry() string                   { return k.prefix + ":tasks" }
+func (k keys) shards(task string) string          { return k.task(task) + ":shards" }
+func (k keys) migrating(task string) string       { return k.task(task) + ":migrating" } // the lock of a reshard under way
+func (k keys) claim(name string) string           { return k.prefix + ":claim:" + driver.Escape(name) }
+func (k keys) layout() string                     { return k.prefix + ":layout" }
+func (k keys) backfills() string                  { return k.prefix + ":backfills" }
 
 // fanned is the fan marks of the day of tick (ms, decimal): a bit per
 // second of the day (driver.FannedKept).

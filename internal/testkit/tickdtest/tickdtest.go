@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -320,80 +319,6 @@ func ReadRuns(t testing.TB, path string) []Run {
 		}
 	}
 	return runs
-}
-
-// Figures are what the checker computes over a set of runs.
-type Figures struct {
-	Runs, TickRuns, Reschedules int
-	Overlaps                    int // pairs of runs of one (task, entity) whose intervals intersect
-	DuplicateTickRuns           int // (task, entity, tick) with more than one tick run
-	FenceViolations             int // fences not strictly increasing in start order
-	Excused                     int // overlaps CheckExcusing was told are documented
-	Examples                    []string
-}
-
-func (f Figures) String() string {
-	return fmt.Sprintf("runs=%d tick_runs=%d reschedules=%d overlaps=%d duplicate_tick_runs=%d fence_violations=%d",
-		f.Runs, f.TickRuns, f.Reschedules, f.Overlaps, f.DuplicateTickRuns, f.FenceViolations)
-}
-
-// Check computes the figures. A run without an end record (killed with its
-// replica) is taken to last until openEnd(run).
-func Check(runs []Run, openEnd func(Run) int64) Figures { return CheckExcusing(runs, openEnd, nil) }
-
-// CheckExcusing is Check, with the overlaps of a and b (a started first)
-// that excused says are documented (an operator's unlock -force) counted
-// apart, in Excused, not in Overlaps.
-func CheckExcusing(runs []Run, openEnd func(Run) int64, excused func(a, b Run) bool) Figures {
-	var f Figures
-	by := map[string][]Run{}
-	ticks := map[string]int{}
-	for _, r := range runs {
-		k := r.Start.Task + "\x00" + r.Start.Entity
-		by[k] = append(by[k], r)
-		f.Runs++
-		switch r.Start.Reason {
-		case "tick", "catch_up", "replaced", "backfill": // a tick's one run: live, caught up, in a holder's place, or backfilled
-			f.TickRuns++
-			ticks[k+"\x00"+r.Start.Tick]++
-		case "reschedule":
-			f.Reschedules++
-		}
-	}
-	for k, n := range ticks {
-		if n > 1 {
-			f.DuplicateTickRuns += n - 1
-			f.Examples = append(f.Examples, fmt.Sprintf("duplicate tick run %q x%d", k, n))
-		}
-	}
-	for _, rs := range by {
-		sort.Slice(rs, func(i, j int) bool { return rs[i].Start.At < rs[j].Start.At })
-		end := func(r Run) int64 {
-			if r.End.At == 0 {
-				return openEnd(r)
-			}
-			return r.End.At
-		}
-		for i := range rs {
-			if i > 0 && rs[i].Start.Fence <= rs[i-1].Start.Fence {
-				f.FenceViolations++
-				f.Examples = append(f.Examples, fmt.Sprintf("fence %d after %d for %s", rs[i].Start.Fence, rs[i-1].Start.Fence, rs[i].Start.Entity))
-			}
-			for j := i + 1; j < len(rs) && rs[j].Start.At < end(rs[i]); j++ {
-				if excused != nil && excused(rs[i], rs[j]) {
-					f.Excused++
-					continue
-				}
-				f.Overlaps++
-				f.Examples = append(f.Examples, fmt.Sprintf("overlap on %s: pid %d [%d,%d] and pid %d from %d",
-					rs[i].Start.Entity, rs[i].Start.Pid, rs[i].Start.At, end(rs[i]), rs[j].Start.Pid, rs[j].Start.At))
-			}
-		}
-	}
-	if len(f.Examples) > 10 {
-		f.Examples = f.Examples[:10]
-	}
-	return f
 }
 
 // WriteFile writes a file for the test.

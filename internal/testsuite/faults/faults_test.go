@@ -99,9 +99,9 @@ type cluster struct {
 	// no record (see unrecorded); read from them when nil (the checker's
 	// tests set it).
 	replicaLogs []string
-	// excuse says which overlaps are documented (the nemesis's unlock
-	// -force); nil: none.
-	excuse func(a, b tickdtest.Run) bool
+	// excuse says what the nemesis asked for that is not a fault: the
+	// overlaps of an unlock -force, the runs again of a backfill -only all.
+	excuse tickdtest.Excuses
 	// exited: tickd pid -> when it stopped (SIGTERM); losses: when Redis
 	// lost its data. A process's part of a tick is written again after a
 	// loss only by that process: one that stopped before the loss leaves

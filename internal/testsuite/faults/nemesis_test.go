@@ -69,10 +69,11 @@ type nemesis struct {
 	dir    string
 	// What the next config written says.
 	concurrency, shards, limit int
-	autoRate                   bool // x-api's rate = "auto"
-	catchUpAll                 bool // sync's catch_up_runs = "all"
-	runRecord                  bool // sync's run_record = "1h"
-	syncLimit                  int  // sync under a limit of this many runs at once (0: none): its catch-ups and backfills wait behind its live runs
+	autoRate                   bool           // x-api's rate = "auto"
+	catchUpAll                 bool           // sync's catch_up_runs = "all"
+	runRecord                  bool           // sync's run_record = "1h"
+	allAgain                   [][2]time.Time // the ranges of the backfills of every run again (-only all)
+	syncLimit                  int            // sync under a limit of this many runs at once (0: none): its catch-ups and backfills wait behind its live runs
 	// backfills are the ids of the backfills of sync started, and not
 	// cancelled yet.
 	backfills  []string
@@ -129,7 +130,7 @@ func newNemesis(t *testing.T, seed uint64, onCluster bool) *nemesis {
 		r.env = append(r.env, "TICKD_REPLICA_ID="+r.name, "OTEL_TRACES_SAMPLER=always_on")
 		tickdtest.WriteFile(t, r.cfg, n.config())
 	}
-	c.excuse = n.excused
+	c.excuse = tickdtest.Excuses{Overlap: n.excused, Again: n.again}
 	return n
 }
 
@@ -443,7 +444,13 @@ func (n *nemesis) backfill() {
 	}
 	now := time.Now().UTC()
 	from, to := now.Add(-time.Duration(20+n.rnd.IntN(40))*time.Second), now.Add(-11*time.Second)
-	out, err := n.cli("backfill", "-json", "-by", "nemesis", "sync", "-from", from.Format(time.RFC3339), "-to", to.Format(time.RFC3339))
+	args := []string{"backfill", "-json", "-by", "nemesis", "sync", "-from", from.Format(time.RFC3339), "-to", to.Format(time.RFC3339)}
+	all := n.rnd.IntN(4) == 0 // every run again, once: the checker lets each (entity, tick) of its range run once more
+	if all {
+		args = append(args, "-only", "all")
+		n.allAgain = append(n.allAgain, [2]time.Time{from, to})
+	}
+	out, err := n.cli(args...)
 	var doc struct {
 		ID      string `json:"id"`
 		Runs    int    `json:"runs"`
@@ -451,10 +458,27 @@ func (n *nemesis) backfill() {
 	}
 	if err == nil && json.Unmarshal([]byte(out), &doc) == nil && doc.ID != "" {
 		n.backfills = append(n.backfills, doc.ID)
-		n.say("backfill sync %s to %s: %s, %d runs to start, %d ticks unknown", from.Format(timeMs), to.Format(timeMs), doc.ID, doc.Runs, doc.Unknown)
+		n.say("backfill sync %s to %s (every run again: %v): %s, %d runs to start, %d ticks unknown", from.Format(timeMs), to.Format(timeMs), all, doc.ID, doc.Runs, doc.Unknown)
 		return
 	}
 	n.say("backfill sync failed: %v %s", err, strings.TrimSpace(out)) // a master restarting: nothing was promised
+}
+
+// again is how many backfills of every run again (-only all) cover sync's
+// tick (RFC 3339): a failed command's range too (it may have been saved).
+func (n *nemesis) again(task, tick string) int {
+	T, err := time.Parse(time.RFC3339, tick)
+	if task != "sync" || err != nil {
+		return 0
+	}
+	c := 0
+	for _, r := range n.allAgain { // read once the run ended
+
+		if !T.Before(r[0].Truncate(time.Second)) && !T.After(r[1]) {
+			c++
+		}
+	}
+	return c
 }
 
 func (n *nemesis) forget() {

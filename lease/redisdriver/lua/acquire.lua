@@ -1,7 +1,8 @@
 -- KEYS: epoch, due, dueinfo, entities (the task's hash), followups (the
 --   task's), then the tick's claims (when chunks ~= ''), then the hashes of
 --   the requests the batch's due entries answer, then the run record's
---   numbers, count and the tick's bitmap (when record > 0), then the day's
+--   numbers, count and the tick's bitmap (when record ~= 0; record < 0:
+--   a bitmap of the tick's own, then the tick's), then the day's
 --   fan marks (when fanned > 0), then the shard's layout key
 --   (shards_refused).
 -- ARGV (scripts.go's acquireArgs): max_ttl_ms, holder (escaped), member_prefix (escaped task .. ':'),
@@ -118,6 +119,9 @@ local record, catch_up = tonumber(ARGV[A_RECORD]), reason == REASON_CATCH_UP or 
 -- them the run record's three (ix, ixn, the bitmap: rec + 0..2).
 local rec = #KEYS - 3
 if ARGV[A_FANNED] ~= '0' then rec = rec - 1 end
+-- A negative RECORD: a record of the tick's own (Request.RecordOf) is the
+-- bitmap that decides (rec + 2), and the tick's own (rec + 3) is set too.
+if record < 0 then rec = rec - 1 end
 local done = {}
 if catch_up and record == 0 then return redis.error_reply('acquire: a catch-up run needs the run record') end
 if catch_up and nf > 0 then
@@ -158,7 +162,11 @@ local function record_ran(fields)
     if #new > 0 then redis.call('HSET', ixk, unpack(new)) end
   end
   redis.call('BITFIELD', rk, unpack(bf))
-  redis.call('PEXPIRE', rk, record)
+  redis.call('PEXPIRE', rk, math.abs(record))
+  if record < 0 then
+    redis.call('BITFIELD', KEYS[rec + 3], unpack(bf))
+    redis.call('PEXPIRE', KEYS[rec + 3], -record)
+  end
 end
 
 -- decide answers one entity on the slow path, its value decoded into e:
@@ -265,7 +273,7 @@ for t = 1, nt do
     end
     -- Granted (a fence), or busy with the tick left to run after the
     -- holder (queued, or replacing it): the tick counts as run.
-    if record > 0 and not ran and not ran_seen[field] and (sub(out[i], 1, #GRANT_BUSY) ~= GRANT_BUSY or queue ~= BUSY_SKIP and reason == REASON_TICK) then
+    if record ~= 0 and not ran and not ran_seen[field] and (sub(out[i], 1, #GRANT_BUSY) ~= GRANT_BUSY or queue ~= BUSY_SKIP and reason == REASON_TICK) then
       ran_fields[#ran_fields + 1], ran_seen[field] = field, true
     end
     if w then -- staged: written by one HSET at the end, read by a later request for field
@@ -277,7 +285,7 @@ for t = 1, nt do
   end
 end
 if nw > 0 then redis.call('HSET', KEYS[4], unpack(writes)) end
-if record > 0 then record_ran(ran_fields) end
+if record ~= 0 then record_ran(ran_fields) end
 if ARGV[A_FANNED] ~= '0' then
   -- A tick fanned out: its second of the day in the day's marks, kept
   -- FANNED ms, so that a backfill tells it from a tick no one ran.

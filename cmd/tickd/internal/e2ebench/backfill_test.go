@@ -62,7 +62,7 @@ func BenchmarkBackfill(b *testing.B) {
 		task, _ := cfg.Task("sync")
 		to := time.Now().UTC().Truncate(15 * time.Minute).Add(-15 * time.Minute)
 		from := to.Add(-time.Duration(days)*24*time.Hour + 15*time.Minute)
-		plan, err := ops.PlanBackfill(context.Background(), st, *task, from, to, nil, "bench", time.Now())
+		plan, err := ops.PlanBackfill(context.Background(), st, *task, driver.Backfill{From: from, To: to, By: "bench"}, time.Now())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -355,7 +355,7 @@ func BenchmarkBackfillTen(b *testing.B) {
 		ids := map[string]int{} // backfill id -> its day
 		for d := range 10 {
 			to := last.Add(-time.Duration(d) * 24 * time.Hour)
-			plan, err := ops.PlanBackfill(context.Background(), st, *task, to.Add(-24*time.Hour+15*time.Minute), to, nil, "bench", time.Now())
+			plan, err := ops.PlanBackfill(context.Background(), st, *task, driver.Backfill{From: to.Add(-24*time.Hour + 15*time.Minute), To: to, By: "bench"}, time.Now())
 			if err != nil {
 				b.Fatal(err)
 			}
