@@ -30,7 +30,7 @@ func runBackfill(ctx context.Context, args []string, stdout io.Writer) error {
 	f := backfillFlags{
 		from:     fs.String("from", "", "the range's first tick, RFC 3339 (2026-11-20T00:00:00Z)"),
 		to:       fs.String("to", "", "the range's last tick, RFC 3339"),
-		only:     fs.String("only", "", "which (entity, tick)s to run: missing, those no one ran (the default), or all, every one again (once)"),
+		only:     fs.String("only", "", "which (entity, tick)s to run, each once: missing, those no one ran (the default), failed, those whose run failed, or all, every one again"),
 		entities: fs.String("entities", "", "only these entities, comma-separated (default: every entity of the task)"),
 		group:    fs.String("group", "", "only the entities of this group: whose attribute the task's fair limit groups by (fair_by) is this"),
 		cancel:   fs.String("cancel", "", "cancel the backfill of this id"),
@@ -126,8 +126,8 @@ func startBackfill(ctx context.Context, store *lease.Store, cfg *config.Config, 
 // backfillRange is -from and -to, which a backfill of a task needs; -only
 // is missing.
 func backfillRange(c *cmdline, f backfillFlags) (from, to time.Time, err error) {
-	if *f.only != "" && *f.only != "missing" && *f.only != "all" {
-		return from, to, c.usage("-only %q: missing (the (entity, tick)s no one ran) or all (every one again, once)", *f.only)
+	if !slices.Contains([]string{"", "missing", "all", "failed"}, *f.only) {
+		return from, to, c.usage("-only %q: missing (the (entity, tick)s no one ran), failed (those whose run failed) or all (every one again), each once", *f.only)
 	}
 	if *f.from == "" || *f.to == "" {
 		return from, to, c.usage("a backfill needs -from and -to")
@@ -236,8 +236,11 @@ func backfillTable(w io.Writer, indent string, bs []report.BackfillDoc) {
 
 // only is -only's backfill (driver.Backfill.Only).
 func only(flag string) string {
-	if flag == "all" {
+	switch flag {
+	case "all":
 		return driver.BackfillAll
+	case "failed":
+		return driver.BackfillFailed
 	}
 	return driver.BackfillMissing
 }

@@ -38,11 +38,17 @@ func (f Fleet) CancelBackfill(ctx context.Context, id, by string) (bool, error) 
 	return ok, nil
 }
 
-// RunRecord reads task's run record of each of ticks for entities, from
+// RunRecords reads and marks the tasks' run records (driver.Request.Record).
+type RunRecords struct{ s *Store }
+
+// RunRecords are the fleet's run records.
+func (f Fleet) RunRecords() RunRecords { return RunRecords(f) }
+
+// Read reads task's run record of each of ticks for entities, from
 // the shard of each: a tick is Kept when the record of any of its shards
 // is, and an entity of a shard whose record is not ran it not; Moved when
 // any shard's is, and Forgotten when any shard's is.
-func (f Fleet) RunRecord(ctx context.Context, task string, ticks []time.Time, entities []string) ([]driver.TickRan, error) {
+func (f RunRecords) Read(ctx context.Context, task string, ticks []time.Time, entities []string) ([]driver.TickRan, error) {
 	n, err := f.s.Shards(ctx, task)
 	if err != nil {
 		return nil, err
@@ -70,7 +76,23 @@ func (f Fleet) RunRecord(ctx context.Context, task string, ticks []time.Time, en
 			for j, ran := range r.Ran {
 				out[i].Ran[at[sh][j]] = ran
 			}
+			if r.Failed != nil && out[i].Failed == nil {
+				out[i].Failed = make([]bool, len(entities))
+			}
+			for j, failed := range r.Failed {
+				out[i].Failed[at[sh][j]] = failed
+			}
 		}
 	}
 	return out, nil
+}
+
+// MarkFailed keeps, for keep, that entity's run of task's tick failed, or
+// (!failed) that a later run of it succeeded, in its shard's run record.
+func (f RunRecords) MarkFailed(ctx context.Context, task string, tick time.Time, entity string, failed bool, keep time.Duration) error {
+	n, err := f.s.Shards(ctx, task)
+	if err != nil {
+		return err
+	}
+	return f.s.b.MarkFailed(ctx, driver.ShardName(task, driver.ShardOf(entity, max(n, 1))), tick, entity, failed, keep)
 }

@@ -598,7 +598,7 @@ func TestAReshardLeavesOlderTicksUnknown(t *testing.T) {
 		}
 	}
 	after := time.Now().Truncate(time.Millisecond) // after the reshard began, by Redis's clock too
-	rec, err := a.Fleet().RunRecord(bg, "s", []time.Time{T, after}, ids)
+	rec, err := a.Fleet().RunRecords().Read(bg, "s", []time.Time{T, after}, ids)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -627,11 +627,11 @@ func TestADataLossLeavesOlderTicksUnknown(t *testing.T) {
 	if err := c.FlushAll(bg).Err(); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := a.Fleet().RunRecord(bg, "s", []time.Time{T}, []string{"e"})
+	rec, err := a.Fleet().RunRecords().Read(bg, "s", []time.Time{T}, []string{"e"})
 	expect.True(t, fmt.Sprintf("the tick is forgotten before a grant finds the loss: %+v %v", rec, err), err == nil && rec[0].Forgotten)
 	if _, err := a.Acquire(bg, driver.Request{Task: "s", Entity: "f", TTL: time.Minute, Reason: driver.ReasonBackfill, Tick: T, Record: time.Hour}); !errors.Is(err, ErrAlreadyRan) && !errors.Is(err, ErrQuarantine) {
 		t.Fatalf("a backfill of a tick before the loss: %v, want already ran or quarantined", err)
 	}
-	rec, err = a.Fleet().RunRecord(bg, "s", []time.Time{T}, []string{"e"})
+	rec, err = a.Fleet().RunRecords().Read(bg, "s", []time.Time{T}, []string{"e"})
 	expect.True(t, fmt.Sprintf("and after: %+v %v", rec, err), err == nil && rec[0].Forgotten)
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/schedule"
 	"github.com/tickd/tickd/tasks"
 )
 
@@ -43,27 +45,22 @@ type BackfillPlan struct {
 func PlanBackfill(ctx context.Context, store *lease.Store, t config.Task, ask driver.Backfill, now time.Time) (BackfillPlan, error) {
 	from, to, ids := ask.From, ask.To, ask.Entities
 	switch {
-	case t.TimezoneFrom != "":
-		return BackfillPlan{}, errors.New("a backfill is not yet for a task whose entities tick in their own zones (timezone_from)")
 	case to.Before(from):
 		return BackfillPlan{}, fmt.Errorf("-to %s is before -from %s", to.UTC().Format(time.RFC3339), from.UTC().Format(time.RFC3339))
 	case to.After(now.Add(-t.LateLimit())):
 		return BackfillPlan{}, fmt.Errorf("-to %s is a tick a replica may still run (within %s of now): give an older one",
 			to.UTC().Format(time.RFC3339), t.LateLimit())
 	}
-	var ticks []time.Time
-	for at := t.Schedule.Next(from.Add(-time.Nanosecond)); !at.IsZero() && !at.After(to); at = t.Schedule.Next(at) {
-		if len(ticks) == MaxBackfillTicks {
-			return BackfillPlan{}, fmt.Errorf("the range has more than %d ticks: backfill it in parts", MaxBackfillTicks)
-		}
-		ticks = append(ticks, at)
-	}
-	if len(ticks) == 0 {
-		return BackfillPlan{}, fmt.Errorf("task %s has no tick from %s to %s", t.Name, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
-	}
 	all, err := TriggerIDs(ctx, t, ids, false)
 	if err != nil {
 		return BackfillPlan{}, err
+	}
+	ticks, who, err := rangeTicks(ctx, t, from, to, all)
+	if err != nil {
+		return BackfillPlan{}, err
+	}
+	if len(ticks) == 0 {
+		return BackfillPlan{}, fmt.Errorf("task %s has no tick from %s to %s", t.Name, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
 	}
 	bf := driver.Backfill{ID: newBackfillID(), Task: t.Name, From: ticks[0], To: ticks[len(ticks)-1], Entities: slices.Clone(ids), Total: len(ticks), Only: ask.Only, By: ask.By, Created: now}
 	plan := BackfillPlan{Ticks: len(ticks), Entities: len(all)}
@@ -75,17 +72,21 @@ func PlanBackfill(ctx context.Context, store *lease.Store, t config.Task, ask dr
 		return BackfillPlan{}, err
 	}
 	oldest = later(oldest, reach)
-	for i := 0; i < len(ticks); i += 1000 {
-		part := ticks[i:min(i+1000, len(ticks))]
-		rec, err := store.Fleet().RunRecord(ctx, t.Name, part, all)
+	for i := 0; i < len(ticks); {
+		// Ticks of one set of entities (every tick's, but with zones), read
+		// 1,000 at a time.
+		j := i + 1
+		for j < len(ticks) && j-i < 1000 && sameSlice(who[j], who[i]) {
+			j++
+		}
+		part, ids := ticks[i:j], who[i]
+		i = j
+		rec, err := store.Fleet().RunRecords().Read(ctx, t.Name, part, ids)
 		if err != nil {
 			return BackfillPlan{}, err
 		}
 		for j, r := range rec {
-			if ask.Only == driver.BackfillAll && !r.Forgotten {
-				r = driver.TickRan{} // every entity, as if no one ran it
-			}
-			if runs, known := tickRuns(r, ask.Only != driver.BackfillAll && (fanned[part[j].UnixNano()] || part[j].Before(oldest)), len(all)); known {
+			if runs, known := tickRuns(ask.Only, r, fanned[part[j].UnixNano()] || part[j].Before(oldest), len(ids)); known {
 				plan.Runs += runs
 			} else {
 				bf.Unknown = append(bf.Unknown, part[j])
@@ -96,16 +97,27 @@ func PlanBackfill(ctx context.Context, store *lease.Store, t config.Task, ask dr
 	return plan, nil
 }
 
-// tickRuns are the runs a backfill would start of a tick whose run record
-// is r, and whether they are known: a tick forgotten (a reshard or a data
-// loss since) is not; one whose record is kept, by its entities' bits;
-// one without, when it was fanned out (unsure: fanned out by the history,
-// or too old to tell), is not; else no one ran it, and all its entities
-// (n) run.
-func tickRuns(r driver.TickRan, unsure bool, n int) (runs int64, known bool) {
+// tickRuns are the runs a backfill of only (driver.Backfill.Only) would
+// start of a tick whose run record is r, and whether they are known: a
+// tick forgotten (a reshard or a data loss since) is not; of every run
+// again, all its entities (n) run; of the failed runs, those its record
+// says failed, when it is kept. Of the missing runs: one whose record is
+// kept, by its entities' bits; one without, when it was fanned out
+// (unsure: fanned out by the history, or too old to tell), is not; else no
+// one ran it, and all its entities run.
+func tickRuns(only string, r driver.TickRan, unsure bool, n int) (runs int64, known bool) {
 	switch {
 	case r.Forgotten:
 		return 0, false
+	case only == driver.BackfillAll:
+		return int64(n), true
+	case only == driver.BackfillFailed:
+		for _, f := range r.Failed {
+			if f {
+				runs++
+			}
+		}
+		return runs, r.Kept
 	case r.Kept:
 		for _, ran := range r.Ran {
 			if !ran {
@@ -157,10 +169,8 @@ func StartBackfill(ctx context.Context, store *lease.Store, t *config.Task, plan
 	if _, err := store.Fleet().SaveBackfill(ctx, bf, 0); err != nil {
 		return Done{}, err
 	}
-	what := "the runs no one ran"
-	if bf.Only == driver.BackfillAll {
-		what = "every run again (-only all)"
-	}
+	what := map[string]string{driver.BackfillMissing: "the runs no one ran", driver.BackfillAll: "every run again (-only all)",
+		driver.BackfillFailed: "the runs that failed (-only failed)"}[bf.Only]
 	said := fmt.Sprintf("backfill %s of %s, %s: %d ticks from %s to %s, %d runs to start", bf.ID, t.Name, what, plan.Ticks,
 		bf.From.UTC().Format(time.RFC3339), bf.To.UTC().Format(time.RFC3339), plan.Runs)
 	if len(bf.Unknown) > 0 {
@@ -215,4 +225,67 @@ func GroupIDs(ctx context.Context, cfg *config.Config, t config.Task, g string, 
 		return nil, fmt.Errorf("task %s has no entity of group %q (its attribute %s)", t.Name, g, l.FairBy)
 	}
 	return out, nil
+}
+
+// rangeTicks are t's ticks from from to to, and by tick the entities of
+// ids that tick then: every one at each tick of its schedule; with
+// timezone_from, each at its zone's ticks (the task's own zone for an
+// entity that names none; none for one whose zone is no zone: a tick
+// passes it over). At most MaxBackfillTicks.
+func rangeTicks(ctx context.Context, t config.Task, from, to time.Time, ids []string) ([]time.Time, [][]string, error) {
+	inRange := func(s schedule.Schedule, fn func(time.Time)) {
+		for at := s.Next(from.Add(-time.Nanosecond)); !at.IsZero() && !at.After(to); at = s.Next(at) {
+			fn(at)
+		}
+	}
+	tooMany := fmt.Errorf("the range has more than %d ticks: backfill it in parts", MaxBackfillTicks)
+	if t.TimezoneFrom == "" {
+		var ticks []time.Time
+		inRange(t.Schedule, func(at time.Time) { ticks = append(ticks, at) })
+		if len(ticks) > MaxBackfillTicks {
+			return nil, nil, tooMany
+		}
+		who := make([][]string, len(ticks))
+		for i := range who {
+			who[i] = ids
+		}
+		return ticks, who, nil
+	}
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	byZone := map[string][]string{}
+	err := tasks.EachEntity(ctx, t.Source(nil), func(e tasks.Entity) error {
+		z := e.Attributes[t.TimezoneFrom]
+		if _, known := schedule.LoadZone(z); want[e.ID] && (z == "" || known) {
+			byZone[z] = append(byZone[z], e.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	at := map[int64][]string{} // by instant (Unix ns): one instant in several zones
+	for z, zids := range byZone {
+		s := t.Schedule
+		if loc, ok := schedule.LoadZone(z); ok && z != "" {
+			s = schedule.In(t.Schedule, loc)
+		}
+		inRange(s, func(T time.Time) { at[T.UnixNano()] = append(at[T.UnixNano()], zids...) })
+		if len(at) > MaxBackfillTicks {
+			return nil, nil, tooMany
+		}
+	}
+	ns := slices.Sorted(maps.Keys(at))
+	ticks, who := make([]time.Time, len(ns)), make([][]string, len(ns))
+	for i, n := range ns {
+		ticks[i], who[i] = time.Unix(0, n).UTC(), at[n]
+	}
+	return ticks, who, nil
+}
+
+// sameSlice says whether a and b are one slice (rangeTicks's every tick's).
+func sameSlice(a, b []string) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

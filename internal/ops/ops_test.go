@@ -186,3 +186,32 @@ entities = ["a"]
 		expect.Equal(t, c.task.Name+" "+c.group+": its entities", fmt.Sprint(got), c.want)
 	}
 }
+
+// TestPlanBackfillInZones: with timezone_from, a backfill's ticks are each
+// zone's, and each tick runs the entities of the zones that tick then:
+// 09:00 in Tokyo (00:00 UTC) for a, 09:00 in the task's zone (UTC) for b,
+// which names none; c, whose zone is no zone, never.
+func TestPlanBackfillInZones(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "shops.jsonl")
+	if err := os.WriteFile(file, []byte(`{"id": "a", "tz": "Asia/Tokyo"}
+{"id": "b"}
+{"id": "c", "tz": "Nope/Zone"}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse("t.toml", []byte(fmt.Sprintf("[[tasks]]\nname = \"z\"\ncron = \"0 9 * * *\"\ncommand = [\"true\"]\nentities_file = %q\nentities_format = \"jsonl\"\ntimezone_from = \"tz\"\n", file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := stores.Memory(lease.Options{Replica: "r1"})
+	t.Cleanup(func() { s.Stop(bg) }) //nolint:errcheck // no leases
+	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -3)
+	plan, err := PlanBackfill(bg, s, cfg.Tasks[0], driver.Backfill{From: day, To: day.Add(48*time.Hour - time.Second), By: "op"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect.Equal(t, "ticks", plan.Ticks, 4)
+	expect.Equal(t, "runs: a and b each day", plan.Runs, int64(4))
+	expect.Equal(t, "from: 00:00 UTC, Tokyo's 09:00", plan.Backfill.From, day)
+	expect.Equal(t, "to: 09:00 UTC the day after", plan.Backfill.To, day.Add(33*time.Hour))
+}

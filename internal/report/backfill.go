@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"time"
@@ -39,10 +40,7 @@ func BackfillDocOf(bf driver.Backfill, now time.Time) BackfillDoc {
 	if d.Entities == nil {
 		d.Entities = []string{}
 	}
-	d.Only = "missing"
-	if bf.Only == driver.BackfillAll {
-		d.Only = "all"
-	}
+	d.Only = cmp.Or(bf.Only, "missing")
 	if d.State == BackfillEnded || d.State == BackfillCancelled {
 		d.Left = 0
 	}

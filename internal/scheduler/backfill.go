@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/leaseconf"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/retry"
@@ -215,8 +216,24 @@ func (b *backfiller) tick(ctx context.Context, r *backfillRun, T time.Time) bool
 		}
 		part := r.part + "." + strconv.FormatInt(r.fanOuts.Add(1), 10)
 		c := catchUp{T: T, reason: driver.ReasonBackfill, only: r.bf.Entities, backfill: part}
-		if r.bf.Only == driver.BackfillAll {
-			c.recordOf = r.bf.ID // every entity again, once in this backfill
+		if r.bf.Only != driver.BackfillMissing {
+			c.recordOf = r.bf.ID // each entity again, once in this backfill
+		}
+		if r.bf.Only == driver.BackfillFailed {
+			ids, err := failedAt(ctx, s, ts, r.bf, T)
+			if err != nil {
+				s.logLimited("backfill:"+r.bf.ID, "cannot read which runs of a tick failed; will retry", logs.KeyTask, r.bf.Task, "backfill", r.bf.ID, logs.Tick(T), logs.KeyError, err)
+				retry.Wait(ctx.Done(), backfillPoll)
+				continue
+			}
+			if len(ids) == 0 { // none failed: nothing to fan out
+				r.mu.Lock()
+				r.bf.Cursor, r.bf.Ticks = T, r.bf.Ticks+1
+				r.mu.Unlock()
+				r.save(ctx, backfillHold)
+				return ctx.Err() == nil
+			}
+			c.only = ids
 		}
 		n, tl := s.fanOut(ctx, ts, c)
 		r.mu.Lock()
@@ -297,3 +314,52 @@ func (f *fanOut) backfillRoom() {
 
 // backfillRoomPoll is how often a backfill waiting for room looks again.
 const backfillRoomPoll = 5 * time.Millisecond
+
+// markFailed keeps in the tick's run record that l's run of its tick
+// failed (or timed out) with no retry to follow, or that a later run of
+// it (a retry's, a catch-up's, a backfill's) succeeded: a backfill of the
+// failed runs (-only failed) runs the first, not the second. Only for a
+// task that keeps a run record, or a backfill's run; only those runs cost
+// a Redis call, on a goroutine of its own.
+func markFailed(s *Scheduler, ts *taskState, l *lease.Lease, outcome driver.Outcome, next *driver.Next) {
+	record := runRecord(&ts.t)
+	if driver.ByRecord(l.Reason) {
+		record = max(record, BackfillRecord)
+	}
+	failed := (outcome == driver.OutcomeFailed || outcome == driver.OutcomeTimeout) && next == nil
+	if record == 0 || l.Tick.IsZero() || !failed && (outcome != driver.OutcomeDone || l.Reason == driver.ReasonTick) {
+		return
+	}
+	task := ts.t.Name
+	s.runs.Add(1) // within the run's own count: a stop waits for it
+	go func() {
+		defer s.runs.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
+		defer cancel()
+		if err := s.store.Fleet().RunRecords().MarkFailed(ctx, task, l.Tick, l.Entity, failed, record); err != nil {
+			s.logLimited("mark-failed", "cannot keep in the run record which runs failed; a backfill of the failed runs misses this one", logs.KeyTask, task, logs.KeyEntity, l.Entity, logs.Tick(l.Tick), logs.KeyError, err)
+		}
+	}()
+}
+
+// failedAt are the entities of bf (of its task's source, when it names
+// none) whose run of tick T failed, by the run record (driver.TickRan.Failed).
+func failedAt(ctx context.Context, s *Scheduler, ts *taskState, bf driver.Backfill, T time.Time) ([]string, error) {
+	ids := bf.Entities
+	if len(ids) == 0 {
+		if err := ts.source.Each(ctx, func(id string) error { ids = append(ids, id); return nil }); err != nil {
+			return nil, err
+		}
+	}
+	rec, err := s.store.Fleet().RunRecords().Read(ctx, bf.Task, []time.Time{T}, ids)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for i, failed := range rec[0].Failed {
+		if failed {
+			out = append(out, ids[i])
+		}
+	}
+	return out, nil
+}

@@ -3,7 +3,10 @@ package scheduler
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -190,4 +193,93 @@ func backfillEnd(t *testing.T, st *lease.Store) driver.Backfill {
 		return !end.Ended.IsZero()
 	})
 	return end
+}
+
+// TestBackfillOfTheFailedRuns: a run of a tick that fails is kept so in
+// the tick's run record, and a backfill of the failed runs (-only failed)
+// runs those alone, once each: 07:00 b, whose run failed, and not 07:00
+// a, whose run did not; its run failing again keeps it failed, and a
+// second backfill runs it again; that one succeeding clears it.
+func TestBackfillOfTheFailedRuns(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, withRedis bool) {
+		e := newEnv(t, withRedis)
+		ten, now, at := halfPastTen()
+		first := e.store("r1")
+		ranBefore(t, first, driver.ReasonTick, "a", at(7), "")
+		ranBefore(t, first, driver.ReasonTick, "b", at(7), "")
+		if err := first.Fleet().RunRecords().MarkFailed(context.Background(), "hourly", at(7), "b", true, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		var calls atomic.Int32
+		e.rec.body = func(ctx context.Context, r tasks.Run) (tasks.Result, error) {
+			if calls.Add(1) == 1 {
+				return tasks.Done, errors.New("the API said no")
+			}
+			return tasks.Done, nil
+		}
+		failed := func() []bool {
+			rec, err := first.Fleet().RunRecords().Read(context.Background(), "hourly", []time.Time{at(7)}, []string{"a", "b"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rec[0].Failed
+		}
+		e.run(`
+[[tasks]]
+name = "hourly"
+every = "1h"
+run_record = "720h"
+entities = ["a", "b"]
+handler = "rec"
+`, Options{Store: first, Clock: shiftedClock(time.Until(now)), DuePoll: 20 * time.Millisecond})
+		for i, want := range [][]bool{{false, true}, nil} { // the first run fails again, the second succeeds
+			bf := driver.Backfill{ID: fmt.Sprint("f", i), Task: "hourly", From: at(7), To: at(7), Total: 1, Only: driver.BackfillFailed, By: "op", Created: now}
+			if ok, err := first.Fleet().SaveBackfill(context.Background(), bf, 0); err != nil || !ok {
+				t.Fatal(ok, err)
+			}
+			expect.WaitFor(t, 20*time.Second, bf.ID+" to end", func() bool {
+				bs, err := first.Fleet().Backfills(context.Background())
+				return err == nil && slices.ContainsFunc(bs, func(b driver.Backfill) bool { return b.ID == bf.ID && !b.Ended.IsZero() })
+			})
+			expect.WaitFor(t, 10*time.Second, "the failed runs kept", func() bool { return slices.Equal(failed(), want) })
+		}
+		var got []string
+		for _, r := range e.rec.snapshot() {
+			got = append(got, fmt.Sprintf("%02d:%s", int(r.Tick.Sub(ten)/time.Hour)+10, r.Entity))
+		}
+		expect.Equal(t, "the runs", fmt.Sprint(got), "[07:b 07:b]")
+	})
+}
+
+// TestBackfillInZones: a backfill of a task with timezone_from runs each
+// entity at its own zone's ticks of the range: a (Tokyo) at 00:00 UTC, b
+// (the task's zone, UTC) at 09:00, each day once; c, whose zone is no
+// zone, never.
+func TestBackfillInZones(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, withRedis bool) {
+		e := newEnv(t, withRedis)
+		file := filepath.Join(t.TempDir(), "shops.jsonl")
+		if err := os.WriteFile(file, []byte("{\"id\": \"a\", \"tz\": \"Asia/Tokyo\"}\n{\"id\": \"b\"}\n{\"id\": \"c\", \"tz\": \"Nope/Zone\"}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		st := e.store("r1")
+		day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -3)
+		bf := driver.Backfill{ID: "z1", Task: "z", From: day, To: day.Add(33 * time.Hour), Total: 4, By: "op", Created: time.Now()}
+		if ok, err := st.Fleet().SaveBackfill(context.Background(), bf, 0); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		e.run(fmt.Sprintf("[[tasks]]\nname = \"z\"\ncron = \"0 9 * * *\"\nhandler = \"rec\"\nrun_record = \"720h\"\nentities_file = %q\nentities_format = \"jsonl\"\ntimezone_from = \"tz\"\n", file),
+			Options{Store: st, DuePoll: 20 * time.Millisecond})
+		end := backfillEnd(t, st)
+		var got []string
+		for _, r := range e.rec.snapshot() {
+			expect.Equal(t, "a run's reason", r.Reason, driver.ReasonBackfill)
+			got = append(got, fmt.Sprintf("%s@%s", r.Entity, r.Tick.UTC().Sub(day)))
+		}
+		slices.Sort(got)
+		expect.Equal(t, "the runs", fmt.Sprint(got), "[a@0s a@24h0m0s b@33h0m0s b@9h0m0s]")
+		expect.Equal(t, "its ticks", end.Ticks, 4)
+	})
 }

@@ -141,6 +141,7 @@ func (s *Scheduler) execute(w *worker, j job) {
 		s.metrics.Retried(t.Name)
 	}
 	r.outcome, r.took, r.err, r.next, r.ended = outcome, ended.Sub(started), err, next, ended
+	markFailed(s, ts, l, outcome, next)
 	fin := driver.Finished{Outcome: outcome, Started: started, Ended: ended}
 	if driver.Failed(outcome) {
 		fin.Error = failureText(err, context.Cause(&r.ctx))

@@ -26,8 +26,9 @@ type Backfill struct {
 	Unknown []time.Time
 	Total   int // the range's ticks, Unknown ones included
 	// Only says which (entity, tick)s it runs: BackfillMissing, those the
-	// run record says did not run, or BackfillAll, every one again (once
-	// in the backfill: Request.RecordOf its ID).
+	// run record says did not run, BackfillAll, every one again, or
+	// BackfillFailed, those whose run failed (each once in the backfill:
+	// Request.RecordOf its ID).
 	Only    string
 	By      string // who asked for it
 	Created time.Time
@@ -55,8 +56,9 @@ type Backfill struct {
 
 // What a backfill runs (Backfill.Only).
 const (
-	BackfillMissing = ""    // the (entity, tick)s no one ran
-	BackfillAll     = "all" // every (entity, tick) again, once
+	BackfillMissing = ""       // the (entity, tick)s no one ran
+	BackfillAll     = "all"    // every (entity, tick) again, once
+	BackfillFailed  = "failed" // the (entity, tick)s whose run failed (TickRan.Failed), once
 )
 
 // TickRan is the run record of one tick (Driver.RunRecord): whether it is
@@ -72,4 +74,7 @@ type TickRan struct {
 	// Fanned: an Acquire of ReasonTick runs asked for the tick within
 	// FannedKept (a replica fanned it out, in part at least).
 	Fanned bool
+	// Failed says, by entity as asked, which ran the tick and failed, as
+	// MarkFailed kept it; nil when none did.
+	Failed []bool
 }

@@ -170,6 +170,11 @@ type Driver interface {
 	// RunRecord reads task's run record (Request.Record) of each of ticks:
 	// whether it is kept, and if so which of entities ran the tick.
 	RunRecord(ctx context.Context, task string, ticks []time.Time, entities []string) ([]TickRan, error)
+	// MarkFailed keeps, for keep, that entity's run of task's tick failed
+	// (failed) or no longer has (!failed: a later run of it succeeded), in
+	// the tick's run record (TickRan.Failed): for an entity the record
+	// numbers (a grant with Request.Record), else it does nothing.
+	MarkFailed(ctx context.Context, task string, tick time.Time, entity string, failed bool, keep time.Duration) error
 }
 
 // Config is what a driver is told of the store it serves.

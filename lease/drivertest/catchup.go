@@ -61,7 +61,7 @@ func testCatchUpRunsOnce(t *testing.T, k stores) {
 	}
 	mustRelease(t, q)
 	ticks := []time.Time{T.Add(2 * time.Minute), T.Add(3 * time.Minute), T.Add(5 * time.Minute), T.Add(7 * time.Minute), T.Add(9 * time.Minute)}
-	rec, err := b.Fleet().RunRecord(bg, "t", ticks, []string{"e", "f", "g", "q"})
+	rec, err := b.Fleet().RunRecords().Read(bg, "t", ticks, []string{"e", "f", "g", "q"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,4 +106,31 @@ func testRecordOfItsOwn(t *testing.T, k stores) {
 			t.Errorf("%s: %v, want already ran", r.what, err)
 		}
 	}
+}
+
+// testMarkFailed: MarkFailed keeps which entities' runs of a tick failed,
+// in its run record (TickRan.Failed), for an entity the record numbers;
+// one that never ran under a record is left; a later success clears it.
+func testMarkFailed(t *testing.T, k stores) {
+	a := k(lease.Options{Replica: "A"})
+	T := time.Now().Truncate(time.Minute).Add(-10 * time.Minute)
+	mustRelease(t, mustAcquire(t, a, driver.Request{Task: "t", Entity: "e", TTL: time.Minute, Reason: driver.ReasonTick, Tick: T, Record: time.Hour}))
+	failed := func() []bool {
+		t.Helper()
+		rec, err := a.Fleet().RunRecords().Read(bg, "t", []time.Time{T}, []string{"e", "f"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec[0].Failed
+	}
+	for _, e := range []string{"e", "f"} {
+		if err := a.Fleet().RunRecords().MarkFailed(bg, "t", T, e, true, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect.Same(t, "the failed runs, e's marked (f never ran)", failed(), []bool{true, false})
+	if err := a.Fleet().RunRecords().MarkFailed(bg, "t", T, "e", false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	expect.Same(t, "the failed runs, e's a success since", failed(), nil)
 }

@@ -124,6 +124,7 @@ var cases = []struct {
 	{"QueueBuffersTicks", testQueueBuffersTicks},
 	{"CatchUpRunsOnce", testCatchUpRunsOnce},
 	{"RecordOfItsOwn", testRecordOfItsOwn},
+	{"MarkFailed", testMarkFailed},
 	{"Backfills", testBackfills},
 	{"ReplaceRevokesTheHolder", testReplace},
 	{"ReplaceOutlivesAFrozenHolder", testReplaceFrozenHolder},

@@ -341,3 +341,8 @@ func (x recorder) RunRecord(ctx context.Context, task string, ticks []time.Time,
 	x.r.call("RunRecord")
 	return x.d.RunRecord(ctx, task, ticks, entities)
 }
+
+func (x recorder) MarkFailed(ctx context.Context, task string, tick time.Time, entity string, failed bool, keep time.Duration) error {
+	x.r.call("MarkFailed")
+	return x.d.MarkFailed(ctx, task, tick, entity, failed, keep)
+}

@@ -68,6 +68,12 @@ func (b *memDriver) RunRecord(_ context.Context, task string, ticks []time.Time,
 		out[i].Kept, out[i].Ran = true, make([]bool, len(entities))
 		for j, e := range entities {
 			out[i].Ran[j] = b.ran[ranKey{member{task, e}, T, ""}].After(now)
+			if b.ran[ranKey{member{task, e}, T, driver.BackfillFailed}].After(now) {
+				if out[i].Failed == nil {
+					out[i].Failed = make([]bool, len(entities))
+				}
+				out[i].Failed[j] = true
+			}
 		}
 	}
 	return out, nil
@@ -86,4 +92,19 @@ func (b *memDriver) markTick(req *driver.Request, now time.Time) {
 	if req.Reason == driver.ReasonTick && !req.Tick.IsZero() {
 		b.ran[ranKey{member{req.Task, fannedMark}, req.Tick, ""}] = now.Add(driver.FannedKept)
 	}
+}
+
+// MarkFailed is the Redis driver's: for an entity that ran under a
+// record (its run record's bit, kept or not), else nothing.
+func (b *memDriver) MarkFailed(_ context.Context, task string, tick time.Time, entity string, failed bool, keep time.Duration) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := ranKey{member{task, entity}, tick, driver.BackfillFailed}
+	switch {
+	case !failed:
+		delete(b.ran, k)
+	case !b.ran[ranKey{member{task, entity}, tick, ""}].IsZero():
+		b.ran[k] = b.now().Add(keep)
+	}
+	return nil
 }

@@ -104,11 +104,12 @@ func (b *redisDriver) RunRecord(ctx context.Context, task string, ticks []time.T
 	}
 	layout := pipe.Get(ctx, b.k.shards(task))
 	epoch := pipe.Get(ctx, b.k.epoch(bucketOf(task)))
-	bitmaps := make([]*redis.StringCmd, len(ticks))
+	bitmaps, failed := make([]*redis.StringCmd, len(ticks)), make([]*redis.StringCmd, len(ticks))
 	fans := make([]*redis.IntCmd, len(ticks))
 	for i, T := range ticks {
 		ms := tickMS(T)
 		bitmaps[i] = pipe.Get(ctx, b.k.ran(task, ms))
+		failed[i] = pipe.Get(ctx, b.k.ranOf(task, ms, driver.BackfillFailed))
 		fans[i] = pipe.GetBit(ctx, b.k.fanned(task, ms), T.UnixMilli()%86_400_000/1000)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -141,11 +142,41 @@ func (b *redisDriver) RunRecord(ctx context.Context, task string, ticks []time.T
 			continue
 		}
 		out[i].Kept, out[i].Ran = true, make([]bool, len(entities))
+		fbits := []byte(failed[i].Val())
 		for j, n := range ix {
 			out[i].Ran[j] = n > 0 && bitSet(bits, n)
+			if n > 0 && bitSet(fbits, n) {
+				if out[i].Failed == nil {
+					out[i].Failed = make([]bool, len(entities))
+				}
+				out[i].Failed[j] = true
+			}
 		}
 	}
 	return out, nil
+}
+
+// MarkFailed sets (or clears) the entity's bit in the tick's record of
+// failed runs (keys.ranOf BackfillFailed), by its number in the run
+// record: one that has none never ran under a record, and is left.
+func (b *redisDriver) MarkFailed(ctx context.Context, task string, tick time.Time, entity string, failed bool, keep time.Duration) error {
+	v, err := b.c.HGet(ctx, b.k.entityNumbers(task), driver.Escape(entity)).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return nil
+	case err != nil:
+		return err
+	}
+	bit := 0
+	if failed {
+		bit = 1
+	}
+	key := b.k.ranOf(task, tickMS(tick), driver.BackfillFailed)
+	pipe := b.c.TxPipeline()
+	pipe.Do(ctx, "BITFIELD", key, "SET", "u1", "#"+v, bit)
+	pipe.PExpire(ctx, key, keep)
+	_, err = pipe.Exec(ctx)
+	return err
 }
 
 // bitSet reads bit n of a Redis bitmap (the most significant bit of a

@@ -8,6 +8,8 @@
 // TESTWORKER_IGNORE_TERM never does: SIGKILL ends it);
 // and, if TESTWORKER_WORK_DIR holds a counter file named after the entity,
 // decrements it and exits with the reschedule code (75) while work is left;
+// exits 1 (failed) for the entities listed in TESTWORKER_FAIL, but for a
+// reschedule's run;
 // and, with TESTWORKER_ORPHAN set to a duration, starts a copy of itself in a
 // session of its own that outlives it by that long (a command that leaves a
 // daemon behind) and then appends its pid to TESTWORKER_LOG.orphans: in a
@@ -96,6 +98,9 @@ func main() {
 				}
 			}
 		}
+	}
+	if fail := os.Getenv("TESTWORKER_FAIL"); exit == 0 && rec.Reason != "reschedule" && strings.Contains(","+fail+",", ","+rec.Entity+",") {
+		exit = 1 // a run of these entities' ticks fails (a reschedule's does not: its tick's work is done)
 	}
 	if d := os.Getenv("TESTWORKER_ORPHAN"); d != "" {
 		leaveOrphan(d)

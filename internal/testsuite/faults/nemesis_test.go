@@ -72,7 +72,7 @@ type nemesis struct {
 	autoRate                   bool           // x-api's rate = "auto"
 	catchUpAll                 bool           // sync's catch_up_runs = "all"
 	runRecord                  bool           // sync's run_record = "1h"
-	allAgain                   [][2]time.Time // the ranges of the backfills of every run again (-only all)
+	allAgain                   [][2]time.Time // the ranges of the backfills of every run again, or the failed ones (-only all, failed)
 	syncLimit                  int            // sync under a limit of this many runs at once (0: none): its catch-ups and backfills wait behind its live runs
 	// backfills are the ids of the backfills of sync started, and not
 	// cancelled yet.
@@ -127,7 +127,9 @@ func newNemesis(t *testing.T, seed uint64, onCluster bool) *nemesis {
 	n.zoned = newZoned(t, c.dir, n.rnd)
 	for i, r := range c.reps {
 		r.cfg = filepath.Join(c.dir, fmt.Sprintf("r%d.toml", i))
-		r.env = append(r.env, "TICKD_REPLICA_ID="+r.name, "OTEL_TRACES_SAMPLER=always_on")
+		// e7's and e13's tick runs fail: a backfill of the failed runs has
+		// some to run again.
+		r.env = append(r.env, "TICKD_REPLICA_ID="+r.name, "OTEL_TRACES_SAMPLER=always_on", "TESTWORKER_FAIL=e7,e13")
 		tickdtest.WriteFile(t, r.cfg, n.config())
 	}
 	c.excuse = tickdtest.Excuses{Overlap: n.excused, Again: n.again}
@@ -445,9 +447,11 @@ func (n *nemesis) backfill() {
 	now := time.Now().UTC()
 	from, to := now.Add(-time.Duration(20+n.rnd.IntN(40))*time.Second), now.Add(-11*time.Second)
 	args := []string{"backfill", "-json", "-by", "nemesis", "sync", "-from", from.Format(time.RFC3339), "-to", to.Format(time.RFC3339)}
-	all := n.rnd.IntN(4) == 0 // every run again, once: the checker lets each (entity, tick) of its range run once more
-	if all {
-		args = append(args, "-only", "all")
+	// Every run again, or the failed ones, once: the checker lets each
+	// (entity, tick) of its range run once more.
+	only := []string{"missing", "missing", "missing", "missing", "missing", "all", "all", "failed"}[n.rnd.IntN(8)]
+	if only != "missing" {
+		args = append(args, "-only", only)
 		n.allAgain = append(n.allAgain, [2]time.Time{from, to})
 	}
 	out, err := n.cli(args...)
@@ -458,13 +462,13 @@ func (n *nemesis) backfill() {
 	}
 	if err == nil && json.Unmarshal([]byte(out), &doc) == nil && doc.ID != "" {
 		n.backfills = append(n.backfills, doc.ID)
-		n.say("backfill sync %s to %s (every run again: %v): %s, %d runs to start, %d ticks unknown", from.Format(timeMs), to.Format(timeMs), all, doc.ID, doc.Runs, doc.Unknown)
+		n.say("backfill sync %s to %s (-only %s): %s, %d runs to start, %d ticks unknown", from.Format(timeMs), to.Format(timeMs), only, doc.ID, doc.Runs, doc.Unknown)
 		return
 	}
 	n.say("backfill sync failed: %v %s", err, strings.TrimSpace(out)) // a master restarting: nothing was promised
 }
 
-// again is how many backfills of every run again (-only all) cover sync's
+// again is how many backfills of runs again (-only all, failed) cover sync's
 // tick (RFC 3339): a failed command's range too (it may have been saved).
 func (n *nemesis) again(task, tick string) int {
 	T, err := time.Parse(time.RFC3339, tick)
