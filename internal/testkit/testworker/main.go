@@ -99,7 +99,7 @@ func main() {
 			}
 		}
 	}
-	if fail := os.Getenv("TESTWORKER_FAIL"); exit == 0 && rec.Reason != "reschedule" && strings.Contains(","+fail+",", ","+rec.Entity+",") {
+	if fail := os.Getenv("TESTWORKER_FAIL"); fail != "" && exit == 0 && rec.Reason != "reschedule" && strings.Contains(","+fail+",", ","+rec.Entity+",") {
 		exit = 1 // a run of these entities' ticks fails (a reschedule's does not: its tick's work is done)
 	}
 	if d := os.Getenv("TESTWORKER_ORPHAN"); d != "" {
