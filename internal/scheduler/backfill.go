@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/leaseconf"
 	"github.com/tickd/tickd/internal/logs"
@@ -322,10 +323,7 @@ const backfillRoomPoll = 5 * time.Millisecond
 // task that keeps a run record, or a backfill's run; only those runs cost
 // a Redis call, on a goroutine of its own.
 func markFailed(s *Scheduler, ts *taskState, l *lease.Lease, outcome driver.Outcome, next *driver.Next) {
-	record := runRecord(&ts.t)
-	if driver.ByRecord(l.Reason) {
-		record = max(record, BackfillRecord)
-	}
+	record := recordFor(&ts.t, l.Reason)
 	failed := (outcome == driver.OutcomeFailed || outcome == driver.OutcomeTimeout) && next == nil
 	if record == 0 || l.Tick.IsZero() || !failed && (outcome != driver.OutcomeDone || l.Reason == driver.ReasonTick) {
 		return
@@ -362,4 +360,15 @@ func failedAt(ctx context.Context, s *Scheduler, ts *taskState, bf driver.Backfi
 		}
 	}
 	return out, nil
+}
+
+// recordFor is how long a run of t for reason keeps its tick's run record
+// (driver.Request.Record): the task's (runRecord), and for a backfill's
+// run BackfillRecord at the least. Its grant and its failure's mark keep
+// it alike.
+func recordFor(t *config.Task, reason driver.Reason) time.Duration {
+	if reason == driver.ReasonBackfill {
+		return max(runRecord(t), BackfillRecord)
+	}
+	return runRecord(t)
 }

@@ -97,10 +97,7 @@ func (f *fanOut) requests() []driver.Request {
 	if len(t.Limits) > 0 {
 		place = placeOf(f.s.Config(), t)
 	}
-	record := runRecord(t)
-	if f.reason == driver.ReasonBackfill {
-		record = max(record, BackfillRecord)
-	}
+	record := recordFor(t, f.reason)
 	live := f.reason == driver.ReasonTick // a catch-up's run skips a busy entity
 	for _, id := range f.batch {
 		reqs = append(reqs, driver.Request{Task: t.Name, Entity: id, TTL: t.LeaseTTL, Reason: f.reason, Tick: f.T, Record: record, RecordOf: f.recordOf,
