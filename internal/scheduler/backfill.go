@@ -71,8 +71,9 @@ func (b *backfiller) poll(ctx context.Context) {
 	for _, bf := range bs {
 		// One held elsewhere is asked for too: its Until is by the
 		// store's clock, which the save compares by.
-		if !bf.Ended.IsZero() || bf.Cancelled != "" || taskStateOf(s, bf.Task) == nil {
-			continue
+		ts := taskStateOf(s, bf.Task)
+		if !bf.Ended.IsZero() || bf.Cancelled != "" || ts == nil || ts.zones != nil && !ts.zones.scanned.Load() {
+			continue // a task with timezone_from: once its zones are known, its ticks are theirs
 		}
 		b.mu.Lock()
 		running := b.running[bf.ID]

@@ -36,7 +36,7 @@ type zoneSet struct {
 	// found is told (without waiting) when a zone is added.
 	found chan struct{}
 	// scanned: the source was read for its zones (scan), or the set was
-	// handed on by a reload.
+	// handed on by a reload (set once the reading ended).
 	scanned atomic.Bool
 }
 
@@ -96,7 +96,7 @@ func (z *zoneSet) learn(prev *zoneSet) {
 // scan reads src for the zones its entities' attribute attr names, and adds
 // them. A name that is no zone is left for the fan-outs to count.
 func (z *zoneSet) scan(ctx context.Context, src tasks.Source, attr string) error {
-	z.scanned.Store(true)
+	defer z.scanned.Store(true) // a backfill waits for it: its ticks are the zones' (backfillTicks)
 	seen := map[string]bool{}
 	return tasks.EachEntity(ctx, src, func(e tasks.Entity) error {
 		if name := e.Attributes[attr]; name != "" && !seen[name] {
