@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tickd/tickd/fence"
 	"github.com/tickd/tickd/tickdtype"
 )
 
@@ -22,7 +23,9 @@ import (
 const RescheduleHeader = "Tickd-Result"
 
 // HTTP posts a JSON body {task, entity, tick, fence, reason, attempt,
-// attributes} to URL.
+// attributes} to URL, with the run's fence, task and entity in headers as
+// well (fence.HeaderFence…: a service refuses a stale run's call with
+// fence.Middleware).
 // A 2xx response is Done (Reschedule with the RescheduleHeader); a 429 or
 // 503 is a *BackoffError (Retry-After, RateLimit-Reset or
 // X-RateLimit-Reset say for how long); anything else fails.
@@ -135,6 +138,7 @@ func (h HTTP) Do(ctx context.Context, run Run) (Result, error) {
 		return Done, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	fence.SetHeaders(req.Header, run.Task, run.Entity, run.Fence)
 	traceHeaders(ctx, req.Header)
 	for k, v := range h.Headers {
 		req.Header.Set(k, v)

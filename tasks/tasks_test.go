@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tickd/tickd/fence"
 	"github.com/tickd/tickd/internal/logs"
 	"github.com/tickd/tickd/internal/proc"
 	"github.com/tickd/tickd/internal/testkit/expect"
@@ -219,6 +220,30 @@ func TestHTTPAction(t *testing.T) {
 	_, err := h.Do(context.Background(), run)
 	if !errors.Is(err, ErrStatus) || OutputOf(err) != "upstream down <b>" {
 		t.Fatalf("500 with KeepBody: %v (output %q)", err, OutputOf(err))
+	}
+}
+
+// TestHTTPActionIsFenced: an HTTP action's request says its run's fence,
+// task and entity in headers, which fence.Middleware reads: a stale run's
+// call fails with 409, and reaches nothing.
+func TestHTTPActionIsFenced(t *testing.T) {
+	var reached []string
+	srv := httptest.NewServer(fence.Middleware(&fence.Memory{}, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		tok, _ := fence.FromContext(r.Context())
+		reached = append(reached, fmt.Sprint(tok.Task, " ", tok.Entity, " ", tok.Fence))
+	})))
+	defer srv.Close()
+	h := HTTP{URL: srv.URL}
+	run := Run{Task: "sync", Entity: "shop 7/ü\n", Fence: 7}
+	if _, err := h.Do(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	run.Fence = 5
+	if _, err := h.Do(context.Background(), run); !errors.Is(err, ErrStatus) || !strings.Contains(err.Error(), "409") {
+		t.Fatalf("a stale run's call: %v, want a 409", err)
+	}
+	if strings.Join(reached, ",") != "sync shop 7/ü\n 7" {
+		t.Fatalf("reached: %q", reached)
 	}
 }
 

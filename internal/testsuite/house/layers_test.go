@@ -32,7 +32,7 @@ func TestLayersAsDrawn(t *testing.T) {
 	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Fields(line)
 		pkg := shortName(f[0])
-		if strings.HasPrefix(pkg, "internal/testkit") || strings.HasPrefix(pkg, "internal/testsuite") || pkg == "cmd/tickd/internal/e2ebench" || pkg == "deploy/prometheus" || pkg == "packaging" {
+		if strings.HasPrefix(pkg, "internal/testkit") || strings.HasPrefix(pkg, "internal/testsuite") || pkg == "cmd/tickd/internal/e2ebench" || pkg == "cmd/tickd/internal/fencesink" || pkg == "deploy/prometheus" || pkg == "packaging" {
 			continue // test kit, or tests only
 		}
 		allowed, ok := rows[pkg]
