@@ -6,16 +6,54 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 )
+
+// failed keeps, per test, the messages it failed on here.
+var failed sync.Map // testing.TB -> *failures
+
+type failures struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+// fail reports msg without stopping the test and keeps it for Failures.
+func fail(t testing.TB, msg string) {
+	t.Helper()
+	keep(t, msg)
+	t.Error(msg)
+}
+
+func keep(t testing.TB, msg string) {
+	v, _ := failed.LoadOrStore(t, &failures{})
+	f := v.(*failures)
+	f.mu.Lock()
+	f.msgs = append(f.msgs, msg)
+	f.mu.Unlock()
+}
+
+// Failures is what t has failed on so far through this package, in order:
+// a helper that prints long logs at a failing test's end repeats them after
+// the logs, where an excerpt of the output's tail still shows them.
+func Failures(t testing.TB) []string {
+	v, ok := failed.Load(t)
+	if !ok {
+		return nil
+	}
+	f := v.(*failures)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.msgs...)
+}
 
 // Equal reports, without stopping the test, that what is got and not want.
 // It returns whether they were equal.
 func Equal[T comparable](t testing.TB, what string, got, want T) bool {
 	t.Helper()
 	if got != want {
-		t.Errorf("%s: got %v, want %v", what, got, want)
+		fail(t, fmt.Sprintf("%s: got %v, want %v", what, got, want))
 		return false
 	}
 	return true
@@ -26,7 +64,7 @@ func Equal[T comparable](t testing.TB, what string, got, want T) bool {
 func Same[T any](t testing.TB, what string, got, want T) bool {
 	t.Helper()
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("%s: got %+v, want %+v", what, got, want)
+		fail(t, fmt.Sprintf("%s: got %+v, want %+v", what, got, want))
 		return false
 	}
 	return true
@@ -36,7 +74,7 @@ func Same[T any](t testing.TB, what string, got, want T) bool {
 func True(t testing.TB, what string, cond bool) bool {
 	t.Helper()
 	if !cond {
-		t.Errorf("not so: %s", what)
+		fail(t, "not so: "+what)
 	}
 	return cond
 }
@@ -63,6 +101,7 @@ func Fatalf(t testing.TB, format string, args ...any) {
 	if OnFatal != nil {
 		OnFatal(t, msg)
 	}
+	keep(t, msg)
 	t.Fatal(msg)
 }
 

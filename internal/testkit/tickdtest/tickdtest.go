@@ -142,6 +142,7 @@ func Start(t testing.TB, name string, env []string, args ...string) *Proc {
 		bin = testClockBinary(t)
 	}
 	p := &Proc{Name: name, t: t, exited: make(chan struct{})}
+	recapOnce(t)
 	p.cmd = exec.Command(bin, args...)
 	sock := p.listenNotify(t)
 	p.cmd.Env = append(append(os.Environ(), "NOTIFY_SOCKET="+sock), env...) // env may bring its own
@@ -176,6 +177,24 @@ func Start(t testing.TB, name string, env []string, args ...string) *Proc {
 		}
 	})
 	return p
+}
+
+// recapped holds the tests whose failures are repeated after their logs.
+var recapped sync.Map
+
+// recapOnce has a failing test say again, once and last (after every
+// process's log, printed when the test ends), what it failed on: an
+// excerpt of a long output's tail still names the failure.
+func recapOnce(t testing.TB) {
+	if _, loaded := recapped.LoadOrStore(t, true); loaded {
+		return
+	}
+	t.Cleanup(func() {
+		recapped.Delete(t)
+		if msgs := expect.Failures(t); t.Failed() && len(msgs) > 0 {
+			t.Logf("%s failed on (said again after the logs):\n\t%s", t.Name(), strings.Join(msgs, "\n\t"))
+		}
+	})
 }
 
 // listenNotify listens where the process sends its sd_notify states, as
