@@ -8,6 +8,8 @@ import (
 
 	"github.com/tickd/tickd/internal/scheduler"
 	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/pgtest"
+	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
 	"github.com/tickd/tickd/internal/testkit/tier"
 	"github.com/tickd/tickd/lease/driver"
@@ -195,4 +197,73 @@ func replaceShown(t *testing.T, e *opsEnv) {
 		replacing = replacing || r.Reason == string(driver.ReasonReplaced)
 	}
 	expect.True(t, fmt.Sprintf("status shows a run replaced (%v) and a replacing one (%v)", replaced, replacing), replaced || replacing)
+}
+
+// TestReplaceOfAFrozenReplicasRun: with on_busy = "replace", the replica
+// that holds a run is frozen (SIGSTOP) while its run, a process of its
+// own, goes on. The next tick replaces it: the successor starts on the
+// other replica once the lease has expired, with a higher fence, and
+// writes through the fence guards (a Postgres, a Redis and an HTTP
+// service of their own). The old run then ends and writes, late: each
+// guard refuses it, and what they kept is in fence order.
+func TestReplaceOfAFrozenReplicasRun(t *testing.T) {
+	tier.Full(t, "two replicas for over ten seconds")
+	t.Parallel()
+	e := newOpsEnv(t, false, `
+[[tasks]]
+name = "hung"
+every = "3s"
+lease_ttl = "5s"
+on_busy = "replace"
+entities = ["w"]
+command = ["WORKER"]
+`)
+	pg := pgtest.Start(t)
+	sink := tickdtest.FenceSink(t, pg.DSN(), redistest.Start(t).Addr)
+	env := append([]string{"TESTWORKER_LOG=" + e.runs, "TESTWORKER_SLOW=w", "TESTWORKER_SLOW_SLEEP=1h"}, sink.Env()...)
+	procs := map[int]*tickdtest.Proc{}
+	for _, name := range []string{"A", "B"} {
+		p := tickdtest.Start(t, name, env, "-config", e.cfg)
+		p.WaitReady(20 * time.Second)
+		procs[p.Pid()] = p
+	}
+	var old tickdtest.Run
+	expect.WaitFor(t, 30*time.Second, "w's first run", func() bool {
+		runs := tickdtest.ReadRuns(t, e.runs)
+		if len(runs) > 0 {
+			old = runs[0]
+		}
+		return len(runs) > 0
+	})
+	holder := procs[old.Start.Ppid]
+	if holder == nil {
+		t.Fatalf("w's run's parent %d is not a replica", old.Start.Ppid)
+	}
+	holder.Signal(syscall.SIGSTOP)
+	t.Cleanup(func() { holder.Signal(syscall.SIGCONT) })
+	var next tickdtest.Run
+	expect.WaitFor(t, 3*replaceTTL, "w's successor", func() bool {
+		r, ok := successorOf(tickdtest.ReadRuns(t, e.runs), old)
+		next = r
+		return ok
+	})
+	expect.Equal(t, "the successor's reason", next.Start.Reason, "replaced")
+	expect.True(t, "the successor's fence is higher", next.Start.Fence > old.Start.Fence)
+	expect.True(t, "the old run goes on (its replica frozen)", alive(old.Start.Pid))
+	// The old run ends now, after its successor wrote, and writes.
+	if err := syscall.Kill(old.Start.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	expect.WaitFor(t, 10*time.Second, "the old run's end", func() bool {
+		old = sameRun(tickdtest.ReadRuns(t, e.runs), old)
+		return old.End.At != 0
+	})
+	for _, guard := range []string{"postgres", "redis", "http"} {
+		expect.Equal(t, guard+": the successor's write", next.Start.Guards[guard], "accepted")
+		expect.Equal(t, guard+": the old run's late write", old.End.Guards[guard], "refused")
+	}
+	expect.Equal(t, "Postgres's writes", pg.Exec(t, "SELECT string_agg(fence::text, ' ' ORDER BY seq) FROM tickd_writes"),
+		fmt.Sprint(old.Start.Fence, " ", next.Start.Fence))
+	log := sink.HTTPLog(t)
+	expect.Equal(t, "the HTTP service's writes", fmt.Sprint(log["hung/w"]), fmt.Sprint([]int64{old.Start.Fence, next.Start.Fence}))
 }

@@ -190,7 +190,7 @@ func (s *Server) start(t testing.TB, port int) (log string, err error) {
 		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=",
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=200", "-c", "log_min_messages=warning")
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: as()}
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: as(), Pdeathsig: syscall.SIGKILL} // a test killed leaves no server
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	if err := s.cmd.Start(); err != nil {
 		return "", err

@@ -10,6 +10,12 @@
 // decrements it and exits with the reschedule code (75) while work is left;
 // exits 1 (failed) for the entities listed in TESTWORKER_FAIL, but for a
 // reschedule's run;
+// and, with TESTWORKER_SINK set to a fence sink's line address
+// (cmd/tickd/internal/fencesink; its client's binary TESTWORKER_SINK_BIN),
+// for the entities TESTWORKER_SINK_ONLY lists (or all), writes through
+// its fence guards when it starts, every TESTWORKER_SINK_EVERY while it
+// sleeps (a "write" record each), and when it ends (stopped by SIGTERM
+// too), and records what each guard did in the record (Guards);
 // and, with TESTWORKER_ORPHAN set to a duration, starts a copy of itself in a
 // session of its own that outlives it by that long (a command that leaves a
 // daemon behind) and then appends its pid to TESTWORKER_LOG.orphans: in a
@@ -52,6 +58,9 @@ func main() {
 		Fence: fence, Reason: os.Getenv("TICKD_REASON"), Pid: os.Getpid(), Ppid: os.Getppid(), Traceparent: os.Getenv("TRACEPARENT")}
 	write := func(event string, exit int, sig string) {
 		r := rec
+		if sinkWrites(rec.Entity) {
+			r.GuardAt, r.Guards = time.Now().UnixNano(), guarded(rec)
+		}
 		r.Event, r.At, r.Exit, r.Signal = event, time.Now().UnixNano(), exit, sig
 		b, _ := json.Marshal(r)
 		f.Write(append(b, '\n')) //nolint:errcheck // O_APPEND: one write, one line
@@ -72,18 +81,7 @@ func main() {
 		sleep = time.Duration(rand.Int64N(int64(maxSleep)))
 	}
 	if sleep > 0 {
-		select {
-		case <-time.After(sleep):
-		case s := <-sigs:
-			if ignore := os.Getenv("TESTWORKER_IGNORE_TERM"); strings.Contains(","+ignore+",", ","+rec.Entity+",") {
-				select {} // a worker that does not stop: SIGKILL ends it
-			}
-			// A worker that takes a while to stop (TESTWORKER_TERM_DELAY).
-			d, _ := time.ParseDuration(os.Getenv("TESTWORKER_TERM_DELAY"))
-			time.Sleep(d)
-			write("end", 143, s.String())
-			os.Exit(143)
-		}
+		sleepOrStop(rec, sleep, sigs, write)
 	}
 	exit := 0
 	if dir := os.Getenv("TESTWORKER_WORK_DIR"); dir != "" {
@@ -107,6 +105,63 @@ func main() {
 	}
 	write("end", exit, "")
 	os.Exit(exit)
+}
+
+// sleepOrStop sleeps for d, writing through the fence sink's guards
+// every TESTWORKER_SINK_EVERY meanwhile (a "write" record each: a run that
+// writes as it goes), or, told to stop by SIGTERM, exits as it is told
+// (see the package's doc).
+func sleepOrStop(rec workerlog.Record, d time.Duration, sigs chan os.Signal, write func(event string, exit int, sig string)) {
+	var every <-chan time.Time
+	if e, _ := time.ParseDuration(os.Getenv("TESTWORKER_SINK_EVERY")); e > 0 && sinkWrites(rec.Entity) {
+		tk := time.NewTicker(e)
+		defer tk.Stop()
+		every = tk.C
+	}
+	done := time.After(d)
+	for {
+		select {
+		case <-done:
+			return
+		case <-every:
+			write("write", 0, "")
+		case s := <-sigs:
+			if ignore := os.Getenv("TESTWORKER_IGNORE_TERM"); strings.Contains(","+ignore+",", ","+rec.Entity+",") {
+				select {} // a worker that does not stop: SIGKILL ends it
+			}
+			// A worker that takes a while to stop (TESTWORKER_TERM_DELAY).
+			t, _ := time.ParseDuration(os.Getenv("TESTWORKER_TERM_DELAY"))
+			time.Sleep(t)
+			write("end", 143, s.String())
+			os.Exit(143)
+		}
+	}
+}
+
+// sinkWrites says whether entity's runs write through the fence sink's
+// guards: with a sink, those listed in TESTWORKER_SINK_ONLY, or all.
+func sinkWrites(entity string) bool {
+	only := os.Getenv("TESTWORKER_SINK_ONLY")
+	return os.Getenv("TESTWORKER_SINK") != "" && (only == "" || strings.Contains(","+only+",", ","+entity+","))
+}
+
+// guarded writes rec's run through the fence sink's guards and says
+// what each did. The sink's client (internal/testkit/sinkclient, its
+// binary TESTWORKER_SINK_BIN) makes the call: this worker, which the fault suite starts a
+// hundred times a second, links no network package, which would make
+// every start slower.
+func guarded(rec workerlog.Record) map[string]string {
+	out := map[string]string{}
+	cmd := exec.Command(os.Getenv("TESTWORKER_SINK_BIN"), os.Getenv("TESTWORKER_SINK"),
+		strconv.FormatInt(rec.Fence, 10), rec.Task, rec.Entity)
+	b, err := cmd.Output()
+	if err == nil {
+		err = json.Unmarshal(b, &out)
+	}
+	if err != nil {
+		return map[string]string{"sink": "error: " + err.Error()}
+	}
+	return out
 }
 
 // leaveOrphan starts a copy of this worker, in a session of its own, that

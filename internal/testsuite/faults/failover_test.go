@@ -123,6 +123,7 @@ func TestEndpointFailoverToALaggingReplica(t *testing.T) {
 		redis += "\nreplica_acks = " + acks
 	}
 	c := newClusterOn(t, pair.Primary, redis, haTTL)
+	g := c.writeThroughGuards(everyTenth()...)
 	var f *failover
 	r := c.run(func(c *cluster, until time.Time) {
 		f = c.failOverLagging(pair, func() string {
@@ -135,6 +136,7 @@ func TestEndpointFailoverToALaggingReplica(t *testing.T) {
 		sleepUntil(f.promoted.Add(haTTL + 5*every)) // ticks whose window is clear of the fault
 	})
 	r.extra = f.extra(c)
+	g.judgeGuards(c, &r)
 	if acks != "" {
 		report(t, "endpoint failover acks="+acks, r)
 		return // a demonstration: its figures are the point

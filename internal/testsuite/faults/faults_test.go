@@ -861,6 +861,7 @@ func TestRedisStopped(t *testing.T) {
 func TestRedisRestartedEmpty(t *testing.T) {
 	t.Parallel() // each scenario on a Redis and replicas of its own
 	c := newCluster(t, false)
+	g := c.writeThroughGuards(everyTenth()...)
 	r := c.run(func(c *cluster, until time.Time) {
 		sleepUntil(time.Now().Add(4 * time.Second))
 		at := time.Now()
@@ -869,6 +870,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 		c.dataLost(at)
 		sleepUntil(until)
 	})
+	g.judgeGuards(c, &r)
 	report(t, "redis restarted empty", r)
 	guaranteesHold(t, r, false)
 }
@@ -1002,6 +1004,14 @@ func TestSIGSTOP(t *testing.T) {
 	for _, r := range c.reps {
 		r.env = append(r.env, "TESTWORKER_SLOW="+strings.Join(slow, ","), "TESTWORKER_SLOW_SLEEP=20s")
 	}
+	// The slow ones and every tenth entity write through the fence guards.
+	// The slow ones write through the fence guards as they go, every
+	// 500ms: the frozen replica's children go on writing after their
+	// successors have begun.
+	g := c.writeThroughGuards(slow...)
+	for _, r := range c.reps {
+		r.env = append(r.env, "TESTWORKER_SINK_EVERY=500ms")
+	}
 	var frozenPid int
 	var stop, cont time.Time
 	r := c.run(func(c *cluster, until time.Time) {
@@ -1019,7 +1029,7 @@ func TestSIGSTOP(t *testing.T) {
 		c.orphaned = append(c.orphaned, orphans{held, stop})
 		c.mu.Unlock()
 		c.fault()
-		sleepUntil(stop.Add(leaseTTL + 2*time.Second))
+		sleepUntil(stop.Add(leaseTTL + 4*time.Second)) // 2s or more of writes after the successors' start
 		cont = time.Now()
 		rep.proc.Signal(syscall.SIGCONT)
 		c.mu.Lock()
@@ -1073,8 +1083,10 @@ func TestSIGSTOP(t *testing.T) {
 		}
 		slowStop = max(slowStop, time.Duration(ended-cont.UnixNano()))
 	}
-	r.extra = fmt.Sprintf("stale_runs=%d slowest_stop_after_wake=%v", stale, slowStop.Round(time.Millisecond))
+	guarded := g.judge(c, staleRun)
+	r.extra = fmt.Sprintf("stale_runs=%d slowest_stop_after_wake=%v %v", stale, slowStop.Round(time.Millisecond), guarded)
 	report(t, "SIGSTOP > lease_ttl", r)
+	guarded.held(t, true)
 	// Overlaps are expected here (the frozen replica's children kept running,
 	// checked above); fencing orders them: the newer run always has the
 	// higher fence (fence_violations = 0).

@@ -7,17 +7,22 @@
 // (none, if the guards hold) and the stale runs' writes each refused.
 //
 //	fencesink -pg DSN -redis ADDR -addr-file FILE
-//
-// It listens on loopback and writes its address to FILE when ready.
-// POST /write, with a run's Tickd-Fence, Tickd-Task and Tickd-Entity
-// headers, writes through the Postgres and Redis guards; POST /http,
-// through the middleware. Each answers 200 (accepted), 409 (refused, a
-// stale fence) or another status (the sink failed). GET /http-log is the
-// middleware's writes: a JSON object of the accepted fences by key, in
-// order.
+
+// It listens on loopback, HTTP and a line protocol, and writes their
+// addresses to FILE when ready: "http ADDR" and "line ADDR", a line each.
+// A line "WRITE FENCE TASK ENTITY" (task and entity percent-encoded)
+// writes through the three guards, the middleware called in this process,
+// and is answered by a JSON line: {"postgres": …, "redis": …, "http": …},
+// each "accepted", "refused" (a stale fence) or "error: …". The line
+// protocol spares the worker, which tickd starts a hundred times a
+// second in the fault suite, the start-up cost of net/http. GET /http-log
+// is the middleware's writes: a JSON object of the accepted fences by
+// key, in order. Its client is internal/testkit/sinkclient, which the test worker
+// runs.
 package main
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -26,6 +31,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"sync"
 	"time"
@@ -53,8 +60,9 @@ func RedisList(key string) string { return "{" + key + "}:writes" }
 func RedisFence(key string) string { return "{" + key + "}:fence" }
 
 type sink struct {
-	db  *sql.DB
-	rdb *redis.Client
+	db      *sql.DB
+	rdb     *redis.Client
+	guarded http.Handler // the HTTP guard before logged
 
 	mu  sync.Mutex
 	log map[string][]int64 // the middleware's accepted writes
@@ -82,15 +90,20 @@ func run(pg, addr, addrFile string) error {
 		return err
 	}
 	s := &sink{db: db, rdb: redis.NewClient(&redis.Options{Addr: addr}), log: map[string][]int64{}}
+	s.guarded = fence.Middleware(&fence.Memory{}, http.HandlerFunc(s.logged))
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /write", s.write)
-	mux.Handle("POST /http", fence.Middleware(&fence.Memory{}, http.HandlerFunc(s.logged)))
 	mux.HandleFunc("GET /http-log", s.httpLog)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(addrFile+".tmp", []byte(l.Addr().String()), 0o644); err != nil {
+	lines, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go s.serveLines(lines)
+	addrs := fmt.Sprintf("http %s\nline %s\n", l.Addr(), lines.Addr())
+	if err := os.WriteFile(addrFile+".tmp", []byte(addrs), 0o644); err != nil {
 		return err
 	}
 	if err := os.Rename(addrFile+".tmp", addrFile); err != nil {
@@ -100,17 +113,61 @@ func run(pg, addr, addrFile string) error {
 	return srv.Serve(l)
 }
 
-// write writes the request's run through the Postgres and the Redis guard.
-func (s *sink) write(w http.ResponseWriter, r *http.Request) {
-	f, err := fence.Parse(r.Header.Get(fence.HeaderFence))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
+// serveLines answers the line protocol's connections.
+func (s *sink) serveLines(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go s.line(c)
 	}
-	key := fence.Key(r.Header.Get(fence.HeaderTask), r.Header.Get(fence.HeaderEntity))
-	pgErr := s.writePostgres(r.Context(), key, f)
-	_, redisErr := fence.Redis(r.Context(), s.rdb, RedisFence(key), f, RedisList(key), "RPUSH", f)
-	json.NewEncoder(w).Encode(map[string]string{"postgres": outcome(pgErr), "redis": outcome(redisErr)}) //nolint:errcheck
+}
+
+// line answers one connection's WRITE lines.
+func (s *sink) line(c net.Conn) {
+	defer c.Close()
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		var f int64
+		var task, entity string
+		out := map[string]string{}
+		if _, err := fmt.Sscanf(line, "WRITE %d %s %s", &f, &task, &entity); err != nil {
+			out["sink"] = "error: " + err.Error()
+		} else {
+			task, _ = url.PathUnescape(task)
+			entity, _ = url.PathUnescape(entity)
+			out = s.write(f, task, entity)
+		}
+		b, _ := json.Marshal(out)
+		c.Write(append(b, '\n')) //nolint:errcheck
+	}
+}
+
+// write writes a run's write through the three guards.
+func (s *sink) write(f int64, task, entity string) map[string]string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	key := fence.Key(task, entity)
+	_, redisErr := fence.Redis(ctx, s.rdb, RedisFence(key), f, RedisList(key), "RPUSH", f)
+	out := map[string]string{"postgres": outcome(s.writePostgres(ctx, key, f)), "redis": outcome(redisErr)}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "/", nil)
+	fence.SetHeaders(req.Header, task, entity, f)
+	w := httptest.NewRecorder()
+	s.guarded.ServeHTTP(w, req)
+	switch w.Code {
+	case http.StatusOK:
+		out["http"] = "accepted"
+	case http.StatusConflict:
+		out["http"] = "refused"
+	default:
+		out["http"] = fmt.Sprintf("error: %d %s", w.Code, w.Body)
+	}
+	return out
 }
 
 // writePostgres is a run's transaction: the guard, then its write.
