@@ -301,12 +301,15 @@ func (p *Proc) WaitLog(d time.Duration, s string) {
 type Record = workerlog.Record
 
 // Run is a start record paired with its end record (End is zero when the
-// run never ended: its process was killed).
+// run never ended: its process was killed), and the writes it made through
+// the fence guards as it went (TESTWORKER_SINK_EVERY), in order.
 type Run struct {
 	Start, End Record
+	Writes     []Record
 }
 
-// ReadRuns reads the worker's log and pairs starts with ends by pid.
+// ReadRuns reads the worker's log and pairs starts with ends (and the
+// writes between) by pid.
 func ReadRuns(t testing.TB, path string) []Run {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -334,6 +337,10 @@ func ReadRuns(t testing.TB, path string) []Run {
 		case "end":
 			if i, ok := byPid[r.Pid]; ok {
 				runs[i].End = r
+			}
+		case "write":
+			if i, ok := byPid[r.Pid]; ok {
+				runs[i].Writes = append(runs[i].Writes, r)
 			}
 		}
 	}

@@ -1,11 +1,8 @@
 package faults
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -91,12 +88,11 @@ func (g *guards) judge(c *cluster, stale func(tickdtest.Run) bool) guardFigures 
 		}
 	}
 	runs := tickdtest.ReadRuns(t, c.runsLog)
-	midway := writesAsTheyGo(t, c.runsLog)
 	for _, r := range runs {
 		if !stale(r) {
 			continue
 		}
-		for _, w := range append([]tickdtest.Record{r.Start, r.End}, midway[r.Start.Pid]...) {
+		for _, w := range append([]tickdtest.Record{r.Start, r.End}, r.Writes...) {
 			if w.Guards == nil || !newerWrote(runs, r, w.GuardAt) {
 				continue
 			}
@@ -116,23 +112,6 @@ func (g *guards) judge(c *cluster, stale func(tickdtest.Run) bool) guardFigures 
 		}
 	}
 	return f
-}
-
-// writesAsTheyGo are the "write" records of the runs log, by the pid
-// of the worker that wrote them.
-func writesAsTheyGo(t *testing.T, path string) map[int][]tickdtest.Record {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		failf(t, "%v", err)
-	}
-	out := map[int][]tickdtest.Record{}
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		var r tickdtest.Record
-		if bytes.Contains(line, []byte(`"event":"write"`)) && json.Unmarshal(line, &r) == nil {
-			out[r.Pid] = append(out[r.Pid], r)
-		}
-	}
-	return out
 }
 
 // newerWrote says whether a run of r's entity with a higher fence had
