@@ -15,12 +15,41 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-// replaceTTL and replaceEvery are TestReplaceStopsEveryKindOfHolder's
+// replaceTTL and replaceEvery are the replace tests'
 // lease_ttl and tick interval.
 const (
 	replaceTTL   = 5 * time.Second
 	replaceEvery = 3 * time.Second
 )
+
+// replaceTask is the replace tests' task, over entities (TOML strings):
+// a tick every replaceEvery, lease_ttl replaceTTL, on_busy = "replace".
+func replaceTask(entities string) string {
+	return fmt.Sprintf(`
+[[tasks]]
+name = "hung"
+every = %q
+lease_ttl = %q
+on_busy = "replace"
+entities = [%s]
+command = ["WORKER"]
+`, replaceEvery, replaceTTL, entities)
+}
+
+// replicasAB starts replicas A and B on e's config, their runs an hour
+// long (those of the entities env's TESTWORKER_SLOW lists) with env, and
+// returns them, ready, by pid.
+func replicasAB(t *testing.T, e *opsEnv, env ...string) map[int]*tickdtest.Proc {
+	t.Helper()
+	env = append([]string{"TESTWORKER_LOG=" + e.runs, "TESTWORKER_SLOW_SLEEP=1h"}, env...)
+	procs := map[int]*tickdtest.Proc{}
+	for _, name := range []string{"A", "B"} {
+		p := tickdtest.Start(t, name, env, "-config", e.cfg)
+		p.WaitReady(20 * time.Second)
+		procs[p.Pid()] = p
+	}
+	return procs
+}
 
 // successorOf is the first run of entity that started after old did, and
 // whether there is one.
@@ -64,23 +93,8 @@ func tickOf(t *testing.T, r tickdtest.Run) time.Time {
 func TestReplaceStopsEveryKindOfHolder(t *testing.T) {
 	tier.Full(t, "two replicas for over ten seconds")
 	t.Parallel()
-	e := newOpsEnv(t, false, `
-[[tasks]]
-name = "hung"
-every = "3s"
-lease_ttl = "5s"
-on_busy = "replace"
-entities = ["term", "deaf", "frozen"]
-command = ["WORKER"]
-`)
-	env := []string{"TESTWORKER_LOG=" + e.runs, "TESTWORKER_SLOW=term,deaf,frozen", "TESTWORKER_SLOW_SLEEP=1h",
-		"TESTWORKER_IGNORE_TERM=deaf"}
-	procs := map[int]*tickdtest.Proc{}
-	for _, name := range []string{"A", "B"} {
-		p := tickdtest.Start(t, name, env, "-config", e.cfg)
-		p.WaitReady(20 * time.Second)
-		procs[p.Pid()] = p
-	}
+	e := newOpsEnv(t, false, replaceTask(`"term", "deaf", "frozen"`))
+	procs := replicasAB(t, e, "TESTWORKER_SLOW=term,deaf,frozen", "TESTWORKER_IGNORE_TERM=deaf")
 	first := map[string]tickdtest.Run{}
 	expect.WaitFor(t, 30*time.Second, "a run of each entity", func() bool {
 		for _, r := range tickdtest.ReadRuns(t, e.runs) {
@@ -209,24 +223,10 @@ func replaceShown(t *testing.T, e *opsEnv) {
 func TestReplaceOfAFrozenReplicasRun(t *testing.T) {
 	tier.Full(t, "two replicas for over ten seconds")
 	t.Parallel()
-	e := newOpsEnv(t, false, `
-[[tasks]]
-name = "hung"
-every = "3s"
-lease_ttl = "5s"
-on_busy = "replace"
-entities = ["w"]
-command = ["WORKER"]
-`)
+	e := newOpsEnv(t, false, replaceTask(`"w"`))
 	pg := pgtest.Start(t)
 	sink := tickdtest.FenceSink(t, pg.DSN(), redistest.Start(t).Addr)
-	env := append([]string{"TESTWORKER_LOG=" + e.runs, "TESTWORKER_SLOW=w", "TESTWORKER_SLOW_SLEEP=1h"}, sink.Env()...)
-	procs := map[int]*tickdtest.Proc{}
-	for _, name := range []string{"A", "B"} {
-		p := tickdtest.Start(t, name, env, "-config", e.cfg)
-		p.WaitReady(20 * time.Second)
-		procs[p.Pid()] = p
-	}
+	procs := replicasAB(t, e, append([]string{"TESTWORKER_SLOW=w"}, sink.Env()...)...)
 	var old tickdtest.Run
 	expect.WaitFor(t, 30*time.Second, "w's first run", func() bool {
 		runs := tickdtest.ReadRuns(t, e.runs)
