@@ -182,7 +182,11 @@ func TestAutoRateFromTheAPIsFields(t *testing.T) {
 // between 70% and 100% of the new L a second, at most 5% of the calls
 // answered 429 (3% measured: they come as the rate rises back towards the
 // knee the halving found, until a 429 finds the new one; 20s rather than
-// 10, where one 429 more or less was a whole percent of the calls).
+// 10, where one 429 more or less was a whole percent of the calls), and
+// at most what the API can take in those 20s, the new L a second and the
+// 10 tokens its bucket may hold when they begin, and the 5% of 429s: CI
+// measured 205 calls against a bound of 202 that left the bucket's tokens
+// out).
 func TestAutoRateWithoutFields(t *testing.T) {
 	t.Parallel()
 	tier.Full(t, "three replicas for 110 seconds")
@@ -215,7 +219,7 @@ func TestAutoRateWithoutFields(t *testing.T) {
 	expect.True(t, fmt.Sprintf("at least 80%% of L from 60s: %.1f a second", float64(n-tooMany)/20), float64(n-tooMany) >= 0.8*20*20)
 	expect.True(t, fmt.Sprintf("at most 1%% of 429s from 60s: %d of %d", tooMany, n), tooMany*100 <= n)
 	after, tooManyAfter := between(calls, halved.Add(2*time.Second), halved.Add(22*time.Second))
-	expect.True(t, fmt.Sprintf("at most the new L from 2s after the halving: %d calls in 20s", after), after <= 10*20+2)
+	expect.True(t, fmt.Sprintf("at most the new L from 2s after the halving: %d calls in 20s", after), float64(after) <= 1.05*(10*20+10))
 	expect.True(t, fmt.Sprintf("most of the new L from 2s after the halving: %d calls in 20s", after), after >= 7*20)
 	expect.True(t, fmt.Sprintf("at most 5%% of 429s from 2s after the halving: %d of %d", tooManyAfter, after), tooManyAfter*100 <= 5*after)
 }

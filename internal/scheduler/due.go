@@ -277,6 +277,12 @@ func (s *Scheduler) startDue(ctx context.Context, ts *taskState, d driver.Due) {
 			s.dueSkipped(ts, d, err)
 		case errors.Is(err, lease.ErrBusy):
 			s.dueSkipped(ts, d, err)
+			if d.Reason == driver.ReasonTick && !req.Queue {
+				// A tick's run that waited for a limit, skipped as its
+				// tick's fan-out skips a busy entity: said as it says it.
+				s.log.Debug(logs.MsgSkippedBusy, logs.KeyTask, d.Task, logs.KeyEntity, d.Entity, logs.Tick(d.Tick), "waited_for_a_limit", true, logs.KeyError, err)
+				break
+			}
 			lvl := slog.LevelDebug
 			if d.Reason == driver.ReasonTrigger {
 				lvl = slog.LevelInfo // an operator asked: say where the run went

@@ -22,6 +22,9 @@ type LogLine struct {
 	Outcome  string    `json:"outcome"`
 	Error    string    `json:"error"`
 	Duration string    `json:"duration"`
+	// SupersededBy is, on a logs.MsgAlreadyRan line, the tick of the run
+	// that took the entity's one waiting place from the tick's run.
+	SupersededBy string `json:"superseded_by"`
 }
 
 // LogLines yields the lines of logs (each a replica's whole JSON log) whose

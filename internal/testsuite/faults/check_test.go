@@ -161,6 +161,30 @@ func TestChecker(t *testing.T) {
 			eligible: all, ran: all - 1, missed: []string{e5(2)},
 		},
 		{
+			// Tick 2's run of e5 waited for a limit, and a queued
+			// follow-up of tick 1 took its one waiting place (documented
+			// as superseded); that run started 4s later.
+			name: "superseded: another run took the waiting run's place, and ran",
+			runs: append(without(steady(), "e5", 2), synthRun{entity: "e5", reason: "queued", tick: tickAt(1),
+				granted: tickAt(2).Add(4500 * time.Millisecond), from: tickAt(2).Add(4510 * time.Millisecond), to: tickAt(2).Add(4600 * time.Millisecond), pid: 1, ppid: 1}),
+			setup: func(c *cluster) {
+				at := []time.Time{tickAt(2).Add(500 * time.Millisecond)}
+				c.superseded = map[string][]time.Time{"sync/" + e5(2): at}
+				c.tookPlace = map[string][]time.Time{"sync/" + e5(2): at}
+			},
+			eligible: all - 1, ran: all - 1,
+		},
+		{
+			name: "… and a place taken by a run that never came is a miss",
+			runs: without(without(steady(), "e5", 2), "e5", 3),
+			setup: func(c *cluster) {
+				at := []time.Time{tickAt(2).Add(500 * time.Millisecond)}
+				c.superseded = map[string][]time.Time{"sync/" + e5(2): at}
+				c.tookPlace = map[string][]time.Time{"sync/" + e5(2): at}
+			},
+			eligible: all, ran: all - 2, missed: []string{e5(2), e5(3)},
+		},
+		{
 			// A hand-over that met the entity busy became its follow-up.
 			name: "a follow-up carrying the tick is the tick's run",
 			runs: append(without(steady(), "e5", 2), synthRun{entity: "e5", reason: "queued", tick: tickAt(2),

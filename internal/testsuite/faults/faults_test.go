@@ -86,11 +86,12 @@ type cluster struct {
 	// orphaned: entities whose lease a killed replica held (granted, perhaps
 	// before any run record was written), busy until the lease expires.
 	orphaned []orphans
-	// skipped and superseded: the replicas' busy skips and already-ran
-	// skips (see skips and judge); read from their logs when nil (the
-	// checker's tests set them).
+	// skipped, superseded and tookPlace: the replicas' busy skips and
+	// already-ran skips (see skips, tookPlace and judge); read from their
+	// logs when superseded is nil (the checker's tests set them).
 	skipped    map[string][]time.Time
 	superseded map[string][]time.Time
+	tookPlace  map[string][]time.Time
 	// logged: what the replicas logged of their runs' ends (see
 	// tickdtest.LoggedEnds); read from their logs when nil (the checker's
 	// tests set it).
@@ -507,7 +508,7 @@ func (c *cluster) check(begin, end time.Time) result {
 		c.skipped = skips(replicaLogs, logs.MsgSkippedBusy)
 	}
 	if c.superseded == nil {
-		c.superseded = skips(replicaLogs, logs.MsgAlreadyRan)
+		c.superseded, c.tookPlace = skips(replicaLogs, logs.MsgAlreadyRan), tookPlace(replicaLogs)
 	}
 	openEnd := c.openEnd(logged, end)
 	res := result{Figures: tickdtest.CheckExcusing(runs, openEnd, c.excuse), faults: c.faults}
@@ -530,7 +531,7 @@ func (c *cluster) check(begin, end time.Time) result {
 		entities[i] = fmt.Sprint("e", i)
 	}
 	released := func(r tickdtest.Run) int64 { return logged[r.ID()].Released }
-	j := judge{every: every, heldUntil: heldUntil, released: released, skippedBusy: c.skipped, superseded: c.superseded, alsoBusy: func(_, entity string, T time.Time) bool {
+	j := judge{every: every, heldUntil: heldUntil, released: released, skippedBusy: c.skipped, superseded: c.superseded, tookPlace: c.tookPlace, alsoBusy: func(_, entity string, T time.Time) bool {
 		for _, o := range c.orphaned {
 			// Granted at a tick no later than the kill, expiring by kill + TTL.
 			if o.entities[entity] && !T.Before(o.at.Add(-every)) && T.Before(o.at.Add(c.ttl)) {
@@ -608,6 +609,12 @@ type judge struct {
 	// entity's last: a late fan-out of T that finds a later tick's run
 	// started skips T, which that run stands for (may be nil).
 	superseded map[string][]time.Time
+	// tookPlace: those of them that say superseded_by: T's run waited
+	// for a limit, and another run of the entity took its one waiting
+	// place (a newer tick's, a retry, a queued follow-up, of whatever
+	// tick), documented as superseded. Excused when a run of the entity
+	// starts from the line on, within placeTaken (may be nil).
+	tookPlace map[string][]time.Time
 	// stopped: the pairs, by task/entity@T, whose run was started and
 	// stopped for safety before its worker wrote a record (see
 	// unrecorded): excused, neither ran nor missed (may be nil).
@@ -618,6 +625,28 @@ type judge struct {
 // lease that made it skip: the holder's run record is written after its
 // grant, and the line after Redis's answer, on a loaded machine.
 const skipSlack = time.Second
+
+// placeTaken bounds how long after a waiting run's place was taken by
+// another run of the entity that run, or a later one, starts: under the
+// nemesis's lasting overload (a limit of 160 runs for 200 entities a tick
+// of 2s, a catch-up and backfills behind) every entity runs at least once
+// every ⌈200 ÷ 160⌉ + 1 ticks, 6s; a loaded machine started the run that
+// took the place of e49's tick 4s after.
+const placeTaken = 6 * time.Second
+
+// tookPlace reads the logs.MsgAlreadyRan lines of replicaLogs that say
+// another run took the tick's waiting place (superseded_by), by
+// task/entity@T.
+func tookPlace(replicaLogs []string) map[string][]time.Time {
+	out := map[string][]time.Time{}
+	for rec := range tickdtest.LogLines(replicaLogs, logs.MsgAlreadyRan) {
+		if rec.SupersededBy != "" {
+			key := rec.Task + "/" + rec.Entity + "@" + rec.Tick
+			out[key] = append(out[key], rec.Time)
+		}
+	}
+	return out
+}
 
 // skips reads every msg line (a skip: logs.MsgSkippedBusy or
 // logs.MsgAlreadyRan) of replicaLogs, by task/entity@T.
@@ -702,6 +731,13 @@ func (j judge) busy(runs []tickdtest.Run, task, entity string, T time.Time, labe
 	for _, at := range j.superseded[task+"/"+entity+"@"+label] {
 		for _, r := range runs {
 			if tick, ok := tickOf(r); ok && tick.After(T) && r.Start.At < at.Add(skipSlack).UnixNano() {
+				return true
+			}
+		}
+	}
+	for _, at := range j.tookPlace[task+"/"+entity+"@"+label] {
+		for _, r := range runs {
+			if r.Start.At >= at.Add(-skipSlack).UnixNano() && r.Start.At < at.Add(placeTaken).UnixNano() {
 				return true
 			}
 		}
