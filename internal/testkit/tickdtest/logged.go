@@ -66,8 +66,10 @@ func (r Run) ID() RunID { return RunID{r.Start.Task, r.Start.Entity, r.Start.Fen
 type LoggedEnd struct {
 	Killed int64         // when SIGKILL was sent (unix ns); 0: not logged
 	Took   time.Duration // 0: not logged
-	// Released is when the replica logged the run's end, which it does
-	// once the lease is released (unix ns); 0: not logged.
+	// Released is the time of the replica's "run ended" line (unix ns; 0:
+	// not logged). The line is written once the lease is released, but its
+	// time is the run's end: a release that landed seconds later (a loaded
+	// replica) is not seen in it.
 	Released int64
 }
 

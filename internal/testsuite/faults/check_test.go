@@ -142,6 +142,29 @@ func TestChecker(t *testing.T) {
 			eligible: all - 1, ran: all - 1,
 		},
 		{
+			// Tick 1's run of e5 ended 90ms after its start, and its
+			// release landed 3s later (a loaded replica, a Cluster under
+			// the nemesis): tick 2's skip names its fence.
+			name: "busy: a replica skipped the entity while Redis said the last run's lease held",
+			runs: without(steady(), "e5", 2),
+			setup: func(c *cluster) {
+				at := tickAt(2).Add(800 * time.Millisecond)
+				c.skipped = map[string][]time.Time{"sync/" + e5(2): {at}}
+				c.busyHeld = map[string][]heldSkip{"sync/" + e5(2): {{at, tickAt(1).Add(5 * time.Millisecond).UnixMicro()}}}
+			},
+			eligible: all - 1, ran: all - 1,
+		},
+		{
+			name: "… a skip naming a fence no run of the entity had is a miss",
+			runs: without(steady(), "e5", 2),
+			setup: func(c *cluster) {
+				at := tickAt(2).Add(800 * time.Millisecond)
+				c.skipped = map[string][]time.Time{"sync/" + e5(2): {at}}
+				c.busyHeld = map[string][]heldSkip{"sync/" + e5(2): {{at, 42}}}
+			},
+			eligible: all, ran: all - 1, missed: []string{e5(2)},
+		},
+		{
 			// Tick 3's fan-out reached e5 before tick 2's: tick 2's then
 			// found a later tick started, and stood down.
 			name: "superseded: a late tick found a later tick's run started",

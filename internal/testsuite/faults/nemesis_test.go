@@ -120,7 +120,7 @@ func newNemesis(t *testing.T, seed uint64, onCluster bool) *nemesis {
 	bin, worker := tickdtest.Binaries(t)
 	n := &nemesis{c: c, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bin: bin, worker: worker, dir: c.dir,
 		concurrency: 80, shards: 4, limit: 2, autoRate: true, catchUpAll: true, runRecord: true, extraEvery: map[string]string{}, replacing: map[string]bool{}, queueMax: map[string]int{}, traces: otlptest.Start(t), runSpans: 1000}
-	n.syncLimit = []int{0, 160}[n.rnd.IntN(2)] // half the seeds begin with sync's catch-up and backfill under a limit
+	n.syncLimit = []int{0, nEntities * 4 / 5}[n.rnd.IntN(2)] // half the seeds begin with sync's catch-up and backfill under a limit
 	for range 2 {
 		n.addExtra()
 	}
@@ -259,7 +259,7 @@ func (n *nemesis) reload() {
 		n.concurrency = []int{70, 80}[n.rnd.IntN(2)]
 		n.catchUpAll = n.rnd.IntN(3) > 0
 		n.runRecord = n.rnd.IntN(2) == 0
-		n.syncLimit = []int{0, 0, 160}[n.rnd.IntN(3)]
+		n.syncLimit = []int{0, 0, nEntities * 4 / 5}[n.rnd.IntN(3)]
 	case 1:
 		n.shards = []int{1, 2, 4, 8, 16}[n.rnd.IntN(5)] // the config's count: migrate changes the recorded one
 	case 2:

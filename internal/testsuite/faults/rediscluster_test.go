@@ -228,7 +228,7 @@ func (e *rcEnv) liveness(from, to time.Time) (ran, eligible int, missed []string
 	releasedAt := func(r tickdtest.Run) int64 { return ends[r.ID()].Released }
 	runs := tickdtest.ReadRuns(e.t, e.runsLog)
 	holds, stopped := unrecorded(runs, replicaLogs, rcTTL)
-	v := judge{every: e.every, heldUntil: held, released: releasedAt, skippedBusy: skips(replicaLogs, logs.MsgSkippedBusy), superseded: skips(replicaLogs, logs.MsgAlreadyRan), tookPlace: tookPlace(replicaLogs),
+	v := judge{every: e.every, heldUntil: held, released: releasedAt, skippedBusy: skips(replicaLogs, logs.MsgSkippedBusy), heldBy: heldSkips(replicaLogs), superseded: skips(replicaLogs, logs.MsgAlreadyRan), tookPlace: tookPlace(replicaLogs),
 		stopped: stopped}.liveness(append(runs, holds...), e.tasks, e.entities, ticks)
 	return v.ran, v.eligible, v.missed
 }
