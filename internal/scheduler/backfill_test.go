@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,29 +37,19 @@ func TestBackfillGoesOnWhereItStopped(t *testing.T) {
 		ranBefore(t, first, driver.ReasonBackfill, "b", at(5), "") // by the replica that stopped: it saved no progress for 05:00
 		bf := driver.Backfill{ID: "b1", Task: "hourly", From: at(4), To: at(8), Unknown: []time.Time{at(7)}, Total: 5, By: "op", Created: at(9),
 			Cursor: at(4), Ticks: 1, Ran: 3}
-		if ok, err := first.Fleet().SaveBackfill(context.Background(), bf, 0); err != nil || !ok {
-			t.Fatal(ok, err)
-		}
-		cfg := `
-[[tasks]]
-name = "hourly"
-every = "1h"
-run_record = "720h"
-entities = ["a", "b", "c"]
-handler = "rec"
-`
-		e.run(cfg, Options{Store: first, Clock: shiftedClock(time.Until(now)), DuePoll: 20 * time.Millisecond})
+		saveBackfill(t, first, bf)
+		cfg := hourly("a", "b", "c")
+		e.run(cfg, at10(first, now))
 		if withRedis { // a second replica (the in-process store has one: its holder is one)
-			e.run(cfg, Options{Store: e.store("r2"), Clock: shiftedClock(time.Until(now)), DuePoll: 20 * time.Millisecond})
+			e.run(cfg, at10(e.store("r2"), now))
 		}
 		end := backfillEnd(t, first)
 		runs := e.rec.snapshot()
 		slices.SortStableFunc(runs, func(a, b runRec) int { return cmp.Compare(a.Fence, b.Fence) })
-		var got []string
 		for _, r := range runs {
 			expect.Equal(t, "a run's reason", r.Reason, driver.ReasonBackfill)
-			got = append(got, fmt.Sprintf("%02d:%s", int(r.Tick.Sub(ten)/time.Hour)+10, r.Entity))
 		}
+		got := atHours(runs, ten)
 		slices.Sort(got[:2]) // a tick's entities start in any order
 		slices.Sort(got[2:5])
 		slices.Sort(got[5:])
@@ -88,9 +80,7 @@ func TestOlderTicksWaitForTheLimits(t *testing.T) {
 		}
 		st := e.store("r1")
 		bf := driver.Backfill{ID: "b1", Task: "hourly", From: at(1), To: at(3), Total: 3, By: "op", Created: now}
-		if ok, err := st.Fleet().SaveBackfill(context.Background(), bf, 0); err != nil || !ok {
-			t.Fatal(ok, err)
-		}
+		saveBackfill(t, st, bf)
 		e.run(`
 [[limits]]
 name = "api"
@@ -106,7 +96,7 @@ run_record = "720h"
 limits = ["api"]
 entities = ["a", "b", "c"]
 handler = "rec"
-`, Options{Store: st, Clock: shiftedClock(time.Until(now)), DuePoll: 20 * time.Millisecond})
+`, at10(st, now))
 		// 10:00 live; 07:00, 08:00 and 09:00 caught up (catch_up_max 4);
 		// 01:00 to 03:00 backfilled.
 		expect.WaitFor(t, 30*time.Second, "7 ticks of 3 entities", func() bool { return e.rec.count(func(runRec) bool { return true }) >= 21 })
@@ -114,7 +104,7 @@ handler = "rec"
 		slices.SortStableFunc(runs, func(a, b runRec) int { return a.start.Compare(b.start) })
 		seen := map[string]bool{}
 		for i, r := range runs {
-			k := fmt.Sprintf("%02d:%s", int(r.Tick.Sub(ten)/time.Hour)+10, r.Entity)
+			k := atHour(r, ten)
 			expect.True(t, k+" ran once", !seen[k])
 			seen[k] = true
 			reason := driver.ReasonCatchUp
@@ -145,26 +135,54 @@ func TestBackfillOfEveryRunRunsEachOnceInIt(t *testing.T) {
 		ranBefore(t, first, driver.ReasonTick, "a", at(8), "")
 		ranBefore(t, first, driver.ReasonBackfill, "b", at(7), "b1")
 		bf := driver.Backfill{ID: "b1", Task: "hourly", From: at(7), To: at(8), Total: 2, Only: driver.BackfillAll, By: "op", Created: at(9)}
-		if ok, err := first.Fleet().SaveBackfill(context.Background(), bf, 0); err != nil || !ok {
-			t.Fatal(ok, err)
-		}
-		e.run(`
-[[tasks]]
-name = "hourly"
-every = "1h"
-run_record = "720h"
-entities = ["a", "b", "c"]
-handler = "rec"
-`, Options{Store: first, Clock: shiftedClock(time.Until(now)), DuePoll: 20 * time.Millisecond})
+		saveBackfill(t, first, bf)
+		e.run(hourly("a", "b", "c"), at10(first, now))
 		end := backfillEnd(t, first)
-		var got []string
-		for _, r := range e.rec.snapshot() {
-			got = append(got, fmt.Sprintf("%02d:%s", int(r.Tick.Sub(ten)/time.Hour)+10, r.Entity))
-		}
+		got := atHours(e.rec.snapshot(), ten)
 		slices.Sort(got)
 		expect.Equal(t, "the runs", fmt.Sprint(got), "[07:a 07:c 08:a 08:b 08:c]")
 		expect.Equal(t, "its counts: ticks, runs, run before", fmt.Sprint(end.Ticks, end.Ran, end.Skipped), "2 5 1")
 	})
+}
+
+// hourly is task hourly's config, every hour over entities, its run
+// record kept 30 days, run by the test's recording handler.
+func hourly(entities ...string) string {
+	quoted := make([]string, len(entities))
+	for i, e := range entities {
+		quoted[i] = strconv.Quote(e)
+	}
+	return fmt.Sprintf("\n[[tasks]]\nname = \"hourly\"\nevery = \"1h\"\nrun_record = \"720h\"\nentities = [%s]\nhandler = \"rec\"\n",
+		strings.Join(quoted, ", "))
+}
+
+// at10 are the options of a replica on st whose clock says now (half past
+// ten, halfPastTen), polling for due runs every 20ms.
+func at10(st *lease.Store, now time.Time) Options {
+	return Options{Store: st, Clock: shiftedClock(time.Until(now)), DuePoll: 20 * time.Millisecond}
+}
+
+// atHour names run r by its tick's hour (ten is 10:00) and its entity:
+// "08:a".
+func atHour(r runRec, ten time.Time) string {
+	return fmt.Sprintf("%02d:%s", int(r.Tick.Sub(ten)/time.Hour)+10, r.Entity)
+}
+
+// atHours is atHour of each of runs, in their order.
+func atHours(runs []runRec, ten time.Time) []string {
+	var got []string
+	for _, r := range runs {
+		got = append(got, atHour(r, ten))
+	}
+	return got
+}
+
+// saveBackfill saves bf on st, as tickd backfill does.
+func saveBackfill(t *testing.T, st *lease.Store, bf driver.Backfill) {
+	t.Helper()
+	if ok, err := st.Fleet().SaveBackfill(context.Background(), bf, 0); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
 }
 
 // ranBefore runs task hourly's entity at tick T on st, for reason (and
@@ -225,29 +243,17 @@ func TestBackfillOfTheFailedRuns(t *testing.T) {
 			}
 			return rec[0].Failed
 		}
-		e.run(`
-[[tasks]]
-name = "hourly"
-every = "1h"
-run_record = "720h"
-entities = ["a", "b"]
-handler = "rec"
-`, Options{Store: first, Clock: shiftedClock(time.Until(now)), DuePoll: 20 * time.Millisecond})
+		e.run(hourly("a", "b"), at10(first, now))
 		for i, want := range [][]bool{{false, true}, nil} { // the first run fails again, the second succeeds
 			bf := driver.Backfill{ID: fmt.Sprint("f", i), Task: "hourly", From: at(7), To: at(7), Total: 1, Only: driver.BackfillFailed, By: "op", Created: now}
-			if ok, err := first.Fleet().SaveBackfill(context.Background(), bf, 0); err != nil || !ok {
-				t.Fatal(ok, err)
-			}
+			saveBackfill(t, first, bf)
 			expect.WaitFor(t, 20*time.Second, bf.ID+" to end", func() bool {
 				bs, err := first.Fleet().Backfills(context.Background())
 				return err == nil && slices.ContainsFunc(bs, func(b driver.Backfill) bool { return b.ID == bf.ID && !b.Ended.IsZero() })
 			})
 			expect.WaitFor(t, 10*time.Second, "the failed runs kept", func() bool { return slices.Equal(failed(), want) })
 		}
-		var got []string
-		for _, r := range e.rec.snapshot() {
-			got = append(got, fmt.Sprintf("%02d:%s", int(r.Tick.Sub(ten)/time.Hour)+10, r.Entity))
-		}
+		got := atHours(e.rec.snapshot(), ten)
 		expect.Equal(t, "the runs", fmt.Sprint(got), "[07:b 07:b]")
 	})
 }
@@ -267,9 +273,7 @@ func TestBackfillInZones(t *testing.T) {
 		st := e.store("r1")
 		day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -3)
 		bf := driver.Backfill{ID: "z1", Task: "z", From: day, To: day.Add(33 * time.Hour), Total: 4, By: "op", Created: time.Now()}
-		if ok, err := st.Fleet().SaveBackfill(context.Background(), bf, 0); err != nil || !ok {
-			t.Fatal(ok, err)
-		}
+		saveBackfill(t, st, bf)
 		e.run(fmt.Sprintf("[[tasks]]\nname = \"z\"\ncron = \"0 9 * * *\"\nhandler = \"rec\"\nrun_record = \"720h\"\nentities_file = %q\nentities_format = \"jsonl\"\ntimezone_from = \"tz\"\n", file),
 			Options{Store: st, DuePoll: 20 * time.Millisecond})
 		end := backfillEnd(t, st)
