@@ -136,6 +136,8 @@ var cases = []struct {
 	{"BusyDueEntryBecomesFollowUp", testBusyDue},
 	{"RequestsAnsweredByTheirRuns", testRequests},
 	{"Batch", testBatch},
+	{"BatchAroundAHeldEntity", testBatchAroundAHeldEntity},
+	{"UnlockInsideABatch", testUnlockInsideABatch},
 	{"EarlyTickRefused", testEarly},
 	{"HostileIDs", testHostileIDs},
 	{"Status", testStatus},
