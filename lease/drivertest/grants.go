@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,11 +14,12 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-// tickBatch is the tick requests of task t's entities e0..e(n-1) at T.
-func tickBatch(n int, T time.Time) []driver.Request {
+// tickBatch is the tick requests of task t's entities e0..e(n-1) at T,
+// for leases of ttl.
+func tickBatch(n int, T time.Time, ttl time.Duration) []driver.Request {
 	reqs := make([]driver.Request, n)
 	for i := range reqs {
-		reqs[i] = driver.Request{Task: "t", Entity: fmt.Sprint("e", i), TTL: time.Minute, Reason: driver.ReasonTick, Tick: T}
+		reqs[i] = driver.Request{Task: "t", Entity: fmt.Sprint("e", i), TTL: ttl, Reason: driver.ReasonTick, Tick: T}
 	}
 	return reqs
 }
@@ -56,7 +59,7 @@ func testBatchAroundAHeldEntity(t *testing.T, k stores) {
 	const n = 300 // more than a chunk of 256
 	held := mustAcquire(t, a, req("e150", time.Minute))
 	T := time.Now().Truncate(time.Second).Add(-5 * time.Second)
-	reqs := tickBatch(n, T)
+	reqs := tickBatch(n, T, time.Minute)
 	var ls []*lease.Lease
 	before := map[string]int64{"e150": held.Fence}
 	for i, r := range b.AcquireBatch(bg, reqs) {
@@ -77,7 +80,7 @@ func testBatchAroundAHeldEntity(t *testing.T, k stores) {
 	for _, l := range ls {
 		mustRelease(t, l)
 	}
-	next, fences := grantAll(t, b, tickBatch(n, T.Add(time.Second)))
+	next, fences := grantAll(t, b, tickBatch(n, T.Add(time.Second), time.Minute))
 	expect.Equal(t, "entities whose fence did not rise", fmt.Sprint(higherFences(before, fences)), "[]")
 	for _, l := range next {
 		mustRelease(t, l)
@@ -86,15 +89,16 @@ func testBatchAroundAHeldEntity(t *testing.T, k stores) {
 
 // testUnlockInsideABatch: an unlock of one entity of a batch's grant
 // revokes that lease alone: its holder is told, it stays busy until the
-// holder releases it, and the batch's other leases stay held and are
-// released as usual; the next tick grants the whole batch again, each
-// fence above its last.
+// holder releases it, and the batch's other leases stay held through two
+// renewal rounds and are released as usual; the next tick grants the
+// whole batch again, each fence above its last.
 func testUnlockInsideABatch(t *testing.T, k stores) {
-	a := k(lease.Options{Replica: "A"})
+	var rounds atomic.Int32
+	a := k(lease.Options{Replica: "A", OnRenew: func() { rounds.Add(1) }})
 	op := k(lease.Options{Replica: "op"})
 	const n = 50
 	T := time.Now().Truncate(time.Second).Add(-5 * time.Second)
-	ls, before := grantAll(t, a, tickBatch(n, T))
+	ls, before := grantAll(t, a, tickBatch(n, T, 1500*time.Millisecond))
 	u, err := op.Unlock(bg, "t", "e7", "alice", false)
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +107,10 @@ func testUnlockInsideABatch(t *testing.T, k stores) {
 	if err := waitCause(t, ls[7], 5*time.Second); !errors.Is(err, lease.ErrRevoked) {
 		t.Fatalf("the unlocked run's cause %v, want lease.ErrRevoked", err)
 	}
+	after := rounds.Load()
+	expect.WaitFor(t, 10*time.Second, "two renewal rounds after the unlock, or another lease stopped", func() bool {
+		return rounds.Load() >= after+2 || slices.ContainsFunc(ls, func(l *lease.Lease) bool { return l != ls[7] && l.Context().Err() != nil })
+	})
 	for i, l := range ls {
 		if i != 7 && l.Context().Err() != nil {
 			t.Fatalf("%s, not unlocked, stopped: %v", l.Entity, context.Cause(l.Context()))
@@ -122,7 +130,7 @@ func testUnlockInsideABatch(t *testing.T, k stores) {
 			t.Fatalf("release of %s: %v", l.Entity, err)
 		}
 	}
-	next, fences := grantAll(t, op, tickBatch(n, T.Add(time.Second)))
+	next, fences := grantAll(t, op, tickBatch(n, T.Add(time.Second), time.Minute))
 	expect.Equal(t, "entities whose fence did not rise", fmt.Sprint(higherFences(before, fences)), "[]")
 	for _, l := range next {
 		mustRelease(t, l)
