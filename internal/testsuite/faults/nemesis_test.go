@@ -20,11 +20,12 @@ import (
 	"github.com/tickd/tickd/internal/testkit/otlptest"
 	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/tickdtest"
+	"github.com/tickd/tickd/tickdtype"
 )
 
 // The operator-chaos scenario (the nemesis): the fault suite's cluster (3
-// replicas, "sync" with 200 entities every 2s, judged as every scenario
-// is), each replica with a config file and a replica id of its own, and
+// replicas, "sync" with 200 entities, fewer on a slow machine (suiteScale),
+// every 2s, judged as every scenario is), each replica with a config file and a replica id of its own, and
 // beside "sync" extra tasks under a shared limit, queued or replaced
 // (on_busy) when busy, with schedules that change. Every 1-3s, a seeded random choice of what
 // operators do, and of faults:
@@ -577,14 +578,38 @@ func (n *nemesis) outage() {
 }
 
 // duplicate starts a process with a live replica's id: it must be refused.
+// The refusal reads the live one's announcement, so the copy starts once
+// the store answers with it: a Redis that does not answer is no reason to
+// refuse (app.ClaimReplicaID; the scheduler warns of the two later). After
+// the nemesis emptied a Cluster master (CLUSTERDOWN for a while, the
+// announcement gone with the master's keys), a copy of r2 started beside
+// it and ran.
 func (n *nemesis) duplicate() {
 	n.allUp()
 	r := n.c.reps[n.rnd.IntN(len(n.c.reps))]
+	n.announced(r.name)
 	p := tickdtest.Start(n.c.t, r.name+"-copy", r.env, "-config", r.cfg)
 	if code := p.Wait(30 * time.Second); code != 1 || !strings.Contains(p.Log(), "is in use by a live tickd") {
 		failf(n.c.t, "a second process with %s's replica id: exit %d, want refused; its log ends:\n%s", r.name, code, tail(p.Log(), 8))
 	}
 	n.say("a second process with %s's id: refused", r.name)
+}
+
+// announced waits until tickd status reads name's announcement, seen
+// within the last 2s.
+func (n *nemesis) announced(name string) {
+	cfg := filepath.Join(n.dir, "operator.toml")
+	tickdtest.WriteFile(n.c.t, cfg, n.config())
+	expect.WaitFor(n.c.t, 30*time.Second, name+"'s announcement read back", func() bool {
+		out, err := exec.Command(n.bin, "status", "-config", cfg, "-json").Output()
+		var doc tickdtype.StatusDoc
+		if err != nil || json.Unmarshal(out, &doc) != nil {
+			return false
+		}
+		return slices.ContainsFunc(doc.Replicas, func(r tickdtype.ReplicaDoc) bool {
+			return r.ID == name && time.Since(r.LastSeen.Time()) < 2*time.Second
+		})
+	})
 }
 
 func (n *nemesis) redisRestart() {
