@@ -218,7 +218,7 @@ func (b *redisDriver) clusterReplication(ctx context.Context, cc *redis.ClusterC
 	for bk := range calls {
 		calls[bk] = scriptCall{keys: []string{b.k.bucket(bk) + ":ackprobe"}, args: []any{b.cfg.Replica}}
 	}
-	_, err = b.evalBatch(ctx, scriptProbe, calls, ackWaitMax)
+	_, err = b.evalBatch(ctx, scriptProbe(), calls, ackWaitMax)
 	return probed(r, err, r.Want)
 }
 

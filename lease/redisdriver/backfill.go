@@ -45,12 +45,12 @@ const (
 func (b *redisDriver) SaveBackfill(ctx context.Context, bf driver.Backfill, hold time.Duration) (bool, error) {
 	rec := backfillRecord{ID: bf.ID, Task: bf.Task, From: bf.From, To: bf.To, Entities: bf.Entities, Unknown: bf.Unknown, Total: bf.Total, Only: bf.Only, By: bf.By, Created: bf.Created,
 		Cursor: bf.Cursor, Ticks: bf.Ticks, Ran: bf.Ran, Skipped: bf.Skipped, Busy: bf.Busy, Failed: bf.Failed, Ended: bf.Ended}
-	n, err := scriptBackfill.Run(ctx, b.c, []string{b.k.backfills()}, bf.ID, jsonValue(rec), b.cfg.Holder, ms(hold)).Int()
+	n, err := scriptBackfill().Run(ctx, b.c, []string{b.k.backfills()}, bf.ID, jsonValue(rec), b.cfg.Holder, ms(hold)).Int()
 	return n == 1, err
 }
 
 func (b *redisDriver) CancelBackfill(ctx context.Context, id, by string) (bool, error) {
-	n, err := scriptBackfill.Run(ctx, b.c, []string{b.k.backfills()}, id, "", by, 0).Int()
+	n, err := scriptBackfill().Run(ctx, b.c, []string{b.k.backfills()}, id, "", by, 0).Int()
 	return n == 1, err
 }
 

@@ -152,7 +152,7 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 			shortest = g.Key.ttl
 		}
 	}
-	res, errs, err := runGroups(ctx, b, scriptAcquire, gs, calls, len(live), ackWait(shortest))
+	res, errs, err := runGroups(ctx, b, scriptAcquire(), gs, calls, len(live), ackWait(shortest))
 	if res == nil {
 		return nil, shardsErr(err)
 	}
@@ -361,7 +361,7 @@ func (b *redisDriver) Renew(ctx context.Context, ls []*driver.Lease) ([]driver.R
 	}
 	// A renewal the replicas lack does not move the trust window: the
 	// round fails as if Redis had not answered.
-	res, errs, err := runGroups(ctx, b, scriptRenew, gs, calls, len(ls), ackWait(shortest))
+	res, errs, err := runGroups(ctx, b, scriptRenew(), gs, calls, len(ls), ackWait(shortest))
 	for _, e := range errs { // a round fails whole: its leases' windows move only together
 		if e != nil && err == nil {
 			err = e
@@ -451,7 +451,7 @@ func (b *redisDriver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]dr
 	// lease held on the promoted replica until its TTL passes. Each task's
 	// call succeeds or fails alone: on a Cluster, the releases batched with
 	// those of a task on a master that does not answer still go through.
-	cmds := evalEach(ctx, b.c, scriptRelease, calls)
+	cmds := evalEach(ctx, b.c, scriptRelease(), calls)
 	out := make([]driver.ReleaseReply, len(rs))
 	for g, gr := range gs {
 		r, err := cmds[g].Text()

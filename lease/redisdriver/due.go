@@ -35,7 +35,7 @@ func (b *redisDriver) Enqueue(ctx context.Context, d driver.Due, delay time.Dura
 	args[enqMember], args[enqReason], args[enqDelay] = member(d.Task, d.Entity), string(d.Reason), ms(delay)
 	args[enqAttempt], args[enqTick], args[enqReqs] = strconv.Itoa(d.Attempt), tickMS(d.Tick), strings.Join(d.Requests, ",")
 	args[enqShards] = shardsArg(d.Shards)
-	cmds, err := b.evalBatch(ctx, scriptEnqueue, []scriptCall{{keys: []string{b.k.due(bk), b.k.dueInfo(bk), b.k.shards(d.Task)}, args: args}}, enqueueWait)
+	cmds, err := b.evalBatch(ctx, scriptEnqueue(), []scriptCall{{keys: []string{b.k.due(bk), b.k.dueInfo(bk), b.k.shards(d.Task)}, args: args}}, enqueueWait)
 	if err == nil && len(cmds) == 1 {
 		err = shardsErr(cmds[0].Err())
 		if n, ok := cmds[0].Val().(int64); ok && n == 2 && err == nil {
@@ -95,9 +95,9 @@ func (b *redisDriver) Take(ctx context.Context, limit int, vis time.Duration, pr
 		args[takeLimit], args[takeVisibility], args[takeClaim] = n, ms(vis), prefix+"."+strconv.Itoa(r.bk)
 		calls[i] = scriptCall{keys: []string{b.k.due(r.bk), b.k.dueInfo(r.bk)}, args: args}
 	}
-	cmds, err := b.evalBatch(ctx, scriptTake, calls, 0)
+	cmds, err := b.evalBatch(ctx, scriptTake(), calls, 0)
 	if err != nil && len(calls) > 1 {
-		cmds, err = b.evalEachAlone(ctx, scriptTake, calls)
+		cmds, err = b.evalEachAlone(ctx, scriptTake(), calls)
 	}
 	if err != nil {
 		return nil, err
@@ -225,7 +225,7 @@ func (b *redisDriver) Ack(ctx context.Context, d driver.Due) error {
 	args := make([]any, ackFixed)
 	args[ackMember], args[ackClaim] = member(d.Task, d.Entity), d.Claim
 	args[ackField], args[ackReqs] = driver.Escape(d.Entity), strings.Join(d.Requests, ",")
-	return scriptAck.Run(ctx, b.c, ks, args...).Err()
+	return scriptAck().Run(ctx, b.c, ks, args...).Err()
 }
 
 func (b *redisDriver) Answers(ctx context.Context, task, id string) (map[string]driver.Outcome, error) {

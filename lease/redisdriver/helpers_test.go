@@ -22,4 +22,4 @@ func newClient(t testing.TB, addr string) *redis.Client {
 
 // testScript is a script of the tests' own, after the prelude (it reads
 // ARGV as it likes: it is no script of tickd's).
-func testScript(body string) *redis.Script { return redis.NewScript(luaPrelude + body) }
+func testScript(body string) *redis.Script { return redis.NewScript(luaPrelude() + body) }

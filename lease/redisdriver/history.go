@@ -23,7 +23,7 @@ func (b *redisDriver) RecordTicks(ctx context.Context, ws []driver.TickWrite) er
 	// again (over itself) by the writer's retry, to whichever primary then
 	// serves, so a failover leaves no record short of a part it was told
 	// was written.
-	cmds, err := b.evalBatch(ctx, scriptTick, calls, enqueueWait)
+	cmds, err := b.evalBatch(ctx, scriptTick(), calls, enqueueWait)
 	if err != nil {
 		return err
 	}

@@ -125,7 +125,7 @@ func (b *redisDriver) prepare(ctx context.Context) error {
 	if err := b.c.SetNX(ctx, b.k.layout(), LayoutVersion, 0).Err(); err != nil {
 		return err
 	}
-	if _, err := b.evalBatch(ctx, scriptEpoch, b.epochCalls(b.maxTTL()), 0); err != nil {
+	if _, err := b.evalBatch(ctx, scriptEpoch(), b.epochCalls(b.maxTTL()), 0); err != nil {
 		return err
 	}
 	b.recordSuccessors(ctx, true) // before the first grant: a failover right after it is no restart
@@ -166,7 +166,7 @@ func (b *redisDriver) CheckEpochs(ctx context.Context) (time.Duration, error) {
 	}
 	var left time.Duration
 	var failed error
-	for _, cmd := range evalEach(ctx, b.c, scriptEpoch, calls) {
+	for _, cmd := range evalEach(ctx, b.c, scriptEpoch(), calls) {
 		l, found, err := epochReply(cmd)
 		switch {
 		case err != nil:
@@ -221,7 +221,7 @@ func (b *redisDriver) lossProbes(ctx context.Context) []int {
 func (b *redisDriver) quarantineLost(ctx context.Context, maxTTL time.Duration) (time.Duration, error) {
 	var left time.Duration
 	var failed error
-	for _, cmd := range evalEach(ctx, b.c, scriptEpoch, b.epochCalls(maxTTL)) {
+	for _, cmd := range evalEach(ctx, b.c, scriptEpoch(), b.epochCalls(maxTTL)) {
 		n, _, err := epochReply(cmd)
 		if err != nil {
 			failed = err

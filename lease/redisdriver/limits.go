@@ -52,7 +52,7 @@ func (b *redisDriver) TakeLimit(ctx context.Context, lim driver.Limit, ttl time.
 		}
 		args = append(args, a.Key, a.Waiter, since, a.HeadStart.Milliseconds(), group, max(a.Weight, 1))
 	}
-	r, err := scriptLimit.Run(ctx, b.c, []string{b.k.epoch(b.k.limitBucket(lim.Name)), base + ":holders"}, args...).Text()
+	r, err := scriptLimit().Run(ctx, b.c, []string{b.k.epoch(b.k.limitBucket(lim.Name)), base + ":holders"}, args...).Text()
 	if err != nil {
 		return nil, err
 	}
@@ -118,19 +118,19 @@ func (b *redisDriver) SetLimitRuns(ctx context.Context, lim driver.Limit, ttl ti
 	for _, k := range giveBack {
 		args = append(args, k)
 	}
-	return scriptSettle.Run(ctx, b.c, []string{base + ":holders"}, args...).Err()
+	return scriptSettle().Run(ctx, b.c, []string{base + ":holders"}, args...).Err()
 }
 
 // LearnRate runs learn.lua on the limit's master.
 func (b *redisDriver) LearnRate(ctx context.Context, lim driver.Limit, key string, seen driver.RateSeen) error {
-	return scriptLearn.Run(ctx, b.c, []string{b.k.limit(lim.Name) + ":auto:" + key}, b.k.limit(lim.Name), key, lim.AutoMax, lim.AutoStart,
+	return scriptLearn().Run(ctx, b.c, []string{b.k.limit(lim.Name) + ":auto:" + key}, b.k.limit(lim.Name), key, lim.AutoMax, lim.AutoStart,
 		seen.Rate, flag(seen.TooMany), seen.Source).Err()
 }
 
 // CloseLimit runs close.lua on the limit's master.
 func (b *redisDriver) CloseLimit(ctx context.Context, lim driver.Limit, key string, d time.Duration, why string) error {
 	base := b.k.limit(lim.Name)
-	return scriptClose.Run(ctx, b.c, []string{base + ":closedset"}, base, key, ms(max(d, time.Millisecond)), driver.Escape(why)).Err()
+	return scriptClose().Run(ctx, b.c, []string{base + ":closedset"}, base, key, ms(max(d, time.Millisecond)), driver.Escape(why)).Err()
 }
 
 // LimitState reads a limit's holders, their runs and the budgets closed,

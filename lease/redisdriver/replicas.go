@@ -44,7 +44,7 @@ func (b *redisDriver) SetPaused(ctx context.Context, task string, p *driver.Paus
 // data, so that a master restarted empty cannot leave the task in the set
 // without its info (which reads as a pause with no end).
 func (b *redisDriver) EndPause(ctx context.Context, task string, p driver.PauseInfo) error {
-	n, err := scriptEndPause.Run(ctx, b.c, []string{b.k.pauses()}, task, jsonValue(pauseRecord(p))).Int()
+	n, err := scriptEndPause().Run(ctx, b.c, []string{b.k.pauses()}, task, jsonValue(pauseRecord(p))).Int()
 	if err != nil || n == 0 {
 		return err
 	}
@@ -221,7 +221,7 @@ func (b *redisDriver) Announce(ctx context.Context, a driver.Announcement, ttl t
 	args[annReplica], args[annTTL], args[annTasks] = driver.Escape(b.cfg.Replica), ms(ttl), announceTasks(a)
 	args[annProcess], args[annHost], args[annVersion] = a.Process, driver.Escape(a.Host), driver.Escape(a.Version)
 	args[annLast] = strconv.FormatInt(b.announced.Load(), 10)
-	r, err := scriptAnnounce.Run(ctx, b.c, []string{b.k.replicas()}, args...).Text()
+	r, err := scriptAnnounce().Run(ctx, b.c, []string{b.k.replicas()}, args...).Text()
 	if err != nil {
 		return err
 	}
@@ -276,6 +276,6 @@ func (b *redisDriver) Replicas(ctx context.Context) ([]driver.Replica, error) {
 }
 
 func (b *redisDriver) Known(ctx context.Context, task string) (bool, error) {
-	n, err := scriptKnown.Run(ctx, b.c, []string{b.k.replicas()}, driver.Escape(task)).Int()
+	n, err := scriptKnown().Run(ctx, b.c, []string{b.k.replicas()}, driver.Escape(task)).Int()
 	return n == 1, err
 }

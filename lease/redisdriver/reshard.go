@@ -170,7 +170,7 @@ func (b *redisDriver) raiseLost(ctx context.Context, task string, n int, lostAt 
 			calls = append(calls, scriptCall{keys: []string{b.k.epoch(bk)}, args: []any{lostAt}})
 		}
 	}
-	for _, cmd := range evalEach(ctx, b.c, scriptRaise, calls) {
+	for _, cmd := range evalEach(ctx, b.c, scriptRaise(), calls) {
 		if err := cmd.Err(); err != nil {
 			return fmt.Errorf("carry the loss of %s's shards: %w", task, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"embed"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -24,7 +25,9 @@ func luaFile(name string) string {
 }
 
 // Every script is the constants Go shares with Lua, its arguments' names,
-// the shared library, then its own body.
+// the shared library, then its own body. Each is put together (and its
+// SHA1 taken) the first time it is run, not at start-up: a daemon without
+// Redis never pays for them, and one with Redis pays for those it runs.
 var (
 	scriptAcquire  = newScript("acquire", acquireArgs)
 	scriptRenew    = newScript("renew", renewArgs)
@@ -51,11 +54,14 @@ var (
 )
 
 // luaPrelude begins every script: the shared constants, then lib.lua.
-var luaPrelude = luaConstants() + luaFile("lib")
+var luaPrelude = sync.OnceValue(func() string { return luaConstants() + luaFile("lib") })
 
-// newScript is lua/name.lua after the prelude and its arguments' names.
-func newScript(name string, a argv) *redis.Script {
-	return redis.NewScript(luaPrelude + a.lua() + luaFile(name))
+// newScript is lua/name.lua after the prelude and its arguments' names,
+// put together on its first use.
+func newScript(name string, a argv) func() *redis.Script {
+	return sync.OnceValue(func() *redis.Script {
+		return redis.NewScript(luaPrelude() + a.lua() + luaFile(name))
+	})
 }
 
 // An argv declares where a script's arguments are, once: Go places each

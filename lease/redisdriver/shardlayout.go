@@ -220,7 +220,7 @@ func (b *redisDriver) repairLayout(ctx context.Context, task string, l layout) e
 	for i, s := range l.stale {
 		calls[i] = scriptCall{keys: []string{b.k.shards(driver.ShardName(task, s))}, args: []any{l.value(s), l.gen, "lt"}}
 	}
-	for _, cmd := range evalEach(ctx, b.c, scriptLayout, calls) {
+	for _, cmd := range evalEach(ctx, b.c, scriptLayout(), calls) {
 		if err := cmd.Err(); err != nil {
 			return fmt.Errorf("put the layout of %s back in its shards: %w", task, err)
 		}
@@ -237,7 +237,7 @@ func (b *redisDriver) setLayout(ctx context.Context, task string, l layout, lock
 	for s := driver.MaxShards - 1; s >= 1; s-- {
 		calls = append(calls, scriptCall{keys: []string{b.k.shards(driver.ShardName(task, s))}, args: []any{l.value(s), l.gen, "le"}})
 	}
-	for _, cmd := range evalEach(ctx, b.c, scriptLayout, calls) {
+	for _, cmd := range evalEach(ctx, b.c, scriptLayout(), calls) {
 		if wrote, err := cmd.Int(); err != nil {
 			return err
 		} else if wrote == 0 {
@@ -246,7 +246,7 @@ func (b *redisDriver) setLayout(ctx context.Context, task string, l layout, lock
 	}
 	var wrote *redis.Cmd
 	err := lock.whileHeld(ctx, func(tx redis.Pipeliner) {
-		wrote = scriptLayout.Eval(ctx, tx, []string{b.k.shards(task)}, l.value(0), l.gen, "le")
+		wrote = scriptLayout().Eval(ctx, tx, []string{b.k.shards(task)}, l.value(0), l.gen, "le")
 	})
 	if err != nil {
 		return err

@@ -20,7 +20,7 @@ func (b *redisDriver) Unlock(ctx context.Context, task, entity, by string, force
 	args := make([]any, unlFixed)
 	args[unlField], args[unlBy], args[unlMode] = driver.Escape(entity), driver.Escape(by), mode
 	args[unlChan], args[unlTask] = b.k.revoked(), driver.Escape(task)
-	res, err := scriptUnlock.Run(ctx, b.c, []string{b.k.entities(task)}, args...).StringSlice()
+	res, err := scriptUnlock().Run(ctx, b.c, []string{b.k.entities(task)}, args...).StringSlice()
 	if err != nil || len(res) < 5 {
 		return driver.Unlocked{}, false, err
 	}
@@ -152,7 +152,7 @@ func (b *redisDriver) Sweep(ctx context.Context) error {
 		for {
 			args := make([]any, swpFixed)
 			args[swpCursor], args[swpCount], args[swpStateTTL] = cursor, pageSize, ms(b.cfg.StateTTL)
-			res, err := scriptSweep.Run(ctx, b.c, []string{b.k.entities(task)}, args...).Slice()
+			res, err := scriptSweep().Run(ctx, b.c, []string{b.k.entities(task)}, args...).Slice()
 			if err != nil {
 				return fmt.Errorf("sweep %s: %w", task, err)
 			}

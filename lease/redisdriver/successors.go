@@ -63,7 +63,7 @@ func (b *redisDriver) recordSuccessors(ctx context.Context, now bool) {
 			calls[i] = scriptCall{keys: []string{b.k.epoch(bk)}, args: []any{runs}}
 		}
 		failed := false
-		for _, cmd := range evalEach(ctx, b.c, scriptSucc, calls) {
+		for _, cmd := range evalEach(ctx, b.c, scriptSucc(), calls) {
 			failed = failed || cmd.Err() != nil
 		}
 		if !failed {
