@@ -52,10 +52,13 @@ type RateSeen struct {
 // rate to AutoDecrease of it (AutoDecreaseAgain when a cut less than four
 // AutoHolds before did not stop them), at most once an AutoHold, and marks
 // the knee, the rate it came at. An answer without a 429 raises the rate, at
-// most once two
-// AutoHolds, and only while the budget starts runs at its rate (its burst
-// used: else the rate is not what holds the runs back, and a rate raised
-// then would be spent at once when they come): doubled before any 429 (no
+// most once two AutoHolds, and only while the budget starts runs at its
+// rate: a run near the head of the line was refused for the rate in the
+// last two AutoHolds, in a call that found the budget's starts had gone at
+// the rate until then (its arrival time less than an interval behind).
+// Else the rate is not what holds the runs back (runs that come late and
+// all at once find the burst unused, and are refused for it), and a rate
+// raised then would be spent at once when they come: doubled before any 429 (no
 // knee yet), else by AutoRecover of its gap to AutoMargin of the knee, or,
 // there, by AutoProbe of the knee. A rate said
 // stands for AutoSaidFor, past which the raises resume. A waiting run of

@@ -163,6 +163,7 @@ var cases = []struct {
 	{"LimitOlderTicksBehind", testLimitOlderTicksBehind},
 	{"LimitFairKeepsGroup", testLimitFairKeepsGroup},
 	{"LimitAutoRate", testLimitAutoRate},
+	{"LimitAutoBurstsAfterPauses", testLimitAutoBurstsAfterPauses},
 	{"NewerTickSupersedes", testNewerTickSupersedes},
 	{"Announced", testAnnounced},
 	{"DueCount", testDueCount},

@@ -269,3 +269,56 @@ func testLimitAutoRate(t *testing.T, k stores) {
 		return errors.As(res[1].Err, &le) && le.Wait <= time.Second/4/driver.AutoAhead+5*time.Millisecond // 4 a second: doubled twice
 	})
 }
+
+// testLimitAutoBurstsAfterPauses: answers raise an auto rate only while
+// the starts go at it. Runs that come in bursts, each after a pause longer
+// than the rate's interval, find the budget's burst unused every time: a
+// run refused in such a burst is held back by its burst, not by the rate,
+// and the rate stays. (A loaded replica asked so, late and all at once: a
+// rate doubled each second to thousands while 5 calls a second went out,
+// then was spent on the API at once as a storm of 429s.) Runs that ask
+// again as soon as they are told raise it.
+func testLimitAutoBurstsAfterPauses(t *testing.T, k stores) {
+	lim := driver.Limit{Name: "bursts", Burst: 1, Auto: true, AutoStart: 20}
+	a, _ := limitStores(k, lim)
+	rate := func() float64 {
+		st, err := a.Fleet().LimitStatus(bg, lim)
+		noErr(t, err)
+		return st.Rate
+	}
+	burst := func(round int) (refused int) {
+		var reqs []driver.Request
+		for i := range 3 {
+			reqs = append(reqs, driver.Request{Task: "t", Entity: fmt.Sprint("r", i), TTL: time.Minute, Reason: driver.ReasonTrigger, Limits: []string{"bursts"}})
+		}
+		for _, r := range a.AcquireBatch(bg, reqs) {
+			var le *lease.LimitedError
+			switch {
+			case r.Lease != nil:
+				mustRelease(t, r.Lease)
+			case errors.As(r.Err, &le) && le.Why == driver.LimitRate:
+				refused++
+			default:
+				t.Fatalf("round %d: %v", round, r.Err)
+			}
+		}
+		noErr(t, a.Budgets().Learn(bg, lim, "", driver.RateSeen{}))
+		return refused
+	}
+	// 20 a second: the burst of one is back 50ms after a start. A pause of
+	// 150ms leaves it unused for 100ms; load only lengthens the pause.
+	for round, end := 0, time.Now().Add(2500*time.Millisecond); time.Now().Before(end); round++ {
+		if burst(round) != 2 {
+			t.Fatalf("round %d: want one start and two runs refused for the rate", round)
+		}
+		time.Sleep(150 * time.Millisecond) // the pause is the scenario, not a wait
+	}
+	got := rate()
+	expect.True(t, fmt.Sprintf("the rate after 2.5s of bursts after pauses is the start's, 20: %v (0: none learned)", got), got == 0 || got == 20)
+	round := 1000
+	expect.WaitFor(t, 5*time.Second, "runs asking again at once raising the rate", func() bool {
+		round++
+		burst(round)
+		return rate() > 20
+	})
+}

@@ -79,9 +79,10 @@ func (b *memDriver) LearnRate(_ context.Context, lim driver.Limit, key string, s
 }
 
 // autoWait is how long until an auto limit's run at rank may start
-// (limit.lua's auto_wait).
-func (l *memLimit) autoWait(key string, rank, burst int, ival time.Duration, now time.Time) time.Duration {
-	if rank <= 2*max(burst, 1) {
+// (limit.lua's auto_wait), marking the budget bound by its rate when the
+// run is near the head and starts went at the rate (used).
+func (l *memLimit) autoWait(key string, rank, burst int, ival time.Duration, now time.Time, used bool) time.Duration {
+	if rank <= 2*max(burst, 1) && used {
 		l.bound[key] = now.Truncate(time.Millisecond)
 	}
 	a := l.auto[key]

@@ -70,7 +70,7 @@ func (b *memDriver) TakeLimit(_ context.Context, lim driver.Limit, ttl time.Dura
 	l.placeAll(lim, asks, now)
 	out := make([]driver.LimitGrant, len(asks))
 	c := &limitCall{l: l, lim: lim, now: now,
-		room: map[string][2]int{}, tat0: map[string]time.Time{}, granted: map[[2]string]bool{}, heads: map[string]map[string]string{}}
+		room: map[string][2]int{}, tat0: map[string]time.Time{}, used: map[string]bool{}, granted: map[[2]string]bool{}, heads: map[string]map[string]string{}}
 	for i, a := range asks {
 		k := a.Key
 		if cl, ok := l.closed[k]; ok {
@@ -86,7 +86,7 @@ func (b *memDriver) TakeLimit(_ context.Context, lim driver.Limit, ttl time.Dura
 			out[i] = driver.LimitGrant{OK: true}
 			c.granted[[2]string{k, a.Waiter}] = true
 			if ival > 0 {
-				l.tat[k] = l.tat[k].Add(ival)
+				l.tat[k] = later(l.tat[k], now).Add(ival)
 			}
 			l.runs[holder][k]++
 			continue
@@ -96,7 +96,7 @@ func (b *memDriver) TakeLimit(_ context.Context, lim driver.Limit, ttl time.Dura
 			// A fair line's rank is a least: a run told too soon asks again.
 			ahead := time.Duration(rank) * ival
 			if lim.Auto { // the rate may rise meanwhile
-				ahead = l.autoWait(k, rank, lim.Burst, ival, now)
+				ahead = l.autoWait(k, rank, lim.Burst, ival, now, c.used[k])
 			}
 			wait := ceilMs(c.tat0[k].Add(ahead - tolerance).Sub(now))
 			if lim.Fair {
@@ -142,6 +142,7 @@ type limitCall struct {
 	now     time.Time
 	room    map[string][2]int
 	tat0    map[string]time.Time
+	used    map[string]bool // limit.lua's used
 	granted map[[2]string]bool
 	heads   map[string]map[string]string
 }
@@ -151,7 +152,7 @@ type limitCall struct {
 func (c *limitCall) decide(a driver.LimitAsk) (ok bool, rank, free int) {
 	k, l := a.Key, c.l
 	if _, ok := c.room[k]; !ok {
-		c.room[k], c.tat0[k] = l.room(c.lim, k, c.now)
+		c.room[k], c.tat0[k], c.used[k] = l.room(c.lim, k, c.now)
 	}
 	free, avail := c.room[k][0], c.room[k][1]
 	switch {
@@ -195,8 +196,9 @@ func (l *memLimit) place(key, w string, since, until time.Time) {
 }
 
 // room is key's free places under the concurrency and the starts the rate
-// allows now (math.MaxInt for none), and the rate's arrival time.
-func (l *memLimit) room(lim driver.Limit, key string, now time.Time) ([2]int, time.Time) {
+// allows now (math.MaxInt for none), the rate's arrival time, and whether
+// starts went at the rate until now (limit.lua's used).
+func (l *memLimit) room(lim driver.Limit, key string, now time.Time) ([2]int, time.Time, bool) {
 	ival := l.interval(lim, key)
 	tolerance := time.Duration(max(lim.Burst, 1)-1) * ival
 	r := [2]int{math.MaxInt, math.MaxInt}
@@ -207,18 +209,18 @@ func (l *memLimit) room(lim driver.Limit, key string, now time.Time) ([2]int, ti
 		}
 		r[0] = max(lim.Concurrency-used, 0)
 	}
-	tat := l.tat[key]
+	tat := l.tat[key] // kept as the last start left it, as limit.lua keeps it
+	used := tat.After(now.Add(-ival))
 	if tat.Before(now) {
 		tat = now
 	}
 	if ival > 0 {
-		l.tat[key] = tat
 		r[1] = 0
 		if !now.Add(tolerance).Before(tat) {
 			r[1] = int(now.Add(tolerance).Sub(tat)/ival) + 1
 		}
 	}
-	return r, tat
+	return r, tat, used
 }
 
 // rank is w's place in key's line: the older since first, then the lower
@@ -300,4 +302,12 @@ func (b *memDriver) LimitState(_ context.Context, lim driver.Limit) (driver.Limi
 		st.Rate, st.RateSource = a.rate, a.src
 	}
 	return st, nil
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return b
+	}
+	return a
 }

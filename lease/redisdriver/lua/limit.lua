@@ -170,6 +170,10 @@ local function auto_wait(k, rank, iv)
 end
 local HUGE = 1e15
 local free, avail, tat0, tats, tols, closed, granted, waits = {}, {}, {}, {}, {}, {}, {}, {}
+-- used[k]: an auto budget's starts went at its rate until this call (the
+-- arrival time it kept is less than an interval behind now), where a burst
+-- after a pause finds the burst unused, whatever the rate.
+local used = {}
 -- room computes key k's room once a call: free places under the
 -- concurrency, and starts the rate allows now.
 local function room(k)
@@ -185,6 +189,7 @@ local function room(k)
     local tl = tol
     if ival < 0 then tl = burst_less * iv end
     local t = tonumber(redis.call('GET', base .. ':tat:' .. k)) or 0
+    used[k] = t > now_v - iv
     if t < now_v then t = now_v end
     tat0[k], tats[k], tols[k] = t, t, tl
     avail[k] = 0
@@ -304,9 +309,9 @@ for i = 1, n do
       local ahead = rank * iv
       if ival < 0 then
         ahead = math.floor(auto_wait(k, rank, iv)) -- the rate may rise meanwhile
-        -- A run near the head refused for the rate: the rate holds the
-        -- runs back, and learn.lua may raise it.
-        if rank <= 2 * (burst_less + 1) then redis.call('SET', base .. ':bound:' .. k, now, 'PX', 4 * AUTO_HOLD_MS) end
+        -- A run near the head refused for the rate while the starts went
+        -- at it: the rate holds the runs back, and learn.lua may raise it.
+        if rank <= 2 * (burst_less + 1) and used[k] then redis.call('SET', base .. ':bound:' .. k, now, 'PX', 4 * AUTO_HOLD_MS) end
       end
       wait = math.ceil((tat0[k] + ahead - tols[k] - now_v) / 1000)
       if fair then wait = math.max(wait, math.ceil(iv / 1000)) end
@@ -340,7 +345,7 @@ end
 redis.call('PEXPIRE', seen, LINE_TTL_MS)
 redis.call('PEXPIRE', since_all, LINE_TTL_MS)
 -- A budget's arrival time outlives itself by its burst and a second: an
--- auto limit's learn.lua reads it to tell whether starts go at its rate.
+-- auto limit's next call reads it to tell whether starts go at its rate.
 for k, t in pairs(tats) do
   if t > tat0[k] then
     redis.call('SET', base .. ':tat:' .. k, num(t), 'PX', math.ceil((t - now_v + tols[k] + ival_of(k)) / 1000) + 1000)
