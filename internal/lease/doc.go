@@ -170,6 +170,9 @@
 // a Cluster alike.
 //
 //	prefix:{NN}:epoch              the bucket's epochValue
+//	prefix:{NN}:epoch:top          sorted set of one member, "f": the highest fence the
+//	                               bucket granted (a rollback that forgot a tickd's grant
+//	                               is found by that tickd: lib.lua's quarantine)
 //	prefix:{NN}:due                sorted set: member task:entity (escaped), score: when due
 //	prefix:{NN}:dueinfo            hash: member → dueInfo
 //	prefix:{NN}:TASK:entities      field: entity id (escaped), value: entityValue

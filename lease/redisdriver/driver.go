@@ -49,6 +49,9 @@ type redisDriver struct {
 	found atomic.Bool
 	// announced is when this store last announced its tasks (Redis ms).
 	announced atomic.Int64
+	// seen is, per bucket, the highest fence this driver was granted and
+	// trusted: data that forgot it was rolled back (lib.lua's quarantine).
+	seen [buckets]atomic.Int64
 }
 
 // New returns a driver that keeps a store's state in Redis under prefix,
@@ -107,6 +110,7 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 		args[acqShards], args[acqFloor] = shardsArg(k.shards), k.floor
 		args[acqTwice] = twice(len(gr.Idx), func(x int) string { return reqs[live[gr.Idx[x]]].Req.Entity })
 		bk := bucketOf(k.task)
+		args[acqSeen] = b.seen[bk].Load()
 		ks := []string{b.k.epoch(bk), b.k.due(bk), b.k.dueInfo(bk), b.k.entities(k.task), b.k.followups(k.task)}
 		var chunks strings.Builder
 		var bars []string // the tokens not sent in a chunk, barred: made at the first
@@ -159,6 +163,7 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 	if derr := decodeAcquireReplies(out, live, res, errs); derr != nil {
 		return nil, derr
 	}
+	b.noteGrants(gs, out, live, err)
 	return out, err // an *AckError: the grants stand on the primary, untrusted
 }
 

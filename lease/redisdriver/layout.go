@@ -125,7 +125,7 @@ func (b *redisDriver) prepare(ctx context.Context) error {
 	if err := b.c.SetNX(ctx, b.k.layout(), LayoutVersion, 0).Err(); err != nil {
 		return err
 	}
-	if _, err := b.evalBatch(ctx, scriptEpoch(), b.epochCalls(b.maxTTL()), 0); err != nil {
+	if _, err := b.evalBatch(ctx, scriptEpoch(), b.epochCalls(b.maxTTL(), nil), 0); err != nil {
 		return err
 	}
 	b.recordSuccessors(ctx, true) // before the first grant: a failover right after it is no restart
@@ -133,13 +133,22 @@ func (b *redisDriver) prepare(ctx context.Context) error {
 }
 
 // epochCalls run the epoch script on every bucket: one without an epoch
-// gets one, quarantined for maxTTL from now.
-func (b *redisDriver) epochCalls(maxTTL time.Duration) []scriptCall {
+// gets one, quarantined for maxTTL from now, and so does one that lost a
+// grant this driver trusted, or one lost says (its server lost its data).
+func (b *redisDriver) epochCalls(maxTTL time.Duration, lost []bool) []scriptCall {
 	calls := make([]scriptCall, buckets)
 	for bk := range calls {
-		calls[bk] = scriptCall{keys: []string{b.k.epoch(bk)}, args: []any{ms(maxTTL)}}
+		calls[bk] = b.epochCall(bk, maxTTL, lost != nil && lost[bk])
 	}
 	return calls
+}
+
+func (b *redisDriver) epochCall(bk int, maxTTL time.Duration, lost bool) scriptCall {
+	force := 0
+	if lost {
+		force = 1
+	}
+	return scriptCall{keys: []string{b.k.epoch(bk)}, args: []any{ms(maxTTL), b.seen[bk].Load(), force}}
 }
 
 // CheckEpochs looks for a data loss once the store is prepared (before
@@ -159,23 +168,31 @@ func (b *redisDriver) CheckEpochs(ctx context.Context) (time.Duration, error) {
 		return 0, nil
 	}
 	b.recordSuccessors(ctx, false)
-	probes := b.lossProbes(ctx)
+	probes, servers := b.lossProbes(ctx)
 	calls := make([]scriptCall, len(probes))
 	for i, bk := range probes {
-		calls[i] = scriptCall{keys: []string{b.k.epoch(bk)}, args: []any{ms(b.maxTTL())}}
+		calls[i] = b.epochCall(bk, b.maxTTL(), false)
 	}
 	var left time.Duration
 	var failed error
-	for _, cmd := range evalEach(ctx, b.c, scriptEpoch(), calls) {
-		l, found, err := epochReply(cmd)
+	lost := make([]bool, buckets)
+	found := false
+	for i, cmd := range evalEach(ctx, b.c, scriptEpoch(), calls) {
+		l, f, err := epochReply(cmd)
 		switch {
 		case err != nil:
 			failed = err
-		case found:
-			return b.quarantineLost(ctx, b.maxTTL())
+		case f:
+			found = true
+			for _, bk := range servers[i] {
+				lost[bk] = true
+			}
 		default:
 			left = max(left, l)
 		}
+	}
+	if found {
+		return b.quarantineLost(ctx, b.maxTTL(), lost)
 	}
 	return left, failed
 }
@@ -193,35 +210,44 @@ func epochReply(cmd *redis.Cmd) (time.Duration, bool, error) {
 	return time.Duration(v[0]) * time.Millisecond, v[1] == 1, nil
 }
 
-// lossProbes are the buckets checkEpochs reads: one per server.
-func (b *redisDriver) lossProbes(ctx context.Context) []int {
-	cc, ok := b.c.(*redis.ClusterClient)
-	if !ok {
-		return []int{0}
-	}
-	seen := map[string]bool{}
-	var probes []int
+// lossProbes are the buckets checkEpochs reads, one per server, and each
+// server's buckets (servers[i] those of probes[i]'s). A server's probe is
+// the bucket this driver was granted its highest fence in (or its first):
+// a rollback forgets what came after a time, so if it forgot any grant
+// this driver trusted there, it forgot that one.
+func (b *redisDriver) lossProbes(ctx context.Context) (probes []int, servers [][]int) {
+	byAddr := map[string]int{}
 	for bk := range buckets {
-		node, err := cc.MasterForKey(ctx, b.k.epoch(bk))
-		if err != nil {
-			probes = append(probes, bk) // no slot map: this bucket is read where it lives
-			continue
+		addr := ""
+		if cc, ok := b.c.(*redis.ClusterClient); ok {
+			node, err := cc.MasterForKey(ctx, b.k.epoch(bk))
+			if err != nil {
+				addr = fmt.Sprint("bucket ", bk) // no slot map: this bucket is read where it lives
+			} else {
+				addr = node.Options().Addr
+			}
 		}
-		if addr := node.Options().Addr; !seen[addr] {
-			seen[addr] = true
-			probes = append(probes, bk)
+		i, ok := byAddr[addr]
+		if !ok {
+			i, byAddr[addr] = len(probes), len(probes)
+			probes, servers = append(probes, bk), append(servers, nil)
+		}
+		servers[i] = append(servers[i], bk)
+		if b.seen[bk].Load() > b.seen[probes[i]].Load() {
+			probes[i] = bk
 		}
 	}
-	return probes
+	return probes, servers
 }
 
 // quarantineLost runs the epoch script on every bucket: those whose epoch
-// is gone are quarantined for maxTTL from now. It answers the longest
-// quarantine left.
-func (b *redisDriver) quarantineLost(ctx context.Context, maxTTL time.Duration) (time.Duration, error) {
+// is gone, or that lost a grant this driver trusted, or that lost says
+// lost (their server lost its data) are quarantined for maxTTL from now.
+// It answers the longest quarantine left.
+func (b *redisDriver) quarantineLost(ctx context.Context, maxTTL time.Duration, lost []bool) (time.Duration, error) {
 	var left time.Duration
 	var failed error
-	for _, cmd := range evalEach(ctx, b.c, scriptEpoch(), b.epochCalls(maxTTL)) {
+	for _, cmd := range evalEach(ctx, b.c, scriptEpoch(), b.epochCalls(maxTTL, lost)) {
 		n, _, err := epochReply(cmd)
 		if err != nil {
 			failed = err

@@ -50,8 +50,10 @@ const (
 )
 
 // luaConstants hands the scripts what Go and Lua share, defined once here:
-// every script begins with these lines, then lib.lua.
-func luaConstants() string {
+// every script begins with these lines, then lib.lua. Only those keep
+// says (nil: all): a script declares the ones it or lib.lua names, since
+// Lua allows a function 200 locals at once.
+func luaConstants(keep func(name string) bool) string {
 	var b strings.Builder
 	for _, c := range []struct {
 		name string
@@ -117,6 +119,9 @@ func luaConstants() string {
 		{"AUTO_AHEAD", int64(driver.AutoAhead)},
 		{"AUTO_FLOOR", driver.AutoFloor},
 	} {
+		if keep != nil && !keep(c.name) {
+			continue
+		}
 		switch v := c.v.(type) {
 		case int64:
 			fmt.Fprintf(&b, "local %s = %d\n", c.name, v)

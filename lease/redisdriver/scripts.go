@@ -53,15 +53,37 @@ var (
 	scriptBackfill = newScript("backfill", backfillArgs)
 )
 
-// luaPrelude begins every script: the shared constants, then lib.lua.
-var luaPrelude = sync.OnceValue(func() string { return luaConstants() + luaFile("lib") })
+// luaPrelude is every shared constant, then lib.lua (what tests' scripts
+// begin with).
+var luaPrelude = sync.OnceValue(func() string { return luaConstants(nil) + luaFile("lib") })
 
-// newScript is lua/name.lua after the prelude and its arguments' names,
-// put together on its first use.
+// newScript is lua/name.lua after the shared constants that it or lib.lua
+// names, lib.lua and its arguments' names, put together on its first use.
 func newScript(name string, a argv) func() *redis.Script {
 	return sync.OnceValue(func() *redis.Script {
-		return redis.NewScript(luaPrelude() + a.lua() + luaFile(name))
+		lib, body := luaFile("lib"), luaFile(name)
+		named := func(c string) bool { return wordIn(lib, c) || wordIn(body, c) }
+		return redis.NewScript(luaConstants(named) + lib + a.lua() + body)
 	})
+}
+
+// wordIn says whether text has word w with no letter, digit or _ next to it.
+func wordIn(text, w string) bool {
+	for i := 0; ; {
+		j := strings.Index(text[i:], w)
+		if j < 0 {
+			return false
+		}
+		j += i
+		if (j == 0 || !wordByte(text[j-1])) && (j+len(w) == len(text) || !wordByte(text[j+len(w)])) {
+			return true
+		}
+		i = j + 1
+	}
+}
+
+func wordByte(c byte) bool {
+	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
 
 // An argv declares where a script's arguments are, once: Go places each
@@ -116,6 +138,7 @@ const (
 	acqQueueAge // ms: a buffered tick older than this before the tick is missed; 0: none
 	acqRecord   // ms: how long the run record (keys.ran) is kept; 0: none (its keys left out)
 	acqFanned   // ms: how long the tick's fan mark (keys.fanned) is kept; 0: none (its key left out)
+	acqSeen     // µs: the highest fence of the bucket this driver was granted and trusted; 0: none
 	acqFixed
 )
 
@@ -129,7 +152,7 @@ const (
 var acquireArgs = argv{
 	fixed: []arg{{"MAX_TTL", acqMaxTTL}, {"HOLDER", acqHolder}, {"PREFIX", acqPrefix}, {"TTL", acqTTL},
 		{"REASON", acqReason}, {"TICK", acqTick}, {"QUEUE", acqQueue}, {"CHUNKS", acqChunks}, {"SHARDS", acqShards},
-		{"TWICE", acqTwice}, {"FLOOR", acqFloor}, {"CHANNEL", acqChannel}, {"QUEUE_AGE", acqQueueAge}, {"RECORD", acqRecord}, {"FANNED", acqFanned}},
+		{"TWICE", acqTwice}, {"FLOOR", acqFloor}, {"CHANNEL", acqChannel}, {"QUEUE_AGE", acqQueueAge}, {"RECORD", acqRecord}, {"FANNED", acqFanned}, {"SEEN", acqSeen}},
 	each: []arg{{"FIELD", acqField}, {"TOKEN", acqToken}, {"FROM", acqFrom}},
 }
 
@@ -251,8 +274,8 @@ var announceArgs = argv{fixed: []arg{{"REPLICA", annReplica}, {"TTL", annTTL}, {
 
 // known.lua's, epoch.lua's and probe.lua's: one argument each.
 var (
-	knownArgs      = argv{fixed: []arg{{"TASK", 0}}}    // escaped
-	epochArgs      = argv{fixed: []arg{{"MAX_TTL", 0}}} // ms
+	knownArgs      = argv{fixed: []arg{{"TASK", 0}}}                              // escaped
+	epochArgs      = argv{fixed: []arg{{"MAX_TTL", 0}, {"SEEN", 1}, {"LOST", 2}}} // ms; µs (quarantine's seen); 0|1
 	probeArgs      = argv{fixed: []arg{{"VALUE", 0}}}
 	successorsArgs = argv{fixed: []arg{{"RUNS", 0}}}    // comma-joined
 	raiseLostArgs  = argv{fixed: []arg{{"LOST_AT", 0}}} // ms

@@ -9,7 +9,9 @@
 --   ttl_ms, reason, tick_ms (0: not a tick run), queue (0|1), chunks
 --   ('' or "t:m:id …": triple t holds the m entities of chunk id of the
 --   tick's entity stream), shards (shards_refused), twice (1: an entity
---   is asked for twice) -- shared by the batch -- then a triple per
+--   is asked for twice), seen (µs: the highest fence of the bucket the
+--   caller was granted and trusted; lib.lua's quarantine) -- shared by
+--   the batch -- then a triple per
 --   entity: field, token between its separators ('|' .. token .. '|',
 --   lib.lua's unbar), from ('' or the due entry the run carries out,
 --   encoded as decode_from reads it); or per chunk: its fields
@@ -35,7 +37,7 @@ local now = now_us()
 local now_ms = math.floor(now / 1000)
 local now_s, now_ms_s = num(now), num(now_ms)
 local max_ttl, holder, mprefix = tonumber(ARGV[A_MAX_TTL]), ARGV[A_HOLDER], ARGV[A_PREFIX]
-local q, lost_at = quarantine(KEYS[1], now_ms, max_ttl)
+local q, lost_at = quarantine(KEYS[1], now_ms, max_ttl, tonumber(ARGV[A_SEEN]))
 local out = {}
 local nt = (#ARGV - A_FIXED) / E_STRIDE
 local n, cm, cid, cms = nt, {}, {}, {}
@@ -229,7 +231,7 @@ local function decide(e, field, tok, tsfx, run_tick, reqs)
 end
 -- Step 2, decide per entity: grant_fast for the common cases, decide for
 -- the rest; each new value is staged. Step 3, write: one HSET.
-local cur, writes, nw, e, k, i = {}, {}, 0, {}, 0, 0
+local cur, writes, nw, e, k, i, top = {}, {}, 0, {}, 0, 0, 0
 local ran_fields, ran_seen = {}, {} -- granted, for the run record
 local grant_fast = grant_fast_for(tick, tick_s, floor_s, now_s, now_ms_s, exp_s, reason, holder)
 for t = 1, nt do
@@ -279,12 +281,16 @@ for t = 1, nt do
     if w then -- staged: written by one HSET at the end, read by a later request for field
       writes[nw + 1], writes[nw + 2], nw = field, w, nw + 2
       if twice then cur[field] = w end
+      local f = tonumber(out[i]) -- a grant's answer is its fence
+      if f and f > top then top = f end
     end
     -- A due entry is done with once granted, or once it became a follow-up.
     if claim ~= '' and not ran then ack(KEYS[2], KEYS[3], mprefix .. field, claim) end
   end
 end
 if nw > 0 then redis.call('HSET', KEYS[4], unpack(writes)) end
+-- The highest fence this data granted (lib.lua's quarantine).
+if top > 0 then redis.call('ZADD', KEYS[1] .. ':top', 'GT', top, 'f') end
 if record ~= 0 then record_ran(ran_fields) end
 if ARGV[A_FANNED] ~= '0' then
   -- A tick fanned out: its second of the day in the day's marks, kept
