@@ -281,8 +281,14 @@ for t = 1, nt do
     if w then -- staged: written by one HSET at the end, read by a later request for field
       writes[nw + 1], writes[nw + 2], nw = field, w, nw + 2
       if twice then cur[field] = w end
-      local f = tonumber(out[i]) -- a grant's answer is its fence
-      if f and f > top then top = f end
+      -- A grant's answer is its fence: now, but after a fence at or past
+      -- now (lib.lua's grant), which is rare.
+      if out[i] == now_s then
+        if now > top then top = now end
+      else
+        local f = tonumber(out[i])
+        if f and f > top then top = f end
+      end
     end
     -- A due entry is done with once granted, or once it became a follow-up.
     if claim ~= '' and not ran then ack(KEYS[2], KEYS[3], mprefix .. field, claim) end
