@@ -170,11 +170,11 @@
 // a Cluster alike.
 //
 //	prefix:{NN}:epoch              the bucket's epochValue
-//	prefix:{NN}:epoch:top          sorted set of one member, "f": the highest fence the
-//	                               bucket granted (a rollback that forgot a tickd's grant
-//	                               is found by that tickd: lib.lua's quarantine)
 //	prefix:{NN}:due                sorted set: member task:entity (escaped), score: when due
-//	prefix:{NN}:dueinfo            hash: member → dueInfo
+//	prefix:{NN}:dueinfo            hash: member → dueInfo; and "top" (no member is
+//	                               without a ':'): the highest fence the bucket granted
+//	                               (a rollback that forgot a tickd's grant is found by
+//	                               that tickd: lib.lua's quarantine)
 //	prefix:{NN}:TASK:entities      field: entity id (escaped), value: entityValue
 //	prefix:{NN}:TASK:followups     hash: entity → the tick and request ids of a queued follow-up
 //	prefix:{NN}:TASK:request:ID    hash: entity → outcome (a request's answers)

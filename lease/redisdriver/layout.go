@@ -148,7 +148,7 @@ func (b *redisDriver) epochCall(bk int, maxTTL time.Duration, lost bool) scriptC
 	if lost {
 		force = 1
 	}
-	return scriptCall{keys: []string{b.k.epoch(bk)}, args: []any{ms(maxTTL), b.seen[bk].Load(), force}}
+	return scriptCall{keys: []string{b.k.epoch(bk), b.k.dueInfo(bk)}, args: []any{ms(maxTTL), b.seen[bk].Load(), force}}
 }
 
 // CheckEpochs looks for a data loss once the store is prepared (before

@@ -272,7 +272,7 @@ const (
 var announceArgs = argv{fixed: []arg{{"REPLICA", annReplica}, {"TTL", annTTL}, {"TASKS", annTasks},
 	{"PROCESS", annProcess}, {"HOST", annHost}, {"VERSION", annVersion}, {"LAST", annLast}}}
 
-// known.lua's, epoch.lua's and probe.lua's: one argument each.
+// known.lua's, epoch.lua's, probe.lua's and others': a few arguments each.
 var (
 	knownArgs      = argv{fixed: []arg{{"TASK", 0}}}                              // escaped
 	epochArgs      = argv{fixed: []arg{{"MAX_TTL", 0}, {"SEEN", 1}, {"LOST", 2}}} // ms; µs (quarantine's seen); 0|1

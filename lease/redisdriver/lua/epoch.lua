@@ -1,4 +1,4 @@
--- KEYS: epoch (a bucket's). ARGV (epochArgs): max_ttl_ms, seen (µs: the
+-- KEYS: epoch, dueinfo (a bucket's). ARGV (epochArgs): max_ttl_ms, seen (µs: the
 -- caller's highest trusted fence of the bucket), lost (1: the caller found
 -- the bucket's server lost its data).
 -- Creates the epoch if missing, as an acquire would, and checks the server
@@ -8,6 +8,6 @@
 -- grants nothing for max_ttl. Returns the quarantine left (ms) and 1 when
 -- this call found the loss, else 0.
 local left, _, found = quarantine(KEYS[1], math.floor(now_us() / 1000), tonumber(ARGV[A_MAX_TTL]),
-  tonumber(ARGV[A_SEEN]), ARGV[A_LOST] == '1')
+  tonumber(ARGV[A_SEEN]), ARGV[A_LOST] == '1', KEYS[2])
 if found then return {left, 1} end
 return {left, 0}

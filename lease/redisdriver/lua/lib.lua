@@ -412,12 +412,14 @@ local function reply_early(ms_left) return GRANT_EARLY .. '|' .. ms_left end
 -- tells a replica that copied a restarted server's older data before it was
 -- promoted: the data is a snapshot's, its epoch too. What tells it is the
 -- calling tickd's memory: seen (µs; 0: none) is the highest fence it was
--- granted in the bucket and trusted (acknowledged), and the epoch's top
--- (epoch_key .. ':top', a zset of one, written by acquire.lua's
--- raise_top) is the highest this data granted. A fence seen above it was
--- granted by data that is gone: a loss. Returns the quarantine left (ms),
--- the loss time (ms), and whether this call found the loss.
-local function quarantine(epoch_key, now_ms, max_ttl_ms, seen, lost_said)
+-- granted in the bucket and trusted (acknowledged), and the field 'top' of
+-- the bucket's dueinfo hash, info_key (no member is without a ':'), is the
+-- highest this data granted (acquire.lua writes it). A fence seen above it,
+-- and after the last loss the epoch knows of (every fence after a loss is
+-- above its time), was granted by data that is gone: a loss. So is one
+-- lost_said says. Returns the quarantine left (ms), the loss time (ms), and
+-- whether this call found the loss.
+local function quarantine(epoch_key, now_ms, max_ttl_ms, seen, lost_said, info_key)
   local v = redis.call('GET', epoch_key)
   local ep = v and decode_epoch(v)
   local run = server_run()
@@ -431,15 +433,12 @@ local function quarantine(epoch_key, now_ms, max_ttl_ms, seen, lost_said)
     end
     ep.run, ep.successors, changed = run, '', true
   end
-  local top_key = epoch_key .. ':top'
-  if not lost and seen and seen > 0 and seen > (tonumber(redis.call('ZSCORE', top_key, 'f')) or 0) then
+  if not lost and seen and seen > 0 and seen > tonumber(ep.lost_at) * 1000
+    and seen > (tonumber(redis.call('HGET', info_key, 'top')) or 0) then
     lost = true -- rolled back past a grant this caller trusted
   end
   if lost then
     ep.quarantine_until, ep.lost_at = num(now_ms + max_ttl_ms), num(now_ms)
-    -- Every fence granted before the loss is below the loss's time (or the
-    -- caller's seen, if above it): each tickd finds the loss once at most.
-    redis.call('ZADD', top_key, 'GT', math.max(now_ms * 1000, seen or 0), 'f')
   end
   if changed or lost then redis.call('SET', epoch_key, encode_epoch(ep)) end
   if lost then return max_ttl_ms, now_ms, true end
