@@ -164,6 +164,7 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 		return nil, derr
 	}
 	b.noteGrants(gs, out, live, err)
+	b.spreadLoss(ctx, gs, res)
 	return out, err // an *AckError: the grants stand on the primary, untrusted
 }
 

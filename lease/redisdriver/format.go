@@ -380,6 +380,7 @@ func decodeAcquireReply(v string) (driver.AcquireReply, error) {
 		}
 		r.At = driver.MSTime(n)
 	case driver.GrantQuarantine, driver.GrantEarly:
+		rest, _ = strings.CutSuffix(rest, "|"+lossFound) // the caller's (spreadLoss)
 		n, err := number(rest)
 		if err != nil {
 			return r, bad

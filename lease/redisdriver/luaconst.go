@@ -44,6 +44,9 @@ const (
 	followUpReplace = "2"
 	// unlockedBy begins the error of a forced unlock's run record, then who.
 	unlockedBy = "unlocked by "
+	// lossFound ends an acquire's quarantine answer when that call found
+	// the loss (lib.lua's reply_quarantine).
+	lossFound = "found"
 	// shardsChanged is the error reply of a script that named its shard
 	// by a count the task is no longer kept in (lib.lua's shards_refused).
 	shardsChanged = "tickd_shards_changed"
@@ -75,6 +78,7 @@ func luaConstants(keep func(name string) bool) string {
 		{"GRANT_BUSY", driver.GrantBusy},
 		{"GRANT_RAN", driver.GrantRan},
 		{"GRANT_QUARANTINE", driver.GrantQuarantine},
+		{"LOSS_FOUND", lossFound},
 		{"GRANT_EARLY", driver.GrantEarly},
 		{"RELEASED_OK", releasedOK},
 		{"RELEASED_FOLLOW_UP", releasedFollowUp},

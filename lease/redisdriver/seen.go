@@ -1,6 +1,10 @@
 package redisdriver
 
 import (
+	"context"
+	"slices"
+	"strings"
+
 	"github.com/tickd/tickd/internal/codec"
 	"github.com/tickd/tickd/lease/driver"
 )
@@ -27,4 +31,31 @@ func (b *redisDriver) noteGrants(gs []codec.Group[acquireKey], out []driver.Acqu
 			}
 		}
 	}
+}
+
+// spreadLoss quarantines every bucket of a server on which an acquire found
+// a loss (res, its answers, marked lossFound): a restart is found by each
+// bucket, a rollback only by those with a fence it forgot.
+func (b *redisDriver) spreadLoss(ctx context.Context, gs []codec.Group[acquireKey], res []string) {
+	var found []int
+	for _, gr := range gs {
+		if v := res[gr.Idx[0]]; strings.HasSuffix(v, "|"+lossFound) && strings.HasPrefix(v, string(driver.GrantQuarantine)+"|") {
+			found = append(found, bucketOf(gr.Key.task))
+		}
+	}
+	if len(found) == 0 {
+		return
+	}
+	_, servers := b.lossProbes(ctx)
+	lost := make([]bool, buckets)
+	for _, bks := range servers {
+		for _, f := range found {
+			if slices.Contains(bks, f) {
+				for _, bk := range bks {
+					lost[bk] = !slices.Contains(found, bk)
+				}
+			}
+		}
+	}
+	b.quarantineLost(ctx, b.maxTTL(), lost) //nolint:errcheck // the loss watch finds what this misses
 }

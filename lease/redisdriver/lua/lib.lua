@@ -395,7 +395,12 @@ local function reply_busy_also(e, replaced, dropped, missed)
   return reply_busy(e) .. '|' .. flag .. '|' .. dropped .. '|' .. missed
 end
 local function reply_ran(last_tick) return GRANT_RAN .. '|' .. last_tick end
-local function reply_quarantine(ms_left) return GRANT_QUARANTINE .. '|' .. ms_left end
+-- A quarantine this call found is marked, so that the caller quarantines
+-- the server's other buckets too (a rollback is found by one bucket alone).
+local function reply_quarantine(ms_left, found)
+  if found then return GRANT_QUARANTINE .. '|' .. ms_left .. '|' .. LOSS_FOUND end
+  return GRANT_QUARANTINE .. '|' .. ms_left
+end
 local function reply_early(ms_left) return GRANT_EARLY .. '|' .. ms_left end
 
 -- The epoch key exists from the first acquire on. When it is missing, Redis
@@ -417,13 +422,15 @@ local function reply_early(ms_left) return GRANT_EARLY .. '|' .. ms_left end
 -- highest this data granted (acquire.lua writes it). A fence seen above it,
 -- and after the last loss the epoch knows of (every fence after a loss is
 -- above its time), was granted by data that is gone: a loss. So is one
--- lost_said says. Returns the quarantine left (ms), the loss time (ms), and
+-- lost_said says, unless a quarantine is under way. Returns the quarantine left (ms), the loss time (ms), and
 -- whether this call found the loss.
 local function quarantine(epoch_key, now_ms, max_ttl_ms, seen, lost_said, info_key)
   local v = redis.call('GET', epoch_key)
   local ep = v and decode_epoch(v)
   local run = server_run()
-  local lost, changed = not ep or lost_said, false
+  -- A loss said by the caller is one found elsewhere on the server: one
+  -- under way here already stands for it.
+  local lost, changed = not ep or (lost_said and now_ms >= tonumber(ep.quarantine_until)), false
   if not ep then
     ep = {run = ''}
   end
