@@ -64,7 +64,8 @@ func rolledBackThroughAReplica(t *testing.T, ttl time.Duration) (a, b *Store, T1
 	mustRelease(t, mustAcquire(t, a, tickReq("e", ttl, T1))) // acknowledged by the replica
 	pair.WaitInSync(t)
 
-	pair.Primary.RestartFrom(snap) // no tickd calls it
+	toA.Stall() // no tickd calls the restarted primary
+	pair.Primary.RestartFrom(snap)
 	replica := redis.NewClient(&redis.Options{Addr: pair.Replica.Addr})
 	defer replica.Close()
 	expect.WaitFor(t, 20*time.Second, "the replica holding the restarted primary's older data", func() bool {
@@ -75,5 +76,7 @@ func rolledBackThroughAReplica(t *testing.T, ttl time.Duration) (a, b *Store, T1
 	pair.Link.Cut()
 	redistest.Promote(t, pair.Replica)
 	toA.Retarget(pair.Replica.Addr)
+	toA.Cut()
+	toA.Resume()
 	return a, newRedisStore(t, newClient(t, pair.Replica.Addr), Options{Replica: "B", MaxTTL: ttl}), T1
 }

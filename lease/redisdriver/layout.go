@@ -182,11 +182,13 @@ func (b *redisDriver) CheckEpochs(ctx context.Context) (time.Duration, error) {
 		switch {
 		case err != nil:
 			failed = err
-		case f:
-			found = true
+		case f == foundRollback: // found by this bucket alone: the server's others too
 			for _, bk := range servers[i] {
-				lost[bk] = true
+				lost[bk] = bk != probes[i]
 			}
+			fallthrough
+		case f == foundLoss:
+			found = true
 		default:
 			left = max(left, l)
 		}
@@ -197,17 +199,26 @@ func (b *redisDriver) CheckEpochs(ctx context.Context) (time.Duration, error) {
 	return left, failed
 }
 
+// What the epoch script found: no loss, a loss (every bucket of the server
+// finds it), or a rollback past a fence this driver saw (only the buckets
+// holding such a fence find it).
+const (
+	foundNone = iota
+	foundLoss
+	foundRollback
+)
+
 // epochReply reads the epoch script's answer: the quarantine left, and
-// whether this call found the loss.
-func epochReply(cmd *redis.Cmd) (time.Duration, bool, error) {
+// what this call found.
+func epochReply(cmd *redis.Cmd) (time.Duration, int, error) {
 	v, err := cmd.Int64Slice()
 	if err != nil {
-		return 0, false, err
+		return 0, foundNone, err
 	}
-	if len(v) != 2 {
-		return 0, false, fmt.Errorf("%w: epoch script answered %v", errFormat, v)
+	if len(v) != 2 || v[1] < foundNone || v[1] > foundRollback {
+		return 0, foundNone, fmt.Errorf("%w: epoch script answered %v", errFormat, v)
 	}
-	return time.Duration(v[0]) * time.Millisecond, v[1] == 1, nil
+	return time.Duration(v[0]) * time.Millisecond, int(v[1]), nil
 }
 
 // lossProbes are the buckets checkEpochs reads, one per server, and each

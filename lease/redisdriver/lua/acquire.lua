@@ -37,7 +37,7 @@ local now = now_us()
 local now_ms = math.floor(now / 1000)
 local now_s, now_ms_s = num(now), num(now_ms)
 local max_ttl, holder, mprefix = tonumber(ARGV[A_MAX_TTL]), ARGV[A_HOLDER], ARGV[A_PREFIX]
-local q, lost_at, found = quarantine(KEYS[1], now_ms, max_ttl, tonumber(ARGV[A_SEEN]), false, KEYS[3])
+local q, lost_at, _, rolled = quarantine(KEYS[1], now_ms, max_ttl, tonumber(ARGV[A_SEEN]), false, KEYS[3])
 local out = {}
 local nt = (#ARGV - A_FIXED) / E_STRIDE
 local n, cm, cid, cms = nt, {}, {}, {}
@@ -48,7 +48,7 @@ if ARGV[A_CHUNKS] ~= '' then
   end
 end
 if q > 0 then
-  for i = 1, n do out[i] = reply_quarantine(num(q), found) end
+  for i = 1, n do out[i] = reply_quarantine(num(q), rolled) end
   return reply(out)
 end
 local ttl, reason, tick_s, queue = tonumber(ARGV[A_TTL]), ARGV[A_REASON], ARGV[A_TICK], ARGV[A_QUEUE]

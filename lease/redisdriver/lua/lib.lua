@@ -395,8 +395,8 @@ local function reply_busy_also(e, replaced, dropped, missed)
   return reply_busy(e) .. '|' .. flag .. '|' .. dropped .. '|' .. missed
 end
 local function reply_ran(last_tick) return GRANT_RAN .. '|' .. last_tick end
--- A quarantine this call found is marked, so that the caller quarantines
--- the server's other buckets too (a rollback is found by one bucket alone).
+-- A rollback this call found is marked, so that the caller quarantines the
+-- server's other buckets too (lib.lua's quarantine).
 local function reply_quarantine(ms_left, found)
   if found then return GRANT_QUARANTINE .. '|' .. ms_left .. '|' .. LOSS_FOUND end
   return GRANT_QUARANTINE .. '|' .. ms_left
@@ -422,8 +422,10 @@ local function reply_early(ms_left) return GRANT_EARLY .. '|' .. ms_left end
 -- highest this data granted (acquire.lua writes it). A fence seen above it,
 -- and after the last loss the epoch knows of (every fence after a loss is
 -- above its time), was granted by data that is gone: a loss. So is one
--- lost_said says, unless a quarantine is under way. Returns the quarantine left (ms), the loss time (ms), and
--- whether this call found the loss.
+-- lost_said says, unless a quarantine is under way. Returns the quarantine
+-- left (ms), the loss time (ms), whether this call found the loss, and
+-- whether by a fence seen (a rollback, which only the buckets holding a
+-- fence it forgot find: the caller quarantines the server's others).
 local function quarantine(epoch_key, now_ms, max_ttl_ms, seen, lost_said, info_key)
   local v = redis.call('GET', epoch_key)
   local ep = v and decode_epoch(v)
@@ -440,15 +442,16 @@ local function quarantine(epoch_key, now_ms, max_ttl_ms, seen, lost_said, info_k
     end
     ep.run, ep.successors, changed = run, '', true
   end
+  local rolled = false
   if not lost and seen and seen > 0 and seen > tonumber(ep.lost_at) * 1000
     and seen > (tonumber(redis.call('HGET', info_key, 'top')) or 0) then
-    lost = true -- rolled back past a grant this caller trusted
+    lost, rolled = true, true -- rolled back past a grant this caller trusted
   end
   if lost then
     ep.quarantine_until, ep.lost_at = num(now_ms + max_ttl_ms), num(now_ms)
   end
   if changed or lost then redis.call('SET', epoch_key, encode_epoch(ep)) end
-  if lost then return max_ttl_ms, now_ms, true end
+  if lost then return max_ttl_ms, now_ms, true, rolled end
   local q = tonumber(ep.quarantine_until)
   if now_ms < q then
     return q - now_ms, tonumber(ep.lost_at), false
