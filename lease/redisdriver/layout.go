@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -144,11 +145,7 @@ func (b *redisDriver) epochCalls(maxTTL time.Duration, lost []bool) []scriptCall
 }
 
 func (b *redisDriver) epochCall(bk int, maxTTL time.Duration, lost bool) scriptCall {
-	force := 0
-	if lost {
-		force = 1
-	}
-	return scriptCall{keys: []string{b.k.epoch(bk), b.k.dueInfo(bk)}, args: []any{ms(maxTTL), b.seen[bk].Load(), force}}
+	return scriptCall{keys: []string{b.k.epoch(bk), b.k.dueInfo(bk)}, args: []any{ms(maxTTL), b.seen[bk].Load(), flag(lost)}}
 }
 
 // CheckEpochs looks for a data loss once the store is prepared (before
@@ -175,28 +172,40 @@ func (b *redisDriver) CheckEpochs(ctx context.Context) (time.Duration, error) {
 	}
 	var left time.Duration
 	var failed error
-	lost := make([]bool, buckets)
+	var rolled []int // probes that found a rollback: found by them alone
 	found := false
 	for i, cmd := range evalEach(ctx, b.c, scriptEpoch(), calls) {
 		l, f, err := epochReply(cmd)
 		switch {
 		case err != nil:
 			failed = err
-		case f == foundRollback: // found by this bucket alone: the server's others too
-			for _, bk := range servers[i] {
-				lost[bk] = bk != probes[i]
-			}
-			fallthrough
-		case f == foundLoss:
-			found = true
-		default:
+		case f == foundNone:
 			left = max(left, l)
+		case f == foundRollback:
+			rolled = append(rolled, probes[i])
+			fallthrough
+		default:
+			found = true
 		}
 	}
 	if found {
-		return b.quarantineLost(ctx, b.maxTTL(), lost)
+		return b.quarantineLost(ctx, b.maxTTL(), othersOnTheirServers(servers, rolled))
 	}
 	return left, failed
+}
+
+// othersOnTheirServers marks the buckets that share a server (servers, as
+// lossProbes lists them) with one of found, found left out.
+func othersOnTheirServers(servers [][]int, found []int) []bool {
+	lost := make([]bool, buckets)
+	for _, bks := range servers {
+		if slices.ContainsFunc(bks, func(bk int) bool { return slices.Contains(found, bk) }) {
+			for _, bk := range bks {
+				lost[bk] = !slices.Contains(found, bk)
+			}
+		}
+	}
+	return lost
 }
 
 // What the epoch script found: no loss, a loss (every bucket of the server
@@ -228,9 +237,10 @@ func epochReply(cmd *redis.Cmd) (time.Duration, int, error) {
 // this driver trusted there, it forgot that one.
 func (b *redisDriver) lossProbes(ctx context.Context) (probes []int, servers [][]int) {
 	byAddr := map[string]int{}
+	cc, cluster := b.c.(*redis.ClusterClient)
 	for bk := range buckets {
 		addr := ""
-		if cc, ok := b.c.(*redis.ClusterClient); ok {
+		if cluster {
 			node, err := cc.MasterForKey(ctx, b.k.epoch(bk))
 			if err != nil {
 				addr = fmt.Sprint("bucket ", bk) // no slot map: this bucket is read where it lives

@@ -3,6 +3,7 @@ package redisdriver
 import (
 	"embed"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -62,28 +63,12 @@ var luaPrelude = sync.OnceValue(func() string { return luaConstants(nil) + luaFi
 func newScript(name string, a argv) func() *redis.Script {
 	return sync.OnceValue(func() *redis.Script {
 		lib, body := luaFile("lib"), luaFile(name)
-		named := func(c string) bool { return wordIn(lib, c) || wordIn(body, c) }
-		return redis.NewScript(luaConstants(named) + lib + a.lua() + body)
+		named := map[string]bool{}
+		for _, w := range regexp.MustCompile(`\b[A-Z_][A-Z0-9_]*\b`).FindAllString(lib+body, -1) {
+			named[w] = true
+		}
+		return redis.NewScript(luaConstants(func(c string) bool { return named[c] }) + lib + a.lua() + body)
 	})
-}
-
-// wordIn says whether text has word w with no letter, digit or _ next to it.
-func wordIn(text, w string) bool {
-	for i := 0; ; {
-		j := strings.Index(text[i:], w)
-		if j < 0 {
-			return false
-		}
-		j += i
-		if (j == 0 || !wordByte(text[j-1])) && (j+len(w) == len(text) || !wordByte(text[j+len(w)])) {
-			return true
-		}
-		i = j + 1
-	}
-}
-
-func wordByte(c byte) bool {
-	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
 
 // An argv declares where a script's arguments are, once: Go places each

@@ -2,7 +2,6 @@ package redisdriver
 
 import (
 	"context"
-	"slices"
 	"strings"
 
 	"github.com/tickd/tickd/internal/codec"
@@ -34,8 +33,8 @@ func (b *redisDriver) noteGrants(gs []codec.Group[acquireKey], out []driver.Acqu
 }
 
 // spreadLoss quarantines every bucket of a server on which an acquire found
-// a loss (res, its answers, marked lossFound): a restart is found by each
-// bucket, a rollback only by those with a fence it forgot.
+// a rollback (res, its answers, marked lossFound): only the buckets with a
+// fence it forgot find it, where every bucket finds a restart.
 func (b *redisDriver) spreadLoss(ctx context.Context, gs []codec.Group[acquireKey], res []string) {
 	var found []int
 	for _, gr := range gs {
@@ -47,15 +46,5 @@ func (b *redisDriver) spreadLoss(ctx context.Context, gs []codec.Group[acquireKe
 		return
 	}
 	_, servers := b.lossProbes(ctx)
-	lost := make([]bool, buckets)
-	for _, bks := range servers {
-		for _, f := range found {
-			if slices.Contains(bks, f) {
-				for _, bk := range bks {
-					lost[bk] = !slices.Contains(found, bk)
-				}
-			}
-		}
-	}
-	b.quarantineLost(ctx, b.maxTTL(), lost) //nolint:errcheck // the loss watch finds what this misses
+	b.quarantineLost(ctx, b.maxTTL(), othersOnTheirServers(servers, found)) //nolint:errcheck // the loss watch finds what this misses
 }

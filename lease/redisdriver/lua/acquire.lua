@@ -37,7 +37,8 @@ local now = now_us()
 local now_ms = math.floor(now / 1000)
 local now_s, now_ms_s = num(now), num(now_ms)
 local max_ttl, holder, mprefix = tonumber(ARGV[A_MAX_TTL]), ARGV[A_HOLDER], ARGV[A_PREFIX]
-local q, lost_at, _, rolled = quarantine(KEYS[1], now_ms, max_ttl, tonumber(ARGV[A_SEEN]), false, KEYS[3])
+local top0 = bucket_top(KEYS[3])
+local q, lost_at, _, rolled = quarantine(KEYS[1], now_ms, max_ttl, tonumber(ARGV[A_SEEN]), false, top0)
 local out = {}
 local nt = (#ARGV - A_FIXED) / E_STRIDE
 local n, cm, cid, cms = nt, {}, {}, {}
@@ -296,7 +297,7 @@ for t = 1, nt do
 end
 if nw > 0 then redis.call('HSET', KEYS[4], unpack(writes)) end
 -- The highest fence this data granted (lib.lua's quarantine).
-if top > 0 and top > (tonumber(redis.call('HGET', KEYS[3], 'top')) or 0) then redis.call('HSET', KEYS[3], 'top', num(top)) end
+if top > top0 then redis.call('HSET', KEYS[3], 'top', num(top)) end
 if record ~= 0 then record_ran(ran_fields) end
 if ARGV[A_FANNED] ~= '0' then
   -- A tick fanned out: its second of the day in the day's marks, kept

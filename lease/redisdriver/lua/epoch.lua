@@ -8,7 +8,7 @@
 -- grants nothing for max_ttl. Returns the quarantine left (ms) and 1 when
 -- this call found the loss, 2 when by a fence seen (a rollback), else 0.
 local left, _, found, rolled = quarantine(KEYS[1], math.floor(now_us() / 1000), tonumber(ARGV[A_MAX_TTL]),
-  tonumber(ARGV[A_SEEN]), ARGV[A_LOST] == '1', KEYS[2])
+  tonumber(ARGV[A_SEEN]), ARGV[A_LOST] == '1', bucket_top(KEYS[2]))
 if rolled then return {left, 2} end
 if found then return {left, 1} end
 return {left, 0}

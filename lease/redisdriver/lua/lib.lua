@@ -403,6 +403,10 @@ local function reply_quarantine(ms_left, found)
 end
 local function reply_early(ms_left) return GRANT_EARLY .. '|' .. ms_left end
 
+-- bucket_top is the highest fence the bucket granted (acquire.lua's), of
+-- its dueinfo hash info_key; 0: none recorded.
+local function bucket_top(info_key) return tonumber(redis.call('HGET', info_key, 'top')) or 0 end
+
 -- The epoch key exists from the first acquire on. When it is missing, Redis
 -- lost its data (or is new): nothing is granted for one maximum lease TTL,
 -- so no old holder can still trust a lease that Redis has forgotten; and no
@@ -417,16 +421,17 @@ local function reply_early(ms_left) return GRANT_EARLY .. '|' .. ms_left end
 -- tells a replica that copied a restarted server's older data before it was
 -- promoted: the data is a snapshot's, its epoch too. What tells it is the
 -- calling tickd's memory: seen (µs; 0: none) is the highest fence it was
--- granted in the bucket and trusted (acknowledged), and the field 'top' of
--- the bucket's dueinfo hash, info_key (no member is without a ':'), is the
--- highest this data granted (acquire.lua writes it). A fence seen above it,
+-- granted in the bucket and trusted (acknowledged), and top, the field
+-- 'top' of the bucket's dueinfo hash (no member is without a ':'; the
+-- caller reads it: lib.lua's bucket_top), is the highest this data granted
+-- (acquire.lua writes it). A fence seen above it,
 -- and after the last loss the epoch knows of (every fence after a loss is
 -- above its time), was granted by data that is gone: a loss. So is one
 -- lost_said says, unless a quarantine is under way. Returns the quarantine
 -- left (ms), the loss time (ms), whether this call found the loss, and
 -- whether by a fence seen (a rollback, which only the buckets holding a
 -- fence it forgot find: the caller quarantines the server's others).
-local function quarantine(epoch_key, now_ms, max_ttl_ms, seen, lost_said, info_key)
+local function quarantine(epoch_key, now_ms, max_ttl_ms, seen, lost_said, top)
   local v = redis.call('GET', epoch_key)
   local ep = v and decode_epoch(v)
   local run = server_run()
@@ -443,8 +448,7 @@ local function quarantine(epoch_key, now_ms, max_ttl_ms, seen, lost_said, info_k
     ep.run, ep.successors, changed = run, '', true
   end
   local rolled = false
-  if not lost and seen and seen > 0 and seen > tonumber(ep.lost_at) * 1000
-    and seen > (tonumber(redis.call('HGET', info_key, 'top')) or 0) then
+  if not lost and seen and seen > 0 and seen > tonumber(ep.lost_at) * 1000 and seen > top then
     lost, rolled = true, true -- rolled back past a grant this caller trusted
   end
   if lost then
