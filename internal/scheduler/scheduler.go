@@ -292,6 +292,13 @@ func (s *Scheduler) startTask(t config.Task, prev *taskState) {
 		close(prev.replaced)
 		prev.stop()
 	}
+	if t.CatchUp > 0 {
+		// A live tick may be caught up now: a backfill waits (liveSoon)
+		// while the tick loop reads the missed ticks. Set here, not in the
+		// loop's goroutine: a backfill resumed at start would otherwise
+		// take a limit's room before the live tick's runs ask.
+		ts.nextTick.Store(s.clock.Now().UnixNano())
+	}
 	ctx, cancel := context.WithCancel(s.loopCtx)
 	ts.stop = cancel
 	s.tasks[t.Name] = ts

@@ -28,9 +28,6 @@ func (s *Scheduler) tickLoop(ctx context.Context, ts *taskState) {
 	}
 	now := s.clock.Now()
 	if t.CatchUp > 0 {
-		// A live tick may be caught up now: a backfill waits (liveSoon)
-		// while the missed ticks are read.
-		ts.nextTick.Store(now.UnixNano())
 		// Not a tick the task's state before a reload fanned out (its fan-out
 		// goes on under this one). With zones, each zone's latest missed
 		// tick: one fan-out per distinct instant, of the zones it is the
