@@ -995,6 +995,9 @@ func TestStalledConnection(t *testing.T) {
 	var stalledAt time.Time
 	r := c.run(func(c *cluster, until time.Time) {
 		sleepUntil(time.Now().Add(4 * time.Second))
+		// Stall it while it runs: a replica slow to start under load may
+		// have none going yet, and then nothing is checked.
+		c.awaitRunOf(c.reps[0])
 		stalledAt = time.Now()
 		proxy.Stall()
 		// A release or a grant Redis had seen without its answer getting
@@ -1055,6 +1058,18 @@ func TestClockSkew(t *testing.T) {
 	})
 	report(t, "clock skew +5s/-3s", r)
 	guaranteesHold(t, r, false)
+}
+
+// awaitRunOf waits until a run of rep began in the last second and has
+// not ended (its worker record).
+func (c *cluster) awaitRunOf(rep *replica) {
+	pid := rep.proc.Pid()
+	expect.WaitFor(c.t, 30*time.Second, "a run of "+rep.name+" going on", func() bool {
+		recent := time.Now().Add(-time.Second).UnixNano()
+		return slices.ContainsFunc(tickdtest.ReadRuns(c.t, c.runsLog), func(run tickdtest.Run) bool {
+			return run.Start.Ppid == pid && run.End.At == 0 && run.Start.At > recent
+		})
+	})
 }
 
 // runningMost is the replica running the most runs of entities now.
