@@ -11,6 +11,9 @@ package lease
 //	go test -c -o /tmp/lease.test ./internal/lease
 //	cd internal/lease && /tmp/lease.test -test.run XXX -test.bench 'BenchmarkAcquireRelease$/ticks$' -test.benchtime 200000x
 //	/tmp/lease.test -test.run XXX -test.bench 'BenchmarkProbe' -test.benchtime 4x
+//
+// BenchmarkProbeChunks is the design chosen (a record per chunk of the
+// tick's stream, docs/performance.md); the other two are the bitmaps'.
 
 import (
 	"context"
@@ -255,4 +258,119 @@ func probeTicks(b *testing.B, c *redis.Client, pool int, tick func(T int)) {
 		n += pool
 	}
 	b.ReportMetric((redistest.MainThreadCPU(b, c)-cpu0)/float64(n), "redis-µs/run")
+}
+
+// probeChunkGrant grants whole chunks of 16 entities of a tick's stream,
+// each kept as one record in the task's hash (its tick, fence, holder,
+// token prefix, expiry, held and odd masks): one HMGET and one HSET for
+// the batch's chunks, nothing per entity. ARGV: tick, holder, expiry (ms),
+// then a pair per chunk: its id, its token prefix.
+const probeChunkGrant = `
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local top = tonumber(redis.call('HGET', KEYS[2], 'top') or '0')
+local fence = now
+if fence <= top then fence = top + 1 end
+local tick, holder, exp = ARGV[1], ARGV[2], ARGV[3]
+local fence_s = string.format('%.0f', fence)
+local fs, n = {}, (#ARGV - 3) / 2
+for c = 1, n do
+  redis.call('SADD', KEYS[3], ARGV[2 + 2 * c])
+  fs[c] = '#' .. ARGV[2 + 2 * c]
+end
+local recs = redis.call('HMGET', KEYS[1], unpack(fs))
+local w, now_ms = {}, math.floor(now / 1000)
+for c = 1, n do
+  local r = recs[c]
+  if r then
+    local rt, rexp, held, odd = string.match(r, '^(%d+)|%d+|[^|]*|[^|]*|(%d+)|(%d+)|(%d+)$')
+    if tonumber(rt) >= tonumber(tick) then return {0, 'ran'} end
+    if held ~= '0' and tonumber(rexp) > now_ms or odd ~= '0' then return {0, 'clash'} end
+  end
+  w[2 * c - 1], w[2 * c] = fs[c], tick .. '|' .. fence_s .. '|' .. holder .. '|' .. ARGV[3 + 2 * c] .. '|' .. exp .. '|65535|0'
+end
+redis.call('HSET', KEYS[1], unpack(w))
+redis.call('HSET', KEYS[2], 'top', fence_s)
+return {fence_s, 'ok'}
+`
+
+// probeChunkRelease releases entities of chunk grants: a pair per chunk,
+// its id and the mask of its positions released (16 bits); a grant whose
+// token prefix is not the record's (a newer grant took the chunk) is left
+// to the per-entity path (none in the probe).
+const probeChunkRelease = `
+local fs, n = {}, #ARGV / 3
+for c = 1, n do fs[c] = '#' .. ARGV[3 * c - 2] end
+local recs = redis.call('HMGET', KEYS[1], unpack(fs))
+local w = {}
+for c = 1, n do
+  local head, tokp, exp, held, odd = string.match(recs[c], '^(%d+|%d+|[^|]*|)([^|]*)|(%d+)|(%d+)|(%d+)$')
+  if tokp ~= ARGV[3 * c - 1] then return 'moved' end
+  held = bit.band(tonumber(held), bit.bnot(tonumber(ARGV[3 * c])))
+  w[#w + 1], w[#w + 2] = fs[c], head .. tokp .. '|' .. exp .. '|' .. held .. '|' .. odd
+end
+redis.call('HSET', KEYS[1], unpack(w))
+return 'ok'
+`
+
+// probeChunkRenew renews chunk grants: a pair per chunk, its id and token
+// prefix; the new expiry first.
+const probeChunkRenew = `
+local fs, n = {}, (#ARGV - 1) / 2
+for c = 1, n do fs[c] = '#' .. ARGV[2 * c] end
+local recs = redis.call('HMGET', KEYS[1], unpack(fs))
+local w = {}
+for c = 1, n do
+  local head, tokp, tail = string.match(recs[c], '^(%d+|%d+|[^|]*|)([^|]*)|%d+(|%d+|%d+)$')
+  if tokp ~= ARGV[2 * c + 1] then return 'moved' end
+  w[#w + 1], w[#w + 2] = fs[c], head .. tokp .. '|' .. ARGV[1] .. tail
+end
+redis.call('HSET', KEYS[1], unpack(w))
+return 'ok'
+`
+
+// BenchmarkProbeChunks is BenchmarkProbeMask by records of today's
+// 16-entity chunks (chunkSize), 16 chunks a grant call, each chunk
+// renewed once, released ~140 entities a call.
+func BenchmarkProbeChunks(b *testing.B) {
+	srv := redistest.Start(b)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	ctx := context.Background()
+	g, r, renew := redis.NewScript(probeChunkGrant), redis.NewScript(probeChunkRelease), redis.NewScript(probeChunkRenew)
+	const pool, batch, chunk = 100_000, 256, 16
+	keys := []string{"{t}:entities", "{t}:dueinfo"}
+	tick := func(T int) {
+		claims := []string{"{t}:entities", "{t}:dueinfo", "{t}:claims:" + strconv.Itoa(T)}
+		for lo := 0; lo < pool; lo += batch {
+			exp := strconv.FormatInt(time.Now().Add(5*time.Second).UnixMilli(), 10)
+			args := []any{strconv.Itoa(T + 1), "replica-0123456789", exp}
+			rn := []any{exp}
+			for k := lo; k < min(lo+batch, pool); k += chunk {
+				id, tok := "c"+strconv.Itoa(k), "tok"+strconv.Itoa(T)+"."+strconv.Itoa(k)
+				args = append(args, id, tok)
+				rn = append(rn, id, tok)
+			}
+			res, err := g.Run(ctx, c, claims, args...).Slice()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res[1] != "ok" {
+				b.Fatalf("grant: %v", res)
+			}
+			if err := renew.Run(ctx, c, keys, rn...).Err(); err != nil {
+				b.Fatal(err)
+			}
+			// Releases of ~140 entities: 9 chunks, the last in part.
+			for rl := lo; rl < min(lo+batch, pool); rl += 144 {
+				var ra []any
+				for k := rl; k < min(rl+144, lo+batch, pool); k += chunk {
+					ra = append(ra, "c"+strconv.Itoa(k), "tok"+strconv.Itoa(T)+"."+strconv.Itoa(k), 65535)
+				}
+				if res, err := r.Run(ctx, c, keys, ra...).Result(); err != nil || res != "ok" {
+					b.Fatal(res, err)
+				}
+			}
+		}
+	}
+	probeTicks(b, c, pool, tick)
 }
