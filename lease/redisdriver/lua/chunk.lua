@@ -1,0 +1,64 @@
+-- The chunk path's library (docs/performance.md, "Speed II"), after lib.lua
+-- in the scripts that keep a tick's chunks as records.
+--
+-- Chunk record (Go: chunkRecord), the field CHUNK_MARK .. id of a task's
+-- hash, id the chunk's (acquire.lua's chunks):
+--   tick|fence|holder|prefix|exp|held|odd|since|ended
+-- The state of each of its 16 positions whose bit is not in odd: granted
+-- by its last grant (tick, fence, holder escaped, since: ms), position j
+-- under the token prefix .. j until exp (ms) while its bit is in held,
+-- else released done, the last release at ended (ms). A position whose bit
+-- is in odd has its state in its own value, as an entity outside chunks.
+-- Bit j - 1 is position j's.
+local CHUNK = '^(%d+)|(%d+)|([^|]*)|([^|]*)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$'
+
+local function decode_chunk(v)
+  local c = {}
+  c.tick, c.fence, c.holder, c.prefix, c.exp, c.held, c.odd, c.since, c.ended = match(v, CHUNK)
+  if not c.tick then return nil end
+  return c
+end
+
+local function encode_chunk(c)
+  return c.tick .. '|' .. c.fence .. '|' .. c.holder .. '|' .. c.prefix .. '|' .. c.exp .. '|' .. c.held .. '|' ..
+    c.odd .. '|' .. c.since .. '|' .. c.ended
+end
+
+-- Chunk index (Go: chunkIndex), the field INDEX_MARK .. field of a task's
+-- hash: the chunk whose record holds the entity, and its position.
+--   id:position
+local function decode_index(v)
+  local id, pos = match(v, '^([^:]+):(%d+)$')
+  if not id then return nil end
+  return {id = id, pos = tonumber(pos)}
+end
+
+-- detach moves field's state out of its chunk's record into its value in
+-- hash (when the index names a record whose position is not odd), so that
+-- the per-entity scripts decide it as they do an entity outside chunks:
+-- held under the grant's token while the grant holds it (expired or not,
+-- as an unreleased lease is), else released done with its run record. The
+-- position becomes odd. Returns whether it moved anything.
+local function detach(hash, field)
+  local ix = redis.call('HGET', hash, INDEX_MARK .. field)
+  local x = ix and decode_index(ix)
+  if not x then return false end
+  local rv = redis.call('HGET', hash, CHUNK_MARK .. x.id)
+  local c = rv and decode_chunk(rv)
+  local b = bit.lshift(1, x.pos - 1)
+  if not c or bit.band(tonumber(c.odd), b) ~= 0 then return false end
+  local e = entity(redis.call('HGET', hash, field))
+  if tonumber(c.tick) > tonumber(e.last_tick) then e.last_tick = c.tick end
+  e.fence, e.reason, e.tick, e.holder, e.touched = c.fence, REASON_TICK, c.tick, c.holder, c.since
+  if bit.band(tonumber(c.held), b) ~= 0 then
+    e.token, e.exp = c.prefix .. x.pos, c.exp
+  else
+    local last = encode_run({outcome = OUTCOME_DONE, start = c.since, ['end'] = c.ended, fence = c.fence,
+      reason = REASON_TICK, replica = c.holder})
+    free(e, c.ended)
+    e.last = last
+  end
+  c.odd, c.held = num(bit.bor(tonumber(c.odd), b)), num(bit.band(tonumber(c.held), bit.bnot(b)))
+  redis.call('HSET', hash, field, encode_entity(e), CHUNK_MARK .. x.id, encode_chunk(c))
+  return true
+end
