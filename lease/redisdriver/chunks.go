@@ -100,3 +100,11 @@ func decodeIndex(v string) (chunkIndex, error) {
 	}
 	return chunkIndex{id, p}, nil
 }
+
+// recordsArg is acquire.lua's RECORDS.
+func recordsArg(on bool) string {
+	if on {
+		return "1"
+	}
+	return "0"
+}

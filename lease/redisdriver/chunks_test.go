@@ -2,7 +2,12 @@ package redisdriver
 
 import (
 	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
@@ -128,4 +133,118 @@ func must(t *testing.T, what string, err error) {
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
+}
+
+// recordsDriver is a driver on a Redis of its own that keeps a tick's
+// chunks as records, its epochs initialised.
+func recordsDriver(t *testing.T, c *redis.Client, replica string) *redisDriver {
+	d, err := New(c, "ck", driver.AcksNever)
+	must(t, "New", err)
+	b := d.(*redisDriver)
+	b.records = true
+	b.Configure(driver.Config{Replica: replica, MaxTTL: func() time.Duration { return 5 * time.Second }})
+	must(t, "InitEpoch", b.InitEpoch(bg))
+	return b
+}
+
+// chunkOf asks for a tick's leases of entities e1 to e16, one chunk, under
+// the tokens prefix.1 to prefix.16.
+func chunkOf(t *testing.T, b *redisDriver, tick time.Time, prefix string) []driver.AcquireReply {
+	args := make([]driver.AcquireArg, 16)
+	for j := range args {
+		args[j] = driver.AcquireArg{Token: prefix + "." + strconv.Itoa(j+1), Req: &driver.Request{Task: "sync", Entity: "e" + strconv.Itoa(j+1),
+			TTL: 5 * time.Second, Reason: driver.ReasonTick, Tick: tick, Chunk: "c1"}}
+	}
+	rs, err := b.Acquire(bg, args)
+	must(t, "Acquire", err)
+	return rs
+}
+
+// answers is each distinct answer of rs and its count, in order.
+func answers(rs []driver.AcquireReply) string {
+	var out []string
+	for i, r := range rs {
+		s := string(r.Status)
+		if r.Status == driver.GrantOK {
+			s += " " + strconv.FormatInt(r.Fence, 10)
+		}
+		if i > 0 && strings.HasPrefix(out[len(out)-1], s+" ×") {
+			n, _ := strconv.Atoi(out[len(out)-1][len(s)+3:])
+			out[len(out)-1] = s + " ×" + strconv.Itoa(n+1)
+			continue
+		}
+		out = append(out, s+" ×1")
+	}
+	return strings.Join(out, ", ")
+}
+
+// TestChunkRecordsGrant: with records, a tick's chunk granted plainly
+// entity by entity becomes a record (its values gone, each entity
+// indexed); the next tick's chunk is answered by the record alone: busy
+// while its grant holds every entity, one fence for all once free, ran for
+// a second replica of the same tick, and an entity asked for alone (a due
+// run) is detached first and decided as today.
+func TestChunkRecordsGrant(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, redistest.Start(t).Addr)
+	b := recordsDriver(t, c, "r1")
+	h := b.k.entities("sync")
+	rec := func() chunkRecord {
+		v, err := c.HGet(bg, h, chunkMark+chunkHash("c1")).Result()
+		must(t, "the record", err)
+		r, err := decodeChunk(v)
+		must(t, "decode the record", err)
+		return r
+	}
+	t1 := time.UnixMilli(1796018400000)
+	first := chunkOf(t, b, t1, "a")
+	expect.True(t, "the first tick is granted entity by entity: "+answers(first), first[0].Status == driver.GrantOK && answers(first) == "ok "+strconv.FormatInt(first[0].Fence, 10)+" ×16")
+	r := rec()
+	expect.Same(t, "its record", r, chunkRecord{Tick: t1.UnixMilli(), Fence: first[0].Fence, Holder: "r1", Prefix: "a.", Exp: r.Exp, Held: 0xffff, Since: r.Since})
+	n, err := c.HLen(bg, h).Result()
+	must(t, "HLEN", err)
+	expect.Equal(t, "its values are gone: a record and 16 indexes", n, int64(17))
+	ix, err := c.HGet(bg, h, indexMark+"e16").Result()
+	must(t, "the index", err)
+	expect.Equal(t, "e16's index", ix, chunkHash("c1")+":16")
+
+	t2 := t1.Add(time.Minute)
+	expect.Equal(t, "the next tick while the grant holds them", answers(chunkOf(t, b, t2, "b")), "busy ×16")
+	none := func(what string) {
+		t.Helper()
+		n, err := c.HExists(bg, h, "e1").Result()
+		must(t, "HEXISTS", err)
+		expect.True(t, what+": no value written", !n)
+		expect.Equal(t, what+": no entity odd", rec().Odd, uint16(0))
+	}
+	none("busy")
+	// Released (the release by grant is the next step: the record is
+	// written as it will write it).
+	r.Held, r.Ended = 0, r.Since+1
+	must(t, "release", c.HSet(bg, h, chunkMark+chunkHash("c1"), r.encode()).Err())
+	t3 := t2.Add(time.Minute)
+	second := chunkOf(t, b, t3, "c")
+	expect.True(t, "then one fence for all, above the first: "+answers(second), second[0].Fence > first[0].Fence && answers(second) == "ok "+strconv.FormatInt(second[0].Fence, 10)+" ×16")
+	expect.Equal(t, "the record's prefix", rec().Prefix, "c.")
+	none("granted")
+	other := recordsDriver(t, c, "r2")
+	expect.Equal(t, "a second replica's fan-out of the tick", answers(chunkOf(t, other, t3, "d")), "ran ×16")
+
+	// A due run of e3: detached (held under c.3), then decided: busy.
+	rs, err := b.Acquire(bg, []driver.AcquireArg{{Token: "x", Req: &driver.Request{Task: "sync", Entity: "e3", TTL: 5 * time.Second, Reason: driver.ReasonTrigger}}})
+	must(t, "Acquire e3", err)
+	expect.Equal(t, "e3 alone", answers(rs), "busy ×1")
+	v, err := c.HGet(bg, h, "e3").Result()
+	must(t, "e3's value", err)
+	e3, err := decodeEntity(v)
+	must(t, "decode e3", err)
+	expect.Equal(t, "e3's token", e3.Token, "c.3")
+	expect.Equal(t, "e3's fence", e3.Fence, second[0].Fence)
+	expect.Equal(t, "e3 is odd in the record", rec().Odd, uint16(1<<2))
+	t4 := t3.Add(time.Minute)
+	r = rec()
+	r.Held = 0 // the others released
+	must(t, "release the others", c.HSet(bg, h, chunkMark+chunkHash("c1"), r.encode()).Err())
+	third := chunkOf(t, b, t4, "e")
+	expect.Equal(t, "a chunk with an odd entity goes entity by entity", answers(third), "ok "+strconv.FormatInt(third[0].Fence, 10)+" ×2, busy ×1, ok "+strconv.FormatInt(third[0].Fence, 10)+" ×13")
 }

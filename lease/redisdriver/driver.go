@@ -5,8 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
-	"hash/maphash"
-	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,6 +50,9 @@ type redisDriver struct {
 	// seen is, per bucket, the highest fence this driver was granted and
 	// trusted: data that forgot it was rolled back (lib.lua's quarantine).
 	seen [buckets]atomic.Int64
+	// records keeps a tick's chunks as records (chunks.go): being built,
+	// off but in its tests.
+	records bool
 }
 
 // New returns a driver that keeps a store's state in Redis under prefix,
@@ -110,7 +111,7 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 		args[acqShards], args[acqFloor] = shardsArg(k.shards), k.floor
 		args[acqTwice] = twice(len(gr.Idx), func(x int) string { return reqs[live[gr.Idx[x]]].Req.Entity })
 		bk := bucketOf(k.task)
-		args[acqSeen] = b.seen[bk].Load()
+		args[acqSeen], args[acqRecords] = b.seen[bk].Load(), recordsArg(b.records)
 		ks := []string{b.k.epoch(bk), b.k.due(bk), b.k.dueInfo(bk), b.k.entities(k.task), b.k.followups(k.task)}
 		var chunks strings.Builder
 		var bars []string // the tokens not sent in a chunk, barred: made at the first
@@ -221,50 +222,6 @@ func decodeAcquireReplies(out []driver.AcquireReply, live []int, res []string, e
 	}
 	return nil
 }
-
-// twice is the scripts' TWICE for a batch of n requests or leases, the
-// k-th of entity field(k): "1" when one field comes twice, so that the
-// script reads the second against the value the first wrote; "0" spares
-// it keeping what it wrote (docs/performance.md, item 14).
-//
-// The fields' hashes go into an open-addressed table kept from one batch
-// to the next, not into a map made per batch (item 16). Two fields with
-// one 64-bit hash answer "1": the script then keeps what it wrote, which
-// is always right, only dearer.
-func twice(n int, field func(k int) string) string {
-	if n < 2 {
-		return "0"
-	}
-	p := seenTables.Get().(*[]uint64)
-	defer seenTables.Put(p)
-	size := 1 << bits.Len(uint(2*n-1)) // at least 2n slots: probes stay short
-	t := *p
-	if cap(t) < size {
-		t = make([]uint64, size)
-		*p = t
-	}
-	t = t[:size]
-	clear(t)
-	mask := uint64(size - 1)
-	for k := range n {
-		h := maphash.String(seenSeed, field(k)) | 1 // 0 marks a free slot
-		for i := h & mask; ; i = (i + 1) & mask {
-			if t[i] == h {
-				return "1"
-			}
-			if t[i] == 0 {
-				t[i] = h
-				break
-			}
-		}
-	}
-	return "0"
-}
-
-var (
-	seenSeed   = maphash.MakeSeed()
-	seenTables = sync.Pool{New: func() any { return new([]uint64) }}
-)
 
 // claimsTTL is how long a tick's taken chunks (Request.Chunk) are kept
 // after the last one was taken: longer than replicas' fan-outs of one tick

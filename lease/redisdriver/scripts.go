@@ -30,7 +30,7 @@ func luaFile(name string) string {
 // SHA1 taken) the first time it is run, not at start-up: a daemon without
 // Redis never pays for them, and one with Redis pays for those it runs.
 var (
-	scriptAcquire  = newScript("acquire", acquireArgs)
+	scriptAcquire  = newScript("acquire", acquireArgs, "chunk")
 	scriptRenew    = newScript("renew", renewArgs)
 	scriptRelease  = newScript("release", releaseArgs)
 	scriptEnqueue  = newScript("enqueue", enqueueArgs)
@@ -58,11 +58,15 @@ var (
 // begin with).
 var luaPrelude = sync.OnceValue(func() string { return luaConstants(nil) + luaFile("lib") })
 
-// newScript is lua/name.lua after the shared constants that it or lib.lua
-// names, lib.lua and its arguments' names, put together on its first use.
-func newScript(name string, a argv) func() *redis.Script {
+// newScript is lua/name.lua after the shared constants that it or its
+// libraries name, lib.lua and the libraries libs (lua/chunk.lua), and its
+// arguments' names, put together on its first use.
+func newScript(name string, a argv, libs ...string) func() *redis.Script {
 	return sync.OnceValue(func() *redis.Script {
 		lib, body := luaFile("lib"), luaFile(name)
+		for _, l := range libs {
+			lib += luaFile(l)
+		}
 		named := map[string]bool{}
 		for _, w := range regexp.MustCompile(`\b[A-Z_][A-Z0-9_]*\b`).FindAllString(lib+body, -1) {
 			named[w] = true
@@ -124,6 +128,7 @@ const (
 	acqRecord   // ms: how long the run record (keys.ran) is kept; 0: none (its keys left out)
 	acqFanned   // ms: how long the tick's fan mark (keys.fanned) is kept; 0: none (its key left out)
 	acqSeen     // µs: the highest fence of the bucket this driver was granted and trusted; 0: none
+	acqRecords  // 1: the task's chunks may be kept as records (chunk.lua); 0: none are
 	acqFixed
 )
 
@@ -137,7 +142,8 @@ const (
 var acquireArgs = argv{
 	fixed: []arg{{"MAX_TTL", acqMaxTTL}, {"HOLDER", acqHolder}, {"PREFIX", acqPrefix}, {"TTL", acqTTL},
 		{"REASON", acqReason}, {"TICK", acqTick}, {"QUEUE", acqQueue}, {"CHUNKS", acqChunks}, {"SHARDS", acqShards},
-		{"TWICE", acqTwice}, {"FLOOR", acqFloor}, {"CHANNEL", acqChannel}, {"QUEUE_AGE", acqQueueAge}, {"RECORD", acqRecord}, {"FANNED", acqFanned}, {"SEEN", acqSeen}},
+		{"TWICE", acqTwice}, {"FLOOR", acqFloor}, {"CHANNEL", acqChannel}, {"QUEUE_AGE", acqQueueAge}, {"RECORD", acqRecord}, {"FANNED", acqFanned}, {"SEEN", acqSeen},
+		{"RECORDS", acqRecords}},
 	each: []arg{{"FIELD", acqField}, {"TOKEN", acqToken}, {"FROM", acqFrom}},
 }
 

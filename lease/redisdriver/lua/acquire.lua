@@ -83,6 +83,29 @@ if refused then
   for i = 1, n do out[i] = refused end
   return reply(out)
 end
+local record, catch_up = tonumber(ARGV[A_RECORD]), reason == REASON_CATCH_UP or reason == REASON_BACKFILL
+-- The chunk path (chunk.lua), with RECORDS: a chunk's record answers a
+-- tick's run of the chunk alone when it can (chunk_answer, cans[t]), no
+-- field split, no value read; the entities of the other requests are
+-- detached from any record first, and a chunk whose every entity is
+-- granted plainly here becomes a record (attach, below).
+local records = ARGV[A_RECORDS] == '1'
+local by_record = records and not twice and record == 0 and not catch_up and reason == REASON_TICK and tick > 0
+local crec, cans = {}, {}
+if by_record and ARGV[A_CHUNKS] ~= '' then
+  local rf, rt = {}, {}
+  for t = 1, nt do
+    if cm[t] then
+      local x = #rf + 1
+      rf[x], rt[x] = CHUNK_MARK .. cid[t], t
+    end
+  end
+  local got = redis.call('HMGET', KEYS[4], unpack(rf))
+  for x = 1, #rf do
+    local c, t = got[x] and decode_chunk(got[x]), rt[x]
+    if c then crec[t], cans[t] = c, chunk_answer(c, cm[t], floor, now_ms, queue == BUSY_SKIP) end
+  end
+end
 -- A chunk's j-th token ends with POSITION[j].
 local POSITION = {'1|', '2|', '3|', '4|', '5|', '6|', '7|', '8|', '9|', '10|', '11|', '12|', '13|', '14|', '15|', '16|'}
 -- Step 1, read: take the chunks not yet taken (SADD), and list the fields
@@ -94,13 +117,15 @@ for t = 1, nt do
   if not m then
     nf = nf + 1
     fs[nf] = ARGV[b + E_FIELD]
+    if records then detach(KEYS[4], fs[nf]) end
   elseif redis.call('SADD', KEYS[6], cid[t]) == 0 then
     taken[t] = true
-  else
+  elseif not cans[t] then
     local j = 0
     for f in gmatch(ARGV[b + E_FIELD], '[^ ]+') do
       j, nf = j + 1, nf + 1
       fs[nf] = f
+      if records then detach(KEYS[4], f) end
     end
     if j ~= m then
       return redis.error_reply('acquire: chunk ' .. t .. ' has ' .. j .. ' fields, not ' .. m)
@@ -117,7 +142,6 @@ local taken_reply = reply_ran(tick_s)
 -- A catch-up or backfill run (REASON_CATCH_UP, REASON_BACKFILL) is decided
 -- by it, not by the last tick: an entity whose bit is set ran its tick
 -- (done[k]).
-local record, catch_up = tonumber(ARGV[A_RECORD]), reason == REASON_CATCH_UP or reason == REASON_BACKFILL
 -- The optional keys before the layout key: the fan marks, then before
 -- them the run record's three (ix, ixn, the bitmap: rec + 0..2).
 local rec = #KEYS - 3
@@ -244,7 +268,22 @@ for t = 1, nt do
   if taken[t] then
     i, count = i + 1, 0
     out[i] = taken_reply .. '*' .. cms[t]
+  elseif cans[t] then
+    -- Answered by its record: one answer for all its entities.
+    local c, a = crec[t], cans[t]
+    i, count = i + 1, 0
+    if a == 'ran' then
+      out[i] = reply_ran(c.tick)
+    elseif a == 'busy' then
+      out[i] = reply_busy({touched = c.since, fence = c.fence, holder = c.holder})
+    else
+      out[i] = chunk_grant(c, now, now_s, now_ms_s, tick_s, holder, unbar(tok .. '|'), exp_s, m)
+      writes[nw + 1], writes[nw + 2], nw = CHUNK_MARK .. cid[t], encode_chunk(c), nw + 2
+      if tonumber(out[i]) > top then top = tonumber(out[i]) end
+    end
+    out[i] = out[i] .. '*' .. cms[t]
   end
+  local w0, plain = nw, by_record and m and count > 0
   for j = 1, count do
     k, i = k + 1, i + 1
     local field, tsfx = fs[k], ''
@@ -293,6 +332,21 @@ for t = 1, nt do
     end
     -- A due entry is done with once granted, or once it became a follow-up.
     if claim ~= '' and not ran then ack(KEYS[2], KEYS[3], mprefix .. field, claim) end
+    plain = plain and out[i] == now_s and w and match(w, '^[^|]*|[^|]*|[^|]*|[^|]*|0|') ~= nil
+  end
+  if plain then
+    -- Every entity of the chunk granted now, nothing left behind: its
+    -- state moves into a record of its own, its values gone.
+    for x = w0 + 1, nw do writes[x] = nil end
+    nw = w0
+    local c, gone = {}, {}
+    chunk_grant(c, now, now_s, now_ms_s, tick_s, holder, unbar(tok .. '|'), exp_s, m)
+    writes[nw + 1], writes[nw + 2], nw = CHUNK_MARK .. cid[t], encode_chunk(c), nw + 2
+    for j = 1, m do
+      local f = fs[k - m + j]
+      writes[nw + 1], writes[nw + 2], nw, gone[j] = INDEX_MARK .. f, cid[t] .. ':' .. j, nw + 2, f
+    end
+    redis.call('HDEL', KEYS[4], unpack(gone))
   end
 end
 if nw > 0 then redis.call('HSET', KEYS[4], unpack(writes)) end

@@ -62,3 +62,28 @@ local function detach(hash, field)
   redis.call('HSET', hash, field, encode_entity(e), CHUNK_MARK .. x.id, encode_chunk(c))
   return true
 end
+
+-- chunk_answer decides a tick's run of a chunk of m entities from its
+-- record c alone (floor: a tick at or after it counts as run; skip: a busy
+-- entity is skipped, nothing left behind): 'ran' when the record's tick is
+-- at or after floor, 'grant' when its grant holds no position (released, or
+-- expired), 'busy' when it holds every one (skip only), nil when a
+-- position is odd or the grant holds some: those go entity by entity.
+local function chunk_answer(c, m, floor, now_ms, skip)
+  if c.odd ~= '0' then return nil end
+  if tonumber(c.tick) >= floor then return 'ran' end
+  if c.held == '0' or tonumber(c.exp) <= now_ms then return 'grant' end
+  if skip and tonumber(c.held) == bit.lshift(1, m) - 1 then return 'busy' end
+  return nil
+end
+
+-- chunk_grant makes c the record of a new grant of its m positions, for
+-- tick_s, to holder under the tokens prefix .. j until exp_s, and returns
+-- its fence: now, or past the record's last one (as lib.lua's grant).
+local function chunk_grant(c, now, now_s, now_ms_s, tick_s, holder, prefix, exp_s, m)
+  local fence = now_s
+  if c.fence and tonumber(c.fence) >= now then fence = num(tonumber(c.fence) + 1) end
+  c.tick, c.fence, c.holder, c.prefix, c.exp = tick_s, fence, holder, prefix, exp_s
+  c.held, c.odd, c.since, c.ended = num(bit.lshift(1, m) - 1), '0', now_ms_s, '0'
+  return fence
+end
