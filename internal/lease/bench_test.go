@@ -89,7 +89,7 @@ func ticks(b *testing.B, s *Store, prefix string, chunked bool, record time.Dura
 		r := req(prefix+strconv.Itoa(i%pool), time.Minute)
 		r.Reason, r.Tick, r.Record = driver.ReasonTick, T.Add(time.Duration(i/pool)*time.Millisecond), record
 		if chunked {
-			r.Chunk = strconv.Itoa(i / 16)
+			r.Chunk = strconv.Itoa(i % pool / 16) // named by its entities, as a fan-out names it
 		}
 		return r
 	}

@@ -2,6 +2,9 @@ package redisdriver
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -186,16 +189,8 @@ func answers(rs []driver.AcquireReply) string {
 // run) is detached first and decided as today.
 func TestChunkRecordsGrant(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, redistest.Start(t).Addr)
-	b := recordsDriver(t, c, "r1")
+	c, b, rec := chunkEnv(t)
 	h := b.k.entities("sync")
-	rec := func() chunkRecord {
-		v, err := c.HGet(bg, h, chunkMark+chunkHash("c1")).Result()
-		must(t, "the record", err)
-		r, err := decodeChunk(v)
-		must(t, "decode the record", err)
-		return r
-	}
 	t1 := time.UnixMilli(1796018400000)
 	first := chunkOf(t, b, t1, "a")
 	expect.True(t, "the first tick is granted entity by entity: "+answers(first), first[0].Status == driver.GrantOK && answers(first) == "ok "+strconv.FormatInt(first[0].Fence, 10)+" ×16")
@@ -247,4 +242,91 @@ func TestChunkRecordsGrant(t *testing.T) {
 	must(t, "release the others", c.HSet(bg, h, chunkMark+chunkHash("c1"), r.encode()).Err())
 	third := chunkOf(t, b, t4, "e")
 	expect.Equal(t, "a chunk with an odd entity goes entity by entity", answers(third), "ok "+strconv.FormatInt(third[0].Fence, 10)+" ×2, busy ×1, ok "+strconv.FormatInt(third[0].Fence, 10)+" ×13")
+}
+
+// TestChunkRecordsReleaseAndRenew: with records, a chunk's leases renew by
+// their grant (the record's expiry moves, no value is written) and release
+// by it when their runs end done; a run that failed is detached and
+// released by its own value, with its run record; a lease its grant no
+// longer holds (released) is lost at a renewal, one of a token the record
+// does not know is not held; and once every entity is free again the next
+// tick makes the chunk one record again, nothing odd.
+func TestChunkRecordsReleaseAndRenew(t *testing.T) {
+	t.Parallel()
+	c, b, rec := chunkEnv(t)
+	h := b.k.entities("sync")
+	hlen := func() int64 {
+		n, err := c.HLen(bg, h).Result()
+		must(t, "HLEN", err)
+		return n
+	}
+	t1 := time.UnixMilli(1796018400000)
+	granted := chunkOf(t, b, t1, "a")
+	ls := make([]*driver.Lease, 16)
+	for j := range ls {
+		ls[j] = &driver.Lease{Task: "sync", Entity: "e" + strconv.Itoa(j+1), Token: "a." + strconv.Itoa(j+1), TTL: time.Hour,
+			Reason: driver.ReasonTick, Tick: t1, Fence: granted[j].Fence}
+	}
+	renewed, err := b.Renew(bg, ls)
+	must(t, "Renew", err)
+	expect.Equal(t, "renewed", fmt.Sprint(renewed), fmt.Sprint(slices.Repeat([]driver.Renewal{driver.RenewOK}, 16)))
+	expect.True(t, "the grant's expiry moved an hour on", rec().Exp > time.Now().Add(50*time.Minute).UnixMilli())
+	expect.Equal(t, "no value written", hlen(), int64(17))
+
+	release := func(outcome driver.Outcome, js ...int) []driver.ReleaseReply {
+		t.Helper()
+		args := make([]driver.ReleaseArg, len(js))
+		for k, j := range js {
+			args[k] = driver.ReleaseArg{Lease: ls[j], Finished: driver.Finished{Outcome: outcome, Started: t1, Ended: t1.Add(time.Second)}}
+		}
+		out, err := b.Release(bg, args)
+		must(t, "Release", err)
+		return out
+	}
+	for _, r := range release(driver.OutcomeDone, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9) {
+		expect.True(t, "released done", r.Err == nil && !r.FollowUp)
+	}
+	expect.Equal(t, "the grant holds the other six", rec().Held, uint16(0xffff&^0x3ff))
+	expect.Equal(t, "still no value written", hlen(), int64(17))
+	failed := release(driver.OutcomeFailed, 10)
+	expect.True(t, "released failed", failed[0].Err == nil)
+	v, err := c.HGet(bg, h, "e11").Result()
+	must(t, "e11's value", err)
+	e11, err := decodeEntity(v)
+	must(t, "decode e11", err)
+	expect.True(t, "e11 is free, its last run failed", e11.Token == "" && e11.Last != nil && e11.Last.Outcome == driver.OutcomeFailed && e11.Last.Fence == granted[10].Fence)
+	r := rec()
+	expect.True(t, "e11 is odd, out of the grant", r.Odd == 1<<10 && r.Held == 0xffff&^0x7ff)
+	lost, err := b.Renew(bg, []*driver.Lease{ls[0], ls[11]})
+	must(t, "Renew", err)
+	expect.Equal(t, "a released lease is lost, a held one renewed", fmt.Sprint(lost), fmt.Sprint([]driver.Renewal{driver.RenewLost, driver.RenewOK}))
+	stranger := *ls[12]
+	stranger.Token = "z.13"
+	out, err := b.Release(bg, []driver.ReleaseArg{{Lease: &stranger, Finished: driver.Finished{Outcome: driver.OutcomeDone}}})
+	must(t, "Release", err)
+	expect.True(t, "a token the record does not know is not held", errors.Is(out[0].Err, driver.ErrNotHeld))
+	release(driver.OutcomeDone, 11, 12, 13, 14, 15)
+	expect.Equal(t, "every entity free", rec().Held, uint16(0))
+
+	next := chunkOf(t, b, t1.Add(time.Minute), "b")
+	expect.Equal(t, "the next tick", answers(next), "ok "+strconv.FormatInt(next[0].Fence, 10)+" ×16")
+	r = rec()
+	expect.True(t, "one record again, nothing odd", r.Odd == 0 && r.Prefix == "b." && r.Held == 0xffff)
+	expect.Equal(t, "e11's value gone", hlen(), int64(17))
+}
+
+// chunkEnv is a Redis of the test's own, its client, a driver keeping
+// records on it (replica r1), and a reader of chunk c1's record of task
+// sync.
+func chunkEnv(t *testing.T) (*redis.Client, *redisDriver, func() chunkRecord) {
+	c := newClient(t, redistest.Start(t).Addr)
+	b := recordsDriver(t, c, "r1")
+	return c, b, func() chunkRecord {
+		t.Helper()
+		v, err := c.HGet(bg, b.k.entities("sync"), chunkMark+chunkHash("c1")).Result()
+		must(t, "the record", err)
+		r, err := decodeChunk(v)
+		must(t, "decode the record", err)
+		return r
+	}
 }

@@ -300,7 +300,8 @@ func (b *redisDriver) Taken(ctx context.Context, task string, tick time.Time, ch
 	return out, nil
 }
 
-func (b *redisDriver) Renew(ctx context.Context, ls []*driver.Lease) ([]driver.Renewal, error) {
+// renewEach renews each lease of ls by its own value (renew.lua).
+func (b *redisDriver) renewEach(ctx context.Context, ls []*driver.Lease) ([]driver.Renewal, error) {
 	type named struct {
 		task   string
 		shards int
@@ -361,7 +362,8 @@ func runRecords(rs []driver.ReleaseArg, idx []int, replica string) []string {
 	return codec.Strings(buf, ends)
 }
 
-func (b *redisDriver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]driver.ReleaseReply, error) {
+// releaseEach releases each lease of rs by its own value (release.lua).
+func (b *redisDriver) releaseEach(ctx context.Context, rs []driver.ReleaseArg) ([]driver.ReleaseReply, error) {
 	replica := b.cfg.Replica
 	type named struct {
 		task   string
@@ -383,6 +385,7 @@ func (b *redisDriver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]dr
 		args := make([]any, relFixed, relFixed+stride*len(gr.Idx))
 		args[relPrefix], args[relStrideArg], args[relShards] = driver.Escape(gr.Key)+":", strconv.Itoa(stride), shardsArg(grn.Key.shards)
 		args[relTwice] = twice(len(gr.Idx), func(k int) string { return rs[gr.Idx[k]].Lease.Entity })
+		args[relRecords] = recordsArg(b.records)
 		bk := bucketOf(gr.Key)
 		ks := []string{b.k.due(bk), b.k.dueInfo(bk), b.k.entities(gr.Key), b.k.followups(gr.Key)}
 		recs := runRecords(rs, gr.Idx, replica)

@@ -26,13 +26,14 @@ func luaFile(name string) string {
 }
 
 // Every script is the constants Go shares with Lua, its arguments' names,
-// the shared library, then its own body. Each is put together (and its
+// the shared library (and the chunk path's, for the scripts that take it),
+// then its own body. Each is put together (and its
 // SHA1 taken) the first time it is run, not at start-up: a daemon without
 // Redis never pays for them, and one with Redis pays for those it runs.
 var (
 	scriptAcquire  = newScript("acquire", acquireArgs, "chunk")
 	scriptRenew    = newScript("renew", renewArgs)
-	scriptRelease  = newScript("release", releaseArgs)
+	scriptRelease  = newScript("release", releaseArgs, "chunk")
 	scriptEnqueue  = newScript("enqueue", enqueueArgs)
 	scriptTake     = newScript("take", takeArgs)
 	scriptAck      = newScript("ack", ackArgs)
@@ -59,8 +60,8 @@ var (
 var luaPrelude = sync.OnceValue(func() string { return luaConstants(nil) + luaFile("lib") })
 
 // newScript is lua/name.lua after the shared constants that it or its
-// libraries name, lib.lua and the libraries libs (lua/chunk.lua), and its
-// arguments' names, put together on its first use.
+// libraries name, its arguments' names (a library reads them too), lib.lua
+// and the libraries libs (lua/chunk.lua), put together on its first use.
 func newScript(name string, a argv, libs ...string) func() *redis.Script {
 	return sync.OnceValue(func() *redis.Script {
 		lib, body := luaFile("lib"), luaFile(name)
@@ -71,7 +72,7 @@ func newScript(name string, a argv, libs ...string) func() *redis.Script {
 		for _, w := range regexp.MustCompile(`\b[A-Z_][A-Z0-9_]*\b`).FindAllString(lib+body, -1) {
 			named[w] = true
 		}
-		return redis.NewScript(luaConstants(func(c string) bool { return named[c] }) + lib + a.lua() + body)
+		return redis.NewScript(luaConstants(func(c string) bool { return named[c] }) + a.lua() + lib + body)
 	})
 }
 
@@ -155,6 +156,7 @@ const (
 	relStrideArg
 	relShards
 	relTwice
+	relRecords // 1: the leases' entities may be in chunk records (chunk.lua): detached first
 	relFixed
 )
 
@@ -171,7 +173,7 @@ const (
 )
 
 var releaseArgs = argv{
-	fixed: []arg{{"PREFIX", relPrefix}, {"STRIDE", relStrideArg}, {"SHARDS", relShards}, {"TWICE", relTwice}},
+	fixed: []arg{{"PREFIX", relPrefix}, {"STRIDE", relStrideArg}, {"SHARDS", relShards}, {"TWICE", relTwice}, {"RECORDS", relRecords}},
 	each:  []arg{{"FIELD", relField}, {"TOKEN", relToken}, {"RECORD", relRecord}, {"NEXT", relNext}, {"REQS", relReqs}},
 }
 

@@ -87,3 +87,51 @@ local function chunk_grant(c, now, now_s, now_ms_s, tick_s, holder, prefix, exp_
   c.held, c.odd, c.since, c.ended = num(bit.lshift(1, m) - 1), '0', now_ms_s, '0'
   return fence
 end
+
+-- by_grant calls apply(c, mask) for each grant of the script's arguments
+-- (grantArgs: a field of one of its entities, its token prefix, the mask of
+-- its positions asked about) whose record c in hash is its chunk's and
+-- still its own (same prefix, not expired), with mask the positions asked
+-- about that the grant holds (not odd), writes the records applied to,
+-- and answers each grant's mask (0: none).
+local function by_grant(hash, now_ms, apply)
+  local n = (#ARGV - A_FIXED) / E_STRIDE
+  local ix = redis.call('HMGET', hash, unpack(fields(A_FIXED + E_FIELD, E_STRIDE, INDEX_MARK)))
+  local out, recs, cf = {}, {}, {}
+  for i = 1, n do
+    local x = ix[i] and decode_index(ix[i])
+    if x then cf[i] = CHUNK_MARK .. x.id end
+  end
+  local want, nw = {}, 0
+  for i = 1, n do
+    if cf[i] and not recs[cf[i]] then
+      nw = nw + 1
+      want[nw] = cf[i]
+      recs[cf[i]] = false
+    end
+  end
+  if nw > 0 then
+    local got = redis.call('HMGET', hash, unpack(want))
+    for k = 1, nw do recs[want[k]] = got[k] and decode_chunk(got[k]) end
+  end
+  local writes, done = {}, {}
+  for i = 1, n do
+    local b, c = A_FIXED + E_STRIDE * (i - 1), cf[i] and recs[cf[i]]
+    out[i] = '0'
+    if c and c.prefix == ARGV[b + E_PREFIX] and tonumber(c.exp) > now_ms then
+      local mask = bit.band(tonumber(ARGV[b + E_MASK]), tonumber(c.held), bit.bnot(tonumber(c.odd)))
+      if mask ~= 0 then
+        apply(c, mask)
+        out[i] = num(mask)
+        if not done[cf[i]] then
+          done[cf[i]] = true
+          writes[#writes + 1] = cf[i]
+          writes[#writes + 1] = false
+        end
+      end
+    end
+  end
+  for k = 1, #writes, 2 do writes[k + 1] = encode_chunk(recs[writes[k]]) end
+  if #writes > 0 then redis.call('HSET', hash, unpack(writes)) end
+  return out
+end

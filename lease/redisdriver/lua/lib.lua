@@ -472,12 +472,15 @@ local function reply(out)
 end
 
 -- fields collects every stride-th ARGV from first on: the hash fields of a
--- batch, for one HMGET.
-local function fields(first, stride)
+-- batch, for one HMGET (each after mark, when given).
+local function fields(first, stride, mark)
   local fs, n = {}, 0
   for i = first, #ARGV, stride do
     n = n + 1
     fs[n] = ARGV[i]
+  end
+  if mark then
+    for k = 1, n do fs[k] = mark .. fs[k] end
   end
   return fs
 end

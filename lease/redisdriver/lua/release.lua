@@ -2,7 +2,8 @@
 --   then the hashes of the requests the batch's runs answer, then the
 --   shard's layout key (shards_refused).
 -- ARGV (releaseArgs): member_prefix (escaped task .. ':'), stride (3 or 5),
---   shards (shards_refused), twice (1: an entity comes twice), then for each
+--   shards (shards_refused), twice (1: an entity comes twice), records (1:
+--   entities may be in chunk records, chunk.lua), then for each
 --   lease: field, token (between its separators: lib.lua's unbar), last,
 --   next, reqs; with stride 3 (a batch of plain releases, the fan-out's
 --   usual) next and reqs are left out, as ''.
@@ -28,7 +29,14 @@ local now_ms_s = num(now_ms)
 local mprefix, stride = ARGV[A_PREFIX], tonumber(ARGV[A_STRIDE])
 local out = {}
 local n = (#ARGV - A_FIXED) / stride
-local vals = redis.call('HMGET', KEYS[3], unpack(fields(A_FIXED + E_FIELD, stride)))
+local fs = fields(A_FIXED + E_FIELD, stride)
+-- With RECORDS, a lease of a chunk's grant (its run did not end done, or
+-- its grant no longer answers for it: grantrelease.lua) may still be in
+-- its chunk's record: detached into its value first (chunk.lua).
+if ARGV[A_RECORDS] == '1' then
+  for i = 1, #fs do detach(KEYS[3], fs[i]) end
+end
+local vals = redis.call('HMGET', KEYS[3], unpack(fs))
 -- With twice, cur holds what this call already wrote, so that a second
 -- lease of one entity is read against it.
 local twice, cur, writes, nw, e = ARGV[A_TWICE] == '1', {}, {}, 0, {}
