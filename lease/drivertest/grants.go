@@ -129,7 +129,10 @@ func testUnlockInsideABatch(t *testing.T, k stores) {
 		if i == 7 {
 			out = driver.OutcomeUnlocked
 		}
-		if _, err := l.Release(bg, driver.Finished{Outcome: out, Started: l.Acquired, Ended: time.Now()}, nil); err != nil {
+		_, err := l.Release(bg, driver.Finished{Outcome: out, Started: l.Acquired, Ended: time.Now()}, nil)
+		// The unlocked lease, renewed no more, may have expired by now on a
+		// loaded machine: then its holder no longer holds it.
+		if err != nil && (i != 7 || !errors.Is(err, driver.ErrNotHeld)) {
 			t.Fatalf("release of %s: %v", l.Entity, err)
 		}
 	}
