@@ -1,15 +1,13 @@
 package redisdriver
 
 import (
-	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/tickd/tickd/internal/codec"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -18,8 +16,10 @@ import (
 // its entities' state in it until a per-entity script detaches one into
 // its own value (lua/chunk.lua). Being built: a driver keeps records only
 // with its records flag, which nothing outside this package's tests sets
-// yet: acquire, renewal and release know the records (TestChunkRecords*);
-// unlock, status, the console's reads, the sweep and a reshard do not.
+// yet. Acquire, renewal, release (grants.go), unlock, status and the
+// console's pages, the sweep and a reshard know the records
+// (TestChunkRecords*). A task with a run record (catch_up_runs = "all")
+// goes entity by entity.
 
 // The first byte of a chunk record's field and of an entity's index field
 // in the task's hash. Neither is a byte driver.Escape leaves in an
@@ -115,207 +115,154 @@ func recordsArg(on bool) string {
 	return "0"
 }
 
-// grantrelease.lua's and grantrenew.lua's arguments: the shard count and
-// the TTL (renewal only), then per grant a field of one of its entities,
-// its token prefix and the mask of the positions asked about.
-const (
-	grShards = iota
-	grTTL
-	grFixed
-)
-
-const (
-	grField = iota
-	grPrefix
-	grMask
-	grStride
-)
-
-var grantArgs = argv{fixed: []arg{{"SHARDS", grShards}, {"TTL", grTTL}},
-	each: []arg{{"FIELD", grField}, {"PREFIX", grPrefix}, {"MASK", grMask}}}
-
-var (
-	scriptGrantRelease = newScript("grantrelease", grantArgs, "chunk")
-	scriptGrantRenew   = newScript("grantrenew", grantArgs, "chunk")
-)
-
-// grantOf cuts a lease's token into its chunk grant's prefix (through the
-// '.') and its position (1 to 16); false for a token of no chunk
-// (driver.AcquireArg.Token: only a chunk's hold a '.').
-func grantOf(token string) (prefix string, pos int, ok bool) {
-	i := strings.LastIndexByte(token, '.')
-	if i < 0 {
-		return "", 0, false
+// view is the entity at position pos of c as chunk.lua's detach writes it
+// for an entity without a value of its own (a position c holds never has
+// one): held under its grant's token while the grant holds it, else
+// released done; false for a position whose value holds it (odd), or none.
+func (c chunkRecord) view(pos int) (entityValue, bool) {
+	bit := uint16(1) << (pos - 1)
+	if pos < 1 || pos > 16 || c.Odd&bit != 0 {
+		return entityValue{}, false
 	}
-	p, err := strconv.Atoi(token[i+1:])
-	if err != nil || p < 1 || p > 16 {
-		return "", 0, false
+	e := entityValue{LastTick: c.Tick, Fence: c.Fence}
+	if c.Held&bit != 0 {
+		e.Token, e.Exp, e.Touched, e.Reason, e.Tick, e.Holder = c.Prefix+strconv.Itoa(pos), c.Exp, c.Since, driver.ReasonTick, c.Tick, c.Holder
+		return e, true
 	}
-	return token[:i+1], p, true
+	e.Touched = c.Ended
+	e.Last = &runRecord{Outcome: driver.OutcomeDone, Start: c.Since, End: c.Ended, Fence: c.Fence, Reason: driver.ReasonTick, Replica: c.Holder}
+	return e, true
 }
 
-// grantCall is what one call of a grant script sends: a task's shard,
-// named by a count, and a TTL.
-type grantCall struct {
-	task   string
-	shards int
-	ttl    time.Duration
+// scanned is an entity of an HSCAN page of a task's hash and its value.
+type scanned struct {
+	entity string
+	e      entityValue
 }
 
-// aGrant is one chunk grant's leases asked about: a field of one of them,
-// the mask of their positions, and each lease's index and position.
-type aGrant struct {
-	call   grantCall
-	prefix string
-	field  *string
-	mask   uint16
-	leases [][2]int
-}
-
-// byGrant asks sc (grantrelease or grantrenew) about the leases ls(i), i
-// < n, of chunk grants that want(i), one triple a grant, one call a task,
-// each lease with ttl(i) (0 for a release), and answers which it did
-// (nil when none was asked about). A call that fails leaves its leases
-// undone, and is the error.
-func (b *redisDriver) byGrant(ctx context.Context, sc *redis.Script, n int, ls func(i int) *driver.Lease, want func(i int) bool,
-	ttl func(i int) time.Duration, ackWithin time.Duration) ([]bool, error) {
-	var grants []aGrant
-	at := map[[2]string]int{}
-	for i := range n {
-		l := ls(i)
-		prefix, pos, ok := grantOf(l.Token)
-		if !ok || !want(i) {
-			continue
-		}
-		c := grantCall{l.Task, l.Shards, ttl(i)}
-		key := [2]string{prefix, l.Task}
-		g, seen := at[key]
-		if !seen || grants[g].call != c {
-			g = len(grants)
-			at[key] = g
-			grants = append(grants, aGrant{call: c, prefix: prefix, field: &l.Entity})
-		}
-		grants[g].mask |= 1 << (pos - 1)
-		grants[g].leases = append(grants[g].leases, [2]int{i, pos})
-	}
-	if len(grants) == 0 {
-		return nil, nil
-	}
-	gs := codec.GroupBy(len(grants), func(g int) grantCall { return grants[g].call })
-	calls := make([]scriptCall, len(gs))
-	for c, gr := range gs {
-		args := make([]any, grFixed, grFixed+grStride*len(gr.Idx))
-		args[grShards], args[grTTL] = shardsArg(gr.Key.shards), ms(gr.Key.ttl)
-		for _, g := range gr.Idx {
-			var part [grStride]any
-			part[grField], part[grPrefix], part[grMask] = fieldArg(grants[g].field), grants[g].prefix, int64(grants[g].mask)
-			args = append(args, part[:]...)
-		}
-		calls[c] = scriptCall{keys: []string{b.k.entities(gr.Key.task), b.k.shards(gr.Key.task)}, args: args}
-	}
-	res, errs, err := b.runEach(ctx, sc, calls, ackWithin)
-	if res == nil {
-		return nil, shardsErr(err)
-	}
-	done := make([]bool, n)
-	for c, gr := range gs {
-		if errs != nil && errs[c] != nil {
-			err = cmp.Or(err, shardsErr(errs[c]))
-			continue
-		}
-		if len(res[c]) != len(gr.Idx) {
-			return nil, fmt.Errorf("lease: script reply has %d entries for %d grants", len(res[c]), len(gr.Idx))
-		}
-		for k, g := range gr.Idx {
-			mask, perr := strconv.ParseUint(res[c][k], 10, 16)
-			if perr != nil {
-				return nil, fmt.Errorf("%w: grant reply %q", errFormat, res[c][k])
+// entitiesOf turns one HSCAN page of task's hash (kv: field, value, …)
+// into its entities and their values, as status sees them: an entity its
+// chunk's record holds by its index field (the page's records read with
+// one HMGET), the others by their own values; records, the index fields
+// of entities their own values hold, and values not understood are left
+// out.
+func (b *redisDriver) entitiesOf(ctx context.Context, task string, kv []string) ([]scanned, error) {
+	out := make([]scanned, 0, len(kv)/2)
+	var ids []string
+	var xs map[int]chunkIndex
+	for i := 0; i+1 < len(kv); i += 2 {
+		if field, ok := strings.CutPrefix(kv[i], indexMark); ok {
+			x, err := decodeIndex(kv[i+1])
+			entity, uerr := driver.Unescape(field)
+			if err != nil || uerr != nil {
+				continue
 			}
-			for _, l := range grants[g].leases {
-				done[l[0]] = mask&(1<<(l[1]-1)) != 0
+			if xs == nil {
+				xs = map[int]chunkIndex{}
+			}
+			xs[len(out)] = x
+			out = append(out, scanned{entity: entity})
+			ids = append(ids, chunkMark+x.ID)
+			continue
+		}
+		entity, err := driver.Unescape(kv[i])
+		e, derr := decodeEntity(kv[i+1])
+		if err == nil && derr == nil {
+			out = append(out, scanned{entity, e})
+		}
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	vs, err := b.c.HMGet(ctx, b.k.entities(task), ids...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("hmget %s: %w", b.k.entities(task), err)
+	}
+	recs := make(map[string]chunkRecord, len(ids))
+	for k, v := range vs {
+		if s, ok := v.(string); ok {
+			if c, err := decodeChunk(s); err == nil {
+				recs[ids[k][len(chunkMark):]] = c
 			}
 		}
 	}
-	return done, err
+	kept := out[:0]
+	for k, r := range out {
+		if x, ok := xs[k]; ok {
+			if r.e, ok = recs[x.ID].view(x.Position); !ok {
+				continue // odd: its own value, in the walk, holds it
+			}
+		}
+		kept = append(kept, r)
+	}
+	return kept, nil
 }
 
-// Release releases the leases of chunk grants whose runs ended done with
-// nothing asked for after by their grants (grantrelease.lua), when the
-// driver keeps records, and the others, and those, by their own values.
-func (b *redisDriver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]driver.ReleaseReply, error) {
-	if !b.records {
-		return b.releaseEach(ctx, rs)
-	}
-	done, _ := b.byGrant(ctx, scriptGrantRelease(), len(rs), func(i int) *driver.Lease { return rs[i].Lease }, func(i int) bool {
-		return rs[i].Finished.Outcome == driver.OutcomeDone && rs[i].Next == nil && len(rs[i].Lease.Requests) == 0
-	}, func(int) time.Duration { return 0 }, 0)
-	if undone(done, len(rs)) == len(rs) {
-		return b.releaseEach(ctx, rs)
-	}
-	out := make([]driver.ReleaseReply, len(rs))
-	if err := eachLeft(done, rs, out, func(sub []driver.ReleaseArg) ([]driver.ReleaseReply, error) { return b.releaseEach(ctx, sub) }); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// Renew renews the leases of chunk grants by their grants
-// (grantrenew.lua), when the driver keeps records, and the others, and
-// those, by their own values. A round fails whole.
-func (b *redisDriver) Renew(ctx context.Context, ls []*driver.Lease) ([]driver.Renewal, error) {
-	if !b.records {
-		return b.renewEach(ctx, ls)
-	}
-	shortest := ls[0].TTL
-	for _, l := range ls {
-		shortest = min(shortest, l.TTL)
-	}
-	done, err := b.byGrant(ctx, scriptGrantRenew(), len(ls), func(i int) *driver.Lease { return ls[i] }, func(int) bool { return true },
-		func(i int) time.Duration { return ls[i].TTL }, ackWait(shortest))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]driver.Renewal, len(ls))
-	for i := range out {
-		out[i] = driver.RenewOK
-	}
-	if err := eachLeft(done, ls, out, func(sub []*driver.Lease) ([]driver.Renewal, error) { return b.renewEach(ctx, sub) }); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// undone counts the indexes below n that done (nil: none) does not mark.
-func undone(done []bool, n int) int {
-	k := 0
-	for i := range n {
-		if done == nil || !done[i] {
-			k++
+// entityOf reads one entity's value as status sees it: from its chunk's
+// record when the record holds it (index ix, "" for none), else v.
+func (b *redisDriver) entityOf(ctx context.Context, task, v, ix string) (entityValue, error) {
+	if x, err := decodeIndex(ix); err == nil {
+		rv, err := b.c.HGet(ctx, b.k.entities(task), chunkMark+x.ID).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return entityValue{}, err
+		}
+		if c, err := decodeChunk(rv); err == nil {
+			if e, ok := c.view(x.Position); ok {
+				return e, nil
+			}
 		}
 	}
-	return k
+	return decodeEntity(v)
 }
 
-// eachLeft puts in out, for the items of all that done (nil: none) does
-// not mark, what f answers for them, all in one call (none when every
-// item is done).
-func eachLeft[A, R any](done []bool, all []A, out []R, f func([]A) ([]R, error)) error {
-	var sub []A
-	var at []int
-	for i := range all {
-		if done == nil || !done[i] {
-			sub, at = append(sub, all[i]), append(at, i)
+// detachAllArgs are detachall.lua's: an entity's field, repeated.
+var detachAllArgs = argv{each: []arg{{"FIELD", 0}}}
+
+var scriptDetachAll = newScript("detachall", detachAllArgs, "chunk")
+
+// detachAll detaches every entity of hash key (a task shard's) from its
+// chunk's record into its own value, and deletes the records: what a
+// reshard moves is values only. A reshard refuses the task's grants
+// meanwhile, so no record is made while it runs.
+func (b *redisDriver) detachAll(ctx context.Context, key string) error {
+	for _, mark := range []string{indexMark, chunkMark} {
+		var cursor uint64
+		for {
+			kv, next, err := b.c.HScan(ctx, key, cursor, mark+"*", pageSize).Result()
+			if err != nil {
+				return fmt.Errorf("hscan %s: %w", key, err)
+			}
+			var fields []any
+			for i := 0; i < len(kv); i += 2 {
+				if mark == indexMark {
+					fields = append(fields, kv[i][len(indexMark):])
+				} else {
+					fields = append(fields, kv[i])
+				}
+			}
+			switch {
+			case len(fields) == 0:
+			case mark == indexMark:
+				err = scriptDetachAll().Run(ctx, b.c, []string{key}, fields...).Err()
+			default: // every entity of theirs is detached: the records go
+				err = b.c.HDel(ctx, key, anyStrings(fields)...).Err()
+			}
+			if err != nil {
+				return fmt.Errorf("detach %s: %w", key, err)
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
 		}
-	}
-	if len(sub) == 0 {
-		return nil
-	}
-	got, err := f(sub)
-	if err != nil {
-		return err
-	}
-	for k, i := range at {
-		out[i] = got[k]
 	}
 	return nil
+}
+
+// anyStrings is vs, each a string, as strings.
+func anyStrings(vs []any) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.(string)
+	}
+	return out
 }

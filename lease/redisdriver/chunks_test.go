@@ -93,7 +93,7 @@ func TestDetach(t *testing.T) {
 	odd := entityValue{LastTick: 1796018400000, Fence: 99, Token: "mine", Exp: 1796018405000, Touched: 1, Reason: driver.ReasonTrigger, Holder: "r3"}
 	must(t, "setup", c.HSet(bg, h, chunkMark+"c1", rec.encode(),
 		indexMark+"held", chunkIndex{"c1", 1}.encode(), indexMark+"done", chunkIndex{"c1", 2}.encode(),
-		indexMark+"new", chunkIndex{"c1", 3}.encode(), indexMark+"odd", chunkIndex{"c1", 4}.encode(),
+		indexMark+"new", chunkIndex{"c1", 3}.encode(), indexMark+"odd", chunkIndex{"c1", 4}.encode(), indexMark+"fresh", chunkIndex{"c1", 5}.encode(),
 		"done", old.encode(), "odd", odd.encode(), "alone", old.encode()).Err())
 	detach := func(field string) bool {
 		n, err := chunkScript.Run(bg, c, []string{h}, "detach", h, field).Int()
@@ -107,7 +107,18 @@ func TestDetach(t *testing.T) {
 		must(t, "decode "+field, err)
 		return e
 	}
-	for _, f := range []string{"held", "done", "new"} {
+	// What status reads of a position the record holds (view) is what a
+	// detach writes for an entity without a value.
+	views := map[string]int{"held": 1, "new": 3, "fresh": 5}
+	want := map[string]entityValue{}
+	for f, pos := range views {
+		v, ok := rec.view(pos)
+		expect.True(t, f+" is in the record's view", ok)
+		want[f] = v
+	}
+	_, ok := rec.view(4)
+	expect.True(t, "an odd position is not", !ok)
+	for _, f := range []string{"held", "done", "new", "fresh"} {
 		expect.True(t, f+" is detached", detach(f))
 		expect.True(t, f+" is detached once", !detach(f))
 	}
@@ -119,15 +130,18 @@ func TestDetach(t *testing.T) {
 		Last: &runRecord{Outcome: driver.OutcomeDone, Start: rec.Since, End: rec.Ended, Fence: rec.Fence, Reason: driver.ReasonTick, Replica: "r 1"}})
 	expect.Same(t, "held, without a value before", value("new"), entityValue{LastTick: rec.Tick, Fence: rec.Fence, Token: "k3x.3", Exp: rec.Exp,
 		Touched: rec.Since, Reason: driver.ReasonTick, Tick: rec.Tick, Holder: "r 1"})
+	for f := range views {
+		expect.Same(t, f+": what status read before is what the detach wrote", value(f), want[f])
+	}
 	expect.Same(t, "odd", value("odd"), odd)
 	expect.Same(t, "alone", value("alone"), old)
 	v, err := c.HGet(bg, h, chunkMark+"c1").Result()
 	must(t, "the record", err)
 	after, err := decodeChunk(v)
 	must(t, "decode the record", err)
-	want := rec
-	want.Held, want.Odd = 0, 0b1111
-	expect.Equal(t, "the record after", after, want)
+	after1 := rec
+	after1.Held, after1.Odd = 0, 0b11111
+	expect.Equal(t, "the record after", after, after1)
 }
 
 // must stops the test at err, naming what failed.
@@ -329,4 +343,142 @@ func chunkEnv(t *testing.T) (*redis.Client, *redisDriver, func() chunkRecord) {
 		must(t, "decode the record", err)
 		return r
 	}
+}
+
+// TestChunkRecordsStatusAndUnlock: with records, status sees a chunk's
+// leases and last runs in its record, as it sees an entity's in its value;
+// an unlock revokes an entity its record holds (detached first), and the
+// holder's renewal is told so.
+func TestChunkRecordsStatusAndUnlock(t *testing.T) {
+	t.Parallel()
+	_, b, rec := chunkEnv(t)
+	t1 := time.UnixMilli(1796018400000)
+	granted := chunkOf(t, b, t1, "a")
+	var held []string
+	must(t, "Leases", b.Leases(bg, "sync", func(h driver.Held) error {
+		expect.True(t, h.Entity+" held by its grant", h.Holder == "r1" && h.Fence == granted[0].Fence && h.Reason == driver.ReasonTick && !h.Revoked)
+		held = append(held, h.Entity)
+		return nil
+	}))
+	expect.Equal(t, "leases listed", len(held), 16)
+	st, err := b.One(bg, "sync", "e5")
+	must(t, "One", err)
+	expect.True(t, "e5 alone: held", st.Held != nil && st.Held.Fence == granted[4].Fence && st.Last == nil)
+	page := func(search string) []string {
+		t.Helper()
+		p, err := b.EntityPage(bg, "sync", driver.PageQuery{Search: search, Outcome: "held", Size: 100, MaxScan: 1000})
+		must(t, "EntityPage", err)
+		var ids []string
+		for _, r := range p.Rows {
+			ids = append(ids, r.Entity)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	expect.Equal(t, "a page of the held", len(page("")), 16)
+	expect.Equal(t, "a page of those beginning e1", fmt.Sprint(page("e1")), "[e1 e10 e11 e12 e13 e14 e15 e16]")
+
+	u, ok, err := b.Unlock(bg, "sync", "e5", "op", false)
+	must(t, "Unlock", err)
+	expect.True(t, "e5 revoked", ok && u.Fence == granted[4].Fence && u.Holder == "r1")
+	expect.Equal(t, "e5 detached", rec().Odd, uint16(1<<4))
+	lease := func(j int) *driver.Lease {
+		return &driver.Lease{Task: "sync", Entity: "e" + strconv.Itoa(j), Token: "a." + strconv.Itoa(j), TTL: time.Minute,
+			Reason: driver.ReasonTick, Tick: t1, Fence: granted[j-1].Fence}
+	}
+	renewed, err := b.Renew(bg, []*driver.Lease{lease(5), lease(6)})
+	must(t, "Renew", err)
+	expect.Equal(t, "the holder is told", fmt.Sprint(renewed), fmt.Sprint([]driver.Renewal{driver.RenewRevoked, driver.RenewOK}))
+	st, err = b.One(bg, "sync", "e5")
+	must(t, "One", err)
+	expect.True(t, "status says so", st.Held != nil && st.Held.Revoked)
+
+	var args []driver.ReleaseArg
+	for j := 1; j <= 16; j++ {
+		args = append(args, driver.ReleaseArg{Lease: lease(j), Finished: driver.Finished{Outcome: driver.OutcomeDone, Started: t1, Ended: t1}})
+	}
+	out, err := b.Release(bg, args)
+	must(t, "Release", err)
+	for _, r := range out {
+		expect.True(t, "released", r.Err == nil)
+	}
+	runs := map[string]driver.LastRun{}
+	must(t, "LastRuns", b.LastRuns(bg, "sync", func(r driver.LastRun) error { runs[r.Entity] = r; return nil }))
+	expect.Equal(t, "last runs listed", len(runs), 16)
+	expect.True(t, "e6's, from the record", runs["e6"].Outcome == driver.OutcomeDone && runs["e6"].Fence == granted[5].Fence && runs["e6"].Replica == "r1")
+	expect.True(t, "e5's, from its value", runs["e5"].Outcome == driver.OutcomeDone && runs["e5"].Fence == granted[4].Fence)
+	var still int
+	must(t, "Leases", b.Leases(bg, "sync", func(driver.Held) error { still++; return nil }))
+	expect.Equal(t, "none held", still, 0)
+}
+
+// releaseChunk releases the leases of chunk c1's grant under prefix at
+// positions js, their runs done.
+func releaseChunk(t *testing.T, b *redisDriver, prefix string, tick time.Time, js ...int) {
+	t.Helper()
+	var args []driver.ReleaseArg
+	for _, j := range js {
+		args = append(args, driver.ReleaseArg{Lease: &driver.Lease{Task: "sync", Entity: "e" + strconv.Itoa(j), Token: prefix + "." + strconv.Itoa(j),
+			TTL: time.Minute, Reason: driver.ReasonTick, Tick: tick}, Finished: driver.Finished{Outcome: driver.OutcomeDone, Started: tick, Ended: tick}})
+	}
+	out, err := b.Release(bg, args)
+	must(t, "Release", err)
+	for _, r := range out {
+		expect.True(t, "released", r.Err == nil)
+	}
+}
+
+// TestChunkRecordsReshard: a reshard moves the entities a chunk's record
+// holds as values, held or released as the record says, and leaves no
+// record or index behind in any shard.
+func TestChunkRecordsReshard(t *testing.T) {
+	t.Parallel()
+	c, b, _ := chunkEnv(t)
+	t1 := time.UnixMilli(1796018400000)
+	granted := chunkOf(t, b, t1, "a")
+	releaseChunk(t, b, "a", t1, 1, 2, 3, 4, 5, 6, 7, 8)
+	_, err := b.Reshard(bg, "sync", 4)
+	must(t, "Reshard", err)
+	for j := 1; j <= 16; j++ {
+		e := "e" + strconv.Itoa(j)
+		v, err := c.HGet(bg, b.k.entities(driver.ShardName("sync", driver.ShardOf(e, 4))), e).Result()
+		must(t, e+" in its shard", err)
+		ev, err := decodeEntity(v)
+		must(t, "decode "+e, err)
+		if j <= 8 {
+			expect.True(t, e+" released, its run done", ev.Token == "" && ev.Last != nil && ev.Last.Outcome == driver.OutcomeDone && ev.Fence == granted[j-1].Fence)
+		} else {
+			expect.True(t, e+" held by its grant", ev.Token == "a."+strconv.Itoa(j) && ev.Fence == granted[j-1].Fence && ev.Holder == "r1")
+		}
+	}
+	for s := range 4 {
+		fs, err := c.HKeys(bg, b.k.entities(driver.ShardName("sync", s))).Result()
+		must(t, "HKEYS", err)
+		for _, f := range fs {
+			expect.True(t, "no record or index left: "+f, !strings.HasPrefix(f, chunkMark) && !strings.HasPrefix(f, indexMark))
+		}
+	}
+}
+
+// TestChunkRecordsSweep: the sweep deletes a chunk's record once its grant
+// is over and untouched within the state TTL, then the index fields that
+// named it; a record whose grant holds its entities stays.
+func TestChunkRecordsSweep(t *testing.T) {
+	t.Parallel()
+	c, b, _ := chunkEnv(t)
+	b.Configure(driver.Config{Replica: "r1", StateTTL: time.Millisecond, MaxTTL: func() time.Duration { return 5 * time.Second }})
+	t1 := time.UnixMilli(1796018400000)
+	chunkOf(t, b, t1, "a")
+	h := b.k.entities("sync")
+	must(t, "Sweep", b.Sweep(bg))
+	n, err := c.HLen(bg, h).Result()
+	must(t, "HLEN", err)
+	expect.Equal(t, "held: the record and its index stay", n, int64(17))
+	releaseChunk(t, b, "a", t1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
+	expect.WaitFor(t, 5*time.Second, "the record and its index swept", func() bool {
+		must(t, "Sweep", b.Sweep(bg))
+		n, err := c.HLen(bg, h).Result()
+		must(t, "HLEN", err)
+		return n == 0
+	})
 }

@@ -3,6 +3,7 @@ package redisdriver
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/tickd/tickd/lease/driver"
 )
@@ -29,20 +30,29 @@ func (b *redisDriver) EntityPage(ctx context.Context, task string, q driver.Page
 	// a walk over a hash that grows or shrinks meanwhile may show an entity
 	// twice.
 	count := int64(min(q.MaxScan, pageSize))
+	// An entity its chunk's record holds is found by its index field,
+	// indexMark and its field: a search by prefix matches anywhere (the
+	// rows are checked on their ids).
+	pattern := q.Pattern()
+	if pattern != "" && !strings.HasPrefix(pattern, "*") {
+		pattern = "*" + pattern
+	}
 	for {
-		kv, next, err := b.c.HScan(ctx, b.k.entities(task), cursor, q.Pattern(), count).Result()
+		kv, next, err := b.c.HScan(ctx, b.k.entities(task), cursor, pattern, count).Result()
 		if err != nil {
 			return p, err
 		}
 		p.Scanned += int(count)
+		rows, err := b.entitiesOf(ctx, task, kv)
+		if err != nil {
+			return p, err
+		}
 		kept := 0
-		for i := 0; i+1 < len(kv); i += 2 {
-			entity, err := driver.Unescape(kv[i])
-			e, derr := decodeEntity(kv[i+1])
-			if err != nil || derr != nil || !q.Matches(entity) {
+		for _, r := range rows {
+			if !q.Matches(r.entity) {
 				continue
 			}
-			row := rowOf(task, entity, e, now)
+			row := rowOf(task, r.entity, r.e, now)
 			if !q.Keeps(row) {
 				continue
 			}

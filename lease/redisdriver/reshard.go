@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -209,7 +210,13 @@ func (b *redisDriver) strays(ctx context.Context, task string, n int) (bool, err
 // keeps. An entity found in its new shard already (left there by an
 // earlier layout) keeps the state with the higher fence.
 func (b *redisDriver) reshardOne(ctx context.Context, r *driver.Resharded, name string) error {
+	if err := b.detachAll(ctx, b.k.entities(name)); err != nil {
+		return err
+	}
 	dest := func(field string) (string, bool) {
+		if strings.HasPrefix(field, chunkMark) || strings.HasPrefix(field, indexMark) {
+			return "", false // a chunk's record or index: none is left (detachAll)
+		}
 		e, err := driver.Unescape(field)
 		d := driver.ShardName(r.Task, driver.ShardOf(e, r.To))
 		return d, err == nil && d != name

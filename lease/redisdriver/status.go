@@ -104,13 +104,12 @@ func (b *redisDriver) entities(ctx context.Context, task string, fn func(task, e
 			if err != nil {
 				return err
 			}
-			for i := 0; i+1 < len(kv); i += 2 {
-				entity, err := driver.Unescape(kv[i])
-				e, derr := decodeEntity(kv[i+1])
-				if err != nil || derr != nil {
-					continue // not ours to understand
-				}
-				if err := fn(task, entity, e, now); err != nil {
+			rows, err := b.entitiesOf(ctx, task, kv)
+			if err != nil {
+				return err
+			}
+			for _, r := range rows {
+				if err := fn(task, r.entity, r.e, now); err != nil {
 					return err
 				}
 			}
@@ -182,13 +181,15 @@ func (b *redisDriver) One(ctx context.Context, task, entity string) (driver.Enti
 	m := member(task, entity)
 	pipe := b.c.Pipeline()
 	eg, tm := pipe.HGet(ctx, b.k.entities(task), driver.Escape(entity)), pipe.Time(ctx)
+	ix := pipe.HGet(ctx, b.k.entities(task), indexMark+driver.Escape(entity))
 	bk := bucketOf(task)
 	ds, di := pipe.ZScore(ctx, b.k.due(bk), m), pipe.HGet(ctx, b.k.dueInfo(bk), m)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return driver.EntityState{}, err
 	}
 	var st driver.EntityState
-	if e, err := decodeEntity(eg.Val()); err == nil {
+	e, err := b.entityOf(ctx, task, eg.Val(), ix.Val())
+	if err == nil {
 		if h, ok := e.held(task, entity, tm.Val().UnixMilli()); ok {
 			st.Held = &h
 		}

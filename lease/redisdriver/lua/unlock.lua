@@ -19,6 +19,9 @@
 -- revoked again); {} when none was held.
 local now_ms = math.floor(now_us() / 1000)
 local now_ms_s = num(now_ms)
+-- An entity its chunk's record holds is detached into its value first
+-- (chunk.lua).
+detach(KEYS[1], ARGV[A_FIELD])
 local e = entity(redis.call('HGET', KEYS[1], ARGV[A_FIELD]))
 if not is_held(e, now_ms) then return {} end
 local holder, since, exp = e.holder, e.touched, e.exp
