@@ -163,7 +163,9 @@
 //
 // # Keys and stored formats
 //
-// All keys live under one prefix, in layout 2 (LayoutVersion). Each task
+// All keys live under one prefix, in layout 3 (LayoutVersion; layout 2 is
+// the same without the chunks' records, and this tickd runs on it without
+// keeping any, beside a tickd of layout 2). Each task
 // belongs to one of 64 buckets (CRC-32 of its name, modulo 64), and every
 // key a script touches for a task carries its bucket's hash tag, {NN}: one
 // script, one Redis Cluster slot, on a single Redis, behind Sentinel and on
@@ -175,7 +177,11 @@
 //	                               without a ':'): the highest fence the bucket granted
 //	                               (a rollback that forgot a tickd's grant is found by
 //	                               that tickd: lib.lua's quarantine)
-//	prefix:{NN}:TASK:entities      field: entity id (escaped), value: entityValue
+//	prefix:{NN}:TASK:entities      field: entity id (escaped), value: entityValue;
+//	                               field '#' + a chunk's id: its record (chunkRecord:
+//	                               the state of its 16 entities but those in their own
+//	                               values, lua/chunk.lua); field '@' + an entity's: the
+//	                               chunk and position whose record may hold it
 //	prefix:{NN}:TASK:followups     hash: entity → the tick and request ids of a queued follow-up
 //	prefix:{NN}:TASK:request:ID    hash: entity → outcome (a request's answers)
 //	prefix:{NN}:TASK:claims:TICK   set: the chunks of the tick's entity stream

@@ -63,10 +63,10 @@ func TestOldLayoutRefused(t *testing.T) {
 	})
 
 	c.Del(bg, "f:due")
-	c.Set(bg, "f:layout", "3", 0) // a newer tickd's
+	c.Set(bg, "f:layout", "4", 0) // a newer tickd's
 	expect.WaitFor(t, 2*time.Second, "a newer layout refused", func() bool {
 		_, err := s.Acquire(bg, req("e3", time.Minute))
-		return errors.As(err, &le) && le.Other == "3"
+		return errors.As(err, &le) && le.Other == "4"
 	})
 }
 

@@ -388,13 +388,20 @@ func Migrate(ctx context.Context, store *lease.Store, shards map[string]int, by 
 	var perTask []driver.Action
 	said := "key layout " + redisdriver.LayoutVersion + ": in place"
 	var le *redisdriver.LayoutError
-	if err := store.Fleet().CheckLayout(ctx); errors.As(err, &le) && le.Other == "" {
+	switch err := store.Fleet().CheckLayout(ctx); {
+	case errors.As(err, &le) && le.Other == "": // layout 1's keys: every tickd stopped, or refused
 		if m.Layout, err = store.Fleet().Migrate(ctx); err != nil {
 			return m, Done{}, err
 		}
 		said = fmt.Sprintf("key layout %s: moved %d task(s) and %d pending request(s)", redisdriver.LayoutVersion, m.Layout.Tasks, m.Layout.Due)
-	} else if err != nil {
+	case err != nil:
 		return m, Done{}, err
+	default: // layout 2 becomes 3 when no tickd runs; a reshard goes on beside running ones
+		if _, err := store.Fleet().Migrate(ctx); errors.Is(err, redisdriver.ErrReplicasRunning) {
+			said = "key layout kept (2): " + err.Error() + " to keep a tick's chunks as records (layout " + redisdriver.LayoutVersion + ")"
+		} else if err != nil {
+			return m, Done{}, err
+		}
 	}
 	for _, task := range slices.Sorted(maps.Keys(shards)) { // each one, even in place: it may have state astray (Reshard looks)
 		began := time.Now()

@@ -158,7 +158,7 @@ func recordsDriver(t *testing.T, c *redis.Client, replica string) *redisDriver {
 	d, err := New(c, "ck", driver.AcksNever)
 	must(t, "New", err)
 	b := d.(*redisDriver)
-	b.records = true
+	b.records.Store(true)
 	b.Configure(driver.Config{Replica: replica, MaxTTL: func() time.Duration { return 5 * time.Second }})
 	must(t, "InitEpoch", b.InitEpoch(bg))
 	return b
@@ -481,4 +481,52 @@ func TestChunkRecordsSweep(t *testing.T) {
 		must(t, "HLEN", err)
 		return n == 0
 	})
+}
+
+// TestRecordsByLayout: a driver keeps a tick's chunks as records on a
+// Redis of this layout (one new to tickd gets it), never on one of layout
+// 2, which a tickd that does not read records may share; Migrate moves a
+// layout-2 Redis to this layout only when no replica runs on it.
+func TestRecordsByLayout(t *testing.T) {
+	t.Parallel()
+	newDriver := func(c *redis.Client, replica string) *redisDriver {
+		d, err := New(c, "ck", driver.AcksNever)
+		must(t, "New", err)
+		b := d.(*redisDriver)
+		b.Configure(driver.Config{Replica: replica, MaxTTL: func() time.Duration { return 5 * time.Second }})
+		must(t, "InitEpoch", b.InitEpoch(bg))
+		return b
+	}
+	hasRecord := func(c *redis.Client, b *redisDriver) bool {
+		n, err := c.HExists(bg, b.k.entities("sync"), chunkMark+chunkHash("c1")).Result()
+		must(t, "HEXISTS", err)
+		return n
+	}
+	fresh := newClient(t, redistest.Start(t).Addr)
+	b := newDriver(fresh, "r1")
+	chunkOf(t, b, time.UnixMilli(1796018400000), "a")
+	expect.Equal(t, "a new Redis's layout", fresh.Get(bg, "ck:layout").Val(), LayoutVersion)
+	expect.True(t, "its chunk a record", hasRecord(fresh, b))
+
+	old := newClient(t, redistest.Start(t).Addr)
+	must(t, "layout 2", old.Set(bg, "ck:layout", layoutNoRecords, 0).Err())
+	b = newDriver(old, "r1")
+	chunkOf(t, b, time.UnixMilli(1796018400000), "a")
+	expect.True(t, "on layout 2, no record", !hasRecord(old, b))
+	releaseChunk(t, b, "a", time.UnixMilli(1796018400000), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
+	must(t, "Announce", b.Announce(bg, driver.Announcement{Tasks: []string{"sync"}, Process: "p1"}, 300*time.Millisecond))
+	_, err := b.Migrate(bg)
+	expect.True(t, fmt.Sprintf("Migrate with a replica running: %v", err), errors.Is(err, ErrReplicasRunning))
+	expect.Equal(t, "layout kept", old.Get(bg, "ck:layout").Val(), layoutNoRecords)
+	expect.WaitFor(t, 5*time.Second, "the replica's announcement over", func() bool {
+		live, err := b.liveReplicas(bg)
+		must(t, "liveReplicas", err)
+		return len(live) == 0
+	})
+	_, err = b.Migrate(bg)
+	must(t, "Migrate", err)
+	expect.Equal(t, "layout moved", old.Get(bg, "ck:layout").Val(), LayoutVersion)
+	b = newDriver(old, "r2")
+	chunkOf(t, b, time.UnixMilli(1796018460000), "b")
+	expect.True(t, "then its chunk a record", hasRecord(old, b))
 }

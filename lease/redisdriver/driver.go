@@ -50,9 +50,10 @@ type redisDriver struct {
 	// seen is, per bucket, the highest fence this driver was granted and
 	// trusted: data that forgot it was rolled back (lib.lua's quarantine).
 	seen [buckets]atomic.Int64
-	// records keeps a tick's chunks as records (chunks.go): being built,
-	// off but in its tests.
-	records bool
+	// records keeps a tick's chunks as records (chunks.go): on a Redis of
+	// this layout (LayoutVersion), not on one of layoutNoRecords, which a
+	// tickd that does not read records may share (CheckLayout sets it).
+	records atomic.Bool
 }
 
 // New returns a driver that keeps a store's state in Redis under prefix,
@@ -111,7 +112,7 @@ func (b *redisDriver) Acquire(ctx context.Context, reqs []driver.AcquireArg) ([]
 		args[acqShards], args[acqFloor] = shardsArg(k.shards), k.floor
 		args[acqTwice] = twice(len(gr.Idx), func(x int) string { return reqs[live[gr.Idx[x]]].Req.Entity })
 		bk := bucketOf(k.task)
-		args[acqSeen], args[acqRecords] = b.seen[bk].Load(), recordsArg(b.records)
+		args[acqSeen], args[acqRecords] = b.seen[bk].Load(), recordsArg(b.records.Load())
 		ks := []string{b.k.epoch(bk), b.k.due(bk), b.k.dueInfo(bk), b.k.entities(k.task), b.k.followups(k.task)}
 		var chunks strings.Builder
 		var bars []string // the tokens not sent in a chunk, barred: made at the first
@@ -385,7 +386,7 @@ func (b *redisDriver) releaseEach(ctx context.Context, rs []driver.ReleaseArg) (
 		args := make([]any, relFixed, relFixed+stride*len(gr.Idx))
 		args[relPrefix], args[relStrideArg], args[relShards] = driver.Escape(gr.Key)+":", strconv.Itoa(stride), shardsArg(grn.Key.shards)
 		args[relTwice] = twice(len(gr.Idx), func(k int) string { return rs[gr.Idx[k]].Lease.Entity })
-		args[relRecords] = recordsArg(b.records)
+		args[relRecords] = recordsArg(b.records.Load())
 		bk := bucketOf(gr.Key)
 		ks := []string{b.k.due(bk), b.k.dueInfo(bk), b.k.entities(gr.Key), b.k.followups(gr.Key)}
 		recs := runRecords(rs, gr.Idx, replica)

@@ -144,7 +144,7 @@ func (b *redisDriver) byGrant(ctx context.Context, sc *redis.Script, n int, ls f
 // nothing asked for after by their grants (grantrelease.lua), when the
 // driver keeps records, and the others, and those, by their own values.
 func (b *redisDriver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]driver.ReleaseReply, error) {
-	if !b.records {
+	if !b.records.Load() {
 		return b.releaseEach(ctx, rs)
 	}
 	done, _ := b.byGrant(ctx, scriptGrantRelease(), len(rs), func(i int) *driver.Lease { return rs[i].Lease }, func(i int) bool {
@@ -164,7 +164,7 @@ func (b *redisDriver) Release(ctx context.Context, rs []driver.ReleaseArg) ([]dr
 // (grantrenew.lua), when the driver keeps records, and the others, and
 // those, by their own values. A round fails whole.
 func (b *redisDriver) Renew(ctx context.Context, ls []*driver.Lease) ([]driver.Renewal, error) {
-	if !b.records {
+	if !b.records.Load() {
 		return b.renewEach(ctx, ls)
 	}
 	shortest := ls[0].TTL

@@ -18,8 +18,16 @@ import (
 const buckets = 64
 
 // LayoutVersion names this key layout; prefix:layout holds it. Layout 1
-// (tickd before it) kept the epoch and the due set in global keys.
-const LayoutVersion = "2"
+// (tickd before it) kept the epoch and the due set in global keys. Layout
+// 2 is this one without the chunks' records (chunks.go), which a tickd of
+// layout 2 would not read: this tickd runs on a Redis of layout 2 without
+// keeping records, and `tickd migrate` moves it to layout 3 once every
+// tickd on it is stopped.
+const LayoutVersion = "3"
+
+// layoutNoRecords is the layout this tickd runs on without keeping a
+// tick's chunks as records.
+const layoutNoRecords = "2"
 
 // TaskKey is the key of task's hash under prefix: on a Redis Cluster, its
 // slot is the slot of everything tickd keeps for the task.

@@ -87,6 +87,11 @@ func (b *redisDriver) ready(ctx context.Context) error {
 		if err := b.prepare(ctx); err != nil {
 			return err
 		}
+		// The layout this Redis has now (prepare's, or another's written
+		// first) says whether the chunks are kept as records.
+		if err := b.CheckLayout(ctx); err != nil {
+			return err
+		}
 	}
 	g.checked = time.Now()
 	return nil
@@ -115,7 +120,12 @@ func (b *redisDriver) CheckLayout(ctx context.Context) error {
 	if len(found) > 0 {
 		return &LayoutError{Keys: found}
 	}
-	if v := layout.Val(); v != "" && v != LayoutVersion {
+	switch v := layout.Val(); v {
+	case "", LayoutVersion:
+		b.records.Store(v == LayoutVersion)
+	case layoutNoRecords:
+		b.records.Store(false)
+	default:
 		return &LayoutError{Other: v}
 	}
 	return nil
@@ -282,9 +292,10 @@ func (b *redisDriver) quarantineLost(ctx context.Context, maxTTL time.Duration, 
 // ErrReplicasRunning is returned when Migrate finds replicas announcing their tasks.
 var ErrReplicasRunning = errors.New("lease: tickd replicas are running on this prefix")
 
-// Migrate moves the keys of layout 1 (tickd before buckets) into this
-// layout on a single Redis or a Sentinel primary (layout 1 never ran on a
-// Cluster), keeping everything: each task's hash, the epoch (copied into
+// Migrate moves a Redis of layout 2 to this one (layout 3: a tick's chunks
+// kept as records, from then on), and the keys of layout 1 (tickd before
+// buckets) into this layout on a single Redis or a Sentinel primary
+// (layout 1 never ran on a Cluster), keeping everything: each task's hash, the epoch (copied into
 // every bucket, so a quarantine under way goes on) and the pending
 // requests. Every tickd must be stopped first: replicas of this version
 // refuse to run beside the old keys, and Migrate refuses while any replica
@@ -292,6 +303,9 @@ var ErrReplicasRunning = errors.New("lease: tickd replicas are running on this p
 // deleted last, is what keeps this version's replicas waiting until then.
 func (b *redisDriver) Migrate(ctx context.Context) (driver.Migrated, error) {
 	var m driver.Migrated
+	if err := b.CheckLayout(ctx); err == nil && b.records.Load() {
+		return m, nil // this layout already: nothing to move
+	}
 	live, err := b.liveReplicas(ctx)
 	if err != nil {
 		return m, err
@@ -302,8 +316,15 @@ func (b *redisDriver) Migrate(ctx context.Context) (driver.Migrated, error) {
 	old := b.k.oldLayout()
 	oldEpoch, oldDue, oldInfo := old[0], old[1], b.k.prefix+":dueinfo"
 	ep, err := b.c.Get(ctx, oldEpoch).Result()
-	if errors.Is(err, redis.Nil) {
-		return m, b.c.SetNX(ctx, b.k.layout(), LayoutVersion, 0).Err() // nothing of layout 1
+	if errors.Is(err, redis.Nil) { // nothing of layout 1: layout 2 (or none) becomes this one
+		v, err := b.c.Get(ctx, b.k.layout()).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return m, err
+		}
+		if v == "" || v == layoutNoRecords {
+			return m, b.c.Set(ctx, b.k.layout(), LayoutVersion, 0).Err()
+		}
+		return m, nil
 	}
 	if err != nil {
 		return m, err
