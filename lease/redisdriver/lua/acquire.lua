@@ -117,7 +117,6 @@ for t = 1, nt do
   if not m then
     nf = nf + 1
     fs[nf] = ARGV[b + E_FIELD]
-    if records then detach(KEYS[4], fs[nf]) end
   elseif redis.call('SADD', KEYS[6], cid[t]) == 0 then
     taken[t] = true
   elseif not cans[t] then
@@ -125,7 +124,6 @@ for t = 1, nt do
     for f in gmatch(ARGV[b + E_FIELD], '[^ ]+') do
       j, nf = j + 1, nf + 1
       fs[nf] = f
-      if records then detach(KEYS[4], f) end
     end
     if j ~= m then
       return redis.error_reply('acquire: chunk ' .. t .. ' has ' .. j .. ' fields, not ' .. m)
@@ -133,6 +131,9 @@ for t = 1, nt do
   end
 end
 if ARGV[A_CHUNKS] ~= '' then redis.call('PEXPIRE', KEYS[6], CLAIMS_TTL_MS) end
+-- Every entity decided one by one is first out of any record, in a task
+-- that ever kept one (the field CHUNK_MARK alone marks it).
+if records and nf > 0 and redis.call('HEXISTS', KEYS[4], CHUNK_MARK) == 1 then detach_many(KEYS[4], fs) end
 local vals = {}
 if nf > 0 then vals = redis.call('HMGET', KEYS[4], unpack(fs)) end
 local taken_reply = reply_ran(tick_s)
@@ -341,7 +342,7 @@ for t = 1, nt do
     nw = w0
     local c, gone = {}, {}
     chunk_grant(c, now, now_s, now_ms_s, tick_s, holder, unbar(tok .. '|'), exp_s, m)
-    writes[nw + 1], writes[nw + 2], nw = CHUNK_MARK .. cid[t], encode_chunk(c), nw + 2
+    writes[nw + 1], writes[nw + 2], writes[nw + 3], writes[nw + 4], nw = CHUNK_MARK .. cid[t], encode_chunk(c), CHUNK_MARK, '1', nw + 4
     for j = 1, m do
       local f = fs[k - m + j]
       writes[nw + 1], writes[nw + 2], nw, gone[j] = INDEX_MARK .. f, cid[t] .. ':' .. j, nw + 2, f

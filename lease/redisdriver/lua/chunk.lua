@@ -34,13 +34,13 @@ local function decode_index(v)
 end
 
 -- detach moves field's state out of its chunk's record into its value in
--- hash (when the index names a record whose position is not odd), so that
+-- hash (when its index, ix at detach_at, names a record whose position is
+-- not odd), so that
 -- the per-entity scripts decide it as they do an entity outside chunks:
 -- held under the grant's token while the grant holds it (expired or not,
 -- as an unreleased lease is), else released done with its run record. The
 -- position becomes odd. Returns whether it moved anything.
-local function detach(hash, field)
-  local ix = redis.call('HGET', hash, INDEX_MARK .. field)
+local function detach_at(hash, field, ix)
   local x = ix and decode_index(ix)
   if not x then return false end
   local rv = redis.call('HGET', hash, CHUNK_MARK .. x.id)
@@ -61,6 +61,23 @@ local function detach(hash, field)
   c.odd, c.held = num(bit.bor(tonumber(c.odd), b)), num(bit.band(tonumber(c.held), bit.bnot(b)))
   redis.call('HSET', hash, field, encode_entity(e), CHUNK_MARK .. x.id, encode_chunk(c))
   return true
+end
+
+local function detach(hash, field)
+  return detach_at(hash, field, redis.call('HGET', hash, INDEX_MARK .. field))
+end
+
+-- detach_many detaches each of fields (one HMGET of their index fields:
+-- most have none) and answers how many it moved.
+local function detach_many(hash, fields)
+  if #fields == 0 then return 0 end
+  local ixf = {}
+  for i = 1, #fields do ixf[i] = INDEX_MARK .. fields[i] end
+  local ixs, n = redis.call('HMGET', hash, unpack(ixf)), 0
+  for i = 1, #fields do
+    if ixs[i] and detach_at(hash, fields[i], ixs[i]) then n = n + 1 end
+  end
+  return n
 end
 
 -- chunk_answer decides a tick's run of a chunk of m entities from its

@@ -3,10 +3,7 @@
 -- Detaches each from its chunk's record into its own value (chunk.lua)
 -- and deletes its index field: a reshard moves values only. Returns how
 -- many it detached.
-local n, idx = 0, {}
-for i = A_FIXED + E_FIELD, #ARGV, E_STRIDE do
-  if detach(KEYS[1], ARGV[i]) then n = n + 1 end
-  idx[#idx + 1] = INDEX_MARK .. ARGV[i]
-end
-if #idx > 0 then redis.call('HDEL', KEYS[1], unpack(idx)) end
+local fs = fields(A_FIXED + E_FIELD, E_STRIDE)
+local n = detach_many(KEYS[1], fs)
+if #fs > 0 then redis.call('HDEL', KEYS[1], unpack(fields(A_FIXED + E_FIELD, E_STRIDE, INDEX_MARK))) end
 return n

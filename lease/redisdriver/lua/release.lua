@@ -30,12 +30,12 @@ local mprefix, stride = ARGV[A_PREFIX], tonumber(ARGV[A_STRIDE])
 local out = {}
 local n = (#ARGV - A_FIXED) / stride
 local fs = fields(A_FIXED + E_FIELD, stride)
--- With RECORDS, a lease of a chunk's grant (its run did not end done, or
--- its grant no longer answers for it: grantrelease.lua) may still be in
--- its chunk's record: detached into its value first (chunk.lua).
-if ARGV[A_RECORDS] == '1' then
-  for i = 1, #fs do detach(KEYS[3], fs[i]) end
-end
+-- With RECORDS (a lease of a chunk's grant is among them: its run did not
+-- end done, or its grant no longer answers for it, grantrelease.lua), its
+-- entity may still be in its chunk's record, in a task that ever kept one
+-- (the field CHUNK_MARK alone marks it): detached into its value first
+-- (chunk.lua).
+if ARGV[A_RECORDS] == '1' and redis.call('HEXISTS', KEYS[3], CHUNK_MARK) == 1 then detach_many(KEYS[3], fs) end
 local vals = redis.call('HMGET', KEYS[3], unpack(fs))
 -- With twice, cur holds what this call already wrote, so that a second
 -- lease of one entity is read against it.
