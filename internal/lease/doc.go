@@ -181,7 +181,9 @@
 //	                               field '#' + a chunk's id: its record (chunkRecord:
 //	                               the state of its 16 entities but those in their own
 //	                               values, lua/chunk.lua); field '@' + an entity's: the
-//	                               chunk and position whose record may hold it
+//	                               chunk and position whose record may hold it; field
+//	                               '#' alone: the task kept a record (only then does the
+//	                               per-entity path look up the index)
 //	prefix:{NN}:TASK:followups     hash: entity → the tick and request ids of a queued follow-up
 //	prefix:{NN}:TASK:request:ID    hash: entity → outcome (a request's answers)
 //	prefix:{NN}:TASK:claims:TICK   set: the chunks of the tick's entity stream
