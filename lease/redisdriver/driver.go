@@ -386,8 +386,7 @@ func (b *redisDriver) releaseEach(ctx context.Context, rs []driver.ReleaseArg) (
 		args := make([]any, relFixed, relFixed+stride*len(gr.Idx))
 		args[relPrefix], args[relStrideArg], args[relShards] = driver.Escape(gr.Key)+":", strconv.Itoa(stride), shardsArg(grn.Key.shards)
 		args[relTwice] = twice(len(gr.Idx), func(k int) string { return rs[gr.Idx[k]].Lease.Entity })
-		// Only a lease of a chunk's grant (its token P.j) may be in a record.
-		args[relRecords] = recordsArg(b.records.Load() && slices.ContainsFunc(gr.Idx, func(j int) bool { return strings.IndexByte(rs[j].Lease.Token, '.') >= 0 }))
+		args[relRecords] = b.releaseRecords(rs, gr.Idx)
 		bk := bucketOf(gr.Key)
 		ks := []string{b.k.due(bk), b.k.dueInfo(bk), b.k.entities(gr.Key), b.k.followups(gr.Key)}
 		recs := runRecords(rs, gr.Idx, replica)

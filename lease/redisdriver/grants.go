@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -219,4 +220,11 @@ func eachLeft[A, R any](done []bool, all []A, out []R, f func([]A) ([]R, error))
 		out[i] = got[k]
 	}
 	return nil
+}
+
+// releaseRecords is release.lua's RECORDS for the leases of rs at idx:
+// "1" when records are kept and one of them is a chunk grant's (its token
+// P.j), since only such a lease's entity may be in a record.
+func (b *redisDriver) releaseRecords(rs []driver.ReleaseArg, idx []int) string {
+	return recordsArg(b.records.Load() && slices.ContainsFunc(idx, func(j int) bool { return strings.IndexByte(rs[j].Lease.Token, '.') >= 0 }))
 }
