@@ -10,11 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tickd/tickd/config"
 	"github.com/tickd/tickd/internal/lease"
 	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/redistest"
 	"github.com/tickd/tickd/internal/testkit/stores"
 	"github.com/tickd/tickd/lease/driver"
+	"github.com/tickd/tickd/lease/redisdriver"
 )
 
 var bg = context.Background()
@@ -214,4 +218,37 @@ func TestPlanBackfillInZones(t *testing.T) {
 	expect.Equal(t, "runs: a and b each day", plan.Runs, int64(4))
 	expect.Equal(t, "from: 00:00 UTC, Tokyo's 09:00", plan.Backfill.From, day)
 	expect.Equal(t, "to: 09:00 UTC the day after", plan.Backfill.To, day.Add(33*time.Hour))
+}
+
+// TestMigrateToLayout3: migrate moves a Redis of key layout 2 (0.1.0's) to
+// layout 3, which keeps a tick's chunks as records, only when no replica
+// runs on it: with one running it keeps layout 2 and says so.
+func TestMigrateToLayout3(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { c.Close() })
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(c.Set(bg, "p:layout", "2", 0).Err())
+	s, err := stores.Redis(c, "p", lease.Options{Replica: "r1"})
+	must(err)
+	must(s.Fleet().Announce(bg, []string{"t"}, 300*time.Millisecond))
+	_, done, err := Migrate(bg, s, map[string]int{}, "op")
+	must(err)
+	expect.True(t, "kept, and said: "+done.Said, strings.Contains(done.Said, "key layout kept (2)"))
+	expect.Equal(t, "layout", c.Get(bg, "p:layout").Val(), "2")
+	expect.WaitFor(t, 5*time.Second, "the replica's announcement over", func() bool {
+		rs, err := s.Fleet().Replicas(bg)
+		must(err)
+		return len(rs) == 0
+	})
+	_, done, err = Migrate(bg, s, map[string]int{}, "op")
+	must(err)
+	expect.Equal(t, "layout moved", c.Get(bg, "p:layout").Val(), redisdriver.LayoutVersion)
+	expect.True(t, "said: "+done.Said, strings.HasPrefix(done.Said, "key layout 3: in place"))
 }
