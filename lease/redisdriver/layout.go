@@ -92,6 +92,8 @@ func (b *redisDriver) ready(ctx context.Context) error {
 		if err := b.CheckLayout(ctx); err != nil {
 			return err
 		}
+	} else {
+		b.keepLayoutKey(ctx)
 	}
 	g.checked = time.Now()
 	return nil
@@ -121,14 +123,29 @@ func (b *redisDriver) CheckLayout(ctx context.Context) error {
 		return &LayoutError{Keys: found}
 	}
 	switch v := layout.Val(); v {
-	case "", LayoutVersion:
-		b.records.Store(v == LayoutVersion)
+	case "":
+		// None yet, or lost with the data (a restart empty): the driver
+		// keeps what it read last (ready writes it back). Were it to
+		// forget records while another replica, not yet checked again,
+		// kept some, the two would grant one entity each.
+	case LayoutVersion:
+		b.records.Store(true)
 	case layoutNoRecords:
 		b.records.Store(false)
 	default:
 		return &LayoutError{Other: v}
 	}
 	return nil
+}
+
+// keepLayoutKey writes back the layout key when it is gone (a Redis restarted
+// empty), as this driver runs: records or not.
+func (b *redisDriver) keepLayoutKey(ctx context.Context) {
+	v := layoutNoRecords
+	if b.records.Load() {
+		v = LayoutVersion
+	}
+	b.c.SetNX(ctx, b.k.layout(), v, 0) //nolint:errcheck // written again at the next check
 }
 
 // prepare records the layout and makes sure every bucket has an epoch.
