@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -162,7 +163,9 @@ func (b *redisDriver) entitiesOf(ctx context.Context, task string, kv []string) 
 			}
 			xs[len(out)] = x
 			out = append(out, scanned{entity: entity})
-			ids = append(ids, chunkMark+x.ID)
+			if !slices.Contains(ids, chunkMark+x.ID) { // a chunk's 16 entities name one record
+				ids = append(ids, chunkMark+x.ID)
+			}
 			continue
 		}
 		entity, err := driver.Unescape(kv[i])

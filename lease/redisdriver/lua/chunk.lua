@@ -35,8 +35,8 @@ end
 
 -- detach moves field's state out of its chunk's record into its value in
 -- hash (when its index, ix at detach_at, names a record whose position is
--- not odd), so that
--- the per-entity scripts decide it as they do an entity outside chunks:
+-- not odd), so that the per-entity scripts decide it as they do an entity
+-- outside chunks:
 -- held under the grant's token while the grant holds it (expired or not,
 -- as an unreleased lease is), else released done with its run record. The
 -- position becomes odd. Returns whether it moved anything.
