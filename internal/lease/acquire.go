@@ -118,7 +118,8 @@ func (s *Store) acquireRenamed(ctx context.Context, reqs []driver.Request, out [
 }
 
 // acquireRound acquires at most BatchSize requests in one round trip (a
-// "chunk" is something else: 16 entities of a tick's stream, lease/doc.go).
+// "chunk" is something else: 16 or 32 entities of a tick's stream,
+// lease/doc.go).
 func (s *Store) acquireRound(ctx context.Context, reqs []driver.Request, out []Result) {
 	args := make([]driver.AcquireArg, len(reqs))
 	gen := s.shards.gen.Load() // before the shards are named: a refresh after them names the leases anew

@@ -51,11 +51,13 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	})
 	// A tick over the same 65,536 entities again and again, as the daemon's
 	// fan-out does: every value already holds a last tick and a last run.
-	b.Run("ticks", func(b *testing.B) { ticks(b, s, "tick", false, 0) })
+	b.Run("ticks", func(b *testing.B) { ticks(b, s, "tick", 0, 0) })
 	// The same for a task that keeps the run record (catch_up_runs = "all").
-	b.Run("recorded", func(b *testing.B) { ticks(b, s, "rec", false, time.Hour) })
-	// The same in chunks of 16, as one replica's fan-out sends a tick.
-	b.Run("chunks", func(b *testing.B) { ticks(b, s, "chunk", true, 0) })
+	b.Run("recorded", func(b *testing.B) { ticks(b, s, "rec", 0, time.Hour) })
+	// The same in chunks of 16, as one replica's fan-out sends a tick, and
+	// of 32, as it sends a task's of 128 run slots or more.
+	b.Run("chunks", func(b *testing.B) { ticks(b, s, "chunk", 16, 0) })
+	b.Run("chunks32", func(b *testing.B) { ticks(b, s, "chunk32-", 32, 0) })
 	// The same under a limit with room for every run: the limited path's
 	// cost a run; and under a fair one, the runs in 100 groups.
 	s.SetLimits([]driver.Limit{{Name: "room", Concurrency: 1 << 30, Burst: 1}, {Name: "fair", Concurrency: 1 << 30, Burst: 1, Fair: true}})
@@ -80,16 +82,16 @@ func limitedTicks(b *testing.B, s *Store, lim string, with func(*driver.Request,
 }
 
 // ticks runs batches over a tick of 65,536 entities named prefix and a
-// number, again and again, every entity having run once before; chunked,
-// each 16 in a row are one Request.Chunk.
-func ticks(b *testing.B, s *Store, prefix string, chunked bool, record time.Duration) {
+// number, again and again, every entity having run once before; with a
+// chunk length, each chunk in a row are one Request.Chunk.
+func ticks(b *testing.B, s *Store, prefix string, chunk int, record time.Duration) {
 	const pool = 1 << 16
 	T := time.Now()
 	tick := func(i int) driver.Request {
 		r := req(prefix+strconv.Itoa(i%pool), time.Minute)
 		r.Reason, r.Tick, r.Record = driver.ReasonTick, T.Add(time.Duration(i/pool)*time.Millisecond), record
-		if chunked {
-			r.Chunk = strconv.Itoa(i % pool / 16) // named by its entities, as a fan-out names it
+		if chunk > 0 {
+			r.Chunk = strconv.Itoa(i % pool / chunk) // named by its entities, as a fan-out names it
 		}
 		return r
 	}

@@ -179,7 +179,7 @@
 //	                               that tickd: lib.lua's quarantine)
 //	prefix:{NN}:TASK:entities      field: entity id (escaped), value: entityValue;
 //	                               field '#' + a chunk's id: its record (chunkRecord:
-//	                               the state of its 16 entities but those in their own
+//	                               the state of its entities but those in their own
 //	                               values, lua/chunk.lua); field '@' + an entity's: the
 //	                               chunk and position whose record may hold it; field
 //	                               '#' alone: the task kept a record (only then does the
@@ -330,8 +330,9 @@
 //
 // # Chunks
 //
-// A chunk is a run of 16 consecutive entities of a tick's entity stream
-// (the scheduler's chunkSize), in source order: a fan-out without spread
+// A chunk is a run of 16 consecutive entities of a tick's entity stream,
+// 32 in a task of 128 run slots or more (the scheduler's chunkFor; the
+// Redis store sends at most 32 as one), in source order: a fan-out without spread
 // cuts its stream so, and every replica reading the same source for the
 // same tick cuts the same chunks. A batch that holds a whole chunk names
 // it (Request.Chunk); the store sends it as one argument triple (its

@@ -15,16 +15,33 @@ import (
 // chunks: a batch that holds a whole chunk sends it as one, which only one
 // replica takes (docs/performance.md).
 
-// jumpChunks is how far a fan-out skips ahead when another replica took a
-// whole batch: the replicas of a tick read the same stream from its start,
-// so without it the ones that lost the race for a batch lose it for the
-// next, and the next (docs/performance.md).
-const jumpChunks = 8 * driver.BatchSize / chunkSize
+// jumpEntities is how far a fan-out skips ahead (in whole chunks) when
+// another replica took a whole batch: the replicas of a tick read the same
+// stream from its start, so without it the ones that lost the race for a
+// batch lose it for the next, and the next (docs/performance.md).
+const jumpEntities = 8 * driver.BatchSize
 
-// chunkSize is the length of a chunk of a tick's entity stream. Batches are
-// as large as the free run slots, so a chunk must be small enough to fall
-// whole inside most of them; each costs one SADD in the acquire script.
-const chunkSize = 16
+// chunkFor is the length of a chunk of a tick's entity stream for a task
+// of concurrency run slots. Batches are as large as the free slots, so a
+// chunk must be small enough to fall whole inside most of them; each costs
+// the acquire script one claim and one record, and the release one
+// record, whatever its length: a task of bigChunkConcurrency slots or more
+// has chunks of bigChunk, the store's longest (its record's masks are 32
+// bits), others of chunkSize. Replicas whose configs disagree name other
+// chunks: each entity is still run once a tick (a record whose entity
+// another one took answers it entity by entity), only dearer.
+func chunkFor(concurrency int) int {
+	if concurrency >= bigChunkConcurrency {
+		return bigChunk
+	}
+	return chunkSize
+}
+
+const (
+	chunkSize           = 16
+	bigChunk            = 32
+	bigChunkConcurrency = 128
+)
 
 // takenWhole says whether another replica took the batch's chunks (it held
 // one at least) and ran the rest.
@@ -44,10 +61,11 @@ func takenWhole(reqs []driver.Request, res []lease.Result) bool {
 // ids in the same order name it alike.
 func (f *fanOut) markChunks(reqs []driver.Request) {
 	first, end := f.first, f.first+len(reqs) // the stream positions of reqs
-	for k := (first + chunkSize - 1) / chunkSize; (k+1)*chunkSize <= end; k++ {
-		lo := k*chunkSize - first
-		id := chunkName(f.batch[lo : lo+chunkSize])
-		for i := lo; i < lo+chunkSize; i++ {
+	n := f.chunk
+	for k := (first + n - 1) / n; (k+1)*n <= end; k++ {
+		lo := k*n - first
+		id := chunkName(f.batch[lo : lo+n])
+		for i := lo; i < lo+n; i++ {
 			reqs[i].Chunk = id
 		}
 	}
@@ -82,8 +100,11 @@ const tailWait = 10 * time.Millisecond
 // whole.
 func (f *fanOut) flushWhole() bool {
 	end := f.first + len(f.batch)
-	cut := end/chunkSize*chunkSize - f.first
-	if !f.chunked || cut <= 0 || cut >= len(f.batch) {
+	if f.chunk == 0 {
+		return false
+	}
+	cut := end/f.chunk*f.chunk - f.first
+	if cut <= 0 || cut >= len(f.batch) {
 		return false
 	}
 	tail := slices.Clone(f.batch[cut:])

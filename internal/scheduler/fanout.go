@@ -98,11 +98,12 @@ type fanOut struct {
 	only     map[string]bool
 	recordOf string
 	// In a fan-out in source order (no spread), the stream is cut into
-	// chunks of chunkSize entities: a batch that holds a whole chunk sends
-	// it as a chunk (driver.Request.Chunk), which only one replica takes.
-	chunked bool
-	pos     int // the stream position of the next entity read
-	first   int // the stream position of batch[0]
+	// chunks of chunk entities (chunkFor; 0: not cut): a batch that holds a
+	// whole chunk sends it as a chunk (driver.Request.Chunk), which only
+	// one replica takes.
+	chunk int
+	pos   int // the stream position of the next entity read
+	first int // the stream position of batch[0]
 	// A batch whose chunks another replica took, all of them, says that
 	// replica reads this part of the stream now: rather than follow it and
 	// lose each chunk to it, this fan-out skips ahead, and comes back to
@@ -281,8 +282,10 @@ func (f *fanOut) inOrder() error {
 // shard (or while its count cannot be read: the store still puts each
 // entity in its shard, a batch may only cost more calls).
 func (f *fanOut) shardStreams() []*fanOut {
-	f.chunked = f.reason == driver.ReasonTick // a chunk is taken once per tick: a catch-up's is asked entity by entity
 	t := f.ts.t
+	if f.reason == driver.ReasonTick { // a chunk is taken once per tick: a catch-up's is asked entity by entity
+		f.chunk = chunkFor(t.Concurrency)
+	}
 	n, err := f.s.store.Shards(f.ctx, t.Name)
 	if err == nil && n != max(t.Shards, 1) && f.ts.shardsSaid.Swap(int64(n)) != int64(n) {
 		f.s.log.Warn("the task is kept in another number of shards than its config says, as recorded in Redis: every replica uses the recorded count; `tickd migrate` with this config reshards it (docs/operations.md, \"Shards\")",
@@ -294,7 +297,7 @@ func (f *fanOut) shardStreams() []*fanOut {
 	streams := make([]*fanOut, n)
 	streams[0] = f
 	for i := 1; i < n; i++ {
-		streams[i] = &fanOut{s: f.s, ts: f.ts, T: f.T, reason: f.reason, ctx: f.ctx, tl: f.tl, n: f.n, attrs: f.attrs, chunked: f.chunked, name: driver.ShardName(t.Name, i),
+		streams[i] = &fanOut{s: f.s, ts: f.ts, T: f.T, reason: f.reason, ctx: f.ctx, tl: f.tl, n: f.n, attrs: f.attrs, chunk: f.chunk, name: driver.ShardName(t.Name, i),
 			until: f.until, limitUntil: f.limitUntil, only: f.only, recordOf: f.recordOf}
 	}
 	for _, st := range streams {
@@ -434,7 +437,7 @@ func (f *fanOut) flush() {
 	}
 	s, ts, t := f.s, f.ts, f.ts.t
 	reqs := f.requests()
-	if f.chunked {
+	if f.chunk > 0 {
 		f.markChunks(reqs)
 	}
 	var res []lease.Result
@@ -443,8 +446,8 @@ func (f *fanOut) flush() {
 	} else {
 		res = s.acquireRetrying(f.ctx, ts, f.T, reqs)
 	}
-	if f.chunked && !f.ahead.lastRound && takenWhole(reqs, res) {
-		f.ahead.jump = jumpChunks
+	if f.chunk > 0 && !f.ahead.lastRound && takenWhole(reqs, res) {
+		f.ahead.jump = jumpEntities / f.chunk
 	}
 	var waiting []limitedRun
 	defer func() { f.waitForLimits(waiting) }()

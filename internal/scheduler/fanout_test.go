@@ -37,7 +37,7 @@ func TestSkippedChunksRunWhenTheirTakerDied(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true)
 	const concurrency = 64 // the first batch: 4 chunks
-	n := concurrency + jumpChunks*chunkSize + 100
+	n := concurrency + jumpEntities + 100
 	cfg := `
 [[tasks]]
 name = "jump"
@@ -193,7 +193,7 @@ entities = ` + entities(n)
 	}
 	sadd := redistest.CommandCalls(t, c, "sadd")
 	// Without skipping ahead, each replica sends each chunk: 3 per chunk.
-	perChunk := float64(sadd) / float64(len(begun)*n/chunkSize)
+	perChunk := float64(sadd) / float64(len(begun)*n/chunkFor(256))
 	t.Logf("%d ticks since the reset, %d SADDs: %.2f per chunk; runs by replica %v", len(begun), sadd, perChunk, byReplica)
 	if perChunk > 2 {
 		t.Fatalf("%.2f chunk claims per chunk of a tick: the replicas each sent every chunk", perChunk)

@@ -5,7 +5,7 @@ import "github.com/tickd/tickd/internal/logs"
 // skip sets the entity at pos aside, for revisit.
 func (f *fanOut) skip(id string, pos int) {
 	f.ahead.skipped = appendAt(f.ahead.skipped, id, pos)
-	if (pos+1)%chunkSize == 0 && f.ahead.jump > 0 {
+	if f.chunk > 0 && (pos+1)%f.chunk == 0 && f.ahead.jump > 0 {
 		f.ahead.jump--
 	}
 }
@@ -28,8 +28,8 @@ func (f *fanOut) skipReserved(id string, pos int) {
 	f.skip(id, pos)
 }
 
-// firstChunk is the index in ids of the first entity to start a chunk.
-func (sk skipped) firstChunk() int { return (chunkSize - sk.pos%chunkSize) % chunkSize }
+// firstChunk is the index in ids of the first entity to start a chunk of n.
+func (sk skipped) firstChunk(n int) int { return (n - sk.pos%n) % n }
 
 // revisit comes back to the parts of the stream the fan-out skipped: the
 // entities of chunks another replica took count as already run, the others
@@ -54,9 +54,10 @@ const revisitRounds = 4
 
 func (f *fanOut) revisitRound(skipped []skipped) error {
 	var names []string
+	n := f.chunk // skipped only when chunked
 	for _, sk := range skipped {
-		for lo := sk.firstChunk(); lo+chunkSize <= len(sk.ids); lo += chunkSize {
-			names = append(names, chunkName(sk.ids[lo:lo+chunkSize]))
+		for lo := sk.firstChunk(n); lo+n <= len(sk.ids); lo += n {
+			names = append(names, chunkName(sk.ids[lo:lo+n]))
 		}
 	}
 	taken, err := f.s.store.Taken(f.ctx, f.name, f.T, names)
@@ -68,14 +69,14 @@ func (f *fanOut) revisitRound(skipped []skipped) error {
 	}
 	c := 0 // the chunk's index in names and taken
 	for _, sk := range skipped {
-		next := sk.firstChunk() // where the next whole chunk starts
+		next := sk.firstChunk(n) // where the next whole chunk starts
 		for i := 0; i < len(sk.ids); {
-			if i == next && i+chunkSize <= len(sk.ids) {
-				next += chunkSize
+			if i == next && i+n <= len(sk.ids) {
+				next += n
 				c++
 				if c <= len(taken) && taken[c-1] {
-					f.n.AlreadyRan += chunkSize
-					i += chunkSize
+					f.n.AlreadyRan += n
+					i += n
 					continue
 				}
 			}

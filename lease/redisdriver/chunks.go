@@ -12,15 +12,19 @@ import (
 	"github.com/tickd/tickd/lease/driver"
 )
 
-// The chunk path (docs/performance.md, "Speed II"): a tick's chunk of 16
-// entities (acquire.lua's chunks) kept as one record of the task's hash,
-// its entities' state in it until a per-entity script detaches one into
-// its own value (lua/chunk.lua). Being built: a driver keeps records only
-// with its records flag, which nothing outside this package's tests sets
-// yet. Acquire, renewal, release (grants.go), unlock, status and the
-// console's pages, the sweep and a reshard know the records
-// (TestChunkRecords*). A task with a run record (catch_up_runs = "all")
-// goes entity by entity.
+// The chunk path (docs/performance.md, "Speed II"): a tick's chunk of up
+// to maxChunk entities (acquire.lua's chunks) kept as one record of the
+// task's hash, its entities' state in it until a per-entity script
+// detaches one into its own value (lua/chunk.lua). A driver keeps records
+// on a Redis of key layout 3 (CheckLayout). Acquire, renewal, release
+// (grants.go), unlock, status and the console's pages, the sweep and a
+// reshard know the records (TestChunkRecords*). A task with a run record
+// (catch_up_runs = "all") goes entity by entity.
+
+// maxChunk is the longest chunk sent as one: a record's masks are 32 bits,
+// what Lua's bit library holds. A longer run of one Request.Chunk is sent
+// entity by entity.
+const maxChunk = 32
 
 // The first byte of a chunk record's field and of an entity's index field
 // in the task's hash. Neither is a byte driver.Escape leaves in an
@@ -35,7 +39,7 @@ const (
 //
 //	tick|fence|holder|prefix|exp|held|odd|since|ended
 //
-// Each position (1 to 16, bit j-1 for position j) whose bit is not in Odd
+// Each position (1 to maxChunk, bit j-1 for position j) whose bit is not in Odd
 // was granted by the record's last grant: Tick, Fence, Holder (stored
 // escaped), Since (ms), under the token Prefix + j until Exp (ms) while
 // its bit is in Held, else released done, the last release at Ended (ms).
@@ -44,7 +48,7 @@ type chunkRecord struct {
 	Tick, Fence    int64
 	Holder, Prefix string
 	Exp            int64
-	Held, Odd      uint16
+	Held, Odd      uint32
 	Since, Ended   int64
 }
 
@@ -76,20 +80,20 @@ func decodeChunk(v string) (chunkRecord, error) {
 		}
 	}
 	for _, n := range []struct {
-		dst *uint16
+		dst *uint32
 		s   string
 	}{{&c.Held, f[5]}, {&c.Odd, f[6]}} {
-		u, err := strconv.ParseUint(n.s, 10, 16)
+		u, err := strconv.ParseUint(n.s, 10, maxChunk)
 		if err != nil || n.s != strconv.FormatUint(u, 10) {
 			return chunkRecord{}, bad
 		}
-		*n.dst = uint16(u)
+		*n.dst = uint32(u)
 	}
 	return c, nil
 }
 
 // chunkIndex is an entity's index, the value of indexMark + its field:
-// the chunk whose record holds it, and its position (1 to 16).
+// the chunk whose record holds it, and its position (1 to maxChunk).
 //
 //	id:position
 type chunkIndex struct {
@@ -102,7 +106,7 @@ func (x chunkIndex) encode() string { return x.ID + ":" + strconv.Itoa(x.Positio
 func decodeIndex(v string) (chunkIndex, error) {
 	id, pos, ok := strings.Cut(v, ":")
 	p, err := strconv.Atoi(pos)
-	if !ok || id == "" || err != nil || p < 1 || p > 16 || pos != strconv.Itoa(p) {
+	if !ok || id == "" || err != nil || p < 1 || p > maxChunk || pos != strconv.Itoa(p) {
 		return chunkIndex{}, fmt.Errorf("%w: chunk index %q", errFormat, v)
 	}
 	return chunkIndex{id, p}, nil
@@ -121,8 +125,8 @@ func recordsArg(on bool) string {
 // one): held under its grant's token while the grant holds it, else
 // released done; false for a position whose value holds it (odd), or none.
 func (c chunkRecord) view(pos int) (entityValue, bool) {
-	bit := uint16(1) << (pos - 1)
-	if pos < 1 || pos > 16 || c.Odd&bit != 0 {
+	bit := uint32(1) << (pos - 1)
+	if pos < 1 || pos > maxChunk || c.Odd&bit != 0 {
 		return entityValue{}, false
 	}
 	e := entityValue{LastTick: c.Tick, Fence: c.Fence}
@@ -163,7 +167,7 @@ func (b *redisDriver) entitiesOf(ctx context.Context, task string, kv []string) 
 			}
 			xs[len(out)] = x
 			out = append(out, scanned{entity: entity})
-			if !slices.Contains(ids, chunkMark+x.ID) { // a chunk's 16 entities name one record
+			if !slices.Contains(ids, chunkMark+x.ID) { // a chunk's entities name one record
 				ids = append(ids, chunkMark+x.ID)
 			}
 			continue

@@ -47,6 +47,7 @@ func TestChunkCodecsAgree(t *testing.T) {
 	for _, rec := range []chunkRecord{
 		{},
 		{Tick: 1796018400000, Fence: 1796018409910403, Holder: hostile, Prefix: "k3x.", Exp: maxMS, Held: 0xffff, Odd: 0x8001, Since: maxMS, Ended: maxMS},
+		{Tick: 1796018400000, Fence: 1796018409910403, Holder: "r", Prefix: "k3x.", Exp: maxMS, Held: 0xffffffff, Odd: 0x80000001, Since: 1, Ended: 2},
 	} {
 		v := rec.encode()
 		back, err := decodeChunk(v)
@@ -67,13 +68,13 @@ func TestChunkCodecsAgree(t *testing.T) {
 	expect.True(t, "Go refuses a record cut short", err != nil)
 	_, err = chunkScript.Run(bg, c, nil, "decode", short).Text()
 	expect.True(t, "Lua refuses it too", err != nil)
-	for _, bad := range []string{"", "id", "id:0", "id:17", "id:01", ":3"} {
+	for _, bad := range []string{"", "id", "id:0", "id:33", "id:01", ":3"} {
 		_, err := decodeIndex(bad)
 		expect.True(t, "an index "+bad+" is refused", err != nil)
 	}
-	x, err := decodeIndex(chunkIndex{"abc", 16}.encode())
+	x, err := decodeIndex(chunkIndex{"abc", maxChunk}.encode())
 	must(t, "an index's round trip", err)
-	expect.Equal(t, "the index", x, chunkIndex{"abc", 16})
+	expect.Equal(t, "the index", x, chunkIndex{"abc", maxChunk})
 }
 
 // TestDetach: a chunk's position moves out of its record into its own
@@ -167,7 +168,12 @@ func recordsDriver(t *testing.T, c *redis.Client, replica string) *redisDriver {
 // chunkOf asks for a tick's leases of entities e1 to e16, one chunk, under
 // the tokens prefix.1 to prefix.16.
 func chunkOf(t *testing.T, b *redisDriver, tick time.Time, prefix string) []driver.AcquireReply {
-	args := make([]driver.AcquireArg, 16)
+	return chunkOfN(t, b, tick, prefix, 16)
+}
+
+// chunkOfN is chunkOf for entities e1 to en.
+func chunkOfN(t *testing.T, b *redisDriver, tick time.Time, prefix string, n int) []driver.AcquireReply {
+	args := make([]driver.AcquireArg, n)
 	for j := range args {
 		args[j] = driver.AcquireArg{Token: prefix + "." + strconv.Itoa(j+1), Req: &driver.Request{Task: "sync", Entity: "e" + strconv.Itoa(j+1),
 			TTL: 5 * time.Second, Reason: driver.ReasonTick, Tick: tick, Chunk: "c1"}}
@@ -224,7 +230,7 @@ func TestChunkRecordsGrant(t *testing.T) {
 		n, err := c.HExists(bg, h, "e1").Result()
 		must(t, "HEXISTS", err)
 		expect.True(t, what+": no value written", !n)
-		expect.Equal(t, what+": no entity odd", rec().Odd, uint16(0))
+		expect.Equal(t, what+": no entity odd", rec().Odd, uint32(0))
 	}
 	none("busy")
 	// Released (the release by grant is the next step: the record is
@@ -249,7 +255,7 @@ func TestChunkRecordsGrant(t *testing.T) {
 	must(t, "decode e3", err)
 	expect.Equal(t, "e3's token", e3.Token, "c.3")
 	expect.Equal(t, "e3's fence", e3.Fence, second[0].Fence)
-	expect.Equal(t, "e3 is odd in the record", rec().Odd, uint16(1<<2))
+	expect.Equal(t, "e3 is odd in the record", rec().Odd, uint32(1<<2))
 	t4 := t3.Add(time.Minute)
 	r = rec()
 	r.Held = 0 // the others released
@@ -300,7 +306,7 @@ func TestChunkRecordsReleaseAndRenew(t *testing.T) {
 	for _, r := range release(driver.OutcomeDone, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9) {
 		expect.True(t, "released done", r.Err == nil && !r.FollowUp)
 	}
-	expect.Equal(t, "the grant holds the other six", rec().Held, uint16(0xffff&^0x3ff))
+	expect.Equal(t, "the grant holds the other six", rec().Held, uint32(0xffff&^0x3ff))
 	expect.Equal(t, "still no value written", hlen(), int64(18))
 	failed := release(driver.OutcomeFailed, 10)
 	expect.True(t, "released failed", failed[0].Err == nil)
@@ -320,13 +326,69 @@ func TestChunkRecordsReleaseAndRenew(t *testing.T) {
 	must(t, "Release", err)
 	expect.True(t, "a token the record does not know is not held", errors.Is(out[0].Err, driver.ErrNotHeld))
 	release(driver.OutcomeDone, 11, 12, 13, 14, 15)
-	expect.Equal(t, "every entity free", rec().Held, uint16(0))
+	expect.Equal(t, "every entity free", rec().Held, uint32(0))
 
 	next := chunkOf(t, b, t1.Add(time.Minute), "b")
 	expect.Equal(t, "the next tick", answers(next), "ok "+strconv.FormatInt(next[0].Fence, 10)+" ×16")
 	r = rec()
 	expect.True(t, "one record again, nothing odd", r.Odd == 0 && r.Prefix == "b." && r.Held == 0xffff)
 	expect.Equal(t, "e11's value gone", hlen(), int64(18))
+}
+
+// TestChunkRecordsOf32: a chunk of maxChunk entities, every bit of the
+// record's masks: attached whole (held 2^32 - 1, which Lua's signed bit
+// library must not turn negative), renewed and released by its grant, the
+// top position detached alone, and answered by its record at the next
+// tick; a run longer than maxChunk goes entity by entity.
+func TestChunkRecordsOf32(t *testing.T) {
+	t.Parallel()
+	c, b, rec := chunkEnv(t)
+	t1 := time.UnixMilli(1796018400000)
+	first := chunkOfN(t, b, t1, "a", maxChunk)
+	expect.Equal(t, "the first tick", answers(first), "ok "+strconv.FormatInt(first[0].Fence, 10)+" ×32")
+	expect.Equal(t, "every position held", rec().Held, uint32(0xffffffff))
+	ls := make([]*driver.Lease, maxChunk)
+	for j := range ls {
+		ls[j] = &driver.Lease{Task: "sync", Entity: "e" + strconv.Itoa(j+1), Token: "a." + strconv.Itoa(j+1), TTL: time.Hour,
+			Reason: driver.ReasonTick, Tick: t1, Fence: first[j].Fence}
+	}
+	renewed, err := b.Renew(bg, ls)
+	must(t, "Renew", err)
+	expect.Equal(t, "renewed", fmt.Sprint(renewed), fmt.Sprint(slices.Repeat([]driver.Renewal{driver.RenewOK}, maxChunk)))
+	args := make([]driver.ReleaseArg, 0, maxChunk)
+	for _, l := range ls[16:31] {
+		args = append(args, driver.ReleaseArg{Lease: l, Finished: driver.Finished{Outcome: driver.OutcomeDone, Started: t1, Ended: t1.Add(time.Second)}})
+	}
+	out, err := b.Release(bg, args)
+	must(t, "Release", err)
+	for _, r := range out {
+		expect.True(t, "released done", r.Err == nil && !r.FollowUp)
+	}
+	expect.Equal(t, "the grant holds 1 to 16 and 32", rec().Held, uint32(0x8000ffff))
+	rs, err := b.Acquire(bg, []driver.AcquireArg{{Token: "x", Req: &driver.Request{Task: "sync", Entity: "e32", TTL: 5 * time.Second, Reason: driver.ReasonTrigger}}})
+	must(t, "Acquire e32", err)
+	expect.Equal(t, "e32 alone, detached", answers(rs), "busy ×1")
+	r := rec()
+	expect.True(t, "e32 is odd, out of the grant", r.Odd == 1<<31 && r.Held == 0xffff)
+	args = args[:0]
+	for _, l := range append(ls[:16:16], ls[31]) {
+		args = append(args, driver.ReleaseArg{Lease: l, Finished: driver.Finished{Outcome: driver.OutcomeDone, Started: t1, Ended: t1.Add(time.Second)}})
+	}
+	out, err = b.Release(bg, args)
+	must(t, "Release", err)
+	for _, r := range out {
+		expect.True(t, "released", r.Err == nil)
+	}
+	expect.Equal(t, "every entity free", rec().Held, uint32(0))
+	next := chunkOfN(t, b, t1.Add(time.Minute), "b", maxChunk)
+	expect.Equal(t, "the next tick, e32 odd", answers(next), "ok "+strconv.FormatInt(next[0].Fence, 10)+" ×32")
+	r = rec()
+	expect.True(t, "one record again, nothing odd", r.Odd == 0 && r.Prefix == "b." && r.Held == 0xffffffff)
+	third := chunkOfN(t, b, t1.Add(2*time.Minute), "c", maxChunk)
+	expect.Equal(t, "busy from the record", answers(third), "busy ×32")
+
+	long := chunkOfN(t, recordsDriver(t, c, "r2"), t1, "d", maxChunk+1)
+	expect.Equal(t, "a run of 33 goes entity by entity: e33 is new, the rest ran", answers(long), "ran ×32, ok "+strconv.FormatInt(long[32].Fence, 10)+" ×1")
 }
 
 // chunkEnv is a Redis of the test's own, its client, a driver keeping
@@ -381,7 +443,7 @@ func TestChunkRecordsStatusAndUnlock(t *testing.T) {
 	u, ok, err := b.Unlock(bg, "sync", "e5", "op", false)
 	must(t, "Unlock", err)
 	expect.True(t, "e5 revoked", ok && u.Fence == granted[4].Fence && u.Holder == "r1")
-	expect.Equal(t, "e5 detached", rec().Odd, uint16(1<<4))
+	expect.Equal(t, "e5 detached", rec().Odd, uint32(1<<4))
 	lease := func(j int) *driver.Lease {
 		return &driver.Lease{Task: "sync", Entity: "e" + strconv.Itoa(j), Token: "a." + strconv.Itoa(j), TTL: time.Minute,
 			Reason: driver.ReasonTick, Tick: t1, Fence: granted[j-1].Fence}

@@ -247,7 +247,7 @@ func (b *redisDriver) chunkArgs(args *[]any, chunks *strings.Builder, reqs []dri
 	for x+m < len(idx) && at(m).Req.Chunk == c {
 		m++
 	}
-	if m < 2 {
+	if m < 2 || m > maxChunk {
 		return x, false
 	}
 	prefix, ok := chunkPrefix(func(k int) string { return at(k).Token }, m)

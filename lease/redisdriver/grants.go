@@ -42,7 +42,7 @@ var (
 )
 
 // grantOf cuts a lease's token into its chunk grant's prefix (through the
-// '.') and its position (1 to 16); false for a token of no chunk
+// '.') and its position (1 to maxChunk); false for a token of no chunk
 // (driver.AcquireArg.Token: only a chunk's hold a '.').
 func grantOf(token string) (prefix string, pos int, ok bool) {
 	i := strings.LastIndexByte(token, '.')
@@ -50,7 +50,7 @@ func grantOf(token string) (prefix string, pos int, ok bool) {
 		return "", 0, false
 	}
 	p, err := strconv.Atoi(token[i+1:])
-	if err != nil || p < 1 || p > 16 {
+	if err != nil || p < 1 || p > maxChunk {
 		return "", 0, false
 	}
 	return token[:i+1], p, true
@@ -70,7 +70,7 @@ type aGrant struct {
 	call   grantCall
 	prefix string
 	field  *string
-	mask   uint16
+	mask   uint32
 	leases [][2]int
 }
 
@@ -129,7 +129,7 @@ func (b *redisDriver) byGrant(ctx context.Context, sc *redis.Script, n int, ls f
 			return nil, fmt.Errorf("lease: script reply has %d entries for %d grants", len(res[c]), len(gr.Idx))
 		}
 		for k, g := range gr.Idx {
-			mask, perr := strconv.ParseUint(res[c][k], 10, 16)
+			mask, perr := strconv.ParseUint(res[c][k], 10, maxChunk)
 			if perr != nil {
 				return nil, fmt.Errorf("%w: grant reply %q", errFormat, res[c][k])
 			}

@@ -107,7 +107,8 @@ if by_record and ARGV[A_CHUNKS] ~= '' then
   end
 end
 -- A chunk's j-th token ends with POSITION[j].
-local POSITION = {'1|', '2|', '3|', '4|', '5|', '6|', '7|', '8|', '9|', '10|', '11|', '12|', '13|', '14|', '15|', '16|'}
+local POSITION = {'1|', '2|', '3|', '4|', '5|', '6|', '7|', '8|', '9|', '10|', '11|', '12|', '13|', '14|', '15|', '16|',
+  '17|', '18|', '19|', '20|', '21|', '22|', '23|', '24|', '25|', '26|', '27|', '28|', '29|', '30|', '31|', '32|'}
 -- Step 1, read: take the chunks not yet taken (SADD), and list the fields
 -- to read, in the order of the requests; a taken chunk has none, and its
 -- answer stands for all its entities (taken[t]). One HMGET reads them.

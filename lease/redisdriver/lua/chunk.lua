@@ -4,13 +4,18 @@
 -- Chunk record (Go: chunkRecord), the field CHUNK_MARK .. id of a task's
 -- hash, id the chunk's (acquire.lua's chunks):
 --   tick|fence|holder|prefix|exp|held|odd|since|ended
--- The state of each of its 16 positions whose bit is not in odd: granted
+-- The state of each of its positions (up to 32) whose bit is not in odd: granted
 -- by its last grant (tick, fence, holder escaped, since: ms), position j
 -- under the token prefix .. j until exp (ms) while its bit is in held,
 -- else released done, the last release at ended (ms). A position whose bit
 -- is in odd has its state in its own value, as an entity outside chunks.
--- Bit j - 1 is position j's.
+-- Bit j - 1 is position j's. Lua's bit library answers signed 32-bit
+-- numbers: a mask is stored as u32 makes it (0 to 2^32 - 1), and the mask
+-- of m positions is ones(m).
 local CHUNK = '^(%d+)|(%d+)|([^|]*)|([^|]*)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$'
+
+local function u32(x) return x % 4294967296 end
+local function ones(m) return 2 ^ m - 1 end
 
 local function decode_chunk(v)
   local c = {}
@@ -58,7 +63,7 @@ local function detach_at(hash, field, ix)
     free(e, c.ended)
     e.last = last
   end
-  c.odd, c.held = num(bit.bor(tonumber(c.odd), b)), num(bit.band(tonumber(c.held), bit.bnot(b)))
+  c.odd, c.held = num(u32(bit.bor(tonumber(c.odd), b))), num(u32(bit.band(tonumber(c.held), bit.bnot(b))))
   redis.call('HSET', hash, field, encode_entity(e), CHUNK_MARK .. x.id, encode_chunk(c))
   return true
 end
@@ -90,7 +95,7 @@ local function chunk_answer(c, m, floor, now_ms, skip)
   if c.odd ~= '0' then return nil end
   if tonumber(c.tick) >= floor then return 'ran' end
   if c.held == '0' or tonumber(c.exp) <= now_ms then return 'grant' end
-  if skip and tonumber(c.held) == bit.lshift(1, m) - 1 then return 'busy' end
+  if skip and tonumber(c.held) == ones(m) then return 'busy' end
   return nil
 end
 
@@ -101,7 +106,7 @@ local function chunk_grant(c, now, now_s, now_ms_s, tick_s, holder, prefix, exp_
   local fence = now_s
   if c.fence and tonumber(c.fence) >= now then fence = num(tonumber(c.fence) + 1) end
   c.tick, c.fence, c.holder, c.prefix, c.exp = tick_s, fence, holder, prefix, exp_s
-  c.held, c.odd, c.since, c.ended = num(bit.lshift(1, m) - 1), '0', now_ms_s, '0'
+  c.held, c.odd, c.since, c.ended = num(ones(m)), '0', now_ms_s, '0'
   return fence
 end
 
@@ -136,7 +141,7 @@ local function by_grant(hash, now_ms, apply)
     local b, c = A_FIXED + E_STRIDE * (i - 1), cf[i] and recs[cf[i]]
     out[i] = '0'
     if c and c.prefix == ARGV[b + E_PREFIX] and tonumber(c.exp) > now_ms then
-      local mask = bit.band(tonumber(ARGV[b + E_MASK]), tonumber(c.held), bit.bnot(tonumber(c.odd)))
+      local mask = u32(bit.band(tonumber(ARGV[b + E_MASK]), tonumber(c.held), bit.bnot(tonumber(c.odd))))
       if mask ~= 0 then
         apply(c, mask)
         out[i] = num(mask)

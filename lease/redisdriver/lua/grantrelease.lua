@@ -10,5 +10,5 @@
 if shards_refused(KEYS[#KEYS], ARGV[A_SHARDS]) then return redis.error_reply(SHARDS_CHANGED) end
 local now_ms_s = num(math.floor(now_us() / 1000))
 return reply(by_grant(KEYS[1], tonumber(now_ms_s), function(c, mask)
-  c.held, c.ended = num(bit.band(tonumber(c.held), bit.bnot(mask))), now_ms_s
+  c.held, c.ended = num(u32(bit.band(tonumber(c.held), bit.bnot(mask)))), now_ms_s
 end))
