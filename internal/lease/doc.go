@@ -290,9 +290,10 @@
 //	             |nonce-seq.j|         36) between the separators the Redis driver adds;
 //	                                   the j-th lease of a chunk (from 1) shares its
 //	                                   first's nonce-seq
-//	chunk        t:m:id                acquire's ARGV[8], space-joined, one per chunk sent
+//	chunk        t:m:id:rid            acquire's ARGV[8], space-joined, one per chunk sent
 //	                                   whole: request t (from 1) starts it, m entities,
-//	                                   id the hash of its ids (Request.Chunk)
+//	                                   id the hash of its ids (Request.Chunk, its claim),
+//	                                   rid the hash of the fields sent (its record)
 //	repeat       answer*N              in a batch's reply: N equal answers (a taken
 //	                                   chunk's "ran|T*16"), at most BatchSize
 //
@@ -337,7 +338,7 @@
 // same tick cuts the same chunks. A batch that holds a whole chunk names
 // it (Request.Chunk); the store sends it as one argument triple (its
 // entities' fields space-joined, the token prefix its leases share) and a
-// descriptor (t:m:id, above). acquire.lua takes the chunk with one SADD of
+// descriptor (t:m:id:rid, above). acquire.lua takes the chunk with one SADD of
 // its id to the tick's claims set (prefix:{NN}:TASK:claims:TICK), in the
 // same call that grants its leases: the first replica to send a chunk
 // takes it whole; the others get "already ran" for all of it, one repeated

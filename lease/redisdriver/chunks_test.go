@@ -221,7 +221,7 @@ func TestChunkRecordsGrant(t *testing.T) {
 	expect.Equal(t, "its values are gone: a record, 16 indexes and the task's mark", n, int64(18))
 	ix, err := c.HGet(bg, h, indexMark+"e16").Result()
 	must(t, "the index", err)
-	expect.Equal(t, "e16's index", ix, chunkHash("c1")+":16")
+	expect.Equal(t, "e16's index", ix, recordOf(16)+":16")
 
 	t2 := t1.Add(time.Minute)
 	expect.Equal(t, "the next tick while the grant holds them", answers(chunkOf(t, b, t2, "b")), "busy ×16")
@@ -236,7 +236,7 @@ func TestChunkRecordsGrant(t *testing.T) {
 	// Released (the release by grant is the next step: the record is
 	// written as it will write it).
 	r.Held, r.Ended = 0, r.Since+1
-	must(t, "release", c.HSet(bg, h, chunkMark+chunkHash("c1"), r.encode()).Err())
+	must(t, "release", c.HSet(bg, h, chunkMark+recordOf(16), r.encode()).Err())
 	t3 := t2.Add(time.Minute)
 	second := chunkOf(t, b, t3, "c")
 	expect.True(t, "then one fence for all, above the first: "+answers(second), second[0].Fence > first[0].Fence && answers(second) == "ok "+strconv.FormatInt(second[0].Fence, 10)+" ×16")
@@ -259,7 +259,7 @@ func TestChunkRecordsGrant(t *testing.T) {
 	t4 := t3.Add(time.Minute)
 	r = rec()
 	r.Held = 0 // the others released
-	must(t, "release the others", c.HSet(bg, h, chunkMark+chunkHash("c1"), r.encode()).Err())
+	must(t, "release the others", c.HSet(bg, h, chunkMark+recordOf(16), r.encode()).Err())
 	third := chunkOf(t, b, t4, "e")
 	expect.Equal(t, "a chunk with an odd entity goes entity by entity", answers(third), "ok "+strconv.FormatInt(third[0].Fence, 10)+" ×2, busy ×1, ok "+strconv.FormatInt(third[0].Fence, 10)+" ×13")
 }
@@ -342,7 +342,8 @@ func TestChunkRecordsReleaseAndRenew(t *testing.T) {
 // tick; a run longer than maxChunk goes entity by entity.
 func TestChunkRecordsOf32(t *testing.T) {
 	t.Parallel()
-	c, b, rec := chunkEnv(t)
+	c, b, _ := chunkEnv(t)
+	rec := func() chunkRecord { return readRecord(t, c, b, maxChunk) }
 	t1 := time.UnixMilli(1796018400000)
 	first := chunkOfN(t, b, t1, "a", maxChunk)
 	expect.Equal(t, "the first tick", answers(first), "ok "+strconv.FormatInt(first[0].Fence, 10)+" ×32")
@@ -391,20 +392,74 @@ func TestChunkRecordsOf32(t *testing.T) {
 	expect.Equal(t, "a run of 33 goes entity by entity: e33 is new, the rest ran", answers(long), "ran ×32, ok "+strconv.FormatInt(long[32].Fence, 10)+" ×1")
 }
 
+// TestChunkRecordsPartialChunk: a chunk's name sent with only some of its
+// entities (a caller's limit refused the others, or a batch cut it) is
+// never answered by the record of the whole chunk (its record is the
+// part's own, named by its fields): position j of the record is the j-th
+// entity of the chunk, not of the part sent. Without it, the part e1-e4, e7-e16 was granted from the record,
+// e7 under e5's position: e5 then read busy and e16 free while it ran.
+func TestChunkRecordsPartialChunk(t *testing.T) {
+	t.Parallel()
+	c, b, rec := chunkEnv(t)
+	t1 := time.Now().Add(-time.Hour).Truncate(time.Minute)
+	first := chunkOf(t, b, t1, "a")
+	ls := make([]*driver.Lease, 16)
+	args := make([]driver.ReleaseArg, 16)
+	for j := range ls {
+		ls[j] = &driver.Lease{Task: "sync", Entity: "e" + strconv.Itoa(j+1), Token: "a." + strconv.Itoa(j+1), TTL: time.Hour, Reason: driver.ReasonTick, Tick: t1, Fence: first[j].Fence}
+		args[j] = driver.ReleaseArg{Lease: ls[j], Finished: driver.Finished{Outcome: driver.OutcomeDone, Started: t1, Ended: t1.Add(time.Second)}}
+	}
+	_, err := b.Release(bg, args)
+	must(t, "Release", err)
+	expect.Equal(t, "a record of 16, free", rec().Held, uint32(0))
+	t2 := t1.Add(time.Minute)
+	var part []driver.AcquireArg
+	for _, j := range []int{1, 2, 3, 4, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16} {
+		part = append(part, driver.AcquireArg{Token: "b." + strconv.Itoa(len(part)+1), Req: &driver.Request{Task: "sync", Entity: "e" + strconv.Itoa(j),
+			TTL: 5 * time.Second, Reason: driver.ReasonTick, Tick: t2, Chunk: "c1"}})
+	}
+	rs, err := b.Acquire(bg, part)
+	must(t, "Acquire the part", err)
+	expect.Equal(t, "the part", answers(rs), "ok "+strconv.FormatInt(rs[0].Fence, 10)+" ×14")
+	alone := func(e string) string {
+		t.Helper()
+		rs, err := b.Acquire(bg, []driver.AcquireArg{{Token: "x" + e, Req: &driver.Request{Task: "sync", Entity: e, TTL: 5 * time.Second, Reason: driver.ReasonTrigger}}})
+		must(t, "Acquire "+e, err)
+		return string(rs[0].Status)
+	}
+	expect.Equal(t, "e5, not asked for in the part, is free", alone("e5"), string(driver.GrantOK))
+	expect.Equal(t, "e16, running, is busy", alone("e16"), string(driver.GrantBusy))
+	expect.Equal(t, "e7, running, is busy", alone("e7"), string(driver.GrantBusy))
+	_ = c
+}
+
 // chunkEnv is a Redis of the test's own, its client, a driver keeping
-// records on it (replica r1), and a reader of chunk c1's record of task
-// sync.
+// records on it (replica r1), and a reader of the record of chunkOf's
+// chunk (e1 to e16) of task sync.
 func chunkEnv(t *testing.T) (*redis.Client, *redisDriver, func() chunkRecord) {
 	c := newClient(t, redistest.Start(t).Addr)
 	b := recordsDriver(t, c, "r1")
-	return c, b, func() chunkRecord {
-		t.Helper()
-		v, err := c.HGet(bg, b.k.entities("sync"), chunkMark+chunkHash("c1")).Result()
-		must(t, "the record", err)
-		r, err := decodeChunk(v)
-		must(t, "decode the record", err)
-		return r
+	return c, b, func() chunkRecord { return readRecord(t, c, b, 16) }
+}
+
+// recordOf is the record id of chunkOfN's chunk of n: the hash of its
+// fields as sent.
+func recordOf(n int) string {
+	fs := make([]string, n)
+	for j := range fs {
+		fs[j] = "e" + strconv.Itoa(j+1)
 	}
+	return chunkHash(strings.Join(fs, " "))
+}
+
+// readRecord reads the record of chunkOfN's chunk of n.
+func readRecord(t *testing.T, c *redis.Client, b *redisDriver, n int) chunkRecord {
+	t.Helper()
+	v, err := c.HGet(bg, b.k.entities("sync"), chunkMark+recordOf(n)).Result()
+	must(t, "the record", err)
+	r, err := decodeChunk(v)
+	must(t, "decode the record", err)
+	return r
 }
 
 // TestChunkRecordsStatusAndUnlock: with records, status sees a chunk's
@@ -560,7 +615,7 @@ func TestRecordsByLayout(t *testing.T) {
 		return b
 	}
 	hasRecord := func(c *redis.Client, b *redisDriver) bool {
-		n, err := c.HExists(bg, b.k.entities("sync"), chunkMark+chunkHash("c1")).Result()
+		n, err := c.HExists(bg, b.k.entities("sync"), chunkMark+recordOf(16)).Result()
 		must(t, "HEXISTS", err)
 		return n
 	}

@@ -233,8 +233,10 @@ const claimsTTL = 2 * time.Minute
 // chunkArgs sends the chunk (Request.Chunk) that starts at a group's x-th
 // request, if one does, as one triple of acquire.lua's arguments: its
 // fields space-joined, its tokens' prefix (Store.tokens), and "" for its due
-// entry; chunks gets "t:m:id", the triple's position among the triples, the
-// chunk's length and a hash of its id. It answers the position after the
+// entry; chunks gets "t:m:id:rid", the triple's position among the
+// triples, the chunk's length, a hash of its id (its claim) and a hash of
+// its fields (its record: a record's j-th position is always the same
+// entity, whatever part of a chunk a caller sends under its name). It answers the position after the
 // chunk, or false for a request in no chunk (or one whose tokens are not a
 // chunk's), which is sent alone.
 func (b *redisDriver) chunkArgs(args *[]any, chunks *strings.Builder, reqs []driver.AcquireArg, live, idx []int, x int) (int, bool) {
@@ -267,9 +269,10 @@ func (b *redisDriver) chunkArgs(args *[]any, chunks *strings.Builder, reqs []dri
 	if chunks.Len() > 0 {
 		chunks.WriteByte(' ')
 	}
-	fmt.Fprintf(chunks, "%d:%d:%s", (len(*args)-acqFixed)/acqStride+1, m, chunkHash(c))
+	fs := fields.String()
+	fmt.Fprintf(chunks, "%d:%d:%s:%s", (len(*args)-acqFixed)/acqStride+1, m, chunkHash(c), chunkHash(fs))
 	var part [acqStride]any
-	part[acqField], part[acqToken], part[acqFrom] = fields.String(), "|"+prefix, ""
+	part[acqField], part[acqToken], part[acqFrom] = fs, "|"+prefix, ""
 	*args = append(*args, part[:]...)
 	return x + m, true
 }

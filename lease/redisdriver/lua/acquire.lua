@@ -7,8 +7,10 @@
 --   (shards_refused).
 -- ARGV (scripts.go's acquireArgs): max_ttl_ms, holder (escaped), member_prefix (escaped task .. ':'),
 --   ttl_ms, reason, tick_ms (0: not a tick run), queue (0|1), chunks
---   ('' or "t:m:id …": triple t holds the m entities of chunk id of the
---   tick's entity stream), shards (shards_refused), twice (1: an entity
+--   ('' or "t:m:id:rid …": triple t holds the m entities of chunk id of
+--   the tick's entity stream, whose record is rid: a hash of the fields
+--   sent, so that a record's positions are always the same entities),
+--   shards (shards_refused), twice (1: an entity
 --   is asked for twice), seen (µs: the highest fence of the bucket the
 --   caller was granted and trusted; lib.lua's quarantine) -- shared by
 --   the batch -- then a triple per
@@ -41,11 +43,11 @@ local top0 = bucket_top(KEYS[3])
 local q, lost_at, _, rolled = quarantine(KEYS[1], now_ms, max_ttl, tonumber(ARGV[A_SEEN]), false, top0)
 local out = {}
 local nt = (#ARGV - A_FIXED) / E_STRIDE
-local n, cm, cid, cms = nt, {}, {}, {}
+local n, cm, cid, crid, cms = nt, {}, {}, {}, {}
 if ARGV[A_CHUNKS] ~= '' then
-  for t, m, id in gmatch(ARGV[A_CHUNKS], '(%d+):(%d+):(%x+)') do
+  for t, m, id, rid in gmatch(ARGV[A_CHUNKS], '(%d+):(%d+):(%x+):(%x+)') do
     t = tonumber(t)
-    cm[t], cid[t], cms[t], n = tonumber(m), id, m, n + tonumber(m) - 1
+    cm[t], cid[t], crid[t], cms[t], n = tonumber(m), id, rid, m, n + tonumber(m) - 1
   end
 end
 if q > 0 then
@@ -97,7 +99,7 @@ if by_record and ARGV[A_CHUNKS] ~= '' then
   for t = 1, nt do
     if cm[t] then
       local x = #rf + 1
-      rf[x], rt[x] = CHUNK_MARK .. cid[t], t
+      rf[x], rt[x] = CHUNK_MARK .. crid[t], t
     end
   end
   local got = redis.call('HMGET', KEYS[4], unpack(rf))
@@ -280,7 +282,7 @@ for t = 1, nt do
       out[i] = reply_busy({touched = c.since, fence = c.fence, holder = c.holder})
     else
       out[i] = chunk_grant(c, now, now_s, now_ms_s, tick_s, holder, unbar(tok .. '|'), exp_s, m)
-      writes[nw + 1], writes[nw + 2], nw = CHUNK_MARK .. cid[t], encode_chunk(c), nw + 2
+      writes[nw + 1], writes[nw + 2], nw = CHUNK_MARK .. crid[t], encode_chunk(c), nw + 2
       if tonumber(out[i]) > top then top = tonumber(out[i]) end
     end
     out[i] = out[i] .. '*' .. cms[t]
@@ -343,10 +345,10 @@ for t = 1, nt do
     nw = w0
     local c, gone = {}, {}
     chunk_grant(c, now, now_s, now_ms_s, tick_s, holder, unbar(tok .. '|'), exp_s, m)
-    writes[nw + 1], writes[nw + 2], writes[nw + 3], writes[nw + 4], nw = CHUNK_MARK .. cid[t], encode_chunk(c), CHUNK_MARK, '1', nw + 4
+    writes[nw + 1], writes[nw + 2], writes[nw + 3], writes[nw + 4], nw = CHUNK_MARK .. crid[t], encode_chunk(c), CHUNK_MARK, '1', nw + 4
     for j = 1, m do
       local f = fs[k - m + j]
-      writes[nw + 1], writes[nw + 2], nw, gone[j] = INDEX_MARK .. f, cid[t] .. ':' .. j, nw + 2, f
+      writes[nw + 1], writes[nw + 2], nw, gone[j] = INDEX_MARK .. f, crid[t] .. ':' .. j, nw + 2, f
     end
     redis.call('HDEL', KEYS[4], unpack(gone))
   end
