@@ -145,6 +145,43 @@ func TestBackfillOfEveryRunRunsEachOnceInIt(t *testing.T) {
 	})
 }
 
+// TestBackfillOfAGoneReplicasShare: a backfill's fan-out is not cut into
+// chunks, and still comes back to the shards it set aside for a replica
+// that died (revisit): every run of the range runs once. Its revisit
+// divided by a chunk length of 0, and the replicas panicked (the nemesis
+// found it).
+func TestBackfillOfAGoneReplicasShare(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	ten, now, at := halfPastTen()
+	ids := make([]string, 30)
+	for i := range ids {
+		ids[i] = fmt.Sprint("e", i)
+	}
+	cfg := hourly(ids...) + "shards = 3\n"
+	gone := e.store("r1")
+	if err := gone.Fleet().Announce(context.Background(), []string{"hourly"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	saveBackfill(t, gone, driver.Backfill{ID: "b1", Task: "hourly", From: at(7), To: at(8), Total: 60, Only: driver.BackfillAll, By: "op", Created: at(9)})
+	for _, r := range []string{"r0", "r2"} {
+		st := e.store(r)
+		if err := st.Fleet().Announce(context.Background(), []string{"hourly"}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		e.run(cfg, at10(st, now))
+	}
+	end := backfillEnd(t, gone)
+	seen := map[string]int{}
+	for _, h := range atHours(e.rec.snapshot(), ten) {
+		if h < "09" {
+			seen[h]++
+		}
+	}
+	expect.Equal(t, "runs of the range", len(seen), 60)
+	expect.Equal(t, "its runs", end.Ran, 60)
+}
+
 // hourly is task hourly's config, every hour over entities, its run
 // record kept 30 days, run by the test's recording handler.
 func hourly(entities ...string) string {
