@@ -408,8 +408,12 @@ entities = ` + entities(n) + "\n"
 		"schedule":    func(c *task) { c.every = "7s" },
 		"timeout":     func(c *task) { c.timeout = "2m" },
 		"lease_ttl":   func(c *task) { c.ttl = "12s" },
-		"limits":      func(c *task) { c.limits = `["api"]` },
-		"shards":      func(c *task) { c.shards = 4 },
+		// Its schedule too: under the limit (3 at once) the tick's runs
+		// wait, and a newer tick's run supersedes an older one waiting
+		// still (by design, recorded); a loaded machine had 10 of 40
+		// superseded by the tick 5s later.
+		"limits": func(c *task) { c.limits, c.every = `["api"]`, "1m" },
+		"shards": func(c *task) { c.shards = 4 },
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -468,7 +472,7 @@ entities = ` + entities(n) + "\n"
 func checkTickDelivered(t *testing.T, e *env, m *pingtest.Monitor, st *lease.Store, T time.Time, n int) {
 	t.Helper()
 	ofT := func(r runRec) bool { return r.Tick.Equal(T) && !r.end.IsZero() }
-	expect.WaitFor(t, 20*time.Second, "every entity of the tick ran", func() bool { return e.rec.count(ofT) >= n })
+	expect.WaitFor(t, time.Minute, "every entity of the tick ran", func() bool { return e.rec.count(ofT) >= n })
 	ran := map[string]int{}
 	for _, r := range e.rec.snapshot() {
 		if r.Tick.Equal(T) {
@@ -483,7 +487,7 @@ func checkTickDelivered(t *testing.T, e *env, m *pingtest.Monitor, st *lease.Sto
 	}
 	expect.Equal(t, "overlapping runs", e.rec.overlaps, 0)
 	tickT := func(ev Event) bool { return ev.Kind == EventTick && ev.Tick.Equal(T) }
-	expect.WaitFor(t, 10*time.Second, "both replicas' fan-outs of the tick ended", func() bool { return e.ev.count(tickT) == 2 })
+	expect.WaitFor(t, 30*time.Second, "both replicas' fan-outs of the tick ended", func() bool { return e.ev.count(tickT) == 2 })
 	for _, ev := range e.ev.events(tickT) {
 		if ev.Counts.Stopped || ev.Counts.Removed {
 			t.Errorf("%s's fan-out of the tick stopped: %+v", ev.Replica, ev.Counts)
