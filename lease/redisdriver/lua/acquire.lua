@@ -108,7 +108,7 @@ if by_record and ARGV[A_CHUNKS] ~= '' then
     if c then crec[t], cans[t] = c, chunk_answer(c, cm[t], floor, now_ms, queue == BUSY_SKIP) end
   end
 end
--- A chunk's j-th token ends with POSITION[j].
+-- A chunk's j-th token ends with POSITION[j] (chunks.go's maxChunk bounds j).
 local POSITION = {'1|', '2|', '3|', '4|', '5|', '6|', '7|', '8|', '9|', '10|', '11|', '12|', '13|', '14|', '15|', '16|',
   '17|', '18|', '19|', '20|', '21|', '22|', '23|', '24|', '25|', '26|', '27|', '28|', '29|', '30|', '31|', '32|'}
 -- Step 1, read: take the chunks not yet taken (SADD), and list the fields
@@ -291,7 +291,7 @@ for t = 1, nt do
   for j = 1, count do
     k, i = k + 1, i + 1
     local field, tsfx = fs[k], ''
-    if m then tsfx = POSITION[j] or (j .. '|') end
+    if m then tsfx = POSITION[j] end
     local claim, run_tick, reqs = '', tick_s, ''
     if from_s ~= '' then
       local from = decode_from(from_s)
