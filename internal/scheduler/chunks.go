@@ -71,6 +71,23 @@ func (f *fanOut) markChunks(reqs []driver.Request) {
 	}
 }
 
+// ChunkOf names, for each of ids (a whole tick's entity stream in source
+// order, of a task of one shard and concurrency run slots), the chunk a
+// fan-out sends it in: Request.Chunk as the fan-out sets it ("" for the
+// tail not a whole chunk). It is for a benchmark's holder, which takes a
+// tick's leases as another replica's fan-out would.
+func ChunkOf(ids []string, concurrency int) []string {
+	n := chunkFor(concurrency)
+	names := make([]string, len(ids))
+	for lo := 0; lo+n <= len(ids); lo += n {
+		name := chunkName(ids[lo : lo+n])
+		for i := lo; i < lo+n; i++ {
+			names[i] = name
+		}
+	}
+	return names
+}
+
 // chunkName names a chunk by its ids, in one allocation.
 func chunkName(ids []string) string {
 	n := 0

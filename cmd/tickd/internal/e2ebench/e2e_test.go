@@ -3,6 +3,7 @@
 // fanned out over N entities, each run started, finished and released.
 //
 //	go test -run XXX -bench 'Tick$' -benchtime 1x ./cmd/tickd/internal/e2ebench
+//	go test -run XXX -bench TickAllBusy -benchtime 1x ./cmd/tickd/internal/e2ebench
 //	go test -run XXX -bench Replicas -benchtime 1x ./cmd/tickd/internal/e2ebench
 //	go test -run XXX -bench ClusterTick -benchtime 1x -timeout 60m ./cmd/tickd/internal/e2ebench
 //
@@ -133,29 +134,36 @@ func BenchmarkTick(b *testing.B) {
 		if os.Getenv("E2E_PEER") == "0" {
 			t = runTickd(b, single(srv.Addr), ids, replicas, ticks, every)
 		} else {
-			t, p = interleaved(b, srv.Addr, ids, replicas, ticks, every)
+			t, p = interleaved(b, single(srv.Addr), ids, replicas, ticks, every)
 		}
-		b.Logf("tickd, %d replica(s): %v", replicas, t)
-		b.ReportMetric(t.median().Seconds(), "tickd-s/tick")
-		b.ReportMetric(t.redisUS/float64(t.runs), "tickd-redis-µs/run")
-		b.ReportMetric(t.ownUS/float64(t.runs), "tickd-cpu-µs/run")
-		b.ReportMetric(float64(t.allocs)/float64(t.runs), "tickd-allocs/run")
-		b.ReportMetric(float64(t.commands)/float64(t.runs), "tickd-cmds/run")
-		if t.dup+t.lost > 0 {
-			b.Errorf("runs not exactly once per tick: tickd %+v", t)
-		}
-		if p.runs == 0 {
-			continue
-		}
-		b.Logf("peer (bsm/redislock, %d at once): %v", concurrency, p)
-		b.ReportMetric(p.median().Seconds(), "peer-s/tick")
-		b.ReportMetric(p.median().Seconds()/t.median().Seconds(), "speedup")
-		b.ReportMetric(p.redisUS/float64(p.runs), "peer-redis-µs/run")
-		b.ReportMetric((p.redisUS/float64(p.runs))/(t.redisUS/float64(t.runs)), "redis-cpu-ratio")
-		b.ReportMetric(float64(p.commands)/float64(p.runs), "peer-cmds/run")
-		if p.dup+p.lost > 0 {
-			b.Errorf("runs not exactly once per tick: peer %+v", p)
-		}
+		report(b, replicas, t, p)
+	}
+}
+
+// report logs both sides and reports their figures and ratios, failing a
+// side whose entities did not each run once a tick (found busy once, in
+// BenchmarkTickAllBusy).
+func report(b *testing.B, replicas int, t, p side) {
+	b.Logf("tickd, %d replica(s): %v", replicas, t)
+	b.ReportMetric(t.median().Seconds(), "tickd-s/tick")
+	b.ReportMetric(t.redisUS/float64(t.runs), "tickd-redis-µs/run")
+	b.ReportMetric(t.ownUS/float64(t.runs), "tickd-cpu-µs/run")
+	b.ReportMetric(float64(t.allocs)/float64(t.runs), "tickd-allocs/run")
+	b.ReportMetric(float64(t.commands)/float64(t.runs), "tickd-cmds/run")
+	if t.dup+t.lost > 0 {
+		b.Errorf("runs not exactly once per tick: tickd %+v", t)
+	}
+	if p.runs == 0 {
+		return
+	}
+	b.Logf("peer (bsm/redislock, %d at once): %v", concurrency, p)
+	b.ReportMetric(p.median().Seconds(), "peer-s/tick")
+	b.ReportMetric(p.median().Seconds()/t.median().Seconds(), "speedup")
+	b.ReportMetric(p.redisUS/float64(p.runs), "peer-redis-µs/run")
+	b.ReportMetric((p.redisUS/float64(p.runs))/(t.redisUS/float64(t.runs)), "redis-cpu-ratio")
+	b.ReportMetric(float64(p.commands)/float64(p.runs), "peer-cmds/run")
+	if p.dup+p.lost > 0 {
+		b.Errorf("runs not exactly once per tick: peer %+v", p)
 	}
 }
 
@@ -203,6 +211,7 @@ type tickRecord struct {
 	runs      int
 	lastEnd   time.Time
 	byReplica map[string]int
+	fanOuts   int // the replicas' fan-outs of the tick ended (BenchmarkTickAllBusy)
 	// all is closed once the tick's runs are all in: the benchmark waits
 	// on it, not by polling, whose wake-ups in this process were counted
 	// to tickd's CPU (about 200 a second between ticks).
@@ -220,6 +229,9 @@ type tickd struct {
 	stores  []*lease.Store
 	clients []redis.UniversalClient
 	restore func() // the garbage collector policy before
+	// busy: every entity is busy at each tick (BenchmarkTickAllBusy): a tick
+	// is done when its fan-out ends, and counts its busy entities as runs.
+	busy bool
 }
 
 // target is the Redis the schedulers use and the benchmark samples: one
@@ -228,6 +240,7 @@ type target struct {
 	nodes     []string                     // sampled
 	newClient func() redis.UniversalClient // one scheduler's
 	shards    int                          // the task's (1 unless set)
+	busy      bool                         // every entity held by another at each tick (BenchmarkTickAllBusy)
 }
 
 // single is the one server at addr, its task in E2E_SHARDS shards (1).
@@ -240,7 +253,7 @@ func single(addr string) target {
 // startTickd starts replicas schedulers over ids on the schedule every,
 // each with its own store and client on tgt.
 func startTickd(b *testing.B, tgt target, ids []string, replicas int, every time.Duration) *tickd {
-	td := &tickd{ids: ids, byTick: map[int64]*tickRecord{}, restore: func() {}}
+	td := &tickd{ids: ids, byTick: map[int64]*tickRecord{}, restore: func() {}, busy: tgt.busy}
 	// The daemon's garbage collector policy, which tickd run sets (docs/operations.md,
 	// "Memory and the garbage collector"); E2E_GCPOLICY=0 leaves Go's default, which a program
 	// embedding the scheduler has unless it chooses otherwise.
@@ -304,6 +317,10 @@ func startTickd(b *testing.B, tgt target, ids []string, replicas int, every time
 
 // observe counts each ended run under its tick.
 func (td *tickd) observe(ev scheduler.Event) {
+	if td.busy && ev.Kind == scheduler.EventTick {
+		td.fannedOutBusy(ev)
+		return
+	}
 	if ev.Kind != scheduler.EventRunEnded {
 		return
 	}
@@ -386,6 +403,10 @@ func (td *tickd) count(T time.Time, out *side) {
 	for rep, n := range r.byReplica {
 		out.byReplica[rep] += n
 	}
+	if td.busy {
+		out.lost += len(td.ids) - r.runs // not found busy
+		return
+	}
 	for _, n := range r.seen {
 		if n == 0 {
 			out.lost++
@@ -427,12 +448,13 @@ func runTickd(b *testing.B, tgt target, ids []string, replicas, ticks int, every
 // lead before its tick to lead before the other side's: its tick and the
 // idle time after it. A tick that runs into the other side's half fails
 // the round.
-func interleaved(b *testing.B, addr string, ids []string, replicas, ticks int, every time.Duration) (t, p side) {
+func interleaved(b *testing.B, tgt target, ids []string, replicas, ticks int, every time.Duration) (t, p side) {
+	addr := tgt.nodes[0]
 	const lead = 500 * time.Millisecond
 	half := every / 2
 	pr := startPeer(b, addr, len(ids))
 	defer pr.stop()
-	td := startTickd(b, single(addr), ids, replicas, every)
+	td := startTickd(b, tgt, ids, replicas, every)
 	defer td.stop()
 	t = side{byReplica: map[string]int{}, byCommand: map[string]cmdStat{}}
 	p = side{byCommand: map[string]cmdStat{}}
@@ -463,6 +485,9 @@ func interleaved(b *testing.B, addr string, ids []string, replicas, ticks int, e
 			p.durations = append(p.durations, r.took)
 			p.runs += r.runs
 			p.lost += r.lost
+			if tgt.busy { // each entity found busy counts, one that ran is wrong
+				p.runs, p.lost = p.runs-r.runs+r.lost, p.lost-r.lost+r.runs
+			}
 		}
 		s0, peerCPU = s2, r.cpuUS
 	}
@@ -539,13 +564,13 @@ func peerRun(locker *redislock.Client, ids []string, T time.Time) peerTick {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			defer func() { last.Store(time.Now().UnixNano()) }()
 			l, err := locker.Obtain(context.Background(), "peer:"+id, 5*time.Second, nil)
 			if err != nil {
 				return // held (busy) or failed: skipped this tick
 			}
 			seen[i]++                       // the no-op
 			l.Release(context.Background()) //nolint:errcheck
-			last.Store(time.Now().UnixNano())
 		}()
 	}
 	wg.Wait()
