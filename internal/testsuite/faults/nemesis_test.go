@@ -122,6 +122,13 @@ func newNemesis(t *testing.T, seed uint64, onCluster bool) *nemesis {
 	n := &nemesis{c: c, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bin: bin, worker: worker, dir: c.dir,
 		concurrency: 80, shards: 4, limit: 2, autoRate: true, catchUpAll: true, runRecord: true, extraEvery: map[string]string{}, replacing: map[string]bool{}, queueMax: map[string]int{}, traces: otlptest.Start(t), runSpans: 1000}
 	n.syncLimit = []int{0, nEntities * 4 / 5}[n.rnd.IntN(2)] // half the seeds begin with sync's catch-up and backfill under a limit
+	// Half the seeds begin with sync's tick chunks kept as records (no run
+	// record, which goes entity by entity), and half with chunks of 32 (a
+	// task of 128 run slots or more).
+	if n.rnd.IntN(2) == 0 {
+		n.catchUpAll, n.runRecord = false, false
+	}
+	n.concurrency = []int{80, 140}[n.rnd.IntN(2)]
 	for range 2 {
 		n.addExtra()
 	}
@@ -134,6 +141,7 @@ func newNemesis(t *testing.T, seed uint64, onCluster bool) *nemesis {
 		tickdtest.WriteFile(t, r.cfg, n.config())
 	}
 	c.excuse = tickdtest.Excuses{Overlap: n.excused, Again: n.again}
+	n.say("begin (concurrency %d, catch_up_runs all %v, run_record %v, sync limit %d)", n.concurrency, n.catchUpAll, n.runRecord, n.syncLimit)
 	return n
 }
 
@@ -246,7 +254,7 @@ func (n *nemesis) reload() {
 	if n.rnd.IntN(2) == 0 {
 		// sync changes in half the reloads, whatever else does: a reload
 		// in the middle of its fan-out must finish that tick (checkDelivery).
-		n.concurrency = 150 - n.concurrency // 70 <-> 80
+		n.concurrency = map[int]int{70: 80, 80: 140, 140: 70}[n.concurrency] // 140: chunks of 32
 	}
 	if n.rnd.IntN(2) == 0 {
 		// The zoned task changes in half the reloads too: its entities'
@@ -257,7 +265,7 @@ func (n *nemesis) reload() {
 	case 5: // [telemetry]: a reload warns that it takes a restart; the spans go on
 		n.runSpans = []int{1000, 50}[n.rnd.IntN(2)]
 	case 0:
-		n.concurrency = []int{70, 80}[n.rnd.IntN(2)]
+		n.concurrency = []int{70, 80, 140}[n.rnd.IntN(3)] // 140: chunks of 32, which a replica left out names otherwise
 		n.catchUpAll = n.rnd.IntN(3) > 0
 		n.runRecord = n.rnd.IntN(2) == 0
 		n.syncLimit = []int{0, 0, nEntities * 4 / 5}[n.rnd.IntN(3)]
