@@ -66,14 +66,18 @@ func envInt(name string, def int) int {
 type side struct {
 	durations []time.Duration // per tick: from T until the last run ended
 	runs      int
-	redisUS   float64            // Redis main-thread CPU, µs
-	ownUS     float64            // the side's process's CPU (user and system), µs
-	allocs    uint64             // tickd: heap allocations in its process (the benchmark's bookkeeping too)
-	commands  int64              // Redis commands (INFO commandstats)
-	byCommand map[string]cmdStat // the same, by command
-	dup, lost int                // entities run twice, or not at all, in a tick
-	byReplica map[string]int     // tickd: runs per replica, over the measured ticks
-	byNode    []float64          // Redis CPU by node sampled (a Cluster's masters), µs
+	redisUS   float64 // Redis main-thread CPU, µs
+	// tickRedisUS is the part of redisUS from the side's half's start to
+	// its tick's end (interleaved only): the ticks' own, without the idle
+	// time after them.
+	tickRedisUS float64
+	ownUS       float64            // the side's process's CPU (user and system), µs
+	allocs      uint64             // tickd: heap allocations in its process (the benchmark's bookkeeping too)
+	commands    int64              // Redis commands (INFO commandstats)
+	byCommand   map[string]cmdStat // the same, by command
+	dup, lost   int                // entities run twice, or not at all, in a tick
+	byReplica   map[string]int     // tickd: runs per replica, over the measured ticks
+	byNode      []float64          // Redis CPU by node sampled (a Cluster's masters), µs
 }
 
 // busiest is the busiest node's share of the Redis CPU.
@@ -153,8 +157,14 @@ func report(b *testing.B, replicas int, t, p side) {
 	if t.dup+t.lost > 0 {
 		b.Errorf("runs not exactly once per tick: tickd %+v", t)
 	}
+	if t.tickRedisUS > 0 {
+		b.ReportMetric(t.tickRedisUS/float64(t.runs), "tickd-tick-redis-µs/run")
+	}
 	if p.runs == 0 {
 		return
+	}
+	if p.tickRedisUS > 0 {
+		b.ReportMetric(p.tickRedisUS/float64(p.runs), "peer-tick-redis-µs/run")
 	}
 	b.Logf("peer (bsm/redislock, %d at once): %v", concurrency, p)
 	b.ReportMetric(p.median().Seconds(), "peer-s/tick")
@@ -464,18 +474,22 @@ func interleaved(b *testing.B, tgt target, ids []string, replicas, ticks int, ev
 	for k := 0; k <= ticks; k++ { // tick 0, the first after start, is not measured
 		T := td.first.Add(time.Duration(k) * every)
 		td.wait(b, T, T.Add(every))
+		tEnd := takeSample(b, []string{addr}) // tickd's tick ended
 		if end := td.tick(T).lastEnd; !end.Before(T.Add(half - lead)) {
 			b.Fatalf("tickd's tick %v took %v, into the peer's half of the period: raise E2E_EVERY", T, end.Sub(T))
 		}
 		sleepUntil(T.Add(half - lead))
 		s1 := takeSample(b, []string{addr})
 		r := pr.tick(b, T.Add(half))
+		pEnd := takeSample(b, []string{addr}) // the peer's tick ended
 		if time.Now().After(T.Add(every - lead)) {
 			b.Fatalf("the peer's tick %v took %v, into tickd's half of the period: raise E2E_EVERY", T.Add(half), r.took)
 		}
 		sleepUntil(T.Add(every - lead))
 		s2 := takeSample(b, []string{addr})
 		if k > 0 {
+			t.tickRedisUS += tEnd.redisUS - s0.redisUS
+			p.tickRedisUS += pEnd.redisUS - s1.redisUS
 			t.add(s0, s1)
 			t.ownUS += s1.ownUS - s0.ownUS
 			t.allocs += s1.mallocs - s0.mallocs
