@@ -49,7 +49,7 @@ func TestSkippedChunksRunWhenTheirTakerDied(t *testing.T) {
 	for i := range ids {
 		ids[i] = fmt.Sprint("e", i)
 	}
-	takeChunks(t, e.store("dead"), "jump", T, ids)
+	takeChunks(t, e.store("dead"), "jump", T, ids, concurrency)
 
 	e.run(cfg, Options{Store: e.store("r1"), Clock: clock})
 	e.checkTickRan(T, n, ids)
@@ -82,14 +82,13 @@ func (e *env) catchUpHour(cfg string) (shiftedClock, time.Time) {
 }
 
 // takeChunks takes the leases of ids, the first of a stream of task's tick
-// T, in chunks as a replica's fan-out does, for a replica that then dies.
-func takeChunks(t *testing.T, st *lease.Store, task string, T time.Time, ids []string) {
+// T, in chunks as a fan-out of concurrency run slots does (ChunkOf), for a
+// replica that then dies.
+func takeChunks(t *testing.T, st *lease.Store, task string, T time.Time, ids []string, concurrency int) {
 	t.Helper()
 	var reqs []driver.Request
-	for i, id := range ids {
-		c := i / chunkSize * chunkSize
-		reqs = append(reqs, driver.Request{Task: task, Entity: id, TTL: 30 * time.Second, Reason: driver.ReasonTick, Tick: T,
-			Chunk: chunkName(ids[c : c+chunkSize])})
+	for i, c := range ChunkOf(ids, concurrency) {
+		reqs = append(reqs, driver.Request{Task: task, Entity: ids[i], TTL: 30 * time.Second, Reason: driver.ReasonTick, Tick: T, Chunk: c})
 	}
 	for i, r := range st.AcquireBatch(context.Background(), reqs) {
 		if r.Err != nil {
@@ -165,7 +164,7 @@ func TestRetriedShardAfterRevisitSkipsNothing(t *testing.T) {
 	}
 	dead := e.store("dead")
 	dead.WantShards("retried", 2)
-	takeChunks(t, dead, "retried", T, shard[1][:concurrency])
+	takeChunks(t, dead, "retried", T, shard[1][:concurrency], concurrency)
 
 	c := redis.NewClient(&redis.Options{Addr: e.srv.Addr})
 	defer c.Close()

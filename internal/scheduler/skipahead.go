@@ -28,14 +28,8 @@ func (f *fanOut) skipReserved(id string, pos int) {
 	f.skip(id, pos)
 }
 
-// firstChunk is the index in ids of the first entity to start a chunk of
-// n (0: none).
-func (sk skipped) firstChunk(n int) int {
-	if n == 0 {
-		return 0
-	}
-	return (n - sk.pos%n) % n
-}
+// firstChunk is the index in ids of the first entity to start a chunk of n.
+func (sk skipped) firstChunk(n int) int { return (n - sk.pos%n) % n }
 
 // revisit comes back to the parts of the stream the fan-out skipped: the
 // entities of chunks another replica took count as already run, the others
@@ -63,10 +57,20 @@ func (f *fanOut) revisit() error {
 const revisitRounds = 4
 
 func (f *fanOut) revisitRound(skipped []skipped) error {
+	n := f.chunk
+	if n == 0 { // a stream not cut into chunks: another replica's share set aside
+		for _, sk := range skipped {
+			for i, id := range sk.ids {
+				if err := f.addAt(id, sk.pos+i); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
 	var names []string
-	n := f.chunk // 0: a stream not cut into chunks (another replica's share set aside)
 	for _, sk := range skipped {
-		for lo := sk.firstChunk(n); n > 0 && lo+n <= len(sk.ids); lo += n {
+		for lo := sk.firstChunk(n); lo+n <= len(sk.ids); lo += n {
 			names = append(names, chunkName(sk.ids[lo:lo+n]))
 		}
 	}
@@ -81,7 +85,7 @@ func (f *fanOut) revisitRound(skipped []skipped) error {
 	for _, sk := range skipped {
 		next := sk.firstChunk(n) // where the next whole chunk starts
 		for i := 0; i < len(sk.ids); {
-			if n > 0 && i == next && i+n <= len(sk.ids) {
+			if i == next && i+n <= len(sk.ids) {
 				next += n
 				c++
 				if c <= len(taken) && taken[c-1] {

@@ -120,7 +120,7 @@ func newNemesis(t *testing.T, seed uint64, onCluster bool) *nemesis {
 	}
 	bin, worker := tickdtest.Binaries(t)
 	n := &nemesis{c: c, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bin: bin, worker: worker, dir: c.dir,
-		concurrency: 80, shards: 4, limit: 2, autoRate: true, catchUpAll: true, runRecord: true, extraEvery: map[string]string{}, replacing: map[string]bool{}, queueMax: map[string]int{}, traces: otlptest.Start(t), runSpans: 1000}
+		shards: 4, limit: 2, autoRate: true, catchUpAll: true, runRecord: true, extraEvery: map[string]string{}, replacing: map[string]bool{}, queueMax: map[string]int{}, traces: otlptest.Start(t), runSpans: 1000}
 	n.syncLimit = []int{0, nEntities * 4 / 5}[n.rnd.IntN(2)] // half the seeds begin with sync's catch-up and backfill under a limit
 	// Half the seeds begin with sync's tick chunks kept as records (no run
 	// record, which goes entity by entity), and half with chunks of 32 (a

@@ -497,11 +497,12 @@ func interleaved(b *testing.B, tgt target, ids []string, replicas, ticks int, ev
 			p.add(s1, s2)
 			p.ownUS += r.cpuUS - peerCPU
 			p.durations = append(p.durations, r.took)
-			p.runs += r.runs
-			p.lost += r.lost
+			ran, lost := r.runs, r.lost
 			if tgt.busy { // each entity found busy counts, one that ran is wrong
-				p.runs, p.lost = p.runs-r.runs+r.lost, p.lost-r.lost+r.runs
+				ran, lost = r.lost, r.runs
 			}
+			p.runs += ran
+			p.lost += lost
 		}
 		s0, peerCPU = s2, r.cpuUS
 	}
