@@ -45,6 +45,13 @@ type redisDriver struct {
 	// entry due.
 	share atomic.Pointer[pollShare]
 	found atomic.Bool
+	// wakes says the driver hears add_due's wake-ups (WatchRevocations
+	// subscribed to them); only then does a due poll that found nothing due
+	// wait until nextLook (unix ns: the earliest entry of its buckets, at
+	// most dueIdle) before it looks again (due.go).
+	wakes    atomic.Bool
+	nextLook atomic.Int64
+	dueIdle  time.Duration // 0: dueIdle
 	// announced is when this store last announced its tasks (Redis ms).
 	announced atomic.Int64
 	// seen is, per bucket, the highest fence this driver was granted and

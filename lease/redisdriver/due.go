@@ -158,7 +158,7 @@ func (b *redisDriver) dueBuckets(ctx context.Context) ([]dueBucket, error) {
 		every *= sh.live // the fleet looks at all buckets every AllBucketsEvery polls
 	}
 	all := own == nil || k%every == 0
-	if !all && b.sharedSkip(k, sh) {
+	if !all && (b.sharedSkip(k, sh) || b.idleSkip()) {
 		return nil, nil
 	}
 	pipe := b.c.Pipeline()
@@ -183,15 +183,64 @@ func (b *redisDriver) dueBuckets(ctx context.Context) ([]dueBucket, error) {
 		now = float64(tm.Val().UnixMilli())
 	}
 	var rs []dueBucket
+	next := now + float64(b.idle().Milliseconds())
 	for bk, f := range firsts {
 		if f == nil {
 			continue
 		}
-		if zs := f.Val(); len(zs) == 1 && zs[0].Score <= now {
+		if f.Err() != nil {
+			next = now // a shard that did not answer: looked at again next poll
+		} else if zs := f.Val(); len(zs) == 1 && zs[0].Score <= now {
 			rs = append(rs, dueBucket{bk, zs[0].Score})
+		} else if len(zs) == 1 {
+			next = min(next, zs[0].Score)
 		}
 	}
+	// The next look, on this replica's clock: a shard whose clock is
+	// behind the one read may see its entry due a little later, which the
+	// look after that finds.
+	b.nextLook.Store(time.Now().Add(time.Duration(next-now) * time.Millisecond).UnixNano())
 	return rs, nil
+}
+
+// dueIdle is the longest a due poll that found nothing due waits before it
+// looks again: it sleeps until the earliest entry of its buckets is due,
+// and an entry that comes before that one wakes it (add_due publishes on
+// keys.dueWake, which WatchRevocations hears): a trigger or a run asked
+// for now is taken at the next poll, as before, while an idle replica
+// looks once a second rather than ten times. A wake-up lost (a
+// reconnection) delays an entry by dueIdle at most.
+const dueIdle = time.Second
+
+// idle is dueIdle, or the driver's own (a test's).
+func (b *redisDriver) idle() time.Duration {
+	if b.dueIdle > 0 {
+		return b.dueIdle
+	}
+	return dueIdle
+}
+
+// idleSkip says whether a due poll may leave its buckets alone: the last
+// one found nothing due, and neither the earliest entry it saw nor a
+// wake-up since is due yet. Without wake-ups (a client that cannot
+// subscribe) every poll looks.
+func (b *redisDriver) idleSkip() bool {
+	return b.wakes.Load() && !b.found.Load() && time.Now().UnixNano() < b.nextLook.Load()
+}
+
+// wake brings the next due look forward to when an entry added to bucket
+// bk is due, delay from now, if the bucket is one this replica polls.
+func (b *redisDriver) wake(bk int, delay time.Duration) {
+	if own := b.own.Load(); own != nil && bk >= 0 && bk < buckets && !(*own)[bk] {
+		return
+	}
+	at := time.Now().Add(delay).UnixNano()
+	for {
+		cur := b.nextLook.Load()
+		if cur <= at || b.nextLook.CompareAndSwap(cur, at) {
+			return
+		}
+	}
 }
 
 // anyOK says whether any of cmds succeeded.

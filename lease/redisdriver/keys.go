@@ -148,6 +148,7 @@ func (k keys) due(b int) string                   { return k.bucket(b) + ":due" 
 func (k keys) dueInfo(b int) string               { return k.bucket(b) + ":dueinfo" }
 func (k keys) paused() string                     { return k.prefix + ":paused" }
 func (k keys) revoked() string                    { return k.prefix + ":revoked" } // a channel
+func (k keys) dueWake() string                    { return k.prefix + ":duewake" } // a channel: lib.lua's add_due
 func (k keys) replicas() string                   { return k.prefix + ":replicas" }
 func (k keys) duplicates() string                 { return k.prefix + ":duplicates" }
 func (k keys) pauses() string                     { return k.prefix + ":pauses" }

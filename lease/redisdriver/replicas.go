@@ -216,7 +216,9 @@ func (b *redisDriver) Announce(ctx context.Context, a driver.Announcement, ttl t
 	for _, t := range a.Shards {
 		own[bucketOf(t)] = true
 	}
-	b.own.Store(&own)
+	if prev := b.own.Swap(&own); prev == nil || !slices.Equal(*prev, own) {
+		b.nextLook.Store(0) // buckets not looked at yet: at the next poll
+	}
 	args := make([]any, annFixed)
 	args[annReplica], args[annTTL], args[annTasks] = driver.Escape(b.cfg.Replica), ms(ttl), announceTasks(a)
 	args[annProcess], args[annHost], args[annVersion] = a.Process, driver.Escape(a.Host), driver.Escape(a.Version)

@@ -295,6 +295,7 @@ func (b *redisDriver) reshardDue(ctx context.Context, r *driver.Resharded, name 
 		return err
 	}
 	pipe := b.c.Pipeline()
+	woken := map[int]bool{}
 	for _, z := range zs {
 		m := z.Member.(string)
 		task, entity, err := splitMember(m)
@@ -314,7 +315,11 @@ func (b *redisDriver) reshardDue(ctx context.Context, r *driver.Resharded, name 
 		pipe.HSet(ctx, b.k.dueInfo(nbk), nm, info)
 		pipe.ZRem(ctx, b.k.due(bk), m)
 		pipe.HDel(ctx, b.k.dueInfo(bk), m)
+		woken[nbk] = true
 		r.Due++
+	}
+	for nbk := range woken { // the due polls that wait for their buckets' entries look now
+		pipe.Publish(ctx, b.k.dueWake(), strconv.Itoa(nbk)+" 0")
 	}
 	_, err = pipe.Exec(ctx)
 	return err

@@ -514,7 +514,7 @@ end
 -- run, or the older tick (ms, a string) when one
 -- was superseded (the run added, when it is the older, or when it is a
 -- tick's run that yields to another run asked for: a retry).
-local function add_due(due_key, info_key, member, reason, due_ms, attempt, tick, reqs)
+local function add_due_entry(due_key, info_key, member, reason, due_ms, attempt, tick, reqs)
   local cur = redis.call('ZSCORE', due_key, member)
   local d = cur and decode_due(redis.call('HGET', info_key, member) or '')
   if d and d.claim == '' and reason == REASON_TICK and d.reason == REASON_TICK and tonumber(tick) > tonumber(d.tick) then
@@ -568,6 +568,25 @@ local function add_due(due_key, info_key, member, reason, due_ms, attempt, tick,
     return d.tick -- a tick's waiting run, whose place another run asked for took
   end
   return 1
+end
+
+-- add_due is add_due_entry, and wakes the replicas' due polls when the
+-- entry is now the earliest of its set: a poll that found nothing due
+-- waits until the earliest entry it saw is due (Go's dueIdle). It
+-- publishes "BUCKET DELAY_MS" on the prefix's duewake channel (keys.go's
+-- dueWake; the due key is PREFIX:{BUCKET}:due).
+local function add_due(due_key, info_key, member, reason, due_ms, attempt, tick, reqs)
+  local before = redis.call('ZRANGE', due_key, 0, 0, 'WITHSCORES')[2]
+  local r = add_due_entry(due_key, info_key, member, reason, due_ms, attempt, tick, reqs)
+  local first = redis.call('ZRANGE', due_key, 0, 0, 'WITHSCORES')[2]
+  if first and (not before or tonumber(first) < tonumber(before)) then
+    local prefix, bk = match(due_key, '^(.*):{(%d%d)}:due$')
+    if prefix then
+      local delay = math.max(0, tonumber(first) - math.floor(now_us() / 1000))
+      redis.pcall('PUBLISH', prefix .. ':duewake', tonumber(bk) .. ' ' .. num(delay))
+    end
+  end
+  return r
 end
 
 -- shards_refused says whether a call must be refused because it named its
