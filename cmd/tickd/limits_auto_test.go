@@ -76,6 +76,18 @@ func (b *bucketAPI) snapshot() []bucketCall {
 	return slices.Clone(b.calls)
 }
 
+// secondsWith429 counts the seconds of [from, to), from from on, in which
+// a call was answered 429.
+func secondsWith429(calls []bucketCall, from, to time.Time) int {
+	seen := map[int64]bool{}
+	for _, c := range calls {
+		if c.tooMany && !c.at.Before(from) && c.at.Before(to) {
+			seen[int64(c.at.Sub(from)/time.Second)] = true
+		}
+	}
+	return len(seen)
+}
+
 // between counts the calls in [from, to), and the 429s of them.
 func between(calls []bucketCall, from, to time.Time) (n, tooMany int) {
 	for _, c := range calls {
@@ -173,13 +185,19 @@ func TestAutoRateFromTheAPIsFields(t *testing.T) {
 // TestAutoRateWithoutFields: the same API saying nothing of its rate:
 // tickd learns it from its 429s (doubling until the first, then a little
 // more a second, a fifth less at a 429): from 60s after the first answer,
-// at least 80% of L and at most 2% of the calls answered 429 (96-100% of
-// L and 0-1% of 429s measured on an idle machine; on a loaded one, 84.5%:
+// at least 80% of L, and 429s in at most 5 of those 20 seconds (96-100%
+// of L and 0-4 429s measured on an idle machine; on a loaded one, 84.5%:
 // the replicas' calls, delayed, came in bursts that drew four 429s in
 // 10s, and the cuts that answer 429s coming on after a cut took the rate
-// down to 2.6 a second for 5s before it climbed back; 90% failed there;
-// and 4 429s of 384 calls, in one 5s, in a CI run here that 1% failed:
-// a limiter that never learned, 10% over L, draws about 9%); at a halving
+// down to 2.6 a second for 5s before it climbed back; 90% failed there).
+// Seconds, not a share of the calls: the learner rides the knee (it
+// probes past it until a 429, and its knee sits a little above L, the
+// bucket's tokens absorbing a burst), so the bucket is nearly empty and
+// calls that a loaded machine delays and lets go together draw 429s in a
+// bunch: 4 of 384 and 30 of 414 calls, each time all within one 5s, in
+// CI runs here that a bound of 1% and then 2% failed. A limiter that never
+// learned, 10% over L, draws a 429 in nearly every second once its
+// bucket is empty (10s at most); at a halving
 // of L (its 429s then say Retry-After: 1), over the 20s from 2s after it,
 // between 70% and 100% of the new L a second, at most 5% of the calls
 // answered 429 (3% measured: they come as the rate rises back towards the
@@ -219,7 +237,8 @@ func TestAutoRateWithoutFields(t *testing.T) {
 	}
 	n, tooMany := between(calls, from, halved)
 	expect.True(t, fmt.Sprintf("at least 80%% of L from 60s: %.1f a second", float64(n-tooMany)/20), float64(n-tooMany) >= 0.8*20*20)
-	expect.True(t, fmt.Sprintf("at most 2%% of 429s from 60s: %d of %d", tooMany, n), tooMany*100 <= 2*n)
+	seconds := secondsWith429(calls, from, halved)
+	expect.True(t, fmt.Sprintf("at most 5 of the 20 seconds from 60s with a 429: %d (%d 429s of %d calls)", seconds, tooMany, n), seconds <= 5)
 	after, tooManyAfter := between(calls, halved.Add(2*time.Second), halved.Add(22*time.Second))
 	expect.True(t, fmt.Sprintf("at most the new L from 2s after the halving: %d calls in 20s", after), float64(after) <= 1.05*(10*20+10))
 	expect.True(t, fmt.Sprintf("most of the new L from 2s after the halving: %d calls in 20s", after), after >= 7*20)
