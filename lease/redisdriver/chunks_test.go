@@ -156,7 +156,12 @@ func must(t *testing.T, what string, err error) {
 // recordsDriver is a driver on a Redis of its own that keeps a tick's
 // chunks as records, its epochs initialised.
 func recordsDriver(t *testing.T, c *redis.Client, replica string) *redisDriver {
-	d, err := New(c, "ck", driver.AcksNever)
+	return recordsDriverOn(t, c, "ck", replica)
+}
+
+// recordsDriverOn is recordsDriver on any client, under prefix.
+func recordsDriverOn(t *testing.T, c RedisClient, prefix, replica string) *redisDriver {
+	d, err := New(c, prefix, driver.AcksNever)
 	must(t, "New", err)
 	b := d.(*redisDriver)
 	b.records.Store(true)

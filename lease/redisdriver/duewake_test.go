@@ -8,6 +8,7 @@ import (
 
 	"github.com/tickd/tickd/internal/testkit/expect"
 	"github.com/tickd/tickd/internal/testkit/redistest"
+	"github.com/tickd/tickd/internal/testkit/tier"
 	"github.com/tickd/tickd/lease/driver"
 )
 
@@ -56,6 +57,34 @@ func TestIdleDuePollsWaitForWakeUps(t *testing.T) {
 	got := take()
 	expect.Equal(t, "entries the poll after the wake-up took", len(got), 1)
 	expect.Equal(t, "the entry taken", got[0].Entity, "now")
+}
+
+// TestDueWakeUpsOnACluster: on a Redis Cluster, a wake-up published by
+// the node that holds the entry's bucket reaches the replica, whichever
+// node its subscription is on (a Cluster's PUBLISH goes to every node), and
+// the replica's next poll takes the entry.
+func TestDueWakeUpsOnACluster(t *testing.T) {
+	t.Parallel()
+	tier.Full(t, "a Redis Cluster")
+	cl := redistest.StartCluster(t)
+	driverOn := func(replica string) *redisDriver {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+		t.Cleanup(func() { c.Close() })
+		return recordsDriverOn(t, c, "cw", replica)
+	}
+	b, trigger := driverOn("r1"), driverOn("cli")
+	b.dueIdle = time.Hour
+	announceT(t, b)
+	b.WatchRevocations(t.Context(), func(string, string, int64, driver.Revocation) {})
+	expect.WaitFor(t, 10*time.Second, "the replica subscribed to the wake-ups", b.wakes.Load)
+	_, err := b.Take(bg, 10, time.Minute, "tok")
+	must(t, "Take", err)
+	_, err = trigger.Enqueue(bg, driver.Due{Task: "t", Entity: "now", Reason: driver.ReasonTrigger}, 0)
+	must(t, "Enqueue", err)
+	expect.WaitFor(t, 30*time.Second, "the replica woken", func() bool { return b.nextLook.Load() <= time.Now().UnixNano() })
+	got, err := b.Take(bg, 10, time.Minute, "tok")
+	must(t, "Take", err)
+	expect.Equal(t, "entries the poll after the wake-up took", len(got), 1)
 }
 
 // TestWakeUpsRefusedByAnACL: a Redis user whose ACL lets tickd hear
