@@ -49,8 +49,10 @@ type redisDriver struct {
 	// subscribed to them); only then does a due poll that found nothing due
 	// wait until nextLook (unix ns: the earliest entry of its buckets, at
 	// most dueIdle) before it looks again (due.go).
+	// wakeups counts the wake-ups heard.
 	wakes    atomic.Bool
 	nextLook atomic.Int64
+	wakeups  atomic.Uint64
 	dueIdle  time.Duration // 0: dueIdle
 	// announced is when this store last announced its tasks (Redis ms).
 	announced atomic.Int64

@@ -161,6 +161,7 @@ func (b *redisDriver) dueBuckets(ctx context.Context) ([]dueBucket, error) {
 	if !all && (b.sharedSkip(k, sh) || b.idleSkip()) {
 		return nil, nil
 	}
+	woken := b.wakeups.Load()
 	pipe := b.c.Pipeline()
 	firsts := make([]*redis.ZSliceCmd, buckets)
 	for bk := range firsts {
@@ -198,8 +199,12 @@ func (b *redisDriver) dueBuckets(ctx context.Context) ([]dueBucket, error) {
 	}
 	// The next look, on this replica's clock: a shard whose clock is
 	// behind the one read may see its entry due a little later, which the
-	// look after that finds.
+	// look after that finds. A wake-up heard while this look was under way
+	// may be for an entry it did not see: the next poll looks.
 	b.nextLook.Store(time.Now().Add(time.Duration(next-now) * time.Millisecond).UnixNano())
+	if b.wakeups.Load() != woken { // checked after the store: a later wake-up lowers what it stored
+		b.nextLook.Store(0)
+	}
 	return rs, nil
 }
 
@@ -234,6 +239,7 @@ func (b *redisDriver) wake(bk int, delay time.Duration) {
 	if own := b.own.Load(); own != nil && bk >= 0 && bk < buckets && !(*own)[bk] {
 		return
 	}
+	b.wakeups.Add(1) // before nextLook: a look under way sees the one or lowers the other
 	at := time.Now().Add(delay).UnixNano()
 	for {
 		cur := b.nextLook.Load()
