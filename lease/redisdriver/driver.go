@@ -48,8 +48,8 @@ type redisDriver struct {
 	// wakes says the driver hears add_due's wake-ups (WatchRevocations
 	// subscribed to them); only then does a due poll that found nothing due
 	// wait until nextLook (unix ns: the earliest entry of its buckets, at
-	// most dueIdle) before it looks again (due.go).
-	// wakeups counts the wake-ups heard.
+	// most dueIdle) before it looks again (due.go); wakeups counts the
+	// wake-ups heard, so that a look under way knows one came.
 	wakes    atomic.Bool
 	nextLook atomic.Int64
 	wakeups  atomic.Uint64
