@@ -2,6 +2,7 @@ package redisdriver
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -35,15 +36,17 @@ const (
 )
 
 // chunkRecord is a chunk's record, the value of chunkMark + id in its
-// task's hash:
+// task's hash: binary (chunk.lua reads and rewrites its numbers with
+// Redis's struct library, without parsing text), big-endian,
 //
-//	tick|fence|holder|prefix|exp|held|odd|since|ended
+//	held u32, ended i64, exp i64, odd u32, tick i64, fence i64, since i64
 //
-// Each position (1 to maxChunk, bit j-1 for position j) whose bit is not in Odd
-// was granted by the record's last grant: Tick, Fence, Holder (stored
-// escaped), Since (ms), under the token Prefix + j until Exp (ms) while
-// its bit is in Held, else released done, the last release at Ended (ms).
-// A position in Odd keeps its state in its own value.
+// (recordHead bytes), then Prefix '|' Holder (escaped). Each position (1
+// to maxChunk, bit j-1 for position j) whose bit is not in Odd was granted
+// by the record's last grant: Tick, Fence, Holder, Since (ms), under the
+// token Prefix + j until Exp (ms) while its bit is in Held, else released
+// done, the last release at Ended (ms). A position in Odd keeps its state
+// in its own value.
 type chunkRecord struct {
 	Tick, Fence    int64
 	Holder, Prefix string
@@ -52,42 +55,39 @@ type chunkRecord struct {
 	Since, Ended   int64
 }
 
+// recordHead is the length of a record's numbers.
+const recordHead = 48
+
 // encode writes the record as the scripts store it.
 func (c chunkRecord) encode() string {
-	return strings.Join([]string{strconv.FormatInt(c.Tick, 10), strconv.FormatInt(c.Fence, 10), driver.Escape(c.Holder), c.Prefix,
-		strconv.FormatInt(c.Exp, 10), strconv.FormatUint(uint64(c.Held), 10), strconv.FormatUint(uint64(c.Odd), 10),
-		strconv.FormatInt(c.Since, 10), strconv.FormatInt(c.Ended, 10)}, "|")
+	h := driver.Escape(c.Holder)
+	b := make([]byte, 0, recordHead+len(c.Prefix)+1+len(h))
+	b = binary.BigEndian.AppendUint32(b, c.Held)
+	b = binary.BigEndian.AppendUint64(b, uint64(c.Ended))
+	b = binary.BigEndian.AppendUint64(b, uint64(c.Exp))
+	b = binary.BigEndian.AppendUint32(b, c.Odd)
+	for _, n := range []int64{c.Tick, c.Fence, c.Since} {
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
+	}
+	b = append(b, c.Prefix...)
+	b = append(b, '|')
+	return string(append(b, h...))
 }
 
 // decodeChunk reads a chunk record.
 func decodeChunk(v string) (chunkRecord, error) {
-	f := strings.Split(v, "|")
 	bad := fmt.Errorf("%w: chunk %q", errFormat, v)
-	if len(f) != 9 {
+	prefix, holder, ok := strings.Cut(v[min(len(v), recordHead):], "|")
+	if len(v) <= recordHead || !ok {
 		return chunkRecord{}, bad
 	}
-	c := chunkRecord{Prefix: f[3]}
+	b := []byte(v[:recordHead])
+	i64 := func(at int) int64 { return int64(binary.BigEndian.Uint64(b[at:])) }
+	c := chunkRecord{Held: binary.BigEndian.Uint32(b), Ended: i64(4), Exp: i64(12), Odd: binary.BigEndian.Uint32(b[20:]),
+		Tick: i64(24), Fence: i64(32), Since: i64(40), Prefix: prefix}
 	var err error
-	if c.Holder, err = driver.Unescape(f[2]); err != nil {
+	if c.Holder, err = driver.Unescape(holder); err != nil {
 		return chunkRecord{}, bad
-	}
-	for _, n := range []struct {
-		dst *int64
-		s   string
-	}{{&c.Tick, f[0]}, {&c.Fence, f[1]}, {&c.Exp, f[4]}, {&c.Since, f[7]}, {&c.Ended, f[8]}} {
-		if *n.dst, err = number(n.s); err != nil {
-			return chunkRecord{}, bad
-		}
-	}
-	for _, n := range []struct {
-		dst *uint32
-		s   string
-	}{{&c.Held, f[5]}, {&c.Odd, f[6]}} {
-		u, err := strconv.ParseUint(n.s, 10, maxChunk)
-		if err != nil || n.s != strconv.FormatUint(u, 10) {
-			return chunkRecord{}, bad
-		}
-		*n.dst = uint32(u)
 	}
 	return c, nil
 }

@@ -22,12 +22,16 @@ import (
 // JSON object, or "detach", the hash and a field (answered 1 when it moved
 // the field's state).
 var chunkScript = testScript(luaFile("chunk") + `
+local NUMBERS = {'held', 'ended', 'exp', 'odd', 'tick', 'fence', 'since'}
 if ARGV[1] == 'decode' then
   local c = decode_chunk(ARGV[2])
   if not c then return nil end
+  for _, k in ipairs(NUMBERS) do c[k] = num(c[k]) end
   return cjson.encode(c)
 elseif ARGV[1] == 'encode' then
-  return encode_chunk(cjson.decode(ARGV[2]))
+  local c = cjson.decode(ARGV[2])
+  for _, k in ipairs(NUMBERS) do c[k] = tonumber(c[k]) end
+  return encode_chunk(c)
 end
 if detach(ARGV[2], ARGV[3]) then return 1 end
 return 0
@@ -40,14 +44,18 @@ func chunkFields(c chunkRecord) map[string]string {
 
 // TestChunkCodecsAgree: chunks.go's record codec and chunk.lua's read and
 // write the same string into the same named fields, with a hostile holder
-// and the largest numbers; neither understands a record cut short.
+// and the largest numbers a script computes exactly (maxExact: Lua's are
+// doubles, and every number of a record is one a script computed);
+// neither understands a record cut short.
+const maxExact = 1<<53 - 1
+
 func TestChunkCodecsAgree(t *testing.T) {
 	t.Parallel()
 	c := newClient(t, redistest.Start(t).Addr)
 	for _, rec := range []chunkRecord{
 		{},
-		{Tick: 1796018400000, Fence: 1796018409910403, Holder: hostile, Prefix: "k3x.", Exp: maxMS, Held: 0xffff, Odd: 0x8001, Since: maxMS, Ended: maxMS},
-		{Tick: 1796018400000, Fence: 1796018409910403, Holder: "r", Prefix: "k3x.", Exp: maxMS, Held: 0xffffffff, Odd: 0x80000001, Since: 1, Ended: 2},
+		{Tick: 1796018400000, Fence: 1796018409910403, Holder: hostile, Prefix: "k3x.", Exp: maxExact, Held: 0xffff, Odd: 0x8001, Since: maxExact, Ended: maxExact},
+		{Tick: 1796018400000, Fence: 1796018409910403, Holder: "r", Prefix: "k3x.", Exp: maxExact, Held: 0xffffffff, Odd: 0x80000001, Since: 1, Ended: 2},
 	} {
 		v := rec.encode()
 		back, err := decodeChunk(v)
@@ -63,11 +71,13 @@ func TestChunkCodecsAgree(t *testing.T) {
 		must(t, "encode_chunk", err)
 		expect.Equal(t, "encode_chunk", enc, v)
 	}
-	short := "1|2|h|p.|3|4|5|6"
-	_, err := decodeChunk(short)
-	expect.True(t, "Go refuses a record cut short", err != nil)
-	_, err = chunkScript.Run(bg, c, nil, "decode", short).Text()
-	expect.True(t, "Lua refuses it too", err != nil)
+	whole := chunkRecord{Tick: 1, Fence: 2, Holder: "h", Prefix: "p."}.encode()
+	for _, short := range []string{whole[:recordHead], whole[:recordHead-1] + "|", whole[:recordHead] + "p."} {
+		_, err := decodeChunk(short)
+		expect.True(t, "Go refuses a record cut short", err != nil)
+		_, err = chunkScript.Run(bg, c, nil, "decode", short).Text()
+		expect.True(t, "Lua refuses it too", err != nil)
+	}
 	for _, bad := range []string{"", "id", "id:0", "id:33", "id:01", ":3"} {
 		_, err := decodeIndex(bad)
 		expect.True(t, "an index "+bad+" is refused", err != nil)
@@ -338,6 +348,42 @@ func TestChunkRecordsReleaseAndRenew(t *testing.T) {
 	r = rec()
 	expect.True(t, "one record again, nothing odd", r.Odd == 0 && r.Prefix == "b." && r.Held == 0xffff)
 	expect.Equal(t, "e11's value gone", hlen(), int64(18))
+}
+
+// TestGrantsNameTheirRecord: the driver that made a chunk's grant renews
+// and releases it by its record's name, not through its entities' index
+// (here deleted): the grant is renewed and released whole. Another driver,
+// which did not make it, goes through the index, and without one finds
+// nothing to renew.
+func TestGrantsNameTheirRecord(t *testing.T) {
+	t.Parallel()
+	c, b, rec := chunkEnv(t)
+	h := b.k.entities("sync")
+	t1 := time.UnixMilli(1796018400000)
+	chunkOf(t, b, t1, "a") // the record is made
+	releaseChunk(t, b, "a", t1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
+	t2 := t1.Add(time.Minute)
+	expect.Equal(t, "the next tick, by the record", answers(chunkOf(t, b, t2, "b"))[:3], "ok ")
+	ixs := make([]string, 16)
+	for j := range ixs {
+		ixs[j] = indexMark + "e" + strconv.Itoa(j+1)
+	}
+	must(t, "delete the index", c.HDel(bg, h, ixs...).Err())
+	ls := make([]*driver.Lease, 16)
+	for j := range ls {
+		ls[j] = &driver.Lease{Task: "sync", Entity: "e" + strconv.Itoa(j+1), Token: "b." + strconv.Itoa(j+1), TTL: time.Hour, Reason: driver.ReasonTick, Tick: t2}
+	}
+	other := recordsDriver(t, c, "r1")
+	lost, err := other.Renew(bg, ls[:1])
+	must(t, "Renew by another driver", err)
+	expect.Equal(t, "another driver, without the index", fmt.Sprint(lost), fmt.Sprint([]driver.Renewal{driver.RenewLost}))
+	renewed, err := b.Renew(bg, ls)
+	must(t, "Renew", err)
+	expect.Equal(t, "renewed by the record's name", fmt.Sprint(renewed), fmt.Sprint(slices.Repeat([]driver.Renewal{driver.RenewOK}, 16)))
+	expect.True(t, "the grant's expiry moved an hour on", rec().Exp > time.Now().Add(50*time.Minute).UnixMilli())
+	releaseChunk(t, b, "b", t2, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
+	r := rec()
+	expect.True(t, "released whole, nothing odd", r.Held == 0 && r.Odd == 0)
 }
 
 // TestChunkRecordsOf32: a chunk of maxChunk entities, every bit of the

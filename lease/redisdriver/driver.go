@@ -63,6 +63,9 @@ type redisDriver struct {
 	// this layout (LayoutVersion), not on one of layoutNoRecords, which a
 	// tickd that does not read records may share (CheckLayout sets it).
 	records atomic.Bool
+	// grantRecs names the record of each chunk grant this driver made
+	// lately, so that a renewal or release sends it (grants.go).
+	grantRecs grantRecords
 }
 
 // New returns a driver that keeps a store's state in Redis under prefix,
@@ -279,7 +282,9 @@ func (b *redisDriver) chunkArgs(args *[]any, chunks *strings.Builder, reqs []dri
 		chunks.WriteByte(' ')
 	}
 	fs := fields.String()
-	fmt.Fprintf(chunks, "%d:%d:%s:%s", (len(*args)-acqFixed)/acqStride+1, m, chunkHash(c), chunkHash(fs))
+	rid := chunkHash(fs)
+	b.grantRecs.put(prefix, rid)
+	fmt.Fprintf(chunks, "%d:%d:%s:%s", (len(*args)-acqFixed)/acqStride+1, m, chunkHash(c), rid)
 	var part [acqStride]any
 	part[acqField], part[acqToken], part[acqFrom] = fs, "|"+prefix, ""
 	*args = append(*args, part[:]...)

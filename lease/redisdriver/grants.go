@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,8 +19,9 @@ import (
 // asked about one triple a grant.
 
 // grantrelease.lua's and grantrenew.lua's arguments: the shard count and
-// the TTL (renewal only), then per grant a field of one of its entities,
-// its token prefix and the mask of the positions asked about.
+// the TTL (renewal only), then per grant its record's field (chunkMark and
+// its id) or a field of one of its entities, its token prefix and the mask
+// of the positions asked about.
 const (
 	grShards = iota
 	grTTL
@@ -62,6 +64,43 @@ type grantCall struct {
 	task   string
 	shards int
 	ttl    time.Duration
+}
+
+// grantRecords remembers the record of the chunk grants a driver made
+// lately (token prefix → the record's field), so that their renewals and
+// releases name it rather than one of its entities, whose index the
+// script would read first. Two generations of at most grantRecordsMax
+// each bound it: a grant older than that (or made by another process)
+// is named by an entity, as before.
+type grantRecords struct {
+	mu       sync.Mutex
+	cur, old map[string]string
+}
+
+const grantRecordsMax = 4096
+
+func (g *grantRecords) put(prefix, rid string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.cur) >= grantRecordsMax || g.cur == nil {
+		g.old, g.cur = g.cur, make(map[string]string, grantRecordsMax)
+	}
+	g.cur[prefix] = chunkMark + rid
+}
+
+// field is the record field of prefix's grant, or entity's field when
+// this driver does not know it.
+func (g *grantRecords) field(prefix string, entity *string) any {
+	g.mu.Lock()
+	f, ok := g.cur[prefix]
+	if !ok {
+		f, ok = g.old[prefix]
+	}
+	g.mu.Unlock()
+	if ok {
+		return f
+	}
+	return fieldArg(entity)
 }
 
 // aGrant is one chunk grant's leases asked about: a field of one of them,
@@ -110,7 +149,7 @@ func (b *redisDriver) byGrant(ctx context.Context, sc *redis.Script, n int, ls f
 		args[grShards], args[grTTL] = shardsArg(gr.Key.shards), ms(gr.Key.ttl)
 		for _, g := range gr.Idx {
 			var part [grStride]any
-			part[grField], part[grPrefix], part[grMask] = fieldArg(grants[g].field), grants[g].prefix, int64(grants[g].mask)
+			part[grField], part[grPrefix], part[grMask] = b.grantRecs.field(grants[g].prefix, grants[g].field), grants[g].prefix, int64(grants[g].mask)
 			args = append(args, part[:]...)
 		}
 		calls[c] = scriptCall{keys: []string{b.k.entities(gr.Key.task), b.k.shards(gr.Key.task)}, args: args}

@@ -111,18 +111,35 @@ end
 -- A chunk's j-th token ends with POSITION[j] (chunks.go's maxChunk bounds j).
 local POSITION = {'1|', '2|', '3|', '4|', '5|', '6|', '7|', '8|', '9|', '10|', '11|', '12|', '13|', '14|', '15|', '16|',
   '17|', '18|', '19|', '20|', '21|', '22|', '23|', '24|', '25|', '26|', '27|', '28|', '29|', '30|', '31|', '32|'}
--- Step 1, read: take the chunks not yet taken (SADD), and list the fields
--- to read, in the order of the requests; a taken chunk has none, and its
--- answer stands for all its entities (taken[t]). One HMGET reads them.
+-- Step 1, read: take the chunks not yet taken (one SMISMEMBER, one SADD;
+-- a chunk sent twice is taken by its first), and list the fields to read,
+-- in the order of the requests; a taken chunk has none, and its answer
+-- stands for all its entities (taken[t]). One HMGET reads them.
 local fs, nf, taken = {}, 0, {}
+if ARGV[A_CHUNKS] ~= '' then
+  local ids, at, add, seen = {}, {}, {}, {}
+  for t = 1, nt do
+    if cm[t] then
+      local x = #ids + 1
+      ids[x], at[x] = cid[t], t
+    end
+  end
+  local was = #ids > 0 and redis.call('SMISMEMBER', KEYS[6], unpack(ids)) or {}
+  for x = 1, #ids do
+    if was[x] == 1 or seen[ids[x]] then
+      taken[at[x]] = true
+    else
+      seen[ids[x]], add[#add + 1] = true, ids[x]
+    end
+  end
+  if #add > 0 then redis.call('SADD', KEYS[6], unpack(add)) end
+end
 for t = 1, nt do
   local b, m = A_FIXED + E_STRIDE * (t - 1), cm[t]
   if not m then
     nf = nf + 1
     fs[nf] = ARGV[b + E_FIELD]
-  elseif redis.call('SADD', KEYS[6], cid[t]) == 0 then
-    taken[t] = true
-  elseif not cans[t] then
+  elseif not taken[t] and not cans[t] then
     local j = 0
     for f in gmatch(ARGV[b + E_FIELD], '[^ ]+') do
       j, nf = j + 1, nf + 1
@@ -277,13 +294,14 @@ for t = 1, nt do
     local c, a = crec[t], cans[t]
     i, count = i + 1, 0
     if a == 'ran' then
-      out[i] = reply_ran(c.tick)
+      out[i] = reply_ran(num(c.tick))
     elseif a == 'busy' then
-      out[i] = reply_busy({touched = c.since, fence = c.fence, holder = c.holder})
+      out[i] = reply_busy({touched = num(c.since), fence = num(c.fence), holder = c.holder})
     else
-      out[i] = chunk_grant(c, now, now_s, now_ms_s, tick_s, holder, unbar(tok .. '|'), exp_s, m)
+      local fence = chunk_grant(c, now, now_ms, tick, holder, unbar(tok .. '|'), now_ms + ttl, m)
+      out[i] = fence == now and now_s or num(fence)
       writes[nw + 1], writes[nw + 2], nw = CHUNK_MARK .. crid[t], encode_chunk(c), nw + 2
-      if tonumber(out[i]) > top then top = tonumber(out[i]) end
+      if fence > top then top = fence end
     end
     out[i] = out[i] .. '*' .. cms[t]
   end
@@ -344,7 +362,7 @@ for t = 1, nt do
     for x = w0 + 1, nw do writes[x] = nil end
     nw = w0
     local c, gone = {}, {}
-    chunk_grant(c, now, now_s, now_ms_s, tick_s, holder, unbar(tok .. '|'), exp_s, m)
+    chunk_grant(c, now, now_ms, tick, holder, unbar(tok .. '|'), now_ms + ttl, m)
     writes[nw + 1], writes[nw + 2], writes[nw + 3], writes[nw + 4], nw = CHUNK_MARK .. crid[t], encode_chunk(c), CHUNK_MARK, '1', nw + 4
     for j = 1, m do
       local f = fs[k - m + j]

@@ -2,8 +2,11 @@
 -- in the scripts that keep a tick's chunks as records.
 --
 -- Chunk record (Go: chunkRecord), the field CHUNK_MARK .. id of a task's
--- hash, id the chunk's (acquire.lua's chunks):
---   tick|fence|holder|prefix|exp|held|odd|since|ended
+-- hash, id the chunk's (acquire.lua's chunks): binary, so that a script
+-- reads and rewrites its numbers without parsing text (Redis's struct
+-- library), big-endian:
+--   held u32, ended i64, exp i64, odd u32, tick i64, fence i64, since i64
+--   (REC.head bytes), then prefix '|' holder
 -- The state of each of its positions (up to 32) whose bit is not in odd: granted
 -- by its last grant (tick, fence, holder escaped, since: ms), position j
 -- under the token prefix .. j until exp (ms) while its bit is in held,
@@ -11,22 +14,29 @@
 -- is in odd has its state in its own value, as an entity outside chunks.
 -- Bit j - 1 is position j's. Lua's bit library answers signed 32-bit
 -- numbers: a mask is stored as u32 makes it (0 to 2^32 - 1), and the mask
--- of m positions is ones(m).
-local CHUNK = '^(%d+)|(%d+)|([^|]*)|([^|]*)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$'
+-- of m positions is ones(m). A release rewrites the first 12 bytes (held,
+-- ended) and a renewal the next 8 (exp), the rest copied as it is.
+-- REC holds the formats (a script's main function has at most 200
+-- locals, and acquire.lua's is near them).
+local REC = {format = '>I4i8i8I4i8i8i8', head = 48, release = '>I4i8', exp = '>i8', bar = string.byte('|')}
 
 local function u32(x) return x % 4294967296 end
 local function ones(m) return 2 ^ m - 1 end
 
+-- decode_chunk reads a record into c: its numbers as numbers, its prefix
+-- and holder as strings; nil for a value that is not one.
 local function decode_chunk(v)
-  local c = {}
-  c.tick, c.fence, c.holder, c.prefix, c.exp, c.held, c.odd, c.since, c.ended = match(v, CHUNK)
-  if not c.tick then return nil end
+  if #v <= REC.head then return nil end
+  local c, rest = {}, nil
+  c.held, c.ended, c.exp, c.odd, c.tick, c.fence, c.since, rest = struct.unpack(REC.format, v)
+  local bar = string.find(v, '|', rest, true)
+  if not bar then return nil end
+  c.prefix, c.holder = sub(v, rest, bar - 1), sub(v, bar + 1)
   return c
 end
 
 local function encode_chunk(c)
-  return c.tick .. '|' .. c.fence .. '|' .. c.holder .. '|' .. c.prefix .. '|' .. c.exp .. '|' .. c.held .. '|' ..
-    c.odd .. '|' .. c.since .. '|' .. c.ended
+  return struct.pack(REC.format, c.held, c.ended, c.exp, c.odd, c.tick, c.fence, c.since) .. c.prefix .. '|' .. c.holder
 end
 
 -- Chunk index (Go: chunkIndex), the field INDEX_MARK .. field of a task's
@@ -51,19 +61,21 @@ local function detach_at(hash, field, ix)
   local rv = redis.call('HGET', hash, CHUNK_MARK .. x.id)
   local c = rv and decode_chunk(rv)
   local b = bit.lshift(1, x.pos - 1)
-  if not c or bit.band(tonumber(c.odd), b) ~= 0 then return false end
+  if not c or bit.band(c.odd, b) ~= 0 then return false end
   local e = entity(redis.call('HGET', hash, field))
-  if tonumber(c.tick) > tonumber(e.last_tick) then e.last_tick = c.tick end
-  e.fence, e.reason, e.tick, e.holder, e.touched = c.fence, REASON_TICK, c.tick, c.holder, c.since
-  if bit.band(tonumber(c.held), b) ~= 0 then
-    e.token, e.exp = c.prefix .. x.pos, c.exp
+  local tick_s, fence_s, since_s = num(c.tick), num(c.fence), num(c.since)
+  if c.tick > tonumber(e.last_tick) then e.last_tick = tick_s end
+  e.fence, e.reason, e.tick, e.holder, e.touched = fence_s, REASON_TICK, tick_s, c.holder, since_s
+  if bit.band(c.held, b) ~= 0 then
+    e.token, e.exp = c.prefix .. x.pos, num(c.exp)
   else
-    local last = encode_run({outcome = OUTCOME_DONE, start = c.since, ['end'] = c.ended, fence = c.fence,
+    local ended = num(c.ended)
+    local last = encode_run({outcome = OUTCOME_DONE, start = since_s, ['end'] = ended, fence = fence_s,
       reason = REASON_TICK, replica = c.holder})
-    free(e, c.ended)
+    free(e, ended)
     e.last = last
   end
-  c.odd, c.held = num(u32(bit.bor(tonumber(c.odd), b))), num(u32(bit.band(tonumber(c.held), bit.bnot(b))))
+  c.odd, c.held = u32(bit.bor(c.odd, b)), u32(bit.band(c.held, bit.bnot(b)))
   redis.call('HSET', hash, field, encode_entity(e), CHUNK_MARK .. x.id, encode_chunk(c))
   return true
 end
@@ -92,41 +104,54 @@ end
 -- expired), 'busy' when it holds every one (skip only), nil when a
 -- position is odd or the grant holds some: those go entity by entity.
 local function chunk_answer(c, m, floor, now_ms, skip)
-  if c.odd ~= '0' then return nil end
-  if tonumber(c.tick) >= floor then return 'ran' end
-  if c.held == '0' or tonumber(c.exp) <= now_ms then return 'grant' end
-  if skip and tonumber(c.held) == ones(m) then return 'busy' end
+  if c.odd ~= 0 then return nil end
+  if c.tick >= floor then return 'ran' end
+  if c.held == 0 or c.exp <= now_ms then return 'grant' end
+  if skip and c.held == ones(m) then return 'busy' end
   return nil
 end
 
 -- chunk_grant makes c the record of a new grant of its m positions, for
--- tick_s, to holder under the tokens prefix .. j until exp_s, and returns
--- its fence: now, or past the record's last one (as lib.lua's grant).
-local function chunk_grant(c, now, now_s, now_ms_s, tick_s, holder, prefix, exp_s, m)
-  local fence = now_s
-  if c.fence and tonumber(c.fence) >= now then fence = num(tonumber(c.fence) + 1) end
-  c.tick, c.fence, c.holder, c.prefix, c.exp = tick_s, fence, holder, prefix, exp_s
-  c.held, c.odd, c.since, c.ended = num(ones(m)), '0', now_ms_s, '0'
+-- tick, to holder under the tokens prefix .. j until exp, and returns its
+-- fence: now, or past the record's last one (as lib.lua's grant).
+local function chunk_grant(c, now, now_ms, tick, holder, prefix, exp, m)
+  local fence = now
+  if c.fence and c.fence >= now then fence = c.fence + 1 end
+  c.tick, c.fence, c.holder, c.prefix, c.exp = tick, fence, holder, prefix, exp
+  c.held, c.odd, c.since, c.ended = ones(m), 0, now_ms, 0
   return fence
 end
 
--- by_grant calls apply(c, mask) for each grant of the script's arguments
--- (grantArgs: a field of one of its entities, its token prefix, the mask of
--- its positions asked about) whose record c in hash is its chunk's and
--- still its own (same prefix, not expired), with mask the positions asked
--- about that the grant holds (not odd), writes the records applied to,
--- and answers each grant's mask (0: none).
+-- by_grant rewrites, with apply(v, held, mask), each record v of a grant of
+-- the script's arguments (grantArgs: its record's field, or a field of one
+-- of its entities, whose index names the record; its token prefix; the
+-- mask of its positions asked about) that is its chunk's and still its
+-- own (same prefix, not expired), with held its held positions and mask
+-- those asked about that the grant holds (not odd); writes the records
+-- rewritten, and answers each grant's mask (0: none). Only a record's
+-- head is read.
 local function by_grant(hash, now_ms, apply)
   local n = (#ARGV - A_FIXED) / E_STRIDE
-  local ix = redis.call('HMGET', hash, unpack(fields(A_FIXED + E_FIELD, E_STRIDE, INDEX_MARK)))
-  local out, recs, cf = {}, {}, {}
+  local out, recs, cf, ixf, ixi = {}, {}, {}, {}, {}
   for i = 1, n do
-    local x = ix[i] and decode_index(ix[i])
-    if x then cf[i] = CHUNK_MARK .. x.id end
+    local f = ARGV[A_FIXED + E_STRIDE * (i - 1) + E_FIELD]
+    if sub(f, 1, 1) == CHUNK_MARK then
+      cf[i] = f
+    else
+      local x = #ixf + 1
+      ixf[x], ixi[x] = INDEX_MARK .. f, i
+    end
+  end
+  if #ixf > 0 then
+    local ix = redis.call('HMGET', hash, unpack(ixf))
+    for k = 1, #ixf do
+      local x = ix[k] and decode_index(ix[k])
+      if x then cf[ixi[k]] = CHUNK_MARK .. x.id end
+    end
   end
   local want, nw = {}, 0
   for i = 1, n do
-    if cf[i] and not recs[cf[i]] then
+    if cf[i] and recs[cf[i]] == nil then
       nw = nw + 1
       want[nw] = cf[i]
       recs[cf[i]] = false
@@ -134,26 +159,34 @@ local function by_grant(hash, now_ms, apply)
   end
   if nw > 0 then
     local got = redis.call('HMGET', hash, unpack(want))
-    for k = 1, nw do recs[want[k]] = got[k] and decode_chunk(got[k]) end
+    for k = 1, nw do recs[want[k]] = got[k] end
   end
   local writes, done = {}, {}
   for i = 1, n do
-    local b, c = A_FIXED + E_STRIDE * (i - 1), cf[i] and recs[cf[i]]
+    local b, f = A_FIXED + E_STRIDE * (i - 1), cf[i]
+    local v = f and recs[f]
     out[i] = '0'
-    if c and c.prefix == ARGV[b + E_PREFIX] and tonumber(c.exp) > now_ms then
-      local mask = u32(bit.band(tonumber(ARGV[b + E_MASK]), tonumber(c.held), bit.bnot(tonumber(c.odd))))
-      if mask ~= 0 then
-        apply(c, mask)
-        out[i] = num(mask)
-        if not done[cf[i]] then
-          done[cf[i]] = true
-          writes[#writes + 1] = cf[i]
-          writes[#writes + 1] = false
+    if v and #v > REC.head then
+      -- Its grant is still the one of the prefix asked about when its own
+      -- prefix is that one.
+      local held, _, exp, odd = struct.unpack('>I4i8i8I4', v)
+      local p, at = ARGV[b + E_PREFIX], REC.head + 1
+      if exp > now_ms and string.find(v, p, at, true) == at and string.byte(v, at + #p) == REC.bar then
+        local asked = tonumber(ARGV[b + E_MASK])
+        local mask = u32(bit.band(asked, held, bit.bnot(odd)))
+        if mask ~= 0 then
+          recs[f] = apply(v, held, mask)
+          out[i] = mask == asked and ARGV[b + E_MASK] or num(mask)
+          if not done[f] then
+            done[f] = true
+            writes[#writes + 1] = f
+            writes[#writes + 1] = false
+          end
         end
       end
     end
   end
-  for k = 1, #writes, 2 do writes[k + 1] = encode_chunk(recs[writes[k]]) end
+  for k = 1, #writes, 2 do writes[k + 1] = recs[writes[k]] end
   if #writes > 0 then redis.call('HSET', hash, unpack(writes)) end
   return out
 end

@@ -16,7 +16,7 @@ for i = 1, #kv, 2 do
     -- A chunk's record (chunk.lua), its grant over (released or expired)
     -- and untouched within state_ttl, as an entity's value.
     local c = decode_chunk(kv[i + 1])
-    if c and (c.held == '0' or tonumber(c.exp) <= now_ms) and math.max(tonumber(c.since), tonumber(c.ended)) < cutoff then
+    if c and (c.held == 0 or c.exp <= now_ms) and math.max(c.since, c.ended) < cutoff then
       dels[#dels + 1] = kv[i]
     end
   elseif mark == INDEX_MARK then
