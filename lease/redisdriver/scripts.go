@@ -60,20 +60,100 @@ var (
 var luaPrelude = sync.OnceValue(func() string { return luaConstants(nil) + luaFile("lib") })
 
 // newScript is lua/name.lua after the shared constants that it or its
-// libraries name, its arguments' names (a library reads them too), lib.lua
-// and the libraries libs (lua/chunk.lua), put together on its first use.
+// libraries name, its arguments' names (a library reads them too), and
+// the definitions of lib.lua and the libraries libs (lua/chunk.lua) that
+// it uses, put together on its first use.
 func newScript(name string, a argv, libs ...string) func() *redis.Script {
-	return sync.OnceValue(func() *redis.Script {
-		lib, body := luaFile("lib"), luaFile(name)
-		for _, l := range libs {
-			lib += luaFile(l)
+	scriptSources[name] = func() string { return scriptSource(name, a, libs...) }
+	return sync.OnceValue(func() *redis.Script { return redis.NewScript(scriptSources[name]()) })
+}
+
+// scriptSources is each script's text by name (tests read them all).
+var scriptSources = map[string]func() string{}
+
+// scriptSource is newScript's text.
+func scriptSource(name string, a argv, libs ...string) string {
+	lib, body := luaFile("lib"), luaFile(name)
+	for _, l := range libs {
+		lib += luaFile(l)
+	}
+	lib = usedOf(lib, body)
+	named := map[string]bool{}
+	for _, w := range regexp.MustCompile(`\b[A-Z_][A-Z0-9_]*\b`).FindAllString(lib+body, -1) {
+		named[w] = true
+	}
+	return luaConstants(func(c string) bool { return named[c] }) + a.lua() + lib + body
+}
+
+// luaWord is a Lua name, and luaDefined the names a library's top-level
+// statement defines: "local function f" or "local a, b =".
+var (
+	luaWord    = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+	luaDefined = regexp.MustCompile(`^local (?:function ([A-Za-z_][A-Za-z0-9_]*)|([A-Za-z_][A-Za-z0-9_, ]*?) *=)`)
+	luaComment = regexp.MustCompile(`(?m)^[ \t]*--.*$`)
+)
+
+// usedOf is the top-level statements of lib (each starts a line with
+// "local": lua/lib.lua's and lua/chunk.lua's are all definitions) that
+// body uses, itself or through those it uses, in lib's order. A script
+// runs its library's definitions at each call, making a closure of each
+// function: one that defines only what it calls costs Redis less. Every
+// name outside a line of comment is looked for as a word (in strings and
+// comments after code too), so a statement is kept whenever in doubt.
+func usedOf(lib, body string) string {
+	type stmt struct {
+		text string
+		defs []string
+	}
+	var stmts []stmt
+	for _, s := range strings.SplitAfter(lib, "\nlocal ") {
+		if len(stmts) > 0 {
+			s = "local " + s
 		}
-		named := map[string]bool{}
-		for _, w := range regexp.MustCompile(`\b[A-Z_][A-Z0-9_]*\b`).FindAllString(lib+body, -1) {
-			named[w] = true
+		s = strings.TrimSuffix(s, "local ")
+		var defs []string
+		if m := luaDefined.FindStringSubmatch(s); m != nil {
+			defs = append(defs, m[1])
+			for _, d := range strings.Split(m[2], ",") {
+				defs = append(defs, strings.TrimSpace(d))
+			}
 		}
-		return redis.NewScript(luaConstants(func(c string) bool { return named[c] }) + a.lua() + lib + body)
-	})
+		stmts = append(stmts, stmt{s, defs})
+	}
+	by := map[string][]int{}
+	for i, s := range stmts {
+		for _, d := range s.defs {
+			if d != "" {
+				by[d] = append(by[d], i)
+			}
+		}
+	}
+	keep := make([]bool, len(stmts))
+	var use func(text string)
+	use = func(text string) {
+		for _, w := range luaWord.FindAllString(luaComment.ReplaceAllString(text, ""), -1) {
+			for _, i := range by[w] {
+				if !keep[i] {
+					keep[i] = true
+					use(stmts[i].text)
+				}
+			}
+		}
+	}
+	for i, s := range stmts {
+		if len(s.defs) == 0 {
+			keep[i] = true // not a definition: kept, and what it names
+			use(s.text)
+		}
+	}
+	use(body)
+	var b strings.Builder
+	for i, s := range stmts {
+		if keep[i] {
+			b.WriteString(s.text)
+		}
+	}
+	return b.String()
 }
 
 // An argv declares where a script's arguments are, once: Go places each

@@ -1,9 +1,14 @@
 package redisdriver
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/tickd/tickd/internal/testkit/expect"
+	"github.com/tickd/tickd/internal/testkit/redistest"
 )
 
 // TestScriptsNameTheirArguments: a script reads its arguments by the names
@@ -45,4 +50,53 @@ func TestScriptsNameTheirArguments(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestScriptsDefineWhatTheyUse: each script (every lua file but the
+// libraries) is put together with the library definitions it uses
+// (usedOf) and no others: a name the library defines that a kept line
+// of code names is defined too, the script compiles on a real Redis, and
+// a release by grant defines a fifth of the library's functions at most.
+func TestScriptsDefineWhatTheyUse(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, redistest.Start(t).Addr)
+	libs := luaFile("lib") + luaFile("chunk")
+	defined := func(src string) map[string]bool {
+		out := map[string]bool{}
+		for _, line := range strings.Split(src, "\n") {
+			if m := luaDefined.FindStringSubmatch(line); m != nil {
+				out[m[1]] = true
+				for _, d := range strings.Split(m[2], ",") {
+					out[strings.TrimSpace(d)] = true
+				}
+			}
+		}
+		return out
+	}
+	inLib := defined(libs)
+	files, err := luaFiles.ReadDir("lua")
+	must(t, "the lua files", err)
+	for _, f := range files {
+		name := strings.TrimSuffix(f.Name(), ".lua")
+		if name == "lib" || name == "chunk" {
+			continue
+		}
+		source, ok := scriptSources[name]
+		if !ok {
+			t.Errorf("%s.lua is no script (newScript)", name)
+			continue
+		}
+		src := source()
+		has := defined(src)
+		for _, w := range luaWord.FindAllString(luaComment.ReplaceAllString(src, ""), -1) {
+			if inLib[w] && !has[w] {
+				t.Errorf("%s names %s, which it does not define", name, w)
+			}
+		}
+		if err := c.ScriptLoad(bg, src).Err(); err != nil {
+			t.Errorf("%s does not compile: %v", name, err)
+		}
+	}
+	all, some := strings.Count(libs, "\nlocal function "), strings.Count(scriptSources["grantrelease"](), "\nlocal function ")
+	expect.True(t, fmt.Sprintf("a release by grant defines %d of the library's %d functions", some, all), some*5 <= all)
 }

@@ -27,12 +27,11 @@ local function ones(m) return 2 ^ m - 1 end
 -- and holder as strings; nil for a value that is not one.
 local function decode_chunk(v)
   if #v <= REC.head then return nil end
-  local c, rest = {}, nil
-  c.held, c.ended, c.exp, c.odd, c.tick, c.fence, c.since, rest = struct.unpack(REC.format, v)
+  local held, ended, exp, odd, tick, fence, since, rest = struct.unpack(REC.format, v)
   local bar = string.find(v, '|', rest, true)
   if not bar then return nil end
-  c.prefix, c.holder = sub(v, rest, bar - 1), sub(v, bar + 1)
-  return c
+  return {held = held, ended = ended, exp = exp, odd = odd, tick = tick, fence = fence, since = since,
+    prefix = sub(v, rest, bar - 1), holder = sub(v, bar + 1)}
 end
 
 local function encode_chunk(c)
