@@ -55,8 +55,12 @@ type chunkRecord struct {
 	Since, Ended   int64
 }
 
-// recordHead is the length of a record's numbers.
-const recordHead = 48
+// recordHead is the length of a record's numbers, and chunkEntry of a
+// chunk's entry in acquire.lua's CHUNKS (chunkArgs).
+const (
+	recordHead = 48
+	chunkEntry = 5 + 2 + 32 + 32
+)
 
 // encode writes the record as the scripts store it.
 func (c chunkRecord) encode() string {

@@ -245,12 +245,14 @@ const claimsTTL = 2 * time.Minute
 // chunkArgs sends the chunk (Request.Chunk) that starts at a group's x-th
 // request, if one does, as one triple of acquire.lua's arguments: its
 // fields space-joined, its tokens' prefix (Store.tokens), and "" for its due
-// entry; chunks gets "t:m:id:rid", the triple's position among the
-// triples, the chunk's length, a hash of its id (its claim) and a hash of
-// its fields (its record: a record's j-th position is always the same
-// entity, whatever part of a chunk a caller sends under its name). It answers the position after the
-// chunk, or false for a request in no chunk (or one whose tokens are not a
-// chunk's), which is sent alone.
+// entry; chunks gets an entry of chunkEntry bytes: the triple's position
+// among the triples (5 digits), the chunk's length (2), a hash of its id
+// (its claim) and a hash of its fields (its record: a record's j-th
+// position is always the same entity, whatever part of a chunk a caller
+// sends under its name), 32 hex digits each, so that the script cuts it
+// by position. It answers the position after the chunk, or false for a
+// request in no chunk (or one whose tokens are not a chunk's, or past the
+// 99,999th triple), which is sent alone.
 func (b *redisDriver) chunkArgs(args *[]any, chunks *strings.Builder, reqs []driver.AcquireArg, live, idx []int, x int) (int, bool) {
 	at := func(k int) *driver.AcquireArg { return &reqs[live[idx[x+k]]] }
 	c := at(0).Req.Chunk
@@ -278,13 +280,14 @@ func (b *redisDriver) chunkArgs(args *[]any, chunks *strings.Builder, reqs []dri
 		}
 		fields.WriteString(driver.Escape(at(k).Req.Entity))
 	}
-	if chunks.Len() > 0 {
-		chunks.WriteByte(' ')
+	t := (len(*args)-acqFixed)/acqStride + 1
+	if t > 99_999 {
+		return x, false
 	}
 	fs := fields.String()
 	rid := chunkHash(fs)
 	b.grantRecs.put(prefix, rid)
-	fmt.Fprintf(chunks, "%d:%d:%s:%s", (len(*args)-acqFixed)/acqStride+1, m, chunkHash(c), rid)
+	fmt.Fprintf(chunks, "%05d%02d%s%s", t, m, chunkHash(c), rid)
 	var part [acqStride]any
 	part[acqField], part[acqToken], part[acqFrom] = fs, "|"+prefix, ""
 	*args = append(*args, part[:]...)

@@ -66,6 +66,7 @@ func luaConstants(keep func(name string) bool) string {
 		{"MAX_REQS", int64(driver.MaxRequests)},
 		{"REQUEST_TTL_MS", driver.RequestTTL.Milliseconds()},
 		{"CLAIMS_TTL_MS", claimsTTL.Milliseconds()},
+		{"CHUNK_ENTRY", int64(chunkEntry)},
 		{"LINE_TTL_MS", (24 * time.Hour).Milliseconds()}, // a limit's waiting line unused this long is gone
 		{"TICK_SCAN", int64(driver.TickScan)},
 		{"TICK_AGE_DROP", int64(driver.TickAgeDrop)},

@@ -200,7 +200,7 @@ const (
 	acqReason
 	acqTick     // ms; 0: not a tick run
 	acqQueue    // busySkip, busyQueue or busyReplace
-	acqChunks   // "" or "t:m:id:rid …": triple t holds the m entities of chunk id, record rid
+	acqChunks   // "" or an entry of chunkEntry bytes per chunk (chunkArgs): triple t holds the m entities of chunk id, record rid
 	acqShards   // the shard count the task's shard was named by; "": not checked
 	acqTwice    // 0|1: 1 when an entity is asked for twice in the batch
 	acqFloor    // ms: a tick >= it counts as run (Request.Floor); tick's when 0

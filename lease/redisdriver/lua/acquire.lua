@@ -7,9 +7,11 @@
 --   (shards_refused).
 -- ARGV (scripts.go's acquireArgs): max_ttl_ms, holder (escaped), member_prefix (escaped task .. ':'),
 --   ttl_ms, reason, tick_ms (0: not a tick run), queue (0|1), chunks
---   ('' or "t:m:id:rid …": triple t holds the m entities of chunk id of
---   the tick's entity stream, whose record is rid: a hash of the fields
---   sent, so that a record's positions are always the same entities),
+--   ('' or an entry of CHUNK_ENTRY bytes per chunk, "tttttmm" .. id ..
+--   rid: triple t holds the m entities of chunk id of the tick's entity
+--   stream, whose record is rid: a hash of the fields sent, so that a
+--   record's positions are always the same entities; id and rid are 32
+--   hex digits),
 --   shards (shards_refused), twice (1: an entity
 --   is asked for twice), seen (µs: the highest fence of the bucket the
 --   caller was granted and trusted; lib.lua's quarantine) -- shared by
@@ -43,12 +45,11 @@ local top0 = bucket_top(KEYS[3])
 local q, lost_at, _, rolled = quarantine(KEYS[1], now_ms, max_ttl, tonumber(ARGV[A_SEEN]), false, top0)
 local out = {}
 local nt = (#ARGV - A_FIXED) / E_STRIDE
-local n, cm, cid, crid, cms = nt, {}, {}, {}, {}
-if ARGV[A_CHUNKS] ~= '' then
-  for t, m, id, rid in gmatch(ARGV[A_CHUNKS], '(%d+):(%d+):(%x+):(%x+)') do
-    t = tonumber(t)
-    cm[t], cid[t], crid[t], cms[t], n = tonumber(m), id, rid, m, n + tonumber(m) - 1
-  end
+local n, cm, cid, crid = nt, {}, {}, {}
+local chunks = ARGV[A_CHUNKS]
+for o = 1, #chunks - CHUNK_ENTRY + 1, CHUNK_ENTRY do
+  local t, m = tonumber(sub(chunks, o, o + 4)), tonumber(sub(chunks, o + 5, o + 6))
+  cm[t], cid[t], crid[t], n = m, sub(chunks, o + 7, o + 38), sub(chunks, o + 39, o + 70), n + m - 1
 end
 if q > 0 then
   for i = 1, n do out[i] = reply_quarantine(num(q), rolled) end
@@ -288,7 +289,7 @@ for t = 1, nt do
   if m then count = m else from_s = ARGV[b + E_FROM] end
   if taken[t] then
     i, count = i + 1, 0
-    out[i] = taken_reply .. '*' .. cms[t]
+    out[i] = taken_reply .. '*' .. cm[t]
   elseif cans[t] then
     -- Answered by its record: one answer for all its entities.
     local c, a = crec[t], cans[t]
@@ -303,7 +304,7 @@ for t = 1, nt do
       writes[nw + 1], writes[nw + 2], nw = CHUNK_MARK .. crid[t], encode_chunk(c), nw + 2
       if fence > top then top = fence end
     end
-    out[i] = out[i] .. '*' .. cms[t]
+    out[i] = out[i] .. '*' .. cm[t]
   end
   local w0, plain = nw, by_record and m and count > 0
   for j = 1, count do

@@ -359,9 +359,14 @@ local function encode_epoch(e)
   return e.quarantine_until .. '|' .. e.lost_at .. '|' .. e.run .. '|' .. e.successors
 end
 
--- server_run is the run_id of the server the script runs on.
+-- server_run is the run_id of the server the script runs on (40 hex
+-- digits; found by a plain search rather than a pattern tried at each
+-- byte before it).
 local function server_run()
-  return match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
+  local info = redis.call('INFO', 'server')
+  local at = string.find(info, 'run_id:', 1, true)
+  if not at then return '' end
+  return match(sub(info, at + 7, at + 46), '^%x+') or ''
 end
 
 -- Announcement (Go: announceValue), a replica's field of the replicas hash:
