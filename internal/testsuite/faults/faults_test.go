@@ -138,20 +138,27 @@ func (c *cluster) heldBy(pid int) map[string]bool {
 	return out
 }
 
-// readStore is a store on the cluster's Redis (its primary now), or on
-// its Redis Cluster, to read what tickd keeps; it is stopped with the test.
-func (c *cluster) readStore() *lease.Store {
+// client is a client of the cluster's Redis (its primary now), or of its
+// Redis Cluster; it is closed with the test.
+func (c *cluster) client() redis.UniversalClient {
 	var rc redis.UniversalClient
 	if c.rc != nil {
 		rc = redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.rc.Addrs()})
 	} else {
 		rc = redis.NewClient(&redis.Options{Addr: c.primary()})
 	}
-	s, err := stores.Redis(rc, "faults", lease.Options{})
+	c.t.Cleanup(func() { rc.Close() })
+	return rc
+}
+
+// readStore is a store on the cluster's Redis, to read what tickd keeps;
+// it is stopped with the test.
+func (c *cluster) readStore() *lease.Store {
+	s, err := stores.Redis(c.client(), "faults", lease.Options{})
 	if err != nil {
 		expect.Fatalf(c.t, "%v", err)
 	}
-	c.t.Cleanup(func() { s.Stop(context.Background()); rc.Close() })
+	c.t.Cleanup(func() { s.Stop(context.Background()) })
 	return s
 }
 

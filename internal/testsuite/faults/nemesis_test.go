@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -102,6 +103,10 @@ type nemesis struct {
 	snapAt  time.Time
 	// zoned is the task whose entities tick in zones of their own.
 	zoned *zoned
+	// layout2: the fleet runs on a Redis of key layout 2 (0.1.0's, no
+	// chunk records) until an outage's tickd migrate moves it to layout
+	// 3 (every replica stopped); the seed's lowest bit begins there.
+	layout2 bool
 }
 
 type forcedUnlock struct {
@@ -141,8 +146,31 @@ func newNemesis(t *testing.T, seed uint64, onCluster bool) *nemesis {
 		tickdtest.WriteFile(t, r.cfg, n.config())
 	}
 	c.excuse = tickdtest.Excuses{Overlap: n.excused, Again: n.again}
-	n.say("begin (concurrency %d, catch_up_runs all %v, run_record %v, sync limit %d)", n.concurrency, n.catchUpAll, n.runRecord, n.syncLimit)
+	if n.layout2 = seed&1 == 1; n.layout2 { // drawn beside rnd: a seed's other draws stay what they were
+		rc := c.client()
+		if err := rc.Set(context.Background(), "faults:layout", "2", 0).Err(); err != nil {
+			expect.Fatalf(t, "layout 2: %v", err)
+		}
+	}
+	n.say("begin (concurrency %d, catch_up_runs all %v, run_record %v, sync limit %d, key layout 2 %v)", n.concurrency, n.catchUpAll, n.runRecord, n.syncLimit, n.layout2)
 	return n
+}
+
+// migrateLayout runs tickd migrate with every replica stopped, on a Redis
+// of key layout 2: it moves it to layout 3, or, when a stopped replica's
+// announcement is still current, keeps it and says so (the next outage
+// tries again).
+func (n *nemesis) migrateLayout() {
+	out, err := n.cli("migrate")
+	if err != nil {
+		failf(n.c.t, "tickd migrate in an outage, on key layout 2: %v\n%s", err, out)
+	}
+	v, err := n.c.client().Get(context.Background(), "faults:layout").Result()
+	if err != nil {
+		failf(n.c.t, "the key layout after tickd migrate: %v", err)
+	}
+	n.layout2 = v != "3"
+	n.say("migrate in the outage, on key layout 2: layout %s now: %s", v, strings.TrimSpace(out))
 }
 
 // config is the config the nemesis's state says, for replica files and
@@ -577,7 +605,11 @@ func (n *nemesis) outage() {
 		c.exited[r.proc.Pid()] = time.Now().UnixNano()
 		c.mu.Unlock()
 	}
-	sleepUntil(time.Now().Add(time.Duration(4+n.rnd.IntN(3)) * time.Second)) // the outage's length, not a wait for a condition
+	until := time.Now().Add(time.Duration(4+n.rnd.IntN(3)) * time.Second)
+	if n.layout2 {
+		n.migrateLayout()
+	}
+	sleepUntil(until) // the outage's length, not a wait for a condition
 	for _, r := range c.reps {
 		c.start(r)
 	}
