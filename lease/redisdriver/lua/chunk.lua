@@ -14,11 +14,13 @@
 -- is in odd has its state in its own value, as an entity outside chunks.
 -- Bit j - 1 is position j's. Lua's bit library answers signed 32-bit
 -- numbers: a mask is stored as u32 makes it (0 to 2^32 - 1), and the mask
--- of m positions is ones(m). A release rewrites the first 12 bytes (held,
--- ended) and a renewal the next 8 (exp), the rest copied as it is.
--- REC holds the formats (a script's main function has at most 200
--- locals, and acquire.lua's is near them).
-local REC = {format = '>I4i8i8I4i8i8i8', head = 48, release = '>I4i8', exp = '>i8', bar = string.byte('|')}
+-- of m positions is ones(m). A release rewrites the first bytes (held,
+-- ended: REC.release) and a renewal the next 8 (exp, from REC.exp_at),
+-- the rest copied as it is; both read only the first four numbers
+-- (REC.lead). REC holds the formats (a script's main function has at most
+-- 200 locals, and acquire.lua's is near them).
+local REC = {format = '>I4i8i8I4i8i8i8', head = 48, lead = '>I4i8i8I4', release = '>I4i8', exp = '>i8', exp_at = 13,
+  bar = string.byte('|')}
 
 local function u32(x) return x % 4294967296 end
 local function ones(m) return 2 ^ m - 1 end
@@ -168,7 +170,7 @@ local function by_grant(hash, now_ms, apply)
     if v and #v > REC.head then
       -- Its grant is still the one of the prefix asked about when its own
       -- prefix is that one.
-      local held, _, exp, odd = struct.unpack('>I4i8i8I4', v)
+      local held, _, exp, odd = struct.unpack(REC.lead, v)
       local p, at = ARGV[b + E_PREFIX], REC.head + 1
       if exp > now_ms and string.find(v, p, at, true) == at and string.byte(v, at + #p) == REC.bar then
         local asked = tonumber(ARGV[b + E_MASK])

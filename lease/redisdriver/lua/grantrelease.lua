@@ -10,5 +10,5 @@
 if shards_refused(KEYS[#KEYS], ARGV[A_SHARDS]) then return redis.error_reply(SHARDS_CHANGED) end
 local now_ms = math.floor(now_us() / 1000)
 return reply(by_grant(KEYS[1], now_ms, function(v, held, mask)
-  return struct.pack(REC.release, u32(bit.band(held, bit.bnot(mask))), now_ms) .. sub(v, 13)
+  return struct.pack(REC.release, u32(bit.band(held, bit.bnot(mask))), now_ms) .. sub(v, REC.exp_at)
 end))

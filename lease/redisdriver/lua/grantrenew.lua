@@ -11,5 +11,5 @@ if shards_refused(KEYS[#KEYS], ARGV[A_SHARDS]) then return redis.error_reply(SHA
 local now_ms = math.floor(now_us() / 1000)
 local exp = struct.pack(REC.exp, now_ms + tonumber(ARGV[A_TTL]))
 return reply(by_grant(KEYS[1], now_ms, function(v)
-  return sub(v, 1, 12) .. exp .. sub(v, 21)
+  return sub(v, 1, REC.exp_at - 1) .. exp .. sub(v, REC.exp_at + #exp)
 end))
