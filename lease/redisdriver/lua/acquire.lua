@@ -45,11 +45,13 @@ local top0 = bucket_top(KEYS[3])
 local q, lost_at, _, rolled = quarantine(KEYS[1], now_ms, max_ttl, tonumber(ARGV[A_SEEN]), false, top0)
 local out = {}
 local nt = (#ARGV - A_FIXED) / E_STRIDE
-local n, cm, cid, crid = nt, {}, {}, {}
+-- cts: the chunks' triples, in the order sent.
+local n, cm, cid, crid, cts = nt, {}, {}, {}, {}
 local chunks = ARGV[A_CHUNKS]
 for o = 1, #chunks - CHUNK_ENTRY + 1, CHUNK_ENTRY do
   local t, m = tonumber(sub(chunks, o, o + 4)), tonumber(sub(chunks, o + 5, o + 6))
   cm[t], cid[t], crid[t], n = m, sub(chunks, o + 7, o + 38), sub(chunks, o + 39, o + 70), n + m - 1
+  cts[#cts + 1] = t
 end
 if q > 0 then
   for i = 1, n do out[i] = reply_quarantine(num(q), rolled) end
@@ -117,23 +119,19 @@ local POSITION = {'1|', '2|', '3|', '4|', '5|', '6|', '7|', '8|', '9|', '10|', '
 -- in the order of the requests; a taken chunk has none, and its answer
 -- stands for all its entities (taken[t]). One HMGET reads them.
 local fs, nf, taken = {}, 0, {}
-if ARGV[A_CHUNKS] ~= '' then
-  local ids, at, add, seen = {}, {}, {}, {}
-  for t = 1, nt do
-    if cm[t] then
-      local x = #ids + 1
-      ids[x], at[x] = cid[t], t
-    end
-  end
-  local was = #ids > 0 and redis.call('SMISMEMBER', KEYS[6], unpack(ids)) or {}
-  for x = 1, #ids do
+if #cts > 0 then
+  local ids, add, seen = {}, {}, {}
+  for x, t in ipairs(cts) do ids[x] = cid[t] end
+  local was = redis.call('SMISMEMBER', KEYS[6], unpack(ids))
+  for x, t in ipairs(cts) do
     if was[x] == 1 or seen[ids[x]] then
-      taken[at[x]] = true
+      taken[t] = true
     else
       seen[ids[x]], add[#add + 1] = true, ids[x]
     end
   end
   if #add > 0 then redis.call('SADD', KEYS[6], unpack(add)) end
+  redis.call('PEXPIRE', KEYS[6], CLAIMS_TTL_MS)
 end
 for t = 1, nt do
   local b, m = A_FIXED + E_STRIDE * (t - 1), cm[t]
@@ -151,7 +149,6 @@ for t = 1, nt do
     end
   end
 end
-if ARGV[A_CHUNKS] ~= '' then redis.call('PEXPIRE', KEYS[6], CLAIMS_TTL_MS) end
 -- Every entity decided one by one is first out of any record, in a task
 -- that ever kept one (the field CHUNK_MARK alone marks it).
 if records and nf > 0 and redis.call('HEXISTS', KEYS[4], CHUNK_MARK) == 1 then detach_many(KEYS[4], fs) end
