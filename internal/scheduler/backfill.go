@@ -373,3 +373,20 @@ func recordFor(t *config.Task, reason driver.Reason) time.Duration {
 	}
 	return runRecord(t)
 }
+
+// heldUntil sets how long the entities a catch-up or a backfill finds
+// busy or limited are asked again (retryHeld), and a backfill's entities.
+func (f *fanOut) heldUntil(c catchUp) {
+	f.until = f.T.Add(f.ts.t.CatchUp) // a catch-up's, while its tick is in the window
+	f.limitUntil = f.until
+	if f.reason != driver.ReasonBackfill {
+		return
+	}
+	f.limitUntil = time.Time{} // a backfill's runs wait for a limit as long as it goes on
+	f.recordOf = c.recordOf
+	f.until = f.s.clock.Now().Add(max(2*f.ts.t.LeaseTTL, time.Minute))
+	f.only = make(map[string]bool, len(c.only))
+	for _, id := range c.only {
+		f.only[id] = true
+	}
+}

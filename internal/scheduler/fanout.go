@@ -109,6 +109,7 @@ type fanOut struct {
 	// lose each chunk to it, this fan-out skips ahead, and comes back to
 	// what it skipped once the stream ends (revisit).
 	ahead skipAhead
+	fill  *time.Timer // awaitFill's (made at its first wait)
 }
 
 // skipAhead is a fan-out's skipping ahead of another replica.
@@ -210,23 +211,6 @@ func (s *Scheduler) fanOut(ctx context.Context, ts *taskState, c catchUp) (TickC
 	s.log.Log(context.Background(), lvl, "tick", attrs...)
 	s.observe(Event{Kind: EventTick, Task: t.Name, Tick: T, Counts: n})
 	return n, f.tl
-}
-
-// heldUntil sets how long the entities a catch-up or a backfill finds
-// busy or limited are asked again (retryHeld), and a backfill's entities.
-func (f *fanOut) heldUntil(c catchUp) {
-	f.until = f.T.Add(f.ts.t.CatchUp) // a catch-up's, while its tick is in the window
-	f.limitUntil = f.until
-	if f.reason != driver.ReasonBackfill {
-		return
-	}
-	f.limitUntil = time.Time{} // a backfill's runs wait for a limit as long as it goes on
-	f.recordOf = c.recordOf
-	f.until = f.s.clock.Now().Add(max(2*f.ts.t.LeaseTTL, time.Minute))
-	f.only = make(map[string]bool, len(c.only))
-	for _, id := range c.only {
-		f.only[id] = true
-	}
 }
 
 // inOrder fans the source out in its order, in chunks, one stream per
@@ -373,6 +357,9 @@ func (f *fanOut) reserve() reservation {
 	case f.ts.slots <- struct{}{}:
 		return gotSlot
 	default:
+	}
+	if f.awaitFill() {
+		return gotSlot
 	}
 	if f.flushWhole() {
 		if f.ahead.jump > 0 {

@@ -2,4 +2,4 @@ package driver
 
 // BatchSize bounds the entities one acquire or release round trip carries;
 // callers that gather requests (the scheduler's fan-out) batch by it.
-const BatchSize = 256
+const BatchSize = 512
