@@ -200,6 +200,14 @@ func (s *Sender) one(p Ping) {
 				return // another replica sends it
 			}
 			claimed = err == nil
+			if claimed && p.Kind != Start {
+				// No start after this end: a replica whose fan-out of the
+				// tick comes late (after an outage of the store) finds
+				// the start claimed, and sends none.
+				start := p
+				start.Kind = Start
+				s.opts.Claim(ctx, start.claimName(), p.Keep) //nolint:errcheck // one not made leaves it as before
+			}
 		}
 		if claimed {
 			var again bool

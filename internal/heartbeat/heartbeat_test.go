@@ -60,6 +60,22 @@ func TestEachPingOnceForTheFleet(t *testing.T) {
 	expect.Equal(t, "pings", fmt.Sprint(m.Pings()), fmt.Sprint(want))
 }
 
+// TestNoStartAfterTheEnd: a replica whose fan-out of a tick comes after
+// another judged the tick over and sent its end (a late fan-out, after an
+// outage of the store) sends no start: the monitor would take the tick as
+// begun again.
+func TestNoStartAfterTheEnd(t *testing.T) {
+	m := pingtest.Start(t)
+	ss := senders(t, 2)
+	url := m.URL + "/ping/abc"
+	ss[0].Send(Ping{Task: "sync", URL: url, Tick: tick, Kind: Success, Keep: time.Hour})
+	ss[0].Wait()
+	ss[1].Send(Ping{Task: "sync", URL: url, Tick: tick, Kind: Start, Keep: time.Hour})
+	ss[1].Wait()
+	want := []pingtest.Ping{{Method: "POST", Check: "/ping/abc", Kind: "success", RID: RID("sync", tick), Agent: "Go-http-client/1.1"}}
+	expect.Equal(t, "pings", fmt.Sprint(m.Pings()), fmt.Sprint(want))
+}
+
 // TestRetriedUntilTheMonitorTakesIt: a monitor that answers 503, then 429,
 // gets the ping again until it takes it.
 func TestRetriedUntilTheMonitorTakesIt(t *testing.T) {

@@ -7,7 +7,7 @@ import "time"
 // task's slots: a run that ends meanwhile gives its slot to the batch. So
 // a tick of short runs goes in batches of about its concurrency (up to
 // driver.BatchSize) rather than of the slots that happened to be free: a
-// round trip costs Redis tens of µs besides its scripts' work
+// script call costs Redis tens of µs whatever its size
 // (docs/performance.md, "Fuller batches"). A batch waits at most that long
 // for each slot, and only while a run may give one back.
 const fillWait = time.Millisecond
