@@ -109,7 +109,7 @@ type fanOut struct {
 	// lose each chunk to it, this fan-out skips ahead, and comes back to
 	// what it skipped once the stream ends (revisit).
 	ahead skipAhead
-	fill  *time.Timer // awaitFill's (made at its first wait)
+	wait  *time.Timer // slotWithin's (made at its first wait)
 }
 
 // skipAhead is a fan-out's skipping ahead of another replica.
@@ -367,15 +367,8 @@ func (f *fanOut) reserve() reservation {
 		}
 		// The partial chunk kept waits for the rest of it, unless no slot
 		// frees soon: the others may be held by another fan-out's.
-		t := time.NewTimer(tailWait)
-		select {
-		case f.ts.slots <- struct{}{}:
-			t.Stop()
-			return gotSlot
-		case <-f.ctx.Done():
-			t.Stop()
-			return stopped
-		case <-t.C:
+		if r, ok := f.slotWithin(tailWait); ok {
+			return r
 		}
 	}
 	f.flush()

@@ -19,19 +19,26 @@ func (f *fanOut) awaitFill() bool {
 	if len(f.batch) == 0 || len(f.ts.slots) <= len(f.batch) {
 		return false
 	}
-	if f.fill == nil {
-		f.fill = time.NewTimer(fillWait)
+	r, ok := f.slotWithin(fillWait)
+	return ok && r == gotSlot
+}
+
+// slotWithin waits up to d for a run slot: gotSlot, or stopped when the
+// fan-out's context ends first; false when d passed without either.
+func (f *fanOut) slotWithin(d time.Duration) (reservation, bool) {
+	if f.wait == nil {
+		f.wait = time.NewTimer(d)
 	} else {
-		f.fill.Reset(fillWait)
+		f.wait.Reset(d)
 	}
 	select {
 	case f.ts.slots <- struct{}{}:
-		f.fill.Stop()
-		return true
+		f.wait.Stop()
+		return gotSlot, true
 	case <-f.ctx.Done():
-		f.fill.Stop()
-		return false
-	case <-f.fill.C:
-		return false
+		f.wait.Stop()
+		return stopped, true
+	case <-f.wait.C:
+		return 0, false
 	}
 }
