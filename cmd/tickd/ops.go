@@ -169,7 +169,8 @@ func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 	notRecorded(d)
 	if *asJSON {
 		layout, _ := strconv.Atoi(redisdriver.LayoutVersion)
-		doc := report.MigrateDoc{Layout: layout, Tasks: m.Layout.Tasks, Due: m.Layout.Due, Resharded: []report.ReshardDoc{}}
+		from, _ := strconv.Atoi(m.Layout.From)
+		doc := report.MigrateDoc{Layout: layout, From: from, Tasks: m.Layout.Tasks, Due: m.Layout.Due, Resharded: []report.ReshardDoc{}}
 		for i, r := range m.Resharded {
 			doc.Resharded = append(doc.Resharded, report.ReshardDoc{Task: r.Task, From: r.From, To: r.To, Entities: r.Entities, FollowUps: r.FollowUps, Due: r.Due,
 				Took: m.Took[i].Seconds()})

@@ -781,7 +781,7 @@ command = ["true"]
 		expect.True(t, args[0]+" says what to do: "+errs, strings.Contains(errs, "tickd:epoch of an older tickd") && strings.Contains(errs, "tickd migrate"))
 	}
 	code, out, errs := cli("migrate", "-config", cfg, "-json")
-	if code != 0 || fmt.Sprint(decodeJSON(t, out)) != "map[due:0 layout:3 resharded:[] tasks:1]" {
+	if code != 0 || fmt.Sprint(decodeJSON(t, out)) != "map[due:0 from:1 layout:3 resharded:[] tasks:1]" {
 		t.Fatalf("migrate: %d %s %s", code, out, errs)
 	}
 	if code, _, errs := cli("trigger", "-config", cfg, "m"); code != 0 {
@@ -801,7 +801,7 @@ command = ["true"]
 		}
 		delete(r, "took_s")
 	}
-	if code != 0 || fmt.Sprint(doc) != "map[due:0 layout:3 resharded:[map[due:0 entities:0 followups:0 from:1 task:m to:4]] tasks:0]" {
+	if code != 0 || fmt.Sprint(doc) != "map[due:0 from:0 layout:3 resharded:[map[due:0 entities:0 followups:0 from:1 task:m to:4]] tasks:0]" {
 		t.Fatalf("migrate to 4 shards: %d %s %s", code, out, errs)
 	}
 	checkReshardInTaskActions(t, cfg, "m", "1 → 4 shards")

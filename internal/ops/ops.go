@@ -397,10 +397,14 @@ func Migrate(ctx context.Context, store *lease.Store, shards map[string]int, by 
 	case err != nil:
 		return m, Done{}, err
 	default: // layout 2 becomes 3 when no tickd runs; a reshard goes on beside running ones
-		if _, err := store.Fleet().Migrate(ctx); errors.Is(err, redisdriver.ErrReplicasRunning) {
+		m.Layout, err = store.Fleet().Migrate(ctx)
+		switch {
+		case errors.Is(err, redisdriver.ErrReplicasRunning):
 			said = "key layout kept (2): " + err.Error() + " to keep a tick's chunks as records (layout " + redisdriver.LayoutVersion + ")"
-		} else if err != nil {
+		case err != nil:
 			return m, Done{}, err
+		case m.Layout.From != "":
+			said = fmt.Sprintf("key layout %s: moved from %s (a tick's chunks now kept as records; no key moved)", redisdriver.LayoutVersion, m.Layout.From)
 		}
 	}
 	for _, task := range slices.Sorted(maps.Keys(shards)) { // each one, even in place: it may have state astray (Reshard looks)

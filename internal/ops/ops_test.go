@@ -250,5 +250,8 @@ func TestMigrateToLayout3(t *testing.T) {
 	_, done, err = Migrate(bg, s, map[string]int{}, "op")
 	must(err)
 	expect.Equal(t, "layout moved", c.Get(bg, "p:layout").Val(), redisdriver.LayoutVersion)
-	expect.True(t, "said: "+done.Said, strings.HasPrefix(done.Said, "key layout 3: in place"))
+	expect.True(t, "said: "+done.Said, strings.HasPrefix(done.Said, "key layout 3: moved from 2"))
+	_, done, err = Migrate(bg, s, map[string]int{}, "op")
+	must(err)
+	expect.True(t, "then said: "+done.Said, strings.HasPrefix(done.Said, "key layout 3: in place"))
 }

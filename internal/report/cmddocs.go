@@ -23,6 +23,7 @@ type UnlockDoc struct {
 // MigrateDoc is `tickd migrate -json`: what was moved into the key layout.
 type MigrateDoc struct {
 	Layout    int          `json:"layout"`
+	From      int          `json:"from"` // the layout before (0: already this one)
 	Tasks     int          `json:"tasks"`
 	Due       int          `json:"due"`
 	Resharded []ReshardDoc `json:"resharded"`

@@ -39,6 +39,9 @@ type Replication struct {
 type Migrated struct {
 	Tasks int // task hashes moved into their buckets
 	Due   int // pending requests moved
+	// From is the layout the keys were in ("" when already in this one):
+	// a move may change no key (layout 2 to 3 turns on the chunk records).
+	From string
 }
 
 // Resharded is what a reshard of one task moved.

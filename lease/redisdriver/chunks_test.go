@@ -701,9 +701,10 @@ func TestRecordsByLayout(t *testing.T) {
 		must(t, "liveReplicas", err)
 		return len(live) == 0
 	})
-	_, err = b.Migrate(bg)
+	m, err := b.Migrate(bg)
 	must(t, "Migrate", err)
 	expect.Equal(t, "layout moved", old.Get(bg, "ck:layout").Val(), LayoutVersion)
+	expect.Equal(t, "moved from", m.From, layoutNoRecords)
 	b = newDriver(old, "r2")
 	chunkOf(t, b, time.UnixMilli(1796018460000), "b")
 	expect.True(t, "then its chunk a record", hasRecord(old, b))

@@ -338,6 +338,9 @@ func (b *redisDriver) Migrate(ctx context.Context) (driver.Migrated, error) {
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return m, err
 		}
+		if v == layoutNoRecords {
+			m.From = v
+		}
 		if v == "" || v == layoutNoRecords {
 			return m, b.c.Set(ctx, b.k.layout(), LayoutVersion, 0).Err()
 		}
@@ -353,6 +356,7 @@ func (b *redisDriver) Migrate(ctx context.Context) (driver.Migrated, error) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		return m, fmt.Errorf("copy the epoch: %w", err)
 	}
+	m.From = "1"
 	if m.Tasks, err = b.migrateTasks(ctx); err != nil {
 		return m, err
 	}
