@@ -25,6 +25,10 @@ const buckets = 64
 // tickd on it is stopped.
 const LayoutVersion = "3"
 
+// layoutGlobalKeys is the layout that kept the epoch and the due set in
+// global keys.
+const layoutGlobalKeys = "1"
+
 // layoutNoRecords is the layout this tickd runs on without keeping a
 // tick's chunks as records.
 const layoutNoRecords = "2"

@@ -338,10 +338,8 @@ func (b *redisDriver) Migrate(ctx context.Context) (driver.Migrated, error) {
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return m, err
 		}
-		if v == layoutNoRecords {
-			m.From = v
-		}
 		if v == "" || v == layoutNoRecords {
+			m.From = v // none: a Redis new to tickd, or that lost its data
 			return m, b.c.Set(ctx, b.k.layout(), LayoutVersion, 0).Err()
 		}
 		return m, nil
@@ -356,7 +354,7 @@ func (b *redisDriver) Migrate(ctx context.Context) (driver.Migrated, error) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		return m, fmt.Errorf("copy the epoch: %w", err)
 	}
-	m.From = "1"
+	m.From = layoutGlobalKeys
 	if m.Tasks, err = b.migrateTasks(ctx); err != nil {
 		return m, err
 	}
