@@ -412,7 +412,7 @@ func (f *fanOut) skippingUnlessStopped() reservation {
 // flush tries the batch's leases and starts a run for each one granted; the
 // slots of the others are given back.
 func (f *fanOut) flush() {
-	if len(f.batch) == 0 {
+	if f.nothingToSend() {
 		return
 	}
 	s, ts, t := f.s, f.ts, f.ts.t
@@ -473,6 +473,22 @@ func (f *fanOut) flush() {
 	}
 	f.batch = f.batch[:0]
 	s.history.progress(f.tl, *f.n)
+}
+
+// nothingToSend says whether the batch is empty, or dropped: a fan-out
+// stopped (shutdown, a pause, the task's removal) with a batch not sent
+// did not come to its entities, as to the rest of the stream (the tick's
+// record counts them so), and gives their slots back.
+func (f *fanOut) nothingToSend() bool {
+	if f.ctx.Err() == nil {
+		return len(f.batch) == 0
+	}
+	for _, id := range f.batch {
+		f.attrsOf(id) // passed over: forgotten
+		<-f.ts.slots
+	}
+	f.batch = f.batch[:0]
+	return true
 }
 
 // deferOne keeps the entity at pos, whose acquire Redis failed (or

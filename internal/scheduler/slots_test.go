@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -90,4 +91,36 @@ func TestSlotFreesWhenTheHandlerReturns(t *testing.T) {
 			t.Fatalf("handlers of %s and %s overlapped under concurrency 1", runs[i-1].Entity, runs[i].Entity)
 		}
 	}
+}
+
+// TestAStoppedFanOutSendsNothing: a fan-out stopped (here by a pause) with
+// a batch gathered and not sent sends none of it: no run starts after the
+// pause, no entity counts as an error (a lease asked for under a
+// cancelled context fails), and the batch's run slots are given back; the
+// tick's record counts its entities as not come to, as the rest of the
+// stream. A batch waits for run slots while runs hold others (awaitFill),
+// so a pause often finds one. Before, the in-process store started the
+// batch's runs after the pause, and Redis's refusals counted as errors.
+func TestAStoppedFanOutSendsNothing(t *testing.T) {
+	t.Parallel()
+	bothStores(t, stoppedFanOutSendsNothing)
+}
+
+func stoppedFanOutSendsNothing(t *testing.T, withRedis bool) {
+	e := newEnv(t, withRedis)
+	s, _ := e.start("[[tasks]]\nname = \"p\"\nevery = \"1h\"\nhandler = \"rec\"\nentities = [\"a\", \"b\"]\n")
+	ts := taskStateOf(s, "p")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errPaused)
+	T := time.Now().Truncate(time.Hour)
+	f := &fanOut{s: s, ts: ts, T: T, reason: driver.ReasonTick, ctx: ctx, tl: s.history.begin(ctx, ts.t, T, ""), n: &TickCounts{Entities: 2}, name: "p"}
+	for _, id := range []string{"a", "b"} {
+		ts.slots <- struct{}{}
+		f.batch = append(f.batch, id)
+	}
+	f.flush()
+	expect.Equal(t, "counts", fmt.Sprintf("%+v", *f.n), fmt.Sprintf("%+v", TickCounts{Entities: 2}))
+	expect.Equal(t, "slots held", len(ts.slots), 0)
+	expect.Equal(t, "batch", len(f.batch), 0)
+	expect.Equal(t, "runs", e.rec.count(func(runRec) bool { return true }), 0)
 }
